@@ -1,0 +1,77 @@
+/*
+ * attention/attn_ref.c — the scalar reference paged attention.
+ *
+ * Deliberately plain: for each (slice, row, query head) it gathers the
+ * visible keys through the page table one position at a time, computes all
+ * scores, a max-subtracted softmax and the weighted sum of values, in
+ * double precision.  Every faster kernel is tested against this one, and
+ * this one is tested against dense attention over contiguous K/V.
+ */
+#include "folio/attention.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+
+/* Element e of the K (kv = 0) or V (kv = 1) vector of (head, pos). */
+static double kv_elem(const struct pager_kv_view *kv, int32_t layer, int kvsel,
+                      const int32_t *block_table, int32_t head, int32_t pos, int32_t e)
+{
+    int32_t blk = block_table[pos / kv->block_size];
+    int32_t slot = pos % kv->block_size;
+    size_t idx = (size_t)blk * kv->block_stride + (size_t)layer * kv->layer_stride +
+                 (size_t)kvsel * kv->v_offset + (size_t)head * kv->head_stride +
+                 (size_t)slot * kv->head_dim + (size_t)e;
+    if (kv->dtype == FOLIO_F16)
+        return folio_f16_to_f32(((const uint16_t *)kv->base)[idx]);
+    return ((const float *)kv->base)[idx];
+}
+
+void attn_paged_ref(const struct attn_batch *b)
+{
+    const struct pager_kv_view *kv = b->kv;
+    assert(kv && kv->base && b->n_heads % kv->n_kv_heads == 0);
+    const int32_t hd = kv->head_dim;
+    const int32_t group = b->n_heads / kv->n_kv_heads;
+    const size_t row_stride = (size_t)b->n_heads * hd;
+
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const struct attn_seq *sq = &b->seqs[s];
+        int32_t ctx = sq->p0 + sq->n_q;
+        double *scores = malloc(sizeof(double) * (size_t)ctx);
+        double *acc = malloc(sizeof(double) * (size_t)hd);
+        assert(scores && acc);
+        for (int32_t i = 0; i < sq->n_q; i++) {
+            int32_t visible = sq->p0 + i + 1;
+            const float *qrow = b->q + (size_t)(sq->q_row + i) * row_stride;
+            float *orow = b->out + (size_t)(sq->q_row + i) * row_stride;
+            for (int32_t h = 0; h < b->n_heads; h++) {
+                int32_t kh = h / group;
+                const float *qh = qrow + (size_t)h * hd;
+                double mx = -INFINITY;
+                for (int32_t p = 0; p < visible; p++) {
+                    double dot = 0;
+                    for (int32_t e = 0; e < hd; e++)
+                        dot += (double)qh[e] * kv_elem(kv, b->layer, 0, sq->block_table, kh, p, e);
+                    scores[p] = dot * b->scale;
+                    if (scores[p] > mx)
+                        mx = scores[p];
+                }
+                double sum = 0;
+                for (int32_t p = 0; p < visible; p++) {
+                    scores[p] = exp(scores[p] - mx);
+                    sum += scores[p];
+                }
+                for (int32_t e = 0; e < hd; e++)
+                    acc[e] = 0;
+                for (int32_t p = 0; p < visible; p++)
+                    for (int32_t e = 0; e < hd; e++)
+                        acc[e] += scores[p] * kv_elem(kv, b->layer, 1, sq->block_table, kh, p, e);
+                for (int32_t e = 0; e < hd; e++)
+                    orow[(size_t)h * hd + e] = (float)(acc[e] / sum);
+            }
+        }
+        free(scores);
+        free(acc);
+    }
+}

@@ -1,0 +1,98 @@
+/*
+ * common/alloc.c — foliod's allocator front.
+ *
+ * Every allocation in the project passes here.  With FOLIO_USE_MIMALLOC the
+ * calls go to mimalloc's mi_* API (explicit calls rather than a global
+ * malloc override, so sanitizer builds, which set FOLIO_USE_MIMALLOC=0, keep
+ * the libc allocator that ASan intercepts).
+ *
+ * Fault injection: a single atomic countdown.  folio_alloc_fail_at(n) arms
+ * it; the allocation that brings it from 1 to 0 fails and disarms it.  The
+ * counter is global, so a sweep test must run single-threaded.
+ */
+#include "folio/common.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if FOLIO_USE_MIMALLOC
+#include <mimalloc.h>
+#define RAW_MALLOC(n)        mi_malloc(n)
+#define RAW_CALLOC(n, s)     mi_calloc(n, s)
+#define RAW_REALLOC(p, n)    mi_realloc(p, n)
+#define RAW_ALIGNED(a, n)    mi_malloc_aligned(n, a)
+#define RAW_FREE(p)          mi_free(p)
+#else
+#define RAW_MALLOC(n)        malloc(n)
+#define RAW_CALLOC(n, s)     calloc(n, s)
+#define RAW_REALLOC(p, n)    realloc(p, n)
+#define RAW_FREE(p)          free(p)
+static void *raw_aligned(size_t align, size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, align, n ? n : align) != 0)
+        return NULL;
+    return p;
+}
+#define RAW_ALIGNED(a, n) raw_aligned(a, n)
+#endif
+
+static atomic_long fail_countdown;
+static atomic_long alloc_count;
+
+void folio_alloc_fail_at(long n)
+{
+    atomic_store(&fail_countdown, n > 0 ? n : 0);
+}
+
+long folio_alloc_count(void)
+{
+    return atomic_load(&alloc_count);
+}
+
+/* True when this allocation must fail (fault injection). */
+static int should_fail(void)
+{
+    atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
+    long c = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
+    if (c <= 0)
+        return 0;
+    c = atomic_fetch_sub(&fail_countdown, 1);
+    return c == 1;
+}
+
+void *folio_malloc(size_t size)
+{
+    return should_fail() ? NULL : RAW_MALLOC(size ? size : 1);
+}
+
+void *folio_calloc(size_t n, size_t size)
+{
+    return should_fail() ? NULL : RAW_CALLOC(n ? n : 1, size ? size : 1);
+}
+
+void *folio_realloc(void *p, size_t size)
+{
+    return should_fail() ? NULL : RAW_REALLOC(p, size ? size : 1);
+}
+
+void *folio_aligned_alloc(size_t align, size_t size)
+{
+    return should_fail() ? NULL : RAW_ALIGNED(align, size);
+}
+
+void folio_free(void *p)
+{
+    if (p)
+        RAW_FREE(p);
+}
+
+char *folio_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = folio_malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}

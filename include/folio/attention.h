@@ -1,0 +1,71 @@
+/*
+ * folio/attention.h — attention for one layer of one step, through page
+ * tables.
+ *
+ * A batch is a flat list of query rows grouped into sequence slices.  Slice
+ * s owns rows [q_row, q_row + n_q): the new tokens at positions
+ * [p0, p0 + n_q) of its sequence.  Each attends to keys/values at positions
+ * [0, p0 + i] for its row i (causal inside the new chunk); K/V for the new
+ * positions must already be written to their slots.  n_q = 1 is a decode,
+ * p0 = 0 a fresh prefill, anything else a chunk after a cached prefix.
+ *
+ *   q, out: [n_rows][n_heads][head_dim]   f32, row stride n_heads*head_dim
+ *   K/V:    through kv (see folio/pager.h), layer `layer`, dtype kv->dtype
+ *   query head h reads KV head h / (n_heads / n_kv_heads)  (GQA)
+ *   scale:  usually 1/sqrt(head_dim)
+ *
+ * Two implementations with one contract:
+ *   attn_paged_ref — plain scalar loops, the reference;
+ *   attn_paged     — the fast kernel: threads split the work by index
+ *                    (ith of nth), no allocation (caller's workspace).
+ */
+#ifndef FOLIO_ATTENTION_H
+#define FOLIO_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "folio/pager.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct attn_seq {
+    int32_t q_row;               /* first row of the slice in q / out */
+    int32_t n_q;                 /* rows (new tokens), >= 1 */
+    int32_t p0;                  /* position of the first new token, >= 0 */
+    const int32_t *block_table;  /* >= ceil((p0 + n_q) / block_size) ids */
+};
+
+struct attn_batch {
+    const struct pager_kv_view *kv;
+    int32_t layer;
+    int32_t n_heads; /* query heads, a multiple of kv->n_kv_heads */
+    float scale;
+    int32_t n_seqs;
+    const struct attn_seq *seqs;
+    int32_t n_rows; /* total query rows */
+    const float *q;
+    float *out;
+};
+
+/* The reference: for every slice, row and head, a two-pass softmax over the
+ * whole visible context in double precision.  Single-threaded. */
+void attn_paged_ref(const struct attn_batch *b);
+
+/* ---- fast kernel ------------------------------------------------------ */
+
+/* The fast kernel runs in ATTN_PHASES phases.  The caller runs phase 0 on
+ * all nth threads (ith = 0..nth-1), waits for all of them, then phase 1,
+ * and so on; out is complete after the last phase.  `work` is the caller's
+ * workspace of at least attn_paged_work_size(b, nth) bytes, 64-byte
+ * aligned, and must not change between phases of one batch. */
+#define ATTN_PHASES 2
+size_t attn_paged_work_size(const struct attn_batch *b, int nth);
+void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int nth);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FOLIO_ATTENTION_H */

@@ -1,0 +1,81 @@
+/*
+ * folio/common.h — the few things every module shares: the allocator,
+ * KV element types and half-precision conversion, and a monotonic clock.
+ *
+ * Allocation goes through folio_malloc() and friends so that (a) production
+ * builds use mimalloc and (b) tests can make the Nth allocation fail
+ * (folio_alloc_fail_at) to sweep every error path.  Hot paths (a model step,
+ * a pager operation that finds its memory preallocated) never allocate.
+ *
+ * Errors are values: fallible calls in foliod return 0 or a negative errno.
+ */
+#ifndef FOLIO_COMMON_H
+#define FOLIO_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- allocation ------------------------------------------------------- */
+
+void *folio_malloc(size_t size);
+void *folio_calloc(size_t n, size_t size);
+void *folio_realloc(void *p, size_t size);
+/* Aligned allocation; align is a power of two >= sizeof(void *).  Free with
+ * folio_free like any other folio allocation. */
+void *folio_aligned_alloc(size_t align, size_t size);
+void folio_free(void *p);
+char *folio_strdup(const char *s);
+
+/* Test hook: the n-th allocation from now (n >= 1) returns NULL, once.
+ * n = 0 disables.  Affects folio_malloc, folio_calloc, folio_realloc,
+ * folio_aligned_alloc and folio_strdup in every thread. */
+void folio_alloc_fail_at(long n);
+/* Allocations attempted since the process started (for sweep tests). */
+long folio_alloc_count(void);
+
+/* ---- element types ---------------------------------------------------- */
+
+enum folio_dtype {
+    FOLIO_F32 = 0,
+    FOLIO_F16 = 1,
+};
+
+static inline size_t folio_dtype_size(enum folio_dtype t)
+{
+    return t == FOLIO_F16 ? 2 : 4;
+}
+
+const char *folio_dtype_name(enum folio_dtype t);
+
+/* IEEE 754 binary16 <-> binary32, round to nearest even; NaN and infinity
+ * preserved.  Scalar versions; kernels may use F16C where available. */
+float folio_f16_to_f32(uint16_t h);
+uint16_t folio_f32_to_f16(float f);
+/* bfloat16 (upper half of a binary32) -> binary32. */
+static inline float folio_bf16_to_f32(uint16_t h)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+
+/* ---- time ------------------------------------------------------------- */
+
+/* Monotonic clock in nanoseconds. */
+uint64_t folio_now_ns(void);
+
+#define FOLIO_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define FOLIO_MIN(a, b)    ((a) < (b) ? (a) : (b))
+#define FOLIO_MAX(a, b)    ((a) > (b) ? (a) : (b))
+#define FOLIO_DIV_CEIL(a, b) (((a) + (b)-1) / (b))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FOLIO_COMMON_H */

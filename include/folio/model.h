@@ -1,0 +1,80 @@
+/*
+ * folio/model.h — a LLaMA-architecture transformer: weights, and the
+ * forward pass over a flat batch of tokens drawn from many sequences.
+ *
+ * A model_t is immutable once loaded (weights are f32 in memory; F16, BF16
+ * and Q8_0 tensors are converted at load).  A model_ctx_t holds everything
+ * one forward pass needs: preallocated workspaces sized for the largest
+ * batch, the thread pool, and the pager's KV view it writes K/V into.
+ *
+ * One step:  tokens ─► embed ─► [ rmsnorm → QKV (one sgemm) → RoPE → K/V to
+ * slots → paged attention → out proj (+res) → rmsnorm → gate|up (one sgemm)
+ * → SwiGLU → down (+res) ] × n_layers ─► final norm ─► output matrix for the
+ * rows that sample ─► logits.
+ */
+#ifndef FOLIO_MODEL_H
+#define FOLIO_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "folio/pager.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct model_hparams {
+    int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, ctx_len;
+    float norm_eps, rope_base;
+    int32_t bos_id, eos_id; /* -1 when unknown */
+};
+
+typedef struct model model_t;
+typedef struct model_ctx model_ctx_t;
+
+/* Loads a GGUF file (see folio/gguf.h); on failure writes a message naming
+ * the file and the problem into err and returns -errno. */
+int model_load_file(const char *path, model_t **out, char *err, size_t errlen);
+/* The embedded default model: preset "tiny", seed 0, built in memory. */
+int model_load_default(model_t **out, char *err, size_t errlen);
+void model_free(model_t *m);
+const struct model_hparams *model_hparams(const model_t *m);
+const char *model_name(const model_t *m);
+
+/* One slice of a batch: n_tokens new tokens of one sequence at positions
+ * [first_pos, first_pos + n_tokens), already given slots by the pager
+ * (block_table covers every position up to first_pos + n_tokens). */
+struct model_slice {
+    int32_t first_pos;
+    int32_t n_tokens;
+    const int32_t *block_table;
+    bool sample; /* produce logits for the slice's last token */
+};
+
+/* tokens: [n_tokens] laid out slice after slice. */
+struct model_batch {
+    int32_t n_tokens;
+    const int32_t *tokens;
+    int32_t n_slices;
+    const struct model_slice *slices;
+};
+
+struct model_ctx_config {
+    int32_t max_tokens; /* largest batch in tokens */
+    int32_t max_slices; /* largest batch in slices */
+    int32_t n_threads;  /* compute threads (OpenBLAS is set to the same) */
+};
+
+int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
+                  const struct model_ctx_config *cfg, model_ctx_t **out);
+void model_ctx_free(model_ctx_t *ctx);
+
+/* Runs one step.  logits: [number of sampling slices][n_vocab], in slice
+ * order.  Never allocates.  -EINVAL for a batch beyond the ctx's limits. */
+int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FOLIO_MODEL_H */

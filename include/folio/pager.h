@@ -1,0 +1,192 @@
+/*
+ * folio/pager.h — the KV block pool and per-sequence page tables.
+ *
+ * The pager owns one arena of `num_blocks` KV blocks.  A block holds the
+ * keys and values of `block_size` consecutive token positions of one
+ * sequence, for every layer and every KV head.  A sequence's page table
+ * (struct pager_seq, "a folio") maps token position p to the slot
+ * (block_table[p / block_size], p % block_size).
+ *
+ * Arena layout (elements of `dtype`; all strides in elements, see
+ * struct pager_kv_view):
+ *
+ *   arena ─┬─ block 0 ─┬─ layer 0 ─┬─ K ─┬─ kv head 0: [block_size][head_dim]
+ *          │           │           │     └─ kv head 1 ...
+ *          │           │           └─ V ── (same shape as K)
+ *          │           └─ layer 1 ...
+ *          └─ block 1 ...
+ *
+ *   elem(block, layer, kv, head, slot, d) =
+ *       block * block_stride + layer * layer_stride + kv * v_offset
+ *     + head * head_stride + slot * head_dim + d        (kv: 0 = K, 1 = V)
+ *
+ * so one block is one contiguous run of bytes (copy-on-write is a single
+ * memcpy) and one (block, layer, head) K or V tile is contiguous
+ * [block_size][head_dim] (what the attention kernel streams).  The arena is
+ * 64-byte aligned and allocated once at pager_init.
+ *
+ * Block states: FREE (on the free list, refcount 0, not in the prefix
+ * cache), USED (refcount >= 1, mapped by that many page tables), CACHED
+ * (refcount 0 but full, computed and in the prefix-cache hash; kept on an
+ * LRU list and reused by a prefix hit, or evicted when a fresh block is
+ * needed and the free list is empty).  A USED block may also be in the hash.
+ *
+ * Prefix caching: a full block whose tokens are all computed gets the hash
+ * h = H(h_parent, tokens of the block, salt), where h_parent is the previous
+ * block's hash (a per-sequence salt, e.g. per tenant, seeds the chain).  A
+ * new, empty sequence may adopt the longest run of cached full blocks that
+ * matches its prompt.  Matches compare token ids, never only hashes.
+ *
+ * Copy-on-write: pager_seq_fork() shares every block of the parent.  Any
+ * write into a block whose refcount is > 1 (only ever the last, partial
+ * block) first copies it into a fresh block.  A shared block is never
+ * written in place.
+ *
+ * Errors: 0 or -errno.  Running out of blocks is -ENOSPC and leaves
+ * everything exactly as it was.  -ENOMEM likewise (internal allocation).
+ *
+ * Threading: not thread-safe.  One thread (the daemon's loop thread) owns
+ * the pager; a running model step only reads the page tables and writes
+ * K/V into slots reserved for it before the step started.
+ */
+#ifndef FOLIO_PAGER_H
+#define FOLIO_PAGER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "folio/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pager pager_t;
+typedef struct pager_seq pager_seq_t;
+
+struct pager_config {
+    int32_t num_blocks; /* blocks in the pool, >= 1 */
+    int32_t block_size; /* token slots per block, 1..1024 */
+    int32_t n_layers;   /* model geometry: sizes the arena; all >= 1 */
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    enum folio_dtype dtype; /* K/V element type */
+    bool no_arena; /* bookkeeping only, no K/V memory (simulator, tests) */
+};
+
+/* Read-only description of where K/V live, for the model and the
+ * attention kernel.  All strides in elements of dtype. */
+struct pager_kv_view {
+    void *base; /* arena; NULL when no_arena */
+    enum folio_dtype dtype;
+    int32_t num_blocks, block_size, n_layers, n_kv_heads, head_dim;
+    size_t block_stride; /* n_layers * layer_stride */
+    size_t layer_stride; /* 2 * v_offset */
+    size_t v_offset;     /* n_kv_heads * head_stride */
+    size_t head_stride;  /* block_size * head_dim */
+};
+
+/* Pool statistics (block counts satisfy free + used + cached = total). */
+struct pager_stats {
+    int64_t blocks_total, blocks_free, blocks_used, blocks_cached;
+    int64_t blocks_shared;     /* used blocks with refcount > 1 */
+    int64_t tokens_held;       /* sum over page tables of tokens they hold */
+    int64_t slots_empty;       /* allocated slots past each table's length,
+                                  counted once per physical block */
+    int64_t seqs;              /* live page tables */
+    int64_t prefix_queries;    /* tokens asked about by prefix lookups */
+    int64_t prefix_hits;       /* of those, tokens found cached */
+    int64_t evictions;         /* cached blocks reclaimed for new data */
+    int64_t cow_copies;        /* copy-on-write block copies */
+    size_t bytes_per_block;    /* K+V bytes of one block, all layers */
+};
+
+enum pager_block_state { PAGER_BLOCK_FREE, PAGER_BLOCK_USED, PAGER_BLOCK_CACHED };
+
+/* One block, for dashboards (/v1/kv block map). */
+struct pager_block_info {
+    enum pager_block_state state;
+    int32_t refcount;
+    int32_t tokens;   /* filled slots */
+    uint64_t owner;   /* owner tag of the sequence that last wrote it */
+    uint32_t tenant;  /* tenant of that sequence */
+};
+
+/* ---- pool ------------------------------------------------------------- */
+
+/* Creates a pool; allocates the arena (unless cfg->no_arena) and all block
+ * metadata.  -EINVAL for a bad config, -ENOMEM. */
+int pager_init(pager_t **out, const struct pager_config *cfg);
+/* Frees the pool and every page table still alive. */
+void pager_free(pager_t *pg);
+
+void pager_kv_view(const pager_t *pg, struct pager_kv_view *view);
+void pager_stats_get(const pager_t *pg, struct pager_stats *st);
+int32_t pager_block_size(const pager_t *pg);
+/* Blocks a fresh allocation could take now (free + cached). */
+int32_t pager_blocks_available(const pager_t *pg);
+void pager_block_info_get(const pager_t *pg, int32_t block, struct pager_block_info *info);
+
+/* Walks every structure and verifies the invariants of DESIGN.md; returns 0
+ * or -EUCLEAN, and with msg != NULL writes what is wrong. */
+int pager_check(const pager_t *pg, char *msg, size_t msglen);
+/* Human-readable block map and stats. */
+void pager_dump(const pager_t *pg, FILE *out);
+
+/* ---- page tables ------------------------------------------------------ */
+
+/* A new, empty sequence.  `salt` seeds its prefix-hash chain (per tenant:
+ * sequences with different salts never share cached blocks); `owner` and
+ * `tenant` are tags reported by pager_block_info_get. */
+int pager_seq_new(pager_t *pg, uint64_t salt, uint64_t owner, uint32_t tenant,
+                  pager_seq_t **out);
+/* Releases every block (full, computed blocks stay cached) and the table. */
+void pager_seq_free(pager_t *pg, pager_seq_t *seq);
+
+/* For an empty sequence: take the longest run of cached full blocks whose
+ * tokens equal tokens[0..], at most floor(n / block_size) blocks, and never
+ * all n tokens (at least one token is left to compute, so the caller has a
+ * row to sample from).  *n_hit receives the tokens taken (a multiple of
+ * block_size); they count as appended and computed.  Counts a prefix query
+ * of n tokens.  -EINVAL if seq is not empty. */
+int pager_seq_adopt_prefix(pager_t *pg, pager_seq_t *seq, const int32_t *tokens, int32_t n,
+                           int32_t *n_hit);
+/* The same match without taking anything or counting a query. */
+int32_t pager_prefix_match(const pager_t *pg, uint64_t salt, const int32_t *tokens, int32_t n);
+
+/* Blocks that appending n tokens to seq would take from the pool (new
+ * blocks plus a copy-on-write of a shared last block). */
+int32_t pager_seq_blocks_needed(const pager_t *pg, const pager_seq_t *seq, int32_t n);
+
+/* Appends n token ids: reserves their slots (allocating blocks, copying a
+ * shared partial last block first).  Slots of appended tokens are where the
+ * next step writes their K/V.  All or nothing: -ENOSPC / -ENOMEM leave seq
+ * unchanged. */
+int pager_seq_append(pager_t *pg, pager_seq_t *seq, const int32_t *tokens, int32_t n);
+
+/* Declares tokens [0, n_computed) of seq computed (their K/V written).
+ * Full blocks inside that range enter the prefix cache.  Monotonic. */
+void pager_seq_mark_computed(pager_t *pg, pager_seq_t *seq, int32_t n_computed);
+
+/* Shrinks seq to n tokens (n <= length), releasing blocks past the end. */
+int pager_seq_truncate(pager_t *pg, pager_seq_t *seq, int32_t n);
+
+/* A child sharing every block of parent (refcounts + 1); same salt, tags
+ * from the arguments. */
+int pager_seq_fork(pager_t *pg, const pager_seq_t *parent, uint64_t owner, uint32_t tenant,
+                   pager_seq_t **child);
+
+int32_t pager_seq_len(const pager_seq_t *seq);
+int32_t pager_seq_computed(const pager_seq_t *seq);
+const int32_t *pager_seq_tokens(const pager_seq_t *seq);
+/* The block table: ceil(len / block_size) block ids, valid until the next
+ * call that modifies seq. */
+const int32_t *pager_seq_block_table(const pager_seq_t *seq, int32_t *n_blocks);
+/* Slot of position pos (< len): block id and offset inside it. */
+void pager_seq_slot(const pager_seq_t *seq, int32_t pos, int32_t *block, int32_t *offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FOLIO_PAGER_H */

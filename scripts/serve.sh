@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# scripts/serve.sh — install what is missing, build an optimised foliod and
+# run it on its embedded default model.  Extra arguments go to foliod.
+# Safe to rerun.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+dir=${BUILD_DIR:-build}
+if [ ! -f "$dir/build.ninja" ]; then
+  meson setup "$dir" -Dbuildtype=release -Dtests=false
+fi
+ninja -C "$dir"
+if [ -x "$dir/daemon/foliod" ]; then
+  exec "$dir/daemon/foliod" "$@"
+fi
+# Until the daemon lands: the pager benchmark shows the KV pool at work.
+exec "$dir/bench/bench_pager" "$@"

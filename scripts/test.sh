@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# scripts/test.sh — install what is missing, build with -Werror and run the
+# whole test suite (unit, slow and integration).  Safe to rerun.
+#   scripts/test.sh            full suite in build-test/
+#   SUITE=unit scripts/test.sh only the fast unit tests
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+
+dir=${BUILD_DIR:-build-test}
+if [ ! -f "$dir/build.ninja" ]; then
+  meson setup "$dir" --werror -Dbuildtype=debugoptimized -Dchecks=true ${MESON_ARGS:-}
+fi
+ninja -C "$dir"
+args=(--print-errorlogs --num-processes "$(nproc)")
+[ -n "${SUITE:-}" ] && args+=(--suite "$SUITE")
+status=0
+meson test -C "$dir" "${args[@]}" || status=$?
+scripts/test-summary.sh "$dir"
+exit $status
