@@ -1,0 +1,39 @@
+/*
+ * tools/folio.c — `folio SUBCOMMAND ...`: dispatch to tools/cmd_*.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "folio_cmds.h"
+
+/* One line per subcommand (keep sorted). */
+const struct folio_cmd folio_cmds[] = {
+    {NULL, NULL, NULL},
+};
+const int folio_n_cmds = (int)(sizeof(folio_cmds) / sizeof(folio_cmds[0])) - 1;
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: folio COMMAND [ARGS]\n\ncommands:\n");
+    for (int i = 0; i < folio_n_cmds; i++)
+        fprintf(out, "  %-10s %s\n", folio_cmds[i].name, folio_cmds[i].summary);
+    fprintf(out, "\n'folio COMMAND --help' describes one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 0; i < folio_n_cmds; i++)
+        if (!strcmp(argv[1], folio_cmds[i].name))
+            return folio_cmds[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "folio: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

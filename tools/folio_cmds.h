@@ -1,0 +1,19 @@
+/*
+ * tools/folio_cmds.h — the subcommands of `folio`.  Each lives in its own
+ * tools/cmd_<name>.c, takes argv starting at the subcommand's name and
+ * returns the process exit status (0 ok, 1 failure, 2 usage).
+ */
+#ifndef FOLIO_TOOLS_CMDS_H
+#define FOLIO_TOOLS_CMDS_H
+
+struct folio_cmd {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+/* Subcommand table, in tools/folio.c. */
+extern const struct folio_cmd folio_cmds[];
+extern const int folio_n_cmds;
+
+#endif
