@@ -151,6 +151,8 @@ struct cur {
 
 static void put(struct cur *c, const char *s, size_t n)
 {
+    if (n == 0)
+        return;
     if (c->n + n <= c->cap)
         memcpy(c->buf + c->n, s, n);
     else if (c->n < c->cap)

@@ -9,7 +9,7 @@
  *   arena    one allocation: for each token, its vocabulary text (NUL-ended)
  *            then its piece (the bytes it decodes to, NUL-ended)
  *   text_off/text_len, piece_off/piece_len    [n_vocab] offsets into arena
- *   enc_off/enc_len  [n_vocab] the token's key in "encoding space": the
+ *   enc_off/enc_len  aliases of text_* or piece_*: the token's key in "encoding space": the
  *            vocabulary text for SPM (where spaces are U+2581), the piece
  *            (raw bytes) for byte-level BPE, so BPE runs on raw bytes and
  *            never on the printable byte-to-unicode alphabet
@@ -315,10 +315,7 @@ void tok_free(tok_t *t)
     folio_free(t->text_len);
     folio_free(t->piece_off);
     folio_free(t->piece_len);
-    if (t->enc_off != t->text_off) { /* SPM: enc_* alias text_* */
-        folio_free(t->enc_off);
-        folio_free(t->enc_len);
-    }
+    /* enc_off/enc_len alias text_* (SPM) or piece_* (BPE) */
     folio_free(t->scores);
     folio_free(t->type);
     folio_free(t->find_map.slot);
@@ -1149,7 +1146,8 @@ int tok_token_to_piece(const tok_t *t, int32_t id, unsigned flags, char *buf, si
     *n = l;
     if (l > cap)
         return -ENOSPC;
-    memcpy(buf, p, l);
+    if (l > 0)
+        memcpy(buf, p, l);
     return 0;
 }
 
@@ -1171,7 +1169,7 @@ int tok_decode(const tok_t *t, const int32_t *ids, size_t n_ids, unsigned flags,
             }
             strip = false;
         }
-        if (total + l <= cap)
+        if (l > 0 && total + l <= cap)
             memcpy(buf + total, p, l);
         total += l;
     }

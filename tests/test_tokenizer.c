@@ -576,13 +576,57 @@ static void test_special_gpt2(void **state)
     close_vocab(&v);
 }
 
+/* Every allocation tok_load and tok_encode make can fail cleanly: -ENOMEM,
+ * nothing leaked (ASan build), and the next attempt works. */
+static void alloc_sweep(const char *name)
+{
+    struct vocab v;
+    if (!open_vocab(name, &v)) {
+        skip();
+        return;
+    }
+    int fails = 0;
+    for (long k = 1;; k++) {
+        tok_t *t = NULL;
+        folio_alloc_fail_at(k);
+        int rc = tok_load(v.f, &t, NULL, 0);
+        folio_alloc_fail_at(0);
+        if (rc == 0) {
+            tok_free(t);
+            break;
+        }
+        assert_int_equal(rc, -ENOMEM);
+        assert_null(t);
+        fails++;
+    }
+    assert_true(fails >= 5);
+    const char *text = "Hello world, a longer sentence with 🦙 in it.";
+    int32_t ids[256], n;
+    for (long k = 1;; k++) {
+        folio_alloc_fail_at(k);
+        int rc = tok_encode(v.t, text, strlen(text), true, true, ids, 256, &n);
+        folio_alloc_fail_at(0);
+        if (rc == 0)
+            break;
+        assert_int_equal(rc, -ENOMEM);
+    }
+    close_vocab(&v);
+}
+
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    alloc_sweep("ggml-vocab-llama-spm.gguf");
+    alloc_sweep("ggml-vocab-gpt-2.gguf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vectors_spm),   cmocka_unit_test(test_vectors_gpt2),
         cmocka_unit_test(test_roundtrip_spm), cmocka_unit_test(test_roundtrip_gpt2),
         cmocka_unit_test(test_spm_vs_naive),  cmocka_unit_test(test_special_spm),
-        cmocka_unit_test(test_special_gpt2),
+        cmocka_unit_test(test_special_gpt2),  cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
