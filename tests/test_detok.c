@@ -328,7 +328,8 @@ static void test_random_vs_naive(void **state)
 static bool open_vocab(const char *name, gguf_file_t **f, tok_t **t)
 {
     char path[4096], err[256];
-    snprintf(path, sizeof(path), "%s/%s", FOLIO_TOK_DATA, name);
+    const char *env = getenv("FOLIO_TOK_DATA");
+    snprintf(path, sizeof(path), "%s/%s", env && *env ? env : FOLIO_TOK_DATA, name);
     FILE *fp = fopen(path, "rb");
     if (!fp) {
         snprintf(path, sizeof(path), "%s/%s", FOLIO_TOK_DATA_ALT, name);

@@ -18,6 +18,9 @@
 
 #include <cmocka.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio/tokenizer.h"
@@ -462,6 +465,232 @@ static void test_spm_vs_naive(void **state)
     close_vocab(&v);
 }
 
+/* ---- naive byte-level BPE reference -------------------------------------- */
+
+/* GPT-2's printable alphabet, built independently of model/tokenizer.c. */
+static void alphabet(uint32_t b2u[256])
+{
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; b++) {
+        bool keep = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+        b2u[b] = keep ? b : next++;
+    }
+}
+
+struct mrule {
+    char *l, *r;
+    size_t ll, rl;
+    int rank;
+};
+
+static int mrule_cmp(const void *a, const void *b)
+{
+    const struct mrule *x = a, *y = b;
+    if (x->ll != y->ll)
+        return x->ll < y->ll ? -1 : 1;
+    if (x->rl != y->rl)
+        return x->rl < y->rl ? -1 : 1;
+    int c = memcmp(x->l, y->l, x->ll);
+    if (c)
+        return c;
+    c = memcmp(x->r, y->r, x->rl);
+    if (c)
+        return c;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* printable-alphabet text -> bytes (every code point is one byte) */
+static size_t unmap(const uint32_t b2u[256], const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint8_t c = (uint8_t)s[i];
+        uint32_t cp;
+        size_t l = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        cp = l == 1 ? c : l == 2 ? (c & 0x1fu) : l == 3 ? (c & 0xfu) : (c & 7u);
+        for (size_t k = 1; k < l; k++)
+            cp = cp << 6 | ((uint8_t)s[i + k] & 0x3fu);
+        int b = -1;
+        for (int j = 0; j < 256; j++)
+            if (b2u[j] == cp)
+                b = j;
+        assert_true(b >= 0);
+        out[o++] = (char)b;
+        i += l;
+    }
+    return o;
+}
+
+static size_t map_text(const uint32_t b2u[256], const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++)
+        o += put_cp(out + o, b2u[(uint8_t)s[i]]);
+    return o;
+}
+
+struct bpe_ref {
+    uint32_t b2u[256];
+    struct mrule *rules;
+    size_t n_rules;
+    pcre2_code *re;
+};
+
+static void bpe_ref_init(struct bpe_ref *r, const gguf_file_t *f)
+{
+    alphabet(r->b2u);
+    int64_t k = gguf_find_key(f, "tokenizer.ggml.merges");
+    enum gguf_type et;
+    uint64_t n;
+    assert_int_equal(gguf_arr_info(f, k, &et, &n), 0);
+    r->rules = calloc(n, sizeof(*r->rules));
+    r->n_rules = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        assert_int_equal(gguf_arr_str(f, k, i, &s, &len), 0);
+        const char *sp = memchr(s + 1, ' ', len - 1);
+        assert_non_null(sp);
+        struct mrule *m = &r->rules[r->n_rules++];
+        m->l = malloc(len);
+        m->r = malloc(len);
+        m->ll = unmap(r->b2u, s, (size_t)(sp - s), m->l);
+        m->rl = unmap(r->b2u, sp + 1, len - (size_t)(sp - s) - 1, m->r);
+        m->rank = (int)i;
+    }
+    qsort(r->rules, r->n_rules, sizeof(*r->rules), mrule_cmp);
+    static const char pat[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+"
+                              "|\\s+(?!\\S)|\\s+";
+    int ec;
+    PCRE2_SIZE eo;
+    r->re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
+    assert_non_null(r->re);
+}
+
+static void bpe_ref_free(struct bpe_ref *r)
+{
+    for (size_t i = 0; i < r->n_rules; i++) {
+        free(r->rules[i].l);
+        free(r->rules[i].r);
+    }
+    free(r->rules);
+    pcre2_code_free(r->re);
+}
+
+/* rank of merging l and r, or -1 (lowest rank among duplicates) */
+static int ref_rank(const struct bpe_ref *r, const char *l, size_t ll, const char *rr, size_t rl)
+{
+    struct mrule key = {(char *)l, (char *)rr, ll, rl, -1};
+    size_t lo = 0, hi = r->n_rules;
+    while (lo < hi) { /* first rule >= key (rank -1 sorts before all) */
+        size_t mid = (lo + hi) / 2;
+        if (mrule_cmp(&r->rules[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < r->n_rules) {
+        const struct mrule *m = &r->rules[lo];
+        if (m->ll == ll && m->rl == rl && !memcmp(m->l, l, ll) && !memcmp(m->r, rr, rl))
+            return m->rank;
+    }
+    return -1;
+}
+
+/* The merge loop the slow way: rescan, merge the lowest rank (leftmost). */
+static void ref_word(const struct bpe_ref *r, const tok_t *t, const char *w, size_t n, int32_t *out,
+                     int32_t *k)
+{
+    size_t *st = malloc(sizeof(size_t) * (n + 1)), ns = n;
+    for (size_t i = 0; i <= n; i++)
+        st[i] = i;
+    for (;;) {
+        int best = -1;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < ns; i++) {
+            int rk =
+                ref_rank(r, w + st[i], st[i + 1] - st[i], w + st[i + 1], st[i + 2] - st[i + 1]);
+            if (rk >= 0 && (best < 0 || rk < best)) {
+                best = rk;
+                bi = i;
+            }
+        }
+        if (best < 0)
+            break;
+        memmove(st + bi + 1, st + bi + 2, sizeof(size_t) * (ns - bi - 1));
+        ns--;
+    }
+    char txt[4096];
+    for (size_t i = 0; i < ns; i++) {
+        size_t tl = map_text(r->b2u, w + st[i], st[i + 1] - st[i], txt);
+        int32_t id = tok_find(t, txt, tl);
+        if (id >= 0) {
+            out[(*k)++] = id;
+            continue;
+        }
+        for (size_t j = st[i]; j < st[i + 1]; j++) {
+            tl = map_text(r->b2u, w + j, 1, txt);
+            out[(*k)++] = tok_find(t, txt, tl);
+        }
+    }
+    free(st);
+}
+
+static int32_t bpe_naive(const struct bpe_ref *r, const tok_t *t, const char *s, size_t n,
+                         int32_t *out)
+{
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(r->re, NULL);
+    int32_t k = 0;
+    size_t pos = 0;
+    while (pos < n) {
+        int m = pcre2_match(r->re, (PCRE2_SPTR)s, n, pos, 0, md, NULL);
+        if (m < 0) {
+            ref_word(r, t, s + pos, n - pos, out, &k);
+            break;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        if (ov[0] > pos)
+            ref_word(r, t, s + pos, ov[0] - pos, out, &k);
+        ref_word(r, t, s + ov[0], ov[1] - ov[0], out, &k);
+        pos = ov[1];
+    }
+    pcre2_match_data_free(md);
+    return k;
+}
+
+static void test_gpt2_vs_naive(void **state)
+{
+    (void)state;
+    struct vocab v;
+    if (!open_vocab("ggml-vocab-gpt-2.gguf", &v)) {
+        skip();
+        return;
+    }
+    struct bpe_ref r;
+    bpe_ref_init(&r, v.f);
+    rng_state = 777;
+    int iters = getenv("FOLIO_TEST_SHORT") ? 60 : 400;
+    char *buf = malloc(64 * 1024);
+    int32_t *ref = malloc(sizeof(int32_t) * 64 * 1024);
+    for (int it = 0; it < iters; it++) {
+        size_t n = random_text(buf, 1 + rnd() % 40, true);
+        int32_t cnt;
+        int32_t *ids = encode(v.t, buf, n, false, false, &cnt);
+        int32_t rn = bpe_naive(&r, v.t, buf, n, ref);
+        if (rn != cnt || memcmp(ref, ids, sizeof(int32_t) * (size_t)cnt) != 0) {
+            print_ids("naive", ref, rn);
+            print_ids("fast ", ids, cnt);
+            fail_msg("BPE differs from the naive merge on '%.*s'", (int)n, buf);
+        }
+        free(ids);
+    }
+    free(ref);
+    free(buf);
+    bpe_ref_free(&r);
+    close_vocab(&v);
+}
+
 /* ---- special tokens, BOS/EOS, buffers ----------------------------------- */
 
 static void test_special_spm(void **state)
@@ -623,10 +852,11 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vectors_spm),   cmocka_unit_test(test_vectors_gpt2),
-        cmocka_unit_test(test_roundtrip_spm), cmocka_unit_test(test_roundtrip_gpt2),
-        cmocka_unit_test(test_spm_vs_naive),  cmocka_unit_test(test_special_spm),
-        cmocka_unit_test(test_special_gpt2),  cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_vectors_spm),    cmocka_unit_test(test_vectors_gpt2),
+        cmocka_unit_test(test_roundtrip_spm),  cmocka_unit_test(test_roundtrip_gpt2),
+        cmocka_unit_test(test_spm_vs_naive),   cmocka_unit_test(test_gpt2_vs_naive),
+        cmocka_unit_test(test_special_spm),    cmocka_unit_test(test_special_gpt2),
+        cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
