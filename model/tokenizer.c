@@ -31,7 +31,10 @@
  *   continuation byte, so invalid input still round-trips); a max
  *   heap of adjacent pairs whose concatenation is a token, keyed (score
  *   desc, left index asc), merges the best pair until none is left; stale
- *   heap entries are recognised by their byte size.  A final symbol that is
+ *   heap entries are recognised by their byte size.  When the vocabulary
+ *   allows (word_split: no token has U+2581 after another character), the
+ *   loop runs word by word, which gives the same result with a heap that
+ *   stays in cache.  A final symbol that is
  *   not a token becomes its bytes' <0xNN> tokens, or <unk>.
  *
  *   BPE: the GPT-2 pre-tokenizer regex (PCRE2, UTF + UCP, tolerant of
@@ -94,6 +97,10 @@ struct tok {
     int32_t bos, eos, unk, pad, eot, eom;
     bool add_bos, add_eos, add_space_prefix;
     bool ignore_merges; /* a word that is a token is taken whole (llama3) */
+    /* SPM: no encodable token has U+2581 after another character, so no
+     * merge can cross the point before a U+2581 that follows a non-U+2581
+     * character: the merge loop runs per word (same result, small heap) */
+    bool word_split;
     size_t max_piece;
     pcre2_code *re;
 };
@@ -607,6 +614,23 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
         if (enc && t->enc_len[i] > 0)
             map_put(t, &t->enc_map, t->enc_off, t->enc_len, i);
     }
+    if (kind == TOK_SPM) {
+        t->word_split = true;
+        for (int32_t i = 0; i < nv && t->word_split; i++) {
+            int ty = t->type[i];
+            if (ty != TOK_TYPE_NORMAL && ty != TOK_TYPE_USER_DEFINED && ty != TOK_TYPE_UNUSED)
+                continue;
+            const char *x = t->arena + t->text_off[i];
+            size_t xl = t->text_len[i];
+            for (size_t p = 1; p + 3 <= xl; p++)
+                if (memcmp(x + p, "\xe2\x96\x81", 3) == 0 &&
+                    (p < 3 || memcmp(x + p - 3, "\xe2\x96\x81", 3) != 0)) {
+                    t->word_split = false;
+                    break;
+                }
+        }
+    }
+
     for (int b = 0; b < 256; b++) {
         if (kind == TOK_SPM) {
             char name[8];
@@ -883,6 +907,12 @@ static void spm_try_pair(const tok_t *t, struct scratch *sc, int32_t l, int32_t 
               (struct bigram){.key = t->scores[id], .left = l, .right = r, .size = a->n + b->n});
 }
 
+/* Is symbol i exactly U+2581? */
+static inline bool is_mark(const struct scratch *sc, int32_t i)
+{
+    return sc->sym[i].n == 3 && memcmp(sc->buf + sc->sym[i].start, "\xe2\x96\x81", 3) == 0;
+}
+
 /* One raw-text fragment under the SentencePiece model. */
 static int spm_fragment(const tok_t *t, struct scratch *sc, struct emit *e, const char *s, size_t n,
                         bool prefix)
@@ -919,30 +949,41 @@ static int spm_fragment(const tok_t *t, struct scratch *sc, struct emit *e, cons
         ns++;
         off += l;
     }
-    sc->heap_n = 0;
+    /* Chunks: with word_split, a new chunk starts at each U+2581 that
+     * follows another character (see struct tok); else one chunk. */
     sc->max_heap = true;
-    for (int32_t i = 1; i < ns; i++)
-        spm_try_pair(t, sc, i - 1, i);
-    while (sc->heap_n > 0) {
-        struct bigram b = heap_pop(sc);
-        struct sym *l = &sc->sym[b.left], *r = &sc->sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-            continue; /* stale */
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sc->sym[r->next].prev = b.left;
-        spm_try_pair(t, sc, l->prev, b.left);
-        spm_try_pair(t, sc, b.left, l->next);
-    }
-    for (int32_t i = ns > 0 ? 0 : -1; i >= 0; i = sc->sym[i].next) {
-        const char *txt = sc->buf + sc->sym[i].start;
-        int32_t id = enc_get(t, txt, sc->sym[i].n);
-        if (id >= 0)
-            emit_id(e, id);
-        else if ((rc = emit_bytes(t, e, txt, sc->sym[i].n)) != 0)
-            return rc;
+    for (int32_t a = 0, b; a < ns; a = b) {
+        b = a + 1;
+        while (t->word_split && b < ns && !(is_mark(sc, b) && !is_mark(sc, b - 1)))
+            b++;
+        if (!t->word_split)
+            b = ns;
+        sc->sym[a].prev = -1;
+        sc->sym[b - 1].next = -1;
+        sc->heap_n = 0;
+        for (int32_t i = a + 1; i < b; i++)
+            spm_try_pair(t, sc, i - 1, i);
+        while (sc->heap_n > 0) {
+            struct bigram g = heap_pop(sc);
+            struct sym *l = &sc->sym[g.left], *r = &sc->sym[g.right];
+            if (l->n == 0 || r->n == 0 || l->n + r->n != g.size)
+                continue; /* stale */
+            l->n += r->n;
+            r->n = 0;
+            l->next = r->next;
+            if (r->next >= 0)
+                sc->sym[r->next].prev = g.left;
+            spm_try_pair(t, sc, l->prev, g.left);
+            spm_try_pair(t, sc, g.left, l->next);
+        }
+        for (int32_t i = a; i >= 0; i = sc->sym[i].next) {
+            const char *txt = sc->buf + sc->sym[i].start;
+            int32_t id = enc_get(t, txt, sc->sym[i].n);
+            if (id >= 0)
+                emit_id(e, id);
+            else if ((rc = emit_bytes(t, e, txt, sc->sym[i].n)) != 0)
+                return rc;
+        }
     }
     return 0;
 }
