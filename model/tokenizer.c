@@ -506,7 +506,9 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
 
     /* token types and scores */
     memset(t->type, TOK_TYPE_NORMAL, n);
+    bool have_types = false;
     if ((k = gguf_find_key(f, "tokenizer.ggml.token_type")) >= 0) {
+        have_types = true;
         uint64_t m;
         if (gguf_arr_info(f, k, &et, &m) != 0 || m != n ||
             (et != GGUF_TYPE_INT32 && et != GGUF_TYPE_UINT32)) {
@@ -566,6 +568,8 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
         char *p = t->arena + pos;
         size_t pl;
         int ty = t->type[i];
+        if (!have_types && kind == TOK_SPM && spm_byte_of(s, len) >= 0)
+            t->type[i] = (uint8_t)(ty = TOK_TYPE_BYTE); /* untyped files: infer <0xNN> */
         int byte = kind == TOK_SPM && ty == TOK_TYPE_BYTE ? spm_byte_of(s, len) : -1;
         if (byte >= 0) {
             p[0] = (char)byte;
