@@ -47,6 +47,11 @@
  *   with parent = the table's previous block; keys recompute; no two hashed
  *   blocks share an identity.
  *
+ * Stats: slots_empty counts, once per partial physical block, block_size
+ * minus the most slots any holder uses; only a table's last block can be
+ * partial for it, and nfull > 0 marks a block some holder uses fully, so
+ * pager_stats_get walks the live tables' last blocks, not the pool.
+ *
  * No allocation on the hot path: blocks come from preallocated metadata;
  * page tables grow their arrays geometrically (that may fail with -ENOMEM,
  * before anything changes).  Every mutating call is all or nothing.
