@@ -27,8 +27,12 @@
  * collision can never return a wrong block.  Parent ids are exact because:
  *   - the hash holds at most one block per identity: a table whose newly
  *     computed block duplicates a hashed one switches to the hashed block
- *     and releases its own copy (dedupe), so every full computed block of
- *     every table is in the hash and its parent is the table's block i-1;
+ *     and releases its own copy (dedupe).  A table's blocks [0, nh) are a
+ *     hashed chain (each one's parent is the table's block i-1); hashing
+ *     proceeds in order and stops at a duplicate that fork siblings still
+ *     share (switching it for one holder only would leave the others
+ *     holding hashed children without their parent), retried at the next
+ *     mark_computed;
  *   - every holder of a hashed block also holds its parent (tables are
  *     prefixes), so refcount(parent) >= refcount(child), and blocks are
  *     released last-to-first, so a cached child is always older in the LRU
@@ -43,8 +47,10 @@
  *   list, CACHED blocks exactly those on the LRU (hashed, refcount 0);
  *   refcount = number of tables holding the block; nfull = number of tables
  *   using all its slots; table nb = ceil(len / B); the token ids of a table
- *   equal the btok of its slots; full computed blocks of a table are hashed
- *   with parent = the table's previous block; keys recompute; no two hashed
+ *   equal the btok of its slots; its blocks [0, nh) are hashed, and every
+ *   hashed block it holds has parent = its previous block; a hashed block's
+ *   parent is hashed and holds at least as many references; cached children
+ *   are older on the LRU than cached parents; keys recompute; no two hashed
  *   blocks share an identity.
  *
  * Stats: slots_empty counts, once per partial physical block, block_size
