@@ -251,6 +251,39 @@ static void test_append_slots(void **state)
     pager_free(pg); /* frees the live table too (ASan checks leaks) */
 }
 
+/* Bad arguments are -EINVAL and change nothing. */
+static void test_bad_args(void **state)
+{
+    (void)state;
+    pager_t *pg = mk(4, 2);
+    pager_seq_t *s = seq(pg, 0), *out = NULL;
+    int32_t t[2] = {1, 2};
+    append(pg, s, t, 2);
+    struct snap a, b;
+    snap_take(pg, &s, 1, &a);
+    assert_int_equal(pager_seq_new(NULL, 0, 0, 0, &out), -EINVAL);
+    assert_int_equal(pager_seq_new(pg, 0, 0, 0, NULL), -EINVAL);
+    assert_int_equal(pager_seq_fork(pg, NULL, 0, 0, &out), -EINVAL);
+    assert_int_equal(pager_seq_fork(pg, s, 0, 0, NULL), -EINVAL);
+    assert_int_equal(pager_seq_fork(NULL, s, 0, 0, &out), -EINVAL);
+    assert_null(out);
+    assert_int_equal(pager_seq_append(NULL, s, t, 1), -EINVAL);
+    assert_int_equal(pager_seq_append(pg, NULL, t, 1), -EINVAL);
+    assert_int_equal(pager_seq_truncate(NULL, s, 0), -EINVAL);
+    assert_int_equal(pager_seq_truncate(pg, NULL, 0), -EINVAL);
+    assert_int_equal(pager_seq_adopt_prefix(pg, NULL, t, 2, NULL), -EINVAL);
+    assert_int_equal(pager_seq_blocks_needed(pg, s, -3), 0);
+    assert_int_equal(pager_prefix_match(pg, 0, NULL, 5), 0);
+    assert_int_equal(pager_prefix_match(pg, 0, t, -1), 0);
+    pager_seq_mark_computed(pg, NULL, 2);
+    pager_seq_mark_computed(pg, s, -1);
+    pager_seq_free(pg, NULL);
+    ok(pg);
+    snap_take(pg, &s, 1, &b);
+    snap_same(&a, &b);
+    pager_free(pg);
+}
+
 /* -ENOSPC, for fresh blocks and for a copy-on-write, changes nothing. */
 static void test_enospc_all_or_nothing(void **state)
 {
@@ -837,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_init_invalid),
         cmocka_unit_test(test_geometry),
         cmocka_unit_test(test_append_slots),
+        cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_enospc_all_or_nothing),
         cmocka_unit_test(test_fork_cow),
         cmocka_unit_test(test_truncate),
