@@ -199,11 +199,12 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
     gguf_file_t *vocab = NULL;
     if (err && errlen)
         err[0] = 0;
-    int rc = model__preset(o->preset, &hp);
+    int rc = o->preset ? model__preset(o->preset, &hp) : -EINVAL;
     if (rc) {
         if (err && errlen)
-            snprintf(err, errlen, "unknown preset '%s' (want tiny, small or medium)", o->preset);
-        return rc;
+            snprintf(err, errlen, "unknown preset '%s' (want tiny, small or medium)",
+                     o->preset ? o->preset : "(null)");
+        return -EINVAL;
     }
     if (o->vocab_path) {
         if ((rc = gguf_open(o->vocab_path, &vocab, err, errlen)))
