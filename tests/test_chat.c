@@ -12,11 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "folio/chat.h"
 #include "folio/common.h"
+#include "folio/gguf.h"
 
 static const struct chat_msg conv[] = {
     {"system", "You are helpful."},
@@ -190,6 +192,42 @@ static void test_detect(void **state)
     assert_non_null(strstr(err, "not recognised"));
 }
 
+/* From a GGUF file's tokenizer.chat_template (written with the writer). */
+static void test_from_gguf(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/folio_chat_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    char err[256] = "";
+    for (int with_key = 1; with_key >= 0; with_key--) {
+        gguf_writer_t *w;
+        assert_int_equal(gguf_writer_new(&w), 0);
+        assert_int_equal(gguf_w_str(w, "general.architecture", "llama"), 0);
+        if (with_key)
+            assert_int_equal(gguf_w_str(w, "tokenizer.chat_template",
+                                        "{% for m in messages %}{{'<|im_start|>' + m['role'] + "
+                                        "'\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"),
+                             0);
+        assert_int_equal(gguf_writer_write(w, path, err, sizeof(err)), 0);
+        gguf_writer_free(w);
+        gguf_file_t *f;
+        assert_int_equal(gguf_open(path, &f, err, sizeof(err)), 0);
+        enum chat_template t = 0;
+        int rc = chat_template_from_gguf(f, &t, err, sizeof(err));
+        if (with_key) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(t, CHAT_TMPL_CHATML);
+        } else {
+            assert_int_equal(rc, -ENOENT);
+            assert_non_null(strstr(err, "tokenizer.chat_template"));
+        }
+        gguf_close(f);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +235,7 @@ int main(void)
         cmocka_unit_test(test_llama3),      cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_zephyr_phi3), cmocka_unit_test(test_alternation_errors),
         cmocka_unit_test(test_names),       cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_from_gguf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
