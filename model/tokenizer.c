@@ -40,7 +40,11 @@
  *   BPE: the GPT-2 pre-tokenizer regex (PCRE2, UTF + UCP, tolerant of
  *   invalid UTF-8: bytes no alternative matches form their own word) splits
  *   a fragment into words; each word starts as single bytes; a min heap of
- *   adjacent pairs keyed (merge rank asc, left index asc) applies merges.
+ *   adjacent pairs keyed (merge rank asc, left index asc) applies merges
+ *   (ranks are float keys: exact below 2^24 merges).  tokenizer.ggml.pre
+ *   chooses the regex: "gpt-2", "default" or absent -> GPT-2's; "llama-bpe"
+ *   / "llama3" -> Llama 3's (and a word that is a token is taken whole);
+ *   anything else is -ENOTSUP rather than a silently different split.
  *
  * Invariants: a tok_t never changes after tok_load returns; every id in a
  * map is < n_vocab; byte_tok[] entries are -1 or valid ids.

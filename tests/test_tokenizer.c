@@ -8,6 +8,7 @@
  * expected ids without BOS/EOS).  Tests that need them skip when absent.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -805,6 +806,70 @@ static void test_special_gpt2(void **state)
     close_vocab(&v);
 }
 
+/* ---- threads ------------------------------------------------------------ */
+
+struct thr_arg {
+    const tok_t *t;
+    char **texts;
+    size_t *lens;
+    int32_t **want;
+    int32_t *nwant;
+    int n, bad;
+};
+
+static void *thr_main(void *p)
+{
+    struct thr_arg *a = p;
+    int32_t ids[4096], n;
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < a->n; i++) {
+            if (tok_encode(a->t, a->texts[i], a->lens[i], true, true, ids, 4096, &n) != 0 ||
+                n != a->nwant[i] || memcmp(ids, a->want[i], sizeof(int32_t) * (size_t)n) != 0)
+                a->bad++;
+        }
+    return NULL;
+}
+
+/* A tok_t is read-only: two threads encoding at once get the ids one
+ * thread gets alone. */
+static void test_threads(void **state)
+{
+    (void)state;
+    static const char *names[] = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"};
+    for (size_t v = 0; v < 2; v++) {
+        struct vocab voc;
+        if (!open_vocab(names[v], &voc)) {
+            skip();
+            return;
+        }
+        enum { N = 64 };
+        char *texts[N];
+        size_t lens[N];
+        int32_t *want[N], nwant[N];
+        rng_state = 4242 + v;
+        for (int i = 0; i < N; i++) {
+            texts[i] = malloc(16 * 1024);
+            lens[i] = random_text(texts[i], 1 + rnd() % 60, true);
+            want[i] = encode(voc.t, texts[i], lens[i], true, true, &nwant[i]);
+        }
+        struct thr_arg a[2];
+        pthread_t th[2];
+        for (int k = 0; k < 2; k++) {
+            a[k] = (struct thr_arg){voc.t, texts, lens, want, nwant, N, 0};
+            assert_int_equal(pthread_create(&th[k], NULL, thr_main, &a[k]), 0);
+        }
+        for (int k = 0; k < 2; k++) {
+            pthread_join(th[k], NULL);
+            assert_int_equal(a[k].bad, 0);
+        }
+        for (int i = 0; i < N; i++) {
+            free(texts[i]);
+            free(want[i]);
+        }
+        close_vocab(&voc);
+    }
+}
+
 /* Every allocation tok_load and tok_encode make can fail cleanly: -ENOMEM,
  * nothing leaked (ASan build), and the next attempt works. */
 static void alloc_sweep(const char *name)
@@ -856,7 +921,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_spm),  cmocka_unit_test(test_roundtrip_gpt2),
         cmocka_unit_test(test_spm_vs_naive),   cmocka_unit_test(test_gpt2_vs_naive),
         cmocka_unit_test(test_special_spm),    cmocka_unit_test(test_special_gpt2),
-        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
