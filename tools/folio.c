@@ -9,7 +9,9 @@
 /* One line per subcommand (keep sorted). */
 const struct folio_cmd folio_cmds[] = {
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
+    {"plan", cmd_plan, "KV-cache memory budget of a model (bytes per token, blocks, fit)"},
     {"tokenize", cmd_tokenize, "show a model's tokens for a text (or decode ids)"},
+    {"top", cmd_top, "live view of a running foliod's KV pool, queues and tenants"},
     {NULL, NULL, NULL},
 };
 const int folio_n_cmds = (int)(sizeof(folio_cmds) / sizeof(folio_cmds[0])) - 1;

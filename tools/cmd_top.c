@@ -1,0 +1,903 @@
+/*
+ * tools/cmd_top.c — `folio top`: a terminal view of a running foliod's KV
+ * pool, queues, throughput and tenants, refreshed in place (like top).
+ *
+ *   folio top [--socket PATH | --url http://HOST:PORT] [--interval S]
+ *             [--api-key KEY] [--once] [--ascii]
+ *
+ * Each refresh GETs /v1/kv (JSON, parsed with cJSON) and /metrics
+ * (Prometheus text; only the folio_* samples it shows are read) over a
+ * fresh blocking HTTP/1.1 connection (Connection: close; Content-Length,
+ * chunked or read-to-EOF bodies), on the Unix socket or TCP.
+ *
+ * Screen (alternate screen, cursor home, every line cleared to its end):
+ *
+ *   header: model, geometry, clock
+ *   KV [pool bar: used | cached | free] and percentages
+ *   tokens held, empty slots, shared, prefix-cache hit rate
+ *   requests running / waiting / preempted, preemptions
+ *   throughput (counter deltas between refreshes), TTFT / ITL percentiles
+ *   block map: the rows left over, one character per run of blocks
+ *     (run = ceil(blocks / cells); majority state; used runs coloured by
+ *     their main tenant)
+ *   tenant table
+ *   footer
+ *
+ * Terminal: when stdin is a tty it is put in non-canonical, no-echo mode
+ * (ISIG kept: ^C arrives as SIGINT); `q` quits.  SIGINT/SIGTERM set a flag
+ * that ends the loop; the terminal (termios, cursor, main screen) is
+ * restored on every exit path.  SIGWINCH redraws at the new size.
+ * --once prints one frame to stdout without touching the terminal.
+ *
+ * Single-threaded; all state is local to cmd_top.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "folio/common.h"
+#include "folio_cmds.h"
+
+/* Tenants told apart in the block map (tenant index modulo this). */
+#define TOP_TENANT_SLOTS 64
+
+/* ---- a minimal blocking HTTP/1.1 client -------------------------------- */
+
+struct target {
+    const char *socket; /* Unix socket path, or NULL */
+    char host[256], port[16];
+    const char *api_key;
+};
+
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static int buf_add(struct buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 16384;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *p = folio_realloc(b->p, cap);
+        if (!p)
+            return -ENOMEM;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return 0;
+}
+
+static volatile sig_atomic_t g_stop, g_resized;
+
+static int connect_target(const struct target *t)
+{
+    if (t->socket) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        if (strlen(t->socket) >= sizeof(a.sun_path))
+            return -ENAMETOOLONG;
+        strcpy(a.sun_path, t->socket);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -errno;
+        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        return fd;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
+    if (getaddrinfo(t->host, t->port, &hints, &ai))
+        return -EHOSTUNREACH;
+    int fd = -ECONNREFUSED;
+    for (p = ai; p; p = p->ai_next) {
+        fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        if (fd < 0) {
+            fd = -errno;
+            continue;
+        }
+        if (connect(fd, p->ai_addr, p->ai_addrlen) == 0)
+            break;
+        int e = errno;
+        close(fd);
+        fd = -e;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* Decodes a chunked body in place; -EPROTO when malformed. */
+static int unchunk(char *p, size_t len, size_t *out_len)
+{
+    size_t r = 0, w = 0;
+    for (;;) {
+        char *end;
+        if (r >= len)
+            return -EPROTO;
+        unsigned long n = strtoul(p + r, &end, 16);
+        char *eol = memchr(p + r, '\n', len - r);
+        if (end == p + r || !eol)
+            return -EPROTO;
+        r = (size_t)(eol - p) + 1;
+        if (n == 0)
+            break;
+        if (n > len - r)
+            return -EPROTO;
+        memmove(p + w, p + r, n);
+        w += n;
+        r += n;
+        if (r < len && p[r] == '\r')
+            r++;
+        if (r < len && p[r] == '\n')
+            r++;
+    }
+    p[w] = 0;
+    *out_len = w;
+    return 0;
+}
+
+/* GET path: the body in *body (owned by the caller) and the status.
+ * 0 or -errno (-ETIMEDOUT after 10 s of silence, -EINTR on a stop signal,
+ * -EPROTO for a malformed response). */
+static int http_get(const struct target *t, const char *path, struct buf *body, int *status)
+{
+    body->len = 0;
+    int fd = connect_target(t);
+    if (fd < 0)
+        return fd;
+    char req[1024];
+    int n =
+        snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: folio-top\r\n"
+                 "Accept: */*\r\nConnection: close\r\n%s%s%s\r\n",
+                 path, t->socket ? "foliod" : t->host, t->api_key ? "Authorization: Bearer " : "",
+                 t->api_key ? t->api_key : "", t->api_key ? "\r\n" : "");
+    int rc = 0;
+    for (int off = 0; off < n;) {
+        ssize_t k = send(fd, req + off, (size_t)(n - off), MSG_NOSIGNAL);
+        if (k < 0) {
+            rc = errno == EINTR && !g_stop ? 0 : -errno;
+            if (rc)
+                goto out;
+            continue;
+        }
+        off += (int)k;
+    }
+    struct buf raw = {0};
+    for (;;) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int pr = poll(&pf, 1, 10000);
+        if (g_stop) {
+            rc = -EINTR;
+            break;
+        }
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0) {
+            rc = pr == 0 ? -ETIMEDOUT : -errno;
+            break;
+        }
+        char chunk[65536];
+        ssize_t k = read(fd, chunk, sizeof(chunk));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            rc = -errno;
+            break;
+        }
+        if (k == 0)
+            break;
+        if ((rc = buf_add(&raw, chunk, (size_t)k)))
+            break;
+    }
+    if (!rc) {
+        char *hend = raw.p ? strstr(raw.p, "\r\n\r\n") : NULL;
+        int maj, min;
+        if (!hend || sscanf(raw.p, "HTTP/%d.%d %d", &maj, &min, status) != 3) {
+            rc = -EPROTO;
+        } else {
+            *hend = 0;
+            bool chunked = strcasestr(raw.p, "\ntransfer-encoding: chunked") != NULL;
+            char *cl = strcasestr(raw.p, "\ncontent-length:");
+            char *b = hend + 4;
+            size_t blen = raw.len - (size_t)(b - raw.p);
+            if (chunked)
+                rc = unchunk(b, blen, &blen);
+            else if (cl) {
+                unsigned long long want = strtoull(cl + 16, NULL, 10);
+                if (want > blen)
+                    rc = -EPROTO; /* truncated */
+                else
+                    blen = (size_t)want;
+            }
+            if (!rc)
+                rc = buf_add(body, b, blen);
+        }
+    }
+    folio_free(raw.p);
+out:
+    close(fd);
+    return rc;
+}
+
+/* ---- Prometheus samples ------------------------------------------------ */
+
+/* Sum of the samples of `name` whose label set contains `label` (e.g.
+ * tenant="alice"; NULL: every sample).  NAN when there is none. */
+static double prom_get(const char *text, const char *name, const char *label)
+{
+    size_t nl = strlen(name);
+    double sum = 0;
+    bool any = false;
+    for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        if (*l == '#' || strncmp(l, name, nl) || (l[nl] != ' ' && l[nl] != '{'))
+            continue;
+        const char *eol = strchr(l, '\n');
+        size_t ll = eol ? (size_t)(eol - l) : strlen(l);
+        const char *val = l + nl;
+        if (*val == '{') {
+            const char *close = memchr(val, '}', ll - nl);
+            if (!close)
+                continue;
+            if (label) {
+                char lab[256];
+                size_t k = FOLIO_MIN((size_t)(close - val - 1), sizeof(lab) - 1);
+                memcpy(lab, val + 1, k);
+                lab[k] = 0;
+                if (!strstr(lab, label))
+                    continue;
+            }
+            val = close + 1;
+        } else if (label)
+            continue;
+        sum += strtod(val, NULL);
+        any = true;
+    }
+    return any ? sum : NAN;
+}
+
+#define MAX_BUCKETS 64
+
+struct hist {
+    int n;
+    double le[MAX_BUCKETS], cum[MAX_BUCKETS];
+};
+
+static void prom_hist(const char *text, const char *name, struct hist *h)
+{
+    char pre[160];
+    snprintf(pre, sizeof(pre), "%s_bucket{", name);
+    size_t pl = strlen(pre);
+    h->n = 0;
+    for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        if (strncmp(l, pre, pl) || h->n >= MAX_BUCKETS)
+            continue;
+        const char *le = strstr(l, "le=\"");
+        const char *close = strchr(l, '}');
+        if (!le || !close)
+            continue;
+        h->le[h->n] = !strncmp(le + 4, "+Inf", 4) ? INFINITY : strtod(le + 4, NULL);
+        h->cum[h->n] = strtod(close + 1, NULL);
+        h->n++;
+    }
+}
+
+/* Quantile q of the observations in cur minus old (old NULL or of another
+ * shape: all of cur); linear inside a bucket.  NAN when empty. */
+static double hist_quantile(double q, const struct hist *cur, const struct hist *old)
+{
+    bool diff = old && old->n == cur->n;
+    double total = cur->n ? cur->cum[cur->n - 1] - (diff ? old->cum[cur->n - 1] : 0) : 0;
+    if (!(total > 0))
+        return NAN;
+    double rank = q * total, prev_le = 0, prev_c = 0;
+    for (int i = 0; i < cur->n; i++) {
+        double c = cur->cum[i] - (diff ? old->cum[i] : 0);
+        if (c >= rank) {
+            if (isinf(cur->le[i]))
+                return prev_le;
+            double in = c - prev_c;
+            return in > 0 ? prev_le + (cur->le[i] - prev_le) * (rank - prev_c) / in : cur->le[i];
+        }
+        prev_le = cur->le[i];
+        prev_c = c;
+    }
+    return prev_le;
+}
+
+/* ---- screen ------------------------------------------------------------ */
+
+struct screen {
+    struct buf out;
+    int w, h, lines;
+    bool ansi;  /* cursor control (a terminal) */
+    bool color; /* SGR colours; without them tenants show as letters */
+    bool utf8;
+};
+
+static void put(struct screen *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct screen *s, const char *fmt, ...)
+{
+    char tmp[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        buf_add(&s->out, tmp, FOLIO_MIN((size_t)n, sizeof(tmp) - 1));
+}
+
+static void endline(struct screen *s)
+{
+    put(s, "%s%s\n", s->color ? "\x1b[0m" : "", s->ansi ? "\x1b[K" : "");
+    s->lines++;
+}
+
+static const char *fmt_num(char *b, size_t cap, double v)
+{
+    if (isnan(v))
+        snprintf(b, cap, "-");
+    else if (fabs(v) >= 1e9)
+        snprintf(b, cap, "%.2fG", v / 1e9);
+    else if (fabs(v) >= 1e6)
+        snprintf(b, cap, "%.2fM", v / 1e6);
+    else if (fabs(v) >= 1e4)
+        snprintf(b, cap, "%.1fk", v / 1e3);
+    else if (fabs(v - round(v)) < 1e-9 || fabs(v) >= 100)
+        snprintf(b, cap, "%.0f", v);
+    else
+        snprintf(b, cap, "%.1f", v);
+    return b;
+}
+
+static const char *fmt_sec(char *b, size_t cap, double s)
+{
+    if (isnan(s))
+        snprintf(b, cap, "-");
+    else if (s < 1e-3)
+        snprintf(b, cap, "%.0fus", s * 1e6);
+    else if (s < 1)
+        snprintf(b, cap, "%.1fms", s * 1e3);
+    else
+        snprintf(b, cap, "%.2fs", s);
+    return b;
+}
+
+static const char *fmt_bytes(char *b, size_t cap, double v)
+{
+    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024 && i < 4) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(b, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+    return b;
+}
+
+/* ANSI foreground colours for tenants (cycled). */
+static const int tenant_fg[] = {34, 31, 32, 33, 35, 36, 94, 91, 92, 93, 95, 96};
+
+static int jint(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? (int)v->valuedouble : 0;
+}
+
+static double jnum(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+struct sample {
+    bool have;
+    double t, prompt, gen;
+    struct hist ttft, itl;
+};
+
+struct state {
+    struct target tgt;
+    char where[300];
+    char model[128];
+    int ctx_len;
+    struct sample prev;
+    double prompt_rate, gen_rate;
+    double ttft[3], itl[3]; /* p50 p90 p99 */
+    bool lat_since_start;
+};
+
+static void bar(struct screen *s, int width, const double *frac, const int *colors,
+                const char *const *glyph, int n)
+{
+    int done = 0;
+    for (int k = 0; k < n; k++) {
+        int cells = (int)lround(frac[k] * width);
+        if (k == n - 1 || done + cells > width)
+            cells = width - done;
+        if (s->color)
+            put(s, "\x1b[%dm", colors[k]);
+        for (int i = 0; i < cells; i++)
+            put(s, "%s", glyph[k]);
+        done += cells;
+    }
+    if (s->color)
+        put(s, "\x1b[0m");
+}
+
+/* One frame into s->out.  Returns 0, or -errno when the daemon could not be
+ * read (the frame then says why). */
+static int frame(struct state *st, struct screen *s)
+{
+    struct buf kvb = {0}, mb = {0};
+    int status = 0, rc;
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char clock[16];
+    strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
+    s->lines = 0;
+
+    if (!st->model[0]) {
+        struct buf mo = {0};
+        if (!http_get(&st->tgt, "/v1/models", &mo, &status) && status == 200) {
+            cJSON *j = cJSON_Parse(mo.p);
+            cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), 0);
+            cJSON *id = cJSON_GetObjectItem(d, "id");
+            if (cJSON_IsString(id))
+                snprintf(st->model, sizeof(st->model), "%s", id->valuestring);
+            st->ctx_len = jint(d, "max_model_len");
+            cJSON_Delete(j);
+        }
+        folio_free(mo.p);
+    }
+    rc = http_get(&st->tgt, "/v1/kv", &kvb, &status);
+    if (!rc && status != 200)
+        rc = -EPROTO;
+    if (!rc) {
+        rc = http_get(&st->tgt, "/metrics", &mb, &status);
+        if (!rc && status != 200)
+            rc = -EPROTO;
+    }
+    cJSON *kv = rc ? NULL : cJSON_Parse(kvb.p);
+    if (!rc && !kv)
+        rc = -EPROTO;
+    if (rc) {
+        put(s, "folio top - %s", st->where);
+        endline(s);
+        put(s, "cannot read foliod: %s%s", rc == -EPROTO ? "bad response" : strerror(-rc),
+            rc == -EPROTO && status && status != 200 ? " (HTTP error)" : "");
+        endline(s);
+        goto done;
+    }
+
+    /* rates and percentiles from the previous sample */
+    struct sample cur = {.have = true, .t = (double)folio_now_ns() * 1e-9};
+    cur.prompt = prom_get(mb.p, "folio_prompt_tokens_total", NULL);
+    cur.gen = prom_get(mb.p, "folio_generation_tokens_total", NULL);
+    prom_hist(mb.p, "folio_time_to_first_token_seconds", &cur.ttft);
+    prom_hist(mb.p, "folio_inter_token_latency_seconds", &cur.itl);
+    if (st->prev.have && cur.t > st->prev.t) {
+        double dt = cur.t - st->prev.t;
+        st->prompt_rate = FOLIO_MAX(0, (cur.prompt - st->prev.prompt) / dt);
+        st->gen_rate = FOLIO_MAX(0, (cur.gen - st->prev.gen) / dt);
+    } else
+        st->prompt_rate = st->gen_rate = NAN;
+    static const double qs[3] = {0.5, 0.9, 0.99};
+    const struct sample *old = st->prev.have ? &st->prev : NULL;
+    st->lat_since_start = !old || (isnan(hist_quantile(0.5, &cur.ttft, &old->ttft)) &&
+                                   isnan(hist_quantile(0.5, &cur.itl, &old->itl)));
+    for (int k = 0; k < 3; k++) {
+        st->ttft[k] = hist_quantile(qs[k], &cur.ttft, st->lat_since_start ? NULL : &old->ttft);
+        st->itl[k] = hist_quantile(qs[k], &cur.itl, st->lat_since_start ? NULL : &old->itl);
+    }
+    st->prev = cur;
+
+    int nb = jint(kv, "num_blocks"), bs = jint(kv, "block_size");
+    double bpb = jnum(kv, "bytes_per_block");
+    const cJSON *blocks = cJSON_GetObjectItem(kv, "blocks");
+    const cJSON *reqs = cJSON_GetObjectItem(kv, "requests");
+    const cJSON *dt = cJSON_GetObjectItem(kv, "dtype");
+    int used = jint(blocks, "used"), cached = jint(blocks, "cached"), nfree = jint(blocks, "free");
+    double held = jnum(kv, "tokens_held"), empty = jnum(kv, "slots_empty");
+    const cJSON *pc = cJSON_GetObjectItem(kv, "prefix_cache");
+    double pq = jnum(pc, "queries"), ph = jnum(pc, "hits");
+    const char *B = s->utf8 ? "\xe2\x96\x88" : "#";  /* █ */
+    const char *SH = s->utf8 ? "\xe2\x96\x92" : "+"; /* ▒ */
+    const char *LT = s->utf8 ? "\xe2\x96\x91" : "."; /* ░ */
+    const char *DOT = s->utf8 ? "\xc2\xb7" : ".";    /* · */
+
+    put(s, "%sfolio top%s  %s  %s  %d blocks x %d tok  %s  %s/token", s->color ? "\x1b[1m" : "",
+        s->color ? "\x1b[0m" : "", st->where, st->model[0] ? st->model : "?", nb, bs,
+        cJSON_IsString(dt) ? dt->valuestring : "?", fmt_bytes(b1, sizeof(b1), bs ? bpb / bs : 0));
+    put(s, "  %s", clock);
+    endline(s);
+
+    /* pool bar: tokens | allocated-empty | cached | free */
+    double total = nb > 0 ? nb : 1;
+    double filled = FOLIO_MAX(0, used - (bs ? empty / bs : 0));
+    double frac[4] = {filled / total, (used - filled) / total, cached / total, nfree / total};
+    int colors[4] = {34, 36, 37, 90};
+    const char *glyph[4] = {B, SH, LT, DOT};
+    int bw = FOLIO_MAX(10, s->w - 44);
+    put(s, "KV [");
+    bar(s, bw, frac, colors, glyph, 4);
+    put(s, "] used %.1f%% cached %.1f%% free %.1f%%", 100.0 * used / total, 100.0 * cached / total,
+        100.0 * nfree / total);
+    endline(s);
+    put(s,
+        "   blocks used %d  cached %d  free %d  |  tokens held %s  empty slots %s (%.1f%% of "
+        "used slots)  |  prefix hits %s",
+        used, cached, nfree, fmt_num(b1, sizeof(b1), held), fmt_num(b2, sizeof(b2), empty),
+        used && bs ? 100.0 * empty / ((double)used * bs) : 0.0,
+        pq > 0 ? (snprintf(b3, sizeof(b3), "%.1f%%", 100 * ph / pq), b3) : "-");
+    endline(s);
+    put(s, "requests  running %d  waiting %d  preempted %d  |  preemptions %d",
+        jint(reqs, "running"), jint(reqs, "waiting"), jint(reqs, "preempted"),
+        jint(kv, "preemptions_total"));
+    endline(s);
+    put(s, "tokens/s  prompt %s  generated %s  |  TTFT p50 %s p99 %s  ITL p50 %s p99 %s%s",
+        fmt_num(b1, sizeof(b1), st->prompt_rate), fmt_num(b2, sizeof(b2), st->gen_rate),
+        fmt_sec(b3, sizeof(b3), st->ttft[0]), fmt_sec(b4, sizeof(b4), st->ttft[2]),
+        fmt_sec(b5, sizeof(b5), st->itl[0]), fmt_sec(b6, sizeof(b6), st->itl[2]),
+        st->lat_since_start ? " (since start)" : "");
+    endline(s);
+
+    /* tenants: header + rows, below the map */
+    const cJSON *tenants = cJSON_GetObjectItem(kv, "tenants");
+    int nt = cJSON_GetArraySize(tenants);
+    int trows = FOLIO_MIN(nt, FOLIO_MAX(1, s->h / 4));
+    int map_rows = s->h - s->lines - 1 /* map title */ - (trows + 2) /* table */ - 1 /* footer */;
+    map_rows = FOLIO_MAX(1, map_rows);
+    int map_w = FOLIO_MAX(8, s->w - 1);
+
+    const cJSON *map = cJSON_GetObjectItem(kv, "block_map");
+    int n = cJSON_GetArraySize(map);
+    int cells_avail = map_w * map_rows;
+    int run = n > cells_avail ? (n + cells_avail - 1) / cells_avail : 1;
+    int ncells = (n + run - 1) / run;
+    put(s, "%sblock map%s  %d blocks, %s", s->color ? "\x1b[1m" : "", s->color ? "\x1b[0m" : "", n,
+        run > 1 ? "" : "one character per block");
+    if (run > 1)
+        put(s, "one character per %d blocks (majority state)", run);
+    if (s->color)
+        put(s, "   %s used (colour: tenant)  %s cached  %s free  S shared", B, SH, DOT);
+    else
+        put(s, "   a-z used (letter: tenant)  %s cached  %s free  * shared", SH, DOT);
+    endline(s);
+    /* walk the array once (cJSON arrays are linked lists) */
+    const cJSON *it = map ? map->child : NULL;
+    int col = 0;
+    int tcount[TOP_TENANT_SLOTS];
+    for (int c = 0; c < ncells; c++) {
+        int nu = 0, nc = 0, nf = 0;
+        bool shared = false;
+        memset(tcount, 0, sizeof(tcount));
+        for (int k = 0; k < run && it; k++, it = it->next) {
+            const cJSON *st_ = cJSON_GetObjectItem(it, "state");
+            const char *state = cJSON_IsString(st_) ? st_->valuestring : "free";
+            if (!strcmp(state, "used")) {
+                nu++;
+                tcount[jint(it, "tenant") % TOP_TENANT_SLOTS]++;
+                shared |= jint(it, "refcount") > 1;
+            } else if (!strcmp(state, "cached"))
+                nc++;
+            else
+                nf++;
+        }
+        if (nu >= nc && nu >= nf && nu > 0) {
+            int bt = 0;
+            for (int t = 1; t < TOP_TENANT_SLOTS; t++)
+                if (tcount[t] > tcount[bt])
+                    bt = t;
+            if (s->color)
+                put(s, "\x1b[%dm", tenant_fg[bt % (int)FOLIO_ARRAY_LEN(tenant_fg)]);
+            if (s->color)
+                put(s, "%s", shared && run == 1 ? "S" : B);
+            else
+                put(s, "%c", shared && run == 1 ? '*' : 'a' + bt % 26);
+        } else if (nc >= nf && nc > 0) {
+            if (s->color)
+                put(s, "\x1b[37m");
+            put(s, "%s", SH);
+        } else {
+            if (s->color)
+                put(s, "\x1b[90m");
+            put(s, "%s", DOT);
+        }
+        if (++col == map_w && c + 1 < ncells) {
+            col = 0;
+            endline(s);
+        }
+    }
+    endline(s);
+    while (s->lines < s->h - (trows + 2) - 1)
+        endline(s);
+
+    put(s, "%s%-16s %8s %7s %8s %8s %12s%s", s->color ? "\x1b[7m" : "", "TENANT", "BLOCKS", "SHARE",
+        "RUNNING", "WAITING", "TOKENS", s->color ? "\x1b[0m" : "");
+    endline(s);
+    int ti = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tenants)
+    {
+        if (ti >= trows) {
+            put(s, "... %d more tenants", nt - trows);
+            endline(s);
+            break;
+        }
+        const cJSON *nm = cJSON_GetObjectItem(t, "name");
+        const char *name = cJSON_IsString(nm) ? nm->valuestring : "?";
+        char lab[200];
+        snprintf(lab, sizeof(lab), "tenant=\"%s\"", name);
+        double served = 0, v;
+        if (!isnan(v = prom_get(mb.p, "folio_tenant_prompt_tokens_total", lab)))
+            served += v;
+        if (!isnan(v = prom_get(mb.p, "folio_tenant_generation_tokens_total", lab)))
+            served += v;
+        int tb = jint(t, "blocks_used");
+        if (s->color)
+            put(s, "\x1b[%dm", tenant_fg[ti % (int)FOLIO_ARRAY_LEN(tenant_fg)]);
+        if (s->color)
+            put(s, "%s%-15.15s", B, name);
+        else
+            put(s, "%c %-14.14s", 'a' + ti % 26, name);
+        if (s->color)
+            put(s, "\x1b[0m");
+        put(s, " %8d %6.1f%% %8d %8d %12s", tb, 100.0 * tb / total, jint(t, "running"),
+            jint(t, "waiting"), fmt_num(b1, sizeof(b1), served));
+        endline(s);
+        ti++;
+    }
+done:
+    if (s->lines < s->h) {
+        put(s, "%sq quit%s", s->color ? "\x1b[7m" : "", s->color ? "\x1b[0m" : "");
+        put(s, "  %s", rc ? "retrying" : "");
+    }
+    cJSON_Delete(kv);
+    folio_free(kvb.p);
+    folio_free(mb.p);
+    return rc;
+}
+
+/* ---- terminal ---------------------------------------------------------- */
+
+static struct termios g_saved;
+static bool g_raw, g_alt;
+
+static void term_restore(void)
+{
+    if (g_alt) {
+        fputs("\x1b[0m\x1b[?25h\x1b[?1049l", stdout);
+        fflush(stdout);
+        g_alt = false;
+    }
+    if (g_raw) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &g_saved);
+        g_raw = false;
+    }
+}
+
+static void on_signal(int sig)
+{
+    if (sig == SIGWINCH)
+        g_resized = 1;
+    else
+        g_stop = 1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: folio top [--socket PATH | --url http://HOST:PORT] [--interval S]\n"
+                 "                 [--api-key KEY] [--once] [--ascii]\n"
+                 "\n"
+                 "A live terminal view of a running foliod: KV pool usage, the block map,\n"
+                 "queues, throughput, latency and tenants.  Press q to quit.\n"
+                 "  --socket PATH  foliod's Unix socket (default $XDG_RUNTIME_DIR/foliod.sock,\n"
+                 "                 else ./foliod.sock)\n"
+                 "  --url URL      or its TCP listener (foliod --listen)\n"
+                 "  --interval S   seconds between refreshes (default 1)\n"
+                 "  --api-key KEY  sent as a bearer token (TCP with tenant keys)\n"
+                 "  --once         print one frame to stdout and exit\n"
+                 "  --ascii        no colours, ASCII characters only\n");
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "folio top: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    usage(stderr);
+    return 2;
+}
+
+static int parse_url(const char *url, struct target *t)
+{
+    const char *p = url;
+    if (!strncmp(p, "http://", 7))
+        p += 7;
+    else if (strstr(p, "://"))
+        return -EINVAL;
+    size_t hl = strcspn(p, ":/");
+    if (hl == 0 || hl >= sizeof(t->host))
+        return -EINVAL;
+    memcpy(t->host, p, hl);
+    t->host[hl] = 0;
+    p += hl;
+    snprintf(t->port, sizeof(t->port), "80");
+    if (*p == ':') {
+        size_t pl = strspn(p + 1, "0123456789");
+        if (pl == 0 || pl >= sizeof(t->port))
+            return -EINVAL;
+        memcpy(t->port, p + 1, pl);
+        t->port[pl] = 0;
+        p += 1 + pl;
+    }
+    if (*p && strcmp(p, "/"))
+        return -EINVAL;
+    return 0;
+}
+
+int cmd_top(int argc, char **argv)
+{
+    struct state st = {0};
+    const char *sock = NULL, *url = NULL;
+    double interval = 1.0;
+    bool once = false, ascii = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--once")) {
+            once = true;
+            continue;
+        }
+        if (!strcmp(a, "--ascii")) {
+            ascii = true;
+            continue;
+        }
+        bool takes = !strcmp(a, "--socket") || !strcmp(a, "--url") || !strcmp(a, "--interval") ||
+                     !strcmp(a, "--api-key");
+        if (!takes)
+            return bad("unknown argument '%s'", a);
+        if (i + 1 >= argc)
+            return bad("%s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--socket"))
+            sock = v;
+        else if (!strcmp(a, "--url"))
+            url = v;
+        else if (!strcmp(a, "--api-key"))
+            st.tgt.api_key = v;
+        else {
+            char *end;
+            interval = strtod(v, &end);
+            if (end == v || *end || !(interval >= 0.1 && interval <= 3600))
+                return bad("bad --interval '%s' (0.1..3600 seconds)", v);
+        }
+    }
+    if (sock && url)
+        return bad("--socket and --url exclude each other%s", "");
+    static char def_sock[300];
+    if (url) {
+        if (parse_url(url, &st.tgt))
+            return bad("bad --url '%s' (want http://HOST:PORT)", url);
+        snprintf(st.where, sizeof(st.where), "http://%s:%s", st.tgt.host, st.tgt.port);
+    } else {
+        if (!sock) {
+            const char *rt = getenv("XDG_RUNTIME_DIR");
+            snprintf(def_sock, sizeof(def_sock), "%s/foliod.sock", rt && *rt ? rt : ".");
+            sock = def_sock;
+        }
+        st.tgt.socket = sock;
+        snprintf(st.where, sizeof(st.where), "%s", sock);
+    }
+
+    struct screen scr = {.w = 100, .h = 30};
+    const char *lang = getenv("LC_ALL");
+    if (!lang || !*lang)
+        lang = getenv("LC_CTYPE");
+    if (!lang || !*lang)
+        lang = getenv("LANG");
+    scr.utf8 = !ascii && lang && (strcasestr(lang, "utf-8") || strcasestr(lang, "utf8"));
+    bool tty = isatty(STDOUT_FILENO);
+    scr.color = !ascii && tty && !getenv("NO_COLOR");
+    scr.ansi = tty;
+
+    if (once) {
+        struct winsize ws;
+        if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
+            scr.w = ws.ws_col;
+            scr.h = ws.ws_row;
+        }
+        int rc = frame(&st, &scr);
+        fwrite(scr.out.p, 1, scr.out.len, stdout);
+        putchar('\n');
+        folio_free(scr.out.p);
+        return rc ? 1 : 0;
+    }
+
+    struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: poll wakes */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGWINCH, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    bool in_tty = isatty(STDIN_FILENO);
+    if (in_tty && tcgetattr(STDIN_FILENO, &g_saved) == 0) {
+        struct termios raw = g_saved;
+        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+        raw.c_cc[VMIN] = 0;
+        raw.c_cc[VTIME] = 0;
+        if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0)
+            g_raw = true;
+    }
+    atexit(term_restore);
+    if (tty) {
+        fputs("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J", stdout);
+        g_alt = true;
+    }
+    while (!g_stop) {
+        struct winsize ws;
+        if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
+            scr.w = ws.ws_col;
+            scr.h = ws.ws_row;
+        }
+        scr.out.len = 0;
+        g_resized = 0;
+        if (tty)
+            buf_add(&scr.out, "\x1b[H", 3);
+        frame(&st, &scr);
+        if (tty)
+            buf_add(&scr.out, "\x1b[J", 3);
+        else
+            buf_add(&scr.out, "\n", 1);
+        if (g_stop)
+            break;
+        fwrite(scr.out.p, 1, scr.out.len, stdout);
+        fflush(stdout);
+        /* wait for the interval, a key, a resize or a stop signal */
+        uint64_t deadline = folio_now_ns() + (uint64_t)(interval * 1e9);
+        while (!g_stop && !g_resized) {
+            int64_t left = (int64_t)(deadline - folio_now_ns()) / 1000000;
+            if ((int64_t)(deadline - folio_now_ns()) <= 0)
+                break;
+            struct pollfd pf = {.fd = STDIN_FILENO, .events = POLLIN};
+            int pr = poll(&pf, in_tty ? 1 : 0, (int)FOLIO_MAX(1, left));
+            if (pr > 0) {
+                char c;
+                ssize_t k = read(STDIN_FILENO, &c, 1);
+                if (k == 1 && (c == 'q' || c == 'Q'))
+                    g_stop = 1;
+                else if (k <= 0)
+                    in_tty = false; /* EOF: stop polling stdin */
+            }
+        }
+    }
+    term_restore();
+    folio_free(scr.out.p);
+    return 0;
+}
