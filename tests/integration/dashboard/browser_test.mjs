@@ -134,7 +134,7 @@ try {
     itl: document.getElementById("itl50").textContent,
     gen: document.getElementById("k-gen").textContent,
     geo: document.getElementById("geo").textContent,
-    geometry: document.getElementById("geometry").innerText,
+    geometry: document.getElementById("geometry").innerText.replace(/\s+/g, " "),
     // a chart canvas is not blank: count non-background pixels
     // the stacked KV areas fill the plot's height near "now"
     ink: (() => {
