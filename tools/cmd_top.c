@@ -332,6 +332,7 @@ struct screen {
     bool ansi;  /* cursor control (a terminal) */
     bool color; /* SGR colours; without them tenants show as letters */
     bool utf8;
+    bool live; /* refreshing (not --once): a key-help footer */
 };
 
 static void put(struct screen *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -670,7 +671,7 @@ static int frame(struct state *st, struct screen *s)
         ti++;
     }
 done:
-    if (s->lines < s->h) {
+    if (s->live && s->lines < s->h) {
         put(s, "%sq quit%s", s->color ? "\x1b[7m" : "", s->color ? "\x1b[0m" : "");
         put(s, "  %s", rc ? "retrying" : "");
     }
@@ -860,6 +861,7 @@ int cmd_top(int argc, char **argv)
         fputs("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J", stdout);
         g_alt = true;
     }
+    scr.live = true;
     while (!g_stop) {
         struct winsize ws;
         if (tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {

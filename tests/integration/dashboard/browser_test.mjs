@@ -45,8 +45,11 @@ try {
   page.on("request", (r) => { if (!r.url().startsWith(origin)) foreign.push(r.url()); });
 
   await page.goto(url + "/dashboard", {waitUntil: "load", timeout: 30000});
-  await page.waitForFunction(() => +document.body.dataset.updates >= 6, {timeout: 60000});
-  ok("page loaded and polled /v1/kv and /metrics 6 times");
+  // DASH_WARMUP: polls to wait for before checking (more history in the
+  // screenshot); default 6
+  const warm = +(process.env.DASH_WARMUP || 6);
+  await page.waitForFunction((w) => +document.body.dataset.updates >= w, {timeout: 60000 + 2000 * warm}, warm);
+  ok(`page loaded and polled /v1/kv and /metrics ${warm} times`);
 
   // Reads the canvas back: the centre pixel of every cell, classified.
   const readMap = (waitNext) => page.evaluate(async (waitNext) => {
