@@ -104,6 +104,16 @@ try {
     if (+d.cellsUsed !== exp.used || +d.cellsCached !== exp.cached || +d.cellsFree !== exp.free)
       fail(`page cell counts ${d.cellsUsed}/${d.cellsCached}/${d.cellsFree} != expected ${JSON.stringify(exp)}`);
     ok(`block map: ${n} blocks in ${d.cells} cells of ${run} (${d.cell}px, ${d.cols} cols); every cell's pixel matches its run's majority state`);
+    // percentiles from the fake's fixed buckets, worked out by hand:
+    // TTFT cumulative 0,2,12,32,38,40 at le .01,.025,.05,.1,.25,.5: p50 =
+    // .05 + .05 * (20 - 12) / 20 = 70 ms; p90 = .1 + .15 * 4 / 6 = 200 ms;
+    // p99 = .25 + .25 * 1.6 / 2 = 450 ms.  ITL cumulative 10,70,95,99,100
+    // at .005,.01,.02,.04,.08: p50 = .005 + .005 * 40 / 60 = 8.33 ms;
+    // p90 = .01 + .01 * 20 / 25 = 18 ms; p99 = .02 + .02 * 4 / 4 = 40 ms.
+    const lat = await page.evaluate(() => ["ttft50", "ttft90", "ttft99", "itl50", "itl90", "itl99"]
+      .map((id) => document.getElementById(id).textContent).join(" "));
+    if (lat !== "70.0 ms 200.0 ms 450.0 ms 8.33 ms 18.0 ms 40.0 ms") fail(`percentiles: ${lat}`);
+    ok("TTFT / ITL percentiles from the histogram buckets: " + lat);
   } else {
     // live: counts drawn vs /v1/kv fetched right after an update
     const tol = (n) => Math.max(3, Math.ceil(0.15 * n));

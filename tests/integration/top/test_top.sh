@@ -113,3 +113,25 @@ ok "--once over the socket and over TCP"
 ok "--once on a missing socket fails"
 stop_load
 stop_daemon || fail "daemon exit status"
+
+# --- 100,000 blocks from a static fake: aggregation, counts, percentiles ---------
+FPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+node "$INTEG/dashboard/fake_server.mjs" "$FPORT" /dev/null 100000 --frozen >"$T/fake.log" 2>&1 &
+FPID=$!
+for _ in $(seq 1 100); do grep -q READY "$T/fake.log" && break; sleep 0.05; done
+out=$(COLUMNS=100 "$FOLIO" top --url "http://127.0.0.1:$FPORT" --once --ascii) || { kill $FPID; fail "--once on the fake"; }
+kv=$(curl -s "http://127.0.0.1:$FPORT/v1/kv")
+kill $FPID; wait $FPID 2>/dev/null || true
+want=$(jq -r '"blocks used \(.blocks.used)  cached \(.blocks.cached)  free \(.blocks.free)"' <<<"$kv")
+grep -qF "$want" <<<"$out" || fail "counts: want '$want' in: $(grep 'blocks used' <<<"$out")"
+# the fake's fixed buckets give these (worked out in browser_test.mjs)
+grep -qF "TTFT p50 70.0ms p99 450.0ms  ITL p50 8.3ms p99 40.0ms" <<<"$out" || fail "percentiles: $(grep TTFT <<<"$out")"
+run=$(grep -o 'one character per [0-9]* blocks' <<<"$out" | grep -o '[0-9]*')
+[ -n "$run" ] && [ "$run" -gt 1 ] || fail "100,000 blocks not aggregated"
+cells=$(sed -n '/^block map/,/^TENANT/p' <<<"$out" | sed '1d;$d' | tr -d '\n ' | wc -c)
+[ "$cells" -eq $(( (100000 + run - 1) / run )) ] || fail "map has $cells cells, want ceil(100000 / $run)"
+# regions of the fake: blocks [0, 60%) used by tenants a,b,c in bands, then cached, then free
+map=$(sed -n '/^block map/,/^TENANT/p' <<<"$out" | sed '1d;$d' | tr -d '\n ')
+[ "${map:0:1}" = a ] && [ "${map: -1}" = . ] || fail "map starts '${map:0:1}', ends '${map: -1}'"
+grep -q b <<<"$map" && grep -q c <<<"$map" && grep -q + <<<"$map" || fail "map lacks a tenant band or cached blocks"
+ok "--once on 100,000 blocks: counts as /v1/kv, percentiles from buckets, $cells cells of $run blocks"
