@@ -326,8 +326,13 @@ static double hist_quantile(double q, const struct hist *cur, const struct hist 
 
 /* ---- screen ------------------------------------------------------------ */
 
+/* A frame is built line by line: put() appends to `line`, endline() moves
+ * it to `out`.  On a terminal (ansi) each line is cut to the width (escape
+ * sequences and UTF-8 continuation bytes take no column) and lines past the
+ * height are dropped; lines are joined by "\n" with none after the last,
+ * so the screen never scrolls. */
 struct screen {
-    struct buf out;
+    struct buf out, line;
     int w, h, lines;
     bool ansi;  /* cursor control (a terminal) */
     bool color; /* SGR colours; without them tenants show as letters */
@@ -344,13 +349,40 @@ static void put(struct screen *s, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
     if (n > 0)
-        buf_add(&s->out, tmp, FOLIO_MIN((size_t)n, sizeof(tmp) - 1));
+        buf_add(&s->line, tmp, FOLIO_MIN((size_t)n, sizeof(tmp) - 1));
 }
 
 static void endline(struct screen *s)
 {
-    put(s, "%s%s\n", s->color ? "\x1b[0m" : "", s->ansi ? "\x1b[K" : "");
+    if (!s->ansi || s->lines < s->h) {
+        if (s->lines > 0)
+            buf_add(&s->out, "\n", 1);
+        int cols = 0;
+        for (size_t i = 0; i < s->line.len; i++) {
+            unsigned char c = (unsigned char)s->line.p[i];
+            if (c == 0x1b) { /* CSI: copy through its final byte */
+                size_t j = i + 1;
+                if (j < s->line.len && s->line.p[j] == '[')
+                    for (j++; j < s->line.len && !(s->line.p[j] >= 0x40 && s->line.p[j] <= 0x7e);)
+                        j++;
+                buf_add(&s->out, s->line.p + i, FOLIO_MIN(j + 1, s->line.len) - i);
+                i = j;
+                continue;
+            }
+            bool cont = (c & 0xC0) == 0x80;
+            if (!cont && s->ansi && cols >= s->w)
+                continue;
+            if (!cont)
+                cols++;
+            buf_add(&s->out, (const char *)&c, 1);
+        }
+        if (s->color)
+            buf_add(&s->out, "\x1b[0m", 4);
+        if (s->ansi)
+            buf_add(&s->out, "\x1b[K", 3);
+    }
     s->lines++;
+    s->line.len = 0;
 }
 
 static const char *fmt_num(char *b, size_t cap, double v)
@@ -674,6 +706,7 @@ done:
     if (s->live && s->lines < s->h) {
         put(s, "%sq quit%s", s->color ? "\x1b[7m" : "", s->color ? "\x1b[0m" : "");
         put(s, "  %s", rc ? "retrying" : "");
+        endline(s);
     }
     cJSON_Delete(kv);
     folio_free(kvb.p);
@@ -837,6 +870,7 @@ int cmd_top(int argc, char **argv)
         fwrite(scr.out.p, 1, scr.out.len, stdout);
         putchar('\n');
         folio_free(scr.out.p);
+        folio_free(scr.line.p);
         return rc ? 1 : 0;
     }
 
@@ -901,5 +935,6 @@ int cmd_top(int argc, char **argv)
     }
     term_restore();
     folio_free(scr.out.p);
+    folio_free(scr.line.p);
     return 0;
 }
