@@ -99,6 +99,18 @@ $TM capture-pane -p -t top2 | grep -q '^EXITED:0' || fail "after SIGTERM: $($TM 
 cmp -s "$T/stty.before" "$T/stty.after" || fail "SIGTERM: tty modes not restored"
 ok "SIGTERM: exit 0, main screen back, tty modes restored"
 
+# --- ^C (SIGINT from the terminal) restores too ------------------------------------
+rm -f "$T/stty.before" "$T/stty.after"
+$TM new-session -d -s top3 -x 100 -y 30 \
+  "stty -g >'$T/stty.before'; '$FOLIO' top --socket '$SOCK'; echo EXITED:\$?; stty -g >'$T/stty.after'; sleep 600"
+for _ in $(seq 1 100); do $TM capture-pane -p -t top3 | grep -q '^KV \[' && break; sleep 0.1; done
+$TM send-keys -t top3 C-c
+for _ in $(seq 1 50); do [ -s "$T/stty.after" ] && break; sleep 0.1; done
+$TM capture-pane -p -t top3 | grep -q '^EXITED:0' || fail "after ^C: $($TM capture-pane -p -t top3)"
+[ "$($TM display -p -t top3 '#{alternate_on}')" = 0 ] || fail "^C left the alternate screen on"
+cmp -s "$T/stty.before" "$T/stty.after" || fail "^C: tty modes not restored"
+ok "^C: exit 0, main screen back, tty modes restored"
+
 # --- --once over the socket and TCP --------------------------------------------
 for how in "--socket $SOCK" "--url http://127.0.0.1:$PORT"; do
   # shellcheck disable=SC2086
