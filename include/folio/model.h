@@ -64,6 +64,11 @@ struct model_ctx_config {
     int32_t max_tokens; /* largest batch in tokens */
     int32_t max_slices; /* largest batch in slices */
     int32_t n_threads;  /* compute threads (OpenBLAS is set to the same) */
+    /* false (default): each sgemm is split by output columns over the
+     * ctx's threads, OpenBLAS single-threaded; true: sgemm is called from
+     * the caller thread with OpenBLAS at n_threads threads.  See
+     * model/forward.c. */
+    bool blas_threads;
 };
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
