@@ -8,6 +8,7 @@
 
 /* One line per subcommand (keep sorted). */
 const struct folio_cmd folio_cmds[] = {
+    {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
     {NULL, NULL, NULL},
 };
 const int folio_n_cmds = (int)(sizeof(folio_cmds) / sizeof(folio_cmds[0])) - 1;
