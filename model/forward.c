@@ -79,6 +79,7 @@ struct model_ctx {
     float *xs;              /* [max_slices][D] */
     double *inv_freq;       /* [d/2] base^(-2i/d) */
     void *arena;            /* one allocation behind the float workspaces */
+    struct model_ctx_stats stats;
 };
 
 /* ---- pool jobs -------------------------------------------------------- */
@@ -223,9 +224,11 @@ static void job_gemm(void *arg, int ith, int nth)
 static void gemm(struct model_ctx *ctx, int32_t M, int32_t N, int32_t K, const float *A,
                  int32_t lda, const float *W, float beta, float *C, int32_t ldc)
 {
+    uint64_t t0 = folio_now_ns();
     if (ctx->cfg.blas_threads || ctx->cfg.n_threads == 1) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, W, K, beta, C,
                     ldc);
+        ctx->stats.ns_gemm += folio_now_ns() - t0;
         return;
     }
     struct fwd_job j = {.ctx = ctx,
@@ -239,13 +242,46 @@ static void gemm(struct model_ctx *ctx, int32_t M, int32_t N, int32_t K, const f
                         .C = C,
                         .ldc = ldc};
     pool_run(ctx->pool, job_gemm, &j);
+    ctx->stats.ns_gemm += folio_now_ns() - t0;
+}
+
+/* Element-wise jobs on fewer rows than this run on the caller alone (a
+ * decode step's norms cost about as much as one dispatch). */
+#define MODEL_MIN_ROWS_PER_DISPATCH 4
+
+/* Runs one element-wise job on the pool, counting its time. */
+static void run_other(struct model_ctx *ctx, pool_fn fn, struct fwd_job *j)
+{
+    uint64_t t0 = folio_now_ns();
+    if (j->n < MODEL_MIN_ROWS_PER_DISPATCH)
+        fn(j, 0, 1); /* a few rows: cheaper than waking the pool */
+    else
+        pool_run(ctx->pool, fn, j);
+    ctx->stats.ns_other += folio_now_ns() - t0;
 }
 
 /* The attention of one layer: the single place that picks the kernel. */
+static void job_attn_ref(void *arg, int ith, int nth)
+{
+    const struct attn_batch *ab = arg;
+    int32_t lo, hi;
+    split_range(ab->n_seqs, ith, nth, &lo, &hi);
+    if (hi <= lo)
+        return;
+    struct attn_batch part = *ab; /* rows are addressed by q_row: any subset works */
+    part.seqs = ab->seqs + lo;
+    part.n_seqs = hi - lo;
+    attn_paged_ref(&part);
+}
+
+/* The attention of one layer: the single place that picks the kernel.
+ * Today the scalar reference, its slices shared out over the pool. */
 static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
 {
-    (void)ctx;
-    attn_paged_ref(ab);
+    if (ab->n_seqs > 1)
+        pool_run(ctx->pool, job_attn_ref, (void *)ab);
+    else
+        attn_paged_ref(ab);
 }
 
 /* ---- context ---------------------------------------------------------- */
@@ -383,6 +419,9 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
     if (n_sample > 0 && !logits)
         return -EINVAL;
     const int32_t n = b->n_tokens, D = hp->dim, F = hp->ffn_dim, d = hp->head_dim;
+    ctx->stats.steps++;
+    ctx->stats.tokens += (uint64_t)n;
+    ctx->stats.sampled_rows += (uint64_t)n_sample;
 
     /* cos/sin of every token's angles, shared by all layers */
     for (int32_t r = 0; r < n; r++) {
@@ -395,7 +434,7 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
     }
 
     struct fwd_job j = {.ctx = ctx, .b = b, .n = n};
-    pool_run(ctx->pool, job_embed, &j);
+    run_other(ctx, job_embed, &j);
 
     struct attn_batch ab = {
         .kv = &ctx->kv,
@@ -413,21 +452,23 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         j.rows = NULL;
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->attn_norm;
-        pool_run(ctx->pool, job_rmsnorm, &j);
+        run_other(ctx, job_rmsnorm, &j);
         /* qkv[n][n_qkv] = xb[n][D] · wqkv[n_qkv][D]ᵀ */
         gemm(ctx, n, ctx->n_qkv, D, ctx->xb, D, L->wqkv, 0.0f, ctx->qkv, ctx->n_qkv);
-        pool_run(ctx->pool, job_rope_kv, &j);
+        run_other(ctx, job_rope_kv, &j);
 
         ab.layer = l;
+        uint64_t t0 = folio_now_ns();
         model__attention(ctx, &ab);
+        ctx->stats.ns_attn += folio_now_ns() - t0;
         /* x[n][D] += att[n][Hq d] · wo[D][Hq d]ᵀ */
         gemm(ctx, n, D, ctx->n_q, ctx->att, ctx->n_q, L->wo, 1.0f, ctx->x, D);
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
-        pool_run(ctx->pool, job_rmsnorm, &j);
+        run_other(ctx, job_rmsnorm, &j);
         /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up) */
         gemm(ctx, n, 2 * F, D, ctx->xb, D, L->w_gate_up, 0.0f, ctx->gu, 2 * F);
-        pool_run(ctx->pool, job_swiglu, &j);
+        run_other(ctx, job_swiglu, &j);
         /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
         gemm(ctx, n, D, F, ctx->gu, 2 * F, L->w_down, 1.0f, ctx->x, D);
     }
@@ -436,8 +477,13 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
 
     j.n = n_sample, j.rows = ctx->sample_rows;
     j.src = ctx->x, j.dst = ctx->xs, j.w = m->out_norm;
-    pool_run(ctx->pool, job_rmsnorm, &j);
+    run_other(ctx, job_rmsnorm, &j);
     /* logits[S][V] = xs[S][D] · output[V][D]ᵀ */
     gemm(ctx, n_sample, hp->n_vocab, D, ctx->xs, D, m->output, 0.0f, logits, hp->n_vocab);
     return 0;
+}
+
+void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st)
+{
+    *st = ctx->stats;
 }
