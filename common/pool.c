@@ -187,8 +187,11 @@ void pool_run(pool_t *pool, pool_fn fn, void *arg)
         futex_wake(&pool->gen, INT_MAX);
     fn(arg, 0, pool->nth);
     unsigned left;
+    uint64_t t0 = 0;
     for (int i = 0; (left = atomic_load(&pool->pending)) != 0; i++) {
-        if (i < 4096) {
+        if (!t0 || folio_now_ns() - t0 < POOL_SPIN_NS) {
+            if (!t0 && (i & 63) == 63)
+                t0 = folio_now_ns();
             cpu_relax();
             continue;
         }

@@ -38,13 +38,20 @@
  *     parallelise over N, which OpenBLAS's own threading does poorly.
  *     With cfg->blas_threads the caller thread makes each sgemm call with
  *     openblas_set_num_threads(n_threads) while the pool sleeps (its
- *     workers spin at most POOL_SPIN_NS after a job, then sleep on a
- *     futex).  Either way the cores are never oversubscribed.
+ *     workers spin at most POOL_SPIN_NS, 30 us, after a job, then sleep
+ *     on a futex; that short spin is the only overlap).
+ *   The default keeps exactly n_threads busy threads and was faster in
+ *   bench_model on small batches (see BENCHMARKS.md).
  *   openblas_set_num_threads is process-wide: all contexts of a process
  *   should use the same n_threads and mode (the daemon has one).
+ *   Element-wise jobs on fewer than MODEL_MIN_ROWS_PER_DISPATCH rows run
+ *   on the caller alone: waking the pool would cost more than the work.
  *
  * Attention goes through model__attention(), the one place that chooses
- * the kernel (today the scalar reference attn_paged_ref).
+ * the kernel: today the scalar reference attn_paged_ref, with the batch's
+ * slices shared out over the pool (the reference allocates scratch per
+ * call; the fast attn_paged, with its ATTN_PHASES protocol and a workspace
+ * sized at model_ctx_new, replaces it there).
  *
  * Invariants: model_forward never allocates; every workspace is sized at
  * model_ctx_new from cfg (max_tokens, max_slices).  The model and the KV

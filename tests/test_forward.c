@@ -20,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "../model/model_internal.h"
 #include "folio/common.h"
 #include "folio/model.h"
+#include "folio/pool.h"
 
 #define F32_TOL 1e-4
 #define F16_TOL 1e-2 /* K/V rounded to 11 significant bits (seen: ~3e-3) */
@@ -497,6 +499,61 @@ static void test_fill_random_fixed(void **state)
     assert_int_equal(model__preset("huge", &hp), -ENOENT);
 }
 
+/* ---- thread pool ------------------------------------------------------ */
+
+struct pool_probe {
+    int nth_seen;
+    long calls[8]; /* per ith; each written only by its own thread */
+    long round;
+    long sums[8];
+};
+
+static void probe_fn(void *arg, int ith, int nth)
+{
+    struct pool_probe *p = arg;
+    p->nth_seen = nth;
+    p->calls[ith]++;
+    p->sums[ith] += p->round; /* sees the caller's writes before the dispatch */
+}
+
+/* Every dispatch runs fn exactly once per thread index, sees the state the
+ * caller wrote before it, and is complete when pool_run returns; workers
+ * that went to sleep (after a pause longer than the spin) wake up. */
+static void test_pool(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 4; n++) {
+        pool_t *pool;
+        assert_int_equal(pool_new(n, &pool), 0);
+        assert_int_equal(pool_size(pool), n);
+        struct pool_probe p = {0};
+        uint64_t t0 = folio_now_ns();
+        const long rounds = g_short ? 2000 : 20000;
+        long want = 0;
+        for (p.round = 1; p.round <= rounds; p.round++) {
+            pool_run(pool, probe_fn, &p);
+            want += p.round;
+            if (p.round % 500 == 0) {
+                for (int i = 0; i < n; i++) /* complete on return */
+                    assert_int_equal(p.calls[i], p.round);
+                struct timespec ts = {0, 200000}; /* let the workers fall asleep */
+                nanosleep(&ts, NULL);
+            }
+        }
+        printf("# pool of %d: %ld dispatches in %.1f ms (with %ld pauses of 0.2 ms)\n", n, rounds,
+               (folio_now_ns() - t0) * 1e-6, rounds / 500);
+        assert_int_equal(p.nth_seen, n);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(p.calls[i], rounds);
+            assert_true(p.sums[i] == want);
+        }
+        pool_free(pool);
+    }
+    pool_t *bad;
+    assert_int_equal(pool_new(0, &bad), -EINVAL);
+    pool_free(NULL);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -521,10 +578,11 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fill_random_fixed), cmocka_unit_test(test_whole_prompt),
-        cmocka_unit_test(test_random_chunks),     cmocka_unit_test(test_token_by_token),
-        cmocka_unit_test(test_many_sequences),    cmocka_unit_test(test_f16_kv),
-        cmocka_unit_test(test_invalid_batches),   cmocka_unit_test(test_logits_healthy),
+        cmocka_unit_test(test_pool),           cmocka_unit_test(test_fill_random_fixed),
+        cmocka_unit_test(test_whole_prompt),   cmocka_unit_test(test_random_chunks),
+        cmocka_unit_test(test_token_by_token), cmocka_unit_test(test_many_sequences),
+        cmocka_unit_test(test_f16_kv),         cmocka_unit_test(test_invalid_batches),
+        cmocka_unit_test(test_logits_healthy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
