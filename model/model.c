@@ -62,7 +62,7 @@ int model__preset(const char *name, struct model_hparams *hp)
     } else if (!strcmp(name, "medium")) {
         h.dim = 1024, h.n_layers = 24, h.n_heads = 16, h.n_kv_heads = 4, h.ffn_dim = 2816;
     } else {
-        return -ENOENT;
+        return -EINVAL; /* unknown preset */
     }
     h.head_dim = h.dim / h.n_heads;
     *hp = h;

@@ -496,7 +496,7 @@ static void test_fill_random_fixed(void **state)
     assert_int_equal(model_hparams(def)->dim, 512);
     assert_int_equal(model_hparams(def)->head_dim, 64);
     model_free(def);
-    assert_int_equal(model__preset("huge", &hp), -ENOENT);
+    assert_int_equal(model__preset("huge", &hp), -EINVAL);
 }
 
 /* ---- thread pool ------------------------------------------------------ */
