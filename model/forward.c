@@ -86,6 +86,8 @@ struct model_ctx {
     float *xs;              /* [max_slices][D] */
     double *inv_freq;       /* [d/2] base^(-2i/d) */
     void *arena;            /* one allocation behind the float workspaces */
+    void *attn_work;        /* fast attention kernel's workspace */
+    size_t attn_work_bytes;
     struct model_ctx_stats stats;
 };
 
@@ -267,7 +269,7 @@ static void run_other(struct model_ctx *ctx, pool_fn fn, struct fwd_job *j)
     ctx->stats.ns_other += folio_now_ns() - t0;
 }
 
-/* The attention of one layer: the single place that picks the kernel. */
+/* The reference kernel on the slices [lo, hi) of thread ith's share. */
 static void job_attn_ref(void *arg, int ith, int nth)
 {
     const struct attn_batch *ab = arg;
@@ -281,16 +283,79 @@ static void job_attn_ref(void *arg, int ith, int nth)
     attn_paged_ref(&part);
 }
 
+#if FOLIO_HAVE_ATTN_PAGED
+struct attn_job {
+    const struct attn_batch *ab;
+    void *work;
+    int phase;
+};
+
+static void job_attn(void *arg, int ith, int nth)
+{
+    struct attn_job *a = arg;
+    attn_paged(a->ab, a->work, a->phase, ith, nth);
+}
+#endif
+
 /* The attention of one layer: the single place that picks the kernel.
- * Today the scalar reference, its slices shared out over the pool. */
+ * With the fast kernel built in (FOLIO_HAVE_ATTN_PAGED) it runs its
+ * ATTN_PHASES phases over the pool in the workspace sized at
+ * model_ctx_new; a batch whose plan would need more workspace than that
+ * (not expected: see attn_work_size) falls back to the reference, counted
+ * in stats.attn_ref_layers.  Without it: the scalar reference, its slices
+ * shared out over the pool. */
 static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
 {
+#if FOLIO_HAVE_ATTN_PAGED
+    const int nth = pool_size(ctx->pool);
+    if (attn_paged_work_size(ab, nth) <= ctx->attn_work_bytes) {
+        struct attn_job a = {.ab = ab, .work = ctx->attn_work};
+        for (a.phase = 0; a.phase < ATTN_PHASES; a.phase++)
+            pool_run(ctx->pool, job_attn, &a);
+        return;
+    }
+#endif
+    ctx->stats.attn_ref_layers++;
     if (ab->n_seqs > 1)
         pool_run(ctx->pool, job_attn_ref, (void *)ab);
     else
         attn_paged_ref(ab);
 }
 
+#if FOLIO_HAVE_ATTN_PAGED
+/* Workspace for the fast kernel: the largest attn_paged_work_size over a
+ * few extreme batches this ctx could be given (all decodes at the end of
+ * the context; one slice of max_tokens rows; max_tokens rows spread over
+ * max_slices slices), doubled.  scratch: a block table of zeros covering
+ * ctx_len positions (ids only need to be valid). */
+static size_t attn_work_size(struct model_ctx *ctx, int32_t *zeros)
+{
+    const struct model_hparams *hp = &ctx->m->hp;
+    const int32_t T = ctx->cfg.max_tokens, S = ctx->cfg.max_slices, L = hp->ctx_len;
+    const int nth = ctx->cfg.n_threads;
+    struct attn_batch ab = {.kv = &ctx->kv,
+                            .n_heads = hp->n_heads,
+                            .scale = 1.0f,
+                            .seqs = ctx->aseqs,
+                            .q = ctx->q,
+                            .out = ctx->att};
+    size_t best = 0;
+    for (int shape = 0; shape < 3; shape++) {
+        int32_t n_seqs = shape == 1 ? 1 : S, rows = 0;
+        for (int32_t s = 0; s < n_seqs; s++) {
+            int32_t n_q = shape == 0 ? 1 : shape == 1 ? FOLIO_MIN(T, L) : FOLIO_MAX(1, T / S);
+            n_q = FOLIO_MIN(n_q, L);
+            ctx->aseqs[s] =
+                (struct attn_seq){.q_row = rows, .n_q = n_q, .p0 = L - n_q, .block_table = zeros};
+            rows += n_q;
+        }
+        ab.n_seqs = n_seqs;
+        ab.n_rows = rows;
+        best = FOLIO_MAX(best, attn_paged_work_size(&ab, nth));
+    }
+    return 2 * best + 65536;
+}
+#endif
 /* ---- context ---------------------------------------------------------- */
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
@@ -351,6 +416,19 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     }
     for (size_t i = 0; i < d / 2; i++)
         ctx->inv_freq[i] = pow((double)hp->rope_base, -2.0 * (double)i / (double)d);
+#if FOLIO_HAVE_ATTN_PAGED
+    {
+        int32_t *zeros =
+            folio_calloc((size_t)FOLIO_DIV_CEIL(hp->ctx_len, kv->block_size) + 1, sizeof(int32_t));
+        if (!zeros)
+            goto fail;
+        ctx->attn_work_bytes = attn_work_size(ctx, zeros);
+        folio_free(zeros);
+        ctx->attn_work = folio_aligned_alloc(64, ctx->attn_work_bytes);
+        if (!ctx->attn_work)
+            goto fail;
+    }
+#endif
     rc = pool_new(ctx->cfg.n_threads, &ctx->pool);
     if (rc < 0)
         goto fail;
@@ -368,6 +446,7 @@ void model_ctx_free(model_ctx_t *ctx)
         return;
     pool_free(ctx->pool);
     folio_free(ctx->arena);
+    folio_free(ctx->attn_work);
     folio_free(ctx->tok_pos);
     folio_free(ctx->tok_slice);
     folio_free(ctx->aseqs);

@@ -82,9 +82,10 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits);
 /* Cumulative time a ctx spent, by kind of work, since model_ctx_new. */
 struct model_ctx_stats {
     uint64_t steps, tokens, sampled_rows;
-    uint64_t ns_gemm;  /* matrix products (sgemm) */
-    uint64_t ns_attn;  /* paged attention */
-    uint64_t ns_other; /* embedding, norms, RoPE + K/V writes, SwiGLU */
+    uint64_t ns_gemm;         /* matrix products (sgemm) */
+    uint64_t ns_attn;         /* paged attention */
+    uint64_t ns_other;        /* embedding, norms, RoPE + K/V writes, SwiGLU */
+    uint64_t attn_ref_layers; /* layers whose attention ran the reference kernel */
 };
 void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st);
 
