@@ -20,7 +20,12 @@
  * POOL_SPIN_NS before sleeping.  A step's dispatches follow each other
  * closely, so most are picked up while spinning; when the owner goes off
  * to do something else (an OpenBLAS call, the sampler) the workers are
- * asleep soon after and leave the cores free.
+ * asleep soon after and leave the cores free.  Every 64 spins a waiter
+ * calls sched_yield(): when the machine has fewer free cores than threads
+ * the peer being waited for is often preempted, and yielding lets it run
+ * (measured on 2 busy cores: 150-250 us per dispatch without, 8-12 us
+ * with).  The owner spins at most POOL_SPIN_NS too, then sleeps on the
+ * pending futex.
  *
  * Invariant: between pool_run calls every worker has finished its last
  * job (pending == 0); fn and arg are only written then.
@@ -31,6 +36,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -86,6 +92,7 @@ static unsigned wait_change(atomic_uint *addr, unsigned seen, atomic_int *announ
             return v;
         cpu_relax();
         if ((i & 63) == 63) {
+            sched_yield(); /* lets a preempted peer run when threads > cores */
             uint64_t now = folio_now_ns();
             if (!t0)
                 t0 = now;
@@ -190,8 +197,11 @@ void pool_run(pool_t *pool, pool_fn fn, void *arg)
     uint64_t t0 = 0;
     for (int i = 0; (left = atomic_load(&pool->pending)) != 0; i++) {
         if (!t0 || folio_now_ns() - t0 < POOL_SPIN_NS) {
-            if (!t0 && (i & 63) == 63)
-                t0 = folio_now_ns();
+            if ((i & 63) == 63) {
+                if (!t0)
+                    t0 = folio_now_ns();
+                sched_yield();
+            }
             cpu_relax();
             continue;
         }

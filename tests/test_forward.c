@@ -536,7 +536,7 @@ static void test_pool(void **state)
         assert_int_equal(pool_size(pool), n);
         struct pool_probe p = {0};
         uint64_t t0 = folio_now_ns();
-        const long rounds = g_short ? 2000 : 20000;
+        const long rounds = g_short ? 2000 : 10000;
         long want = 0;
         for (p.round = 1; p.round <= rounds; p.round++) {
             pool_run(pool, probe_fn, &p);
