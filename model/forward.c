@@ -356,6 +356,7 @@ static size_t attn_work_size(struct model_ctx *ctx, int32_t *zeros)
     return 2 * best + 65536;
 }
 #endif
+
 /* ---- context ---------------------------------------------------------- */
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,

@@ -562,6 +562,51 @@ static void test_pool(void **state)
     pool_free(NULL);
 }
 
+/* Every allocation of model__alloc and model_ctx_new may fail: the call
+ * returns -ENOMEM, leaves *out NULL and leaks nothing (ASan checks). */
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    struct model_hparams hp;
+    assert_int_equal(model__preset("tiny", &hp), 0);
+    hp.n_layers = 1, hp.n_vocab = 64;
+    int rc;
+    long n = 1;
+    do {
+        struct model *m = (struct model *)1;
+        folio_alloc_fail_at(n++);
+        rc = model__alloc(&hp, &m);
+        folio_alloc_fail_at(0);
+        if (rc == 0) {
+            model_free(m);
+            break;
+        }
+        assert_int_equal(rc, -ENOMEM);
+        assert_null(m);
+    } while (n < 100);
+    assert_int_equal(rc, 0);
+
+    struct arena a;
+    arena_init(&a, g_model, FOLIO_F16, 16, 2, 64);
+    struct model_ctx_config cfg = {.max_tokens = 64, .max_slices = 4, .n_threads = 2};
+    n = 1;
+    do {
+        model_ctx_t *ctx = (model_ctx_t *)1;
+        folio_alloc_fail_at(n++);
+        rc = model_ctx_new(g_model, &a.kv, &cfg, &ctx);
+        folio_alloc_fail_at(0);
+        if (rc == 0) {
+            model_ctx_free(ctx);
+            break;
+        }
+        assert_int_equal(rc, -ENOMEM);
+        assert_null(ctx);
+    } while (n < 100);
+    assert_int_equal(rc, 0);
+    printf("# model_ctx_new: %ld allocations, each failure handled\n", n - 2);
+    arena_free(&a);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -590,7 +635,7 @@ int main(void)
         cmocka_unit_test(test_whole_prompt),   cmocka_unit_test(test_random_chunks),
         cmocka_unit_test(test_token_by_token), cmocka_unit_test(test_many_sequences),
         cmocka_unit_test(test_f16_kv),         cmocka_unit_test(test_invalid_batches),
-        cmocka_unit_test(test_logits_healthy),
+        cmocka_unit_test(test_logits_healthy), cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
