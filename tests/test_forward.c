@@ -27,6 +27,7 @@
 #include "../model/model_internal.h"
 #include "folio/common.h"
 #include "folio/model.h"
+#include "folio/pager.h"
 #include "folio/pool.h"
 
 #define F32_TOL 1e-4
@@ -607,6 +608,124 @@ static void test_alloc_failures(void **state)
     arena_free(&a);
 }
 
+/* ---- with the real pager --------------------------------------------- */
+
+/* Runs one step over the given sequences (tokens[i][0..n[i]) appended to
+ * seqs[i] first) and checks each slice's logits against ref rows. */
+static void pager_step(pager_t *pg, model_ctx_t *ctx, pager_seq_t **seqs, int ns,
+                       const int32_t *const *tokens, const int32_t *n, const double *const *ref,
+                       double *worst)
+{
+    const int32_t V = g_model->hp.n_vocab;
+    int32_t btok[64], total = 0;
+    struct model_slice sl[4];
+    int32_t first[4];
+    for (int i = 0; i < ns; i++) {
+        first[i] = pager_seq_len(seqs[i]);
+        assert_int_equal(pager_seq_append(pg, seqs[i], tokens[i], n[i]), 0);
+        assert_int_equal(pager_check(pg, NULL, 0), 0);
+    }
+    for (int i = 0; i < ns; i++) { /* tables are final once every append is done */
+        int32_t nb;
+        sl[i] = (struct model_slice){.first_pos = first[i],
+                                     .n_tokens = n[i],
+                                     .block_table = pager_seq_block_table(seqs[i], &nb),
+                                     .sample = true};
+        memcpy(btok + total, tokens[i], sizeof(int32_t) * n[i]);
+        total += n[i];
+    }
+    float *logits = malloc(sizeof(float) * ns * V);
+    struct model_batch b = {.n_tokens = total, .tokens = btok, .n_slices = ns, .slices = sl};
+    assert_int_equal(model_forward(ctx, &b, logits), 0);
+    for (int i = 0; i < ns; i++) {
+        int32_t last = first[i] + n[i] - 1;
+        *worst =
+            FOLIO_MAX(*worst, max_abs_diff(logits + (size_t)i * V, ref[i] + (size_t)last * V, V));
+        pager_seq_mark_computed(pg, seqs[i], first[i] + n[i]);
+        assert_int_equal(pager_check(pg, NULL, 0), 0);
+    }
+    free(logits);
+}
+
+/* The forward over the pager's own page tables: a prompt, then a fork whose
+ * two children decode different tokens in one batch (copy-on-write of the
+ * shared partial block), and a third sequence that adopts the prompt's
+ * cached full blocks and computes only the rest.  Every row matches the
+ * dense reference of its whole token sequence. */
+static void test_pager_fork_and_prefix(void **state)
+{
+    (void)state;
+    const struct model *m = g_model;
+    enum { P = 20 };
+    const int32_t V = m->hp.n_vocab;
+    struct pager_config pc = {.num_blocks = 32,
+                              .block_size = 8,
+                              .n_layers = m->hp.n_layers,
+                              .n_kv_heads = m->hp.n_kv_heads,
+                              .head_dim = m->hp.head_dim,
+                              .dtype = FOLIO_F32};
+    pager_t *pg;
+    assert_int_equal(pager_init(&pg, &pc), 0);
+    struct pager_kv_view kv;
+    pager_kv_view(pg, &kv);
+    model_ctx_t *ctx;
+    struct model_ctx_config cfg = {.max_tokens = 64, .max_slices = 4, .n_threads = 2};
+    assert_int_equal(model_ctx_new(m, &kv, &cfg, &ctx), 0);
+
+    int32_t ta[P + 2], tb[P + 1], tc[P + 1];
+    random_tokens(ta, P + 2, V);
+    memcpy(tb, ta, sizeof(int32_t) * P);
+    memcpy(tc, ta, sizeof(int32_t) * P);
+    tb[P] = (ta[P] + 1) % V;
+    tc[P] = (ta[P] + 2) % V;
+    double *ra = malloc(sizeof(double) * (P + 2) * V), *rb = malloc(sizeof(double) * (P + 1) * V);
+    double *rc = malloc(sizeof(double) * (P + 1) * V);
+    ref_forward(m, ta, P + 2, ra);
+    ref_forward(m, tb, P + 1, rb);
+    ref_forward(m, tc, P + 1, rc);
+    double worst = 0;
+
+    pager_seq_t *a, *b, *c;
+    assert_int_equal(pager_seq_new(pg, 7, 1, 0, &a), 0);
+    {
+        const int32_t *tk[] = {ta};
+        const int32_t n[] = {P};
+        const double *r[] = {ra};
+        pager_step(pg, ctx, &a, 1, tk, n, r, &worst);
+    }
+    assert_int_equal(pager_seq_fork(pg, a, 2, 0, &b), 0);
+    {
+        pager_seq_t *ss[] = {a, b};
+        const int32_t *tk[] = {ta + P, tb + P};
+        const int32_t n[] = {1, 1};
+        const double *r[] = {ra, rb};
+        pager_step(pg, ctx, ss, 2, tk, n, r, &worst);
+    }
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    assert_true(st.cow_copies >= 1);
+    assert_int_equal(pager_seq_new(pg, 7, 3, 0, &c), 0);
+    int32_t hit = 0;
+    assert_int_equal(pager_seq_adopt_prefix(pg, c, tc, P + 1, &hit), 0);
+    assert_int_equal(hit, 16); /* the prompt's two full blocks */
+    {
+        pager_seq_t *ss[] = {c, a};
+        const int32_t *tk[] = {tc + hit, ta + P + 1};
+        const int32_t n[] = {P + 1 - hit, 1};
+        const double *r[] = {rc, ra};
+        pager_step(pg, ctx, ss, 2, tk, n, r, &worst);
+    }
+    printf("# pager: fork + copy-on-write + prefix hit: max |diff| = %.3g\n", worst);
+    assert_true(worst <= F32_TOL);
+    pager_seq_free(pg, a);
+    pager_seq_free(pg, b);
+    pager_seq_free(pg, c);
+    assert_int_equal(pager_check(pg, NULL, 0), 0);
+    model_ctx_free(ctx);
+    pager_free(pg);
+    free(ra), free(rb), free(rc);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -631,11 +750,19 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pool),           cmocka_unit_test(test_fill_random_fixed),
-        cmocka_unit_test(test_whole_prompt),   cmocka_unit_test(test_random_chunks),
-        cmocka_unit_test(test_token_by_token), cmocka_unit_test(test_many_sequences),
-        cmocka_unit_test(test_f16_kv),         cmocka_unit_test(test_invalid_batches),
-        cmocka_unit_test(test_logits_healthy), cmocka_unit_test(test_alloc_failures),
+        /* clang-format off */
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_fill_random_fixed),
+        cmocka_unit_test(test_whole_prompt),
+        cmocka_unit_test(test_random_chunks),
+        cmocka_unit_test(test_token_by_token),
+        cmocka_unit_test(test_many_sequences),
+        cmocka_unit_test(test_f16_kv),
+        cmocka_unit_test(test_invalid_batches),
+        cmocka_unit_test(test_logits_healthy),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_pager_fork_and_prefix),
+        /* clang-format on */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
