@@ -6,9 +6,9 @@
  *
  * Runs the prompt through the model in one batch, prints the top logits
  * after its last token, then (with --greedy N) a greedy continuation of N
- * tokens, one decode step each.  K/V live in a private paged arena shaped
- * like the pager's (block size 16, one sequence, identity block table), so
- * the same model_forward path as the daemon's runs.
+ * tokens, one decode step each.  K/V live in a pager of their own (block
+ * size 16, one sequence, just enough blocks), so the same page-table path
+ * as the daemon's runs.
  *
  * --json prints {"top":[{"id":..,"logit":..,"logprob":..},...],"greedy":[...]}.
  * Without --model (or with --model default) the embedded default model is
@@ -23,6 +23,7 @@
 
 #include "folio/common.h"
 #include "folio/model.h"
+#include "folio/pager.h"
 #include "folio/sampler.h"
 #include "folio_cmds.h"
 
@@ -145,8 +146,9 @@ int cmd_eval(int argc, char **argv)
     int32_t *toks = malloc(sizeof(int32_t) * ((size_t)hp->ctx_len + 1));
     float *logits = malloc(sizeof(float) * (size_t)V);
     void *work = malloc(sampler_work_size(V));
-    int32_t *bt = NULL;
-    struct pager_kv_view kv = {0};
+    pager_t *pg = NULL;
+    pager_seq_t *seq = NULL;
+    struct pager_kv_view kv;
     model_ctx_t *ctx = NULL;
     if (!toks || !logits || !work) {
         fprintf(stderr, "folio eval: out of memory\n");
@@ -166,28 +168,20 @@ int cmd_eval(int argc, char **argv)
     if (greedy > hp->ctx_len - n)
         greedy = hp->ctx_len - n;
 
-    /* a one-sequence paged arena, laid out as folio/pager.h describes */
+    /* one sequence in a pager just big enough for it */
     const int32_t total = n + greedy;
-    kv = (struct pager_kv_view){
-        .dtype = kv_dtype,
-        .num_blocks = FOLIO_DIV_CEIL(total, EVAL_BLOCK),
-        .block_size = EVAL_BLOCK,
-        .n_layers = hp->n_layers,
-        .n_kv_heads = hp->n_kv_heads,
-        .head_dim = hp->head_dim,
-    };
-    kv.head_stride = (size_t)EVAL_BLOCK * kv.head_dim;
-    kv.v_offset = kv.n_kv_heads * kv.head_stride;
-    kv.layer_stride = 2 * kv.v_offset;
-    kv.block_stride = kv.n_layers * kv.layer_stride;
-    kv.base = folio_aligned_alloc(64, kv.block_stride * kv.num_blocks * folio_dtype_size(kv_dtype));
-    bt = malloc(sizeof(int32_t) * kv.num_blocks);
-    if (!kv.base || !bt) {
-        fprintf(stderr, "folio eval: out of memory for the KV cache\n");
+    struct pager_config pc = {.num_blocks = FOLIO_DIV_CEIL(total, EVAL_BLOCK),
+                              .block_size = EVAL_BLOCK,
+                              .n_layers = hp->n_layers,
+                              .n_kv_heads = hp->n_kv_heads,
+                              .head_dim = hp->head_dim,
+                              .dtype = kv_dtype};
+    if ((rc = pager_init(&pg, &pc)) < 0 || (rc = pager_seq_new(pg, 0, 0, 0, &seq)) < 0 ||
+        (rc = pager_seq_append(pg, seq, toks, n)) < 0) {
+        fprintf(stderr, "folio eval: cannot set up the KV cache: %s\n", strerror(-rc));
         goto out;
     }
-    for (int32_t i = 0; i < kv.num_blocks; i++)
-        bt[i] = i;
+    pager_kv_view(pg, &kv);
     struct model_ctx_config cfg = {.max_tokens = n, .max_slices = 1, .n_threads = threads};
     rc = model_ctx_new(m, &kv, &cfg, &ctx);
     if (rc < 0) {
@@ -195,7 +189,11 @@ int cmd_eval(int argc, char **argv)
         goto out;
     }
 
-    struct model_slice sl = {.first_pos = 0, .n_tokens = n, .block_table = bt, .sample = true};
+    int32_t nb;
+    struct model_slice sl = {.first_pos = 0,
+                             .n_tokens = n,
+                             .block_table = pager_seq_block_table(seq, &nb),
+                             .sample = true};
     struct model_batch b = {.n_tokens = n, .tokens = toks, .n_slices = 1, .slices = &sl};
     rc = model_forward(ctx, &b, logits);
     if (rc < 0) {
@@ -231,8 +229,15 @@ int cmd_eval(int argc, char **argv)
         if (g + 1 == greedy)
             break;
         toks[n + g] = next;
-        sl = (struct model_slice){
-            .first_pos = n + g, .n_tokens = 1, .block_table = bt, .sample = true};
+        pager_seq_mark_computed(pg, seq, n + g);
+        if ((rc = pager_seq_append(pg, seq, &toks[n + g], 1)) < 0) {
+            fprintf(stderr, "\nfolio eval: KV cache: %s\n", strerror(-rc));
+            goto out;
+        }
+        sl = (struct model_slice){.first_pos = n + g,
+                                  .n_tokens = 1,
+                                  .block_table = pager_seq_block_table(seq, &nb),
+                                  .sample = true};
         b = (struct model_batch){
             .n_tokens = 1, .tokens = &toks[n + g], .n_slices = 1, .slices = &sl};
         if ((rc = model_forward(ctx, &b, logits)) < 0 ||
@@ -245,8 +250,9 @@ int cmd_eval(int argc, char **argv)
     status = 0;
 out:
     model_ctx_free(ctx);
-    folio_free(kv.base);
-    free(bt);
+    if (seq)
+        pager_seq_free(pg, seq);
+    pager_free(pg);
     free(toks);
     free(logits);
     free(work);
