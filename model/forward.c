@@ -363,8 +363,7 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
                   const struct model_ctx_config *cfg, model_ctx_t **out)
 {
     *out = NULL;
-    if (!m || !kv || !cfg || cfg->max_tokens < 1 || cfg->max_slices < 1 || cfg->n_threads < 0 ||
-        cfg->max_slices > cfg->max_tokens)
+    if (!m || !kv || !cfg || cfg->max_tokens < 1 || cfg->max_slices < 1 || cfg->n_threads < 0)
         return -EINVAL;
     const struct model_hparams *hp = &m->hp;
     if (!kv->base || kv->n_layers != hp->n_layers || kv->n_kv_heads != hp->n_kv_heads ||
@@ -380,11 +379,13 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     ctx->cfg = *cfg;
     if (ctx->cfg.n_threads == 0)
         ctx->cfg.n_threads = 1;
+    if (ctx->cfg.max_slices > ctx->cfg.max_tokens) /* a slice has at least one token */
+        ctx->cfg.max_slices = ctx->cfg.max_tokens;
     ctx->n_q = hp->n_heads * hp->head_dim;
     ctx->n_kv = hp->n_kv_heads * hp->head_dim;
     ctx->n_qkv = ctx->n_q + 2 * ctx->n_kv;
 
-    const size_t T = (size_t)cfg->max_tokens, S = (size_t)cfg->max_slices;
+    const size_t T = (size_t)ctx->cfg.max_tokens, S = (size_t)ctx->cfg.max_slices;
     const size_t D = (size_t)hp->dim, d = (size_t)hp->head_dim;
     /* float workspaces, each rounded to 16 floats (64 bytes) */
     const size_t sizes[] = {T * D,
