@@ -13,8 +13,10 @@
  *   - aggregate decode: B = 1, 8, 32, 64, 128 sequences, each at a 128-token
  *     context, a few steps of one token each (K/V contents are arbitrary:
  *     the arithmetic does not depend on them).
- * Each with tokens/s, GFLOP/s of model arithmetic and the split of time
- * between sgemm, attention and the rest (model_ctx_stats).
+ * Each with tokens/s, GFLOP/s of model arithmetic, the rate of the matrix
+ * products alone (matrix FLOPs / time inside sgemm: compare with the peak)
+ * and the split of time between sgemm, attention and the rest
+ * (model_ctx_stats).
  *
  * FLOPs counted per token: 2 x (matrix parameters of all layers: wqkv, wo,
  * gate|up, down), plus 4 x n_heads x head_dim x (visible context) per layer
@@ -107,12 +109,14 @@ static double attn_flops(const struct model_hparams *hp, int32_t pos)
 }
 
 static void report(const char *what, int32_t tokens_out, double secs, double flops,
-                   const struct model_ctx_stats *a, const struct model_ctx_stats *b)
+                   double mat_flops, const struct model_ctx_stats *a,
+                   const struct model_ctx_stats *b)
 {
     double g = (b->ns_gemm - a->ns_gemm) * 1e-9, at = (b->ns_attn - a->ns_attn) * 1e-9,
            o = (b->ns_other - a->ns_other) * 1e-9;
-    printf("| %-28s | %9.1f | %7.1f | %5.1f%% | %5.1f%% | %5.1f%% |\n", what, tokens_out / secs,
-           flops / secs * 1e-9, 100 * g / secs, 100 * at / secs, 100 * o / secs);
+    printf("| %-28s | %9.1f | %7.1f | %8.1f | %5.1f%% | %5.1f%% | %5.1f%% |\n", what,
+           tokens_out / secs, flops / secs * 1e-9, mat_flops / g * 1e-9, 100 * g / secs,
+           100 * at / secs, 100 * o / secs);
     fflush(stdout);
 }
 
@@ -153,7 +157,8 @@ static void bench_prefill(const struct model *m, int32_t n)
         flops += attn_flops(&m->hp, p);
     char what[64];
     snprintf(what, sizeof(what), "prefill %d tokens", n);
-    report(what, n, secs, flops, &s0, &s1);
+    double mat = e.mat_flops_tok * n + 2.0 * m->hp.n_vocab * m->hp.dim;
+    report(what, n, secs, flops, mat, &s0, &s1);
     model_ctx_free(ctx);
     free(tok), free(logits);
     env_free(&e);
@@ -171,7 +176,7 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
     struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
     float *logits = malloc(sizeof(float) * (size_t)n_seqs * m->hp.n_vocab);
     struct model_ctx_stats s0, s1;
-    double flops = 0, secs = 0;
+    double flops = 0, secs = 0, mat = 0;
     model_ctx_stats_get(ctx, &s0);
     for (int32_t st = 0; st < steps; st++) {
         for (int32_t s = 0; s < n_seqs; s++) {
@@ -182,6 +187,7 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
                                          .sample = true};
             flops +=
                 e.mat_flops_tok + attn_flops(&m->hp, p0 + st) + 2.0 * m->hp.n_vocab * m->hp.dim;
+            mat += e.mat_flops_tok + 2.0 * m->hp.n_vocab * m->hp.dim;
         }
         struct model_batch b = {
             .n_tokens = n_seqs, .tokens = tok, .n_slices = n_seqs, .slices = sl};
@@ -191,7 +197,7 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
         secs += (folio_now_ns() - t0) * 1e-9;
     }
     model_ctx_stats_get(ctx, &s1);
-    report(what, n_seqs * steps, secs, flops, &s0, &s1);
+    report(what, n_seqs * steps, secs, flops, mat, &s0, &s1);
     model_ctx_free(ctx);
     free(tok), free(sl), free(logits);
     env_free(&e);
@@ -234,14 +240,15 @@ int main(int argc, char **argv)
            "64x2048x768 %.1f GFLOP/s, 1x2048x768 %.1f GFLOP/s\n",
            n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
            gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
-    printf("| %-28s | %9s | %7s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s", "sgemm",
-           "attn", "other");
-    printf("|------------------------------|-----------|---------|--------|--------|--------|\n");
+    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s",
+           "sgemm GF", "sgemm", "attn", "other");
+    printf("|---|---|---|---|---|---|---|\n");
     bench_prefill(m, quick ? 128 : 512);
-    bench_decode(m, 1, 16, quick ? 16 : 128, "decode 1 stream, 128 tokens");
+    char what[64];
+    snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
+    bench_decode(m, 1, 16, quick ? 16 : 128, what);
     const int32_t batch[] = {1, 8, 32, 64, 128};
     for (size_t i = 0; i < sizeof(batch) / sizeof(batch[0]); i++) {
-        char what[64];
         snprintf(what, sizeof(what), "decode %d seqs @128 ctx", batch[i]);
         bench_decode(m, batch[i], 128, quick ? 2 : 4, what);
     }
