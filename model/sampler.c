@@ -13,7 +13,10 @@
  * Ranking is by (l descending, id ascending), a total order, so the kept
  * set, the draw and the top-N list are deterministic.  Sorting is lazy:
  * the heap is built in O(n) and only as many ids are popped as top-k,
- * top-p and top-N need, O(k log n).
+ * top-p and top-N need, O(k log n).  Without a top-k or top-p cut nothing
+ * is sorted: the draw walks the candidates in id order (the same
+ * distribution; u maps to a token through the cumulative sum in id order
+ * instead of rank order).
  *
  * The random number for token t of a request is
  *   u = (splitmix64(seed ^ (t * 0x9E3779B97F4A7C15)) >> 11) * 2^-53,
@@ -120,7 +123,10 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
 
     struct ranker r = {.l = l, .idx = idx};
     const int greedy = p->temperature == 0;
-    if (!greedy || (res && n_top > 0)) {
+    const int cut_k = p->top_k > 0 && p->top_k < n_vocab;
+    const int cut_p = p->top_p > 0 && p->top_p < 1;
+    const int draw_ranked = !greedy && (cut_k || cut_p);
+    if (draw_ranked || (res && n_top > 0)) {
         for (int32_t i = 0; i < n_vocab; i++)
             if (l[i] > -INFINITY)
                 idx[r.nc++] = i;
@@ -136,26 +142,37 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
         for (int32_t i = 0; i < n_vocab; i++)
             if (l[i] > -INFINITY)
                 z += exp((l[i] - mx) * inv_t);
-        int32_t limit = r.nc;
-        if (p->top_k > 0 && p->top_k < limit)
-            limit = p->top_k;
-        const int cut_p = p->top_p > 0 && p->top_p < 1;
-        double mass = 0;
-        int32_t kept = 0;
-        while (kept < limit) {
-            mass += exp((l[ranked(&r, kept)] - mx) * inv_t);
-            kept++;
-            if (cut_p && mass >= (double)p->top_p * z)
-                break;
-        }
-        double u = sampler_uniform(p->seed, t) * mass, acc = 0;
-        choice = ranked(&r, kept - 1); /* rounding fallback: the last kept */
-        for (int32_t k = 0; k < kept; k++) {
-            int32_t id = ranked(&r, k);
-            acc += exp((l[id] - mx) * inv_t);
-            if (u < acc) {
-                choice = id;
-                break;
+        const double u = sampler_uniform(p->seed, t);
+        if (!draw_ranked) {
+            /* no cut: walk the ids in order, no sorting needed */
+            double target = u * z, acc = 0;
+            for (int32_t i = 0; i < n_vocab; i++) {
+                if (l[i] == -INFINITY)
+                    continue;
+                choice = i; /* rounding fallback: the last candidate */
+                acc += exp((l[i] - mx) * inv_t);
+                if (target < acc)
+                    break;
+            }
+        } else {
+            const int32_t limit = cut_k ? FOLIO_MIN(p->top_k, r.nc) : r.nc;
+            double mass = 0;
+            int32_t kept = 0;
+            while (kept < limit) {
+                mass += exp((l[ranked(&r, kept)] - mx) * inv_t);
+                kept++;
+                if (cut_p && mass >= (double)p->top_p * z)
+                    break;
+            }
+            double target = u * mass, acc = 0;
+            choice = ranked(&r, kept - 1); /* rounding fallback: the last kept */
+            for (int32_t k = 0; k < kept; k++) {
+                int32_t id = ranked(&r, k);
+                acc += exp((l[id] - mx) * inv_t);
+                if (target < acc) {
+                    choice = id;
+                    break;
+                }
             }
         }
     }

@@ -156,6 +156,30 @@ static void test_temperature_distribution(void **state)
     }
 }
 
+/* The ranked path (top-k cut) draws from the renormalised top k: counts
+ * over 40000 draws, chi-square with 4 degrees of freedom under 18.5. */
+static void test_top_k_distribution(void **state)
+{
+    (void)state;
+    const float l[8] = {1.0f, 0.5f, 0.0f, -0.3f, 0.8f, -1.0f, 0.2f, 0.4f};
+    const int top5[5] = {0, 4, 1, 7, 6};
+    struct sampler_params p = {.temperature = 0.8f, .top_k = 5, .seed = 99};
+    const int N = 40000;
+    int cnt[8] = {0};
+    for (int t = 0; t < N; t++)
+        cnt[draw(&p, l, 8, (uint64_t)t)]++;
+    double z = 0, chi = 0;
+    for (int k = 0; k < 5; k++)
+        z += exp(l[top5[k]] / 0.8);
+    for (int k = 0; k < 5; k++) {
+        double ex = N * exp(l[top5[k]] / 0.8) / z;
+        chi += (cnt[top5[k]] - ex) * (cnt[top5[k]] - ex) / ex;
+    }
+    printf("# top-k 5 of 8, T=0.8: chi2 %.2f\n", chi);
+    assert_true(chi < 18.5);
+    assert_int_equal(cnt[2] + cnt[3] + cnt[5], 0);
+}
+
 /* Token t of a request depends only on (seed, t, logits): drawing several
  * requests interleaved in any order, or alone, gives the same streams. */
 static void test_stream_independence(void **state)
@@ -268,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_top_k_support),
         cmocka_unit_test(test_top_p_support),
         cmocka_unit_test(test_temperature_distribution),
+        cmocka_unit_test(test_top_k_distribution),
         cmocka_unit_test(test_stream_independence),
         cmocka_unit_test(test_bias_and_ban),
         cmocka_unit_test(test_sampled_logprob),
