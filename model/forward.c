@@ -59,6 +59,7 @@
  * call model_forward on a ctx.
  */
 #include "model_internal.h"
+#include "fastmath.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -208,32 +209,8 @@ static void job_rope_kv(void *arg, int ith, int nth)
     }
 }
 
-/* e^x for finite x, relative error < 2e-7 over the clamped range
- * [-87, 88] (values beyond saturate, which silu does not notice).  Written
- * without branches or calls so the compiler vectorises the SwiGLU loop
- * (libm's expf is a call per element).  x = k ln2 + r, |r| <= ln2/2;
- * e^r by its Taylor polynomial to r^6; 2^k built in the exponent field. */
-static inline float exp_approx(float x)
-{
-    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    float t = x * 1.44269504f + magic;
-    float kf = t - magic;
-    int32_t k;
-    memcpy(&k, &t, sizeof(k));
-    k -= 0x4B400000; /* bits of magic */
-    float rr = x - kf * 0.693145752f - kf * 1.42860677e-6f;
-    float p =
-        1.0f +
-        rr * (1.0f + rr * (0.5f + rr * (1.0f / 6 +
-                                        rr * (1.0f / 24 + rr * (1.0f / 120 + rr * (1.0f / 720))))));
-    uint32_t bits = (uint32_t)(k + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof(scale));
-    return p * scale;
-}
-
-/* gu[r][i] = silu(gate) * up for i < F, in place over the gate half. */
+/* gu[r][i] = silu(gate) * up for i < F, in place over the gate half (the
+ * branch-free exp lets the compiler vectorise the loop). */
 static void job_swiglu(void *arg, int ith, int nth)
 {
     struct fwd_job *j = arg;
@@ -243,7 +220,7 @@ static void job_swiglu(void *arg, int ith, int nth)
     for (int32_t r = lo; r < hi; r++) {
         float *g = j->ctx->gu + (size_t)r * 2 * F, *u = g + F;
         for (int32_t i = 0; i < F; i++)
-            g[i] = g[i] / (1.0f + exp_approx(-g[i])) * u[i];
+            g[i] = g[i] / (1.0f + model__exp_approx(-g[i])) * u[i];
     }
 }
 

@@ -5,18 +5,27 @@
  * Workspace layout (sampler_work_size):
  *
  *   work ─ l   [n_vocab] float    biased logits (banned and NaN -> -inf)
- *        ─ idx [n_vocab] int32    candidate ids: a binary max-heap in
- *                                 idx[0, hn) and, behind it, the ids
- *                                 popped so far in order (best first at
- *                                 idx[nc - 1], next at idx[nc - 2], ...)
+ *        ─ w   [n_vocab] float    exp((l - max) / T), 0 for -inf
+ *        ─ idx [n_vocab] int32    ranked candidate ids (see below)
  *
  * Ranking is by (l descending, id ascending), a total order, so the kept
- * set, the draw and the top-N list are deterministic.  Sorting is lazy:
- * the heap is built in O(n) and only as many ids are popped as top-k,
- * top-p and top-N need, O(k log n).  Without a top-k or top-p cut nothing
- * is sorted: the draw walks the candidates in id order (the same
- * distribution; u maps to a token through the cumulative sum in id order
- * instead of rank order).
+ * set, the draw and the top-N list are deterministic.  Two ways to rank:
+ *   - selection, when at most SELECT_MAX ranks are needed (top-k <=
+ *     SELECT_MAX, top-N logprobs): one pass keeps the K best in a min-heap
+ *     (a candidate is compared with the heap's worst and almost always
+ *     skipped), then the K are sorted, best first, into idx[0, K);
+ *   - a lazy full sort otherwise (top-p without a small top-k): a max-heap
+ *     of all candidates built in O(n) in idx[0, hn), the ids popped so far
+ *     behind it (best at idx[nc - 1], next at idx[nc - 2], ...), popped
+ *     only as deep as the cut goes.
+ * Without a top-k or top-p cut nothing is ranked: the draw walks the
+ * candidates in id order (the same distribution; u maps to a token through
+ * the cumulative sum in id order instead of rank order).
+ *
+ * The passes over the whole vocabulary (clean-up and max, exp weights and
+ * their sum, the log-sum-exp) are branch-free with 16 partial sums, so the
+ * compiler vectorises them; exp is model__exp_approx (relative error
+ * < 2e-7, far below what sampling or reported logprobs can notice).
  *
  * The random number for token t of a request is
  *   u = (splitmix64(seed ^ (t * 0x9E3779B97F4A7C15)) >> 11) * 2^-53,
@@ -28,11 +37,14 @@
 #include <math.h>
 #include <string.h>
 
+#include "fastmath.h"
 #include "folio/common.h"
+
+#define SELECT_MAX 256
 
 size_t sampler_work_size(int32_t n_vocab)
 {
-    return n_vocab > 0 ? (size_t)n_vocab * (sizeof(float) + sizeof(int32_t)) : 0;
+    return n_vocab > 0 ? (size_t)n_vocab * (2 * sizeof(float) + sizeof(int32_t)) : 0;
 }
 
 static uint64_t mix64(uint64_t z)
@@ -71,16 +83,78 @@ static void sift_down(const float *l, int32_t *h, int32_t n, int32_t i)
     }
 }
 
+/* a is ranked after b (worse); the min-heap's order */
+static void sift_down_min(const float *l, int32_t *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && better(l, h[c], h[c + 1]))
+            c++; /* the worse child */
+        if (!better(l, h[i], h[c]))
+            return;
+        int32_t t = h[c];
+        h[c] = h[i];
+        h[i] = t;
+        i = c;
+    }
+}
+
 struct ranker {
     const float *l;
     int32_t *idx;
-    int32_t nc; /* candidates */
-    int32_t hn; /* heap size; popped = nc - hn */
+    int32_t nc; /* candidates (finite l) */
+    int32_t hn; /* full sort: heap size; popped = nc - hn */
+    int32_t k;  /* selection: ranks available in idx[0, k); 0 = full sort */
 };
 
-/* The k-th best candidate (k < nc), popping as needed. */
+/* Selection of the best min(k, candidates) into idx[0, k), best first. */
+static void rank_select(struct ranker *r, int32_t n_vocab, int32_t k)
+{
+    const float *l = r->l;
+    int32_t *h = r->idx, n = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (l[i] == -INFINITY)
+            continue;
+        if (n < k) {
+            h[n++] = i; /* sift up */
+            for (int32_t c = n - 1; c > 0 && better(l, h[(c - 1) / 2], h[c]); c = (c - 1) / 2) {
+                int32_t t = h[c];
+                h[c] = h[(c - 1) / 2];
+                h[(c - 1) / 2] = t;
+            }
+        } else if (l[i] > l[h[0]]) { /* ties lose: ids ascend */
+            h[0] = i;
+            sift_down_min(l, h, n, 0);
+        }
+    }
+    for (int32_t m = n; m > 1; m--) { /* heapsort: worst to the back */
+        int32_t t = h[0];
+        h[0] = h[m - 1];
+        h[m - 1] = t;
+        sift_down_min(l, h, m - 1, 0);
+    }
+    r->k = n;
+}
+
+static void rank_full(struct ranker *r, int32_t n_vocab)
+{
+    r->nc = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (r->l[i] > -INFINITY)
+            r->idx[r->nc++] = i;
+    r->hn = r->nc;
+    for (int32_t i = r->nc / 2 - 1; i >= 0; i--)
+        sift_down(r->l, r->idx, r->nc, i);
+    r->k = 0;
+}
+
+/* The k-th best candidate (k < number of ranks available). */
 static int32_t ranked(struct ranker *r, int32_t k)
 {
+    if (r->k)
+        return r->idx[k];
     while (r->nc - r->hn <= k) {
         int32_t top = r->idx[0];
         r->idx[0] = r->idx[--r->hn];
@@ -90,6 +164,32 @@ static int32_t ranked(struct ranker *r, int32_t k)
     return r->idx[r->nc - 1 - k];
 }
 
+/* sum over i of exp((l[i] - mx) * inv_t), 0 for -inf; w (may be NULL)
+ * receives each term. */
+static double exp_sum(const float *l, float *w, int32_t n, float mx, float inv_t)
+{
+    float acc[16] = {0};
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) {
+            float v = l[i + k];
+            float e = v == -INFINITY ? 0.0f : model__exp_approx((v - mx) * inv_t);
+            if (w)
+                w[i + k] = e;
+            acc[k] += e;
+        }
+    double s = 0;
+    for (; i < n; i++) {
+        float e = l[i] == -INFINITY ? 0.0f : model__exp_approx((l[i] - mx) * inv_t);
+        if (w)
+            w[i] = e;
+        s += e;
+    }
+    for (int k = 0; k < 16; k++)
+        s += acc[k];
+    return s;
+}
+
 int sampler_sample(const struct sampler_params *p, const float *logits, int32_t n_vocab, uint64_t t,
                    void *work, int32_t n_top, int32_t *token, struct sampler_result *res)
 {
@@ -97,8 +197,8 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
         isinf(p->temperature) || n_top < 0 || n_top > SAMPLER_MAX_TOP || p->n_bias < 0 ||
         p->n_banned < 0 || (p->n_bias && !p->bias) || (p->n_banned && !p->banned))
         return -EINVAL;
-    float *l = work;
-    int32_t *idx = (int32_t *)(l + n_vocab);
+    float *l = work, *w = l + n_vocab;
+    int32_t *idx = (int32_t *)(w + n_vocab);
     memcpy(l, logits, (size_t)n_vocab * sizeof(float));
     for (int32_t i = 0; i < p->n_bias; i++) {
         if (p->bias[i].token < 0 || p->bias[i].token >= n_vocab)
@@ -110,56 +210,67 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
             return -EINVAL;
         l[p->banned[i]] = -INFINITY;
     }
-    int32_t best = -1;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        if (isnan(l[i]))
+    /* NaN -> -inf, and the max, with 16 running maxima */
+    float m16[16];
+    for (int k = 0; k < 16; k++)
+        m16[k] = -INFINITY;
+    int32_t i = 0;
+    for (; i + 16 <= n_vocab; i += 16)
+        for (int k = 0; k < 16; k++) {
+            float v = l[i + k];
+            v = v != v ? -INFINITY : v;
+            l[i + k] = v;
+            m16[k] = v > m16[k] ? v : m16[k];
+        }
+    float mx = -INFINITY;
+    for (; i < n_vocab; i++) {
+        if (l[i] != l[i])
             l[i] = -INFINITY;
-        if (l[i] > -INFINITY && (best < 0 || l[i] > l[best]))
-            best = i;
+        mx = l[i] > mx ? l[i] : mx;
     }
-    if (best < 0)
-        return -EINVAL;
-    const double mx = l[best];
+    for (int k = 0; k < 16; k++)
+        mx = m16[k] > mx ? m16[k] : mx;
+    if (mx == -INFINITY)
+        return -EINVAL; /* everything banned */
+    int32_t best = 0;
+    while (l[best] != mx)
+        best++; /* the lowest id among the maxima */
 
-    struct ranker r = {.l = l, .idx = idx};
     const int greedy = p->temperature == 0;
     const int cut_k = p->top_k > 0 && p->top_k < n_vocab;
     const int cut_p = p->top_p > 0 && p->top_p < 1;
     const int draw_ranked = !greedy && (cut_k || cut_p);
-    if (draw_ranked || (res && n_top > 0)) {
-        for (int32_t i = 0; i < n_vocab; i++)
-            if (l[i] > -INFINITY)
-                idx[r.nc++] = i;
-        r.hn = r.nc;
-        for (int32_t i = r.nc / 2 - 1; i >= 0; i--)
-            sift_down(l, idx, r.nc, i);
-    }
+    const int want_top = res && n_top > 0;
+    struct ranker r = {.l = l, .idx = idx};
+    if (draw_ranked && !(cut_k && p->top_k <= SELECT_MAX))
+        rank_full(&r, n_vocab);
+    else if (draw_ranked || want_top)
+        rank_select(&r, n_vocab, FOLIO_MAX(draw_ranked ? p->top_k : 0, want_top ? n_top : 0));
+    const int32_t n_ranks = r.k ? r.k : r.nc; /* candidates reachable through ranked() */
 
     int32_t choice = best;
+    double z = 0;
+    const float inv_t = greedy ? 1.0f : 1.0f / p->temperature;
     if (!greedy) {
-        const double inv_t = 1.0 / p->temperature;
-        double z = 0; /* sum of exp((l - max) / T) over all candidates */
-        for (int32_t i = 0; i < n_vocab; i++)
-            if (l[i] > -INFINITY)
-                z += exp((l[i] - mx) * inv_t);
+        z = exp_sum(l, w, n_vocab, mx, inv_t);
         const double u = sampler_uniform(p->seed, t);
         if (!draw_ranked) {
-            /* no cut: walk the ids in order, no sorting needed */
+            /* no cut: walk the ids in order, no ranking needed */
             double target = u * z, acc = 0;
-            for (int32_t i = 0; i < n_vocab; i++) {
-                if (l[i] == -INFINITY)
+            for (i = 0; i < n_vocab; i++) {
+                if (w[i] == 0)
                     continue;
                 choice = i; /* rounding fallback: the last candidate */
-                acc += exp((l[i] - mx) * inv_t);
+                acc += w[i];
                 if (target < acc)
                     break;
             }
         } else {
-            const int32_t limit = cut_k ? FOLIO_MIN(p->top_k, r.nc) : r.nc;
+            const int32_t limit = cut_k ? FOLIO_MIN(p->top_k, n_ranks) : n_ranks;
             double mass = 0;
             int32_t kept = 0;
             while (kept < limit) {
-                mass += exp((l[ranked(&r, kept)] - mx) * inv_t);
+                mass += w[ranked(&r, kept)];
                 kept++;
                 if (cut_p && mass >= (double)p->top_p * z)
                     break;
@@ -168,7 +279,7 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
             choice = ranked(&r, kept - 1); /* rounding fallback: the last kept */
             for (int32_t k = 0; k < kept; k++) {
                 int32_t id = ranked(&r, k);
-                acc += exp((l[id] - mx) * inv_t);
+                acc += w[id];
                 if (target < acc) {
                     choice = id;
                     break;
@@ -178,14 +289,12 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
     }
     *token = choice;
     if (res) {
-        double s = 0;
-        for (int32_t i = 0; i < n_vocab; i++)
-            if (l[i] > -INFINITY)
-                s += exp(l[i] - mx);
+        /* log_softmax at temperature 1: reuse z when T is 1 */
+        double s = !greedy && inv_t == 1.0f ? z : exp_sum(l, NULL, n_vocab, mx, 1.0f);
         const double lse = mx + log(s);
         res->token = choice;
         res->logprob = (float)(l[choice] - lse);
-        res->n_top = FOLIO_MIN(n_top, r.nc);
+        res->n_top = FOLIO_MIN(n_top, n_ranks);
         for (int32_t k = 0; k < res->n_top; k++) {
             int32_t id = ranked(&r, k);
             res->top_ids[k] = id;
