@@ -31,6 +31,7 @@
 #include "../model/model_internal.h"
 #include "folio/common.h"
 #include "folio/model.h"
+#include "folio/sampler.h"
 
 #define BLOCK 16
 
@@ -203,6 +204,43 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
     env_free(&e);
 }
 
+/* Microseconds per sampler_sample call over n_vocab logits. */
+static void bench_sampler(int32_t V)
+{
+    float *l = malloc(sizeof(float) * V);
+    void *work = malloc(sampler_work_size(V));
+    uint64_t st = 5;
+    for (int32_t i = 0; i < V; i++) { /* logits ~ the synthetic model's: sd 2 */
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        l[i] = (float)((double)(st >> 11) * 0x1.0p-53 * 6.9 - 3.46);
+    }
+    const struct {
+        const char *name;
+        struct sampler_params p;
+        int n_top;
+    } cases[] = {
+        {"greedy", {.temperature = 0}, 0},
+        {"greedy + top-5 logprobs", {.temperature = 0}, 5},
+        {"T=0.8", {.temperature = 0.8f}, 0},
+        {"T=0.8 top-k 40", {.temperature = 0.8f, .top_k = 40}, 0},
+        {"T=0.8 top-p 0.9 (flat logits: deep cut)", {.temperature = 0.8f, .top_p = 0.9f}, 0},
+    };
+    printf("# sampler, %d logits, us per call:", V);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const int reps = quick ? 20 : 200;
+        int32_t tok;
+        struct sampler_result res;
+        uint64_t t0 = folio_now_ns();
+        for (int r = 0; r < reps; r++)
+            sampler_sample(&cases[c].p, l, V, (uint64_t)r, work, cases[c].n_top, &tok,
+                           cases[c].n_top ? &res : NULL);
+        printf("%s %s %.0f", c ? ";" : "", cases[c].name, (folio_now_ns() - t0) * 1e-3 / reps);
+    }
+    printf("\n");
+    free(l);
+    free(work);
+}
+
 int main(int argc, char **argv)
 {
     const char *preset = "small";
@@ -240,6 +278,7 @@ int main(int argc, char **argv)
            "64x2048x768 %.1f GFLOP/s, 1x2048x768 %.1f GFLOP/s\n",
            n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
            gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
+    bench_sampler(hp.n_vocab);
     printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s",
            "sgemm GF", "sgemm", "attn", "other");
     printf("|---|---|---|---|---|---|---|\n");
