@@ -14,10 +14,12 @@
  *     SELECT_MAX, top-N logprobs): one pass keeps the K best in a min-heap
  *     (a candidate is compared with the heap's worst and almost always
  *     skipped), then the K are sorted, best first, into idx[0, K);
- *   - a lazy full sort otherwise (top-p without a small top-k): a max-heap
- *     of all candidates built in O(n) in idx[0, hn), the ids popped so far
- *     behind it (best at idx[nc - 1], next at idx[nc - 2], ...), popped
- *     only as deep as the cut goes.
+ *   - buckets otherwise (top-p without a small top-k): a histogram of the
+ *     weights by power of two finds the bucket where the cut falls; only
+ *     that bucket's tokens are ranked, by a max-heap built in O(n) in
+ *     idx[0, hn) with the ids popped so far behind it (best at
+ *     idx[nc - 1], next at idx[nc - 2], ...), popped as deep as the cut
+ *     goes (see draw_bucketed).
  * Without a top-k or top-p cut nothing is ranked: the draw walks the
  * candidates in id order (the same distribution; u maps to a token through
  * the cumulative sum in id order instead of rank order).
@@ -34,6 +36,7 @@
 #include "folio/sampler.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -138,18 +141,6 @@ static void rank_select(struct ranker *r, int32_t n_vocab, int32_t k)
     r->k = n;
 }
 
-static void rank_full(struct ranker *r, int32_t n_vocab)
-{
-    r->nc = 0;
-    for (int32_t i = 0; i < n_vocab; i++)
-        if (r->l[i] > -INFINITY)
-            r->idx[r->nc++] = i;
-    r->hn = r->nc;
-    for (int32_t i = r->nc / 2 - 1; i >= 0; i--)
-        sift_down(r->l, r->idx, r->nc, i);
-    r->k = 0;
-}
-
 /* The k-th best candidate (k < number of ranks available). */
 static int32_t ranked(struct ranker *r, int32_t k)
 {
@@ -188,6 +179,80 @@ static double exp_sum(const float *l, float *w, int32_t n, float mx, float inv_t
     for (int k = 0; k < 16; k++)
         s += acc[k];
     return s;
+}
+
+/* Weight bucket: b = floor(-log2 w) from the exponent bits, 0..63 (w in
+ * (0, 1] give 0 for [1/2, 1], 1 for [1/4, 1/2), ...; the tail shares 63).
+ * Bucket order is rank order: a lower bucket's tokens all rank first. */
+static inline int32_t bucket_of(float w)
+{
+    uint32_t bits;
+    memcpy(&bits, &w, sizeof(bits));
+    int32_t b = 126 - (int32_t)((bits >> 23) & 0xff);
+    return b < 0 ? 0 : b > 63 ? 63 : b;
+}
+
+/* The draw for a top-p cut (and/or a large top-k): the kept set is the
+ * longest rank prefix with fewer than kmax tokens before it and mass
+ * before it below pmass.  A histogram of the weights by bucket finds the
+ * bucket B where the cut falls: every token of the buckets before B is
+ * kept, and only B's tokens are ranked (lazy heap in r), so the cost is a
+ * pass over the vocabulary plus |B| log |B|.  u maps to a token through
+ * the cumulative weight: buckets before B in id order, then B's kept
+ * tokens in rank order. */
+static int32_t draw_bucketed(struct ranker *r, const float *w, int32_t n_vocab, int32_t kmax,
+                             double pmass, double u)
+{
+    double bmass[64] = {0};
+    int32_t bcnt[64] = {0};
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (w[i] > 0) {
+            int32_t b = bucket_of(w[i]);
+            bmass[b] += w[i];
+            bcnt[b]++;
+        }
+    int32_t B = 0, cnt = 0;
+    double mass = 0;
+    for (; B < 63; B++) {
+        if (cnt + bcnt[B] >= kmax || mass + bmass[B] >= pmass)
+            break;
+        cnt += bcnt[B];
+        mass += bmass[B];
+    }
+    /* rank bucket B (max-heap of its members, popped lazily) */
+    r->nc = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (w[i] > 0 && bucket_of(w[i]) == B)
+            r->idx[r->nc++] = i;
+    r->hn = r->nc;
+    r->k = 0;
+    for (int32_t i = r->nc / 2 - 1; i >= 0; i--)
+        sift_down(r->l, r->idx, r->nc, i);
+    int32_t kept = 0;
+    while (kept < r->nc && cnt < kmax) {
+        mass += w[ranked(r, kept)];
+        cnt++;
+        kept++;
+        if (mass >= pmass)
+            break;
+    }
+    double target = u * mass, acc = 0;
+    int32_t choice = -1;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (w[i] > 0 && bucket_of(w[i]) < B) {
+            choice = i; /* rounding fallback: the last kept */
+            acc += w[i];
+            if (target < acc)
+                return i;
+        }
+    }
+    for (int32_t k = 0; k < kept; k++) {
+        choice = ranked(r, k);
+        acc += w[choice];
+        if (target < acc)
+            return choice;
+    }
+    return choice;
 }
 
 int sampler_sample(const struct sampler_params *p, const float *logits, int32_t n_vocab, uint64_t t,
@@ -240,13 +305,14 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
     const int cut_k = p->top_k > 0 && p->top_k < n_vocab;
     const int cut_p = p->top_p > 0 && p->top_p < 1;
     const int draw_ranked = !greedy && (cut_k || cut_p);
+    const int small_k = cut_k && p->top_k <= SELECT_MAX;
     const int want_top = res && n_top > 0;
     struct ranker r = {.l = l, .idx = idx};
-    if (draw_ranked && !(cut_k && p->top_k <= SELECT_MAX))
-        rank_full(&r, n_vocab);
-    else if (draw_ranked || want_top)
-        rank_select(&r, n_vocab, FOLIO_MAX(draw_ranked ? p->top_k : 0, want_top ? n_top : 0));
-    const int32_t n_ranks = r.k ? r.k : r.nc; /* candidates reachable through ranked() */
+    int32_t sel_k = 0; /* ranks requested from the current selection */
+    if (draw_ranked && small_k) {
+        sel_k = FOLIO_MAX(p->top_k, want_top ? n_top : 0);
+        rank_select(&r, n_vocab, sel_k);
+    }
 
     int32_t choice = best;
     double z = 0;
@@ -265,8 +331,8 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
                 if (target < acc)
                     break;
             }
-        } else {
-            const int32_t limit = cut_k ? FOLIO_MIN(p->top_k, n_ranks) : n_ranks;
+        } else if (small_k) {
+            const int32_t limit = FOLIO_MIN(p->top_k, r.k);
             double mass = 0;
             int32_t kept = 0;
             while (kept < limit) {
@@ -285,16 +351,23 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
                     break;
                 }
             }
+        } else {
+            choice = draw_bucketed(&r, w, n_vocab, cut_k ? p->top_k : INT32_MAX,
+                                   cut_p ? (double)p->top_p * z : INFINITY, u);
         }
     }
     *token = choice;
     if (res) {
+        if (want_top && sel_k < n_top) { /* (re)rank for the top-N list */
+            sel_k = n_top;
+            rank_select(&r, n_vocab, sel_k);
+        }
         /* log_softmax at temperature 1: reuse z when T is 1 */
         double s = !greedy && inv_t == 1.0f ? z : exp_sum(l, NULL, n_vocab, mx, 1.0f);
         const double lse = mx + log(s);
         res->token = choice;
         res->logprob = (float)(l[choice] - lse);
-        res->n_top = FOLIO_MIN(n_top, n_ranks);
+        res->n_top = want_top ? FOLIO_MIN(n_top, r.k) : 0;
         for (int32_t k = 0; k < res->n_top; k++) {
             int32_t id = ranked(&r, k);
             res->top_ids[k] = id;

@@ -180,6 +180,45 @@ static void test_top_k_distribution(void **state)
     assert_int_equal(cnt[2] + cnt[3] + cnt[5], 0);
 }
 
+/* The bucketed path: a top-p cut draws from the renormalised nucleus
+ * (chi-square, 2 degrees of freedom, under 13.8), and a large top-k
+ * (beyond the selection limit) keeps exactly the k best, each drawn. */
+static void test_top_p_and_large_k_distribution(void **state)
+{
+    (void)state;
+    float l[6] = {logf(0.25f), logf(0.1f), logf(0.5f), -INFINITY, logf(0.15f), -INFINITY};
+    struct sampler_params p = {.temperature = 1, .top_p = 0.8f, .seed = 4};
+    const int N = 30000;
+    int cnt[6] = {0};
+    for (int t = 0; t < N; t++)
+        cnt[draw(&p, l, 6, (uint64_t)t)]++;
+    const int ids[3] = {2, 0, 4};
+    const double pr[3] = {0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9};
+    double chi = 0;
+    for (int k = 0; k < 3; k++)
+        chi += (cnt[ids[k]] - N * pr[k]) * (cnt[ids[k]] - N * pr[k]) / (N * pr[k]);
+    printf("# top-p 0.8: chi2 %.2f\n", chi);
+    assert_true(chi < 13.8);
+    assert_int_equal(cnt[1] + cnt[3] + cnt[5], 0);
+
+    /* 600 nearly flat logits, top_k 300 (and a top-p that does not bind) */
+    enum { NL = 600, K = 300 };
+    float f[NL];
+    for (int i = 0; i < NL; i++)
+        f[i] = 0.001f * (float)((i * 7919) % NL); /* distinct; rank = value order */
+    struct sampler_params pk = {.temperature = 1, .top_k = K, .top_p = 0.99f, .seed = 8};
+    int seen[NL] = {0};
+    for (int t = 0; t < 60000; t++)
+        seen[draw(&pk, f, NL, (uint64_t)t)]++;
+    for (int i = 0; i < NL; i++) {
+        int in_top = f[i] >= 0.001f * (NL - K) - 1e-6f;
+        if (in_top)
+            assert_true(seen[i] > 0);
+        else
+            assert_int_equal(seen[i], 0);
+    }
+}
+
 /* Token t of a request depends only on (seed, t, logits): drawing several
  * requests interleaved in any order, or alone, gives the same streams. */
 static void test_stream_independence(void **state)
@@ -293,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_top_p_support),
         cmocka_unit_test(test_temperature_distribution),
         cmocka_unit_test(test_top_k_distribution),
+        cmocka_unit_test(test_top_p_and_large_k_distribution),
         cmocka_unit_test(test_stream_independence),
         cmocka_unit_test(test_bias_and_ban),
         cmocka_unit_test(test_sampled_logprob),
