@@ -29,7 +29,7 @@
  *
  * Threads.  Two kinds of parallel work alternate and never overlap:
  *   - element-wise and attention work runs on the ctx's pool (pool_run,
- *     rows or heads split by ith/nth);
+ *     rows, slices or attention pieces split by ith/nth);
  *   - matrix products.  By default (cfg->blas_threads == false) they are
  *     split over the same pool too: thread ith computes a band of output
  *     columns (a band of W's rows) with a single-threaded cblas_sgemm, and
@@ -48,10 +48,14 @@
  *   on the caller alone: waking the pool would cost more than the work.
  *
  * Attention goes through model__attention(), the one place that chooses
- * the kernel: today the scalar reference attn_paged_ref, with the batch's
- * slices shared out over the pool (the reference allocates scratch per
- * call; the fast attn_paged, with its ATTN_PHASES protocol and a workspace
- * sized at model_ctx_new, replaces it there).
+ * the kernel.  When attention/attn_paged.c is in the tree (meson defines
+ * FOLIO_HAVE_ATTN_PAGED) it is the fast attn_paged: ATTN_PHASES pool
+ * dispatches over a workspace sized at model_ctx_new for the largest
+ * batches the ctx accepts; a batch whose plan would need more falls back
+ * to the reference (stats.attn_ref_layers counts it; the tests assert it
+ * never happens).  Otherwise it is the scalar reference attn_paged_ref,
+ * with the batch's slices shared out over the pool (the reference
+ * allocates scratch per call; nothing else does).
  *
  * Invariants: model_forward never allocates; every workspace is sized at
  * model_ctx_new from cfg (max_tokens, max_slices).  The model and the KV
