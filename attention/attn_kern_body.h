@@ -1,0 +1,277 @@
+/*
+ * attention/attn_kern_body.h — the inner paged-attention kernel, written
+ * once with GCC vector extensions and compiled once per instruction set.
+ *
+ * Included by attn_kern_portable.c (VW = 1: plain scalar code, any
+ * head_dim), attn_kern_avx2.c (VW = 8, AVX2 + FMA + F16C) and
+ * attn_kern_avx512.c (VW = 16, AVX-512F), each built with its own compiler
+ * flags; the including file defines
+ *   VW                 lanes of one vector (head_dim must be a multiple)
+ *   KERN_NAME          the exported function, e.g. attn__kern_avx2
+ *   vload_h(p)         VW binary16 values at p -> vf
+ *   vhsum(v)           sum of the lanes of v
+ *
+ * One call runs one piece (attn_internal.h).  Rows are taken in tiles of
+ * rt rows x group heads (mcap query vectors, at most 16 unless the group is
+ * larger), so every K/V row is read once per tile, not once per head.  For
+ * each tile the visible key range is walked in chunks of KC = 16 keys:
+ *
+ *   chunk rows  f32 inside one block: read in place from the tile;
+ *               f16 or spanning blocks: converted / gathered into
+ *               kbuf, vbuf [KC][hd] (scratch)
+ *   scores      s[qi][k] = (q_qi * scale) . K[k], -inf where k is not
+ *               visible to qi's row (causal) or past the chunk
+ *   softmax     online: m_new = max(m, max_k s), corr = exp(m - m_new),
+ *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
+ *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers)
+ *
+ * While a chunk is used, the tiles of the next block(s) the walk will
+ * reach are prefetched (the jump between pages is where the hardware
+ * prefetcher loses the stream).  exp is a vectorised Cody-Waite reduction
+ * and degree-6 polynomial (relative error ~2e-7) for x <= 0, exactly 0 below
+ * -87 and for -inf, so masked keys and huge score gaps never produce NaN.
+ *
+ * No allocation; everything lives in the caller's scratch.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attn_internal.h"
+
+#ifndef VW
+#error "define VW before including attn_kern_body.h"
+#endif
+
+#define KC ATTN__KC
+
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef float vf_u __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+typedef int32_t vi __attribute__((vector_size(VW * 4)));
+
+#define AI static inline __attribute__((always_inline))
+
+AI vf vsplat(float x)
+{
+    vf z = {0};
+    return z + x;
+}
+
+AI vf vload(const float *p)
+{
+    return *(const vf_u *)p;
+}
+
+AI void vstore(float *p, vf v)
+{
+    *(vf_u *)p = v;
+}
+
+/* exp(x) for x <= 0; 0 for x < -87 (including -inf). */
+AI vf vexp_neg(vf x)
+{
+    const vf lo = vsplat(-87.0f);
+    vi dead = x < lo;
+    x = (vf)(((vi)x & ~dead) | ((vi)lo & dead));
+    const vf magic = vsplat(12582912.0f); /* 1.5 * 2^23: round to nearest */
+    vf t = x * 1.44269504088896341f + magic;
+    vf n = t - magic;
+    vi ni = (vi)t - (vi)magic;
+    vf r = x - n * 0.693145751953125f;
+    r = r - n * 1.42860682030941723e-6f;
+    vf p = vsplat(1.0f / 720.0f);
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    vi bits = (vi)p + (ni << 23);
+    return (vf)(bits & ~dead);
+}
+
+static void prefetch_tile(const char *p, size_t bytes)
+{
+    if (bytes > 8192)
+        bytes = 8192;
+    for (size_t off = 0; off < bytes; off += 64)
+        __builtin_prefetch(p + off, 0, 3);
+}
+
+AI void kern_body(const struct attn__piece *pc, const int hd)
+{
+    const int nv = hd / VW;
+    const int32_t group = pc->group, bs = pc->block_size;
+    const int32_t mcap = attn__mcap(group);
+    const int32_t rt = mcap / group;
+    float *m = pc->scratch;
+    float *l = m + ATTN__ALIGN_F(mcap);
+    float *s = l + ATTN__ALIGN_F(mcap);
+    float *acc = s + ATTN__ALIGN_F((size_t)mcap * KC);
+    float *kbuf = acc + ATTN__ALIGN_F((size_t)mcap * hd);
+    float *vbuf = kbuf + ATTN__ALIGN_F((size_t)KC * hd);
+    const size_t esz = pc->f16 ? 2 : 4;
+    const size_t row_bytes = (size_t)hd * esz;
+    const size_t tile_bytes = (size_t)bs * row_bytes;
+    const float scale = pc->scale;
+
+    for (int32_t r = 0; r < pc->n_rows; r += rt) {
+        const int32_t nr = FOLIO_MIN(rt, pc->n_rows - r);
+        const int32_t nq = nr * group;
+        for (int32_t qi = 0; qi < nq; qi++) {
+            m[qi] = -INFINITY;
+            l[qi] = 0;
+            memset(acc + (size_t)qi * hd, 0, sizeof(float) * (size_t)hd);
+        }
+        const int32_t cend = FOLIO_MIN(pc->c1, pc->pos0 + r + nr);
+        int32_t pf_done = pc->c0 < cend ? pc->c0 / bs : 0; /* last block prefetched */
+        int32_t n;
+        for (int32_t pos = pc->c0; pos < cend; pos += n) {
+            n = FOLIO_MIN(KC, cend - pos);
+            const int32_t bi = pos / bs, slot = pos % bs;
+            const float *kp, *vp;
+            if (!pc->f16 && slot + n <= bs) {
+                const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
+                kp = (const float *)(t + (size_t)slot * row_bytes);
+                vp = (const float *)(t + pc->v_bytes + (size_t)slot * row_bytes);
+            } else {
+                for (int32_t k = 0; k < n; k++) {
+                    const int32_t p = pos + k;
+                    const char *t = pc->kbase + (size_t)pc->block_table[p / bs] * pc->block_bytes +
+                                    (size_t)(p % bs) * row_bytes;
+                    if (pc->f16) {
+                        const uint16_t *kh = (const uint16_t *)t;
+                        const uint16_t *vh = (const uint16_t *)(t + pc->v_bytes);
+                        for (int c = 0; c < nv; c++) {
+                            vstore(kbuf + (size_t)k * hd + c * VW, vload_h(kh + c * VW));
+                            vstore(vbuf + (size_t)k * hd + c * VW, vload_h(vh + c * VW));
+                        }
+                    } else {
+                        memcpy(kbuf + (size_t)k * hd, t, row_bytes);
+                        memcpy(vbuf + (size_t)k * hd, t + pc->v_bytes, row_bytes);
+                    }
+                }
+                kp = kbuf;
+                vp = vbuf;
+            }
+            /* prefetch the blocks the next stretch of the walk enters */
+            {
+                int32_t ahead = FOLIO_MIN(cend, pos + n + FOLIO_MAX(bs, KC));
+                int32_t last = (ahead - 1) / bs;
+                for (int32_t b = pf_done + 1; b <= last; b++) {
+                    const char *t = pc->kbase + (size_t)pc->block_table[b] * pc->block_bytes;
+                    prefetch_tile(t, tile_bytes);
+                    prefetch_tile(t + pc->v_bytes, tile_bytes);
+                }
+                if (last > pf_done)
+                    pf_done = last;
+            }
+
+            /* scores */
+            for (int32_t rr = 0; rr < nr; rr++) {
+                const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
+                for (int32_t g = 0; g < group; g++) {
+                    const int32_t qi = rr * group + g;
+                    const float *qv = pc->q + (size_t)(r + rr) * pc->q_stride + (size_t)g * hd;
+                    float *srow = s + (size_t)qi * KC;
+                    vf qr[ATTN__HD_MAX / VW];
+                    for (int c = 0; c < nv; c++)
+                        qr[c] = vload(qv + c * VW) * scale;
+                    for (int32_t k = 0; k < nvis; k++) {
+                        const float *kr = kp + (size_t)k * hd;
+                        vf a0 = qr[0] * vload(kr);
+                        vf a1 = vsplat(0.0f);
+                        int c = 1;
+                        for (; c + 1 < nv; c += 2) {
+                            a1 += qr[c] * vload(kr + c * VW);
+                            a0 += qr[c + 1] * vload(kr + (c + 1) * VW);
+                        }
+                        if (c < nv)
+                            a1 += qr[c] * vload(kr + c * VW);
+                        srow[k] = vhsum(a0 + a1);
+                    }
+                    for (int32_t k = nvis; k < KC; k++)
+                        srow[k] = -INFINITY;
+                }
+            }
+
+            /* online softmax */
+            for (int32_t qi = 0; qi < nq; qi++) {
+                float *srow = s + (size_t)qi * KC;
+                float mx = srow[0];
+                for (int k = 1; k < KC; k++)
+                    mx = srow[k] > mx ? srow[k] : mx;
+                if (mx == -INFINITY) { /* nothing visible to this row yet */
+                    for (int k = 0; k < KC; k++)
+                        srow[k] = 0;
+                    continue;
+                }
+                const float mnew = m[qi] > mx ? m[qi] : mx;
+                const float corr = expf(m[qi] - mnew);
+                vf sum = vsplat(0.0f);
+                for (int c = 0; c < KC / VW; c++) {
+                    vf p = vexp_neg(vload(srow + c * VW) - mnew);
+                    vstore(srow + c * VW, p);
+                    sum += p;
+                }
+                l[qi] = l[qi] * corr + vhsum(sum);
+                m[qi] = mnew;
+                if (corr != 1.0f) {
+                    float *ar = acc + (size_t)qi * hd;
+                    for (int c = 0; c < nv; c++)
+                        vstore(ar + c * VW, vload(ar + c * VW) * corr);
+                }
+            }
+
+            /* values */
+            for (int32_t rr = 0; rr < nr; rr++) {
+                const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
+                for (int32_t g = 0; g < group; g++) {
+                    const int32_t qi = rr * group + g;
+                    const float *prow = s + (size_t)qi * KC;
+                    float *ar = acc + (size_t)qi * hd;
+                    vf a[ATTN__HD_MAX / VW];
+                    for (int c = 0; c < nv; c++)
+                        a[c] = vload(ar + c * VW);
+                    for (int32_t k = 0; k < nvis; k++) {
+                        const float pk = prow[k];
+                        const float *vr = vp + (size_t)k * hd;
+                        for (int c = 0; c < nv; c++)
+                            a[c] += pk * vload(vr + c * VW);
+                    }
+                    for (int c = 0; c < nv; c++)
+                        vstore(ar + c * VW, a[c]);
+                }
+            }
+        }
+
+        /* results of the tile */
+        for (int32_t rr = 0; rr < nr; rr++) {
+            for (int32_t g = 0; g < group; g++) {
+                const int32_t qi = rr * group + g;
+                const float *ar = acc + (size_t)qi * hd;
+                if (pc->out) {
+                    float *o = pc->out + (size_t)(r + rr) * pc->out_stride + (size_t)g * hd;
+                    const float inv = 1.0f / l[qi];
+                    for (int c = 0; c < nv; c++)
+                        vstore(o + c * VW, vload(ar + c * VW) * inv);
+                } else {
+                    float *rec = pc->part + ((size_t)(r + rr) * group + g) * ATTN__PSTRIDE(hd);
+                    rec[0] = m[qi];
+                    rec[1] = l[qi];
+                    memcpy(rec + 16, ar, sizeof(float) * (size_t)hd);
+                }
+            }
+        }
+    }
+}
+
+void KERN_NAME(const struct attn__piece *pc)
+{
+    /* constant head_dim lets the compiler keep q / acc rows in registers */
+    if (pc->hd == 64)
+        kern_body(pc, 64);
+    else if (pc->hd == 128)
+        kern_body(pc, 128);
+    else
+        kern_body(pc, pc->hd);
+}
