@@ -3,21 +3,24 @@
  * dispatch) shares with the per-ISA inner kernels (attn_kern_*.c).
  *
  * The fast kernel is cut into pieces (see attn_paged.c).  A piece is one
- * sequence slice's KV head: rows [r0, r1) of the slice, each with its
- * `group` query heads, against key positions [c0, c1) (further limited by
+ * sequence slice's run of n_kvh KV heads: rows [r0, r1) of the slice, each
+ * with the n_kvh * group query heads of those KV heads, against key
+ * positions [c0, c1) (further limited by
  * causality: row i sees positions <= pos0 + i).  An inner kernel runs one
  * piece with online softmax and writes either normalised output rows or,
  * for a piece that is one context range of a split item, the partial
  * (max, sum, unnormalised acc) per (row, head) that phase 1 merges.
  *
- * Partial record layout, ATTN__PSTRIDE(hd) floats per (row, head):
+ * Partial record layout, ATTN__PSTRIDE(hd) floats per (row, query head of
+ * the piece), records ordered row-major:
  *   [0] running max m (−inf when the piece saw no key for the row)
  *   [1] sum of exp(score − m)
  *   [16 .. 16+hd) acc = sum of exp(score − m) * V
  *
  * Scratch (per thread, attn__scratch_floats floats, 64-byte aligned):
- *   m[mcap] l[mcap] s[mcap][ATTN__KC] acc[mcap][hd] kbuf[KC][hd] vbuf[KC][hd]
- * where mcap is the largest tile of query vectors (rows x group heads).
+ *   m[mcap] l[mcap] s[mcap][ATTN__KC] acc[mcap][hd]
+ *   kbuf[n_kvh][KC][hd] vbuf[n_kvh][KC][hd]
+ * where mcap is the largest tile of query vectors (rows x query heads).
  */
 #ifndef FOLIO_ATTN_INTERNAL_H
 #define FOLIO_ATTN_INTERNAL_H
@@ -38,6 +41,7 @@ struct attn__piece {
     const float *q;
     size_t q_stride;
     int32_t n_rows, group, hd;
+    int32_t n_kvh;  /* consecutive KV heads: query heads h < n_kvh * group, h / group */
     int32_t pos0;   /* position of the piece's first row */
     int32_t c0, c1; /* key positions [c0, c1) */
     float scale;
@@ -47,25 +51,28 @@ struct attn__piece {
     int32_t block_size;
     const char *kbase;
     size_t block_bytes, v_bytes;
-    int f16; /* K/V are binary16, else f32 */
+    size_t head_bytes; /* from one KV head's tile to the next */
+    int f16;           /* K/V are binary16, else f32 */
     /* results: out != NULL: out[r * out_stride + g * hd + d] normalised;
-     * else part[(r * group + g) * ATTN__PSTRIDE(hd) + ...] partials */
+     * else part[(r * n_kvh * group + g) * ATTN__PSTRIDE(hd) + ...] */
     float *out;
     size_t out_stride;
     float *part;
     float *scratch;
 };
 
-static inline int32_t attn__mcap(int32_t group)
+/* Query vectors of one tile, for hv query heads per row. */
+static inline int32_t attn__mcap(int32_t hv)
 {
-    return group >= ATTN__MQ ? group : (ATTN__MQ / group) * group;
+    return hv >= ATTN__MQ ? hv : (ATTN__MQ / hv) * hv;
 }
 
-static inline size_t attn__scratch_floats(int32_t group, int32_t hd)
+/* Scratch for pieces of at most hv query heads and n_kvh KV heads. */
+static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
 {
-    size_t mcap = (size_t)attn__mcap(group);
+    size_t mcap = (size_t)(hv > ATTN__MQ ? hv : ATTN__MQ);
     return 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
-           ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * hd);
+           ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * hd * n_kvh);
 }
 
 void attn__kern_portable(const struct attn__piece *pc);

@@ -11,9 +11,12 @@
  *   vload_h(p)         VW binary16 values at p -> vf
  *   vhsum(v)           sum of the lanes of v
  *
- * One call runs one piece (attn_internal.h).  Rows are taken in tiles of
- * rt rows x group heads (mcap query vectors, at most 16 unless the group is
- * larger), so every K/V row is read once per tile, not once per head.  For
+ * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
+ * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
+ * rows x hv heads (mcap query vectors, at most 32 unless hv is larger), so
+ * every K/V row is read once per tile, not once per query head.  A decode
+ * piece takes all KV heads of the layer at once, so each block is read as
+ * one contiguous run of K and one of V rather than n_kv_heads short tiles.  For
  * each tile the visible key range is walked in chunks of KC = 16 keys:
  *
  *   chunk rows  f32 inside one block: read in place from the tile;
@@ -25,8 +28,8 @@
  *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
  *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers)
  *
- * While a chunk is used, the tiles of the next block(s) the walk will
- * reach are prefetched (the jump between pages is where the hardware
+ * While a chunk is used, the K and V spans of the next block(s) the walk
+ * will reach are prefetched (the jump between pages is where the hardware
  * prefetcher loses the stream).  exp is a vectorised Cody-Waite reduction
  * and degree-6 polynomial (relative error ~2e-7) for x <= 0, exactly 0 below
  * -87 and for -inf, so masked keys and huge score gaps never produce NaN.
@@ -49,6 +52,9 @@ typedef float vf_u __attribute__((vector_size(VW * 4), aligned(4), may_alias));
 typedef int32_t vi __attribute__((vector_size(VW * 4)));
 
 #define AI static inline __attribute__((always_inline))
+/* loops over the vectors of one head_dim row: unrolled fully when head_dim
+ * is a constant, so the row lives in registers */
+#define UNROLL _Pragma("GCC unroll 32")
 
 AI vf vsplat(float x)
 {
@@ -89,34 +95,40 @@ AI vf vexp_neg(vf x)
     return (vf)(bits & ~dead);
 }
 
-static void prefetch_tile(const char *p, size_t bytes)
+static void prefetch_span(const char *p, size_t bytes)
 {
-    if (bytes > 8192)
-        bytes = 8192;
+    if (bytes > 16384)
+        bytes = 16384;
     for (size_t off = 0; off < bytes; off += 64)
         __builtin_prefetch(p + off, 0, 3);
 }
 
+/* qr[] / a[] are filled for c < nv before use; GCC cannot see that for a
+ * run-time head_dim */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 AI void kern_body(const struct attn__piece *pc, const int hd)
 {
     const int nv = hd / VW;
-    const int32_t group = pc->group, bs = pc->block_size;
-    const int32_t mcap = attn__mcap(group);
-    const int32_t rt = mcap / group;
+    const int32_t group = pc->group, nkvh = pc->n_kvh, hv = nkvh * group;
+    const int32_t bs = pc->block_size;
+    const int32_t mcap = attn__mcap(hv);
+    const int32_t rt = mcap / hv;
     float *m = pc->scratch;
     float *l = m + ATTN__ALIGN_F(mcap);
     float *s = l + ATTN__ALIGN_F(mcap);
     float *acc = s + ATTN__ALIGN_F((size_t)mcap * KC);
     float *kbuf = acc + ATTN__ALIGN_F((size_t)mcap * hd);
-    float *vbuf = kbuf + ATTN__ALIGN_F((size_t)KC * hd);
+    float *vbuf = kbuf + ATTN__ALIGN_F((size_t)KC * hd * nkvh);
     const size_t esz = pc->f16 ? 2 : 4;
     const size_t row_bytes = (size_t)hd * esz;
-    const size_t tile_bytes = (size_t)bs * row_bytes;
+    /* bytes of K (or V) of the piece's KV heads in one block: contiguous */
+    const size_t span_bytes = (size_t)nkvh * pc->head_bytes;
     const float scale = pc->scale;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
         const int32_t nr = FOLIO_MIN(rt, pc->n_rows - r);
-        const int32_t nq = nr * group;
+        const int32_t nq = nr * hv;
         for (int32_t qi = 0; qi < nq; qi++) {
             m[qi] = -INFINITY;
             l[qi] = 0;
@@ -128,30 +140,39 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
         for (int32_t pos = pc->c0; pos < cend; pos += n) {
             n = FOLIO_MIN(KC, cend - pos);
             const int32_t bi = pos / bs, slot = pos % bs;
-            const float *kp, *vp;
+            const float *kp, *vp; /* row k of KV head j: kp + j * hstride + k * hd */
+            size_t hstride;
             if (!pc->f16 && slot + n <= bs) {
                 const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
                 kp = (const float *)(t + (size_t)slot * row_bytes);
                 vp = (const float *)(t + pc->v_bytes + (size_t)slot * row_bytes);
+                hstride = pc->head_bytes / sizeof(float);
             } else {
                 for (int32_t k = 0; k < n; k++) {
                     const int32_t p = pos + k;
-                    const char *t = pc->kbase + (size_t)pc->block_table[p / bs] * pc->block_bytes +
-                                    (size_t)(p % bs) * row_bytes;
-                    if (pc->f16) {
-                        const uint16_t *kh = (const uint16_t *)t;
-                        const uint16_t *vh = (const uint16_t *)(t + pc->v_bytes);
-                        for (int c = 0; c < nv; c++) {
-                            vstore(kbuf + (size_t)k * hd + c * VW, vload_h(kh + c * VW));
-                            vstore(vbuf + (size_t)k * hd + c * VW, vload_h(vh + c * VW));
+                    const char *t0 = pc->kbase + (size_t)pc->block_table[p / bs] * pc->block_bytes +
+                                     (size_t)(p % bs) * row_bytes;
+                    for (int32_t j = 0; j < nkvh; j++) {
+                        const char *t = t0 + (size_t)j * pc->head_bytes;
+                        float *kd = kbuf + ((size_t)j * KC + k) * hd;
+                        float *vd = vbuf + ((size_t)j * KC + k) * hd;
+                        if (pc->f16) {
+                            const uint16_t *kh = (const uint16_t *)t;
+                            const uint16_t *vh = (const uint16_t *)(t + pc->v_bytes);
+                            UNROLL
+                            for (int c = 0; c < nv; c++) {
+                                vstore(kd + c * VW, vload_h(kh + c * VW));
+                                vstore(vd + c * VW, vload_h(vh + c * VW));
+                            }
+                        } else {
+                            memcpy(kd, t, row_bytes);
+                            memcpy(vd, t + pc->v_bytes, row_bytes);
                         }
-                    } else {
-                        memcpy(kbuf + (size_t)k * hd, t, row_bytes);
-                        memcpy(vbuf + (size_t)k * hd, t + pc->v_bytes, row_bytes);
                     }
                 }
                 kp = kbuf;
                 vp = vbuf;
+                hstride = (size_t)KC * hd;
             }
             /* prefetch the blocks the next stretch of the walk enters */
             {
@@ -159,8 +180,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                 int32_t last = (ahead - 1) / bs;
                 for (int32_t b = pf_done + 1; b <= last; b++) {
                     const char *t = pc->kbase + (size_t)pc->block_table[b] * pc->block_bytes;
-                    prefetch_tile(t, tile_bytes);
-                    prefetch_tile(t + pc->v_bytes, tile_bytes);
+                    prefetch_span(t, span_bytes);
+                    prefetch_span(t + pc->v_bytes, span_bytes);
                 }
                 if (last > pf_done)
                     pf_done = last;
@@ -169,18 +190,21 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
             /* scores */
             for (int32_t rr = 0; rr < nr; rr++) {
                 const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
-                for (int32_t g = 0; g < group; g++) {
-                    const int32_t qi = rr * group + g;
-                    const float *qv = pc->q + (size_t)(r + rr) * pc->q_stride + (size_t)g * hd;
+                for (int32_t h = 0; h < hv; h++) {
+                    const int32_t qi = rr * hv + h;
+                    const float *qv = pc->q + (size_t)(r + rr) * pc->q_stride + (size_t)h * hd;
+                    const float *kh = kp + (size_t)(h / group) * hstride;
                     float *srow = s + (size_t)qi * KC;
                     vf qr[ATTN__HD_MAX / VW];
+                    UNROLL
                     for (int c = 0; c < nv; c++)
                         qr[c] = vload(qv + c * VW) * scale;
                     for (int32_t k = 0; k < nvis; k++) {
-                        const float *kr = kp + (size_t)k * hd;
+                        const float *kr = kh + (size_t)k * hd;
                         vf a0 = qr[0] * vload(kr);
                         vf a1 = vsplat(0.0f);
                         int c = 1;
+                        UNROLL
                         for (; c + 1 < nv; c += 2) {
                             a1 += qr[c] * vload(kr + c * VW);
                             a0 += qr[c + 1] * vload(kr + (c + 1) * VW);
@@ -217,6 +241,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                 m[qi] = mnew;
                 if (corr != 1.0f) {
                     float *ar = acc + (size_t)qi * hd;
+                    UNROLL
                     for (int c = 0; c < nv; c++)
                         vstore(ar + c * VW, vload(ar + c * VW) * corr);
                 }
@@ -225,19 +250,23 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
             /* values */
             for (int32_t rr = 0; rr < nr; rr++) {
                 const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
-                for (int32_t g = 0; g < group; g++) {
-                    const int32_t qi = rr * group + g;
+                for (int32_t h = 0; h < hv; h++) {
+                    const int32_t qi = rr * hv + h;
                     const float *prow = s + (size_t)qi * KC;
+                    const float *vh = vp + (size_t)(h / group) * hstride;
                     float *ar = acc + (size_t)qi * hd;
                     vf a[ATTN__HD_MAX / VW];
+                    UNROLL
                     for (int c = 0; c < nv; c++)
                         a[c] = vload(ar + c * VW);
                     for (int32_t k = 0; k < nvis; k++) {
                         const float pk = prow[k];
-                        const float *vr = vp + (size_t)k * hd;
+                        const float *vr = vh + (size_t)k * hd;
+                        UNROLL
                         for (int c = 0; c < nv; c++)
                             a[c] += pk * vload(vr + c * VW);
                     }
+                    UNROLL
                     for (int c = 0; c < nv; c++)
                         vstore(ar + c * VW, a[c]);
                 }
@@ -246,16 +275,17 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
 
         /* results of the tile */
         for (int32_t rr = 0; rr < nr; rr++) {
-            for (int32_t g = 0; g < group; g++) {
-                const int32_t qi = rr * group + g;
+            for (int32_t h = 0; h < hv; h++) {
+                const int32_t qi = rr * hv + h;
                 const float *ar = acc + (size_t)qi * hd;
                 if (pc->out) {
-                    float *o = pc->out + (size_t)(r + rr) * pc->out_stride + (size_t)g * hd;
+                    float *o = pc->out + (size_t)(r + rr) * pc->out_stride + (size_t)h * hd;
                     const float inv = 1.0f / l[qi];
+                    UNROLL
                     for (int c = 0; c < nv; c++)
                         vstore(o + c * VW, vload(ar + c * VW) * inv);
                 } else {
-                    float *rec = pc->part + ((size_t)(r + rr) * group + g) * ATTN__PSTRIDE(hd);
+                    float *rec = pc->part + ((size_t)(r + rr) * hv + h) * ATTN__PSTRIDE(hd);
                     rec[0] = m[qi];
                     rec[1] = l[qi];
                     memcpy(rec + 16, ar, sizeof(float) * (size_t)hd);
@@ -264,6 +294,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
         }
     }
 }
+
+#pragma GCC diagnostic pop
 
 void KERN_NAME(const struct attn__piece *pc)
 {

@@ -2,9 +2,12 @@
  * attention/attn_paged.c — the fast paged attention kernel: entry checks,
  * the work plan, the phase-1 merge and the choice of inner kernel.
  *
- * Work items.  One item is (slice s, KV head kh): the slice's n_q rows, each
- * with the `group` query heads that share kh, so a K/V tile is read once
- * per group.  Its cost is estimated as group * sum_i (p0 + i + 1 + C0)
+ * Work items.  One item is (slice s, KV heads [kh, kh + n_kvh)): the
+ * slice's n_q rows, each with the n_kvh * group query heads of those KV
+ * heads, so a K/V tile is read once per group.  n_kvh is 1 for prefills;
+ * for decodes it is all KV heads when their query heads fit one tile, so
+ * each block's K (and V) of the layer is streamed as one contiguous run.
+ * An item's cost is estimated as n_kvh * group * sum_i (p0 + i + 1 + C0)
  * (keys visited plus a per-row overhead).  With T the batch's total and
  * nth threads, an item costing more than max(T / (4 nth), a floor) is cut
  * into n_split pieces:
@@ -210,7 +213,7 @@ struct plan {
 };
 
 struct piece {
-    int32_t s, kh;
+    int32_t s, kh, n_kvh; /* slice, first KV head, KV heads */
     int32_t r0, r1, c0, c1;
     int32_t split, n_split; /* context split index, count (1: rows go to out) */
     size_t part_off;        /* floats: the item's partials (n_split > 1) */
@@ -222,6 +225,19 @@ static double row_cost(const struct plan *pl, int32_t p0, int32_t i)
     return (double)pl->group * ((double)p0 + i + 1 + ROW_OVERHEAD);
 }
 
+/* KV heads one item takes: all of them at once while the query vectors
+ * of a row tile still fit (decodes), so a block's K (and V) of the layer
+ * is read as one contiguous run; else one. */
+static int32_t item_kvh(const struct plan *pl, const struct attn_seq *sq)
+{
+    const int32_t n_kv = pl->b->kv->n_kv_heads;
+    for (int32_t h = n_kv; h > 1; h--)
+        if (n_kv % h == 0 && (int64_t)sq->n_q * h * pl->group <= ATTN__MQ)
+            return h;
+    return 1;
+}
+
+/* Estimated cost of one KV head of a slice. */
 static double item_cost(const struct plan *pl, const struct attn_seq *sq)
 {
     double n = sq->n_q;
@@ -240,13 +256,13 @@ static void plan_init(struct plan *pl, const struct attn_batch *b, int nth)
     pl->maxpiece = INFINITY;
     if (nth > 1)
         pl->maxpiece = FOLIO_MAX(pl->total / (4.0 * nth), (double)pl->group * MIN_SPLIT_CTX);
-    pl->scratch = ATTN__ALIGN_F(attn__scratch_floats(pl->group, pl->hd));
+    pl->scratch = ATTN__ALIGN_F(attn__scratch_floats(pl->group, b->kv->n_kv_heads, pl->hd));
 }
 
 /* How an item is cut: n_split pieces, by rows or by context. */
 static int32_t item_splits(const struct plan *pl, const struct attn_seq *sq, int *by_rows)
 {
-    double c = item_cost(pl, sq);
+    double c = item_cost(pl, sq) * item_kvh(pl, sq);
     *by_rows = 0;
     if (!(c > pl->maxpiece))
         return 1;
@@ -275,11 +291,13 @@ static size_t plan_walk(const struct plan *pl, piece_fn fn, void *ctx)
         const struct attn_seq *sq = &b->seqs[s];
         int by_rows;
         const int32_t ns = item_splits(pl, sq, &by_rows);
-        const double ic = item_cost(pl, sq);
+        const int32_t nkvh = item_kvh(pl, sq);
+        const double ic = item_cost(pl, sq) * nkvh;
         const int32_t ctx_len = sq->p0 + sq->n_q;
-        for (int32_t kh = 0; kh < b->kv->n_kv_heads; kh++) {
+        for (int32_t kh = 0; kh < b->kv->n_kv_heads; kh += nkvh) {
             struct piece pc = {.s = s,
                                .kh = kh,
+                               .n_kvh = nkvh,
                                .r0 = 0,
                                .r1 = sq->n_q,
                                .c0 = 0,
@@ -290,7 +308,7 @@ static size_t plan_walk(const struct plan *pl, piece_fn fn, void *ctx)
             if (ns > 1 && !by_rows) {
                 pc.n_split = ns;
                 pc.part_off = part;
-                part += (size_t)ns * sq->n_q * pl->group * rec;
+                part += (size_t)ns * sq->n_q * nkvh * pl->group * rec;
             }
             double cum = 0; /* rows split: cost of rows before r0 */
             for (int32_t k = 0; k < ns; k++) {
@@ -303,8 +321,9 @@ static size_t plan_walk(const struct plan *pl, piece_fn fn, void *ctx)
                     int32_t r = pc.r0;
                     double c0 = cum;
                     while (r < sq->n_q &&
-                           (k == ns - 1 || cum + row_cost(pl, sq->p0, r) <= target || r == pc.r0))
-                        cum += row_cost(pl, sq->p0, r++);
+                           (k == ns - 1 || cum + nkvh * row_cost(pl, sq->p0, r) <= target ||
+                            r == pc.r0))
+                        cum += nkvh * row_cost(pl, sq->p0, r++);
                     pc.r1 = r;
                     cost = cum - c0;
                 } else {
@@ -373,6 +392,7 @@ static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
         .n_rows = p->r1 - p->r0,
         .group = pl->group,
         .hd = pl->hd,
+        .n_kvh = p->n_kvh,
         .pos0 = sq->p0 + p->r0,
         .c0 = p->c0,
         .c1 = p->c1,
@@ -383,6 +403,7 @@ static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
                  ((size_t)b->layer * kv->layer_stride + (size_t)p->kh * kv->head_stride) * esz,
         .block_bytes = kv->block_stride * esz,
         .v_bytes = kv->v_offset * esz,
+        .head_bytes = kv->head_stride * esz,
         .f16 = kv->dtype == FOLIO_F16,
         .out = NULL,
         .out_stride = row_stride,
@@ -391,7 +412,7 @@ static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
     };
     if (p->n_split > 1)
         pc.part = rc->parts + p->part_off +
-                  (size_t)p->split * sq->n_q * pl->group * ATTN__PSTRIDE(pl->hd);
+                  (size_t)p->split * sq->n_q * p->n_kvh * pl->group * ATTN__PSTRIDE(pl->hd);
     else
         pc.out = b->out + (size_t)(sq->q_row + p->r0) * row_stride + head0;
     rc->kern(&pc);
@@ -411,19 +432,20 @@ static void piece_merge(const struct plan *pl, const struct piece *p, void *vctx
     const struct attn_batch *b = pl->b;
     const struct attn_seq *sq = &b->seqs[p->s];
     const int32_t hd = pl->hd, group = pl->group;
-    const size_t nrec = (size_t)sq->n_q * group;
+    const int32_t hv = p->n_kvh * group;
+    const size_t nrec = (size_t)sq->n_q * hv;
     const size_t rec = ATTN__PSTRIDE(hd);
     const size_t lo = FOLIO_MAX(mc->u_lo, mc->u), hi = FOLIO_MIN(mc->u_hi, mc->u + nrec);
     const size_t row_stride = (size_t)b->n_heads * hd;
     for (size_t u = lo; u < hi; u++) {
-        size_t j = u - mc->u; /* record index: row * group + g */
-        size_t row = j / group, g = j % group;
+        size_t j = u - mc->u; /* record index: row * hv + h */
+        size_t row = j / hv, h = j % hv;
         const float *first = mc->parts + p->part_off + j * rec;
         float mx = -INFINITY;
         for (int32_t k = 0; k < p->n_split; k++)
             mx = FOLIO_MAX(mx, first[(size_t)k * nrec * rec]);
         float *o =
-            b->out + (size_t)(sq->q_row + row) * row_stride + ((size_t)p->kh * group + g) * hd;
+            b->out + (size_t)(sq->q_row + row) * row_stride + ((size_t)p->kh * group + h) * hd;
         float l = 0;
         for (int32_t d = 0; d < hd; d++)
             o[d] = 0;
