@@ -4,7 +4,8 @@
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]
  *
- * --cputime times by process CPU time / threads instead of wall time: on a
+ * --only NAME runs just that (a) case (and --dtype just one type), for
+ * profiling.  --cputime times by process CPU time / threads instead of wall time: on a
  * machine shared with other jobs it leaves out time spent descheduled
  * (useful for comparing kernel variants; the figures to publish are wall).
  *
@@ -285,7 +286,8 @@ static double attn_flops(const struct setup *st)
 
 int main(int argc, char **argv)
 {
-    int nth = 2, reps = 9, quick = 0;
+    int nth = 2, reps = 9, quick = 0, only_dt = -1;
+    const char *only = NULL; /* run only the (a) case whose name starts so */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             nth = atoi(argv[++i]);
@@ -300,9 +302,14 @@ int main(int argc, char **argv)
             quick = 1;
         else if (!strcmp(argv[i], "--cputime"))
             use_cputime = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc)
+            only_dt = !strcmp(argv[++i], "f16") ? 1 : 0;
         else {
             fprintf(stderr,
-                    "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]\n",
+                    "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]\n"
+                    "       [--only decode|prefill|chunk] [--dtype f32|f16]\n",
                     argv[0]);
             return 2;
         }
@@ -329,7 +336,11 @@ int main(int argc, char **argv)
         {"chunk 256 after 2048", 1, 2304, 256},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        if (only && strncmp(cases[c].name, only, strlen(only)) != 0)
+            continue;
         for (int dt = 0; dt < 2; dt++) {
+            if (only_dt >= 0 && dt != only_dt)
+                continue;
             struct setup st[3];
             void *work[3];
             double best[3] = {1e30, 1e30, 1e30};
@@ -365,6 +376,10 @@ int main(int argc, char **argv)
         }
     }
     (void)layout_names;
+    if (only) {
+        team_stop();
+        return 0;
+    }
 
     printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages)\n",
            dec_seqs, dec_ctx);
