@@ -76,6 +76,7 @@ static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
 }
 
 void attn__kern_portable(const struct attn__piece *pc);
+void attn__kern_portable4(const struct attn__piece *pc);
 void attn__kern_avx2(const struct attn__piece *pc);
 void attn__kern_avx512(const struct attn__piece *pc);
 

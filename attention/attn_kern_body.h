@@ -3,7 +3,8 @@
  * once with GCC vector extensions and compiled once per instruction set.
  *
  * Included by attn_kern_portable.c (VW = 1: plain scalar code, any
- * head_dim), attn_kern_avx2.c (VW = 8, AVX2 + FMA + F16C) and
+ * head_dim), attn_kern_portable4.c (VW = 4: generic 16-byte vectors, SSE2
+ * on baseline x86-64, NEON elsewhere), attn_kern_avx2.c (VW = 8, AVX2 + FMA + F16C) and
  * attn_kern_avx512.c (VW = 16, AVX-512F), each built with its own compiler
  * flags; the including file defines
  *   VW                 lanes of one vector (head_dim must be a multiple)
@@ -123,8 +124,13 @@ AI vi vsplat_i(int32_t x)
         FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi),            \
             FOLD_SRC(4, w, hi), FOLD_SRC(5, w, hi), FOLD_SRC(6, w, hi), FOLD_SRC(7, w, hi)         \
     }
+#elif VW == 4
+#define FOLD_MASK(w, hi)                                                                           \
+    {                                                                                              \
+        FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi)             \
+    }
 #else
-#error "VW must be 1, 8 or 16"
+#error "VW must be 1, 4, 8 or 16"
 #endif
 
 #define FOLD_LEVEL(w)                                                                              \
@@ -142,7 +148,9 @@ AI vf fold_all(vf *d)
 #if VW == 16
     FOLD_LEVEL(16);
 #endif
+#if VW >= 8
     FOLD_LEVEL(8);
+#endif
     FOLD_LEVEL(4);
     FOLD_LEVEL(2);
     return d[0];
@@ -152,8 +160,10 @@ AI vi lane_index(void)
 {
 #if VW == 16
     vi v = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-#else
+#elif VW == 8
     vi v = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+    vi v = {0, 1, 2, 3};
 #endif
     return v;
 }

@@ -155,8 +155,9 @@ static kern_fn kern_for(int32_t hd)
         return attn__kern_avx2;
 #else
     (void)isa;
-    (void)hd;
 #endif
+    if (hd % 4 == 0)
+        return attn__kern_portable4;
     return attn__kern_portable;
 }
 

@@ -11,7 +11,7 @@
  *
  * Checked: attn_paged_ref == dense; attn_paged == dense (and == ref on the
  * smaller cases) for block sizes 1, 8, 16, 32, 128; head_dim 64, 128 (and
- * an odd one, 40, on the portable fallback); GQA ratios 1, 2, 4, 8; f32 and
+ * 20, 40, 42, which fall back to narrower paths); GQA ratios 1, 2, 4, 8; f32 and
  * f16 K/V; batches mixing decodes, fresh prefills and chunked prefills;
  * contexts up to 8192 (2048 with FOLIO_TEST_SHORT=1); nth = 1, 2, 3, 7 run
  * phase by phase for each ith in this thread; every ISA path this CPU has.
@@ -460,7 +460,7 @@ static void test_paged_single_long_decode(void **state)
 }
 
 /* Edge cases: a single partial block, a chunk ending exactly on a block
- * boundary, context 1, a head_dim no vector path takes. */
+ * boundary, context 1, an empty batch, head dims the wide paths cannot take. */
 static void test_paged_edges(void **state)
 {
     (void)state;
@@ -483,20 +483,40 @@ static void test_paged_edges(void **state)
         check_paged(&tc, 1e-5, "edges");
         tc_free(&tc);
     }
-    /* head_dim 40: only the portable path takes it */
-    struct tcase tc;
-    memset(&tc, 0, sizeof(tc));
-    tc.bs = 8;
-    tc.hd = 40;
-    tc.group = 2;
-    tc.n_kv = 2;
-    tc.dt = FOLIO_F16;
-    tc.n_seqs = 2;
-    tc.p0[0] = 0, tc.n_q[0] = 30;
-    tc.p0[1] = 333, tc.n_q[1] = 1;
-    tc_build(&tc);
-    check_paged(&tc, 1e-5, "hd 40");
-    tc_free(&tc);
+    /* an empty batch: nothing to do, nothing written */
+    {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16, tc.hd = 64, tc.group = 2, tc.n_kv = 2, tc.dt = FOLIO_F32;
+        tc.n_seqs = 1, tc.p0[0] = 5, tc.n_q[0] = 1;
+        tc_build(&tc);
+        tc.b.n_seqs = 0;
+        tc.b.n_rows = 0;
+        for (size_t t = 0; t < FOLIO_ARRAY_LEN(nths); t++) {
+            run_paged(&tc, nths[t]);
+            for (size_t i = 0; i < tc_nout(&tc); i++)
+                assert_true(isnan(tc.out[i]));
+        }
+        tc_free(&tc);
+    }
+    /* head dims the vector paths pass down: 40 (AVX-512 -> AVX2, 4-lane
+     * portable), 42 (only the scalar portable kernel), 20 (4-lane) */
+    static const int32_t odd_hd[] = {40, 42, 20};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(odd_hd); i++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 8;
+        tc.hd = odd_hd[i];
+        tc.group = 2;
+        tc.n_kv = 2;
+        tc.dt = i % 2 ? FOLIO_F32 : FOLIO_F16;
+        tc.n_seqs = 2;
+        tc.p0[0] = 0, tc.n_q[0] = 30;
+        tc.p0[1] = 333, tc.n_q[1] = 1;
+        tc_build(&tc);
+        check_paged(&tc, 1e-5, "odd head_dim");
+        tc_free(&tc);
+    }
 }
 
 /* All keys equal: every score is the same, out is the mean of V. */
