@@ -590,6 +590,149 @@ static void test_paged_deterministic(void **state)
     tc_free(&tc);
 }
 
+/* ---- through the real pager ------------------------------------------- */
+
+/* Writes K/V of position pos of seq (layer 1, every KV head) into the
+ * pager's arena from the dense arrays of slice s. */
+static void put_pos(struct tcase *tc, pager_seq_t *seq, int32_t s, int32_t pos)
+{
+    int32_t blk, off;
+    pager_seq_slot(seq, pos, &blk, &off);
+    const struct pager_kv_view *kv = &tc->kv;
+    for (int32_t h = 0; h < tc->n_kv; h++)
+        for (int32_t e = 0; e < tc->hd; e++) {
+            const size_t di = ((size_t)pos * tc->n_kv + h) * tc->hd + e;
+            const size_t ai = (size_t)blk * kv->block_stride + kv->layer_stride +
+                              (size_t)h * kv->head_stride + (size_t)off * tc->hd + e;
+            arena_put(tc, ai, tc->kd[s][di]);
+            arena_put(tc, ai + kv->v_offset, tc->vd[s][di]);
+        }
+}
+
+/* Page tables made by the pager itself: a fork sharing a prefix (with a
+ * copy-on-write of the partial last block), a decode on the parent, a chunk
+ * on the child and a fresh prefill; the kernel reads them through
+ * pager_kv_view and matches dense attention. */
+static void test_paged_real_pager(void **state)
+{
+    (void)state;
+    rng_state = 10;
+    for (int dt = 0; dt < 2; dt++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16, tc.hd = 64, tc.group = 3, tc.n_kv = 2;
+        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.n_heads = tc.group * tc.n_kv;
+        tc.scale = 1.0f / 8.0f;
+        struct pager_config cfg = {.num_blocks = 40,
+                                   .block_size = tc.bs,
+                                   .n_layers = 2,
+                                   .n_kv_heads = tc.n_kv,
+                                   .head_dim = tc.hd,
+                                   .dtype = tc.dt};
+        pager_t *pg;
+        assert_int_equal(pager_init(&pg, &cfg), 0);
+        pager_kv_view(pg, &tc.kv);
+        const size_t n_elem = (size_t)tc.kv.num_blocks * tc.kv.block_stride;
+        for (size_t i = 0; i < n_elem; i++)
+            arena_put(&tc, i, NAN);
+
+        /* slices: 0 = parent decode at 100, 1 = child chunk 100..104,
+         * 2 = fresh prefill of 40 */
+        const int32_t ctx[3] = {101, 105, 40};
+        tc.n_seqs = 3;
+        tc.p0[0] = 100, tc.n_q[0] = 1;
+        tc.p0[1] = 100, tc.n_q[1] = 5;
+        tc.p0[2] = 0, tc.n_q[2] = 40;
+        for (int32_t s = 0; s < 3; s++) {
+            const size_t n = (size_t)ctx[s] * tc.n_kv * tc.hd;
+            tc.kd[s] = malloc(sizeof(float) * n);
+            tc.vd[s] = malloc(sizeof(float) * n);
+            assert_non_null(tc.kd[s]);
+            assert_non_null(tc.vd[s]);
+            for (size_t i = 0; i < n; i++) {
+                tc.kd[s][i] = to_kv(&tc, rng_unit());
+                tc.vd[s][i] = to_kv(&tc, rng_unit());
+            }
+        }
+        /* the child shares the parent's first 100 positions */
+        memcpy(tc.kd[1], tc.kd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
+        memcpy(tc.vd[1], tc.vd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
+
+        int32_t toks[128];
+        for (int i = 0; i < 128; i++)
+            toks[i] = rng_int(0, 999);
+        pager_seq_t *a, *b, *c;
+        assert_int_equal(pager_seq_new(pg, 1, 1, 0, &a), 0);
+        assert_int_equal(pager_seq_append(pg, a, toks, 100), 0);
+        for (int32_t p = 0; p < 100; p++)
+            put_pos(&tc, a, 0, p);
+        pager_seq_mark_computed(pg, a, 100);
+        assert_int_equal(pager_seq_fork(pg, a, 2, 0, &b), 0);
+        assert_int_equal(pager_seq_append(pg, b, toks + 100, 5), 0); /* copy-on-write */
+        for (int32_t p = 100; p < 105; p++)
+            put_pos(&tc, b, 1, p);
+        assert_int_equal(pager_seq_append(pg, a, toks + 110, 1), 0);
+        put_pos(&tc, a, 0, 100);
+        assert_int_equal(pager_seq_new(pg, 3, 3, 0, &c), 0);
+        assert_int_equal(pager_seq_append(pg, c, toks, 40), 0);
+        for (int32_t p = 0; p < 40; p++)
+            put_pos(&tc, c, 2, p);
+        assert_int_equal(pager_check(pg, NULL, 0), 0);
+
+        pager_seq_t *seqs[3] = {a, b, c};
+        tc.n_rows = 0;
+        for (int32_t s = 0; s < 3; s++) {
+            int32_t nb;
+            tc.seqs[s] = (struct attn_seq){.q_row = tc.n_rows,
+                                           .n_q = tc.n_q[s],
+                                           .p0 = tc.p0[s],
+                                           .block_table = pager_seq_block_table(seqs[s], &nb)};
+            assert_true(nb * tc.bs >= ctx[s]);
+            tc.n_rows += tc.n_q[s];
+        }
+        /* shared full blocks, a private copy of the partial one */
+        assert_int_equal(tc.seqs[0].block_table[0], tc.seqs[1].block_table[0]);
+        assert_int_not_equal(tc.seqs[0].block_table[6], tc.seqs[1].block_table[6]);
+        const size_t nq = (size_t)tc.n_rows * tc.n_heads * tc.hd;
+        tc.q = malloc(sizeof(float) * nq);
+        tc.out = malloc(sizeof(float) * nq);
+        tc.want = malloc(sizeof(float) * nq);
+        assert_non_null(tc.q);
+        assert_non_null(tc.out);
+        assert_non_null(tc.want);
+        for (size_t i = 0; i < nq; i++)
+            tc.q[i] = rng_unit();
+        tc.b = (struct attn_batch){.kv = &tc.kv,
+                                   .layer = 1,
+                                   .n_heads = tc.n_heads,
+                                   .scale = tc.scale,
+                                   .n_seqs = 3,
+                                   .seqs = tc.seqs,
+                                   .n_rows = tc.n_rows,
+                                   .q = tc.q,
+                                   .out = tc.out};
+        dense_attn(&tc, tc.want);
+        check_paged(&tc, 1e-5, "real pager");
+        fill_nan(tc.out, nq);
+        attn_paged_ref(&tc.b);
+        assert_true(norm_err(tc.out, tc.want, nq) <= 1e-6);
+
+        pager_seq_free(pg, a);
+        pager_seq_free(pg, b);
+        pager_seq_free(pg, c);
+        pager_free(pg);
+        tc.kv.base = NULL;
+        for (int32_t s = 0; s < 3; s++) {
+            free(tc.kd[s]);
+            free(tc.vd[s]);
+        }
+        free(tc.q);
+        free(tc.out);
+        free(tc.want);
+    }
+}
+
 /* attn_force_isa: names, refusals. */
 static void test_force_isa(void **state)
 {
@@ -644,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_paged_single_long_decode),
         cmocka_unit_test(test_paged_long),
         cmocka_unit_test(test_paged_deterministic),
+        cmocka_unit_test(test_paged_real_pager),
         cmocka_unit_test(test_paged_bad_block_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
