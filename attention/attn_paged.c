@@ -82,8 +82,9 @@ static int isa_supported(int isa)
                __builtin_cpu_supports("f16c");
     case ISA_AVX512:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        /* AVX2 too: a head_dim that is not a multiple of 16 runs the AVX2 path */
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #endif
     default:
         return 0;
