@@ -2,11 +2,13 @@
  * attention/attn_kern_body.h — the inner paged-attention kernel, written
  * once with GCC vector extensions and compiled once per instruction set.
  *
- * Included by attn_kern_portable.c (VW = 1: plain scalar code, any
- * head_dim), attn_kern_portable4.c (VW = 4: generic 16-byte vectors, SSE2
- * on baseline x86-64, NEON elsewhere), attn_kern_avx2.c (VW = 8, AVX2 + FMA + F16C) and
- * attn_kern_avx512.c (VW = 16, AVX-512F), each built with its own compiler
- * flags; the including file defines
+ * Included by
+ *   attn_kern_portable.c   VW = 1: plain scalar code, any head_dim
+ *   attn_kern_portable4.c  VW = 4: generic 16-byte vectors (SSE2 on
+ *                          baseline x86-64, NEON elsewhere)
+ *   attn_kern_avx2.c       VW = 8: AVX2 + FMA + F16C
+ *   attn_kern_avx512.c     VW = 16: AVX-512F
+ * each built with its own compiler flags; the including file defines
  *   VW                 lanes of one vector (head_dim must be a multiple)
  *   KERN_NAME          the exported function, e.g. attn__kern_avx2
  *   vload_h(p)         VW binary16 values at p -> vf
@@ -17,26 +19,30 @@
  * rows x hv heads (mcap query vectors, at most 32 unless hv is larger), so
  * every K/V row is read once per tile, not once per query head.  A decode
  * piece takes all KV heads of the layer at once, so each block is read as
- * one contiguous run of K and one of V rather than n_kv_heads short tiles.  For
- * each tile the visible key range is walked in chunks of KC = 16 keys:
+ * one contiguous run of K and one of V rather than n_kv_heads short tiles.
+ * For each tile the visible key range is walked in chunks of KC = 16 keys:
  *
  *   chunk rows  f32 inside one block: read in place from the tile;
  *               f16 or spanning blocks: converted / gathered into
- *               kbuf, vbuf [KC][hd] (scratch)
+ *               kbuf, vbuf [n_kvh][KC][hd] (scratch)
  *   scores      s[qi][k] = (q_qi * scale) . K[k], -inf where k is not
- *               visible to qi's row (causal) or past the chunk
+ *               visible to qi's row (causal) or past the chunk; VW keys'
+ *               dot-product vectors are folded into one vector of VW
+ *               scores by a shuffle tree (no horizontal sum per key)
  *   softmax     online: m_new = max(m, max_k s), corr = exp(m - m_new),
  *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
  *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers)
  *
  * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
- * prefetched into L2, through the page table (the jump between pages is
+ * prefetched into L2 through the page table (the jump between pages is
  * where the hardware prefetcher loses the stream).  Measured on the
  * development machine (bench_attention, decode): prefetching whole next
  * blocks into L1 was slower than no prefetch; this rolling L2 prefetch was
- * ~7% faster than none for f32 K/V and neutral for f16.  exp is a vectorised Cody-Waite reduction
- * and degree-6 polynomial (relative error ~2e-7) for x <= 0, exactly 0 below
- * -87 and for -inf, so masked keys and huge score gaps never produce NaN.
+ * ~7% faster than none for f32 K/V and neutral for f16.
+ *
+ * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
+ * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
+ * masked keys and huge score gaps never produce NaN.
  *
  * No allocation; everything lives in the caller's scratch.
  */
