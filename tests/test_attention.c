@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -733,6 +734,109 @@ static void test_paged_real_pager(void **state)
     }
 }
 
+/* Every output element is written by exactly one (phase, thread): run
+ * each (phase, ith) alone and watch which elements change. */
+static void test_paged_partition(void **state)
+{
+    (void)state;
+    rng_state = 11;
+    for (int it = 0; it < 6; it++) {
+        struct tcase tc;
+        tc_random(&tc, it < 3 ? 3000 : 600, 64);
+        if (it == 0) { /* one long decode alone: split context */
+            tc.n_seqs = 1;
+            tc.n_q[0] = 1;
+            tc.p0[0] = 2999;
+        }
+        tc_build(&tc);
+        const size_t n = tc_nout(&tc);
+        int *who = malloc(sizeof(int) * n);
+        float *before = malloc(sizeof(float) * n);
+        assert_non_null(who);
+        assert_non_null(before);
+        for (size_t t = 1; t < FOLIO_ARRAY_LEN(nths); t++) {
+            const int nth = nths[t];
+            void *work = folio_aligned_alloc(64, attn_paged_work_size(&tc.b, nth));
+            assert_non_null(work);
+            fill_nan(tc.out, n);
+            for (size_t i = 0; i < n; i++)
+                who[i] = -1;
+            for (int phase = 0; phase < ATTN_PHASES; phase++) {
+                for (int ith = 0; ith < nth; ith++) {
+                    memcpy(before, tc.out, sizeof(float) * n);
+                    attn_paged(&tc.b, work, phase, ith, nth);
+                    for (size_t i = 0; i < n; i++) {
+                        if (memcmp(&before[i], &tc.out[i], sizeof(float)) == 0)
+                            continue;
+                        if (who[i] != -1)
+                            fail_msg("element %zu written by %d and by phase %d ith %d", i, who[i],
+                                     phase, ith);
+                        who[i] = phase * 100 + ith;
+                    }
+                }
+            }
+            for (size_t i = 0; i < n; i++)
+                assert_true(who[i] != -1);
+            assert_true(norm_err(tc.out, tc.want, n) <= 1e-5);
+            folio_free(work);
+        }
+        free(who);
+        free(before);
+        tc_free(&tc);
+    }
+}
+
+/* Real threads: nth pthreads run the phases with a barrier between them
+ * (as the model's pool will); under ASan this also checks that threads
+ * stay inside their parts of the workspace. */
+struct thr_arg {
+    const struct attn_batch *b;
+    void *work;
+    int ith, nth;
+    pthread_barrier_t *bar;
+};
+
+static void *thr_main(void *p)
+{
+    struct thr_arg *a = p;
+    for (int phase = 0; phase < ATTN_PHASES; phase++) {
+        attn_paged(a->b, a->work, phase, a->ith, a->nth);
+        pthread_barrier_wait(a->bar);
+    }
+    return NULL;
+}
+
+static void test_paged_threads(void **state)
+{
+    (void)state;
+    rng_state = 12;
+    for (int it = 0; it < 4; it++) {
+        struct tcase tc;
+        tc_random(&tc, 2000, 64);
+        tc_build(&tc);
+        const int nth = it % 2 ? 2 : 3;
+        void *work = folio_aligned_alloc(64, attn_paged_work_size(&tc.b, nth));
+        assert_non_null(work);
+        fill_nan(tc.out, tc_nout(&tc));
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, (unsigned)nth);
+        pthread_t tid[3];
+        struct thr_arg args[3];
+        for (int i = 0; i < nth; i++) {
+            args[i] = (struct thr_arg){&tc.b, work, i, nth, &bar};
+            assert_int_equal(pthread_create(&tid[i], NULL, thr_main, &args[i]), 0);
+        }
+        for (int i = 0; i < nth; i++)
+            pthread_join(tid[i], NULL);
+        pthread_barrier_destroy(&bar);
+        double e = norm_err(tc.out, tc.want, tc_nout(&tc));
+        if (!(e <= 1e-5))
+            fail_msg("threads: case %d err %g", it, e);
+        folio_free(work);
+        tc_free(&tc);
+    }
+}
+
 /* attn_force_isa: names, refusals. */
 static void test_force_isa(void **state)
 {
@@ -788,6 +892,8 @@ int main(void)
         cmocka_unit_test(test_paged_long),
         cmocka_unit_test(test_paged_deterministic),
         cmocka_unit_test(test_paged_real_pager),
+        cmocka_unit_test(test_paged_partition),
+        cmocka_unit_test(test_paged_threads),
         cmocka_unit_test(test_paged_bad_block_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
