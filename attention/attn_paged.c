@@ -368,6 +368,27 @@ size_t attn_paged_work_size(const struct attn_batch *b, int nth)
     return sizeof(float) * ((size_t)nth * pl.scratch + part) + 64;
 }
 
+/* Why the bound holds: an item is split only when its cost exceeds
+ * T / (4 nth), so at most 4 nth items are split (their costs sum to at
+ * most T), each into at most 4 nth pieces (want = ceil(c / maxpiece) and
+ * c <= T); a context split needs n_q < 2 want <= 8 nth rows; the items of a
+ * slice cover its n_heads query heads once.  So the partials take at most
+ * 4 nth * min(max_rows, 4 nth * (8 nth - 1)) * n_heads * PSTRIDE floats. */
+size_t attn_paged_work_bound(const struct pager_kv_view *kv, int32_t n_heads, int32_t max_rows,
+                             int nth)
+{
+    ATTN_CHECK(kv && kv->n_kv_heads >= 1 && kv->head_dim >= 1 && kv->head_dim <= ATTN__HD_MAX,
+               "bad view");
+    ATTN_CHECK(n_heads >= 1 && n_heads % kv->n_kv_heads == 0 && max_rows >= 0 && nth >= 1,
+               "n_heads %d max_rows %d nth %d", (int)n_heads, (int)max_rows, nth);
+    const int32_t group = n_heads / kv->n_kv_heads;
+    const size_t scratch = ATTN__ALIGN_F(attn__scratch_floats(group, kv->n_kv_heads, kv->head_dim));
+    const size_t split_rows = FOLIO_MIN((size_t)max_rows, (size_t)4 * nth * (size_t)(8 * nth - 1));
+    const size_t part =
+        (size_t)4 * nth * split_rows * (size_t)n_heads * ATTN__PSTRIDE(kv->head_dim);
+    return sizeof(float) * ((size_t)nth * scratch + part) + 64;
+}
+
 /* ---- phases ----------------------------------------------------------- */
 
 struct run_ctx {

@@ -786,6 +786,58 @@ static void test_paged_partition(void **state)
     }
 }
 
+/* attn_paged_work_bound bounds attn_paged_work_size over random batches,
+ * including the shapes that split the most (one long decode, a few long
+ * decodes beside many short ones, short chunks on long prefixes). */
+static void test_work_bound(void **state)
+{
+    (void)state;
+    rng_state = 13;
+    for (int it = 0; it < 200; it++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = block_sizes[rng_int(0, 4)];
+        tc.hd = head_dims[rng_int(0, 1)];
+        tc.group = groups[rng_int(0, 3)];
+        tc.n_kv = rng_int(1, 4);
+        tc.n_heads = tc.group * tc.n_kv;
+        struct pager_kv_view kv = {.base = &tc,
+                                   .dtype = FOLIO_F32,
+                                   .num_blocks = 1,
+                                   .block_size = tc.bs,
+                                   .n_layers = 1,
+                                   .n_kv_heads = tc.n_kv,
+                                   .head_dim = tc.hd,
+                                   .head_stride = (size_t)tc.bs * tc.hd};
+        kv.v_offset = (size_t)tc.n_kv * kv.head_stride;
+        kv.layer_stride = kv.block_stride = 2 * kv.v_offset;
+        static int32_t zeros[70000];
+        struct attn_seq seqs[MAXS];
+        int32_t n_seqs = rng_int(1, MAXS), rows = 0;
+        for (int32_t s = 0; s < n_seqs; s++) {
+            int32_t kind = rng_int(0, 2);
+            int32_t n_q = kind == 0 ? 1 : kind == 1 ? rng_int(1, 40) : rng_int(1, 300);
+            int32_t p0 = rng_int(0, 1) ? rng_int(0, 60000) : rng_int(0, 100);
+            seqs[s] = (struct attn_seq){rows, n_q, p0, zeros};
+            rows += n_q;
+        }
+        struct attn_batch b = {.kv = &kv,
+                               .n_heads = tc.n_heads,
+                               .scale = 1,
+                               .n_seqs = n_seqs,
+                               .seqs = seqs,
+                               .n_rows = rows,
+                               .q = (const float *)zeros,
+                               .out = (float *)zeros};
+        for (int nth = 1; nth <= 8; nth++) {
+            size_t need = attn_paged_work_size(&b, nth);
+            size_t bound = attn_paged_work_bound(&kv, tc.n_heads, rows, nth);
+            if (need > bound)
+                fail_msg("case %d nth %d: work %zu > bound %zu", it, nth, need, bound);
+        }
+    }
+}
+
 /* Real threads: nth pthreads run the phases with a barrier between them
  * (as the model's pool will); under ASan this also checks that threads
  * stay inside their parts of the workspace. */
@@ -894,6 +946,7 @@ int main(void)
         cmocka_unit_test(test_paged_real_pager),
         cmocka_unit_test(test_paged_partition),
         cmocka_unit_test(test_paged_threads),
+        cmocka_unit_test(test_work_bound),
         cmocka_unit_test(test_paged_bad_block_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

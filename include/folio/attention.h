@@ -63,6 +63,13 @@ void attn_paged_ref(const struct attn_batch *b);
  * aligned, and must not change between phases of one batch. */
 #define ATTN_PHASES 2
 size_t attn_paged_work_size(const struct attn_batch *b, int nth);
+/* An upper bound of attn_paged_work_size over every batch on this view
+ * with n_heads query heads and at most max_rows rows, for sizing the
+ * workspace once (model_ctx_new).  Loose but finite: the partials of
+ * context splits are bounded by at most 4 nth split items (slices of fewer
+ * than 8 nth rows) of at most 4 nth pieces each. */
+size_t attn_paged_work_bound(const struct pager_kv_view *kv, int32_t n_heads, int32_t max_rows,
+                             int nth);
 void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int nth);
 
 /* Instruction set of the fast kernel's inner loops: "portable" (plain C, any
