@@ -8,6 +8,7 @@
 
 /* One line per subcommand (keep sorted). */
 const struct folio_cmd folio_cmds[] = {
+    {"sim", cmd_sim, "simulate the scheduler and pager on a request trace (no model)"},
     {NULL, NULL, NULL},
 };
 const int folio_n_cmds = (int)(sizeof(folio_cmds) / sizeof(folio_cmds[0])) - 1;
