@@ -98,6 +98,7 @@ struct sched {
     pager_t *pg;
     int32_t bs;
     int32_t watermark;
+    int64_t blocks_total;
     /* id -> req */
     struct req **table;
     uint32_t table_cap, table_len;
@@ -332,6 +333,7 @@ int sched_new(const struct sched_config *cfg, pager_t *pg, sched_t **out)
     s->bs = pager_block_size(pg);
     struct pager_stats ps;
     pager_stats_get(pg, &ps);
+    s->blocks_total = ps.blocks_total;
     s->watermark =
         cfg->watermark_blocks >= 0 ? cfg->watermark_blocks : (int32_t)(ps.blocks_total / 100);
     s->next_id = 1;
@@ -434,13 +436,11 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
     struct tenant *t = &s->tenants[ti];
     int32_t cap = (int32_t)FOLIO_MIN((int64_t)p->n_prompt + p->max_tokens, s->cfg.max_ctx);
     int64_t need = (int64_t)p->n * FOLIO_DIV_CEIL(cap, s->bs);
-    struct pager_stats ps;
-    pager_stats_get(s->pg, &ps);
-    if (need > ps.blocks_total || (t->cfg.max_kv_blocks && need > t->cfg.max_kv_blocks) ||
+    if (need > s->blocks_total || (t->cfg.max_kv_blocks && need > t->cfg.max_kv_blocks) ||
         (t->cfg.max_running_seqs && p->n > t->cfg.max_running_seqs))
         return -E2BIG; /* could never run, even alone */
     if (s->cfg.reserve_max_len &&
-        (int64_t)p->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs) > ps.blocks_total)
+        (int64_t)p->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs) > s->blocks_total)
         return -E2BIG;
     if (t->cfg.max_waiting && t->waiting.len >= t->cfg.max_waiting) {
         t->refused++;
@@ -810,10 +810,8 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
         return ADMIT_TENANT_FULL;
     int64_t reserve = 0;
     if (s->cfg.reserve_max_len) {
-        struct pager_stats ps;
-        pager_stats_get(s->pg, &ps);
         reserve = (int64_t)r->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs);
-        if (s->reserved_blocks + reserve > ps.blocks_total)
+        if (s->reserved_blocks + reserve > s->blocks_total)
             return ADMIT_NO_ROOM;
         if (!tenant_blocks_ok(s, t, reserve))
             return ADMIT_TENANT_FULL;

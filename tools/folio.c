@@ -8,6 +8,7 @@
 
 /* One line per subcommand (keep sorted). */
 const struct folio_cmd folio_cmds[] = {
+    {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
     {"sim", cmd_sim, "simulate the scheduler and pager on a request trace (no model)"},
     {NULL, NULL, NULL},
 };
