@@ -124,7 +124,12 @@ static void run_trace(struct harness *h, const struct trace *t, bool unlimited, 
     c.max_seqs = unlimited ? 256 : t->max_seqs;
     c.max_batch_tokens = unlimited ? 100000 : t->max_batch;
     c.watermark_blocks = unlimited ? 0 : t->watermark;
-    h_init(h, unlimited ? 100000 : t->num_blocks, t->block_size, &c);
+    /* "unlimited": room for every request of the trace at once */
+    int32_t all = 1;
+    for (int i = 0; i < t->n_req; i++)
+        all += t->reqs[i].n * FOLIO_DIV_CEIL(t->reqs[i].n_prompt + t->reqs[i].max_tokens,
+                                             t->block_size);
+    h_init(h, unlimited ? all : t->num_blocks, t->block_size, &c);
     h->vocab = 60;
     for (int i = 0; i < t->n_tenants; i++) {
         struct sched_tenant_config tc = t->tenants[i];
