@@ -106,6 +106,9 @@ struct sched {
     struct list running, preempted;
     int32_t running_seqs;
     int64_t reserved_blocks; /* reserve_max_len policy */
+    int32_t n_aborted;       /* marked, not yet reclaimed */
+    int32_t n_unforked;      /* n > 1 requests not yet forked */
+    bool any_kv_limit;       /* some tenant has max_kv_blocks: track kv_blocks */
     struct tenant *tenants;
     int32_t n_tenants, cap_tenants;
     /* the step */
@@ -337,6 +340,7 @@ int sched_new(const struct sched_config *cfg, pager_t *pg, sched_t **out)
     s->watermark =
         cfg->watermark_blocks >= 0 ? cfg->watermark_blocks : (int32_t)(ps.blocks_total / 100);
     s->next_id = 1;
+    s->any_kv_limit = cfg->default_tenant.max_kv_blocks > 0;
     s->tokens = folio_malloc((size_t)cfg->max_batch_tokens * sizeof(*s->tokens));
     s->slices = folio_calloc((size_t)cfg->max_seqs, sizeof(*s->slices));
     s->info = folio_calloc((size_t)cfg->max_seqs, sizeof(*s->info));
@@ -393,6 +397,8 @@ int sched_tenant_set(sched_t *s, const struct sched_tenant_config *tc)
     s->tenants[i].cfg = *tc;
     if (s->tenants[i].cfg.weight <= 0)
         s->tenants[i].cfg.weight = 1.0;
+    if (tc->max_kv_blocks)
+        s->any_kv_limit = true;
     return 0;
 }
 
@@ -480,6 +486,7 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
     r->n_stop = p->n_stop;
     r->ignore_eos = p->ignore_eos;
     r->forked = p->n == 1;
+    s->n_unforked += !r->forked;
     r->sampling = p->sampling;
     r->user = p->user;
     r->arrival_ns = p->arrival_ns;
@@ -502,6 +509,8 @@ int sched_request_abort(sched_t *s, uint64_t id)
     struct req *r = table_find(s, id);
     if (!r)
         return -ENOENT;
+    if (!r->aborted)
+        s->n_aborted++;
     r->aborted = true;
     return 0;
 }
@@ -559,6 +568,7 @@ static void req_done(sched_t *s, struct req *r)
     t->finished++;
     s->st.finished++;
     table_remove(s, r->id);
+    s->n_unforked -= !r->forked;
     emit(s, r, SCHED_EV_DONE, -1);
     req_release(s, r);
 }
@@ -582,6 +592,9 @@ static void reap_list(sched_t *s, struct list *l)
 
 static void reap_aborted(sched_t *s)
 {
+    if (!s->n_aborted)
+        return;
+    s->n_aborted = 0; /* every marked request is on one of these lists */
     reap_list(s, &s->running);
     reap_list(s, &s->preempted);
     for (int i = 0; i < s->n_tenants; i++)
@@ -772,6 +785,7 @@ static int req_fork(sched_t *s, struct req *r, int32_t *blocks)
         *blocks += seq_blocks(s, kids[i]);
     }
     r->forked = true;
+    s->n_unforked--;
     return 0;
 }
 
@@ -889,6 +903,8 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
                   t->kv_blocks + tenant_have + need <= t->cfg.max_kv_blocks;
     if (total == 0 || need > avail || !ten_ok) {
         req_unadmit(s, r);
+        if (r->forked != was_forked)
+            s->n_unforked++;
         r->forked = was_forked;
         return ten_ok ? ADMIT_NO_ROOM : ADMIT_TENANT_FULL;
     }
@@ -1004,14 +1020,17 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
     int preempted = 0, rc = 0;
     int32_t n_admitted = 0;
 
-    for (int i = 0; i < s->n_tenants; i++)
-        s->tenants[i].kv_blocks = 0;
-    for (struct req *r = s->running.head; r; r = r->next)
-        for (int32_t i = 0; i < r->n; i++)
-            s->tenants[r->tenant].kv_blocks += seq_blocks(s, r->samples[i].seq);
+    /* per-tenant blocks, needed only to enforce max_kv_blocks */
+    if (s->any_kv_limit) {
+        for (int i = 0; i < s->n_tenants; i++)
+            s->tenants[i].kv_blocks = 0;
+        for (struct req *r = s->running.head; r; r = r->next)
+            for (int32_t i = 0; i < r->n; i++)
+                s->tenants[r->tenant].kv_blocks += seq_blocks(s, r->samples[i].seq);
+    }
 
     /* 0. forks due */
-    for (struct req *r = s->running.head; r; r = r->next) {
+    for (struct req *r = s->running.head; r && s->n_unforked; r = r->next) {
         int32_t nb = 0;
         if (fork_due(r) && (rc = req_fork(s, r, &nb)))
             goto fail;
@@ -1021,6 +1040,28 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
     /* 1. decodes (and every other one-token remainder), most protected first */
     for (struct req *r = s->running.head, *nx; r; r = nx) {
         nx = r->next;
+        if (r->n_live == 1 && r->forked && !s->tenants[r->tenant].cfg.max_kv_blocks) {
+            /* fast path, one sequence: append, make room only on -ENOSPC */
+            int32_t i = 0;
+            while (r->samples[i].fin != SCHED_FINISH_NONE)
+                i++;
+            struct sample *sm = &r->samples[i];
+            if (sm->len - sm->computed != 1 || s->n_tokens + 1 > budget)
+                continue;
+            rc = add_slice(s, r, i, 1);
+            if (rc == -ENOSPC) {
+                struct req *pv = r->prev;
+                if (make_room(s, r, pager_seq_blocks_needed(s->pg, sm->seq, 1), &preempted)) {
+                    nx = pv ? pv->next : s->running.head;
+                    continue;
+                }
+                nx = r->next;
+                rc = add_slice(s, r, i, 1);
+            }
+            if (rc)
+                goto fail;
+            continue;
+        }
         int32_t need = 0, cnt = 0;
         for (int32_t i = 0; i < r->n; i++) {
             if (!sample_live(r, i))
