@@ -1019,6 +1019,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
     int32_t budget = s->cfg.max_batch_tokens;
     int preempted = 0, rc = 0;
     int32_t n_admitted = 0;
+    int32_t n_prefilling = 0; /* running samples with more than one token to compute */
 
     /* per-tenant blocks, needed only to enforce max_kv_blocks */
     if (s->any_kv_limit) {
@@ -1046,7 +1047,11 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
             while (r->samples[i].fin != SCHED_FINISH_NONE)
                 i++;
             struct sample *sm = &r->samples[i];
-            if (sm->len - sm->computed != 1 || s->n_tokens + 1 > budget)
+            if (sm->len - sm->computed != 1) {
+                n_prefilling++;
+                continue;
+            }
+            if (s->n_tokens + 1 > budget)
                 continue;
             rc = add_slice(s, r, i, 1);
             if (rc == -ENOSPC) {
@@ -1067,8 +1072,10 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
             if (!sample_live(r, i))
                 continue;
             struct sample *sm = &r->samples[i];
-            if (sample_target(r, sm) - sm->computed != 1)
+            if (sample_target(r, sm) - sm->computed != 1) {
+                n_prefilling += sample_target(r, sm) - sm->computed > 1;
                 continue;
+            }
             need += pager_seq_blocks_needed(s->pg, sm->seq, 1);
             cnt++;
         }
@@ -1091,7 +1098,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
 
     /* 2. prefill chunks of running requests, oldest admission first within
      *    the protection order */
-    for (struct req *r = s->running.head, *nx; r && s->n_tokens < budget; r = nx) {
+    for (struct req *r = s->running.head, *nx; r && n_prefilling && s->n_tokens < budget; r = nx) {
         nx = r->next;
         for (int32_t i = 0; i < r->n && s->n_tokens < budget; i++) {
             if (!sample_live(r, i))
