@@ -462,7 +462,8 @@ static void usage(FILE *out)
                  "  --cv X                     bursty: gap coefficient of variation (default 3)\n"
                  "  --num N                    requests (default 1000)\n"
                  "  --seed S                   (default 1)\n"
-                 "  --tenants ID[:W[:SHARE]],...  tenants, weights, request shares (default 0)\n"
+                 "  --tenants ID[:W[:SHARE]],...  tenants, weights, request shares (shares:\n"
+                 "                             --synthetic only; default one tenant, 0)\n"
                  "  --prefixes K               shared prefixes (half the requests use one)\n"
                  "  --prefix-len L             shared prefix tokens (default 128)\n"
                  "  --in-mean M --out-mean M   lognormal means (default 200, 250)\n"
@@ -675,6 +676,11 @@ int cmd_sim(int argc, char **argv)
             continue;
         }
         print_result(&res[nres], stdout);
+        if (res[nres].finished + res[nres].refused != t.n) {
+            fprintf(stderr, "folio sim: %s: %d requests neither finished nor refused\n",
+                    res[nres].policy, t.n - res[nres].finished - res[nres].refused);
+            status = 1;
+        }
         nres++;
     }
     if (nres == 2 && res[1].seqs_avg > 0)

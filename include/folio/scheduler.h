@@ -82,6 +82,22 @@
  * requests) and sched_step_commit (TOKEN, FINISHED, DONE).  The callback
  * must not call back into the scheduler except sched_request_abort.
  *
+ * Use (the daemon's loop; the engine thread runs only model_forward):
+ *
+ *     struct sched_batch b;
+ *     if (sched_step_plan(s, &b) == 0) {
+ *         model_forward(ctx, &b.mb, logits);          // [b.n_sample][n_vocab]
+ *         for (k = 0; k < b.mb.n_slices; k++)
+ *             if (b.mb.slices[k].sample) {
+ *                 const struct sched_slice *in = &b.info[k];
+ *                 // seed the sampler's stream with (request seed,
+ *                 // in->sample_index) and draw token number in->token_index
+ *                 tok[in->sample_row] = sample(in->sampling,
+ *                                              logits + in->sample_row * n_vocab);
+ *             }
+ *         sched_step_commit(s, tok, b.n_sample);      // events: TOKEN, FINISHED, DONE
+ *     }
+ *
  * Errors: 0 or -errno.  Threading: none; one thread owns the scheduler and
  * its pager.  A step in flight (between plan and commit) may run on another
  * thread; it only reads the batch.  During that time the loop thread may
@@ -202,8 +218,12 @@ struct sched_request_params {
 
 /* Queues a request (WAITING); *id names it until SCHED_EV_DONE.
  * -EINVAL bad params (empty prompt, n out of range, max_tokens < 1),
- * -E2BIG prompt >= max_ctx, -EBUSY tenant's waiting queue full,
- * -ENOMEM.  No event is emitted. */
+ * -E2BIG prompt >= max_ctx, or the request could never run even alone
+ * (n * blocks of min(prompt + max_tokens, max_ctx) tokens exceed the pool
+ * or its tenant's max_kv_blocks, or n > its tenant's max_running_seqs),
+ * -EBUSY tenant's waiting queue full (HTTP 429), -ENOMEM.  Stream tokens
+ * are capped at max_ctx (the sample then finishes with LENGTH).  No event
+ * is emitted. */
 int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t *id);
 
 /* Marks a request aborted.  It is reclaimed (FINISHED with
