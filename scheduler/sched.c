@@ -831,6 +831,12 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
             return ADMIT_TENANT_FULL;
     }
 
+    /* With nothing running, nothing would ever free pages for it: no
+     * watermark, and the chunk shrinks to what fits (sched_request_add made
+     * sure the whole request fits in the pool). */
+    bool alone = s->running.len == 0;
+    int32_t watermark = alone || s->cfg.reserve_max_len ? 0 : s->watermark;
+
     /* Precheck without touching the pager: the first live sample's chunk
      * after its cached prefix must fit with the watermark. */
     int32_t first_live = 0;
@@ -840,7 +846,7 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
     int32_t hit0 =
         s->cfg.reserve_max_len ? 0 : pager_prefix_match(s->pg, salt, s0->stream, s0->len);
     int32_t want0 = FOLIO_MIN(sample_target(r, s0) - hit0, budget);
-    int64_t avail = (int64_t)pager_blocks_available(s->pg) - s->watermark;
+    int64_t avail = (int64_t)pager_blocks_available(s->pg) - watermark;
     if (want0 > 0) {
         int32_t need1 = FOLIO_DIV_CEIL(hit0 + 1, s->bs) - hit0 / s->bs;
         if (need1 > avail)
@@ -898,7 +904,21 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
         need += pager_seq_blocks_needed(s->pg, sm->seq, want);
         total += want;
     }
-    avail = (int64_t)pager_blocks_available(s->pg) - (s->cfg.reserve_max_len ? 0 : s->watermark);
+    avail = (int64_t)pager_blocks_available(s->pg) - watermark;
+    if (need > avail && alone) {
+        int64_t room = avail;
+        need = total = 0;
+        for (int32_t i = 0; i < r->n; i++) {
+            if (!chunks[i])
+                continue;
+            struct sample *sm = &r->samples[i];
+            chunks[i] = room > 0 ? fit_tokens(s, sm->seq, chunks[i], room) : 0;
+            int32_t nb = pager_seq_blocks_needed(s->pg, sm->seq, chunks[i]);
+            room -= nb;
+            need += nb;
+            total += chunks[i];
+        }
+    }
     bool ten_ok = !t->cfg.max_kv_blocks || s->cfg.reserve_max_len ||
                   t->kv_blocks + tenant_have + need <= t->cfg.max_kv_blocks;
     if (total == 0 || need > avail || !ten_ok) {

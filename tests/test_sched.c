@@ -250,6 +250,25 @@ static void test_admission_watermark(void **state)
     h_free(&h);
 }
 
+/* A request that fits the pool but not the pool minus the watermark is
+ * admitted once nothing else runs (else it would wait forever). */
+static void test_admission_alone_ignores_watermark(void **state)
+{
+    (void)state;
+    struct harness h;
+    struct sched_config c = base_cfg(512, 8);
+    c.watermark_blocks = 4;
+    h_init(&h, 16, 16, &c);
+    int a = add_simple(&h, 30, 5, 1, 0, 1);
+    int b = add_simple(&h, 220, 20, 1, 0, 2); /* 14 blocks now, 15 at the end; 16 - 4 < 14 */
+    h_drain(&h, 1000);
+    assert_true(h.reqs[a].done && h.reqs[b].done);
+    assert_true(h.reqs[b].admit_step > h.reqs[a].admit_step);
+    assert_matches_alone(&h, &h.reqs[b]);
+    assert_pool_empty(&h);
+    h_free(&h);
+}
+
 /* When decodes run out of pages the least protected (lowest priority, most
  * recently admitted) request is preempted; the step admits nothing; the
  * victim resumes by re-prefilling prompt + generated tokens and its stream
@@ -582,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_prefix_cache_reuse),
         cmocka_unit_test(test_admission_watermark),
+        cmocka_unit_test(test_admission_alone_ignores_watermark),
         cmocka_unit_test(test_preempt_recompute),
         cmocka_unit_test(test_preempt_most_recent),
         cmocka_unit_test(test_parallel_samples),
