@@ -63,11 +63,11 @@ static void make_trace(struct trace *t, uint64_t seed)
     struct rng r = {seed * 0x51ed2701ull + 1};
     static const int32_t bss[] = {1, 4, 8, 16};
     t->block_size = bss[rnd_in(&r, 0, 3)];
-    int32_t slots = rnd_in(&r, 300, 1200);
+    int32_t slots = rnd_in(&r, 160, 1200);
     t->num_blocks = FOLIO_MAX(slots / t->block_size, 1);
     t->max_seqs = rnd_in(&r, 1, 12);
     t->max_batch = rnd_in(&r, t->max_seqs, 160);
-    t->watermark = rnd_in(&r, 0, 2);
+    t->watermark = rnd_in(&r, 0, 6);
     t->n_tenants = rnd_in(&r, 1, 3);
     for (int i = 0; i < t->n_tenants; i++) {
         t->tenants[i] =
@@ -127,8 +127,8 @@ static void run_trace(struct harness *h, const struct trace *t, bool unlimited, 
     /* "unlimited": room for every request of the trace at once */
     int32_t all = 1;
     for (int i = 0; i < t->n_req; i++)
-        all += t->reqs[i].n * FOLIO_DIV_CEIL(t->reqs[i].n_prompt + t->reqs[i].max_tokens,
-                                             t->block_size);
+        all += t->reqs[i].n *
+               FOLIO_DIV_CEIL(t->reqs[i].n_prompt + t->reqs[i].max_tokens, t->block_size);
     h_init(h, unlimited ? all : t->num_blocks, t->block_size, &c);
     h->vocab = 60;
     for (int i = 0; i < t->n_tenants; i++) {
