@@ -226,7 +226,7 @@ static void check_trace(uint64_t seed)
 static void test_random_traces(void **state)
 {
     (void)state;
-    int n = h_short() ? 25 : 150;
+    int n = h_short() ? 18 : 150;
     for (int i = 0; i < n; i++)
         check_trace((uint64_t)i);
 }
