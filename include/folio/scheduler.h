@@ -47,9 +47,11 @@
  *      (resume), then WAITING ones from the backlogged tenant with the least
  *      virtual token counter.  Admission takes the cached prefix
  *      (pager_seq_adopt_prefix; only uncached tokens are computed), and needs
- *      pages for its first chunk plus `watermark_blocks` still free, the
- *      tenant's limits, and room under max_seqs.  The first request that
- *      does not fit stops admission for this step (no overtaking).
+ *      pages for its first chunk (min(uncomputed tokens, leftover budget))
+ *      plus `watermark_blocks` still free (none when nothing is running),
+ *      the tenant's limits, and room under max_seqs.  The first request
+ *      that does not fit stops admission for this step (no overtaking),
+ *      except one stopped by its tenant's limits: that tenant is skipped.
  *
  * Preemption is by recompute: the victim's page tables are freed (full
  * computed blocks stay in the prefix cache, so resuming is often cheap) and
