@@ -300,6 +300,13 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
     if (!root)
         BAD(NULL, "request body is not valid JSON");
     int rc = 0;
+    for (; end && end < body + len; end++)
+        if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n') {
+            srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                              "request body has data after the JSON value");
+            rc = -EINVAL;
+            goto out;
+        }
     if (!cJSON_IsObject(root)) {
         srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
                           "request body must be a JSON object");

@@ -282,6 +282,7 @@ static int on_message_begin(llhttp_t *p)
     c->header_bytes = 0;
     c->reject_status = 0;
     c->msg_done = false;
+    c->in_msg = true;
     return 0;
 }
 
@@ -360,6 +361,7 @@ static int on_message_complete(llhttp_t *p)
 {
     struct srv_conn *c = PC(p);
     c->msg_done = true;
+    c->in_msg = false;
     c->keep_alive = llhttp_should_keep_alive(p);
     return HPE_PAUSED;
 }
@@ -475,7 +477,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         if (!c->comp && nread == UV_EOF && !c->close_after_write) {
             if (c->in_len)
                 process(c);
-            if (!c->closing && !c->comp && llhttp_finish(&c->parser) != HPE_OK &&
+            if (!c->closing && !c->comp && c->in_msg &&
                 !c->close_after_write) {
                 c->reject_status = 0;
                 parse_error(c, HPE_INVALID_EOF_STATE);

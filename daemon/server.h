@@ -56,7 +56,7 @@ struct srv_conn {
     struct srv_buf url, body, hfield, hval, auth;
     size_t header_bytes;
     int reject_status; /* 413 / 431 / 414 found while parsing */
-    bool msg_done, keep_alive;
+    bool msg_done, in_msg, keep_alive;
     /* serving */
     struct srv_comp *comp;
     bool closing, close_after_write;
