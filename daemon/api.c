@@ -96,10 +96,10 @@ bool srv_utf8_valid(const char *s, size_t n)
     return true;
 }
 
-#define BAD(param, ...)                                                                        \
-    do {                                                                                       \
-        srv_api_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__);        \
-        return -EINVAL;                                                                        \
+#define BAD(param, ...)                                                                            \
+    do {                                                                                           \
+        srv_api_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__);            \
+        return -EINVAL;                                                                            \
     } while (0)
 
 /* An integral JSON number in [lo, hi]. */
@@ -283,6 +283,18 @@ static int parse_bias(const cJSON *v, const struct eng_model_info *mi, struct sr
     return 0;
 }
 
+/* Fields accepted only with their no-op value; returns the name as a
+ * static string (error params must outlive the parsed JSON). */
+static const char *noop_field(const char *k)
+{
+    static const char *const names[] = {
+        "echo", "logprobs", "presence_penalty", "frequency_penalty", "best_of", "suffix"};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(names); i++)
+        if (!strcmp(k, names[i]))
+            return names[i];
+    return NULL;
+}
+
 int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi,
                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                    struct srv_api_error *err)
@@ -317,6 +329,7 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
     int64_t x;
     double d;
     bool max_tokens_set = false;
+    const char *noop_name;
     cJSON_ArrayForEach(it, root)
     {
         const char *k = it->string;
@@ -398,16 +411,14 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
                                   "'user' must be a string");
                 rc = -EINVAL;
             }
-        } else if (!strcmp(k, "echo") || !strcmp(k, "logprobs") ||
-                   !strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty") ||
-                   !strcmp(k, "best_of") || !strcmp(k, "suffix")) {
+        } else if ((noop_name = noop_field(k))) {
             /* accepted only as their no-op values */
             bool noop = cJSON_IsNull(it) || cJSON_IsFalse(it) ||
-                        (cJSON_IsNumber(it) && (it->valuedouble == 0 ||
-                                                (!strcmp(k, "best_of") && it->valuedouble == 1)));
+                        (cJSON_IsNumber(it) &&
+                         (it->valuedouble == 0 || (!strcmp(k, "best_of") && it->valuedouble == 1)));
             if (!noop) {
-                srv_api_error_set(err, 400, "invalid_request_error", k, NULL,
-                                  "'%s' is not supported", k);
+                srv_api_error_set(err, 400, "invalid_request_error", noop_name, NULL,
+                                  "'%s' is not supported", noop_name);
                 rc = -EINVAL;
             }
         } else {
@@ -441,8 +452,8 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
     for (int i = 0; i < p->n_prompts; i++) {
         int64_t need = (int64_t)p->prompt_lens[i] + p->max_tokens;
         if (need > mi->ctx_len) {
-            srv_api_error_set(err, 400, "invalid_request_error", max_tokens_set ? "max_tokens" : "prompt",
-                              "context_length_exceeded",
+            srv_api_error_set(err, 400, "invalid_request_error",
+                              max_tokens_set ? "max_tokens" : "prompt", "context_length_exceeded",
                               "This model's maximum context length is %d tokens. However, you "
                               "requested %lld tokens (%d in the prompt, %d for the completion).",
                               mi->ctx_len, (long long)need, p->prompt_lens[i], p->max_tokens);
@@ -452,6 +463,8 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
     }
 out:
     cJSON_Delete(root);
+    if (rc == -ENOMEM)
+        srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
     return rc;
 }
 

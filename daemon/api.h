@@ -33,7 +33,7 @@ struct srv_api_error {
 
 struct srv_comp_params {
     int n_prompts;
-    int32_t **prompts;   /* [n_prompts][prompt_lens[i]] token ids */
+    int32_t **prompts; /* [n_prompts][prompt_lens[i]] token ids */
     int32_t *prompt_lens;
     int32_t max_tokens;
     float temperature, top_p;

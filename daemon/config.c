@@ -59,8 +59,8 @@ static const struct opt opts[] = {
      "token budget of one step"},
     {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step"},
     {"threads", OPT_INT, 1, 1024, "1", NULL, F(threads), "N", "compute threads"},
-    {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid),
-     "default|refuse", "peers whose uid names no tenant: serve as 'default', or refuse (403)"},
+    {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid), "default|refuse",
+     "peers whose uid names no tenant: serve as 'default', or refuse (403)"},
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",
      "largest request body (413 beyond)"},
     {"max-pending-output", OPT_SIZE, 4096, 1 << 30, "1M", NULL, F(max_pending_output), "SIZE",
@@ -362,8 +362,7 @@ static int ini_finish(struct ini_ctx *c, int rc)
     return 0;
 }
 
-int srv_config_parse_ini_string(struct srv_config *cfg, const char *text, char *err,
-                                size_t errlen)
+int srv_config_parse_ini_string(struct srv_config *cfg, const char *text, char *err, size_t errlen)
 {
     if (!cfg->n_tenants && tenant_add(cfg, "default", err, errlen) < 0)
         return -ENOMEM;
@@ -402,7 +401,8 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
         size_t hl = (size_t)(colon - cfg->listen);
         if (!((hl == 9 && !strncmp(cfg->listen, "localhost", 9)) ||
               !strncmp(cfg->listen, "127.", 4) || (hl == 5 && !strncmp(cfg->listen, "[::1]", 5)))) {
-            errf(err, errlen, "--listen: '%s' is not a loopback address (127.x.y.z, [::1], localhost)",
+            errf(err, errlen,
+                 "--listen: '%s' is not a loopback address (127.x.y.z, [::1], localhost)",
                  cfg->listen);
             return -EINVAL;
         }
@@ -411,8 +411,8 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
         for (int b = a + 1; b < cfg->n_tenants; b++) {
             const struct srv_tenant_cfg *x = &cfg->tenants[a], *y = &cfg->tenants[b];
             if (x->uid >= 0 && x->uid == y->uid) {
-                errf(err, errlen, "tenants '%s' and '%s' have the same uid %lld", x->name,
-                     y->name, (long long)x->uid);
+                errf(err, errlen, "tenants '%s' and '%s' have the same uid %lld", x->name, y->name,
+                     (long long)x->uid);
                 return -EINVAL;
             }
             if (x->api_key && y->api_key && !strcmp(x->api_key, y->api_key)) {

@@ -38,7 +38,7 @@ struct srv_config {
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections;
     bool help, dump;
-    uint64_t set_mask; /* bit i: option i of the table was given explicitly */
+    uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
     struct srv_tenant_cfg *tenants; /* [n_tenants]; [0] is "default" */
     int n_tenants;
 };
@@ -48,8 +48,7 @@ struct srv_config {
  * the option in err.  On error cfg is still safe to srv_config_free. */
 int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, size_t errlen);
 /* Parses an INI text (as a config file) on top of cfg; for tests. */
-int srv_config_parse_ini_string(struct srv_config *cfg, const char *text, char *err,
-                                size_t errlen);
+int srv_config_parse_ini_string(struct srv_config *cfg, const char *text, char *err, size_t errlen);
 void srv_config_free(struct srv_config *cfg);
 void srv_config_help(FILE *out);
 /* Writes the effective configuration as an INI file. */

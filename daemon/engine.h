@@ -122,9 +122,8 @@ struct eng_backend_ops {
 };
 
 /* Creates a backend from the configuration; err gets a message on failure. */
-typedef int (*eng_backend_factory)(const struct srv_config *cfg,
-                                   const struct eng_backend_ops **ops, void **b, char *err,
-                                   size_t errlen);
+typedef int (*eng_backend_factory)(const struct srv_config *cfg, const struct eng_backend_ops **ops,
+                                   void **b, char *err, size_t errlen);
 
 /* ---- the driver (engine.c) ------------------------------------------- */
 

@@ -29,8 +29,8 @@
 #include "folio/common.h"
 #include "server.h"
 
-#define MAX_URL     8192
-#define MAX_HEADERS 65536
+#define MAX_URL                 8192
+#define MAX_HEADERS             65536
 #define MAX_BUFFERED_WHILE_BUSY 65536
 
 struct wreq {
@@ -477,8 +477,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         if (!c->comp && nread == UV_EOF && !c->close_after_write) {
             if (c->in_len)
                 process(c);
-            if (!c->closing && !c->comp && c->in_msg &&
-                !c->close_after_write) {
+            if (!c->closing && !c->comp && c->in_msg && !c->close_after_write) {
                 c->reject_status = 0;
                 parse_error(c, HPE_INVALID_EOF_STATE);
                 uv_read_stop(st);

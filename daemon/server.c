@@ -112,8 +112,8 @@ static bool stop_scan(struct srv_choice *ch, size_t from)
     for (int i = 0; i < comp->p.n_stop; i++) {
         if (ch->text.len < comp->p.stop_len[i])
             continue;
-        const char *hit = memmem(ch->text.p + from, ch->text.len - from, comp->p.stop[i],
-                                 comp->p.stop_len[i]);
+        const char *hit =
+            memmem(ch->text.p + from, ch->text.len - from, comp->p.stop[i], comp->p.stop_len[i]);
         if (hit && (size_t)(hit - ch->text.p) < best)
             best = (size_t)(hit - ch->text.p);
     }
@@ -127,8 +127,9 @@ static bool stop_scan(struct srv_choice *ch, size_t from)
 
 static void chunk_head(struct srv_buf *b, const struct srv_comp *comp)
 {
-    srv_buf_printf(b, "data: {\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,"
-                      "\"model\":",
+    srv_buf_printf(b,
+                   "data: {\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,"
+                   "\"model\":",
                    comp->id, (long long)comp->created);
     srv_buf_json_str(b, comp->srv->mi.name, strlen(comp->srv->mi.name));
 }
@@ -409,8 +410,8 @@ static void route_completions(struct srv_conn *c)
     comp->srv = s;
     comp->t_arrival = folio_now_ns();
     s->n_comps++;
-    if (srv_comp_parse(c->body.p ? c->body.p : "", c->body.len, &s->mi, tokenize_hook, s,
-                       &comp->p, &e)) {
+    if (srv_comp_parse(c->body.p ? c->body.p : "", c->body.len, &s->mi, tokenize_hook, s, &comp->p,
+                       &e)) {
         srv_http_error(c, &e, NULL);
         comp_free(comp);
         return;
@@ -423,8 +424,8 @@ static void route_completions(struct srv_conn *c)
         if (ts.waiting + n_choices > tc->max_waiting) {
             s->tm[tenant].rejected_429++;
             srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
-                              "tenant '%s' has %lld requests waiting (max_waiting %lld)",
-                              tc->name, (long long)ts.waiting, (long long)tc->max_waiting);
+                              "tenant '%s' has %lld requests waiting (max_waiting %lld)", tc->name,
+                              (long long)ts.waiting, (long long)tc->max_waiting);
             srv_http_error(c, &e, "Retry-After: 1\r\n");
             comp_free(comp);
             return;
@@ -442,7 +443,8 @@ static void route_completions(struct srv_conn *c)
     comp->created = (int64_t)time(NULL);
     snprintf(comp->id, sizeof(comp->id), "cmpl-%llx%06llx", (unsigned long long)s->started_at,
              (unsigned long long)++s->next_id);
-    uint64_t base_seed = comp->p.has_seed ? comp->p.seed : (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
+    uint64_t base_seed =
+        comp->p.has_seed ? comp->p.seed : (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < n_choices; i++) {
         struct srv_choice *ch = &comp->ch[i];
         int pi = i / comp->p.n;
@@ -533,10 +535,9 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
          (double)st.tokens_held},
         {"folio_kv_slots_empty", "gauge", "Token slots allocated but not yet filled.",
          (double)st.slots_empty},
-        {"folio_kv_block_size_tokens", "gauge", "Token slots per KV block.",
-         (double)st.block_size},
-        {"folio_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-         (double)st.prefix_queries},
+        {"folio_kv_block_size_tokens", "gauge", "Token slots per KV block.", (double)st.block_size},
+        {"folio_prefix_cache_queries_total", "counter",
+         "Prompt tokens looked up in the prefix cache.", (double)st.prefix_queries},
         {"folio_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
          (double)st.prefix_hits},
         {"folio_steps_total", "counter", "Engine steps run.", s->steps_total},
@@ -546,8 +547,7 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
          "Requests aborted because their client went away.", s->disconnects_total},
         {"folio_slow_reader_drops_total", "counter",
          "Connections dropped for leaving too much output unread.", s->dropped_slow_total},
-        {"folio_draining", "gauge", "1 while the server drains for shutdown.",
-         s->draining ? 1 : 0},
+        {"folio_draining", "gauge", "1 while the server drains for shutdown.", s->draining ? 1 : 0},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(g); i++) {
         srv_prom_family(b, g[i].name, g[i].type, g[i].help);
@@ -582,13 +582,13 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
     for (int t = 0; t < nt; t++)
         s->ops->tenant_stats(s->backend, t, &ts[t]);
     char lab[256];
-#define TENANT_SERIES(NAME, TYPE, HELP, EXPR)                                                   \
-    do {                                                                                       \
-        srv_prom_family(b, NAME, TYPE, HELP);                                                  \
-        for (int t = 0; t < nt; t++) {                                                         \
-            tenant_label(s, t, lab, sizeof(lab));                                              \
-            srv_prom_sample(b, NAME, lab, (double)(EXPR));                                     \
-        }                                                                                      \
+#define TENANT_SERIES(NAME, TYPE, HELP, EXPR)                                                      \
+    do {                                                                                           \
+        srv_prom_family(b, NAME, TYPE, HELP);                                                      \
+        for (int t = 0; t < nt; t++) {                                                             \
+            tenant_label(s, t, lab, sizeof(lab));                                                  \
+            srv_prom_sample(b, NAME, lab, (double)(EXPR));                                         \
+        }                                                                                          \
     } while (0)
     TENANT_SERIES("folio_tenant_requests_running", "gauge", "Running requests per tenant.",
                   ts[t].running);
@@ -598,8 +598,8 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
                   ts[t].blocks_used);
     TENANT_SERIES("folio_tenant_prompt_tokens_total", "counter", "Prompt tokens per tenant.",
                   s->tm[t].prompt_tokens);
-    TENANT_SERIES("folio_tenant_generation_tokens_total", "counter",
-                  "Generated tokens per tenant.", s->tm[t].generation_tokens);
+    TENANT_SERIES("folio_tenant_generation_tokens_total", "counter", "Generated tokens per tenant.",
+                  s->tm[t].generation_tokens);
     TENANT_SERIES("folio_tenant_rejected_requests_total", "counter",
                   "Requests refused with 429 per tenant.", s->tm[t].rejected_429);
 #undef TENANT_SERIES
@@ -628,19 +628,18 @@ void srv_kv_render(struct srv *s, struct srv_buf *b)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
-    srv_buf_printf(b,
-                   "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
-                   "\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%lld,\"cached\":%lld},"
-                   "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
-                   "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
-                   "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
-                   (long long)st.block_size, (long long)st.blocks_total,
-                   (long long)st.bytes_per_block, st.kv_dtype ? st.kv_dtype : "f32",
-                   (long long)st.blocks_free, (long long)st.blocks_used,
-                   (long long)st.blocks_cached, (long long)st.tokens_held,
-                   (long long)st.slots_empty, (long long)st.running, (long long)st.waiting,
-                   (long long)st.preempted, (long long)st.preemptions_total,
-                   (long long)st.prefix_queries, (long long)st.prefix_hits);
+    srv_buf_printf(
+        b,
+        "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
+        "\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%lld,\"cached\":%lld},"
+        "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
+        "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
+        "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
+        (long long)st.block_size, (long long)st.blocks_total, (long long)st.bytes_per_block,
+        st.kv_dtype ? st.kv_dtype : "f32", (long long)st.blocks_free, (long long)st.blocks_used,
+        (long long)st.blocks_cached, (long long)st.tokens_held, (long long)st.slots_empty,
+        (long long)st.running, (long long)st.waiting, (long long)st.preempted,
+        (long long)st.preemptions_total, (long long)st.prefix_queries, (long long)st.prefix_hits);
     for (int t = 0; t < s->cfg->n_tenants; t++) {
         struct eng_tenant_stats ts;
         s->ops->tenant_stats(s->backend, t, &ts);
@@ -704,7 +703,8 @@ void srv_route(struct srv_conn *c)
     bool head = method == HTTP_HEAD && routes[r].method == HTTP_GET;
     if (method != routes[r].method && !head) {
         char allow[64];
-        snprintf(allow, sizeof(allow), "Allow: %s\r\n", routes[r].method == HTTP_GET ? "GET" : "POST");
+        snprintf(allow, sizeof(allow), "Allow: %s\r\n",
+                 routes[r].method == HTTP_GET ? "GET" : "POST");
         srv_api_error_set(&e, 405, "invalid_request_error", NULL, NULL, "%s is not allowed on %s",
                           llhttp_method_name((llhttp_method_t)method), routes[r].path);
         srv_http_error(c, &e, allow);
@@ -945,9 +945,8 @@ static void on_step(void *user, const struct srv_engine_step_stats *st)
     srv_hist_observe(&s->step_tokens, st->tokens);
 }
 
-static const double lat_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-                                    0.25,  0.5,    0.75,  1.0,  2.5,  5.0,  7.5,  10.0, 20.0,
-                                    40.0,  80.0};
+static const double lat_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,
+                                    0.5,   0.75,   1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 static const double tok_bounds[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
 
 int srv_main(int argc, char **argv, eng_backend_factory factory)

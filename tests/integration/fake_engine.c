@@ -55,7 +55,7 @@ struct slice {
 
 struct fake {
     int32_t nb, bs, max_seqs, budget;
-    uint8_t *bstate;                 /* PAGER_BLOCK_* */
+    uint8_t *bstate; /* PAGER_BLOCK_* */
     int32_t *btokens, *free_stack, n_free;
     uint64_t *bowner;
     uint32_t *btenant;
@@ -231,8 +231,7 @@ static void running_remove(struct fake *f, int i)
     f->n_running--;
 }
 
-static void q_finish(struct fake *f, struct fq *q, const struct eng_events *ev,
-                     enum eng_finish why)
+static void q_finish(struct fake *f, struct fq *q, const struct eng_events *ev, enum eng_finish why)
 {
     blocks_release(f, q);
     struct eng_req *r = q->r;
