@@ -16,4 +16,6 @@ struct folio_cmd {
 extern const struct folio_cmd folio_cmds[];
 extern const int folio_n_cmds;
 
+int cmd_complete(int argc, char **argv);
+
 #endif

@@ -125,6 +125,16 @@ for m in folio_kv_num_blocks folio_kv_blocks_used folio_kv_blocks_free folio_kv_
 done
 ok "metric names"
 
+# folio complete: non-stream and stream print the same text; errors exit 1
+a=$("$FOLIO" complete --socket "$SOCK" --max-tokens 9 --temperature 0 --tokens 4,5,6 | od -An -tx1)
+b=$("$FOLIO" complete --socket "$SOCK" --max-tokens 9 --temperature 0 --stream --tokens 4,5,6 | od -An -tx1)
+want=$(curl -s --unix-socket "$SOCK" -d '{"prompt":[4,5,6],"max_tokens":9,"temperature":0}' http://x/v1/completions | jq -j '.choices[0].text' | od -An -tx1)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "folio complete: stream and non-stream differ"
+[ "$a" = "$want 0a" ] || [ "$(echo $a)" = "$(echo $want 0a)" ] || fail "folio complete text differs from the API's"
+out=$("$FOLIO" complete --socket "$SOCK" "hello" 2>&1) && fail "text prompt: exit 0"
+grep -q "token ids" <<<"$out" || fail "folio complete error message: $out"
+ok "folio complete (text, --stream, errors)"
+
 # --- SIGTERM drain: exit 0, socket removed ---------------------------------
 stop_daemon || fail "exit status $? after SIGTERM"
 [ -e "$SOCK" ] && fail "socket left behind"
