@@ -477,12 +477,17 @@ static void route_completions(struct srv_conn *c)
                 comp->ch[j].stopped = true;
                 srv_engine_abort(s->eng, &comp->ch[j].er);
             }
-            srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
-                              "request cannot be scheduled: %s",
-                              rc == -EINVAL ? "it needs more KV cache than this server (or its "
-                                              "tenant) may hold"
-                                            : strerror(-rc));
-            srv_http_error(c, &e, NULL);
+            if (rc == -EBUSY) {
+                s->tm[tenant].rejected_429++;
+                srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
+                                  "tenant '%s' has too many requests waiting", tc->name);
+            } else
+                srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
+                                  "request cannot be scheduled: %s",
+                                  rc == -EINVAL ? "it needs more KV cache than this server (or "
+                                                  "its tenant) may hold"
+                                                : strerror(-rc));
+            srv_http_error(c, &e, rc == -EBUSY ? "Retry-After: 1\r\n" : NULL);
             if (i == 0)
                 comp_free(comp);
             else
