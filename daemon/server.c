@@ -725,8 +725,8 @@ void srv_route(struct srv_conn *c)
         srv_buf_json_str(&b, s->mi.name, strlen(s->mi.name));
         srv_buf_printf(&b,
                        ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
-                       "\"max_model_len\":%d}]}\n",
-                       (long long)s->started_at, s->mi.ctx_len);
+                       "\"max_model_len\":%d,\"vocab_size\":%d}]}\n",
+                       (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab);
         respond_buf(c, 200, "application/json", &b);
         return;
     case 2:

@@ -64,7 +64,8 @@ async function waitIdle(ms = 10000) {
   }
 }
 
-const prompt = (i, len = 12) => Array.from({ length: len }, (_, k) => (i * 31 + k * 7) % 500 + 3);
+let VOCAB = 512;
+const prompt = (i, len = 12) => Array.from({ length: len }, (_, k) => (i * 31 + k * 7) % (VOCAB - 3) + 3);
 
 const scenarios = {
   // N concurrent streams, each with its own max_tokens; counts must match.
@@ -290,4 +291,5 @@ async function metric(name) {
 }
 
 if (!scenarios[scenario]) fail('unknown scenario ' + scenario);
-scenarios[scenario]().then(() => process.exit(0), (e) => fail(e.stack || String(e)));
+request('GET', '/v1/models').then((r) => { VOCAB = Math.min(JSON.parse(r.body).data[0].vocab_size, 4096); })
+  .then(() => scenarios[scenario]()).then(() => process.exit(0), (e) => fail(e.stack || String(e)));

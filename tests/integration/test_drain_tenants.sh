@@ -69,3 +69,17 @@ $C tenants "$SOCK" 127.0.0.1 "$port" || fail tenants
 curl -s --unix-socket "$SOCK" http://x/metrics >"$T/m.txt"
 if command -v promtool >/dev/null; then promtool check metrics <"$T/m.txt" || fail "promtool with tenants"; fi
 stop_daemon || fail "exit status"
+
+# --- tenants by peer uid (SO_PEERCRED) on the Unix socket -------------------
+printf '[foliod]\nkv-blocks = 256\nunknown-uid = refuse\n[tenant.me]\nuid = %s\n' "$(id -u)" >"$T/uid.ini"
+start_daemon "$FOLIOD_FAKE" --config "$T/uid.ini"
+r=$(req POST /v1/completions '{"prompt":[1,2],"max_tokens":4}')
+[ "$(status_of "$r")" = 200 ] || fail "uid tenant: $r"
+grep -q 'folio_tenant_generation_tokens_total{tenant="me"} 4' <<<"$(curl -s --unix-socket "$SOCK" http://x/metrics)" || fail "uid tenant metrics"
+stop_daemon || fail "exit status"
+printf '[foliod]\nkv-blocks = 256\nunknown-uid = refuse\n[tenant.other]\nuid = 4000000\n' >"$T/uid2.ini"
+start_daemon "$FOLIOD_FAKE" --config "$T/uid2.ini"
+r=$(req POST /v1/completions '{"prompt":[1,2],"max_tokens":4}')
+[ "$(status_of "$r")" = 403 ] || fail "unknown uid with refuse: $(status_of "$r")"
+stop_daemon || fail "exit status"
+ok "tenant by peer uid; unknown uid refused (403) with unknown-uid = refuse"

@@ -25,7 +25,7 @@ grep -q "\[tenant.alice\]" <<<"$out" || fail "dump lacks tenant"
 printf '[tenant.bob]\nweight = 0\n' >"$T/bad.ini"
 out=$("$FOLIOD_FAKE" --config "$T/bad.ini" --socket "$SOCK" 2>&1) && fail "bad tenant weight accepted"
 grep -q "weight" <<<"$out" || fail "message does not name weight: $out"
-"$FOLIOD_FAKE" --help | grep -q -- "--kv-blocks" || fail "--help lacks --kv-blocks"
+grep -q -- "--kv-blocks" <<<"$("$FOLIOD_FAKE" --help)" || fail "--help lacks --kv-blocks"
 ok "config validation"
 
 # --- stale socket is replaced ---------------------------------------------

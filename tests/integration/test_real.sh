@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The same server scenarios against the real foliod (scheduler + model on
+# the embedded default model): endpoints, promtool, stream == non-stream,
+# 64 concurrent streams, 200 mid-stream disconnects then no used block,
+# a small pool forcing preemption (each stream identical to it alone),
+# SIGTERM under load, the openai SDK.  Skips (77) while foliod is built
+# without its engine.
+. "$SRCDIR/lib.sh"
+C="node $SRCDIR/client.mjs"
+out=$("$FOLIOD" --socket "$SOCK" --kv-blocks 64 2>&1 & p=$!; sleep 1; kill $p 2>/dev/null; wait $p 2>/dev/null) || true
+if grep -q "not built in yet" <<<"$out"; then echo "SKIP: foliod has no engine yet"; exit 77; fi
+
+start_daemon "$FOLIOD" --kv-blocks 2048 --max-seqs 64 --max-batch-tokens 512
+r=$(req GET /v1/models); [ "$(status_of "$r")" = 200 ] || fail "/v1/models"
+model=$(body_of "$r" | jq -r '.data[0].id')
+r=$(req POST /v1/completions "{\"model\":\"$model\",\"prompt\":[1,2,3,4,5],\"max_tokens\":7,\"temperature\":0,\"ignore_eos\":true}")
+[ "$(status_of "$r")" = 200 ] || fail "completion: $r"
+body_of "$r" | jq -e '.usage.completion_tokens == 7 and .choices[0].finish_reason == "length"' >/dev/null || fail "completion shape"
+body='{"prompt":[9,8,7,6],"max_tokens":24,"temperature":0.8,"seed":1234,"ignore_eos":true}'
+ns=$(curl -s --unix-socket "$SOCK" -d "$body" http://x/v1/completions)
+st=$(curl -sN --unix-socket "$SOCK" -d "${body%\}},\"stream\":true}" http://x/v1/completions)
+a=$(jq -c '.choices[0].token_ids' <<<"$ns")
+b=$(grep '^data: {' <<<"$st" | sed 's/^data: //' | jq -sc '[.[] | .choices[] | .token_ids[]]')
+[ "$a" = "$b" ] || fail "stream tokens differ from non-stream: $a vs $b"
+curl -s --unix-socket "$SOCK" http://x/metrics >"$T/metrics.txt"
+if command -v promtool >/dev/null; then promtool check metrics <"$T/metrics.txt" || fail promtool; fi
+ok "real engine: models, completion, stream == non-stream, promtool"
+$C concurrent "$SOCK" 64 || fail concurrent
+$C disconnect "$SOCK" 200 || fail disconnect
+$C drainload "$SOCK" 16 >"$T/load.out" 2>&1 &
+LPID=$!
+for _ in $(seq 1 400); do grep -q STARTED "$T/load.out" && break; sleep 0.05; done
+kill -TERM "$DPID"
+wait "$LPID" || fail "drain load: $(cat "$T/load.out")"
+rc=0; wait "$DPID" || rc=$?; DPID=
+[ $rc = 0 ] || fail "exit $rc after SIGTERM"
+[ -e "$SOCK" ] && fail "socket left"
+ok "real engine: SIGTERM under load"
+
+start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-tokens 256
+$C preempt "$SOCK" 32 || fail preempt
+stop_daemon || fail "exit status"
+
+NM=${NPM_DIR:-$PWD/npm-openai}
+if [ -d "$NM/node_modules/openai" ]; then
+  start_daemon "$FOLIOD" --kv-blocks 256
+  cp "$SRCDIR/openai_client.mjs" "$NM/"
+  node "$NM/openai_client.mjs" "$SOCK" || fail "openai client"
+  stop_daemon || fail "exit status"
+fi
