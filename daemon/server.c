@@ -705,8 +705,7 @@ void srv_route(struct srv_conn *c)
         srv_http_error(c, &e, NULL);
         return;
     }
-    bool head = method == HTTP_HEAD && routes[r].method == HTTP_GET;
-    if (method != routes[r].method && !head) {
+    if (method != routes[r].method) {
         char allow[64];
         snprintf(allow, sizeof(allow), "Allow: %s\r\n",
                  routes[r].method == HTTP_GET ? "GET" : "POST");

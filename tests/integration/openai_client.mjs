@@ -13,11 +13,11 @@ const client = new OpenAI({
 
 const models = await client.models.list();
 const model = models.data[0].id;
-const c = await client.completions.create({ model, prompt: [1, 2, 3, 4], max_tokens: 12, temperature: 0 });
+const c = await client.completions.create({ model, prompt: [1, 2, 3, 4], max_tokens: 12, temperature: 0, ignore_eos: true });
 if (c.choices.length !== 1 || c.usage.completion_tokens !== 12 || c.choices[0].finish_reason !== 'length')
   fail('completion: ' + JSON.stringify(c));
 const stream = await client.completions.create({
-  model, prompt: [1, 2, 3, 4], max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true },
+  model, prompt: [1, 2, 3, 4], max_tokens: 12, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true },
 });
 let text = '', chunks = 0, usage = null, finish = null;
 for await (const ch of stream) {
