@@ -47,7 +47,9 @@
  *
  * Threading: not thread-safe.  One thread (the daemon's loop thread) owns
  * the pager; a running model step only reads the page tables and writes
- * K/V into slots reserved for it before the step started.
+ * K/V into slots reserved for it before the step started.  The read-only
+ * calls pager_stats_get, pager_block_info_get and pager_check use private
+ * scratch memory: call them from the owning thread too.
  */
 #ifndef FOLIO_PAGER_H
 #define FOLIO_PAGER_H
@@ -166,7 +168,11 @@ int32_t pager_seq_blocks_needed(const pager_t *pg, const pager_seq_t *seq, int32
 int pager_seq_append(pager_t *pg, pager_seq_t *seq, const int32_t *tokens, int32_t n);
 
 /* Declares tokens [0, n_computed) of seq computed (their K/V written).
- * Full blocks inside that range enter the prefix cache.  Monotonic. */
+ * Full blocks inside that range enter the prefix cache.  Monotonic
+ * (n_computed is clamped to the length).  A newly computed full block
+ * whose exact content (salt, whole token prefix) is already cached in
+ * another block is replaced in seq's block table by that cached block and
+ * released (the K/V are the same), so the block table may change. */
 void pager_seq_mark_computed(pager_t *pg, pager_seq_t *seq, int32_t n_computed);
 
 /* Shrinks seq to n tokens (n <= length), releasing blocks past the end. */

@@ -1,0 +1,1104 @@
+/*
+ * pager/pager.c — the KV block pool, page tables, prefix cache and
+ * copy-on-write (contract: include/folio/pager.h).
+ *
+ * What it owns.  One arena of N blocks (64-byte aligned, allocated once),
+ * the metadata of every block (struct pager_block, pager_internal.h), the
+ * token ids written into every slot (btok[N][B]), a chained hash of fixed
+ * capacity (the prefix cache) and every live page table (struct pager_seq).
+ *
+ * Block life cycle.
+ *
+ *        alloc (free list pop, or evict the LRU head out of the hash)
+ *   FREE ────────────────────────────► USED ◄──── prefix hit ─── CACHED
+ *    ▲                                  │ refcount → 0              ▲
+ *    └──────── not hashed ◄─────────────┴────────► hashed ──────────┘
+ *
+ * A block's refcount is the number of page tables that hold it.  A table
+ * with n tokens holds ceil(n / B) blocks; every block but the last is full
+ * for it.  A block is written only while its refcount is 1 and it is not in
+ * the hash: a shared or hashed last block is copied first (copy-on-write:
+ * one memcpy of the block's arena bytes and of its token ids).
+ *
+ * Prefix cache.  When a table's block i is full and computed it enters the
+ * hash with key = H(key of block i-1 (or a seed of the salt at i = 0),
+ * its B token ids, salt).  Its identity is (salt, parent block id, token
+ * ids); lookups compare that identity, never only the key, so a key
+ * collision can never return a wrong block.  Parent ids are exact because:
+ *   - the hash holds at most one block per identity: a table whose newly
+ *     computed block duplicates a hashed one switches to the hashed block
+ *     and releases its own copy (dedupe).  A table's blocks [0, nh) are a
+ *     hashed chain (each one's parent is the table's block i-1); hashing
+ *     proceeds in order and stops at a duplicate that fork siblings still
+ *     share (switching it for one holder only would leave the others
+ *     holding hashed children without their parent), retried at the next
+ *     mark_computed;
+ *   - every holder of a hashed block also holds its parent (tables are
+ *     prefixes), so refcount(parent) >= refcount(child), and blocks are
+ *     released last-to-first, so a cached child is always older in the LRU
+ *     than its cached parent.  Eviction takes the LRU head, hence always a
+ *     leaf: a hashed block's parent is always hashed, and a block id in the
+ *     hash never names stale content.
+ * The hash is therefore exactly a prefix-closed set of (salt, token prefix)
+ * entries, which is what tests/test_pager_diff.c models naively.
+ *
+ * Invariants (pager_check verifies all of them):
+ *   free + used + cached = total; FREE blocks are exactly those on the free
+ *   list, CACHED blocks exactly those on the LRU (hashed, refcount 0);
+ *   refcount = number of tables holding the block; nfull = number of tables
+ *   using all its slots; table nb = ceil(len / B); the token ids of a table
+ *   equal the btok of its slots; its blocks [0, nh) are hashed, and every
+ *   hashed block it holds has parent = its previous block; a hashed block's
+ *   parent is hashed and holds at least as many references; cached children
+ *   are older on the LRU than cached parents; keys recompute; no two hashed
+ *   blocks share an identity.
+ *
+ * Stats: slots_empty counts, once per partial physical block, block_size
+ * minus the most slots any holder uses; only a table's last block can be
+ * partial for it, and nfull > 0 marks a block some holder uses fully, so
+ * pager_stats_get walks the live tables' last blocks, not the pool.
+ *
+ * No allocation on the hot path: blocks come from preallocated metadata;
+ * page tables grow their arrays geometrically (that may fail with -ENOMEM,
+ * before anything changes).  Every mutating call is all or nothing.
+ *
+ * Threading: none.  The owner (the daemon's loop thread) serialises calls.
+ * With FOLIO_CHECKS, pager_check runs after every mutating call and a
+ * violation aborts the process.
+ */
+#include "pager_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL PAGER_NIL
+
+/* ---- invariant hook ---------------------------------------------------- */
+
+#if FOLIO_CHECKS
+static void checked(const pager_t *pg)
+{
+    char msg[256];
+    if (pager_check(pg, msg, sizeof msg) != 0) {
+        /* A broken invariant is a bug: crash loudly with the reason. */
+        fprintf(stderr, "pager_check failed: %s\n", msg);
+        abort();
+    }
+}
+#define CHECKED(pg) checked(pg)
+#else
+#define CHECKED(pg) ((void)0)
+#endif
+
+/* ---- hashing ----------------------------------------------------------- */
+
+__extension__ typedef unsigned __int128 u128;
+
+/* 64x64 -> 128 multiply folded to 64 bits: a fast, well-mixing step. */
+static inline uint64_t mix(uint64_t a, uint64_t b)
+{
+    u128 r = (u128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+#define HC0 0x9e3779b97f4a7c15ull
+#define HC1 0xd1b54a32d192ed03ull
+#define HC2 0x8cb92ba72f3d8dd7ull
+#define HC3 0xb492b66fbe98f273ull
+#define HC4 0xf1357aea2e62a9c5ull
+
+uint64_t pager__salt_seed(uint64_t salt)
+{
+    return mix(salt ^ HC0, HC1);
+}
+
+uint64_t pager__block_key(uint64_t parent_key, const int32_t *tokens, int32_t n, uint64_t salt)
+{
+    uint64_t h = mix(parent_key ^ HC2, salt ^ HC3);
+    int32_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        uint64_t w = (uint64_t)(uint32_t)tokens[i] | (uint64_t)(uint32_t)tokens[i + 1] << 32;
+        h = mix(w ^ HC1, h ^ HC4);
+    }
+    if (i < n)
+        h = mix((uint64_t)(uint32_t)tokens[i] ^ HC0, h ^ HC4);
+    return mix(h ^ (uint64_t)n, HC2);
+}
+
+static inline uint64_t key_of(const pager_t *pg, uint64_t parent_key, const int32_t *tokens,
+                              uint64_t salt)
+{
+    return pager__block_key(parent_key, tokens, pg->bs, salt) & pg->key_mask;
+}
+
+static inline uint32_t bucket_of(const pager_t *pg, uint64_t key)
+{
+    return (uint32_t)(key ^ (key >> 32)) & pg->bucket_mask;
+}
+
+static inline int32_t *btok_of(const pager_t *pg, int32_t b)
+{
+    return pg->btok + (size_t)b * (size_t)pg->bs;
+}
+
+/* The hashed block with this exact identity, or NIL. */
+static int32_t hash_find(const pager_t *pg, uint64_t key, uint64_t salt, int32_t parent,
+                         const int32_t *tokens)
+{
+    for (int32_t b = pg->buckets[bucket_of(pg, key)]; b != NIL; b = pg->blk[b].hnext) {
+        const struct pager_block *m = &pg->blk[b];
+        if (m->key == key && m->salt == salt && m->parent == parent &&
+            memcmp(btok_of(pg, b), tokens, (size_t)pg->bs * sizeof(int32_t)) == 0)
+            return b;
+    }
+    return NIL;
+}
+
+static void hash_insert(pager_t *pg, int32_t b, uint64_t key, uint64_t parent_key, uint64_t salt,
+                        int32_t parent)
+{
+    struct pager_block *m = &pg->blk[b];
+    uint32_t h = bucket_of(pg, key);
+    m->hashed = 1;
+    m->key = key;
+    m->parent_key = parent_key;
+    m->salt = salt;
+    m->parent = parent;
+    m->hprev = NIL;
+    m->hnext = pg->buckets[h];
+    if (m->hnext != NIL)
+        pg->blk[m->hnext].hprev = b;
+    pg->buckets[h] = b;
+    pg->nhashed++;
+}
+
+static void hash_remove(pager_t *pg, int32_t b)
+{
+    struct pager_block *m = &pg->blk[b];
+    if (m->hprev != NIL)
+        pg->blk[m->hprev].hnext = m->hnext;
+    else
+        pg->buckets[bucket_of(pg, m->key)] = m->hnext;
+    if (m->hnext != NIL)
+        pg->blk[m->hnext].hprev = m->hprev;
+    m->hprev = m->hnext = NIL;
+    m->hashed = 0;
+    pg->nhashed--;
+}
+
+/* ---- free list and LRU -------------------------------------------------- */
+
+static void free_push(pager_t *pg, int32_t b)
+{
+    struct pager_block *m = &pg->blk[b];
+    m->prev = NIL;
+    m->next = pg->free_head;
+    if (m->next != NIL)
+        pg->blk[m->next].prev = b;
+    pg->free_head = b;
+    m->state = PAGER_BLOCK_FREE;
+    pg->nfree++;
+}
+
+static int32_t free_pop(pager_t *pg)
+{
+    int32_t b = pg->free_head;
+    pg->free_head = pg->blk[b].next;
+    if (pg->free_head != NIL)
+        pg->blk[pg->free_head].prev = NIL;
+    pg->blk[b].next = NIL;
+    pg->nfree--;
+    return b;
+}
+
+static void lru_push_tail(pager_t *pg, int32_t b)
+{
+    struct pager_block *m = &pg->blk[b];
+    m->next = NIL;
+    m->prev = pg->lru_tail;
+    if (m->prev != NIL)
+        pg->blk[m->prev].next = b;
+    else
+        pg->lru_head = b;
+    pg->lru_tail = b;
+    m->state = PAGER_BLOCK_CACHED;
+    pg->ncached++;
+}
+
+static void lru_remove(pager_t *pg, int32_t b)
+{
+    struct pager_block *m = &pg->blk[b];
+    if (m->prev != NIL)
+        pg->blk[m->prev].next = m->next;
+    else
+        pg->lru_head = m->next;
+    if (m->next != NIL)
+        pg->blk[m->next].prev = m->prev;
+    else
+        pg->lru_tail = m->prev;
+    m->prev = m->next = NIL;
+    pg->ncached--;
+}
+
+/* ---- block references ---------------------------------------------------- */
+
+/* A fresh, writable block for seq (the caller checked availability):
+ * the free list first, else the least recently used cached block. */
+static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq)
+{
+    int32_t b;
+    if (pg->free_head != NIL) {
+        b = free_pop(pg);
+    } else {
+        b = pg->lru_head;
+        lru_remove(pg, b);
+        hash_remove(pg, b);
+        pg->evictions++;
+    }
+    struct pager_block *m = &pg->blk[b];
+    m->state = PAGER_BLOCK_USED;
+    m->refcount = 1;
+    m->nfull = 0;
+    m->owner = seq->owner;
+    m->tenant = seq->tenant;
+    pg->nused++;
+    return b;
+}
+
+static void block_ref(pager_t *pg, int32_t b)
+{
+    struct pager_block *m = &pg->blk[b];
+    if (m->state == PAGER_BLOCK_CACHED) {
+        lru_remove(pg, b);
+        m->state = PAGER_BLOCK_USED;
+        pg->nused++;
+    }
+    if (++m->refcount == 2)
+        pg->nshared++;
+}
+
+static void block_unref(pager_t *pg, int32_t b)
+{
+    struct pager_block *m = &pg->blk[b];
+    if (--m->refcount == 1)
+        pg->nshared--;
+    if (m->refcount == 0) {
+        pg->nused--;
+        if (m->hashed)
+            lru_push_tail(pg, b);
+        else
+            free_push(pg, b);
+    }
+}
+
+/* Slots of block i that seq uses. */
+static inline int32_t seq_block_use(const pager_t *pg, const pager_seq_t *s, int32_t i)
+{
+    return i < s->nb - 1 ? pg->bs : s->len - (s->nb - 1) * pg->bs;
+}
+
+/* Releases blocks [from, nb) of s, last first (so that a cached child is
+ * always older in the LRU than its parent). */
+static void seq_release_tail(pager_t *pg, pager_seq_t *s, int32_t from)
+{
+    for (int32_t i = s->nb - 1; i >= from; i--) {
+        int32_t b = s->table[i];
+        if (seq_block_use(pg, s, i) == pg->bs)
+            pg->blk[b].nfull--;
+        block_unref(pg, b);
+    }
+}
+
+/* Grows the table arrays to hold nblocks blocks.  May fail with nothing
+ * observable changed (only capacity). */
+static int seq_reserve(pager_t *pg, pager_seq_t *s, int64_t nblocks)
+{
+    if (nblocks <= s->cap)
+        return 0;
+    int64_t cap = s->cap > 0 ? s->cap : 4;
+    while (cap < nblocks)
+        cap *= 2;
+    int64_t max_blocks = ((int64_t)INT32_MAX + pg->bs - 1) / pg->bs;
+    if (cap > max_blocks)
+        cap = max_blocks;
+    if (cap < nblocks)
+        return -EINVAL;
+    int32_t *t = folio_realloc(s->table, (size_t)cap * sizeof(int32_t));
+    if (!t)
+        return -ENOMEM;
+    s->table = t;
+    int32_t *k = folio_realloc(s->tokens, (size_t)cap * (size_t)pg->bs * sizeof(int32_t));
+    if (!k)
+        return -ENOMEM;
+    s->tokens = k;
+    s->cap = (int32_t)cap;
+    return 0;
+}
+
+/* ---- pool ------------------------------------------------------------- */
+
+static int config_valid(const struct pager_config *c)
+{
+    if (c->num_blocks < 1 || c->num_blocks > (1 << 30))
+        return 0;
+    if (c->block_size < 1 || c->block_size > 1024)
+        return 0;
+    if (c->n_layers < 1 || c->n_kv_heads < 1 || c->head_dim < 1)
+        return 0;
+    if (c->dtype != FOLIO_F32 && c->dtype != FOLIO_F16)
+        return 0;
+    return 1;
+}
+
+/* Strides of the arena; 0 when the geometry overflows size_t. */
+static size_t geometry(const struct pager_config *c, struct pager_kv_view *v)
+{
+    size_t head, vo, layer, block, bytes;
+    if (__builtin_mul_overflow((size_t)c->block_size, (size_t)c->head_dim, &head) ||
+        __builtin_mul_overflow(head, (size_t)c->n_kv_heads, &vo) ||
+        __builtin_mul_overflow(vo, (size_t)2, &layer) ||
+        __builtin_mul_overflow(layer, (size_t)c->n_layers, &block) ||
+        __builtin_mul_overflow(block, folio_dtype_size(c->dtype), &bytes))
+        return 0;
+    if (v) {
+        v->head_stride = head;
+        v->v_offset = vo;
+        v->layer_stride = layer;
+        v->block_stride = block;
+    }
+    return bytes;
+}
+
+int pager_init(pager_t **out, const struct pager_config *cfg)
+{
+    if (!out || !cfg || !config_valid(cfg))
+        return -EINVAL;
+    *out = NULL;
+    size_t block_bytes = geometry(cfg, NULL);
+    size_t arena_bytes;
+    if (block_bytes == 0 ||
+        __builtin_mul_overflow(block_bytes, (size_t)cfg->num_blocks, &arena_bytes))
+        return -EINVAL;
+
+    pager_t *pg = folio_calloc(1, sizeof *pg);
+    if (!pg)
+        return -ENOMEM;
+    int32_t n = cfg->num_blocks;
+    uint32_t nbuckets = 1;
+    while (nbuckets < (uint32_t)n)
+        nbuckets <<= 1;
+    pg->cfg = *cfg;
+    pg->nblocks = n;
+    pg->bs = cfg->block_size;
+    pg->block_bytes = block_bytes;
+    pg->bucket_mask = nbuckets - 1;
+    pg->key_mask = ~(uint64_t)0;
+    pg->blk = folio_calloc((size_t)n, sizeof *pg->blk);
+    pg->btok = folio_calloc((size_t)n * (size_t)pg->bs, sizeof(int32_t));
+    pg->buckets = folio_malloc((size_t)nbuckets * sizeof(int32_t));
+    pg->scratch = folio_malloc((size_t)n * 2 * sizeof(int32_t));
+    pg->stamp = folio_calloc((size_t)n + 1, sizeof(uint32_t));
+    if (!pg->blk || !pg->btok || !pg->buckets || !pg->scratch || !pg->stamp)
+        goto nomem;
+    pg->stamp_now = &pg->stamp[n];
+    if (!cfg->no_arena) {
+        pg->arena = folio_aligned_alloc(64, arena_bytes);
+        if (!pg->arena)
+            goto nomem;
+    }
+    for (uint32_t h = 0; h < nbuckets; h++)
+        pg->buckets[h] = NIL;
+    pg->free_head = pg->lru_head = pg->lru_tail = NIL;
+    for (int32_t b = n - 1; b >= 0; b--) {
+        struct pager_block *m = &pg->blk[b];
+        m->hprev = m->hnext = m->parent = NIL;
+        free_push(pg, b); /* block 0 ends at the head */
+    }
+    *out = pg;
+    CHECKED(pg);
+    return 0;
+nomem:
+    pager_free(pg);
+    return -ENOMEM;
+}
+
+static void seq_destroy(pager_seq_t *s)
+{
+    folio_free(s->table);
+    folio_free(s->tokens);
+    folio_free(s);
+}
+
+void pager_free(pager_t *pg)
+{
+    if (!pg)
+        return;
+    while (pg->seqs) {
+        pager_seq_t *s = pg->seqs;
+        pg->seqs = s->next;
+        seq_destroy(s);
+    }
+    folio_free(pg->arena);
+    folio_free(pg->blk);
+    folio_free(pg->btok);
+    folio_free(pg->buckets);
+    folio_free(pg->scratch);
+    folio_free(pg->stamp);
+    folio_free(pg);
+}
+
+int pager__test_set_key_mask(pager_t *pg, uint64_t mask)
+{
+    if (pg->nhashed != 0)
+        return -EBUSY;
+    pg->key_mask = mask;
+    return 0;
+}
+
+void pager_kv_view(const pager_t *pg, struct pager_kv_view *v)
+{
+    memset(v, 0, sizeof *v);
+    geometry(&pg->cfg, v);
+    v->base = pg->arena;
+    v->dtype = pg->cfg.dtype;
+    v->num_blocks = pg->nblocks;
+    v->block_size = pg->bs;
+    v->n_layers = pg->cfg.n_layers;
+    v->n_kv_heads = pg->cfg.n_kv_heads;
+    v->head_dim = pg->cfg.head_dim;
+}
+
+int32_t pager_block_size(const pager_t *pg)
+{
+    return pg->bs;
+}
+
+int32_t pager_blocks_available(const pager_t *pg)
+{
+    return pg->nfree + pg->ncached;
+}
+
+/* Fresh stamp value for a walk over the scratch arrays (const pager: the
+ * scratch arrays are the only thing such walks write). */
+static uint32_t stamp_next(const pager_t *pg)
+{
+    uint32_t s = ++*pg->stamp_now;
+    if (s == 0) { /* wrapped: clear */
+        memset(pg->stamp, 0, (size_t)pg->nblocks * sizeof(uint32_t));
+        s = *pg->stamp_now = 1;
+    }
+    return s;
+}
+
+/* Slots used in block b: the most any holder uses. */
+static int32_t block_fill(const pager_t *pg, int32_t b)
+{
+    const struct pager_block *m = &pg->blk[b];
+    if (m->state == PAGER_BLOCK_FREE)
+        return 0;
+    if (m->state == PAGER_BLOCK_CACHED || m->nfull > 0)
+        return pg->bs;
+    int32_t fill = 0;
+    for (const pager_seq_t *s = pg->seqs; s; s = s->next)
+        if (s->nb > 0 && s->table[s->nb - 1] == b)
+            fill = FOLIO_MAX(fill, seq_block_use(pg, s, s->nb - 1));
+    return fill;
+}
+
+void pager_stats_get(const pager_t *pg, struct pager_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->blocks_total = pg->nblocks;
+    st->blocks_free = pg->nfree;
+    st->blocks_used = pg->nused;
+    st->blocks_cached = pg->ncached;
+    st->blocks_shared = pg->nshared;
+    st->tokens_held = pg->tokens_held;
+    st->seqs = pg->nseqs;
+    st->prefix_queries = pg->prefix_queries;
+    st->prefix_hits = pg->prefix_hits;
+    st->evictions = pg->evictions;
+    st->cow_copies = pg->cow_copies;
+    st->bytes_per_block = pg->block_bytes;
+    /* Only a table's last block can be partial; a block is partial when no
+     * holder uses it fully (nfull == 0), and then its empty slots are
+     * B - (the most any holder uses).  Walk the last blocks twice: first
+     * the maximum per block, then count each block once. */
+    uint32_t seen = stamp_next(pg), counted = stamp_next(pg);
+    for (const pager_seq_t *s = pg->seqs; s; s = s->next) {
+        if (s->nb == 0)
+            continue;
+        int32_t b = s->table[s->nb - 1], use = seq_block_use(pg, s, s->nb - 1);
+        if (pg->blk[b].nfull > 0)
+            continue;
+        if (pg->stamp[b] != seen) {
+            pg->stamp[b] = seen;
+            pg->scratch[b] = use;
+        } else if (use > pg->scratch[b]) {
+            pg->scratch[b] = use;
+        }
+    }
+    for (const pager_seq_t *s = pg->seqs; s; s = s->next) {
+        if (s->nb == 0)
+            continue;
+        int32_t b = s->table[s->nb - 1];
+        if (pg->stamp[b] == seen) {
+            st->slots_empty += pg->bs - pg->scratch[b];
+            pg->stamp[b] = counted;
+        }
+    }
+}
+
+void pager_block_info_get(const pager_t *pg, int32_t block, struct pager_block_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (block < 0 || block >= pg->nblocks) {
+        info->state = PAGER_BLOCK_FREE;
+        return;
+    }
+    const struct pager_block *m = &pg->blk[block];
+    info->state = (enum pager_block_state)m->state;
+    info->refcount = m->refcount;
+    info->tokens = block_fill(pg, block);
+    info->owner = m->owner;
+    info->tenant = m->tenant;
+}
+
+/* ---- pager_check ---------------------------------------------------------- */
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        if (msg && msglen)                                                                         \
+            snprintf(msg, msglen, __VA_ARGS__);                                                    \
+        return -EUCLEAN;                                                                           \
+    } while (0)
+
+int pager_check(const pager_t *pg, char *msg, size_t msglen)
+{
+    const int32_t n = pg->nblocks, bs = pg->bs;
+    if (msg && msglen)
+        msg[0] = 0;
+
+    /* Counts by state. */
+    int64_t nfree = 0, nused = 0, ncached = 0, nshared = 0, nhashed = 0;
+    for (int32_t b = 0; b < n; b++) {
+        const struct pager_block *m = &pg->blk[b];
+        switch (m->state) {
+        case PAGER_BLOCK_FREE:
+            nfree++;
+            if (m->refcount != 0 || m->hashed)
+                FAIL("free block %d: refcount %d hashed %d", b, m->refcount, m->hashed);
+            break;
+        case PAGER_BLOCK_USED:
+            nused++;
+            if (m->refcount < 1)
+                FAIL("used block %d with refcount %d", b, m->refcount);
+            break;
+        case PAGER_BLOCK_CACHED:
+            ncached++;
+            if (m->refcount != 0 || !m->hashed)
+                FAIL("cached block %d: refcount %d hashed %d", b, m->refcount, m->hashed);
+            break;
+        default:
+            FAIL("block %d: bad state %d", b, m->state);
+        }
+        nshared += m->refcount > 1;
+        nhashed += m->hashed;
+    }
+    if (nfree + nused + ncached != n)
+        FAIL("free %" PRId64 " + used %" PRId64 " + cached %" PRId64 " != total %d", nfree, nused,
+             ncached, n);
+    if (nfree != pg->nfree || nused != pg->nused || ncached != pg->ncached ||
+        nshared != pg->nshared || nhashed != pg->nhashed)
+        FAIL("counters: free %d/%" PRId64 " used %d/%" PRId64 " cached %d/%" PRId64
+             " shared %d/%" PRId64 " hashed %d/%" PRId64,
+             pg->nfree, nfree, pg->nused, nused, pg->ncached, ncached, pg->nshared, nshared,
+             pg->nhashed, nhashed);
+
+    /* Free list: exactly the FREE blocks. */
+    int64_t k = 0;
+    for (int32_t b = pg->free_head, prev = NIL; b != NIL; prev = b, b = pg->blk[b].next) {
+        if (b < 0 || b >= n || ++k > nfree)
+            FAIL("free list corrupt at %d", b);
+        if (pg->blk[b].state != PAGER_BLOCK_FREE || pg->blk[b].prev != prev)
+            FAIL("free list: block %d state %d prev %d", b, pg->blk[b].state, pg->blk[b].prev);
+    }
+    if (k != nfree)
+        FAIL("free list holds %" PRId64 " of %" PRId64 " free blocks", k, nfree);
+
+    /* LRU: exactly the CACHED blocks; remember each one's position. */
+    uint32_t pos_stamp = stamp_next(pg);
+    k = 0;
+    int32_t last = NIL;
+    for (int32_t b = pg->lru_head, prev = NIL; b != NIL; prev = b, b = pg->blk[b].next) {
+        if (b < 0 || b >= n || ++k > ncached)
+            FAIL("LRU corrupt at %d", b);
+        if (pg->blk[b].state != PAGER_BLOCK_CACHED || pg->blk[b].prev != prev)
+            FAIL("LRU: block %d state %d prev %d", b, pg->blk[b].state, pg->blk[b].prev);
+        pg->stamp[b] = pos_stamp;
+        pg->scratch[b] = (int32_t)k;
+        last = b;
+    }
+    if (k != ncached || last != pg->lru_tail)
+        FAIL("LRU holds %" PRId64 " of %" PRId64 " cached blocks (tail %d/%d)", k, ncached, last,
+             pg->lru_tail);
+    /* Cached children are older than their cached parents. */
+    for (int32_t b = pg->lru_head; b != NIL; b = pg->blk[b].next) {
+        int32_t p = pg->blk[b].parent;
+        if (p != NIL && pg->blk[p].state == PAGER_BLOCK_CACHED &&
+            !(pg->stamp[p] == pos_stamp && pg->scratch[p] > pg->scratch[b]))
+            FAIL("LRU: cached block %d is not older than its parent %d", b, p);
+    }
+
+    /* Hash: keys recompute, parents hashed, identities distinct. */
+    k = 0;
+    for (uint32_t h = 0; h <= pg->bucket_mask; h++) {
+        for (int32_t b = pg->buckets[h], prev = NIL; b != NIL; prev = b, b = pg->blk[b].hnext) {
+            const struct pager_block *m = &pg->blk[b];
+            if (b < 0 || b >= n || ++k > nhashed)
+                FAIL("hash chain %u corrupt at %d", h, b);
+            if (!m->hashed || m->hprev != prev || bucket_of(pg, m->key) != h)
+                FAIL("hash: block %d hashed %d hprev %d/%d bucket %u/%u", b, m->hashed, m->hprev,
+                     prev, bucket_of(pg, m->key), h);
+            if (key_of(pg, m->parent_key, btok_of(pg, b), m->salt) != m->key)
+                FAIL("hash: block %d tokens do not hash to its key", b);
+            if (m->parent == NIL) {
+                if (m->parent_key != pager__salt_seed(m->salt))
+                    FAIL("hash: block %d at depth 0 has a foreign parent key", b);
+            } else {
+                const struct pager_block *p = &pg->blk[m->parent];
+                if (!p->hashed || p->key != m->parent_key || p->salt != m->salt)
+                    FAIL("hash: block %d parent %d not hashed with its key", b, m->parent);
+                if (p->refcount < m->refcount)
+                    FAIL("hash: block %d refcount %d above its parent %d's %d", b, m->refcount,
+                         m->parent, p->refcount);
+            }
+            for (int32_t o = m->hnext; o != NIL; o = pg->blk[o].hnext)
+                if (pg->blk[o].key == m->key && pg->blk[o].salt == m->salt &&
+                    pg->blk[o].parent == m->parent &&
+                    !memcmp(btok_of(pg, o), btok_of(pg, b), (size_t)bs * sizeof(int32_t)))
+                    FAIL("hash: blocks %d and %d have the same identity", b, o);
+        }
+    }
+    if (k != nhashed)
+        FAIL("hash chains hold %" PRId64 " of %" PRId64 " hashed blocks", k, nhashed);
+
+    /* Page tables: count references into scratch. */
+    uint32_t ref_stamp = stamp_next(pg);
+    int64_t nseqs = 0, tokens = 0;
+    for (const pager_seq_t *s = pg->seqs; s; s = s->next) {
+        if (++nseqs > pg->nseqs)
+            FAIL("live list longer than %" PRId64, pg->nseqs);
+        if (s->next && s->next->prev != s)
+            FAIL("live list links broken");
+        if (s->len < 0 || s->computed < 0 || s->computed > s->len)
+            FAIL("seq %p: len %d computed %d", (const void *)s, s->len, s->computed);
+        if (s->nb != FOLIO_DIV_CEIL(s->len, bs) || s->nb > s->cap)
+            FAIL("seq %p: %d tokens in %d blocks (cap %d)", (const void *)s, s->len, s->nb, s->cap);
+        tokens += s->len;
+        for (int32_t i = 0; i < s->nb; i++) {
+            int32_t b = s->table[i];
+            if (b < 0 || b >= n)
+                FAIL("seq %p: block %d out of range", (const void *)s, b);
+            const struct pager_block *m = &pg->blk[b];
+            if (m->state != PAGER_BLOCK_USED)
+                FAIL("seq %p maps block %d in state %d", (const void *)s, b, m->state);
+            if (pg->stamp[b] != ref_stamp) {
+                pg->stamp[b] = ref_stamp;
+                pg->scratch[b] = 0;
+                pg->scratch[n + b] = 0;
+            }
+            /* scratch[b]: holders, scratch[n + b]: holders using it fully */
+            int32_t use = seq_block_use(pg, s, i);
+            pg->scratch[b]++;
+            pg->scratch[n + b] += use == bs;
+            if (memcmp(btok_of(pg, b), s->tokens + (size_t)i * bs, (size_t)use * sizeof(int32_t)))
+                FAIL("seq %p: tokens of block %d (index %d) differ from the table's",
+                     (const void *)s, b, i);
+            if (i < s->nh && !m->hashed)
+                FAIL("seq %p: block %d (index %d) below nh %d not in the prefix cache",
+                     (const void *)s, b, i, s->nh);
+            if (m->hashed && (m->parent != (i ? s->table[i - 1] : NIL) || m->salt != s->salt))
+                FAIL("seq %p: hashed block %d (index %d) parent %d salt mismatch", (const void *)s,
+                     b, i, m->parent);
+        }
+        if (s->nh < 0 || s->nh > s->nb || s->bs != bs)
+            FAIL("seq %p: nh %d of %d blocks", (const void *)s, s->nh, s->nb);
+        /* A full computed block at nh or later may stay out of the cache:
+         * mark_computed stops at a shared duplicate and retries later. */
+    }
+    if (nseqs != pg->nseqs || tokens != pg->tokens_held)
+        FAIL("seqs %" PRId64 "/%" PRId64 " tokens %" PRId64 "/%" PRId64, nseqs, pg->nseqs, tokens,
+             pg->tokens_held);
+    for (int32_t b = 0; b < n; b++) {
+        const struct pager_block *m = &pg->blk[b];
+        int32_t holders = 0, full = 0;
+        if (pg->stamp[b] == ref_stamp) {
+            holders = pg->scratch[b];
+            full = pg->scratch[n + b];
+        }
+        if (m->refcount != holders || m->nfull != full)
+            FAIL("block %d: refcount %d nfull %d but %d tables hold it (%d fully)", b, m->refcount,
+                 m->nfull, holders, full);
+    }
+    return 0;
+}
+
+/* ---- pager_dump ----------------------------------------------------------- */
+
+void pager_dump(const pager_t *pg, FILE *out)
+{
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    fprintf(out, "pager: %d blocks x %d slots, %zu bytes/block, %s%s\n", pg->nblocks, pg->bs,
+            pg->block_bytes, folio_dtype_name(pg->cfg.dtype), pg->arena ? "" : " (no arena)");
+    fprintf(out, "block map ('.' free, 'c' cached, refcount otherwise; '+' > 35):\n");
+    for (int32_t b = 0; b < pg->nblocks; b++) {
+        const struct pager_block *m = &pg->blk[b];
+        char c = m->state == PAGER_BLOCK_FREE     ? '.'
+                 : m->state == PAGER_BLOCK_CACHED ? 'c'
+                 : m->refcount < 36               ? digits[m->refcount]
+                                                  : '+';
+        fputc(c, out);
+        if (b % 64 == 63 || b == pg->nblocks - 1)
+            fputc('\n', out);
+    }
+    fprintf(out,
+            "blocks: total %" PRId64 " free %" PRId64 " used %" PRId64 " cached %" PRId64
+            " shared %" PRId64 "\n",
+            st.blocks_total, st.blocks_free, st.blocks_used, st.blocks_cached, st.blocks_shared);
+    fprintf(out, "seqs %" PRId64 " tokens_held %" PRId64 " slots_empty %" PRId64 "\n", st.seqs,
+            st.tokens_held, st.slots_empty);
+    fprintf(out,
+            "prefix: queries %" PRId64 " hits %" PRId64 " hashed %d; evictions %" PRId64
+            " cow_copies %" PRId64 "\n",
+            st.prefix_queries, st.prefix_hits, pg->nhashed, st.evictions, st.cow_copies);
+}
+
+/* ---- page tables ------------------------------------------------------------ */
+
+int pager_seq_new(pager_t *pg, uint64_t salt, uint64_t owner, uint32_t tenant, pager_seq_t **out)
+{
+    if (!pg || !out)
+        return -EINVAL;
+    pager_seq_t *s = folio_calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->salt = salt;
+    s->owner = owner;
+    s->tenant = tenant;
+    s->bs = pg->bs;
+    s->next = pg->seqs;
+    if (s->next)
+        s->next->prev = s;
+    pg->seqs = s;
+    pg->nseqs++;
+    *out = s;
+    CHECKED(pg);
+    return 0;
+}
+
+void pager_seq_free(pager_t *pg, pager_seq_t *s)
+{
+    if (!s)
+        return;
+    seq_release_tail(pg, s, 0);
+    pg->tokens_held -= s->len;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        pg->seqs = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    pg->nseqs--;
+    seq_destroy(s);
+    CHECKED(pg);
+}
+
+/* Longest run of hashed blocks matching tokens[0..], at most max_blocks;
+ * stores their ids in out (when not NULL). */
+static int32_t prefix_walk(const pager_t *pg, uint64_t salt, const int32_t *tokens,
+                           int32_t max_blocks, int32_t *out)
+{
+    uint64_t pkey = pager__salt_seed(salt);
+    int32_t parent = NIL, i = 0;
+    for (; i < max_blocks; i++) {
+        const int32_t *t = tokens + (size_t)i * pg->bs;
+        uint64_t key = key_of(pg, pkey, t, salt);
+        int32_t b = hash_find(pg, key, salt, parent, t);
+        if (b == NIL)
+            break;
+        if (out)
+            out[i] = b;
+        parent = b;
+        pkey = key;
+    }
+    return i;
+}
+
+/* Blocks a prefix lookup of n tokens may take: never all n tokens. */
+static inline int32_t prefix_max_blocks(const pager_t *pg, int32_t n)
+{
+    return n > 0 ? (n - 1) / pg->bs : 0;
+}
+
+int32_t pager_prefix_match(const pager_t *pg, uint64_t salt, const int32_t *tokens, int32_t n)
+{
+    if (!pg || !tokens || n <= 0)
+        return 0;
+    return prefix_walk(pg, salt, tokens, prefix_max_blocks(pg, n), NULL) * pg->bs;
+}
+
+static int adopt_prefix(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_t n,
+                        int32_t *n_hit)
+{
+    if (!pg || !s || n < 0 || (n > 0 && !tokens) || s->len != 0)
+        return -EINVAL;
+    int32_t m = n > 0 ? prefix_walk(pg, s->salt, tokens, prefix_max_blocks(pg, n), NULL) : 0;
+    int r = seq_reserve(pg, s, m);
+    if (r < 0)
+        return r;
+    if (m > 0)
+        prefix_walk(pg, s->salt, tokens, m, s->table);
+    for (int32_t i = 0; i < m; i++) {
+        block_ref(pg, s->table[i]);
+        pg->blk[s->table[i]].nfull++;
+    }
+    int32_t hit = m * pg->bs;
+    if (hit > 0)
+        memcpy(s->tokens, tokens, (size_t)hit * sizeof(int32_t));
+    s->nb = s->nh = m;
+    s->len = s->computed = hit;
+    pg->tokens_held += hit;
+    pg->prefix_queries += n;
+    pg->prefix_hits += hit;
+    if (n_hit)
+        *n_hit = hit;
+    return 0;
+}
+
+int pager_seq_adopt_prefix(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_t n,
+                           int32_t *n_hit)
+{
+    if (n_hit)
+        *n_hit = 0;
+    int r = adopt_prefix(pg, s, tokens, n, n_hit);
+    if (pg)
+        CHECKED(pg);
+    return r;
+}
+
+/* Whether appending to s writes into its last block, which must be copied
+ * first (shared, or immutable because it is in the prefix cache). */
+static inline bool seq_needs_cow(const pager_t *pg, const pager_seq_t *s)
+{
+    if (s->len % pg->bs == 0)
+        return false;
+    const struct pager_block *m = &pg->blk[s->table[s->nb - 1]];
+    return m->refcount > 1 || m->hashed;
+}
+
+int32_t pager_seq_blocks_needed(const pager_t *pg, const pager_seq_t *s, int32_t n)
+{
+    if (n <= 0)
+        return 0;
+    int64_t nb = FOLIO_DIV_CEIL((int64_t)s->len + n, pg->bs);
+    int64_t need = nb - s->nb + (seq_needs_cow(pg, s) ? 1 : 0);
+    return need > INT32_MAX ? INT32_MAX : (int32_t)need;
+}
+
+static int seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_t n)
+{
+    if (!pg || !s || n < 0 || (n > 0 && !tokens) || n > INT32_MAX - s->len)
+        return -EINVAL;
+    if (n == 0)
+        return 0;
+    const int32_t bs = pg->bs;
+    int32_t need = pager_seq_blocks_needed(pg, s, n);
+    if (need > pg->nfree + pg->ncached)
+        return -ENOSPC;
+    int r = seq_reserve(pg, s, FOLIO_DIV_CEIL((int64_t)s->len + n, bs));
+    if (r < 0)
+        return r;
+
+    int32_t pos = s->len, b = NIL;
+    if (pos % bs != 0) {
+        b = s->table[s->nb - 1];
+        if (seq_needs_cow(pg, s)) {
+            int32_t c = block_alloc(pg, s);
+            if (pg->arena)
+                memcpy(pg->arena + (size_t)c * pg->block_bytes,
+                       pg->arena + (size_t)b * pg->block_bytes, pg->block_bytes);
+            memcpy(btok_of(pg, c), btok_of(pg, b), (size_t)(pos % bs) * sizeof(int32_t));
+            block_unref(pg, b);
+            s->table[s->nb - 1] = c;
+            s->nh = FOLIO_MIN(s->nh, s->nb - 1);
+            pg->cow_copies++;
+            b = c;
+        } else {
+            pg->blk[b].owner = s->owner;
+            pg->blk[b].tenant = s->tenant;
+        }
+    }
+    for (int32_t j = 0; j < n; j++, pos++) {
+        int32_t off = pos % bs;
+        if (off == 0) {
+            b = block_alloc(pg, s);
+            s->table[s->nb++] = b;
+        }
+        btok_of(pg, b)[off] = tokens[j];
+        s->tokens[pos] = tokens[j];
+        if (off == bs - 1)
+            pg->blk[b].nfull++;
+    }
+    s->len = pos;
+    pg->tokens_held += n;
+    return 0;
+}
+
+int pager_seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_t n)
+{
+    int r = seq_append(pg, s, tokens, n);
+    if (pg)
+        CHECKED(pg);
+    return r;
+}
+
+void pager_seq_mark_computed(pager_t *pg, pager_seq_t *s, int32_t n)
+{
+    if (!pg || !s)
+        return;
+    if (n > s->len)
+        n = s->len;
+    if (n > s->computed)
+        s->computed = n;
+    /* Hash the full computed blocks past the cached chain, in order. */
+    const int32_t bs = pg->bs;
+    for (int32_t i = s->nh; i < s->computed / bs; i++) {
+        int32_t b = s->table[i];
+        if (!pg->blk[b].hashed) {
+            int32_t parent = i > 0 ? s->table[i - 1] : NIL;
+            uint64_t pkey = i > 0 ? pg->blk[parent].key : pager__salt_seed(s->salt);
+            const int32_t *t = s->tokens + (size_t)i * bs;
+            uint64_t key = key_of(pg, pkey, t, s->salt);
+            int32_t e = hash_find(pg, key, s->salt, parent, t);
+            if (e == NIL) {
+                hash_insert(pg, b, key, pkey, s->salt, parent);
+            } else if (pg->blk[b].refcount == 1) {
+                /* The same content is already cached: use that block and
+                 * drop ours, so one identity has one block. */
+                block_ref(pg, e);
+                pg->blk[e].nfull++;
+                pg->blk[b].nfull--;
+                block_unref(pg, b);
+                s->table[i] = e;
+            } else {
+                /* A duplicate our fork siblings still hold: switching would
+                 * leave them holding children whose parent they do not
+                 * hold.  Retry at the next mark, once we are alone. */
+                break;
+            }
+        }
+        s->nh = i + 1;
+    }
+    CHECKED(pg);
+}
+
+int pager_seq_truncate(pager_t *pg, pager_seq_t *s, int32_t n)
+{
+    if (!pg || !s || n < 0 || n > s->len)
+        return -EINVAL;
+    const int32_t bs = pg->bs;
+    int32_t nb = FOLIO_DIV_CEIL(n, bs);
+    seq_release_tail(pg, s, nb);
+    /* The new last block was full for s (it was not its last block, or the
+     * old length filled it); it is not if n cuts into it. */
+    if (nb > 0 && n % bs != 0 && seq_block_use(pg, s, nb - 1) == bs)
+        pg->blk[s->table[nb - 1]].nfull--;
+    pg->tokens_held -= s->len - n;
+    s->nb = nb;
+    s->nh = FOLIO_MIN(s->nh, nb);
+    s->len = n;
+    if (s->computed > n)
+        s->computed = n;
+    CHECKED(pg);
+    return 0;
+}
+
+int pager_seq_fork(pager_t *pg, const pager_seq_t *parent, uint64_t owner, uint32_t tenant,
+                   pager_seq_t **child)
+{
+    if (!pg || !parent || !child)
+        return -EINVAL;
+    pager_seq_t *s = folio_calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    int r = seq_reserve(pg, s, parent->nb);
+    if (r < 0) {
+        seq_destroy(s);
+        CHECKED(pg);
+        return r;
+    }
+    s->salt = parent->salt;
+    s->owner = owner;
+    s->tenant = tenant;
+    s->len = parent->len;
+    s->computed = parent->computed;
+    s->nb = parent->nb;
+    s->nh = parent->nh;
+    s->bs = parent->bs;
+    if (s->nb > 0) {
+        memcpy(s->table, parent->table, (size_t)s->nb * sizeof(int32_t));
+        memcpy(s->tokens, parent->tokens, (size_t)s->len * sizeof(int32_t));
+    }
+    for (int32_t i = 0; i < s->nb; i++) {
+        block_ref(pg, s->table[i]);
+        if (seq_block_use(pg, s, i) == pg->bs)
+            pg->blk[s->table[i]].nfull++;
+    }
+    s->next = pg->seqs;
+    if (s->next)
+        s->next->prev = s;
+    pg->seqs = s;
+    pg->nseqs++;
+    pg->tokens_held += s->len;
+    *child = s;
+    CHECKED(pg);
+    return 0;
+}
+
+int32_t pager_seq_len(const pager_seq_t *s)
+{
+    return s->len;
+}
+
+int32_t pager_seq_computed(const pager_seq_t *s)
+{
+    return s->computed;
+}
+
+const int32_t *pager_seq_tokens(const pager_seq_t *s)
+{
+    return s->tokens;
+}
+
+const int32_t *pager_seq_block_table(const pager_seq_t *s, int32_t *n_blocks)
+{
+    if (n_blocks)
+        *n_blocks = s->nb;
+    return s->table;
+}
+
+void pager_seq_slot(const pager_seq_t *s, int32_t pos, int32_t *block, int32_t *offset)
+{
+    /* Always-on bounds check: a bad position is a caller bug that would
+     * otherwise write K/V into someone else's block. */
+    if (pos < 0 || pos >= s->len)
+        abort();
+    *block = s->table[pos / s->bs];
+    *offset = pos % s->bs;
+}

@@ -1,0 +1,772 @@
+/*
+ * tests/test_pager_diff.c — differential test of the pager against a naive
+ * model.
+ *
+ * Random programs (create, adopt a prefix, append, fork, append to a fork
+ * i.e. write to a shared block, truncate, free, mark computed, prefix
+ * match, exhaust the pool) run against the real pager and against a model
+ * written here with plain arrays:
+ *   - per block: state, refcount, token ids, owner tags, and when cached the
+ *     entry (salt, full token prefix through the block) — the prefix cache
+ *     is a list of such entries searched linearly;
+ *   - the free list as a stack, the LRU as an array, oldest first;
+ *   - per sequence: token list, computed count, block ids.
+ * After every operation the test compares error codes, every table (length,
+ * computed, tokens, block ids, slots), every block (state, refcount, fill,
+ * owner), the stats, and calls pager_check().  It also plays the model
+ * step: after each append it writes a tag into the arena slots of the new
+ * tokens (a hash of salt and token prefix, in both layers, K and V), and
+ * after every operation each sequence must read back its own tags through
+ * its page table — which fails on any copy-on-write or sharing bug.
+ *
+ * Half of the programs narrow the prefix-cache keys to a few bits
+ * (pager__test_set_key_mask) so that keys collide constantly.
+ *
+ * Seeded: the seed is printed; FOLIO_SEED=N reproduces a run.  1,000,000
+ * operations by default; FOLIO_TEST_SHORT=1 runs 50,000; FOLIO_DIFF_OPS=N
+ * overrides.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+
+#include <cmocka.h>
+
+#include "folio/pager.h"
+#include "../pager/pager_internal.h"
+
+#define MAX_BLOCKS 128
+#define MAX_BS     16
+#define MAX_SEQS   12
+#define MAX_LEN    (MAX_BLOCKS * MAX_BS)
+
+/* ---- random numbers (splitmix64) ------------------------------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int32_t rn(int32_t n) /* [0, n) */
+{
+    return n > 0 ? (int32_t)(rnd() % (uint64_t)n) : 0;
+}
+
+/* ---- the naive model ---------------------------------------------------- */
+
+struct mblock {
+    int state; /* enum pager_block_state */
+    int rc;
+    int hashed;
+    uint64_t salt;
+    int32_t prefix[MAX_LEN]; /* hashed: the whole token prefix through this block */
+    int32_t plen;
+    int32_t tok[MAX_BS];
+    uint64_t owner;
+    uint32_t tenant;
+};
+
+struct mseq {
+    int live;
+    pager_seq_t *real;
+    uint64_t salt, owner;
+    uint32_t tenant;
+    int32_t tokens[MAX_LEN];
+    int32_t len, computed, nh, nb;
+    int32_t table[MAX_BLOCKS];
+};
+
+struct model {
+    int32_t n, bs;
+    struct mblock blk[MAX_BLOCKS];
+    int32_t freestack[MAX_BLOCKS]; /* top = end */
+    int32_t nfree;
+    int32_t lru[MAX_BLOCKS]; /* oldest first */
+    int32_t nlru;
+    struct mseq seq[MAX_SEQS];
+    int64_t queries, hits, evictions, cows;
+};
+
+static struct model M;
+
+/* Coverage: how often the interesting paths ran (all must be > 0). */
+static struct {
+    long hits, evictions, cows, cow_hashed, switches, stalls, enospc, truncate_into_cached;
+} cov;
+
+static void m_init(int32_t n, int32_t bs)
+{
+    memset(&M, 0, sizeof M);
+    M.n = n;
+    M.bs = bs;
+    for (int32_t i = 0; i < n; i++)
+        M.freestack[i] = n - 1 - i;
+    M.nfree = n;
+}
+
+static int32_t m_use(const struct mseq *s, int32_t i)
+{
+    return i < s->nb - 1 ? M.bs : s->len - (s->nb - 1) * M.bs;
+}
+
+static void lru_del(int32_t b)
+{
+    for (int32_t i = 0; i < M.nlru; i++)
+        if (M.lru[i] == b) {
+            memmove(&M.lru[i], &M.lru[i + 1], (size_t)(M.nlru - i - 1) * sizeof(int32_t));
+            M.nlru--;
+            return;
+        }
+    fail_msg("model: block %d not on the LRU", b);
+}
+
+static int32_t m_alloc(const struct mseq *s)
+{
+    int32_t b;
+    if (M.nfree > 0) {
+        b = M.freestack[--M.nfree];
+    } else {
+        b = M.lru[0];
+        lru_del(b);
+        M.blk[b].hashed = 0;
+        M.evictions++;
+        cov.evictions++;
+    }
+    M.blk[b].state = PAGER_BLOCK_USED;
+    M.blk[b].rc = 1;
+    M.blk[b].owner = s->owner;
+    M.blk[b].tenant = s->tenant;
+    return b;
+}
+
+static void m_ref(int32_t b)
+{
+    if (M.blk[b].state == PAGER_BLOCK_CACHED) {
+        lru_del(b);
+        M.blk[b].state = PAGER_BLOCK_USED;
+    }
+    M.blk[b].rc++;
+}
+
+static void m_unref(int32_t b)
+{
+    if (--M.blk[b].rc > 0)
+        return;
+    if (M.blk[b].hashed) {
+        M.blk[b].state = PAGER_BLOCK_CACHED;
+        M.lru[M.nlru++] = b;
+    } else {
+        M.blk[b].state = PAGER_BLOCK_FREE;
+        M.freestack[M.nfree++] = b;
+    }
+}
+
+/* The cached block holding exactly (salt, tokens[0, plen)), or -1. */
+static int32_t m_find(uint64_t salt, const int32_t *tokens, int32_t plen)
+{
+    for (int32_t b = 0; b < M.n; b++)
+        if (M.blk[b].hashed && M.blk[b].salt == salt && M.blk[b].plen == plen &&
+            !memcmp(M.blk[b].prefix, tokens, (size_t)plen * sizeof(int32_t)))
+            return b;
+    return -1;
+}
+
+static int32_t m_match_blocks(uint64_t salt, const int32_t *tokens, int32_t n, int32_t *out)
+{
+    int32_t maxb = n > 0 ? (n - 1) / M.bs : 0, m = 0;
+    while (m < maxb) {
+        int32_t b = m_find(salt, tokens, (m + 1) * M.bs);
+        if (b < 0)
+            break;
+        if (out)
+            out[m] = b;
+        m++;
+    }
+    return m;
+}
+
+static int m_adopt(struct mseq *s, const int32_t *tokens, int32_t n)
+{
+    if (s->len != 0)
+        return -EINVAL;
+    int32_t m = m_match_blocks(s->salt, tokens, n, s->table);
+    for (int32_t i = 0; i < m; i++)
+        m_ref(s->table[i]);
+    s->nb = s->nh = m;
+    s->len = s->computed = m * M.bs;
+    memcpy(s->tokens, tokens, (size_t)s->len * sizeof(int32_t));
+    M.queries += n;
+    M.hits += s->len;
+    cov.hits += s->len > 0;
+    return 0;
+}
+
+static int32_t m_needed(const struct mseq *s, int32_t n)
+{
+    if (n <= 0)
+        return 0;
+    int32_t cow = 0;
+    if (s->len % M.bs) {
+        int32_t b = s->table[s->nb - 1];
+        cow = M.blk[b].rc > 1 || M.blk[b].hashed;
+    }
+    return (s->len + n + M.bs - 1) / M.bs - s->nb + cow;
+}
+
+static int m_append(struct mseq *s, const int32_t *tokens, int32_t n)
+{
+    if (n == 0)
+        return 0;
+    if (m_needed(s, n) > M.nfree + M.nlru) {
+        cov.enospc++;
+        return -ENOSPC;
+    }
+    if (s->len % M.bs) {
+        int32_t b = s->table[s->nb - 1];
+        if (M.blk[b].rc > 1 || M.blk[b].hashed) {
+            cov.cow_hashed += M.blk[b].rc == 1;
+            int32_t c = m_alloc(s);
+            memcpy(M.blk[c].tok, M.blk[b].tok, sizeof M.blk[c].tok);
+            m_unref(b);
+            s->table[s->nb - 1] = c;
+            if (s->nh > s->nb - 1)
+                s->nh = s->nb - 1;
+            M.cows++;
+            cov.cows++;
+        } else {
+            M.blk[b].owner = s->owner;
+            M.blk[b].tenant = s->tenant;
+        }
+    }
+    for (int32_t j = 0; j < n; j++) {
+        int32_t pos = s->len++;
+        if (pos % M.bs == 0)
+            s->table[s->nb++] = m_alloc(s);
+        M.blk[s->table[s->nb - 1]].tok[pos % M.bs] = tokens[j];
+        s->tokens[pos] = tokens[j];
+    }
+    return 0;
+}
+
+static void m_mark(struct mseq *s, int32_t n)
+{
+    if (n > s->len)
+        n = s->len;
+    if (n > s->computed)
+        s->computed = n;
+    for (int32_t i = s->nh; i < s->computed / M.bs; i++) {
+        int32_t b = s->table[i], plen = (i + 1) * M.bs;
+        if (!M.blk[b].hashed) {
+            int32_t e = m_find(s->salt, s->tokens, plen);
+            if (e < 0) {
+                M.blk[b].hashed = 1;
+                M.blk[b].salt = s->salt;
+                M.blk[b].plen = plen;
+                memcpy(M.blk[b].prefix, s->tokens, (size_t)plen * sizeof(int32_t));
+            } else if (M.blk[b].rc == 1) {
+                m_ref(e);
+                m_unref(b);
+                s->table[i] = e;
+                cov.switches++;
+            } else {
+                cov.stalls++;
+                break;
+            }
+        }
+        s->nh = i + 1;
+    }
+}
+
+static void m_truncate(struct mseq *s, int32_t n)
+{
+    int32_t nb = (n + M.bs - 1) / M.bs;
+    if (n % M.bs && M.blk[s->table[nb - 1]].hashed)
+        cov.truncate_into_cached++;
+    for (int32_t i = s->nb - 1; i >= nb; i--)
+        m_unref(s->table[i]);
+    s->nb = nb;
+    if (s->nh > nb)
+        s->nh = nb;
+    s->len = n;
+    if (s->computed > n)
+        s->computed = n;
+}
+
+static void m_release(struct mseq *s)
+{
+    m_truncate(s, 0);
+    s->live = 0;
+}
+
+static void m_fork(const struct mseq *p, struct mseq *c, uint64_t owner, uint32_t tenant)
+{
+    pager_seq_t *real = c->real;
+    memcpy(c, p, sizeof *c);
+    c->real = real;
+    c->owner = owner;
+    c->tenant = tenant;
+    for (int32_t i = 0; i < c->nb; i++)
+        m_ref(c->table[i]);
+}
+
+static int32_t m_fill(int32_t b)
+{
+    if (M.blk[b].state == PAGER_BLOCK_FREE)
+        return 0;
+    if (M.blk[b].state == PAGER_BLOCK_CACHED)
+        return M.bs;
+    int32_t fill = 0;
+    for (int k = 0; k < MAX_SEQS; k++) {
+        const struct mseq *s = &M.seq[k];
+        if (!s->live)
+            continue;
+        for (int32_t i = 0; i < s->nb; i++)
+            if (s->table[i] == b && m_use(s, i) > fill)
+                fill = m_use(s, i);
+    }
+    return fill;
+}
+
+/* ---- tags: the "K/V" every token writes ---------------------------------- */
+
+static struct pager_kv_view KV;
+
+static uint64_t tag_next(uint64_t h, int32_t tok)
+{
+    h ^= (uint32_t)tok;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 31);
+}
+
+static unsigned char *tag_addr(int32_t block, int32_t layer, int kv, int32_t slot)
+{
+    size_t e = (size_t)block * KV.block_stride + (size_t)layer * KV.layer_stride +
+               (size_t)kv * KV.v_offset + (size_t)slot * (size_t)KV.head_dim;
+    return (unsigned char *)KV.base + e * sizeof(float);
+}
+
+static uint64_t tag_variant(uint64_t h, int32_t layer, int kv)
+{
+    return h ^ ((uint64_t)(layer * 2 + kv) * 0x9e3779b97f4a7c15ull);
+}
+
+static void tags_write(const struct mseq *s, int32_t from)
+{
+    if (!KV.base)
+        return;
+    uint64_t h = s->salt;
+    for (int32_t p = 0; p < s->len; p++) {
+        h = tag_next(h, s->tokens[p]);
+        if (p < from)
+            continue;
+        int32_t b, off;
+        pager_seq_slot(s->real, p, &b, &off);
+        for (int32_t l = 0; l < KV.n_layers; l++)
+            for (int kv = 0; kv < 2; kv++) {
+                uint64_t t = tag_variant(h, l, kv);
+                memcpy(tag_addr(b, l, kv, off), &t, 8);
+            }
+    }
+}
+
+static void tags_verify(const struct mseq *s)
+{
+    if (!KV.base)
+        return;
+    uint64_t h = s->salt;
+    for (int32_t p = 0; p < s->len; p++) {
+        h = tag_next(h, s->tokens[p]);
+        int32_t b = s->table[p / M.bs], off = p % M.bs;
+        for (int32_t l = 0; l < KV.n_layers; l++)
+            for (int kv = 0; kv < 2; kv++) {
+                uint64_t t;
+                memcpy(&t, tag_addr(b, l, kv, off), 8);
+                if (t != tag_variant(h, l, kv))
+                    fail_msg("seq %p pos %d (block %d slot %d layer %d kv %d): K/V tag "
+                             "belongs to another sequence",
+                             (void *)s->real, p, b, off, l, kv);
+            }
+    }
+}
+
+/* ---- comparison ------------------------------------------------------------ */
+
+static pager_t *PG;
+static long op_no;
+
+static void compare_all(void)
+{
+    char msg[256];
+    int rc = pager_check(PG, msg, sizeof msg);
+    if (rc != 0)
+        fail_msg("op %ld: pager_check: %s", op_no, msg);
+
+    int64_t tokens = 0, seqs = 0;
+    for (int k = 0; k < MAX_SEQS; k++) {
+        const struct mseq *s = &M.seq[k];
+        if (!s->live)
+            continue;
+        seqs++;
+        tokens += s->len;
+        assert_int_equal(pager_seq_len(s->real), s->len);
+        assert_int_equal(pager_seq_computed(s->real), s->computed);
+        int32_t nb;
+        const int32_t *tab = pager_seq_block_table(s->real, &nb);
+        if (nb != s->nb || (nb && memcmp(tab, s->table, (size_t)nb * sizeof(int32_t))))
+            fail_msg("op %ld: seq %d block table differs (%d vs %d blocks)", op_no, k, nb, s->nb);
+        if (s->len &&
+            memcmp(pager_seq_tokens(s->real), s->tokens, (size_t)s->len * sizeof(int32_t)))
+            fail_msg("op %ld: seq %d tokens differ", op_no, k);
+        if (s->len) {
+            int32_t p = rn(s->len), b, off;
+            pager_seq_slot(s->real, p, &b, &off);
+            assert_int_equal(b, s->table[p / M.bs]);
+            assert_int_equal(off, p % M.bs);
+        }
+        tags_verify(s);
+    }
+
+    int64_t nfree = 0, nused = 0, ncached = 0, shared = 0, empty = 0;
+    for (int32_t b = 0; b < M.n; b++) {
+        struct pager_block_info bi;
+        pager_block_info_get(PG, b, &bi);
+        const struct mblock *m = &M.blk[b];
+        if ((int)bi.state != m->state || bi.refcount != m->rc)
+            fail_msg("op %ld: block %d state %d/%d refcount %d/%d", op_no, b, bi.state, m->state,
+                     bi.refcount, m->rc);
+        int32_t fill = m_fill(b);
+        if (bi.tokens != fill)
+            fail_msg("op %ld: block %d fill %d/%d", op_no, b, bi.tokens, fill);
+        if (m->state != PAGER_BLOCK_FREE && (bi.owner != m->owner || bi.tenant != m->tenant))
+            fail_msg("op %ld: block %d owner tags differ", op_no, b);
+        nfree += m->state == PAGER_BLOCK_FREE;
+        ncached += m->state == PAGER_BLOCK_CACHED;
+        if (m->state == PAGER_BLOCK_USED) {
+            nused++;
+            shared += m->rc > 1;
+            empty += M.bs - fill;
+        }
+    }
+    assert_int_equal(nfree, M.nfree);
+    assert_int_equal(ncached, M.nlru);
+
+    struct pager_stats st;
+    pager_stats_get(PG, &st);
+    if (st.blocks_free != nfree || st.blocks_used != nused || st.blocks_cached != ncached ||
+        st.blocks_shared != shared || st.tokens_held != tokens || st.seqs != seqs ||
+        st.slots_empty != empty || st.prefix_queries != M.queries || st.prefix_hits != M.hits ||
+        st.evictions != M.evictions || st.cow_copies != M.cows || st.blocks_total != M.n)
+        fail_msg("op %ld: stats differ: free %lld/%lld used %lld/%lld cached %lld/%lld "
+                 "shared %lld/%lld tokens %lld/%lld seqs %lld/%lld empty %lld/%lld "
+                 "queries %lld/%lld hits %lld/%lld evictions %lld/%lld cows %lld/%lld",
+                 op_no, (long long)st.blocks_free, (long long)nfree, (long long)st.blocks_used,
+                 (long long)nused, (long long)st.blocks_cached, (long long)ncached,
+                 (long long)st.blocks_shared, (long long)shared, (long long)st.tokens_held,
+                 (long long)tokens, (long long)st.seqs, (long long)seqs, (long long)st.slots_empty,
+                 (long long)empty, (long long)st.prefix_queries, (long long)M.queries,
+                 (long long)st.prefix_hits, (long long)M.hits, (long long)st.evictions,
+                 (long long)M.evictions, (long long)st.cow_copies, (long long)M.cows);
+    assert_int_equal(pager_blocks_available(PG), M.nfree + M.nlru);
+}
+
+/* ---- the program ------------------------------------------------------------ */
+
+#define N_BASES 4
+static int32_t bases[N_BASES][MAX_LEN];
+static int32_t base_len[N_BASES];
+static int32_t alphabet;
+static const uint64_t salts[3] = {0, 1, 0xdeadbeefcafef00dull};
+
+static int32_t rand_token(void)
+{
+    return rn(8) == 0 ? (int32_t)rnd() : rn(alphabet);
+}
+
+static int live_slot(void)
+{
+    int live[MAX_SEQS], n = 0;
+    for (int k = 0; k < MAX_SEQS; k++)
+        if (M.seq[k].live)
+            live[n++] = k;
+    return n ? live[rn(n)] : -1;
+}
+
+static int free_slot(void)
+{
+    for (int k = 0; k < MAX_SEQS; k++)
+        if (!M.seq[k].live)
+            return k;
+    return -1;
+}
+
+/* A prompt likely to share prefixes with earlier ones. */
+static int32_t make_prompt(int32_t *p, int32_t max)
+{
+    int32_t n = 0;
+    int how = rn(4);
+    if (how == 0) {
+        int k = live_slot();
+        if (k >= 0 && M.seq[k].len) {
+            n = 1 + rn(M.seq[k].len);
+            memcpy(p, M.seq[k].tokens, (size_t)n * sizeof(int32_t));
+        }
+    } else if (how <= 2) {
+        int b = rn(N_BASES);
+        n = 1 + rn(base_len[b]);
+        memcpy(p, bases[b], (size_t)n * sizeof(int32_t));
+    }
+    int32_t extra = rn(3 * M.bs + 2);
+    for (int32_t i = 0; i < extra && n < max; i++)
+        p[n++] = rand_token();
+    return FOLIO_MIN(n, max);
+}
+
+static void do_append(int k, const int32_t *toks, int32_t n)
+{
+    struct mseq *s = &M.seq[k];
+    if (s->len + n > MAX_LEN)
+        n = MAX_LEN - s->len;
+    assert_int_equal(pager_seq_blocks_needed(PG, s->real, n), m_needed(s, n));
+    int want = m_append(s, toks, n);
+    int got = pager_seq_append(PG, s->real, toks, n);
+    if (want != got)
+        fail_msg("op %ld: append %d tokens to seq %d: %d, model %d", op_no, n, k, got, want);
+    if (got == 0)
+        tags_write(s, s->len - n);
+}
+
+static void op_new(void)
+{
+    int k = free_slot();
+    if (k < 0)
+        return;
+    struct mseq *s = &M.seq[k];
+    memset(s, 0, sizeof *s);
+    s->live = 1;
+    s->salt = salts[rn(3)];
+    s->owner = rnd();
+    s->tenant = (uint32_t)rn(5);
+    assert_int_equal(pager_seq_new(PG, s->salt, s->owner, s->tenant, &s->real), 0);
+    int32_t prompt[MAX_LEN];
+    int32_t n = make_prompt(prompt, MAX_LEN);
+    int32_t hit = 0;
+    if (rn(4) != 0) {
+        m_adopt(s, prompt, n);
+        assert_int_equal(pager_seq_adopt_prefix(PG, s->real, prompt, n, &hit), 0);
+        if (hit != s->len)
+            fail_msg("op %ld: adopt took %d tokens, model %d", op_no, hit, s->len);
+        assert_true(hit < n || n == 0);
+    }
+    do_append(k, prompt + hit, n - hit);
+    if (rn(2))
+        m_mark(s, s->len), pager_seq_mark_computed(PG, s->real, s->len);
+}
+
+static void op_append(void)
+{
+    int k = live_slot();
+    if (k < 0)
+        return;
+    int32_t toks[3 * MAX_BS];
+    int32_t n = rn(8) == 0 ? 0 : 1 + rn(2 * M.bs + 1);
+    for (int32_t i = 0; i < n; i++)
+        toks[i] = rand_token();
+    do_append(k, toks, n);
+}
+
+static void op_fork(void)
+{
+    int p = live_slot(), c = free_slot();
+    if (p < 0 || c < 0)
+        return;
+    uint64_t owner = rnd();
+    uint32_t tenant = (uint32_t)rn(5);
+    pager_seq_t *child;
+    assert_int_equal(pager_seq_fork(PG, M.seq[p].real, owner, tenant, &child), 0);
+    M.seq[c].real = child;
+    m_fork(&M.seq[p], &M.seq[c], owner, tenant);
+    /* Usually the child then writes: copy-on-write of a shared last block. */
+    if (rn(2)) {
+        int32_t t = rand_token();
+        do_append(c, &t, 1);
+    }
+}
+
+static void op_truncate(void)
+{
+    int k = live_slot();
+    if (k < 0)
+        return;
+    struct mseq *s = &M.seq[k];
+    int32_t n = rn(3) ? s->len - rn(FOLIO_MIN(s->len, 2 * M.bs) + 1) : rn(s->len + 1);
+    if (rn(20) == 0) {
+        assert_int_equal(pager_seq_truncate(PG, s->real, s->len + 1), -EINVAL);
+        return;
+    }
+    m_truncate(s, n);
+    assert_int_equal(pager_seq_truncate(PG, s->real, n), 0);
+    if (rn(2)) { /* re-append: same tokens or different ones */
+        int32_t toks[2 * MAX_BS];
+        int32_t m = 1 + rn(M.bs);
+        for (int32_t i = 0; i < m; i++)
+            toks[i] = rn(2) ? rand_token() : rn(alphabet);
+        do_append(k, toks, m);
+    }
+}
+
+static void op_free(void)
+{
+    int k = live_slot();
+    if (k < 0)
+        return;
+    pager_seq_free(PG, M.seq[k].real);
+    m_release(&M.seq[k]);
+}
+
+static void op_mark(void)
+{
+    int k = live_slot();
+    if (k < 0)
+        return;
+    struct mseq *s = &M.seq[k];
+    int32_t n = rn(3) ? s->len : rn(s->len + 2);
+    m_mark(s, n);
+    pager_seq_mark_computed(PG, s->real, n);
+}
+
+static void op_match(void)
+{
+    int32_t prompt[MAX_LEN];
+    int32_t n = make_prompt(prompt, MAX_LEN);
+    uint64_t salt = salts[rn(3)];
+    int32_t want = m_match_blocks(salt, prompt, n, NULL) * M.bs;
+    int32_t got = pager_prefix_match(PG, salt, prompt, n);
+    if (want != got)
+        fail_msg("op %ld: prefix match %d, model %d", op_no, got, want);
+    int k = live_slot();
+    if (k >= 0 && M.seq[k].len > 0) { /* adopt into a non-empty table */
+        int32_t hit = 7;
+        assert_int_equal(pager_seq_adopt_prefix(PG, M.seq[k].real, prompt, n, &hit), -EINVAL);
+        assert_int_equal(hit, 0);
+    }
+}
+
+static void op_exhaust(void)
+{
+    int k = live_slot();
+    if (k < 0)
+        return;
+    int32_t toks[MAX_BS];
+    for (int guard = 0; guard < 4 * MAX_BLOCKS; guard++) {
+        struct mseq *s = &M.seq[k];
+        int32_t n = 1 + rn(M.bs);
+        if (s->len + n > MAX_LEN)
+            return;
+        for (int32_t i = 0; i < n; i++)
+            toks[i] = rand_token();
+        int want = m_append(s, toks, n);
+        int got = pager_seq_append(PG, s->real, toks, n);
+        if (want != got)
+            fail_msg("op %ld: exhaust append: %d, model %d", op_no, got, want);
+        if (got != 0)
+            return;
+        tags_write(s, s->len - n);
+    }
+}
+
+static void run_program(long ops, int collide)
+{
+    static const int32_t sizes[] = {1, 2, 3, 4, 5, 8, 16};
+    int32_t bs = sizes[rn(FOLIO_ARRAY_LEN(sizes))];
+    int32_t n = 4 + rn(MAX_BLOCKS - 4);
+    if (bs >= 8 && n > 48)
+        n = 8 + rn(41);
+    alphabet = 1 + rn(4);
+    struct pager_config cfg = {.num_blocks = n,
+                               .block_size = bs,
+                               .n_layers = 2,
+                               .n_kv_heads = 1,
+                               .head_dim = 2,
+                               .dtype = FOLIO_F32,
+                               .no_arena = rn(8) == 0};
+    assert_int_equal(pager_init(&PG, &cfg), 0);
+    if (collide)
+        assert_int_equal(pager__test_set_key_mask(PG, (uint64_t)rn(8)), 0);
+    pager_kv_view(PG, &KV);
+    m_init(n, bs);
+    for (int b = 0; b < N_BASES; b++) {
+        base_len[b] = 1 + rn(FOLIO_MIN(6 * bs, MAX_LEN / 4));
+        for (int32_t i = 0; i < base_len[b]; i++)
+            bases[b][i] = rn(alphabet);
+    }
+    for (long i = 0; i < ops; i++, op_no++) {
+        int r = rn(100);
+        if (r < 14)
+            op_new();
+        else if (r < 40)
+            op_append();
+        else if (r < 50)
+            op_fork();
+        else if (r < 60)
+            op_truncate();
+        else if (r < 72)
+            op_free();
+        else if (r < 88)
+            op_mark();
+        else if (r < 97)
+            op_match();
+        else
+            op_exhaust();
+        compare_all();
+    }
+    pager_free(PG);
+    PG = NULL;
+}
+
+static void test_pager_differential(void **state)
+{
+    (void)state;
+    uint64_t seed = (uint64_t)folio_now_ns();
+    const char *e = getenv("FOLIO_SEED");
+    if (e && *e)
+        seed = strtoull(e, NULL, 0);
+    long total = getenv("FOLIO_TEST_SHORT") ? 50000 : 1000000;
+    if ((e = getenv("FOLIO_DIFF_OPS")) && *e)
+        total = strtol(e, NULL, 0);
+    printf("test_pager_diff: seed %llu (FOLIO_SEED=%llu reproduces), %ld ops\n",
+           (unsigned long long)seed, (unsigned long long)seed, total);
+    fflush(stdout);
+    rng_state = seed;
+    op_no = 0;
+    for (int prog = 0; op_no < total; prog++) {
+        long ops = FOLIO_MIN(total - op_no, 2000 + rn(8000));
+        run_program(ops, prog % 2);
+    }
+    assert_true(op_no >= total);
+    printf("coverage: prefix hits %ld, evictions %ld, cow %ld (of cached blocks %ld), "
+           "dedupe switches %ld, stalls %ld, ENOSPC %ld, truncations into cached blocks %ld\n",
+           cov.hits, cov.evictions, cov.cows, cov.cow_hashed, cov.switches, cov.stalls, cov.enospc,
+           cov.truncate_into_cached);
+    assert_true(cov.hits > 0 && cov.evictions > 0 && cov.cows > 0 && cov.cow_hashed > 0);
+    assert_true(cov.switches > 0 && cov.enospc > 0 && cov.truncate_into_cached > 0);
+    if (total >= 1000000)
+        assert_true(cov.stalls > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pager_differential),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
