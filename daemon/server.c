@@ -558,6 +558,16 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         srv_prom_family(b, g[i].name, g[i].type, g[i].help);
         srv_prom_sample(b, g[i].name, NULL, g[i].v);
     }
+    double prompt_total = 0, gen_total = 0;
+    for (int t = 0; t < s->cfg->n_tenants; t++) {
+        prompt_total += s->tm[t].prompt_tokens;
+        gen_total += s->tm[t].generation_tokens;
+    }
+    srv_prom_family(b, "folio_prompt_tokens_total", "counter",
+                    "Prompt tokens of admitted requests.");
+    srv_prom_sample(b, "folio_prompt_tokens_total", NULL, prompt_total);
+    srv_prom_family(b, "folio_generation_tokens_total", "counter", "Tokens generated.");
+    srv_prom_sample(b, "folio_generation_tokens_total", NULL, gen_total);
     srv_prom_family(b, "folio_http_responses_total", "counter", "HTTP responses by status class.");
     for (int k = 1; k <= 5; k++) {
         char lab[32];
