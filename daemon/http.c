@@ -435,8 +435,8 @@ void srv_http_request_done(struct srv_conn *c)
     c->comp = NULL;
     if (c->closing)
         return;
-    if (c->srv->draining)
-        c->close_after_write = true;
+    if (c->srv->draining && !c->in_len)
+        c->close_after_write = true; /* pipelined requests still get their 503 */
     if (c->close_after_write) {
         maybe_close_after_write(c);
         return;

@@ -249,6 +249,26 @@ const scenarios = {
     ok(`tenants by API key: tokens a=11 b=46 separated; tenant b over max_waiting: ${n429} x 429 with Retry-After`);
   },
 
+  // A request pipelined behind a running stream, when the server starts
+  // draining in between: the stream finishes, the second request gets 503.
+  async pipelined503() {
+    const c = net.connect(sock);
+    let got = '';
+    c.on('data', (d) => { got += d.toString('latin1'); });
+    const closed = new Promise((r) => c.on('close', r));
+    const b1 = JSON.stringify({ prompt: prompt(2), max_tokens: 30, stream: true, ignore_eos: true });
+    const b2 = JSON.stringify({ prompt: prompt(3), max_tokens: 3 });
+    c.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ${b1.length}\r\n\r\n${b1}` +
+      `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ${b2.length}\r\n\r\n${b2}`);
+    await new Promise((r) => setTimeout(r, 100));
+    console.log('STARTED');
+    await closed;
+    const codes = [...got.matchAll(/HTTP\/1\.1 (\d\d\d)/g)].map((m) => Number(m[1]));
+    if (JSON.stringify(codes) !== '[200,503]') fail(`pipelined during drain: ${codes}`);
+    if (!got.includes('data: [DONE]')) fail('stream cut by drain');
+    ok('request pipelined behind a stream during drain: stream finished, then 503');
+  },
+
   // Load for the SIGTERM test: starts N streams, reports when all started,
   // then checks each finished completely.
   async drainload() {

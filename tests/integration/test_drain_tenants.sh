@@ -24,6 +24,17 @@ rc=0; wait "$DPID" || rc=$?; DPID=
 grep -q "drained; exiting" "$LOG" || fail "no drain message"
 ok "SIGTERM under load: streams finished, new connections refused, exit 0, socket removed"
 
+# --- 503 for a request pipelined behind a stream while draining ------------
+start_daemon "$FOLIOD_FAKE" --kv-blocks 256
+$C pipelined503 "$SOCK" >"$T/p.out" 2>&1 &
+LPID=$!
+for _ in $(seq 1 200); do grep -q STARTED "$T/p.out" && break; sleep 0.05; done
+kill -TERM "$DPID"
+wait "$LPID" || fail "pipelined: $(cat "$T/p.out")"
+grep '^ok' "$T/p.out"
+rc=0; wait "$DPID" || rc=$?; DPID=
+[ $rc = 0 ] || fail "exit status $rc"
+
 # --- drain timeout aborts what is left -------------------------------------
 start_daemon "$FOLIOD_FAKE" --kv-blocks 1024 --drain-timeout-ms 300
 curl -sN --unix-socket "$SOCK" -d '{"prompt":[1,2],"max_tokens":2000,"stream":true,"ignore_eos":true}' http://x/v1/completions >"$T/long.out" 2>/dev/null &
