@@ -27,6 +27,7 @@
 #ifndef FOLIO_MODEL_INTERNAL_H
 #define FOLIO_MODEL_INTERNAL_H
 
+#include "folio/gguf.h"
 #include "folio/model.h"
 
 struct model_layer {
@@ -42,6 +43,12 @@ struct model {
     const float *output;
     void *storage; /* owned weight memory (folio_aligned_alloc) */
     size_t storage_bytes;
+    /* The GGUF file the model was loaded from, kept open (mapped) so the
+     * tokenizer can read its tokenizer.* keys (gguf_find_key on m->gguf);
+     * NULL for models built in memory.  Owned: model_free() must
+     * gguf_close() it.  Weights never point into it (they are converted
+     * to f32 in storage at load). */
+    gguf_file_t *gguf;
 };
 
 /* Presets of `folio gen-model` and the embedded default ("tiny"). */

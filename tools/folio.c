@@ -9,6 +9,7 @@
 /* One line per subcommand (keep sorted). */
 const struct folio_cmd folio_cmds[] = {
     {"complete", cmd_complete, "one completion from a running foliod (--stream prints as it arrives)"},
+    {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
     {NULL, NULL, NULL},
 };
 const int folio_n_cmds = (int)(sizeof(folio_cmds) / sizeof(folio_cmds[0])) - 1;

@@ -17,5 +17,6 @@ extern const struct folio_cmd folio_cmds[];
 extern const int folio_n_cmds;
 
 int cmd_complete(int argc, char **argv);
+int cmd_gen_model(int argc, char **argv);
 
 #endif

@@ -94,6 +94,11 @@ const char *gguf_tensor_type_name(enum gguf_tensor_type t);
 /* Converts n elements (n a multiple of the type's block) to f32. */
 int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n);
 
+/* The file's GGUF version (2 or 3: both are accepted, they share one
+ * layout) and its data alignment (general.alignment, default 32). */
+uint32_t gguf_version(const gguf_file_t *f);
+uint32_t gguf_alignment(const gguf_file_t *f);
+
 /* ---- writer ----------------------------------------------------------- */
 
 typedef struct gguf_writer gguf_writer_t;
@@ -109,11 +114,17 @@ int gguf_w_bool(gguf_writer_t *w, const char *key, bool val);
 int gguf_w_arr_str(gguf_writer_t *w, const char *key, const char *const *vals, uint64_t n);
 int gguf_w_arr_f32(gguf_writer_t *w, const char *key, const float *vals, uint64_t n);
 int gguf_w_arr_i32(gguf_writer_t *w, const char *key, const int32_t *vals, uint64_t n);
+/* Copies key idx of f (any type, arrays included) verbatim; -EEXIST if the
+ * writer already has a key of that name. */
+int gguf_w_copy_key(gguf_writer_t *w, const gguf_file_t *f, int64_t idx);
 /* A tensor; data is referenced, not copied, and must live until
  * gguf_writer_write returns. */
 int gguf_w_tensor(gguf_writer_t *w, const char *name, enum gguf_tensor_type type, int32_t n_dims,
                   const int64_t *ne, const void *data);
-/* Writes the file (to path.tmp, then renames). */
+/* Writes the file (to path.tmp, then renames).  Tensor data is aligned to
+ * general.alignment when that key was added (as u32), else 32, and padded
+ * with zeros; the output depends only on what was added (no timestamps).
+ * The writer may be written again or freed afterwards. */
 int gguf_writer_write(gguf_writer_t *w, const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus

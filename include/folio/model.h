@@ -39,6 +39,21 @@ int model_load_file(const char *path, model_t **out, char *err, size_t errlen);
 /* The embedded default model: preset "tiny", seed 0, built in memory. */
 int model_load_default(model_t **out, char *err, size_t errlen);
 void model_free(model_t *m);
+
+/* `folio gen-model`: the synthetic model of a preset ("tiny", "small",
+ * "medium"; see model__preset) with weights drawn from seed, written as a
+ * llama-architecture GGUF v3 file that llama.cpp-style readers accept.
+ * The output depends only on the options (byte-identical across runs).
+ * vocab_path NULL: the synthetic SentencePiece vocabulary
+ * (model/vocab_synth.h); else every tokenizer.* key is copied from that
+ * GGUF file and n_vocab becomes its token count. */
+struct model_gen_opts {
+    const char *preset;
+    uint64_t seed;
+    bool f16;               /* matrices F16 (norms stay F32) */
+    const char *vocab_path; /* may be NULL */
+};
+int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);
 const struct model_hparams *model_hparams(const model_t *m);
 const char *model_name(const model_t *m);
 

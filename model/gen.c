@@ -1,0 +1,242 @@
+/*
+ * model/gen.c — synthetic models written as GGUF v3 (`folio gen-model`).
+ *
+ * What it owns: nothing beyond the call.  model_gen_file builds the preset's
+ * model in memory (model__preset, model__alloc, model__fill_random), then
+ * model__write_gguf writes any struct model as a llama-architecture file.
+ *
+ * File contents, in order (llama.cpp key and tensor names):
+ *
+ *   general.architecture = "llama"     general.name = "folio-synth-<preset>-s<seed>"
+ *   general.alignment (u32 32)         general.file_type (u32: 0 F32, 1 F16)
+ *   llama.vocab_size, llama.context_length, llama.embedding_length,
+ *   llama.block_count, llama.feed_forward_length, llama.attention.head_count,
+ *   llama.attention.head_count_kv, llama.rope.dimension_count (u32)
+ *   llama.rope.freq_base, llama.attention.layer_norm_rms_epsilon (f32)
+ *   tokenizer.*: either the synthetic vocabulary —
+ *     tokenizer.ggml.model = "llama", tokenizer.ggml.tokens (string[]),
+ *     tokenizer.ggml.scores (f32[]), tokenizer.ggml.token_type (i32[]),
+ *     tokenizer.ggml.bos_token_id = 1, eos_token_id = 2,
+ *     unknown_token_id = 0 (u32), add_bos_token = true, add_eos_token = false
+ *   — or every tokenizer.* key of the --vocab file, copied verbatim.
+ *
+ *   tensors: token_embd.weight [dim, vocab]; per layer N:
+ *     blk.N.attn_norm.weight [dim] (F32), blk.N.attn_q.weight [dim, H*hd],
+ *     blk.N.attn_k.weight, blk.N.attn_v.weight [dim, KV*hd],
+ *     blk.N.attn_output.weight [H*hd, dim], blk.N.ffn_norm.weight [dim] (F32),
+ *     blk.N.ffn_gate.weight, blk.N.ffn_up.weight [dim, ffn],
+ *     blk.N.ffn_down.weight [ffn, dim];
+ *   output_norm.weight [dim] (F32), output.weight [dim, vocab].
+ *
+ * Q/K/V and gate/up are the row blocks of the fused wqkv and w_gate_up, so
+ * F32 tensors point straight into the model's storage; F16 matrices are
+ * converted into one scratch buffer first.  Nothing time- or
+ * machine-dependent is written, so the same options give the same bytes.
+ *
+ * Threading: reentrant; touches no globals.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "folio/common.h"
+#include "folio/gguf.h"
+#include "gen.h"
+#include "model_internal.h"
+#include "vocab_synth.h"
+
+struct tensor_spec {
+    char name[64];
+    int32_t n_dims;
+    int64_t ne[2];
+    const float *data;
+    bool matrix;
+};
+
+static int add_tensors(gguf_writer_t *w, const struct model *m, bool f16, uint16_t **scratch)
+{
+    const struct model_hparams *hp = &m->hp;
+    int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
+    int64_t ffn = hp->ffn_dim, V = hp->n_vocab;
+    int64_t n_specs = 3 + 9 * (int64_t)hp->n_layers;
+    struct tensor_spec *spec = folio_calloc((size_t)n_specs, sizeof(*spec));
+    if (!spec)
+        return -ENOMEM;
+    int64_t k = 0;
+#define SPEC(nm_, nd_, ne0_, ne1_, data_, mat_)                                                    \
+    do {                                                                                           \
+        struct tensor_spec *s_ = &spec[k++];                                                       \
+        snprintf(s_->name, sizeof(s_->name), "%s", nm_);                                           \
+        s_->n_dims = (nd_);                                                                        \
+        s_->ne[0] = (ne0_);                                                                        \
+        s_->ne[1] = (ne1_);                                                                        \
+        s_->data = (data_);                                                                        \
+        s_->matrix = (mat_);                                                                       \
+    } while (0)
+    char nm[64];
+    SPEC("token_embd.weight", 2, dim, V, m->tok_embd, true);
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+#define LNAME(sfx) (snprintf(nm, sizeof(nm), "blk.%d.%s.weight", l, sfx), nm)
+        SPEC(LNAME("attn_norm"), 1, dim, 1, L->attn_norm, false);
+        SPEC(LNAME("attn_q"), 2, dim, H * hd, L->wqkv, true);
+        SPEC(LNAME("attn_k"), 2, dim, KV * hd, L->wqkv + H * hd * dim, true);
+        SPEC(LNAME("attn_v"), 2, dim, KV * hd, L->wqkv + (H + KV) * hd * dim, true);
+        SPEC(LNAME("attn_output"), 2, H * hd, dim, L->wo, true);
+        SPEC(LNAME("ffn_norm"), 1, dim, 1, L->ffn_norm, false);
+        SPEC(LNAME("ffn_gate"), 2, dim, ffn, L->w_gate_up, true);
+        SPEC(LNAME("ffn_up"), 2, dim, ffn, L->w_gate_up + ffn * dim, true);
+        SPEC(LNAME("ffn_down"), 2, ffn, dim, L->w_down, true);
+#undef LNAME
+    }
+    SPEC("output_norm.weight", 1, dim, 1, m->out_norm, false);
+    SPEC("output.weight", 2, dim, V, m->output, true);
+#undef SPEC
+
+    int rc = 0;
+    size_t total = 0;
+    if (f16) {
+        for (int64_t i = 0; i < n_specs; i++)
+            if (spec[i].matrix)
+                total += (size_t)(spec[i].ne[0] * spec[i].ne[1]);
+        *scratch = folio_malloc(total * sizeof(uint16_t));
+        if (!*scratch) {
+            rc = -ENOMEM;
+            goto out;
+        }
+    }
+    size_t at = 0;
+    for (int64_t i = 0; i < n_specs && !rc; i++) {
+        const struct tensor_spec *s = &spec[i];
+        if (f16 && s->matrix) {
+            size_t n = (size_t)(s->ne[0] * s->ne[1]);
+            uint16_t *dst = *scratch + at;
+            for (size_t j = 0; j < n; j++)
+                dst[j] = folio_f32_to_f16(s->data[j]);
+            at += n;
+            rc = gguf_w_tensor(w, s->name, GGUF_TENSOR_F16, s->n_dims, s->ne, dst);
+        } else {
+            rc = gguf_w_tensor(w, s->name, GGUF_TENSOR_F32, s->n_dims, s->ne, s->data);
+        }
+    }
+out:
+    folio_free(spec);
+    return rc;
+}
+
+static int add_synth_vocab(gguf_writer_t *w, int32_t n_vocab)
+{
+    struct vocab_synth v;
+    int rc = vocab_synth_build(n_vocab, &v);
+    if (rc)
+        return rc;
+    if ((rc = gguf_w_str(w, "tokenizer.ggml.model", "llama")) ||
+        (rc = gguf_w_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)n_vocab)) ||
+        (rc = gguf_w_arr_f32(w, "tokenizer.ggml.scores", v.scores, (uint64_t)n_vocab)) ||
+        (rc = gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v.types, (uint64_t)n_vocab)) ||
+        (rc = gguf_w_u32(w, "tokenizer.ggml.bos_token_id", VOCAB_SYNTH_BOS_ID)) ||
+        (rc = gguf_w_u32(w, "tokenizer.ggml.eos_token_id", VOCAB_SYNTH_EOS_ID)) ||
+        (rc = gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", VOCAB_SYNTH_UNK_ID)) ||
+        (rc = gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true)) ||
+        (rc = gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false))) {
+        vocab_synth_free(&v);
+        return rc;
+    }
+    vocab_synth_free(&v);
+    return rc;
+}
+
+int model__write_gguf(const struct model *m, const char *path, bool f16, const gguf_file_t *vocab,
+                      char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &m->hp;
+    gguf_writer_t *w = NULL;
+    uint16_t *scratch = NULL;
+    int rc = gguf_writer_new(&w);
+    if (rc)
+        goto oom;
+    if ((rc = gguf_w_str(w, "general.architecture", "llama")) ||
+        (rc = gguf_w_str(w, "general.name", m->name)) ||
+        (rc = gguf_w_u32(w, "general.alignment", 32)) ||
+        (rc = gguf_w_u32(w, "general.file_type", f16 ? 1 : 0)) ||
+        (rc = gguf_w_u32(w, "llama.vocab_size", (uint32_t)hp->n_vocab)) ||
+        (rc = gguf_w_u32(w, "llama.context_length", (uint32_t)hp->ctx_len)) ||
+        (rc = gguf_w_u32(w, "llama.embedding_length", (uint32_t)hp->dim)) ||
+        (rc = gguf_w_u32(w, "llama.block_count", (uint32_t)hp->n_layers)) ||
+        (rc = gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)hp->ffn_dim)) ||
+        (rc = gguf_w_u32(w, "llama.attention.head_count", (uint32_t)hp->n_heads)) ||
+        (rc = gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)hp->n_kv_heads)) ||
+        (rc = gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)hp->head_dim)) ||
+        (rc = gguf_w_f32(w, "llama.rope.freq_base", hp->rope_base)) ||
+        (rc = gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", hp->norm_eps)))
+        goto oom;
+    if (vocab) {
+        for (int64_t i = 0; i < gguf_n_keys(vocab); i++)
+            if (!strncmp(gguf_key_name(vocab, i), "tokenizer.", 10) &&
+                (rc = gguf_w_copy_key(w, vocab, i)))
+                goto oom;
+    } else if ((rc = add_synth_vocab(w, hp->n_vocab))) {
+        goto oom;
+    }
+    if ((rc = add_tensors(w, m, f16, &scratch)))
+        goto oom;
+    rc = gguf_writer_write(w, path, err, errlen);
+    goto out;
+oom:
+    if (err && errlen)
+        snprintf(err, errlen, "%s: cannot build the GGUF contents: %s", path, strerror(-rc));
+out:
+    folio_free(scratch);
+    gguf_writer_free(w);
+    return rc;
+}
+
+int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen)
+{
+    struct model_hparams hp;
+    struct model *m = NULL;
+    gguf_file_t *vocab = NULL;
+    if (err && errlen)
+        err[0] = 0;
+    int rc = o->preset ? model__preset(o->preset, &hp) : -EINVAL;
+    if (rc) {
+        if (err && errlen)
+            snprintf(err, errlen, "unknown preset '%s' (want tiny, small or medium)",
+                     o->preset ? o->preset : "(null)");
+        return -EINVAL;
+    }
+    if (o->vocab_path) {
+        if ((rc = gguf_open(o->vocab_path, &vocab, err, errlen)))
+            return rc;
+        int64_t idx = gguf_find_key(vocab, "tokenizer.ggml.tokens");
+        enum gguf_type et;
+        uint64_t n;
+        if (idx < 0 || gguf_arr_info(vocab, idx, &et, &n) || et != GGUF_TYPE_STRING || n < 1 ||
+            n > (1u << 24)) {
+            if (err && errlen)
+                snprintf(err, errlen,
+                         "%s: key 'tokenizer.ggml.tokens' is missing or not a usable array of "
+                         "strings",
+                         o->vocab_path);
+            rc = -EINVAL;
+            goto out;
+        }
+        hp.n_vocab = (int32_t)n;
+    } else if (hp.n_vocab < VOCAB_SYNTH_MIN) {
+        rc = -EINVAL;
+        goto out;
+    }
+    if ((rc = model__alloc(&hp, &m))) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: cannot allocate the model: %s", path, strerror(-rc));
+        goto out;
+    }
+    snprintf(m->name, sizeof(m->name), "folio-synth-%s-s%" PRIu64, o->preset, o->seed);
+    model__fill_random(m, o->seed);
+    rc = model__write_gguf(m, path, o->f16, vocab, err, errlen);
+out:
+    model_free(m);
+    gguf_close(vocab);
+    return rc;
+}

@@ -1,0 +1,20 @@
+/*
+ * model/gen.h — writing a struct model as a GGUF file (model/gen.c).  Not a
+ * public header: `folio gen-model` uses model_gen_file (folio/model.h).
+ */
+#ifndef FOLIO_MODEL_GEN_H
+#define FOLIO_MODEL_GEN_H
+
+#include <stdbool.h>
+
+#include "folio/gguf.h"
+#include "model_internal.h"
+
+/* Writes m (hparams, m->name, weights) to path as a llama-architecture
+ * GGUF v3 file; matrices F16 when f16, else F32.  vocab NULL: the
+ * synthetic vocabulary of m->hp.n_vocab tokens; else every tokenizer.* key
+ * of vocab is copied (its token count should equal m->hp.n_vocab). */
+int model__write_gguf(const struct model *m, const char *path, bool f16, const gguf_file_t *vocab,
+                      char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,1307 @@
+/*
+ * model/gguf.c — GGUF files: a validating mmap reader and a writer.
+ *
+ * What it owns.  A gguf_file_t owns the read-only mapping of one file and
+ * small index arrays describing it; every pointer it hands out (key names,
+ * string values, array data, tensor data) points into the mapping or into
+ * those arrays and lives until gguf_close().  A gguf_writer_t owns copies of
+ * the keys and values added to it, and references (never copies) tensor data.
+ *
+ * File layout (all integers little-endian):
+ *
+ *   "GGUF" u32 version  u64 n_tensors  u64 n_kv
+ *   n_kv ×      { str key, u32 type, value }          str = u64 len + bytes
+ *   n_tensors × { str name, u32 n_dims, u64 ne[n_dims], u32 type, u64 offset }
+ *   zero padding up to a multiple of general.alignment (default 32)
+ *   tensor data: each tensor at data_start + offset, offset a multiple of
+ *   the alignment
+ *
+ * Versions: 3 is what llama.cpp writes today; 2 has the same layout (v2
+ * only differs from v3 by not allowing big-endian files, which we reject
+ * anyway), so both are accepted.  Version 1 (32-bit counts) and anything
+ * else is rejected; a byte-swapped version field is reported as a
+ * big-endian file.
+ *
+ * Validation (all of it happens in gguf_open, before a pointer is handed
+ * out): magic; version; counts against what the remaining bytes could hold;
+ * every string length against the bytes left; key names non-empty, without
+ * NUL, unique; value types known; arrays of arrays rejected (no model key
+ * uses them); bools 0 or 1; general.alignment an unsigned integer that is a
+ * power of two <= 1 MiB; tensor names non-empty, without NUL, unique; 1..4
+ * dims, each > 0, element count computed without overflow; tensor type one
+ * of F32/F16/BF16/Q8_0 (Q8_0 rows a multiple of 32); offsets aligned and
+ * each tensor's bytes inside the file; no two tensors overlap.
+ *
+ * Invariants after a successful open: for every key, raw..raw+raw_len lies
+ * in the mapping and decodes as its type; for every tensor, data..data+
+ * nbytes lies in the mapping.  The reader never reads outside the mapping.
+ *
+ * Threading: a gguf_file_t is immutable after gguf_open and may be read
+ * from any number of threads.  A writer belongs to one thread.
+ *
+ * This code assumes a little-endian host (checked at compile time).
+ */
+#include "folio/gguf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "folio/common.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "gguf.c assumes a little-endian host"
+#endif
+
+#define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_ALIGNMENT     (1u << 20)
+#define GGUF_QK8_0             32
+
+/* ---- shared helpers --------------------------------------------------- */
+
+static size_t type_scalar_size(enum gguf_type t)
+{
+    switch (t) {
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_BOOL:
+        return 1;
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_INT16:
+        return 2;
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_FLOAT32:
+        return 4;
+    case GGUF_TYPE_UINT64:
+    case GGUF_TYPE_INT64:
+    case GGUF_TYPE_FLOAT64:
+        return 8;
+    case GGUF_TYPE_STRING:
+    case GGUF_TYPE_ARRAY:
+        return 0;
+    }
+    return 0;
+}
+
+static bool type_known(uint32_t t)
+{
+    return t <= GGUF_TYPE_FLOAT64;
+}
+
+static const char *type_name(uint32_t t)
+{
+    static const char *const names[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                        "int32",  "float32", "bool",   "string", "array",
+                                        "uint64", "int64",   "float64"};
+    return t < FOLIO_ARRAY_LEN(names) ? names[t] : "unknown";
+}
+
+static bool tensor_type_known(uint32_t t)
+{
+    return t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_Q8_0 ||
+           t == GGUF_TENSOR_BF16;
+}
+
+/* Names of ggml types we do not read, so an error can say what it saw. */
+static const char *ggml_type_name(uint32_t t)
+{
+    static const char *const names[] = {
+        "f32",     "f16",    "q4_0",    "q4_1",  "q4_2",   "q4_3",  "q5_0",  "q5_1",
+        "q8_0",    "q8_1",   "q2_K",    "q3_K",  "q4_K",   "q5_K",  "q6_K",  "q8_K",
+        "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs",
+        "i8",      "i16",    "i32",     "i64",   "f64",    "iq1_m", "bf16"};
+    return t < FOLIO_ARRAY_LEN(names) ? names[t] : "unknown";
+}
+
+const char *gguf_tensor_type_name(enum gguf_tensor_type t)
+{
+    switch (t) {
+    case GGUF_TENSOR_F32:
+        return "F32";
+    case GGUF_TENSOR_F16:
+        return "F16";
+    case GGUF_TENSOR_Q8_0:
+        return "Q8_0";
+    case GGUF_TENSOR_BF16:
+        return "BF16";
+    }
+    return "?";
+}
+
+size_t gguf_tensor_nbytes(enum gguf_tensor_type t, int64_t n)
+{
+    if (n < 0)
+        return 0;
+    switch (t) {
+    case GGUF_TENSOR_F32:
+        return (uint64_t)n > SIZE_MAX / 4 ? 0 : (size_t)n * 4;
+    case GGUF_TENSOR_F16:
+    case GGUF_TENSOR_BF16:
+        return (uint64_t)n > SIZE_MAX / 2 ? 0 : (size_t)n * 2;
+    case GGUF_TENSOR_Q8_0:
+        if (n % GGUF_QK8_0)
+            return 0;
+        return (size_t)(n / GGUF_QK8_0) * (2 + GGUF_QK8_0);
+    }
+    return 0;
+}
+
+int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n)
+{
+    const uint8_t *s = src;
+    if (n < 0)
+        return -EINVAL;
+    switch (t) {
+    case GGUF_TENSOR_F32:
+        memcpy(dst, src, (size_t)n * 4);
+        return 0;
+    case GGUF_TENSOR_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            dst[i] = folio_f16_to_f32(h);
+        }
+        return 0;
+    case GGUF_TENSOR_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, s + 2 * i, 2);
+            dst[i] = folio_bf16_to_f32(h);
+        }
+        return 0;
+    case GGUF_TENSOR_Q8_0:
+        if (n % GGUF_QK8_0)
+            return -EINVAL;
+        for (int64_t b = 0; b < n / GGUF_QK8_0; b++) {
+            const uint8_t *blk = s + b * (2 + GGUF_QK8_0);
+            uint16_t dh;
+            memcpy(&dh, blk, 2);
+            float d = folio_f16_to_f32(dh);
+            const int8_t *q = (const int8_t *)(blk + 2);
+            for (int j = 0; j < GGUF_QK8_0; j++)
+                dst[b * GGUF_QK8_0 + j] = d * (float)q[j];
+        }
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* ---- reader ----------------------------------------------------------- */
+
+struct gguf_kv {
+    char *key; /* NUL-terminated copy */
+    enum gguf_type type;
+    const uint8_t *raw; /* value bytes (after the type field) */
+    size_t raw_len;
+    enum gguf_type arr_type; /* arrays */
+    uint64_t arr_n;          /* arrays: element count; strings: byte length */
+    const uint8_t *payload;  /* scalars: the value; strings: the chars;
+                                numeric arrays: the first element */
+    size_t *str_offs;        /* string arrays: offset of each element's
+                                length field, relative to raw */
+};
+
+struct gguf_tensor {
+    char *name;
+    enum gguf_tensor_type type;
+    int32_t n_dims;
+    int64_t ne[4];
+    uint64_t offset; /* from data_start */
+    size_t nbytes;
+};
+
+struct gguf_file {
+    char *path;
+    const uint8_t *map;
+    size_t size;
+    uint32_t version;
+    uint32_t alignment;
+    size_t data_start;
+    int64_t n_kv, n_tensors;
+    struct gguf_kv *kv;
+    struct gguf_tensor *tensors;
+};
+
+/* A bounds-checked cursor over the mapping. */
+struct cur {
+    const uint8_t *base;
+    size_t size, pos;
+};
+
+static bool cur_need(const struct cur *c, uint64_t n)
+{
+    return n <= c->size - c->pos;
+}
+
+static bool cur_u32(struct cur *c, uint32_t *v)
+{
+    if (!cur_need(c, 4))
+        return false;
+    memcpy(v, c->base + c->pos, 4);
+    c->pos += 4;
+    return true;
+}
+
+static bool cur_u64(struct cur *c, uint64_t *v)
+{
+    if (!cur_need(c, 8))
+        return false;
+    memcpy(v, c->base + c->pos, 8);
+    c->pos += 8;
+    return true;
+}
+
+/* A string: *s points at its bytes in the mapping.  Returns 0, or a short
+ * reason for the caller's message. */
+static const char *cur_str(struct cur *c, const uint8_t **s, uint64_t *len)
+{
+    if (!cur_u64(c, len))
+        return "truncated (string length)";
+    if (!cur_need(c, *len))
+        return "string length runs past the end of the file";
+    *s = c->base + c->pos;
+    c->pos += (size_t)*len;
+    return NULL;
+}
+
+static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    int n = snprintf(err, errlen, "%s: ", path);
+    if (n < 0 || (size_t)n >= errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* A name from the file as a C string; NULL on allocation failure. */
+static char *dup_name(const uint8_t *s, uint64_t len)
+{
+    char *p = folio_malloc((size_t)len + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, s, (size_t)len);
+    p[len] = 0;
+    return p;
+}
+
+/* Printable excerpt of a (possibly binary) name for error messages. */
+static void name_excerpt(char *out, size_t outlen, const uint8_t *s, uint64_t len)
+{
+    size_t j = 0;
+    for (uint64_t i = 0; i < len && j + 5 < outlen; i++) {
+        unsigned char ch = s[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\'')
+            out[j++] = (char)ch;
+        else
+            j += (size_t)snprintf(out + j, outlen - j, "\\x%02x", ch);
+    }
+    if (len > 0 && j + 5 >= outlen && j >= 3)
+        memcpy(out + j - 3, "...", 3);
+    out[j] = 0;
+}
+
+void gguf_close(gguf_file_t *f)
+{
+    if (!f)
+        return;
+    if (f->kv) {
+        for (int64_t i = 0; i < f->n_kv; i++) {
+            folio_free(f->kv[i].key);
+            folio_free(f->kv[i].str_offs);
+        }
+        folio_free(f->kv);
+    }
+    if (f->tensors) {
+        for (int64_t i = 0; i < f->n_tensors; i++)
+            folio_free(f->tensors[i].name);
+        folio_free(f->tensors);
+    }
+    if (f->map)
+        munmap((void *)f->map, f->size);
+    folio_free(f->path);
+    folio_free(f);
+}
+
+/* Parses one value of type t at the cursor into kv (arrays recurse one
+ * level).  Returns NULL or a reason. */
+static const char *parse_value(struct cur *c, struct gguf_kv *kv, uint32_t t, int *errno_out)
+{
+    size_t start = c->pos;
+    kv->type = (enum gguf_type)t;
+    if (!type_known(t))
+        return "unknown value type";
+    if (t == GGUF_TYPE_STRING) {
+        const uint8_t *s;
+        uint64_t len;
+        const char *why = cur_str(c, &s, &len);
+        if (why)
+            return why;
+        kv->payload = s;
+        kv->arr_n = len;
+    } else if (t == GGUF_TYPE_ARRAY) {
+        uint32_t et;
+        uint64_t n;
+        if (!cur_u32(c, &et) || !cur_u64(c, &n))
+            return "truncated (array header)";
+        if (!type_known(et))
+            return "array has an unknown element type";
+        if (et == GGUF_TYPE_ARRAY)
+            return "arrays of arrays are not supported";
+        kv->arr_type = (enum gguf_type)et;
+        kv->arr_n = n;
+        kv->payload = c->base + c->pos;
+        if (et == GGUF_TYPE_STRING) {
+            if (n > (c->size - c->pos) / 8)
+                return "array count larger than the file could hold";
+            kv->str_offs = folio_malloc((size_t)(n ? n : 1) * sizeof(size_t));
+            if (!kv->str_offs) {
+                *errno_out = -ENOMEM;
+                return "out of memory";
+            }
+            for (uint64_t i = 0; i < n; i++) {
+                const uint8_t *s;
+                uint64_t len;
+                kv->str_offs[i] = c->pos - start;
+                const char *why = cur_str(c, &s, &len);
+                if (why)
+                    return why;
+            }
+        } else {
+            size_t es = type_scalar_size(et);
+            if (n > (c->size - c->pos) / es)
+                return "array runs past the end of the file";
+            if (et == GGUF_TYPE_BOOL)
+                for (uint64_t i = 0; i < n; i++)
+                    if (c->base[c->pos + i] > 1)
+                        return "bool array element is neither 0 nor 1";
+            c->pos += (size_t)(n * es);
+        }
+    } else {
+        size_t es = type_scalar_size(t);
+        if (!cur_need(c, es))
+            return "truncated (value)";
+        kv->payload = c->base + c->pos;
+        if (t == GGUF_TYPE_BOOL && *kv->payload > 1)
+            return "bool value is neither 0 nor 1";
+        c->pos += es;
+    }
+    kv->raw = c->base + start;
+    kv->raw_len = c->pos - start;
+    return NULL;
+}
+
+static int cmp_kv_name(const void *a, const void *b)
+{
+    const struct gguf_kv *const *x = a, *const *y = b;
+    return strcmp((*x)->key, (*y)->key);
+}
+
+static int cmp_tensor_name(const void *a, const void *b)
+{
+    const struct gguf_tensor *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+static int cmp_tensor_off(const void *a, const void *b)
+{
+    const struct gguf_tensor *const *x = a, *const *y = b;
+    if ((*x)->offset != (*y)->offset)
+        return (*x)->offset < (*y)->offset ? -1 : 1;
+    return 0;
+}
+
+static int parse(gguf_file_t *f, char *err, size_t errlen)
+{
+    const char *path = f->path;
+    struct cur c = {f->map, f->size, 0};
+    uint32_t magic, version;
+    uint64_t n_tensors, n_kv;
+    char nm[96];
+    int rc = -EINVAL;
+    void **sorted = NULL;
+
+    if (f->size < 24) {
+        set_err(err, errlen, path, "file too short for a GGUF header (%zu bytes)", f->size);
+        return -EINVAL;
+    }
+    cur_u32(&c, &magic);
+    if (memcmp(f->map, "GGUF", 4)) {
+        set_err(err, errlen, path, "not a GGUF file (bad magic %02x %02x %02x %02x)", f->map[0],
+                f->map[1], f->map[2], f->map[3]);
+        return -EINVAL;
+    }
+    cur_u32(&c, &version);
+    if (version == 0x02000000u || version == 0x03000000u) {
+        set_err(err, errlen, path, "big-endian GGUF files are not supported");
+        return -EINVAL;
+    }
+    if (version != 2 && version != 3) {
+        set_err(err, errlen, path, "unsupported GGUF version %" PRIu32 " (want 2 or 3)", version);
+        return -EINVAL;
+    }
+    f->version = version;
+    cur_u64(&c, &n_tensors);
+    cur_u64(&c, &n_kv);
+    /* Smallest key/value: 8 (len) + 1 (name) + 4 (type) + 1 (u8). */
+    if (n_kv > (f->size - c.pos) / 14) {
+        set_err(err, errlen, path, "absurd metadata key count %" PRIu64 " for a %zu-byte file",
+                n_kv, f->size);
+        return -EINVAL;
+    }
+    /* Smallest tensor info: 8 + 1 + 4 + 8 + 4 + 8. */
+    if (n_tensors > (f->size - c.pos) / 33) {
+        set_err(err, errlen, path, "absurd tensor count %" PRIu64 " for a %zu-byte file", n_tensors,
+                f->size);
+        return -EINVAL;
+    }
+
+    f->kv = folio_calloc(n_kv ? (size_t)n_kv : 1, sizeof(*f->kv));
+    f->tensors = folio_calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(*f->tensors));
+    size_t nsort = FOLIO_MAX(n_kv, n_tensors);
+    sorted = folio_malloc((nsort ? nsort : 1) * sizeof(void *));
+    if (!f->kv || !f->tensors || !sorted) {
+        set_err(err, errlen, path, "out of memory");
+        rc = -ENOMEM;
+        goto out;
+    }
+
+    /* ---- metadata ---- */
+    for (uint64_t i = 0; i < n_kv; i++) {
+        struct gguf_kv *kv = &f->kv[i];
+        const uint8_t *ks;
+        uint64_t klen;
+        uint32_t t;
+        const char *why = cur_str(&c, &ks, &klen);
+        if (why) {
+            set_err(err, errlen, path, "metadata key #%" PRIu64 ": name: %s", i, why);
+            goto out;
+        }
+        name_excerpt(nm, sizeof(nm), ks, klen);
+        if (klen == 0 || memchr(ks, 0, (size_t)klen)) {
+            set_err(err, errlen, path, "metadata key #%" PRIu64 " '%s': name is empty or has NUL",
+                    i, nm);
+            goto out;
+        }
+        kv->key = dup_name(ks, klen);
+        if (!kv->key) {
+            set_err(err, errlen, path, "out of memory");
+            rc = -ENOMEM;
+            goto out;
+        }
+        f->n_kv = (int64_t)i + 1; /* for cleanup */
+        if (!cur_u32(&c, &t)) {
+            set_err(err, errlen, path, "key '%s': truncated (type)", nm);
+            goto out;
+        }
+        int erc = 0;
+        why = parse_value(&c, kv, t, &erc);
+        if (why) {
+            if (erc)
+                rc = erc;
+            set_err(err, errlen, path, "key '%s' (type %s): %s", nm, type_name(t), why);
+            goto out;
+        }
+    }
+    for (uint64_t i = 0; i < n_kv; i++)
+        sorted[i] = &f->kv[i];
+    qsort(sorted, (size_t)n_kv, sizeof(void *), cmp_kv_name);
+    for (uint64_t i = 1; i < n_kv; i++)
+        if (!strcmp(((struct gguf_kv *)sorted[i])->key, ((struct gguf_kv *)sorted[i - 1])->key)) {
+            set_err(err, errlen, path, "key '%.200s' appears twice",
+                    ((struct gguf_kv *)sorted[i])->key);
+            goto out;
+        }
+
+    f->alignment = GGUF_DEFAULT_ALIGNMENT;
+    int64_t ai = gguf_find_key(f, "general.alignment");
+    if (ai >= 0) {
+        uint64_t a;
+        if (gguf_get_u64(f, ai, &a) || a == 0 || (a & (a - 1)) || a > GGUF_MAX_ALIGNMENT) {
+            set_err(err, errlen, path,
+                    "key 'general.alignment': must be an unsigned power of two <= %u",
+                    GGUF_MAX_ALIGNMENT);
+            goto out;
+        }
+        f->alignment = (uint32_t)a;
+    }
+
+    /* ---- tensor infos ---- */
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        struct gguf_tensor *t = &f->tensors[i];
+        const uint8_t *ns;
+        uint64_t nlen;
+        uint32_t nd, ty;
+        const char *why = cur_str(&c, &ns, &nlen);
+        if (why) {
+            set_err(err, errlen, path, "tensor #%" PRIu64 ": name: %s", i, why);
+            goto out;
+        }
+        name_excerpt(nm, sizeof(nm), ns, nlen);
+        if (nlen == 0 || memchr(ns, 0, (size_t)nlen)) {
+            set_err(err, errlen, path, "tensor #%" PRIu64 " '%s': name is empty or has NUL", i, nm);
+            goto out;
+        }
+        t->name = dup_name(ns, nlen);
+        if (!t->name) {
+            set_err(err, errlen, path, "out of memory");
+            rc = -ENOMEM;
+            goto out;
+        }
+        f->n_tensors = (int64_t)i + 1;
+        if (!cur_u32(&c, &nd)) {
+            set_err(err, errlen, path, "tensor '%s': truncated (n_dims)", nm);
+            goto out;
+        }
+        if (nd < 1 || nd > 4) {
+            set_err(err, errlen, path, "tensor '%s': %" PRIu32 " dimensions (want 1..4)", nm, nd);
+            goto out;
+        }
+        t->n_dims = (int32_t)nd;
+        int64_t n_elems = 1;
+        for (uint32_t d = 0; d < 4; d++)
+            t->ne[d] = 1;
+        for (uint32_t d = 0; d < nd; d++) {
+            uint64_t ne;
+            if (!cur_u64(&c, &ne)) {
+                set_err(err, errlen, path, "tensor '%s': truncated (dims)", nm);
+                goto out;
+            }
+            if (ne == 0 || ne > (uint64_t)INT64_MAX / (uint64_t)n_elems) {
+                set_err(err, errlen, path,
+                        "tensor '%s': dimension %" PRIu32 " is %" PRIu64
+                        " (zero or element count overflows)",
+                        nm, d, ne);
+                goto out;
+            }
+            t->ne[d] = (int64_t)ne;
+            n_elems *= (int64_t)ne;
+        }
+        if (!cur_u32(&c, &ty)) {
+            set_err(err, errlen, path, "tensor '%s': truncated (type)", nm);
+            goto out;
+        }
+        if (!tensor_type_known(ty)) {
+            set_err(err, errlen, path,
+                    "tensor '%s': unsupported tensor type %" PRIu32
+                    " (%s); foliod reads F32, F16, BF16 and Q8_0",
+                    nm, ty, ggml_type_name(ty));
+            goto out;
+        }
+        t->type = (enum gguf_tensor_type)ty;
+        if (ty == GGUF_TENSOR_Q8_0 && t->ne[0] % GGUF_QK8_0) {
+            set_err(err, errlen, path,
+                    "tensor '%s': Q8_0 row length %" PRId64 " is not a multiple of 32", nm,
+                    t->ne[0]);
+            goto out;
+        }
+        t->nbytes = gguf_tensor_nbytes(t->type, n_elems);
+        if (t->nbytes == 0 || t->nbytes > f->size) {
+            set_err(err, errlen, path, "tensor '%s': %" PRId64 " elements are larger than the file",
+                    nm, n_elems);
+            goto out;
+        }
+        if (!cur_u64(&c, &t->offset)) {
+            set_err(err, errlen, path, "tensor '%s': truncated (offset)", nm);
+            goto out;
+        }
+        if (t->offset % f->alignment) {
+            set_err(err, errlen, path,
+                    "tensor '%s': offset %" PRIu64 " is not a multiple of the alignment %" PRIu32,
+                    nm, t->offset, f->alignment);
+            goto out;
+        }
+    }
+    for (uint64_t i = 0; i < n_tensors; i++)
+        sorted[i] = &f->tensors[i];
+    qsort(sorted, (size_t)n_tensors, sizeof(void *), cmp_tensor_name);
+    for (uint64_t i = 1; i < n_tensors; i++)
+        if (!strcmp(((struct gguf_tensor *)sorted[i])->name,
+                    ((struct gguf_tensor *)sorted[i - 1])->name)) {
+            set_err(err, errlen, path, "tensor '%.200s' appears twice",
+                    ((struct gguf_tensor *)sorted[i])->name);
+            goto out;
+        }
+
+    /* ---- data section ---- */
+    f->data_start = c.pos + (f->alignment - c.pos % f->alignment) % f->alignment;
+    if (n_tensors > 0 && f->data_start > f->size) {
+        set_err(err, errlen, path,
+                "truncated: the tensor data section starts at %zu, past the end (%zu bytes)",
+                f->data_start, f->size);
+        goto out;
+    }
+    size_t data_size = f->data_start <= f->size ? f->size - f->data_start : 0;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        struct gguf_tensor *t = &f->tensors[i];
+        if (t->offset > data_size || t->nbytes > data_size - t->offset) {
+            set_err(err, errlen, path,
+                    "tensor '%.200s': data [%" PRIu64 ", +%zu) runs past the end of the file "
+                    "(data section holds %zu bytes)",
+                    t->name, t->offset, t->nbytes, data_size);
+            goto out;
+        }
+    }
+    qsort(sorted, (size_t)n_tensors, sizeof(void *), cmp_tensor_off);
+    for (uint64_t i = 1; i < n_tensors; i++) {
+        const struct gguf_tensor *a = sorted[i - 1], *b = sorted[i];
+        if (a->offset + a->nbytes > b->offset) {
+            set_err(err, errlen, path, "tensors '%.100s' and '%.100s' overlap", a->name, b->name);
+            goto out;
+        }
+    }
+    f->n_kv = (int64_t)n_kv;
+    f->n_tensors = (int64_t)n_tensors;
+    rc = 0;
+out:
+    folio_free(sorted);
+    return rc;
+}
+
+int gguf_open(const char *path, gguf_file_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen)
+        err[0] = 0;
+    gguf_file_t *f = folio_calloc(1, sizeof(*f));
+    if (!f || !(f->path = folio_strdup(path))) {
+        folio_free(f);
+        set_err(err, errlen, path, "out of memory");
+        return -ENOMEM;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        set_err(err, errlen, path, "cannot open: %s", strerror(e));
+        gguf_close(f);
+        return -e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        set_err(err, errlen, path, "cannot stat: %s", strerror(e));
+        close(fd);
+        gguf_close(f);
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, path, "not a regular file");
+        close(fd);
+        gguf_close(f);
+        return -EINVAL;
+    }
+    f->size = (size_t)st.st_size;
+    if (f->size >= 24) {
+        void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            set_err(err, errlen, path, "cannot map: %s", strerror(e));
+            close(fd);
+            f->size = 0;
+            gguf_close(f);
+            return -e;
+        }
+        f->map = p;
+    }
+    close(fd);
+    int rc = parse(f, err, errlen);
+    if (rc) {
+        gguf_close(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int64_t gguf_n_keys(const gguf_file_t *f)
+{
+    return f->n_kv;
+}
+
+static const struct gguf_kv *kv_at(const gguf_file_t *f, int64_t idx)
+{
+    return idx >= 0 && idx < f->n_kv ? &f->kv[idx] : NULL;
+}
+
+const char *gguf_key_name(const gguf_file_t *f, int64_t idx)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    return kv ? kv->key : NULL;
+}
+
+int64_t gguf_find_key(const gguf_file_t *f, const char *key)
+{
+    for (int64_t i = 0; i < f->n_kv; i++)
+        if (f->kv[i].key && !strcmp(f->kv[i].key, key))
+            return i;
+    return -1;
+}
+
+enum gguf_type gguf_key_type(const gguf_file_t *f, int64_t idx)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    return kv ? kv->type : (enum gguf_type) - 1;
+}
+
+/* Any integer value as a sign + magnitude pair. */
+static int kv_int(const struct gguf_kv *kv, bool *neg, uint64_t *mag)
+{
+    const uint8_t *p = kv->payload;
+    *neg = false;
+    switch (kv->type) {
+    case GGUF_TYPE_UINT8:
+        *mag = p[0];
+        return 0;
+    case GGUF_TYPE_UINT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        *mag = v;
+        return 0;
+    }
+    case GGUF_TYPE_UINT32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        *mag = v;
+        return 0;
+    }
+    case GGUF_TYPE_UINT64:
+        memcpy(mag, p, 8);
+        return 0;
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_INT16:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_INT64: {
+        int64_t v;
+        if (kv->type == GGUF_TYPE_INT8) {
+            v = (int8_t)p[0];
+        } else if (kv->type == GGUF_TYPE_INT16) {
+            int16_t x;
+            memcpy(&x, p, 2);
+            v = x;
+        } else if (kv->type == GGUF_TYPE_INT32) {
+            int32_t x;
+            memcpy(&x, p, 4);
+            v = x;
+        } else {
+            memcpy(&v, p, 8);
+        }
+        *neg = v < 0;
+        *mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        return 0;
+    }
+    default:
+        return -EINVAL;
+    }
+}
+
+int gguf_get_u64(const gguf_file_t *f, int64_t idx, uint64_t *v)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    bool neg;
+    uint64_t mag;
+    if (!kv || kv_int(kv, &neg, &mag) || neg)
+        return -EINVAL;
+    *v = mag;
+    return 0;
+}
+
+int gguf_get_i64(const gguf_file_t *f, int64_t idx, int64_t *v)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    bool neg;
+    uint64_t mag;
+    if (!kv || kv_int(kv, &neg, &mag))
+        return -EINVAL;
+    if (neg) {
+        if (mag > (uint64_t)INT64_MAX + 1)
+            return -EINVAL;
+        *v = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    } else {
+        if (mag > (uint64_t)INT64_MAX)
+            return -EINVAL;
+        *v = (int64_t)mag;
+    }
+    return 0;
+}
+
+int gguf_get_f32(const gguf_file_t *f, int64_t idx, float *v)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    if (!kv)
+        return -EINVAL;
+    if (kv->type == GGUF_TYPE_FLOAT32) {
+        memcpy(v, kv->payload, 4);
+        return 0;
+    }
+    if (kv->type == GGUF_TYPE_FLOAT64) {
+        double d;
+        memcpy(&d, kv->payload, 8);
+        *v = (float)d;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int gguf_get_bool(const gguf_file_t *f, int64_t idx, bool *v)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    if (!kv || kv->type != GGUF_TYPE_BOOL)
+        return -EINVAL;
+    *v = kv->payload[0] != 0;
+    return 0;
+}
+
+int gguf_get_str(const gguf_file_t *f, int64_t idx, const char **s, size_t *len)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    if (!kv || kv->type != GGUF_TYPE_STRING)
+        return -EINVAL;
+    *s = (const char *)kv->payload;
+    *len = (size_t)kv->arr_n;
+    return 0;
+}
+
+int gguf_arr_info(const gguf_file_t *f, int64_t idx, enum gguf_type *elem_type, uint64_t *n)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY)
+        return -EINVAL;
+    *elem_type = kv->arr_type;
+    *n = kv->arr_n;
+    return 0;
+}
+
+const void *gguf_arr_data(const gguf_file_t *f, int64_t idx)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY || kv->arr_type == GGUF_TYPE_STRING)
+        return NULL;
+    return kv->payload;
+}
+
+int gguf_arr_str(const gguf_file_t *f, int64_t idx, uint64_t i, const char **s, size_t *len)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY || kv->arr_type != GGUF_TYPE_STRING || i >= kv->arr_n)
+        return -EINVAL;
+    const uint8_t *p = kv->raw + kv->str_offs[i];
+    uint64_t l;
+    memcpy(&l, p, 8);
+    *s = (const char *)p + 8;
+    *len = (size_t)l;
+    return 0;
+}
+
+int64_t gguf_n_tensors(const gguf_file_t *f)
+{
+    return f->n_tensors;
+}
+
+int64_t gguf_find_tensor(const gguf_file_t *f, const char *name)
+{
+    for (int64_t i = 0; i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, name))
+            return i;
+    return -1;
+}
+
+void gguf_tensor_get(const gguf_file_t *f, int64_t idx, struct gguf_tensor_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    if (idx < 0 || idx >= f->n_tensors)
+        return;
+    const struct gguf_tensor *t = &f->tensors[idx];
+    info->name = t->name;
+    info->type = t->type;
+    info->n_dims = t->n_dims;
+    memcpy(info->ne, t->ne, sizeof(info->ne));
+    info->data = f->map + f->data_start + t->offset;
+    info->nbytes = t->nbytes;
+}
+
+uint32_t gguf_alignment(const gguf_file_t *f)
+{
+    return f->alignment;
+}
+
+uint32_t gguf_version(const gguf_file_t *f)
+{
+    return f->version;
+}
+
+/* ---- writer ----------------------------------------------------------- */
+
+struct wkv {
+    char *key;
+    enum gguf_type type;
+    uint8_t *val; /* encoded value (what follows the type field) */
+    size_t len;
+};
+
+struct wtensor {
+    char *name;
+    enum gguf_tensor_type type;
+    int32_t n_dims;
+    int64_t ne[4];
+    const void *data;
+    size_t nbytes;
+    uint64_t offset;
+};
+
+struct gguf_writer {
+    struct wkv *kv;
+    int64_t n_kv, cap_kv;
+    struct wtensor *t;
+    int64_t n_t, cap_t;
+    uint32_t alignment;
+};
+
+int gguf_writer_new(gguf_writer_t **out)
+{
+    gguf_writer_t *w = folio_calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->alignment = GGUF_DEFAULT_ALIGNMENT;
+    *out = w;
+    return 0;
+}
+
+void gguf_writer_free(gguf_writer_t *w)
+{
+    if (!w)
+        return;
+    for (int64_t i = 0; i < w->n_kv; i++) {
+        folio_free(w->kv[i].key);
+        folio_free(w->kv[i].val);
+    }
+    for (int64_t i = 0; i < w->n_t; i++)
+        folio_free(w->t[i].name);
+    folio_free(w->kv);
+    folio_free(w->t);
+    folio_free(w);
+}
+
+/* A growable byte buffer for encoding values. */
+struct buf {
+    uint8_t *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void buf_put(struct buf *b, const void *src, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n)
+            cap *= 2;
+        uint8_t *p = folio_realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void buf_u32(struct buf *b, uint32_t v)
+{
+    buf_put(b, &v, 4);
+}
+
+static void buf_u64(struct buf *b, uint64_t v)
+{
+    buf_put(b, &v, 8);
+}
+
+static void buf_str(struct buf *b, const char *s, size_t len)
+{
+    buf_u64(b, len);
+    buf_put(b, s, len);
+}
+
+static bool w_has_key(const gguf_writer_t *w, const char *key)
+{
+    for (int64_t i = 0; i < w->n_kv; i++)
+        if (!strcmp(w->kv[i].key, key))
+            return true;
+    return false;
+}
+
+/* Takes ownership of b's bytes (also on failure). */
+static int w_add(gguf_writer_t *w, const char *key, enum gguf_type type, struct buf *b)
+{
+    if (b->oom) {
+        folio_free(b->p);
+        return -ENOMEM;
+    }
+    if (!key || !key[0] || w_has_key(w, key)) {
+        folio_free(b->p);
+        return key && key[0] ? -EEXIST : -EINVAL;
+    }
+    if (w->n_kv == w->cap_kv) {
+        int64_t cap = w->cap_kv ? w->cap_kv * 2 : 16;
+        struct wkv *kv = folio_realloc(w->kv, (size_t)cap * sizeof(*kv));
+        if (!kv) {
+            folio_free(b->p);
+            return -ENOMEM;
+        }
+        w->kv = kv;
+        w->cap_kv = cap;
+    }
+    char *k = folio_strdup(key);
+    if (!k) {
+        folio_free(b->p);
+        return -ENOMEM;
+    }
+    w->kv[w->n_kv++] = (struct wkv){k, type, b->p, b->len};
+    return 0;
+}
+
+int gguf_w_str(gguf_writer_t *w, const char *key, const char *val)
+{
+    struct buf b = {0};
+    buf_str(&b, val, strlen(val));
+    return w_add(w, key, GGUF_TYPE_STRING, &b);
+}
+
+int gguf_w_u32(gguf_writer_t *w, const char *key, uint32_t val)
+{
+    struct buf b = {0};
+    buf_u32(&b, val);
+    int rc = w_add(w, key, GGUF_TYPE_UINT32, &b);
+    if (!rc && !strcmp(key, "general.alignment")) {
+        if (val == 0 || (val & (val - 1)) || val > GGUF_MAX_ALIGNMENT) {
+            w->n_kv--;
+            folio_free(w->kv[w->n_kv].key);
+            folio_free(w->kv[w->n_kv].val);
+            return -EINVAL;
+        }
+        w->alignment = val;
+    }
+    return rc;
+}
+
+int gguf_w_i32(gguf_writer_t *w, const char *key, int32_t val)
+{
+    struct buf b = {0};
+    buf_put(&b, &val, 4);
+    return w_add(w, key, GGUF_TYPE_INT32, &b);
+}
+
+int gguf_w_f32(gguf_writer_t *w, const char *key, float val)
+{
+    struct buf b = {0};
+    buf_put(&b, &val, 4);
+    return w_add(w, key, GGUF_TYPE_FLOAT32, &b);
+}
+
+int gguf_w_bool(gguf_writer_t *w, const char *key, bool val)
+{
+    struct buf b = {0};
+    uint8_t v = val ? 1 : 0;
+    buf_put(&b, &v, 1);
+    return w_add(w, key, GGUF_TYPE_BOOL, &b);
+}
+
+int gguf_w_arr_str(gguf_writer_t *w, const char *key, const char *const *vals, uint64_t n)
+{
+    struct buf b = {0};
+    buf_u32(&b, GGUF_TYPE_STRING);
+    buf_u64(&b, n);
+    for (uint64_t i = 0; i < n; i++)
+        buf_str(&b, vals[i], strlen(vals[i]));
+    return w_add(w, key, GGUF_TYPE_ARRAY, &b);
+}
+
+static int w_arr_num(gguf_writer_t *w, const char *key, enum gguf_type et, const void *vals,
+                     uint64_t n)
+{
+    struct buf b = {0};
+    size_t es = type_scalar_size(et);
+    if (n > SIZE_MAX / es / 2)
+        return -EINVAL;
+    buf_u32(&b, et);
+    buf_u64(&b, n);
+    buf_put(&b, vals, (size_t)n * es);
+    return w_add(w, key, GGUF_TYPE_ARRAY, &b);
+}
+
+int gguf_w_arr_f32(gguf_writer_t *w, const char *key, const float *vals, uint64_t n)
+{
+    return w_arr_num(w, key, GGUF_TYPE_FLOAT32, vals, n);
+}
+
+int gguf_w_arr_i32(gguf_writer_t *w, const char *key, const int32_t *vals, uint64_t n)
+{
+    return w_arr_num(w, key, GGUF_TYPE_INT32, vals, n);
+}
+
+int gguf_w_copy_key(gguf_writer_t *w, const gguf_file_t *f, int64_t idx)
+{
+    const struct gguf_kv *kv = kv_at(f, idx);
+    if (!kv)
+        return -EINVAL;
+    if (!strcmp(kv->key, "general.alignment")) {
+        uint64_t a;
+        if (gguf_get_u64(f, idx, &a) || kv->type != GGUF_TYPE_UINT32)
+            return -EINVAL;
+        return gguf_w_u32(w, kv->key, (uint32_t)a);
+    }
+    struct buf b = {0};
+    buf_put(&b, kv->raw, kv->raw_len);
+    return w_add(w, kv->key, kv->type, &b);
+}
+
+int gguf_w_tensor(gguf_writer_t *w, const char *name, enum gguf_tensor_type type, int32_t n_dims,
+                  const int64_t *ne, const void *data)
+{
+    if (!name || !name[0] || n_dims < 1 || n_dims > 4 || !tensor_type_known((uint32_t)type) ||
+        !data)
+        return -EINVAL;
+    int64_t n = 1;
+    for (int32_t d = 0; d < n_dims; d++) {
+        if (ne[d] <= 0 || ne[d] > INT64_MAX / n)
+            return -EINVAL;
+        n *= ne[d];
+    }
+    if (type == GGUF_TENSOR_Q8_0 && ne[0] % GGUF_QK8_0)
+        return -EINVAL;
+    size_t nbytes = gguf_tensor_nbytes(type, n);
+    if (!nbytes)
+        return -EINVAL;
+    for (int64_t i = 0; i < w->n_t; i++)
+        if (!strcmp(w->t[i].name, name))
+            return -EEXIST;
+    if (w->n_t == w->cap_t) {
+        int64_t cap = w->cap_t ? w->cap_t * 2 : 16;
+        struct wtensor *t = folio_realloc(w->t, (size_t)cap * sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        w->t = t;
+        w->cap_t = cap;
+    }
+    char *nm = folio_strdup(name);
+    if (!nm)
+        return -ENOMEM;
+    struct wtensor *t = &w->t[w->n_t++];
+    *t = (struct wtensor){
+        .name = nm, .type = type, .n_dims = n_dims, .data = data, .nbytes = nbytes};
+    for (int32_t d = 0; d < 4; d++)
+        t->ne[d] = d < n_dims ? ne[d] : 1;
+    return 0;
+}
+
+static const uint8_t zeros[256];
+
+static bool put_zeros(FILE *fp, size_t n)
+{
+    while (n) {
+        size_t k = FOLIO_MIN(n, sizeof(zeros));
+        if (fwrite(zeros, 1, k, fp) != k)
+            return false;
+        n -= k;
+    }
+    return true;
+}
+
+int gguf_writer_write(gguf_writer_t *w, const char *path, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    size_t plen = strlen(path);
+    char *tmp = folio_malloc(plen + 5);
+    if (!tmp) {
+        set_err(err, errlen, path, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+
+    /* Header and tensor infos are encoded in memory first. */
+    struct buf h = {0};
+    buf_put(&h, "GGUF", 4);
+    buf_u32(&h, 3);
+    buf_u64(&h, (uint64_t)w->n_t);
+    buf_u64(&h, (uint64_t)w->n_kv);
+    for (int64_t i = 0; i < w->n_kv; i++) {
+        buf_str(&h, w->kv[i].key, strlen(w->kv[i].key));
+        buf_u32(&h, w->kv[i].type);
+        buf_put(&h, w->kv[i].val, w->kv[i].len);
+    }
+    uint64_t off = 0;
+    for (int64_t i = 0; i < w->n_t; i++) {
+        struct wtensor *t = &w->t[i];
+        t->offset = off;
+        buf_str(&h, t->name, strlen(t->name));
+        buf_u32(&h, (uint32_t)t->n_dims);
+        for (int32_t d = 0; d < t->n_dims; d++)
+            buf_u64(&h, (uint64_t)t->ne[d]);
+        buf_u32(&h, t->type);
+        buf_u64(&h, off);
+        off += t->nbytes + (w->alignment - t->nbytes % w->alignment) % w->alignment;
+    }
+    if (h.oom) {
+        folio_free(h.p);
+        folio_free(tmp);
+        set_err(err, errlen, path, "out of memory");
+        return -ENOMEM;
+    }
+
+    int rc = 0;
+    FILE *fp = fopen(tmp, "wbe");
+    if (!fp) {
+        rc = -errno;
+        set_err(err, errlen, path, "cannot create %s: %s", tmp, strerror(-rc));
+        goto out;
+    }
+    bool ok = fwrite(h.p, 1, h.len, fp) == h.len;
+    ok = ok && put_zeros(fp, (w->alignment - h.len % w->alignment) % w->alignment);
+    for (int64_t i = 0; ok && i < w->n_t; i++) {
+        const struct wtensor *t = &w->t[i];
+        ok = fwrite(t->data, 1, t->nbytes, fp) == t->nbytes;
+        ok = ok && put_zeros(fp, (w->alignment - t->nbytes % w->alignment) % w->alignment);
+    }
+    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    if (!ok) {
+        rc = errno ? -errno : -EIO;
+        fclose(fp);
+        set_err(err, errlen, path, "cannot write %s: %s", tmp, strerror(-rc));
+        unlink(tmp);
+        goto out;
+    }
+    if (fclose(fp) != 0) {
+        rc = -errno;
+        set_err(err, errlen, path, "cannot write %s: %s", tmp, strerror(-rc));
+        unlink(tmp);
+        goto out;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = -errno;
+        set_err(err, errlen, path, "cannot rename %s into place: %s", tmp, strerror(-rc));
+        unlink(tmp);
+        goto out;
+    }
+out:
+    folio_free(h.p);
+    folio_free(tmp);
+    return rc;
+}
