@@ -83,8 +83,8 @@ const scenarios = {
 
   // Each of N concurrent streams equals the same request run alone.
   async preempt() {
-    const n = Number(args[0] || 32);
-    const body = (i) => ({ prompt: prompt(i, 20), max_tokens: 40, temperature: 0.7, seed: i, ignore_eos: true });
+    const n = Number(args[0] || 32), temperature = Number(args[1] ?? 0.7);
+    const body = (i) => ({ prompt: prompt(i, 20), max_tokens: 40, temperature, seed: i, ignore_eos: true });
     const alone = [];
     for (let i = 0; i < n; i++) alone.push(await stream(body(i)));
     const before = await metric('folio_num_preemptions_total');

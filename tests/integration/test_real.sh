@@ -38,7 +38,9 @@ rc=0; wait "$DPID" || rc=$?; DPID=
 ok "real engine: SIGTERM under load"
 
 start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-tokens 256
-$C preempt "$SOCK" 32 || fail preempt
+# Greedy: a sampled stream (temperature > 0) may flip on a near-tie when
+# the forward pass is not bit-identical across batch compositions.
+$C preempt "$SOCK" 32 0 || fail preempt
 stop_daemon || fail "exit status"
 
 NM=${NPM_DIR:-$PWD/npm-openai}
