@@ -10,6 +10,7 @@
 const struct folio_cmd folio_cmds[] = {
     {"complete", cmd_complete, "one completion from a running foliod (--stream prints as it arrives)"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
+    {"tokenize", cmd_tokenize, "show a model's tokens for a text (or decode ids)"},
     {NULL, NULL, NULL},
 };
 const int folio_n_cmds = (int)(sizeof(folio_cmds) / sizeof(folio_cmds[0])) - 1;

@@ -18,5 +18,6 @@ extern const int folio_n_cmds;
 
 int cmd_complete(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -1,0 +1,312 @@
+/*
+ * model/chat.c — built-in chat templates (API in include/folio/chat.h).
+ *
+ * No state: a template is an enum, rendering writes into the caller's
+ * buffer through a small cursor that counts what does not fit (so one
+ * call reports the size needed).  Exactly what each template writes, for
+ * messages m[0..n) (trim = strip ASCII whitespace at both ends):
+ *
+ *   chatml   per message  "<|im_start|>" role "\n" content "<|im_end|>\n"
+ *            generation   "<|im_start|>assistant\n"
+ *   llama3   per message  "<|start_header_id|>" role "<|end_header_id|>\n\n"
+ *                         trim(content) "<|eot_id|>"
+ *            generation   "<|start_header_id|>assistant<|end_header_id|>\n\n"
+ *   llama2   an optional first system message S is folded into the first
+ *            user turn as "<<SYS>>\n" S "\n<</SYS>>\n\n" + user content;
+ *            user i       ("<s>" unless first) "[INST] " trim(content) " [/INST]"
+ *            assistant    " " trim(content) " </s>"
+ *            generation   nothing (the model continues after [/INST])
+ *   mistral  an optional system message is prepended to the first user
+ *            turn, separated by "\n\n";
+ *            user         "[INST] " content " [/INST]"
+ *            assistant    content "</s>"
+ *            generation   nothing
+ *   zephyr   per message  "<|" role "|>\n" content "</s>\n"
+ *            generation   "<|assistant|>\n"
+ *   phi3     per message  "<|" role "|>\n" content "<|end|>\n"
+ *            generation   "<|assistant|>\n"
+ *
+ * The BOS a template starts with ("<s>", "<|begin_of_text|>") is left to
+ * the tokenizer (tok_encode with add_special).  llama2 and mistral require
+ * turns to alternate user, assistant, user, ... after the optional system
+ * message, as their published templates do (they raise otherwise).
+ */
+#include "folio/chat.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "folio/common.h"
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static const struct {
+    const char *name;
+    enum chat_template t;
+} names[] = {
+    {"chatml", CHAT_TMPL_CHATML}, {"llama2", CHAT_TMPL_LLAMA2},  {"llama-2", CHAT_TMPL_LLAMA2},
+    {"llama3", CHAT_TMPL_LLAMA3}, {"llama-3", CHAT_TMPL_LLAMA3}, {"mistral", CHAT_TMPL_MISTRAL},
+    {"zephyr", CHAT_TMPL_ZEPHYR}, {"phi3", CHAT_TMPL_PHI3},      {"phi-3", CHAT_TMPL_PHI3},
+};
+
+int chat_template_by_name(const char *name, enum chat_template *out, char *err, size_t errlen)
+{
+    if (!name || !out)
+        return -EINVAL;
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(names); i++) {
+        if (strcasecmp(name, names[i].name) == 0) {
+            *out = names[i].t;
+            return 0;
+        }
+    }
+    seterr(err, errlen,
+           "unknown chat template '%.64s' (known: chatml, llama2, llama3, mistral, zephyr, phi3)",
+           name);
+    return -ENOTSUP;
+}
+
+const char *chat_template_name(enum chat_template t)
+{
+    switch (t) {
+    case CHAT_TMPL_CHATML:
+        return "chatml";
+    case CHAT_TMPL_LLAMA2:
+        return "llama2";
+    case CHAT_TMPL_LLAMA3:
+        return "llama3";
+    case CHAT_TMPL_MISTRAL:
+        return "mistral";
+    case CHAT_TMPL_ZEPHYR:
+        return "zephyr";
+    case CHAT_TMPL_PHI3:
+        return "phi3";
+    }
+    return "?";
+}
+
+static bool has(const char *s, size_t n, const char *needle)
+{
+    return memmem(s, n, needle, strlen(needle)) != NULL;
+}
+
+int chat_template_detect(const char *src, size_t len, enum chat_template *out, char *err,
+                         size_t errlen)
+{
+    if ((!src && len) || !out)
+        return -EINVAL;
+    if (has(src, len, "<|im_start|>"))
+        *out = CHAT_TMPL_CHATML;
+    else if (has(src, len, "<|start_header_id|>"))
+        *out = CHAT_TMPL_LLAMA3;
+    else if (has(src, len, "[INST]"))
+        *out = has(src, len, "<<SYS>>") ? CHAT_TMPL_LLAMA2 : CHAT_TMPL_MISTRAL;
+    else if (has(src, len, "<|user|>"))
+        *out = has(src, len, "<|end|>") ? CHAT_TMPL_PHI3 : CHAT_TMPL_ZEPHYR;
+    else {
+        seterr(err, errlen,
+               "chat template not recognised (no ChatML, Llama-2/3, Mistral, Zephyr or Phi-3 "
+               "markers); choose one by name");
+        return -ENOTSUP;
+    }
+    return 0;
+}
+
+int chat_template_from_gguf(const gguf_file_t *f, enum chat_template *out, char *err, size_t errlen)
+{
+    if (!f || !out)
+        return -EINVAL;
+    int64_t k = gguf_find_key(f, "tokenizer.chat_template");
+    const char *s;
+    size_t len;
+    if (k < 0) {
+        seterr(err, errlen, "the model has no tokenizer.chat_template");
+        return -ENOENT;
+    }
+    if (gguf_get_str(f, k, &s, &len) != 0) {
+        seterr(err, errlen, "tokenizer.chat_template is not a string");
+        return -EINVAL;
+    }
+    return chat_template_detect(s, len, out, err, errlen);
+}
+
+/* ---- rendering --------------------------------------------------------- */
+
+struct cur {
+    char *buf;
+    size_t cap, n;
+};
+
+static void put(struct cur *c, const char *s, size_t n)
+{
+    if (n == 0)
+        return;
+    if (c->n + n <= c->cap)
+        memcpy(c->buf + c->n, s, n);
+    else if (c->n < c->cap)
+        memcpy(c->buf + c->n, s, c->cap - c->n);
+    c->n += n;
+}
+
+static void puts_(struct cur *c, const char *s)
+{
+    put(c, s, strlen(s));
+}
+
+static bool is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+static void put_trim(struct cur *c, const char *s)
+{
+    size_t n = strlen(s), a = 0;
+    while (a < n && is_ws(s[a]))
+        a++;
+    while (n > a && is_ws(s[n - 1]))
+        n--;
+    put(c, s + a, n - a);
+}
+
+static void put_rtrim(struct cur *c, const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && is_ws(s[n - 1]))
+        n--;
+    put(c, s, n);
+}
+
+/* Checks the user/assistant alternation of llama2/mistral; *first is the
+ * index of the first non-system message. */
+static int check_alternation(const struct chat_msg *m, size_t n, size_t *first, char *err,
+                             size_t errlen)
+{
+    size_t i = n > 0 && strcmp(m[0].role, "system") == 0 ? 1 : 0;
+    *first = i;
+    for (size_t j = i; j < n; j++) {
+        const char *want = (j - i) % 2 == 0 ? "user" : "assistant";
+        if (strcmp(m[j].role, want) != 0) {
+            seterr(err, errlen,
+                   "message %zu has role '%.32s' where '%s' is expected: this template needs "
+                   "an optional system message, then alternating user/assistant turns",
+                   j, m[j].role, want);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+int chat_render(enum chat_template t, const struct chat_msg *msgs, size_t n,
+                bool add_generation_prompt, char *buf, size_t cap, size_t *len, char *err,
+                size_t errlen)
+{
+    if ((!msgs && n) || (!buf && cap) || !len)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            seterr(err, errlen, "message %zu has no role or content", i);
+            return -EINVAL;
+        }
+    }
+    struct cur c = {.buf = buf, .cap = cap ? cap - 1 : 0, .n = 0};
+    size_t first;
+    int rc;
+    switch (t) {
+    case CHAT_TMPL_CHATML:
+        for (size_t i = 0; i < n; i++) {
+            puts_(&c, "<|im_start|>");
+            puts_(&c, msgs[i].role);
+            puts_(&c, "\n");
+            puts_(&c, msgs[i].content);
+            puts_(&c, "<|im_end|>\n");
+        }
+        if (add_generation_prompt)
+            puts_(&c, "<|im_start|>assistant\n");
+        break;
+    case CHAT_TMPL_LLAMA3:
+        for (size_t i = 0; i < n; i++) {
+            puts_(&c, "<|start_header_id|>");
+            puts_(&c, msgs[i].role);
+            puts_(&c, "<|end_header_id|>\n\n");
+            put_trim(&c, msgs[i].content);
+            puts_(&c, "<|eot_id|>");
+        }
+        if (add_generation_prompt)
+            puts_(&c, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        break;
+    case CHAT_TMPL_LLAMA2:
+        if ((rc = check_alternation(msgs, n, &first, err, errlen)) != 0)
+            return rc;
+        for (size_t i = first; i < n; i++) {
+            if (strcmp(msgs[i].role, "user") == 0) {
+                if (i != first)
+                    puts_(&c, "<s>");
+                puts_(&c, "[INST] ");
+                if (i == first && first == 1) {
+                    puts_(&c, "<<SYS>>\n");
+                    puts_(&c, msgs[0].content);
+                    puts_(&c, "\n<</SYS>>\n\n");
+                    put_rtrim(&c, msgs[i].content);
+                } else {
+                    put_trim(&c, msgs[i].content);
+                }
+                puts_(&c, " [/INST]");
+            } else {
+                puts_(&c, " ");
+                put_trim(&c, msgs[i].content);
+                puts_(&c, " </s>");
+            }
+        }
+        break;
+    case CHAT_TMPL_MISTRAL:
+        if ((rc = check_alternation(msgs, n, &first, err, errlen)) != 0)
+            return rc;
+        for (size_t i = first; i < n; i++) {
+            if (strcmp(msgs[i].role, "user") == 0) {
+                puts_(&c, "[INST] ");
+                if (i == first && first == 1) {
+                    puts_(&c, msgs[0].content);
+                    puts_(&c, "\n\n");
+                }
+                puts_(&c, msgs[i].content);
+                puts_(&c, " [/INST]");
+            } else {
+                puts_(&c, msgs[i].content);
+                puts_(&c, "</s>");
+            }
+        }
+        break;
+    case CHAT_TMPL_ZEPHYR:
+    case CHAT_TMPL_PHI3:
+        for (size_t i = 0; i < n; i++) {
+            puts_(&c, "<|");
+            puts_(&c, msgs[i].role);
+            puts_(&c, "|>\n");
+            puts_(&c, msgs[i].content);
+            puts_(&c, t == CHAT_TMPL_ZEPHYR ? "</s>\n" : "<|end|>\n");
+        }
+        if (add_generation_prompt)
+            puts_(&c, "<|assistant|>\n");
+        break;
+    default:
+        seterr(err, errlen, "unknown chat template %d", (int)t);
+        return -ENOTSUP;
+    }
+    *len = c.n;
+    if (c.n + 1 > cap)
+        return -ENOSPC;
+    buf[c.n] = 0;
+    return 0;
+}

@@ -1,0 +1,1227 @@
+/*
+ * model/tokenizer.c — the tokenizer: vocabulary tables built from a GGUF
+ * file's tokenizer.ggml.* keys, SentencePiece-style and byte-level BPE
+ * encoding, and decoding to bytes.
+ *
+ * What it owns.  A tok_t holds copies of everything it needs, so the GGUF
+ * mapping may go away after tok_load:
+ *
+ *   arena    one allocation: for each token, its vocabulary text (NUL-ended)
+ *            then its piece (the bytes it decodes to, NUL-ended)
+ *   text_off/text_len, piece_off/piece_len    [n_vocab] offsets into arena
+ *   enc_off/enc_len  aliases of text_* or piece_*: the token's key in "encoding space": the
+ *            vocabulary text for SPM (where spaces are U+2581), the piece
+ *            (raw bytes) for byte-level BPE, so BPE runs on raw bytes and
+ *            never on the printable byte-to-unicode alphabet
+ *   find_map  open-addressing hash: vocabulary text -> id (all tokens)
+ *   enc_map   hash: encoding key -> id, only tokens that text may produce
+ *            (normal, user-defined, unused; for BPE also byte-level ones)
+ *   merges    hash: (left id, right id) -> rank  (BPE only)
+ *   byte_tok  [256] SPM: the <0xNN> token of each byte; BPE: the token of
+ *            the single byte
+ *   special   ids of control/user-defined/unknown tokens, longest text
+ *            first, matched in the input before the model runs
+ *
+ * Algorithms (both follow the reference implementation of llama.cpp, which
+ * produced the test vectors in tests/test_tokenizer.c):
+ *
+ *   SPM: spaces -> U+2581, a U+2581 prefix when add_space_prefix is set and
+ *   the fragment starts the text or follows a special token; the fragment
+ *   splits into UTF-8 characters (by lead byte, cut at a byte that is no
+ *   continuation byte, so invalid input still round-trips); a max
+ *   heap of adjacent pairs whose concatenation is a token, keyed (score
+ *   desc, left index asc), merges the best pair until none is left; stale
+ *   heap entries are recognised by their byte size.  When the vocabulary
+ *   allows (word_split: no token has U+2581 after another character), the
+ *   loop runs word by word, which gives the same result with a heap that
+ *   stays in cache.  A final symbol that is
+ *   not a token becomes its bytes' <0xNN> tokens, or <unk>.
+ *
+ *   BPE: the GPT-2 pre-tokenizer regex (PCRE2, UTF + UCP, tolerant of
+ *   invalid UTF-8: bytes no alternative matches form their own word) splits
+ *   a fragment into words; each word starts as single bytes; a min heap of
+ *   adjacent pairs keyed (merge rank asc, left index asc) applies merges
+ *   (ranks are float keys: exact below 2^24 merges).  tokenizer.ggml.pre
+ *   chooses the regex: "gpt-2", "default" or absent -> GPT-2's; "llama-bpe"
+ *   / "llama3" -> Llama 3's (and a word that is a token is taken whole);
+ *   anything else is -ENOTSUP rather than a silently different split.
+ *
+ * Invariants: a tok_t never changes after tok_load returns; every id in a
+ * map is < n_vocab; byte_tok[] entries are -1 or valid ids.
+ *
+ * Threading: tok_t is read-only, so any number of threads may encode and
+ * decode at once; each tok_encode call allocates its own scratch (symbol
+ * arrays and heap, reused across the call's fragments, freed on return).
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "folio/tokenizer.h"
+
+#include <errno.h>
+#include <pcre2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+
+/* ---- tables ------------------------------------------------------------ */
+
+struct tok_map {
+    int32_t *slot; /* -1 = empty */
+    uint32_t mask;
+};
+
+struct merge_slot {
+    int32_t l, r, rank; /* l == -1: empty */
+};
+
+enum tok_pre {
+    PRE_GPT2 = 0,
+    PRE_LLAMA3 = 1,
+};
+
+struct tok {
+    enum tok_kind kind;
+    enum tok_pre pre;
+    int32_t n_vocab;
+    char *arena;
+    uint32_t *text_off, *text_len;
+    uint32_t *piece_off, *piece_len;
+    uint32_t *enc_off, *enc_len;
+    float *scores; /* [n_vocab] */
+    uint8_t *type; /* [n_vocab] TOK_TYPE_* */
+    struct tok_map find_map, enc_map;
+    struct merge_slot *merges;
+    uint32_t merges_mask;
+    int32_t byte_tok[256];
+    int32_t *special; /* [n_special] */
+    int32_t n_special;
+    uint8_t special_first[32]; /* bitmap of the specials' first bytes */
+    int32_t bos, eos, unk, pad, eot, eom;
+    bool add_bos, add_eos, add_space_prefix;
+    bool ignore_merges; /* a word that is a token is taken whole (llama3) */
+    /* SPM: no encodable token has U+2581 after another character, so no
+     * merge can cross the point before a U+2581 that follows a non-U+2581
+     * character: the merge loop runs per word (same result, small heap) */
+    bool word_split;
+    size_t max_piece;
+    pcre2_code *re;
+};
+
+static const char GPT2_PATTERN[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+"
+    "|\\s+(?!\\S)|\\s+";
+static const char LLAMA3_PATTERN[] =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static uint32_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static uint32_t hash_pair(int32_t l, int32_t r)
+{
+    uint64_t h = ((uint64_t)(uint32_t)l << 32 | (uint32_t)r) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 32);
+}
+
+static uint32_t pow2_at_least(uint64_t n)
+{
+    uint32_t c = 16;
+    while (c < n)
+        c <<= 1;
+    return c;
+}
+
+static int map_init(struct tok_map *m, uint64_t n)
+{
+    uint32_t cap = pow2_at_least(n * 2 + 1);
+    m->slot = folio_malloc(sizeof(int32_t) * cap);
+    if (!m->slot)
+        return -ENOMEM;
+    memset(m->slot, 0xff, sizeof(int32_t) * cap);
+    m->mask = cap - 1;
+    return 0;
+}
+
+/* Inserts id under its key (off/len arrays); a later id with an equal key
+ * replaces the earlier one. */
+static void map_put(const struct tok *t, struct tok_map *m, const uint32_t *off,
+                    const uint32_t *len, int32_t id)
+{
+    const char *k = t->arena + off[id];
+    uint32_t i = hash_bytes(k, len[id]) & m->mask;
+    for (;; i = (i + 1) & m->mask) {
+        int32_t s = m->slot[i];
+        if (s < 0 || (len[s] == len[id] && memcmp(t->arena + off[s], k, len[id]) == 0)) {
+            m->slot[i] = id;
+            return;
+        }
+    }
+}
+
+static int32_t map_get(const struct tok *t, const struct tok_map *m, const uint32_t *off,
+                       const uint32_t *len, const char *k, size_t n)
+{
+    uint32_t i = hash_bytes(k, n) & m->mask;
+    for (;; i = (i + 1) & m->mask) {
+        int32_t s = m->slot[i];
+        if (s < 0)
+            return -1;
+        if (len[s] == n && memcmp(t->arena + off[s], k, n) == 0)
+            return s;
+    }
+}
+
+static inline int32_t enc_get(const struct tok *t, const char *k, size_t n)
+{
+    return map_get(t, &t->enc_map, t->enc_off, t->enc_len, k, n);
+}
+
+static int32_t merge_get(const struct tok *t, int32_t l, int32_t r)
+{
+    if (!t->merges || l < 0 || r < 0)
+        return -1;
+    uint32_t i = hash_pair(l, r) & t->merges_mask;
+    for (;; i = (i + 1) & t->merges_mask) {
+        const struct merge_slot *s = &t->merges[i];
+        if (s->l < 0)
+            return -1;
+        if (s->l == l && s->r == r)
+            return s->rank;
+    }
+}
+
+/* ---- UTF-8 and the byte-level alphabet ---------------------------------- */
+
+/* Length of the UTF-8 sequence a lead byte announces (1 for stray bytes). */
+static inline size_t utf8_len(uint8_t c)
+{
+    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lut[c >> 4];
+}
+
+/* Decodes one code point of s[0..n) leniently (no overlong checks): *adv
+ * bytes consumed; -1 for a malformed sequence. */
+static int32_t utf8_next(const char *s, size_t n, size_t *adv)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    size_t l = utf8_len(u[0]);
+    if (l > n || (l == 1 && u[0] >= 0x80)) {
+        *adv = 1;
+        return -1;
+    }
+    uint32_t cp = l == 1 ? u[0] : l == 2 ? (u[0] & 0x1fu) : l == 3 ? (u[0] & 0x0fu) : (u[0] & 7u);
+    for (size_t i = 1; i < l; i++) {
+        if ((u[i] & 0xc0) != 0x80) {
+            *adv = 1;
+            return -1;
+        }
+        cp = cp << 6 | (u[i] & 0x3fu);
+    }
+    *adv = l;
+    return (int32_t)cp;
+}
+
+/* GPT-2's byte -> code point table: printable Latin-1 bytes map to
+ * themselves, the other 68 bytes to U+0100.. in byte order. */
+static void byte_alphabet(uint16_t b2u[256])
+{
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        b2u[b] = (uint16_t)(keep ? b : next++);
+    }
+}
+
+/* Inverse of the byte alphabet: inv[cp] = byte for cp < 324, else -1. */
+static void byte_alphabet_inv(const uint16_t b2u[256], int16_t inv[324])
+{
+    for (int i = 0; i < 324; i++)
+        inv[i] = -1;
+    for (int b = 0; b < 256; b++)
+        inv[b2u[b]] = (int16_t)b;
+}
+
+/* Decodes a byte-level BPE token text into raw bytes (dst has room for
+ * len bytes: each code point yields one byte and takes >= 1).  Returns the
+ * byte count, or -1 if a code point is outside the alphabet. */
+static long bpe_text_to_bytes(const int16_t inv[324], const char *s, size_t len, char *dst)
+{
+    size_t i = 0, o = 0;
+    while (i < len) {
+        size_t adv;
+        int32_t cp = utf8_next(s + i, len - i, &adv);
+        int b = cp >= 0 && cp < 324 ? inv[cp] : -1;
+        if (b < 0)
+            return -1;
+        dst[o++] = (char)b;
+        i += adv;
+    }
+    return (long)o;
+}
+
+/* SPM piece: U+2581 -> ' ' (never longer than the text). */
+static size_t spm_text_to_piece(const char *s, size_t len, char *dst)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        if (i + 3 <= len && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
+            dst[o++] = ' ';
+            i += 3;
+        } else {
+            dst[o++] = s[i++];
+        }
+    }
+    return o;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* "<0xNN>" -> NN, else -1. */
+static int spm_byte_of(const char *s, size_t len)
+{
+    if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
+        return -1;
+    int hi = hexval(s[3]), lo = hexval(s[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/* ---- loading ----------------------------------------------------------- */
+
+void tok_free(tok_t *t)
+{
+    if (!t)
+        return;
+    folio_free(t->arena);
+    folio_free(t->text_off);
+    folio_free(t->text_len);
+    folio_free(t->piece_off);
+    folio_free(t->piece_len);
+    /* enc_off/enc_len alias text_* (SPM) or piece_* (BPE) */
+    folio_free(t->scores);
+    folio_free(t->type);
+    folio_free(t->find_map.slot);
+    folio_free(t->enc_map.slot);
+    folio_free(t->merges);
+    folio_free(t->special);
+    if (t->re)
+        pcre2_code_free(t->re);
+    folio_free(t);
+}
+
+/* Reads an optional token id key: absent -> *v unchanged; present -> must
+ * be < n_vocab (a value of -1 / UINT32_MAX means "none"). */
+static int load_id(const gguf_file_t *f, const char *key, int32_t n_vocab, int32_t *v, char *err,
+                   size_t errlen)
+{
+    int64_t k = gguf_find_key(f, key);
+    if (k < 0)
+        return 0;
+    int64_t x;
+    if (gguf_get_i64(f, k, &x) != 0) {
+        uint64_t ux;
+        if (gguf_get_u64(f, k, &ux) != 0) {
+            seterr(err, errlen, "tokenizer: %s is not an integer", key);
+            return -EINVAL;
+        }
+        x = ux == UINT32_MAX || ux == UINT64_MAX ? -1 : (int64_t)FOLIO_MIN(ux, (uint64_t)INT64_MAX);
+    }
+    if (x == (int64_t)UINT32_MAX)
+        x = -1;
+    if (x < -1 || x >= n_vocab) {
+        seterr(err, errlen, "tokenizer: %s = %lld is outside the vocabulary (%d tokens)", key,
+               (long long)x, (int)n_vocab);
+        return -EINVAL;
+    }
+    *v = (int32_t)x;
+    return 0;
+}
+
+static int load_bool(const gguf_file_t *f, const char *key, bool *v, char *err, size_t errlen)
+{
+    int64_t k = gguf_find_key(f, key);
+    if (k < 0)
+        return 0;
+    if (gguf_get_bool(f, k, v) != 0) {
+        seterr(err, errlen, "tokenizer: %s is not a bool", key);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int cmp_special(const void *a, const void *b, void *arg)
+{
+    const struct tok *t = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (t->text_len[x] != t->text_len[y])
+        return t->text_len[x] > t->text_len[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int load_merges(tok_t *t, const gguf_file_t *f, const int16_t inv[324], char *err,
+                       size_t errlen)
+{
+    int64_t k = gguf_find_key(f, "tokenizer.ggml.merges");
+    if (k < 0) {
+        seterr(err, errlen, "tokenizer: gpt2 model without tokenizer.ggml.merges");
+        return -EINVAL;
+    }
+    enum gguf_type et;
+    uint64_t n;
+    if (gguf_arr_info(f, k, &et, &n) != 0 || et != GGUF_TYPE_STRING || n > INT32_MAX) {
+        seterr(err, errlen, "tokenizer: tokenizer.ggml.merges is not an array of strings");
+        return -EINVAL;
+    }
+    uint32_t cap = pow2_at_least(n * 2 + 1);
+    t->merges = folio_malloc(sizeof(*t->merges) * cap);
+    if (!t->merges)
+        return -ENOMEM;
+    memset(t->merges, 0xff, sizeof(*t->merges) * cap);
+    t->merges_mask = cap - 1;
+    char *tmp = folio_malloc(1024);
+    if (!tmp)
+        return -ENOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (gguf_arr_str(f, k, i, &s, &len) != 0)
+            continue;
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp)
+            continue; /* malformed: never applies */
+        /* Parts are in the printable alphabet; look them up in bytes. */
+        size_t ll = (size_t)(sp - s), rl = len - ll - 1;
+        if (ll > 1024 || rl > 1024)
+            continue;
+        int32_t l, r;
+        long nb = bpe_text_to_bytes(inv, s, ll, tmp);
+        l = nb < 0 ? -1 : enc_get(t, tmp, (size_t)nb);
+        nb = bpe_text_to_bytes(inv, sp + 1, rl, tmp);
+        r = nb < 0 ? -1 : enc_get(t, tmp, (size_t)nb);
+        if (l < 0 || r < 0)
+            continue; /* a part that is no token can never be a symbol */
+        uint32_t j = hash_pair(l, r) & t->merges_mask;
+        while (t->merges[j].l >= 0 && !(t->merges[j].l == l && t->merges[j].r == r))
+            j = (j + 1) & t->merges_mask;
+        if (t->merges[j].l < 0) { /* first (best) rank wins */
+            t->merges[j].l = l;
+            t->merges[j].r = r;
+            t->merges[j].rank = (int32_t)i;
+        }
+    }
+    folio_free(tmp);
+    return 0;
+}
+
+int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
+{
+    if (!f || !out)
+        return -EINVAL;
+    *out = NULL;
+    int64_t k = gguf_find_key(f, "tokenizer.ggml.model");
+    const char *s;
+    size_t len;
+    if (k < 0 || gguf_get_str(f, k, &s, &len) != 0) {
+        seterr(err, errlen, "tokenizer: no tokenizer.ggml.model string in the file");
+        return -EINVAL;
+    }
+    enum tok_kind kind;
+    if (len == 5 && memcmp(s, "llama", 5) == 0) {
+        kind = TOK_SPM;
+    } else if (len == 4 && memcmp(s, "gpt2", 4) == 0) {
+        kind = TOK_BPE;
+    } else {
+        seterr(err, errlen,
+               "tokenizer: tokenizer.ggml.model '%.*s' is not supported (only 'llama' and 'gpt2')",
+               (int)FOLIO_MIN(len, 64), s);
+        return -ENOTSUP;
+    }
+    enum tok_pre pre = PRE_GPT2;
+    if (kind == TOK_BPE && (k = gguf_find_key(f, "tokenizer.ggml.pre")) >= 0 &&
+        gguf_get_str(f, k, &s, &len) == 0) {
+        if ((len == 5 && memcmp(s, "gpt-2", 5) == 0) || (len == 7 && memcmp(s, "default", 7) == 0))
+            pre = PRE_GPT2;
+        else if ((len == 9 && memcmp(s, "llama-bpe", 9) == 0) ||
+                 (len == 6 && memcmp(s, "llama3", 6) == 0))
+            pre = PRE_LLAMA3;
+        else {
+            seterr(err, errlen,
+                   "tokenizer: pre-tokenizer '%.*s' is not supported (only gpt-2 and llama-bpe)",
+                   (int)FOLIO_MIN(len, 64), s);
+            return -ENOTSUP;
+        }
+    }
+
+    int64_t kt = gguf_find_key(f, "tokenizer.ggml.tokens");
+    enum gguf_type et;
+    uint64_t n;
+    if (kt < 0 || gguf_arr_info(f, kt, &et, &n) != 0 || et != GGUF_TYPE_STRING || n == 0 ||
+        n > INT32_MAX / 2) {
+        seterr(err, errlen, "tokenizer: tokenizer.ggml.tokens missing or not a string array");
+        return -EINVAL;
+    }
+    int32_t nv = (int32_t)n;
+
+    int rc = -ENOMEM;
+    tok_t *t = folio_calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->kind = kind;
+    t->pre = pre;
+    t->n_vocab = nv;
+    t->ignore_merges = pre == PRE_LLAMA3;
+    t->text_off = folio_malloc(sizeof(uint32_t) * n);
+    t->text_len = folio_malloc(sizeof(uint32_t) * n);
+    t->piece_off = folio_malloc(sizeof(uint32_t) * n);
+    t->piece_len = folio_malloc(sizeof(uint32_t) * n);
+    t->scores = folio_calloc(n, sizeof(float));
+    t->type = folio_malloc(n);
+    if (!t->text_off || !t->text_len || !t->piece_off || !t->piece_len || !t->scores || !t->type)
+        goto fail;
+
+    /* token types and scores */
+    memset(t->type, TOK_TYPE_NORMAL, n);
+    bool have_types = false;
+    if ((k = gguf_find_key(f, "tokenizer.ggml.token_type")) >= 0) {
+        have_types = true;
+        uint64_t m;
+        if (gguf_arr_info(f, k, &et, &m) != 0 || m != n ||
+            (et != GGUF_TYPE_INT32 && et != GGUF_TYPE_UINT32)) {
+            seterr(err, errlen, "tokenizer: tokenizer.ggml.token_type is not %llu int32s",
+                   (unsigned long long)n);
+            rc = -EINVAL;
+            goto fail;
+        }
+        const char *d = gguf_arr_data(f, k);
+        for (uint64_t i = 0; i < n; i++) {
+            int32_t v;
+            memcpy(&v, d + 4 * i, 4);
+            t->type[i] = (uint8_t)(v >= 1 && v <= 6 ? v : TOK_TYPE_NORMAL);
+        }
+    }
+    if ((k = gguf_find_key(f, "tokenizer.ggml.scores")) >= 0) {
+        uint64_t m;
+        if (gguf_arr_info(f, k, &et, &m) != 0 || m != n || et != GGUF_TYPE_FLOAT32) {
+            seterr(err, errlen, "tokenizer: tokenizer.ggml.scores is not %llu float32s",
+                   (unsigned long long)n);
+            rc = -EINVAL;
+            goto fail;
+        }
+        memcpy(t->scores, gguf_arr_data(f, k), 4 * n);
+    }
+
+    /* arena: text\0 piece\0 per token; pieces are never longer than texts */
+    size_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (gguf_arr_str(f, kt, i, &s, &len) != 0 || len > UINT32_MAX / 4) {
+            seterr(err, errlen, "tokenizer: token %llu unreadable", (unsigned long long)i);
+            rc = -EINVAL;
+            goto fail;
+        }
+        total += 2 * len + 2;
+    }
+    if (total > UINT32_MAX) {
+        seterr(err, errlen, "tokenizer: vocabulary text too large");
+        rc = -EINVAL;
+        goto fail;
+    }
+    t->arena = folio_malloc(total);
+    if (!t->arena)
+        goto fail;
+    uint16_t b2u[256];
+    int16_t inv[324];
+    byte_alphabet(b2u);
+    byte_alphabet_inv(b2u, inv);
+    size_t pos = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        gguf_arr_str(f, kt, i, &s, &len);
+        t->text_off[i] = (uint32_t)pos;
+        t->text_len[i] = (uint32_t)len;
+        memcpy(t->arena + pos, s, len);
+        t->arena[pos + len] = 0;
+        pos += len + 1;
+        char *p = t->arena + pos;
+        size_t pl;
+        int ty = t->type[i];
+        if (!have_types && kind == TOK_SPM && spm_byte_of(s, len) >= 0)
+            t->type[i] = (uint8_t)(ty = TOK_TYPE_BYTE); /* untyped files: infer <0xNN> */
+        int byte = kind == TOK_SPM && ty == TOK_TYPE_BYTE ? spm_byte_of(s, len) : -1;
+        if (byte >= 0) {
+            p[0] = (char)byte;
+            pl = 1;
+        } else if (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_UNKNOWN) {
+            memcpy(p, s, len);
+            pl = len;
+        } else if (kind == TOK_SPM) {
+            pl = spm_text_to_piece(s, len, p);
+        } else if (ty == TOK_TYPE_USER_DEFINED) {
+            memcpy(p, s, len);
+            pl = len;
+        } else {
+            long nb = bpe_text_to_bytes(inv, s, len, p);
+            if (nb < 0) { /* not in the byte alphabet: take it verbatim */
+                memcpy(p, s, len);
+                nb = (long)len;
+            }
+            pl = (size_t)nb;
+        }
+        p[pl] = 0;
+        t->piece_off[i] = (uint32_t)pos;
+        t->piece_len[i] = (uint32_t)pl;
+        pos += pl + 1;
+        if (pl > t->max_piece)
+            t->max_piece = pl;
+        if (len > t->max_piece)
+            t->max_piece = len; /* control tokens rendered as text */
+    }
+    if (kind == TOK_SPM) {
+        t->enc_off = t->text_off;
+        t->enc_len = t->text_len;
+    } else {
+        t->enc_off = t->piece_off;
+        t->enc_len = t->piece_len;
+    }
+
+    /* maps */
+    if (map_init(&t->find_map, n) != 0 || map_init(&t->enc_map, n) != 0)
+        goto fail;
+    for (int32_t i = 0; i < nv; i++) {
+        map_put(t, &t->find_map, t->text_off, t->text_len, i);
+        int ty = t->type[i];
+        bool enc = ty == TOK_TYPE_NORMAL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNUSED ||
+                   (kind == TOK_BPE && ty == TOK_TYPE_BYTE);
+        if (enc && t->enc_len[i] > 0)
+            map_put(t, &t->enc_map, t->enc_off, t->enc_len, i);
+    }
+    if (kind == TOK_SPM) {
+        t->word_split = true;
+        for (int32_t i = 0; i < nv && t->word_split; i++) {
+            int ty = t->type[i];
+            if (ty != TOK_TYPE_NORMAL && ty != TOK_TYPE_USER_DEFINED && ty != TOK_TYPE_UNUSED)
+                continue;
+            const char *x = t->arena + t->text_off[i];
+            size_t xl = t->text_len[i];
+            for (size_t p = 1; p + 3 <= xl; p++)
+                if (memcmp(x + p, "\xe2\x96\x81", 3) == 0 &&
+                    (p < 3 || memcmp(x + p - 3, "\xe2\x96\x81", 3) != 0)) {
+                    t->word_split = false;
+                    break;
+                }
+        }
+    }
+
+    for (int b = 0; b < 256; b++) {
+        if (kind == TOK_SPM) {
+            char name[8];
+            snprintf(name, sizeof(name), "<0x%02X>", b);
+            int32_t id = map_get(t, &t->find_map, t->text_off, t->text_len, name, 6);
+            t->byte_tok[b] = id >= 0 && t->type[id] == TOK_TYPE_BYTE ? id : -1;
+        } else {
+            char c = (char)b;
+            t->byte_tok[b] = map_get(t, &t->enc_map, t->piece_off, t->piece_len, &c, 1);
+        }
+    }
+
+    /* special ids and flags (defaults as the reference implementation) */
+    t->bos = kind == TOK_SPM ? 1 : -1;
+    t->eos = kind == TOK_SPM ? 2 : -1;
+    t->unk = kind == TOK_SPM ? 0 : -1;
+    t->pad = t->eot = t->eom = -1;
+    if (t->bos >= nv)
+        t->bos = t->eos = t->unk = -1;
+    t->add_bos = kind == TOK_SPM;
+    t->add_eos = false;
+    t->add_space_prefix = kind == TOK_SPM;
+    if ((rc = load_id(f, "tokenizer.ggml.bos_token_id", nv, &t->bos, err, errlen)) != 0 ||
+        (rc = load_id(f, "tokenizer.ggml.eos_token_id", nv, &t->eos, err, errlen)) != 0 ||
+        (rc = load_id(f, "tokenizer.ggml.unknown_token_id", nv, &t->unk, err, errlen)) != 0 ||
+        (rc = load_id(f, "tokenizer.ggml.padding_token_id", nv, &t->pad, err, errlen)) != 0 ||
+        (rc = load_id(f, "tokenizer.ggml.eot_token_id", nv, &t->eot, err, errlen)) != 0 ||
+        (rc = load_id(f, "tokenizer.ggml.eom_token_id", nv, &t->eom, err, errlen)) != 0 ||
+        (rc = load_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err, errlen)) != 0 ||
+        (rc = load_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err, errlen)) != 0 ||
+        (rc = load_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, errlen)) !=
+            0)
+        goto fail;
+    rc = -ENOMEM;
+
+    /* special tokens, longest first */
+    int32_t ns = 0;
+    for (int32_t i = 0; i < nv; i++) {
+        int ty = t->type[i];
+        if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN) &&
+            t->text_len[i] > 0)
+            ns++;
+    }
+    t->special = folio_malloc(sizeof(int32_t) * (size_t)(ns ? ns : 1));
+    if (!t->special)
+        goto fail;
+    for (int32_t i = 0; i < nv; i++) {
+        int ty = t->type[i];
+        if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN) &&
+            t->text_len[i] > 0) {
+            t->special[t->n_special++] = i;
+            uint8_t c = (uint8_t)t->arena[t->text_off[i]];
+            t->special_first[c >> 3] |= (uint8_t)(1u << (c & 7));
+        }
+    }
+    qsort_r(t->special, (size_t)t->n_special, sizeof(int32_t), cmp_special, t);
+
+    if (kind == TOK_BPE) {
+        if ((rc = load_merges(t, f, inv, err, errlen)) != 0)
+            goto fail;
+        int ec;
+        PCRE2_SIZE eo;
+        const char *pat = pre == PRE_LLAMA3 ? LLAMA3_PATTERN : GPT2_PATTERN;
+        t->re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
+        if (!t->re) {
+            seterr(err, errlen, "tokenizer: pre-tokenizer regex failed to compile (%d)", ec);
+            rc = -EINVAL;
+            goto fail;
+        }
+        (void)pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional speed-up */
+    }
+    *out = t;
+    return 0;
+fail:
+    if (rc == -ENOMEM)
+        seterr(err, errlen, "tokenizer: out of memory");
+    tok_free(t);
+    return rc;
+}
+
+/* ---- queries ----------------------------------------------------------- */
+
+enum tok_kind tok_kind(const tok_t *t)
+{
+    return t->kind;
+}
+int32_t tok_n_vocab(const tok_t *t)
+{
+    return t->n_vocab;
+}
+int32_t tok_bos(const tok_t *t)
+{
+    return t->bos;
+}
+int32_t tok_eos(const tok_t *t)
+{
+    return t->eos;
+}
+int32_t tok_unk(const tok_t *t)
+{
+    return t->unk;
+}
+int32_t tok_pad(const tok_t *t)
+{
+    return t->pad;
+}
+bool tok_add_bos(const tok_t *t)
+{
+    return t->add_bos;
+}
+bool tok_add_eos(const tok_t *t)
+{
+    return t->add_eos;
+}
+size_t tok_max_piece_len(const tok_t *t)
+{
+    return t->max_piece;
+}
+
+int tok_token_type(const tok_t *t, int32_t id)
+{
+    return id >= 0 && id < t->n_vocab ? t->type[id] : 0;
+}
+
+bool tok_is_eog(const tok_t *t, int32_t id)
+{
+    return id >= 0 && (id == t->eos || id == t->eot || id == t->eom);
+}
+
+const char *tok_token_text(const tok_t *t, int32_t id)
+{
+    return id >= 0 && id < t->n_vocab ? t->arena + t->text_off[id] : NULL;
+}
+
+int32_t tok_find(const tok_t *t, const char *s, size_t len)
+{
+    return map_get(t, &t->find_map, t->text_off, t->text_len, s, len);
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+struct sym {
+    int32_t prev, next;
+    uint32_t start, n;
+    int32_t id; /* BPE: token of the symbol's bytes, or -1 */
+};
+
+struct bigram {
+    float key; /* SPM: score (max first); BPE: rank (min first) */
+    int32_t left, right;
+    uint32_t size;
+};
+
+/* Scratch of one tok_encode call, grown as fragments need. */
+struct scratch {
+    char *buf;
+    size_t buf_cap;
+    struct sym *sym;
+    struct bigram *heap;
+    size_t sym_cap, heap_n, heap_cap;
+    bool max_heap; /* SPM */
+};
+
+/* Output: ids beyond cap are counted, not stored. */
+struct emit {
+    int32_t *out;
+    int32_t cap;
+    int64_t n;
+};
+
+static inline void emit_id(struct emit *e, int32_t id)
+{
+    if (e->n < e->cap)
+        e->out[e->n] = id;
+    e->n++;
+}
+
+static int scratch_reserve(struct scratch *sc, size_t nbytes, size_t nsym)
+{
+    if (nbytes > sc->buf_cap) {
+        char *b = folio_realloc(sc->buf, nbytes);
+        if (!b)
+            return -ENOMEM;
+        sc->buf = b;
+        sc->buf_cap = nbytes;
+    }
+    if (nsym > sc->sym_cap) {
+        struct sym *s = folio_realloc(sc->sym, sizeof(*s) * nsym);
+        if (!s)
+            return -ENOMEM;
+        sc->sym = s;
+        /* each merge retires one pair and adds at most two */
+        struct bigram *h = folio_realloc(sc->heap, sizeof(*h) * (3 * nsym + 1));
+        if (!h)
+            return -ENOMEM;
+        sc->heap = h;
+        sc->sym_cap = nsym;
+        sc->heap_cap = 3 * nsym + 1;
+    }
+    return 0;
+}
+
+/* a before b in the heap order? */
+static inline bool bg_before(const struct scratch *sc, const struct bigram *a,
+                             const struct bigram *b)
+{
+    if (a->key != b->key)
+        return sc->max_heap ? a->key > b->key : a->key < b->key;
+    return a->left < b->left;
+}
+
+static void heap_push(struct scratch *sc, struct bigram b)
+{
+    size_t i = sc->heap_n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bg_before(sc, &b, &sc->heap[p]))
+            break;
+        sc->heap[i] = sc->heap[p];
+        i = p;
+    }
+    sc->heap[i] = b;
+}
+
+static struct bigram heap_pop(struct scratch *sc)
+{
+    struct bigram top = sc->heap[0];
+    struct bigram last = sc->heap[--sc->heap_n];
+    size_t i = 0, n = sc->heap_n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && bg_before(sc, &sc->heap[c + 1], &sc->heap[c]))
+            c++;
+        if (!bg_before(sc, &sc->heap[c], &last))
+            break;
+        sc->heap[i] = sc->heap[c];
+        i = c;
+    }
+    if (n > 0)
+        sc->heap[i] = last;
+    return top;
+}
+
+/* Emits a final symbol that is not a token: its bytes' byte tokens, or one
+ * <unk> when some byte has none.  -EILSEQ when there is no <unk> either. */
+static int emit_bytes(const tok_t *t, struct emit *e, const char *s, size_t n)
+{
+    bool all = true;
+    for (size_t i = 0; i < n; i++)
+        all = all && t->byte_tok[(uint8_t)s[i]] >= 0;
+    if (all) {
+        for (size_t i = 0; i < n; i++)
+            emit_id(e, t->byte_tok[(uint8_t)s[i]]);
+        return 0;
+    }
+    if (t->unk < 0)
+        return -EILSEQ;
+    emit_id(e, t->unk);
+    return 0;
+}
+
+static void spm_try_pair(const tok_t *t, struct scratch *sc, int32_t l, int32_t r)
+{
+    if (l < 0 || r < 0)
+        return;
+    const struct sym *a = &sc->sym[l], *b = &sc->sym[r];
+    int32_t id = enc_get(t, sc->buf + a->start, a->n + b->n);
+    if (id < 0)
+        return;
+    heap_push(sc,
+              (struct bigram){.key = t->scores[id], .left = l, .right = r, .size = a->n + b->n});
+}
+
+/* Is symbol i exactly U+2581? */
+static inline bool is_mark(const struct scratch *sc, int32_t i)
+{
+    return sc->sym[i].n == 3 && memcmp(sc->buf + sc->sym[i].start, "\xe2\x96\x81", 3) == 0;
+}
+
+/* One raw-text fragment under the SentencePiece model. */
+static int spm_fragment(const tok_t *t, struct scratch *sc, struct emit *e, const char *s, size_t n,
+                        bool prefix)
+{
+    size_t cap = 3 * n + 3;
+    int rc = scratch_reserve(sc, cap, cap);
+    if (rc)
+        return rc;
+    size_t m = 0;
+    if (prefix) {
+        memcpy(sc->buf, "\xe2\x96\x81", 3);
+        m = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            memcpy(sc->buf + m, "\xe2\x96\x81", 3);
+            m += 3;
+        } else {
+            sc->buf[m++] = s[i];
+        }
+    }
+    int32_t ns = 0;
+    for (size_t off = 0; off < m;) {
+        /* the lead byte's length, cut short at a byte that does not
+         * continue the sequence: then an invalid byte never swallows the
+         * U+2581 of a following space, and every byte round-trips */
+        size_t want = FOLIO_MIN(utf8_len((uint8_t)sc->buf[off]), m - off), l = 1;
+        while (l < want && ((uint8_t)sc->buf[off + l] & 0xc0) == 0x80)
+            l++;
+        sc->sym[ns] =
+            (struct sym){.prev = ns - 1, .next = -1, .start = (uint32_t)off, .n = (uint32_t)l};
+        if (ns > 0)
+            sc->sym[ns - 1].next = ns;
+        ns++;
+        off += l;
+    }
+    /* Chunks: with word_split, a new chunk starts at each U+2581 that
+     * follows another character (see struct tok); else one chunk. */
+    sc->max_heap = true;
+    for (int32_t a = 0, b; a < ns; a = b) {
+        b = a + 1;
+        while (t->word_split && b < ns && !(is_mark(sc, b) && !is_mark(sc, b - 1)))
+            b++;
+        if (!t->word_split)
+            b = ns;
+        sc->sym[a].prev = -1;
+        sc->sym[b - 1].next = -1;
+        sc->heap_n = 0;
+        for (int32_t i = a + 1; i < b; i++)
+            spm_try_pair(t, sc, i - 1, i);
+        while (sc->heap_n > 0) {
+            struct bigram g = heap_pop(sc);
+            struct sym *l = &sc->sym[g.left], *r = &sc->sym[g.right];
+            if (l->n == 0 || r->n == 0 || l->n + r->n != g.size)
+                continue; /* stale */
+            l->n += r->n;
+            r->n = 0;
+            l->next = r->next;
+            if (r->next >= 0)
+                sc->sym[r->next].prev = g.left;
+            spm_try_pair(t, sc, l->prev, g.left);
+            spm_try_pair(t, sc, g.left, l->next);
+        }
+        for (int32_t i = a; i >= 0; i = sc->sym[i].next) {
+            const char *txt = sc->buf + sc->sym[i].start;
+            int32_t id = enc_get(t, txt, sc->sym[i].n);
+            if (id >= 0)
+                emit_id(e, id);
+            else if ((rc = emit_bytes(t, e, txt, sc->sym[i].n)) != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static void bpe_try_pair(const tok_t *t, struct scratch *sc, int32_t l, int32_t r)
+{
+    if (l < 0 || r < 0)
+        return;
+    const struct sym *a = &sc->sym[l], *b = &sc->sym[r];
+    int32_t rank = merge_get(t, a->id, b->id);
+    if (rank < 0)
+        return;
+    heap_push(sc, (struct bigram){.key = (float)rank, .left = l, .right = r, .size = a->n + b->n});
+}
+
+/* One pre-tokenized word under byte-level BPE (the bytes are at s). */
+static int bpe_word(const tok_t *t, struct scratch *sc, struct emit *e, const char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (t->ignore_merges) {
+        int32_t id = enc_get(t, s, n);
+        if (id >= 0) {
+            emit_id(e, id);
+            return 0;
+        }
+    }
+    int rc = scratch_reserve(sc, 0, n);
+    if (rc)
+        return rc;
+    int32_t ns = (int32_t)n;
+    for (int32_t i = 0; i < ns; i++)
+        sc->sym[i] = (struct sym){.prev = i - 1,
+                                  .next = i + 1 < ns ? i + 1 : -1,
+                                  .start = (uint32_t)i,
+                                  .n = 1,
+                                  .id = t->byte_tok[(uint8_t)s[i]]};
+    sc->heap_n = 0;
+    sc->max_heap = false;
+    for (int32_t i = 1; i < ns; i++)
+        bpe_try_pair(t, sc, i - 1, i);
+    while (sc->heap_n > 0) {
+        struct bigram b = heap_pop(sc);
+        struct sym *l = &sc->sym[b.left], *r = &sc->sym[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
+            continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0)
+            sc->sym[r->next].prev = b.left;
+        l->id = enc_get(t, s + l->start, l->n);
+        bpe_try_pair(t, sc, l->prev, b.left);
+        bpe_try_pair(t, sc, b.left, l->next);
+    }
+    for (int32_t i = 0; i >= 0; i = sc->sym[i].next) {
+        const struct sym *y = &sc->sym[i];
+        if (y->id >= 0)
+            emit_id(e, y->id);
+        else if ((rc = emit_bytes(t, e, s + y->start, y->n)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* One raw-text fragment under byte-level BPE: regex words, and any bytes
+ * between matches (invalid UTF-8) as words of their own. */
+static int bpe_fragment(const tok_t *t, struct scratch *sc, pcre2_match_data *md, struct emit *e,
+                        const char *s, size_t n)
+{
+    size_t pos = 0;
+    int rc;
+    while (pos < n) {
+        int m = pcre2_match(t->re, (PCRE2_SPTR)s, n, pos, 0, md, NULL);
+        if (m < 0) {
+            if (m != PCRE2_ERROR_NOMATCH)
+                return -EINVAL;
+            return bpe_word(t, sc, e, s + pos, n - pos);
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t a = ov[0], b = ov[1];
+        if (a > pos && (rc = bpe_word(t, sc, e, s + pos, a - pos)) != 0)
+            return rc;
+        if (b <= a) { /* empty match: cannot happen with these patterns */
+            b = a + 1;
+            if ((rc = bpe_word(t, sc, e, s + a, 1)) != 0)
+                return rc;
+        } else if ((rc = bpe_word(t, sc, e, s + a, b - a)) != 0) {
+            return rc;
+        }
+        pos = b;
+    }
+    return 0;
+}
+
+/* The special token starting at s[0..n) that may be matched, or -1. */
+static int32_t special_at(const tok_t *t, const char *s, size_t n, bool parse_special)
+{
+    uint8_t c = (uint8_t)s[0];
+    if (!(t->special_first[c >> 3] & (1u << (c & 7))))
+        return -1;
+    for (int32_t i = 0; i < t->n_special; i++) {
+        int32_t id = t->special[i];
+        size_t l = t->text_len[id];
+        if (!parse_special && t->type[id] != TOK_TYPE_USER_DEFINED)
+            continue;
+        if (l <= n && memcmp(s, t->arena + t->text_off[id], l) == 0)
+            return id;
+    }
+    return -1;
+}
+
+static int raw_fragment(const tok_t *t, struct scratch *sc, pcre2_match_data *md, struct emit *e,
+                        const char *s, size_t n, bool prev_special)
+{
+    if (n == 0)
+        return 0;
+    if (t->kind == TOK_SPM)
+        return spm_fragment(t, sc, e, s, n, t->add_space_prefix && prev_special);
+    return bpe_fragment(t, sc, md, e, s, n);
+}
+
+int tok_encode(const tok_t *t, const char *text, size_t len, bool add_special, bool parse_special,
+               int32_t *out, int32_t cap, int32_t *n)
+{
+    if (!t || (!text && len) || (!out && cap > 0) || cap < 0 || !n)
+        return -EINVAL;
+    struct emit e = {.out = out, .cap = cap, .n = 0};
+    struct scratch sc = {0};
+    pcre2_match_data *md = NULL;
+    int rc = 0;
+    if (t->kind == TOK_BPE) {
+        md = pcre2_match_data_create_from_pattern(t->re, NULL);
+        if (!md)
+            return -ENOMEM;
+    }
+    if (add_special && t->add_bos && t->bos >= 0)
+        emit_id(&e, t->bos);
+    bool prev_special = true;
+    size_t start = 0;
+    for (size_t i = 0; i < len;) {
+        int32_t id = t->n_special ? special_at(t, text + i, len - i, parse_special) : -1;
+        if (id < 0) {
+            i++;
+            continue;
+        }
+        if (i > start) {
+            if ((rc = raw_fragment(t, &sc, md, &e, text + start, i - start, prev_special)) != 0)
+                goto done;
+        }
+        emit_id(&e, id);
+        prev_special = true;
+        i += t->text_len[id];
+        start = i;
+    }
+    if (len > start &&
+        (rc = raw_fragment(t, &sc, md, &e, text + start, len - start, prev_special)) != 0)
+        goto done;
+    if (add_special && t->add_eos && t->eos >= 0)
+        emit_id(&e, t->eos);
+    if (e.n > INT32_MAX) {
+        rc = -EOVERFLOW;
+        goto done;
+    }
+    *n = (int32_t)e.n;
+    rc = e.n > cap ? -ENOSPC : 0;
+done:
+    folio_free(sc.buf);
+    folio_free(sc.sym);
+    folio_free(sc.heap);
+    if (md)
+        pcre2_match_data_free(md);
+    return rc;
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+const char *tok_piece(const tok_t *t, int32_t id, unsigned flags, size_t *len)
+{
+    if (id < 0 || id >= t->n_vocab)
+        return NULL;
+    int ty = t->type[id];
+    if (ty == TOK_TYPE_CONTROL && !(flags & TOK_DECODE_SPECIAL)) {
+        *len = 0;
+        return "";
+    }
+    if (ty == TOK_TYPE_UNKNOWN && !(flags & TOK_DECODE_SPECIAL)) {
+        *len = 3;
+        return "\xef\xbf\xbd"; /* U+FFFD */
+    }
+    *len = t->piece_len[id];
+    return t->arena + t->piece_off[id];
+}
+
+int tok_token_to_piece(const tok_t *t, int32_t id, unsigned flags, char *buf, size_t cap, size_t *n)
+{
+    size_t l;
+    const char *p = tok_piece(t, id, flags, &l);
+    if (!p)
+        return -EINVAL;
+    *n = l;
+    if (l > cap)
+        return -ENOSPC;
+    if (l > 0)
+        memcpy(buf, p, l);
+    return 0;
+}
+
+int tok_decode(const tok_t *t, const int32_t *ids, size_t n_ids, unsigned flags, char *buf,
+               size_t cap, size_t *n)
+{
+    bool strip = t->kind == TOK_SPM && t->add_space_prefix && !(flags & TOK_DECODE_KEEP_SPACE);
+    size_t total = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        size_t l;
+        const char *p = tok_piece(t, ids[i], flags, &l);
+        if (!p)
+            return -EINVAL;
+        /* the first non-empty piece after an optional leading BOS */
+        if (strip && l > 0 && !(i == 0 && ids[i] == t->bos)) {
+            if (p[0] == ' ') {
+                p++;
+                l--;
+            }
+            strip = false;
+        }
+        if (l > 0 && total + l <= cap)
+            memcpy(buf + total, p, l);
+        total += l;
+    }
+    *n = total;
+    return total > cap ? -ENOSPC : 0;
+}

@@ -1,0 +1,355 @@
+/*
+ * tests/test_tokenizer_gguf.c — the tokenizer on vocabularies written here
+ * through the GGUF writer: tok_load's errors (unknown model, bad keys),
+ * SPM without byte fallback, user-defined tokens, and the synthetic
+ * vocabulary of `folio gen-model` (model/vocab_synth.c) on English text.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "folio/common.h"
+#include "folio/gguf.h"
+#include "folio/tokenizer.h"
+#include "vocab_synth.h"
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/folio_tok_test_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Writes w to a temp file, opens it and loads its tokenizer: the rc of
+ * tok_load, err filled, *t set on success (caller frees t and *f). */
+static int load_from(gguf_writer_t *w, gguf_file_t **f, tok_t **t, char *err, size_t errlen)
+{
+    char path[512], e2[256];
+    snprintf(path, sizeof(path), "%s/v.gguf", tmpdir);
+    if (gguf_writer_write(w, path, e2, sizeof(e2)) != 0)
+        fail_msg("gguf_writer_write: %s", e2);
+    gguf_writer_free(w);
+    if (gguf_open(path, f, e2, sizeof(e2)) != 0)
+        fail_msg("gguf_open: %s", e2);
+    *t = NULL;
+    int rc = tok_load(*f, t, err, errlen);
+    if (rc)
+        assert_null(*t);
+    return rc;
+}
+
+/* A tiny SPM vocabulary: <unk> <s> </s>, then pieces. */
+static gguf_writer_t *small_spm(const char *model, bool with_bytes)
+{
+    static const char *pieces[] = {"<unk>", "<s>", "</s>", "▁",      "a",       "b",
+                                   "▁a",    "ab",  "▁ab",  "<0x41>", "<|tool|>"};
+    static const float scores[] = {0, 0, 0, -1, -2, -3, -4, -5, -6, 0, 0};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 6, 4};
+    int32_t n = with_bytes ? 11 : 9;
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", model), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", pieces, (uint64_t)n), 0);
+    assert_int_equal(gguf_w_arr_f32(w, "tokenizer.ggml.scores", scores, (uint64_t)n), 0);
+    assert_int_equal(gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, (uint64_t)n), 0);
+    return w;
+}
+
+static void test_load_errors(void **state)
+{
+    (void)state;
+    gguf_file_t *f;
+    tok_t *t;
+    char err[256];
+    /* unknown tokenizer model */
+    err[0] = 0;
+    assert_int_equal(load_from(small_spm("bert", false), &f, &t, err, sizeof(err)), -ENOTSUP);
+    assert_non_null(strstr(err, "'bert'"));
+    gguf_close(f);
+    /* no model key at all */
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_u32(w, "general.alignment", 32), 0);
+    err[0] = 0;
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "tokenizer.ggml.model"));
+    gguf_close(f);
+    /* no tokens */
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "llama"), 0);
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "tokenizer.ggml.tokens"));
+    gguf_close(f);
+    /* a special id outside the vocabulary */
+    w = small_spm("llama", false);
+    assert_int_equal(gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 9), 0);
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "eos_token_id"));
+    gguf_close(f);
+    /* scores of the wrong length */
+    assert_int_equal(gguf_writer_new(&w), 0);
+    static const char *two[] = {"a", "b"};
+    static const float one[] = {0};
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "llama"), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", two, 2), 0);
+    assert_int_equal(gguf_w_arr_f32(w, "tokenizer.ggml.scores", one, 1), 0);
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "scores"));
+    gguf_close(f);
+    /* gpt2 without merges; gpt2 with an unknown pre-tokenizer */
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "gpt2"), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", two, 2), 0);
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "merges"));
+    gguf_close(f);
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "gpt2"), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.pre", "qwen2"), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", two, 2), 0);
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), -ENOTSUP);
+    assert_non_null(strstr(err, "qwen2"));
+    gguf_close(f);
+}
+
+/* Without byte tokens, characters outside the vocabulary become <unk>
+ * (one per character), decoded as U+FFFD; user-defined tokens match in
+ * plain text; add_space_prefix=false drops the prefix. */
+static void test_spm_small(void **state)
+{
+    (void)state;
+    gguf_file_t *f;
+    tok_t *t;
+    char err[256];
+    assert_int_equal(load_from(small_spm("llama", false), &f, &t, err, sizeof(err)), 0);
+    int32_t ids[32], n;
+    assert_int_equal(tok_encode(t, "ab xé", 6, true, false, ids, 32, &n), 0);
+    /* <s> "▁ab" "▁" <unk>(x) <unk>(é) */
+    int32_t want[] = {1, 8, 3, 0, 0};
+    assert_int_equal(n, 5);
+    assert_memory_equal(ids, want, sizeof(want));
+    char buf[64];
+    size_t l;
+    assert_int_equal(tok_decode(t, ids, (size_t)n, 0, buf, sizeof(buf), &l), 0);
+    assert_int_equal(l, strlen("ab \xef\xbf\xbd\xef\xbf\xbd"));
+    assert_memory_equal(buf, "ab \xef\xbf\xbd\xef\xbf\xbd", l);
+    tok_free(t);
+    gguf_close(f);
+
+    /* with byte fallback and a user-defined token */
+    gguf_writer_t *w = small_spm("llama", true);
+    assert_int_equal(gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", false), 0);
+    assert_int_equal(gguf_w_bool(w, "tokenizer.ggml.add_eos_token", true), 0);
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), 0);
+    assert_int_equal(tok_encode(t, "aA<|tool|>b", 11, true, false, ids, 32, &n), 0);
+    /* <s> a <0x41> <|tool|> b </s>: no space prefix, EOS appended */
+    int32_t want2[] = {1, 4, 9, 10, 5, 2};
+    assert_int_equal(n, 6);
+    assert_memory_equal(ids, want2, sizeof(want2));
+    assert_int_equal(tok_decode(t, ids, (size_t)n, 0, buf, sizeof(buf), &l), 0);
+    assert_int_equal(l, 11);
+    assert_memory_equal(buf, "aA<|tool|>b", 11);
+    tok_free(t);
+    gguf_close(f);
+}
+
+/* code point -> UTF-8 */
+static size_t put_cp(char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    o[0] = (char)(0xc0 | cp >> 6);
+    o[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+}
+
+/* text in GPT-2's printable byte alphabet */
+static void to_alphabet(const char *s, char *out)
+{
+    size_t o = 0;
+    for (; *s; s++) {
+        uint32_t b = (uint8_t)*s, cp = b, next = 256;
+        bool keep = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+        if (!keep) {
+            for (uint32_t x = 0; x < b; x++)
+                if (!((x >= '!' && x <= '~') || (x >= 0xa1 && x <= 0xac) || x >= 0xae))
+                    next++;
+            cp = next;
+        }
+        o += put_cp(out + o, cp);
+    }
+    out[o] = 0;
+}
+
+/* The llama-bpe pre-tokenizer splits as Llama 3's regex does; with
+ * ignore_merges a word that is a token is taken whole.  The vocabulary
+ * holds the 256 single bytes and exactly the expected words. */
+static void test_llama3_pretokenizer(void **state)
+{
+    (void)state;
+    static const char *words[] = {"Hello", " world", " ", "123", "45", " don", "'t", "\n\n", "!!"};
+    const size_t nw = sizeof(words) / sizeof(words[0]);
+    char *toks[256 + 16];
+    const char *ctoks[256 + 16];
+    for (int b = 0; b < 256; b++) {
+        char one[2] = {(char)(b ? b : 1), 0};
+        toks[b] = malloc(8);
+        if (b == 0) { /* NUL cannot go through a C string: map by hand */
+            strcpy(toks[b], "\xc4\x80");
+        } else {
+            to_alphabet(one, toks[b]);
+        }
+    }
+    for (size_t i = 0; i < nw; i++) {
+        toks[256 + i] = malloc(64);
+        to_alphabet(words[i], toks[256 + i]);
+    }
+    size_t n = 256 + nw;
+    for (size_t i = 0; i < n; i++)
+        ctoks[i] = toks[i];
+    const char *merges[] = {"H e"};
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "gpt2"), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.pre", "llama-bpe"), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", ctoks, n), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.merges", merges, 1), 0);
+    gguf_file_t *f;
+    tok_t *t;
+    char err[256];
+    if (load_from(w, &f, &t, err, sizeof(err)) != 0)
+        fail_msg("tok_load: %s", err);
+    const char *text = "Hello world 12345 don't\n\n!!";
+    int32_t ids[64], k;
+    assert_int_equal(tok_encode(t, text, strlen(text), false, false, ids, 64, &k), 0);
+    assert_int_equal(k, (int32_t)nw);
+    for (size_t i = 0; i < nw; i++)
+        assert_int_equal(ids[i], (int32_t)(256 + i));
+    char out[64];
+    size_t l;
+    assert_int_equal(tok_decode(t, ids, (size_t)k, 0, out, sizeof(out), &l), 0);
+    assert_int_equal(l, strlen(text));
+    assert_memory_equal(out, text, l);
+    /* a word that is no token falls back to its bytes */
+    assert_int_equal(tok_encode(t, "Hi", 2, false, false, ids, 64, &k), 0);
+    assert_int_equal(k, 2);
+    assert_int_equal(ids[0], 'H');
+    tok_free(t);
+    gguf_close(f);
+    for (size_t i = 0; i < n; i++)
+        free(toks[i]);
+}
+
+/* Without tokenizer.ggml.token_type, SPM "<0xNN>" tokens are still bytes. */
+static void test_spm_untyped(void **state)
+{
+    (void)state;
+    static const char *pieces[] = {"<unk>", "<s>", "</s>", "▁", "a", "<0x41>", "<0x42>"};
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "llama"), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", pieces, 7), 0);
+    gguf_file_t *f;
+    tok_t *t;
+    char err[256];
+    assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), 0);
+    assert_int_equal(tok_token_type(t, 5), TOK_TYPE_BYTE);
+    int32_t ids[8], k;
+    assert_int_equal(tok_encode(t, "aB", 2, false, false, ids, 8, &k), 0);
+    int32_t want[] = {3, 4, 6};
+    assert_int_equal(k, 3);
+    assert_memory_equal(ids, want, sizeof(want));
+    tok_free(t);
+    gguf_close(f);
+}
+
+static const char english[] =
+    "The history of the city is long and complicated. In the early years, people came from "
+    "many different places to work in the factories and on the farms around it. They built "
+    "houses, schools and churches, and over time the small town grew into one of the largest "
+    "cities in the country. Today, more than a million people live there, and many of them "
+    "still remember the stories their parents and grandparents told them about the old days. "
+    "The government has tried to improve public transport, but traffic is still a problem "
+    "during the morning and evening. Would you like to visit it next summer? I think you "
+    "should, because there is something for everyone: music, food, art and a beautiful river.";
+
+/* The synthetic vocabulary tokenizes English into mostly whole words. */
+static void synth_case(int32_t n_vocab, double min_chars_per_token)
+{
+    struct vocab_synth v = {0};
+    assert_int_equal(vocab_synth_build(n_vocab, &v), 0);
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "llama"), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)n_vocab), 0);
+    assert_int_equal(gguf_w_arr_f32(w, "tokenizer.ggml.scores", v.scores, (uint64_t)n_vocab), 0);
+    assert_int_equal(gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v.types, (uint64_t)n_vocab), 0);
+    assert_int_equal(gguf_w_u32(w, "tokenizer.ggml.bos_token_id", VOCAB_SYNTH_BOS_ID), 0);
+    assert_int_equal(gguf_w_u32(w, "tokenizer.ggml.eos_token_id", VOCAB_SYNTH_EOS_ID), 0);
+    vocab_synth_free(&v);
+    gguf_file_t *f;
+    tok_t *t;
+    char err[256];
+    if (load_from(w, &f, &t, err, sizeof(err)) != 0)
+        fail_msg("tok_load: %s", err);
+    size_t len = strlen(english);
+    int32_t ids[2048], n;
+    assert_int_equal(tok_encode(t, english, len, false, false, ids, 2048, &n), 0);
+    double cpt = (double)len / n;
+    int bytes = 0;
+    for (int32_t i = 0; i < n; i++)
+        bytes += tok_token_type(t, ids[i]) == TOK_TYPE_BYTE;
+    print_message("synthetic vocab %d: %zu chars -> %d tokens (%.2f chars/token, %d byte "
+                  "tokens)\n",
+                  n_vocab, len, n, cpt, bytes);
+    assert_true(cpt >= min_chars_per_token);
+    assert_int_equal(bytes, 0);
+    char out[2048];
+    size_t l;
+    assert_int_equal(tok_decode(t, ids, (size_t)n, 0, out, sizeof(out), &l), 0);
+    assert_int_equal(l, len);
+    assert_memory_equal(out, english, len);
+    /* common words are single tokens */
+    int32_t one[4], k;
+    assert_int_equal(tok_encode(t, "the", 3, false, false, one, 4, &k), 0);
+    assert_int_equal(k, 1);
+    tok_free(t);
+    gguf_close(f);
+}
+
+static void test_synthetic_vocab(void **state)
+{
+    (void)state;
+    synth_case(32000, 2.5);
+    synth_case(8192, 2.5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_spm_small),
+        cmocka_unit_test(test_llama3_pretokenizer), cmocka_unit_test(test_spm_untyped),
+        cmocka_unit_test(test_synthetic_vocab),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
