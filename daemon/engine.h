@@ -80,6 +80,7 @@ struct eng_events {
 struct eng_model_info {
     const char *name;
     int32_t n_vocab, ctx_len, eos_id;
+    bool has_tokenizer; /* text prompts and text output */
 };
 
 struct eng_stats {

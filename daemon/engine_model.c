@@ -44,10 +44,16 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
 
 #else
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../model/vocab_synth.h" /* the default model's vocabulary */
+#include "folio/gguf.h"
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
 #include "folio/scheduler.h"
+#include "folio/tokenizer.h"
 
 struct em_req {
     struct eng_req *r;
@@ -71,6 +77,7 @@ struct em {
     void *work;       /* sampler workspace */
     int step_rc;
     const struct eng_events *ev; /* during plan / commit */
+    tok_t *tok;                  /* NULL: token ids only */
     char name[80];
 };
 
@@ -119,6 +126,7 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->n_vocab = m->hp.n_vocab;
     mi->ctx_len = m->hp.ctx_len;
     mi->eos_id = m->hp.eos_id;
+    mi->has_tokenizer = m->tok != NULL;
 }
 
 static int em_submit(void *b, struct eng_req *r)
@@ -284,9 +292,91 @@ static void em_block_info(void *b, int32_t i, struct pager_block_info *bi)
 
 static int em_detok(void *b, int32_t tok, char *buf, size_t cap)
 {
-    (void)b;
-    /* no tokenizer yet: a token reads as its id */
-    return snprintf(buf, cap, " %d", tok);
+    struct em *m = b;
+    if (!m->tok) /* no tokenizer: a token reads as its id */
+        return snprintf(buf, cap, " %d", tok);
+    size_t n = 0;
+    int rc = tok_token_to_piece(m->tok, tok, 0, buf, cap, &n);
+    return rc ? rc : (int)n;
+}
+
+static int em_tokenize(void *b, const char *text, size_t n, int32_t **out, int32_t *n_out)
+{
+    struct em *m = b;
+    if (!m->tok)
+        return -ENOSYS;
+    int32_t cap = (int32_t)FOLIO_MIN(n + 8, (size_t)INT32_MAX / 8), got = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int32_t *ids = folio_malloc((size_t)cap * sizeof(int32_t));
+        if (!ids)
+            return -ENOMEM;
+        int rc = tok_encode(m->tok, text, n, true, false, ids, cap, &got);
+        if (rc == -ENOSPC && attempt == 0) {
+            folio_free(ids);
+            cap = got;
+            continue;
+        }
+        if (rc) {
+            folio_free(ids);
+            return rc;
+        }
+        *out = ids;
+        *n_out = got;
+        return 0;
+    }
+    return -ENOSPC;
+}
+
+/* The default model has no file: its tokenizer is the synthetic vocabulary
+ * (model/vocab_synth.h), written as a small GGUF holding only the
+ * tokenizer keys (the same keys `folio gen-model` writes) and read back by
+ * tok_load. */
+static int synth_tokenizer(int32_t n_vocab, tok_t **out, char *err, size_t errlen)
+{
+    struct vocab_synth v;
+    int rc = vocab_synth_build(n_vocab, &v);
+    if (rc)
+        return rc;
+    gguf_writer_t *w = NULL;
+    char path[] = "/tmp/foliod-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        vocab_synth_free(&v);
+        return -errno;
+    }
+    close(fd);
+    if (!(rc = gguf_writer_new(&w)) && !(rc = gguf_w_str(w, "general.architecture", "llama")) &&
+        !(rc = gguf_w_str(w, "tokenizer.ggml.model", "llama")) &&
+        !(rc = gguf_w_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)n_vocab)) &&
+        !(rc = gguf_w_arr_f32(w, "tokenizer.ggml.scores", v.scores, (uint64_t)n_vocab)) &&
+        !(rc = gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v.types, (uint64_t)n_vocab)) &&
+        !(rc = gguf_w_u32(w, "tokenizer.ggml.bos_token_id", VOCAB_SYNTH_BOS_ID)) &&
+        !(rc = gguf_w_u32(w, "tokenizer.ggml.eos_token_id", VOCAB_SYNTH_EOS_ID)) &&
+        !(rc = gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", VOCAB_SYNTH_UNK_ID)) &&
+        !(rc = gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true)) &&
+        !(rc = gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false)) &&
+        !(rc = gguf_writer_write(w, path, err, errlen))) {
+        gguf_file_t *f = NULL;
+        if (!(rc = gguf_open(path, &f, err, errlen)))
+            rc = tok_load(f, out, err, errlen);
+        gguf_close(f);
+    }
+    gguf_writer_free(w);
+    unlink(path);
+    vocab_synth_free(&v);
+    return rc;
+}
+
+static int load_tokenizer(struct em *m, char *err, size_t errlen)
+{
+    if (!m->cfg->model)
+        return synth_tokenizer(m->hp.n_vocab, &m->tok, err, errlen);
+    gguf_file_t *f = NULL;
+    int rc = gguf_open(m->cfg->model, &f, err, errlen);
+    if (!rc)
+        rc = tok_load(f, &m->tok, err, errlen);
+    gguf_close(f);
+    return rc;
 }
 
 static void em_free(void *b)
@@ -302,6 +392,8 @@ static void em_free(void *b)
         pager_free(m->pg);
     if (m->model)
         model_free(m->model);
+    if (m->tok)
+        tok_free(m->tok);
     folio_free(m->logits);
     folio_free(m->sampled);
     folio_free(m->work);
@@ -321,7 +413,7 @@ static const struct eng_backend_ops em_ops = {
     .n_blocks = em_n_blocks,
     .block_info = em_block_info,
     .detok = em_detok,
-    .tokenize = NULL,
+    .tokenize = em_tokenize,
     .free = em_free,
 };
 
@@ -408,6 +500,13 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;
+    }
+    /* Without a usable tokenizer the server still serves token ids. */
+    char terr[256] = "";
+    if (load_tokenizer(m, terr, sizeof(terr)) || tok_n_vocab(m->tok) != m->hp.n_vocab) {
+        if (m->tok)
+            tok_free(m->tok);
+        m->tok = NULL;
     }
     *ops = &em_ops;
     *out = m;

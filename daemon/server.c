@@ -1028,8 +1028,9 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         uv_run(&loop, UV_RUN_DEFAULT);
         goto out_loop;
     }
-    srv_log(s, 1, "serving model '%s' (%s engine, ctx %d, vocab %d)", s->mi.name, s->ops->kind,
-            s->mi.ctx_len, s->mi.n_vocab);
+    srv_log(s, 1, "serving model '%s' (%s engine, ctx %d, vocab %d, %s)", s->mi.name, s->ops->kind,
+            s->mi.ctx_len, s->mi.n_vocab,
+            s->mi.has_tokenizer ? "tokenizer loaded" : "no tokenizer: token ids only");
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;
 out_loop:
