@@ -20,7 +20,7 @@
 #include "api.h"
 #include "folio/common.h"
 
-static const struct eng_model_info mi = {"m", 100, 64, 2};
+static const struct eng_model_info mi = {"m", 100, 64, 2, false};
 
 static int parse(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
 {
