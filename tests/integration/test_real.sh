@@ -24,6 +24,15 @@ b=$(grep '^data: {' <<<"$st" | sed 's/^data: //' | jq -sc '[.[] | .choices[] | .
 [ "$a" = "$b" ] || fail "stream tokens differ from non-stream: $a vs $b"
 curl -s --unix-socket "$SOCK" http://x/metrics >"$T/metrics.txt"
 if command -v promtool >/dev/null; then promtool check metrics <"$T/metrics.txt" || fail promtool; fi
+if grep -q "tokenizer loaded" "$LOG"; then
+  r=$(req POST /v1/completions '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"ignore_eos":true}')
+  [ "$(status_of "$r")" = 200 ] || fail "text prompt: $r"
+  body_of "$r" | jq -e '.usage.prompt_tokens > 1 and (.choices[0].text|length) > 0' >/dev/null || fail "text prompt shape"
+  a=$("$FOLIO" complete --socket "$SOCK" --max-tokens 8 --temperature 0 "hello world")
+  b=$("$FOLIO" complete --socket "$SOCK" --max-tokens 8 --temperature 0 --stream "hello world")
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "folio complete text: '$a' vs '$b'"
+  ok "real engine: text prompts (tokenizer), folio complete text == --stream"
+fi
 ok "real engine: models, completion, stream == non-stream, promtool"
 $C concurrent "$SOCK" 64 || fail concurrent
 $C disconnect "$SOCK" 200 || fail disconnect
