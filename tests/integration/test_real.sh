@@ -10,7 +10,7 @@ C="node $SRCDIR/client.mjs"
 out=$("$FOLIOD" --socket "$SOCK" --kv-blocks 64 2>&1 & p=$!; sleep 1; kill $p 2>/dev/null; wait $p 2>/dev/null) || true
 if grep -q "not built in yet" <<<"$out"; then echo "SKIP: foliod has no engine yet"; exit 77; fi
 
-start_daemon "$FOLIOD" --kv-blocks 2048 --max-seqs 64 --max-batch-tokens 512
+start_daemon "$FOLIOD" --kv-blocks 2048 --max-seqs 64 --max-batch-tokens 512 --drain-timeout-ms 600000
 r=$(req GET /v1/models); [ "$(status_of "$r")" = 200 ] || fail "/v1/models"
 model=$(body_of "$r" | jq -r '.data[0].id')
 r=$(req POST /v1/completions "{\"model\":\"$model\",\"prompt\":[1,2,3,4,5],\"max_tokens\":7,\"temperature\":0,\"ignore_eos\":true}")
