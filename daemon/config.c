@@ -67,6 +67,8 @@ static const struct opt opts[] = {
      "unsent bytes a client may leave queued before its connection is dropped"},
     {"max-connections", OPT_INT, 1, 1 << 20, "4096", NULL, F(max_connections), "N",
      "open client connections (more are closed at accept)"},
+    {"idle-timeout-ms", OPT_INT, 0, 3600 * 1000, "60000", NULL, F(idle_timeout_ms), "MS",
+     "close a connection that sends no complete request for this long (0: never)"},
     {"drain-timeout-ms", OPT_INT, 0, 3600 * 1000, "30000", NULL, F(drain_timeout_ms), "MS",
      "on SIGTERM, time running requests get to finish"},
     {"log-level", OPT_ENUM, 0, 0, "info", "error|info|debug", F(log_level), "LEVEL",

@@ -36,7 +36,7 @@ struct srv_config {
     /* strings: owned, NULL when unset (defaults are resolved at parse) */
     char *model, *socket, *listen, *kv_dtype, *config, *unknown_uid, *log_level;
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
-    int64_t max_body, max_pending_output, drain_timeout_ms, max_connections;
+    int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     bool help, dump;
     uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
     struct srv_tenant_cfg *tenants; /* [n_tenants]; [0] is "default" */

@@ -76,6 +76,8 @@ static void on_closed(uv_handle_t *h)
 {
     struct srv_conn *c = h->data;
     struct srv *s = c->srv;
+    if (--c->handles > 0)
+        return;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -106,6 +108,25 @@ void srv_http_close(struct srv_conn *c, const char *why)
     }
     uv_read_stop(&c->u.s);
     uv_close(&c->u.h, on_closed);
+    uv_close((uv_handle_t *)&c->idle, on_closed);
+}
+
+static void on_idle(uv_timer_t *t)
+{
+    struct srv_conn *c = t->data;
+    if (c->comp || c->closing)
+        return; /* re-armed when the request is done */
+    srv_log(c->srv, 2, "conn %llu: idle timeout", (unsigned long long)c->id);
+    srv_http_close(c, NULL);
+}
+
+/* (Re)starts the idle clock: the client has idle-timeout-ms to send its
+ * next complete request. */
+static void idle_arm(struct srv_conn *c)
+{
+    int64_t ms = c->srv->cfg->idle_timeout_ms;
+    if (ms > 0 && !c->closing)
+        uv_timer_start(&c->idle, on_idle, (uint64_t)ms, 0);
 }
 
 /* ---- writing ---------------------------------------------------------- */
@@ -421,6 +442,7 @@ static void process(struct srv_conn *c)
         consume(c, used);
         if (c->msg_done) {
             c->msg_done = false;
+            idle_arm(c);
             srv_route(c);
         }
     }
@@ -435,6 +457,7 @@ void srv_http_request_done(struct srv_conn *c)
     c->comp = NULL;
     if (c->closing)
         return;
+    idle_arm(c);
     if (c->srv->draining && !c->in_len)
         c->close_after_write = true; /* pipelined requests still get their 503 */
     if (c->close_after_write) {
@@ -522,6 +545,9 @@ void srv_http_accept(struct srv *s, uv_stream_t *listener, bool is_tcp)
         return;
     }
     c->u.h.data = c;
+    uv_timer_init(s->loop, &c->idle); /* cannot fail */
+    c->idle.data = c;
+    c->handles = 2;
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;
@@ -546,6 +572,7 @@ void srv_http_accept(struct srv *s, uv_stream_t *listener, bool is_tcp)
     }
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;
+    idle_arm(c);
     if (!uv_read_start(&c->u.s, on_alloc, on_read))
         c->reading = true;
 }

@@ -60,7 +60,9 @@ struct srv_conn {
     /* serving */
     struct srv_comp *comp;
     bool closing, close_after_write;
-    int writes_out; /* uv_write requests in flight */
+    int writes_out;  /* uv_write requests in flight */
+    uv_timer_t idle; /* closes a connection that sends no complete request */
+    int handles;     /* open libuv handles (stream, timer); freed at 0 */
 };
 
 struct srv_choice {

@@ -269,6 +269,22 @@ const scenarios = {
     ok('request pipelined behind a stream during drain: stream finished, then 503');
   },
 
+  // Idle and half-sent connections are closed after --idle-timeout-ms
+  // (args[0]); a streaming request outlives it.
+  async idle() {
+    const ms = Number(args[0]);
+    const t0 = Date.now();
+    const silent = rawExchange(Buffer.alloc(0), true);
+    const partial = rawExchange(Buffer.from('GET /hea'), true);
+    const [a, b] = await Promise.all([silent, partial]);
+    const dt = Date.now() - t0;
+    if (a !== '' || b !== '') fail(`idle connections got data: ${a} ${b}`);
+    if (dt < ms * 0.8 || dt > ms + 4000) fail(`idle connections closed after ${dt} ms (timeout ${ms})`);
+    const s = await stream({ prompt: prompt(1), max_tokens: Math.ceil(ms / 10), ignore_eos: true });
+    if (!s.done) fail('stream cut by the idle timeout');
+    ok(`idle and half-sent connections closed after ${dt} ms; a long stream is not`);
+  },
+
   // Load for the SIGTERM test: starts N streams, reports when all started,
   // then checks each finished completely.
   async drainload() {
@@ -293,15 +309,15 @@ const scenarios = {
   },
 };
 
-function rawExchange(bytes) {
+function rawExchange(bytes, keepOpen = false) {
   return new Promise((resolve) => {
     const c = net.connect(sock);
     let got = '';
     c.on('data', (d) => { got += d.toString('latin1'); });
     c.on('close', () => resolve(got));
     c.on('error', () => resolve(got));
-    c.write(bytes, () => c.end());
-    setTimeout(() => c.destroy(), 5000);
+    c.write(bytes, () => { if (!keepOpen) c.end(); });
+    setTimeout(() => c.destroy(), keepOpen ? 20000 : 5000);
   });
 }
 

@@ -19,6 +19,11 @@ start_daemon "$FOLIOD_FAKE" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-b
 $C preempt "$SOCK" 32 || fail preempt
 stop_daemon || fail "exit status"
 
+# idle timeout: silent and half-sent connections are closed
+FOLIO_FAKE_STEP_US=10000 start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --idle-timeout-ms 1000
+$C idle "$SOCK" 1000 || fail idle
+stop_daemon || fail "exit status"
+
 # a long step: the loop thread still answers
 FOLIO_FAKE_STEP_US=600000 start_daemon "$FOLIOD_FAKE" --kv-blocks 64
 $C responsive "$SOCK" || fail responsive
