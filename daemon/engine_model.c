@@ -58,7 +58,7 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
 struct em_req {
     struct eng_req *r;
     uint64_t sid;
-    bool started;
+    bool started, failed;
     enum eng_finish why;
     struct sampler_params sp;
     struct sampler_bias *bias;
@@ -74,6 +74,7 @@ struct em {
     struct sched_batch batch;
     float *logits;    /* [max_seqs][n_vocab] */
     int32_t *sampled; /* [max_seqs] */
+    int *slice_rc;    /* [max_seqs]: run()'s result per slice */
     void *work;       /* sampler workspace */
     int step_rc;
     const struct eng_events *ev; /* during plan / commit */
@@ -106,7 +107,7 @@ static void on_sched_event(void *ctx, const struct sched_event *e)
                                                    : ENG_FINISH_EOS;
         break;
     case SCHED_EV_DONE: {
-        enum eng_finish why = q->why;
+        enum eng_finish why = q->failed ? ENG_FINISH_ERROR : q->why;
         folio_free(q->bias);
         folio_free(q);
         r->priv = NULL;
@@ -208,35 +209,36 @@ static int em_plan(void *b, const struct eng_events *ev)
 static void em_run(void *b)
 {
     struct em *m = b;
-    int rc = model_forward(m->mctx, &m->batch.mb, m->logits);
-    for (int32_t i = 0; !rc && i < m->batch.mb.n_slices; i++) {
+    m->step_rc = model_forward(m->mctx, &m->batch.mb, m->logits);
+    for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
         const struct sched_slice *s = &m->batch.info[i];
-        if (s->sample_row < 0)
+        m->slice_rc[i] = m->step_rc;
+        if (s->sample_row < 0 || m->step_rc)
             continue;
         const struct em_req *q = s->sampling;
-        rc =
+        m->slice_rc[i] =
             sampler_sample(&q->sp, m->logits + (size_t)s->sample_row * m->hp.n_vocab, m->hp.n_vocab,
                            (uint64_t)s->token_index, m->work, 0, &m->sampled[s->sample_row], NULL);
     }
-    m->step_rc = rc;
 }
 
 static void em_commit(void *b, const struct eng_events *ev)
 {
     struct em *m = b;
     m->ev = ev;
-    if (m->step_rc) {
-        /* the step failed: its requests end (their tokens are dropped) */
-        for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
-            struct eng_req *r = m->batch.info[i].user;
-            struct em_req *q = r ? r->priv : NULL;
-            if (q) {
-                q->why = ENG_FINISH_ERROR;
-                sched_request_abort(m->sched, q->sid);
-            }
+    /* A failed row ends its request alone (its token is dropped); a failed
+     * forward pass ends every request of the step. */
+    for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
+        if (!m->slice_rc[i])
+            continue;
+        struct eng_req *r = m->batch.info[i].user;
+        struct em_req *q = r ? r->priv : NULL;
+        if (q) {
+            q->failed = true;
+            sched_request_abort(m->sched, q->sid);
         }
-        for (int32_t i = 0; i < m->batch.n_sample; i++)
-            m->sampled[i] = 0;
+        if (m->batch.info[i].sample_row >= 0)
+            m->sampled[m->batch.info[i].sample_row] = 0;
     }
     sched_step_commit(m->sched, m->sampled, m->batch.n_sample);
 }
@@ -396,6 +398,7 @@ static void em_free(void *b)
         tok_free(m->tok);
     folio_free(m->logits);
     folio_free(m->sampled);
+    folio_free(m->slice_rc);
     folio_free(m->work);
     folio_free(m);
 }
@@ -495,8 +498,9 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
     }
     m->logits = folio_malloc((size_t)cfg->max_seqs * (size_t)m->hp.n_vocab * sizeof(float));
     m->sampled = folio_calloc((size_t)cfg->max_seqs, sizeof(int32_t));
+    m->slice_rc = folio_calloc((size_t)cfg->max_seqs, sizeof(int));
     m->work = folio_malloc(sampler_work_size(m->hp.n_vocab));
-    if (!m->logits || !m->sampled || !m->work) {
+    if (!m->logits || !m->sampled || !m->slice_rc || !m->work) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;
