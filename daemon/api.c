@@ -480,3 +480,106 @@ void srv_comp_params_free(struct srv_comp_params *p)
     folio_free(p->bias_values);
     memset(p, 0, sizeof(*p));
 }
+
+/* Shared by /tokenize and /detokenize: an object whose keys are `want` and
+ * optionally "model"; returns the `want` member or NULL (err set). */
+static const cJSON *small_body(const cJSON *root, const struct eng_model_info *mi, const char *want,
+                               struct srv_api_error *err)
+{
+    if (!cJSON_IsObject(root)) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body must be a JSON object");
+        return NULL;
+    }
+    const cJSON *it, *found = NULL;
+    cJSON_ArrayForEach(it, root)
+    {
+        if (!strcmp(it->string, want))
+            found = it;
+        else if (!strcmp(it->string, "model")) {
+            if (!cJSON_IsString(it) || strcmp(it->valuestring, mi->name)) {
+                srv_api_error_set(err, 404, "NotFoundError", "model", "model_not_found",
+                                  "unknown model");
+                return NULL;
+            }
+        } else {
+            srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                              "unknown field '%.64s'", it->string);
+            return NULL;
+        }
+    }
+    if (!found)
+        srv_api_error_set(err, 400, "invalid_request_error", want, NULL, "'%s' is required", want);
+    return found;
+}
+
+static cJSON *parse_root(const char *body, size_t len, struct srv_api_error *err)
+{
+    const char *end = NULL;
+    if (!srv_utf8_valid(body, len)) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body is not valid UTF-8");
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    for (; root && end && end < body + len; end++)
+        if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n') {
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    if (!root)
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body is not valid JSON");
+    return root;
+}
+
+int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info *mi, char **text,
+                       struct srv_api_error *err)
+{
+    *text = NULL;
+    cJSON *root = parse_root(body, len, err);
+    if (!root)
+        return -EINVAL;
+    const cJSON *p = small_body(root, mi, "prompt", err);
+    int rc = -EINVAL;
+    if (p && !cJSON_IsString(p))
+        srv_api_error_set(err, 400, "invalid_request_error", "prompt", NULL,
+                          "'prompt' must be a string");
+    else if (p) {
+        *text = folio_strdup(p->valuestring);
+        rc = *text ? 0 : -ENOMEM;
+        if (rc)
+            srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                         int32_t **ids, int32_t *n, struct srv_api_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    cJSON *root = parse_root(body, len, err);
+    if (!root)
+        return -EINVAL;
+    const cJSON *t = small_body(root, mi, "tokens", err);
+    int rc = -EINVAL;
+    if (t && !cJSON_IsArray(t))
+        srv_api_error_set(err, 400, "invalid_request_error", "tokens", NULL,
+                          "'tokens' must be an array of token ids");
+    else if (t) {
+        struct srv_comp_params p = {0};
+        if (cJSON_GetArraySize(t) == 0)
+            rc = 0;
+        else if (!(rc = token_array(t, mi, &p, err))) {
+            *ids = p.prompts[0];
+            *n = p.prompt_lens[0];
+            p.prompts[0] = NULL;
+        } else if (err->param && !strcmp(err->param, "prompt"))
+            err->param = "tokens";
+        srv_comp_params_free(&p);
+    }
+    cJSON_Delete(root);
+    return rc;
+}

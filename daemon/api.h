@@ -68,6 +68,14 @@ void srv_api_error_set(struct srv_api_error *e, int status, const char *type, co
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} */
 void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e);
 
+/* POST /tokenize {"prompt": "text"[, "model"]}: *text (folio_free) gets
+ * the prompt.  POST /detokenize {"tokens": [ids][, "model"]}: *ids
+ * (folio_free) and *n.  0, or -EINVAL with err filled. */
+int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info *mi, char **text,
+                       struct srv_api_error *err);
+int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                         int32_t **ids, int32_t *n, struct srv_api_error *err);
+
 /* True when s[0..n) is valid UTF-8. */
 bool srv_utf8_valid(const char *s, size_t n);
 

@@ -691,6 +691,60 @@ static void respond_buf(struct srv_conn *c, int status, const char *ctype, struc
     srv_buf_free(b);
 }
 
+static void route_tokenize(struct srv_conn *c)
+{
+    struct srv *s = c->srv;
+    struct srv_api_error e;
+    char *text = NULL;
+    int32_t *ids = NULL, n = 0;
+    if (srv_tokenize_parse(c->body.p ? c->body.p : "", c->body.len, &s->mi, &text, &e)) {
+        srv_http_error(c, &e, NULL);
+        return;
+    }
+    int rc = tokenize_hook(s, text, strlen(text), &ids, &n);
+    folio_free(text);
+    if (rc) {
+        srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL, "%s",
+                          rc == -ENOSYS ? "this server has no tokenizer (token ids only)"
+                                        : "cannot tokenize 'prompt'");
+        srv_http_error(c, &e, NULL);
+        return;
+    }
+    struct srv_buf b = {0};
+    srv_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n, s->mi.ctx_len);
+    token_ids_json(&b, ids, n);
+    srv_buf_puts(&b, "}\n");
+    folio_free(ids);
+    respond_buf(c, 200, "application/json", &b);
+}
+
+static void route_detokenize(struct srv_conn *c)
+{
+    struct srv *s = c->srv;
+    struct srv_api_error e;
+    int32_t *ids = NULL, n = 0;
+    if (srv_detokenize_parse(c->body.p ? c->body.p : "", c->body.len, &s->mi, &ids, &n, &e)) {
+        srv_http_error(c, &e, NULL);
+        return;
+    }
+    struct srv_utf8 u8 = {0};
+    struct srv_buf text = {0};
+    char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
+    for (int32_t i = 0; i < n; i++) {
+        int k = s->ops->detok(s->backend, ids[i], bytes, sizeof(bytes));
+        if (k > 0)
+            srv_buf_append(&text, clean, srv_utf8_feed(&u8, bytes, (size_t)k, clean));
+    }
+    srv_buf_append(&text, clean, srv_utf8_flush(&u8, clean));
+    folio_free(ids);
+    struct srv_buf b = {0};
+    srv_buf_puts(&b, "{\"prompt\":");
+    srv_buf_json_str(&b, text.p ? text.p : "", text.len);
+    srv_buf_puts(&b, "}\n");
+    srv_buf_free(&text);
+    respond_buf(c, 200, "application/json", &b);
+}
+
 void srv_route(struct srv_conn *c)
 {
     struct srv *s = c->srv;
@@ -703,7 +757,8 @@ void srv_route(struct srv_conn *c)
         int method;
     } routes[] = {
         {"/v1/completions", HTTP_POST}, {"/v1/models", HTTP_GET}, {"/health", HTTP_GET},
-        {"/metrics", HTTP_GET},         {"/v1/kv", HTTP_GET},
+        {"/metrics", HTTP_GET},         {"/v1/kv", HTTP_GET},     {"/tokenize", HTTP_POST},
+        {"/detokenize", HTTP_POST},
     };
     int r = -1;
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(routes); i++)
@@ -754,6 +809,12 @@ void srv_route(struct srv_conn *c)
     case 4:
         srv_kv_render(s, &b);
         respond_buf(c, 200, "application/json", &b);
+        return;
+    case 5:
+        route_tokenize(c);
+        return;
+    case 6:
+        route_detokenize(c);
         return;
     }
 }

@@ -266,6 +266,38 @@ static void test_alloc_failures(void **state)
     }
 }
 
+static void test_tokenize_bodies(void **state)
+{
+    (void)state;
+    struct srv_api_error e;
+    char *text;
+    int32_t *ids, n;
+    const char *b = "{\"prompt\":\"x y\",\"model\":\"m\"}";
+    assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &text, &e), 0);
+    assert_string_equal(text, "x y");
+    folio_free(text);
+    const char *bad_tok[] = {"{}", "{\"prompt\":5}", "{\"prompt\":\"a\",\"z\":1}", "[", "\"s\""};
+    for (size_t i = 0; i < sizeof(bad_tok) / sizeof(bad_tok[0]); i++) {
+        assert_int_equal(srv_tokenize_parse(bad_tok[i], strlen(bad_tok[i]), &mi, &text, &e),
+                         -EINVAL);
+        assert_int_equal(e.status, 400);
+        assert_null(text);
+    }
+    b = "{\"tokens\":[1,2,99]}";
+    assert_int_equal(srv_detokenize_parse(b, strlen(b), &mi, &ids, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[2], 99);
+    folio_free(ids);
+    const char *bad_det[] = {"{\"tokens\":[100]}", "{\"tokens\":[-1]}", "{\"tokens\":\"1\"}",
+                             "{\"tokens\":[1.5]}", "{\"model\":\"x\",\"tokens\":[1]}"};
+    for (size_t i = 0; i < sizeof(bad_det) / sizeof(bad_det[0]); i++) {
+        assert_int_equal(srv_detokenize_parse(bad_det[i], strlen(bad_det[i]), &mi, &ids, &n, &e),
+                         -EINVAL);
+        assert_true(e.status == 400 || e.status == 404);
+        assert_null(ids);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_error_json),
         cmocka_unit_test(test_utf8_valid),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_tokenize_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,6 +106,14 @@ body_of "$r" | jq -e '.error.param == "max_tokens" and .error.type == "invalid_r
 r=$(req POST /v1/completions '{"prompt":[1],"max_tokens":5000}'); [ "$(status_of "$r")" = 400 ] || fail "ctx"
 ok "errors: 400 / 404 / 405"
 
+# /detokenize: token bytes through the UTF-8 sanitiser; /tokenize needs a tokenizer
+r=$(req POST /detokenize '{"tokens":[65,66,300,195,169,255]}')
+[ "$(status_of "$r")" = 200 ] || fail "/detokenize $r"
+[ "$(body_of "$r" | jq -r .prompt)" = "AB w044é�" ] || fail "/detokenize text: $r"
+r=$(req POST /tokenize '{"prompt":"hi"}'); [ "$(status_of "$r")" = 400 ] || fail "/tokenize without tokenizer"
+r=$(req POST /detokenize '{"tokens":"x"}'); [ "$(status_of "$r")" = 400 ] || fail "/detokenize bad"
+ok "/tokenize, /detokenize"
+
 # metrics: promtool lint, expected names
 curl -s --unix-socket "$SOCK" http://x/metrics >"$T/metrics.txt"
 if command -v promtool >/dev/null; then

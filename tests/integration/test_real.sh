@@ -31,7 +31,10 @@ if grep -q "tokenizer loaded" "$LOG"; then
   a=$("$FOLIO" complete --socket "$SOCK" --max-tokens 8 --temperature 0 "hello world")
   b=$("$FOLIO" complete --socket "$SOCK" --max-tokens 8 --temperature 0 --stream "hello world")
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "folio complete text: '$a' vs '$b'"
-  ok "real engine: text prompts (tokenizer), folio complete text == --stream"
+  ids=$(curl -s --unix-socket "$SOCK" -d '{"prompt":"hello world, once upon a time"}' http://x/tokenize | jq -c '.tokens')
+  txt=$(curl -s --unix-socket "$SOCK" -d "{\"tokens\":$ids}" http://x/detokenize | jq -r '.prompt')
+  grep -q "hello world, once upon a time" <<<"$txt" || fail "tokenize/detokenize round trip: '$txt' ($ids)"
+  ok "real engine: text prompts (tokenizer), folio complete text == --stream, /tokenize + /detokenize round trip"
 fi
 ok "real engine: models, completion, stream == non-stream, promtool"
 $C concurrent "$SOCK" 64 || fail concurrent
