@@ -16,6 +16,11 @@
  * request is aborted (its pages are freed at the next step commit).  This
  * bounds memory per connection by the cap plus one chunk.
  *
+ * Idle clock: a connection has --idle-timeout-ms to send each complete
+ * request (from accept, and from the end of the previous response); one
+ * that sends nothing, or half a request, is closed (slowloris).  A request
+ * being served is never timed out.
+ *
  * Parse errors are answered with a 400 (413 body too large, 414 URL too
  * long, 431 headers too large) and `Connection: close`; they affect only
  * their own connection.

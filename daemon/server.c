@@ -16,6 +16,10 @@
  * engine thread is joined and uv_run returns: exit 0.  A second SIGINT
  * exits at once (status 130).
  *
+ * Routes: POST /v1/completions, GET /v1/models, /health, /metrics,
+ * /v1/kv, POST /tokenize, /detokenize; anything else 404, a known path
+ * with the wrong method 405.
+ *
  * A completion (struct srv_comp) has one engine request per choice
  * (prompts x n).  Text is produced per choice: token bytes → UTF-8
  * sanitiser (incomplete characters held back, invalid ones → U+FFFD) →
