@@ -48,3 +48,16 @@ req() {
 }
 status_of() { tail -n1 <<<"$1"; }
 body_of() { sed '$d' <<<"$1"; }
+
+# ensure_openai: installs openai@6 + undici@7 into $NM (once); returns 1
+# with a message when npm or the registry is unreachable.
+NM=${NPM_DIR:-$PWD/npm-openai}
+ensure_openai() {
+  mkdir -p "$NM"
+  if [ -d "$NM/node_modules/openai" ] && [ -d "$NM/node_modules/undici" ]; then return 0; fi
+  if ! command -v npm >/dev/null; then echo "npm not installed"; return 1; fi
+  [ -f "$NM/package.json" ] || echo '{"private":true}' >"$NM/package.json"
+  if ! (cd "$NM" && timeout 180 npm install --no-audit --no-fund --silent openai@6 undici@7 >"$T/npm.log" 2>&1); then
+    echo "npm install openai@6 undici@7 failed (registry unreachable?):"; tail -n 5 "$T/npm.log"; return 1
+  fi
+}

@@ -55,10 +55,11 @@ start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-
 $C preempt "$SOCK" 32 0 || fail preempt
 stop_daemon || fail "exit status"
 
-NM=${NPM_DIR:-$PWD/npm-openai}
-if [ -d "$NM/node_modules/openai" ]; then
+if ensure_openai; then
   start_daemon "$FOLIOD" --kv-blocks 256
   cp "$SRCDIR/openai_client.mjs" "$NM/"
   node "$NM/openai_client.mjs" "$SOCK" || fail "openai client"
   stop_daemon || fail "exit status"
+else
+  echo "# openai SDK part skipped"
 fi
