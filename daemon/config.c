@@ -80,6 +80,8 @@ static const struct opt opts[] = {
 };
 
 #define N_OPTS ((int)FOLIO_ARRAY_LEN(opts))
+/* set_mask: bit i = option i given; bit 63 - i = given on the command line */
+_Static_assert(FOLIO_ARRAY_LEN(opts) < 32, "set_mask holds two bits per option");
 
 #define T(field) offsetof(struct srv_tenant_cfg, field)
 static const struct opt tenant_keys[] = {
