@@ -3,7 +3,8 @@
 # the embedded default model): endpoints, promtool, stream == non-stream,
 # 64 concurrent streams, 200 mid-stream disconnects then no used block,
 # a small pool forcing preemption (each stream identical to it alone),
-# SIGTERM under load, the openai SDK.  Skips (77) while foliod is built
+# SIGTERM under load, 50+ hostile requests beside a good stream, two
+# tenants by API key (429), the openai SDK.  Skips (77) while foliod is built
 # without its engine.
 . "$SRCDIR/lib.sh"
 C="node $SRCDIR/client.mjs"
@@ -38,6 +39,7 @@ if grep -q "tokenizer loaded" "$LOG"; then
 fi
 ok "real engine: models, completion, stream == non-stream, promtool"
 $C concurrent "$SOCK" 64 || fail concurrent
+$C hostile "$SOCK" $(grep -q "tokenizer loaded" "$LOG" && echo tokenizer) || fail hostile
 $C disconnect "$SOCK" 200 || fail disconnect
 $C drainload "$SOCK" 16 >"$T/load.out" 2>&1 &
 LPID=$!
@@ -53,6 +55,13 @@ start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-
 # Greedy: a sampled stream (temperature > 0) may flip on a near-tie when
 # the forward pass is not bit-identical across batch compositions.
 $C preempt "$SOCK" 32 0 || fail preempt
+stop_daemon || fail "exit status"
+
+# two tenants by API key on TCP: metrics separated, 429 over max_waiting
+port=$(( 20000 + RANDOM % 20000 ))
+printf '[foliod]\nkv-blocks = 1024\n[tenant.a]\napi_key = key-a\n[tenant.b]\napi_key = key-b\nmax_running = 1\nmax_waiting = 2\n' >"$T/tenants.ini"
+start_daemon "$FOLIOD" --config "$T/tenants.ini" --listen "127.0.0.1:$port"
+$C tenants "$SOCK" 127.0.0.1 "$port" || fail tenants
 stop_daemon || fail "exit status"
 
 if ensure_openai; then
