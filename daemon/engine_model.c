@@ -15,45 +15,26 @@
  * with n = 1; its sampling parameters live in struct em_req, which the
  * batch points at (sched_slice.sampling) and which is freed only at DONE.
  * Tenants: scheduler tenant id = index in the config's tenant table.
- *
- * Until the scheduler, the forward pass and the sampler are in the tree
- * (include/folio/scheduler.h and sampler.h present, FOLIO_HAVE_ENGINE),
- * the factory reports that the engine is not built in.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "engine.h"
-#include "folio/common.h"
-
-int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops, void **b,
-                      char *err, size_t errlen);
-
-#if !FOLIO_HAVE_ENGINE
-
-int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops, void **b,
-                      char *err, size_t errlen)
-{
-    (void)cfg;
-    (void)ops;
-    (void)b;
-    snprintf(err, errlen, "the model engine (scheduler + forward pass) is not built in yet");
-    return -ENOSYS;
-}
-
-#else
-
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "../model/vocab_synth.h" /* the default model's vocabulary */
+#include "engine.h"
+#include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
 #include "folio/scheduler.h"
 #include "folio/tokenizer.h"
+
+int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops, void **b,
+                      char *err, size_t errlen);
 
 struct em_req {
     struct eng_req *r;
@@ -519,5 +500,3 @@ fail:
     em_free(m);
     return rc;
 }
-
-#endif
