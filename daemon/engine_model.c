@@ -18,9 +18,8 @@
  */
 #include <errno.h>
 #include <stdio.h>
-#include <string.h>
-
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../model/vocab_synth.h" /* the default model's vocabulary */
