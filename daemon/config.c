@@ -58,7 +58,7 @@ static const struct opt opts[] = {
     {"max-batch-tokens", OPT_INT, 1, 1 << 20, "512", NULL, F(max_batch_tokens), "N",
      "token budget of one step"},
     {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step"},
-    {"threads", OPT_INT, 1, 1024, "1", NULL, F(threads), "N", "compute threads"},
+    {"threads", OPT_INT, 0, 1024, "0", NULL, F(threads), "N", "compute threads (0: one per online CPU)"},
     {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid), "default|refuse",
      "peers whose uid names no tenant: serve as 'default', or refuse (403)"},
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",

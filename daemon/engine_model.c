@@ -441,7 +441,9 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
     struct model_ctx_config mc = {
         .max_tokens = (int32_t)cfg->max_batch_tokens,
         .max_slices = (int32_t)cfg->max_seqs,
-        .n_threads = (int32_t)cfg->threads,
+        /* --threads 0: one compute thread per online CPU */
+        .n_threads = cfg->threads > 0 ? (int32_t)cfg->threads
+                                      : (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN)),
     };
     if ((rc = model_ctx_new(m->model, &view, &mc, &m->mctx))) {
         snprintf(err, errlen, "cannot create the model context: %s", strerror(-rc));
