@@ -456,7 +456,11 @@ struct state {
     struct sample prev;
     double prompt_rate, gen_rate;
     double ttft[3], itl[3]; /* p50 p90 p99 */
-    bool lat_since_start;
+    /* Latency window: percentiles count the observations since base_old,
+     * 30 to 60 s ago (the newer base replaces it every 30 s); a histogram
+     * with none there falls back to everything since the daemon started. */
+    struct sample base_old, base_new;
+    bool ttft_since_start, itl_since_start;
 };
 
 static void bar(struct screen *s, int width, const double *frac, const int *colors,
@@ -537,12 +541,18 @@ static int frame(struct state *st, struct screen *s)
     } else
         st->prompt_rate = st->gen_rate = NAN;
     static const double qs[3] = {0.5, 0.9, 0.99};
-    const struct sample *old = st->prev.have ? &st->prev : NULL;
-    st->lat_since_start = !old || (isnan(hist_quantile(0.5, &cur.ttft, &old->ttft)) &&
-                                   isnan(hist_quantile(0.5, &cur.itl, &old->itl)));
+    if (!st->base_new.have)
+        st->base_old = st->base_new = cur;
+    else if (cur.t - st->base_new.t >= 30) {
+        st->base_old = st->base_new;
+        st->base_new = cur;
+    }
+    const struct sample *old = &st->base_old;
+    st->ttft_since_start = isnan(hist_quantile(0.5, &cur.ttft, &old->ttft));
+    st->itl_since_start = isnan(hist_quantile(0.5, &cur.itl, &old->itl));
     for (int k = 0; k < 3; k++) {
-        st->ttft[k] = hist_quantile(qs[k], &cur.ttft, st->lat_since_start ? NULL : &old->ttft);
-        st->itl[k] = hist_quantile(qs[k], &cur.itl, st->lat_since_start ? NULL : &old->itl);
+        st->ttft[k] = hist_quantile(qs[k], &cur.ttft, st->ttft_since_start ? NULL : &old->ttft);
+        st->itl[k] = hist_quantile(qs[k], &cur.itl, st->itl_since_start ? NULL : &old->itl);
     }
     st->prev = cur;
 
@@ -593,7 +603,10 @@ static int frame(struct state *st, struct screen *s)
         fmt_num(b1, sizeof(b1), st->prompt_rate), fmt_num(b2, sizeof(b2), st->gen_rate),
         fmt_sec(b3, sizeof(b3), st->ttft[0]), fmt_sec(b4, sizeof(b4), st->ttft[2]),
         fmt_sec(b5, sizeof(b5), st->itl[0]), fmt_sec(b6, sizeof(b6), st->itl[2]),
-        st->lat_since_start ? " (since start)" : "");
+        st->ttft_since_start && st->itl_since_start ? " (since start)"
+        : st->ttft_since_start                      ? " (TTFT since start)"
+        : st->itl_since_start                       ? " (ITL since start)"
+                                                    : "");
     endline(s);
 
     /* tenants: header + rows, below the map */
