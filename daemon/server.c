@@ -209,7 +209,14 @@ static void logprobs_json(struct srv_buf *b, struct srv_choice *ch, int32_t from
     for (int32_t i = 0; i < np; i++) {
         srv_buf_puts(b, i ? "," : "");
         offs[i] = off;
-        off += (int64_t)piece_json(b, s, pt[i]);
+        size_t n = piece_json(b, s, pt[i]);
+        /* SPM: the echoed text has no leading space where the first
+         * piece has one (the tokenizer's space prefix) */
+        char pb[256];
+        if (off == 0 && n && ch->text.len && ch->text.p[0] != ' ' &&
+            s->ops->detok(s->backend, pt[i], pb, sizeof(pb)) > 0 && pb[0] == ' ')
+            n--;
+        off += (int64_t)n;
     }
     if (with_prompt)
         ch->lp_offset = (int64_t)ch->echo_len;
@@ -424,7 +431,9 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     }
     ch->tokens[ch->n_tokens++] = tok;
     if (!comp->p.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
-        /* end of turn: counted, not shown */
+        /* end of turn: counted, not shown; held UTF-8 bytes are released */
+        char tail[8];
+        srv_buf_append(&ch->text, tail, srv_utf8_flush(&ch->u8, tail));
         ch->stopped = true;
         ch->finish = "stop";
         if (tok != s->mi.eos_id)

@@ -83,7 +83,8 @@ ok "logprobs: N sorted entries, chosen <= 0 and = top-1 when greedy, tokens spel
 r=$(comp '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"ignore_eos":true,"echo":true,"logprobs":1}')
 p=$(jq '.usage.prompt_tokens' <<<"$r")
 jq -e --argjson p "$p" '(.choices[0].text | startswith("Once upon a time")) and (.choices[0].logprobs.tokens | length) == $p + 4
-       and .choices[0].logprobs.token_logprobs[0] == null and (.choices[0].logprobs.token_logprobs[-1] <= 0)' <<<"$r" >/dev/null || fail "echo: $r"
+       and .choices[0].logprobs.token_logprobs[0] == null and (.choices[0].logprobs.token_logprobs[-1] <= 0)
+       and .choices[0].logprobs.text_offset[$p] == 16 and (.choices[0].logprobs.text_offset | . == sort)' <<<"$r" >/dev/null || fail "echo: $r"
 g=$(comp '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"ignore_eos":true}' | jq -r '.choices[0].text')
 [ "$(jq -r '.choices[0].text' <<<"$r")" = "Once upon a time$g" ] || fail "echo text: $r vs $g"
 st=$(curl -sN --unix-socket "$SOCK" -d '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"ignore_eos":true,"echo":true,"stream":true}' http://x/v1/completions)
