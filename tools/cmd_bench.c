@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "bench_core.h"
@@ -1217,6 +1218,12 @@ int cmd_bench(int argc, char **argv)
     if (build_requests(&o, model, &reqs, &n, n_tenants, err, sizeof(err))) {
         fprintf(stderr, "folio bench: %s\n", err);
         goto out;
+    }
+    /* one descriptor per stream: lift the soft limit to the hard one */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     struct bench_run_cfg cfg = {
         .targets = targets,

@@ -190,4 +190,16 @@ rc=0
 "$folio" bench --socket "$tmp/none.sock" --num-prompts 2 --no-progress >"$tmp/e.out" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "refused run exited $rc"
 grep -q "connect: ENOENT" "$tmp/e.out" || fail "connect failure reason: $(cat "$tmp/e.out")"
+# 5. many concurrent streams on one thread: 300 at once, all held open
+start_fake g --tokens 8 --first-ms 300 --itl-ms 20
+"$folio" bench --socket "$tmp/g.sock" --num-prompts 300 --json "$tmp/g.json" --no-progress \
+  >"$tmp/g.out" 2>"$tmp/g.err" || fail "300-stream run failed: $(cat "$tmp/g.err")"
+st=$(stats g)
+python3 - "$tmp/g.json" "$st" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); st = json.loads(sys.argv[2])
+if not (r["completed"] == 300 and r["total_output_tokens"] == 2400 and st["maxInflight"] >= 256):
+    sys.exit(f"FAIL: 300 streams: completed {r['completed']}, server saw {st['maxInflight']} at once")
+print(f"run g: 300 streams, {st['maxInflight']} concurrent at the server")
+PY
 echo "PASS: folio bench against the fake server"
