@@ -189,6 +189,11 @@ static void test_chunk_scan(void **state)
     scan_ok("{\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\",\"token_ids\":[]}]}", &c);
     assert_int_equal(c.n_tokens, 0);
     assert_true(c.finished);
+    assert_false(c.finish_error);
+    scan_ok("{\"choices\":[{\"text\":\"\",\"finish_reason\":\"error\",\"token_ids\":[]}]}", &c);
+    assert_true(c.finished && c.finish_error);
+    scan_ok("{\"choices\":[{\"text\":\"error\",\"finish_reason\":null}]}", &c);
+    assert_false(c.finished || c.finish_error);
     /* no token_ids: one token per chunk with text */
     scan_ok("{\"choices\":[{\"index\":0,\"text\":\" hello\",\"finish_reason\":null}]}", &c);
     assert_int_equal(c.n_tokens, 1);

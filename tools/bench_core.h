@@ -58,9 +58,10 @@ struct bench_chunk {
     bool has_usage;       /* a "usage" object with completion_tokens */
     int64_t usage_prompt; /* usage.prompt_tokens (-1 if absent) */
     int64_t usage_completion;
-    bool has_error; /* an "error" key at the top level */
-    bool finished;  /* a non-null finish_reason */
-    bool done;      /* the payload was [DONE] */
+    bool has_error;    /* an "error" key at the top level */
+    bool finished;     /* a non-null finish_reason */
+    bool finish_error; /* finish_reason "error": the server failed the request */
+    bool done;         /* the payload was [DONE] */
 };
 
 /* Scans one data payload.  -EINVAL if it is not a JSON object (nor [DONE]). */

@@ -261,6 +261,10 @@ static void on_chunk(void *user, const char *data, size_t len)
         finish(c, false, "error event in stream", d);
         return;
     }
+    if (ch.finish_error) {
+        finish(c, false, "finish_reason error", "the server ended the choice with an error");
+        return;
+    }
     if (ch.has_usage) {
         r->usage_completion = ch.usage_completion;
         r->usage_prompt = ch.usage_prompt;
@@ -690,7 +694,8 @@ static void tick_cb(uv_timer_t *t)
         if (c) {
             c->kind = CONN_SCRAPE;
             run->scrape = c;
-            if (conn_start(run, c, &run->cfg->targets[0], "GET", "/metrics", NULL, 5.0)) {
+            if (conn_start(run, c, &run->cfg->targets[0], "GET", "/metrics",
+                           run->cfg->n_keys ? run->cfg->keys[0] : NULL, 5.0)) {
                 run->scrape = NULL;
                 o->metrics_failures++;
                 if (!c->closing) {

@@ -218,8 +218,10 @@ int bench_chunk_scan(const char *p, size_t n, struct bench_chunk *out)
             }
             if (key && (key_is(key, key_len, "text") || key_is(key, key_len, "content")) && len)
                 out->has_text = true;
-            else if (key && key_is(key, key_len, "finish_reason"))
+            else if (key && key_is(key, key_len, "finish_reason")) {
                 out->finished = true;
+                out->finish_error |= key_is(str, len, "error");
+            }
             key = NULL;
             continue;
         }

@@ -28,6 +28,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,7 +126,8 @@ static void usage(FILE *out)
             "output:\n"
             "  --slo ttft=MS,tpot=MS,e2el=MS   goodput: requests meeting every given bound\n"
             "  --json FILE             everything, with per-request records\n"
-            "  --scrape-metrics        sample GET /metrics once a second (KV usage, queue)\n"
+            "  --scrape-metrics        sample GET /metrics of the first target once a second\n"
+            "                          (KV usage, running / waiting requests, preemptions)\n"
             "  --plot FILE.svg         throughput, KV usage and queue depth over time\n"
             "  --progress | --no-progress   bar on stderr (default: when it is a terminal)\n");
 }
@@ -305,8 +307,6 @@ static const char *const words[] = {
 struct workload {
     int32_t vocab;
     uint64_t seed;
-    int32_t *tokens; /* scratch for one prompt */
-    int32_t tokens_cap;
 };
 
 /* Token i of shared prefix k (deterministic in seed, k, i). */
@@ -317,9 +317,8 @@ static int32_t prefix_token(const struct workload *w, int64_t k, int32_t i)
     return (int32_t)bench_rng_range(&r, 1, w->vocab - 1);
 }
 
-static void prompt_json(struct sb *b, const struct opts *o, struct workload *w,
-                        struct bench_rng *rng, int32_t len, int64_t prefix_id, int32_t shared,
-                        bool text)
+static void prompt_json(struct sb *b, struct workload *w, struct bench_rng *rng, int32_t len,
+                        int64_t prefix_id, int32_t shared, bool text)
 {
     if (text) {
         struct sb t = {0};
@@ -339,7 +338,6 @@ static void prompt_json(struct sb *b, const struct opts *o, struct workload *w,
         folio_free(t.p);
         return;
     }
-    (void)o;
     sb_put(b, "[", 1);
     for (int32_t i = 0; i < len; i++) {
         int32_t id = i < shared ? prefix_token(w, prefix_id, i)
@@ -363,11 +361,11 @@ static int build_body(const struct opts *o, struct workload *w, struct bench_rng
     }
     if (chat) {
         sb_printf(&b, "\"messages\":[{\"role\":\"user\",\"content\":");
-        prompt_json(&b, o, w, rng, r->prompt_len, prefix_id, shared, true);
+        prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, true);
         sb_put(&b, "}]", 2);
     } else {
         sb_printf(&b, "\"prompt\":");
-        prompt_json(&b, o, w, rng, r->prompt_len, prefix_id, shared, text);
+        prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, text);
     }
     sb_printf(&b, ",\"max_tokens\":%d,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
               r->output_len);
@@ -468,7 +466,6 @@ static int build_requests(const struct opts *o, const char *model, struct bench_
             return -ENOMEM;
         }
     }
-    folio_free(w.tokens);
     bench_trace_free(&tr);
     *out = reqs;
     *n_out = n;
@@ -1219,6 +1216,8 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "folio bench: %s\n", err);
         goto out;
     }
+    /* libuv writes with write(2): a server that hangs up must not kill us */
+    signal(SIGPIPE, SIG_IGN);
     /* one descriptor per stream: lift the soft limit to the hard one */
     struct rlimit rl;
     if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
