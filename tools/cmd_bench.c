@@ -1236,7 +1236,7 @@ int cmd_bench(int argc, char **argv)
         .scrape_metrics = o.scrape,
         .progress = o.progress < 0 ? isatty(2) : o.progress,
     };
-    fprintf(stderr, "folio bench: %d requests to %s%s, model %s, rate %g/s, concurrency %s\n", n,
+    fprintf(stderr, "folio bench: %d requests to %s %s, model %s, rate %g/s, concurrency %s\n", n,
             target_desc, o.endpoint, model ? model : "(none)", o.rate,
             o.max_concurrency > 0 ? "bounded" : "unbounded");
     struct bench_run_out ro;
