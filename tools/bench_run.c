@@ -73,7 +73,7 @@ struct run {
     const struct bench_run_cfg *cfg;
     struct bench_req *reqs;
     int32_t n, started, arrived, n_done, inflight;
-    bool stop_sending;
+    bool stop_sending, in_dispatch;
     uv_timer_t arrival, tick;
     bool timers_closed;
     uint64_t t0, now_read;
@@ -568,6 +568,11 @@ static void start_request(struct run *run, struct bench_req *r)
 static void dispatch(struct run *run)
 {
     int maxc = run->cfg->max_concurrency;
+    /* a request that fails synchronously finishes inside start_request and
+     * calls back here: the loop below already picks up its slot */
+    if (run->in_dispatch)
+        return;
+    run->in_dispatch = true;
     if (run->cfg->duration_s > 0 && !run->stop_sending &&
         since_start(run, uv_hrtime()) >= run->cfg->duration_s)
         run->stop_sending = true;
@@ -576,6 +581,7 @@ static void dispatch(struct run *run)
         struct bench_req *r = &run->reqs[run->started++];
         start_request(run, r);
     }
+    run->in_dispatch = false;
     maybe_stop(run);
 }
 
