@@ -9,6 +9,7 @@
 /* One line per subcommand (keep sorted). */
 const struct folio_cmd folio_cmds[] = {
     {"bench", cmd_bench, "load-test a server (foliod or OpenAI-compatible)"},
+    {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
     {"tokenize", cmd_tokenize, "show a model's tokens for a text (or decode ids)"},
     {NULL, NULL, NULL},

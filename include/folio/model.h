@@ -78,7 +78,12 @@ struct model_batch {
 struct model_ctx_config {
     int32_t max_tokens; /* largest batch in tokens */
     int32_t max_slices; /* largest batch in slices */
-    int32_t n_threads;  /* compute threads (OpenBLAS is set to the same) */
+    int32_t n_threads;  /* compute threads, the caller's included (0 = 1) */
+    /* false (default): each sgemm is split by output columns over the
+     * ctx's threads, OpenBLAS single-threaded; true: sgemm is called from
+     * the caller thread with OpenBLAS at n_threads threads.  See
+     * model/forward.c. */
+    bool blas_threads;
 };
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
@@ -88,6 +93,17 @@ void model_ctx_free(model_ctx_t *ctx);
 /* Runs one step.  logits: [number of sampling slices][n_vocab], in slice
  * order.  Never allocates.  -EINVAL for a batch beyond the ctx's limits. */
 int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits);
+
+/* Cumulative time a ctx spent, by kind of work, since model_ctx_new.
+ * Read it from the thread that runs model_forward (or between steps). */
+struct model_ctx_stats {
+    uint64_t steps, tokens, sampled_rows;
+    uint64_t ns_gemm;         /* matrix products (sgemm) */
+    uint64_t ns_attn;         /* paged attention */
+    uint64_t ns_other;        /* embedding, norms, RoPE + K/V writes, SwiGLU */
+    uint64_t attn_ref_layers; /* layers whose attention ran the reference kernel */
+};
+void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,296 @@
+/*
+ * bench/bench_model.c — model runtime throughput on the `small` preset
+ * (F32, weights generated in memory; no file needed).
+ *
+ *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
+ *
+ * Prints, in one run:
+ *   - this machine's cblas_sgemm peak for C = A·Bᵀ at 2048³ and at the
+ *     64x2048x768 shape of a decode batch's gate|up product (OpenBLAS at
+ *     N threads, best of a few repetitions);
+ *   - prefill: one 512-token prompt in one step;
+ *   - single-stream decode: 128 tokens one by one after a 16-token prompt;
+ *   - aggregate decode: B = 1, 8, 32, 64, 128 sequences, each at a 128-token
+ *     context, a few steps of one token each (K/V contents are arbitrary:
+ *     the arithmetic does not depend on them).
+ * Each with tokens/s, GFLOP/s of model arithmetic, the rate of the matrix
+ * products alone (matrix FLOPs / time inside sgemm: compare with the peak)
+ * and the split of time between sgemm, attention and the rest
+ * (model_ctx_stats).
+ *
+ * FLOPs counted per token: 2 x (matrix parameters of all layers: wqkv, wo,
+ * gate|up, down), plus 4 x n_heads x head_dim x (visible context) per layer
+ * for attention (QKᵀ and PV), plus 2 x n_vocab x dim for every row whose
+ * logits are computed.  Norms, RoPE, softmax and SwiGLU are not counted.
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/model_internal.h"
+#include "folio/common.h"
+#include "folio/model.h"
+#include "folio/sampler.h"
+
+#define BLOCK 16
+
+static int n_threads = 2, blas_threads = 0, quick = 0;
+
+static double gemm_gflops(int M, int N, int K, int reps)
+{
+    float *A = folio_aligned_alloc(64, sizeof(float) * (size_t)M * K);
+    float *B = folio_aligned_alloc(64, sizeof(float) * (size_t)N * K);
+    float *C = folio_aligned_alloc(64, sizeof(float) * (size_t)M * N);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        A[i] = (float)(i % 13) * 0.01f;
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        B[i] = (float)(i % 7) * 0.01f;
+    double best = 1e30;
+    for (int r = 0; r < reps + 1; r++) {
+        uint64_t t0 = folio_now_ns();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, B, K, 0.0f, C, N);
+        double s = (folio_now_ns() - t0) * 1e-9;
+        if (r > 0 && s < best) /* first run warms up */
+            best = s;
+    }
+    folio_free(A), folio_free(B), folio_free(C);
+    return 2.0 * M * N * K / best * 1e-9;
+}
+
+struct env {
+    const struct model *m;
+    struct pager_kv_view kv;
+    int32_t per_seq;      /* blocks per sequence */
+    int32_t *bt;          /* sequence s: bt[s * per_seq ...] */
+    double mat_flops_tok; /* 2 x matrix params of the layers */
+};
+
+static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32_t max_len)
+{
+    const struct model_hparams *hp = &m->hp;
+    e->m = m;
+    e->per_seq = (max_len + BLOCK - 1) / BLOCK;
+    struct pager_kv_view *kv = &e->kv;
+    *kv = (struct pager_kv_view){.dtype = FOLIO_F32,
+                                 .num_blocks = e->per_seq * n_seqs,
+                                 .block_size = BLOCK,
+                                 .n_layers = hp->n_layers,
+                                 .n_kv_heads = hp->n_kv_heads,
+                                 .head_dim = hp->head_dim};
+    kv->head_stride = (size_t)BLOCK * kv->head_dim;
+    kv->v_offset = kv->n_kv_heads * kv->head_stride;
+    kv->layer_stride = 2 * kv->v_offset;
+    kv->block_stride = kv->n_layers * kv->layer_stride;
+    size_t bytes = kv->block_stride * kv->num_blocks * sizeof(float);
+    kv->base = folio_aligned_alloc(64, bytes);
+    if (!kv->base) {
+        fprintf(stderr, "bench_model: no memory for %zu MiB of K/V\n", bytes >> 20);
+        exit(1);
+    }
+    memset(kv->base, 0, bytes);
+    e->bt = malloc(sizeof(int32_t) * kv->num_blocks);
+    for (int32_t i = 0; i < kv->num_blocks; i++) /* interleave sequences' blocks */
+        e->bt[i] = (i % e->per_seq) * n_seqs + i / e->per_seq;
+    const double D = hp->dim, nq = (double)hp->n_heads * hp->head_dim,
+                 nkv = (double)hp->n_kv_heads * hp->head_dim, F = hp->ffn_dim;
+    e->mat_flops_tok = 2.0 * hp->n_layers * (D * (nq + 2 * nkv) + nq * D + 2 * F * D + F * D);
+}
+
+static void env_free(struct env *e)
+{
+    folio_free(e->kv.base);
+    free(e->bt);
+}
+
+/* Attention FLOPs of one token at position pos (pos + 1 visible). */
+static double attn_flops(const struct model_hparams *hp, int32_t pos)
+{
+    return 4.0 * hp->n_layers * hp->n_heads * hp->head_dim * (pos + 1.0);
+}
+
+static void report(const char *what, int32_t tokens_out, double secs, double flops,
+                   double mat_flops, const struct model_ctx_stats *a,
+                   const struct model_ctx_stats *b)
+{
+    double g = (b->ns_gemm - a->ns_gemm) * 1e-9, at = (b->ns_attn - a->ns_attn) * 1e-9,
+           o = (b->ns_other - a->ns_other) * 1e-9;
+    printf("| %-28s | %9.1f | %7.1f | %8.1f | %5.1f%% | %5.1f%% | %5.1f%% |\n", what,
+           tokens_out / secs, flops / secs * 1e-9, mat_flops / g * 1e-9, 100 * g / secs,
+           100 * at / secs, 100 * o / secs);
+    fflush(stdout);
+}
+
+static model_ctx_t *ctx_new(const struct env *e, int32_t max_tokens, int32_t max_slices)
+{
+    struct model_ctx_config cfg = {.max_tokens = max_tokens,
+                                   .max_slices = max_slices,
+                                   .n_threads = n_threads,
+                                   .blas_threads = blas_threads};
+    model_ctx_t *ctx;
+    if (model_ctx_new(e->m, &e->kv, &cfg, &ctx) < 0) {
+        fprintf(stderr, "bench_model: model_ctx_new failed\n");
+        exit(1);
+    }
+    return ctx;
+}
+
+static void bench_prefill(const struct model *m, int32_t n)
+{
+    struct env e;
+    env_init(&e, m, 1, n);
+    model_ctx_t *ctx = ctx_new(&e, n, 1);
+    int32_t *tok = malloc(sizeof(int32_t) * n);
+    for (int32_t i = 0; i < n; i++)
+        tok[i] = (i * 7919 + 13) % m->hp.n_vocab;
+    float *logits = malloc(sizeof(float) * m->hp.n_vocab);
+    struct model_slice sl = {.first_pos = 0, .n_tokens = n, .block_table = e.bt, .sample = true};
+    struct model_batch b = {.n_tokens = n, .tokens = tok, .n_slices = 1, .slices = &sl};
+    struct model_ctx_stats s0, s1;
+    model_ctx_stats_get(ctx, &s0);
+    uint64_t t0 = folio_now_ns();
+    if (model_forward(ctx, &b, logits) < 0)
+        exit(1);
+    double secs = (folio_now_ns() - t0) * 1e-9;
+    model_ctx_stats_get(ctx, &s1);
+    double flops = e.mat_flops_tok * n + 2.0 * m->hp.n_vocab * m->hp.dim;
+    for (int32_t p = 0; p < n; p++)
+        flops += attn_flops(&m->hp, p);
+    char what[64];
+    snprintf(what, sizeof(what), "prefill %d tokens", n);
+    double mat = e.mat_flops_tok * n + 2.0 * m->hp.n_vocab * m->hp.dim;
+    report(what, n, secs, flops, mat, &s0, &s1);
+    model_ctx_free(ctx);
+    free(tok), free(logits);
+    env_free(&e);
+}
+
+/* n_seqs sequences decode `steps` tokens each, starting at position p0
+ * (the first p0 positions' K/V are taken as already there). */
+static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int32_t steps,
+                         const char *what)
+{
+    struct env e;
+    env_init(&e, m, n_seqs, p0 + steps);
+    model_ctx_t *ctx = ctx_new(&e, n_seqs, n_seqs);
+    int32_t *tok = malloc(sizeof(int32_t) * n_seqs);
+    struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
+    float *logits = malloc(sizeof(float) * (size_t)n_seqs * m->hp.n_vocab);
+    struct model_ctx_stats s0, s1;
+    double flops = 0, secs = 0, mat = 0;
+    model_ctx_stats_get(ctx, &s0);
+    for (int32_t st = 0; st < steps; st++) {
+        for (int32_t s = 0; s < n_seqs; s++) {
+            tok[s] = (s * 31 + st * 17 + 5) % m->hp.n_vocab;
+            sl[s] = (struct model_slice){.first_pos = p0 + st,
+                                         .n_tokens = 1,
+                                         .block_table = e.bt + (size_t)s * e.per_seq,
+                                         .sample = true};
+            flops +=
+                e.mat_flops_tok + attn_flops(&m->hp, p0 + st) + 2.0 * m->hp.n_vocab * m->hp.dim;
+            mat += e.mat_flops_tok + 2.0 * m->hp.n_vocab * m->hp.dim;
+        }
+        struct model_batch b = {
+            .n_tokens = n_seqs, .tokens = tok, .n_slices = n_seqs, .slices = sl};
+        uint64_t t0 = folio_now_ns();
+        if (model_forward(ctx, &b, logits) < 0)
+            exit(1);
+        secs += (folio_now_ns() - t0) * 1e-9;
+    }
+    model_ctx_stats_get(ctx, &s1);
+    report(what, n_seqs * steps, secs, flops, mat, &s0, &s1);
+    model_ctx_free(ctx);
+    free(tok), free(sl), free(logits);
+    env_free(&e);
+}
+
+/* Microseconds per sampler_sample call over n_vocab logits. */
+static void bench_sampler(int32_t V)
+{
+    float *l = malloc(sizeof(float) * V);
+    void *work = malloc(sampler_work_size(V));
+    uint64_t st = 5;
+    for (int32_t i = 0; i < V; i++) { /* logits ~ the synthetic model's: sd 2 */
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        l[i] = (float)((double)(st >> 11) * 0x1.0p-53 * 6.9 - 3.46);
+    }
+    const struct {
+        const char *name;
+        struct sampler_params p;
+        int n_top;
+    } cases[] = {
+        {"greedy", {.temperature = 0}, 0},
+        {"greedy + top-5 logprobs", {.temperature = 0}, 5},
+        {"T=0.8", {.temperature = 0.8f}, 0},
+        {"T=0.8 top-k 40", {.temperature = 0.8f, .top_k = 40}, 0},
+        {"T=0.8 top-p 0.9 (flat logits: deep cut)", {.temperature = 0.8f, .top_p = 0.9f}, 0},
+    };
+    printf("# sampler, %d logits, us per call:", V);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const int reps = quick ? 20 : 200;
+        int32_t tok;
+        struct sampler_result res;
+        uint64_t t0 = folio_now_ns();
+        for (int r = 0; r < reps; r++)
+            sampler_sample(&cases[c].p, l, V, (uint64_t)r, work, cases[c].n_top, &tok,
+                           cases[c].n_top ? &res : NULL);
+        printf("%s %s %.0f", c ? ";" : "", cases[c].name, (folio_now_ns() - t0) * 1e-3 / reps);
+    }
+    printf("\n");
+    free(l);
+    free(work);
+}
+
+int main(int argc, char **argv)
+{
+    const char *preset = "small";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--blas-threads"))
+            blas_threads = 1;
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
+            preset = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
+                            "[--quick]\n");
+            return 2;
+        }
+    }
+    if (n_threads < 1)
+        n_threads = 1;
+    struct model_hparams hp;
+    struct model *m;
+    if (model__preset(preset, &hp) < 0 || model__alloc(&hp, &m) < 0) {
+        fprintf(stderr, "bench_model: cannot build preset %s\n", preset);
+        return 1;
+    }
+    model__fill_random(m, 1);
+
+    openblas_set_num_threads(n_threads);
+    printf("# bench_model: preset %s F32 (dim %d, %d layers, %d/%d heads, ffn %d, vocab %d), "
+           "%d threads, sgemm %s\n",
+           preset, hp.dim, hp.n_layers, hp.n_heads, hp.n_kv_heads, hp.ffn_dim, hp.n_vocab,
+           n_threads, blas_threads ? "OpenBLAS-threaded" : "split over the pool");
+    printf("# cblas_sgemm peak (OpenBLAS, %d threads): 2048x2048x2048 %.1f GFLOP/s, "
+           "64x2048x768 %.1f GFLOP/s, 1x2048x768 %.1f GFLOP/s\n",
+           n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
+           gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
+    bench_sampler(hp.n_vocab);
+    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s",
+           "sgemm GF", "sgemm", "attn", "other");
+    printf("|---|---|---|---|---|---|---|\n");
+    bench_prefill(m, quick ? 128 : 512);
+    char what[64];
+    snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
+    bench_decode(m, 1, 16, quick ? 16 : 128, what);
+    const int32_t batch[] = {1, 8, 32, 64, 128};
+    for (size_t i = 0; i < sizeof(batch) / sizeof(batch[0]); i++) {
+        snprintf(what, sizeof(what), "decode %d seqs @128 ctx", batch[i]);
+        bench_decode(m, batch[i], 128, quick ? 2 : 4, what);
+    }
+    model_free(m);
+    return 0;
+}

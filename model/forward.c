@@ -1,0 +1,590 @@
+/*
+ * model/forward.c — the transformer forward pass over a flat batch of
+ * tokens from many sequences, with K/V in the pager's pages.
+ *
+ * Owns: model_ctx_t, i.e. the workspaces of one step, the thread pool, and
+ * the copy of the pager's KV view the step writes into.
+ *
+ * One step (n = batch tokens, D = dim, Hq/Hk = query/KV heads, d = head_dim,
+ * F = ffn_dim, V = n_vocab, S = sampling slices):
+ *
+ *   x   [n][D]        residual stream     = tok_embd[tokens]
+ *   per layer:
+ *     xb  [n][D]      = rmsnorm(x) * attn_norm
+ *     qkv [n][(Hq+2Hk)d] = xb · wqkvᵀ                   (one sgemm, all tokens)
+ *     q   [n][Hq d]   = rope(qkv[:, Q]);  K/V slots ← rope(qkv[:, K]), qkv[:, V]
+ *     att [n][Hq d]   = paged attention(q, K/V through the block tables)
+ *     x  += att · woᵀ                                   (sgemm, beta = 1)
+ *     xb              = rmsnorm(x) * ffn_norm
+ *     gu  [n][2F]     = xb · w_gate_upᵀ                  (one sgemm: gate | up)
+ *     gu[:, :F]       = silu(gate) * up                  (in place, row stride 2F)
+ *     x  += gu[:, :F] · w_downᵀ                         (sgemm, beta = 1, lda 2F)
+ *   xs  [S][D]        = rmsnorm(x[last row of each sampling slice]) * out_norm
+ *   logits [S][V]     = xs · outputᵀ                    (one sgemm, sampled rows only)
+ *
+ * RoPE follows llama.cpp for llama-architecture GGUF files: within each
+ * head it rotates adjacent pairs (x[2i], x[2i+1]) by pos * base^(-2i/d).
+ * The cos/sin of every token's angles are computed once per step (double,
+ * then rounded to float) and reused by every layer.
+ *
+ * Threads.  Two kinds of parallel work alternate and never overlap:
+ *   - element-wise and attention work runs on the ctx's pool (pool_run,
+ *     rows, slices or attention pieces split by ith/nth);
+ *   - matrix products.  By default (cfg->blas_threads == false) they are
+ *     split over the same pool too: thread ith computes a band of output
+ *     columns (a band of W's rows) with a single-threaded cblas_sgemm, and
+ *     OpenBLAS is set to one thread.  The number of busy threads is then
+ *     n_threads at every moment, and small-M products (decode batches)
+ *     parallelise over N, which OpenBLAS's own threading does poorly.
+ *     With cfg->blas_threads the caller thread makes each sgemm call with
+ *     openblas_set_num_threads(n_threads) while the pool sleeps (its
+ *     workers spin at most POOL_SPIN_NS, 30 us, after a job, then sleep
+ *     on a futex; that short spin is the only overlap).
+ *   The default keeps exactly n_threads busy threads and was faster in
+ *   bench_model on small batches (see BENCHMARKS.md).
+ *   openblas_set_num_threads is process-wide: all contexts of a process
+ *   should use the same n_threads and mode (the daemon has one).
+ *   Element-wise jobs on fewer than MODEL_MIN_ROWS_PER_DISPATCH rows run
+ *   on the caller alone: waking the pool would cost more than the work.
+ *
+ * Attention goes through model__attention(), the one place that chooses
+ * the kernel.  When attention/attn_paged.c is in the tree (meson defines
+ * FOLIO_HAVE_ATTN_PAGED) it is the fast attn_paged: ATTN_PHASES pool
+ * dispatches over a workspace sized at model_ctx_new for the largest
+ * batches the ctx accepts; a batch whose plan would need more falls back
+ * to the reference (stats.attn_ref_layers counts it; the tests assert it
+ * never happens).  Otherwise it is the scalar reference attn_paged_ref,
+ * with the batch's slices shared out over the pool (the reference
+ * allocates scratch per call; nothing else does).
+ *
+ * Invariants: model_forward never allocates; every workspace is sized at
+ * model_ctx_new from cfg (max_tokens, max_slices).  The model and the KV
+ * view are borrowed and must outlive the ctx.  One thread at a time may
+ * call model_forward on a ctx.
+ */
+#include "model_internal.h"
+#include "fastmath.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "folio/attention.h"
+#include "folio/common.h"
+#include "folio/pool.h"
+
+struct model_ctx {
+    const struct model *m;
+    struct pager_kv_view kv;
+    struct model_ctx_config cfg;
+    pool_t *pool;
+    int32_t n_qkv;     /* (Hq + 2 Hk) * d */
+    int32_t n_q, n_kv; /* Hq * d, Hk * d */
+    /* workspaces, [max_tokens] rows unless noted */
+    float *x, *xb, *qkv, *q, *att, *gu;
+    float *rope_cs;         /* [max_tokens][d/2][2]: cos, sin */
+    int32_t *tok_pos;       /* position of each token */
+    int32_t *tok_slice;     /* slice of each token */
+    struct attn_seq *aseqs; /* [max_slices] */
+    int32_t *sample_rows;   /* [max_slices] rows whose logits are wanted */
+    float *xs;              /* [max_slices][D] */
+    double *inv_freq;       /* [d/2] base^(-2i/d) */
+    void *arena;            /* one allocation behind the float workspaces */
+    void *attn_work;        /* fast attention kernel's workspace */
+    size_t attn_work_bytes;
+    struct model_ctx_stats stats;
+};
+
+/* ---- pool jobs -------------------------------------------------------- */
+
+/* What one dispatch works on; fields used depend on the job. */
+struct fwd_job {
+    struct model_ctx *ctx;
+    const struct model_batch *b;
+    int32_t n; /* rows */
+    int32_t layer;
+    const float *w; /* norm weights */
+    const float *src;
+    float *dst;
+    const int32_t *rows; /* gather: source rows, or NULL for identity */
+    /* gemm */
+    int32_t M, N, K, lda, ldc;
+    const float *A, *W;
+    float *C;
+    float beta;
+};
+
+/* Share [lo, hi) of n items for thread ith of nth. */
+static void split_range(int32_t n, int ith, int nth, int32_t *lo, int32_t *hi)
+{
+    int64_t per = ((int64_t)n + nth - 1) / nth;
+    int64_t a = per * ith, z = a + per;
+    *lo = (int32_t)FOLIO_MIN(a, (int64_t)n);
+    *hi = (int32_t)FOLIO_MIN(z, (int64_t)n);
+}
+
+/* dst[r] = src[rows ? rows[r] : r] / rms * w, for r in [0, n). */
+static void job_rmsnorm(void *arg, int ith, int nth)
+{
+    struct fwd_job *j = arg;
+    const int32_t D = j->ctx->m->hp.dim;
+    const float eps = j->ctx->m->hp.norm_eps;
+    int32_t lo, hi;
+    split_range(j->n, ith, nth, &lo, &hi);
+    for (int32_t r = lo; r < hi; r++) {
+        const float *s = j->src + (size_t)(j->rows ? j->rows[r] : r) * D;
+        float *d = j->dst + (size_t)r * D;
+        float acc[16] = {0}; /* 16 partial sums: vectorisable, and accurate enough */
+        int32_t i = 0;
+        for (; i + 16 <= D; i += 16)
+            for (int k = 0; k < 16; k++)
+                acc[k] += s[i + k] * s[i + k];
+        double ss = 0;
+        for (; i < D; i++)
+            ss += (double)s[i] * s[i];
+        for (int k = 0; k < 16; k++)
+            ss += acc[k];
+        float inv = (float)(1.0 / sqrt(ss / D + eps));
+        for (i = 0; i < D; i++)
+            d[i] = s[i] * inv * j->w[i];
+    }
+}
+
+static void job_embed(void *arg, int ith, int nth)
+{
+    struct fwd_job *j = arg;
+    const struct model *m = j->ctx->m;
+    const size_t D = (size_t)m->hp.dim;
+    int32_t lo, hi;
+    split_range(j->n, ith, nth, &lo, &hi);
+    for (int32_t r = lo; r < hi; r++)
+        memcpy(j->ctx->x + r * D, m->tok_embd + (size_t)j->b->tokens[r] * D, D * sizeof(float));
+}
+
+/* Rotates one head of d values from src into dst with the token's cos/sin. */
+static inline void rope_head(float *dst, const float *src, const float *cs, int32_t d)
+{
+    for (int32_t i = 0; i < d / 2; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        float x0 = src[2 * i], x1 = src[2 * i + 1];
+        dst[2 * i] = x0 * c - x1 * s;
+        dst[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+/* Per token: q ← rope(Q part); the K (roped) and V parts go to the token's
+ * slot in layer j->layer of the KV arena, converted to the arena's dtype. */
+static void job_rope_kv(void *arg, int ith, int nth)
+{
+    struct fwd_job *j = arg;
+    struct model_ctx *ctx = j->ctx;
+    const struct pager_kv_view *kv = &ctx->kv;
+    const int32_t d = ctx->m->hp.head_dim, Hq = ctx->m->hp.n_heads, Hk = ctx->m->hp.n_kv_heads;
+    float kbuf[1024];
+    int32_t lo, hi;
+    split_range(j->n, ith, nth, &lo, &hi);
+    for (int32_t r = lo; r < hi; r++) {
+        const float *row = ctx->qkv + (size_t)r * ctx->n_qkv;
+        const float *cs = ctx->rope_cs + (size_t)r * d;
+        for (int32_t h = 0; h < Hq; h++)
+            rope_head(ctx->q + (size_t)r * ctx->n_q + (size_t)h * d, row + (size_t)h * d, cs, d);
+        const int32_t pos = ctx->tok_pos[r];
+        const int32_t *bt = j->b->slices[ctx->tok_slice[r]].block_table;
+        const size_t base = (size_t)bt[pos / kv->block_size] * kv->block_stride +
+                            (size_t)j->layer * kv->layer_stride +
+                            (size_t)(pos % kv->block_size) * d;
+        for (int32_t h = 0; h < Hk; h++) {
+            const float *k = row + ctx->n_q + (size_t)h * d;
+            const float *v = row + ctx->n_q + ctx->n_kv + (size_t)h * d;
+            const size_t ki = base + (size_t)h * kv->head_stride, vi = ki + kv->v_offset;
+            if (kv->dtype == FOLIO_F32) {
+                rope_head((float *)kv->base + ki, k, cs, d);
+                memcpy((float *)kv->base + vi, v, (size_t)d * sizeof(float));
+            } else {
+                uint16_t *kh = (uint16_t *)kv->base + ki, *vh = (uint16_t *)kv->base + vi;
+                rope_head(kbuf, k, cs, d);
+                for (int32_t e = 0; e < d; e++) {
+                    kh[e] = folio_f32_to_f16(kbuf[e]);
+                    vh[e] = folio_f32_to_f16(v[e]);
+                }
+            }
+        }
+    }
+}
+
+/* gu[r][i] = silu(gate) * up for i < F, in place over the gate half (the
+ * branch-free exp lets the compiler vectorise the loop). */
+static void job_swiglu(void *arg, int ith, int nth)
+{
+    struct fwd_job *j = arg;
+    const int32_t F = j->ctx->m->hp.ffn_dim;
+    int32_t lo, hi;
+    split_range(j->n, ith, nth, &lo, &hi);
+    for (int32_t r = lo; r < hi; r++) {
+        float *g = j->ctx->gu + (size_t)r * 2 * F, *u = g + F;
+        for (int32_t i = 0; i < F; i++)
+            g[i] = g[i] / (1.0f + model__exp_approx(-g[i])) * u[i];
+    }
+}
+
+/* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C, thread ith doing a
+ * band of the N output columns (W's rows) with a single-threaded sgemm. */
+static void job_gemm(void *arg, int ith, int nth)
+{
+    struct fwd_job *j = arg;
+    int64_t per = ((int64_t)j->N + nth - 1) / nth;
+    per = (per + 15) & ~(int64_t)15; /* whole cache lines of C */
+    int64_t n0 = FOLIO_MIN(per * ith, (int64_t)j->N), n1 = FOLIO_MIN(n0 + per, (int64_t)j->N);
+    if (n1 <= n0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, (int)(n1 - n0), j->K, 1.0f, j->A,
+                j->lda, j->W + n0 * j->K, j->K, j->beta, j->C + n0, j->ldc);
+}
+
+/* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C. */
+static void gemm(struct model_ctx *ctx, int32_t M, int32_t N, int32_t K, const float *A,
+                 int32_t lda, const float *W, float beta, float *C, int32_t ldc)
+{
+    uint64_t t0 = folio_now_ns();
+    if (ctx->cfg.blas_threads || ctx->cfg.n_threads == 1) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, W, K, beta, C,
+                    ldc);
+        ctx->stats.ns_gemm += folio_now_ns() - t0;
+        return;
+    }
+    struct fwd_job j = {.ctx = ctx,
+                        .M = M,
+                        .N = N,
+                        .K = K,
+                        .A = A,
+                        .lda = lda,
+                        .W = W,
+                        .beta = beta,
+                        .C = C,
+                        .ldc = ldc};
+    pool_run(ctx->pool, job_gemm, &j);
+    ctx->stats.ns_gemm += folio_now_ns() - t0;
+}
+
+/* Element-wise jobs on fewer rows than this run on the caller alone (a
+ * decode step's norms cost about as much as one dispatch). */
+#define MODEL_MIN_ROWS_PER_DISPATCH 4
+
+/* Runs one element-wise job on the pool, counting its time. */
+static void run_other(struct model_ctx *ctx, pool_fn fn, struct fwd_job *j)
+{
+    uint64_t t0 = folio_now_ns();
+    if (j->n < MODEL_MIN_ROWS_PER_DISPATCH)
+        fn(j, 0, 1); /* a few rows: cheaper than waking the pool */
+    else
+        pool_run(ctx->pool, fn, j);
+    ctx->stats.ns_other += folio_now_ns() - t0;
+}
+
+/* The reference kernel on the slices [lo, hi) of thread ith's share. */
+static void job_attn_ref(void *arg, int ith, int nth)
+{
+    const struct attn_batch *ab = arg;
+    int32_t lo, hi;
+    split_range(ab->n_seqs, ith, nth, &lo, &hi);
+    if (hi <= lo)
+        return;
+    struct attn_batch part = *ab; /* rows are addressed by q_row: any subset works */
+    part.seqs = ab->seqs + lo;
+    part.n_seqs = hi - lo;
+    attn_paged_ref(&part);
+}
+
+#if FOLIO_HAVE_ATTN_PAGED
+struct attn_job {
+    const struct attn_batch *ab;
+    void *work;
+    int phase;
+};
+
+static void job_attn(void *arg, int ith, int nth)
+{
+    struct attn_job *a = arg;
+    attn_paged(a->ab, a->work, a->phase, ith, nth);
+}
+#endif
+
+/* The attention of one layer: the single place that picks the kernel.
+ * With the fast kernel built in (FOLIO_HAVE_ATTN_PAGED) it runs its
+ * ATTN_PHASES phases over the pool in the workspace sized at
+ * model_ctx_new; a batch whose plan would need more workspace than that
+ * (not expected: see attn_work_size) falls back to the reference, counted
+ * in stats.attn_ref_layers.  Without it: the scalar reference, its slices
+ * shared out over the pool. */
+static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
+{
+#if FOLIO_HAVE_ATTN_PAGED
+    const int nth = pool_size(ctx->pool);
+    if (attn_paged_work_size(ab, nth) <= ctx->attn_work_bytes) {
+        struct attn_job a = {.ab = ab, .work = ctx->attn_work};
+        for (a.phase = 0; a.phase < ATTN_PHASES; a.phase++)
+            pool_run(ctx->pool, job_attn, &a);
+        return;
+    }
+#endif
+    ctx->stats.attn_ref_layers++;
+    if (ab->n_seqs > 1)
+        pool_run(ctx->pool, job_attn_ref, (void *)ab);
+    else
+        attn_paged_ref(ab);
+}
+
+#if FOLIO_HAVE_ATTN_PAGED
+/* Workspace for the fast kernel: the largest attn_paged_work_size over a
+ * few extreme batches this ctx could be given (all decodes at the end of
+ * the context; one slice of max_tokens rows; max_tokens rows spread over
+ * max_slices slices), doubled.  scratch: a block table of zeros covering
+ * ctx_len positions (ids only need to be valid). */
+static size_t attn_work_size(struct model_ctx *ctx, int32_t *zeros)
+{
+    const struct model_hparams *hp = &ctx->m->hp;
+    const int32_t T = ctx->cfg.max_tokens, S = ctx->cfg.max_slices, L = hp->ctx_len;
+    const int nth = ctx->cfg.n_threads;
+    struct attn_batch ab = {.kv = &ctx->kv,
+                            .n_heads = hp->n_heads,
+                            .scale = 1.0f,
+                            .seqs = ctx->aseqs,
+                            .q = ctx->q,
+                            .out = ctx->att};
+    size_t best = 0;
+    for (int shape = 0; shape < 3; shape++) {
+        int32_t n_seqs = shape == 1 ? 1 : S, rows = 0;
+        for (int32_t s = 0; s < n_seqs; s++) {
+            int32_t n_q = shape == 0 ? 1 : shape == 1 ? FOLIO_MIN(T, L) : FOLIO_MAX(1, T / S);
+            n_q = FOLIO_MIN(n_q, L);
+            ctx->aseqs[s] =
+                (struct attn_seq){.q_row = rows, .n_q = n_q, .p0 = L - n_q, .block_table = zeros};
+            rows += n_q;
+        }
+        ab.n_seqs = n_seqs;
+        ab.n_rows = rows;
+        best = FOLIO_MAX(best, attn_paged_work_size(&ab, nth));
+    }
+    return 2 * best + 65536;
+}
+#endif
+
+/* ---- context ---------------------------------------------------------- */
+
+int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
+                  const struct model_ctx_config *cfg, model_ctx_t **out)
+{
+    *out = NULL;
+    if (!m || !kv || !cfg || cfg->max_tokens < 1 || cfg->max_slices < 1 || cfg->n_threads < 0)
+        return -EINVAL;
+    const struct model_hparams *hp = &m->hp;
+    if (!kv->base || kv->n_layers != hp->n_layers || kv->n_kv_heads != hp->n_kv_heads ||
+        kv->head_dim != hp->head_dim || (kv->dtype != FOLIO_F32 && kv->dtype != FOLIO_F16) ||
+        kv->block_size < 1 || kv->num_blocks < 1 || hp->head_dim > 1024)
+        return -EINVAL;
+
+    struct model_ctx *ctx = folio_calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return -ENOMEM;
+    ctx->m = m;
+    ctx->kv = *kv;
+    ctx->cfg = *cfg;
+    if (ctx->cfg.n_threads == 0)
+        ctx->cfg.n_threads = 1;
+    if (ctx->cfg.max_slices > ctx->cfg.max_tokens) /* a slice has at least one token */
+        ctx->cfg.max_slices = ctx->cfg.max_tokens;
+    ctx->n_q = hp->n_heads * hp->head_dim;
+    ctx->n_kv = hp->n_kv_heads * hp->head_dim;
+    ctx->n_qkv = ctx->n_q + 2 * ctx->n_kv;
+
+    const size_t T = (size_t)ctx->cfg.max_tokens, S = (size_t)ctx->cfg.max_slices;
+    const size_t D = (size_t)hp->dim, d = (size_t)hp->head_dim;
+    /* float workspaces, each rounded to 16 floats (64 bytes) */
+    const size_t sizes[] = {T * D,
+                            T * D,
+                            T * (size_t)ctx->n_qkv,
+                            T * (size_t)ctx->n_q,
+                            T * (size_t)ctx->n_q,
+                            T * 2 * (size_t)hp->ffn_dim,
+                            T * d,
+                            S * D};
+    float **slots[] = {&ctx->x,   &ctx->xb, &ctx->qkv,     &ctx->q,
+                       &ctx->att, &ctx->gu, &ctx->rope_cs, &ctx->xs};
+    size_t total = 0;
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(sizes); i++)
+        total += (sizes[i] + 15) & ~(size_t)15;
+    int rc = -ENOMEM;
+    ctx->arena = folio_aligned_alloc(64, total * sizeof(float));
+    ctx->tok_pos = folio_malloc(T * sizeof(int32_t));
+    ctx->tok_slice = folio_malloc(T * sizeof(int32_t));
+    ctx->aseqs = folio_malloc(S * sizeof(struct attn_seq));
+    ctx->sample_rows = folio_malloc(S * sizeof(int32_t));
+    ctx->inv_freq = folio_malloc(d / 2 * sizeof(double));
+    if (!ctx->arena || !ctx->tok_pos || !ctx->tok_slice || !ctx->aseqs || !ctx->sample_rows ||
+        !ctx->inv_freq)
+        goto fail;
+    float *p = ctx->arena;
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(sizes); i++) {
+        *slots[i] = p;
+        p += (sizes[i] + 15) & ~(size_t)15;
+    }
+    for (size_t i = 0; i < d / 2; i++)
+        ctx->inv_freq[i] = pow((double)hp->rope_base, -2.0 * (double)i / (double)d);
+#if FOLIO_HAVE_ATTN_PAGED
+    {
+        int32_t *zeros =
+            folio_calloc((size_t)FOLIO_DIV_CEIL(hp->ctx_len, kv->block_size) + 1, sizeof(int32_t));
+        if (!zeros)
+            goto fail;
+        ctx->attn_work_bytes = attn_work_size(ctx, zeros);
+        folio_free(zeros);
+        ctx->attn_work = folio_aligned_alloc(64, ctx->attn_work_bytes);
+        if (!ctx->attn_work)
+            goto fail;
+    }
+#endif
+    rc = pool_new(ctx->cfg.n_threads, &ctx->pool);
+    if (rc < 0)
+        goto fail;
+    openblas_set_num_threads(ctx->cfg.blas_threads ? ctx->cfg.n_threads : 1);
+    *out = ctx;
+    return 0;
+fail:
+    model_ctx_free(ctx);
+    return rc;
+}
+
+void model_ctx_free(model_ctx_t *ctx)
+{
+    if (!ctx)
+        return;
+    pool_free(ctx->pool);
+    folio_free(ctx->arena);
+    folio_free(ctx->attn_work);
+    folio_free(ctx->tok_pos);
+    folio_free(ctx->tok_slice);
+    folio_free(ctx->aseqs);
+    folio_free(ctx->sample_rows);
+    folio_free(ctx->inv_freq);
+    folio_free(ctx);
+}
+
+/* ---- forward ---------------------------------------------------------- */
+
+/* Checks b against the ctx's limits and the model; fills the per-token
+ * position/slice tables, the attention slices and the sampling rows.
+ * Returns the number of sampling slices or -EINVAL. */
+static int prepare(struct model_ctx *ctx, const struct model_batch *b)
+{
+    const struct model_hparams *hp = &ctx->m->hp;
+    const struct pager_kv_view *kv = &ctx->kv;
+    if (!b || b->n_tokens < 1 || b->n_tokens > ctx->cfg.max_tokens || b->n_slices < 1 ||
+        b->n_slices > ctx->cfg.max_slices || !b->tokens || !b->slices)
+        return -EINVAL;
+    int32_t row = 0, n_sample = 0;
+    for (int32_t s = 0; s < b->n_slices; s++) {
+        const struct model_slice *sl = &b->slices[s];
+        if (sl->n_tokens < 1 || sl->first_pos < 0 || !sl->block_table ||
+            sl->n_tokens > b->n_tokens - row || sl->first_pos > hp->ctx_len - sl->n_tokens)
+            return -EINVAL;
+        int32_t end = sl->first_pos + sl->n_tokens;
+        for (int32_t i = 0; i < FOLIO_DIV_CEIL(end, kv->block_size); i++)
+            if (sl->block_table[i] < 0 || sl->block_table[i] >= kv->num_blocks)
+                return -EINVAL;
+        for (int32_t i = 0; i < sl->n_tokens; i++) {
+            int32_t t = b->tokens[row + i];
+            if (t < 0 || t >= hp->n_vocab)
+                return -EINVAL;
+            ctx->tok_pos[row + i] = sl->first_pos + i;
+            ctx->tok_slice[row + i] = s;
+        }
+        ctx->aseqs[s] = (struct attn_seq){
+            .q_row = row, .n_q = sl->n_tokens, .p0 = sl->first_pos, .block_table = sl->block_table};
+        row += sl->n_tokens;
+        if (sl->sample)
+            ctx->sample_rows[n_sample++] = row - 1;
+    }
+    if (row != b->n_tokens)
+        return -EINVAL;
+    return n_sample;
+}
+
+int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
+{
+    const struct model *m = ctx->m;
+    const struct model_hparams *hp = &m->hp;
+    int n_sample = prepare(ctx, b);
+    if (n_sample < 0)
+        return n_sample;
+    if (n_sample > 0 && !logits)
+        return -EINVAL;
+    const int32_t n = b->n_tokens, D = hp->dim, F = hp->ffn_dim, d = hp->head_dim;
+    ctx->stats.steps++;
+    ctx->stats.tokens += (uint64_t)n;
+    ctx->stats.sampled_rows += (uint64_t)n_sample;
+
+    /* cos/sin of every token's angles, shared by all layers */
+    for (int32_t r = 0; r < n; r++) {
+        float *cs = ctx->rope_cs + (size_t)r * d;
+        for (int32_t i = 0; i < d / 2; i++) {
+            double a = (double)ctx->tok_pos[r] * ctx->inv_freq[i];
+            cs[2 * i] = (float)cos(a);
+            cs[2 * i + 1] = (float)sin(a);
+        }
+    }
+
+    struct fwd_job j = {.ctx = ctx, .b = b, .n = n};
+    run_other(ctx, job_embed, &j);
+
+    struct attn_batch ab = {
+        .kv = &ctx->kv,
+        .n_heads = hp->n_heads,
+        .scale = (float)(1.0 / sqrt((double)d)),
+        .n_seqs = b->n_slices,
+        .seqs = ctx->aseqs,
+        .n_rows = n,
+        .q = ctx->q,
+        .out = ctx->att,
+    };
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        j.layer = l;
+        j.rows = NULL;
+
+        j.src = ctx->x, j.dst = ctx->xb, j.w = L->attn_norm;
+        run_other(ctx, job_rmsnorm, &j);
+        /* qkv[n][n_qkv] = xb[n][D] · wqkv[n_qkv][D]ᵀ */
+        gemm(ctx, n, ctx->n_qkv, D, ctx->xb, D, L->wqkv, 0.0f, ctx->qkv, ctx->n_qkv);
+        run_other(ctx, job_rope_kv, &j);
+
+        ab.layer = l;
+        uint64_t t0 = folio_now_ns();
+        model__attention(ctx, &ab);
+        ctx->stats.ns_attn += folio_now_ns() - t0;
+        /* x[n][D] += att[n][Hq d] · wo[D][Hq d]ᵀ */
+        gemm(ctx, n, D, ctx->n_q, ctx->att, ctx->n_q, L->wo, 1.0f, ctx->x, D);
+
+        j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
+        run_other(ctx, job_rmsnorm, &j);
+        /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up) */
+        gemm(ctx, n, 2 * F, D, ctx->xb, D, L->w_gate_up, 0.0f, ctx->gu, 2 * F);
+        run_other(ctx, job_swiglu, &j);
+        /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
+        gemm(ctx, n, D, F, ctx->gu, 2 * F, L->w_down, 1.0f, ctx->x, D);
+    }
+    if (n_sample == 0)
+        return 0;
+
+    j.n = n_sample, j.rows = ctx->sample_rows;
+    j.src = ctx->x, j.dst = ctx->xs, j.w = m->out_norm;
+    run_other(ctx, job_rmsnorm, &j);
+    /* logits[S][V] = xs[S][D] · output[V][D]ᵀ */
+    gemm(ctx, n_sample, hp->n_vocab, D, ctx->xs, D, m->output, 0.0f, logits, hp->n_vocab);
+    return 0;
+}
+
+void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st)
+{
+    *st = ctx->stats;
+}

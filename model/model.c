@@ -1,0 +1,245 @@
+/*
+ * model/model.c — the model object: presets, allocation, the synthetic
+ * weight generator, the embedded default model and the accessors.
+ *
+ * Owns: struct model (model_internal.h) for models built in memory.  A
+ * model built here holds every tensor in one folio_aligned_alloc block
+ * (`storage`), laid out tensor after tensor in the order of
+ * model_internal.h, each tensor starting on a 64-byte boundary:
+ *
+ *   storage ─ tok_embd ─ [layer 0: attn_norm wqkv wo ffn_norm w_gate_up w_down]
+ *           ─ ... ─ [layer L-1] ─ out_norm ─ output
+ *
+ * The synthetic generator (model__fill_random) must produce the same bytes
+ * on every machine and compiler: it draws 64-bit integers from splitmix64
+ * (one stream per tensor, keyed by seed and tensor index), turns them into
+ * approximately normal integers (sum of four 24-bit uniforms, Irwin–Hall),
+ * converts that integer to float (exact or IEEE round-to-nearest, both
+ * deterministic) and multiplies once by a per-tensor scale.  A single
+ * multiplication per value leaves no room for FMA contraction or libm
+ * differences; the scales themselves come from sqrtf, which IEEE 754
+ * requires to be correctly rounded.
+ *
+ * Scaling (keeps activations finite and logits informative):
+ *   tok_embd            ~ N(0, 1)                  residual stream starts at rms 1
+ *   wqkv, w_gate_up     ~ N(0, 1/dim)              outputs of a normed input ~ rms 1
+ *   wo                  ~ N(0, 1/(n_heads*head_dim))
+ *   w_down              ~ N(0, 1/ffn_dim)
+ *   norms               1 + U(-0.1, 0.1)
+ *   output              ~ N(0, 4/dim)              logits ~ N(0, 2²): peaked, rarely tied
+ *
+ * Threading: a model is immutable after it is built; any number of
+ * threads may read it.
+ */
+#include "model_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "folio/common.h"
+#if FOLIO_HAVE_LOADER
+#include "folio/gguf.h"
+#endif
+
+int model__preset(const char *name, struct model_hparams *hp)
+{
+    struct model_hparams h = {
+        .n_vocab = 32000,
+        .ctx_len = 2048,
+        .norm_eps = 1e-5f,
+        .rope_base = 10000.0f,
+        .bos_id = 1,
+        .eos_id = 2,
+    };
+    if (!name || !hp)
+        return -EINVAL;
+    if (!strcmp(name, "tiny")) {
+        h.dim = 512, h.n_layers = 8, h.n_heads = 8, h.n_kv_heads = 2, h.ffn_dim = 1376;
+    } else if (!strcmp(name, "small")) {
+        h.dim = 768, h.n_layers = 12, h.n_heads = 12, h.n_kv_heads = 4, h.ffn_dim = 2048;
+    } else if (!strcmp(name, "medium")) {
+        h.dim = 1024, h.n_layers = 24, h.n_heads = 16, h.n_kv_heads = 4, h.ffn_dim = 2816;
+    } else {
+        return -EINVAL; /* unknown preset */
+    }
+    h.head_dim = h.dim / h.n_heads;
+    *hp = h;
+    return 0;
+}
+
+/* Bytes of n floats rounded up to 64. */
+static size_t tensor_bytes(size_t n)
+{
+    return (n * sizeof(float) + 63) & ~(size_t)63;
+}
+
+static int hparams_valid(const struct model_hparams *hp)
+{
+    if (hp->n_vocab < 1 || hp->dim < 1 || hp->n_layers < 1 || hp->n_heads < 1 ||
+        hp->n_kv_heads < 1 || hp->head_dim < 2 || hp->ffn_dim < 1 || hp->ctx_len < 1)
+        return 0;
+    if (hp->n_heads % hp->n_kv_heads || hp->head_dim % 2)
+        return 0;
+    if (!(hp->norm_eps > 0) || !(hp->rope_base > 0))
+        return 0;
+    return 1;
+}
+
+int model__alloc(const struct model_hparams *hp, struct model **out)
+{
+    *out = NULL;
+    if (!hp || !hparams_valid(hp))
+        return -EINVAL;
+    const size_t dim = (size_t)hp->dim, hd = (size_t)hp->head_dim;
+    const size_t n_q = (size_t)hp->n_heads * hd, n_kv = (size_t)hp->n_kv_heads * hd;
+    const size_t vocab = (size_t)hp->n_vocab, ffn = (size_t)hp->ffn_dim;
+    const size_t per_layer = tensor_bytes(dim) + tensor_bytes((n_q + 2 * n_kv) * dim) +
+                             tensor_bytes(dim * n_q) + tensor_bytes(dim) +
+                             tensor_bytes(2 * ffn * dim) + tensor_bytes(dim * ffn);
+    const size_t total =
+        2 * tensor_bytes(vocab * dim) + tensor_bytes(dim) + per_layer * (size_t)hp->n_layers;
+
+    struct model *m = folio_calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    m->layers = folio_calloc((size_t)hp->n_layers, sizeof(*m->layers));
+    m->storage = folio_aligned_alloc(64, total);
+    if (!m->layers || !m->storage) {
+        model_free(m);
+        return -ENOMEM;
+    }
+    memset(m->storage, 0, total);
+    m->storage_bytes = total;
+    m->hp = *hp;
+    snprintf(m->name, sizeof(m->name), "folio-synthetic");
+
+    char *p = m->storage;
+#define TAKE(n) ((const float *)(p += tensor_bytes(n), p - tensor_bytes(n)))
+    m->tok_embd = TAKE(vocab * dim);
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        L->attn_norm = TAKE(dim);
+        L->wqkv = TAKE((n_q + 2 * n_kv) * dim);
+        L->wo = TAKE(dim * n_q);
+        L->ffn_norm = TAKE(dim);
+        L->w_gate_up = TAKE(2 * ffn * dim);
+        L->w_down = TAKE(dim * ffn);
+    }
+    m->out_norm = TAKE(dim);
+    m->output = TAKE(vocab * dim);
+#undef TAKE
+    *out = m;
+    return 0;
+}
+
+/* ---- deterministic generator ------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Stream for tensor number `which` of a model generated from seed. */
+static uint64_t stream_seed(uint64_t seed, uint64_t which)
+{
+    uint64_t s = seed ^ (which * 0xD1B54A32D192ED03ull);
+    return splitmix64(&s);
+}
+
+/* n approximately N(0, sigma²) values: (sum of four 24-bit uniforms - 2^25)
+ * has variance 2^48/3, so one unit is sigma * sqrt(3) / 2^24. */
+static void fill_normal(float *w, size_t n, uint64_t seed, uint64_t which, float sigma)
+{
+    uint64_t st = stream_seed(seed, which);
+    const float unit = sigma * (sqrtf(3.0f) / 16777216.0f);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = splitmix64(&st), b = splitmix64(&st);
+        int64_t s = (int64_t)(a & 0xFFFFFF) + (int64_t)((a >> 32) & 0xFFFFFF) +
+                    (int64_t)(b & 0xFFFFFF) + (int64_t)((b >> 32) & 0xFFFFFF) - (1 << 25);
+        w[i] = (float)s * unit;
+    }
+}
+
+/* n values 1 + U(-0.1, 0.1): an exact 24-bit integer in [-2^23, 2^23)
+ * scaled once, then 1 added (both single, correctly rounded operations). */
+static void fill_norm(float *w, size_t n, uint64_t seed, uint64_t which)
+{
+    uint64_t st = stream_seed(seed, which);
+    const float unit = 0.1f / 8388608.0f;
+    for (size_t i = 0; i < n; i++) {
+        int32_t v = (int32_t)(splitmix64(&st) >> 40) - (1 << 23);
+        volatile float d = (float)v * unit; /* volatile: no fused multiply-add */
+        w[i] = 1.0f + d;
+    }
+}
+
+void model__fill_random(struct model *m, uint64_t seed)
+{
+    const struct model_hparams *hp = &m->hp;
+    const size_t dim = (size_t)hp->dim, hd = (size_t)hp->head_dim;
+    const size_t n_q = (size_t)hp->n_heads * hd, n_kv = (size_t)hp->n_kv_heads * hd;
+    const size_t vocab = (size_t)hp->n_vocab, ffn = (size_t)hp->ffn_dim;
+    uint64_t k = 0;
+    fill_normal((float *)m->tok_embd, vocab * dim, seed, k++, 1.0f);
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        fill_norm((float *)L->attn_norm, dim, seed, k++);
+        fill_normal((float *)L->wqkv, (n_q + 2 * n_kv) * dim, seed, k++, 1.0f / sqrtf((float)dim));
+        fill_normal((float *)L->wo, dim * n_q, seed, k++, 1.0f / sqrtf((float)n_q));
+        fill_norm((float *)L->ffn_norm, dim, seed, k++);
+        fill_normal((float *)L->w_gate_up, 2 * ffn * dim, seed, k++, 1.0f / sqrtf((float)dim));
+        fill_normal((float *)L->w_down, dim * ffn, seed, k++, 1.0f / sqrtf((float)ffn));
+    }
+    fill_norm((float *)m->out_norm, dim, seed, k++);
+    if (m->output != m->tok_embd)
+        fill_normal((float *)m->output, vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+int model_load_default(model_t **out, char *err, size_t errlen)
+{
+    struct model_hparams hp;
+    struct model *m;
+    *out = NULL;
+    int rc = model__preset("tiny", &hp);
+    if (rc == 0)
+        rc = model__alloc(&hp, &m);
+    if (rc < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "default model: cannot allocate weights (%s)",
+                     rc == -ENOMEM ? "out of memory" : "bad preset");
+        return rc;
+    }
+    model__fill_random(m, 0);
+    snprintf(m->name, sizeof(m->name), "folio-tiny-default");
+    *out = m;
+    return 0;
+}
+
+void model_free(model_t *m)
+{
+    if (!m)
+        return;
+#if FOLIO_HAVE_LOADER
+    gguf_close(m->gguf); /* the loader keeps the file mapped (tokenizer keys) */
+#endif
+    folio_free(m->storage);
+    folio_free(m->layers);
+    folio_free(m);
+}
+
+const struct model_hparams *model_hparams(const model_t *m)
+{
+    return &m->hp;
+}
+
+const char *model_name(const model_t *m)
+{
+    return m->name;
+}

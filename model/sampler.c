@@ -1,0 +1,378 @@
+/*
+ * model/sampler.c — greedy / temperature / top-k / top-p sampling (see
+ * folio/sampler.h for the contract).
+ *
+ * Workspace layout (sampler_work_size):
+ *
+ *   work ─ l   [n_vocab] float    biased logits (banned and NaN -> -inf)
+ *        ─ w   [n_vocab] float    exp((l - max) / T), 0 for -inf
+ *        ─ idx [n_vocab] int32    ranked candidate ids (see below)
+ *
+ * Ranking is by (l descending, id ascending), a total order, so the kept
+ * set, the draw and the top-N list are deterministic.  Two ways to rank:
+ *   - selection, when at most SELECT_MAX ranks are needed (top-k <=
+ *     SELECT_MAX, top-N logprobs): one pass keeps the K best in a min-heap
+ *     (a candidate is compared with the heap's worst and almost always
+ *     skipped), then the K are sorted, best first, into idx[0, K);
+ *   - buckets otherwise (top-p without a small top-k): a histogram of the
+ *     weights by power of two finds the bucket where the cut falls; only
+ *     that bucket's tokens are ranked, by a max-heap built in O(n) in
+ *     idx[0, hn) with the ids popped so far behind it (best at
+ *     idx[nc - 1], next at idx[nc - 2], ...), popped as deep as the cut
+ *     goes (see draw_bucketed).
+ * Without a top-k or top-p cut nothing is ranked: the draw walks the
+ * candidates in id order (the same distribution; u maps to a token through
+ * the cumulative sum in id order instead of rank order).
+ *
+ * The passes over the whole vocabulary (clean-up and max, exp weights and
+ * their sum, the log-sum-exp) are branch-free with 16 partial sums, so the
+ * compiler vectorises them; exp is model__exp_approx (relative error
+ * < 2e-7, far below what sampling or reported logprobs can notice).
+ *
+ * The random number for token t of a request is
+ *   u = (splitmix64(seed ^ (t * 0x9E3779B97F4A7C15)) >> 11) * 2^-53,
+ * a function of (seed, t) only (counter-based), never of the batch.
+ */
+#include "folio/sampler.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "fastmath.h"
+#include "folio/common.h"
+
+#define SELECT_MAX 256
+
+size_t sampler_work_size(int32_t n_vocab)
+{
+    return n_vocab > 0 ? (size_t)n_vocab * (2 * sizeof(float) + sizeof(int32_t)) : 0;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double sampler_uniform(uint64_t seed, uint64_t t)
+{
+    return (double)(mix64(seed ^ (t * 0x9E3779B97F4A7C15ull)) >> 11) * 0x1.0p-53;
+}
+
+/* a ranks before b */
+static inline int better(const float *l, int32_t a, int32_t b)
+{
+    return l[a] > l[b] || (l[a] == l[b] && a < b);
+}
+
+static void sift_down(const float *l, int32_t *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && better(l, h[c + 1], h[c]))
+            c++;
+        if (!better(l, h[c], h[i]))
+            return;
+        int32_t t = h[c];
+        h[c] = h[i];
+        h[i] = t;
+        i = c;
+    }
+}
+
+/* a is ranked after b (worse); the min-heap's order */
+static void sift_down_min(const float *l, int32_t *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && better(l, h[c], h[c + 1]))
+            c++; /* the worse child */
+        if (!better(l, h[i], h[c]))
+            return;
+        int32_t t = h[c];
+        h[c] = h[i];
+        h[i] = t;
+        i = c;
+    }
+}
+
+struct ranker {
+    const float *l;
+    int32_t *idx;
+    int32_t nc; /* candidates (finite l) */
+    int32_t hn; /* full sort: heap size; popped = nc - hn */
+    int32_t k;  /* selection: ranks available in idx[0, k); 0 = full sort */
+};
+
+/* Selection of the best min(k, candidates) into idx[0, k), best first. */
+static void rank_select(struct ranker *r, int32_t n_vocab, int32_t k)
+{
+    const float *l = r->l;
+    int32_t *h = r->idx, n = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (l[i] == -INFINITY)
+            continue;
+        if (n < k) {
+            h[n++] = i; /* sift up */
+            for (int32_t c = n - 1; c > 0 && better(l, h[(c - 1) / 2], h[c]); c = (c - 1) / 2) {
+                int32_t t = h[c];
+                h[c] = h[(c - 1) / 2];
+                h[(c - 1) / 2] = t;
+            }
+        } else if (l[i] > l[h[0]]) { /* ties lose: ids ascend */
+            h[0] = i;
+            sift_down_min(l, h, n, 0);
+        }
+    }
+    for (int32_t m = n; m > 1; m--) { /* heapsort: worst to the back */
+        int32_t t = h[0];
+        h[0] = h[m - 1];
+        h[m - 1] = t;
+        sift_down_min(l, h, m - 1, 0);
+    }
+    r->k = n;
+}
+
+/* The k-th best candidate (k < number of ranks available). */
+static int32_t ranked(struct ranker *r, int32_t k)
+{
+    if (r->k)
+        return r->idx[k];
+    while (r->nc - r->hn <= k) {
+        int32_t top = r->idx[0];
+        r->idx[0] = r->idx[--r->hn];
+        r->idx[r->hn] = top;
+        sift_down(r->l, r->idx, r->hn, 0);
+    }
+    return r->idx[r->nc - 1 - k];
+}
+
+/* sum over i of exp((l[i] - mx) * inv_t), 0 for -inf; w (may be NULL)
+ * receives each term. */
+static double exp_sum(const float *l, float *w, int32_t n, float mx, float inv_t)
+{
+    float acc[16] = {0};
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) {
+            float v = l[i + k];
+            float e = v == -INFINITY ? 0.0f : model__exp_approx((v - mx) * inv_t);
+            if (w)
+                w[i + k] = e;
+            acc[k] += e;
+        }
+    double s = 0;
+    for (; i < n; i++) {
+        float e = l[i] == -INFINITY ? 0.0f : model__exp_approx((l[i] - mx) * inv_t);
+        if (w)
+            w[i] = e;
+        s += e;
+    }
+    for (int k = 0; k < 16; k++)
+        s += acc[k];
+    return s;
+}
+
+/* Weight bucket: b = floor(-log2 w) from the exponent bits, 0..63 (w in
+ * (0, 1] give 0 for [1/2, 1], 1 for [1/4, 1/2), ...; the tail shares 63).
+ * Bucket order is rank order: a lower bucket's tokens all rank first. */
+static inline int32_t bucket_of(float w)
+{
+    uint32_t bits;
+    memcpy(&bits, &w, sizeof(bits));
+    int32_t b = 126 - (int32_t)((bits >> 23) & 0xff);
+    return b < 0 ? 0 : b > 63 ? 63 : b;
+}
+
+/* The draw for a top-p cut (and/or a large top-k): the kept set is the
+ * longest rank prefix with fewer than kmax tokens before it and mass
+ * before it below pmass.  A histogram of the weights by bucket finds the
+ * bucket B where the cut falls: every token of the buckets before B is
+ * kept, and only B's tokens are ranked (lazy heap in r), so the cost is a
+ * pass over the vocabulary plus |B| log |B|.  u maps to a token through
+ * the cumulative weight: buckets before B in id order, then B's kept
+ * tokens in rank order. */
+static int32_t draw_bucketed(struct ranker *r, const float *w, int32_t n_vocab, int32_t kmax,
+                             double pmass, double u)
+{
+    double bmass[64] = {0};
+    int32_t bcnt[64] = {0};
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (w[i] > 0) {
+            int32_t b = bucket_of(w[i]);
+            bmass[b] += w[i];
+            bcnt[b]++;
+        }
+    int32_t B = 0, cnt = 0;
+    double mass = 0;
+    for (; B < 63; B++) {
+        if (cnt + bcnt[B] >= kmax || mass + bmass[B] >= pmass)
+            break;
+        cnt += bcnt[B];
+        mass += bmass[B];
+    }
+    /* rank bucket B (max-heap of its members, popped lazily) */
+    r->nc = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (w[i] > 0 && bucket_of(w[i]) == B)
+            r->idx[r->nc++] = i;
+    r->hn = r->nc;
+    r->k = 0;
+    for (int32_t i = r->nc / 2 - 1; i >= 0; i--)
+        sift_down(r->l, r->idx, r->nc, i);
+    int32_t kept = 0;
+    while (kept < r->nc && cnt < kmax) {
+        mass += w[ranked(r, kept)];
+        cnt++;
+        kept++;
+        if (mass >= pmass)
+            break;
+    }
+    double target = u * mass, acc = 0;
+    int32_t choice = -1;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (w[i] > 0 && bucket_of(w[i]) < B) {
+            choice = i; /* rounding fallback: the last kept */
+            acc += w[i];
+            if (target < acc)
+                return i;
+        }
+    }
+    for (int32_t k = 0; k < kept; k++) {
+        choice = ranked(r, k);
+        acc += w[choice];
+        if (target < acc)
+            return choice;
+    }
+    return choice;
+}
+
+int sampler_sample(const struct sampler_params *p, const float *logits, int32_t n_vocab, uint64_t t,
+                   void *work, int32_t n_top, int32_t *token, struct sampler_result *res)
+{
+    if (!p || !logits || !work || !token || n_vocab < 1 || !(p->temperature >= 0) ||
+        isinf(p->temperature) || n_top < 0 || n_top > SAMPLER_MAX_TOP || p->n_bias < 0 ||
+        p->n_banned < 0 || (p->n_bias && !p->bias) || (p->n_banned && !p->banned))
+        return -EINVAL;
+    float *l = work, *w = l + n_vocab;
+    int32_t *idx = (int32_t *)(w + n_vocab);
+    memcpy(l, logits, (size_t)n_vocab * sizeof(float));
+    for (int32_t i = 0; i < p->n_bias; i++) {
+        if (p->bias[i].token < 0 || p->bias[i].token >= n_vocab)
+            return -EINVAL;
+        l[p->bias[i].token] += p->bias[i].bias;
+    }
+    for (int32_t i = 0; i < p->n_banned; i++) {
+        if (p->banned[i] < 0 || p->banned[i] >= n_vocab)
+            return -EINVAL;
+        l[p->banned[i]] = -INFINITY;
+    }
+    /* NaN -> -inf, and the max, with 16 running maxima */
+    float m16[16];
+    for (int k = 0; k < 16; k++)
+        m16[k] = -INFINITY;
+    int32_t i = 0;
+    for (; i + 16 <= n_vocab; i += 16)
+        for (int k = 0; k < 16; k++) {
+            float v = l[i + k];
+            v = v != v ? -INFINITY : v;
+            l[i + k] = v;
+            m16[k] = v > m16[k] ? v : m16[k];
+        }
+    float mx = -INFINITY;
+    for (; i < n_vocab; i++) {
+        if (l[i] != l[i])
+            l[i] = -INFINITY;
+        mx = l[i] > mx ? l[i] : mx;
+    }
+    for (int k = 0; k < 16; k++)
+        mx = m16[k] > mx ? m16[k] : mx;
+    if (mx == -INFINITY)
+        return -EINVAL; /* everything banned */
+    int32_t best = 0;
+    while (l[best] != mx)
+        best++; /* the lowest id among the maxima */
+
+    const int greedy = p->temperature == 0;
+    const int cut_k = p->top_k > 0 && p->top_k < n_vocab;
+    const int cut_p = p->top_p > 0 && p->top_p < 1;
+    const int draw_ranked = !greedy && (cut_k || cut_p);
+    const int small_k = cut_k && p->top_k <= SELECT_MAX;
+    const int want_top = res && n_top > 0;
+    struct ranker r = {.l = l, .idx = idx};
+    int32_t sel_k = 0; /* ranks requested from the current selection */
+    if (draw_ranked && small_k) {
+        sel_k = FOLIO_MAX(p->top_k, want_top ? n_top : 0);
+        rank_select(&r, n_vocab, sel_k);
+    }
+
+    int32_t choice = best;
+    double z = 0;
+    const float inv_t = greedy ? 1.0f : 1.0f / p->temperature;
+    if (!greedy) {
+        z = exp_sum(l, w, n_vocab, mx, inv_t);
+        const double u = sampler_uniform(p->seed, t);
+        if (!draw_ranked) {
+            /* no cut: walk the ids in order, no ranking needed */
+            double target = u * z, acc = 0;
+            for (i = 0; i < n_vocab; i++) {
+                if (w[i] == 0)
+                    continue;
+                choice = i; /* rounding fallback: the last candidate */
+                acc += w[i];
+                if (target < acc)
+                    break;
+            }
+        } else if (small_k) {
+            const int32_t limit = FOLIO_MIN(p->top_k, r.k);
+            double mass = 0;
+            int32_t kept = 0;
+            while (kept < limit) {
+                mass += w[ranked(&r, kept)];
+                kept++;
+                if (cut_p && mass >= (double)p->top_p * z)
+                    break;
+            }
+            double target = u * mass, acc = 0;
+            choice = ranked(&r, kept - 1); /* rounding fallback: the last kept */
+            for (int32_t k = 0; k < kept; k++) {
+                int32_t id = ranked(&r, k);
+                acc += w[id];
+                if (target < acc) {
+                    choice = id;
+                    break;
+                }
+            }
+        } else {
+            choice = draw_bucketed(&r, w, n_vocab, cut_k ? p->top_k : INT32_MAX,
+                                   cut_p ? (double)p->top_p * z : INFINITY, u);
+        }
+    }
+    *token = choice;
+    if (res) {
+        if (want_top && sel_k < n_top) { /* (re)rank for the top-N list */
+            sel_k = n_top;
+            rank_select(&r, n_vocab, sel_k);
+        }
+        /* log_softmax at temperature 1: reuse z when T is 1 */
+        double s = !greedy && inv_t == 1.0f ? z : exp_sum(l, NULL, n_vocab, mx, 1.0f);
+        const double lse = mx + log(s);
+        res->token = choice;
+        res->logprob = (float)(l[choice] - lse);
+        res->n_top = want_top ? FOLIO_MIN(n_top, r.k) : 0;
+        for (int32_t k = 0; k < res->n_top; k++) {
+            int32_t id = ranked(&r, k);
+            res->top_ids[k] = id;
+            res->top_logprobs[k] = (float)(l[id] - lse);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,768 @@
+/*
+ * tests/test_forward.c — the paged, batched forward pass against a dense
+ * reference written plainly here.
+ *
+ * The reference runs one sequence from position 0 with contiguous K/V
+ * arrays, double-precision activations and accumulation, and returns the
+ * logits of every position.  The paged forward (model_forward, sgemm, K/V
+ * in shuffled blocks of a hand-made arena, several sequences per batch) must
+ * match it within 1e-4 (max abs logit difference) with f32 K/V, and within
+ * F16_TOL with f16 K/V, for: a whole prompt at once, random chunks, token by
+ * token, and mixed batches of many sequences at once.  Runs the full tiny
+ * preset (8 layers); FOLIO_TEST_SHORT=1 uses 2 layers and a 4096 vocab.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "../model/model_internal.h"
+#include "folio/common.h"
+#include "folio/model.h"
+#include "folio/pager.h"
+#include "folio/pool.h"
+
+#define F32_TOL 1e-4
+#define F16_TOL 1e-2 /* K/V rounded to 11 significant bits (seen: ~3e-3) */
+
+static struct model *g_model;
+static int g_short;
+
+/* ---- deterministic test randomness ------------------------------------ */
+
+static uint64_t rng_state = 42;
+static uint32_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+static int32_t rnd_range(int32_t lo, int32_t hi) /* [lo, hi] */
+{
+    return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1));
+}
+
+/* ---- dense reference -------------------------------------------------- */
+
+static void ref_rmsnorm(double *out, const double *x, const float *w, int32_t D, float eps)
+{
+    double ss = 0;
+    for (int32_t i = 0; i < D; i++)
+        ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / D + eps);
+    for (int32_t i = 0; i < D; i++)
+        out[i] = x[i] * inv * w[i];
+}
+
+/* out[n_out] = W[n_out][n_in] · x */
+static void ref_matvec(double *out, const float *W, const double *x, int32_t n_out, int32_t n_in)
+{
+    for (int32_t o = 0; o < n_out; o++) {
+        double s = 0;
+        const float *w = W + (size_t)o * n_in;
+        for (int32_t i = 0; i < n_in; i++)
+            s += w[i] * x[i];
+        out[o] = s;
+    }
+}
+
+static void ref_rope(double *v, int32_t pos, int32_t d, float base)
+{
+    for (int32_t i = 0; i < d / 2; i++) {
+        double a = pos * pow(base, -2.0 * i / d);
+        double x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * cos(a) - x1 * sin(a);
+        v[2 * i + 1] = x0 * sin(a) + x1 * cos(a);
+    }
+}
+
+/* logits[n][V] of every position of tokens[0..n) run from position 0. */
+static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n, double *logits)
+{
+    const struct model_hparams *hp = &m->hp;
+    const int32_t D = hp->dim, d = hp->head_dim, Hq = hp->n_heads, Hk = hp->n_kv_heads;
+    const int32_t F = hp->ffn_dim, nq = Hq * d, nkv = Hk * d, group = Hq / Hk;
+    double *x = calloc((size_t)n * D, sizeof(double));
+    double *K = calloc((size_t)n * nkv, sizeof(double)); /* [pos][Hk][d] */
+    double *V = calloc((size_t)n * nkv, sizeof(double));
+    double *xb = malloc(sizeof(double) * D), *qkv = malloc(sizeof(double) * (nq + 2 * nkv));
+    double *att = malloc(sizeof(double) * nq), *o = malloc(sizeof(double) * D);
+    double *gu = malloc(sizeof(double) * 2 * F), *sc = malloc(sizeof(double) * n);
+    double *Q = malloc(sizeof(double) * (size_t)n * nq);
+    assert_non_null(x);
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t i = 0; i < D; i++)
+            x[(size_t)t * D + i] = m->tok_embd[(size_t)tokens[t] * D + i];
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        for (int32_t t = 0; t < n; t++) {
+            ref_rmsnorm(xb, x + (size_t)t * D, L->attn_norm, D, hp->norm_eps);
+            ref_matvec(qkv, L->wqkv, xb, nq + 2 * nkv, D);
+            for (int32_t h = 0; h < Hq; h++)
+                ref_rope(qkv + h * d, t, d, hp->rope_base);
+            for (int32_t h = 0; h < Hk; h++)
+                ref_rope(qkv + nq + h * d, t, d, hp->rope_base);
+            memcpy(Q + (size_t)t * nq, qkv, sizeof(double) * nq);
+            memcpy(K + (size_t)t * nkv, qkv + nq, sizeof(double) * nkv);
+            memcpy(V + (size_t)t * nkv, qkv + nq + nkv, sizeof(double) * nkv);
+        }
+        for (int32_t t = 0; t < n; t++) {
+            for (int32_t h = 0; h < Hq; h++) {
+                const double *q = Q + (size_t)t * nq + h * d;
+                int32_t kh = h / group;
+                double mx = -INFINITY, sum = 0;
+                for (int32_t p = 0; p <= t; p++) {
+                    double s = 0;
+                    for (int32_t e = 0; e < d; e++)
+                        s += q[e] * K[(size_t)p * nkv + kh * d + e];
+                    sc[p] = s / sqrt((double)d);
+                    mx = fmax(mx, sc[p]);
+                }
+                for (int32_t p = 0; p <= t; p++)
+                    sum += (sc[p] = exp(sc[p] - mx));
+                for (int32_t e = 0; e < d; e++) {
+                    double a = 0;
+                    for (int32_t p = 0; p <= t; p++)
+                        a += sc[p] * V[(size_t)p * nkv + kh * d + e];
+                    att[h * d + e] = a / sum;
+                }
+            }
+            double *xt = x + (size_t)t * D;
+            ref_matvec(o, L->wo, att, D, nq);
+            for (int32_t i = 0; i < D; i++)
+                xt[i] += o[i];
+            ref_rmsnorm(xb, xt, L->ffn_norm, D, hp->norm_eps);
+            ref_matvec(gu, L->w_gate_up, xb, 2 * F, D);
+            for (int32_t i = 0; i < F; i++)
+                gu[i] = gu[i] / (1 + exp(-gu[i])) * gu[F + i];
+            ref_matvec(o, L->w_down, gu, D, F);
+            for (int32_t i = 0; i < D; i++)
+                xt[i] += o[i];
+        }
+    }
+    for (int32_t t = 0; t < n; t++) {
+        ref_rmsnorm(xb, x + (size_t)t * D, m->out_norm, D, hp->norm_eps);
+        ref_matvec(logits + (size_t)t * hp->n_vocab, m->output, xb, hp->n_vocab, D);
+    }
+    free(x), free(K), free(V), free(xb), free(qkv), free(att), free(o), free(gu), free(sc);
+    free(Q);
+}
+
+/* ---- paged KV arena made by hand ------------------------------------- */
+
+struct arena {
+    struct pager_kv_view kv;
+    int32_t *perm; /* shuffled block ids; sequence s owns perm[s*per ...] */
+    int32_t per_seq;
+};
+
+static void arena_init(struct arena *a, const struct model *m, enum folio_dtype dt,
+                       int32_t block_size, int32_t n_seqs, int32_t max_len)
+{
+    struct pager_kv_view *kv = &a->kv;
+    a->per_seq = FOLIO_DIV_CEIL(max_len, block_size);
+    *kv = (struct pager_kv_view){
+        .dtype = dt,
+        .num_blocks = a->per_seq * n_seqs + 3, /* spare blocks nobody uses */
+        .block_size = block_size,
+        .n_layers = m->hp.n_layers,
+        .n_kv_heads = m->hp.n_kv_heads,
+        .head_dim = m->hp.head_dim,
+    };
+    kv->head_stride = (size_t)block_size * kv->head_dim;
+    kv->v_offset = kv->n_kv_heads * kv->head_stride;
+    kv->layer_stride = 2 * kv->v_offset;
+    kv->block_stride = kv->n_layers * kv->layer_stride;
+    size_t bytes = kv->block_stride * kv->num_blocks * folio_dtype_size(dt);
+    kv->base = folio_aligned_alloc(64, bytes);
+    assert_non_null(kv->base);
+    memset(kv->base, 0xff, bytes); /* NaN everywhere: reading an unwritten slot shows */
+    a->perm = malloc(sizeof(int32_t) * kv->num_blocks);
+    for (int32_t i = 0; i < kv->num_blocks; i++)
+        a->perm[i] = i;
+    for (int32_t i = kv->num_blocks - 1; i > 0; i--) {
+        int32_t j = rnd_range(0, i), t = a->perm[i];
+        a->perm[i] = a->perm[j];
+        a->perm[j] = t;
+    }
+}
+
+static const int32_t *arena_table(const struct arena *a, int32_t s)
+{
+    return a->perm + (size_t)s * a->per_seq;
+}
+
+static void arena_free(struct arena *a)
+{
+    folio_free(a->kv.base);
+    free(a->perm);
+}
+
+static double max_abs_diff(const float *a, const double *b, int32_t n)
+{
+    double mx = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= mx)) /* NaN counts as infinitely wrong */
+            mx = isnan(e) ? INFINITY : e;
+    }
+    return mx;
+}
+
+static void random_tokens(int32_t *t, int32_t n, int32_t vocab)
+{
+    for (int32_t i = 0; i < n; i++)
+        t[i] = rnd_range(0, vocab - 1);
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* Drives n_seqs sequences of lengths len[] through model_forward with
+ * steps of random chunk sizes (chunk 0 = whole prompt at once, 1 = token by
+ * token, else random in [1, chunk]), several sequences per batch, and
+ * compares every sampled row with the reference.  Returns the max error. */
+static double run_paged(const struct model *m, enum folio_dtype dt, int32_t block_size,
+                        int32_t n_seqs, const int32_t *len, int32_t chunk, int n_threads,
+                        int blas_threads)
+{
+    const int32_t V = m->hp.n_vocab;
+    int32_t max_len = 0, total = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        max_len = FOLIO_MAX(max_len, len[s]);
+        total += len[s];
+    }
+    struct arena a;
+    arena_init(&a, m, dt, block_size, n_seqs, max_len);
+    int32_t **tok = malloc(sizeof(int32_t *) * n_seqs);
+    double **ref = malloc(sizeof(double *) * n_seqs);
+    for (int32_t s = 0; s < n_seqs; s++) {
+        tok[s] = malloc(sizeof(int32_t) * len[s]);
+        random_tokens(tok[s], len[s], V);
+        ref[s] = malloc(sizeof(double) * (size_t)len[s] * V);
+        ref_forward(m, tok[s], len[s], ref[s]);
+    }
+    model_ctx_t *ctx;
+    struct model_ctx_config cfg = {.max_tokens = total,
+                                   .max_slices = n_seqs,
+                                   .n_threads = n_threads,
+                                   .blas_threads = blas_threads};
+    assert_int_equal(model_ctx_new(m, &a.kv, &cfg, &ctx), 0);
+    int32_t *done = calloc(n_seqs, sizeof(int32_t));
+    int32_t *btok = malloc(sizeof(int32_t) * total);
+    struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
+    int32_t *sl_seq = malloc(sizeof(int32_t) * n_seqs);
+    float *logits = malloc(sizeof(float) * (size_t)n_seqs * V);
+    double worst = 0;
+    for (;;) {
+        struct model_batch b = {.tokens = btok, .slices = sl};
+        for (int32_t s = 0; s < n_seqs; s++) {
+            if (done[s] == len[s] || (n_seqs > 1 && rnd() % 4 == 0))
+                continue; /* finished, or sits this step out */
+            int32_t left = len[s] - done[s];
+            int32_t c = chunk == 0 ? left : chunk == 1 ? 1 : rnd_range(1, chunk);
+            c = FOLIO_MIN(c, left);
+            memcpy(btok + b.n_tokens, tok[s] + done[s], sizeof(int32_t) * c);
+            sl[b.n_slices] = (struct model_slice){.first_pos = done[s],
+                                                  .n_tokens = c,
+                                                  .block_table = arena_table(&a, s),
+                                                  .sample = rnd() % 8 != 0};
+            sl_seq[b.n_slices++] = s;
+            b.n_tokens += c;
+            done[s] += c;
+        }
+        if (b.n_slices == 0) {
+            int all = 1;
+            for (int32_t s = 0; s < n_seqs; s++)
+                all &= done[s] == len[s];
+            if (all)
+                break;
+            continue;
+        }
+        assert_int_equal(model_forward(ctx, &b, logits), 0);
+        int32_t k = 0;
+        for (int32_t i = 0; i < b.n_slices; i++) {
+            if (!sl[i].sample)
+                continue;
+            int32_t s = sl_seq[i], pos = sl[i].first_pos + sl[i].n_tokens - 1;
+            double e = max_abs_diff(logits + (size_t)k * V, ref[s] + (size_t)pos * V, V);
+            worst = FOLIO_MAX(worst, e);
+            k++;
+        }
+    }
+    struct model_ctx_stats st;
+    model_ctx_stats_get(ctx, &st);
+#if FOLIO_HAVE_ATTN_PAGED
+    assert_int_equal(st.attn_ref_layers, 0); /* the fast kernel ran every layer */
+#else
+    assert_int_equal(st.attn_ref_layers, st.steps * (uint64_t)m->hp.n_layers);
+#endif
+    assert_int_equal(st.tokens, (uint64_t)total);
+    model_ctx_free(ctx);
+    for (int32_t s = 0; s < n_seqs; s++)
+        free(tok[s]), free(ref[s]);
+    free(tok), free(ref), free(done), free(btok), free(sl), free(sl_seq), free(logits);
+    arena_free(&a);
+    return worst;
+}
+
+static void test_whole_prompt(void **state)
+{
+    (void)state;
+    int32_t len[] = {g_short ? 9 : 24};
+    double e = run_paged(g_model, FOLIO_F32, 16, 1, len, 0, 1, 0);
+    printf("# whole prompt: max |diff| = %.3g\n", e);
+    assert_true(e <= F32_TOL);
+}
+
+static void test_random_chunks(void **state)
+{
+    (void)state;
+    int32_t len[] = {g_short ? 11 : 29};
+    double e = run_paged(g_model, FOLIO_F32, 5, 1, len, 7, 1, 0);
+    printf("# random chunks (block 5): max |diff| = %.3g\n", e);
+    assert_true(e <= F32_TOL);
+}
+
+static void test_token_by_token(void **state)
+{
+    (void)state;
+    int32_t len[] = {g_short ? 8 : 20};
+    double e = run_paged(g_model, FOLIO_F32, 4, 1, len, 1, 1, 0);
+    printf("# token by token: max |diff| = %.3g\n", e);
+    assert_true(e <= F32_TOL);
+}
+
+/* Several sequences of different lengths share each batch (prefill chunks
+ * and decodes mixed), on 1 and 2 threads, both sgemm threading schemes. */
+static void test_many_sequences(void **state)
+{
+    (void)state;
+    int32_t len_long[] = {17, 3, 26, 9, 1, 12};
+    int32_t len_short[] = {7, 3, 10, 1};
+    const int32_t *len = g_short ? len_short : len_long;
+    int32_t n = g_short ? 4 : 6;
+    const struct {
+        int threads, blas, chunk;
+    } runs[] = {{1, 0, 6}, {2, 0, 5}, {2, 1, 0}, {2, 0, 1}};
+    for (size_t r = 0; r < FOLIO_ARRAY_LEN(runs); r++) {
+        double e =
+            run_paged(g_model, FOLIO_F32, 8, n, len, runs[r].chunk, runs[r].threads, runs[r].blas);
+        printf("# %d sequences, %d threads%s, chunk %d: max |diff| = %.3g\n", n, runs[r].threads,
+               runs[r].blas ? " (openblas threads)" : "", runs[r].chunk, e);
+        assert_true(e <= F32_TOL);
+    }
+}
+
+static void test_f16_kv(void **state)
+{
+    (void)state;
+    int32_t len[] = {g_short ? 7 : 19, 5, g_short ? 9 : 14};
+    double e = run_paged(g_model, FOLIO_F16, 16, 3, len, 4, 2, 0);
+    printf("# f16 K/V: max |diff| = %.3g (bound %.3g)\n", e, F16_TOL);
+    assert_true(e <= F16_TOL);
+}
+
+/* A bad batch is -EINVAL and touches nothing. */
+static void test_invalid_batches(void **state)
+{
+    (void)state;
+    const struct model *m = g_model;
+    struct arena a;
+    arena_init(&a, m, FOLIO_F32, 4, 2, 8);
+    model_ctx_t *ctx;
+    struct model_ctx_config cfg = {.max_tokens = 8, .max_slices = 2, .n_threads = 1};
+    assert_int_equal(model_ctx_new(m, &a.kv, &cfg, &ctx), 0);
+    float *logits = malloc(sizeof(float) * 2 * m->hp.n_vocab);
+    int32_t toks[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    struct model_slice sl[3] = {
+        {.first_pos = 0, .n_tokens = 4, .block_table = arena_table(&a, 0), .sample = true},
+        {.first_pos = 0, .n_tokens = 4, .block_table = arena_table(&a, 1), .sample = true},
+    };
+    struct model_batch ok = {.n_tokens = 8, .tokens = toks, .n_slices = 2, .slices = sl};
+    assert_int_equal(model_forward(ctx, &ok, logits), 0);
+
+    struct model_batch b = ok;
+    b.n_tokens = 9; /* beyond max_tokens, and != sum of slices */
+    assert_int_equal(model_forward(ctx, &b, logits), -EINVAL);
+    b = ok, b.n_tokens = 7;
+    assert_int_equal(model_forward(ctx, &b, logits), -EINVAL);
+    b = ok, b.n_slices = 3;
+    assert_int_equal(model_forward(ctx, &b, logits), -EINVAL);
+    assert_int_equal(model_forward(ctx, &ok, NULL), -EINVAL);
+    sl[1].block_table = NULL;
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    sl[1].block_table = arena_table(&a, 1);
+    sl[1].first_pos = m->hp.ctx_len - 3; /* runs past ctx_len */
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    sl[1].first_pos = -1;
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    sl[1].first_pos = 0;
+    int32_t bad_bt[2] = {a.kv.num_blocks, 0};
+    sl[1].block_table = bad_bt; /* block id out of the arena */
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    bad_bt[0] = -1;
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    sl[1].block_table = arena_table(&a, 1);
+    toks[2] = m->hp.n_vocab; /* token out of the vocabulary */
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    toks[2] = 3;
+    assert_int_equal(model_forward(ctx, &ok, logits), 0);
+
+    /* a ctx whose KV geometry does not match the model */
+    struct pager_kv_view bad = a.kv;
+    bad.n_layers++;
+    model_ctx_t *c2 = NULL;
+    assert_int_equal(model_ctx_new(m, &bad, &cfg, &c2), -EINVAL);
+    assert_null(c2);
+    model_ctx_free(ctx);
+    free(logits);
+    arena_free(&a);
+}
+
+/* The synthetic model's logits are finite, spread out, and their top two
+ * are almost never tied (the greedy path does not hinge on tie-breaking). */
+static void test_logits_healthy(void **state)
+{
+    (void)state;
+    const struct model *m = g_model;
+    const int32_t V = m->hp.n_vocab, n = g_short ? 8 : 32;
+    struct arena a;
+    arena_init(&a, m, FOLIO_F32, 16, 1, n);
+    model_ctx_t *ctx;
+    struct model_ctx_config cfg = {.max_tokens = n, .max_slices = n, .n_threads = 1};
+    assert_int_equal(model_ctx_new(m, &a.kv, &cfg, &ctx), 0);
+    int32_t *tok = malloc(sizeof(int32_t) * n);
+    random_tokens(tok, n, V);
+    float *logits = malloc(sizeof(float) * V);
+    int ties = 0;
+    double min_sd = INFINITY, max_sd = 0;
+    for (int32_t p = 0; p < n; p++) {
+        struct model_slice sl = {
+            .first_pos = p, .n_tokens = 1, .block_table = arena_table(&a, 0), .sample = true};
+        struct model_batch b = {.n_tokens = 1, .tokens = tok + p, .n_slices = 1, .slices = &sl};
+        assert_int_equal(model_forward(ctx, &b, logits), 0);
+        double s = 0, s2 = 0;
+        float t1 = -INFINITY, t2 = -INFINITY;
+        for (int32_t i = 0; i < V; i++) {
+            assert_true(isfinite(logits[i]));
+            s += logits[i], s2 += (double)logits[i] * logits[i];
+            if (logits[i] > t1)
+                t2 = t1, t1 = logits[i];
+            else if (logits[i] > t2)
+                t2 = logits[i];
+        }
+        double sd = sqrt(s2 / V - (s / V) * (s / V));
+        min_sd = fmin(min_sd, sd), max_sd = fmax(max_sd, sd);
+        ties += t1 - t2 < 1e-4f;
+    }
+    printf("# logits: sd in [%.3g, %.3g], top-2 ties %d of %d\n", min_sd, max_sd, ties, n);
+    assert_true(min_sd > 0.5 && max_sd < 20);
+    assert_true(ties <= 1);
+    model_ctx_free(ctx);
+    free(tok), free(logits);
+    arena_free(&a);
+}
+
+/* The generator is byte-for-byte reproducible: a fixed small model hashes
+ * to the value recorded when it was written (any machine, any compiler). */
+static void test_fill_random_fixed(void **state)
+{
+    (void)state;
+    struct model_hparams hp;
+    assert_int_equal(model__preset("tiny", &hp), 0);
+    hp.n_layers = 1, hp.n_vocab = 64, hp.dim = 64, hp.n_heads = 4, hp.n_kv_heads = 2;
+    hp.head_dim = 16, hp.ffn_dim = 96;
+    struct model *m;
+    assert_int_equal(model__alloc(&hp, &m), 0);
+    model__fill_random(m, 7);
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = m->storage;
+    for (size_t i = 0; i < m->storage_bytes; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    printf("# fill_random hash %016llx\n", (unsigned long long)h);
+    assert_true(h == 0x36d0c74e213af450ull);
+    /* and a different seed gives different weights */
+    model__fill_random(m, 8);
+    uint64_t h2 = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < m->storage_bytes; i++)
+        h2 = (h2 ^ p[i]) * 0x100000001b3ull;
+    assert_true(h2 != h);
+    model_free(m);
+
+    model_t *def;
+    char err[128];
+    assert_int_equal(model_load_default(&def, err, sizeof(err)), 0);
+    assert_string_equal(model_name(def), "folio-tiny-default");
+    assert_int_equal(model_hparams(def)->dim, 512);
+    assert_int_equal(model_hparams(def)->head_dim, 64);
+    model_free(def);
+    assert_int_equal(model__preset("huge", &hp), -EINVAL);
+}
+
+/* ---- thread pool ------------------------------------------------------ */
+
+struct pool_probe {
+    int nth_seen;
+    long calls[8]; /* per ith; each written only by its own thread */
+    long round;
+    long sums[8];
+};
+
+static void probe_fn(void *arg, int ith, int nth)
+{
+    struct pool_probe *p = arg;
+    p->nth_seen = nth;
+    p->calls[ith]++;
+    p->sums[ith] += p->round; /* sees the caller's writes before the dispatch */
+}
+
+/* Every dispatch runs fn exactly once per thread index, sees the state the
+ * caller wrote before it, and is complete when pool_run returns; workers
+ * that went to sleep (after a pause longer than the spin) wake up. */
+static void test_pool(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 4; n++) {
+        pool_t *pool;
+        assert_int_equal(pool_new(n, &pool), 0);
+        assert_int_equal(pool_size(pool), n);
+        struct pool_probe p = {0};
+        uint64_t t0 = folio_now_ns();
+        const long rounds = g_short ? 2000 : 10000;
+        long want = 0;
+        for (p.round = 1; p.round <= rounds; p.round++) {
+            pool_run(pool, probe_fn, &p);
+            want += p.round;
+            if (p.round % 500 == 0) {
+                for (int i = 0; i < n; i++) /* complete on return */
+                    assert_int_equal(p.calls[i], p.round);
+                struct timespec ts = {0, 200000}; /* let the workers fall asleep */
+                nanosleep(&ts, NULL);
+            }
+        }
+        printf("# pool of %d: %ld dispatches in %.1f ms (with %ld pauses of 0.2 ms)\n", n, rounds,
+               (folio_now_ns() - t0) * 1e-6, rounds / 500);
+        assert_int_equal(p.nth_seen, n);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(p.calls[i], rounds);
+            assert_true(p.sums[i] == want);
+        }
+        pool_free(pool);
+    }
+    pool_t *bad;
+    assert_int_equal(pool_new(0, &bad), -EINVAL);
+    pool_free(NULL);
+}
+
+/* Every allocation of model__alloc and model_ctx_new may fail: the call
+ * returns -ENOMEM, leaves *out NULL and leaks nothing (ASan checks). */
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    struct model_hparams hp;
+    assert_int_equal(model__preset("tiny", &hp), 0);
+    hp.n_layers = 1, hp.n_vocab = 64;
+    int rc;
+    long n = 1;
+    do {
+        struct model *m = (struct model *)1;
+        folio_alloc_fail_at(n++);
+        rc = model__alloc(&hp, &m);
+        folio_alloc_fail_at(0);
+        if (rc == 0) {
+            model_free(m);
+            break;
+        }
+        assert_int_equal(rc, -ENOMEM);
+        assert_null(m);
+    } while (n < 100);
+    assert_int_equal(rc, 0);
+
+    struct arena a;
+    arena_init(&a, g_model, FOLIO_F16, 16, 2, 64);
+    struct model_ctx_config cfg = {.max_tokens = 64, .max_slices = 4, .n_threads = 2};
+    n = 1;
+    do {
+        model_ctx_t *ctx = (model_ctx_t *)1;
+        folio_alloc_fail_at(n++);
+        rc = model_ctx_new(g_model, &a.kv, &cfg, &ctx);
+        folio_alloc_fail_at(0);
+        if (rc == 0) {
+            model_ctx_free(ctx);
+            break;
+        }
+        assert_int_equal(rc, -ENOMEM);
+        assert_null(ctx);
+    } while (n < 100);
+    assert_int_equal(rc, 0);
+    printf("# model_ctx_new: %ld allocations, each failure handled\n", n - 2);
+    arena_free(&a);
+}
+
+/* ---- with the real pager --------------------------------------------- */
+
+/* Runs one step over the given sequences (tokens[i][0..n[i]) appended to
+ * seqs[i] first) and checks each slice's logits against ref rows. */
+static void pager_step(pager_t *pg, model_ctx_t *ctx, pager_seq_t **seqs, int ns,
+                       const int32_t *const *tokens, const int32_t *n, const double *const *ref,
+                       double *worst)
+{
+    const int32_t V = g_model->hp.n_vocab;
+    int32_t btok[64], total = 0;
+    struct model_slice sl[4];
+    int32_t first[4];
+    for (int i = 0; i < ns; i++) {
+        first[i] = pager_seq_len(seqs[i]);
+        assert_int_equal(pager_seq_append(pg, seqs[i], tokens[i], n[i]), 0);
+        assert_int_equal(pager_check(pg, NULL, 0), 0);
+    }
+    for (int i = 0; i < ns; i++) { /* tables are final once every append is done */
+        int32_t nb;
+        sl[i] = (struct model_slice){.first_pos = first[i],
+                                     .n_tokens = n[i],
+                                     .block_table = pager_seq_block_table(seqs[i], &nb),
+                                     .sample = true};
+        memcpy(btok + total, tokens[i], sizeof(int32_t) * n[i]);
+        total += n[i];
+    }
+    float *logits = malloc(sizeof(float) * ns * V);
+    struct model_batch b = {.n_tokens = total, .tokens = btok, .n_slices = ns, .slices = sl};
+    assert_int_equal(model_forward(ctx, &b, logits), 0);
+    for (int i = 0; i < ns; i++) {
+        int32_t last = first[i] + n[i] - 1;
+        *worst =
+            FOLIO_MAX(*worst, max_abs_diff(logits + (size_t)i * V, ref[i] + (size_t)last * V, V));
+        pager_seq_mark_computed(pg, seqs[i], first[i] + n[i]);
+        assert_int_equal(pager_check(pg, NULL, 0), 0);
+    }
+    free(logits);
+}
+
+/* The forward over the pager's own page tables: a prompt, then a fork whose
+ * two children decode different tokens in one batch (copy-on-write of the
+ * shared partial block), and a third sequence that adopts the prompt's
+ * cached full blocks and computes only the rest.  Every row matches the
+ * dense reference of its whole token sequence. */
+static void test_pager_fork_and_prefix(void **state)
+{
+    (void)state;
+    const struct model *m = g_model;
+    enum { P = 20 };
+    const int32_t V = m->hp.n_vocab;
+    struct pager_config pc = {.num_blocks = 32,
+                              .block_size = 8,
+                              .n_layers = m->hp.n_layers,
+                              .n_kv_heads = m->hp.n_kv_heads,
+                              .head_dim = m->hp.head_dim,
+                              .dtype = FOLIO_F32};
+    pager_t *pg;
+    assert_int_equal(pager_init(&pg, &pc), 0);
+    struct pager_kv_view kv;
+    pager_kv_view(pg, &kv);
+    model_ctx_t *ctx;
+    struct model_ctx_config cfg = {.max_tokens = 64, .max_slices = 4, .n_threads = 2};
+    assert_int_equal(model_ctx_new(m, &kv, &cfg, &ctx), 0);
+
+    int32_t ta[P + 2], tb[P + 1], tc[P + 1];
+    random_tokens(ta, P + 2, V);
+    memcpy(tb, ta, sizeof(int32_t) * P);
+    memcpy(tc, ta, sizeof(int32_t) * P);
+    tb[P] = (ta[P] + 1) % V;
+    tc[P] = (ta[P] + 2) % V;
+    double *ra = malloc(sizeof(double) * (P + 2) * V), *rb = malloc(sizeof(double) * (P + 1) * V);
+    double *rc = malloc(sizeof(double) * (P + 1) * V);
+    ref_forward(m, ta, P + 2, ra);
+    ref_forward(m, tb, P + 1, rb);
+    ref_forward(m, tc, P + 1, rc);
+    double worst = 0;
+
+    pager_seq_t *a, *b, *c;
+    assert_int_equal(pager_seq_new(pg, 7, 1, 0, &a), 0);
+    {
+        const int32_t *tk[] = {ta};
+        const int32_t n[] = {P};
+        const double *r[] = {ra};
+        pager_step(pg, ctx, &a, 1, tk, n, r, &worst);
+    }
+    assert_int_equal(pager_seq_fork(pg, a, 2, 0, &b), 0);
+    {
+        pager_seq_t *ss[] = {a, b};
+        const int32_t *tk[] = {ta + P, tb + P};
+        const int32_t n[] = {1, 1};
+        const double *r[] = {ra, rb};
+        pager_step(pg, ctx, ss, 2, tk, n, r, &worst);
+    }
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    assert_true(st.cow_copies >= 1);
+    assert_int_equal(pager_seq_new(pg, 7, 3, 0, &c), 0);
+    int32_t hit = 0;
+    assert_int_equal(pager_seq_adopt_prefix(pg, c, tc, P + 1, &hit), 0);
+    assert_int_equal(hit, 16); /* the prompt's two full blocks */
+    {
+        pager_seq_t *ss[] = {c, a};
+        const int32_t *tk[] = {tc + hit, ta + P + 1};
+        const int32_t n[] = {P + 1 - hit, 1};
+        const double *r[] = {rc, ra};
+        pager_step(pg, ctx, ss, 2, tk, n, r, &worst);
+    }
+    printf("# pager: fork + copy-on-write + prefix hit: max |diff| = %.3g\n", worst);
+    assert_true(worst <= F32_TOL);
+    pager_seq_free(pg, a);
+    pager_seq_free(pg, b);
+    pager_seq_free(pg, c);
+    assert_int_equal(pager_check(pg, NULL, 0), 0);
+    model_ctx_free(ctx);
+    pager_free(pg);
+    free(ra), free(rb), free(rc);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *s = getenv("FOLIO_TEST_SHORT");
+    g_short = s && *s && strcmp(s, "0");
+    struct model_hparams hp;
+    assert_int_equal(model__preset("tiny", &hp), 0);
+    if (g_short)
+        hp.n_layers = 2, hp.n_vocab = 4096;
+    assert_int_equal(model__alloc(&hp, &g_model), 0);
+    model__fill_random(g_model, 1234);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    model_free(g_model);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        /* clang-format off */
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_fill_random_fixed),
+        cmocka_unit_test(test_whole_prompt),
+        cmocka_unit_test(test_random_chunks),
+        cmocka_unit_test(test_token_by_token),
+        cmocka_unit_test(test_many_sequences),
+        cmocka_unit_test(test_f16_kv),
+        cmocka_unit_test(test_invalid_batches),
+        cmocka_unit_test(test_logits_healthy),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_pager_fork_and_prefix),
+        /* clang-format on */
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
