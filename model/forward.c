@@ -48,14 +48,11 @@
  *   on the caller alone: waking the pool would cost more than the work.
  *
  * Attention goes through model__attention(), the one place that chooses
- * the kernel.  When attention/attn_paged.c is in the tree (meson defines
- * FOLIO_HAVE_ATTN_PAGED) it is the fast attn_paged: ATTN_PHASES pool
- * dispatches over a workspace sized at model_ctx_new for the largest
- * batches the ctx accepts; a batch whose plan would need more falls back
- * to the reference (stats.attn_ref_layers counts it; the tests assert it
- * never happens).  Otherwise it is the scalar reference attn_paged_ref,
- * with the batch's slices shared out over the pool (the reference
- * allocates scratch per call; nothing else does).
+ * the kernel: the fast attn_paged, ATTN_PHASES pool dispatches over a
+ * workspace sized once at model_ctx_new by attn_paged_work_bound.  A batch
+ * whose plan needed more (never, by that bound) would fall back to the
+ * scalar reference (stats.attn_ref_layers counts it; the tests assert it
+ * never happens).
  *
  * Invariants: model_forward never allocates; every workspace is sized at
  * model_ctx_new from cfg (max_tokens, max_slices).  The model and the KV
@@ -296,7 +293,6 @@ static void job_attn_ref(void *arg, int ith, int nth)
     attn_paged_ref(&part);
 }
 
-#if FOLIO_HAVE_ATTN_PAGED
 struct attn_job {
     const struct attn_batch *ab;
     void *work;
@@ -308,18 +304,14 @@ static void job_attn(void *arg, int ith, int nth)
     struct attn_job *a = arg;
     attn_paged(a->ab, a->work, a->phase, ith, nth);
 }
-#endif
 
 /* The attention of one layer: the single place that picks the kernel.
- * With the fast kernel built in (FOLIO_HAVE_ATTN_PAGED) it runs its
- * ATTN_PHASES phases over the pool in the workspace sized at
- * model_ctx_new; a batch whose plan would need more workspace than that
- * (not expected: see attn_work_size) falls back to the reference, counted
- * in stats.attn_ref_layers.  Without it: the scalar reference, its slices
- * shared out over the pool. */
+ * The fast kernel runs its ATTN_PHASES phases over the pool in the
+ * workspace sized at model_ctx_new by attn_paged_work_bound; a batch whose
+ * plan needed more (never, by that bound) would fall back to the
+ * reference, counted in stats.attn_ref_layers. */
 static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
 {
-#if FOLIO_HAVE_ATTN_PAGED
     const int nth = pool_size(ctx->pool);
     if (attn_paged_work_size(ab, nth) <= ctx->attn_work_bytes) {
         struct attn_job a = {.ab = ab, .work = ctx->attn_work};
@@ -327,48 +319,12 @@ static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
             pool_run(ctx->pool, job_attn, &a);
         return;
     }
-#endif
     ctx->stats.attn_ref_layers++;
     if (ab->n_seqs > 1)
         pool_run(ctx->pool, job_attn_ref, (void *)ab);
     else
         attn_paged_ref(ab);
 }
-
-#if FOLIO_HAVE_ATTN_PAGED
-/* Workspace for the fast kernel: the largest attn_paged_work_size over a
- * few extreme batches this ctx could be given (all decodes at the end of
- * the context; one slice of max_tokens rows; max_tokens rows spread over
- * max_slices slices), doubled.  scratch: a block table of zeros covering
- * ctx_len positions (ids only need to be valid). */
-static size_t attn_work_size(struct model_ctx *ctx, int32_t *zeros)
-{
-    const struct model_hparams *hp = &ctx->m->hp;
-    const int32_t T = ctx->cfg.max_tokens, S = ctx->cfg.max_slices, L = hp->ctx_len;
-    const int nth = ctx->cfg.n_threads;
-    struct attn_batch ab = {.kv = &ctx->kv,
-                            .n_heads = hp->n_heads,
-                            .scale = 1.0f,
-                            .seqs = ctx->aseqs,
-                            .q = ctx->q,
-                            .out = ctx->att};
-    size_t best = 0;
-    for (int shape = 0; shape < 3; shape++) {
-        int32_t n_seqs = shape == 1 ? 1 : S, rows = 0;
-        for (int32_t s = 0; s < n_seqs; s++) {
-            int32_t n_q = shape == 0 ? 1 : shape == 1 ? FOLIO_MIN(T, L) : FOLIO_MAX(1, T / S);
-            n_q = FOLIO_MIN(n_q, L);
-            ctx->aseqs[s] =
-                (struct attn_seq){.q_row = rows, .n_q = n_q, .p0 = L - n_q, .block_table = zeros};
-            rows += n_q;
-        }
-        ab.n_seqs = n_seqs;
-        ab.n_rows = rows;
-        best = FOLIO_MAX(best, attn_paged_work_size(&ab, nth));
-    }
-    return 2 * best + 65536;
-}
-#endif
 
 /* ---- context ---------------------------------------------------------- */
 
@@ -431,19 +387,12 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     }
     for (size_t i = 0; i < d / 2; i++)
         ctx->inv_freq[i] = pow((double)hp->rope_base, -2.0 * (double)i / (double)d);
-#if FOLIO_HAVE_ATTN_PAGED
-    {
-        int32_t *zeros =
-            folio_calloc((size_t)FOLIO_DIV_CEIL(hp->ctx_len, kv->block_size) + 1, sizeof(int32_t));
-        if (!zeros)
-            goto fail;
-        ctx->attn_work_bytes = attn_work_size(ctx, zeros);
-        folio_free(zeros);
-        ctx->attn_work = folio_aligned_alloc(64, ctx->attn_work_bytes);
-        if (!ctx->attn_work)
-            goto fail;
-    }
-#endif
+    /* The kernel's proven bound over every batch this ctx accepts. */
+    ctx->attn_work_bytes =
+        attn_paged_work_bound(kv, hp->n_heads, ctx->cfg.max_tokens, ctx->cfg.n_threads);
+    ctx->attn_work = folio_aligned_alloc(64, ctx->attn_work_bytes);
+    if (!ctx->attn_work)
+        goto fail;
     rc = pool_new(ctx->cfg.n_threads, &ctx->pool);
     if (rc < 0)
         goto fail;

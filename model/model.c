@@ -39,9 +39,7 @@
 #include <string.h>
 
 #include "folio/common.h"
-#if FOLIO_HAVE_LOADER
 #include "folio/gguf.h"
-#endif
 
 int model__preset(const char *name, struct model_hparams *hp)
 {
@@ -226,9 +224,7 @@ void model_free(model_t *m)
 {
     if (!m)
         return;
-#if FOLIO_HAVE_LOADER
     gguf_close(m->gguf); /* the loader keeps the file mapped (tokenizer keys) */
-#endif
     folio_free(m->storage);
     folio_free(m->layers);
     folio_free(m);

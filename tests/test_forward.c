@@ -300,11 +300,7 @@ static double run_paged(const struct model *m, enum folio_dtype dt, int32_t bloc
     }
     struct model_ctx_stats st;
     model_ctx_stats_get(ctx, &st);
-#if FOLIO_HAVE_ATTN_PAGED
     assert_int_equal(st.attn_ref_layers, 0); /* the fast kernel ran every layer */
-#else
-    assert_int_equal(st.attn_ref_layers, st.steps * (uint64_t)m->hp.n_layers);
-#endif
     assert_int_equal(st.tokens, (uint64_t)total);
     model_ctx_free(ctx);
     for (int32_t s = 0; s < n_seqs; s++)

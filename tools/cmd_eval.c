@@ -128,12 +128,7 @@ int cmd_eval(int argc, char **argv)
     if (!model_path || !strcmp(model_path, "default")) {
         rc = model_load_default(&m, err, sizeof(err));
     } else {
-#if FOLIO_HAVE_LOADER
         rc = model_load_file(model_path, &m, err, sizeof(err));
-#else
-        snprintf(err, sizeof(err), "%s: this build has no GGUF loader", model_path);
-        rc = -ENOTSUP;
-#endif
     }
     if (rc < 0) {
         fprintf(stderr, "folio eval: %s\n", err[0] ? err : strerror(-rc));

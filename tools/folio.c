@@ -11,6 +11,7 @@ const struct folio_cmd folio_cmds[] = {
     {"bench", cmd_bench, "load-test a server (foliod or OpenAI-compatible)"},
     {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
+    {"sim", cmd_sim, "simulate the scheduler and pager on a request trace (no model)"},
     {"tokenize", cmd_tokenize, "show a model's tokens for a text (or decode ids)"},
     {NULL, NULL, NULL},
 };

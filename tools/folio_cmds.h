@@ -19,6 +19,7 @@ extern const int folio_n_cmds;
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
 #endif

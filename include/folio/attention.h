@@ -32,10 +32,10 @@ extern "C" {
 #endif
 
 struct attn_seq {
-    int32_t q_row;               /* first row of the slice in q / out */
-    int32_t n_q;                 /* rows (new tokens), >= 1 */
-    int32_t p0;                  /* position of the first new token, >= 0 */
-    const int32_t *block_table;  /* >= ceil((p0 + n_q) / block_size) ids */
+    int32_t q_row;              /* first row of the slice in q / out */
+    int32_t n_q;                /* rows (new tokens), >= 1 */
+    int32_t p0;                 /* position of the first new token, >= 0 */
+    const int32_t *block_table; /* >= ceil((p0 + n_q) / block_size) ids */
 };
 
 struct attn_batch {
@@ -63,7 +63,25 @@ void attn_paged_ref(const struct attn_batch *b);
  * aligned, and must not change between phases of one batch. */
 #define ATTN_PHASES 2
 size_t attn_paged_work_size(const struct attn_batch *b, int nth);
+/* An upper bound of attn_paged_work_size over every batch on this view
+ * with n_heads query heads and at most max_rows rows, for sizing the
+ * workspace once (model_ctx_new).  Loose but finite: the partials of
+ * context splits are bounded by at most 4 nth split items (slices of fewer
+ * than 8 nth rows) of at most 4 nth pieces each. */
+size_t attn_paged_work_bound(const struct pager_kv_view *kv, int32_t n_heads, int32_t max_rows,
+                             int nth);
 void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int nth);
+
+/* Instruction set of the fast kernel's inner loops: "portable" (plain C, any
+ * CPU), "avx2" (AVX2 + FMA + F16C), "avx512" (AVX-512F), or "auto" / NULL
+ * for the best this CPU supports (the default; the environment variable
+ * FOLIO_ATTN_ISA, read at first use, may name another).  -EINVAL for an
+ * unknown name, -ENOTSUP if this CPU or build lacks it.  A head_dim the
+ * chosen path cannot take (not a multiple of 16 / 8) runs the next one down.
+ * For tests and benchmarks: must not race a running kernel. */
+int attn_force_isa(const char *name);
+/* The instruction set in use now ("portable", "avx2", "avx512"). */
+const char *attn_isa_name(void);
 
 #ifdef __cplusplus
 }

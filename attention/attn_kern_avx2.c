@@ -1,0 +1,22 @@
+/*
+ * attention/attn_kern_avx2.c — the inner kernel for AVX2 + FMA + F16C
+ * (attn_kern_body.h with 8-lane vectors).  Built with -mavx2 -mfma -mf16c
+ * -mno-avx512f; only called after the dispatcher saw those at run time.
+ */
+#include <immintrin.h>
+
+#define VW        8
+#define KERN_NAME attn__kern_avx2
+
+#define vload_h(p) ((vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p))))
+
+static inline float hsum8(__m256 v)
+{
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+#define vhsum(v) hsum8((__m256)(v))
+
+#include "attn_kern_body.h"

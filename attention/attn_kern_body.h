@@ -1,0 +1,408 @@
+/*
+ * attention/attn_kern_body.h — the inner paged-attention kernel, written
+ * once with GCC vector extensions and compiled once per instruction set.
+ *
+ * Included by
+ *   attn_kern_portable.c   VW = 1: plain scalar code, any head_dim
+ *   attn_kern_portable4.c  VW = 4: generic 16-byte vectors (SSE2 on
+ *                          baseline x86-64, NEON elsewhere)
+ *   attn_kern_avx2.c       VW = 8: AVX2 + FMA + F16C
+ *   attn_kern_avx512.c     VW = 16: AVX-512F
+ * each built with its own compiler flags; the including file defines
+ *   VW                 lanes of one vector (head_dim must be a multiple)
+ *   KERN_NAME          the exported function, e.g. attn__kern_avx2
+ *   vload_h(p)         VW binary16 values at p -> vf
+ *   vhsum(v)           sum of the lanes of v
+ *
+ * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
+ * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
+ * rows x hv heads (mcap query vectors, at most 32 unless hv is larger), so
+ * every K/V row is read once per tile, not once per query head.  A decode
+ * piece takes all KV heads of the layer at once, so each block is read as
+ * one contiguous run of K and one of V rather than n_kv_heads short tiles.
+ * For each tile the visible key range is walked in chunks of KC = 16 keys:
+ *
+ *   chunk rows  f32 inside one block: read in place from the tile;
+ *               f16 or spanning blocks: converted / gathered into
+ *               kbuf, vbuf [n_kvh][KC][hd] (scratch)
+ *   scores      s[qi][k] = (q_qi * scale) . K[k], -inf where k is not
+ *               visible to qi's row (causal) or past the chunk; VW keys'
+ *               dot-product vectors are folded into one vector of VW
+ *               scores by a shuffle tree (no horizontal sum per key)
+ *   softmax     online: m_new = max(m, max_k s), corr = exp(m - m_new),
+ *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
+ *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers)
+ *
+ * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
+ * prefetched into L2 through the page table (the jump between pages is
+ * where the hardware prefetcher loses the stream).  Measured on the
+ * development machine (bench_attention, decode): prefetching whole next
+ * blocks into L1 was slower than no prefetch; this rolling L2 prefetch was
+ * ~7% faster than none for f32 K/V and neutral for f16.
+ *
+ * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
+ * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
+ * masked keys and huge score gaps never produce NaN.
+ *
+ * No allocation; everything lives in the caller's scratch.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attn_internal.h"
+
+#ifndef VW
+#error "define VW before including attn_kern_body.h"
+#endif
+
+#define KC        ATTN__KC
+#define PF_CHUNKS 2 /* prefetch distance, in chunks */
+
+typedef float vf __attribute__((vector_size(VW * 4)));
+typedef float vf_u __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+typedef int32_t vi __attribute__((vector_size(VW * 4)));
+
+#define AI static inline __attribute__((always_inline))
+/* loops over the vectors of one head_dim row: unrolled fully when head_dim
+ * is a constant, so the row lives in registers */
+#define UNROLL _Pragma("GCC unroll 32")
+
+AI vf vsplat(float x)
+{
+    vf z = {0};
+    return z + x;
+}
+
+AI vf vload(const float *p)
+{
+    return *(const vf_u *)p;
+}
+
+AI void vstore(float *p, vf v)
+{
+    *(vf_u *)p = v;
+}
+
+/* exp(x) for x <= 0; 0 for x < -87 (including -inf). */
+AI vf vexp_neg(vf x)
+{
+    const vf lo = vsplat(-87.0f);
+    vi dead = x < lo;
+    x = (vf)(((vi)x & ~dead) | ((vi)lo & dead));
+    const vf magic = vsplat(12582912.0f); /* 1.5 * 2^23: round to nearest */
+    vf t = x * 1.44269504088896341f + magic;
+    vf n = t - magic;
+    vi ni = (vi)t - (vi)magic;
+    vf r = x - n * 0.693145751953125f;
+    r = r - n * 1.42860682030941723e-6f;
+    vf p = vsplat(1.0f / 720.0f);
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    vi bits = (vi)p + (ni << 23);
+    return (vf)(bits & ~dead);
+}
+
+AI vi vsplat_i(int32_t x)
+{
+    vi z = {0};
+    return z + x;
+}
+
+#if VW > 1
+/* Source lane of output lane i when folding a pair (a, b) of vectors made
+ * of segments of w lanes: the output holds the segments of a then of b,
+ * each halved; "hi" picks the upper halves.  Lane i of the last fold is the
+ * sum of all lanes of input vector i. */
+#define FOLD_SRC(i, w, hi)                                                                         \
+    (((i) >= VW / 2 ? VW : 0) + (((i) % (VW / 2)) / ((w) / 2)) * (w) + ((i) % ((w) / 2)) +         \
+     ((hi) ? (w) / 2 : 0))
+#if VW == 16
+#define FOLD_MASK(w, hi)                                                                           \
+    {                                                                                              \
+        FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi),            \
+            FOLD_SRC(4, w, hi), FOLD_SRC(5, w, hi), FOLD_SRC(6, w, hi), FOLD_SRC(7, w, hi),        \
+            FOLD_SRC(8, w, hi), FOLD_SRC(9, w, hi), FOLD_SRC(10, w, hi), FOLD_SRC(11, w, hi),      \
+            FOLD_SRC(12, w, hi), FOLD_SRC(13, w, hi), FOLD_SRC(14, w, hi), FOLD_SRC(15, w, hi)     \
+    }
+#elif VW == 8
+#define FOLD_MASK(w, hi)                                                                           \
+    {                                                                                              \
+        FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi),            \
+            FOLD_SRC(4, w, hi), FOLD_SRC(5, w, hi), FOLD_SRC(6, w, hi), FOLD_SRC(7, w, hi)         \
+    }
+#elif VW == 4
+#define FOLD_MASK(w, hi)                                                                           \
+    {                                                                                              \
+        FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi)             \
+    }
+#else
+#error "VW must be 1, 4, 8 or 16"
+#endif
+
+#define FOLD_LEVEL(w)                                                                              \
+    do {                                                                                           \
+        const vi ma = FOLD_MASK(w, 0), mb = FOLD_MASK(w, 1);                                       \
+        UNROLL                                                                                     \
+        for (int i_ = 0; i_ < (w) / 2; i_++)                                                       \
+            d[i_] = __builtin_shuffle(d[2 * i_], d[2 * i_ + 1], ma) +                              \
+                    __builtin_shuffle(d[2 * i_], d[2 * i_ + 1], mb);                               \
+    } while (0)
+
+/* d[0..VW) -> one vector whose lane k is the sum of the lanes of d[k]. */
+AI vf fold_all(vf *d)
+{
+#if VW == 16
+    FOLD_LEVEL(16);
+#endif
+#if VW >= 8
+    FOLD_LEVEL(8);
+#endif
+    FOLD_LEVEL(4);
+    FOLD_LEVEL(2);
+    return d[0];
+}
+
+AI vi lane_index(void)
+{
+#if VW == 16
+    vi v = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#elif VW == 8
+    vi v = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+    vi v = {0, 1, 2, 3};
+#endif
+    return v;
+}
+#endif
+
+/* qr[] / a[] are filled for c < nv before use; GCC cannot see that for a
+ * run-time head_dim */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+AI void kern_body(const struct attn__piece *pc, const int hd)
+{
+    const int nv = hd / VW;
+    const int32_t group = pc->group, nkvh = pc->n_kvh, hv = nkvh * group;
+    const int32_t bs = pc->block_size;
+    const int32_t mcap = attn__mcap(hv);
+    const int32_t rt = mcap / hv;
+    float *m = pc->scratch;
+    float *l = m + ATTN__ALIGN_F(mcap);
+    float *s = l + ATTN__ALIGN_F(mcap);
+    float *acc = s + ATTN__ALIGN_F((size_t)mcap * KC);
+    float *kbuf = acc + ATTN__ALIGN_F((size_t)mcap * hd);
+    float *vbuf = kbuf + ATTN__ALIGN_F((size_t)KC * hd * nkvh);
+    const size_t esz = pc->f16 ? 2 : 4;
+    const size_t row_bytes = (size_t)hd * esz;
+    const float scale = pc->scale;
+
+    for (int32_t r = 0; r < pc->n_rows; r += rt) {
+        const int32_t nr = FOLIO_MIN(rt, pc->n_rows - r);
+        const int32_t nq = nr * hv;
+        for (int32_t qi = 0; qi < nq; qi++) {
+            m[qi] = -INFINITY;
+            l[qi] = 0;
+            memset(acc + (size_t)qi * hd, 0, sizeof(float) * (size_t)hd);
+        }
+        const int32_t cend = FOLIO_MIN(pc->c1, pc->pos0 + r + nr);
+        int32_t n;
+        for (int32_t pos = pc->c0; pos < cend; pos += n) {
+            n = FOLIO_MIN(KC, cend - pos);
+            const int32_t bi = pos / bs, slot = pos % bs;
+            const float *kp, *vp; /* row k of KV head j: kp + j * hstride + k * hd */
+            size_t hstride;
+            if (!pc->f16 && slot + n <= bs) {
+                const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
+                kp = (const float *)(t + (size_t)slot * row_bytes);
+                vp = (const float *)(t + pc->v_bytes + (size_t)slot * row_bytes);
+                hstride = pc->head_bytes / sizeof(float);
+            } else {
+                int32_t gb = bi, gs = slot; /* block index, slot of key k */
+                const char *t0 = pc->kbase + (size_t)pc->block_table[gb] * pc->block_bytes +
+                                 (size_t)gs * row_bytes;
+                for (int32_t k = 0; k < n; k++) {
+                    if (gs == bs) {
+                        gs = 0;
+                        gb++;
+                        t0 = pc->kbase + (size_t)pc->block_table[gb] * pc->block_bytes;
+                    }
+                    for (int32_t j = 0; j < nkvh; j++) {
+                        const char *t = t0 + (size_t)j * pc->head_bytes;
+                        float *kd = kbuf + ((size_t)j * KC + k) * hd;
+                        float *vd = vbuf + ((size_t)j * KC + k) * hd;
+                        if (pc->f16) {
+                            const uint16_t *kh = (const uint16_t *)t;
+                            const uint16_t *vh = (const uint16_t *)(t + pc->v_bytes);
+                            UNROLL
+                            for (int c = 0; c < nv; c++) {
+                                vstore(kd + c * VW, vload_h(kh + c * VW));
+                                vstore(vd + c * VW, vload_h(vh + c * VW));
+                            }
+                        } else {
+                            memcpy(kd, t, row_bytes);
+                            memcpy(vd, t + pc->v_bytes, row_bytes);
+                        }
+                    }
+                    gs++;
+                    t0 += row_bytes;
+                }
+                kp = kbuf;
+                vp = vbuf;
+                hstride = (size_t)KC * hd;
+            }
+            /* prefetch (into L2) the rows PF_CHUNKS chunks ahead, every KV head */
+            {
+                const int32_t pp = pos + PF_CHUNKS * KC;
+                if (pp < cend) {
+                    const int32_t sp = pp % bs, np = FOLIO_MIN(FOLIO_MIN(KC, bs - sp), cend - pp);
+                    const char *t = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes +
+                                    (size_t)sp * row_bytes;
+                    const size_t len = (size_t)np * row_bytes;
+                    for (int32_t j = 0; j < nkvh; j++) {
+                        const char *tj = t + (size_t)j * pc->head_bytes;
+                        for (size_t off = 0; off < len; off += 64) {
+                            __builtin_prefetch(tj + off, 0, 1);
+                            __builtin_prefetch(tj + pc->v_bytes + off, 0, 1);
+                        }
+                    }
+                }
+            }
+            /* scores */
+            for (int32_t rr = 0; rr < nr; rr++) {
+                const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
+                for (int32_t h = 0; h < hv; h++) {
+                    const int32_t qi = rr * hv + h;
+                    const float *qv = pc->q + (size_t)(r + rr) * pc->q_stride + (size_t)h * hd;
+                    const float *kh = kp + (size_t)(h / group) * hstride;
+                    float *srow = s + (size_t)qi * KC;
+                    vf qr[ATTN__HD_MAX / VW];
+                    UNROLL
+                    for (int c = 0; c < nv; c++)
+                        qr[c] = vload(qv + c * VW) * scale;
+#if VW == 1
+                    for (int32_t k = 0; k < nvis; k++) {
+                        const float *kr = kh + (size_t)k * hd;
+                        vf a = vsplat(0.0f);
+                        for (int c = 0; c < nv; c++)
+                            a += qr[c] * vload(kr + c * VW);
+                        srow[k] = a[0];
+                    }
+                    for (int32_t k = nvis; k < KC; k++)
+                        srow[k] = -INFINITY;
+#else
+                    /* VW keys at a time: VW dot-product vectors folded
+                     * into one vector of VW scores (no per-key hsum) */
+                    for (int32_t kb = 0; kb < KC; kb += VW) {
+                        vf d[VW];
+                        UNROLL
+                        for (int k = 0; k < VW; k++) {
+                            d[k] = vsplat(0.0f);
+                            if (kb + k < nvis) {
+                                const float *kr = kh + (size_t)(kb + k) * hd;
+                                UNROLL
+                                for (int c = 0; c < nv; c++)
+                                    d[k] += qr[c] * vload(kr + c * VW);
+                            }
+                        }
+                        vf sc = fold_all(d);
+                        vi keep = lane_index() < vsplat_i(nvis - kb);
+                        sc = (vf)(((vi)sc & keep) | ((vi)vsplat(-INFINITY) & ~keep));
+                        vstore(srow + kb, sc);
+                    }
+#endif
+                }
+            }
+
+            /* online softmax */
+            for (int32_t qi = 0; qi < nq; qi++) {
+                float *srow = s + (size_t)qi * KC;
+                float mx = srow[0];
+                for (int k = 1; k < KC; k++)
+                    mx = srow[k] > mx ? srow[k] : mx;
+                if (mx == -INFINITY) { /* nothing visible to this row yet */
+                    for (int k = 0; k < KC; k++)
+                        srow[k] = 0;
+                    continue;
+                }
+                const float mnew = m[qi] > mx ? m[qi] : mx;
+                const float corr = expf(m[qi] - mnew);
+                vf sum = vsplat(0.0f);
+                for (int c = 0; c < KC / VW; c++) {
+                    vf p = vexp_neg(vload(srow + c * VW) - mnew);
+                    vstore(srow + c * VW, p);
+                    sum += p;
+                }
+                l[qi] = l[qi] * corr + vhsum(sum);
+                m[qi] = mnew;
+                if (corr != 1.0f) {
+                    float *ar = acc + (size_t)qi * hd;
+                    UNROLL
+                    for (int c = 0; c < nv; c++)
+                        vstore(ar + c * VW, vload(ar + c * VW) * corr);
+                }
+            }
+
+            /* values */
+            for (int32_t rr = 0; rr < nr; rr++) {
+                const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
+                for (int32_t h = 0; h < hv; h++) {
+                    const int32_t qi = rr * hv + h;
+                    const float *prow = s + (size_t)qi * KC;
+                    const float *vh = vp + (size_t)(h / group) * hstride;
+                    float *ar = acc + (size_t)qi * hd;
+                    vf a[ATTN__HD_MAX / VW];
+                    UNROLL
+                    for (int c = 0; c < nv; c++)
+                        a[c] = vload(ar + c * VW);
+                    for (int32_t k = 0; k < nvis; k++) {
+                        const float pk = prow[k];
+                        const float *vr = vh + (size_t)k * hd;
+                        UNROLL
+                        for (int c = 0; c < nv; c++)
+                            a[c] += pk * vload(vr + c * VW);
+                    }
+                    UNROLL
+                    for (int c = 0; c < nv; c++)
+                        vstore(ar + c * VW, a[c]);
+                }
+            }
+        }
+
+        /* results of the tile */
+        for (int32_t rr = 0; rr < nr; rr++) {
+            for (int32_t h = 0; h < hv; h++) {
+                const int32_t qi = rr * hv + h;
+                const float *ar = acc + (size_t)qi * hd;
+                if (pc->out) {
+                    float *o = pc->out + (size_t)(r + rr) * pc->out_stride + (size_t)h * hd;
+                    const float inv = 1.0f / l[qi];
+                    UNROLL
+                    for (int c = 0; c < nv; c++)
+                        vstore(o + c * VW, vload(ar + c * VW) * inv);
+                } else {
+                    float *rec = pc->part + ((size_t)(r + rr) * hv + h) * ATTN__PSTRIDE(hd);
+                    rec[0] = m[qi];
+                    rec[1] = l[qi];
+                    memcpy(rec + 16, ar, sizeof(float) * (size_t)hd);
+                }
+            }
+        }
+    }
+}
+
+#pragma GCC diagnostic pop
+
+void KERN_NAME(const struct attn__piece *pc)
+{
+    /* constant head_dim lets the compiler keep q / acc rows in registers */
+    if (pc->hd == 64)
+        kern_body(pc, 64);
+    else if (pc->hd == 128)
+        kern_body(pc, 128);
+    else
+        kern_body(pc, pc->hd);
+}

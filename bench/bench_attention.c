@@ -1,0 +1,427 @@
+/*
+ * bench/bench_attention.c — paged attention kernel figures for
+ * BENCHMARKS.md ("Paged attention").
+ *
+ *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]
+ *
+ * --only NAME runs just that (a) case (and --dtype just one type), for
+ * profiling.  --cputime times by process CPU time / threads instead of wall time: on a
+ * machine shared with other jobs it leaves out time spent descheduled
+ * (useful for comparing kernel variants; the figures to publish are wall).
+ *
+ * (a) paged vs contiguous: the same kernel on the same K/V, once through
+ *     page tables of shuffled block ids, once through an identity table
+ *     (block ids in order), and once "whole": a view whose block_size
+ *     covers the sequence, so each (sequence, head) K or V is one
+ *     contiguous [ctx][head_dim] buffer — a dense KV cache.  Reported as the
+ *     ratio of speeds, paged / whole.
+ * (b) decode: 32 sequences x 4096 context, the small model's geometry (12
+ *     heads, 4 KV heads, head_dim 64, block 16), f32 and f16: GB/s of K/V
+ *     read against this machine's read bandwidth, measured in the same run
+ *     by a streaming sum over 512 MiB with the same number of threads.
+ * (c) prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting
+ *     2 * head_dim flops for each q.k and each p*v over the causal triangle.
+ *
+ * Threads are pthreads driving the phases with a barrier, as the model's
+ * pool does.  (a) interleaves the three layouts run by run and compares
+ * best times (the machine is shared and noisy); (b) and (c) print the
+ * median of --reps runs after one warm-up, best in brackets.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "folio/attention.h"
+
+static uint64_t rng_s = 42;
+
+static float rnd(void)
+{
+    rng_s = rng_s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* ---- a batch over one of three layouts --------------------------------- */
+
+enum layout { LAYOUT_SHUFFLED, LAYOUT_IDENTITY, LAYOUT_WHOLE };
+
+struct setup {
+    int32_t n_seqs, ctx, n_q; /* every slice: p0 = ctx - n_q */
+    int32_t n_heads, n_kv, hd, bs;
+    enum folio_dtype dt;
+    enum layout layout;
+    struct pager_kv_view kv;
+    struct attn_seq *seqs;
+    int32_t *tables;
+    float *q, *out;
+    struct attn_batch b;
+};
+
+static void setup_build(struct setup *st)
+{
+    const int32_t bs = st->layout == LAYOUT_WHOLE ? st->ctx : st->bs;
+    const int32_t nb_seq = (st->ctx + bs - 1) / bs;
+    const int32_t nb = nb_seq * st->n_seqs;
+    struct pager_kv_view *kv = &st->kv;
+    kv->dtype = st->dt;
+    kv->num_blocks = nb;
+    kv->block_size = bs;
+    kv->n_layers = 1;
+    kv->n_kv_heads = st->n_kv;
+    kv->head_dim = st->hd;
+    kv->head_stride = (size_t)bs * st->hd;
+    kv->v_offset = (size_t)st->n_kv * kv->head_stride;
+    kv->layer_stride = 2 * kv->v_offset;
+    kv->block_stride = kv->layer_stride;
+    const size_t n_elem = (size_t)nb * kv->block_stride;
+    const size_t esz = folio_dtype_size(st->dt);
+    kv->base = folio_aligned_alloc(64, n_elem * esz);
+    st->tables = folio_malloc(sizeof(int32_t) * (size_t)nb);
+    st->seqs = folio_malloc(sizeof(struct attn_seq) * (size_t)st->n_seqs);
+    if (!kv->base || !st->tables || !st->seqs) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n_elem; i++) {
+        float x = rnd();
+        if (st->dt == FOLIO_F16)
+            ((uint16_t *)kv->base)[i] = folio_f32_to_f16(x);
+        else
+            ((float *)kv->base)[i] = x;
+    }
+    for (int32_t i = 0; i < nb; i++)
+        st->tables[i] = i;
+    if (st->layout == LAYOUT_SHUFFLED) {
+        for (int32_t i = nb - 1; i > 0; i--) {
+            int32_t j = (int32_t)((uint32_t)(rnd() * 1e6f + 1e6f) % (uint32_t)(i + 1));
+            int32_t t = st->tables[i];
+            st->tables[i] = st->tables[j];
+            st->tables[j] = t;
+        }
+    }
+    for (int32_t s = 0; s < st->n_seqs; s++)
+        st->seqs[s] = (struct attn_seq){.q_row = s * st->n_q,
+                                        .n_q = st->n_q,
+                                        .p0 = st->ctx - st->n_q,
+                                        .block_table = st->tables + (size_t)s * nb_seq};
+    const size_t nq = (size_t)st->n_seqs * st->n_q * st->n_heads * st->hd;
+    st->q = folio_malloc(sizeof(float) * nq);
+    st->out = folio_malloc(sizeof(float) * nq);
+    for (size_t i = 0; i < nq; i++)
+        st->q[i] = rnd();
+    st->b = (struct attn_batch){.kv = kv,
+                                .layer = 0,
+                                .n_heads = st->n_heads,
+                                .scale = 1.0f / sqrtf((float)st->hd),
+                                .n_seqs = st->n_seqs,
+                                .seqs = st->seqs,
+                                .n_rows = st->n_seqs * st->n_q,
+                                .q = st->q,
+                                .out = st->out};
+}
+
+static void setup_free(struct setup *st)
+{
+    folio_free(st->kv.base);
+    folio_free(st->tables);
+    folio_free(st->seqs);
+    folio_free(st->q);
+    folio_free(st->out);
+}
+
+/* ---- a tiny thread team ------------------------------------------------ */
+
+enum job { JOB_ATTN, JOB_SUM, JOB_QUIT };
+
+struct team {
+    int nth;
+    pthread_t tid[64];
+    pthread_barrier_t bar;
+    enum job job;
+    const struct attn_batch *b;
+    void *work;
+    const float *buf;
+    size_t buf_n;
+    double sums[64];
+};
+
+static struct team team;
+
+static void do_job(int ith)
+{
+    if (team.job == JOB_ATTN) {
+        for (int phase = 0; phase < ATTN_PHASES; phase++) {
+            attn_paged(team.b, team.work, phase, ith, team.nth);
+            pthread_barrier_wait(&team.bar);
+        }
+    } else if (team.job == JOB_SUM) {
+        size_t lo = team.buf_n * ith / team.nth, hi = team.buf_n * (ith + 1) / team.nth;
+        float acc[16] = {0};
+        for (size_t i = lo; i + 16 <= hi; i += 16)
+            for (int k = 0; k < 16; k++)
+                acc[k] += team.buf[i + k];
+        double s = 0;
+        for (int k = 0; k < 16; k++)
+            s += acc[k];
+        team.sums[ith] = s;
+        pthread_barrier_wait(&team.bar);
+    }
+}
+
+static void *worker(void *arg)
+{
+    int ith = (int)(intptr_t)arg;
+    for (;;) {
+        pthread_barrier_wait(&team.bar); /* start */
+        if (team.job == JOB_QUIT)
+            return NULL;
+        do_job(ith);
+    }
+}
+
+static int use_cputime;
+
+static double clock_s(void)
+{
+    struct timespec ts;
+    if (!use_cputime)
+        return (double)folio_now_ns() * 1e-9;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9) / team.nth;
+}
+
+static double team_run(enum job job)
+{
+    team.job = job;
+    double t0 = clock_s();
+    pthread_barrier_wait(&team.bar);
+    do_job(0);
+    return clock_s() - t0;
+}
+
+static void team_start(int nth)
+{
+    team.nth = nth;
+    pthread_barrier_init(&team.bar, NULL, (unsigned)nth);
+    for (int i = 1; i < nth; i++)
+        pthread_create(&team.tid[i], NULL, worker, (void *)(intptr_t)i);
+}
+
+static void team_stop(void)
+{
+    team.job = JOB_QUIT;
+    pthread_barrier_wait(&team.bar);
+    for (int i = 1; i < team.nth; i++)
+        pthread_join(team.tid[i], NULL);
+    pthread_barrier_destroy(&team.bar);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct timing {
+    double med, best;
+};
+
+static struct timing time_attn(struct setup *st, int reps)
+{
+    size_t ws = attn_paged_work_size(&st->b, team.nth);
+    void *work = folio_aligned_alloc(64, ws);
+    team.b = &st->b;
+    team.work = work;
+    double t[64];
+    if (reps > 64)
+        reps = 64;
+    team_run(JOB_ATTN); /* warm-up */
+    for (int r = 0; r < reps; r++)
+        t[r] = team_run(JOB_ATTN);
+    qsort(t, (size_t)reps, sizeof(double), cmp_d);
+    folio_free(work);
+    return (struct timing){t[reps / 2], t[0]};
+}
+
+static double bandwidth_gbs(int reps)
+{
+    const size_t n = (size_t)512 << 20 >> 2; /* 512 MiB of floats */
+    float *buf = folio_aligned_alloc(64, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (float)(i & 7);
+    team.buf = buf;
+    team.buf_n = n;
+    team_run(JOB_SUM);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t = team_run(JOB_SUM);
+        best = t < best ? t : best;
+    }
+    folio_free(buf);
+    return (double)n * sizeof(float) / best * 1e-9;
+}
+
+static double kv_bytes(const struct setup *st)
+{
+    /* every visible K and V row of every KV head, once */
+    double rows = 0;
+    for (int32_t s = 0; s < st->n_seqs; s++)
+        rows += st->ctx;
+    return rows * st->n_kv * st->hd * 2 * (double)folio_dtype_size(st->dt);
+}
+
+static double attn_flops(const struct setup *st)
+{
+    double pairs = 0; /* (query row, visible key) pairs */
+    for (int32_t s = 0; s < st->n_seqs; s++)
+        for (int32_t i = 0; i < st->n_q; i++)
+            pairs += st->ctx - st->n_q + i + 1;
+    return pairs * st->n_heads * 4.0 * st->hd;
+}
+
+int main(int argc, char **argv)
+{
+    int nth = 2, reps = 9, quick = 0, only_dt = -1;
+    const char *only = NULL; /* run only the (a) case whose name starts so */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            nth = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+            if (attn_force_isa(argv[++i]) != 0) {
+                fprintf(stderr, "isa %s not available\n", argv[i]);
+                return 1;
+            }
+        } else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--cputime"))
+            use_cputime = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc)
+            only_dt = !strcmp(argv[++i], "f16") ? 1 : 0;
+        else {
+            fprintf(stderr,
+                    "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]\n"
+                    "       [--only decode|prefill|chunk] [--dtype f32|f16]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (nth < 1 || nth > 64 || reps < 1)
+        return 2;
+    team_start(nth);
+    printf("paged attention bench: %d threads, isa %s, median of %d (best)\n", nth, attn_isa_name(),
+           reps);
+
+    double bw = bandwidth_gbs(reps);
+    printf("streaming read bandwidth (sum over 512 MiB, %d threads): %.1f GB/s\n\n", nth, bw);
+
+    const int32_t dec_seqs = quick ? 8 : 32, dec_ctx = quick ? 1024 : 4096;
+    printf("(a) paged vs contiguous, 12 heads / 4 KV heads / hd 64, best of %d\n", reps);
+    printf("    speed ratios: paged (shuffled) vs identity table; vs whole-sequence blocks\n");
+    printf("%-28s %-4s %10s %10s %10s %9s %9s\n", "batch", "kv", "shuffled", "identity", "whole",
+           "sh/ident", "sh/whole");
+    struct {
+        const char *name;
+        int32_t n_seqs, ctx, n_q, bs;
+    } cases[] = {
+        {"decode 32 x 4096", dec_seqs, dec_ctx, 1, 16},
+        {"decode 32 x 4096, block 32", dec_seqs, dec_ctx, 1, 32},
+        {"decode 32 x 4096, block 64", dec_seqs, dec_ctx, 1, 64},
+        {"decode 32 x 4096, block 128", dec_seqs, dec_ctx, 1, 128},
+        {"prefill 512", 1, 512, 512, 16},
+        {"chunk 256 after 2048", 1, 2304, 256, 16},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        if (only && strncmp(cases[c].name, only, strlen(only)) != 0)
+            continue;
+        for (int dt = 0; dt < 2; dt++) {
+            if (only_dt >= 0 && dt != only_dt)
+                continue;
+            struct setup st[3];
+            void *work[3];
+            double best[3] = {1e30, 1e30, 1e30};
+            for (int lay = 0; lay < 3; lay++) {
+                st[lay] = (struct setup){.n_seqs = cases[c].n_seqs,
+                                         .ctx = cases[c].ctx,
+                                         .n_q = cases[c].n_q,
+                                         .n_heads = 12,
+                                         .n_kv = 4,
+                                         .hd = 64,
+                                         .bs = cases[c].bs,
+                                         .dt = dt ? FOLIO_F16 : FOLIO_F32,
+                                         .layout = (enum layout)lay};
+                setup_build(&st[lay]);
+                work[lay] = folio_aligned_alloc(64, attn_paged_work_size(&st[lay].b, nth));
+            }
+            /* interleaved, so the three layouts share the machine's noise */
+            for (int r = 0; r <= reps; r++) {
+                for (int lay = 0; lay < 3; lay++) {
+                    team.b = &st[lay].b;
+                    team.work = work[lay];
+                    double t = team_run(JOB_ATTN);
+                    if (r > 0 && t < best[lay])
+                        best[lay] = t;
+                }
+            }
+            for (int lay = 0; lay < 3; lay++) {
+                folio_free(work[lay]);
+                setup_free(&st[lay]);
+            }
+            printf("%-28s %-4s %8.3fms %8.3fms %8.3fms %8.3fx %8.3fx\n", cases[c].name,
+                   dt ? "f16" : "f32", best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
+                   best[1] / best[0], best[2] / best[0]);
+        }
+    }
+    if (only) {
+        team_stop();
+        return 0;
+    }
+
+    printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages)\n",
+           dec_seqs, dec_ctx);
+    for (int dt = 0; dt < 2; dt++) {
+        struct setup st = {.n_seqs = dec_seqs,
+                           .ctx = dec_ctx,
+                           .n_q = 1,
+                           .n_heads = 12,
+                           .n_kv = 4,
+                           .hd = 64,
+                           .bs = 16,
+                           .dt = dt ? FOLIO_F16 : FOLIO_F32,
+                           .layout = LAYOUT_SHUFFLED};
+        setup_build(&st);
+        struct timing t = time_attn(&st, reps);
+        double gbs = kv_bytes(&st) / t.med * 1e-9, gbs_best = kv_bytes(&st) / t.best * 1e-9;
+        printf("  %s: %.3f ms, K/V %.1f MB, %.1f GB/s (best %.1f) = %.0f%% of streaming read\n",
+               dt ? "f16" : "f32", t.med * 1e3, kv_bytes(&st) * 1e-6, gbs, gbs_best,
+               100.0 * gbs / bw);
+        setup_free(&st);
+    }
+
+    printf("\n(c) prefill 512 tokens (fresh), 12/4 heads, hd 64, block 16 (shuffled pages)\n");
+    for (int dt = 0; dt < 2; dt++) {
+        struct setup st = {.n_seqs = 1,
+                           .ctx = 512,
+                           .n_q = 512,
+                           .n_heads = 12,
+                           .n_kv = 4,
+                           .hd = 64,
+                           .bs = 16,
+                           .dt = dt ? FOLIO_F16 : FOLIO_F32,
+                           .layout = LAYOUT_SHUFFLED};
+        setup_build(&st);
+        struct timing t = time_attn(&st, reps);
+        printf("  %s: %.3f ms, %.2f GFLOP/s (best %.2f)\n", dt ? "f16" : "f32", t.med * 1e3,
+               attn_flops(&st) / t.med * 1e-9, attn_flops(&st) / t.best * 1e-9);
+        setup_free(&st);
+    }
+    team_stop();
+    return 0;
+}

@@ -1,0 +1,953 @@
+/*
+ * tests/test_attention.c — paged attention against dense attention.
+ *
+ * Oracle: dense_attn(), plain loops over contiguous K/V [ctx][kv_head][hd]
+ * per slice with a two-pass softmax in double.  The same K/V are scattered
+ * into a block-major arena (struct pager_kv_view layout) through page tables
+ * in shuffled, non-contiguous block order, in layer 1 of 2; every slot no
+ * page table maps, and all of layer 0, hold NaN, so a read through a wrong
+ * block id, slot, layer or head poisons the output.  out is NaN-filled
+ * before each run, so a row nobody writes fails too.
+ *
+ * Checked: attn_paged_ref == dense; attn_paged == dense (and == ref on the
+ * smaller cases) for block sizes 1, 8, 16, 32, 128; head_dim 64, 128 (and
+ * 20, 40, 42, which fall back to narrower paths); GQA ratios 1, 2, 4, 8; f32 and
+ * f16 K/V; batches mixing decodes, fresh prefills and chunked prefills;
+ * contexts up to 8192 (2048 with FOLIO_TEST_SHORT=1); nth = 1, 2, 3, 7 run
+ * phase by phase for each ith in this thread; every ISA path this CPU has.
+ *
+ * Error measure: normalised max error  max|out - want| / max|want|  over the
+ * whole batch.  Bounds: 1e-5 for f32 and for f16 K/V alike (f16 values are
+ * exact in f32 and the dense oracle uses the same rounded values, so only
+ * f32 accumulation differs); 1e-6 for ref vs dense (ref is double inside);
+ * 1e-3 for the 1e4-scale case, where scores near 1e4 carry f32 rounding
+ * of ~1e-3 into the exponent.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "folio/attention.h"
+
+#define MAXS 8
+
+static int g_short;
+
+/* ---- random ----------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int32_t rng_int(int32_t lo, int32_t hi) /* [lo, hi] */
+{
+    return lo + (int32_t)(rng_next() % (uint64_t)(hi - lo + 1));
+}
+
+static float rng_unit(void) /* [-1, 1) */
+{
+    return (float)((double)(rng_next() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* ---- a test case ------------------------------------------------------ */
+
+enum fill { FILL_RANDOM, FILL_EQUAL_KEYS };
+
+struct tcase {
+    /* shape, set by the caller */
+    int32_t bs, hd, n_kv, group;
+    enum folio_dtype dt;
+    float scale;
+    int32_t n_seqs;
+    int32_t p0[MAXS], n_q[MAXS];
+    enum fill fill;
+    /* built */
+    int32_t n_heads, n_rows;
+    struct attn_seq seqs[MAXS];
+    int32_t *tables[MAXS];
+    float *kd[MAXS], *vd[MAXS]; /* dense [ctx][n_kv][hd] */
+    float *q, *out, *want;
+    struct pager_kv_view kv;
+    struct attn_batch b;
+};
+
+static float to_kv(const struct tcase *tc, float x)
+{
+    return tc->dt == FOLIO_F16 ? folio_f16_to_f32(folio_f32_to_f16(x)) : x;
+}
+
+static void arena_put(struct tcase *tc, size_t idx, float x)
+{
+    if (tc->dt == FOLIO_F16)
+        ((uint16_t *)tc->kv.base)[idx] = folio_f32_to_f16(x);
+    else
+        ((float *)tc->kv.base)[idx] = x;
+}
+
+static void dense_attn(const struct tcase *tc, float *out)
+{
+    const int32_t hd = tc->hd, stride = tc->n_heads * hd;
+    for (int32_t s = 0; s < tc->n_seqs; s++) {
+        const int32_t ctx = tc->p0[s] + tc->n_q[s];
+        double *sc = malloc(sizeof(double) * (size_t)ctx);
+        double *acc = malloc(sizeof(double) * (size_t)hd);
+        assert_non_null(sc);
+        assert_non_null(acc);
+        for (int32_t i = 0; i < tc->n_q[s]; i++) {
+            const int32_t row = tc->seqs[s].q_row + i, vis = tc->p0[s] + i + 1;
+            for (int32_t h = 0; h < tc->n_heads; h++) {
+                const int32_t kh = h / tc->group;
+                const float *qv = tc->q + (size_t)row * stride + (size_t)h * hd;
+                double mx = -INFINITY, sum = 0;
+                for (int32_t p = 0; p < vis; p++) {
+                    const float *k = tc->kd[s] + ((size_t)p * tc->n_kv + kh) * hd;
+                    double d = 0;
+                    for (int32_t e = 0; e < hd; e++)
+                        d += (double)qv[e] * k[e];
+                    sc[p] = d * tc->scale;
+                    mx = sc[p] > mx ? sc[p] : mx;
+                }
+                for (int32_t e = 0; e < hd; e++)
+                    acc[e] = 0;
+                for (int32_t p = 0; p < vis; p++) {
+                    double w = exp(sc[p] - mx);
+                    const float *v = tc->vd[s] + ((size_t)p * tc->n_kv + kh) * hd;
+                    sum += w;
+                    for (int32_t e = 0; e < hd; e++)
+                        acc[e] += w * v[e];
+                }
+                for (int32_t e = 0; e < hd; e++)
+                    out[(size_t)row * stride + (size_t)h * hd + e] = (float)(acc[e] / sum);
+            }
+        }
+        free(sc);
+        free(acc);
+    }
+}
+
+static void tc_build(struct tcase *tc)
+{
+    const int32_t n_layers = 2, layer = 1;
+    tc->n_heads = tc->n_kv * tc->group;
+    if (tc->scale == 0)
+        tc->scale = 1.0f / sqrtf((float)tc->hd);
+    int32_t nb_total = 0;
+    tc->n_rows = 0;
+    for (int32_t s = 0; s < tc->n_seqs; s++) {
+        tc->seqs[s].q_row = tc->n_rows;
+        tc->seqs[s].n_q = tc->n_q[s];
+        tc->seqs[s].p0 = tc->p0[s];
+        tc->n_rows += tc->n_q[s];
+        nb_total += FOLIO_DIV_CEIL(tc->p0[s] + tc->n_q[s], tc->bs);
+    }
+    struct pager_kv_view *kv = &tc->kv;
+    kv->dtype = tc->dt;
+    kv->num_blocks = nb_total + rng_int(0, 5);
+    kv->block_size = tc->bs;
+    kv->n_layers = n_layers;
+    kv->n_kv_heads = tc->n_kv;
+    kv->head_dim = tc->hd;
+    kv->head_stride = (size_t)tc->bs * tc->hd;
+    kv->v_offset = (size_t)tc->n_kv * kv->head_stride;
+    kv->layer_stride = 2 * kv->v_offset;
+    kv->block_stride = (size_t)n_layers * kv->layer_stride;
+    const size_t n_elem = (size_t)kv->num_blocks * kv->block_stride;
+    const size_t esz = folio_dtype_size(tc->dt);
+    kv->base = folio_aligned_alloc(64, n_elem * esz + 64);
+    assert_non_null(kv->base);
+    for (size_t i = 0; i < n_elem; i++)
+        arena_put(tc, i, NAN);
+
+    /* shuffled block ids */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)kv->num_blocks);
+    assert_non_null(perm);
+    for (int32_t i = 0; i < kv->num_blocks; i++)
+        perm[i] = i;
+    for (int32_t i = kv->num_blocks - 1; i > 0; i--) {
+        int32_t j = rng_int(0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int32_t used = 0;
+    for (int32_t s = 0; s < tc->n_seqs; s++) {
+        const int32_t ctx = tc->p0[s] + tc->n_q[s], nb = FOLIO_DIV_CEIL(ctx, tc->bs);
+        tc->tables[s] = malloc(sizeof(int32_t) * (size_t)nb);
+        assert_non_null(tc->tables[s]);
+        for (int32_t i = 0; i < nb; i++)
+            tc->tables[s][i] = perm[used++];
+        tc->seqs[s].block_table = tc->tables[s];
+        const size_t n = (size_t)ctx * tc->n_kv * tc->hd;
+        tc->kd[s] = malloc(sizeof(float) * n);
+        tc->vd[s] = malloc(sizeof(float) * n);
+        assert_non_null(tc->kd[s]);
+        assert_non_null(tc->vd[s]);
+        for (int32_t p = 0; p < ctx; p++) {
+            const int32_t blk = tc->tables[s][p / tc->bs], slot = p % tc->bs;
+            for (int32_t h = 0; h < tc->n_kv; h++) {
+                for (int32_t e = 0; e < tc->hd; e++) {
+                    const size_t di = ((size_t)p * tc->n_kv + h) * tc->hd + e;
+                    float kx = tc->fill == FILL_EQUAL_KEYS ? to_kv(tc, 0.25f + 0.01f * (e % 7))
+                                                           : to_kv(tc, rng_unit());
+                    float vx = to_kv(tc, rng_unit());
+                    tc->kd[s][di] = kx;
+                    tc->vd[s][di] = vx;
+                    const size_t ai = (size_t)blk * kv->block_stride +
+                                      (size_t)layer * kv->layer_stride +
+                                      (size_t)h * kv->head_stride + (size_t)slot * tc->hd + e;
+                    arena_put(tc, ai, kx);
+                    arena_put(tc, ai + kv->v_offset, vx);
+                }
+            }
+        }
+    }
+    free(perm);
+    const size_t nq = (size_t)tc->n_rows * tc->n_heads * tc->hd;
+    tc->q = malloc(sizeof(float) * nq);
+    tc->out = malloc(sizeof(float) * nq);
+    tc->want = malloc(sizeof(float) * nq);
+    assert_non_null(tc->q);
+    assert_non_null(tc->out);
+    assert_non_null(tc->want);
+    for (size_t i = 0; i < nq; i++)
+        tc->q[i] = rng_unit();
+    tc->b = (struct attn_batch){.kv = kv,
+                                .layer = layer,
+                                .n_heads = tc->n_heads,
+                                .scale = tc->scale,
+                                .n_seqs = tc->n_seqs,
+                                .seqs = tc->seqs,
+                                .n_rows = tc->n_rows,
+                                .q = tc->q,
+                                .out = tc->out};
+    dense_attn(tc, tc->want);
+}
+
+static void tc_free(struct tcase *tc)
+{
+    for (int32_t s = 0; s < tc->n_seqs; s++) {
+        free(tc->tables[s]);
+        free(tc->kd[s]);
+        free(tc->vd[s]);
+    }
+    free(tc->q);
+    free(tc->out);
+    free(tc->want);
+    folio_free(tc->kv.base);
+}
+
+static size_t tc_nout(const struct tcase *tc)
+{
+    return (size_t)tc->n_rows * tc->n_heads * tc->hd;
+}
+
+/* Normalised max error; any non-finite output counts as infinite. */
+static double norm_err(const float *got, const float *want, size_t n)
+{
+    double emax = 0, wmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]))
+            return INFINITY;
+        double e = fabs((double)got[i] - want[i]);
+        emax = e > emax ? e : emax;
+        wmax = fabs(want[i]) > wmax ? fabs(want[i]) : wmax;
+    }
+    return emax / (wmax > 1e-30 ? wmax : 1e-30);
+}
+
+static void fill_nan(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
+}
+
+/* Runs the fast kernel phase by phase, every ith in turn, into tc->out. */
+static void run_paged(struct tcase *tc, int nth)
+{
+    size_t ws = attn_paged_work_size(&tc->b, nth);
+    void *work = folio_aligned_alloc(64, ws);
+    assert_non_null(work);
+    fill_nan(tc->out, tc_nout(tc));
+    for (int phase = 0; phase < ATTN_PHASES; phase++)
+        for (int ith = 0; ith < nth; ith++)
+            attn_paged(&tc->b, work, phase, ith, nth);
+    folio_free(work);
+}
+
+static const char *const isas[] = {"portable", "avx2", "avx512"};
+static const int nths[] = {1, 2, 3, 7};
+
+/* attn_paged == want for every ISA and nth; returns the worst error. */
+static double check_paged(struct tcase *tc, double bound, const char *what)
+{
+    double worst = 0;
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(isas); i++) {
+        int rc = attn_force_isa(isas[i]);
+        if (rc == -ENOTSUP)
+            continue;
+        assert_int_equal(rc, 0);
+        for (size_t t = 0; t < FOLIO_ARRAY_LEN(nths); t++) {
+            run_paged(tc, nths[t]);
+            double e = norm_err(tc->out, tc->want, tc_nout(tc));
+            if (!(e <= bound))
+                fail_msg("%s: isa %s nth %d bs %d hd %d group %d n_kv %d %s: err %g > %g", what,
+                         isas[i], nths[t], tc->bs, tc->hd, tc->group, tc->n_kv,
+                         folio_dtype_name(tc->dt), e, bound);
+            worst = e > worst ? e : worst;
+        }
+    }
+    assert_int_equal(attn_force_isa("auto"), 0);
+    return worst;
+}
+
+static const int32_t block_sizes[] = {1, 8, 16, 32, 128};
+static const int32_t head_dims[] = {64, 128};
+static const int32_t groups[] = {1, 2, 4, 8};
+
+/* A random batch: decodes, fresh prefills and chunked prefills. */
+static void tc_random(struct tcase *tc, int32_t max_ctx, int32_t max_q)
+{
+    memset(tc, 0, sizeof(*tc));
+    tc->bs = block_sizes[rng_int(0, FOLIO_ARRAY_LEN(block_sizes) - 1)];
+    tc->hd = head_dims[rng_int(0, FOLIO_ARRAY_LEN(head_dims) - 1)];
+    tc->group = groups[rng_int(0, FOLIO_ARRAY_LEN(groups) - 1)];
+    tc->n_kv = rng_int(1, 2);
+    tc->dt = rng_int(0, 1) ? FOLIO_F16 : FOLIO_F32;
+    tc->n_seqs = rng_int(1, 5);
+    for (int32_t s = 0; s < tc->n_seqs; s++) {
+        switch (rng_int(0, 2)) {
+        case 0: /* decode */
+            tc->n_q[s] = 1;
+            tc->p0[s] = rng_int(0, max_ctx - 1);
+            break;
+        case 1: /* fresh prefill */
+            tc->n_q[s] = rng_int(1, max_q);
+            tc->p0[s] = 0;
+            break;
+        default: /* chunk after a cached prefix */
+            tc->n_q[s] = rng_int(1, max_q);
+            tc->p0[s] = rng_int(1, max_ctx - tc->n_q[s]);
+            break;
+        }
+    }
+    tc->fill = FILL_RANDOM;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* The scalar reference equals dense attention over contiguous K/V. */
+static void test_ref_vs_dense(void **state)
+{
+    (void)state;
+    rng_state = 1;
+    const int n = g_short ? 12 : 40;
+    for (int it = 0; it < n; it++) {
+        struct tcase tc;
+        tc_random(&tc, 300, 40);
+        tc_build(&tc);
+        fill_nan(tc.out, tc_nout(&tc));
+        attn_paged_ref(&tc.b);
+        double e = norm_err(tc.out, tc.want, tc_nout(&tc));
+        if (!(e <= 1e-6))
+            fail_msg("ref vs dense: case %d err %g", it, e);
+        tc_free(&tc);
+    }
+}
+
+/* The fast kernel equals dense (and ref) on random mixed batches: every
+ * block size x head_dim x GQA ratio x dtype is visited. */
+static void test_paged_random(void **state)
+{
+    (void)state;
+    rng_state = 2;
+    const int n = g_short ? 24 : 80;
+    double worst[2] = {0, 0};
+    for (int it = 0; it < n; it++) {
+        struct tcase tc;
+        tc_random(&tc, 700, 48);
+        /* sweep the grid deterministically on top of the random draw */
+        tc.bs = block_sizes[it % 5];
+        tc.hd = head_dims[(it / 5) % 2];
+        tc.group = groups[(it / 10) % 4];
+        tc.dt = (it / 40) % 2 ? FOLIO_F16 : FOLIO_F32;
+        if (g_short) {
+            tc.dt = it % 2 ? FOLIO_F16 : FOLIO_F32;
+            tc.group = groups[(it / 3) % 4];
+        }
+        tc_build(&tc);
+        double e = check_paged(&tc, 1e-5, "random");
+        worst[tc.dt] = e > worst[tc.dt] ? e : worst[tc.dt];
+        if (it % 4 == 0) { /* paged == ref too */
+            float *ref = malloc(sizeof(float) * tc_nout(&tc));
+            assert_non_null(ref);
+            tc.b.out = ref;
+            attn_paged_ref(&tc.b);
+            tc.b.out = tc.out;
+            run_paged(&tc, 3);
+            double e2 = norm_err(tc.out, ref, tc_nout(&tc));
+            if (!(e2 <= 1e-5))
+                fail_msg("paged vs ref: case %d err %g", it, e2);
+            free(ref);
+        }
+        tc_free(&tc);
+    }
+    print_message("worst normalised error: f32 %.3g, f16 %.3g\n", worst[0], worst[1]);
+}
+
+/* Long contexts: decodes and short chunks on long prefixes (split-K for
+ * nth > 1), a long fresh prefill (row split). */
+static void test_paged_long(void **state)
+{
+    (void)state;
+    rng_state = 3;
+    const int32_t max_ctx = g_short ? 2048 : 8192;
+    const int n = g_short ? 3 : 8;
+    for (int it = 0; it < n; it++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = block_sizes[rng_int(1, 4)];
+        tc.hd = head_dims[it % 2];
+        tc.group = groups[rng_int(0, 3)];
+        tc.n_kv = 1 + it % 2;
+        tc.dt = (it / 2) % 2 ? FOLIO_F16 : FOLIO_F32;
+        tc.n_seqs = 3;
+        tc.p0[0] = max_ctx - 1 - rng_int(0, 100);
+        tc.n_q[0] = 1;
+        tc.p0[1] = max_ctx / 2 + rng_int(0, 100);
+        tc.n_q[1] = rng_int(2, 7);
+        tc.p0[2] = 0;
+        tc.n_q[2] = g_short ? 64 : 256;
+        tc_build(&tc);
+        check_paged(&tc, 1e-5, "long");
+        tc_free(&tc);
+    }
+}
+
+/* One long decode alone: the context is split over threads and merged. */
+static void test_paged_single_long_decode(void **state)
+{
+    (void)state;
+    rng_state = 4;
+    struct tcase tc;
+    memset(&tc, 0, sizeof(tc));
+    tc.bs = 16;
+    tc.hd = 64;
+    tc.group = 3; /* the small model: 12 heads over 4 KV heads */
+    tc.n_kv = 4;
+    tc.dt = FOLIO_F16;
+    tc.n_seqs = 1;
+    tc.p0[0] = g_short ? 1500 : 4095;
+    tc.n_q[0] = 1;
+    tc_build(&tc);
+    check_paged(&tc, 1e-5, "single long decode");
+    tc_free(&tc);
+}
+
+/* Edge cases: a single partial block, a chunk ending exactly on a block
+ * boundary, context 1, an empty batch, head dims the wide paths cannot take. */
+static void test_paged_edges(void **state)
+{
+    (void)state;
+    rng_state = 5;
+    for (int dt = 0; dt < 2; dt++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16;
+        tc.hd = 64;
+        tc.group = 4;
+        tc.n_kv = 2;
+        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.n_seqs = 5;
+        tc.p0[0] = 0, tc.n_q[0] = 5;   /* fresh prefill inside one partial block */
+        tc.p0[1] = 3, tc.n_q[1] = 1;   /* decode inside one partial block */
+        tc.p0[2] = 20, tc.n_q[2] = 12; /* chunk ends at 32 = 2 blocks exactly */
+        tc.p0[3] = 0, tc.n_q[3] = 1;   /* context 1 */
+        tc.p0[4] = 47, tc.n_q[4] = 1;  /* decode ending on a boundary */
+        tc_build(&tc);
+        check_paged(&tc, 1e-5, "edges");
+        tc_free(&tc);
+    }
+    /* an empty batch: nothing to do, nothing written */
+    {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16, tc.hd = 64, tc.group = 2, tc.n_kv = 2, tc.dt = FOLIO_F32;
+        tc.n_seqs = 1, tc.p0[0] = 5, tc.n_q[0] = 1;
+        tc_build(&tc);
+        tc.b.n_seqs = 0;
+        tc.b.n_rows = 0;
+        for (size_t t = 0; t < FOLIO_ARRAY_LEN(nths); t++) {
+            run_paged(&tc, nths[t]);
+            for (size_t i = 0; i < tc_nout(&tc); i++)
+                assert_true(isnan(tc.out[i]));
+        }
+        tc_free(&tc);
+    }
+    /* head dims the vector paths pass down: 40 (AVX-512 -> AVX2, 4-lane
+     * portable), 42 (only the scalar portable kernel), 20 (4-lane) */
+    static const int32_t odd_hd[] = {40, 42, 20};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(odd_hd); i++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 8;
+        tc.hd = odd_hd[i];
+        tc.group = 2;
+        tc.n_kv = 2;
+        tc.dt = i % 2 ? FOLIO_F32 : FOLIO_F16;
+        tc.n_seqs = 2;
+        tc.p0[0] = 0, tc.n_q[0] = 30;
+        tc.p0[1] = 333, tc.n_q[1] = 1;
+        tc_build(&tc);
+        check_paged(&tc, 1e-5, "odd head_dim");
+        tc_free(&tc);
+    }
+}
+
+/* All keys equal: every score is the same, out is the mean of V. */
+static void test_paged_equal_scores(void **state)
+{
+    (void)state;
+    rng_state = 6;
+    for (int dt = 0; dt < 2; dt++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 32;
+        tc.hd = 128;
+        tc.group = 2;
+        tc.n_kv = 1;
+        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.n_seqs = 3;
+        tc.p0[0] = 0, tc.n_q[0] = 40;
+        tc.p0[1] = 900, tc.n_q[1] = 1;
+        tc.p0[2] = 500, tc.n_q[2] = 3;
+        tc.fill = FILL_EQUAL_KEYS;
+        tc_build(&tc);
+        check_paged(&tc, 1e-5, "equal scores");
+        tc_free(&tc);
+    }
+}
+
+/* Scale 1e4: scores in the thousands; no overflow, no NaN, near one-hot. */
+static void test_paged_huge_scores(void **state)
+{
+    (void)state;
+    rng_state = 7;
+    for (int dt = 0; dt < 2; dt++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16;
+        tc.hd = 64;
+        tc.group = 4;
+        tc.n_kv = 2;
+        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.scale = 1e4f;
+        tc.n_seqs = 3;
+        tc.p0[0] = 0, tc.n_q[0] = 33;
+        tc.p0[1] = 700, tc.n_q[1] = 1;
+        tc.p0[2] = 300, tc.n_q[2] = 4;
+        tc_build(&tc);
+        check_paged(&tc, 1e-3, "huge scores");
+        fill_nan(tc.out, tc_nout(&tc));
+        attn_paged_ref(&tc.b);
+        assert_true(norm_err(tc.out, tc.want, tc_nout(&tc)) <= 1e-6);
+        tc_free(&tc);
+    }
+}
+
+/* Same batch and nth: bit-identical output. */
+static void test_paged_deterministic(void **state)
+{
+    (void)state;
+    rng_state = 8;
+    struct tcase tc;
+    tc_random(&tc, 1500, 40);
+    tc_build(&tc);
+    float *first = malloc(sizeof(float) * tc_nout(&tc));
+    assert_non_null(first);
+    for (size_t t = 0; t < FOLIO_ARRAY_LEN(nths); t++) {
+        run_paged(&tc, nths[t]);
+        memcpy(first, tc.out, sizeof(float) * tc_nout(&tc));
+        run_paged(&tc, nths[t]);
+        assert_memory_equal(first, tc.out, sizeof(float) * tc_nout(&tc));
+    }
+    free(first);
+    tc_free(&tc);
+}
+
+/* ---- through the real pager ------------------------------------------- */
+
+/* Writes K/V of position pos of seq (layer 1, every KV head) into the
+ * pager's arena from the dense arrays of slice s. */
+static void put_pos(struct tcase *tc, pager_seq_t *seq, int32_t s, int32_t pos)
+{
+    int32_t blk, off;
+    pager_seq_slot(seq, pos, &blk, &off);
+    const struct pager_kv_view *kv = &tc->kv;
+    for (int32_t h = 0; h < tc->n_kv; h++)
+        for (int32_t e = 0; e < tc->hd; e++) {
+            const size_t di = ((size_t)pos * tc->n_kv + h) * tc->hd + e;
+            const size_t ai = (size_t)blk * kv->block_stride + kv->layer_stride +
+                              (size_t)h * kv->head_stride + (size_t)off * tc->hd + e;
+            arena_put(tc, ai, tc->kd[s][di]);
+            arena_put(tc, ai + kv->v_offset, tc->vd[s][di]);
+        }
+}
+
+/* Page tables made by the pager itself: a fork sharing a prefix (with a
+ * copy-on-write of the partial last block), a decode on the parent, a chunk
+ * on the child and a fresh prefill; the kernel reads them through
+ * pager_kv_view and matches dense attention. */
+static void test_paged_real_pager(void **state)
+{
+    (void)state;
+    rng_state = 10;
+    for (int dt = 0; dt < 2; dt++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16, tc.hd = 64, tc.group = 3, tc.n_kv = 2;
+        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.n_heads = tc.group * tc.n_kv;
+        tc.scale = 1.0f / 8.0f;
+        struct pager_config cfg = {.num_blocks = 40,
+                                   .block_size = tc.bs,
+                                   .n_layers = 2,
+                                   .n_kv_heads = tc.n_kv,
+                                   .head_dim = tc.hd,
+                                   .dtype = tc.dt};
+        pager_t *pg;
+        assert_int_equal(pager_init(&pg, &cfg), 0);
+        pager_kv_view(pg, &tc.kv);
+        const size_t n_elem = (size_t)tc.kv.num_blocks * tc.kv.block_stride;
+        for (size_t i = 0; i < n_elem; i++)
+            arena_put(&tc, i, NAN);
+
+        /* slices: 0 = parent decode at 100, 1 = child chunk 100..104,
+         * 2 = fresh prefill of 40 */
+        const int32_t ctx[3] = {101, 105, 40};
+        tc.n_seqs = 3;
+        tc.p0[0] = 100, tc.n_q[0] = 1;
+        tc.p0[1] = 100, tc.n_q[1] = 5;
+        tc.p0[2] = 0, tc.n_q[2] = 40;
+        for (int32_t s = 0; s < 3; s++) {
+            const size_t n = (size_t)ctx[s] * tc.n_kv * tc.hd;
+            tc.kd[s] = malloc(sizeof(float) * n);
+            tc.vd[s] = malloc(sizeof(float) * n);
+            assert_non_null(tc.kd[s]);
+            assert_non_null(tc.vd[s]);
+            for (size_t i = 0; i < n; i++) {
+                tc.kd[s][i] = to_kv(&tc, rng_unit());
+                tc.vd[s][i] = to_kv(&tc, rng_unit());
+            }
+        }
+        /* the child shares the parent's first 100 positions */
+        memcpy(tc.kd[1], tc.kd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
+        memcpy(tc.vd[1], tc.vd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
+
+        int32_t toks[128];
+        for (int i = 0; i < 128; i++)
+            toks[i] = rng_int(0, 999);
+        pager_seq_t *a, *b, *c;
+        assert_int_equal(pager_seq_new(pg, 1, 1, 0, &a), 0);
+        assert_int_equal(pager_seq_append(pg, a, toks, 100), 0);
+        for (int32_t p = 0; p < 100; p++)
+            put_pos(&tc, a, 0, p);
+        pager_seq_mark_computed(pg, a, 100);
+        assert_int_equal(pager_seq_fork(pg, a, 2, 0, &b), 0);
+        assert_int_equal(pager_seq_append(pg, b, toks + 100, 5), 0); /* copy-on-write */
+        for (int32_t p = 100; p < 105; p++)
+            put_pos(&tc, b, 1, p);
+        assert_int_equal(pager_seq_append(pg, a, toks + 110, 1), 0);
+        put_pos(&tc, a, 0, 100);
+        assert_int_equal(pager_seq_new(pg, 3, 3, 0, &c), 0);
+        assert_int_equal(pager_seq_append(pg, c, toks, 40), 0);
+        for (int32_t p = 0; p < 40; p++)
+            put_pos(&tc, c, 2, p);
+        assert_int_equal(pager_check(pg, NULL, 0), 0);
+
+        pager_seq_t *seqs[3] = {a, b, c};
+        tc.n_rows = 0;
+        for (int32_t s = 0; s < 3; s++) {
+            int32_t nb;
+            tc.seqs[s] = (struct attn_seq){.q_row = tc.n_rows,
+                                           .n_q = tc.n_q[s],
+                                           .p0 = tc.p0[s],
+                                           .block_table = pager_seq_block_table(seqs[s], &nb)};
+            assert_true(nb * tc.bs >= ctx[s]);
+            tc.n_rows += tc.n_q[s];
+        }
+        /* shared full blocks, a private copy of the partial one */
+        assert_int_equal(tc.seqs[0].block_table[0], tc.seqs[1].block_table[0]);
+        assert_int_not_equal(tc.seqs[0].block_table[6], tc.seqs[1].block_table[6]);
+        const size_t nq = (size_t)tc.n_rows * tc.n_heads * tc.hd;
+        tc.q = malloc(sizeof(float) * nq);
+        tc.out = malloc(sizeof(float) * nq);
+        tc.want = malloc(sizeof(float) * nq);
+        assert_non_null(tc.q);
+        assert_non_null(tc.out);
+        assert_non_null(tc.want);
+        for (size_t i = 0; i < nq; i++)
+            tc.q[i] = rng_unit();
+        tc.b = (struct attn_batch){.kv = &tc.kv,
+                                   .layer = 1,
+                                   .n_heads = tc.n_heads,
+                                   .scale = tc.scale,
+                                   .n_seqs = 3,
+                                   .seqs = tc.seqs,
+                                   .n_rows = tc.n_rows,
+                                   .q = tc.q,
+                                   .out = tc.out};
+        dense_attn(&tc, tc.want);
+        check_paged(&tc, 1e-5, "real pager");
+        fill_nan(tc.out, nq);
+        attn_paged_ref(&tc.b);
+        assert_true(norm_err(tc.out, tc.want, nq) <= 1e-6);
+
+        pager_seq_free(pg, a);
+        pager_seq_free(pg, b);
+        pager_seq_free(pg, c);
+        pager_free(pg);
+        tc.kv.base = NULL;
+        for (int32_t s = 0; s < 3; s++) {
+            free(tc.kd[s]);
+            free(tc.vd[s]);
+        }
+        free(tc.q);
+        free(tc.out);
+        free(tc.want);
+    }
+}
+
+/* Every output element is written by exactly one (phase, thread): run
+ * each (phase, ith) alone and watch which elements change. */
+static void test_paged_partition(void **state)
+{
+    (void)state;
+    rng_state = 11;
+    for (int it = 0; it < 6; it++) {
+        struct tcase tc;
+        tc_random(&tc, it < 3 ? 3000 : 600, 64);
+        if (it == 0) { /* one long decode alone: split context */
+            tc.n_seqs = 1;
+            tc.n_q[0] = 1;
+            tc.p0[0] = 2999;
+        }
+        tc_build(&tc);
+        const size_t n = tc_nout(&tc);
+        int *who = malloc(sizeof(int) * n);
+        float *before = malloc(sizeof(float) * n);
+        assert_non_null(who);
+        assert_non_null(before);
+        for (size_t t = 1; t < FOLIO_ARRAY_LEN(nths); t++) {
+            const int nth = nths[t];
+            void *work = folio_aligned_alloc(64, attn_paged_work_size(&tc.b, nth));
+            assert_non_null(work);
+            fill_nan(tc.out, n);
+            for (size_t i = 0; i < n; i++)
+                who[i] = -1;
+            for (int phase = 0; phase < ATTN_PHASES; phase++) {
+                for (int ith = 0; ith < nth; ith++) {
+                    memcpy(before, tc.out, sizeof(float) * n);
+                    attn_paged(&tc.b, work, phase, ith, nth);
+                    for (size_t i = 0; i < n; i++) {
+                        if (memcmp(&before[i], &tc.out[i], sizeof(float)) == 0)
+                            continue;
+                        if (who[i] != -1)
+                            fail_msg("element %zu written by %d and by phase %d ith %d", i, who[i],
+                                     phase, ith);
+                        who[i] = phase * 100 + ith;
+                    }
+                }
+            }
+            for (size_t i = 0; i < n; i++)
+                assert_true(who[i] != -1);
+            assert_true(norm_err(tc.out, tc.want, n) <= 1e-5);
+            folio_free(work);
+        }
+        free(who);
+        free(before);
+        tc_free(&tc);
+    }
+}
+
+/* attn_paged_work_bound bounds attn_paged_work_size over random batches,
+ * including the shapes that split the most (one long decode, a few long
+ * decodes beside many short ones, short chunks on long prefixes). */
+static void test_work_bound(void **state)
+{
+    (void)state;
+    rng_state = 13;
+    for (int it = 0; it < 200; it++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = block_sizes[rng_int(0, 4)];
+        tc.hd = head_dims[rng_int(0, 1)];
+        tc.group = groups[rng_int(0, 3)];
+        tc.n_kv = rng_int(1, 4);
+        tc.n_heads = tc.group * tc.n_kv;
+        struct pager_kv_view kv = {.base = &tc,
+                                   .dtype = FOLIO_F32,
+                                   .num_blocks = 1,
+                                   .block_size = tc.bs,
+                                   .n_layers = 1,
+                                   .n_kv_heads = tc.n_kv,
+                                   .head_dim = tc.hd,
+                                   .head_stride = (size_t)tc.bs * tc.hd};
+        kv.v_offset = (size_t)tc.n_kv * kv.head_stride;
+        kv.layer_stride = kv.block_stride = 2 * kv.v_offset;
+        static int32_t zeros[70000];
+        struct attn_seq seqs[MAXS];
+        int32_t n_seqs = rng_int(1, MAXS), rows = 0;
+        for (int32_t s = 0; s < n_seqs; s++) {
+            int32_t kind = rng_int(0, 2);
+            int32_t n_q = kind == 0 ? 1 : kind == 1 ? rng_int(1, 40) : rng_int(1, 300);
+            int32_t p0 = rng_int(0, 1) ? rng_int(0, 60000) : rng_int(0, 100);
+            seqs[s] = (struct attn_seq){rows, n_q, p0, zeros};
+            rows += n_q;
+        }
+        struct attn_batch b = {.kv = &kv,
+                               .n_heads = tc.n_heads,
+                               .scale = 1,
+                               .n_seqs = n_seqs,
+                               .seqs = seqs,
+                               .n_rows = rows,
+                               .q = (const float *)zeros,
+                               .out = (float *)zeros};
+        for (int nth = 1; nth <= 8; nth++) {
+            size_t need = attn_paged_work_size(&b, nth);
+            size_t bound = attn_paged_work_bound(&kv, tc.n_heads, rows, nth);
+            if (need > bound)
+                fail_msg("case %d nth %d: work %zu > bound %zu", it, nth, need, bound);
+        }
+    }
+}
+
+/* Real threads: nth pthreads run the phases with a barrier between them
+ * (as the model's pool will); under ASan this also checks that threads
+ * stay inside their parts of the workspace. */
+struct thr_arg {
+    const struct attn_batch *b;
+    void *work;
+    int ith, nth;
+    pthread_barrier_t *bar;
+};
+
+static void *thr_main(void *p)
+{
+    struct thr_arg *a = p;
+    for (int phase = 0; phase < ATTN_PHASES; phase++) {
+        attn_paged(a->b, a->work, phase, a->ith, a->nth);
+        pthread_barrier_wait(a->bar);
+    }
+    return NULL;
+}
+
+static void test_paged_threads(void **state)
+{
+    (void)state;
+    rng_state = 12;
+    for (int it = 0; it < 4; it++) {
+        struct tcase tc;
+        tc_random(&tc, 2000, 64);
+        tc_build(&tc);
+        const int nth = it % 2 ? 2 : 3;
+        void *work = folio_aligned_alloc(64, attn_paged_work_size(&tc.b, nth));
+        assert_non_null(work);
+        fill_nan(tc.out, tc_nout(&tc));
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, (unsigned)nth);
+        pthread_t tid[3];
+        struct thr_arg args[3];
+        for (int i = 0; i < nth; i++) {
+            args[i] = (struct thr_arg){&tc.b, work, i, nth, &bar};
+            assert_int_equal(pthread_create(&tid[i], NULL, thr_main, &args[i]), 0);
+        }
+        for (int i = 0; i < nth; i++)
+            pthread_join(tid[i], NULL);
+        pthread_barrier_destroy(&bar);
+        double e = norm_err(tc.out, tc.want, tc_nout(&tc));
+        if (!(e <= 1e-5))
+            fail_msg("threads: case %d err %g", it, e);
+        folio_free(work);
+        tc_free(&tc);
+    }
+}
+
+/* attn_force_isa: names, refusals. */
+static void test_force_isa(void **state)
+{
+    (void)state;
+    assert_int_equal(attn_force_isa("portable"), 0);
+    assert_string_equal(attn_isa_name(), "portable");
+    assert_int_equal(attn_force_isa("sse9"), -EINVAL);
+    assert_int_equal(attn_force_isa("auto"), 0);
+    print_message("best isa here: %s\n", attn_isa_name());
+}
+
+/* A block id out of range aborts at entry (always-on check). */
+static void test_paged_bad_block_aborts(void **state)
+{
+    (void)state;
+    rng_state = 9;
+    struct tcase tc;
+    memset(&tc, 0, sizeof(tc));
+    tc.bs = 8, tc.hd = 64, tc.group = 2, tc.n_kv = 1, tc.dt = FOLIO_F32;
+    tc.n_seqs = 1, tc.p0[0] = 20, tc.n_q[0] = 1;
+    tc_build(&tc);
+    size_t ws = attn_paged_work_size(&tc.b, 1);
+    void *work = folio_aligned_alloc(64, ws);
+    assert_non_null(work);
+    tc.tables[0][2] = tc.kv.num_blocks; /* one past the end */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        attn_paged(&tc.b, work, 0, 0, 1);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    folio_free(work);
+    tc_free(&tc);
+}
+
+int main(void)
+{
+    const char *sh = getenv("FOLIO_TEST_SHORT");
+    g_short = sh && *sh && strcmp(sh, "0") != 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_force_isa),
+        cmocka_unit_test(test_ref_vs_dense),
+        cmocka_unit_test(test_paged_edges),
+        cmocka_unit_test(test_paged_equal_scores),
+        cmocka_unit_test(test_paged_huge_scores),
+        cmocka_unit_test(test_paged_random),
+        cmocka_unit_test(test_paged_single_long_decode),
+        cmocka_unit_test(test_paged_long),
+        cmocka_unit_test(test_paged_deterministic),
+        cmocka_unit_test(test_paged_real_pager),
+        cmocka_unit_test(test_paged_partition),
+        cmocka_unit_test(test_paged_threads),
+        cmocka_unit_test(test_work_bound),
+        cmocka_unit_test(test_paged_bad_block_aborts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
