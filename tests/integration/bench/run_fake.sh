@@ -12,7 +12,9 @@
 #     XML (python3 xml.etree) with three panels;
 #  3. TCP, /v1/chat/completions, API keys spread round-robin, rate-limited
 #     Poisson arrivals and a concurrency bound that the server observes;
-#  4. --dataset trace, --duration bound, timeouts, refused connections.
+#  4. --dataset trace (also a trace written by `folio sim`), --duration
+#     bound, timeouts, refused connections;
+#  5. 300 streams held open at once on one thread.
 # Usage: run_fake.sh FOLIO_BINARY
 set -euo pipefail
 folio=$1
@@ -178,6 +180,18 @@ need(b[1]["prompt"][8:12] != b[2]["prompt"][8:12], "suffixes differ")
 need(r["requests"][1]["start_s"] >= 0.09, "arrival time respected")
 print("run c: trace arrivals, shared prefixes and --duration agree")
 PY
+# a trace written by `folio sim` (same format) drives the bench as written
+if "$folio" sim --help >/dev/null 2>&1; then
+  "$folio" sim --synthetic --num 12 --rate 100 --tenants 1:1:0.5,2:1:0.5 --prefixes 2 \
+    --in-mean 16 --out-mean 6 --ctx-len 256 --write-trace "$tmp/sim.trace" >/dev/null 2>&1 ||
+    fail "folio sim --write-trace"
+  want=$(awk '!/^#/ && NF == 5 {n++; t += $4} END {print n, t}' "$tmp/sim.trace")
+  "$folio" bench --socket "$tmp/c.sock" --dataset trace --trace "$tmp/sim.trace" \
+    --json "$tmp/s.json" --no-progress >"$tmp/s.out" 2>&1 || fail "sim trace run: $(cat "$tmp/s.out")"
+  got=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["completed"], r["total_output_tokens"])' "$tmp/s.json")
+  [ "$got" = "$want" ] || fail "folio sim trace: bench did $got, trace has $want"
+  echo "run s: a folio sim trace ($want) replayed"
+fi
 # timeouts: the server waits 3 s before the first token
 start_fake d --tokens 2 --first-ms 3000 --itl-ms 1
 rc=0
