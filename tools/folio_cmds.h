@@ -17,6 +17,7 @@ extern const struct folio_cmd folio_cmds[];
 extern const int folio_n_cmds;
 
 int cmd_bench(int argc, char **argv);
+int cmd_complete(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

@@ -1,0 +1,585 @@
+/*
+ * daemon/api.c — /v1/completions request validation (cJSON) and error
+ * objects.
+ *
+ * The accepted fields are the table `fields` below; anything else is a 400
+ * naming the field.  Numbers arrive as doubles from cJSON: integers are
+ * checked to be integral and inside their bounds before conversion, so
+ * 1e300, -1 or 2.5 for max_tokens are refused instead of saturating.
+ */
+#include "api.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+
+void srv_api_error_set(struct srv_api_error *e, int status, const char *type, const char *param,
+                       const char *code, const char *fmt, ...)
+{
+    e->status = status;
+    e->type = type;
+    e->param = param;
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+}
+
+static void json_str_or_null(struct srv_buf *b, const char *s)
+{
+    if (s)
+        srv_buf_json_str(b, s, strlen(s));
+    else
+        srv_buf_puts(b, "null");
+}
+
+void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
+{
+    srv_buf_puts(b, "{\"error\":{\"message\":");
+    /* messages quote user input: keep them valid UTF-8 */
+    size_t n = strlen(e->message);
+    if (srv_utf8_valid(e->message, n))
+        srv_buf_json_str(b, e->message, n);
+    else
+        srv_buf_puts(b, "\"(message not valid UTF-8)\"");
+    srv_buf_puts(b, ",\"type\":");
+    json_str_or_null(b, e->type);
+    srv_buf_puts(b, ",\"param\":");
+    json_str_or_null(b, e->param);
+    srv_buf_puts(b, ",\"code\":");
+    if (e->code)
+        json_str_or_null(b, e->code);
+    else
+        srv_buf_printf(b, "%d", e->status);
+    srv_buf_puts(b, "}}");
+}
+
+bool srv_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        int len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            lo = c == 0xE0 ? 0xA0 : 0x80;
+            hi = c == 0xED ? 0x9F : 0xBF;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            lo = c == 0xF0 ? 0x90 : 0x80;
+            hi = c == 0xF4 ? 0x8F : 0xBF;
+        } else
+            return false;
+        if (i + len > n)
+            return false;
+        if (p[i + 1] < lo || p[i + 1] > hi)
+            return false;
+        for (int k = 2; k < len; k++)
+            if (p[i + k] < 0x80 || p[i + k] > 0xBF)
+                return false;
+        i += len;
+    }
+    return true;
+}
+
+#define BAD(param, ...)                                                                            \
+    do {                                                                                           \
+        srv_api_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__);            \
+        return -EINVAL;                                                                            \
+    } while (0)
+
+/* An integral JSON number in [lo, hi]. */
+static int get_int(const cJSON *v, const char *name, double lo, double hi, int64_t *out,
+                   struct srv_api_error *err)
+{
+    if (!cJSON_IsNumber(v))
+        BAD(name, "'%s' must be an integer", name);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d))
+        BAD(name, "'%s' must be an integer", name);
+    if (d < lo || d > hi)
+        BAD(name, "'%s' must be in [%.0f, %.0f]", name, lo, hi);
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int get_num(const cJSON *v, const char *name, double lo, double hi, bool lo_open,
+                   double *out, struct srv_api_error *err)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        BAD(name, "'%s' must be a number", name);
+    double d = v->valuedouble;
+    if (d < lo || d > hi || (lo_open && d == lo))
+        BAD(name, "'%s' must be in %s%g, %g]", name, lo_open ? "(" : "[", lo, hi);
+    *out = d;
+    return 0;
+}
+
+static int get_bool(const cJSON *v, const char *name, bool *out, struct srv_api_error *err)
+{
+    if (!cJSON_IsBool(v))
+        BAD(name, "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+static int add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n,
+                      struct srv_api_error *err)
+{
+    if (p->n_prompts >= SRV_MAX_PROMPTS) {
+        folio_free(toks);
+        BAD("prompt", "at most %d prompts per request", SRV_MAX_PROMPTS);
+    }
+    int32_t **pp = folio_realloc(p->prompts, (p->n_prompts + 1) * sizeof(*pp));
+    if (pp)
+        p->prompts = pp;
+    int32_t *pl = pp ? folio_realloc(p->prompt_lens, (p->n_prompts + 1) * sizeof(*pl)) : NULL;
+    if (!pl) {
+        folio_free(toks);
+        srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    p->prompt_lens = pl;
+    p->prompts[p->n_prompts] = toks;
+    p->prompt_lens[p->n_prompts++] = n;
+    return 0;
+}
+
+static int token_array(const cJSON *a, const struct eng_model_info *mi, struct srv_comp_params *p,
+                       struct srv_api_error *err)
+{
+    int n = cJSON_GetArraySize(a);
+    if (n == 0)
+        BAD("prompt", "'prompt' must not be empty");
+    if (n > mi->ctx_len)
+        BAD("prompt", "prompt has %d tokens; the model's context is %d", n, mi->ctx_len);
+    int32_t *toks = folio_malloc((size_t)n * sizeof(int32_t));
+    if (!toks) {
+        srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a)
+    {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            it->valuedouble < 0 || it->valuedouble >= mi->n_vocab) {
+            folio_free(toks);
+            BAD("prompt", "prompt token %d is not a token id in [0, %d)", i, mi->n_vocab);
+        }
+        toks[i++] = (int32_t)it->valuedouble;
+    }
+    return add_prompt(p, toks, n, err);
+}
+
+static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
+                       struct srv_comp_params *p, struct srv_api_error *err)
+{
+    int32_t *toks = NULL, n = 0;
+    int rc = tok ? tok(tok_ctx, s->valuestring, strlen(s->valuestring), &toks, &n) : -ENOSYS;
+    if (rc == -ENOSYS)
+        BAD("prompt", "text prompts are not supported yet (no tokenizer in this build): send "
+                      "'prompt' as an array of token ids");
+    if (rc < 0)
+        BAD("prompt", "cannot tokenize 'prompt' (%s)", strerror(-rc));
+    if (n == 0) {
+        folio_free(toks);
+        BAD("prompt", "'prompt' must not be empty");
+    }
+    return add_prompt(p, toks, n, err);
+}
+
+static int parse_prompt(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
+                        void *tok_ctx, struct srv_comp_params *p, struct srv_api_error *err)
+{
+    if (cJSON_IsString(v))
+        return text_prompt(v, tok, tok_ctx, p, err);
+    if (!cJSON_IsArray(v))
+        BAD("prompt", "'prompt' must be a string, an array of token ids, or a list of them");
+    const cJSON *first = v->child;
+    if (!first || cJSON_IsNumber(first))
+        return token_array(v, mi, p, err);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v)
+    {
+        int rc;
+        if (cJSON_IsString(it))
+            rc = text_prompt(it, tok, tok_ctx, p, err);
+        else if (cJSON_IsArray(it))
+            rc = token_array(it, mi, p, err);
+        else
+            BAD("prompt", "'prompt' list items must be strings or arrays of token ids");
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int parse_stop(const cJSON *v, struct srv_comp_params *p, struct srv_api_error *err)
+{
+    if (cJSON_IsNull(v))
+        return 0;
+    const cJSON *one = v, *it;
+    bool list = cJSON_IsArray(v);
+    if (!list && !cJSON_IsString(v))
+        BAD("stop", "'stop' must be a string or an array of strings");
+    if (list && cJSON_GetArraySize(v) > SRV_MAX_STOP)
+        BAD("stop", "at most %d stop sequences", SRV_MAX_STOP);
+    for (it = list ? v->child : one; it; it = list ? it->next : NULL) {
+        if (!cJSON_IsString(it))
+            BAD("stop", "'stop' must be a string or an array of strings");
+        size_t n = strlen(it->valuestring);
+        if (n == 0 || n > SRV_MAX_STOP_LEN)
+            BAD("stop", "stop sequences must be 1..%d bytes", SRV_MAX_STOP_LEN);
+        p->stop[p->n_stop] = folio_strdup(it->valuestring);
+        if (!p->stop[p->n_stop])
+            return -ENOMEM;
+        p->stop_len[p->n_stop++] = n;
+    }
+    return 0;
+}
+
+static int parse_bias(const cJSON *v, const struct eng_model_info *mi, struct srv_comp_params *p,
+                      struct srv_api_error *err)
+{
+    if (cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsObject(v))
+        BAD("logit_bias", "'logit_bias' must be an object of token id -> bias");
+    int n = cJSON_GetArraySize(v);
+    if (n > 1024)
+        BAD("logit_bias", "at most 1024 logit_bias entries");
+    p->bias_tokens = folio_malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    p->bias_values = folio_malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!p->bias_tokens || !p->bias_values)
+        return -ENOMEM;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v)
+    {
+        int64_t id;
+        if (srv_parse_int(it->string, &id) || id < 0 || id >= mi->n_vocab)
+            BAD("logit_bias", "logit_bias key '%.64s' is not a token id in [0, %d)", it->string,
+                mi->n_vocab);
+        double b;
+        if (get_num(it, "logit_bias", -100, 100, false, &b, err))
+            return -EINVAL;
+        p->bias_tokens[p->n_bias] = (int32_t)id;
+        p->bias_values[p->n_bias++] = (float)b;
+    }
+    return 0;
+}
+
+/* Fields accepted only with their no-op value; returns the name as a
+ * static string (error params must outlive the parsed JSON). */
+static const char *noop_field(const char *k)
+{
+    static const char *const names[] = {
+        "echo", "logprobs", "presence_penalty", "frequency_penalty", "best_of", "suffix"};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(names); i++)
+        if (!strcmp(k, names[i]))
+            return names[i];
+    return NULL;
+}
+
+int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                   srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                   struct srv_api_error *err)
+{
+    memset(p, 0, sizeof(*p));
+    p->max_tokens = 16;
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->top_k = -1;
+    p->n = 1;
+    if (!srv_utf8_valid(body, len))
+        BAD(NULL, "request body is not valid UTF-8");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root)
+        BAD(NULL, "request body is not valid JSON");
+    int rc = 0;
+    for (; end && end < body + len; end++)
+        if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n') {
+            srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                              "request body has data after the JSON value");
+            rc = -EINVAL;
+            goto out;
+        }
+    if (!cJSON_IsObject(root)) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body must be a JSON object");
+        rc = -EINVAL;
+        goto out;
+    }
+    const cJSON *prompt = NULL, *it;
+    int64_t x;
+    double d;
+    bool max_tokens_set = false;
+    const char *noop_name;
+    cJSON_ArrayForEach(it, root)
+    {
+        const char *k = it->string;
+        if (!strcmp(k, "prompt"))
+            prompt = it;
+        else if (!strcmp(k, "model")) {
+            if (!cJSON_IsString(it)) {
+                srv_api_error_set(err, 400, "invalid_request_error", "model", NULL,
+                                  "'model' must be a string");
+                rc = -EINVAL;
+            } else if (strcmp(it->valuestring, mi->name)) {
+                srv_api_error_set(err, 404, "NotFoundError", "model", "model_not_found",
+                                  "The model '%.64s' does not exist (this server has '%s')",
+                                  it->valuestring, mi->name);
+                rc = -EINVAL;
+            }
+        } else if (!strcmp(k, "max_tokens")) {
+            if (!cJSON_IsNull(it)) {
+                rc = get_int(it, "max_tokens", 1, mi->ctx_len, &x, err);
+                p->max_tokens = (int32_t)x;
+                max_tokens_set = true;
+            }
+        } else if (!strcmp(k, "temperature")) {
+            if (!cJSON_IsNull(it)) {
+                rc = get_num(it, "temperature", 0, 2, false, &d, err);
+                p->temperature = (float)d;
+            }
+        } else if (!strcmp(k, "top_p")) {
+            if (!cJSON_IsNull(it)) {
+                rc = get_num(it, "top_p", 0, 1, true, &d, err);
+                p->top_p = (float)d;
+            }
+        } else if (!strcmp(k, "top_k")) {
+            if (!cJSON_IsNull(it)) {
+                rc = get_int(it, "top_k", -1, mi->n_vocab, &x, err);
+                p->top_k = (int32_t)x;
+            }
+        } else if (!strcmp(k, "seed")) {
+            if (!cJSON_IsNull(it)) {
+                rc = get_int(it, "seed", -9007199254740991.0, 9007199254740991.0, &x, err);
+                p->seed = (uint64_t)x;
+                p->has_seed = true;
+            }
+        } else if (!strcmp(k, "n")) {
+            rc = get_int(it, "n", 1, SRV_MAX_N, &x, err);
+            p->n = (int)x;
+        } else if (!strcmp(k, "stop"))
+            rc = parse_stop(it, p, err);
+        else if (!strcmp(k, "ignore_eos"))
+            rc = get_bool(it, "ignore_eos", &p->ignore_eos, err);
+        else if (!strcmp(k, "stream"))
+            rc = cJSON_IsNull(it) ? 0 : get_bool(it, "stream", &p->stream, err);
+        else if (!strcmp(k, "logit_bias"))
+            rc = parse_bias(it, mi, p, err);
+        else if (!strcmp(k, "stream_options")) {
+            if (cJSON_IsNull(it))
+                continue;
+            if (!cJSON_IsObject(it)) {
+                srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
+                                  "'stream_options' must be an object");
+                rc = -EINVAL;
+            }
+            const cJSON *o;
+            cJSON_ArrayForEach(o, it)
+            {
+                if (rc)
+                    break;
+                if (!strcmp(o->string, "include_usage"))
+                    rc = get_bool(o, "stream_options.include_usage", &p->include_usage, err);
+                else if (strcmp(o->string, "continuous_usage_stats")) {
+                    srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
+                                      "unknown field 'stream_options.%.64s'", o->string);
+                    rc = -EINVAL;
+                }
+            }
+        } else if (!strcmp(k, "user")) {
+            if (!cJSON_IsString(it) && !cJSON_IsNull(it)) {
+                srv_api_error_set(err, 400, "invalid_request_error", "user", NULL,
+                                  "'user' must be a string");
+                rc = -EINVAL;
+            }
+        } else if ((noop_name = noop_field(k))) {
+            /* accepted only as their no-op values */
+            bool noop = cJSON_IsNull(it) || cJSON_IsFalse(it) ||
+                        (cJSON_IsNumber(it) &&
+                         (it->valuedouble == 0 || (!strcmp(k, "best_of") && it->valuedouble == 1)));
+            if (!noop) {
+                srv_api_error_set(err, 400, "invalid_request_error", noop_name, NULL,
+                                  "'%s' is not supported", noop_name);
+                rc = -EINVAL;
+            }
+        } else {
+            srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                              "unknown field '%.64s'", k);
+            rc = -EINVAL;
+        }
+        if (rc)
+            goto out;
+    }
+    if (!prompt) {
+        srv_api_error_set(err, 400, "invalid_request_error", "prompt", NULL,
+                          "'prompt' is required");
+        rc = -EINVAL;
+        goto out;
+    }
+    if ((rc = parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
+        goto out;
+    if (p->include_usage && !p->stream) {
+        srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
+                          "'stream_options' is only allowed with 'stream': true");
+        rc = -EINVAL;
+        goto out;
+    }
+    if (p->n_prompts * p->n > SRV_MAX_PROMPTS) {
+        srv_api_error_set(err, 400, "invalid_request_error", "n", NULL,
+                          "prompts x n must be at most %d", SRV_MAX_PROMPTS);
+        rc = -EINVAL;
+        goto out;
+    }
+    for (int i = 0; i < p->n_prompts; i++) {
+        int64_t need = (int64_t)p->prompt_lens[i] + p->max_tokens;
+        if (need > mi->ctx_len) {
+            srv_api_error_set(err, 400, "invalid_request_error",
+                              max_tokens_set ? "max_tokens" : "prompt", "context_length_exceeded",
+                              "This model's maximum context length is %d tokens. However, you "
+                              "requested %lld tokens (%d in the prompt, %d for the completion).",
+                              mi->ctx_len, (long long)need, p->prompt_lens[i], p->max_tokens);
+            rc = -EINVAL;
+            goto out;
+        }
+    }
+out:
+    cJSON_Delete(root);
+    if (rc == -ENOMEM)
+        srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    return rc;
+}
+
+void srv_comp_params_free(struct srv_comp_params *p)
+{
+    for (int i = 0; i < p->n_prompts; i++)
+        folio_free(p->prompts[i]);
+    folio_free(p->prompts);
+    folio_free(p->prompt_lens);
+    for (int i = 0; i < p->n_stop; i++)
+        folio_free(p->stop[i]);
+    folio_free(p->bias_tokens);
+    folio_free(p->bias_values);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Shared by /tokenize and /detokenize: an object whose keys are `want` and
+ * optionally "model"; returns the `want` member or NULL (err set). */
+static const cJSON *small_body(const cJSON *root, const struct eng_model_info *mi, const char *want,
+                               struct srv_api_error *err)
+{
+    if (!cJSON_IsObject(root)) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body must be a JSON object");
+        return NULL;
+    }
+    const cJSON *it, *found = NULL;
+    cJSON_ArrayForEach(it, root)
+    {
+        if (!strcmp(it->string, want))
+            found = it;
+        else if (!strcmp(it->string, "model")) {
+            if (!cJSON_IsString(it) || strcmp(it->valuestring, mi->name)) {
+                srv_api_error_set(err, 404, "NotFoundError", "model", "model_not_found",
+                                  "unknown model");
+                return NULL;
+            }
+        } else {
+            srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                              "unknown field '%.64s'", it->string);
+            return NULL;
+        }
+    }
+    if (!found)
+        srv_api_error_set(err, 400, "invalid_request_error", want, NULL, "'%s' is required", want);
+    return found;
+}
+
+static cJSON *parse_root(const char *body, size_t len, struct srv_api_error *err)
+{
+    const char *end = NULL;
+    if (!srv_utf8_valid(body, len)) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body is not valid UTF-8");
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    for (; root && end && end < body + len; end++)
+        if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n') {
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    if (!root)
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body is not valid JSON");
+    return root;
+}
+
+int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info *mi, char **text,
+                       struct srv_api_error *err)
+{
+    *text = NULL;
+    cJSON *root = parse_root(body, len, err);
+    if (!root)
+        return -EINVAL;
+    const cJSON *p = small_body(root, mi, "prompt", err);
+    int rc = -EINVAL;
+    if (p && !cJSON_IsString(p))
+        srv_api_error_set(err, 400, "invalid_request_error", "prompt", NULL,
+                          "'prompt' must be a string");
+    else if (p) {
+        *text = folio_strdup(p->valuestring);
+        rc = *text ? 0 : -ENOMEM;
+        if (rc)
+            srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                         int32_t **ids, int32_t *n, struct srv_api_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    cJSON *root = parse_root(body, len, err);
+    if (!root)
+        return -EINVAL;
+    const cJSON *t = small_body(root, mi, "tokens", err);
+    int rc = -EINVAL;
+    if (t && !cJSON_IsArray(t))
+        srv_api_error_set(err, 400, "invalid_request_error", "tokens", NULL,
+                          "'tokens' must be an array of token ids");
+    else if (t) {
+        struct srv_comp_params p = {0};
+        if (cJSON_GetArraySize(t) == 0)
+            rc = 0;
+        else if (!(rc = token_array(t, mi, &p, err))) {
+            *ids = p.prompts[0];
+            *n = p.prompt_lens[0];
+            p.prompts[0] = NULL;
+        } else if (err->param && !strcmp(err->param, "prompt"))
+            err->param = "tokens";
+        srv_comp_params_free(&p);
+    }
+    cJSON_Delete(root);
+    return rc;
+}

@@ -1,0 +1,584 @@
+/*
+ * daemon/config.c — the option table and everything it drives.
+ *
+ * Each row of `opts` names one option: its spelling (argv `--name`, INI key
+ * `name` or `name_with_underscores`), type, bounds, default (as text, run
+ * through the same parser as user input, so defaults obey the bounds too),
+ * where it lives in struct srv_config, and its help line.  argv parsing,
+ * the INI handler, --help and --dump-config all walk this one table; no
+ * option is spelled anywhere else.
+ *
+ * Tenants use a second, smaller table (`tenant_keys`) the same way.
+ *
+ * Validation happens per value (type and bounds, message names the option)
+ * and once at the end for cross-option rules (--kv-mem vs --kv-blocks,
+ * --listen must be loopback, socket path length, duplicate uids / keys).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+
+enum opt_type { OPT_STR, OPT_INT, OPT_SIZE, OPT_ENUM, OPT_BOOL };
+
+struct opt {
+    const char *name;
+    enum opt_type type;
+    int64_t min, max;    /* OPT_INT / OPT_SIZE */
+    const char *def;     /* default, as text; NULL = unset */
+    const char *choices; /* OPT_ENUM: "a|b|c" */
+    size_t off;          /* offsetof(struct srv_config, field) */
+    const char *arg;     /* metavariable for --help */
+    const char *help;
+};
+
+#define F(field) offsetof(struct srv_config, field)
+#define GiB      (1024LL * 1024 * 1024)
+
+static const struct opt opts[] = {
+    {"model", OPT_STR, 0, 0, NULL, NULL, F(model), "PATH",
+     "GGUF model file (default: the embedded synthetic model)"},
+    {"socket", OPT_STR, 0, 0, NULL, NULL, F(socket), "PATH",
+     "Unix socket (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)"},
+    {"listen", OPT_STR, 0, 0, NULL, NULL, F(listen), "HOST:PORT",
+     "also listen on loopback TCP (API keys name tenants)"},
+    {"kv-mem", OPT_SIZE, 4096, 1024 * GiB, "256M", NULL, F(kv_mem), "SIZE",
+     "KV cache memory (k/M/G suffixes); exclusive with --kv-blocks"},
+    {"kv-blocks", OPT_INT, 0, 1 << 24, "0", NULL, F(kv_blocks), "N",
+     "KV cache size in blocks (0: from --kv-mem)"},
+    {"block-size", OPT_INT, 1, 1024, "16", NULL, F(block_size), "N", "token slots per KV block"},
+    {"kv-dtype", OPT_ENUM, 0, 0, "f32", "f32|f16", F(kv_dtype), "f32|f16", "KV element type"},
+    {"max-batch-tokens", OPT_INT, 1, 1 << 20, "512", NULL, F(max_batch_tokens), "N",
+     "token budget of one step"},
+    {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step"},
+    {"threads", OPT_INT, 0, 1024, "0", NULL, F(threads), "N", "compute threads (0: one per online CPU)"},
+    {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid), "default|refuse",
+     "peers whose uid names no tenant: serve as 'default', or refuse (403)"},
+    {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",
+     "largest request body (413 beyond)"},
+    {"max-pending-output", OPT_SIZE, 4096, 1 << 30, "1M", NULL, F(max_pending_output), "SIZE",
+     "unsent bytes a client may leave queued before its connection is dropped"},
+    {"max-connections", OPT_INT, 1, 1 << 20, "4096", NULL, F(max_connections), "N",
+     "open client connections (more are closed at accept)"},
+    {"idle-timeout-ms", OPT_INT, 0, 3600 * 1000, "60000", NULL, F(idle_timeout_ms), "MS",
+     "close a connection that sends no complete request for this long (0: never)"},
+    {"drain-timeout-ms", OPT_INT, 0, 3600 * 1000, "30000", NULL, F(drain_timeout_ms), "MS",
+     "on SIGTERM, time running requests get to finish"},
+    {"log-level", OPT_ENUM, 0, 0, "info", "error|info|debug", F(log_level), "LEVEL",
+     "stderr log verbosity"},
+    {"config", OPT_STR, 0, 0, NULL, NULL, F(config), "FILE", "INI configuration file"},
+    {"help", OPT_BOOL, 0, 0, NULL, NULL, F(help), NULL, "print this help and exit"},
+    {"dump-config", OPT_BOOL, 0, 0, NULL, NULL, F(dump), NULL,
+     "print the effective configuration as INI and exit"},
+};
+
+#define N_OPTS ((int)FOLIO_ARRAY_LEN(opts))
+/* set_mask: bit i = option i given; bit 63 - i = given on the command line */
+_Static_assert(FOLIO_ARRAY_LEN(opts) < 32, "set_mask holds two bits per option");
+
+#define T(field) offsetof(struct srv_tenant_cfg, field)
+static const struct opt tenant_keys[] = {
+    {"uid", OPT_INT, -1, UINT32_MAX, "-1", NULL, T(uid), "UID", "peer uid of this tenant"},
+    {"weight", OPT_INT, 1, 1000, "1", NULL, T(weight), "W", "fair-share weight"},
+    {"max_kv_blocks", OPT_INT, 0, 1 << 24, "0", NULL, T(max_kv_blocks), "N",
+     "KV blocks the tenant may hold (0 = unlimited)"},
+    {"max_running", OPT_INT, 0, 65536, "0", NULL, T(max_running), "N",
+     "running requests (0 = unlimited)"},
+    {"max_waiting", OPT_INT, 0, 1 << 20, "0", NULL, T(max_waiting), "N",
+     "waiting requests before 429 (0 = unlimited)"},
+    {"api_key", OPT_STR, 0, 0, NULL, NULL, T(api_key), "KEY", "bearer key (TCP clients)"},
+};
+
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int srv_parse_int(const char *s, int64_t *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end)
+        return -EINVAL;
+    if (errno == ERANGE)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+int srv_parse_size(const char *s, int64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return -EINVAL;
+    if (errno == ERANGE)
+        return -ERANGE;
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (*end) {
+        end++;
+        if (*end == 'i')
+            end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+        if (*end)
+            return -EINVAL;
+    }
+    if (v > ((unsigned long long)INT64_MAX >> shift))
+        return -ERANGE;
+    *out = (int64_t)(v << shift);
+    return 0;
+}
+
+static bool enum_has(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    const char *p = choices;
+    while (p && *p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n))
+            return true;
+        p = bar ? bar + 1 : NULL;
+    }
+    return false;
+}
+
+/* Stores text value v into the field of o inside base.  `who` names the
+ * option in messages ("--kv-mem", "tenant.a: weight"). */
+static int opt_set(const struct opt *o, void *base, const char *v, const char *who, char *err,
+                   size_t errlen)
+{
+    char *field = (char *)base + o->off;
+    int64_t x;
+    int rc;
+    switch (o->type) {
+    case OPT_STR:
+    case OPT_ENUM: {
+        if (o->type == OPT_ENUM && !enum_has(o->choices, v)) {
+            errf(err, errlen, "%s: '%s' is not one of %s", who, v, o->choices);
+            return -EINVAL;
+        }
+        char *dup = folio_strdup(v);
+        if (!dup)
+            return -ENOMEM;
+        folio_free(*(char **)field);
+        *(char **)field = dup;
+        return 0;
+    }
+    case OPT_BOOL:
+        if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"))
+            *(bool *)field = true;
+        else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no"))
+            *(bool *)field = false;
+        else {
+            errf(err, errlen, "%s: '%s' is not a boolean", who, v);
+            return -EINVAL;
+        }
+        return 0;
+    case OPT_INT:
+    case OPT_SIZE:
+        rc = o->type == OPT_INT ? srv_parse_int(v, &x) : srv_parse_size(v, &x);
+        if (rc == -EINVAL) {
+            errf(err, errlen, "%s: '%s' is not %s", who, v,
+                 o->type == OPT_INT ? "an integer" : "a size (like 512k, 256M, 2G)");
+            return rc;
+        }
+        if (rc || x < o->min || x > o->max) {
+            errf(err, errlen, "%s: %s is out of range [%lld, %lld]", who, v, (long long)o->min,
+                 (long long)o->max);
+            return -EINVAL;
+        }
+        *(int64_t *)field = x;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* Option names match with '-' and '_' interchangeable. */
+static bool name_eq(const char *a, const char *b, size_t blen)
+{
+    size_t i = 0;
+    for (; i < blen && a[i]; i++) {
+        char x = a[i] == '_' ? '-' : a[i], y = b[i] == '_' ? '-' : b[i];
+        if (x != y)
+            return false;
+    }
+    return i == blen && !a[i];
+}
+
+static int opt_find(const struct opt *tab, int n, const char *name, size_t len)
+{
+    for (int i = 0; i < n; i++)
+        if (name_eq(tab[i].name, name, len))
+            return i;
+    return -1;
+}
+
+static int tenant_add(struct srv_config *cfg, const char *name, char *err, size_t errlen)
+{
+    for (int i = 0; i < cfg->n_tenants; i++)
+        if (!strcmp(cfg->tenants[i].name, name))
+            return i;
+    if (cfg->n_tenants >= SRV_MAX_TENANTS) {
+        errf(err, errlen, "too many tenants (at most %d)", SRV_MAX_TENANTS);
+        return -EINVAL;
+    }
+    if (!*name || strlen(name) > 64) {
+        errf(err, errlen, "tenant name '%s' must be 1..64 characters", name);
+        return -EINVAL;
+    }
+    for (const char *p = name; *p; p++)
+        if (!(*p == '_' || *p == '-' || *p == '.' || (*p >= '0' && *p <= '9') ||
+              (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
+            errf(err, errlen, "tenant name '%s': use letters, digits, '.', '_', '-'", name);
+            return -EINVAL;
+        }
+    struct srv_tenant_cfg *t = folio_realloc(cfg->tenants, (cfg->n_tenants + 1) * sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    cfg->tenants = t;
+    t = &cfg->tenants[cfg->n_tenants];
+    memset(t, 0, sizeof(*t));
+    t->name = folio_strdup(name);
+    if (!t->name)
+        return -ENOMEM;
+    for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
+        if (tenant_keys[k].def)
+            opt_set(&tenant_keys[k], t, tenant_keys[k].def, "default", NULL, 0);
+    return cfg->n_tenants++;
+}
+
+struct ini_ctx {
+    struct srv_config *cfg;
+    const char *file;
+    char *err;
+    size_t errlen;
+    int rc;
+};
+
+static int config_ini_handler(void *user, const char *section, const char *name, const char *value)
+{
+    struct ini_ctx *c = user;
+    char who[160];
+    if (!*section || !strcmp(section, "foliod")) {
+        int i = opt_find(opts, N_OPTS, name, strlen(name));
+        if (i < 0 || opts[i].type == OPT_BOOL || !strcmp(opts[i].name, "config")) {
+            errf(c->err, c->errlen, "%s: unknown option '%s'", c->file, name);
+            c->rc = -EINVAL;
+            return 0;
+        }
+        if (c->cfg->set_mask & (1ull << (63 - i)))
+            return 1; /* given on the command line: it wins */
+        snprintf(who, sizeof(who), "%s: %s", c->file, opts[i].name);
+        int rc = opt_set(&opts[i], c->cfg, value, who, c->err, c->errlen);
+        if (rc) {
+            c->rc = rc;
+            return 0;
+        }
+        c->cfg->set_mask |= 1ull << i;
+        return 1;
+    }
+    if (!strncmp(section, "tenant.", 7)) {
+        int ti = tenant_add(c->cfg, section + 7, c->err, c->errlen);
+        if (ti < 0) {
+            c->rc = ti;
+            return 0;
+        }
+        int k = opt_find(tenant_keys, (int)FOLIO_ARRAY_LEN(tenant_keys), name, strlen(name));
+        if (k < 0) {
+            errf(c->err, c->errlen, "%s: [%s]: unknown key '%s'", c->file, section, name);
+            c->rc = -EINVAL;
+            return 0;
+        }
+        snprintf(who, sizeof(who), "%s: [%s] %s", c->file, section, tenant_keys[k].name);
+        int rc = opt_set(&tenant_keys[k], &c->cfg->tenants[ti], value, who, c->err, c->errlen);
+        if (rc) {
+            c->rc = rc;
+            return 0;
+        }
+        return 1;
+    }
+    errf(c->err, c->errlen, "%s: unknown section [%s] (use [foliod] or [tenant.NAME])", c->file,
+         section);
+    c->rc = -EINVAL;
+    return 0;
+}
+
+static void config_defaults(struct srv_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (int i = 0; i < N_OPTS; i++)
+        if (opts[i].def)
+            opt_set(&opts[i], cfg, opts[i].def, opts[i].name, NULL, 0);
+}
+
+static int ini_finish(struct ini_ctx *c, int rc)
+{
+    if (c->rc)
+        return c->rc;
+    if (rc < 0) {
+        errf(c->err, c->errlen, "%s: cannot open: %s", c->file, strerror(errno));
+        return -EINVAL;
+    }
+    if (rc > 0) {
+        errf(c->err, c->errlen, "%s:%d: syntax error", c->file, rc);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int srv_config_parse_ini_string(struct srv_config *cfg, const char *text, char *err, size_t errlen)
+{
+    if (!cfg->n_tenants && tenant_add(cfg, "default", err, errlen) < 0)
+        return -ENOMEM;
+    struct ini_ctx c = {cfg, "config", err, errlen, 0};
+    return ini_finish(&c, ini_parse_string(text, config_ini_handler, &c));
+}
+
+/* Cross-option rules, defaults that depend on the environment. */
+static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
+{
+    int i_mem = opt_find(opts, N_OPTS, "kv-mem", 6), i_blk = opt_find(opts, N_OPTS, "kv-blocks", 9);
+    if ((cfg->set_mask >> i_mem & 1) && (cfg->set_mask >> i_blk & 1) && cfg->kv_blocks) {
+        errf(err, errlen, "--kv-mem and --kv-blocks exclude each other");
+        return -EINVAL;
+    }
+    if (!cfg->socket) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        char buf[4096];
+        snprintf(buf, sizeof(buf), "%s/foliod.sock", xdg && *xdg ? xdg : ".");
+        cfg->socket = folio_strdup(buf);
+        if (!cfg->socket)
+            return -ENOMEM;
+    }
+    if (strlen(cfg->socket) > 107) {
+        errf(err, errlen, "--socket: path '%s' is %zu bytes; Unix socket paths are limited to 107",
+             cfg->socket, strlen(cfg->socket));
+        return -EINVAL;
+    }
+    if (cfg->listen) {
+        const char *colon = strrchr(cfg->listen, ':');
+        int64_t port;
+        if (!colon || srv_parse_int(colon + 1, &port) || port < 0 || port > 65535) {
+            errf(err, errlen, "--listen: '%s' is not HOST:PORT", cfg->listen);
+            return -EINVAL;
+        }
+        size_t hl = (size_t)(colon - cfg->listen);
+        if (!((hl == 9 && !strncmp(cfg->listen, "localhost", 9)) ||
+              !strncmp(cfg->listen, "127.", 4) || (hl == 5 && !strncmp(cfg->listen, "[::1]", 5)))) {
+            errf(err, errlen,
+                 "--listen: '%s' is not a loopback address (127.x.y.z, [::1], localhost)",
+                 cfg->listen);
+            return -EINVAL;
+        }
+    }
+    for (int a = 0; a < cfg->n_tenants; a++)
+        for (int b = a + 1; b < cfg->n_tenants; b++) {
+            const struct srv_tenant_cfg *x = &cfg->tenants[a], *y = &cfg->tenants[b];
+            if (x->uid >= 0 && x->uid == y->uid) {
+                errf(err, errlen, "tenants '%s' and '%s' have the same uid %lld", x->name, y->name,
+                     (long long)x->uid);
+                return -EINVAL;
+            }
+            if (x->api_key && y->api_key && !strcmp(x->api_key, y->api_key)) {
+                errf(err, errlen, "tenants '%s' and '%s' have the same api_key", x->name, y->name);
+                return -EINVAL;
+            }
+        }
+    return 0;
+}
+
+int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    config_defaults(cfg);
+    if (tenant_add(cfg, "default", err, errlen) < 0)
+        return -ENOMEM;
+    /* Pass 1: the command line (it wins over the file, so its options are
+     * applied first and marked; the file skips marked options). */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) || !a[2]) {
+            errf(err, errlen, "unexpected argument '%s' (see --help)", a);
+            return -EINVAL;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        int k = opt_find(opts, N_OPTS, name, len);
+        if (k < 0) {
+            errf(err, errlen, "unknown option '%.*s' (see --help)", (int)len + 2, a);
+            return -EINVAL;
+        }
+        const char *v;
+        if (eq)
+            v = eq + 1;
+        else if (opts[k].type == OPT_BOOL)
+            v = "true";
+        else if (i + 1 < argc)
+            v = argv[++i];
+        else {
+            errf(err, errlen, "--%s needs a value (%s)", opts[k].name, opts[k].arg);
+            return -EINVAL;
+        }
+        char who[64];
+        snprintf(who, sizeof(who), "--%s", opts[k].name);
+        int rc = opt_set(&opts[k], cfg, v, who, err, errlen);
+        if (rc)
+            return rc;
+        cfg->set_mask |= 1ull << k;
+        cfg->set_mask |= 1ull << (63 - k); /* "from argv" */
+    }
+    if (cfg->help)
+        return 0;
+    if (cfg->config) {
+        struct ini_ctx c = {cfg, cfg->config, err, errlen, 0};
+        int rc = ini_finish(&c, ini_parse(cfg->config, config_ini_handler, &c));
+        if (rc)
+            return rc;
+    }
+    cfg->set_mask &= (1ull << N_OPTS) - 1;
+    return config_finish(cfg, err, errlen);
+}
+
+void srv_config_free(struct srv_config *cfg)
+{
+    for (int i = 0; i < N_OPTS; i++)
+        if (opts[i].type == OPT_STR || opts[i].type == OPT_ENUM)
+            folio_free(*(char **)((char *)cfg + opts[i].off));
+    for (int i = 0; i < cfg->n_tenants; i++) {
+        folio_free(cfg->tenants[i].name);
+        folio_free(cfg->tenants[i].api_key);
+    }
+    folio_free(cfg->tenants);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+void srv_config_help(FILE *out)
+{
+    fprintf(out, "usage: foliod [OPTIONS]\n\nServes a language model over HTTP/1.1 on a Unix "
+                 "socket (OpenAI-compatible API).\n\noptions:\n");
+    for (int i = 0; i < N_OPTS; i++) {
+        char lhs[64];
+        snprintf(lhs, sizeof(lhs), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
+                 opts[i].arg ? opts[i].arg : "");
+        fprintf(out, "  %-30s %s", lhs, opts[i].help);
+        if (opts[i].def && opts[i].type != OPT_BOOL)
+            fprintf(out, " [%s]", opts[i].def);
+        fputc('\n', out);
+    }
+    fprintf(out, "\nconfig file (INI): the options above as keys of [foliod]; tenants as\n"
+                 "sections [tenant.NAME] with keys:\n");
+    for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
+        fprintf(out, "  %-30s %s\n", tenant_keys[k].name, tenant_keys[k].help);
+    fprintf(out, "\nSIGTERM drains (finishes running requests, exits 0); SIGINT twice aborts.\n");
+}
+
+static void dump_value(const struct opt *o, const void *base, FILE *out)
+{
+    const char *field = (const char *)base + o->off;
+    switch (o->type) {
+    case OPT_STR:
+    case OPT_ENUM:
+        if (*(char *const *)field)
+            fprintf(out, "%s = %s\n", o->name, *(char *const *)field);
+        else
+            fprintf(out, "; %s = (unset)\n", o->name);
+        break;
+    case OPT_INT:
+    case OPT_SIZE:
+        fprintf(out, "%s = %lld\n", o->name, (long long)*(const int64_t *)field);
+        break;
+    case OPT_BOOL:
+        break;
+    }
+}
+
+void srv_config_dump(const struct srv_config *cfg, FILE *out)
+{
+    fprintf(out, "; foliod effective configuration\n[foliod]\n");
+    for (int i = 0; i < N_OPTS; i++) {
+        if (opts[i].type == OPT_BOOL || !strcmp(opts[i].name, "config"))
+            continue;
+        /* kv-mem and kv-blocks exclude each other: dump the one in use */
+        if (!strcmp(opts[i].name, "kv-mem") && cfg->kv_blocks)
+            continue;
+        dump_value(&opts[i], cfg, out);
+    }
+    for (int t = 0; t < cfg->n_tenants; t++) {
+        fprintf(out, "\n[tenant.%s]\n", cfg->tenants[t].name);
+        for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
+            dump_value(&tenant_keys[k], &cfg->tenants[t], out);
+    }
+}
+
+int srv_config_tenant_by_uid(const struct srv_config *cfg, int64_t uid)
+{
+    for (int i = 0; i < cfg->n_tenants; i++)
+        if (cfg->tenants[i].uid >= 0 && cfg->tenants[i].uid == uid)
+            return i;
+    return -1;
+}
+
+int srv_config_tenant_by_key(const struct srv_config *cfg, const char *key)
+{
+    if (!key)
+        return -1;
+    size_t n = strlen(key);
+    for (int i = 0; i < cfg->n_tenants; i++) {
+        const char *k = cfg->tenants[i].api_key;
+        if (!k || strlen(k) != n)
+            continue;
+        unsigned char diff = 0; /* constant time in the key's length */
+        for (size_t j = 0; j < n; j++)
+            diff |= (unsigned char)(k[j] ^ key[j]);
+        if (!diff)
+            return i;
+    }
+    return -1;
+}
+
+bool srv_config_has_keys(const struct srv_config *cfg)
+{
+    for (int i = 0; i < cfg->n_tenants; i++)
+        if (cfg->tenants[i].api_key)
+            return true;
+    return false;
+}

@@ -1,0 +1,148 @@
+/*
+ * daemon/engine.h — the one narrow interface between the HTTP server and
+ * whatever computes tokens.
+ *
+ * A backend (struct eng_backend_ops) is a scheduler plus a model: the
+ * server submits requests and aborts them; the driver (engine.c) runs the
+ * backend's steps:
+ *
+ *   loop thread:    plan()  ── a batch, immutable while it runs ──┐
+ *   engine thread:  run()   ── model forward + sampling ─────────┤
+ *   loop thread:    commit() ◄── uv_async_send ─────────────────-┘
+ *                   (emits token / finished events, then plans again)
+ *
+ * Events (struct eng_events) are delivered on the loop thread from plan()
+ * or commit(), never from submit() or abort() (the driver defers work to
+ * its async callback, so server code is never re-entered).  The backend
+ * reports `finished` exactly once per submitted request; after it, the
+ * backend never touches the request and the server may free it.  abort()
+ * only marks: a request in an in-flight batch is reclaimed at commit
+ * (nothing referenced by a running step is freed during the step).
+ *
+ * Threading: every op except run() is called on the loop thread, and never
+ * while run() executes for the ops that mutate (submit/abort only mark or
+ * queue; plan/commit run only between steps).  stats/block_info may be
+ * called during a step: backends must answer them from loop-thread state
+ * that run() does not write.
+ */
+#ifndef FOLIO_DAEMON_ENGINE_H
+#define FOLIO_DAEMON_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config.h"
+#include "folio/pager.h"
+
+enum eng_finish {
+    ENG_FINISH_LENGTH, /* max_tokens reached (or the context is full) */
+    ENG_FINISH_EOS,    /* end-of-sequence token */
+    ENG_FINISH_ABORT,  /* aborted by the server */
+    ENG_FINISH_ERROR,  /* the backend failed this request */
+};
+
+struct eng_sampling {
+    float temperature; /* 0: greedy */
+    float top_p;       /* (0, 1] */
+    int32_t top_k;     /* <= 0: off */
+    uint64_t seed;
+    bool ignore_eos;
+    int32_t n_bias;
+    const int32_t *bias_tokens; /* [n_bias] */
+    const float *bias_values;   /* [n_bias] */
+};
+
+/* One sequence to generate.  Owned by the server; the backend keeps a
+ * pointer from submit() until it reports `finished`. */
+struct eng_req {
+    uint64_t id;
+    int tenant;    /* index into the config's tenant table */
+    uint64_t salt; /* prefix-cache salt (per tenant) */
+    const int32_t *prompt;
+    int32_t n_prompt;
+    int32_t max_tokens;
+    struct eng_sampling sp;
+    void *user; /* the server's */
+    void *priv; /* the backend's */
+};
+
+struct eng_events {
+    void *user;
+    /* First time the request is scheduled (its queue time ends). */
+    void (*started)(void *user, struct eng_req *r);
+    void (*token)(void *user, struct eng_req *r, int32_t token);
+    void (*finished)(void *user, struct eng_req *r, enum eng_finish why);
+};
+
+struct eng_model_info {
+    const char *name;
+    int32_t n_vocab, ctx_len, eos_id;
+    bool has_tokenizer; /* text prompts and text output */
+};
+
+struct eng_stats {
+    int64_t blocks_total, blocks_free, blocks_used, blocks_cached;
+    int64_t tokens_held, slots_empty;
+    int64_t block_size, bytes_per_block;
+    int64_t running, waiting, preempted; /* requests now */
+    int64_t preemptions_total;
+    int64_t prefix_queries, prefix_hits; /* tokens */
+    const char *kv_dtype;
+};
+
+struct eng_tenant_stats {
+    int64_t blocks_used, running, waiting;
+};
+
+struct eng_backend_ops {
+    const char *kind;
+    void (*info)(void *b, struct eng_model_info *mi);
+    /* Queues r.  -EINVAL if it can never run (e.g. needs more KV blocks
+     * than the pool or its tenant may hold); no event is sent then. */
+    int (*submit)(void *b, struct eng_req *r);
+    void (*abort)(void *b, struct eng_req *r);
+    /* Retires aborted requests (finished events) and plans the next step.
+     * Returns the step's token count (> 0: call run then commit), 0 when
+     * idle, or -errno. */
+    int (*plan)(void *b, const struct eng_events *ev);
+    void (*run)(void *b);
+    void (*commit)(void *b, const struct eng_events *ev);
+    void (*stats)(void *b, struct eng_stats *st);
+    void (*tenant_stats)(void *b, int tenant, struct eng_tenant_stats *st);
+    int32_t (*n_blocks)(void *b);
+    void (*block_info)(void *b, int32_t block, struct pager_block_info *bi);
+    /* Bytes of one token's text into buf; returns the length or -errno. */
+    int (*detok)(void *b, int32_t token, char *buf, size_t cap);
+    /* Text -> token ids (*out owned by the caller, folio_free).  NULL or
+     * -ENOSYS: the backend has no tokenizer. */
+    int (*tokenize)(void *b, const char *text, size_t n, int32_t **out, int32_t *n_out);
+    void (*free)(void *b);
+};
+
+/* Creates a backend from the configuration; err gets a message on failure. */
+typedef int (*eng_backend_factory)(const struct srv_config *cfg, const struct eng_backend_ops **ops,
+                                   void **b, char *err, size_t errlen);
+
+/* ---- the driver (engine.c) ------------------------------------------- */
+
+typedef struct srv_engine srv_engine_t;
+
+struct srv_engine_step_stats {
+    double seconds; /* wall time of run() */
+    int tokens;
+};
+
+int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backend_ops *ops,
+                    void *backend, const struct eng_events *ev,
+                    void (*on_step)(void *user, const struct srv_engine_step_stats *st));
+int srv_engine_submit(srv_engine_t *e, struct eng_req *r);
+void srv_engine_abort(srv_engine_t *e, struct eng_req *r);
+bool srv_engine_busy(const srv_engine_t *e);
+/* Joins the engine thread (after the current step) and closes the async
+ * handle; frees e in the close callback; the backend is not freed. */
+void srv_engine_close(srv_engine_t *e);
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * daemon/metrics.c — see metrics.h.  Values print with %.17g so integer
+ * counters stay exact up to 2^53; special values as +Inf / -Inf / NaN.
+ */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void srv_hist_init(struct srv_hist *h, const double *bounds, int n)
+{
+    memset(h, 0, sizeof(*h));
+    h->bounds = bounds;
+    h->n = n > SRV_HIST_MAX_BUCKETS ? SRV_HIST_MAX_BUCKETS : n;
+}
+
+void srv_hist_observe(struct srv_hist *h, double v)
+{
+    int i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+static void prom_value(struct srv_buf *b, double v)
+{
+    if (isnan(v))
+        srv_buf_puts(b, "NaN");
+    else if (isinf(v))
+        srv_buf_puts(b, v > 0 ? "+Inf" : "-Inf");
+    else
+        srv_buf_printf(b, "%.17g", v);
+}
+
+void srv_prom_family(struct srv_buf *b, const char *name, const char *type, const char *help)
+{
+    srv_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void srv_prom_sample(struct srv_buf *b, const char *name, const char *labels, double v)
+{
+    srv_buf_puts(b, name);
+    if (labels && *labels)
+        srv_buf_printf(b, "{%s}", labels);
+    srv_buf_puts(b, " ");
+    prom_value(b, v);
+    srv_buf_puts(b, "\n");
+}
+
+void srv_prom_hist(struct srv_buf *b, const char *name, const char *labels,
+                   const struct srv_hist *h)
+{
+    const char *sep = labels && *labels ? "," : "";
+    const char *lab = labels ? labels : "";
+    uint64_t cum = 0;
+    for (int i = 0; i <= h->n; i++) {
+        cum += h->counts[i];
+        srv_buf_printf(b, "%s_bucket{%s%sle=\"", name, lab, sep);
+        if (i < h->n)
+            prom_value(b, h->bounds[i]);
+        else
+            srv_buf_puts(b, "+Inf");
+        srv_buf_printf(b, "\"} %llu\n", (unsigned long long)cum);
+    }
+    char nm[160];
+    snprintf(nm, sizeof(nm), "%s_sum", name);
+    srv_prom_sample(b, nm, labels, h->sum);
+    snprintf(nm, sizeof(nm), "%s_count", name);
+    srv_prom_sample(b, nm, labels, (double)h->count);
+}
+
+void srv_prom_label_escape(const char *v, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *v && o + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"') {
+            out[o++] = '\\';
+            out[o++] = *v;
+        } else if (*v == '\n') {
+            out[o++] = '\\';
+            out[o++] = 'n';
+        } else
+            out[o++] = *v;
+    }
+    out[o] = 0;
+}

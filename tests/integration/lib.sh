@@ -1,0 +1,63 @@
+# tests/integration/lib.sh — helpers for the daemon integration tests
+# (sourced).  Each test gets a temporary directory, starts a daemon on a
+# socket inside it, and stops it on exit.
+set -euo pipefail
+T=$(mktemp -d /tmp/foliod-test.XXXXXX)
+SOCK=$T/f.sock
+DPID=
+LOG=$T/foliod.log
+cleanup() {
+  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then kill -KILL "$DPID" 2>/dev/null || true; fi
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; echo "--- daemon log (tail):" >&2; tail -n 30 "$LOG" >&2 || true; exit 1; }
+ok() { echo "ok - $*"; }
+
+# start_daemon BINARY ARGS... : starts it on $SOCK, waits for /health.
+start_daemon() {
+  local bin=$1; shift
+  "$bin" --socket "$SOCK" --log-level debug "$@" >"$LOG" 2>&1 &
+  DPID=$!
+  for _ in $(seq 1 200); do
+    if curl -s --unix-socket "$SOCK" http://x/health >/dev/null 2>&1; then return 0; fi
+    kill -0 "$DPID" 2>/dev/null || fail "daemon exited at start"
+    sleep 0.05
+  done
+  fail "daemon did not come up"
+}
+
+stop_daemon() {
+  [ -n "$DPID" ] || return 0
+  kill -TERM "$DPID" 2>/dev/null || true
+  local rc=0
+  wait "$DPID" || rc=$?
+  DPID=
+  return $rc
+}
+
+# req METHOD PATH [BODY] : prints "STATUS\nBODY"
+req() {
+  local m=$1 p=$2 body=${3:-}
+  if [ -n "$body" ]; then
+    curl -s --unix-socket "$SOCK" -X "$m" -H 'Content-Type: application/json' \
+      --data-binary "$body" -w '\n%{http_code}' "http://x$p"
+  else
+    curl -s --unix-socket "$SOCK" -X "$m" -w '\n%{http_code}' "http://x$p"
+  fi
+}
+status_of() { tail -n1 <<<"$1"; }
+body_of() { sed '$d' <<<"$1"; }
+
+# ensure_openai: installs openai@6 + undici@7 into $NM (once); returns 1
+# with a message when npm or the registry is unreachable.
+NM=${NPM_DIR:-$PWD/npm-openai}
+ensure_openai() {
+  mkdir -p "$NM"
+  if [ -d "$NM/node_modules/openai" ] && [ -d "$NM/node_modules/undici" ]; then return 0; fi
+  if ! command -v npm >/dev/null; then echo "npm not installed"; return 1; fi
+  [ -f "$NM/package.json" ] || echo '{"private":true}' >"$NM/package.json"
+  if ! (cd "$NM" && timeout 180 npm install --no-audit --no-fund --silent openai@6 undici@7 >"$T/npm.log" 2>&1); then
+    echo "npm install openai@6 undici@7 failed (registry unreachable?):"; tail -n 5 "$T/npm.log"; return 1
+  fi
+}

@@ -1,0 +1,315 @@
+/*
+ * tests/test_srv_api.c — /v1/completions validation: a full valid body
+ * sets every field; each of many bad bodies is refused with status 400 (or
+ * 404 for an unknown model) and the right `param`; prompts longer than the
+ * context; text prompts with and without a tokenizer; error objects are
+ * valid JSON with message/type/param/code; the UTF-8 validator agrees with
+ * a table of well-formed and ill-formed sequences.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "api.h"
+#include "folio/common.h"
+
+static const struct eng_model_info mi = {"m", 100, 64, 2, false};
+
+static int parse(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return srv_comp_parse(body, strlen(body), &mi, NULL, NULL, p, e);
+}
+
+static void test_valid_full(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    const char *body = "{\"model\":\"m\",\"prompt\":[1,2,3],\"max_tokens\":10,\"temperature\":0.5,"
+                       "\"top_p\":0.9,\"top_k\":40,\"seed\":42,\"n\":3,\"stop\":[\"ab\",\"\\n\"],"
+                       "\"ignore_eos\":true,\"logit_bias\":{\"7\":-100,\"9\":2.5},\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true},\"user\":\"u\",\"echo\":false,"
+                       "\"logprobs\":null,\"presence_penalty\":0}";
+    assert_int_equal(parse(body, &p, &e), 0);
+    assert_int_equal(p.n_prompts, 1);
+    assert_int_equal(p.prompt_lens[0], 3);
+    assert_int_equal(p.prompts[0][2], 3);
+    assert_int_equal(p.max_tokens, 10);
+    assert_true(p.temperature == 0.5f);
+    assert_true(p.top_p == 0.9f);
+    assert_int_equal(p.top_k, 40);
+    assert_true(p.has_seed);
+    assert_int_equal(p.seed, 42);
+    assert_int_equal(p.n, 3);
+    assert_int_equal(p.n_stop, 2);
+    assert_string_equal(p.stop[1], "\n");
+    assert_true(p.ignore_eos && p.stream && p.include_usage);
+    assert_int_equal(p.n_bias, 2);
+    assert_int_equal(p.bias_tokens[0], 7);
+    assert_true(p.bias_values[0] == -100.0f);
+    srv_comp_params_free(&p);
+}
+
+static void test_defaults_and_lists(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    assert_int_equal(parse("{\"prompt\":[5]}", &p, &e), 0);
+    assert_int_equal(p.max_tokens, 16);
+    assert_true(p.temperature == 1.0f);
+    assert_int_equal(p.n, 1);
+    assert_false(p.stream);
+    assert_false(p.has_seed);
+    srv_comp_params_free(&p);
+    assert_int_equal(parse("{\"prompt\":[[1,2],[3,4,5]],\"stop\":\"x\"}", &p, &e), 0);
+    assert_int_equal(p.n_prompts, 2);
+    assert_int_equal(p.prompt_lens[1], 3);
+    assert_int_equal(p.n_stop, 1);
+    srv_comp_params_free(&p);
+    /* whitespace after the value is fine */
+    assert_int_equal(parse("{\"prompt\":[5]} \r\n", &p, &e), 0);
+    srv_comp_params_free(&p);
+}
+
+static void test_bad_bodies(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        int status;
+        const char *param; /* NULL: none */
+    } bad[] = {
+        {"", 400, NULL},
+        {"{", 400, NULL},
+        {"[]", 400, NULL},
+        {"null", 400, NULL},
+        {"{\"prompt\":[1]} x", 400, NULL},
+        {"{}", 400, "prompt"},
+        {"{\"prompt\":[]}", 400, "prompt"},
+        {"{\"prompt\":5}", 400, "prompt"},
+        {"{\"prompt\":[1,\"a\"]}", 400, "prompt"},
+        {"{\"prompt\":[1.5]}", 400, "prompt"},
+        {"{\"prompt\":[-1]}", 400, "prompt"},
+        {"{\"prompt\":[100]}", 400, "prompt"},
+        {"{\"prompt\":[[1],5]}", 400, "prompt"},
+        {"{\"prompt\":[1],\"max_tokens\":0}", 400, "max_tokens"},
+        {"{\"prompt\":[1],\"max_tokens\":-1}", 400, "max_tokens"},
+        {"{\"prompt\":[1],\"max_tokens\":1e300}", 400, "max_tokens"},
+        {"{\"prompt\":[1],\"max_tokens\":2.5}", 400, "max_tokens"},
+        {"{\"prompt\":[1],\"max_tokens\":\"3\"}", 400, "max_tokens"},
+        {"{\"prompt\":[1],\"temperature\":-0.1}", 400, "temperature"},
+        {"{\"prompt\":[1],\"temperature\":true}", 400, "temperature"},
+        {"{\"prompt\":[1],\"top_p\":0}", 400, "top_p"},
+        {"{\"prompt\":[1],\"top_p\":1.01}", 400, "top_p"},
+        {"{\"prompt\":[1],\"top_k\":-2}", 400, "top_k"},
+        {"{\"prompt\":[1],\"seed\":1e20}", 400, "seed"},
+        {"{\"prompt\":[1],\"seed\":0.5}", 400, "seed"},
+        {"{\"prompt\":[1],\"n\":0}", 400, "n"},
+        {"{\"prompt\":[1],\"n\":17}", 400, "n"},
+        {"{\"prompt\":[1],\"stop\":3}", 400, "stop"},
+        {"{\"prompt\":[1],\"stop\":[\"\"]}", 400, "stop"},
+        {"{\"prompt\":[1],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400, "stop"},
+        {"{\"prompt\":[1],\"stop\":[1]}", 400, "stop"},
+        {"{\"prompt\":[1],\"ignore_eos\":1}", 400, "ignore_eos"},
+        {"{\"prompt\":[1],\"stream\":\"yes\"}", 400, "stream"},
+        {"{\"prompt\":[1],\"stream_options\":{\"include_usage\":true}}", 400, "stream_options"},
+        {"{\"prompt\":[1],\"stream\":true,\"stream_options\":{\"x\":1}}", 400, "stream_options"},
+        {"{\"prompt\":[1],\"stream\":true,\"stream_options\":3}", 400, "stream_options"},
+        {"{\"prompt\":[1],\"logit_bias\":[1]}", 400, "logit_bias"},
+        {"{\"prompt\":[1],\"logit_bias\":{\"a\":1}}", 400, "logit_bias"},
+        {"{\"prompt\":[1],\"logit_bias\":{\"100\":1}}", 400, "logit_bias"},
+        {"{\"prompt\":[1],\"logit_bias\":{\"5\":101}}", 400, "logit_bias"},
+        {"{\"prompt\":[1],\"echo\":true}", 400, "echo"},
+        {"{\"prompt\":[1],\"best_of\":2}", 400, "best_of"},
+        {"{\"prompt\":[1],\"frobnicate\":1}", 400, NULL},
+        {"{\"prompt\":[1],\"user\":5}", 400, "user"},
+        {"{\"prompt\":[1],\"model\":5}", 400, "model"},
+        {"{\"prompt\":[1],\"model\":\"other\"}", 404, "model"},
+        {"{\"prompt\":[1],\"max_tokens\":64}", 400, "max_tokens"},
+        {"{\"prompt\":\"hello\"}", 400, "prompt"},
+        {"{\"prompt\":[\"hello\"]}", 400, "prompt"},
+        {"{\"prompt\":[1],\"n\":16,\"prompt\":[[1],[2],[3],[4],[5]]}", 400, "n"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct srv_comp_params p;
+        struct srv_api_error e;
+        int rc = parse(bad[i].body, &p, &e);
+        if (rc != -EINVAL || e.status != bad[i].status)
+            fail_msg("body %zu '%s': rc %d status %d", i, bad[i].body, rc, e.status);
+        if ((bad[i].param == NULL) != (e.param == NULL) ||
+            (bad[i].param && strcmp(bad[i].param, e.param)))
+            fail_msg("body %zu '%s': param %s want %s", i, bad[i].body,
+                     e.param ? e.param : "(null)", bad[i].param ? bad[i].param : "(null)");
+        assert_true(strlen(e.message) > 0);
+        srv_comp_params_free(&p);
+    }
+}
+
+static void test_context_and_utf8_body(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    char body[1024] = "{\"prompt\":[";
+    for (int i = 0; i < 60; i++)
+        strcat(body, i ? ",1" : "1");
+    strcat(body, "],\"max_tokens\":5}");
+    assert_int_equal(parse(body, &p, &e), -EINVAL);
+    assert_string_equal(e.code, "context_length_exceeded");
+    assert_non_null(strstr(e.message, "maximum context length is 64"));
+    srv_comp_params_free(&p);
+    const char bad_utf8[] = "{\"prompt\":[1],\"user\":\"\xff\xfe\"}";
+    assert_int_equal(parse(bad_utf8, &p, &e), -EINVAL);
+    assert_non_null(strstr(e.message, "UTF-8"));
+    srv_comp_params_free(&p);
+}
+
+static int fake_tok(void *ctx, const char *text, size_t n, int32_t **out, int32_t *n_out)
+{
+    (void)ctx;
+    *out = folio_malloc(n * sizeof(int32_t));
+    for (size_t i = 0; i < n; i++)
+        (*out)[i] = (unsigned char)text[i] % 100;
+    *n_out = (int32_t)n;
+    return 0;
+}
+
+static void test_text_prompt_with_tokenizer(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    const char *b = "{\"prompt\":[\"ab\",\"cde\"]}";
+    assert_int_equal(srv_comp_parse(b, strlen(b), &mi, fake_tok, NULL, &p, &e), 0);
+    assert_int_equal(p.n_prompts, 2);
+    assert_int_equal(p.prompt_lens[1], 3);
+    assert_int_equal(p.prompts[0][0], 'a' % 100);
+    srv_comp_params_free(&p);
+}
+
+static void test_error_json(void **state)
+{
+    (void)state;
+    struct srv_api_error e;
+    srv_api_error_set(&e, 400, "invalid_request_error", "max_tokens", NULL, "bad \"x\"\n%d", 5);
+    struct srv_buf b = {0};
+    srv_api_error_json(&b, &e);
+    cJSON *j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    cJSON *err = cJSON_GetObjectItem(j, "error");
+    assert_string_equal(cJSON_GetObjectItem(err, "message")->valuestring, "bad \"x\"\n5");
+    assert_string_equal(cJSON_GetObjectItem(err, "type")->valuestring, "invalid_request_error");
+    assert_string_equal(cJSON_GetObjectItem(err, "param")->valuestring, "max_tokens");
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(err, "code")));
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+    srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full", "full");
+    srv_api_error_json(&b, &e);
+    j = cJSON_Parse(b.p);
+    err = cJSON_GetObjectItem(j, "error");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(err, "param")));
+    assert_string_equal(cJSON_GetObjectItem(err, "code")->valuestring, "tenant_queue_full");
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+}
+
+static void test_utf8_valid(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        bool ok;
+    } t[] = {
+        {"plain", true},
+        {"\xc3\xa9", true},
+        {"\xe2\x82\xac", true},
+        {"\xf0\x9f\x98\x80", true},
+        {"\xf4\x8f\xbf\xbf", true},
+        {"\xc3", false},
+        {"\xc0\x80", false},
+        {"\xe0\x80\x80", false},
+        {"\xed\xa0\x80", false},
+        {"\xf4\x90\x80\x80", false},
+        {"\xf5\x80\x80\x80", false},
+        {"\x80", false},
+        {"\xff", false},
+        {"a\xe2\x82", false},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (srv_utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok)
+            fail_msg("case %zu", i);
+}
+
+/* Every allocation failure inside parsing is an error, never a crash or a
+ * leak (ASan checks the leaks). */
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    const char *body = "{\"prompt\":[[1,2],[3]],\"stop\":[\"a\",\"b\"],\"logit_bias\":{\"1\":1}}";
+    for (long n = 1; n < 40; n++) {
+        struct srv_comp_params p;
+        struct srv_api_error e;
+        folio_alloc_fail_at(n);
+        int rc = srv_comp_parse(body, strlen(body), &mi, NULL, NULL, &p, &e);
+        folio_alloc_fail_at(0);
+        assert_true(rc == 0 || rc == -ENOMEM || rc == -EINVAL);
+        srv_comp_params_free(&p);
+    }
+}
+
+static void test_tokenize_bodies(void **state)
+{
+    (void)state;
+    struct srv_api_error e;
+    char *text;
+    int32_t *ids, n;
+    const char *b = "{\"prompt\":\"x y\",\"model\":\"m\"}";
+    assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &text, &e), 0);
+    assert_string_equal(text, "x y");
+    folio_free(text);
+    const char *bad_tok[] = {"{}", "{\"prompt\":5}", "{\"prompt\":\"a\",\"z\":1}", "[", "\"s\""};
+    for (size_t i = 0; i < sizeof(bad_tok) / sizeof(bad_tok[0]); i++) {
+        assert_int_equal(srv_tokenize_parse(bad_tok[i], strlen(bad_tok[i]), &mi, &text, &e),
+                         -EINVAL);
+        assert_int_equal(e.status, 400);
+        assert_null(text);
+    }
+    b = "{\"tokens\":[1,2,99]}";
+    assert_int_equal(srv_detokenize_parse(b, strlen(b), &mi, &ids, &n, &e), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[2], 99);
+    folio_free(ids);
+    const char *bad_det[] = {"{\"tokens\":[100]}", "{\"tokens\":[-1]}", "{\"tokens\":\"1\"}",
+                             "{\"tokens\":[1.5]}", "{\"model\":\"x\",\"tokens\":[1]}"};
+    for (size_t i = 0; i < sizeof(bad_det) / sizeof(bad_det[0]); i++) {
+        assert_int_equal(srv_detokenize_parse(bad_det[i], strlen(bad_det[i]), &mi, &ids, &n, &e),
+                         -EINVAL);
+        assert_true(e.status == 400 || e.status == 404);
+        assert_null(ids);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_full),
+        cmocka_unit_test(test_defaults_and_lists),
+        cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_context_and_utf8_body),
+        cmocka_unit_test(test_text_prompt_with_tokenizer),
+        cmocka_unit_test(test_error_json),
+        cmocka_unit_test(test_utf8_valid),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_tokenize_bodies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,269 @@
+/*
+ * tools/cmd_complete.c — `folio complete`: one completion from a running
+ * foliod over its Unix socket, printed as it arrives.
+ *
+ *   folio complete [--socket PATH] [--max-tokens N] [--temperature T]
+ *                  [--seed N] [--stream] PROMPT | --tokens 1,2,3
+ *
+ * Plain blocking HTTP/1.1 (one request, Connection: close); the response is
+ * parsed by llhttp (which also undoes chunked encoding).  With --stream the
+ * SSE events are decoded as they come and each text piece is written to
+ * stdout at once.  Errors from the server print their message on stderr
+ * (exit status 1).
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "folio_cmds.h"
+
+int cmd_complete(int argc, char **argv);
+
+struct resp {
+    bool stream;
+    char *body; /* accumulated body (non-stream), or unparsed SSE bytes */
+    size_t len, cap;
+    bool done, failed;
+    int status;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: folio complete [--socket PATH] [--max-tokens N] [--temperature T] "
+                 "[--seed N] [--stream] PROMPT|--tokens IDS\n"
+                 "  IDS: comma-separated token ids, e.g. --tokens 1,2,3\n");
+}
+
+static int append(struct resp *r, const char *at, size_t n)
+{
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 4096;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *p = realloc(r->body, cap);
+        if (!p)
+            return -1;
+        r->body = p;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, at, n);
+    r->len += n;
+    r->body[r->len] = 0;
+    return 0;
+}
+
+static void print_error(const char *body, int status)
+{
+    cJSON *j = cJSON_Parse(body);
+    cJSON *e = j ? cJSON_GetObjectItem(j, "error") : NULL;
+    cJSON *m = e ? cJSON_GetObjectItem(e, "message") : NULL;
+    fprintf(stderr, "folio complete: HTTP %d: %s\n", status,
+            cJSON_IsString(m) ? m->valuestring : body);
+    cJSON_Delete(j);
+}
+
+/* Prints the text of every choice in one JSON object (a chunk or the
+ * whole response). */
+static void print_choices(const char *json)
+{
+    cJSON *j = cJSON_Parse(json);
+    cJSON *ch = j ? cJSON_GetObjectItem(j, "choices") : NULL, *c;
+    cJSON_ArrayForEach(c, ch)
+    {
+        cJSON *t = cJSON_GetObjectItem(c, "text");
+        if (cJSON_IsString(t))
+            fputs(t->valuestring, stdout);
+    }
+    fflush(stdout);
+    cJSON_Delete(j);
+}
+
+/* Consumes complete SSE events from r->body. */
+static void sse_drain(struct resp *r)
+{
+    char *start = r->body;
+    for (;;) {
+        char *end = strstr(start, "\n\n");
+        if (!end)
+            break;
+        *end = 0;
+        if (!strncmp(start, "data: ", 6)) {
+            if (!strcmp(start + 6, "[DONE]"))
+                r->done = true;
+            else
+                print_choices(start + 6);
+        }
+        start = end + 2;
+    }
+    size_t used = (size_t)(start - r->body);
+    memmove(r->body, start, r->len - used + 1);
+    r->len -= used;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    struct resp *r = p->data;
+    if (append(r, at, n))
+        return -1;
+    if (r->stream && r->status == 200)
+        sse_drain(r);
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    struct resp *r = p->data;
+    r->status = p->status_code;
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    struct resp *r = p->data;
+    r->done = true;
+    return 0;
+}
+
+int cmd_complete(int argc, char **argv)
+{
+    const char *sock = NULL, *prompt = NULL, *tokens = NULL;
+    long max_tokens = 64, seed = -1;
+    double temperature = -1;
+    bool stream = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--socket") && has)
+            sock = argv[++i];
+        else if (!strcmp(a, "--max-tokens") && has)
+            max_tokens = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--temperature") && has)
+            temperature = strtod(argv[++i], NULL);
+        else if (!strcmp(a, "--seed") && has)
+            seed = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--tokens") && has)
+            tokens = argv[++i];
+        else if (!strcmp(a, "--stream"))
+            stream = true;
+        else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "folio complete: unknown option or missing value: %s\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!prompt)
+            prompt = a;
+        else {
+            fprintf(stderr, "folio complete: one PROMPT only\n");
+            return 2;
+        }
+    }
+    if (!prompt == !tokens) {
+        usage(stderr);
+        return 2;
+    }
+    char defsock[4096];
+    if (!sock) {
+        const char *x = getenv("XDG_RUNTIME_DIR");
+        snprintf(defsock, sizeof(defsock), "%s/foliod.sock", x && *x ? x : ".");
+        sock = defsock;
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(sock) >= sizeof(addr.sun_path)) {
+        fprintf(stderr, "folio complete: socket path too long (max %zu bytes)\n",
+                sizeof(addr.sun_path) - 1);
+        return 2;
+    }
+    strcpy(addr.sun_path, sock);
+
+    cJSON *req = cJSON_CreateObject();
+    if (tokens) {
+        cJSON *arr = cJSON_AddArrayToObject(req, "prompt");
+        for (const char *p = tokens; *p;) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p) {
+                fprintf(stderr, "folio complete: --tokens: bad list '%s'\n", tokens);
+                cJSON_Delete(req);
+                return 2;
+            }
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)v));
+            p = *end == ',' ? end + 1 : end;
+        }
+    } else
+        cJSON_AddStringToObject(req, "prompt", prompt);
+    cJSON_AddNumberToObject(req, "max_tokens", (double)max_tokens);
+    if (temperature >= 0)
+        cJSON_AddNumberToObject(req, "temperature", temperature);
+    if (seed >= 0)
+        cJSON_AddNumberToObject(req, "seed", (double)seed);
+    if (stream)
+        cJSON_AddTrueToObject(req, "stream");
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        fprintf(stderr, "folio complete: cannot connect to %s: %s\n", sock, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        free(body);
+        return 1;
+    }
+    char head[256];
+    int hl = snprintf(head, sizeof(head),
+                      "POST /v1/completions HTTP/1.1\r\nHost: foliod\r\nContent-Type: "
+                      "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                      strlen(body));
+    int rc = 1;
+    if (write(fd, head, (size_t)hl) != hl ||
+        write(fd, body, strlen(body)) != (ssize_t)strlen(body)) {
+        fprintf(stderr, "folio complete: write: %s\n", strerror(errno));
+        goto out;
+    }
+    llhttp_settings_t settings;
+    llhttp_settings_init(&settings);
+    settings.on_body = on_body;
+    settings.on_headers_complete = on_headers_complete;
+    settings.on_message_complete = on_message_complete;
+    llhttp_t parser;
+    llhttp_init(&parser, HTTP_RESPONSE, &settings);
+    struct resp r = {.stream = stream};
+    parser.data = &r;
+    char buf[16384];
+    while (!r.done) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            llhttp_finish(&parser);
+            break;
+        }
+        if (llhttp_execute(&parser, buf, (size_t)n) != HPE_OK) {
+            fprintf(stderr, "folio complete: bad response: %s\n", llhttp_get_error_reason(&parser));
+            break;
+        }
+    }
+    if (r.status != 200)
+        print_error(r.body ? r.body : "", r.status);
+    else if (!stream && r.body) {
+        print_choices(r.body);
+        rc = 0;
+    } else
+        rc = r.done ? 0 : 1;
+    if (r.status == 200)
+        fputc('\n', stdout);
+    free(r.body);
+out:
+    close(fd);
+    free(body);
+    return rc;
+}
