@@ -778,8 +778,8 @@ static void get_done(struct conn *c, bool ok, const char *why)
     }
 }
 
-int bench_http_get(const struct bench_target *t, const char *path, double timeout_s, char **body,
-                   size_t *len, char *err, size_t errlen)
+int bench_http_get(const struct bench_target *t, const char *path, const char *key,
+                   double timeout_s, char **body, size_t *len, char *err, size_t errlen)
 {
     llhttp_settings_init(&settings);
     settings.on_headers_complete = on_headers_complete;
@@ -805,7 +805,7 @@ int bench_http_get(const struct bench_target *t, const char *path, double timeou
     }
     c->kind = CONN_GET;
     run.get = c;
-    rc = conn_start(&run, c, t, "GET", path, NULL, timeout_s);
+    rc = conn_start(&run, c, t, "GET", path, key, timeout_s);
     if (rc) {
         snprintf(err, errlen, "%s", uv_strerror(rc));
         if (!c->closing) {

@@ -892,12 +892,12 @@ static int write_plot(const char *path, const struct result *res, const char *ta
 
 /* ---- main ---------------------------------------------------------------- */
 
-static void probe_models(const struct bench_target *t, const char **model, char *model_buf,
-                         size_t cap, int32_t *vocab, int32_t *ctx)
+static void probe_models(const struct bench_target *t, const char *key, const char **model,
+                         char *model_buf, size_t cap, int32_t *vocab, int32_t *ctx)
 {
     char *body = NULL, err[200];
     size_t len = 0;
-    if (bench_http_get(t, "/v1/models", 10.0, &body, &len, err, sizeof(err)))
+    if (bench_http_get(t, "/v1/models", key, 10.0, &body, &len, err, sizeof(err)))
         return;
     cJSON *j = cJSON_ParseWithLength(body, len);
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
@@ -1199,7 +1199,8 @@ int cmd_bench(int argc, char **argv)
     char model_buf[256];
     const char *model = o.model;
     int32_t vocab = 0, ctx = 0;
-    probe_models(&targets[0], &model, model_buf, sizeof(model_buf), &vocab, &ctx);
+    probe_models(&targets[0], o.n_keys ? o.keys[0] : NULL, &model, model_buf, sizeof(model_buf),
+                 &vocab, &ctx);
     o.vocab = o.vocab ? o.vocab : vocab ? vocab : 1000;
     if (ctx && o.dataset != DS_TRACE &&
         (int64_t)o.input_len * (1 + o.range_ratio) + (o.dataset == DS_PREFIX ? o.prefix_len : 0) +

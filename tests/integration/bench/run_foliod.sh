@@ -5,7 +5,10 @@
 # three ways (usage, token_ids counted per chunk, the daemon's own
 # folio_generation_tokens_total), /metrics was scraped with foliod's
 # names, and the JSON and SVG files are written (the SVG parses as XML).
-# Skips (77) while foliod is built without its engine.
+# Then, with two tenants configured by API key, --tenants spreads the
+# requests over them (foliod's per-tenant counters agree) and a wrong key
+# is tallied as HTTP 401.  Skips (77) while foliod is built without its
+# engine.
 # Usage: run_foliod.sh FOLIO_BINARY FOLIOD_BINARY
 set -euo pipefail
 folio=$1
@@ -77,4 +80,35 @@ grep -Eq "^  HTTP 4[01][0-9]:" "$tmp/x.out" || fail "refusals not tallied: $(cat
 kill -TERM "$dpid"
 wait "$dpid" || fail "foliod exit status after SIGTERM"
 dpid=
-echo "PASS: folio bench against foliod (unix + tcp)"
+
+# tenants: API keys over TCP spread requests round-robin; foliod counts
+# each tenant's generated tokens
+cat >"$tmp/tenants.ini" <<'INI'
+[tenant.alice]
+api_key = key-alice
+[tenant.bob]
+api_key = key-bob
+INI
+"$foliod" --socket "$sock" --listen "127.0.0.1:$port" --kv-blocks 512 --max-seqs 32 \
+  --config "$tmp/tenants.ini" >"$tmp/foliod.log" 2>&1 &
+dpid=$!
+for _ in $(seq 1 300); do
+  curl -s --unix-socket "$sock" http://x/health >/dev/null 2>&1 && break
+  kill -0 "$dpid" 2>/dev/null || fail "foliod with tenants exited at start"
+  sleep 0.05
+done
+"$folio" bench --url "http://127.0.0.1:$port" --tenants key-alice,key-bob --num-prompts 6 \
+  --input-len 8 --output-len 5 --ignore-eos --no-progress >"$tmp/k.out" 2>&1 ||
+  fail "tenant run: $(cat "$tmp/k.out")"
+"$folio" bench --url "http://127.0.0.1:$port" --tenants wrong-key --num-prompts 2 \
+  --input-len 8 --output-len 5 --no-progress >"$tmp/w.out" 2>&1 && fail "a wrong key succeeded"
+grep -q "^  HTTP 401:" "$tmp/w.out" || fail "401 not tallied: $(cat "$tmp/w.out")"
+m=$(curl -s --unix-socket "$sock" http://x/metrics)
+a=$(awk '$1 == "folio_tenant_generation_tokens_total{tenant=\"alice\"}" {print $2}' <<<"$m")
+b=$(awk '$1 == "folio_tenant_generation_tokens_total{tenant=\"bob\"}" {print $2}' <<<"$m")
+[ "$a" = 15 ] && [ "$b" = 15 ] || fail "per-tenant tokens alice=$a bob=$b, want 15 each"
+echo "ok: --tenants spread 6 requests over two API keys (15 tokens each); a wrong key is a 401"
+kill -TERM "$dpid"
+wait "$dpid" || fail "foliod exit status after SIGTERM"
+dpid=
+echo "PASS: folio bench against foliod (unix + tcp + tenants)"
