@@ -1,11 +1,18 @@
 /*
- * daemon/api.c — /v1/completions request validation (cJSON) and error
- * objects.
+ * daemon/api.c — /v1/completions and /v1/chat/completions request
+ * validation (cJSON), chat rendering, and error objects.
  *
  * The accepted fields are the table `fields` below; anything else is a 400
  * naming the field.  Numbers arrive as doubles from cJSON: integers are
  * checked to be integral and inside their bounds before conversion, so
  * 1e300, -1 or 2.5 for max_tokens are refused instead of saturating.
+ *
+ * Both routes share one field loop (parse_body); `chat` switches `prompt`
+ * for `messages`, adds max_completion_tokens, and leaves echo / logprobs
+ * to their no-op values (chat logprobs are not implemented).  Chat
+ * messages become a chat_msg array (an array content is its text parts
+ * joined), rendered by chat_render with the generation prompt, then
+ * tokenized with special-token parsing: one prompt.
  */
 #include "api.h"
 
@@ -17,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "folio/chat.h"
 #include "folio/common.h"
+#include "folio/sampler.h"
 
 void srv_api_error_set(struct srv_api_error *e, int status, const char *type, const char *param,
                        const char *code, const char *fmt, ...)
@@ -137,24 +146,31 @@ static int get_bool(const cJSON *v, const char *name, bool *out, struct srv_api_
     return 0;
 }
 
-static int add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n,
+/* Takes toks and text (may be NULL) whatever happens. */
+static int add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
                       struct srv_api_error *err)
 {
     if (p->n_prompts >= SRV_MAX_PROMPTS) {
         folio_free(toks);
+        folio_free(text);
         BAD("prompt", "at most %d prompts per request", SRV_MAX_PROMPTS);
     }
     int32_t **pp = folio_realloc(p->prompts, (p->n_prompts + 1) * sizeof(*pp));
     if (pp)
         p->prompts = pp;
     int32_t *pl = pp ? folio_realloc(p->prompt_lens, (p->n_prompts + 1) * sizeof(*pl)) : NULL;
-    if (!pl) {
+    if (pl)
+        p->prompt_lens = pl;
+    char **pt = pl ? folio_realloc(p->prompt_text, (p->n_prompts + 1) * sizeof(*pt)) : NULL;
+    if (!pt) {
         folio_free(toks);
+        folio_free(text);
         srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         return -ENOMEM;
     }
-    p->prompt_lens = pl;
+    p->prompt_text = pt;
     p->prompts[p->n_prompts] = toks;
+    p->prompt_text[p->n_prompts] = text;
     p->prompt_lens[p->n_prompts++] = n;
     return 0;
 }
@@ -183,14 +199,14 @@ static int token_array(const cJSON *a, const struct eng_model_info *mi, struct s
         }
         toks[i++] = (int32_t)it->valuedouble;
     }
-    return add_prompt(p, toks, n, err);
+    return add_prompt(p, toks, n, NULL, err);
 }
 
 static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
                        struct srv_comp_params *p, struct srv_api_error *err)
 {
     int32_t *toks = NULL, n = 0;
-    int rc = tok ? tok(tok_ctx, s->valuestring, strlen(s->valuestring), &toks, &n) : -ENOSYS;
+    int rc = tok ? tok(tok_ctx, s->valuestring, strlen(s->valuestring), false, &toks, &n) : -ENOSYS;
     if (rc == -ENOSYS)
         BAD("prompt", "text prompts are not supported yet (no tokenizer in this build): send "
                       "'prompt' as an array of token ids");
@@ -200,7 +216,168 @@ static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
         folio_free(toks);
         BAD("prompt", "'prompt' must not be empty");
     }
-    return add_prompt(p, toks, n, err);
+    char *text = folio_strdup(s->valuestring);
+    if (!text) {
+        folio_free(toks);
+        return -ENOMEM;
+    }
+    return add_prompt(p, toks, n, text, err);
+}
+
+/* One message's content: a string, or an array of {type:"text", text}
+ * parts joined.  *out is folio_malloc'd. */
+static int message_content(const cJSON *c, int i, char **out, struct srv_api_error *err)
+{
+    if (cJSON_IsString(c)) {
+        *out = folio_strdup(c->valuestring);
+        return *out ? 0 : -ENOMEM;
+    }
+    if (!cJSON_IsArray(c))
+        BAD("messages", "messages[%d].content must be a string or an array of text parts", i);
+    size_t total = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c)
+    {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text"))
+            BAD("messages",
+                "messages[%d].content parts must be {\"type\": \"text\", ...} (only text is "
+                "supported)",
+                i);
+        if (!cJSON_IsString(text) || cJSON_GetArraySize(part) != 2)
+            BAD("messages",
+                "messages[%d].content text parts must be {\"type\": \"text\", \"text\": string}",
+                i);
+        total += strlen(text->valuestring);
+    }
+    char *s = folio_malloc(total + 1);
+    if (!s)
+        return -ENOMEM;
+    size_t at = 0;
+    cJSON_ArrayForEach(part, c)
+    {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t n = strlen(t);
+        memcpy(s + at, t, n);
+        at += n;
+    }
+    s[at] = 0;
+    *out = s;
+    return 0;
+}
+
+static int chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
+                         struct srv_comp_params *p, struct srv_api_error *err)
+{
+    if (!cJSON_IsArray(v))
+        BAD("messages", "'messages' must be an array of {role, content} objects");
+    int n = cJSON_GetArraySize(v);
+    if (n == 0)
+        BAD("messages", "'messages' must not be empty");
+    if (n > SRV_MAX_MESSAGES)
+        BAD("messages", "at most %d messages", SRV_MAX_MESSAGES);
+    struct chat_msg *msgs = folio_calloc((size_t)n, sizeof(*msgs));
+    char **content = folio_calloc((size_t)n, sizeof(*content));
+    char *text = NULL;
+    int32_t *toks = NULL, n_toks = 0;
+    int rc = msgs && content ? 0 : -ENOMEM, i = 0;
+    const cJSON *m;
+    size_t need = 64;
+    cJSON_ArrayForEach(m, v)
+    {
+        if (rc)
+            break;
+        if (!cJSON_IsObject(m)) {
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "messages[%d] must be an object", i);
+            rc = -EINVAL;
+            break;
+        }
+        const cJSON *f, *role = NULL, *c = NULL;
+        cJSON_ArrayForEach(f, m)
+        {
+            if (!strcmp(f->string, "role"))
+                role = f;
+            else if (!strcmp(f->string, "content"))
+                c = f;
+            else if (strcmp(f->string, "name") || !cJSON_IsString(f)) {
+                srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                                  "unsupported field 'messages[%d].%.64s'", i, f->string);
+                rc = -EINVAL;
+                break;
+            }
+        }
+        if (rc)
+            break;
+        if (!role || !cJSON_IsString(role) ||
+            (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
+             strcmp(role->valuestring, "assistant"))) {
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "messages[%d].role must be \"system\", \"user\" or \"assistant\"", i);
+            rc = -EINVAL;
+            break;
+        }
+        if (!c) {
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "messages[%d].content is required", i);
+            rc = -EINVAL;
+            break;
+        }
+        if ((rc = message_content(c, i, &content[i], err)))
+            break;
+        msgs[i].role = role->valuestring;
+        msgs[i].content = content[i];
+        need += strlen(content[i]) + 64;
+        i++;
+    }
+    if (!rc && !tmpl) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "model has no usable chat template; start foliod with --chat-template "
+                          "NAME");
+        rc = -EINVAL;
+    }
+    size_t len = 0;
+    char rerr[200] = "";
+    for (int attempt = 0; !rc && attempt < 2; attempt++) {
+        folio_free(text);
+        if (!(text = folio_malloc(need + 1))) {
+            rc = -ENOMEM;
+            break;
+        }
+        rc = chat_render((enum chat_template)tmpl, msgs, (size_t)n, true, text, need + 1, &len,
+                         rerr, sizeof(rerr));
+        if (rc == -ENOSPC && attempt == 0) {
+            need = len;
+            rc = 0;
+            continue;
+        }
+        if (rc == -EINVAL)
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "cannot render the conversation with the %s template: %s",
+                              chat_template_name((enum chat_template)tmpl), rerr);
+        break;
+    }
+    if (!rc) {
+        rc = tok ? tok(tok_ctx, text, len, true, &toks, &n_toks) : -ENOSYS;
+        if (rc == -ENOSYS)
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "this server has no tokenizer: chat needs one");
+        else if (rc && rc != -ENOMEM)
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "cannot tokenize the rendered conversation (%s)", strerror(-rc));
+        if (rc && rc != -ENOMEM)
+            rc = -EINVAL;
+    }
+    for (int k = 0; k < n && content; k++)
+        folio_free(content[k]);
+    folio_free(content);
+    folio_free(msgs);
+    if (rc) {
+        folio_free(text);
+        return rc;
+    }
+    return add_prompt(p, toks, n_toks, text, err);
 }
 
 static int parse_prompt(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
@@ -285,21 +462,25 @@ static int parse_bias(const cJSON *v, const struct eng_model_info *mi, struct sr
 
 /* Fields accepted only with their no-op value; returns the name as a
  * static string (error params must outlive the parsed JSON). */
-static const char *noop_field(const char *k)
+static const char *noop_field(const char *k, bool chat)
 {
     static const char *const names[] = {
-        "echo", "logprobs", "presence_penalty", "frequency_penalty", "best_of", "suffix"};
-    for (size_t i = 0; i < FOLIO_ARRAY_LEN(names); i++)
+        "presence_penalty", "frequency_penalty", "best_of", "suffix", "echo",
+        "logprobs",         "top_logprobs"};
+    size_t n = chat ? FOLIO_ARRAY_LEN(names) : 4;
+    for (size_t i = 0; i < n; i++)
         if (!strcmp(k, names[i]))
             return names[i];
     return NULL;
 }
 
-int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi,
-                   srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
-                   struct srv_api_error *err)
+static int parse_body(const char *body, size_t len, const struct eng_model_info *mi, bool chat,
+                      int tmpl, srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                      struct srv_api_error *err)
 {
     memset(p, 0, sizeof(*p));
+    p->chat = chat;
+    p->logprobs = -1;
     p->max_tokens = 16;
     p->temperature = 1.0f;
     p->top_p = 1.0f;
@@ -333,7 +514,7 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
     cJSON_ArrayForEach(it, root)
     {
         const char *k = it->string;
-        if (!strcmp(k, "prompt"))
+        if (!strcmp(k, chat ? "messages" : "prompt"))
             prompt = it;
         else if (!strcmp(k, "model")) {
             if (!cJSON_IsString(it)) {
@@ -346,9 +527,10 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
                                   it->valuestring, mi->name);
                 rc = -EINVAL;
             }
-        } else if (!strcmp(k, "max_tokens")) {
+        } else if (!strcmp(k, "max_tokens") || (chat && !strcmp(k, "max_completion_tokens"))) {
             if (!cJSON_IsNull(it)) {
-                rc = get_int(it, "max_tokens", 1, mi->ctx_len, &x, err);
+                rc = get_int(it, k[4] == 't' ? "max_tokens" : "max_completion_tokens", 1,
+                             mi->ctx_len, &x, err);
                 p->max_tokens = (int32_t)x;
                 max_tokens_set = true;
             }
@@ -411,7 +593,14 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
                                   "'user' must be a string");
                 rc = -EINVAL;
             }
-        } else if ((noop_name = noop_field(k))) {
+        } else if (!chat && !strcmp(k, "echo"))
+            rc = cJSON_IsNull(it) ? 0 : get_bool(it, "echo", &p->echo, err);
+        else if (!chat && !strcmp(k, "logprobs")) {
+            if (!cJSON_IsNull(it)) {
+                rc = get_int(it, "logprobs", 0, SAMPLER_MAX_TOP, &x, err);
+                p->logprobs = (int32_t)x;
+            }
+        } else if ((noop_name = noop_field(k, chat))) {
             /* accepted only as their no-op values */
             bool noop = cJSON_IsNull(it) || cJSON_IsFalse(it) ||
                         (cJSON_IsNumber(it) &&
@@ -430,12 +619,13 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
             goto out;
     }
     if (!prompt) {
-        srv_api_error_set(err, 400, "invalid_request_error", "prompt", NULL,
-                          "'prompt' is required");
+        srv_api_error_set(err, 400, "invalid_request_error", chat ? "messages" : "prompt", NULL,
+                          "'%s' is required", chat ? "messages" : "prompt");
         rc = -EINVAL;
         goto out;
     }
-    if ((rc = parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
+    if ((rc = chat ? chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
+                   : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
         goto out;
     if (p->include_usage && !p->stream) {
         srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
@@ -449,11 +639,17 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
         rc = -EINVAL;
         goto out;
     }
+    /* chat: no max_tokens means "until the context is full" (as OpenAI) */
+    if (chat && !max_tokens_set && p->prompt_lens[0] < mi->ctx_len)
+        p->max_tokens = mi->ctx_len - p->prompt_lens[0];
     for (int i = 0; i < p->n_prompts; i++) {
         int64_t need = (int64_t)p->prompt_lens[i] + p->max_tokens;
         if (need > mi->ctx_len) {
             srv_api_error_set(err, 400, "invalid_request_error",
-                              max_tokens_set ? "max_tokens" : "prompt", "context_length_exceeded",
+                              max_tokens_set ? "max_tokens"
+                              : chat         ? "messages"
+                                             : "prompt",
+                              "context_length_exceeded",
                               "This model's maximum context length is %d tokens. However, you "
                               "requested %lld tokens (%d in the prompt, %d for the completion).",
                               mi->ctx_len, (long long)need, p->prompt_lens[i], p->max_tokens);
@@ -468,10 +664,28 @@ out:
     return rc;
 }
 
+int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                   srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                   struct srv_api_error *err)
+{
+    return parse_body(body, len, mi, false, 0, tok, tok_ctx, p, err);
+}
+
+int srv_chat_parse(const char *body, size_t len, const struct eng_model_info *mi, int tmpl,
+                   srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                   struct srv_api_error *err)
+{
+    return parse_body(body, len, mi, true, tmpl, tok, tok_ctx, p, err);
+}
+
 void srv_comp_params_free(struct srv_comp_params *p)
 {
-    for (int i = 0; i < p->n_prompts; i++)
+    for (int i = 0; i < p->n_prompts; i++) {
         folio_free(p->prompts[i]);
+        if (p->prompt_text)
+            folio_free(p->prompt_text[i]);
+    }
+    folio_free(p->prompt_text);
     folio_free(p->prompts);
     folio_free(p->prompt_lens);
     for (int i = 0; i < p->n_stop; i++)

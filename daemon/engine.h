@@ -36,6 +36,7 @@
 
 #include "config.h"
 #include "folio/pager.h"
+#include "folio/sampler.h"
 
 enum eng_finish {
     ENG_FINISH_LENGTH, /* max_tokens reached (or the context is full) */
@@ -65,6 +66,10 @@ struct eng_req {
     int32_t n_prompt;
     int32_t max_tokens;
     struct eng_sampling sp;
+    int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    /* Set by the backend only for the duration of a `token` event when
+     * n_logprobs >= 0: that token's logprob and top-N.  NULL otherwise. */
+    const struct sampler_result *lp;
     void *user; /* the server's */
     void *priv; /* the backend's */
 };
@@ -81,6 +86,10 @@ struct eng_model_info {
     const char *name;
     int32_t n_vocab, ctx_len, eos_id;
     bool has_tokenizer; /* text prompts and text output */
+    /* The model file's tokenizer.chat_template: chat_template_rc is 0 (then
+     * chat_template is an enum chat_template), -ENOENT (no key) or -ENOTSUP
+     * (a template chat.h does not recognise). */
+    int chat_template, chat_template_rc;
 };
 
 struct eng_stats {
@@ -116,9 +125,13 @@ struct eng_backend_ops {
     void (*block_info)(void *b, int32_t block, struct pager_block_info *bi);
     /* Bytes of one token's text into buf; returns the length or -errno. */
     int (*detok)(void *b, int32_t token, char *buf, size_t cap);
-    /* Text -> token ids (*out owned by the caller, folio_free).  NULL or
-     * -ENOSYS: the backend has no tokenizer. */
-    int (*tokenize)(void *b, const char *text, size_t n, int32_t **out, int32_t *n_out);
+    /* Text -> token ids (*out owned by the caller, folio_free), with the
+     * model's BOS; parse_special: control tokens written in the text (chat
+     * markers) become their ids.  NULL or -ENOSYS: no tokenizer. */
+    int (*tokenize)(void *b, const char *text, size_t n, bool parse_special, int32_t **out,
+                    int32_t *n_out);
+    /* End-of-generation token (EOS, end of turn)?  NULL: only eos_id. */
+    bool (*is_eog)(void *b, int32_t token);
     void (*free)(void *b);
 };
 

@@ -15,6 +15,15 @@
  * with n = 1; its sampling parameters live in struct em_req, which the
  * batch points at (sched_slice.sampling) and which is freed only at DONE.
  * Tenants: scheduler tenant id = index in the config's tenant table.
+ *
+ * Logprobs: a request with n_logprobs >= 0 has run() fill res[sample_row]
+ * (sampler_result: the chosen token's logprob and the top-N); commit copies
+ * it into the request's em_req before sched_step_commit, and the TOKEN
+ * event hands it to the server through eng_req.lp (one sampled token per
+ * request per step, so the copy is that token's).
+ *
+ * Chat template: read from the model file's tokenizer.chat_template at
+ * load (chat_template_from_gguf); the default model has none (-ENOENT).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +33,7 @@
 
 #include "../model/vocab_synth.h" /* the default model's vocabulary */
 #include "engine.h"
+#include "folio/chat.h"
 #include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio/model.h"
@@ -42,6 +52,8 @@ struct em_req {
     enum eng_finish why;
     struct sampler_params sp;
     struct sampler_bias *bias;
+    int32_t n_top;             /* < 0: no logprobs */
+    struct sampler_result res; /* the last sampled token's, when n_top >= 0 */
 };
 
 struct em {
@@ -52,13 +64,15 @@ struct em {
     sched_t *sched;
     model_ctx_t *mctx;
     struct sched_batch batch;
-    float *logits;    /* [max_seqs][n_vocab] */
-    int32_t *sampled; /* [max_seqs] */
-    int *slice_rc;    /* [max_seqs]: run()'s result per slice */
-    void *work;       /* sampler workspace */
+    float *logits;              /* [max_seqs][n_vocab] */
+    int32_t *sampled;           /* [max_seqs] */
+    struct sampler_result *res; /* [max_seqs] by sample row */
+    int *slice_rc;              /* [max_seqs]: run()'s result per slice */
+    void *work;                 /* sampler workspace */
     int step_rc;
     const struct eng_events *ev; /* during plan / commit */
     tok_t *tok;                  /* NULL: token ids only */
+    int tmpl, tmpl_rc;           /* chat template from the file (see eng_model_info) */
     char name[80];
 };
 
@@ -79,7 +93,9 @@ static void on_sched_event(void *ctx, const struct sched_event *e)
         return;
     switch (e->type) {
     case SCHED_EV_TOKEN:
+        r->lp = q->n_top >= 0 ? &q->res : NULL;
         m->ev->token(m->ev->user, r, e->token);
+        r->lp = NULL;
         break;
     case SCHED_EV_FINISHED:
         q->why = e->reason == SCHED_FINISH_LENGTH  ? ENG_FINISH_LENGTH
@@ -108,6 +124,8 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->ctx_len = m->hp.ctx_len;
     mi->eos_id = m->hp.eos_id;
     mi->has_tokenizer = m->tok != NULL;
+    mi->chat_template = m->tmpl;
+    mi->chat_template_rc = m->tmpl_rc;
 }
 
 static int em_submit(void *b, struct eng_req *r)
@@ -117,6 +135,7 @@ static int em_submit(void *b, struct eng_req *r)
     if (!q)
         return -ENOMEM;
     q->r = r;
+    q->n_top = FOLIO_MIN(r->n_logprobs, SAMPLER_MAX_TOP);
     q->sp = (struct sampler_params){
         .temperature = r->sp.temperature,
         .top_k = r->sp.top_k,
@@ -196,9 +215,11 @@ static void em_run(void *b)
         if (s->sample_row < 0 || m->step_rc)
             continue;
         const struct em_req *q = s->sampling;
+        struct sampler_result *res = q->n_top >= 0 ? &m->res[s->sample_row] : NULL;
         m->slice_rc[i] =
             sampler_sample(&q->sp, m->logits + (size_t)s->sample_row * m->hp.n_vocab, m->hp.n_vocab,
-                           (uint64_t)s->token_index, m->work, 0, &m->sampled[s->sample_row], NULL);
+                           (uint64_t)s->token_index, m->work, q->n_top >= 0 ? q->n_top : 0,
+                           &m->sampled[s->sample_row], res);
     }
 }
 
@@ -219,6 +240,13 @@ static void em_commit(void *b, const struct eng_events *ev)
         }
         if (m->batch.info[i].sample_row >= 0)
             m->sampled[m->batch.info[i].sample_row] = 0;
+    }
+    for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
+        const struct sched_slice *sl = &m->batch.info[i];
+        struct eng_req *r = sl->user;
+        struct em_req *q = r ? r->priv : NULL;
+        if (q && q->n_top >= 0 && sl->sample_row >= 0 && !m->slice_rc[i])
+            q->res = m->res[sl->sample_row];
     }
     sched_step_commit(m->sched, m->sampled, m->batch.n_sample);
 }
@@ -282,7 +310,14 @@ static int em_detok(void *b, int32_t tok, char *buf, size_t cap)
     return rc ? rc : (int)n;
 }
 
-static int em_tokenize(void *b, const char *text, size_t n, int32_t **out, int32_t *n_out)
+static bool em_is_eog(void *b, int32_t tok)
+{
+    struct em *m = b;
+    return m->tok ? tok_is_eog(m->tok, tok) : tok == m->hp.eos_id;
+}
+
+static int em_tokenize(void *b, const char *text, size_t n, bool parse_special, int32_t **out,
+                       int32_t *n_out)
 {
     struct em *m = b;
     if (!m->tok)
@@ -292,7 +327,7 @@ static int em_tokenize(void *b, const char *text, size_t n, int32_t **out, int32
         int32_t *ids = folio_malloc((size_t)cap * sizeof(int32_t));
         if (!ids)
             return -ENOMEM;
-        int rc = tok_encode(m->tok, text, n, true, false, ids, cap, &got);
+        int rc = tok_encode(m->tok, text, n, true, parse_special, ids, cap, &got);
         if (rc == -ENOSPC && attempt == 0) {
             folio_free(ids);
             cap = got;
@@ -351,12 +386,20 @@ static int synth_tokenizer(int32_t n_vocab, tok_t **out, char *err, size_t errle
 
 static int load_tokenizer(struct em *m, char *err, size_t errlen)
 {
+    m->tmpl_rc = -ENOENT;
     if (!m->cfg->model)
         return synth_tokenizer(m->hp.n_vocab, &m->tok, err, errlen);
     gguf_file_t *f = NULL;
     int rc = gguf_open(m->cfg->model, &f, err, errlen);
-    if (!rc)
+    if (!rc) {
+        char terr[200];
+        enum chat_template t = 0;
+        m->tmpl_rc = chat_template_from_gguf(f, &t, terr, sizeof(terr));
+        m->tmpl = m->tmpl_rc ? 0 : (int)t;
+        if (m->tmpl_rc && m->tmpl_rc != -ENOENT)
+            m->tmpl_rc = -ENOTSUP;
         rc = tok_load(f, &m->tok, err, errlen);
+    }
     gguf_close(f);
     return rc;
 }
@@ -378,6 +421,7 @@ static void em_free(void *b)
         tok_free(m->tok);
     folio_free(m->logits);
     folio_free(m->sampled);
+    folio_free(m->res);
     folio_free(m->slice_rc);
     folio_free(m->work);
     folio_free(m);
@@ -397,6 +441,7 @@ static const struct eng_backend_ops em_ops = {
     .block_info = em_block_info,
     .detok = em_detok,
     .tokenize = em_tokenize,
+    .is_eog = em_is_eog,
     .free = em_free,
 };
 
@@ -481,8 +526,9 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
     m->logits = folio_malloc((size_t)cfg->max_seqs * (size_t)m->hp.n_vocab * sizeof(float));
     m->sampled = folio_calloc((size_t)cfg->max_seqs, sizeof(int32_t));
     m->slice_rc = folio_calloc((size_t)cfg->max_seqs, sizeof(int));
+    m->res = folio_calloc((size_t)cfg->max_seqs, sizeof(*m->res));
     m->work = folio_malloc(sampler_work_size(m->hp.n_vocab));
-    if (!m->logits || !m->sampled || !m->slice_rc || !m->work) {
+    if (!m->logits || !m->sampled || !m->slice_rc || !m->res || !m->work) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;

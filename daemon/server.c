@@ -16,18 +16,30 @@
  * engine thread is joined and uv_run returns: exit 0.  A second SIGINT
  * exits at once (status 130).
  *
- * Routes: POST /v1/completions, GET /v1/models, /health, /metrics,
- * /v1/kv, POST /tokenize, /detokenize; anything else 404, a known path
- * with the wrong method 405.
+ * Routes: POST /v1/completions, /v1/chat/completions, GET /v1/models,
+ * /health, /metrics, /v1/kv, POST /tokenize, /detokenize; anything else
+ * 404, a known path with the wrong method 405.
  *
  * A completion (struct srv_comp) has one engine request per choice
  * (prompts x n).  Text is produced per choice: token bytes → UTF-8
  * sanitiser (incomplete characters held back, invalid ones → U+FFFD) →
  * stop-string scan (a stream holds back the last maxlen-1 bytes, which
  * could begin a stop string) → response.
+ *
+ * Chat completions are the same machinery (one prompt: the rendered
+ * conversation) with chat-shaped output: message / delta objects, the
+ * first stream chunk of a choice carries {"role":"assistant"}.  An
+ * end-of-generation token (backend is_eog: EOS, end of turn) ends a
+ * choice with "stop" unless ignore_eos; it counts as a completion token
+ * but adds no text.  Echo puts the prompt text at the head of a choice's
+ * text (ch->echo_len bytes, never searched for stop strings).  Logprobs
+ * (legacy completions format) come from eng_req.lp during the token event;
+ * echoed prompt tokens are listed with null logprobs (prompt logprobs are
+ * not computed).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "folio/chat.h"
 #include "dashboard.h"
 #include "folio/common.h"
 #include "server.h"
@@ -81,6 +94,7 @@ static void comp_free(struct srv_comp *comp)
     for (int i = 0; i < comp->n_choices; i++) {
         srv_buf_free(&comp->ch[i].text);
         folio_free(comp->ch[i].tokens);
+        folio_free(comp->ch[i].lps);
     }
     folio_free(comp->ch);
     srv_comp_params_free(&comp->p);
@@ -114,6 +128,7 @@ static bool stop_scan(struct srv_choice *ch, size_t from)
 {
     const struct srv_comp *comp = ch->comp;
     size_t best = SIZE_MAX;
+    from = FOLIO_MAX(from, ch->echo_len);
     for (int i = 0; i < comp->p.n_stop; i++) {
         if (ch->text.len < comp->p.stop_len[i])
             continue;
@@ -132,10 +147,9 @@ static bool stop_scan(struct srv_choice *ch, size_t from)
 
 static void chunk_head(struct srv_buf *b, const struct srv_comp *comp)
 {
-    srv_buf_printf(b,
-                   "data: {\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,"
-                   "\"model\":",
-                   comp->id, (long long)comp->created);
+    srv_buf_printf(
+        b, "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", comp->id,
+        comp->p.chat ? "chat.completion.chunk" : "text_completion", (long long)comp->created);
     srv_buf_json_str(b, comp->srv->mi.name, strlen(comp->srv->mi.name));
 }
 
@@ -159,6 +173,86 @@ static void token_ids_json(struct srv_buf *b, const int32_t *t, int32_t n)
     srv_buf_puts(b, "]");
 }
 
+/* One token's text as a JSON string (invalid UTF-8 → U+FFFD); returns
+ * its byte length in the response text. */
+static size_t piece_json(struct srv_buf *b, struct srv *s, int32_t tok)
+{
+    char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
+    struct srv_utf8 u8 = {0};
+    int n = s->ops->detok(s->backend, tok, bytes, sizeof(bytes));
+    size_t m = n > 0 ? srv_utf8_feed(&u8, bytes, (size_t)n, clean) : 0;
+    m += srv_utf8_flush(&u8, clean + m);
+    srv_buf_json_str(b, clean, m);
+    return n > 0 ? (size_t)n : 0;
+}
+
+static void logprob_num(struct srv_buf *b, float lp)
+{
+    srv_buf_printf(b, "%.6g", isfinite(lp) ? (double)lp : -9999.0);
+}
+
+/* The legacy completions logprobs object for generated tokens [from, to),
+ * preceded by the choice's prompt tokens (null logprobs) when
+ * with_prompt. */
+static void logprobs_json(struct srv_buf *b, struct srv_choice *ch, int32_t from, int32_t to,
+                          bool with_prompt)
+{
+    struct srv *s = ch->comp->srv;
+    const int32_t *pt = ch->er.prompt;
+    int32_t np = with_prompt ? ch->er.n_prompt : 0;
+    int64_t *offs = folio_malloc((size_t)(np + to - from + 1) * sizeof(*offs));
+    if (!offs) {
+        b->oom = true;
+        return;
+    }
+    int64_t off = 0;
+    srv_buf_puts(b, "{\"tokens\":[");
+    for (int32_t i = 0; i < np; i++) {
+        srv_buf_puts(b, i ? "," : "");
+        offs[i] = off;
+        size_t n = piece_json(b, s, pt[i]);
+        /* SPM: the echoed text has no leading space where the first
+         * piece has one (the tokenizer's space prefix) */
+        char pb[256];
+        if (off == 0 && n && ch->text.len && ch->text.p[0] != ' ' &&
+            s->ops->detok(s->backend, pt[i], pb, sizeof(pb)) > 0 && pb[0] == ' ')
+            n--;
+        off += (int64_t)n;
+    }
+    if (with_prompt)
+        ch->lp_offset = (int64_t)ch->echo_len;
+    for (int32_t i = from; i < to; i++) {
+        srv_buf_puts(b, i > from || np ? "," : "");
+        offs[np + i - from] = ch->lp_offset;
+        ch->lp_offset += (int64_t)piece_json(b, s, ch->tokens[i]);
+    }
+    srv_buf_puts(b, "],\"token_logprobs\":[");
+    for (int32_t i = 0; i < np; i++)
+        srv_buf_puts(b, i ? ",null" : "null");
+    for (int32_t i = from; i < to; i++) {
+        srv_buf_puts(b, i > from || np ? "," : "");
+        logprob_num(b, ch->lps[i].logprob);
+    }
+    srv_buf_puts(b, "],\"top_logprobs\":[");
+    for (int32_t i = 0; i < np; i++)
+        srv_buf_puts(b, i ? ",null" : "null");
+    for (int32_t i = from; i < to; i++) {
+        srv_buf_puts(b, i > from || np ? ",{" : "{");
+        for (int32_t k = 0; k < ch->lps[i].n_top; k++) {
+            srv_buf_puts(b, k ? "," : "");
+            piece_json(b, s, ch->lps[i].top_ids[k]);
+            srv_buf_puts(b, ":");
+            logprob_num(b, ch->lps[i].top_logprobs[k]);
+        }
+        srv_buf_puts(b, "}");
+    }
+    srv_buf_puts(b, "],\"text_offset\":[");
+    for (int32_t i = 0; i < np + to - from; i++)
+        srv_buf_printf(b, i ? ",%lld" : "%lld", (long long)offs[i]);
+    srv_buf_puts(b, "]}");
+    folio_free(offs);
+}
+
 /* Stream: sends the choice's releasable text (all of it when final) and
  * its new token ids as one SSE event. */
 static void stream_emit(struct srv_choice *ch, bool final)
@@ -178,25 +272,52 @@ static void stream_emit(struct srv_choice *ch, bool final)
     }
     size_t send = ch->text.len - keep;
     int32_t new_ids = ch->n_tokens - ch->sent_tokens;
-    if (!final && !send && !new_ids)
+    if (!final && !send && (!new_ids || comp->p.chat))
         return;
     struct srv_buf b = {0};
+    if (comp->p.chat && !ch->role_sent) {
+        ch->role_sent = true;
+        chunk_head(&b, comp);
+        srv_buf_printf(&b,
+                       ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\","
+                       "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+                       ch->index);
+    }
     chunk_head(&b, comp);
-    srv_buf_printf(&b, ",\"choices\":[{\"index\":%d,\"text\":", ch->index);
-    srv_buf_json_str(&b, ch->text.p ? ch->text.p : "", send);
-    srv_buf_puts(&b, ",\"logprobs\":null,\"finish_reason\":");
+    if (comp->p.chat) {
+        srv_buf_printf(&b, ",\"choices\":[{\"index\":%d,\"delta\":{", ch->index);
+        if (send) {
+            srv_buf_puts(&b, "\"content\":");
+            srv_buf_json_str(&b, ch->text.p, send);
+        }
+        srv_buf_puts(&b, "},\"logprobs\":null,\"finish_reason\":");
+    } else {
+        srv_buf_printf(&b, ",\"choices\":[{\"index\":%d,\"text\":", ch->index);
+        srv_buf_json_str(&b, ch->text.p ? ch->text.p : "", send);
+        srv_buf_puts(&b, ",\"logprobs\":");
+        if (comp->p.logprobs >= 0) {
+            bool with_prompt = comp->p.echo && !ch->prompt_lp_sent;
+            ch->prompt_lp_sent = true;
+            logprobs_json(&b, ch, ch->sent_tokens, ch->n_tokens, with_prompt);
+        } else
+            srv_buf_puts(&b, "null");
+        srv_buf_puts(&b, ",\"finish_reason\":");
+    }
     if (final && ch->finish)
         srv_buf_printf(&b, "\"%s\"", ch->finish);
     else
         srv_buf_puts(&b, "null");
-    srv_buf_puts(&b, ",\"token_ids\":");
-    token_ids_json(&b, ch->tokens + ch->sent_tokens, new_ids);
+    if (!comp->p.chat) {
+        srv_buf_puts(&b, ",\"token_ids\":");
+        token_ids_json(&b, ch->tokens + ch->sent_tokens, new_ids);
+    }
     srv_buf_puts(&b, "}]}\n\n");
     ch->sent_tokens = ch->n_tokens;
     if (send) {
         memmove(ch->text.p, ch->text.p + send, keep);
         ch->text.len = keep;
         ch->text.p[keep] = 0;
+        ch->echo_len = ch->echo_len > send ? ch->echo_len - send : 0;
     }
     if (b.oom)
         srv_http_close(comp->conn, "out of memory");
@@ -229,16 +350,28 @@ static void comp_respond(struct srv_comp *comp)
             srv_http_error(c, &e, NULL);
             return;
         }
-    srv_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"text_completion\",\"created\":%lld,\"model\":",
-                   comp->id, (long long)comp->created);
+    srv_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", comp->id,
+                   comp->p.chat ? "chat.completion" : "text_completion", (long long)comp->created);
     srv_buf_json_str(&b, comp->srv->mi.name, strlen(comp->srv->mi.name));
     srv_buf_puts(&b, ",\"choices\":[");
     for (int i = 0; i < comp->n_choices; i++) {
         struct srv_choice *ch = &comp->ch[i];
+        const char *fin = ch->finish ? ch->finish : "length";
+        if (comp->p.chat) {
+            srv_buf_printf(&b, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
+                           i ? "," : "", i);
+            srv_buf_json_str(&b, ch->text.p ? ch->text.p : "", ch->text.len);
+            srv_buf_printf(&b, "},\"logprobs\":null,\"finish_reason\":\"%s\"}", fin);
+            continue;
+        }
         srv_buf_printf(&b, "%s{\"index\":%d,\"text\":", i ? "," : "", i);
         srv_buf_json_str(&b, ch->text.p ? ch->text.p : "", ch->text.len);
-        srv_buf_printf(&b, ",\"logprobs\":null,\"finish_reason\":\"%s\",\"token_ids\":",
-                       ch->finish ? ch->finish : "length");
+        srv_buf_puts(&b, ",\"logprobs\":");
+        if (comp->p.logprobs >= 0)
+            logprobs_json(&b, ch, 0, ch->n_tokens, comp->p.echo);
+        else
+            srv_buf_puts(&b, "null");
+        srv_buf_printf(&b, ",\"finish_reason\":\"%s\",\"token_ids\":", fin);
         token_ids_json(&b, ch->tokens, ch->n_tokens);
         srv_buf_puts(&b, "}");
     }
@@ -279,14 +412,37 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     if (ch->n_tokens == ch->cap_tokens) {
         int32_t cap = ch->cap_tokens ? 2 * ch->cap_tokens : 64;
         int32_t *t = folio_realloc(ch->tokens, (size_t)cap * sizeof(*t));
-        if (!t) {
+        if (t)
+            ch->tokens = t;
+        struct sampler_result *l =
+            t && r->n_logprobs >= 0 ? folio_realloc(ch->lps, (size_t)cap * sizeof(*l)) : NULL;
+        if (l)
+            ch->lps = l;
+        if (!t || (r->n_logprobs >= 0 && !l)) {
             srv_http_close(comp->conn, "out of memory");
             return;
         }
-        ch->tokens = t;
         ch->cap_tokens = cap;
     }
+    if (ch->lps) {
+        if (r->lp)
+            ch->lps[ch->n_tokens] = *r->lp;
+        else
+            ch->lps[ch->n_tokens] = (struct sampler_result){.token = tok, .logprob = NAN};
+    }
     ch->tokens[ch->n_tokens++] = tok;
+    if (!comp->p.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
+        /* end of turn: counted, not shown; held UTF-8 bytes are released */
+        char tail[8];
+        srv_buf_append(&ch->text, tail, srv_utf8_flush(&ch->u8, tail));
+        ch->stopped = true;
+        ch->finish = "stop";
+        if (tok != s->mi.eos_id)
+            srv_engine_abort(s->eng, r);
+        if (comp->p.stream)
+            stream_emit(ch, false);
+        return;
+    }
     char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
     int n = s->ops->detok(s->backend, tok, bytes, sizeof(bytes));
     if (n > 0) {
@@ -384,15 +540,37 @@ static int resolve_tenant(struct srv_conn *c, struct srv_api_error *e)
     return -1;
 }
 
-static int tokenize_hook(void *ctx, const char *text, size_t n, int32_t **out, int32_t *n_out)
+static int tokenize_hook(void *ctx, const char *text, size_t n, bool special, int32_t **out,
+                         int32_t *n_out)
 {
     struct srv *s = ctx;
     if (!s->ops->tokenize)
         return -ENOSYS;
-    return s->ops->tokenize(s->backend, text, n, out, n_out);
+    return s->ops->tokenize(s->backend, text, n, special, out, n_out);
 }
 
-static void route_completions(struct srv_conn *c)
+/* Echo: the prompt's text at the head of the choice's text. */
+static void echo_prompt(struct srv_choice *ch, int pi)
+{
+    struct srv_comp *comp = ch->comp;
+    const char *t = comp->p.prompt_text ? comp->p.prompt_text[pi] : NULL;
+    if (t)
+        srv_buf_append(&ch->text, t, strlen(t));
+    else {
+        struct srv_utf8 u8 = {0};
+        char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
+        for (int32_t i = 0; i < ch->er.n_prompt; i++) {
+            int k =
+                comp->srv->ops->detok(comp->srv->backend, ch->er.prompt[i], bytes, sizeof(bytes));
+            if (k > 0)
+                srv_buf_append(&ch->text, clean, srv_utf8_feed(&u8, bytes, (size_t)k, clean));
+        }
+        srv_buf_append(&ch->text, clean, srv_utf8_flush(&u8, clean));
+    }
+    ch->echo_len = ch->text.len;
+}
+
+static void route_completions(struct srv_conn *c, bool chat)
 {
     struct srv *s = c->srv;
     struct srv_api_error e;
@@ -415,8 +593,10 @@ static void route_completions(struct srv_conn *c)
     comp->srv = s;
     comp->t_arrival = folio_now_ns();
     s->n_comps++;
-    if (srv_comp_parse(c->body.p ? c->body.p : "", c->body.len, &s->mi, tokenize_hook, s, &comp->p,
-                       &e)) {
+    const char *body = c->body.p ? c->body.p : "";
+    if (chat ? srv_chat_parse(body, c->body.len, &s->mi, s->chat_tmpl, tokenize_hook, s, &comp->p,
+                              &e)
+             : srv_comp_parse(body, c->body.len, &s->mi, tokenize_hook, s, &comp->p, &e)) {
         srv_http_error(c, &e, NULL);
         comp_free(comp);
         return;
@@ -446,8 +626,8 @@ static void route_completions(struct srv_conn *c)
     comp->n_choices = n_choices;
     comp->tenant = tenant;
     comp->created = (int64_t)time(NULL);
-    snprintf(comp->id, sizeof(comp->id), "cmpl-%llx%06llx", (unsigned long long)s->started_at,
-             (unsigned long long)++s->next_id);
+    snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
     uint64_t base_seed =
         comp->p.has_seed ? comp->p.seed : (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < n_choices; i++) {
@@ -471,8 +651,11 @@ static void route_completions(struct srv_conn *c)
             .bias_tokens = comp->p.bias_tokens,
             .bias_values = comp->p.bias_values,
         };
+        ch->er.n_logprobs = comp->p.logprobs;
         ch->er.user = ch;
         comp->prompt_tokens += ch->er.n_prompt;
+        if (comp->p.echo)
+            echo_prompt(ch, pi);
     }
     for (int i = 0; i < n_choices; i++) {
         int rc = srv_engine_submit(s->eng, &comp->ch[i].er);
@@ -709,7 +892,7 @@ static void route_tokenize(struct srv_conn *c)
         srv_http_error(c, &e, NULL);
         return;
     }
-    int rc = tokenize_hook(s, text, strlen(text), &ids, &n);
+    int rc = tokenize_hook(s, text, strlen(text), false, &ids, &n);
     folio_free(text);
     if (rc) {
         srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL, "%s",
@@ -764,9 +947,11 @@ void srv_route(struct srv_conn *c)
         const char *path;
         int method;
     } routes[] = {
-        {"/v1/completions", HTTP_POST}, {"/v1/models", HTTP_GET}, {"/health", HTTP_GET},
-        {"/metrics", HTTP_GET},         {"/v1/kv", HTTP_GET},     {"/tokenize", HTTP_POST},
-        {"/detokenize", HTTP_POST},     {"/dashboard", HTTP_GET},
+        {"/v1/completions", HTTP_POST}, {"/v1/models", HTTP_GET},
+        {"/health", HTTP_GET},          {"/metrics", HTTP_GET},
+        {"/v1/kv", HTTP_GET},           {"/tokenize", HTTP_POST},
+        {"/detokenize", HTTP_POST},     {"/v1/chat/completions", HTTP_POST},
+        {"/dashboard", HTTP_GET},
     };
     int r = -1;
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(routes); i++)
@@ -790,7 +975,7 @@ void srv_route(struct srv_conn *c)
     struct srv_buf b = {0};
     switch (r) {
     case 0:
-        route_completions(c);
+        route_completions(c, false);
         return;
     case 1:
         srv_buf_printf(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
@@ -824,7 +1009,10 @@ void srv_route(struct srv_conn *c)
     case 6:
         route_detokenize(c);
         return;
-    case 7: {
+    case 7:
+        route_completions(c, true);
+        return;
+    case 8: {
         size_t n;
         const char *page = srv_dashboard_html(&n);
         srv_http_respond(c, 200, "text/html; charset=utf-8", page, n, NULL);
@@ -1034,6 +1222,39 @@ static void on_step(void *user, const struct srv_engine_step_stats *st)
     srv_hist_observe(&s->step_tokens, st->tokens);
 }
 
+/* The template chat requests are rendered with: --chat-template, else the
+ * model file's, else (no template key: the default model, gen-model's)
+ * ChatML, whose markers are then plain text for a vocabulary without
+ * them.  An unrecognised template leaves chat disabled (400s). */
+static void chat_template_choose(struct srv *s)
+{
+    const char *name = s->cfg->chat_template ? s->cfg->chat_template : "auto";
+    enum chat_template t = 0;
+    char err[200];
+    if (!s->mi.has_tokenizer) {
+        srv_log(s, 1, "chat: disabled (the model has no tokenizer)");
+        return;
+    }
+    if (strcmp(name, "auto")) {
+        if (!chat_template_by_name(name, &t, err, sizeof(err)))
+            s->chat_tmpl = (int)t;
+        srv_log(s, 1, "chat template: %s (--chat-template)", chat_template_name(t));
+    } else if (s->mi.chat_template_rc == 0) {
+        s->chat_tmpl = s->mi.chat_template;
+        srv_log(s, 1, "chat template: %s (recognised from the model's tokenizer.chat_template)",
+                chat_template_name((enum chat_template)s->chat_tmpl));
+    } else if (s->mi.chat_template_rc == -ENOENT) {
+        s->chat_tmpl = CHAT_TMPL_CHATML;
+        srv_log(s, 1,
+                "chat template: chatml (the model has no tokenizer.chat_template; its markers are "
+                "plain text unless the vocabulary has them; --chat-template NAME to choose)");
+    } else
+        srv_log(s, 0,
+                "warning: the model's tokenizer.chat_template is not one foliod knows; "
+                "/v1/chat/completions will answer 400 (start foliod with --chat-template "
+                "chatml|llama2|llama3|mistral|zephyr|phi3)");
+}
+
 static const double lat_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,
                                     0.5,   0.75,   1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 static const double tok_bounds[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
@@ -1082,6 +1303,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         goto out_cfg;
     }
     s->ops->info(s->backend, &s->mi);
+    chat_template_choose(s);
     uv_loop_t loop;
     if (uv_loop_init(&loop))
         goto out_backend;

@@ -74,10 +74,15 @@ struct srv_choice {
     size_t scanned;      /* text bytes already searched for stop strings */
     int32_t *tokens;     /* generated ids */
     int32_t n_tokens, cap_tokens;
-    int32_t sent_tokens; /* stream: ids already sent */
-    const char *finish;  /* "stop" | "length" | NULL (running) */
-    bool done;           /* backend reported finished */
-    bool stopped;        /* a stop string ended it (abort sent) */
+    int32_t sent_tokens;        /* stream: ids already sent */
+    struct sampler_result *lps; /* [cap_tokens] per generated token, with logprobs */
+    size_t echo_len;            /* leading text bytes that are the echoed prompt */
+    int64_t lp_offset;          /* logprobs text_offset of the next token */
+    bool role_sent;             /* chat stream: the {"role"} delta went out */
+    bool prompt_lp_sent;        /* echo + logprobs: the prompt tokens went out */
+    const char *finish;         /* "stop" | "length" | NULL (running) */
+    bool done;                  /* backend reported finished */
+    bool stopped;               /* a stop string ended it (abort sent) */
     uint64_t t_first, t_last;
 };
 
@@ -117,6 +122,7 @@ struct srv {
     const struct eng_backend_ops *ops;
     void *backend;
     struct eng_model_info mi;
+    int chat_tmpl; /* enum chat_template for chat requests; 0: none usable */
     srv_engine_t *eng;
 
     struct srv_conn *conns;

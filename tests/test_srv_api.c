@@ -4,7 +4,12 @@
  * 404 for an unknown model) and the right `param`; prompts longer than the
  * context; text prompts with and without a tokenizer; error objects are
  * valid JSON with message/type/param/code; the UTF-8 validator agrees with
- * a table of well-formed and ill-formed sequences.
+ * a table of well-formed and ill-formed sequences.  Echo / logprobs
+ * fields of completions.  Chat: a conversation renders to the exact ChatML
+ * (and Llama-3) text and is tokenized with special tokens on; bad
+ * messages, roles, content types and a missing template are 400s naming
+ * `messages`; chat-only fields (max_completion_tokens) and the default
+ * max_tokens (the rest of the context).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,9 +23,11 @@
 #include <cmocka.h>
 
 #include "api.h"
+#include "folio/chat.h"
 #include "folio/common.h"
 
-static const struct eng_model_info mi = {"m", 100, 64, 2, false};
+static const struct eng_model_info mi = {
+    .name = "m", .n_vocab = 100, .ctx_len = 64, .eos_id = 2, .has_tokenizer = false};
 
 static int parse(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
 {
@@ -128,7 +135,10 @@ static void test_bad_bodies(void **state)
         {"{\"prompt\":[1],\"logit_bias\":{\"a\":1}}", 400, "logit_bias"},
         {"{\"prompt\":[1],\"logit_bias\":{\"100\":1}}", 400, "logit_bias"},
         {"{\"prompt\":[1],\"logit_bias\":{\"5\":101}}", 400, "logit_bias"},
-        {"{\"prompt\":[1],\"echo\":true}", 400, "echo"},
+        {"{\"prompt\":[1],\"echo\":1}", 400, "echo"},
+        {"{\"prompt\":[1],\"logprobs\":21}", 400, "logprobs"},
+        {"{\"prompt\":[1],\"logprobs\":true}", 400, "logprobs"},
+        {"{\"prompt\":[1],\"messages\":[]}", 400, NULL},
         {"{\"prompt\":[1],\"best_of\":2}", 400, "best_of"},
         {"{\"prompt\":[1],\"frobnicate\":1}", 400, NULL},
         {"{\"prompt\":[1],\"user\":5}", 400, "user"},
@@ -173,10 +183,16 @@ static void test_context_and_utf8_body(void **state)
     srv_comp_params_free(&p);
 }
 
-static int fake_tok(void *ctx, const char *text, size_t n, int32_t **out, int32_t *n_out)
+static bool last_special;
+
+static int fake_tok(void *ctx, const char *text, size_t n, bool special, int32_t **out,
+                    int32_t *n_out)
 {
+    last_special = special;
     (void)ctx;
     *out = folio_malloc(n * sizeof(int32_t));
+    if (!*out)
+        return -ENOMEM;
     for (size_t i = 0; i < n; i++)
         (*out)[i] = (unsigned char)text[i] % 100;
     *n_out = (int32_t)n;
@@ -193,6 +209,129 @@ static void test_text_prompt_with_tokenizer(void **state)
     assert_int_equal(p.n_prompts, 2);
     assert_int_equal(p.prompt_lens[1], 3);
     assert_int_equal(p.prompts[0][0], 'a' % 100);
+    srv_comp_params_free(&p);
+}
+
+static void test_echo_logprobs(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    const char *b = "{\"prompt\":\"ab\",\"echo\":true,\"logprobs\":5}";
+    assert_int_equal(srv_comp_parse(b, strlen(b), &mi, fake_tok, NULL, &p, &e), 0);
+    assert_true(p.echo);
+    assert_int_equal(p.logprobs, 5);
+    assert_false(last_special);
+    assert_string_equal(p.prompt_text[0], "ab");
+    srv_comp_params_free(&p);
+    b = "{\"prompt\":[1,2]}";
+    assert_int_equal(srv_comp_parse(b, strlen(b), &mi, fake_tok, NULL, &p, &e), 0);
+    assert_false(p.echo);
+    assert_int_equal(p.logprobs, -1);
+    assert_null(p.prompt_text[0]);
+    srv_comp_params_free(&p);
+}
+
+/* a context that holds the rendered test conversations (1 token a byte) */
+static const struct eng_model_info chat_mi = {
+    .name = "m", .n_vocab = 100, .ctx_len = 160, .eos_id = 2, .has_tokenizer = true};
+
+static int chat(const char *body, int tmpl, struct srv_comp_params *p, struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    last_special = false;
+    return srv_chat_parse(body, strlen(body), &chat_mi, tmpl, fake_tok, NULL, p, e);
+}
+
+static void test_chat_render(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    const char *b = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+                    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"he\"},"
+                    "{\"type\":\"text\",\"text\":\"llo\"}],\"name\":\"bob\"}],"
+                    "\"max_completion_tokens\":3,\"seed\":1,\"stream\":true,"
+                    "\"stream_options\":{\"include_usage\":true},\"logprobs\":false}";
+    assert_int_equal(chat(b, CHAT_TMPL_CHATML, &p, &e), 0);
+    const char *want = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n"
+                       "<|im_start|>assistant\n";
+    assert_true(p.chat);
+    assert_int_equal(p.n_prompts, 1);
+    assert_string_equal(p.prompt_text[0], want);
+    assert_int_equal(p.prompt_lens[0], (int)strlen(want));
+    assert_int_equal(p.prompts[0][0], '<' % 100);
+    assert_true(last_special); /* chat markers are parsed as control tokens */
+    assert_int_equal(p.max_tokens, 3);
+    assert_true(p.stream && p.include_usage && p.has_seed);
+    srv_comp_params_free(&p);
+
+    /* without max_tokens: the rest of the context */
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
+    assert_int_equal(chat(b, CHAT_TMPL_LLAMA3, &p, &e), 0);
+    assert_non_null(strstr(p.prompt_text[0], "<|start_header_id|>user<|end_header_id|>\n\nx"));
+    assert_int_equal(p.max_tokens, chat_mi.ctx_len - p.prompt_lens[0]);
+    srv_comp_params_free(&p);
+}
+
+static void test_chat_bad(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        const char *param;
+    } bad[] = {
+        {"{}", "messages"},
+        {"{\"messages\":[]}", "messages"},
+        {"{\"messages\":\"hi\"}", "messages"},
+        {"{\"messages\":[\"hi\"]}", "messages"},
+        {"{\"messages\":[{\"content\":\"hi\"}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"hi\"}]}", "messages"},
+        {"{\"messages\":[{\"role\":5,\"content\":\"hi\"}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"user\"}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"prompt\":\"x\"}", NULL},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"echo\":true}", "echo"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true}", "logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_completion_tokens\":0}",
+         "max_completion_tokens"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":150}", "max_tokens"},
+        /* llama2 needs alternating turns */
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\","
+         "\"content\":\"b\"}]}",
+         "messages"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct srv_comp_params p;
+        struct srv_api_error e;
+        int tmpl = strstr(bad[i].body, "\"b\"") ? CHAT_TMPL_LLAMA2 : CHAT_TMPL_CHATML;
+        int rc = chat(bad[i].body, tmpl, &p, &e);
+        if (rc != -EINVAL)
+            fprintf(stderr, "accepted: %s\n", bad[i].body);
+        assert_int_equal(rc, -EINVAL);
+        assert_int_equal(e.status, 400);
+        if (bad[i].param)
+            assert_string_equal(e.param, bad[i].param);
+        else
+            assert_null(e.param);
+        srv_comp_params_free(&p);
+    }
+    /* no template: a clear message */
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    assert_int_equal(chat("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 0, &p, &e),
+                     -EINVAL);
+    assert_non_null(strstr(e.message, "--chat-template"));
+    srv_comp_params_free(&p);
+    /* no tokenizer */
+    const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}";
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(srv_chat_parse(b, strlen(b), &chat_mi, CHAT_TMPL_CHATML, NULL, NULL, &p, &e),
+                     -EINVAL);
+    assert_string_equal(e.param, "messages");
     srv_comp_params_free(&p);
 }
 
@@ -266,6 +405,23 @@ static void test_alloc_failures(void **state)
     }
 }
 
+static void test_chat_alloc_failures(void **state)
+{
+    (void)state;
+    const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":"
+                       "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"u\"}]}]}";
+    for (long n = 1; n < 40; n++) {
+        struct srv_comp_params p;
+        struct srv_api_error e;
+        folio_alloc_fail_at(n);
+        int rc =
+            srv_chat_parse(body, strlen(body), &chat_mi, CHAT_TMPL_CHATML, fake_tok, NULL, &p, &e);
+        folio_alloc_fail_at(0);
+        assert_true(rc == 0 || rc == -ENOMEM);
+        srv_comp_params_free(&p);
+    }
+}
+
 static void test_tokenize_bodies(void **state)
 {
     (void)state;
@@ -306,9 +462,13 @@ int main(void)
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_context_and_utf8_body),
         cmocka_unit_test(test_text_prompt_with_tokenizer),
+        cmocka_unit_test(test_echo_logprobs),
+        cmocka_unit_test(test_chat_render),
+        cmocka_unit_test(test_chat_bad),
         cmocka_unit_test(test_error_json),
         cmocka_unit_test(test_utf8_valid),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_chat_alloc_failures),
         cmocka_unit_test(test_tokenize_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,11 @@
  * foliod over its Unix socket, printed as it arrives.
  *
  *   folio complete [--socket PATH] [--max-tokens N] [--temperature T]
- *                  [--seed N] [--stream] PROMPT | --tokens 1,2,3
+ *                  [--seed N] [--stream] [--chat] PROMPT | --tokens 1,2,3
+ *
+ * PROMPT is sent as text (the server tokenizes it); --tokens sends ids.
+ * --chat sends PROMPT as one user message to /v1/chat/completions (the
+ * server applies the model's chat template) and prints the reply.
  *
  * Plain blocking HTTP/1.1 (one request, Connection: close); the response is
  * parsed by llhttp (which also undoes chunked encoding).  With --stream the
@@ -37,7 +41,9 @@ struct resp {
 static void usage(FILE *out)
 {
     fprintf(out, "usage: folio complete [--socket PATH] [--max-tokens N] [--temperature T] "
-                 "[--seed N] [--stream] PROMPT|--tokens IDS\n"
+                 "[--seed N] [--stream] [--chat] PROMPT|--tokens IDS\n"
+                 "  PROMPT is sent as text; --chat sends it as a user message to\n"
+                 "  /v1/chat/completions\n"
                  "  IDS: comma-separated token ids, e.g. --tokens 1,2,3\n");
 }
 
@@ -78,6 +84,12 @@ static void print_choices(const char *json)
     cJSON_ArrayForEach(c, ch)
     {
         cJSON *t = cJSON_GetObjectItem(c, "text");
+        if (!t) { /* chat: message (whole) or delta (stream) */
+            cJSON *m = cJSON_GetObjectItem(c, "message");
+            if (!m)
+                m = cJSON_GetObjectItem(c, "delta");
+            t = m ? cJSON_GetObjectItem(m, "content") : NULL;
+        }
         if (cJSON_IsString(t))
             fputs(t->valuestring, stdout);
     }
@@ -136,7 +148,7 @@ int cmd_complete(int argc, char **argv)
     const char *sock = NULL, *prompt = NULL, *tokens = NULL;
     long max_tokens = 64, seed = -1;
     double temperature = -1;
-    bool stream = false;
+    bool stream = false, chat = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -155,6 +167,8 @@ int cmd_complete(int argc, char **argv)
             tokens = argv[++i];
         else if (!strcmp(a, "--stream"))
             stream = true;
+        else if (!strcmp(a, "--chat"))
+            chat = true;
         else if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "folio complete: unknown option or missing value: %s\n", a);
             usage(stderr);
@@ -166,7 +180,7 @@ int cmd_complete(int argc, char **argv)
             return 2;
         }
     }
-    if (!prompt == !tokens) {
+    if (!prompt == !tokens || (chat && tokens)) {
         usage(stderr);
         return 2;
     }
@@ -198,6 +212,12 @@ int cmd_complete(int argc, char **argv)
             cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)v));
             p = *end == ',' ? end + 1 : end;
         }
+    } else if (chat) {
+        cJSON *msgs = cJSON_AddArrayToObject(req, "messages");
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", prompt);
+        cJSON_AddItemToArray(msgs, m);
     } else
         cJSON_AddStringToObject(req, "prompt", prompt);
     cJSON_AddNumberToObject(req, "max_tokens", (double)max_tokens);
@@ -220,9 +240,9 @@ int cmd_complete(int argc, char **argv)
     }
     char head[256];
     int hl = snprintf(head, sizeof(head),
-                      "POST /v1/completions HTTP/1.1\r\nHost: foliod\r\nContent-Type: "
+                      "POST %s HTTP/1.1\r\nHost: foliod\r\nContent-Type: "
                       "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                      strlen(body));
+                      chat ? "/v1/chat/completions" : "/v1/completions", strlen(body));
     int rc = 1;
     if (write(fd, head, (size_t)hl) != hl ||
         write(fd, body, strlen(body)) != (ssize_t)strlen(body)) {

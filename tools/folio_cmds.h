@@ -16,6 +16,7 @@ struct folio_cmd {
 extern const struct folio_cmd folio_cmds[];
 extern const int folio_n_cmds;
 
+int cmd_bench(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);

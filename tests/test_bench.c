@@ -1,0 +1,590 @@
+/*
+ * tests/test_bench.c — the parts of `folio bench` that can be wrong
+ * without a server (tools/bench_core.h): SSE framing under every split of
+ * the input, the streaming-chunk scanner, percentiles against a naive
+ * reference and numpy's values, gamma / Poisson arrival statistics for a
+ * fixed seed, Prometheus text parsing, trace parsing, and the SVG writer's
+ * structure (its XML well-formedness is checked with python3 in the
+ * integration test).
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bench_core.h"
+#include "folio/common.h"
+
+static bool short_run(void)
+{
+    const char *s = getenv("FOLIO_TEST_SHORT");
+    return s && *s && strcmp(s, "0");
+}
+
+/* ---- SSE ---------------------------------------------------------------- */
+
+struct events {
+    char got[16][128];
+    int n;
+};
+
+static void on_event(void *user, const char *data, size_t len)
+{
+    struct events *e = user;
+    assert_true(e->n < 16);
+    assert_true(len < 128);
+    assert_int_equal(data[len], 0);
+    memcpy(e->got[e->n], data, len);
+    e->got[e->n][len] = 0;
+    e->n++;
+}
+
+static const char sse_stream[] = ": keep-alive comment\r\n"
+                                 "data: {\"a\":1}\n\n"
+                                 "event: message\n"
+                                 "data:{\"b\":2}\r\n\r\n"
+                                 "data: line1\r\n"
+                                 "data: line2\r"
+                                 "\r"
+                                 "id: 7\n"
+                                 "data\n"
+                                 "\n"
+                                 "\n\n"
+                                 "data:  two spaces\n\n"
+                                 "data: [DONE]\n\n";
+static const char *const sse_want[] = {"{\"a\":1}", "{\"b\":2}",   "line1\nline2",
+                                       "",          " two spaces", "[DONE]"};
+
+static void check_events(const struct events *e)
+{
+    assert_int_equal(e->n, (int)FOLIO_ARRAY_LEN(sse_want));
+    for (int i = 0; i < e->n; i++)
+        assert_string_equal(e->got[i], sse_want[i]);
+}
+
+/* The same events come out whatever the split: two parts at every byte
+ * position, three parts at every pair, and one byte at a time. */
+static void test_sse_split_everywhere(void **state)
+{
+    (void)state;
+    size_t n = sizeof(sse_stream) - 1;
+    for (size_t cut = 0; cut <= n; cut++) {
+        struct bench_sse s;
+        struct events e = {0};
+        bench_sse_init(&s);
+        assert_int_equal(bench_sse_feed(&s, sse_stream, cut, on_event, &e), 0);
+        assert_int_equal(bench_sse_feed(&s, sse_stream + cut, n - cut, on_event, &e), 0);
+        assert_int_equal(bench_sse_finish(&s, on_event, &e), 0);
+        check_events(&e);
+        bench_sse_free(&s);
+    }
+    for (size_t a = 0; a <= n; a += short_run() ? 7 : 1)
+        for (size_t b = a; b <= n; b++) {
+            struct bench_sse s;
+            struct events e = {0};
+            bench_sse_init(&s);
+            bench_sse_feed(&s, sse_stream, a, on_event, &e);
+            bench_sse_feed(&s, sse_stream + a, b - a, on_event, &e);
+            bench_sse_feed(&s, sse_stream + b, n - b, on_event, &e);
+            bench_sse_finish(&s, on_event, &e);
+            check_events(&e);
+            bench_sse_free(&s);
+        }
+    struct bench_sse s;
+    struct events e = {0};
+    bench_sse_init(&s);
+    for (size_t i = 0; i < n; i++)
+        bench_sse_feed(&s, sse_stream + i, 1, on_event, &e);
+    check_events(&e);
+    bench_sse_free(&s);
+}
+
+/* A final event without its blank line is dispatched by finish(), and
+ * only then. */
+static void test_sse_unterminated(void **state)
+{
+    (void)state;
+    struct bench_sse s;
+    struct events e = {0};
+    bench_sse_init(&s);
+    const char *in = "data: x\n\ndata: tail";
+    bench_sse_feed(&s, in, strlen(in), on_event, &e);
+    assert_int_equal(e.n, 1);
+    bench_sse_finish(&s, on_event, &e);
+    assert_int_equal(e.n, 2);
+    assert_string_equal(e.got[1], "tail");
+    bench_sse_free(&s);
+}
+
+/* A large event grows the buffers; later events reuse them. */
+struct big_count {
+    int n;
+    size_t len;
+    bool all_x;
+};
+
+static void on_big(void *user, const char *data, size_t len)
+{
+    struct big_count *c = user;
+    c->n++;
+    c->len = len;
+    c->all_x = true;
+    for (size_t i = 0; i < len; i++)
+        c->all_x &= data[i] == 'x';
+}
+
+static void test_sse_large_event(void **state)
+{
+    (void)state;
+    const size_t big = 100000, total = big + 8;
+    char *in = malloc(total);
+    memcpy(in, "data: ", 6);
+    memset(in + 6, 'x', big);
+    memcpy(in + 6 + big, "\n\n", 2);
+    struct bench_sse s;
+    bench_sse_init(&s);
+    for (size_t step = 1; step <= total; step = step * 3 + 1) {
+        struct big_count c = {0};
+        for (size_t off = 0; off < total; off += step)
+            assert_int_equal(bench_sse_feed(&s, in + off, FOLIO_MIN(step, total - off), on_big, &c),
+                             0);
+        assert_int_equal(c.n, 1);
+        assert_int_equal(c.len, big);
+        assert_true(c.all_x);
+    }
+    bench_sse_free(&s);
+    free(in);
+}
+
+/* ---- chunk scanner ------------------------------------------------------- */
+
+static void scan_ok(const char *json, struct bench_chunk *c)
+{
+    assert_int_equal(bench_chunk_scan(json, strlen(json), c), 0);
+}
+
+static void test_chunk_scan(void **state)
+{
+    (void)state;
+    struct bench_chunk c;
+    /* foliod's completion chunk: token_ids counted */
+    scan_ok("{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\","
+            "\"choices\":[{\"index\":0,\"text\":\"ab\",\"logprobs\":null,\"finish_reason\":null,"
+            "\"token_ids\":[5,6,7]}]}",
+            &c);
+    assert_int_equal(c.n_tokens, 3);
+    assert_true(c.has_token_ids && c.has_text && !c.finished && !c.has_usage && !c.has_error);
+    /* text held back (stop-string window) but tokens came: still tokens */
+    scan_ok("{\"choices\":[{\"text\":\"\",\"token_ids\":[9]}]}", &c);
+    assert_int_equal(c.n_tokens, 1);
+    assert_false(c.has_text);
+    /* empty token_ids and finish reason */
+    scan_ok("{\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\",\"token_ids\":[]}]}", &c);
+    assert_int_equal(c.n_tokens, 0);
+    assert_true(c.finished);
+    assert_false(c.finish_error);
+    scan_ok("{\"choices\":[{\"text\":\"\",\"finish_reason\":\"error\",\"token_ids\":[]}]}", &c);
+    assert_true(c.finished && c.finish_error);
+    scan_ok("{\"choices\":[{\"text\":\"error\",\"finish_reason\":null}]}", &c);
+    assert_false(c.finished || c.finish_error);
+    /* no token_ids: one token per chunk with text */
+    scan_ok("{\"choices\":[{\"index\":0,\"text\":\" hello\",\"finish_reason\":null}]}", &c);
+    assert_int_equal(c.n_tokens, 1);
+    assert_false(c.finished);
+    /* chat: role-only delta is no token; content is */
+    scan_ok("{\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}", &c);
+    assert_int_equal(c.n_tokens, 0);
+    scan_ok("{\"choices\":[{\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}", &c);
+    assert_int_equal(c.n_tokens, 1);
+    /* key names quoted inside text never match */
+    scan_ok("{\"choices\":[{\"text\":\"\\\"usage\\\": {\\\"completion_tokens\\\": 99}, "
+            "\\\"token_ids\\\":[1,2]\",\"token_ids\":[4]}]}",
+            &c);
+    assert_int_equal(c.n_tokens, 1);
+    assert_false(c.has_usage);
+    /* usage chunk */
+    scan_ok("{\"id\":\"x\",\"choices\":[],\"usage\":{\"prompt_tokens\":128,"
+            "\"completion_tokens\":64,\"total_tokens\":192}}",
+            &c);
+    assert_true(c.has_usage);
+    assert_int_equal(c.usage_completion, 64);
+    assert_int_equal(c.usage_prompt, 128);
+    assert_int_equal(c.n_tokens, 0);
+    /* usage: null is no usage; a nested completion_tokens elsewhere neither */
+    scan_ok("{\"usage\":null,\"x\":{\"completion_tokens\":5}}", &c);
+    assert_false(c.has_usage);
+    /* vLLM-style continuous usage inside a token chunk */
+    scan_ok("{\"choices\":[{\"text\":\"a\"}],\"usage\":{\"completion_tokens\":3,"
+            "\"prompt_tokens\":2,\"details\":{\"completion_tokens\":77}}}",
+            &c);
+    assert_true(c.has_usage);
+    assert_int_equal(c.usage_completion, 3);
+    /* error event */
+    scan_ok("{\"error\":{\"message\":\"boom\",\"code\":500}}", &c);
+    assert_true(c.has_error);
+    scan_ok("{\"choices\":[{\"text\":\"error\",\"x\":{\"error\":1}}]}", &c);
+    assert_false(c.has_error);
+    /* [DONE] */
+    scan_ok("[DONE]", &c);
+    assert_true(c.done);
+    /* not JSON objects */
+    struct bench_chunk d;
+    assert_int_equal(bench_chunk_scan("hello", 5, &d), -EINVAL);
+    assert_int_equal(bench_chunk_scan("{\"a\":\"unterminated", 18, &d), -EINVAL);
+    assert_int_equal(bench_chunk_scan("{\"a\":[1,2}", 9, &d), -EINVAL);
+    assert_int_equal(bench_chunk_scan("", 0, &d), -EINVAL);
+}
+
+/* ---- percentiles ----------------------------------------------------------- */
+
+/* Naive reference: insertion sort, then the definition written out. */
+static double naive_pct(const double *v, size_t n, double p)
+{
+    double *s = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j > 0 && s[j - 1] > v[i]) {
+            s[j] = s[j - 1];
+            j--;
+        }
+        s[j] = v[i];
+    }
+    double pos = (double)(n - 1) * p / 100.0;
+    size_t k = 0;
+    while ((double)(k + 1) <= pos && k + 1 < n)
+        k++;
+    double r = k + 1 < n ? s[k] + (pos - (double)k) * (s[k + 1] - s[k]) : s[k];
+    free(s);
+    return r;
+}
+
+static void test_percentiles_vs_naive(void **state)
+{
+    (void)state;
+    struct bench_rng r;
+    bench_rng_seed(&r, 7);
+    const double ps[] = {0, 1, 10, 25, 50, 75, 90, 95, 99, 99.9, 100};
+    for (int trial = 0; trial < 200; trial++) {
+        size_t n = 1 + (size_t)bench_rng_range(&r, 0, trial < 20 ? 5 : 300);
+        double *v = malloc(n * sizeof(double)), *s = malloc(n * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            /* include ties */
+            v[i] = (trial & 1) ? (double)bench_rng_range(&r, 0, 10)
+                               : bench_rng_normal(&r) * 100.0 + 50.0;
+            s[i] = v[i];
+        }
+        bench_sort(s, n);
+        for (size_t i = 1; i < n; i++)
+            assert_true(s[i - 1] <= s[i]);
+        for (size_t k = 0; k < FOLIO_ARRAY_LEN(ps); k++) {
+            double want = naive_pct(v, n, ps[k]), got = bench_pct(s, n, ps[k]);
+            assert_true(fabs(got - want) <= 1e-9 * (1 + fabs(want)));
+        }
+        free(v);
+        free(s);
+    }
+}
+
+/* numpy.percentile's values for small samples. */
+static void test_percentiles_numpy(void **state)
+{
+    (void)state;
+    double v[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    assert_true(fabs(bench_pct(v, 10, 90) - 9.1) < 1e-12);
+    assert_true(fabs(bench_pct(v, 10, 99) - 9.91) < 1e-12);
+    assert_true(fabs(bench_pct(v, 10, 50) - 5.5) < 1e-12);
+    double w[4] = {10, 20, 30, 40};
+    assert_true(fabs(bench_pct(w, 4, 50) - 25) < 1e-12);
+    assert_true(fabs(bench_pct(w, 4, 25) - 17.5) < 1e-12);
+    double one = 3.5;
+    assert_true(bench_pct(&one, 1, 99) == 3.5);
+    assert_true(isnan(bench_pct(NULL, 0, 50)));
+    double u[5] = {5, 1, 4, 2, 3};
+    struct bench_dist d;
+    bench_dist_of(u, 5, &d);
+    assert_true(d.mean == 3 && d.median == 3 && d.min == 1 && d.max == 5);
+    assert_true(fabs(d.std - sqrt(2.0)) < 1e-12);
+    assert_true(fabs(d.p90 - 4.6) < 1e-12);
+    bench_dist_of(NULL, 0, &d);
+    assert_true(isnan(d.mean) && isnan(d.p99) && d.n == 0);
+}
+
+/* ---- arrivals ---------------------------------------------------------------- */
+
+/* Gaps for rate r and burstiness b: mean 1/r, variance 1/(b r^2); for
+ * b = 1 the counts per unit time are Poisson (variance = mean). */
+static void test_arrival_statistics(void **state)
+{
+    (void)state;
+    const int n = short_run() ? 40000 : 400000;
+    const double rates[] = {4.0, 50.0};
+    const double bs[] = {0.25, 0.5, 1.0, 4.0};
+    for (size_t ri = 0; ri < FOLIO_ARRAY_LEN(rates); ri++)
+        for (size_t bi = 0; bi < FOLIO_ARRAY_LEN(bs); bi++) {
+            double rate = rates[ri], b = bs[bi];
+            struct bench_rng r;
+            bench_rng_seed(&r, 1234);
+            double sum = 0, sum2 = 0;
+            for (int i = 0; i < n; i++) {
+                double g = bench_arrival_gap(&r, rate, b);
+                assert_true(g >= 0 && isfinite(g));
+                sum += g;
+                sum2 += g * g;
+            }
+            double mean = sum / n, var = sum2 / n - mean * mean;
+            double want_mean = 1 / rate, want_var = 1 / (b * rate * rate);
+            /* standard error of the mean is sqrt(var / n): allow ~6 of them */
+            assert_true(fabs(mean - want_mean) < 6 * sqrt(want_var / n));
+            assert_true(fabs(var / want_var - 1) < (short_run() ? 0.12 : 0.05));
+        }
+    /* Poisson counts: arrivals per 1 s window at rate 20 have mean 20 and
+     * index of dispersion 1; a bursty process (b = 0.25) is overdispersed. */
+    for (int bursty = 0; bursty < 2; bursty++) {
+        struct bench_rng r;
+        bench_rng_seed(&r, 99);
+        int windows = short_run() ? 2000 : 20000;
+        int *cnt = calloc((size_t)windows, sizeof(int));
+        double t = 0;
+        for (;;) {
+            t += bench_arrival_gap(&r, 20, bursty ? 0.25 : 1.0);
+            if (t >= windows)
+                break;
+            cnt[(int)t]++;
+        }
+        double m = 0, v = 0;
+        for (int i = 0; i < windows; i++)
+            m += cnt[i];
+        m /= windows;
+        for (int i = 0; i < windows; i++)
+            v += (cnt[i] - m) * (cnt[i] - m);
+        v /= windows - 1;
+        assert_true(fabs(m - 20) < 0.5);
+        if (bursty)
+            assert_true(v / m > 2.0);
+        else
+            assert_true(fabs(v / m - 1) < 0.1);
+        free(cnt);
+    }
+    /* fixed seed, fixed sequence; infinite rate means no gap */
+    struct bench_rng a, b2;
+    bench_rng_seed(&a, 5);
+    bench_rng_seed(&b2, 5);
+    for (int i = 0; i < 100; i++)
+        assert_true(bench_arrival_gap(&a, 3, 0.7) == bench_arrival_gap(&b2, 3, 0.7));
+    assert_true(bench_arrival_gap(&a, INFINITY, 1) == 0);
+    bench_rng_seed(&b2, 6);
+    assert_true(bench_rng_u64(&a) != bench_rng_u64(&b2));
+    /* range stays in bounds and hits both ends */
+    bool lo = false, hi = false;
+    for (int i = 0; i < 1000; i++) {
+        int64_t x = bench_rng_range(&a, 3, 7);
+        assert_true(x >= 3 && x <= 7);
+        lo |= x == 3;
+        hi |= x == 7;
+    }
+    assert_true(lo && hi);
+}
+
+/* ---- Prometheus ------------------------------------------------------------ */
+
+struct prom_rec {
+    char names[32][64];
+    char labels[32][96];
+    double values[32];
+    int n;
+};
+
+static void on_prom(void *user, const char *name, size_t nl, const char *labels, size_t ll,
+                    double v)
+{
+    struct prom_rec *r = user;
+    assert_true(r->n < 32);
+    snprintf(r->names[r->n], 64, "%.*s", (int)nl, name);
+    snprintf(r->labels[r->n], 96, "%.*s", (int)ll, labels);
+    r->values[r->n++] = v;
+}
+
+static void test_prom_parse(void **state)
+{
+    (void)state;
+    const char *text = "# HELP folio_kv_cache_usage_ratio Fraction of KV blocks in use (0..1).\n"
+                       "# TYPE folio_kv_cache_usage_ratio gauge\n"
+                       "folio_kv_cache_usage_ratio 0.25\n"
+                       "\n"
+                       "folio_tenant_kv_blocks_used{tenant=\"a \\\"b\\\" }{\",x=\"1\"} 12\r\n"
+                       "vllm:num_requests_running{model_name=\"m\"} 3 1700000000000\n"
+                       "h_bucket{le=\"+Inf\"} 4\n"
+                       "weird +Inf\n"
+                       "nan_metric NaN\n"
+                       "neg -1.5e-3\n"
+                       "bad line here\n"
+                       "9starts_with_digit 1\n"
+                       "novalue\n"
+                       "unclosed{a=\"b\" 1\n"
+                       "trailing 1 2 3\n"
+                       "last_no_newline 7";
+    struct prom_rec r = {0};
+    int bad = -1;
+    assert_int_equal(bench_prom_parse(text, strlen(text), on_prom, &r, &bad), 0);
+    assert_int_equal(bad, 5);
+    assert_int_equal(r.n, 8);
+    assert_string_equal(r.names[0], "folio_kv_cache_usage_ratio");
+    assert_true(r.values[0] == 0.25);
+    assert_string_equal(r.names[1], "folio_tenant_kv_blocks_used");
+    assert_string_equal(r.labels[1], "tenant=\"a \\\"b\\\" }{\",x=\"1\"");
+    assert_true(r.values[1] == 12);
+    assert_string_equal(r.names[2], "vllm:num_requests_running");
+    assert_true(r.values[2] == 3);
+    assert_string_equal(r.labels[3], "le=\"+Inf\"");
+    assert_true(isinf(r.values[4]) && r.values[4] > 0);
+    assert_true(isnan(r.values[5]));
+    assert_true(r.values[6] == -1.5e-3);
+    assert_string_equal(r.names[7], "last_no_newline");
+    assert_true(r.values[7] == 7);
+}
+
+static void test_prom_extract(void **state)
+{
+    (void)state;
+    struct bench_prom_sample s;
+    const char *folio = "folio_kv_cache_usage_ratio 0.5\n"
+                        "folio_num_requests_running 7\n"
+                        "folio_num_requests_waiting 2\n"
+                        "folio_num_preemptions_total 3\n"
+                        "folio_kv_blocks_used 50\n"
+                        "folio_kv_num_blocks 100\n"
+                        "folio_tenant_requests_running{tenant=\"x\"} 7\n";
+    bench_prom_extract(folio, strlen(folio), &s);
+    assert_true(s.kv_usage == 0.5 && s.running == 7 && s.waiting == 2 && s.preemptions == 3);
+    assert_true(s.kv_blocks_used == 50 && s.kv_blocks_total == 100);
+    /* vLLM names, summed over label sets; missing ones are NaN */
+    const char *vllm = "vllm:gpu_cache_usage_perc{model_name=\"a\"} 0.25\n"
+                       "vllm:num_requests_running{model_name=\"a\"} 2\n"
+                       "vllm:num_requests_running{model_name=\"b\"} 3\n";
+    bench_prom_extract(vllm, strlen(vllm), &s);
+    assert_true(s.kv_usage == 0.25 && s.running == 5);
+    assert_true(isnan(s.waiting) && isnan(s.preemptions) && isnan(s.kv_blocks_total));
+    /* folio wins over vllm when both appear */
+    const char *both = "vllm:num_requests_running 9\nfolio_num_requests_running 1\n";
+    bench_prom_extract(both, strlen(both), &s);
+    assert_true(s.running == 1);
+    bench_prom_extract("", 0, &s);
+    assert_true(isnan(s.kv_usage) && isnan(s.running));
+}
+
+/* ---- traces ---------------------------------------------------------------- */
+
+static void test_trace_parse(void **state)
+{
+    (void)state;
+    const char *text = "# arrival_s tenant prompt_len output_len prefix_id\n"
+                       "0.5   1 212 180 -1\n"
+                       "\n"
+                       "  0.0 2 95 400 3   # first\n"
+                       "0.5\t7\t10\t20\t0\r\n"
+                       "0.25 0 1 1 -1";
+    struct bench_trace t;
+    char err[200];
+    assert_int_equal(bench_trace_parse(text, strlen(text), &t, err, sizeof(err)), 0);
+    assert_int_equal(t.n, 4);
+    assert_true(t.reqs[0].arrival_s == 0.0 && t.reqs[0].tenant == 2 && t.reqs[0].prompt_len == 95 &&
+                t.reqs[0].output_len == 400 && t.reqs[0].prefix_id == 3);
+    assert_true(t.reqs[1].arrival_s == 0.25 && t.reqs[1].prompt_len == 1);
+    /* equal arrivals keep file order */
+    assert_true(t.reqs[2].arrival_s == 0.5 && t.reqs[2].tenant == 1 && t.reqs[2].prefix_id == -1);
+    assert_true(t.reqs[3].arrival_s == 0.5 && t.reqs[3].tenant == 7 && t.reqs[3].prefix_id == 0);
+    bench_trace_free(&t);
+
+    const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"0 1 2 3\n", "line 1: prefix_id"},           {"# c\n-1 1 2 3 -1\n", "line 2: arrival_s"},
+        {"0 x 2 3 -1\n", "line 1: tenant"},           {"0 1 0 3 -1\n", "line 1: prompt_len"},
+        {"0 1 2 0 -1\n", "line 1: output_len"},       {"0 1 2 3 -2\n", "line 1: prefix_id"},
+        {"0 1 2 3 -1 extra\n", "line 1: unexpected"}, {"0 1 2.5 3 -1\n", "line 1: prompt_len"},
+        {"abc 1 2 3 -1\n", "line 1: arrival_s"},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad); i++) {
+        err[0] = 0;
+        assert_int_equal(bench_trace_parse(bad[i].text, strlen(bad[i].text), &t, err, sizeof(err)),
+                         -EINVAL);
+        assert_non_null(strstr(err, bad[i].want));
+        assert_null(t.reqs);
+    }
+    assert_int_equal(bench_trace_parse("", 0, &t, err, sizeof(err)), 0);
+    assert_int_equal(t.n, 0);
+    assert_true(bench_trace_load("/nonexistent/trace.txt", &t, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "/nonexistent/trace.txt"));
+}
+
+/* ---- SVG ------------------------------------------------------------------- */
+
+static int count(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+static void test_svg_structure(void **state)
+{
+    (void)state;
+    double x[6] = {1, 2, 3, 4, 5, 6};
+    double a[6] = {10, 20, NAN, 40, 50, 60}; /* a gap: two polylines */
+    double b[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    double c[6] = {0, 1, 2, 3, 2, 1};
+    struct bench_svg_panel p[2] = {
+        {.title = "Throughput <&>",
+         .unit = "tok/s",
+         .n_series = 1,
+         .names = {"out \"q\""},
+         .y = {a}},
+        {.title = "Queue", .unit = "", .n_series = 2, .names = {"b", "c"}, .y = {b, c}},
+    };
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(bench_svg_write(f, "title & <more>", x, 6, p, 2), 0);
+    fclose(f);
+    assert_true(!strncmp(buf, "<?xml version=\"1.0\"", 19));
+    assert_non_null(strstr(buf, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert_true(len > 7 && !strcmp(buf + len - 7, "</svg>\n"));
+    assert_int_equal(count(buf, "<g "), 2);
+    assert_int_equal(count(buf, "</g>"), 2);
+    assert_int_equal(count(buf, "<polyline"), 3); /* a: 2 pieces, b: none, c: 1 */
+    assert_int_equal(count(buf, "<text"), count(buf, "</text>"));
+    assert_non_null(strstr(buf, "title &amp; &lt;more&gt;"));
+    assert_non_null(strstr(buf, "Throughput &lt;&amp;&gt;"));
+    assert_non_null(strstr(buf, "out &quot;q&quot;"));
+    assert_null(strstr(buf, "<&>"));
+    assert_null(strstr(buf, "nan"));
+    free(buf);
+    /* no data at all still makes a document */
+    f = open_memstream(&buf, &len);
+    assert_int_equal(bench_svg_write(f, "empty", x, 0, p, 1), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "no data"));
+    assert_true(!strcmp(buf + len - 7, "</svg>\n"));
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sse_split_everywhere), cmocka_unit_test(test_sse_unterminated),
+        cmocka_unit_test(test_sse_large_event),      cmocka_unit_test(test_chunk_scan),
+        cmocka_unit_test(test_percentiles_vs_naive), cmocka_unit_test(test_percentiles_numpy),
+        cmocka_unit_test(test_arrival_statistics),   cmocka_unit_test(test_prom_parse),
+        cmocka_unit_test(test_prom_extract),         cmocka_unit_test(test_trace_parse),
+        cmocka_unit_test(test_svg_structure),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,305 @@
+/*
+ * tools/bench_sse.c — Server-Sent Events framing and the streaming-chunk
+ * scanner of `folio bench` (API in bench_core.h).
+ *
+ * SSE framing (the WHATWG event-stream rules, as far as a client of an
+ * OpenAI-style server needs them):
+ *
+ *     bytes ──► lines (ended by "\n", "\r\n" or "\r") ──► fields
+ *        "data:" [" "] VALUE   appends VALUE (+ '\n' between lines) to data
+ *        ":" ...               comment, ignored
+ *        other fields          (event, id, retry) ignored
+ *        ""  (blank line)      dispatches the event if it has data
+ *
+ * The parser owns two buffers, `line` (the incomplete line) and `data`
+ * (the event being built); both only grow, so a long stream reuses them and
+ * allocates nothing per event once they are large enough.  Input may be
+ * split anywhere, including between '\r' and '\n' (flag `cr`).
+ *
+ * The chunk scanner walks one JSON payload once, without a tree: it keeps
+ * the last object key it saw and the nesting depth, and looks only at the
+ * keys it needs (text / content, token_ids, finish_reason, usage.*, error).
+ * Strings are skipped with their escapes, so key names quoted inside text
+ * never match.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_core.h"
+#include "folio/common.h"
+
+void bench_sse_init(struct bench_sse *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
+void bench_sse_free(struct bench_sse *s)
+{
+    folio_free(s->line);
+    folio_free(s->data);
+    memset(s, 0, sizeof(*s));
+}
+
+static int grow(char **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    char *q = folio_realloc(*p, c);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* One complete line (without its terminator). */
+static int sse_line(struct bench_sse *s, const char *l, size_t n, bench_sse_fn fn, void *user)
+{
+    if (n == 0) {
+        if (s->has_data) {
+            s->data[s->data_len] = 0;
+            fn(user, s->data, s->data_len);
+        }
+        s->has_data = false;
+        s->data_len = 0;
+        return 0;
+    }
+    if (l[0] == ':')
+        return 0;
+    const char *colon = memchr(l, ':', n);
+    size_t fl = colon ? (size_t)(colon - l) : n;
+    if (fl != 4 || memcmp(l, "data", 4))
+        return 0;
+    const char *v = colon ? colon + 1 : l + n;
+    if (v < l + n && *v == ' ')
+        v++;
+    size_t vl = (size_t)(l + n - v);
+    size_t need = s->data_len + (s->has_data ? 1 : 0) + vl + 1;
+    if (grow(&s->data, &s->data_cap, need))
+        return s->oom = -ENOMEM;
+    if (s->has_data)
+        s->data[s->data_len++] = '\n';
+    memcpy(s->data + s->data_len, v, vl);
+    s->data_len += vl;
+    s->has_data = true;
+    return 0;
+}
+
+int bench_sse_feed(struct bench_sse *s, const char *p, size_t n, bench_sse_fn fn, void *user)
+{
+    if (s->oom)
+        return s->oom;
+    const char *end = p + n;
+    while (p < end) {
+        if (s->cr) {
+            s->cr = false;
+            if (*p == '\n') {
+                p++;
+                continue;
+            }
+        }
+        /* find the next terminator */
+        const char *q = p;
+        while (q < end && *q != '\n' && *q != '\r')
+            q++;
+        if (q == end) {
+            if (grow(&s->line, &s->line_cap, s->line_len + (size_t)(q - p) + 1))
+                return s->oom = -ENOMEM;
+            memcpy(s->line + s->line_len, p, (size_t)(q - p));
+            s->line_len += (size_t)(q - p);
+            break;
+        }
+        int rc;
+        if (s->line_len) {
+            if (grow(&s->line, &s->line_cap, s->line_len + (size_t)(q - p) + 1))
+                return s->oom = -ENOMEM;
+            memcpy(s->line + s->line_len, p, (size_t)(q - p));
+            s->line_len += (size_t)(q - p);
+            rc = sse_line(s, s->line, s->line_len, fn, user);
+            s->line_len = 0;
+        } else
+            rc = sse_line(s, p, (size_t)(q - p), fn, user);
+        if (rc)
+            return rc;
+        s->cr = *q == '\r';
+        p = q + 1;
+    }
+    return 0;
+}
+
+int bench_sse_finish(struct bench_sse *s, bench_sse_fn fn, void *user)
+{
+    if (s->oom)
+        return s->oom;
+    int rc = 0;
+    if (s->line_len) {
+        rc = sse_line(s, s->line, s->line_len, fn, user);
+        s->line_len = 0;
+    }
+    if (!rc)
+        rc = sse_line(s, "", 0, fn, user);
+    return rc;
+}
+
+/* ---- chunk scanner ---------------------------------------------------- */
+
+struct scan {
+    const char *p, *end;
+};
+
+static void skip_ws(struct scan *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+/* At an opening quote: skips the string; returns its raw contents. */
+static int scan_string(struct scan *s, const char **str, size_t *len)
+{
+    const char *b = ++s->p;
+    while (s->p < s->end && *s->p != '"') {
+        if (*s->p == '\\')
+            s->p++;
+        s->p++;
+    }
+    if (s->p >= s->end)
+        return -EINVAL;
+    *str = b;
+    *len = (size_t)(s->p - b);
+    s->p++;
+    return 0;
+}
+
+static bool key_is(const char *k, size_t kl, const char *want)
+{
+    size_t wl = strlen(want);
+    return kl == wl && !memcmp(k, want, wl);
+}
+
+int bench_chunk_scan(const char *p, size_t n, struct bench_chunk *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->usage_prompt = -1;
+    out->usage_completion = -1;
+    struct scan s = {p, p + n};
+    skip_ws(&s);
+    if ((size_t)(s.end - s.p) >= 6 && !memcmp(s.p, "[DONE]", 6)) {
+        out->done = true;
+        return 0;
+    }
+    if (s.p >= s.end || *s.p != '{')
+        return -EINVAL;
+    int depth = 0, usage_depth = -1;
+    const char *key = NULL;
+    size_t key_len = 0;
+    int ids_depth = -1; /* depth of the token_ids array being counted */
+    bool ids_elem = false;
+    int32_t n_ids = 0;
+    while (s.p < s.end) {
+        char c = *s.p;
+        if (c == '"') {
+            const char *str;
+            size_t len;
+            if (scan_string(&s, &str, &len))
+                return -EINVAL;
+            skip_ws(&s);
+            if (s.p < s.end && *s.p == ':') {
+                s.p++;
+                key = str;
+                key_len = len;
+                if (depth == 1 && key_is(key, key_len, "error"))
+                    out->has_error = true;
+                continue;
+            }
+            if (key && (key_is(key, key_len, "text") || key_is(key, key_len, "content")) && len)
+                out->has_text = true;
+            else if (key && key_is(key, key_len, "finish_reason")) {
+                out->finished = true;
+                out->finish_error |= key_is(str, len, "error");
+            }
+            key = NULL;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            depth++;
+            if (c == '{' && key && key_is(key, key_len, "usage") && usage_depth < 0)
+                usage_depth = depth;
+            if (c == '[' && key && key_is(key, key_len, "token_ids") && ids_depth < 0) {
+                ids_depth = depth;
+                out->has_token_ids = true;
+            }
+            key = NULL;
+            s.p++;
+            continue;
+        }
+        if (c == '}' || c == ']') {
+            if (ids_depth == depth) {
+                n_ids += ids_elem;
+                ids_depth = -1;
+                ids_elem = false;
+            }
+            if (usage_depth == depth)
+                usage_depth = -1 - 1000; /* one usage object only */
+            depth--;
+            key = NULL;
+            s.p++;
+            if (depth == 0)
+                break;
+            continue;
+        }
+        if (c == ',') {
+            if (ids_depth == depth && ids_elem) {
+                n_ids++;
+                ids_elem = false;
+            }
+            key = NULL;
+            s.p++;
+            continue;
+        }
+        if ((c >= '0' && c <= '9') || c == '-') {
+            /* integers are what we read; fractions and exponents are skipped */
+            bool neg = c == '-';
+            const char *q = s.p + neg;
+            int64_t v = 0;
+            while (q < s.end && *q >= '0' && *q <= '9') {
+                if (v < INT64_MAX / 10)
+                    v = v * 10 + (*q - '0');
+                q++;
+            }
+            while (q < s.end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' ||
+                                 *q == '+' || *q == '-'))
+                q++;
+            if (neg)
+                v = -v;
+            const char *e = q;
+            if (ids_depth == depth)
+                ids_elem = true;
+            if (usage_depth == depth && key) {
+                if (key_is(key, key_len, "completion_tokens")) {
+                    out->usage_completion = (int64_t)v;
+                    out->has_usage = true;
+                } else if (key_is(key, key_len, "prompt_tokens"))
+                    out->usage_prompt = (int64_t)v;
+            }
+            key = NULL;
+            s.p = e;
+            continue;
+        }
+        /* true, false, null, whitespace, ':' */
+        if (c == 'n' && key) /* null: finish_reason null is not a finish */
+            key = NULL;
+        s.p++;
+    }
+    if (depth != 0)
+        return -EINVAL;
+    if (out->has_token_ids)
+        out->n_tokens = n_ids;
+    else
+        out->n_tokens = out->has_text ? 1 : 0;
+    return 0;
+}

@@ -1,0 +1,1278 @@
+/*
+ * tools/cmd_bench.c — `folio bench`: a load tester for foliod and any
+ * OpenAI-compatible streaming server, reporting as `vllm bench serve`
+ * does.
+ *
+ * Phases: parse options → probe the server (GET /v1/models: model id,
+ * vocab_size, max_model_len) → build every request up front (lengths,
+ * prompts, arrival times, tenant, JSON body; deterministic for --seed) →
+ * run them on one libuv loop (bench_run.c) → reduce the per-request
+ * records to the report, the JSON file and the SVG plot.
+ *
+ * Memory: the request array and its bodies live for the whole command;
+ * per-request chunk arrays are sized for the expected output before the
+ * request is sent.  Statistics work on scratch arrays freed at the end.
+ *
+ * Metric definitions (all over successful requests):
+ *   TTFT  send → first chunk carrying a token (includes connect)
+ *   TPOT  (E2E − TTFT) / (output tokens − 1), requests with > 1 token
+ *   ITL   gaps between consecutive token-carrying chunks
+ *   E2E   send → end of the response
+ *   output tokens: usage.completion_tokens when the server sends usage,
+ *   else tokens counted from chunks (token_ids length, else 1 per chunk)
+ *   duration: start → last request finished; peak tokens/s: the largest
+ *   count of tokens received within one 1 s window from the start.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bench_core.h"
+#include "bench_run.h"
+#include "folio/common.h"
+#include "folio_cmds.h"
+
+#define MAX_TARGETS 32
+#define MAX_KEYS    64
+#define MAX_BIAS    64
+
+enum dataset { DS_RANDOM, DS_PREFIX, DS_TRACE };
+
+struct opts {
+    const char *sockets[MAX_TARGETS];
+    int n_sockets;
+    const char *url;
+    const char *endpoint;
+    const char *model;
+    enum dataset dataset;
+    int32_t input_len, output_len, prefix_len;
+    bool prefix_len_set;
+    double range_ratio;
+    bool text_prompts;
+    const char *trace;
+    bool ignore_eos;
+    double temperature;
+    bool temperature_set;
+    uint64_t seed;
+    bool seed_set;
+    int32_t bias_tok[MAX_BIAS];
+    double bias_val[MAX_BIAS];
+    int n_bias;
+    char *keys[MAX_KEYS];
+    int n_keys;
+    double rate, burstiness;
+    int max_concurrency;
+    int32_t num_prompts;
+    double duration, timeout;
+    double slo_ttft, slo_tpot, slo_e2el; /* ms, NaN = none */
+    const char *json, *plot;
+    bool scrape;
+    int32_t vocab;
+    int progress; /* -1 auto */
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: folio bench [--socket PATH ... | --url http://HOST:PORT] [options]\n"
+            "Drives an OpenAI-compatible streaming server (foliod or another) and reports\n"
+            "throughput and latency like `vllm bench serve`.\n"
+            "target:\n"
+            "  --socket PATH           Unix socket; repeat to spread tenants over sockets\n"
+            "                          (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)\n"
+            "  --url URL               http://HOST:PORT[/prefix] over TCP instead\n"
+            "  --endpoint PATH         /v1/completions (default) or /v1/chat/completions\n"
+            "  --model NAME            model field (default: the first of GET /v1/models)\n"
+            "  --tenants K1,K2,...     API keys, sent as 'Authorization: Bearer K'; request i\n"
+            "                          goes to tenant i mod K (trace: tenant id mod K)\n"
+            "workload:\n"
+            "  --dataset random|prefix|trace          (default random)\n"
+            "  --input-len L           prompt tokens (default 128)\n"
+            "  --output-len O          max_tokens (default 128)\n"
+            "  --range-ratio R         lengths uniform in [L(1-R), L(1+R)] (default 0)\n"
+            "  --text-prompts          random words instead of token-id prompts (one word is\n"
+            "                          about one token; chat endpoints always use text)\n"
+            "  --prefix-len P          prefix: every prompt starts with the same P tokens,\n"
+            "                          then L random ones (default 128); trace: the length\n"
+            "                          of shared prefix k\n"
+            "  --trace FILE            one request per line: 'arrival_s tenant prompt_len\n"
+            "                          output_len prefix_id' ('#' comments; prefix_id -1 =\n"
+            "                          none, k >= 0 = starts with shared prefix k: its first\n"
+            "                          min(P, prompt_len - 1) tokens) — `folio sim`'s format;\n"
+            "                          arrivals come from the file\n"
+            "  --vocab-size N          token ids are drawn from [1, N) (default: the server's\n"
+            "                          vocab_size from /v1/models, else 1000)\n"
+            "  --seed N                workload seed (default 0); also sent as 'seed'\n"
+            "  --ignore-eos            send ignore_eos: true\n"
+            "  --temperature T         send temperature\n"
+            "  --logit-bias TOK:BIAS,...   send logit_bias\n"
+            "arrivals and bounds:\n"
+            "  --num-prompts N         requests (default 100)\n"
+            "  --request-rate R        requests/s, or inf (default inf: all at once)\n"
+            "  --burstiness B          gamma inter-arrival shape (1 = Poisson; default 1)\n"
+            "  --max-concurrency C     at most C requests in flight (closed loop)\n"
+            "  --duration S            send nothing after S seconds (in-flight ones finish)\n"
+            "  --timeout S             per-request timeout (default 300)\n"
+            "output:\n"
+            "  --slo ttft=MS,tpot=MS,e2el=MS   goodput: requests meeting every given bound\n"
+            "  --json FILE             everything, with per-request records\n"
+            "  --scrape-metrics        sample GET /metrics of the first target once a second\n"
+            "                          (KV usage, running / waiting requests, preemptions)\n"
+            "  --plot FILE.svg         throughput, KV usage and queue depth over time\n"
+            "  --progress | --no-progress   bar on stderr (default: when it is a terminal)\n");
+}
+
+/* ---- a growable string ------------------------------------------------ */
+
+struct sb {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void sb_put(struct sb *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 1024;
+        while (c < b->len + n + 1)
+            c *= 2;
+        char *q = folio_realloc(b->p, c);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = c;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_printf(struct sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sb *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof(tmp)) {
+        sb_put(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = folio_malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_put(b, big, (size_t)n);
+    folio_free(big);
+}
+
+static void sb_json_str(struct sb *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            sb_printf(b, "\\%c", c);
+        else if (c < 0x20)
+            sb_printf(b, "\\u%04x", c);
+        else
+            sb_put(b, (const char *)&c, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* ---- option parsing ---------------------------------------------------- */
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+    char *e;
+    if (!strcmp(s, "inf")) {
+        *out = INFINITY;
+        return hi == INFINITY ? 0 : -EINVAL;
+    }
+    errno = 0;
+    double v = strtod(s, &e);
+    if (e == s || *e || errno || !(v >= lo && v <= hi))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (e == s || *e || errno || v < lo || v > hi)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_slo(struct opts *o, const char *spec)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", spec);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        double v;
+        if (!eq || parse_num(eq + 1, 0, 1e12, &v))
+            return -EINVAL;
+        *eq = 0;
+        if (!strcmp(tok, "ttft"))
+            o->slo_ttft = v;
+        else if (!strcmp(tok, "tpot"))
+            o->slo_tpot = v;
+        else if (!strcmp(tok, "e2el") || !strcmp(tok, "e2e"))
+            o->slo_e2el = v;
+        else
+            return -EINVAL;
+    }
+    return 0;
+}
+
+static int parse_bias(struct opts *o, const char *spec)
+{
+    char buf[2048];
+    snprintf(buf, sizeof(buf), "%s", spec);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        long long id;
+        double v;
+        if (!colon || o->n_bias == MAX_BIAS)
+            return -EINVAL;
+        *colon = 0;
+        if (parse_int(tok, 0, INT32_MAX, &id) || parse_num(colon + 1, -100, 100, &v))
+            return -EINVAL;
+        o->bias_tok[o->n_bias] = (int32_t)id;
+        o->bias_val[o->n_bias++] = v;
+    }
+    return 0;
+}
+
+static int parse_keys(struct opts *o, const char *spec)
+{
+    const char *p = spec;
+    while (*p) {
+        const char *c = strchr(p, ',');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        if (n == 0 || n > 200 || o->n_keys == MAX_KEYS)
+            return -EINVAL;
+        o->keys[o->n_keys] = folio_malloc(n + 1);
+        if (!o->keys[o->n_keys])
+            return -ENOMEM;
+        memcpy(o->keys[o->n_keys], p, n);
+        o->keys[o->n_keys++][n] = 0;
+        p += n + (c ? 1 : 0);
+        if (c && !*p)
+            return -EINVAL;
+    }
+    return o->n_keys ? 0 : -EINVAL;
+}
+
+/* ---- workload ------------------------------------------------------------ */
+
+static const char *const words[] = {
+    "the",   "of",    "and",    "to",    "in",    "is",    "that",  "for",    "it",     "as",
+    "was",   "with",  "be",     "by",    "on",    "not",   "he",    "this",   "are",    "or",
+    "his",   "from",  "at",     "which", "but",   "have",  "an",    "had",    "they",   "you",
+    "were",  "their", "one",    "all",   "we",    "can",   "her",   "has",    "there",  "been",
+    "if",    "more",  "when",   "will",  "would", "who",   "so",    "no",     "time",   "page",
+    "block", "table", "memory", "cache", "model", "token", "query", "server", "daemon", "queue",
+    "batch", "step",  "prefix", "river"};
+
+struct workload {
+    int32_t vocab;
+    uint64_t seed;
+};
+
+/* Token i of shared prefix k (deterministic in seed, k, i). */
+static int32_t prefix_token(const struct workload *w, int64_t k, int32_t i)
+{
+    struct bench_rng r;
+    bench_rng_seed(&r, w->seed * 0x9e3779b97f4a7c15ull + (uint64_t)k * 1000003ull + (uint64_t)i);
+    return (int32_t)bench_rng_range(&r, 1, w->vocab - 1);
+}
+
+static void prompt_json(struct sb *b, struct workload *w, struct bench_rng *rng, int32_t len,
+                        int64_t prefix_id, int32_t shared, bool text)
+{
+    if (text) {
+        struct sb t = {0};
+        for (int32_t i = 0; i < len; i++) {
+            int64_t wi = i < shared
+                             ? prefix_token(w, prefix_id, i) % (int32_t)FOLIO_ARRAY_LEN(words)
+                             : bench_rng_range(rng, 0, FOLIO_ARRAY_LEN(words) - 1);
+            if (i)
+                sb_put(&t, " ", 1);
+            sb_put(&t, words[wi], strlen(words[wi]));
+        }
+        if (t.oom || !t.p) {
+            b->oom = b->oom || t.oom;
+            sb_put(b, "\"\"", 2);
+        } else
+            sb_json_str(b, t.p);
+        folio_free(t.p);
+        return;
+    }
+    sb_put(b, "[", 1);
+    for (int32_t i = 0; i < len; i++) {
+        int32_t id = i < shared ? prefix_token(w, prefix_id, i)
+                                : (int32_t)bench_rng_range(rng, 1, w->vocab - 1);
+        sb_printf(b, i ? ",%d" : "%d", id);
+    }
+    sb_put(b, "]", 1);
+}
+
+static int build_body(const struct opts *o, struct workload *w, struct bench_rng *rng,
+                      const char *model, bool chat, struct bench_req *r, int64_t prefix_id,
+                      int32_t shared)
+{
+    struct sb b = {0};
+    bool text = o->text_prompts || chat;
+    sb_put(&b, "{", 1);
+    if (model) {
+        sb_put(&b, "\"model\":", 8);
+        sb_json_str(&b, model);
+        sb_put(&b, ",", 1);
+    }
+    if (chat) {
+        sb_printf(&b, "\"messages\":[{\"role\":\"user\",\"content\":");
+        prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, true);
+        sb_put(&b, "}]", 2);
+    } else {
+        sb_printf(&b, "\"prompt\":");
+        prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, text);
+    }
+    sb_printf(&b, ",\"max_tokens\":%d,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+              r->output_len);
+    if (o->ignore_eos)
+        sb_printf(&b, ",\"ignore_eos\":true");
+    if (o->temperature_set)
+        sb_printf(&b, ",\"temperature\":%.17g", o->temperature);
+    if (o->seed_set)
+        sb_printf(&b, ",\"seed\":%llu", (unsigned long long)(o->seed & ((1ull << 53) - 1)));
+    if (o->n_bias) {
+        sb_printf(&b, ",\"logit_bias\":{");
+        for (int i = 0; i < o->n_bias; i++)
+            sb_printf(&b, "%s\"%d\":%.17g", i ? "," : "", o->bias_tok[i], o->bias_val[i]);
+        sb_put(&b, "}", 1);
+    }
+    sb_put(&b, "}", 1);
+    if (b.oom) {
+        folio_free(b.p);
+        return -ENOMEM;
+    }
+    r->body = b.p;
+    r->body_len = b.len;
+    return 0;
+}
+
+static int32_t sample_len(struct bench_rng *rng, int32_t l, double ratio)
+{
+    if (ratio <= 0)
+        return l;
+    int64_t lo = (int64_t)floor(l * (1 - ratio)), hi = (int64_t)ceil(l * (1 + ratio));
+    if (lo < 1)
+        lo = 1;
+    if (hi < lo)
+        hi = lo;
+    return (int32_t)bench_rng_range(rng, lo, hi);
+}
+
+static int build_requests(const struct opts *o, const char *model, struct bench_req **out,
+                          int32_t *n_out, int n_tenants, char *err, size_t errlen)
+{
+    bool chat = strstr(o->endpoint, "chat") != NULL;
+    struct workload w = {.vocab = o->vocab, .seed = o->seed};
+    struct bench_rng rng, arr;
+    bench_rng_seed(&rng, o->seed);
+    bench_rng_seed(&arr, o->seed ^ 0xa5a5a5a5deadbeefull);
+    struct bench_trace tr = {0};
+    int32_t n = o->num_prompts;
+    if (o->dataset == DS_TRACE) {
+        int rc = bench_trace_load(o->trace, &tr, err, errlen);
+        if (rc)
+            return rc;
+        if (tr.n < n || !o->num_prompts)
+            n = tr.n;
+    }
+    struct bench_req *reqs = folio_calloc(n ? (size_t)n : 1, sizeof(*reqs));
+    if (!reqs) {
+        bench_trace_free(&tr);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    double t = 0;
+    for (int32_t i = 0; i < n; i++) {
+        struct bench_req *r = &reqs[i];
+        r->idx = i;
+        int64_t prefix_id = -1;
+        int32_t shared = 0;
+        if (o->dataset == DS_TRACE) {
+            const struct bench_trace_req *q = &tr.reqs[i];
+            r->arrival_s = q->arrival_s;
+            r->tenant_id = q->tenant;
+            r->tenant = (int)(q->tenant % (uint32_t)n_tenants);
+            r->prompt_len = q->prompt_len;
+            r->output_len = q->output_len;
+            if (q->prefix_id >= 0) {
+                prefix_id = q->prefix_id;
+                shared = FOLIO_MIN(o->prefix_len, q->prompt_len - 1);
+            }
+        } else {
+            if (i > 0)
+                t += bench_arrival_gap(&arr, o->rate, o->burstiness);
+            r->arrival_s = t;
+            r->tenant = i % n_tenants;
+            r->tenant_id = (uint32_t)r->tenant;
+            r->prompt_len = sample_len(&rng, o->input_len, o->range_ratio);
+            r->output_len = sample_len(&rng, o->output_len, o->range_ratio);
+            if (o->dataset == DS_PREFIX) {
+                prefix_id = 0;
+                shared = o->prefix_len;
+                r->prompt_len += o->prefix_len;
+            }
+        }
+        if (build_body(o, &w, &rng, model, chat, r, prefix_id, shared)) {
+            for (int32_t k = 0; k < i; k++)
+                bench_req_free(&reqs[k]);
+            folio_free(reqs);
+            bench_trace_free(&tr);
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+    }
+    bench_trace_free(&tr);
+    *out = reqs;
+    *n_out = n;
+    return 0;
+}
+
+/* ---- reduction --------------------------------------------------------- */
+
+struct result {
+    int32_t completed, failed, not_sent;
+    int64_t input_tokens, output_tokens;
+    double duration_s;
+    double req_tput, out_tput, total_tput, peak_out_tput, goodput;
+    int32_t good;
+    struct bench_dist ttft, tpot, itl, e2el;
+    /* failure tally */
+    char reasons[32][64];
+    int32_t reason_count[32];
+    int n_reasons;
+    /* 1 s series */
+    int32_t n_buckets;
+    double *bucket_t, *bucket_tokens, *bucket_kv, *bucket_running, *bucket_waiting,
+        *bucket_inflight;
+};
+
+static int64_t req_out_tokens(const struct bench_req *r)
+{
+    return r->usage_completion >= 0 ? r->usage_completion : r->out_tokens;
+}
+
+static double ms(uint64_t a, uint64_t b)
+{
+    return (double)(int64_t)(b - a) * 1e-6;
+}
+
+static int reduce(const struct opts *o, const struct bench_req *reqs, int32_t n,
+                  const struct bench_run_out *ro, struct result *res)
+{
+    memset(res, 0, sizeof(*res));
+    size_t n_itl = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (reqs[i].ok && reqs[i].n_chunks > 1)
+            n_itl += (size_t)reqs[i].n_chunks - 1;
+    double *ttft = folio_malloc(((size_t)n + 1) * sizeof(double));
+    double *tpot = folio_malloc(((size_t)n + 1) * sizeof(double));
+    double *e2el = folio_malloc(((size_t)n + 1) * sizeof(double));
+    double *itl = folio_malloc((n_itl + 1) * sizeof(double));
+    res->duration_s = (double)(ro->t_end - ro->t0) * 1e-9;
+    int32_t nb = (int32_t)ceil(res->duration_s);
+    if (nb < 1)
+        nb = 1;
+    res->n_buckets = nb;
+    res->bucket_t = folio_calloc((size_t)nb, sizeof(double));
+    res->bucket_tokens = folio_calloc((size_t)nb, sizeof(double));
+    res->bucket_kv = folio_calloc((size_t)nb, sizeof(double));
+    res->bucket_running = folio_calloc((size_t)nb, sizeof(double));
+    res->bucket_waiting = folio_calloc((size_t)nb, sizeof(double));
+    res->bucket_inflight = folio_calloc((size_t)nb, sizeof(double));
+    if (!ttft || !tpot || !e2el || !itl || !res->bucket_t || !res->bucket_tokens ||
+        !res->bucket_kv || !res->bucket_running || !res->bucket_waiting || !res->bucket_inflight) {
+        folio_free(ttft);
+        folio_free(tpot);
+        folio_free(e2el);
+        folio_free(itl);
+        return -ENOMEM;
+    }
+    size_t nt = 0, np = 0, ne = 0, ni = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const struct bench_req *r = &reqs[i];
+        if (!r->sent) {
+            res->not_sent++;
+            continue;
+        }
+        if (!r->ok) {
+            res->failed++;
+            int k;
+            for (k = 0; k < res->n_reasons; k++)
+                if (!strcmp(res->reasons[k], r->reason))
+                    break;
+            if (k == res->n_reasons && k < 32) {
+                snprintf(res->reasons[k], sizeof(res->reasons[k]), "%s", r->reason);
+                res->n_reasons++;
+            }
+            if (k < 32)
+                res->reason_count[k]++;
+            continue;
+        }
+        res->completed++;
+        int64_t out = req_out_tokens(r);
+        res->input_tokens += r->usage_prompt >= 0 ? r->usage_prompt : r->prompt_len;
+        res->output_tokens += out;
+        double e = ms(r->t_send, r->t_end);
+        e2el[ne++] = e;
+        double tt = r->t_first ? ms(r->t_send, r->t_first) : NAN;
+        if (r->t_first)
+            ttft[nt++] = tt;
+        double tp = NAN;
+        if (out > 1 && r->t_first) {
+            tp = (e - tt) / (double)(out - 1);
+            tpot[np++] = tp;
+        }
+        for (int32_t c = 1; c < r->n_chunks; c++)
+            itl[ni++] = ms(r->chunks[c - 1].t_ns, r->chunks[c].t_ns);
+        for (int32_t c = 0; c < r->n_chunks; c++) {
+            int64_t b = (int64_t)((r->chunks[c].t_ns - ro->t0) / 1000000000ull);
+            if (b >= nb)
+                b = nb - 1;
+            res->bucket_tokens[b] += r->chunks[c].n_tokens;
+        }
+        bool good = true;
+        if (!isnan(o->slo_ttft) && !(tt <= o->slo_ttft))
+            good = false;
+        if (!isnan(o->slo_tpot) && out > 1 && !(tp <= o->slo_tpot))
+            good = false;
+        if (!isnan(o->slo_e2el) && !(e <= o->slo_e2el))
+            good = false;
+        res->good += good;
+    }
+    bench_dist_of(ttft, nt, &res->ttft);
+    bench_dist_of(tpot, np, &res->tpot);
+    bench_dist_of(itl, ni, &res->itl);
+    bench_dist_of(e2el, ne, &res->e2el);
+    folio_free(ttft);
+    folio_free(tpot);
+    folio_free(e2el);
+    folio_free(itl);
+    double d = res->duration_s > 0 ? res->duration_s : NAN;
+    res->req_tput = res->completed / d;
+    res->out_tput = (double)res->output_tokens / d;
+    res->total_tput = (double)(res->output_tokens + res->input_tokens) / d;
+    res->goodput = res->good / d;
+    for (int32_t b = 0; b < nb; b++) {
+        res->bucket_t[b] = b + 1; /* the window (b, b+1] s ends here */
+        if (res->bucket_tokens[b] > res->peak_out_tput)
+            res->peak_out_tput = res->bucket_tokens[b];
+        /* last scrape / tick at or before the window's end */
+        res->bucket_kv[b] = res->bucket_running[b] = res->bucket_waiting[b] = NAN;
+        res->bucket_inflight[b] = NAN;
+        for (int32_t k = 0; k < ro->n_metrics && ro->metrics[k].t_s <= b + 1; k++) {
+            res->bucket_kv[b] = ro->metrics[k].kv_usage * 100.0;
+            res->bucket_running[b] = ro->metrics[k].running;
+            res->bucket_waiting[b] = ro->metrics[k].waiting;
+        }
+        for (int32_t k = 0; k < ro->n_ticks && ro->ticks[k].t_s <= b + 1; k++)
+            res->bucket_inflight[b] = ro->ticks[k].inflight;
+    }
+    return 0;
+}
+
+static void result_free(struct result *r)
+{
+    folio_free(r->bucket_t);
+    folio_free(r->bucket_tokens);
+    folio_free(r->bucket_kv);
+    folio_free(r->bucket_running);
+    folio_free(r->bucket_waiting);
+    folio_free(r->bucket_inflight);
+}
+
+/* ---- report ------------------------------------------------------------- */
+
+static void line_s(const char *k, const char *v)
+{
+    printf("%-40s %-10s\n", k, v);
+}
+
+static void line_i(const char *k, long long v)
+{
+    char b[32];
+    snprintf(b, sizeof(b), "%lld", v);
+    line_s(k, b);
+}
+
+static void line_f(const char *k, double v)
+{
+    char b[32];
+    if (isnan(v))
+        snprintf(b, sizeof(b), "n/a");
+    else
+        snprintf(b, sizeof(b), "%.2f", v);
+    line_s(k, b);
+}
+
+static void rule(const char *title, char fill)
+{
+    int w = 50, tl = (int)strlen(title);
+    int left = (w - tl) / 2, right = w - tl - left;
+    for (int i = 0; i < left; i++)
+        putchar(fill);
+    fputs(title, stdout);
+    for (int i = 0; i < right; i++)
+        putchar(fill);
+    putchar('\n');
+}
+
+static void dist_block(const char *title, const char *abbr, const struct bench_dist *d)
+{
+    char k[64];
+    rule(title, '-');
+    snprintf(k, sizeof(k), "Mean %s (ms):", abbr);
+    line_f(k, d->mean);
+    snprintf(k, sizeof(k), "Median %s (ms):", abbr);
+    line_f(k, d->median);
+    snprintf(k, sizeof(k), "P90 %s (ms):", abbr);
+    line_f(k, d->p90);
+    snprintf(k, sizeof(k), "P99 %s (ms):", abbr);
+    line_f(k, d->p99);
+}
+
+static void print_report(const struct opts *o, const struct result *res,
+                         const struct bench_run_out *ro)
+{
+    rule(" Serving Benchmark Result ", '=');
+    line_i("Successful requests:", res->completed);
+    line_i("Failed requests:", res->failed);
+    for (int k = 0; k < res->n_reasons; k++) {
+        char key[96];
+        snprintf(key, sizeof(key), "  %.60s:", res->reasons[k]);
+        line_i(key, res->reason_count[k]);
+    }
+    if (res->not_sent)
+        line_i("Requests not sent (--duration):", res->not_sent);
+    if (o->max_concurrency > 0)
+        line_i("Maximum request concurrency:", o->max_concurrency);
+    line_i("Peak concurrent requests:", ro->max_inflight);
+    line_f("Benchmark duration (s):", res->duration_s);
+    line_i("Total input tokens:", res->input_tokens);
+    line_i("Total generated tokens:", res->output_tokens);
+    line_f("Request throughput (req/s):", res->req_tput);
+    if (!isnan(o->slo_ttft) || !isnan(o->slo_tpot) || !isnan(o->slo_e2el))
+        line_f("Request goodput (req/s):", res->goodput);
+    line_f("Output token throughput (tok/s):", res->out_tput);
+    line_f("Peak output token throughput (tok/s):", res->peak_out_tput);
+    line_f("Total token throughput (tok/s):", res->total_tput);
+    dist_block("Time to First Token", "TTFT", &res->ttft);
+    dist_block("Time per Output Token (excl. 1st token)", "TPOT", &res->tpot);
+    dist_block("Inter-token Latency", "ITL", &res->itl);
+    dist_block("End-to-end Latency", "E2EL", &res->e2el);
+    if (o->scrape)
+        printf("%-40s %d (%d failed)\n", "Metrics samples:", ro->n_metrics, ro->metrics_failures);
+    rule("", '=');
+    fflush(stdout);
+}
+
+static void json_dist(cJSON *root, const char *abbr, const struct bench_dist *d)
+{
+    char k[64];
+    const struct {
+        const char *name;
+        double v;
+    } f[] = {{"mean", d->mean}, {"median", d->median}, {"p90", d->p90},
+             {"p99", d->p99},   {"std", d->std},       {"max", d->max}};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(f); i++) {
+        snprintf(k, sizeof(k), "%s_%s_ms", f[i].name, abbr);
+        cJSON_AddNumberToObject(root, k, f[i].v);
+    }
+}
+
+static cJSON *num_array(const double *v, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, isfinite(v[i]) ? cJSON_CreateNumber(v[i]) : cJSON_CreateNull());
+    return a;
+}
+
+static int write_json(const char *path, const struct opts *o, const struct result *res,
+                      const struct bench_req *reqs, int32_t n, const struct bench_run_out *ro,
+                      const char *target, const char *model)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return -ENOMEM;
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cJSON_AddStringToObject(root, "date", date);
+    cJSON_AddStringToObject(root, "backend", "openai");
+    cJSON_AddStringToObject(root, "target", target);
+    cJSON_AddStringToObject(root, "endpoint", o->endpoint);
+    if (model)
+        cJSON_AddStringToObject(root, "model_id", model);
+    const char *ds[] = {"random", "prefix", "trace"};
+    cJSON_AddStringToObject(root, "dataset", ds[o->dataset]);
+    cJSON_AddNumberToObject(root, "num_prompts", n);
+    cJSON_AddNumberToObject(root, "input_len", o->input_len);
+    cJSON_AddNumberToObject(root, "output_len", o->output_len);
+    cJSON_AddNumberToObject(root, "seed", (double)o->seed);
+    if (isinf(o->rate))
+        cJSON_AddStringToObject(root, "request_rate", "inf");
+    else
+        cJSON_AddNumberToObject(root, "request_rate", o->rate);
+    cJSON_AddNumberToObject(root, "burstiness", o->burstiness);
+    if (o->max_concurrency > 0)
+        cJSON_AddNumberToObject(root, "max_concurrency", o->max_concurrency);
+    else
+        cJSON_AddNullToObject(root, "max_concurrency");
+    cJSON_AddNumberToObject(root, "duration", res->duration_s);
+    cJSON_AddNumberToObject(root, "completed", res->completed);
+    cJSON_AddNumberToObject(root, "failed", res->failed);
+    cJSON_AddNumberToObject(root, "not_sent", res->not_sent);
+    cJSON *fr = cJSON_AddObjectToObject(root, "failure_reasons");
+    for (int k = 0; k < res->n_reasons; k++)
+        cJSON_AddNumberToObject(fr, res->reasons[k], res->reason_count[k]);
+    cJSON_AddNumberToObject(root, "peak_concurrent_requests", ro->max_inflight);
+    cJSON_AddNumberToObject(root, "total_input_tokens", (double)res->input_tokens);
+    cJSON_AddNumberToObject(root, "total_output_tokens", (double)res->output_tokens);
+    cJSON_AddNumberToObject(root, "request_throughput", res->req_tput);
+    cJSON_AddNumberToObject(root, "request_goodput", res->goodput);
+    cJSON_AddNumberToObject(root, "output_throughput", res->out_tput);
+    cJSON_AddNumberToObject(root, "max_output_tokens_per_s", res->peak_out_tput);
+    cJSON_AddNumberToObject(root, "total_token_throughput", res->total_tput);
+    json_dist(root, "ttft", &res->ttft);
+    json_dist(root, "tpot", &res->tpot);
+    json_dist(root, "itl", &res->itl);
+    json_dist(root, "e2el", &res->e2el);
+    cJSON *slo = cJSON_AddObjectToObject(root, "slo");
+    if (!isnan(o->slo_ttft))
+        cJSON_AddNumberToObject(slo, "ttft_ms", o->slo_ttft);
+    if (!isnan(o->slo_tpot))
+        cJSON_AddNumberToObject(slo, "tpot_ms", o->slo_tpot);
+    if (!isnan(o->slo_e2el))
+        cJSON_AddNumberToObject(slo, "e2el_ms", o->slo_e2el);
+    /* 1 s windows */
+    cJSON *ts = cJSON_AddObjectToObject(root, "time_series");
+    cJSON_AddItemToObject(ts, "t_s", num_array(res->bucket_t, (size_t)res->n_buckets));
+    cJSON_AddItemToObject(ts, "output_tokens_per_s",
+                          num_array(res->bucket_tokens, (size_t)res->n_buckets));
+    cJSON_AddItemToObject(ts, "client_in_flight",
+                          num_array(res->bucket_inflight, (size_t)res->n_buckets));
+    /* raw scrapes */
+    cJSON *m = cJSON_AddArrayToObject(root, "metrics");
+    for (int32_t k = 0; k < ro->n_metrics; k++) {
+        const struct bench_metrics_point *p = &ro->metrics[k];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "t_s", p->t_s);
+        cJSON_AddNumberToObject(e, "kv_usage", p->kv_usage);
+        cJSON_AddNumberToObject(e, "running", p->running);
+        cJSON_AddNumberToObject(e, "waiting", p->waiting);
+        cJSON_AddNumberToObject(e, "preemptions", p->preemptions);
+        cJSON_AddNumberToObject(e, "kv_blocks_used", p->kv_blocks_used);
+        cJSON_AddNumberToObject(e, "kv_blocks_total", p->kv_blocks_total);
+        cJSON_AddItemToArray(m, e);
+    }
+    cJSON_AddNumberToObject(root, "metrics_failures", ro->metrics_failures);
+    cJSON *rs = cJSON_AddArrayToObject(root, "requests");
+    for (int32_t i = 0; i < n; i++) {
+        const struct bench_req *r = &reqs[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "index", r->idx);
+        cJSON_AddNumberToObject(e, "tenant", r->tenant_id);
+        cJSON_AddNumberToObject(e, "arrival_s", r->arrival_s);
+        cJSON_AddNumberToObject(e, "prompt_len", r->prompt_len);
+        cJSON_AddNumberToObject(e, "max_tokens", r->output_len);
+        cJSON_AddBoolToObject(e, "sent", r->sent);
+        cJSON_AddBoolToObject(e, "success", r->ok);
+        if (r->sent) {
+            cJSON_AddNumberToObject(e, "start_s", (double)(r->t_send - ro->t0) * 1e-9);
+            cJSON_AddNumberToObject(e, "http_status", r->http_status);
+            cJSON_AddNumberToObject(e, "output_tokens", (double)req_out_tokens(r));
+            cJSON_AddNumberToObject(e, "chunk_tokens", r->out_tokens);
+            cJSON_AddNumberToObject(e, "ttft_ms", r->t_first ? ms(r->t_send, r->t_first) : NAN);
+            cJSON_AddNumberToObject(e, "e2el_ms", r->done ? ms(r->t_send, r->t_end) : NAN);
+            double *itl = folio_malloc(((size_t)r->n_chunks + 1) * sizeof(double));
+            for (int32_t c = 1; itl && c < r->n_chunks; c++)
+                itl[c - 1] = ms(r->chunks[c - 1].t_ns, r->chunks[c].t_ns);
+            cJSON_AddItemToObject(
+                e, "itl_ms", num_array(itl, itl && r->n_chunks > 1 ? (size_t)r->n_chunks - 1 : 0));
+            folio_free(itl);
+            if (!r->ok) {
+                cJSON_AddStringToObject(e, "error", r->reason);
+                cJSON_AddStringToObject(e, "error_detail", r->detail);
+            }
+        }
+        cJSON_AddItemToArray(rs, e);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text)
+        return -ENOMEM;
+    FILE *f = fopen(path, "w");
+    int rc = 0;
+    if (!f)
+        rc = -errno;
+    else {
+        fputs(text, f);
+        fputc('\n', f);
+        if (fclose(f))
+            rc = -errno;
+    }
+    cJSON_free(text);
+    return rc;
+}
+
+static int write_plot(const char *path, const struct result *res, const char *target)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -errno;
+    struct bench_svg_panel p[3] = {
+        {.title = "Output token throughput",
+         .unit = "tokens/s, 1 s windows",
+         .n_series = 1,
+         .names = {"output tokens/s"},
+         .y = {res->bucket_tokens}},
+        {.title = "KV cache usage",
+         .unit = "% of blocks",
+         .n_series = 1,
+         .names = {"KV usage (server)"},
+         .y = {res->bucket_kv}},
+        {.title = "Queue depth",
+         .unit = "requests",
+         .n_series = 3,
+         .names = {"running (server)", "waiting (server)", "in flight (client)"},
+         .y = {res->bucket_running, res->bucket_waiting, res->bucket_inflight}},
+    };
+    char title[440];
+    snprintf(title, sizeof(title), "folio bench: %s", target);
+    int rc = bench_svg_write(f, title, res->bucket_t, (size_t)res->n_buckets, p, 3);
+    if (fclose(f) && !rc)
+        rc = -errno;
+    return rc;
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void probe_models(const struct bench_target *t, const char *key, const char **model,
+                         char *model_buf, size_t cap, int32_t *vocab, int32_t *ctx)
+{
+    char *body = NULL, err[200];
+    size_t len = 0;
+    if (bench_http_get(t, "/v1/models", key, 10.0, &body, &len, err, sizeof(err)))
+        return;
+    cJSON *j = cJSON_ParseWithLength(body, len);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
+    const cJSON *m0 = cJSON_IsArray(data) ? cJSON_GetArrayItem(data, 0) : NULL;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m0, "id");
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(m0, "vocab_size");
+    const cJSON *ml = cJSON_GetObjectItemCaseSensitive(m0, "max_model_len");
+    if (!*model && cJSON_IsString(id)) {
+        snprintf(model_buf, cap, "%s", id->valuestring);
+        *model = model_buf;
+    }
+    if (cJSON_IsNumber(vs) && vs->valuedouble >= 2 && vs->valuedouble < 1e9)
+        *vocab = (int32_t)vs->valuedouble;
+    if (cJSON_IsNumber(ml) && ml->valuedouble >= 1 && ml->valuedouble < 1e9)
+        *ctx = (int32_t)ml->valuedouble;
+    cJSON_Delete(j);
+    folio_free(body);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    struct opts o = {
+        .endpoint = "/v1/completions",
+        .dataset = DS_RANDOM,
+        .input_len = 128,
+        .output_len = 128,
+        .prefix_len = 128,
+        .rate = INFINITY,
+        .burstiness = 1,
+        .num_prompts = 100,
+        .timeout = 300,
+        .slo_ttft = NAN,
+        .slo_tpot = NAN,
+        .slo_e2el = NAN,
+        .progress = -1,
+    };
+    enum {
+        O_SOCKET = 256,
+        O_URL,
+        O_ENDPOINT,
+        O_MODEL,
+        O_DATASET,
+        O_INPUT,
+        O_OUTPUT,
+        O_RANGE,
+        O_TEXT,
+        O_PREFIX,
+        O_TRACE,
+        O_EOS,
+        O_TEMP,
+        O_SEED,
+        O_BIAS,
+        O_TENANTS,
+        O_RATE,
+        O_BURST,
+        O_CONC,
+        O_NUM,
+        O_DUR,
+        O_TIMEOUT,
+        O_SLO,
+        O_JSON,
+        O_PLOT,
+        O_SCRAPE,
+        O_VOCAB,
+        O_PROG,
+        O_NOPROG,
+        O_HELP
+    };
+    static const struct option lo[] = {
+        {"socket", required_argument, 0, O_SOCKET},
+        {"url", required_argument, 0, O_URL},
+        {"base-url", required_argument, 0, O_URL},
+        {"endpoint", required_argument, 0, O_ENDPOINT},
+        {"model", required_argument, 0, O_MODEL},
+        {"dataset", required_argument, 0, O_DATASET},
+        {"input-len", required_argument, 0, O_INPUT},
+        {"output-len", required_argument, 0, O_OUTPUT},
+        {"range-ratio", required_argument, 0, O_RANGE},
+        {"text-prompts", no_argument, 0, O_TEXT},
+        {"prefix-len", required_argument, 0, O_PREFIX},
+        {"trace", required_argument, 0, O_TRACE},
+        {"ignore-eos", no_argument, 0, O_EOS},
+        {"temperature", required_argument, 0, O_TEMP},
+        {"seed", required_argument, 0, O_SEED},
+        {"logit-bias", required_argument, 0, O_BIAS},
+        {"tenants", required_argument, 0, O_TENANTS},
+        {"request-rate", required_argument, 0, O_RATE},
+        {"burstiness", required_argument, 0, O_BURST},
+        {"max-concurrency", required_argument, 0, O_CONC},
+        {"concurrency", required_argument, 0, O_CONC},
+        {"num-prompts", required_argument, 0, O_NUM},
+        {"duration", required_argument, 0, O_DUR},
+        {"timeout", required_argument, 0, O_TIMEOUT},
+        {"slo", required_argument, 0, O_SLO},
+        {"json", required_argument, 0, O_JSON},
+        {"plot", required_argument, 0, O_PLOT},
+        {"scrape-metrics", no_argument, 0, O_SCRAPE},
+        {"vocab-size", required_argument, 0, O_VOCAB},
+        {"progress", no_argument, 0, O_PROG},
+        {"no-progress", no_argument, 0, O_NOPROG},
+        {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0},
+    };
+    int status = 2, c;
+    double d;
+    long long v;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (c) {
+        case O_SOCKET:
+            if (o.n_sockets == MAX_TARGETS)
+                bad = "--socket: too many";
+            else
+                o.sockets[o.n_sockets++] = optarg;
+            break;
+        case O_URL:
+            o.url = optarg;
+            break;
+        case O_ENDPOINT:
+            if (strcmp(optarg, "/v1/completions") && strcmp(optarg, "/v1/chat/completions"))
+                bad = "--endpoint: /v1/completions or /v1/chat/completions";
+            o.endpoint = optarg;
+            break;
+        case O_MODEL:
+            o.model = optarg;
+            break;
+        case O_DATASET:
+            if (!strcmp(optarg, "random"))
+                o.dataset = DS_RANDOM;
+            else if (!strcmp(optarg, "prefix"))
+                o.dataset = DS_PREFIX;
+            else if (!strcmp(optarg, "trace"))
+                o.dataset = DS_TRACE;
+            else
+                bad = "--dataset: random, prefix or trace";
+            break;
+        case O_INPUT:
+        case O_OUTPUT:
+        case O_PREFIX:
+            if (parse_int(optarg, c == O_PREFIX ? 0 : 1, 1 << 24, &v))
+                bad = "length: an integer in [1, 16M]";
+            else if (c == O_INPUT)
+                o.input_len = (int32_t)v;
+            else if (c == O_OUTPUT)
+                o.output_len = (int32_t)v;
+            else {
+                o.prefix_len = (int32_t)v;
+                o.prefix_len_set = true;
+            }
+            break;
+        case O_RANGE:
+            if (parse_num(optarg, 0, 1, &o.range_ratio))
+                bad = "--range-ratio: a number in [0, 1]";
+            break;
+        case O_TEXT:
+            o.text_prompts = true;
+            break;
+        case O_TRACE:
+            o.trace = optarg;
+            break;
+        case O_EOS:
+            o.ignore_eos = true;
+            break;
+        case O_TEMP:
+            if (parse_num(optarg, 0, 100, &o.temperature))
+                bad = "--temperature: a number >= 0";
+            o.temperature_set = true;
+            break;
+        case O_SEED:
+            if (parse_int(optarg, 0, LLONG_MAX, &v))
+                bad = "--seed: an integer >= 0";
+            o.seed = (uint64_t)v;
+            o.seed_set = true;
+            break;
+        case O_BIAS:
+            if (parse_bias(&o, optarg))
+                bad = "--logit-bias: TOK:BIAS,... (bias in [-100, 100])";
+            break;
+        case O_TENANTS:
+            if (parse_keys(&o, optarg))
+                bad = "--tenants: K1,K2,... (non-empty keys)";
+            break;
+        case O_RATE:
+            if (parse_num(optarg, 1e-9, INFINITY, &o.rate))
+                bad = "--request-rate: a number > 0 or inf";
+            break;
+        case O_BURST:
+            if (parse_num(optarg, 1e-3, 1e6, &o.burstiness))
+                bad = "--burstiness: a number > 0";
+            break;
+        case O_CONC:
+            if (parse_int(optarg, 1, 1 << 20, &v))
+                bad = "--max-concurrency: an integer >= 1";
+            o.max_concurrency = (int)v;
+            break;
+        case O_NUM:
+            if (parse_int(optarg, 1, 1 << 24, &v))
+                bad = "--num-prompts: an integer >= 1";
+            o.num_prompts = (int32_t)v;
+            break;
+        case O_DUR:
+            if (parse_num(optarg, 1e-3, 1e9, &d))
+                bad = "--duration: seconds > 0";
+            o.duration = d;
+            break;
+        case O_TIMEOUT:
+            if (parse_num(optarg, 1e-3, 1e7, &d))
+                bad = "--timeout: seconds > 0";
+            o.timeout = d;
+            break;
+        case O_SLO:
+            if (parse_slo(&o, optarg))
+                bad = "--slo: ttft=MS,tpot=MS,e2el=MS";
+            break;
+        case O_JSON:
+            o.json = optarg;
+            break;
+        case O_PLOT:
+            o.plot = optarg;
+            break;
+        case O_SCRAPE:
+            o.scrape = true;
+            break;
+        case O_VOCAB:
+            if (parse_int(optarg, 2, INT32_MAX, &v))
+                bad = "--vocab-size: an integer >= 2";
+            o.vocab = (int32_t)v;
+            break;
+        case O_PROG:
+            o.progress = 1;
+            break;
+        case O_NOPROG:
+            o.progress = 0;
+            break;
+        case O_HELP:
+        case 'h':
+            usage(stdout);
+            status = 0;
+            goto out;
+        default:
+            fprintf(stderr, "folio bench: unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            goto out;
+        }
+        if (bad) {
+            fprintf(stderr, "folio bench: %s (got '%s')\n", bad, optarg ? optarg : "");
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "folio bench: unexpected argument '%s'\n", argv[optind]);
+        goto out;
+    }
+    if (o.url && o.n_sockets) {
+        fprintf(stderr, "folio bench: --socket and --url exclude each other\n");
+        goto out;
+    }
+    if ((o.dataset == DS_TRACE) != (o.trace != NULL)) {
+        fprintf(stderr, "folio bench: --dataset trace and --trace FILE go together\n");
+        goto out;
+    }
+
+    /* targets */
+    status = 1;
+    struct bench_target targets[MAX_TARGETS];
+    int n_targets = 0;
+    char err[512], target_desc[400];
+    char def_sock[200];
+    if (o.url) {
+        if (bench_target_url(&targets[0], o.url, err, sizeof(err))) {
+            fprintf(stderr, "folio bench: %s\n", err);
+            status = 2;
+            goto out;
+        }
+        n_targets = 1;
+        snprintf(target_desc, sizeof(target_desc), "%s", o.url);
+    } else {
+        if (!o.n_sockets) {
+            const char *xdg = getenv("XDG_RUNTIME_DIR");
+            if (xdg && *xdg)
+                snprintf(def_sock, sizeof(def_sock), "%s/foliod.sock", xdg);
+            else
+                snprintf(def_sock, sizeof(def_sock), "./foliod.sock");
+            o.sockets[o.n_sockets++] = def_sock;
+        }
+        for (int i = 0; i < o.n_sockets; i++)
+            if (bench_target_unix(&targets[n_targets++], o.sockets[i], err, sizeof(err))) {
+                fprintf(stderr, "folio bench: %s\n", err);
+                status = 2;
+                goto out;
+            }
+        snprintf(target_desc, sizeof(target_desc), "unix:%s%s", o.sockets[0],
+                 o.n_sockets > 1 ? " (+more)" : "");
+    }
+
+    /* probe */
+    char model_buf[256];
+    const char *model = o.model;
+    int32_t vocab = 0, ctx = 0;
+    probe_models(&targets[0], o.n_keys ? o.keys[0] : NULL, &model, model_buf, sizeof(model_buf),
+                 &vocab, &ctx);
+    o.vocab = o.vocab ? o.vocab : vocab ? vocab : 1000;
+    if (ctx && o.dataset != DS_TRACE &&
+        (int64_t)o.input_len * (1 + o.range_ratio) + (o.dataset == DS_PREFIX ? o.prefix_len : 0) +
+                o.output_len * (1 + o.range_ratio) >
+            ctx)
+        fprintf(stderr, "folio bench: warning: prompt + output may exceed max_model_len %d\n", ctx);
+
+    struct bench_req *reqs = NULL;
+    int32_t n = 0;
+    int n_tenants = FOLIO_MAX(o.n_keys, n_targets);
+    if (n_tenants < 1)
+        n_tenants = 1;
+    if (build_requests(&o, model, &reqs, &n, n_tenants, err, sizeof(err))) {
+        fprintf(stderr, "folio bench: %s\n", err);
+        goto out;
+    }
+    /* libuv writes with write(2): a server that hangs up must not kill us */
+    signal(SIGPIPE, SIG_IGN);
+    /* one descriptor per stream: lift the soft limit to the hard one */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    struct bench_run_cfg cfg = {
+        .targets = targets,
+        .n_targets = n_targets,
+        .keys = (const char *const *)o.keys,
+        .n_keys = o.n_keys,
+        .endpoint = o.endpoint,
+        .max_concurrency = o.max_concurrency,
+        .duration_s = o.duration,
+        .timeout_s = o.timeout,
+        .scrape_metrics = o.scrape,
+        .progress = o.progress < 0 ? isatty(2) : o.progress,
+    };
+    fprintf(stderr, "folio bench: %d requests to %s %s, model %s, rate %g/s, concurrency %s\n", n,
+            target_desc, o.endpoint, model ? model : "(none)", o.rate,
+            o.max_concurrency > 0 ? "bounded" : "unbounded");
+    struct bench_run_out ro;
+    int rc = bench_run_exec(&cfg, reqs, n, &ro);
+    if (rc) {
+        fprintf(stderr, "folio bench: run failed: %s\n", strerror(-rc));
+        for (int32_t i = 0; i < n; i++)
+            bench_req_free(&reqs[i]);
+        folio_free(reqs);
+        bench_run_out_free(&ro);
+        goto out;
+    }
+    struct result res;
+    if (reduce(&o, reqs, n, &ro, &res)) {
+        fprintf(stderr, "folio bench: out of memory\n");
+        result_free(&res);
+    } else {
+        print_report(&o, &res, &ro);
+        status = res.completed > 0 ? 0 : 1;
+        if (o.json && (rc = write_json(o.json, &o, &res, reqs, n, &ro, target_desc, model))) {
+            fprintf(stderr, "folio bench: %s: %s\n", o.json, strerror(-rc));
+            status = 1;
+        }
+        if (o.plot && (rc = write_plot(o.plot, &res, target_desc))) {
+            fprintf(stderr, "folio bench: %s: %s\n", o.plot, strerror(-rc));
+            status = 1;
+        }
+        result_free(&res);
+    }
+    for (int32_t i = 0; i < n; i++)
+        bench_req_free(&reqs[i]);
+    folio_free(reqs);
+    bench_run_out_free(&ro);
+out:
+    for (int i = 0; i < o.n_keys; i++)
+        folio_free(o.keys[i]);
+    return status;
+}
