@@ -5,7 +5,12 @@
 #   SUITE=unit scripts/test.sh only the fast unit tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+# Test-only tools: tmux (folio top), chromium (dashboard browser test),
+# prometheus (promtool lint of /metrics), socat (dashboard via a proxy);
+# Node and npm for the client tests (any Node >= 20 already present wins).
+extra=(tmux chromium prometheus socat)
+command -v node >/dev/null && command -v npm >/dev/null || extra+=(nodejs npm)
+scripts/deps.sh "${extra[@]}"
 
 dir=${BUILD_DIR:-build-test}
 if [ ! -f "$dir/build.ninja" ]; then
