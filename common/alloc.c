@@ -18,16 +18,16 @@
 
 #if FOLIO_USE_MIMALLOC
 #include <mimalloc.h>
-#define RAW_MALLOC(n)        mi_malloc(n)
-#define RAW_CALLOC(n, s)     mi_calloc(n, s)
-#define RAW_REALLOC(p, n)    mi_realloc(p, n)
-#define RAW_ALIGNED(a, n)    mi_malloc_aligned(n, a)
-#define RAW_FREE(p)          mi_free(p)
+#define RAW_MALLOC(n)     mi_malloc(n)
+#define RAW_CALLOC(n, s)  mi_calloc(n, s)
+#define RAW_REALLOC(p, n) mi_realloc(p, n)
+#define RAW_ALIGNED(a, n) mi_malloc_aligned(n, a)
+#define RAW_FREE(p)       mi_free(p)
 #else
-#define RAW_MALLOC(n)        malloc(n)
-#define RAW_CALLOC(n, s)     calloc(n, s)
-#define RAW_REALLOC(p, n)    realloc(p, n)
-#define RAW_FREE(p)          free(p)
+#define RAW_MALLOC(n)     malloc(n)
+#define RAW_CALLOC(n, s)  calloc(n, s)
+#define RAW_REALLOC(p, n) realloc(p, n)
+#define RAW_FREE(p)       free(p)
 static void *raw_aligned(size_t align, size_t n)
 {
     void *p = NULL;

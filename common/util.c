@@ -61,7 +61,7 @@ uint16_t folio_f32_to_f16(float f)
         return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
     if (ax >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
         return (uint16_t)(sign | 0x7c00);
-    if (ax < 0x38800000u) { /* below 2^-14: subnormal or zero */
+    if (ax < 0x38800000u) {   /* below 2^-14: subnormal or zero */
         if (ax < 0x33000000u) /* below 2^-25: rounds to zero */
             return (uint16_t)sign;
         uint32_t e = ax >> 23;

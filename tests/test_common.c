@@ -60,7 +60,7 @@ static void test_f32_to_f16_rounding(void **state)
         assert_int_equal(folio_f32_to_f16(f), want);
     }
     /* exact ties around 1.0 and at the subnormal boundary */
-    const float ties[] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65519.0f, 65520.0f,
+    const float ties[] = {1.0f + 1.0f / 2048,    1.0f + 3.0f / 2048,    65519.0f,       65520.0f,
                           5.9604645e-08f * 0.5f, 5.9604645e-08f * 1.5f, -2.9802322e-08f};
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(ties); i++) {
         cc_half ref = (cc_half)ties[i];

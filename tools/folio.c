@@ -9,7 +9,8 @@
 /* One line per subcommand (keep sorted). */
 const struct folio_cmd folio_cmds[] = {
     {"bench", cmd_bench, "load-test a server (foliod or OpenAI-compatible)"},
-    {"complete", cmd_complete, "one completion from a running foliod (--stream prints as it arrives)"},
+    {"complete", cmd_complete,
+     "one completion from a running foliod (--stream prints as it arrives)"},
     {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
     {"plan", cmd_plan, "KV-cache memory budget of a model (bytes per token, blocks, fit)"},

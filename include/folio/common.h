@@ -70,9 +70,9 @@ static inline float folio_bf16_to_f32(uint16_t h)
 /* Monotonic clock in nanoseconds. */
 uint64_t folio_now_ns(void);
 
-#define FOLIO_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-#define FOLIO_MIN(a, b)    ((a) < (b) ? (a) : (b))
-#define FOLIO_MAX(a, b)    ((a) > (b) ? (a) : (b))
+#define FOLIO_ARRAY_LEN(a)   (sizeof(a) / sizeof((a)[0]))
+#define FOLIO_MIN(a, b)      ((a) < (b) ? (a) : (b))
+#define FOLIO_MAX(a, b)      ((a) > (b) ? (a) : (b))
 #define FOLIO_DIV_CEIL(a, b) (((a) + (b)-1) / (b))
 
 #ifdef __cplusplus

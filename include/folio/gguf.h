@@ -52,8 +52,8 @@ struct gguf_tensor_info {
     const char *name;
     enum gguf_tensor_type type;
     int32_t n_dims;
-    int64_t ne[4];      /* ne[0] is the fastest-varying (row length) */
-    const void *data;   /* inside the mapping */
+    int64_t ne[4];    /* ne[0] is the fastest-varying (row length) */
+    const void *data; /* inside the mapping */
     size_t nbytes;
 };
 

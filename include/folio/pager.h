@@ -74,7 +74,7 @@ struct pager_config {
     int32_t n_kv_heads;
     int32_t head_dim;
     enum folio_dtype dtype; /* K/V element type */
-    bool no_arena; /* bookkeeping only, no K/V memory (simulator, tests) */
+    bool no_arena;          /* bookkeeping only, no K/V memory (simulator, tests) */
 };
 
 /* Read-only description of where K/V live, for the model and the
@@ -92,16 +92,16 @@ struct pager_kv_view {
 /* Pool statistics (block counts satisfy free + used + cached = total). */
 struct pager_stats {
     int64_t blocks_total, blocks_free, blocks_used, blocks_cached;
-    int64_t blocks_shared;     /* used blocks with refcount > 1 */
-    int64_t tokens_held;       /* sum over page tables of tokens they hold */
-    int64_t slots_empty;       /* allocated slots past each table's length,
-                                  counted once per physical block */
-    int64_t seqs;              /* live page tables */
-    int64_t prefix_queries;    /* tokens asked about by prefix lookups */
-    int64_t prefix_hits;       /* of those, tokens found cached */
-    int64_t evictions;         /* cached blocks reclaimed for new data */
-    int64_t cow_copies;        /* copy-on-write block copies */
-    size_t bytes_per_block;    /* K+V bytes of one block, all layers */
+    int64_t blocks_shared;  /* used blocks with refcount > 1 */
+    int64_t tokens_held;    /* sum over page tables of tokens they hold */
+    int64_t slots_empty;    /* allocated slots past each table's length,
+                               counted once per physical block */
+    int64_t seqs;           /* live page tables */
+    int64_t prefix_queries; /* tokens asked about by prefix lookups */
+    int64_t prefix_hits;    /* of those, tokens found cached */
+    int64_t evictions;      /* cached blocks reclaimed for new data */
+    int64_t cow_copies;     /* copy-on-write block copies */
+    size_t bytes_per_block; /* K+V bytes of one block, all layers */
 };
 
 enum pager_block_state { PAGER_BLOCK_FREE, PAGER_BLOCK_USED, PAGER_BLOCK_CACHED };
@@ -110,9 +110,9 @@ enum pager_block_state { PAGER_BLOCK_FREE, PAGER_BLOCK_USED, PAGER_BLOCK_CACHED 
 struct pager_block_info {
     enum pager_block_state state;
     int32_t refcount;
-    int32_t tokens;   /* filled slots */
-    uint64_t owner;   /* owner tag of the sequence that last wrote it */
-    uint32_t tenant;  /* tenant of that sequence */
+    int32_t tokens;  /* filled slots */
+    uint64_t owner;  /* owner tag of the sequence that last wrote it */
+    uint32_t tenant; /* tenant of that sequence */
 };
 
 /* ---- pool ------------------------------------------------------------- */
@@ -141,8 +141,7 @@ void pager_dump(const pager_t *pg, FILE *out);
 /* A new, empty sequence.  `salt` seeds its prefix-hash chain (per tenant:
  * sequences with different salts never share cached blocks); `owner` and
  * `tenant` are tags reported by pager_block_info_get. */
-int pager_seq_new(pager_t *pg, uint64_t salt, uint64_t owner, uint32_t tenant,
-                  pager_seq_t **out);
+int pager_seq_new(pager_t *pg, uint64_t salt, uint64_t owner, uint32_t tenant, pager_seq_t **out);
 /* Releases every block (full, computed blocks stay cached) and the table. */
 void pager_seq_free(pager_t *pg, pager_seq_t *seq);
 
