@@ -7,6 +7,8 @@
  */
 #include "folio/common.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -86,4 +88,34 @@ uint64_t folio_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int folio_parse_size(const char *s, int64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return -EINVAL;
+    if (errno == ERANGE)
+        return -ERANGE;
+    static const char units[] = "kmgt";
+    unsigned shift = 0;
+    const char *u = *end ? strchr(units, *end | 0x20) : NULL;
+    if (u) {
+        shift = 10u * (unsigned)(u - units + 1);
+        end++;
+        if (*end == 'i')
+            end++;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end)
+        return -EINVAL;
+    if (v > ((unsigned long long)INT64_MAX >> shift))
+        return -ERANGE;
+    *out = (int64_t)(v << shift);
+    return 0;
 }

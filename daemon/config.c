@@ -128,51 +128,6 @@ int srv_parse_int(const char *s, int64_t *out)
     return 0;
 }
 
-int srv_parse_size(const char *s, int64_t *out)
-{
-    if (!s || !*s || *s == '-' || *s == '+')
-        return -EINVAL;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
-        return -EINVAL;
-    if (errno == ERANGE)
-        return -ERANGE;
-    unsigned shift = 0;
-    switch (*end) {
-    case '\0':
-        break;
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    default:
-        return -EINVAL;
-    }
-    if (*end) {
-        end++;
-        if (*end == 'i')
-            end++;
-        if (*end == 'B' || *end == 'b')
-            end++;
-        if (*end)
-            return -EINVAL;
-    }
-    if (v > ((unsigned long long)INT64_MAX >> shift))
-        return -ERANGE;
-    *out = (int64_t)(v << shift);
-    return 0;
-}
-
 static bool enum_has(const char *choices, const char *v)
 {
     size_t n = strlen(v);
@@ -221,7 +176,7 @@ static int opt_set(const struct opt *o, void *base, const char *v, const char *w
         return 0;
     case OPT_INT:
     case OPT_SIZE:
-        rc = o->type == OPT_INT ? srv_parse_int(v, &x) : srv_parse_size(v, &x);
+        rc = o->type == OPT_INT ? srv_parse_int(v, &x) : folio_parse_size(v, &x);
         if (rc == -EINVAL) {
             errf(err, errlen, "%s: '%s' is not %s", who, v,
                  o->type == OPT_INT ? "an integer" : "a size (like 512k, 256M, 2G)");

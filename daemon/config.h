@@ -54,8 +54,6 @@ void srv_config_help(FILE *out);
 /* Writes the effective configuration as an INI file. */
 void srv_config_dump(const struct srv_config *cfg, FILE *out);
 
-/* "123", "64k", "256M", "2G" (powers of 1024) -> bytes.  -EINVAL, -ERANGE. */
-int srv_parse_size(const char *s, int64_t *out);
 /* Decimal integer, whole string.  -EINVAL, -ERANGE. */
 int srv_parse_int(const char *s, int64_t *out);
 

@@ -240,21 +240,21 @@ static void test_sizes_and_usage(void **state)
 {
     (void)state;
     int64_t v;
-    assert_int_equal(plan_parse_size("123", &v), 0);
+    assert_int_equal(folio_parse_size("123", &v), 0);
     assert_int_equal(v, 123);
-    assert_int_equal(plan_parse_size("64k", &v), 0);
+    assert_int_equal(folio_parse_size("64k", &v), 0);
     assert_int_equal(v, 65536);
-    assert_int_equal(plan_parse_size("256M", &v), 0);
+    assert_int_equal(folio_parse_size("256M", &v), 0);
     assert_int_equal(v, 256LL << 20);
-    assert_int_equal(plan_parse_size("2GiB", &v), 0);
+    assert_int_equal(folio_parse_size("2GiB", &v), 0);
     assert_int_equal(v, 2LL << 30);
-    assert_int_equal(plan_parse_size("1T", &v), 0);
+    assert_int_equal(folio_parse_size("1T", &v), 0);
     assert_int_equal(v, 1LL << 40);
-    assert_int_equal(plan_parse_size("", &v), -EINVAL);
-    assert_int_equal(plan_parse_size("-1", &v), -EINVAL);
-    assert_int_equal(plan_parse_size("12Q", &v), -EINVAL);
-    assert_int_equal(plan_parse_size("M", &v), -EINVAL);
-    assert_int_equal(plan_parse_size("99999999999T", &v), -ERANGE);
+    assert_int_equal(folio_parse_size("", &v), -EINVAL);
+    assert_int_equal(folio_parse_size("-1", &v), -EINVAL);
+    assert_int_equal(folio_parse_size("12Q", &v), -EINVAL);
+    assert_int_equal(folio_parse_size("M", &v), -EINVAL);
+    assert_int_equal(folio_parse_size("99999999999T", &v), -ERANGE);
 
     char out[4096];
     const char *both[] = {"plan", "--preset", "tiny", "--kv-mem", "1G", "--kv-blocks", "4"};

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "folio/common.h"
 
 static int parse(struct srv_config *c, char *err, size_t n, ...)
 {
@@ -144,14 +145,15 @@ static void test_sizes(void **state)
         {"3MB", 0, 3 << 20},
         {"", -EINVAL, 0},
         {"M", -EINVAL, 0},
-        {"1T", -EINVAL, 0},
+        {"1T", 0, 1ll << 40},
+        {"1X", -EINVAL, 0},
         {"-1", -EINVAL, 0},
         {"1.5G", -EINVAL, 0},
         {"9999999999999G", -ERANGE, 0},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         int64_t v = -7;
-        int rc = srv_parse_size(t[i].s, &v);
+        int rc = folio_parse_size(t[i].s, &v);
         if (rc != t[i].rc)
             fail_msg("'%s': rc %d want %d", t[i].s, rc, t[i].rc);
         if (!rc)

@@ -176,50 +176,6 @@ out:
     return rc;
 }
 
-int plan_parse_size(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-' || *s == '+')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s)
-        return -EINVAL;
-    if (errno)
-        return -ERANGE;
-    int shift = 0;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        shift = 10;
-        break;
-    case 'm':
-    case 'M':
-        shift = 20;
-        break;
-    case 'g':
-    case 'G':
-        shift = 30;
-        break;
-    case 't':
-    case 'T':
-        shift = 40;
-        break;
-    }
-    if (shift)
-        end++;
-    if (shift && (!strcmp(end, "iB") || !strcmp(end, "B")))
-        end += strlen(end);
-    else if (!shift && !strcmp(end, "B"))
-        end++;
-    if (*end)
-        return -EINVAL;
-    if (v > ((unsigned long long)INT64_MAX >> shift))
-        return -ERANGE;
-    *out = (int64_t)(v << shift);
-    return 0;
-}
-
 static void human(char *buf, size_t cap, int64_t b)
 {
     static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -319,7 +275,7 @@ int cmd_plan(int argc, char **argv)
         else if (!strcmp(a, "--kv-dtype"))
             dtype = v;
         else if (!strcmp(a, "--kv-mem")) {
-            if (plan_parse_size(v, &kv_mem) || kv_mem < 1)
+            if (folio_parse_size(v, &kv_mem) || kv_mem < 1)
                 return bad("bad --kv-mem '%s' (e.g. 256M, 2G)", v);
             have_mem = true;
         } else if (!strcmp(a, "--kv-blocks")) {

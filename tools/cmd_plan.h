@@ -48,8 +48,5 @@ int plan_model_preset(const char *name, struct plan_model *m);
 /* Geometry from a GGUF file's metadata (nothing else is read).  -errno
  * with a message naming the file and the key. */
 int plan_model_gguf(const char *path, struct plan_model *m, char *err, size_t errlen);
-/* "123", "64k", "256M", "2G", "1T" (powers of 1024; an optional trailing
- * "iB" or "B") -> bytes.  -EINVAL, -ERANGE. */
-int plan_parse_size(const char *s, int64_t *out);
 
 #endif

@@ -65,6 +65,13 @@ static inline float folio_bf16_to_f32(uint16_t h)
     return v.f;
 }
 
+/* ---- parsing ---------------------------------------------------------- */
+
+/* A byte size: "123", "64k", "256M", "2G", "1T" (powers of 1024, either
+ * case; an optional "iB" or "B" after the unit, or a bare "B").  0, or
+ * -EINVAL (not a size), -ERANGE (beyond INT64_MAX). */
+int folio_parse_size(const char *s, int64_t *out);
+
 /* ---- time ------------------------------------------------------------- */
 
 /* Monotonic clock in nanoseconds. */
