@@ -24,8 +24,11 @@
  *                                                   token_embd, tied)
  *
  * Every tensor may be F32, F16, BF16 or Q8_0; it is converted straight from
- * the mapping into its place.  Tensors the loader does not know (e.g.
- * rope_freqs.weight) are ignored.
+ * the mapping into its place.  Other tensors are ignored, except
+ * rope_freqs.weight: per-dimension RoPE frequency factors (Llama-3.1-style
+ * scaling) are not implemented, and a file that has them, or a
+ * llama.rope.scaling.type other than "none", is refused rather than run
+ * with silently wrong positions.
  *
  * Hyperparameters (llama.* keys): context_length, embedding_length,
  * block_count, feed_forward_length, attention.head_count and
@@ -214,6 +217,19 @@ static int read_hparams(struct ld *ld, struct model_hparams *hp)
                     "key 'llama.rope.dimension_count' = %d differs from the head dimension %d "
                     "(partial RoPE is not supported)",
                     rope_dims, hp->head_dim);
+
+    /* RoPE scaling is not implemented: refuse rather than run it wrong. */
+    idx = gguf_find_key(f, "llama.rope.scaling.type");
+    if (idx >= 0) {
+        const char *st;
+        size_t sl;
+        if (gguf_get_str(f, idx, &st, &sl) || !(sl == 4 && !memcmp(st, "none", 4)))
+            return fail(ld, -EINVAL,
+                        "key 'llama.rope.scaling.type': RoPE scaling is not supported");
+    }
+    if (gguf_find_tensor(f, "rope_freqs.weight") >= 0)
+        return fail(ld, -EINVAL,
+                    "tensor 'rope_freqs.weight': RoPE frequency factors are not supported");
 
     /* Vocabulary size: the tokenizer's token list, else the embedding. */
     int64_t n_vocab = -1;

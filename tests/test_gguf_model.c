@@ -324,7 +324,9 @@ struct micro {
     int rope_dims; /* 0: head dim, -1: absent */
     int n_heads;   /* 0: M_HEADS */
     int bos;
-    bool kv_absent; /* no head_count_kv key (and then n_kv = n_heads) */
+    bool kv_absent;           /* no head_count_kv key (and then n_kv = n_heads) */
+    const char *rope_scaling; /* llama.rope.scaling.type, when set */
+    bool rope_freqs;          /* add a rope_freqs.weight tensor */
 };
 
 /* Element i of tensor number tid: a multiple of 0.5 in [-15, 15], exact in
@@ -439,6 +441,8 @@ static void write_micro(const char *path, const struct micro *o)
     KEY(gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(o->bos ? o->bos : 1)),
         "tokenizer.ggml.bos_token_id");
     KEY(gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2), "tokenizer.ggml.eos_token_id");
+    if (o->rope_scaling)
+        assert_int_equal(gguf_w_str(w, "llama.rope.scaling.type", o->rope_scaling), 0);
 #undef KEY
     struct micro_names t[64];
     void *data[64];
@@ -458,6 +462,11 @@ static void write_micro(const char *path, const struct micro *o)
                 ne[0] = t[i].ne[1], ne[1] = t[i].ne[0];
         }
         assert_int_equal(gguf_w_tensor(w, t[i].name, ty, t[i].n_dims, ne, data[i]), 0);
+    }
+    float freqs[M_HD / 2] = {0};
+    if (o->rope_freqs) {
+        int64_t ne1[1] = {M_HD / 2};
+        assert_int_equal(gguf_w_tensor(w, "rope_freqs.weight", GGUF_TENSOR_F32, 1, ne1, freqs), 0);
     }
     assert_int_equal(gguf_writer_write(w, path, err, sizeof(err)), 0);
     for (int i = 0; i < nt; i++)
@@ -589,6 +598,8 @@ static void test_loader_rejects(void **state)
         {{.n_heads = 8, .rope_dims = -1},
          "'blk.0.attn_k.weight' has shape [64, 32], expected [64, 16]"},
         {{.bos = 5000}, "'tokenizer.ggml.bos_token_id' = 5000"},
+        {{.rope_scaling = "linear"}, "'llama.rope.scaling.type': RoPE scaling is not supported"},
+        {{.rope_freqs = true}, "'rope_freqs.weight': RoPE frequency factors are not supported"},
     };
     for (size_t c = 0; c < FOLIO_ARRAY_LEN(cases); c++) {
         struct micro o = cases[c].o;
