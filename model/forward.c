@@ -225,6 +225,19 @@ static void job_swiglu(void *arg, int ith, int nth)
     }
 }
 
+/* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C on the calling thread.
+ * One row (a single-sequence decode) is a matrix-vector product: sgemv
+ * streams W once at memory speed, where OpenBLAS's sgemm with M = 1 does not. */
+static void gemm_band(int32_t M, int32_t N, int32_t K, const float *A, int32_t lda, const float *W,
+                      float beta, float *C, int32_t ldc)
+{
+    if (M == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, W, K, A, 1, beta, C, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, W, K, beta, C,
+                    ldc);
+}
+
 /* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C, thread ith doing a
  * band of the N output columns (W's rows) with a single-threaded sgemm. */
 static void job_gemm(void *arg, int ith, int nth)
@@ -235,8 +248,8 @@ static void job_gemm(void *arg, int ith, int nth)
     int64_t n0 = FOLIO_MIN(per * ith, (int64_t)j->N), n1 = FOLIO_MIN(n0 + per, (int64_t)j->N);
     if (n1 <= n0)
         return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, (int)(n1 - n0), j->K, 1.0f, j->A,
-                j->lda, j->W + n0 * j->K, j->K, j->beta, j->C + n0, j->ldc);
+    gemm_band(j->M, (int32_t)(n1 - n0), j->K, j->A, j->lda, j->W + n0 * j->K, j->beta, j->C + n0,
+              j->ldc);
 }
 
 /* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C. */
@@ -245,8 +258,7 @@ static void gemm(struct model_ctx *ctx, int32_t M, int32_t N, int32_t K, const f
 {
     uint64_t t0 = folio_now_ns();
     if (ctx->cfg.blas_threads || ctx->cfg.n_threads == 1) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, W, K, beta, C,
-                    ldc);
+        gemm_band(M, N, K, A, lda, W, beta, C, ldc);
         ctx->stats.ns_gemm += folio_now_ns() - t0;
         return;
     }
