@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "bench_core.h"
+#include "sim_trace.h"
 #include "folio/common.h"
 
 static bool short_run(void)
@@ -490,9 +491,9 @@ static void test_trace_parse(void **state)
                        "  0.0 2 95 400 3   # first\n"
                        "0.5\t7\t10\t20\t0\r\n"
                        "0.25 0 1 1 -1";
-    struct bench_trace t;
+    struct sim_trace t;
     char err[200];
-    assert_int_equal(bench_trace_parse(text, strlen(text), &t, err, sizeof(err)), 0);
+    assert_int_equal(sim_trace_parse(text, strlen(text), &t, err, sizeof(err)), 0);
     assert_int_equal(t.n, 4);
     assert_true(t.reqs[0].arrival_s == 0.0 && t.reqs[0].tenant == 2 && t.reqs[0].prompt_len == 95 &&
                 t.reqs[0].output_len == 400 && t.reqs[0].prefix_id == 3);
@@ -500,7 +501,7 @@ static void test_trace_parse(void **state)
     /* equal arrivals keep file order */
     assert_true(t.reqs[2].arrival_s == 0.5 && t.reqs[2].tenant == 1 && t.reqs[2].prefix_id == -1);
     assert_true(t.reqs[3].arrival_s == 0.5 && t.reqs[3].tenant == 7 && t.reqs[3].prefix_id == 0);
-    bench_trace_free(&t);
+    sim_trace_free(&t);
 
     const struct {
         const char *text, *want;
@@ -513,14 +514,14 @@ static void test_trace_parse(void **state)
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad); i++) {
         err[0] = 0;
-        assert_int_equal(bench_trace_parse(bad[i].text, strlen(bad[i].text), &t, err, sizeof(err)),
+        assert_int_equal(sim_trace_parse(bad[i].text, strlen(bad[i].text), &t, err, sizeof(err)),
                          -EINVAL);
         assert_non_null(strstr(err, bad[i].want));
         assert_null(t.reqs);
     }
-    assert_int_equal(bench_trace_parse("", 0, &t, err, sizeof(err)), 0);
+    assert_int_equal(sim_trace_parse("", 0, &t, err, sizeof(err)), 0);
     assert_int_equal(t.n, 0);
-    assert_true(bench_trace_load("/nonexistent/trace.txt", &t, err, sizeof(err)) < 0);
+    assert_true(sim_trace_load("/nonexistent/trace.txt", &t, err, sizeof(err)) < 0);
     assert_non_null(strstr(err, "/nonexistent/trace.txt"));
 }
 

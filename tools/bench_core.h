@@ -9,7 +9,6 @@
  *   bench_pct       percentiles (linear interpolation between order
  *                   statistics, as numpy.percentile and vllm bench do)
  *   bench_prom_*    Prometheus text exposition parsing
- *   bench_trace_*   request traces (the `folio sim` text format)
  *   bench_svg_*     the time-series plot
  *
  * All of it is single-threaded plain C; nothing here allocates per token:
@@ -120,24 +119,6 @@ struct bench_prom_sample {
     double kv_blocks_used, kv_blocks_total;
 };
 void bench_prom_extract(const char *text, size_t n, struct bench_prom_sample *out);
-
-/* ---- traces ----------------------------------------------------------- */
-
-/* Text, one request per line: arrival_s tenant prompt_len output_len
- * prefix_id ('#' comments and blank lines ignored; see `folio bench
- * --help`).  Sorted by arrival on load. */
-struct bench_trace_req {
-    double arrival_s;
-    uint32_t tenant;
-    int32_t prompt_len, output_len, prefix_id;
-};
-struct bench_trace {
-    struct bench_trace_req *reqs;
-    int32_t n;
-};
-int bench_trace_parse(const char *text, size_t n, struct bench_trace *t, char *err, size_t errlen);
-int bench_trace_load(const char *path, struct bench_trace *t, char *err, size_t errlen);
-void bench_trace_free(struct bench_trace *t);
 
 /* ---- SVG plot --------------------------------------------------------- */
 

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "bench_core.h"
+#include "sim_trace.h"
 #include "bench_run.h"
 #include "folio/common.h"
 #include "folio_cmds.h"
@@ -411,10 +412,10 @@ static int build_requests(const struct opts *o, const char *model, struct bench_
     struct bench_rng rng, arr;
     bench_rng_seed(&rng, o->seed);
     bench_rng_seed(&arr, o->seed ^ 0xa5a5a5a5deadbeefull);
-    struct bench_trace tr = {0};
+    struct sim_trace tr = {0};
     int32_t n = o->num_prompts;
     if (o->dataset == DS_TRACE) {
-        int rc = bench_trace_load(o->trace, &tr, err, errlen);
+        int rc = sim_trace_load(o->trace, &tr, err, errlen);
         if (rc)
             return rc;
         if (tr.n < n || !o->num_prompts)
@@ -422,7 +423,7 @@ static int build_requests(const struct opts *o, const char *model, struct bench_
     }
     struct bench_req *reqs = folio_calloc(n ? (size_t)n : 1, sizeof(*reqs));
     if (!reqs) {
-        bench_trace_free(&tr);
+        sim_trace_free(&tr);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -433,7 +434,7 @@ static int build_requests(const struct opts *o, const char *model, struct bench_
         int64_t prefix_id = -1;
         int32_t shared = 0;
         if (o->dataset == DS_TRACE) {
-            const struct bench_trace_req *q = &tr.reqs[i];
+            const struct sim_trace_req *q = &tr.reqs[i];
             r->arrival_s = q->arrival_s;
             r->tenant_id = q->tenant;
             r->tenant = (int)(q->tenant % (uint32_t)n_tenants);
@@ -461,12 +462,12 @@ static int build_requests(const struct opts *o, const char *model, struct bench_
             for (int32_t k = 0; k < i; k++)
                 bench_req_free(&reqs[k]);
             folio_free(reqs);
-            bench_trace_free(&tr);
+            sim_trace_free(&tr);
             snprintf(err, errlen, "out of memory");
             return -ENOMEM;
         }
     }
-    bench_trace_free(&tr);
+    sim_trace_free(&tr);
     *out = reqs;
     *n_out = n;
     return 0;

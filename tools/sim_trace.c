@@ -1,15 +1,18 @@
 /*
  * tools/sim_trace.c — trace files and synthetic traces (format and
- * distributions: tools/sim_trace.h).  Owns the request array of a trace;
- * plain single-threaded code, deterministic for a given seed.
+ * distributions: tools/sim_trace.h), the one parser of the trace format
+ * for `folio sim` and `folio bench`; random variates from bench_core.h.  Owns the request array of
+ * a trace; plain single-threaded code, deterministic for a given seed.
  */
 #include "sim_trace.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "bench_core.h"
 #include "folio/common.h"
 
 static uint64_t mix64(uint64_t x)
@@ -22,103 +25,160 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-struct rng {
-    uint64_t s;
-};
-
-static double uniform01(struct rng *r) /* (0, 1) */
+static int parse_i64(const char **p, long long *out)
 {
-    r->s += 0x9e3779b97f4a7c15ull;
-    return ((double)(mix64(r->s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    char *e;
+    errno = 0;
+    long long v = strtoll(*p, &e, 10);
+    if (e == *p || errno || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r'))
+        return -EINVAL;
+    *p = e;
+    *out = v;
+    return 0;
 }
 
-static double normal(struct rng *r)
+int sim_trace_parse(const char *text, size_t n, struct sim_trace *t, char *err, size_t errlen)
 {
-    double u = uniform01(r), v = uniform01(r);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-/* Gamma(k, 1): Marsaglia and Tsang; k < 1 by the boost U^(1/k). */
-static double gamma_k(struct rng *r, double k)
-{
-    if (k < 1.0)
-        return gamma_k(r, k + 1.0) * pow(uniform01(r), 1.0 / k);
-    double d = k - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
-    for (;;) {
-        double x = normal(r), v = 1.0 + c * x;
-        if (v <= 0)
+    memset(t, 0, sizeof(*t));
+    int32_t cap = 0;
+    const char *p = text, *end = text + n;
+    int lineno = 0;
+    char line[512];
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        lineno++;
+        size_t ll = (size_t)(le - p);
+        if (ll >= sizeof(line)) {
+            snprintf(err, errlen, "line %d: too long", lineno);
+            goto bad;
+        }
+        memcpy(line, p, ll);
+        line[ll] = 0;
+        p = nl ? nl + 1 : end;
+        const char *q = line;
+        while (*q == ' ' || *q == '\t' || *q == '\r')
+            q++;
+        if (!*q || *q == '#')
             continue;
-        v = v * v * v;
-        double u = uniform01(r);
-        if (log(u) < 0.5 * x * x + d - d * v + d * log(v))
-            return d * v;
+        struct sim_trace_req r;
+        char *e;
+        r.arrival_s = strtod(q, &e);
+        long long tenant, pl, ol, pid;
+        if (e == q || (*e != ' ' && *e != '\t') || !(r.arrival_s >= 0) || r.arrival_s > 1e9) {
+            snprintf(err, errlen, "line %d: arrival_s must be a number >= 0", lineno);
+            goto bad;
+        }
+        q = e;
+        if (parse_i64(&q, &tenant) || tenant < 0 || tenant > UINT32_MAX) {
+            snprintf(err, errlen, "line %d: tenant must be an unsigned integer", lineno);
+            goto bad;
+        }
+        if (parse_i64(&q, &pl) || pl < 1 || pl > (1 << 24)) {
+            snprintf(err, errlen, "line %d: prompt_len must be an integer >= 1", lineno);
+            goto bad;
+        }
+        if (parse_i64(&q, &ol) || ol < 1 || ol > (1 << 24)) {
+            snprintf(err, errlen, "line %d: output_len must be an integer >= 1", lineno);
+            goto bad;
+        }
+        if (parse_i64(&q, &pid) || pid < -1 || pid > INT32_MAX) {
+            snprintf(err, errlen, "line %d: prefix_id must be -1 or an integer >= 0", lineno);
+            goto bad;
+        }
+        while (*q == ' ' || *q == '\t' || *q == '\r')
+            q++;
+        if (*q && *q != '#') {
+            snprintf(err, errlen, "line %d: unexpected text after prefix_id", lineno);
+            goto bad;
+        }
+        r.tenant = (uint32_t)tenant;
+        r.prompt_len = (int32_t)pl;
+        r.output_len = (int32_t)ol;
+        r.prefix_id = (int32_t)pid;
+        if (t->n == cap) {
+            int32_t nc = cap ? cap * 2 : 64;
+            struct sim_trace_req *nr = folio_realloc(t->reqs, (size_t)nc * sizeof(*nr));
+            if (!nr) {
+                snprintf(err, errlen, "out of memory");
+                sim_trace_free(t);
+                return -ENOMEM;
+            }
+            t->reqs = nr;
+            cap = nc;
+        }
+        t->reqs[t->n++] = r;
     }
+    /* insertion sort keeps equal arrivals in file order (qsort would not) */
+    for (int32_t i = 1; i < t->n; i++) {
+        struct sim_trace_req r = t->reqs[i];
+        int32_t j = i;
+        while (j > 0 && t->reqs[j - 1].arrival_s > r.arrival_s) {
+            t->reqs[j] = t->reqs[j - 1];
+            j--;
+        }
+        t->reqs[j] = r;
+    }
+    return 0;
+bad:
+    sim_trace_free(t);
+    return -EINVAL;
 }
 
-static int cmp_arrival(const void *a, const void *b)
-{
-    const struct sim_trace_req *x = a, *y = b;
-    return (x->arrival_s > y->arrival_s) - (x->arrival_s < y->arrival_s);
-}
-
+/* Reads the whole file and parses it (sim_trace_parse); a file without a
+ * single request is an error. */
 int sim_trace_load(const char *path, struct sim_trace *t, char *err, size_t errlen)
 {
     memset(t, 0, sizeof(*t));
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
-    char line[512];
-    int32_t cap = 0, lineno = 0;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = folio_malloc(cap);
     int rc = 0;
-    while (fgets(line, sizeof(line), f)) {
-        lineno++;
-        char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '#' || *p == '\n' || *p == '\0')
-            continue;
-        struct sim_trace_req q;
-        char extra[8];
-        int n = sscanf(p, "%lf %u %d %d %d %7s", &q.arrival_s, &q.tenant, &q.prompt_len,
-                       &q.output_len, &q.prefix_id, extra);
-        if (n != 5 || q.arrival_s < 0 || q.prompt_len < 1 || q.output_len < 1 || q.prefix_id < -1) {
-            snprintf(err, errlen, "%s:%d: want 'arrival_s tenant prompt_len output_len prefix_id'",
-                     path, lineno);
-            rc = -EINVAL;
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap)
+            break;
+        char *nb = folio_realloc(buf, cap * 2);
+        if (!nb) {
+            folio_free(buf);
+            buf = NULL;
             break;
         }
-        if (t->n == cap) {
-            cap = cap ? 2 * cap : 256;
-            struct sim_trace_req *nr = folio_realloc(t->reqs, (size_t)cap * sizeof(*nr));
-            if (!nr) {
-                rc = -ENOMEM;
-                snprintf(err, errlen, "out of memory");
-                break;
-            }
-            t->reqs = nr;
-        }
-        t->reqs[t->n++] = q;
+        buf = nb;
+        cap *= 2;
+    }
+    if (ferror(f)) {
+        snprintf(err, errlen, "%s: read error", path);
+        rc = -EIO;
     }
     fclose(f);
-    if (rc) {
-        sim_trace_free(t);
-        return rc;
+    if (!buf) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
     }
-    if (t->n == 0) {
-        snprintf(err, errlen, "%s: no requests", path);
-        return -EINVAL;
+    if (!rc) {
+        char e2[200];
+        rc = sim_trace_parse(buf, len, t, e2, sizeof(e2));
+        if (rc)
+            snprintf(err, errlen, "%s: %s", path, e2);
+        else if (t->n == 0) {
+            snprintf(err, errlen, "%s: no requests", path);
+            rc = -EINVAL;
+        }
     }
-    qsort(t->reqs, (size_t)t->n, sizeof(*t->reqs), cmp_arrival);
-    return 0;
+    folio_free(buf);
+    return rc;
 }
 
-static int32_t lognormal_len(struct rng *r, double mean, double sigma)
+static int32_t lognormal_len(struct bench_rng *r, double mean, double sigma)
 {
     double mu = log(mean) - 0.5 * sigma * sigma;
-    double x = exp(mu + sigma * normal(r));
+    double x = exp(mu + sigma * bench_rng_normal(r));
     return x < 1 ? 1 : x > 1e6 ? 1000000 : (int32_t)(x + 0.5);
 }
 
@@ -131,7 +191,9 @@ int sim_trace_synth(const struct sim_synth_opts *o, struct sim_trace *t)
     if (!t->reqs)
         return -ENOMEM;
     t->n = o->num;
-    struct rng r = {mix64(o->seed + 12345)};
+    /* state set directly (not bench_rng_seed): keeps the streams every
+     * published `folio sim` figure was made with */
+    struct bench_rng r = {.s = mix64(o->seed + 12345)};
     double share_sum = 0;
     for (int32_t k = 0; k < o->n_tenants; k++)
         share_sum += o->tenants[k].share;
@@ -140,13 +202,13 @@ int sim_trace_synth(const struct sim_synth_opts *o, struct sim_trace *t)
     double now = 0;
     for (int32_t i = 0; i < o->num; i++) {
         struct sim_trace_req *q = &t->reqs[i];
-        double gap =
-            o->bursty ? gamma_k(&r, shape) / (shape * o->rate) : -log(uniform01(&r)) / o->rate;
+        double gap = o->bursty ? bench_rng_gamma(&r, shape) / (shape * o->rate)
+                               : -log(bench_rng_uniform(&r)) / o->rate;
         now += gap;
         q->arrival_s = now;
         q->tenant = 0;
         if (o->n_tenants > 0) {
-            double u = uniform01(&r) * share_sum, acc = 0;
+            double u = bench_rng_uniform(&r) * share_sum, acc = 0;
             q->tenant = o->tenants[o->n_tenants - 1].id;
             for (int32_t k = 0; k < o->n_tenants; k++) {
                 acc += o->tenants[k].share;
@@ -163,8 +225,8 @@ int sim_trace_synth(const struct sim_synth_opts *o, struct sim_trace *t)
         if (q->prompt_len + q->output_len > o->ctx_len)
             q->output_len = o->ctx_len - q->prompt_len;
         q->prefix_id = -1;
-        if (o->prefixes > 0 && uniform01(&r) < 0.5)
-            q->prefix_id = (int32_t)(uniform01(&r) * o->prefixes);
+        if (o->prefixes > 0 && bench_rng_uniform(&r) < 0.5)
+            q->prefix_id = (int32_t)(bench_rng_uniform(&r) * o->prefixes);
     }
     return 0;
 }

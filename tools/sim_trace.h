@@ -32,6 +32,7 @@
 #define FOLIO_TOOLS_SIM_TRACE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -64,7 +65,13 @@ struct sim_synth_opts {
     int32_t n_tenants;
 };
 
-/* 0, or -errno with a message (file:line: problem) in err. */
+/* Parses trace text: '#' starts a comment (also after the fields), fields
+ * are separated by blanks, a bad line is -EINVAL with "line N: <field>
+ * ..." in err.  Sorted by arrival, equal arrivals in file order.  No
+ * request is not an error here. */
+int sim_trace_parse(const char *text, size_t n, struct sim_trace *t, char *err, size_t errlen);
+/* The same from a file; errors start with the path; an empty trace is
+ * -EINVAL. */
 int sim_trace_load(const char *path, struct sim_trace *t, char *err, size_t errlen);
 int sim_trace_synth(const struct sim_synth_opts *o, struct sim_trace *t);
 int sim_trace_write(const struct sim_trace *t, FILE *out);
