@@ -24,55 +24,11 @@
 
 #include <cmocka.h>
 
+#define TEST_TMP_NAME "folio_test_gguf"
+#include "test_tmp.h"
+
 #include "folio/common.h"
 #include "folio/gguf.h"
-
-static char tmpdir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/folio_test_gguf.XXXXXX");
-    assert_non_null(mkdtemp(tmpdir));
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    assert_int_equal(system(cmd), 0);
-    return 0;
-}
-
-static void tmp_path(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", tmpdir, name);
-}
-
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)n + 1);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    *len = (size_t)n;
-    return p;
-}
-
-static void write_all(const char *path, const void *p, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(p, 1, n, fp), n);
-    fclose(fp);
-}
 
 /* Opening path must fail with want_rc and a message naming the file and
  * containing `needle` (when not NULL). */
@@ -852,5 +808,5 @@ int main(void)
         cmocka_unit_test(test_corrupt_matrix),    cmocka_unit_test(test_truncation_sweep),
         cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_alloc_failures),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmp_setup, test_tmp_teardown);
 }

@@ -16,27 +16,13 @@
 
 #include <cmocka.h>
 
+#define TEST_TMP_NAME "folio_tok_test"
+#include "test_tmp.h"
+
 #include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio/tokenizer.h"
 #include "vocab_synth.h"
-
-static char tmpdir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/folio_tok_test_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* Writes w to a temp file, opens it and loads its tokenizer: the rc of
  * tok_load, err filled, *t set on success (caller frees t and *f). */
@@ -351,5 +337,5 @@ int main(void)
         cmocka_unit_test(test_llama3_pretokenizer), cmocka_unit_test(test_spm_untyped),
         cmocka_unit_test(test_synthetic_vocab),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmp_setup, test_tmp_teardown);
 }
