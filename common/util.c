@@ -8,6 +8,8 @@
 #include "folio/common.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -118,4 +120,14 @@ int folio_parse_size(const char *s, int64_t *out)
         return -ERANGE;
     *out = (int64_t)(v << shift);
     return 0;
+}
+
+void folio_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

@@ -101,18 +101,6 @@ static const struct opt tenant_keys[] = {
     {"api_key", OPT_STR, 0, 0, NULL, NULL, T(api_key), "KEY", "bearer key (TCP clients)"},
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int srv_parse_int(const char *s, int64_t *out)
 {
     if (!s || !*s)
@@ -154,7 +142,7 @@ static int opt_set(const struct opt *o, void *base, const char *v, const char *w
     case OPT_STR:
     case OPT_ENUM: {
         if (o->type == OPT_ENUM && !enum_has(o->choices, v)) {
-            errf(err, errlen, "%s: '%s' is not one of %s", who, v, o->choices);
+            folio_errf(err, errlen, "%s: '%s' is not one of %s", who, v, o->choices);
             return -EINVAL;
         }
         char *dup = folio_strdup(v);
@@ -170,7 +158,7 @@ static int opt_set(const struct opt *o, void *base, const char *v, const char *w
         else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no"))
             *(bool *)field = false;
         else {
-            errf(err, errlen, "%s: '%s' is not a boolean", who, v);
+            folio_errf(err, errlen, "%s: '%s' is not a boolean", who, v);
             return -EINVAL;
         }
         return 0;
@@ -178,13 +166,13 @@ static int opt_set(const struct opt *o, void *base, const char *v, const char *w
     case OPT_SIZE:
         rc = o->type == OPT_INT ? srv_parse_int(v, &x) : folio_parse_size(v, &x);
         if (rc == -EINVAL) {
-            errf(err, errlen, "%s: '%s' is not %s", who, v,
-                 o->type == OPT_INT ? "an integer" : "a size (like 512k, 256M, 2G)");
+            folio_errf(err, errlen, "%s: '%s' is not %s", who, v,
+                       o->type == OPT_INT ? "an integer" : "a size (like 512k, 256M, 2G)");
             return rc;
         }
         if (rc || x < o->min || x > o->max) {
-            errf(err, errlen, "%s: %s is out of range [%lld, %lld]", who, v, (long long)o->min,
-                 (long long)o->max);
+            folio_errf(err, errlen, "%s: %s is out of range [%lld, %lld]", who, v,
+                       (long long)o->min, (long long)o->max);
             return -EINVAL;
         }
         *(int64_t *)field = x;
@@ -219,17 +207,17 @@ static int tenant_add(struct srv_config *cfg, const char *name, char *err, size_
         if (!strcmp(cfg->tenants[i].name, name))
             return i;
     if (cfg->n_tenants >= SRV_MAX_TENANTS) {
-        errf(err, errlen, "too many tenants (at most %d)", SRV_MAX_TENANTS);
+        folio_errf(err, errlen, "too many tenants (at most %d)", SRV_MAX_TENANTS);
         return -EINVAL;
     }
     if (!*name || strlen(name) > 64) {
-        errf(err, errlen, "tenant name '%s' must be 1..64 characters", name);
+        folio_errf(err, errlen, "tenant name '%s' must be 1..64 characters", name);
         return -EINVAL;
     }
     for (const char *p = name; *p; p++)
         if (!(*p == '_' || *p == '-' || *p == '.' || (*p >= '0' && *p <= '9') ||
               (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
-            errf(err, errlen, "tenant name '%s': use letters, digits, '.', '_', '-'", name);
+            folio_errf(err, errlen, "tenant name '%s': use letters, digits, '.', '_', '-'", name);
             return -EINVAL;
         }
     struct srv_tenant_cfg *t = folio_realloc(cfg->tenants, (cfg->n_tenants + 1) * sizeof(*t));
@@ -262,7 +250,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
     if (!*section || !strcmp(section, "foliod")) {
         int i = opt_find(opts, N_OPTS, name, strlen(name));
         if (i < 0 || opts[i].type == OPT_BOOL || !strcmp(opts[i].name, "config")) {
-            errf(c->err, c->errlen, "%s: unknown option '%s'", c->file, name);
+            folio_errf(c->err, c->errlen, "%s: unknown option '%s'", c->file, name);
             c->rc = -EINVAL;
             return 0;
         }
@@ -285,7 +273,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
         }
         int k = opt_find(tenant_keys, (int)FOLIO_ARRAY_LEN(tenant_keys), name, strlen(name));
         if (k < 0) {
-            errf(c->err, c->errlen, "%s: [%s]: unknown key '%s'", c->file, section, name);
+            folio_errf(c->err, c->errlen, "%s: [%s]: unknown key '%s'", c->file, section, name);
             c->rc = -EINVAL;
             return 0;
         }
@@ -297,8 +285,8 @@ static int config_ini_handler(void *user, const char *section, const char *name,
         }
         return 1;
     }
-    errf(c->err, c->errlen, "%s: unknown section [%s] (use [foliod] or [tenant.NAME])", c->file,
-         section);
+    folio_errf(c->err, c->errlen, "%s: unknown section [%s] (use [foliod] or [tenant.NAME])",
+               c->file, section);
     c->rc = -EINVAL;
     return 0;
 }
@@ -316,11 +304,11 @@ static int ini_finish(struct ini_ctx *c, int rc)
     if (c->rc)
         return c->rc;
     if (rc < 0) {
-        errf(c->err, c->errlen, "%s: cannot open: %s", c->file, strerror(errno));
+        folio_errf(c->err, c->errlen, "%s: cannot open: %s", c->file, strerror(errno));
         return -EINVAL;
     }
     if (rc > 0) {
-        errf(c->err, c->errlen, "%s:%d: syntax error", c->file, rc);
+        folio_errf(c->err, c->errlen, "%s:%d: syntax error", c->file, rc);
         return -EINVAL;
     }
     return 0;
@@ -339,7 +327,7 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
 {
     int i_mem = opt_find(opts, N_OPTS, "kv-mem", 6), i_blk = opt_find(opts, N_OPTS, "kv-blocks", 9);
     if ((cfg->set_mask >> i_mem & 1) && (cfg->set_mask >> i_blk & 1) && cfg->kv_blocks) {
-        errf(err, errlen, "--kv-mem and --kv-blocks exclude each other");
+        folio_errf(err, errlen, "--kv-mem and --kv-blocks exclude each other");
         return -EINVAL;
     }
     if (!cfg->socket) {
@@ -351,23 +339,24 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
             return -ENOMEM;
     }
     if (strlen(cfg->socket) > 107) {
-        errf(err, errlen, "--socket: path '%s' is %zu bytes; Unix socket paths are limited to 107",
-             cfg->socket, strlen(cfg->socket));
+        folio_errf(err, errlen,
+                   "--socket: path '%s' is %zu bytes; Unix socket paths are limited to 107",
+                   cfg->socket, strlen(cfg->socket));
         return -EINVAL;
     }
     if (cfg->listen) {
         const char *colon = strrchr(cfg->listen, ':');
         int64_t port;
         if (!colon || srv_parse_int(colon + 1, &port) || port < 0 || port > 65535) {
-            errf(err, errlen, "--listen: '%s' is not HOST:PORT", cfg->listen);
+            folio_errf(err, errlen, "--listen: '%s' is not HOST:PORT", cfg->listen);
             return -EINVAL;
         }
         size_t hl = (size_t)(colon - cfg->listen);
         if (!((hl == 9 && !strncmp(cfg->listen, "localhost", 9)) ||
               !strncmp(cfg->listen, "127.", 4) || (hl == 5 && !strncmp(cfg->listen, "[::1]", 5)))) {
-            errf(err, errlen,
-                 "--listen: '%s' is not a loopback address (127.x.y.z, [::1], localhost)",
-                 cfg->listen);
+            folio_errf(err, errlen,
+                       "--listen: '%s' is not a loopback address (127.x.y.z, [::1], localhost)",
+                       cfg->listen);
             return -EINVAL;
         }
     }
@@ -375,12 +364,13 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
         for (int b = a + 1; b < cfg->n_tenants; b++) {
             const struct srv_tenant_cfg *x = &cfg->tenants[a], *y = &cfg->tenants[b];
             if (x->uid >= 0 && x->uid == y->uid) {
-                errf(err, errlen, "tenants '%s' and '%s' have the same uid %lld", x->name, y->name,
-                     (long long)x->uid);
+                folio_errf(err, errlen, "tenants '%s' and '%s' have the same uid %lld", x->name,
+                           y->name, (long long)x->uid);
                 return -EINVAL;
             }
             if (x->api_key && y->api_key && !strcmp(x->api_key, y->api_key)) {
-                errf(err, errlen, "tenants '%s' and '%s' have the same api_key", x->name, y->name);
+                folio_errf(err, errlen, "tenants '%s' and '%s' have the same api_key", x->name,
+                           y->name);
                 return -EINVAL;
             }
         }
@@ -397,14 +387,14 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) || !a[2]) {
-            errf(err, errlen, "unexpected argument '%s' (see --help)", a);
+            folio_errf(err, errlen, "unexpected argument '%s' (see --help)", a);
             return -EINVAL;
         }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         int k = opt_find(opts, N_OPTS, name, len);
         if (k < 0) {
-            errf(err, errlen, "unknown option '%.*s' (see --help)", (int)len + 2, a);
+            folio_errf(err, errlen, "unknown option '%.*s' (see --help)", (int)len + 2, a);
             return -EINVAL;
         }
         const char *v;
@@ -415,7 +405,7 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
         else if (i + 1 < argc)
             v = argv[++i];
         else {
-            errf(err, errlen, "--%s needs a value (%s)", opts[k].name, opts[k].arg);
+            folio_errf(err, errlen, "--%s needs a value (%s)", opts[k].name, opts[k].arg);
             return -EINVAL;
         }
         char who[64];

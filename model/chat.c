@@ -41,18 +41,6 @@
 
 #include "folio/common.h"
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static const struct {
     const char *name;
     enum chat_template t;
@@ -72,9 +60,10 @@ int chat_template_by_name(const char *name, enum chat_template *out, char *err, 
             return 0;
         }
     }
-    seterr(err, errlen,
-           "unknown chat template '%.64s' (known: chatml, llama2, llama3, mistral, zephyr, phi3)",
-           name);
+    folio_errf(
+        err, errlen,
+        "unknown chat template '%.64s' (known: chatml, llama2, llama3, mistral, zephyr, phi3)",
+        name);
     return -ENOTSUP;
 }
 
@@ -116,9 +105,9 @@ int chat_template_detect(const char *src, size_t len, enum chat_template *out, c
     else if (has(src, len, "<|user|>"))
         *out = has(src, len, "<|end|>") ? CHAT_TMPL_PHI3 : CHAT_TMPL_ZEPHYR;
     else {
-        seterr(err, errlen,
-               "chat template not recognised (no ChatML, Llama-2/3, Mistral, Zephyr or Phi-3 "
-               "markers); choose one by name");
+        folio_errf(err, errlen,
+                   "chat template not recognised (no ChatML, Llama-2/3, Mistral, Zephyr or Phi-3 "
+                   "markers); choose one by name");
         return -ENOTSUP;
     }
     return 0;
@@ -132,11 +121,11 @@ int chat_template_from_gguf(const gguf_file_t *f, enum chat_template *out, char 
     const char *s;
     size_t len;
     if (k < 0) {
-        seterr(err, errlen, "the model has no tokenizer.chat_template");
+        folio_errf(err, errlen, "the model has no tokenizer.chat_template");
         return -ENOENT;
     }
     if (gguf_get_str(f, k, &s, &len) != 0) {
-        seterr(err, errlen, "tokenizer.chat_template is not a string");
+        folio_errf(err, errlen, "tokenizer.chat_template is not a string");
         return -EINVAL;
     }
     return chat_template_detect(s, len, out, err, errlen);
@@ -198,10 +187,10 @@ static int check_alternation(const struct chat_msg *m, size_t n, size_t *first, 
     for (size_t j = i; j < n; j++) {
         const char *want = (j - i) % 2 == 0 ? "user" : "assistant";
         if (strcmp(m[j].role, want) != 0) {
-            seterr(err, errlen,
-                   "message %zu has role '%.32s' where '%s' is expected: this template needs "
-                   "an optional system message, then alternating user/assistant turns",
-                   j, m[j].role, want);
+            folio_errf(err, errlen,
+                       "message %zu has role '%.32s' where '%s' is expected: this template needs "
+                       "an optional system message, then alternating user/assistant turns",
+                       j, m[j].role, want);
             return -EINVAL;
         }
     }
@@ -216,7 +205,7 @@ int chat_render(enum chat_template t, const struct chat_msg *msgs, size_t n,
         return -EINVAL;
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content) {
-            seterr(err, errlen, "message %zu has no role or content", i);
+            folio_errf(err, errlen, "message %zu has no role or content", i);
             return -EINVAL;
         }
     }
@@ -301,7 +290,7 @@ int chat_render(enum chat_template t, const struct chat_msg *msgs, size_t n,
             puts_(&c, "<|assistant|>\n");
         break;
     default:
-        seterr(err, errlen, "unknown chat template %d", (int)t);
+        folio_errf(err, errlen, "unknown chat template %d", (int)t);
         return -ENOTSUP;
     }
     *len = c.n;

@@ -116,18 +116,6 @@ static const char LLAMA3_PATTERN[] =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
     "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static uint32_t hash_bytes(const char *s, size_t n)
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -350,7 +338,7 @@ static int load_id(const gguf_file_t *f, const char *key, int32_t n_vocab, int32
     if (gguf_get_i64(f, k, &x) != 0) {
         uint64_t ux;
         if (gguf_get_u64(f, k, &ux) != 0) {
-            seterr(err, errlen, "tokenizer: %s is not an integer", key);
+            folio_errf(err, errlen, "tokenizer: %s is not an integer", key);
             return -EINVAL;
         }
         x = ux == UINT32_MAX || ux == UINT64_MAX ? -1 : (int64_t)FOLIO_MIN(ux, (uint64_t)INT64_MAX);
@@ -358,8 +346,8 @@ static int load_id(const gguf_file_t *f, const char *key, int32_t n_vocab, int32
     if (x == (int64_t)UINT32_MAX)
         x = -1;
     if (x < -1 || x >= n_vocab) {
-        seterr(err, errlen, "tokenizer: %s = %lld is outside the vocabulary (%d tokens)", key,
-               (long long)x, (int)n_vocab);
+        folio_errf(err, errlen, "tokenizer: %s = %lld is outside the vocabulary (%d tokens)", key,
+                   (long long)x, (int)n_vocab);
         return -EINVAL;
     }
     *v = (int32_t)x;
@@ -372,7 +360,7 @@ static int load_bool(const gguf_file_t *f, const char *key, bool *v, char *err, 
     if (k < 0)
         return 0;
     if (gguf_get_bool(f, k, v) != 0) {
-        seterr(err, errlen, "tokenizer: %s is not a bool", key);
+        folio_errf(err, errlen, "tokenizer: %s is not a bool", key);
         return -EINVAL;
     }
     return 0;
@@ -392,13 +380,13 @@ static int load_merges(tok_t *t, const gguf_file_t *f, const int16_t inv[324], c
 {
     int64_t k = gguf_find_key(f, "tokenizer.ggml.merges");
     if (k < 0) {
-        seterr(err, errlen, "tokenizer: gpt2 model without tokenizer.ggml.merges");
+        folio_errf(err, errlen, "tokenizer: gpt2 model without tokenizer.ggml.merges");
         return -EINVAL;
     }
     enum gguf_type et;
     uint64_t n;
     if (gguf_arr_info(f, k, &et, &n) != 0 || et != GGUF_TYPE_STRING || n > INT32_MAX) {
-        seterr(err, errlen, "tokenizer: tokenizer.ggml.merges is not an array of strings");
+        folio_errf(err, errlen, "tokenizer: tokenizer.ggml.merges is not an array of strings");
         return -EINVAL;
     }
     uint32_t cap = pow2_at_least(n * 2 + 1);
@@ -451,7 +439,7 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     const char *s;
     size_t len;
     if (k < 0 || gguf_get_str(f, k, &s, &len) != 0) {
-        seterr(err, errlen, "tokenizer: no tokenizer.ggml.model string in the file");
+        folio_errf(err, errlen, "tokenizer: no tokenizer.ggml.model string in the file");
         return -EINVAL;
     }
     enum tok_kind kind;
@@ -460,9 +448,10 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     } else if (len == 4 && memcmp(s, "gpt2", 4) == 0) {
         kind = TOK_BPE;
     } else {
-        seterr(err, errlen,
-               "tokenizer: tokenizer.ggml.model '%.*s' is not supported (only 'llama' and 'gpt2')",
-               (int)FOLIO_MIN(len, 64), s);
+        folio_errf(
+            err, errlen,
+            "tokenizer: tokenizer.ggml.model '%.*s' is not supported (only 'llama' and 'gpt2')",
+            (int)FOLIO_MIN(len, 64), s);
         return -ENOTSUP;
     }
     enum tok_pre pre = PRE_GPT2;
@@ -474,9 +463,10 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
                  (len == 6 && memcmp(s, "llama3", 6) == 0))
             pre = PRE_LLAMA3;
         else {
-            seterr(err, errlen,
-                   "tokenizer: pre-tokenizer '%.*s' is not supported (only gpt-2 and llama-bpe)",
-                   (int)FOLIO_MIN(len, 64), s);
+            folio_errf(
+                err, errlen,
+                "tokenizer: pre-tokenizer '%.*s' is not supported (only gpt-2 and llama-bpe)",
+                (int)FOLIO_MIN(len, 64), s);
             return -ENOTSUP;
         }
     }
@@ -486,7 +476,7 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     uint64_t n;
     if (kt < 0 || gguf_arr_info(f, kt, &et, &n) != 0 || et != GGUF_TYPE_STRING || n == 0 ||
         n > INT32_MAX / 2) {
-        seterr(err, errlen, "tokenizer: tokenizer.ggml.tokens missing or not a string array");
+        folio_errf(err, errlen, "tokenizer: tokenizer.ggml.tokens missing or not a string array");
         return -EINVAL;
     }
     int32_t nv = (int32_t)n;
@@ -516,8 +506,8 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
         uint64_t m;
         if (gguf_arr_info(f, k, &et, &m) != 0 || m != n ||
             (et != GGUF_TYPE_INT32 && et != GGUF_TYPE_UINT32)) {
-            seterr(err, errlen, "tokenizer: tokenizer.ggml.token_type is not %llu int32s",
-                   (unsigned long long)n);
+            folio_errf(err, errlen, "tokenizer: tokenizer.ggml.token_type is not %llu int32s",
+                       (unsigned long long)n);
             rc = -EINVAL;
             goto fail;
         }
@@ -531,8 +521,8 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     if ((k = gguf_find_key(f, "tokenizer.ggml.scores")) >= 0) {
         uint64_t m;
         if (gguf_arr_info(f, k, &et, &m) != 0 || m != n || et != GGUF_TYPE_FLOAT32) {
-            seterr(err, errlen, "tokenizer: tokenizer.ggml.scores is not %llu float32s",
-                   (unsigned long long)n);
+            folio_errf(err, errlen, "tokenizer: tokenizer.ggml.scores is not %llu float32s",
+                       (unsigned long long)n);
             rc = -EINVAL;
             goto fail;
         }
@@ -543,14 +533,14 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     size_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
         if (gguf_arr_str(f, kt, i, &s, &len) != 0 || len > UINT32_MAX / 4) {
-            seterr(err, errlen, "tokenizer: token %llu unreadable", (unsigned long long)i);
+            folio_errf(err, errlen, "tokenizer: token %llu unreadable", (unsigned long long)i);
             rc = -EINVAL;
             goto fail;
         }
         total += 2 * len + 2;
     }
     if (total > UINT32_MAX) {
-        seterr(err, errlen, "tokenizer: vocabulary text too large");
+        folio_errf(err, errlen, "tokenizer: vocabulary text too large");
         rc = -EINVAL;
         goto fail;
     }
@@ -705,7 +695,7 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
         t->re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
                               PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
         if (!t->re) {
-            seterr(err, errlen, "tokenizer: pre-tokenizer regex failed to compile (%d)", ec);
+            folio_errf(err, errlen, "tokenizer: pre-tokenizer regex failed to compile (%d)", ec);
             rc = -EINVAL;
             goto fail;
         }
@@ -715,7 +705,7 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     return 0;
 fail:
     if (rc == -ENOMEM)
-        seterr(err, errlen, "tokenizer: out of memory");
+        folio_errf(err, errlen, "tokenizer: out of memory");
     tok_free(t);
     return rc;
 }

@@ -65,6 +65,13 @@ static inline float folio_bf16_to_f32(uint16_t h)
     return v.f;
 }
 
+/* ---- error text -------------------------------------------------------- */
+
+/* printf into a caller's error buffer; nothing when err is NULL or errlen
+ * is 0.  For calls that return -errno and explain it in err. */
+void folio_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---- parsing ---------------------------------------------------------- */
 
 /* A byte size: "123", "64k", "256M", "2G", "1T" (powers of 1024, either
