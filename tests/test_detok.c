@@ -2,7 +2,7 @@
  * tests/test_detok.c — the streaming detokenizer: UTF-8 held across token
  * boundaries, U+FFFD for invalid bytes, stop strings never released (not
  * even a prefix), checked by hand-made cases and against a naive model on
- * random streams; and on real vocabularies when ../shared has them.
+ * random streams; and on the real vocabularies of tests/data/tokenizer.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,10 +20,7 @@
 #include "folio/tokenizer.h"
 
 #ifndef FOLIO_TOK_DATA
-#define FOLIO_TOK_DATA "../shared/data/tokenizer"
-#endif
-#ifndef FOLIO_TOK_DATA_ALT
-#define FOLIO_TOK_DATA_ALT FOLIO_TOK_DATA
+#define FOLIO_TOK_DATA "tests/data/tokenizer"
 #endif
 
 #define FFFD "\xef\xbf\xbd"
@@ -330,16 +327,6 @@ static bool open_vocab(const char *name, gguf_file_t **f, tok_t **t)
     char path[4096], err[256];
     const char *env = getenv("FOLIO_TOK_DATA");
     snprintf(path, sizeof(path), "%s/%s", env && *env ? env : FOLIO_TOK_DATA, name);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        snprintf(path, sizeof(path), "%s/%s", FOLIO_TOK_DATA_ALT, name);
-        fp = fopen(path, "rb");
-    }
-    if (!fp) {
-        print_message("SKIP: %s not found (../shared/data/tokenizer)\n", name);
-        return false;
-    }
-    fclose(fp);
     if (gguf_open(path, f, err, sizeof(err)) != 0 || tok_load(*f, t, err, sizeof(err)) != 0)
         fail_msg("%s: %s", path, err);
     return true;

@@ -2,10 +2,11 @@
  * tests/test_tokenizer.c — the tokenizer against published test vectors,
  * against a naive reference, and on random round trips.
  *
- * Vectors: FOLIO_TOK_DATA (set by tests/meson.build to ../shared/data/
- * tokenizer beside the source tree; env FOLIO_TOK_DATA overrides) holds
- * ggml-vocab-{llama-spm,gpt-2}.gguf with .inp/.out files (46 strings each,
- * expected ids without BOS/EOS).  Tests that need them skip when absent.
+ * Vectors: FOLIO_TOK_DATA (set by tests/meson.build to tests/data/
+ * tokenizer; env FOLIO_TOK_DATA overrides) holds ggml-vocab-*.gguf with
+ * .inp/.out files (46 strings each, expected ids without BOS/EOS; origin
+ * and licence in that directory's README.md).  They are part of the
+ * repository: a missing file fails the test.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,25 +28,14 @@
 #include "folio/tokenizer.h"
 
 #ifndef FOLIO_TOK_DATA
-#define FOLIO_TOK_DATA "../shared/data/tokenizer"
+#define FOLIO_TOK_DATA "tests/data/tokenizer"
 #endif
 
-#ifndef FOLIO_TOK_DATA_ALT
-#define FOLIO_TOK_DATA_ALT FOLIO_TOK_DATA
-#endif
-
-/* env FOLIO_TOK_DATA, else ../shared beside the tree, else one level up */
+/* env FOLIO_TOK_DATA, else the repository's tests/data/tokenizer */
 static const char *data_dir(void)
 {
     const char *e = getenv("FOLIO_TOK_DATA");
-    if (e && *e)
-        return e;
-    FILE *fp = fopen(FOLIO_TOK_DATA "/README.md", "rb");
-    if (fp) {
-        fclose(fp);
-        return FOLIO_TOK_DATA;
-    }
-    return FOLIO_TOK_DATA_ALT;
+    return e && *e ? e : FOLIO_TOK_DATA;
 }
 
 static char *read_all(const char *path, size_t *len)
@@ -70,19 +60,11 @@ struct vocab {
     tok_t *t;
 };
 
-/* Opens DATA/name and builds its tokenizer; false (after skip()) if the
- * data is absent. */
+/* Opens DATA/name and builds its tokenizer (fails the test if absent). */
 static bool open_vocab(const char *name, struct vocab *v)
 {
     char path[4096], err[256] = "";
     snprintf(path, sizeof(path), "%s/%s", data_dir(), name);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        print_message("SKIP: %s not found (tokenizer vectors live in ../shared/data/tokenizer)\n",
-                      path);
-        return false;
-    }
-    fclose(fp);
     int rc = gguf_open(path, &v->f, err, sizeof(err));
     if (rc)
         fail_msg("gguf_open %s: %s", path, err);
