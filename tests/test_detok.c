@@ -429,6 +429,15 @@ static void test_bad_args(void **state)
     tok_detok_t *d;
     const char *stops[] = {NULL};
     assert_int_equal(tok_detok_new(NULL, stops, 1, 0, &d), -EINVAL);
+    /* stop strings must be well-formed UTF-8: one starting inside a
+     * character ("\x84pfe" in "\xc3\x84pfel") would cut the character */
+    static const char *const bad[] = {"\x84pfe",          "a\xc3", "\xc0\xaf", "\xed\xa0\x80",
+                                      "\xf4\x90\x80\x80", "\xff"};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad); i++)
+        assert_int_equal(tok_detok_new(NULL, &bad[i], 1, 0, &d), -EINVAL);
+    const char *good[] = {"\xc3\x84", "\xf0\x9f\xa6\x99", "\xef\xbf\xbd"};
+    assert_int_equal(tok_detok_new(NULL, good, 3, 0, &d), 0);
+    tok_detok_free(d);
     d = mk(NULL, 0);
     char big[4096] = {0};
     const char *p;
