@@ -25,6 +25,28 @@
  *            generation   "<|assistant|>\n"
  *   phi3     per message  "<|" role "|>\n" content "<|end|>\n"
  *            generation   "<|assistant|>\n"
+ *   qwen2, qwen2.5  (Qwen2-Instruct's and Qwen2.5-Instruct's templates
+ *            without tools) as chatml, but when m[0] is not a system
+ *            message one is written first: "You are a helpful assistant."
+ *            (qwen2), "You are Qwen, created by Alibaba Cloud. You are a
+ *            helpful assistant." (qwen2.5); a run of "tool" messages is
+ *            one user turn: "<|im_start|>user" then per message
+ *            "\n<tool_response>\n" content "\n</tool_response>", then
+ *            "<|im_end|>\n"
+ *   deepseek3  (DeepSeek-V3's and R1's template, also the R1 distills'
+ *            of Qwen and Llama, without tools) the system messages'
+ *            contents first, joined by "\n\n"; then
+ *            user         "<｜User｜>" content
+ *            assistant    "<｜Assistant｜>" content after its last "</think>"
+ *                         (earlier reasoning is not shown again)
+ *                         "<｜end▁of▁sentence｜>"
+ *            generation   "<｜Assistant｜>"
+ *            any other role is refused (-EINVAL).
+ *
+ * Not rendered: tool definitions and assistant tool calls (no such fields
+ * in struct chat_msg), Llama 3.1+'s "Cutting Knowledge Date" system header
+ * (it holds today's date: a llama3 file renders as llama3 above), and
+ * Qwen3's thinking switches (Qwen3 files render as chatml).
  *
  * The BOS a template starts with ("<s>", "<|begin_of_text|>") is left to
  * the tokenizer (tok_encode with add_special).  llama2 and mistral require
@@ -45,9 +67,21 @@ static const struct {
     const char *name;
     enum chat_template t;
 } names[] = {
-    {"chatml", CHAT_TMPL_CHATML}, {"llama2", CHAT_TMPL_LLAMA2},  {"llama-2", CHAT_TMPL_LLAMA2},
-    {"llama3", CHAT_TMPL_LLAMA3}, {"llama-3", CHAT_TMPL_LLAMA3}, {"mistral", CHAT_TMPL_MISTRAL},
-    {"zephyr", CHAT_TMPL_ZEPHYR}, {"phi3", CHAT_TMPL_PHI3},      {"phi-3", CHAT_TMPL_PHI3},
+    {"chatml", CHAT_TMPL_CHATML},
+    {"llama2", CHAT_TMPL_LLAMA2},
+    {"llama-2", CHAT_TMPL_LLAMA2},
+    {"llama3", CHAT_TMPL_LLAMA3},
+    {"llama-3", CHAT_TMPL_LLAMA3},
+    {"mistral", CHAT_TMPL_MISTRAL},
+    {"zephyr", CHAT_TMPL_ZEPHYR},
+    {"phi3", CHAT_TMPL_PHI3},
+    {"phi-3", CHAT_TMPL_PHI3},
+    {"qwen2", CHAT_TMPL_QWEN2},
+    {"qwen2.5", CHAT_TMPL_QWEN25},
+    {"qwen25", CHAT_TMPL_QWEN25},
+    {"deepseek3", CHAT_TMPL_DEEPSEEK3},
+    {"deepseek-v3", CHAT_TMPL_DEEPSEEK3},
+    {"deepseek-r1", CHAT_TMPL_DEEPSEEK3},
 };
 
 int chat_template_by_name(const char *name, enum chat_template *out, char *err, size_t errlen)
@@ -62,7 +96,8 @@ int chat_template_by_name(const char *name, enum chat_template *out, char *err, 
     }
     folio_errf(
         err, errlen,
-        "unknown chat template '%.64s' (known: chatml, llama2, llama3, mistral, zephyr, phi3)",
+        "unknown chat template '%.64s' (known: chatml, llama2, llama3, mistral, zephyr, phi3, "
+        "qwen2, qwen2.5, deepseek3)",
         name);
     return -ENOTSUP;
 }
@@ -82,9 +117,25 @@ const char *chat_template_name(enum chat_template t)
         return "zephyr";
     case CHAT_TMPL_PHI3:
         return "phi3";
+    case CHAT_TMPL_QWEN2:
+        return "qwen2";
+    case CHAT_TMPL_QWEN25:
+        return "qwen2.5";
+    case CHAT_TMPL_DEEPSEEK3:
+        return "deepseek3";
     }
     return "?";
 }
+
+#define DS_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>" /* <｜User｜> */
+#define DS_ASSISTANT                                                                               \
+    "<\xef\xbd\x9c"                                                                                \
+    "Assistant\xef\xbd\x9c>" /* <｜Assistant｜> */
+#define DS_EOS                                                                                     \
+    "<\xef\xbd\x9c"                                                                                \
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+#define QWEN2_SYSTEM  "You are a helpful assistant."
+#define QWEN25_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 static bool has(const char *s, size_t n, const char *needle)
 {
@@ -96,8 +147,16 @@ int chat_template_detect(const char *src, size_t len, enum chat_template *out, c
 {
     if ((!src && len) || !out)
         return -EINVAL;
-    if (has(src, len, "<|im_start|>"))
-        *out = CHAT_TMPL_CHATML;
+    /* the DeepSeek markers first: an R1 distill's template may also
+     * mention its base model's */
+    if (has(src, len, DS_USER) && has(src, len, DS_ASSISTANT))
+        *out = CHAT_TMPL_DEEPSEEK3;
+    else if (has(src, len, "<|im_start|>"))
+        /* the default system message as the Jinja source spells it */
+        *out = has(src, len, QWEN25_SYSTEM) ? CHAT_TMPL_QWEN25
+               : has(src, len, "<|im_start|>system\\n" QWEN2_SYSTEM "<|im_end|>")
+                   ? CHAT_TMPL_QWEN2
+                   : CHAT_TMPL_CHATML;
     else if (has(src, len, "<|start_header_id|>"))
         *out = CHAT_TMPL_LLAMA3;
     else if (has(src, len, "[INST]"))
@@ -106,8 +165,8 @@ int chat_template_detect(const char *src, size_t len, enum chat_template *out, c
         *out = has(src, len, "<|end|>") ? CHAT_TMPL_PHI3 : CHAT_TMPL_ZEPHYR;
     else {
         folio_errf(err, errlen,
-                   "chat template not recognised (no ChatML, Llama-2/3, Mistral, Zephyr or Phi-3 "
-                   "markers); choose one by name");
+                   "chat template not recognised (no ChatML, Llama-2/3, Mistral, Zephyr, Phi-3 or "
+                   "DeepSeek markers); choose one by name");
         return -ENOTSUP;
     }
     return 0;
@@ -277,6 +336,68 @@ int chat_render(enum chat_template t, const struct chat_msg *msgs, size_t n,
             }
         }
         break;
+    case CHAT_TMPL_QWEN2:
+    case CHAT_TMPL_QWEN25:
+        if (n == 0 || strcmp(msgs[0].role, "system") != 0) {
+            puts_(&c, "<|im_start|>system\n");
+            puts_(&c, t == CHAT_TMPL_QWEN2 ? QWEN2_SYSTEM : QWEN25_SYSTEM);
+            puts_(&c, "<|im_end|>\n");
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(msgs[i].role, "tool") == 0) {
+                if (i == 0 || strcmp(msgs[i - 1].role, "tool") != 0)
+                    puts_(&c, "<|im_start|>user");
+                puts_(&c, "\n<tool_response>\n");
+                puts_(&c, msgs[i].content);
+                puts_(&c, "\n</tool_response>");
+                if (i + 1 == n || strcmp(msgs[i + 1].role, "tool") != 0)
+                    puts_(&c, "<|im_end|>\n");
+                continue;
+            }
+            puts_(&c, "<|im_start|>");
+            puts_(&c, msgs[i].role);
+            puts_(&c, "\n");
+            puts_(&c, msgs[i].content);
+            puts_(&c, "<|im_end|>\n");
+        }
+        if (add_generation_prompt)
+            puts_(&c, "<|im_start|>assistant\n");
+        break;
+    case CHAT_TMPL_DEEPSEEK3: {
+        bool any_system = false;
+        for (size_t i = 0; i < n; i++) {
+            const char *r = msgs[i].role;
+            if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+                folio_errf(err, errlen,
+                           "message %zu has role '%.32s': the deepseek3 template takes system, "
+                           "user and assistant messages",
+                           i, r);
+                return -EINVAL;
+            }
+            if (strcmp(r, "system") == 0) {
+                if (any_system)
+                    puts_(&c, "\n\n");
+                puts_(&c, msgs[i].content);
+                any_system = true;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(msgs[i].role, "user") == 0) {
+                puts_(&c, DS_USER);
+                puts_(&c, msgs[i].content);
+            } else if (strcmp(msgs[i].role, "assistant") == 0) {
+                const char *body = msgs[i].content, *p;
+                while ((p = strstr(body, "</think>")) != NULL)
+                    body = p + strlen("</think>");
+                puts_(&c, DS_ASSISTANT);
+                puts_(&c, body);
+                puts_(&c, DS_EOS);
+            }
+        }
+        if (add_generation_prompt)
+            puts_(&c, DS_ASSISTANT);
+        break;
+    }
     case CHAT_TMPL_ZEPHYR:
     case CHAT_TMPL_PHI3:
         for (size_t i = 0; i < n; i++) {

@@ -72,6 +72,36 @@ void tok_detok_reset(tok_detok_t *d)
     d->done = false;
 }
 
+/* Is s[0..n) well-formed UTF-8 (no overlongs, surrogates or > U+10FFFF)?
+ * Only such stop strings are accepted: the text they are matched in is
+ * well-formed, so a match then starts and ends on character boundaries
+ * (one starting with a continuation byte could cut a character in two). */
+static bool stop_valid(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        size_t l = c < 0x80                ? 1
+                   : c >= 0xc2 && c < 0xe0 ? 2
+                   : c >= 0xe0 && c < 0xf0 ? 3
+                   : c >= 0xf0 && c < 0xf5 ? 4
+                                           : 0;
+        if (!l || l > n - i)
+            return false;
+        uint32_t cp = l == 1 ? c : l == 2 ? c & 0x1fu : l == 3 ? c & 0x0fu : c & 0x07u;
+        for (size_t k = 1; k < l; k++) {
+            if ((u[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (u[i + k] & 0x3fu);
+        }
+        if ((l == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
+            (l == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return false;
+        i += l;
+    }
+    return true;
+}
+
 int tok_detok_new(const tok_t *t, const char *const *stops, size_t n_stops, unsigned flags,
                   tok_detok_t **out)
 {
@@ -90,7 +120,7 @@ int tok_detok_new(const tok_t *t, const char *const *stops, size_t n_stops, unsi
             goto nomem;
     }
     for (size_t i = 0; i < n_stops; i++) {
-        if (!stops[i])
+        if (!stops[i] || !stop_valid(stops[i], strlen(stops[i])))
             goto inval;
         d->stop[i] = folio_strdup(stops[i]);
         if (!d->stop[i])

@@ -25,12 +25,21 @@
  * Validation (all of it happens in gguf_open, before a pointer is handed
  * out): magic; version; counts against what the remaining bytes could hold;
  * every string length against the bytes left; key names non-empty, without
- * NUL, unique; value types known; arrays of arrays rejected (no model key
- * uses them); bools 0 or 1; general.alignment an unsigned integer that is a
- * power of two <= 1 MiB; tensor names non-empty, without NUL, unique; 1..4
- * dims, each > 0, element count computed without overflow; tensor type one
+ * NUL, at most 64 KiB, unique; value types known; arrays of arrays
+ * rejected (no model key uses them); bools 0 or 1; general.alignment an
+ * unsigned integer that is a power of two <= 1 MiB; tensor names
+ * non-empty, without NUL, at most 64 KiB, unique; 1..4 dims, each > 0,
+ * element count computed without overflow; tensor type one
  * of F32/F16/BF16/Q8_0 (Q8_0 rows a multiple of 32); offsets aligned and
  * each tensor's bytes inside the file; no two tensors overlap.
+ *
+ * Memory: nothing is sized by a count the file claims.  Key and tensor
+ * entries are added as they parse (the arrays grow by doubling), a string
+ * array's offset table is allocated only after its strings were walked,
+ * and names are copied only up to GGUF_MAX_NAME bytes; so what gguf_open
+ * allocates is proportional to the bytes it has read, and a corrupted
+ * count fails at the first entry that is not there.  Lookups by name use
+ * two sorted index arrays (binary search).
  *
  * Invariants after a successful open: for every key, raw..raw+raw_len lies
  * in the mapping and decodes as its type; for every tensor, data..data+
@@ -62,6 +71,7 @@
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_ALIGNMENT     (1u << 20)
+#define GGUF_MAX_NAME          65535u /* key and tensor names (the spec's key limit) */
 #define GGUF_QK8_0             32
 
 /* ---- shared helpers --------------------------------------------------- */
@@ -226,8 +236,10 @@ struct gguf_file {
     uint32_t alignment;
     size_t data_start;
     int64_t n_kv, n_tensors;
-    struct gguf_kv *kv;
-    struct gguf_tensor *tensors;
+    struct gguf_kv *kv;          /* [n_kv], file order */
+    struct gguf_tensor *tensors; /* [n_tensors], file order */
+    int64_t *kv_by_name;         /* [n_kv] indices sorted by key (lookups) */
+    int64_t *tensor_by_name;     /* [n_tensors] indices sorted by name */
 };
 
 /* A bounds-checked cursor over the mapping. */
@@ -331,6 +343,8 @@ void gguf_close(gguf_file_t *f)
             folio_free(f->tensors[i].name);
         folio_free(f->tensors);
     }
+    folio_free(f->kv_by_name);
+    folio_free(f->tensor_by_name);
     if (f->map)
         munmap((void *)f->map, f->size);
     folio_free(f->path);
@@ -368,18 +382,27 @@ static const char *parse_value(struct cur *c, struct gguf_kv *kv, uint32_t t, in
         if (et == GGUF_TYPE_STRING) {
             if (n > (c->size - c->pos) / 8)
                 return "array count larger than the file could hold";
+            /* Walk the strings first, allocating nothing: the offsets
+             * table is then sized by strings the file really holds. */
+            size_t first = c->pos;
+            for (uint64_t i = 0; i < n; i++) {
+                const uint8_t *s;
+                uint64_t len;
+                const char *why = cur_str(c, &s, &len);
+                if (why)
+                    return why;
+            }
             kv->str_offs = folio_malloc((size_t)(n ? n : 1) * sizeof(size_t));
             if (!kv->str_offs) {
                 *errno_out = -ENOMEM;
                 return "out of memory";
             }
+            c->pos = first;
             for (uint64_t i = 0; i < n; i++) {
                 const uint8_t *s;
                 uint64_t len;
                 kv->str_offs[i] = c->pos - start;
-                const char *why = cur_str(c, &s, &len);
-                if (why)
-                    return why;
+                cur_str(c, &s, &len);
             }
         } else {
             size_t es = type_scalar_size(et);
@@ -405,16 +428,33 @@ static const char *parse_value(struct cur *c, struct gguf_kv *kv, uint32_t t, in
     return NULL;
 }
 
-static int cmp_kv_name(const void *a, const void *b)
+static int cmp_kv_name(const void *a, const void *b, void *arg)
 {
-    const struct gguf_kv *const *x = a, *const *y = b;
-    return strcmp((*x)->key, (*y)->key);
+    const struct gguf_kv *kv = arg;
+    return strcmp(kv[*(const int64_t *)a].key, kv[*(const int64_t *)b].key);
 }
 
-static int cmp_tensor_name(const void *a, const void *b)
+static int cmp_tensor_name(const void *a, const void *b, void *arg)
 {
-    const struct gguf_tensor *const *x = a, *const *y = b;
-    return strcmp((*x)->name, (*y)->name);
+    const struct gguf_tensor *t = arg;
+    return strcmp(t[*(const int64_t *)a].name, t[*(const int64_t *)b].name);
+}
+
+/* Makes room for entry i of an array of `size`-byte entries that grows by
+ * doubling (new entries zeroed), so the memory follows the entries the
+ * file really holds, never a count it claims. */
+static int grow(void **arr, size_t *cap, uint64_t i, size_t size)
+{
+    if (i < *cap)
+        return 0;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    void *p = folio_realloc(*arr, ncap * size);
+    if (!p)
+        return -ENOMEM;
+    memset((char *)p + *cap * size, 0, (ncap - *cap) * size);
+    *arr = p;
+    *cap = ncap;
+    return 0;
 }
 
 static int cmp_tensor_off(const void *a, const void *b)
@@ -469,19 +509,24 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
                 f->size);
         return -EINVAL;
     }
-
-    f->kv = folio_calloc(n_kv ? (size_t)n_kv : 1, sizeof(*f->kv));
-    f->tensors = folio_calloc(n_tensors ? (size_t)n_tensors : 1, sizeof(*f->tensors));
-    size_t nsort = FOLIO_MAX(n_kv, n_tensors);
-    sorted = folio_malloc((nsort ? nsort : 1) * sizeof(void *));
-    if (!f->kv || !f->tensors || !sorted) {
-        set_err(err, errlen, path, "out of memory");
-        rc = -ENOMEM;
-        goto out;
+    /* Both counts also fit what the file can hold together. */
+    if (n_kv * 14 + n_tensors * 33 > f->size - c.pos) {
+        set_err(err, errlen, path,
+                "%" PRIu64 " metadata keys and %" PRIu64 " tensors cannot fit in a %zu-byte file",
+                n_kv, n_tensors, f->size);
+        return -EINVAL;
     }
+    /* Entries are added as they are parsed (grow()); nothing is sized by
+     * the counts above. */
+    size_t kv_cap = 0, t_cap = 0;
 
     /* ---- metadata ---- */
     for (uint64_t i = 0; i < n_kv; i++) {
+        if (grow((void **)&f->kv, &kv_cap, i, sizeof(*f->kv))) {
+            set_err(err, errlen, path, "out of memory");
+            rc = -ENOMEM;
+            goto out;
+        }
         struct gguf_kv *kv = &f->kv[i];
         const uint8_t *ks;
         uint64_t klen;
@@ -495,6 +540,12 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
         if (klen == 0 || memchr(ks, 0, (size_t)klen)) {
             set_err(err, errlen, path, "metadata key #%" PRIu64 " '%s': name is empty or has NUL",
                     i, nm);
+            goto out;
+        }
+        if (klen > GGUF_MAX_NAME) {
+            set_err(err, errlen, path,
+                    "metadata key #%" PRIu64 " '%s': name of %" PRIu64 " bytes (at most %u)", i, nm,
+                    klen, GGUF_MAX_NAME);
             goto out;
         }
         kv->key = dup_name(ks, klen);
@@ -517,15 +568,21 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
             goto out;
         }
     }
+    f->kv_by_name = folio_malloc((n_kv ? (size_t)n_kv : 1) * sizeof(int64_t));
+    if (!f->kv_by_name) {
+        set_err(err, errlen, path, "out of memory");
+        rc = -ENOMEM;
+        goto out;
+    }
     for (uint64_t i = 0; i < n_kv; i++)
-        sorted[i] = &f->kv[i];
-    qsort(sorted, (size_t)n_kv, sizeof(void *), cmp_kv_name);
+        f->kv_by_name[i] = (int64_t)i;
+    qsort_r(f->kv_by_name, (size_t)n_kv, sizeof(int64_t), cmp_kv_name, f->kv);
     for (uint64_t i = 1; i < n_kv; i++)
-        if (!strcmp(((struct gguf_kv *)sorted[i])->key, ((struct gguf_kv *)sorted[i - 1])->key)) {
-            set_err(err, errlen, path, "key '%.200s' appears twice",
-                    ((struct gguf_kv *)sorted[i])->key);
+        if (!strcmp(f->kv[f->kv_by_name[i]].key, f->kv[f->kv_by_name[i - 1]].key)) {
+            set_err(err, errlen, path, "key '%.200s' appears twice", f->kv[f->kv_by_name[i]].key);
             goto out;
         }
+    f->n_kv = (int64_t)n_kv; /* gguf_find_key below uses the index */
 
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
     int64_t ai = gguf_find_key(f, "general.alignment");
@@ -542,6 +599,11 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
 
     /* ---- tensor infos ---- */
     for (uint64_t i = 0; i < n_tensors; i++) {
+        if (grow((void **)&f->tensors, &t_cap, i, sizeof(*f->tensors))) {
+            set_err(err, errlen, path, "out of memory");
+            rc = -ENOMEM;
+            goto out;
+        }
         struct gguf_tensor *t = &f->tensors[i];
         const uint8_t *ns;
         uint64_t nlen;
@@ -554,6 +616,12 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
         name_excerpt(nm, sizeof(nm), ns, nlen);
         if (nlen == 0 || memchr(ns, 0, (size_t)nlen)) {
             set_err(err, errlen, path, "tensor #%" PRIu64 " '%s': name is empty or has NUL", i, nm);
+            goto out;
+        }
+        if (nlen > GGUF_MAX_NAME) {
+            set_err(err, errlen, path,
+                    "tensor #%" PRIu64 " '%s': name of %" PRIu64 " bytes (at most %u)", i, nm, nlen,
+                    GGUF_MAX_NAME);
             goto out;
         }
         t->name = dup_name(ns, nlen);
@@ -626,16 +694,25 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
             goto out;
         }
     }
+    f->tensor_by_name = folio_malloc((n_tensors ? (size_t)n_tensors : 1) * sizeof(int64_t));
+    sorted = folio_malloc((n_tensors ? (size_t)n_tensors : 1) * sizeof(void *));
+    if (!f->tensor_by_name || !sorted) {
+        set_err(err, errlen, path, "out of memory");
+        rc = -ENOMEM;
+        goto out;
+    }
     for (uint64_t i = 0; i < n_tensors; i++)
-        sorted[i] = &f->tensors[i];
-    qsort(sorted, (size_t)n_tensors, sizeof(void *), cmp_tensor_name);
+        f->tensor_by_name[i] = (int64_t)i;
+    qsort_r(f->tensor_by_name, (size_t)n_tensors, sizeof(int64_t), cmp_tensor_name, f->tensors);
     for (uint64_t i = 1; i < n_tensors; i++)
-        if (!strcmp(((struct gguf_tensor *)sorted[i])->name,
-                    ((struct gguf_tensor *)sorted[i - 1])->name)) {
+        if (!strcmp(f->tensors[f->tensor_by_name[i]].name,
+                    f->tensors[f->tensor_by_name[i - 1]].name)) {
             set_err(err, errlen, path, "tensor '%.200s' appears twice",
-                    ((struct gguf_tensor *)sorted[i])->name);
+                    f->tensors[f->tensor_by_name[i]].name);
             goto out;
         }
+    for (uint64_t i = 0; i < n_tensors; i++)
+        sorted[i] = &f->tensors[i];
 
     /* ---- data section ---- */
     f->data_start = c.pos + (f->alignment - c.pos % f->alignment) % f->alignment;
@@ -743,12 +820,28 @@ const char *gguf_key_name(const gguf_file_t *f, int64_t idx)
     return kv ? kv->key : NULL;
 }
 
+/* Binary search of a name-sorted index (kv_by_name or tensor_by_name):
+ * the entry whose name is `want`, or -1. */
+static int64_t find_sorted(const gguf_file_t *f, const int64_t *index, int64_t n, bool tensors,
+                           const char *want)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (index && lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2, i = index[mid];
+        int c = strcmp(tensors ? f->tensors[i].name : f->kv[i].key, want);
+        if (c == 0)
+            return i;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
 int64_t gguf_find_key(const gguf_file_t *f, const char *key)
 {
-    for (int64_t i = 0; i < f->n_kv; i++)
-        if (f->kv[i].key && !strcmp(f->kv[i].key, key))
-            return i;
-    return -1;
+    return find_sorted(f, f->kv_by_name, f->n_kv, false, key);
 }
 
 enum gguf_type gguf_key_type(const gguf_file_t *f, int64_t idx)
@@ -913,10 +1006,7 @@ int64_t gguf_n_tensors(const gguf_file_t *f)
 
 int64_t gguf_find_tensor(const gguf_file_t *f, const char *name)
 {
-    for (int64_t i = 0; i < f->n_tensors; i++)
-        if (!strcmp(f->tensors[i].name, name))
-            return i;
-    return -1;
+    return find_sorted(f, f->tensor_by_name, f->n_tensors, true, name);
 }
 
 void gguf_tensor_get(const gguf_file_t *f, int64_t idx, struct gguf_tensor_info *info)

@@ -257,6 +257,70 @@ static int read_hparams(struct ld *ld, struct model_hparams *hp)
     return 0;
 }
 
+/*
+ * The pre-allocation check: every count in the llama.* keys is held
+ * against the tensors the file really has before a byte is allocated for
+ * the weights.  The claimed layers must fit in the tensor count (a layer
+ * is at least 9 tensors), llama.vocab_size (when present) must agree with
+ * the vocabulary, and every tensor the weights will be read from must be
+ * present with the shape the keys imply.  The reader (gguf_open) has
+ * already checked that each tensor's bytes lie inside the file, so the
+ * weights allocated afterwards are proportional to the file's size (a
+ * fixed bytes-per-element ratio per tensor type, plus one more copy of the
+ * embedding when the output is tied).  Allocates nothing; a few lookups
+ * per tensor.
+ */
+static int check_before_alloc(struct ld *ld, const struct model_hparams *hp)
+{
+    const int64_t n_tensors = gguf_n_tensors(ld->f);
+    const int64_t per_layer = 9, fixed = 2; /* token_embd, output_norm */
+    if (n_tensors < fixed || hp->n_layers > (n_tensors - fixed) / per_layer)
+        return fail(ld, -EINVAL,
+                    "key 'llama.block_count' = %d, but the file's %" PRId64
+                    " tensors hold at most %" PRId64 " layers",
+                    hp->n_layers, n_tensors,
+                    n_tensors < fixed ? 0 : (n_tensors - fixed) / per_layer);
+    int64_t idx = gguf_find_key(ld->f, "llama.vocab_size");
+    if (idx >= 0) {
+        int64_t v;
+        if (gguf_get_i64(ld->f, idx, &v) || v != hp->n_vocab)
+            return fail(ld, -EINVAL,
+                        "key 'llama.vocab_size' disagrees with the vocabulary of %d tokens",
+                        hp->n_vocab);
+    }
+
+    const int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
+    const int64_t ffn = hp->ffn_dim, V = hp->n_vocab;
+    const int64_t ne_embd[2] = {dim, V}, ne_norm[1] = {dim};
+    struct gguf_tensor_info ti;
+    int rc;
+    if ((rc = find_tensor(ld, "token_embd.weight", 2, ne_embd, &ti)) ||
+        (rc = find_tensor(ld, "output_norm.weight", 1, ne_norm, &ti)))
+        return rc;
+    if (gguf_find_tensor(ld->f, "output.weight") >= 0 &&
+        (rc = find_tensor(ld, "output.weight", 2, ne_embd, &ti)))
+        return rc;
+    const int64_t ne_q[2] = {dim, H * hd}, ne_kv[2] = {dim, KV * hd}, ne_o[2] = {H * hd, dim};
+    const int64_t ne_gu[2] = {dim, ffn}, ne_down[2] = {ffn, dim};
+    const struct {
+        const char *suffix;
+        int32_t n_dims;
+        const int64_t *ne;
+    } spec[] = {
+        {"attn_norm", 1, ne_norm}, {"attn_q", 2, ne_q},      {"attn_k", 2, ne_kv},
+        {"attn_v", 2, ne_kv},      {"attn_output", 2, ne_o}, {"ffn_norm", 1, ne_norm},
+        {"ffn_gate", 2, ne_gu},    {"ffn_up", 2, ne_gu},     {"ffn_down", 2, ne_down},
+    };
+    char name[96];
+    for (int32_t l = 0; l < hp->n_layers; l++)
+        for (size_t i = 0; i < FOLIO_ARRAY_LEN(spec); i++) {
+            snprintf(name, sizeof(name), "blk.%d.%s.weight", l, spec[i].suffix);
+            if ((rc = find_tensor(ld, name, spec[i].n_dims, spec[i].ne, &ti)))
+                return rc;
+        }
+    return 0;
+}
+
 static void set_name(struct ld *ld, struct model *m)
 {
     int64_t idx = gguf_find_key(ld->f, "general.name");
@@ -342,7 +406,7 @@ int model_load_file(const char *path, model_t **out, char *err, size_t errlen)
     int rc = gguf_open(path, &ld.f, err, errlen);
     if (rc)
         return rc;
-    if ((rc = read_hparams(&ld, &hp)))
+    if ((rc = read_hparams(&ld, &hp)) || (rc = check_before_alloc(&ld, &hp)))
         goto fail;
     if ((rc = model__alloc(&hp, &m))) {
         fail(&ld, rc, "cannot allocate the model's weights: %s", strerror(-rc));

@@ -37,14 +37,16 @@
  *   stays in cache.  A final symbol that is
  *   not a token becomes its bytes' <0xNN> tokens, or <unk>.
  *
- *   BPE: the GPT-2 pre-tokenizer regex (PCRE2, UTF + UCP, tolerant of
- *   invalid UTF-8: bytes no alternative matches form their own word) splits
- *   a fragment into words; each word starts as single bytes; a min heap of
- *   adjacent pairs keyed (merge rank asc, left index asc) applies merges
- *   (ranks are float keys: exact below 2^24 merges).  tokenizer.ggml.pre
- *   chooses the regex: "gpt-2", "default" or absent -> GPT-2's; "llama-bpe"
- *   / "llama3" -> Llama 3's (and a word that is a token is taken whole);
- *   anything else is -ENOTSUP rather than a silently different split.
+ *   BPE: the pre-tokenizer named by tokenizer.ggml.pre (tok_pre_table:
+ *   gpt-2, llama-bpe, qwen2, starcoder, falcon, deepseek-coder/-llm,
+ *   gpt-4o and their aliases; absent -> llama.cpp's "default") splits a
+ *   fragment into words with its list of PCRE2 regexes (UTF + UCP,
+ *   tolerant of invalid UTF-8: bytes no regex matches form their own
+ *   words); each word starts as single bytes; a min heap of adjacent pairs
+ *   keyed (merge rank asc, left index asc) applies merges (ranks are float
+ *   keys: exact below 2^24 merges).  With llama-bpe a word that is a token
+ *   is taken whole.  An unknown name is -ENOTSUP rather than a silently
+ *   different split.
  *
  * Invariants: a tok_t never changes after tok_load returns; every id in a
  * map is < n_vocab; byte_tok[] entries are -1 or valid ids.
@@ -64,6 +66,7 @@
 #include <string.h>
 
 #include "folio/common.h"
+#include "tok_internal.h"
 
 /* ---- tables ------------------------------------------------------------ */
 
@@ -76,14 +79,12 @@ struct merge_slot {
     int32_t l, r, rank; /* l == -1: empty */
 };
 
-enum tok_pre {
-    PRE_GPT2 = 0,
-    PRE_LLAMA3 = 1,
-};
+/* At most this many regexes in one pre-tokenizer's list. */
+#define TOK_PRE_MAX_RE 6
 
 struct tok {
     enum tok_kind kind;
-    enum tok_pre pre;
+    const struct tok_pre *pre; /* BPE: its row of tok_pre_table */
     int32_t n_vocab;
     char *arena;
     uint32_t *text_off, *text_len;
@@ -100,21 +101,130 @@ struct tok {
     uint8_t special_first[32]; /* bitmap of the specials' first bytes */
     int32_t bos, eos, unk, pad, eot, eom;
     bool add_bos, add_eos, add_space_prefix;
-    bool ignore_merges; /* a word that is a token is taken whole (llama3) */
+    bool ignore_merges; /* a word that is a token is taken whole (pre row) */
     /* SPM: no encodable token has U+2581 after another character, so no
      * merge can cross the point before a U+2581 that follows a non-U+2581
      * character: the merge loop runs per word (same result, small heap) */
     bool word_split;
     size_t max_piece;
-    pcre2_code *re;
+    pcre2_code *re[TOK_PRE_MAX_RE]; /* BPE: the pre-tokenizer's regexes, in order */
+    int n_re;
 };
 
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+"
-    "|\\s+(?!\\S)|\\s+";
-static const char LLAMA3_PATTERN[] =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* ---- pre-tokenizers ------------------------------------------------------
+ *
+ * Byte-level BPE first cuts text into words with a list of regexes, named
+ * by tokenizer.ggml.pre: each regex in turn splits every piece the
+ * previous ones left, and the text between two matches stays a piece of
+ * its own (so nothing is ever dropped).  One row per pre-tokenizer: the
+ * names it goes by, its regexes, and whether a word that is itself a token
+ * skips the merges.  The regexes are those of each model's published
+ * tokenizer.json, as llama.cpp's loader maps the names (the reference that
+ * produced tests/data/tokenizer); written for PCRE2 (UTF, UCP, $ only at
+ * the very end of a piece).  Where the original uses (?i:'s|...) the
+ * contractions are spelled [sS] etc.: the same on ASCII, and like the
+ * reference it does not case-fold U+017F or U+212A.  gpt-4o keeps the
+ * original's Unicode case classes (\p{Lu}\p{Lt}...\p{M}), which PCRE2 has.
+ */
+
+/* GPT-2's, also the second step of several lists below */
+#define RE_GPT2         "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+/* Llama 3: letters with one leading non-letter, numbers by three */
+#define RE_LLAMA3                                                                                  \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"    \
+                    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen2: as Llama 3 but one digit per word */
+#define RE_QWEN2                                                                                   \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"         \
+                    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* GPT-4o: words split before an upper-case run ("HelloWorld" -> Hello,
+ * World), a contraction stays on its word, "/" joins a symbol run */
+#define RE_GPT4O_UPPER "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_GPT4O_LOWER "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_GPT4O                                                                                   \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_GPT4O_UPPER "*" RE_GPT4O_LOWER "+" RE_CONTRACTIONS "?"             \
+    "|[^\\r\\n\\p{L}\\p{N}]?" RE_GPT4O_UPPER "+" RE_GPT4O_LOWER "*" RE_CONTRACTIONS "?"            \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* CJK ideographs (U+4E00-U+9FA5), U+0800-U+4E00, Hangul (U+AC00-U+D7FF) */
+#define RE_CJK "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
+
+struct tok_pre {
+    const char *names[4];           /* tokenizer.ggml.pre values (NULL-padded) */
+    const char *re[TOK_PRE_MAX_RE]; /* applied in order (NULL-padded) */
+    bool ignore_merges;
+};
+
+static const struct tok_pre tok_pre_table[] = {
+    {{"gpt-2", "mpt", "phi-2", "olmo"}, {RE_GPT2}, false},
+    {{"jais"}, {RE_GPT2}, false},
+    {{"llama-bpe", "llama3", "llama-v3", "falcon3"}, {RE_LLAMA3}, true},
+    {{"dbrx", "smaug-bpe"}, {RE_LLAMA3}, false},
+    {{"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"}, {RE_QWEN2}, false},
+    /* digits one by one, then GPT-2's */
+    {{"starcoder", "refact", "command-r", "smollm"}, {"\\p{N}", RE_GPT2}, false},
+    {{"codeshell", "exaone"}, {"\\p{N}", RE_GPT2}, false},
+    /* punctuation and symbol runs first; numbers in threes last */
+    {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}, false},
+    /* the llama.cpp "default": as falcon, plus whole numbers */
+    {{"default"}, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false},
+    {{"deepseek-coder"}, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}, false},
+    /* letters as an explicit list of Latin, Greek, Cyrillic, Armenian,
+     * Georgian, Cherokee... ranges (no CJK: those come after) */
+    {{"deepseek-llm"},
+     {"[\\r\\n]",
+      "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293"
+      "\u0295-\u02af\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c"
+      "\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5"
+      "\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77"
+      "\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59"
+      "\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc"
+      "\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107"
+      "\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139"
+      "\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee"
+      "\u2cf2\u2cf3\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e"
+      "\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f"
+      "\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2"
+      "\U000118a0-\U000118df\U0001e900-\U0001e943]+",
+      "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+", "\\s+$", RE_CJK,
+      "\\p{N}+"},
+     false},
+    {{"gpt-4o", "llama4"}, {RE_GPT4O}, false},
+};
+
+/* The row named name[0..len), or NULL. */
+static const struct tok_pre *tok_pre_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(tok_pre_table); i++)
+        for (size_t j = 0; j < 4 && tok_pre_table[i].names[j]; j++)
+            if (strlen(tok_pre_table[i].names[j]) == len &&
+                memcmp(tok_pre_table[i].names[j], name, len) == 0)
+                return &tok_pre_table[i];
+    return NULL;
+}
+
+/* Compiles row's regexes into t->re (JIT when available). */
+static int tok_pre_compile(tok_t *t, const struct tok_pre *row, char *err, size_t errlen)
+{
+    t->pre = row;
+    t->ignore_merges = row->ignore_merges;
+    for (int i = 0; i < TOK_PRE_MAX_RE && row->re[i]; i++) {
+        int ec;
+        PCRE2_SIZE eo;
+        t->re[i] = pcre2_compile(
+            (PCRE2_SPTR)row->re[i], PCRE2_ZERO_TERMINATED,
+            PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
+        if (!t->re[i]) {
+            folio_errf(err, errlen,
+                       "tokenizer: pre-tokenizer '%s' regex %d failed to compile (%d at %zu)",
+                       row->names[0], i, ec, (size_t)eo);
+            return -EINVAL;
+        }
+        t->n_re = i + 1;
+        (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* optional speed-up */
+    }
+    return 0;
+}
 
 static uint32_t hash_bytes(const char *s, size_t n)
 {
@@ -321,8 +431,8 @@ void tok_free(tok_t *t)
     folio_free(t->enc_map.slot);
     folio_free(t->merges);
     folio_free(t->special);
-    if (t->re)
-        pcre2_code_free(t->re);
+    for (int i = 0; i < t->n_re; i++)
+        pcre2_code_free(t->re[i]);
     folio_free(t);
 }
 
@@ -454,19 +564,16 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
             (int)FOLIO_MIN(len, 64), s);
         return -ENOTSUP;
     }
-    enum tok_pre pre = PRE_GPT2;
-    if (kind == TOK_BPE && (k = gguf_find_key(f, "tokenizer.ggml.pre")) >= 0 &&
-        gguf_get_str(f, k, &s, &len) == 0) {
-        if ((len == 5 && memcmp(s, "gpt-2", 5) == 0) || (len == 7 && memcmp(s, "default", 7) == 0))
-            pre = PRE_GPT2;
-        else if ((len == 9 && memcmp(s, "llama-bpe", 9) == 0) ||
-                 (len == 6 && memcmp(s, "llama3", 6) == 0))
-            pre = PRE_LLAMA3;
-        else {
-            folio_errf(
-                err, errlen,
-                "tokenizer: pre-tokenizer '%.*s' is not supported (only gpt-2 and llama-bpe)",
-                (int)FOLIO_MIN(len, 64), s);
+    /* BPE: the pre-tokenizer row (absent: llama.cpp's "default") */
+    const struct tok_pre *pre = NULL;
+    if (kind == TOK_BPE) {
+        pre = tok_pre_find("default", 7);
+        if ((k = gguf_find_key(f, "tokenizer.ggml.pre")) >= 0 &&
+            (gguf_get_str(f, k, &s, &len) != 0 || !(pre = tok_pre_find(s, len)))) {
+            folio_errf(err, errlen,
+                       "tokenizer: pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not "
+                       "supported",
+                       (int)FOLIO_MIN(len, 64), gguf_get_str(f, k, &s, &len) ? "" : s);
             return -ENOTSUP;
         }
     }
@@ -486,9 +593,7 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     if (!t)
         return -ENOMEM;
     t->kind = kind;
-    t->pre = pre;
     t->n_vocab = nv;
-    t->ignore_merges = pre == PRE_LLAMA3;
     t->text_off = folio_malloc(sizeof(uint32_t) * n);
     t->text_len = folio_malloc(sizeof(uint32_t) * n);
     t->piece_off = folio_malloc(sizeof(uint32_t) * n);
@@ -689,17 +794,8 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
     if (kind == TOK_BPE) {
         if ((rc = load_merges(t, f, inv, err, errlen)) != 0)
             goto fail;
-        int ec;
-        PCRE2_SIZE eo;
-        const char *pat = pre == PRE_LLAMA3 ? LLAMA3_PATTERN : GPT2_PATTERN;
-        t->re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ec, &eo, NULL);
-        if (!t->re) {
-            folio_errf(err, errlen, "tokenizer: pre-tokenizer regex failed to compile (%d)", ec);
-            rc = -EINVAL;
+        if ((rc = tok_pre_compile(t, pre, err, errlen)) != 0)
             goto fail;
-        }
-        (void)pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional speed-up */
     }
     *out = t;
     return 0;
@@ -1047,34 +1143,90 @@ static int bpe_word(const tok_t *t, struct scratch *sc, struct emit *e, const ch
     return 0;
 }
 
-/* One raw-text fragment under byte-level BPE: regex words, and any bytes
- * between matches (invalid UTF-8) as words of their own. */
-static int bpe_fragment(const tok_t *t, struct scratch *sc, pcre2_match_data *md, struct emit *e,
-                        const char *s, size_t n)
+/* What becomes of each word the pre-tokenizer cuts. */
+struct word_sink {
+    int (*word)(struct word_sink *k, const char *s, size_t n);
+};
+
+/* One raw-text fragment under byte-level BPE: regex `level` splits it
+ * into its matches and the pieces between them (invalid UTF-8 included),
+ * each handed to the next regex; after the last, each piece is a word. */
+static int pre_split(const tok_t *t, pcre2_match_data *md, struct word_sink *k, int level,
+                     const char *s, size_t n)
 {
-    size_t pos = 0;
+    if (n == 0)
+        return 0;
+    if (level == t->n_re)
+        return k->word(k, s, n);
+    size_t done = 0, from = 0; /* cut up to `done`; search from `from` */
     int rc;
-    while (pos < n) {
-        int m = pcre2_match(t->re, (PCRE2_SPTR)s, n, pos, 0, md, NULL);
+    while (from < n) {
+        int m = pcre2_match(t->re[level], (PCRE2_SPTR)s, n, from, 0, md, NULL);
         if (m < 0) {
             if (m != PCRE2_ERROR_NOMATCH)
                 return -EINVAL;
-            return bpe_word(t, sc, e, s + pos, n - pos);
+            break;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t a = ov[0], b = ov[1];
-        if (a > pos && (rc = bpe_word(t, sc, e, s + pos, a - pos)) != 0)
-            return rc;
-        if (b <= a) { /* empty match: cannot happen with these patterns */
-            b = a + 1;
-            if ((rc = bpe_word(t, sc, e, s + a, 1)) != 0)
-                return rc;
-        } else if ((rc = bpe_word(t, sc, e, s + a, b - a)) != 0) {
-            return rc;
+        if (b <= a) { /* an empty match cuts nothing: search on from the next character */
+            for (from = a + 1; from < n && ((uint8_t)s[from] & 0xc0) == 0x80; from++)
+                ;
+            continue;
         }
-        pos = b;
+        /* md is reused by the calls below: a and b were copied out */
+        if (a > done && (rc = pre_split(t, md, k, level + 1, s + done, a - done)) != 0)
+            return rc;
+        if ((rc = pre_split(t, md, k, level + 1, s + a, b - a)) != 0)
+            return rc;
+        done = from = b;
     }
+    return pre_split(t, md, k, level + 1, s + done, n - done);
+}
+
+/* The encoder's sink: each word through BPE into the output. */
+struct bpe_sink {
+    struct word_sink k;
+    const tok_t *t;
+    struct scratch *sc;
+    struct emit *e;
+};
+
+static int bpe_sink_word(struct word_sink *k, const char *s, size_t n)
+{
+    struct bpe_sink *b = (struct bpe_sink *)k;
+    return bpe_word(b->t, b->sc, b->e, s, n);
+}
+
+/* The pre-tokenizer's sink for tok__pretokenize: word end offsets. */
+struct ends_sink {
+    struct word_sink k;
+    const char *base;
+    size_t *ends, cap, n;
+};
+
+static int ends_sink_word(struct word_sink *k, const char *s, size_t n)
+{
+    struct ends_sink *x = (struct ends_sink *)k;
+    if (x->n < x->cap)
+        x->ends[x->n] = (size_t)(s - x->base) + n;
+    x->n++;
     return 0;
+}
+
+int tok__pretokenize(const tok_t *t, const char *s, size_t n, size_t *ends, size_t cap,
+                     size_t *count)
+{
+    if (t->kind != TOK_BPE)
+        return -EINVAL;
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md)
+        return -ENOMEM;
+    struct ends_sink x = {{ends_sink_word}, s, ends, cap, 0};
+    int rc = pre_split(t, md, &x.k, 0, s, n);
+    pcre2_match_data_free(md);
+    *count = x.n;
+    return rc ? rc : x.n > cap ? -ENOSPC : 0;
 }
 
 /* The special token starting at s[0..n) that may be matched, or -1. */
@@ -1101,7 +1253,8 @@ static int raw_fragment(const tok_t *t, struct scratch *sc, pcre2_match_data *md
         return 0;
     if (t->kind == TOK_SPM)
         return spm_fragment(t, sc, e, s, n, t->add_space_prefix && prev_special);
-    return bpe_fragment(t, sc, md, e, s, n);
+    struct bpe_sink k = {{bpe_sink_word}, t, sc, e};
+    return pre_split(t, md, &k.k, 0, s, n);
 }
 
 int tok_encode(const tok_t *t, const char *text, size_t len, bool add_special, bool parse_special,
@@ -1114,7 +1267,7 @@ int tok_encode(const tok_t *t, const char *text, size_t len, bool add_special, b
     pcre2_match_data *md = NULL;
     int rc = 0;
     if (t->kind == TOK_BPE) {
-        md = pcre2_match_data_create_from_pattern(t->re, NULL);
+        md = pcre2_match_data_create(1, NULL); /* the whole match is all we read */
         if (!md)
             return -ENOMEM;
     }

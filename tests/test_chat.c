@@ -109,6 +109,68 @@ static void test_zephyr_phi3(void **state)
     expect(CHAT_TMPL_PHI3, conv + 1, 1, true, "<|user|>\nHi there<|end|>\n<|assistant|>\n");
 }
 
+#define DS_U "<\xef\xbd\x9cUser\xef\xbd\x9c>"
+#define DS_A                                                                                       \
+    "<\xef\xbd\x9c"                                                                                \
+    "Assistant\xef\xbd\x9c>"
+#define DS_E                                                                                       \
+    "<\xef\xbd\x9c"                                                                                \
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+
+/* Qwen2/2.5: ChatML, a default system message when none is given, and a
+ * run of tool results as one user turn. */
+static void test_qwen(void **state)
+{
+    (void)state;
+    expect(CHAT_TMPL_QWEN25, conv + 1, 1, true,
+           "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+           "assistant.<|im_end|>\n"
+           "<|im_start|>user\nHi there<|im_end|>\n"
+           "<|im_start|>assistant\n");
+    expect(CHAT_TMPL_QWEN2, conv + 1, 1, false,
+           "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+           "<|im_start|>user\nHi there<|im_end|>\n");
+    /* a system message of its own replaces the default */
+    expect(CHAT_TMPL_QWEN25, conv, 2, false,
+           "<|im_start|>system\nYou are helpful.<|im_end|>\n"
+           "<|im_start|>user\nHi there<|im_end|>\n");
+    static const struct chat_msg tools[] = {
+        {"system", "S"},         {"user", "weather?"},    {"assistant", "calling"},
+        {"tool", "{\"t\": 20}"}, {"tool", "{\"t\": 21}"}, {"user", "thanks"},
+    };
+    expect(CHAT_TMPL_QWEN2, tools, 6, true,
+           "<|im_start|>system\nS<|im_end|>\n"
+           "<|im_start|>user\nweather?<|im_end|>\n"
+           "<|im_start|>assistant\ncalling<|im_end|>\n"
+           "<|im_start|>user\n<tool_response>\n{\"t\": 20}\n</tool_response>"
+           "\n<tool_response>\n{\"t\": 21}\n</tool_response><|im_end|>\n"
+           "<|im_start|>user\nthanks<|im_end|>\n"
+           "<|im_start|>assistant\n");
+}
+
+/* DeepSeek V3/R1: system text first, reasoning of earlier answers dropped. */
+static void test_deepseek3(void **state)
+{
+    (void)state;
+    expect(CHAT_TMPL_DEEPSEEK3, conv, 4, true,
+           "You are helpful." DS_U "Hi there" DS_A " Hello! How can I help?\n" DS_E DS_U
+           "Tell me a joke." DS_A);
+    static const struct chat_msg r1[] = {
+        {"user", "2+2?"},        {"assistant", "<think>\nadd them\n</think>\n\n4"},
+        {"system", "Be brief."}, {"system", "Use digits."},
+        {"user", "3+3?"},
+    };
+    expect(CHAT_TMPL_DEEPSEEK3, r1, 5, false,
+           "Be brief.\n\nUse digits." DS_U "2+2?" DS_A "\n\n4" DS_E DS_U "3+3?");
+    static const struct chat_msg tool[] = {{"user", "x"}, {"tool", "y"}};
+    char buf[256], err[256] = "";
+    size_t len;
+    assert_int_equal(
+        chat_render(CHAT_TMPL_DEEPSEEK3, tool, 2, true, buf, sizeof(buf), &len, err, sizeof(err)),
+        -EINVAL);
+    assert_non_null(strstr(err, "'tool'"));
+}
+
 static void test_alternation_errors(void **state)
 {
     (void)state;
@@ -135,7 +197,8 @@ static void test_alternation_errors(void **state)
 static void test_names(void **state)
 {
     (void)state;
-    static const char *names[] = {"chatml", "llama2", "llama3", "mistral", "zephyr", "phi3"};
+    static const char *names[] = {"chatml", "llama2", "llama3",  "mistral",  "zephyr",
+                                  "phi3",   "qwen2",  "qwen2.5", "deepseek3"};
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(names); i++) {
         enum chat_template t;
         assert_int_equal(chat_template_by_name(names[i], &t, NULL, 0), 0);
@@ -176,6 +239,27 @@ static void test_detect(void **state)
          CHAT_TMPL_ZEPHYR},
         {"{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>'}}",
          CHAT_TMPL_PHI3},
+        /* Qwen2-Instruct */
+        {"{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' "
+         "%}{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif "
+         "%}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+         "'\\n'}}{% endfor %}",
+         CHAT_TMPL_QWEN2},
+        /* Qwen2.5-Instruct (tools branch abridged) */
+        {"{%- if tools %}{{- '<|im_start|>system\\n' }}...<tools>...{%- else %}{%- if "
+         "messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
+         "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- "
+         "'<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+         "assistant.<|im_end|>\\n' }}{%- endif %}{%- endif %}",
+         CHAT_TMPL_QWEN25},
+        /* DeepSeek-R1-Distill-Qwen */
+        {"{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false "
+         "%}{% endif %}...{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + message['content']}}...{{'<"
+         "\xef\xbd\x9c"
+         "Assistant\xef\xbd\x9c>' + content + '<\xef\xbd\x9c"
+         "end\xe2\x96\x81of"
+         "\xe2\x96\x81sentence\xef\xbd\x9c>'}}",
+         CHAT_TMPL_DEEPSEEK3},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(cases); i++) {
         enum chat_template t = 0;
@@ -235,7 +319,8 @@ int main(void)
         cmocka_unit_test(test_llama3),      cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_zephyr_phi3), cmocka_unit_test(test_alternation_errors),
         cmocka_unit_test(test_names),       cmocka_unit_test(test_detect),
-        cmocka_unit_test(test_from_gguf),
+        cmocka_unit_test(test_from_gguf),   cmocka_unit_test(test_qwen),
+        cmocka_unit_test(test_deepseek3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,10 +2,11 @@
  * tests/test_tokenizer.c — the tokenizer against published test vectors,
  * against a naive reference, and on random round trips.
  *
- * Vectors: FOLIO_TOK_DATA (set by tests/meson.build to ../shared/data/
- * tokenizer beside the source tree; env FOLIO_TOK_DATA overrides) holds
- * ggml-vocab-{llama-spm,gpt-2}.gguf with .inp/.out files (46 strings each,
- * expected ids without BOS/EOS).  Tests that need them skip when absent.
+ * Vectors: FOLIO_TOK_DATA (set by tests/meson.build to tests/data/
+ * tokenizer; env FOLIO_TOK_DATA overrides) holds ggml-vocab-*.gguf with
+ * .inp/.out files (46 strings each, expected ids without BOS/EOS; origin
+ * and licence in that directory's README.md).  They are part of the
+ * repository: a missing file fails the test.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,25 +28,14 @@
 #include "folio/tokenizer.h"
 
 #ifndef FOLIO_TOK_DATA
-#define FOLIO_TOK_DATA "../shared/data/tokenizer"
+#define FOLIO_TOK_DATA "tests/data/tokenizer"
 #endif
 
-#ifndef FOLIO_TOK_DATA_ALT
-#define FOLIO_TOK_DATA_ALT FOLIO_TOK_DATA
-#endif
-
-/* env FOLIO_TOK_DATA, else ../shared beside the tree, else one level up */
+/* env FOLIO_TOK_DATA, else the repository's tests/data/tokenizer */
 static const char *data_dir(void)
 {
     const char *e = getenv("FOLIO_TOK_DATA");
-    if (e && *e)
-        return e;
-    FILE *fp = fopen(FOLIO_TOK_DATA "/README.md", "rb");
-    if (fp) {
-        fclose(fp);
-        return FOLIO_TOK_DATA;
-    }
-    return FOLIO_TOK_DATA_ALT;
+    return e && *e ? e : FOLIO_TOK_DATA;
 }
 
 static char *read_all(const char *path, size_t *len)
@@ -70,19 +60,11 @@ struct vocab {
     tok_t *t;
 };
 
-/* Opens DATA/name and builds its tokenizer; false (after skip()) if the
- * data is absent. */
+/* Opens DATA/name and builds its tokenizer (fails the test if absent). */
 static bool open_vocab(const char *name, struct vocab *v)
 {
     char path[4096], err[256] = "";
     snprintf(path, sizeof(path), "%s/%s", data_dir(), name);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        print_message("SKIP: %s not found (tokenizer vectors live in ../shared/data/tokenizer)\n",
-                      path);
-        return false;
-    }
-    fclose(fp);
     int rc = gguf_open(path, &v->f, err, sizeof(err));
     if (rc)
         fail_msg("gguf_open %s: %s", path, err);
@@ -220,6 +202,25 @@ static void test_vectors_gpt2(void **state)
     run_vectors("ggml-vocab-gpt-2.gguf");
 }
 
+/* byte-level BPE with other pre-tokenizers (tokenizer.ggml.pre) */
+static void test_vectors_falcon(void **state)
+{
+    (void)state;
+    run_vectors("ggml-vocab-falcon.gguf");
+}
+
+static void test_vectors_starcoder(void **state)
+{
+    (void)state;
+    run_vectors("ggml-vocab-starcoder.gguf");
+}
+
+static void test_vectors_deepseek_coder(void **state)
+{
+    (void)state;
+    run_vectors("ggml-vocab-deepseek-coder.gguf");
+}
+
 /* ---- random text ------------------------------------------------------- */
 
 static uint64_t rng_state;
@@ -324,12 +325,40 @@ static void roundtrip(const char *name, bool invalid)
         skip();
         return;
     }
+    /* Bytes the vocabulary has a token for (some BPE vocabularies lack a
+     * few: falcon's control characters, deepseek-coder's C0 C1 F5..FF,
+     * starcoder's F1).  Text holding another byte becomes <unk> where there
+     * is one, else cannot be encoded (-EILSEQ); with those bytes replaced
+     * it must round-trip like any text. */
+    bool has_byte[256];
+    int n_bytes = 0;
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        int32_t id[8], cnt;
+        int rc = tok_encode(v.t, &c, 1, false, false, id, 8, &cnt);
+        assert_true(rc == 0 || (rc == -EILSEQ && tok_unk(v.t) < 0));
+        size_t pl = 0;
+        const char *p = rc == 0 ? tok_piece(v.t, id[cnt - 1], 0, &pl) : NULL;
+        has_byte[b] = p && pl >= 1 && (uint8_t)p[pl - 1] == b;
+        n_bytes += has_byte[b];
+    }
     rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)invalid;
-    int iters = getenv("FOLIO_TEST_SHORT") ? 200 : 1500;
+    int iters = getenv("FOLIO_TEST_SHORT") ? 200 : 1500, refused = 0;
     char *buf = malloc(64 * 1024);
     for (int it = 0; it < iters; it++) {
         size_t n = random_text(buf, 1 + rnd() % 80, invalid);
+        bool covered = true;
+        for (size_t i = 0; i < n; i++)
+            covered = covered && has_byte[(uint8_t)buf[i]];
         int32_t cnt;
+        if (!covered) {
+            int rc = tok_encode(v.t, buf, n, false, false, NULL, 0, &cnt);
+            assert_int_equal(rc, tok_unk(v.t) < 0 ? -EILSEQ : -ENOSPC);
+            refused++;
+            for (size_t i = 0; i < n; i++)
+                if (!has_byte[(uint8_t)buf[i]])
+                    buf[i] = 'x';
+        }
         int32_t *ids = encode(v.t, buf, n, false, false, &cnt);
         size_t dl;
         char *dec = decode(v.t, ids, cnt, 0, &dl);
@@ -348,6 +377,9 @@ static void roundtrip(const char *name, bool invalid)
         free(dec);
         free(ids);
     }
+    if (n_bytes < 256)
+        print_message("%s: %d bytes have no token; %d/%d random texts held one\n", name,
+                      256 - n_bytes, refused, iters);
     free(buf);
     close_vocab(&v);
 }
@@ -364,6 +396,17 @@ static void test_roundtrip_gpt2(void **state)
     (void)state;
     roundtrip("ggml-vocab-gpt-2.gguf", false);
     roundtrip("ggml-vocab-gpt-2.gguf", true);
+}
+
+static void test_roundtrip_other_pre(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"ggml-vocab-falcon.gguf", "ggml-vocab-starcoder.gguf",
+                                        "ggml-vocab-deepseek-coder.gguf"};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(names); i++) {
+        roundtrip(names[i], false);
+        roundtrip(names[i], true);
+    }
 }
 
 /* ---- naive SPM reference ------------------------------------------------ */
@@ -917,11 +960,20 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vectors_spm),    cmocka_unit_test(test_vectors_gpt2),
-        cmocka_unit_test(test_roundtrip_spm),  cmocka_unit_test(test_roundtrip_gpt2),
-        cmocka_unit_test(test_spm_vs_naive),   cmocka_unit_test(test_gpt2_vs_naive),
-        cmocka_unit_test(test_special_spm),    cmocka_unit_test(test_special_gpt2),
-        cmocka_unit_test(test_alloc_failures), cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_vectors_spm),
+        cmocka_unit_test(test_vectors_gpt2),
+        cmocka_unit_test(test_vectors_falcon),
+        cmocka_unit_test(test_vectors_starcoder),
+        cmocka_unit_test(test_vectors_deepseek_coder),
+        cmocka_unit_test(test_roundtrip_spm),
+        cmocka_unit_test(test_roundtrip_gpt2),
+        cmocka_unit_test(test_roundtrip_other_pre),
+        cmocka_unit_test(test_spm_vs_naive),
+        cmocka_unit_test(test_gpt2_vs_naive),
+        cmocka_unit_test(test_special_spm),
+        cmocka_unit_test(test_special_gpt2),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

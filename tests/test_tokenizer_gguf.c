@@ -22,6 +22,7 @@
 #include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio/tokenizer.h"
+#include "tok_internal.h"
 #include "vocab_synth.h"
 
 /* Writes w to a temp file, opens it and loads its tokenizer: the rc of
@@ -109,10 +110,10 @@ static void test_load_errors(void **state)
     gguf_close(f);
     assert_int_equal(gguf_writer_new(&w), 0);
     assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "gpt2"), 0);
-    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.pre", "qwen2"), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.pre", "no-such-pre"), 0);
     assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", two, 2), 0);
     assert_int_equal(load_from(w, &f, &t, err, sizeof(err)), -ENOTSUP);
-    assert_non_null(strstr(err, "qwen2"));
+    assert_non_null(strstr(err, "'no-such-pre'"));
     gguf_close(f);
 }
 
@@ -246,6 +247,126 @@ static void test_llama3_pretokenizer(void **state)
         free(toks[i]);
 }
 
+/* A byte-level BPE vocabulary of the 256 bytes alone, with pre-tokenizer
+ * `pre` (NULL: no tokenizer.ggml.pre key). */
+static int bytes_vocab(const char *pre, gguf_file_t **f, tok_t **t, char *err, size_t errlen)
+{
+    char *toks[256];
+    for (int b = 0; b < 256; b++) {
+        char one[2] = {(char)(b ? b : 1), 0};
+        toks[b] = malloc(8);
+        if (b == 0)
+            strcpy(toks[b], "\xc4\x80");
+        else
+            to_alphabet(one, toks[b]);
+    }
+    const char *merges[] = {"a b"};
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "gpt2"), 0);
+    if (pre)
+        assert_int_equal(gguf_w_str(w, "tokenizer.ggml.pre", pre), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, 256), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.merges", merges, 1), 0);
+    int rc = load_from(w, f, t, err, errlen);
+    for (int b = 0; b < 256; b++)
+        free(toks[b]);
+    return rc;
+}
+
+/* Each pre-tokenizer row cuts a text into the words its regexes give,
+ * worked out by hand from the regex lists (model/tokenizer.c); every name
+ * of a row splits alike, and an unknown name fails at load naming it. */
+static void test_pretokenizer_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *names[4];
+        const char *text;
+        const char *words[16];
+    } cases[] = {
+        /* GPT-2: contractions, letters/numbers/symbols with one leading space */
+        {{"gpt-2", "mpt", "phi-2", "olmo"},
+         "Hello world 12345 don't!!",
+         {"Hello", " world", " 12345", " don", "'t", "!!"}},
+        /* Llama 3: numbers by three, symbols take the newlines after them */
+        {{"llama-bpe", "llama3", "dbrx", "smaug-bpe"},
+         "Hello world 12345 don't!!\n\n",
+         {"Hello", " world", " ", "123", "45", " don", "'t", "!!\n\n"}},
+        /* Qwen2: as Llama 3 but one digit per word */
+        {{"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"},
+         "Hello world 12345 don't!!\n\n",
+         {"Hello", " world", " ", "1", "2", "3", "4", "5", " don", "'t", "!!\n\n"}},
+        /* StarCoder family: digits cut out first, then GPT-2's */
+        {{"starcoder", "refact", "command-r", "smollm"},
+         "Hello world 12345 don't!!",
+         {"Hello", " world", " ", "1", "2", "3", "4", "5", " don", "'t", "!!"}},
+        /* Falcon: punctuation and symbol runs first, numbers in threes last */
+        {{"falcon"},
+         "Hello, world 1234567 a+b",
+         {"Hello", ",", " world", " ", "123", "456", "7", " a", "+", "b"}},
+        /* llama.cpp's default (also when tokenizer.ggml.pre is absent) */
+        {{"default", NULL}, "a+b 12345", {"a", "+", "b", " ", "123", "45"}},
+        /* DeepSeek Coder: newlines, letters, punctuation, CJK, then digits */
+        {{"deepseek-coder"},
+         "Hi there, 42\n\u4e2d\u6587x",
+         {"Hi", " there", ",", " ", "4", "2", "\n", "\u4e2d\u6587", "x"}},
+        /* DeepSeek LLM: Latin-like letters, ASCII-ish symbols, trailing
+         * spaces, CJK, whole numbers */
+        {{"deepseek-llm"},
+         "Hi there, 42 \n\u4e2d\u6587 ",
+         {"Hi", " there", ",", " ", "42", " ", "\n", "\u4e2d\u6587", " "}},
+        /* GPT-4o: case runs, contraction kept on its word, "/" leads a word */
+        {{"gpt-4o", "llama4"},
+         "HelloWorld isn't 12345 a/b\n",
+         {"Hello", "World", " isn't", " ", "123", "45", " a", "/b", "\n"}},
+    };
+    char err[256];
+    int checked = 0;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        for (size_t j = 0; j < 4; j++) {
+            const char *pre = cases[c].names[j];
+            if (!pre && !(j > 0 && !strcmp(cases[c].names[0], "default")))
+                break; /* NULL after "default": the key absent */
+            gguf_file_t *f;
+            tok_t *t;
+            if (bytes_vocab(pre, &f, &t, err, sizeof(err)) != 0)
+                fail_msg("pre-tokenizer %s: %s", pre ? pre : "(absent)", err);
+            const char *text = cases[c].text;
+            size_t ends[32], n;
+            assert_int_equal(tok__pretokenize(t, text, strlen(text), ends, 32, &n), 0);
+            size_t nw = 0, at = 0;
+            while (cases[c].words[nw])
+                nw++;
+            bool ok = n == nw;
+            for (size_t i = 0; ok && i < n; i++) {
+                const char *w = cases[c].words[i];
+                ok = ends[i] - at == strlen(w) && !memcmp(text + at, w, strlen(w));
+                at = ends[i];
+            }
+            if (!ok) {
+                at = 0;
+                for (size_t i = 0; i < n; i++) {
+                    print_message("  [%.*s]\n", (int)(ends[i] - at), text + at);
+                    at = ends[i];
+                }
+                fail_msg("pre-tokenizer %s: '%s' cut into %zu words, want %zu (above)",
+                         pre ? pre : "(absent)", text, n, nw);
+            }
+            /* and the words are what the encoder merges: bytes here */
+            int32_t ids[64], k;
+            assert_int_equal(tok_encode(t, text, strlen(text), false, false, ids, 64, &k), 0);
+            assert_int_equal(k, (int32_t)strlen(text));
+            tok_free(t);
+            gguf_close(f);
+            checked++;
+            if (!pre)
+                break;
+        }
+    }
+    assert_int_equal(checked, 23);
+}
+
 /* Without tokenizer.ggml.token_type, SPM "<0xNN>" tokens are still bytes. */
 static void test_spm_untyped(void **state)
 {
@@ -335,7 +456,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_spm_small),
         cmocka_unit_test(test_llama3_pretokenizer), cmocka_unit_test(test_spm_untyped),
-        cmocka_unit_test(test_synthetic_vocab),
+        cmocka_unit_test(test_synthetic_vocab),     cmocka_unit_test(test_pretokenizer_table),
     };
     return cmocka_run_group_tests(tests, test_tmp_setup, test_tmp_teardown);
 }

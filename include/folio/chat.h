@@ -10,6 +10,10 @@
  *   mistral  [INST] ... [/INST]...</s>                  (Mistral-Instruct)
  *   zephyr   <|role|>\n...</s>\n                         (Zephyr)
  *   phi3     <|role|>\n...<|end|>\n                      (Phi-3)
+ *   qwen2, qwen2.5   ChatML with the family's default system message
+ *                    and <tool_response> turns              (Qwen2, Qwen2.5)
+ *   deepseek3  system <｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
+ *                                                 (DeepSeek V3, R1, distills)
  *
  * A template is chosen by name, or recognised from a GGUF file's
  * tokenizer.chat_template (a Jinja source we do not execute: distinctive
@@ -39,6 +43,9 @@ enum chat_template {
     CHAT_TMPL_MISTRAL,
     CHAT_TMPL_ZEPHYR,
     CHAT_TMPL_PHI3,
+    CHAT_TMPL_QWEN2,     /* ChatML + default system, tool turns (Qwen2) */
+    CHAT_TMPL_QWEN25,    /* the same with Qwen2.5's default system */
+    CHAT_TMPL_DEEPSEEK3, /* DeepSeek V3 / R1 and the R1 distills */
 };
 
 struct chat_msg {
@@ -46,8 +53,9 @@ struct chat_msg {
     const char *content; /* NUL-terminated UTF-8 */
 };
 
-/* By name ("chatml", "llama2", "llama3", "mistral", "zephyr", "phi3"; case
- * insensitive).  -ENOTSUP with a message listing the names otherwise. */
+/* By name ("chatml", "llama2", "llama3", "mistral", "zephyr", "phi3",
+ * "qwen2", "qwen2.5", "deepseek3"; case insensitive).  -ENOTSUP with a message listing the names
+ * otherwise. */
 int chat_template_by_name(const char *name, enum chat_template *out, char *err, size_t errlen);
 /* The canonical name of t ("?" if invalid). */
 const char *chat_template_name(enum chat_template t);

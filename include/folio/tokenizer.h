@@ -7,9 +7,11 @@
  *            added (tokenizer.ggml.add_space_prefix, default true), adjacent
  *            symbols merge by highest score, characters outside the
  *            vocabulary fall back to <0xNN> byte tokens (or <unk>).
- *   "gpt2"   byte-level BPE: the GPT-2 pre-tokenizer regex (PCRE2) splits
- *            the text into words, bytes map to printable code points, and
- *            tokenizer.ggml.merges apply by rank.
+ *   "gpt2"   byte-level BPE: the pre-tokenizer tokenizer.ggml.pre names
+ *            (gpt-2, llama-bpe, qwen2, starcoder, falcon, deepseek-coder,
+ *            gpt-4o, ...: regexes, PCRE2) splits the text into words, bytes
+ *            map to printable code points, and tokenizer.ggml.merges apply
+ *            by rank.
  * Anything else fails tok_load with -ENOTSUP and a message naming it.
  *
  * A tok_t is immutable after tok_load: every function below may be called
@@ -124,7 +126,8 @@ int tok_decode(const tok_t *t, const int32_t *ids, size_t n_ids, unsigned flags,
 
 typedef struct tok_detok tok_detok_t;
 
-/* stops: n_stops strings (NUL-terminated, copied; empty ones ignored).
+/* stops: n_stops strings (NUL-terminated, copied; empty ones ignored;
+ * -EINVAL for one that is not well-formed UTF-8).
  * flags: TOK_DECODE_SPECIAL to stream control tokens' text, and
  * TOK_DECODE_KEEP_SPACE is implied (a stream continues a prompt). */
 int tok_detok_new(const tok_t *t, const char *const *stops, size_t n_stops, unsigned flags,
