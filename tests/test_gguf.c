@@ -584,7 +584,7 @@ static void test_corrupt_matrix(void **state)
         {"dim zero", "tb.f16", 4, 8, 0, "tb.f16"},
         {"element count overflow", "tb.f16", 4, 8, 1ull << 62, "tb.f16"},
         {"tensor too large for file", "tb.f16", 4, 8, 1ull << 40, "tb.f16"},
-        {"unsupported type q4_0", "tb.f16", 4 + 16, 4, 2, "q4_0"},
+        {"unsupported type q3_K", "tb.f16", 4 + 16, 4, 11, "q3_K"},
         {"unknown tensor type", "tb.f16", 4 + 16, 4, 200, "tb.f16"},
         {"wrong type changes size", "ta.f32", 4 + 8, 4, GGUF_TENSOR_Q8_0, "ta.f32"},
         {"misaligned offset", "tb.f16", 4 + 16 + 4, 8, 32 + 4, "alignment"},
