@@ -505,7 +505,8 @@ static void test_conversions(void **state)
     assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_F16, 3), 6);
     assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_BF16, 3), 6);
     assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_F32, 3), 12);
-    assert_int_equal(gguf_tensor_nbytes((enum gguf_tensor_type)12, 256), 0);
+    assert_int_equal(gguf_tensor_nbytes((enum gguf_tensor_type)11, 256), 0); /* q3_K */
+    assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_Q4_K, 512), 288);
     assert_string_equal(gguf_tensor_type_name(GGUF_TENSOR_Q8_0), "Q8_0");
     free(h);
     free(out);
