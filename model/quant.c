@@ -751,109 +751,38 @@ static float q6_k_dot(int64_t K, const void *w, const void *xq)
 /* ---- the table -------------------------------------------------------- */
 
 #if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
-#define X86_KERNELS(avx2, avx512)                                                                  \
-    {                                                                                              \
-        NULL, avx2, avx512                                                                         \
-    }
+#define X86(f) f
 #else
-#define X86_KERNELS(avx2, avx512)                                                                  \
-    {                                                                                              \
-        NULL, NULL, NULL                                                                           \
-    }
+#define X86(f) NULL
 #endif
 
+/* One row per type: name, elements per block, bytes per block, a file type?,
+ * activations' type, to f32, from f32, scalar dot, AVX2 and AVX-512 kernels
+ * (NULL: the next lower ISA's, finally the scalar dot). */
+// clang-format off
+#define ROW(T, blk, bytes, files, dot, to, from, vdot, avx2, avx512) \
+    [GGUF_TENSOR_##T] = {#T, blk, bytes, files, GGUF_TENSOR_##dot, to, from, vdot, \
+                         {NULL, avx2, avx512}}
 static const struct quant_traits traits[] = {
-    [GGUF_TENSOR_F32] =
-        {"F32", 1, 4, true, GGUF_TENSOR_F32, f32_to_float, f32_from_float, NULL, {NULL}},
-    [GGUF_TENSOR_F16] =
-        {"F16", 1, 2, true, GGUF_TENSOR_F32, f16_to_float, f16_from_float, NULL, {NULL}},
-    [GGUF_TENSOR_BF16] =
-        {"BF16", 1, 2, true, GGUF_TENSOR_F32, bf16_to_float, bf16_from_float, NULL, {NULL}},
-    [GGUF_TENSOR_Q8_0] = {"Q8_0", QK8_0, sizeof(struct blk_q8_0), true, GGUF_TENSOR_Q8_0,
-                          q8_0_to_float, q8_0_from_float, q8_0_dot,
-                          X86_KERNELS(quant__gemm_q8_0_avx2, quant__gemm_q8_0_avx512)},
-    [GGUF_TENSOR_Q8_1] = {"Q8_1",
-                          QK8_1,
-                          sizeof(struct blk_q8_1),
-                          false,
-                          GGUF_TENSOR_Q8_1,
-                          q8_1_to_float,
-                          q8_1_from_float,
-                          NULL,
-                          {NULL}},
-    [GGUF_TENSOR_Q4_0] = {"Q4_0",
-                          QK4_0,
-                          sizeof(struct blk_q4_0),
-                          true,
-                          GGUF_TENSOR_Q8_0,
-                          q4_0_to_float,
-                          q4_0_from_float,
-                          q4_0_dot,
-                          {NULL}},
-    [GGUF_TENSOR_Q4_1] = {"Q4_1",
-                          QK4_1,
-                          sizeof(struct blk_q4_1),
-                          true,
-                          GGUF_TENSOR_Q8_1,
-                          q4_1_to_float,
-                          q4_1_from_float,
-                          q4_1_dot,
-                          {NULL}},
-    [GGUF_TENSOR_Q5_0] = {"Q5_0",
-                          QK5_0,
-                          sizeof(struct blk_q5_0),
-                          true,
-                          GGUF_TENSOR_Q8_0,
-                          q5_0_to_float,
-                          q5_0_from_float,
-                          q5_0_dot,
-                          {NULL}},
-    [GGUF_TENSOR_Q5_1] = {"Q5_1",
-                          QK5_1,
-                          sizeof(struct blk_q5_1),
-                          true,
-                          GGUF_TENSOR_Q8_1,
-                          q5_1_to_float,
-                          q5_1_from_float,
-                          q5_1_dot,
-                          {NULL}},
-    [GGUF_TENSOR_Q4_K] = {"Q4_K",
-                          QK_K,
-                          sizeof(struct blk_q4_k),
-                          true,
-                          GGUF_TENSOR_Q8_K,
-                          q4_k_to_float,
-                          q4_k_from_float,
-                          q4_k_dot,
-                          {NULL}},
-    [GGUF_TENSOR_Q5_K] = {"Q5_K",
-                          QK_K,
-                          sizeof(struct blk_q5_k),
-                          true,
-                          GGUF_TENSOR_Q8_K,
-                          q5_k_to_float,
-                          q5_k_from_float,
-                          q5_k_dot,
-                          {NULL}},
-    [GGUF_TENSOR_Q6_K] = {"Q6_K",
-                          QK_K,
-                          sizeof(struct blk_q6_k),
-                          true,
-                          GGUF_TENSOR_Q8_K,
-                          q6_k_to_float,
-                          q6_k_from_float,
-                          q6_k_dot,
-                          {NULL}},
-    [GGUF_TENSOR_Q8_K] = {"Q8_K",
-                          QK_K,
-                          sizeof(struct blk_q8_k),
-                          false,
-                          GGUF_TENSOR_Q8_K,
-                          q8_k_to_float,
-                          q8_k_from_float,
-                          NULL,
-                          {NULL}},
+    ROW(F32,  1,     4,                        true,  F32,  f32_to_float,  f32_from_float,  NULL,      NULL, NULL),
+    ROW(F16,  1,     2,                        true,  F32,  f16_to_float,  f16_from_float,  NULL,      NULL, NULL),
+    ROW(BF16, 1,     2,                        true,  F32,  bf16_to_float, bf16_from_float, NULL,      NULL, NULL),
+    ROW(Q8_0, QK8_0, sizeof(struct blk_q8_0),  true,  Q8_0, q8_0_to_float, q8_0_from_float, q8_0_dot,
+        X86(quant__gemm_q8_0_avx2), X86(quant__gemm_q8_0_avx512)),
+    ROW(Q4_0, QK4_0, sizeof(struct blk_q4_0),  true,  Q8_0, q4_0_to_float, q4_0_from_float, q4_0_dot,  NULL, NULL),
+    ROW(Q4_1, QK4_1, sizeof(struct blk_q4_1),  true,  Q8_1, q4_1_to_float, q4_1_from_float, q4_1_dot,  NULL, NULL),
+    ROW(Q5_0, QK5_0, sizeof(struct blk_q5_0),  true,  Q8_0, q5_0_to_float, q5_0_from_float, q5_0_dot,  NULL, NULL),
+    ROW(Q5_1, QK5_1, sizeof(struct blk_q5_1),  true,  Q8_1, q5_1_to_float, q5_1_from_float, q5_1_dot,  NULL, NULL),
+    ROW(Q4_K, QK_K,  sizeof(struct blk_q4_k),  true,  Q8_K, q4_k_to_float, q4_k_from_float, q4_k_dot,
+        X86(quant__gemm_q4_k_avx2), NULL),
+    ROW(Q5_K, QK_K,  sizeof(struct blk_q5_k),  true,  Q8_K, q5_k_to_float, q5_k_from_float, q5_k_dot,  NULL, NULL),
+    ROW(Q6_K, QK_K,  sizeof(struct blk_q6_k),  true,  Q8_K, q6_k_to_float, q6_k_from_float, q6_k_dot,
+        X86(quant__gemm_q6_k_avx2), NULL),
+    /* activation types: in products only */
+    ROW(Q8_1, QK8_1, sizeof(struct blk_q8_1),  false, Q8_1, q8_1_to_float, q8_1_from_float, NULL,      NULL, NULL),
+    ROW(Q8_K, QK_K,  sizeof(struct blk_q8_k),  false, Q8_K, q8_k_to_float, q8_k_from_float, NULL,      NULL, NULL),
 };
+// clang-format on
 
 const struct quant_traits *quant_traits_of(enum gguf_tensor_type t)
 {

@@ -10,6 +10,16 @@
  *
  * Register blocking: MR = 2 rows of X by NR = 4 rows of W per tile (8
  * accumulators and 4 weight vectors in the 16 registers AVX2 has).
+ *
+ * K-quants (Q4_K, Q6_K) against Q8_K activations: a weight super-block's
+ * codes are unpacked once into eight 32-byte vectors of unsigned codes
+ * (Q4_K 0..15, Q6_K 0..63) and its scales into 16-bit vectors, then reused
+ * for up to KMR = 4 activation rows.  Per row: vpmaddubsw (codes x
+ * activations, at most 2 * 63 * 127 per pair, no saturation), vpmaddwd by
+ * the sub-block scales, integer sums over the super-block, one conversion
+ * and fma.  The mins of Q4_K (x = d sc q - dmin m) and the offset 32 of
+ * Q6_K's codes come off through the activations' 16-element sums (bsums):
+ * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.
  */
 #include <immintrin.h>
 
@@ -100,3 +110,159 @@ void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS)
         }
     }
 }
+
+/* ---- K-quants ---------------------------------------------------------- */
+
+#define KMR 4
+
+/* 16 int16 lanes: lanes 0-7 = a, 8-15 = b */
+static inline __m256i pair16(int a, int b)
+{
+    return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
+}
+
+static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const struct blk_q4_k *w,
+                                                            int64_t nb, const uint8_t *X,
+                                                            size_t xstride, float *Y, int64_t ldy,
+                                                            float beta)
+{
+    __m256 acc[KMR];
+    for (int j = 0; j < MR; j++)
+        acc[j] = _mm256_setzero_ps();
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q4_k *wb = &w[b];
+        __m256i q[8], sc[8];
+        for (int i = 0; i < 4; i++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * i));
+            q[2 * i] = _mm256_and_si256(v, lo4);
+            q[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+        }
+        short mins[16];
+        const uint8_t *s = wb->scales;
+        for (int j = 0; j < 8; j++) {
+            int scj, mj;
+            if (j < 4) {
+                scj = s[j] & 63;
+                mj = s[j + 4] & 63;
+            } else {
+                scj = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+                mj = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+            }
+            sc[j] = _mm256_set1_epi16((short)scj);
+            mins[2 * j] = mins[2 * j + 1] = (short)mj;
+        }
+        const __m256i mv = _mm256_loadu_si256((const __m256i *)mins);
+        const float d = h2f(wb->d), dmin = h2f(wb->dmin);
+        for (int r = 0; r < MR; r++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
+            __m256i isum = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                const __m256i p = _mm256_maddubs_epi16(q[j], xv);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[j]));
+            }
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+            const __m256i msum = _mm256_madd_epi16(bs, mv);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x->d), acc[r]);
+            acc[r] =
+                _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * x->d), acc[r]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        const float v = hsum8(acc[r]);
+        Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
+    }
+}
+
+static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const struct blk_q6_k *w,
+                                                            int64_t nb, const uint8_t *X,
+                                                            size_t xstride, float *Y, int64_t ldy,
+                                                            float beta)
+{
+    __m256 acc[KMR];
+    for (int j = 0; j < MR; j++)
+        acc[j] = _mm256_setzero_ps();
+    const __m256i lo4 = _mm256_set1_epi8(15), lo2 = _mm256_set1_epi8(3);
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q6_k *wb = &w[b];
+        __m256i q[8], sc[8];
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, lo2), 4);
+            const __m256i h1 =
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), lo2), 4);
+            const __m256i h2 =
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), lo2), 4);
+            const __m256i h3 =
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), lo2), 4);
+            q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, lo4), h0);
+            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, lo4), h1);
+            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4), h2);
+            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4), h3);
+        }
+        for (int g = 0; g < 8; g++)
+            sc[g] = pair16(wb->scales[2 * g], wb->scales[2 * g + 1]);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+        const float d = h2f(wb->d);
+        for (int r = 0; r < MR; r++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
+            __m256i isum = _mm256_setzero_si256();
+            for (int g = 0; g < 8; g++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g));
+                const __m256i p = _mm256_maddubs_epi16(q[g], xv);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[g]));
+            }
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+            isum = _mm256_sub_epi32(isum, off);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x->d), acc[r]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        const float v = hsum8(acc[r]);
+        Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
+    }
+}
+
+#define KTILE_FNS(type)                                                                            \
+    static void type##_1(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(1, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    static void type##_2(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(2, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    static void type##_3(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(3, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    static void type##_4(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(4, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    void quant__gemm_##type##_avx2(QUANT__GEMM_ARGS)                                               \
+    {                                                                                              \
+        static void (*const fns[KMR])(const struct blk_##type *, int64_t, const uint8_t *, size_t, \
+                                      float *, int64_t,                                            \
+                                      float) = {type##_1, type##_2, type##_3, type##_4};           \
+        const int64_t nb = K / QK_K;                                                               \
+        for (int64_t n = n0; n < n1; n++) {                                                        \
+            const struct blk_##type *w =                                                           \
+                (const struct blk_##type *)((const uint8_t *)W + (size_t)n * wstride);             \
+            for (int64_t m = 0; m < M; m += KMR) {                                                 \
+                const int mr = M - m < KMR ? (int)(M - m) : KMR;                                   \
+                fns[mr - 1](w, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,             \
+                            Y + m * ldy + n, ldy, beta);                                           \
+            }                                                                                      \
+        }                                                                                          \
+    }
+KTILE_FNS(q4_k)
+KTILE_FNS(q6_k)
