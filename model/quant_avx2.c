@@ -9,7 +9,9 @@
  * once per weight block and reused for MR activation rows.
  *
  * Register blocking: MR = 2 rows of X by NR = 4 rows of W per tile (8
- * accumulators and 4 weight vectors in the 16 registers AVX2 has).
+ * accumulators and 4 weight vectors in the 16 registers AVX2 has).  Q4_0
+ * and Q5_0 share the kernel: their blocks are unpacked to signed bytes
+ * (code - 8, code - 16) as they are loaded, once per MR rows.
  *
  * K-quants (Q4_K, Q6_K) against Q8_K activations: a weight super-block's
  * codes are unpacked once into eight 32-byte vectors of unsigned codes
@@ -22,6 +24,7 @@
  * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "quant_internal.h"
 
@@ -41,10 +44,47 @@ static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-static inline __attribute__((always_inline)) void tile(const int MR, const int NR, const uint8_t *W,
-                                                       size_t wstride, int64_t nb, const uint8_t *X,
-                                                       size_t xstride, float *Y, int64_t ldy,
-                                                       float beta)
+/* Weight block b of a row of type T (Q8_0, Q4_0, Q5_0: all against Q8_0
+ * activations) as 32 signed bytes, and its scale. */
+enum wt { WT_Q8_0, WT_Q4_0, WT_Q5_0 };
+
+static inline __attribute__((always_inline)) __m256i load_w(const enum wt T, const uint8_t *row,
+                                                            int64_t b, float *d)
+{
+    if (T == WT_Q8_0) {
+        const struct blk_q8_0 *w = (const struct blk_q8_0 *)row + b;
+        *d = h2f(w->d);
+        return _mm256_loadu_si256((const __m256i *)w->qs);
+    }
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    if (T == WT_Q4_0) {
+        const struct blk_q4_0 *w = (const struct blk_q4_0 *)row + b;
+        *d = h2f(w->d);
+        const __m128i v = _mm_loadu_si128((const __m128i *)w->qs);
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), lo4);
+        return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+    }
+    const struct blk_q5_0 *w = (const struct blk_q5_0 *)row + b;
+    *d = h2f(w->d);
+    const __m128i v = _mm_loadu_si128((const __m128i *)w->qs);
+    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), lo4);
+    /* bit j of qh -> 0x10 in byte j: byte j of a broadcast picks qh byte
+     * j / 8, then the mask keeps bit j % 8 */
+    uint32_t qh;
+    memcpy(&qh, w->qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)qh),
+        _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit),
+                                        _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(_mm256_or_si256(q, hb), _mm256_set1_epi8(16));
+}
+
+static inline __attribute__((always_inline)) void tile(const enum wt T, const int MR, const int NR,
+                                                       const uint8_t *W, size_t wstride, int64_t nb,
+                                                       const uint8_t *X, size_t xstride, float *Y,
+                                                       int64_t ldy, float beta)
 {
     __m256 acc[MR_MAX][NR_MAX];
     for (int j = 0; j < MR; j++)
@@ -55,10 +95,8 @@ static inline __attribute__((always_inline)) void tile(const int MR, const int N
         __m256i wv[NR_MAX], wa[NR_MAX];
         float dw[NR_MAX];
         for (int i = 0; i < NR; i++) {
-            const struct blk_q8_0 *w = (const struct blk_q8_0 *)(W + (size_t)i * wstride) + b;
-            wv[i] = _mm256_loadu_si256((const __m256i *)w->qs);
+            wv[i] = load_w(T, W + (size_t)i * wstride, b, &dw[i]);
             wa[i] = _mm256_abs_epi8(wv[i]);
-            dw[i] = h2f(w->d);
         }
         for (int j = 0; j < MR; j++) {
             const struct blk_q8_0 *x = (const struct blk_q8_0 *)(X + (size_t)j * xstride) + b;
@@ -80,26 +118,20 @@ static inline __attribute__((always_inline)) void tile(const int MR, const int N
         }
 }
 
-#define TILE_FN(mr, nr)                                                                            \
-    static void tile_##mr##_##nr(const uint8_t *W, size_t ws, int64_t nb, const uint8_t *X,        \
-                                 size_t xs, float *Y, int64_t ldy, float beta)                     \
+#define TILE_FN(T, mr, nr)                                                                         \
+    static void T##_##mr##_##nr(const uint8_t *W, size_t ws, int64_t nb, const uint8_t *X,         \
+                                size_t xs, float *Y, int64_t ldy, float beta)                      \
     {                                                                                              \
-        tile(mr, nr, W, ws, nb, X, xs, Y, ldy, beta);                                              \
+        tile(WT_##T, mr, nr, W, ws, nb, X, xs, Y, ldy, beta);                                      \
     }
-#define TILE_ROW(mr) TILE_FN(mr, 1) TILE_FN(mr, 2) TILE_FN(mr, 3) TILE_FN(mr, 4)
-TILE_ROW(1)
-TILE_ROW(2)
+#define TILE_ROW(T, mr) TILE_FN(T, mr, 1) TILE_FN(T, mr, 2) TILE_FN(T, mr, 3) TILE_FN(T, mr, 4)
 
 typedef void (*tile_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, size_t, float *, int64_t,
                         float);
-static const tile_fn tiles[MR_MAX][NR_MAX] = {
-    {tile_1_1, tile_1_2, tile_1_3, tile_1_4},
-    {tile_2_1, tile_2_2, tile_2_3, tile_2_4},
-};
 
-void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS)
+static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__GEMM_ARGS)
 {
-    const int64_t nb = K / QK8_0;
+    const int64_t nb = K / blk;
     for (int64_t n = n0; n < n1; n += NR_MAX) {
         const int nr = n1 - n < NR_MAX ? (int)(n1 - n) : NR_MAX;
         for (int64_t m = 0; m < M; m += MR_MAX) {
@@ -110,6 +142,21 @@ void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS)
         }
     }
 }
+
+#define GEMM_FN(T, t)                                                                              \
+    TILE_ROW(T, 1)                                                                                 \
+    TILE_ROW(T, 2)                                                                                 \
+    void quant__gemm_##t##_avx2(QUANT__GEMM_ARGS)                                                  \
+    {                                                                                              \
+        static const tile_fn tiles[MR_MAX][NR_MAX] = {                                             \
+            {T##_1_1, T##_1_2, T##_1_3, T##_1_4},                                                  \
+            {T##_2_1, T##_2_2, T##_2_3, T##_2_4},                                                  \
+        };                                                                                         \
+        gemm_tiles(tiles, 32, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                \
+    }
+GEMM_FN(Q8_0, q8_0)
+GEMM_FN(Q4_0, q4_0)
+GEMM_FN(Q5_0, q5_0)
 
 /* ---- K-quants ---------------------------------------------------------- */
 

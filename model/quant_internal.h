@@ -89,6 +89,8 @@ struct blk_q8_k {
         size_t xstride, int64_t M, float *Y, int64_t ldy, float beta
 void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS);
+void quant__gemm_q4_0_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
 
