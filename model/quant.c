@@ -777,7 +777,8 @@ static const struct quant_traits traits[] = {
     ROW(Q5_1, QK5_1, sizeof(struct blk_q5_1),  true,  Q8_1, q5_1_to_float, q5_1_from_float, q5_1_dot,  NULL, NULL),
     ROW(Q4_K, QK_K,  sizeof(struct blk_q4_k),  true,  Q8_K, q4_k_to_float, q4_k_from_float, q4_k_dot,
         X86(quant__gemm_q4_k_avx2), NULL),
-    ROW(Q5_K, QK_K,  sizeof(struct blk_q5_k),  true,  Q8_K, q5_k_to_float, q5_k_from_float, q5_k_dot,  NULL, NULL),
+    ROW(Q5_K, QK_K,  sizeof(struct blk_q5_k),  true,  Q8_K, q5_k_to_float, q5_k_from_float, q5_k_dot,
+        X86(quant__gemm_q5_k_avx2), NULL),
     ROW(Q6_K, QK_K,  sizeof(struct blk_q6_k),  true,  Q8_K, q6_k_to_float, q6_k_from_float, q6_k_dot,
         X86(quant__gemm_q6_k_avx2), NULL),
     /* activation types: in products only */

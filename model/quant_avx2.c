@@ -13,9 +13,9 @@
  * and Q5_0 share the kernel: their blocks are unpacked to signed bytes
  * (code - 8, code - 16) as they are loaded, once per MR rows.
  *
- * K-quants (Q4_K, Q6_K) against Q8_K activations: a weight super-block's
+ * K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations: a weight super-block's
  * codes are unpacked once into eight 32-byte vectors of unsigned codes
- * (Q4_K 0..15, Q6_K 0..63) and its scales into 16-bit vectors, then reused
+ * (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) and its scales into 16-bit vectors, then reused
  * for up to KMR = 4 activation rows.  Per row: vpmaddubsw (codes x
  * activations, at most 2 * 63 * 127 per pair, no saturation), vpmaddwd by
  * the sub-block scales, integer sums over the super-block, one conversion
@@ -168,25 +168,36 @@ static inline __m256i pair16(int a, int b)
     return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
 }
 
-static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const struct blk_q4_k *w,
-                                                            int64_t nb, const uint8_t *X,
-                                                            size_t xstride, float *Y, int64_t ldy,
-                                                            float beta)
+/* Q4_K (FIVE = 0) and Q5_K (FIVE = 1: a fifth bit per code from qh, bit j
+ * of qh[l] for element l of sub-block j) */
+static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, const int MR,
+                                                             const uint8_t *row, int64_t nb,
+                                                             const uint8_t *X, size_t xstride,
+                                                             float *Y, int64_t ldy, float beta)
 {
     __m256 acc[KMR];
     for (int j = 0; j < MR; j++)
         acc[j] = _mm256_setzero_ps();
     const __m256i lo4 = _mm256_set1_epi8(15);
     for (int64_t b = 0; b < nb; b++) {
-        const struct blk_q4_k *wb = &w[b];
+        const struct blk_q4_k *w4 = (const struct blk_q4_k *)row + b;
+        const struct blk_q5_k *w5 = (const struct blk_q5_k *)row + b;
+        const uint8_t *qs = FIVE ? w5->qs : w4->qs;
         __m256i q[8], sc[8];
         for (int i = 0; i < 4; i++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * i));
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * i));
             q[2 * i] = _mm256_and_si256(v, lo4);
             q[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
         }
+        if (FIVE) {
+            const __m256i hv = _mm256_loadu_si256((const __m256i *)w5->qh);
+            const __m256i one = _mm256_set1_epi8(1);
+            for (int j = 0; j < 8; j++)
+                q[j] = _mm256_or_si256(
+                    q[j], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, j), one), 4));
+        }
         short mins[16];
-        const uint8_t *s = wb->scales;
+        const uint8_t *s = FIVE ? w5->scales : w4->scales;
         for (int j = 0; j < 8; j++) {
             int scj, mj;
             if (j < 4) {
@@ -200,7 +211,7 @@ static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const 
             mins[2 * j] = mins[2 * j + 1] = (short)mj;
         }
         const __m256i mv = _mm256_loadu_si256((const __m256i *)mins);
-        const float d = h2f(wb->d), dmin = h2f(wb->dmin);
+        const float d = h2f(FIVE ? w5->d : w4->d), dmin = h2f(FIVE ? w5->dmin : w4->dmin);
         for (int r = 0; r < MR; r++) {
             const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
             __m256i isum = _mm256_setzero_si256();
@@ -220,6 +231,22 @@ static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const 
         const float v = hsum8(acc[r]);
         Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
     }
+}
+
+static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const struct blk_q4_k *w,
+                                                            int64_t nb, const uint8_t *X,
+                                                            size_t xstride, float *Y, int64_t ldy,
+                                                            float beta)
+{
+    tile_kasym(0, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
+}
+
+static inline __attribute__((always_inline)) void tile_q5_k(const int MR, const struct blk_q5_k *w,
+                                                            int64_t nb, const uint8_t *X,
+                                                            size_t xstride, float *Y, int64_t ldy,
+                                                            float beta)
+{
+    tile_kasym(1, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
 }
 
 static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const struct blk_q6_k *w,
@@ -312,4 +339,5 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
         }                                                                                          \
     }
 KTILE_FNS(q4_k)
+KTILE_FNS(q5_k)
 KTILE_FNS(q6_k)

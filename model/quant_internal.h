@@ -92,6 +92,7 @@ void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */
