@@ -72,9 +72,23 @@ __attribute__((noreturn)) static void folio__quant_fail(const char *what, const 
     abort();
 }
 
+/* IEEE half -> float, exact (inline: the scalar kernels call it per block) */
 static inline float h2f(uint16_t h)
 {
-    return folio_f16_to_f32(h);
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    float f;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0) {
+        f = (float)man * 0x1p-24f; /* zero or subnormal: exact */
+        memcpy(&u, &f, 4);
+        u |= sign;
+    } else {
+        u = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 static inline uint16_t f2h(float f)

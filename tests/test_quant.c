@@ -87,6 +87,21 @@ static void test_table(void **state)
     assert_false(quant_traits_of(GGUF_TENSOR_Q8_K)->in_files);
 }
 
+/* the table's F16 conversion is exact: every half against common's */
+static void test_f16_all(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint16_t v = (uint16_t)h;
+        float got, want = folio_f16_to_f32(v);
+        quant_to_float(GGUF_TENSOR_F16, &v, &got, 1);
+        if (isnan(want))
+            assert_true(isnan(got));
+        else
+            assert_memory_equal(&got, &want, 4);
+    }
+}
+
 /* Q8_0 with amax 127: d = 1, codes are round-half-away of x. */
 static void test_round_q8_0(void **state)
 {
@@ -459,11 +474,11 @@ static void test_rows_range(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),         cmocka_unit_test(test_round_q8_0),
-        cmocka_unit_test(test_round_q4_0),    cmocka_unit_test(test_round_q5_0),
-        cmocka_unit_test(test_layout_q4_k),   cmocka_unit_test(test_layout_q6_k),
-        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_rows_range),
-        cmocka_unit_test(test_gemm_all_isas),
+        cmocka_unit_test(test_table),       cmocka_unit_test(test_f16_all),
+        cmocka_unit_test(test_round_q8_0),  cmocka_unit_test(test_round_q4_0),
+        cmocka_unit_test(test_round_q5_0),  cmocka_unit_test(test_layout_q4_k),
+        cmocka_unit_test(test_layout_q6_k), cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_rows_range),  cmocka_unit_test(test_gemm_all_isas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
