@@ -42,8 +42,14 @@ for dt in f16 bf16 q8_0; do
   "$folio" gen-model --preset tiny --seed 7 --dtype $dt -o tiny-$dt.gguf
 done
 for q in q4_k_m q6_k q4_0 q5_k_m; do
-  "$folio" quantize tiny-f32.gguf tiny-$q.gguf --type $q
+  "$folio" quantize tiny-f32.gguf tiny-$q.gguf --type $q | tee quantize-$q.txt
 done
+# tiny has 8 layers with ffn rows of 1376 (not a multiple of 256): Q4_K_M
+# gives Q6_K to output and to attn_v of layers 0, 3, 6, 7 (llama.cpp's
+# "more bits" layers), ffn_down of those layers falls back from Q6_K to
+# Q8_0 and of the other four from Q4_K to Q5_0; norms stay F32.
+grep -q "F32 x 17 Q5_0 x 4 Q8_0 x 4 Q4_K x 45 Q6_K x 5" quantize-q4_k_m.txt ||
+  { echo "FAIL: q4_k_m mix differs"; exit 1; }
 fail=0
 for spec in f16:5e-2:2 bf16:5e-2:2 q8_0:1e-1:2 q4_k_m:1.5e-1:2 q6_k:1.5e-1:2 q4_0:1e-1:1 \
     q5_k_m:1.5e-1:1; do
