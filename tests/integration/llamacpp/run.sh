@@ -15,7 +15,11 @@
 # weights with activations rounded to 16 bits (5e-2), and quantizes the
 # activations of Q8_0 / Q4_0 products to Q8_0 blocks of 32 (1e-1) and of
 # K-quant products to Q8_K blocks of 256, whose step is set by the largest
-# of 256 values rather than 32, so the rounding noise is larger (1.5e-1).
+# of 256 values rather than 32: the rounding noise is larger (seen on tiny:
+# Q8_0 6-7e-2, Q4_K_M 8-9e-2, Q6_K up to 1.3e-1), hence 2e-1.  foliod
+# still widens these weights to f32 at load and runs f32 products, so this
+# bounds llama.cpp's activation rounding; foliod's own int8 products (model/
+# quant.c) quantize activations the same way, to Q8_0 / Q8_K blocks.
 # Exit 77 (skip) when npm cannot install node-llama-cpp.
 set -euo pipefail
 folio=$(realpath "$1")
@@ -51,8 +55,8 @@ done
 grep -q "F32 x 17 Q5_0 x 4 Q8_0 x 4 Q4_K x 45 Q6_K x 5" quantize-q4_k_m.txt ||
   { echo "FAIL: q4_k_m mix differs"; exit 1; }
 fail=0
-for spec in f16:5e-2:2 bf16:5e-2:2 q8_0:1e-1:2 q4_k_m:1.5e-1:2 q6_k:1.5e-1:2 q4_0:1e-1:1 \
-    q5_k_m:1.5e-1:1; do
+for spec in f16:5e-2:2 bf16:5e-2:2 q8_0:1e-1:2 q4_k_m:2e-1:2 q6_k:2e-1:2 q4_0:1e-1:1 \
+    q5_k_m:2e-1:1; do
   IFS=: read -r t tol np <<< "$spec"
   echo "== ${t^^} (tolerance $tol)"
   TOL=$tol PROMPTS=${PROMPTS:-$np} node compare_logits.mjs "$work/tiny-$t.gguf" "$folio" || fail=1
