@@ -96,10 +96,16 @@ static inline uint16_t f2h(float f)
     return folio_f32_to_f16(f);
 }
 
-/* round half away from zero, as roundf */
+/* round half away from zero, as roundf (inline: quant_rows runs it per
+ * activation); exact for |x| < 2^23, where x - trunc(x) is exact; larger
+ * magnitudes (and NaN) come back as +-2^30, which every caller clamps */
 static inline int nearest(float x)
 {
-    return (int)lroundf(x);
+    if (!(fabsf(x) < 8388608.0f))
+        return x > 0.0f ? (1 << 30) : -(1 << 30);
+    const int i = (int)x;
+    const float r = x - (float)i;
+    return i + (r >= 0.5f) - (r <= -0.5f);
 }
 
 uint16_t quant_f32_to_bf16(float f)
@@ -844,6 +850,8 @@ int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64
     return 0;
 }
 
+static int isa_get(void);
+
 void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K, int64_t m0,
                 int64_t m1, void *Xq)
 {
@@ -851,8 +859,15 @@ void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K,
     const struct quant_traits *r = row_of(dt);
     const size_t stride = quant_row_bytes(dt, K);
     QUANT_ASSERT(stride > 0 && ldx >= K && m0 >= 0 && m1 >= m0);
+    void (*from)(const float *, void *, int64_t) = r->from_float;
+#if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
+    if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_0)
+        from = quant__rows_q8_0_avx2;
+    else if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_K)
+        from = quant__rows_q8_k_avx2;
+#endif
     for (int64_t m = m0; m < m1; m++)
-        r->from_float(X + m * ldx, (uint8_t *)Xq + (size_t)m * stride, K);
+        from(X + m * ldx, (uint8_t *)Xq + (size_t)m * stride, K);
 }
 
 /* ---- instruction set -------------------------------------------------- */

@@ -22,6 +22,10 @@
  * and fma.  The mins of Q4_K (x = d sc q - dmin m) and the offset 32 of
  * Q6_K's codes come off through the activations' 16-element sums (bsums):
  * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.
+ *
+ * Activation rows (quant_rows to Q8_0 and Q8_K) are quantized here too,
+ * byte-identical to the scalar quantizers (same scale, same rounding half
+ * away from zero), at about a tenth of their cost.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -341,3 +345,72 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
 KTILE_FNS(q4_k)
 KTILE_FNS(q5_k)
 KTILE_FNS(q6_k)
+
+/* ---- activation rows ---------------------------------------------------- */
+
+/* max |x| over n (a multiple of 8) floats */
+static inline float absmax8n(const float *x, int n)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8)
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* n (a multiple of 32) floats to int8 codes round(x * id), rounding half
+ * away from zero exactly as the scalar quantizer (roundf): trunc(v), plus or
+ * minus one where v - trunc(v) reaches +-0.5 (that difference is exact). */
+static inline void codes8n(const float *x, float id, int8_t *q, int n)
+{
+    const __m256 vid = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f),
+                 mhalf = _mm256_set1_ps(-0.5f), one = _mm256_set1_ps(1.0f);
+    for (int j = 0; j < n; j += 32) {
+        __m256i r[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vid);
+            const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 f = _mm256_sub_ps(v, t);
+            const __m256 up = _mm256_and_ps(_mm256_cmp_ps(f, half, _CMP_GE_OQ), one);
+            const __m256 dn = _mm256_and_ps(_mm256_cmp_ps(f, mhalf, _CMP_LE_OQ), one);
+            r[k] = _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(t, up), dn));
+        }
+        /* 32 int32 -> 32 int8 in order (packs work per 128-bit lane) */
+        const __m256i p01 = _mm256_packs_epi32(r[0], r[1]), p23 = _mm256_packs_epi32(r[2], r[3]);
+        const __m256i p = _mm256_packs_epi16(p01, p23);
+        const __m256i ord =
+            _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + j), ord);
+    }
+}
+
+void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_0 *y = dst;
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
+        const float amax = absmax8n(x, QK8_0);
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        codes8n(x, id, y[b].qs, QK8_0);
+    }
+}
+
+void quant__rows_q8_k_avx2(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        const float amax = absmax8n(x, QK_K);
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = d;
+        codes8n(x, id, y[b].qs, QK_K);
+        for (int j = 0; j < QK_K / 16; j++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++)
+                sum += y[b].qs[16 * j + l];
+            y[b].bsums[j] = (int16_t)sum;
+        }
+    }
+}

@@ -118,6 +118,22 @@ static void test_round_q8_0(void **state)
     uint8_t xq[34];
     quant_rows(GGUF_TENSOR_Q8_0, x, 32, 32, 0, 1, xq);
     assert_memory_equal(xq, b, 34);
+    /* random blocks, halves included: codes are roundf(x * (1 / (amax / 127))) */
+    for (int it = 0; it < 2000; it++) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            x[j] = it % 2 ? (float)((int)(rnd() % 253) - 127) + 0.5f : urand() * 3.0f;
+            amax = fmaxf(amax, fabsf(x[j]));
+        }
+        if (it % 2) {
+            x[rnd() % 32] = 127.0f; /* d = 1: x * id stays exactly k + 0.5 */
+            amax = 127.0f;
+        }
+        assert_int_equal(quant_from_float(GGUF_TENSOR_Q8_0, x, b, 32), 0);
+        const float dd = amax / 127.0f, id = 1.0f / dd;
+        for (int j = 0; j < 32; j++)
+            assert_int_equal((int8_t)b[2 + j], (int)roundf(x[j] * id));
+    }
     /* all zeros: d = 0, codes 0 */
     float z[32] = {0};
     assert_int_equal(quant_from_float(GGUF_TENSOR_Q8_0, z, b, 32), 0);
@@ -471,14 +487,63 @@ static void test_rows_range(void **state)
     }
 }
 
+/* quant_rows at every ISA is byte-identical to the scalar quantizer of the
+ * dot type (halves, zeros and large values included) */
+static void test_rows_isas(void **state)
+{
+    (void)state;
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const int64_t K = 512, M = 7;
+    float *X = malloc((size_t)(M * K) * sizeof(float));
+    for (int64_t i = 0; i < M * K; i++) {
+        switch (i % 5) {
+        case 0:
+            X[i] = (float)((int)(rnd() % 200) - 100) + 0.5f;
+            break;
+        case 1:
+            X[i] = 0.0f;
+            break;
+        default:
+            X[i] = grand() * (i / K == 3 ? 1e4f : 1.0f);
+        }
+    }
+    for (int64_t k = 0; k < K; k++) {
+        X[5 * K + k] = 0.0f; /* an all-zero row */
+        /* a row of exact halves: with 127 in every block, d = 1 and x / d
+         * is the half itself, which rounds away from zero */
+        X[6 * K + k] = k % 32 == 0 ? 127.0f : (float)((int)(rnd() % 252) - 126) + 0.5f;
+    }
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(wtypes); i++) {
+        const enum gguf_tensor_type t = wtypes[i], dt = quant_dot_type(t);
+        const size_t xs = quant_row_bytes(dt, K);
+        uint8_t *want = malloc(xs * M), *got = malloc(xs * M);
+        for (int64_t m = 0; m < M; m++)
+            assert_int_equal(quant_from_float(dt, X + m * K, want + m * xs, K), 0);
+        for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+            if (quant_force_isa(isas[a]))
+                continue;
+            memset(got, 0x5a, xs * M);
+            quant_rows(t, X, K, K, 0, M, got);
+            if (memcmp(got, want, xs * M))
+                fail_msg("quant_rows for %s at %s differs from the scalar quantizer",
+                         quant_traits_of(t)->name, isas[a]);
+        }
+        free(want);
+        free(got);
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+    free(X);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),       cmocka_unit_test(test_f16_all),
-        cmocka_unit_test(test_round_q8_0),  cmocka_unit_test(test_round_q4_0),
-        cmocka_unit_test(test_round_q5_0),  cmocka_unit_test(test_layout_q4_k),
-        cmocka_unit_test(test_layout_q6_k), cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_rows_range),  cmocka_unit_test(test_gemm_all_isas),
+        cmocka_unit_test(test_table),         cmocka_unit_test(test_f16_all),
+        cmocka_unit_test(test_round_q8_0),    cmocka_unit_test(test_round_q4_0),
+        cmocka_unit_test(test_round_q5_0),    cmocka_unit_test(test_layout_q4_k),
+        cmocka_unit_test(test_layout_q6_k),   cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_rows_range),    cmocka_unit_test(test_rows_isas),
+        cmocka_unit_test(test_gemm_all_isas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
