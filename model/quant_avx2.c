@@ -200,21 +200,25 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
                 q[j] = _mm256_or_si256(
                     q[j], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, j), one), 4));
         }
-        short mins[16];
-        const uint8_t *s = FIVE ? w5->scales : w4->scales;
-        for (int j = 0; j < 8; j++) {
-            int scj, mj;
-            if (j < 4) {
-                scj = s[j] & 63;
-                mj = s[j + 4] & 63;
-            } else {
-                scj = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-                mj = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-            }
-            sc[j] = _mm256_set1_epi16((short)scj);
-            mins[2 * j] = mins[2 * j + 1] = (short)mj;
-        }
-        const __m256i mv = _mm256_loadu_si256((const __m256i *)mins);
+        /* the 12 scale bytes to 8 scales then 8 mins, one byte each, with
+         * word operations: scale/min j < 4 are the low 6 bits of bytes j /
+         * j + 4; j >= 4 take 4 bits from byte j + 4 and their top 2 from
+         * bits 6-7 of bytes j - 4 / j */
+        uint32_t u[4];
+        memcpy(u, FIVE ? w5->scales : w4->scales, 12);
+        const uint32_t km1 = 0x3f3f3f3fu, km2 = 0x0f0f0f0fu, km3 = 0x03030303u;
+        u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+        const uint32_t m03 = u[1] & km1;
+        u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+        u[2] = m03;
+        u[0] &= km1;
+        const uint8_t *sb = (const uint8_t *)u;
+        for (int j = 0; j < 8; j++)
+            sc[j] = _mm256_set1_epi16((short)sb[j]);
+        /* mins, each twice: one per 16-element sum of the activations */
+        const __m256i mv = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+            _mm_loadu_si128((const __m128i *)u),
+            _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
         const float d = h2f(FIVE ? w5->d : w4->d), dmin = h2f(FIVE ? w5->dmin : w4->dmin);
         for (int r = 0; r < MR; r++) {
             const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
