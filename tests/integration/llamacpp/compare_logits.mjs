@@ -71,16 +71,16 @@ for (const tokens of prompts.slice(0, N_PROMPTS)) {
     }
     await ctx.dispose();
 
-    // foliod's top 3*TOP, so a token at the edge of llama.cpp's top TOP is
+    // foliod's top 2*TOP, so a token at the edge of llama.cpp's top TOP is
     // found and compared even where the two orders differ by a near-tie
     const out = execFileSync(folioBin, ["eval", "--model", modelPath, "--tokens", tokens.join(","),
-        "--top", String(3 * TOP), "--greedy", String(GREEDY), "--json", "--threads", "2"],
+        "--top", String(2 * TOP), "--greedy", String(GREEDY), "--json", "--threads", "2"],
         {encoding: "utf8"});
     const fo = JSON.parse(out);
     const foMap = new Map(fo.top.map(e => [e.id, e.logit]));
     let maxDiff = 0;
     for (const [id, logit] of lcTop) {
-        if (!foMap.has(id)) { // not even in foliod's top 3*TOP
+        if (!foMap.has(id)) { // not even in foliod's top 2*TOP
             maxDiff = Infinity;
             continue;
         }
