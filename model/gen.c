@@ -8,7 +8,8 @@
  * File contents, in order (llama.cpp key and tensor names):
  *
  *   general.architecture = "llama"     general.name = "folio-synth-<preset>-s<seed>"
- *   general.alignment (u32 32)         general.file_type (u32: 0 F32, 1 F16)
+ *   general.alignment (u32 32)         general.file_type (u32, llama.cpp's
+ *                                      numbering: 0 F32, 1 F16, 7 Q8_0, 32 BF16)
  *   llama.vocab_size, llama.context_length, llama.embedding_length,
  *   llama.block_count, llama.feed_forward_length, llama.attention.head_count,
  *   llama.attention.head_count_kv, llama.rope.dimension_count (u32)
@@ -29,8 +30,10 @@
  *   output_norm.weight [dim] (F32), output.weight [dim, vocab].
  *
  * Q/K/V and gate/up are the row blocks of the fused wqkv and w_gate_up, so
- * F32 tensors point straight into the model's storage; F16 matrices are
- * converted into one scratch buffer first.  Nothing time- or
+ * F32 tensors point straight into the model's storage; matrices of another
+ * type (F16, BF16, Q8_0: every 2-D tensor, token_embd and output included;
+ * norms stay F32) are converted into one scratch buffer first, by
+ * quant_from_float (llama.cpp's rounding).  Nothing time- or
  * machine-dependent is written, so the same options give the same bytes.
  *
  * Threading: reentrant; touches no globals.
@@ -44,6 +47,7 @@
 #include "folio/gguf.h"
 #include "gen.h"
 #include "model_internal.h"
+#include "quant.h"
 #include "vocab_synth.h"
 
 struct tensor_spec {
@@ -54,7 +58,8 @@ struct tensor_spec {
     bool matrix;
 };
 
-static int add_tensors(gguf_writer_t *w, const struct model *m, bool f16, uint16_t **scratch)
+static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor_type wtype,
+                       uint8_t **scratch)
 {
     const struct model_hparams *hp = &m->hp;
     int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
@@ -96,11 +101,18 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, bool f16, uint16
 
     int rc = 0;
     size_t total = 0;
-    if (f16) {
+    const bool convert = wtype != GGUF_TENSOR_F32;
+    if (convert) {
         for (int64_t i = 0; i < n_specs; i++)
-            if (spec[i].matrix)
-                total += (size_t)(spec[i].ne[0] * spec[i].ne[1]);
-        *scratch = folio_malloc(total * sizeof(uint16_t));
+            if (spec[i].matrix) {
+                size_t nb = gguf_tensor_nbytes(wtype, spec[i].ne[0] * spec[i].ne[1]);
+                if (!nb || spec[i].ne[0] % quant_traits_of(wtype)->block) {
+                    rc = -EINVAL;
+                    goto out;
+                }
+                total += nb;
+            }
+        *scratch = folio_malloc(total);
         if (!*scratch) {
             rc = -ENOMEM;
             goto out;
@@ -109,13 +121,13 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, bool f16, uint16
     size_t at = 0;
     for (int64_t i = 0; i < n_specs && !rc; i++) {
         const struct tensor_spec *s = &spec[i];
-        if (f16 && s->matrix) {
-            size_t n = (size_t)(s->ne[0] * s->ne[1]);
-            uint16_t *dst = *scratch + at;
-            for (size_t j = 0; j < n; j++)
-                dst[j] = folio_f32_to_f16(s->data[j]);
-            at += n;
-            rc = gguf_w_tensor(w, s->name, GGUF_TENSOR_F16, s->n_dims, s->ne, dst);
+        if (convert && s->matrix) {
+            int64_t n = s->ne[0] * s->ne[1];
+            uint8_t *dst = *scratch + at;
+            if ((rc = quant_from_float(wtype, s->data, dst, n)))
+                break;
+            at += gguf_tensor_nbytes(wtype, n);
+            rc = gguf_w_tensor(w, s->name, wtype, s->n_dims, s->ne, dst);
         } else {
             rc = gguf_w_tensor(w, s->name, GGUF_TENSOR_F32, s->n_dims, s->ne, s->data);
         }
@@ -147,19 +159,52 @@ static int add_synth_vocab(gguf_writer_t *w, int32_t n_vocab)
     return rc;
 }
 
-int model__write_gguf(const struct model *m, const char *path, bool f16, const gguf_file_t *vocab,
-                      char *err, size_t errlen)
+/* llama.cpp's general.file_type (enum llama_ftype) of a file whose matrices
+ * are all of type t; -1 for a type no single ftype names. */
+int model__file_type(enum gguf_tensor_type t)
+{
+    switch (t) {
+    case GGUF_TENSOR_F32:
+        return 0;
+    case GGUF_TENSOR_F16:
+        return 1;
+    case GGUF_TENSOR_Q4_0:
+        return 2;
+    case GGUF_TENSOR_Q4_1:
+        return 3;
+    case GGUF_TENSOR_Q8_0:
+        return 7;
+    case GGUF_TENSOR_Q5_0:
+        return 8;
+    case GGUF_TENSOR_Q5_1:
+        return 9;
+    case GGUF_TENSOR_Q6_K:
+        return 18;
+    case GGUF_TENSOR_BF16:
+        return 32;
+    default:
+        return -1;
+    }
+}
+
+int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_type wtype,
+                      const gguf_file_t *vocab, char *err, size_t errlen)
 {
     const struct model_hparams *hp = &m->hp;
     gguf_writer_t *w = NULL;
-    uint16_t *scratch = NULL;
+    uint8_t *scratch = NULL;
+    if (model__file_type(wtype) < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: gen-model writes F32, F16, BF16 or Q8_0 matrices", path);
+        return -EINVAL;
+    }
     int rc = gguf_writer_new(&w);
     if (rc)
         goto oom;
     if ((rc = gguf_w_str(w, "general.architecture", "llama")) ||
         (rc = gguf_w_str(w, "general.name", m->name)) ||
         (rc = gguf_w_u32(w, "general.alignment", 32)) ||
-        (rc = gguf_w_u32(w, "general.file_type", f16 ? 1 : 0)) ||
+        (rc = gguf_w_u32(w, "general.file_type", (uint32_t)model__file_type(wtype))) ||
         (rc = gguf_w_u32(w, "llama.vocab_size", (uint32_t)hp->n_vocab)) ||
         (rc = gguf_w_u32(w, "llama.context_length", (uint32_t)hp->ctx_len)) ||
         (rc = gguf_w_u32(w, "llama.embedding_length", (uint32_t)hp->dim)) ||
@@ -179,7 +224,7 @@ int model__write_gguf(const struct model *m, const char *path, bool f16, const g
     } else if ((rc = add_synth_vocab(w, hp->n_vocab))) {
         goto oom;
     }
-    if ((rc = add_tensors(w, m, f16, &scratch)))
+    if ((rc = add_tensors(w, m, wtype, &scratch)))
         goto oom;
     rc = gguf_writer_write(w, path, err, errlen);
     goto out;
@@ -190,6 +235,23 @@ out:
     folio_free(scratch);
     gguf_writer_free(w);
     return rc;
+}
+
+int model__dtype_parse(const char *name, enum gguf_tensor_type *t)
+{
+    static const struct {
+        const char *name;
+        enum gguf_tensor_type t;
+    } names[] = {{"f32", GGUF_TENSOR_F32},
+                 {"f16", GGUF_TENSOR_F16},
+                 {"bf16", GGUF_TENSOR_BF16},
+                 {"q8_0", GGUF_TENSOR_Q8_0}};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(names); i++)
+        if (!strcmp(name, names[i].name)) {
+            *t = names[i].t;
+            return 0;
+        }
+    return -EINVAL;
 }
 
 int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen)
@@ -234,7 +296,13 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
     }
     snprintf(m->name, sizeof(m->name), "folio-synth-%s-s%" PRIu64, o->preset, o->seed);
     model__fill_random(m, o->seed);
-    rc = model__write_gguf(m, path, o->f16, vocab, err, errlen);
+    enum gguf_tensor_type wt = o->f16 ? GGUF_TENSOR_F16 : GGUF_TENSOR_F32;
+    if (o->dtype && (rc = model__dtype_parse(o->dtype, &wt))) {
+        if (err && errlen)
+            snprintf(err, errlen, "unknown dtype '%s' (want f32, f16, bf16 or q8_0)", o->dtype);
+        goto out;
+    }
+    rc = model__write_gguf(m, path, wt, vocab, err, errlen);
 out:
     model_free(m);
     gguf_close(vocab);

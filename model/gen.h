@@ -14,7 +14,11 @@
  * GGUF v3 file; matrices F16 when f16, else F32.  vocab NULL: the
  * synthetic vocabulary of m->hp.n_vocab tokens; else every tokenizer.* key
  * of vocab is copied (its token count should equal m->hp.n_vocab). */
-int model__write_gguf(const struct model *m, const char *path, bool f16, const gguf_file_t *vocab,
-                      char *err, size_t errlen);
+/* Writes m with its matrices (every 2-D tensor) of type wtype: F32, F16,
+ * BF16 or Q8_0 (model__dtype_parse's names); norms stay F32. */
+int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_type wtype,
+                      const gguf_file_t *vocab, char *err, size_t errlen);
+int model__dtype_parse(const char *name, enum gguf_tensor_type *t);
+int model__file_type(enum gguf_tensor_type t);
 
 #endif

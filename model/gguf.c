@@ -29,8 +29,9 @@
  * rejected (no model key uses them); bools 0 or 1; general.alignment an
  * unsigned integer that is a power of two <= 1 MiB; tensor names
  * non-empty, without NUL, at most 64 KiB, unique; 1..4 dims, each > 0,
- * element count computed without overflow; tensor type one
- * of F32/F16/BF16/Q8_0 (Q8_0 rows a multiple of 32); offsets aligned and
+ * element count computed without overflow; tensor type a file type of
+ * model/quant.c's table (rows a multiple of its block: 32 for Q4_0..Q8_0,
+ * 256 for the K-quants); offsets aligned and
  * each tensor's bytes inside the file; no two tensors overlap.
  *
  * Memory: nothing is sized by a count the file claims.  Key and tensor
@@ -64,6 +65,7 @@
 #include <unistd.h>
 
 #include "folio/common.h"
+#include "quant.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c assumes a little-endian host"
@@ -72,7 +74,6 @@
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_ALIGNMENT     (1u << 20)
 #define GGUF_MAX_NAME          65535u /* key and tensor names (the spec's key limit) */
-#define GGUF_QK8_0             32
 
 /* ---- shared helpers --------------------------------------------------- */
 
@@ -114,13 +115,15 @@ static const char *type_name(uint32_t t)
     return t < FOLIO_ARRAY_LEN(names) ? names[t] : "unknown";
 }
 
+/* A tensor type a GGUF file may hold: a row of model/quant.c's table
+ * marked as a file type. */
 static bool tensor_type_known(uint32_t t)
 {
-    return t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_Q8_0 ||
-           t == GGUF_TENSOR_BF16;
+    const struct quant_traits *r = quant_traits_of((enum gguf_tensor_type)t);
+    return r && r->in_files;
 }
 
-/* Names of ggml types we do not read, so an error can say what it saw. */
+/* Names of ggml types, so an error can say what it saw. */
 static const char *ggml_type_name(uint32_t t)
 {
     static const char *const names[] = {
@@ -131,77 +134,35 @@ static const char *ggml_type_name(uint32_t t)
     return t < FOLIO_ARRAY_LEN(names) ? names[t] : "unknown";
 }
 
+/* Elements per block of a file type (1 for the float types). */
+static int64_t tensor_type_block(uint32_t t)
+{
+    return quant_traits_of((enum gguf_tensor_type)t)->block;
+}
+
 const char *gguf_tensor_type_name(enum gguf_tensor_type t)
 {
-    switch (t) {
-    case GGUF_TENSOR_F32:
-        return "F32";
-    case GGUF_TENSOR_F16:
-        return "F16";
-    case GGUF_TENSOR_Q8_0:
-        return "Q8_0";
-    case GGUF_TENSOR_BF16:
-        return "BF16";
-    }
-    return "?";
+    const struct quant_traits *r = quant_traits_of(t);
+    return r ? r->name : "?";
 }
 
 size_t gguf_tensor_nbytes(enum gguf_tensor_type t, int64_t n)
 {
-    if (n < 0)
+    const struct quant_traits *r = quant_traits_of(t);
+    if (!r || n < 0 || n % r->block)
         return 0;
-    switch (t) {
-    case GGUF_TENSOR_F32:
-        return (uint64_t)n > SIZE_MAX / 4 ? 0 : (size_t)n * 4;
-    case GGUF_TENSOR_F16:
-    case GGUF_TENSOR_BF16:
-        return (uint64_t)n > SIZE_MAX / 2 ? 0 : (size_t)n * 2;
-    case GGUF_TENSOR_Q8_0:
-        if (n % GGUF_QK8_0)
-            return 0;
-        return (size_t)(n / GGUF_QK8_0) * (2 + GGUF_QK8_0);
-    }
-    return 0;
+    if ((uint64_t)(n / r->block) > SIZE_MAX / (uint64_t)r->block_bytes)
+        return 0;
+    return (size_t)(n / r->block) * (size_t)r->block_bytes;
 }
 
 int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n)
 {
-    const uint8_t *s = src;
-    if (n < 0)
+    const struct quant_traits *r = quant_traits_of(t);
+    if (!r || n < 0 || n % r->block)
         return -EINVAL;
-    switch (t) {
-    case GGUF_TENSOR_F32:
-        memcpy(dst, src, (size_t)n * 4);
-        return 0;
-    case GGUF_TENSOR_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, s + 2 * i, 2);
-            dst[i] = folio_f16_to_f32(h);
-        }
-        return 0;
-    case GGUF_TENSOR_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, s + 2 * i, 2);
-            dst[i] = folio_bf16_to_f32(h);
-        }
-        return 0;
-    case GGUF_TENSOR_Q8_0:
-        if (n % GGUF_QK8_0)
-            return -EINVAL;
-        for (int64_t b = 0; b < n / GGUF_QK8_0; b++) {
-            const uint8_t *blk = s + b * (2 + GGUF_QK8_0);
-            uint16_t dh;
-            memcpy(&dh, blk, 2);
-            float d = folio_f16_to_f32(dh);
-            const int8_t *q = (const int8_t *)(blk + 2);
-            for (int j = 0; j < GGUF_QK8_0; j++)
-                dst[b * GGUF_QK8_0 + j] = d * (float)q[j];
-        }
-        return 0;
-    }
-    return -EINVAL;
+    quant_to_float(t, src, dst, n);
+    return 0;
 }
 
 /* ---- reader ----------------------------------------------------------- */
@@ -666,15 +627,16 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
         if (!tensor_type_known(ty)) {
             set_err(err, errlen, path,
                     "tensor '%s': unsupported tensor type %" PRIu32
-                    " (%s); foliod reads F32, F16, BF16 and Q8_0",
+                    " (%s); foliod reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,"
+                    " Q4_K, Q5_K and Q6_K",
                     nm, ty, ggml_type_name(ty));
             goto out;
         }
         t->type = (enum gguf_tensor_type)ty;
-        if (ty == GGUF_TENSOR_Q8_0 && t->ne[0] % GGUF_QK8_0) {
+        if (t->ne[0] % tensor_type_block(ty)) {
             set_err(err, errlen, path,
-                    "tensor '%s': Q8_0 row length %" PRId64 " is not a multiple of 32", nm,
-                    t->ne[0]);
+                    "tensor '%s': %s row length %" PRId64 " is not a multiple of %" PRId64, nm,
+                    gguf_tensor_type_name(t->type), t->ne[0], tensor_type_block(ty));
             goto out;
         }
         t->nbytes = gguf_tensor_nbytes(t->type, n_elems);
@@ -1273,7 +1235,7 @@ int gguf_w_tensor(gguf_writer_t *w, const char *name, enum gguf_tensor_type type
             return -EINVAL;
         n *= ne[d];
     }
-    if (type == GGUF_TENSOR_Q8_0 && ne[0] % GGUF_QK8_0)
+    if (ne[0] % tensor_type_block((uint32_t)type))
         return -EINVAL;
     size_t nbytes = gguf_tensor_nbytes(type, n);
     if (!nbytes)

@@ -23,8 +23,9 @@
  *   output.weight            [dim, vocab]        -> output (absent: copy of
  *                                                   token_embd, tied)
  *
- * Every tensor may be F32, F16, BF16 or Q8_0; it is converted straight from
- * the mapping into its place.  Other tensors are ignored, except
+ * Every tensor may be of any type the GGUF reader accepts (model/quant.c's
+ * table: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); it
+ * is converted straight from the mapping into its place.  Other tensors are ignored, except
  * rope_freqs.weight: per-dimension RoPE frequency factors (Llama-3.1-style
  * scaling) are not implemented, and a file that has them, or a
  * llama.rope.scaling.type other than "none", is refused rather than run

@@ -35,6 +35,7 @@
 #include "folio/model.h"
 #include "gen.h"
 #include "model_internal.h"
+#include "quant.h"
 #include "vocab_synth.h"
 
 /* ---- vocabulary ------------------------------------------------------ */
@@ -564,7 +565,7 @@ static void test_loader_rejects(void **state)
         expect_load_fail(path, cases[c].needle);
     }
 
-    /* an unsupported tensor type (q4_0) is refused by the reader, by name */
+    /* an unsupported tensor type (q3_K) is refused by the reader, by name */
     struct micro o = {.wtype = GGUF_TENSOR_F32};
     write_micro(path, &o);
     size_t n;
@@ -574,14 +575,14 @@ static void test_loader_rejects(void **state)
     bool patched = false;
     for (size_t i = 8; i + l < n && !patched; i++)
         if (!memcmp(b + i, nm, l)) {
-            uint32_t q4 = 2;
-            memcpy(b + i + l + 4 + 16, &q4, 4); /* n_dims, ne[2], type */
+            uint32_t q3 = 11;
+            memcpy(b + i + l + 4 + 16, &q3, 4); /* n_dims, ne[2], type */
             patched = true;
         }
     assert_true(patched);
     write_all(path, b, n);
     free(b);
-    expect_load_fail(path, "tensor 'blk.0.ffn_gate.weight': unsupported tensor type 2 (q4_0)");
+    expect_load_fail(path, "tensor 'blk.0.ffn_gate.weight': unsupported tensor type 11 (q3_K)");
 
     char missing[300];
     tmp_path(missing, sizeof(missing), "nope.gguf");
@@ -617,8 +618,24 @@ static void test_loader_alloc_failures(void **state)
     assert_true(done);
 }
 
+/* The value a matrix of type t holds for src: its round trip through t. */
+static void expect_matrix(const char *what, const float *got, const float *src, int64_t n,
+                          enum gguf_tensor_type t)
+{
+    float *want = malloc((size_t)n * sizeof(float));
+    void *q = malloc(gguf_tensor_nbytes(t, n));
+    assert_int_equal(quant_from_float(t, src, q, n), 0);
+    quant_to_float(t, q, want, n);
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != want[i])
+            fail_msg("%s %s[%ld]: %g want %g", gguf_tensor_type_name(t), what, (long)i, got[i],
+                     want[i]);
+    free(want);
+    free(q);
+}
+
 /* model__write_gguf of an in-memory model loads back bit-exactly (F32) or
- * as the F16 rounding of every matrix (F16, norms stay exact). */
+ * as the F16 / BF16 / Q8_0 rounding of every matrix (norms stay exact). */
 static void test_write_load_roundtrip(void **state)
 {
     (void)state;
@@ -638,42 +655,40 @@ static void test_write_load_roundtrip(void **state)
     assert_int_equal(model__alloc(&hp, &src), 0);
     model__fill_random(src, 99);
     snprintf(src->name, sizeof(src->name), "roundtrip");
-    for (int f16 = 0; f16 < 2; f16++) {
+    const enum gguf_tensor_type types[] = {GGUF_TENSOR_F32, GGUF_TENSOR_F16, GGUF_TENSOR_BF16,
+                                           GGUF_TENSOR_Q8_0};
+    const uint64_t ftypes[] = {0, 1, 32, 7}; /* llama.cpp's general.file_type */
+    for (int k = 0; k < 4; k++) {
+        const enum gguf_tensor_type t = types[k];
         char path[300], err[512];
         tmp_path(path, sizeof(path), "wl.gguf");
-        assert_int_equal(model__write_gguf(src, path, f16, NULL, err, sizeof(err)), 0);
+        assert_int_equal(model__write_gguf(src, path, t, NULL, err, sizeof(err)), 0);
         model_t *m;
         int rc = model_load_file(path, &m, err, sizeof(err));
         if (rc)
             fail_msg("%s", err);
         assert_memory_equal(model_hparams(m), &hp, sizeof(hp));
         assert_string_equal(model_name(m), "roundtrip");
-#define CMP(a, b, n, mat)                                                                          \
-    for (int64_t i_ = 0; i_ < (int64_t)(n); i_++) {                                                \
-        float w_ = (f16 && (mat)) ? folio_f16_to_f32(folio_f32_to_f16((b)[i_])) : (b)[i_];         \
-        if ((a)[i_] != w_)                                                                         \
-            fail_msg("%s[%ld]: %g want %g", #a, (long)i_, (a)[i_], w_);                            \
-    }
         int64_t qkv = (int64_t)(M_HEADS + 2 * M_KV) * M_HD * M_DIM;
-        CMP(m->tok_embd, src->tok_embd, M_VOCAB * M_DIM, true);
+        expect_matrix("tok_embd", m->tok_embd, src->tok_embd, M_VOCAB * M_DIM, t);
         for (int l = 0; l < M_LAY; l++) {
-            CMP(m->layers[l].attn_norm, src->layers[l].attn_norm, M_DIM, false);
-            CMP(m->layers[l].wqkv, src->layers[l].wqkv, qkv, true);
-            CMP(m->layers[l].wo, src->layers[l].wo, M_HEADS * M_HD * M_DIM, true);
-            CMP(m->layers[l].ffn_norm, src->layers[l].ffn_norm, M_DIM, false);
-            CMP(m->layers[l].w_gate_up, src->layers[l].w_gate_up, 2 * M_FFN * M_DIM, true);
-            CMP(m->layers[l].w_down, src->layers[l].w_down, M_FFN * M_DIM, true);
+            assert_memory_equal(m->layers[l].attn_norm, src->layers[l].attn_norm, M_DIM * 4);
+            expect_matrix("wqkv", m->layers[l].wqkv, src->layers[l].wqkv, qkv, t);
+            expect_matrix("wo", m->layers[l].wo, src->layers[l].wo, M_HEADS * M_HD * M_DIM, t);
+            assert_memory_equal(m->layers[l].ffn_norm, src->layers[l].ffn_norm, M_DIM * 4);
+            expect_matrix("w_gate_up", m->layers[l].w_gate_up, src->layers[l].w_gate_up,
+                          2 * M_FFN * M_DIM, t);
+            expect_matrix("w_down", m->layers[l].w_down, src->layers[l].w_down, M_FFN * M_DIM, t);
         }
-        CMP(m->out_norm, src->out_norm, M_DIM, false);
-        CMP(m->output, src->output, M_VOCAB * M_DIM, true);
-#undef CMP
+        assert_memory_equal(m->out_norm, src->out_norm, M_DIM * 4);
+        expect_matrix("output", m->output, src->output, M_VOCAB * M_DIM, t);
         int64_t ft = gguf_find_key(m->gguf, "general.file_type");
         uint64_t v;
         assert_int_equal(gguf_get_u64(m->gguf, ft, &v), 0);
-        assert_int_equal(v, (uint64_t)f16);
+        assert_int_equal(v, ftypes[k]);
         struct gguf_tensor_info ti;
         gguf_tensor_get(m->gguf, gguf_find_tensor(m->gguf, "blk.1.ffn_down.weight"), &ti);
-        assert_int_equal(ti.type, f16 ? GGUF_TENSOR_F16 : GGUF_TENSOR_F32);
+        assert_int_equal(ti.type, t);
         gguf_tensor_get(m->gguf, gguf_find_tensor(m->gguf, "blk.1.ffn_norm.weight"), &ti);
         assert_int_equal(ti.type, GGUF_TENSOR_F32);
         model_free(m);

@@ -16,14 +16,18 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: folio gen-model --preset tiny|small|medium --seed N [--dtype f32|f16]\n"
+    fprintf(out, "usage: folio gen-model --preset tiny|small|medium --seed N\n"
+                 "                       [--dtype f32|f16|bf16|q8_0] [--f16]\n"
                  "                       [--vocab FILE.gguf] -o OUT.gguf\n"
                  "\n"
                  "Writes a synthetic llama-architecture model with deterministic random weights\n"
                  "(the same arguments give byte-identical files).\n"
                  "  --preset P     tiny (dim 512, 8 layers), small (768, 12), medium (1024, 24)\n"
                  "  --seed N       weight seed (unsigned 64-bit)\n"
-                 "  --dtype T      f32 (default) or f16 matrices; norms stay f32\n"
+                 "  --dtype T      the matrices' type (every 2-D tensor, token_embd and output\n"
+                 "                 included): f32 (default), f16, bf16 or q8_0 (blocks of 32,\n"
+                 "                 rounded as llama.cpp does); norms stay f32\n"
+                 "  --f16          same as --dtype f16\n"
                  "  --vocab FILE   copy the tokenizer.* keys of another GGUF file (the model's\n"
                  "                 vocabulary size follows it); default: a synthetic\n"
                  "                 SentencePiece vocabulary of 32000 tokens\n"
@@ -49,6 +53,10 @@ int cmd_gen_model(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        if (!strcmp(a, "--f16")) {
+            o.dtype = "f16";
+            continue;
+        }
         bool takes = !strcmp(a, "--preset") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||
                      !strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output");
         if (!takes)
@@ -61,12 +69,9 @@ int cmd_gen_model(int argc, char **argv)
         } else if (!strcmp(a, "--seed")) {
             seed = v;
         } else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "f32"))
-                o.f16 = false;
-            else if (!strcmp(v, "f16"))
-                o.f16 = true;
-            else
-                return bad("--dtype must be f32 or f16, not '%s'", v);
+            if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "q8_0"))
+                return bad("--dtype must be f32, f16, bf16 or q8_0, not '%s'", v);
+            o.dtype = v;
         } else if (!strcmp(a, "--vocab")) {
             o.vocab_path = v;
         } else {

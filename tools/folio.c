@@ -14,6 +14,7 @@ const struct folio_cmd folio_cmds[] = {
     {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
     {"plan", cmd_plan, "KV-cache memory budget of a model (bytes per token, blocks, fit)"},
+    {"quantize", cmd_quantize, "rewrite a GGUF model's matrices as F16, BF16, Q8_0 or K-quants"},
     {"sim", cmd_sim, "simulate the scheduler and pager on a request trace (no model)"},
     {"tokenize", cmd_tokenize, "show a model's tokens for a text (or decode ids)"},
     {"top", cmd_top, "live view of a running foliod's KV pool, queues and tenants"},

@@ -20,6 +20,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

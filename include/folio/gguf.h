@@ -38,11 +38,22 @@ enum gguf_type {
     GGUF_TYPE_FLOAT64 = 12,
 };
 
-/* Tensor element types (ggml numbering) that foliod reads. */
+/* Tensor element types (ggml numbering).  The block layouts, sizes and
+ * conversions are model/quant.c's table; Q8_1 and Q8_K are activation
+ * types of the dot kernels, never stored in a file foliod reads. */
 enum gguf_tensor_type {
     GGUF_TENSOR_F32 = 0,
     GGUF_TENSOR_F16 = 1,
+    GGUF_TENSOR_Q4_0 = 2,
+    GGUF_TENSOR_Q4_1 = 3,
+    GGUF_TENSOR_Q5_0 = 6,
+    GGUF_TENSOR_Q5_1 = 7,
     GGUF_TENSOR_Q8_0 = 8,
+    GGUF_TENSOR_Q8_1 = 9,
+    GGUF_TENSOR_Q4_K = 12,
+    GGUF_TENSOR_Q5_K = 13,
+    GGUF_TENSOR_Q6_K = 14,
+    GGUF_TENSOR_Q8_K = 15,
     GGUF_TENSOR_BF16 = 30,
 };
 
@@ -88,7 +99,8 @@ int64_t gguf_n_tensors(const gguf_file_t *f);
 int64_t gguf_find_tensor(const gguf_file_t *f, const char *name); /* -1 if absent */
 void gguf_tensor_get(const gguf_file_t *f, int64_t idx, struct gguf_tensor_info *info);
 
-/* Bytes of n elements of a tensor type (Q8_0: blocks of 32); 0 if unknown. */
+/* Bytes of n elements of a tensor type (n a multiple of the type's block,
+ * e.g. 32 for Q8_0, 256 for Q4_K); 0 if unknown or not a whole block. */
 size_t gguf_tensor_nbytes(enum gguf_tensor_type t, int64_t n_elems);
 const char *gguf_tensor_type_name(enum gguf_tensor_type t);
 /* Converts n elements (n a multiple of the type's block) to f32. */

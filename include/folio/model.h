@@ -51,6 +51,8 @@ struct model_gen_opts {
     const char *preset;
     uint64_t seed;
     bool f16;               /* matrices F16 (norms stay F32) */
+    const char *dtype;      /* matrices' type: "f32", "f16", "bf16", "q8_0";
+                               NULL: f16 decides */
     const char *vocab_path; /* may be NULL */
 };
 int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);

@@ -1,0 +1,255 @@
+/*
+ * bench/bench_quant.c — quantized product figures (quant_gemm) for
+ * BENCHMARKS.md.
+ *
+ *   bench_quant [--threads N] [--reps N] [--isa NAME] [--type NAME] [--quick] [--cputime]
+ *
+ * For each weight type and each ISA the CPU has (or the one --isa names),
+ * the products of `small`'s shapes: M x 768 by 768 x 2048 and M x 2048 by
+ * 2048 x 768, M = 1, 64, 256.  Prints GOP/s (2 M N K per product) of
+ * quant_gemm alone (the activations are quantized once beforehand; the
+ * cost of quant_rows is printed on its own line), the median of --reps
+ * runs after a warm-up, best in brackets.  At M = 1 the product is bound by
+ * memory: the weights are cycled through copies totalling 256 MiB (more
+ * than the last-level cache, as a decode step reads every layer once), and
+ * the GB/s of weight bytes read is printed beside the machine's read
+ * bandwidth, measured in the same run by a streaming sum over 512 MiB with
+ * the same number of threads.
+ *
+ * --cputime (one thread only) times by the thread's CPU time instead of
+ * wall time, which leaves out time spent descheduled on a shared machine
+ * (for comparing kernels; the figures to publish are wall time).
+ *
+ * Threads split the N rows of W as the forward pass does (quant_gemm on
+ * [n0, n1) per thread, started together by a barrier).
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "folio/common.h"
+#include "quant.h"
+
+static uint64_t rng_s = 42;
+
+static float rnd(void)
+{
+    rng_s = rng_s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static bool use_cputime;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(use_cputime ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+struct job {
+    enum gguf_tensor_type t;
+    const uint8_t *W; /* current copy */
+    int64_t K, N, M;
+    const void *Xq;
+    float *Y;
+    const float *stream; /* bandwidth probe: sum over stream_n floats */
+    size_t stream_n;
+    double sink;
+};
+
+static struct job job;
+static int n_threads = 1;
+static pthread_barrier_t bar_start, bar_end;
+static volatile int quit;
+static double sinks[64];
+
+static void run_part(int ith)
+{
+    if (job.stream) {
+        size_t per = job.stream_n / (size_t)n_threads;
+        const uint32_t *p = (const uint32_t *)job.stream + per * (size_t)ith;
+        uint32_t acc = 0; /* integer adds vectorise: the loop runs at memory speed */
+        for (size_t i = 0; i < per; i++)
+            acc += p[i];
+        sinks[ith] += (double)acc;
+        return;
+    }
+    /* rows in multiples of 16 per thread */
+    int64_t chunk = (job.N / n_threads + 15) / 16 * 16;
+    int64_t n0 = chunk * ith, n1 = n0 + chunk < job.N ? n0 + chunk : job.N;
+    if (n0 < n1)
+        quant_gemm(job.t, job.W, job.K, n0, n1, job.Xq, job.M, job.Y, job.N, 0.0f);
+}
+
+static void *worker(void *arg)
+{
+    int ith = (int)(intptr_t)arg;
+    for (;;) {
+        pthread_barrier_wait(&bar_start);
+        if (quit)
+            return NULL;
+        run_part(ith);
+        pthread_barrier_wait(&bar_end);
+    }
+}
+
+static double run_once(void)
+{
+    double t0 = now();
+    pthread_barrier_wait(&bar_start);
+    run_part(0);
+    pthread_barrier_wait(&bar_end);
+    return now() - t0;
+}
+
+/* ---- cases ------------------------------------------------------------ */
+
+static int reps = 7;
+
+static double stream_gbs(void)
+{
+    size_t n = (512u << 20) / sizeof(float);
+    float *a = malloc(n * sizeof(float));
+    if (!a)
+        return 0.0;
+    for (size_t i = 0; i < n; i++)
+        a[i] = (float)(i & 7);
+    job.stream = a;
+    job.stream_n = n;
+    double best = 1e30;
+    for (int r = 0; r < 5; r++)
+        best = fmin(best, run_once());
+    job.stream = NULL;
+    free(a);
+    return (double)n * sizeof(float) / best / 1e9;
+}
+
+static void bench_case(enum gguf_tensor_type t, int64_t M, int64_t K, int64_t N, double bw)
+{
+    const size_t ws = quant_row_bytes(t, K), wbytes = ws * (size_t)N;
+    const enum gguf_tensor_type dt = quant_dot_type(t);
+    size_t copies = M == 1 ? (256u << 20) / wbytes + 1 : 1;
+    uint8_t *W = malloc(wbytes * copies);
+    float *wf = malloc((size_t)(N * K) * sizeof(float));
+    float *X = malloc((size_t)(M * K) * sizeof(float));
+    void *Xq = malloc(quant_row_bytes(dt, K) * (size_t)M);
+    float *Y = malloc((size_t)(M * N) * sizeof(float));
+    if (!W || !wf || !X || !Xq || !Y) {
+        fprintf(stderr, "bench_quant: out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < N * K; i++)
+        wf[i] = rnd() * 0.05f;
+    quant_from_float(t, wf, W, N * K);
+    for (size_t c = 1; c < copies; c++)
+        memcpy(W + c * wbytes, W, wbytes);
+    for (int64_t i = 0; i < M * K; i++)
+        X[i] = rnd();
+    double tq = now();
+    quant_rows(t, X, K, K, 0, M, Xq);
+    tq = now() - tq;
+    job = (struct job){.t = t, .W = W, .K = K, .N = N, .M = M, .Xq = Xq, .Y = Y};
+    int r_all = reps + 1;
+    if (M == 1)
+        r_all = (int)copies > 4 * reps ? (int)copies : 4 * reps;
+    double *ts = malloc((size_t)r_all * sizeof(double));
+    int nt = 0;
+    run_once(); /* warm-up */
+    for (int r = 0; r < r_all; r++) {
+        job.W = W + (size_t)(r % (int)copies) * wbytes;
+        ts[nt++] = run_once();
+    }
+    qsort(ts, (size_t)nt, sizeof(double), cmp_double);
+    const double med = ts[nt / 2], best = ts[0], ops = 2.0 * (double)(M * N * K);
+    printf("%-5s %-7s M %4lld  %4lld x %4lld  %8.1f GOP/s [%8.1f]", quant_traits_of(t)->name,
+           quant_isa_name(), (long long)M, (long long)K, (long long)N, ops / med / 1e9,
+           ops / best / 1e9);
+    if (M == 1)
+        printf("  %6.1f GB/s [%6.1f] = %3.0f%% of %.1f", (double)wbytes / med / 1e9,
+               (double)wbytes / best / 1e9, 100.0 * (double)wbytes / med / 1e9 / bw, bw);
+    printf("  (quant_rows %.3f ms)\n", tq * 1e3);
+    free(ts);
+    free(W);
+    free(wf);
+    free(X);
+    free(Xq);
+    free(Y);
+}
+
+int main(int argc, char **argv)
+{
+    const char *isa = NULL, *type = NULL;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--isa") && i + 1 < argc)
+            isa = argv[++i];
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc)
+            type = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = true;
+        else if (!strcmp(argv[i], "--cputime"))
+            use_cputime = true;
+        else {
+            fprintf(stderr, "usage: bench_quant [--threads N] [--reps N] [--isa "
+                            "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime]\n");
+            return 2;
+        }
+    }
+    if (n_threads < 1 || n_threads > 64 || reps < 1 || (use_cputime && n_threads != 1))
+        return 2;
+    pthread_barrier_init(&bar_start, NULL, (unsigned)n_threads);
+    pthread_barrier_init(&bar_end, NULL, (unsigned)n_threads);
+    pthread_t th[64];
+    for (int i = 1; i < n_threads; i++)
+        pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
+
+    const double bw = stream_gbs();
+    printf("# threads %d, read bandwidth %.1f GB/s (streaming sum over 512 MiB)\n", n_threads, bw);
+    const enum gguf_tensor_type types[] = {GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1,
+                                           GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q4_K,
+                                           GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K};
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const int64_t Ms[] = {1, 64, 256};
+    const int64_t shapes[2][2] = {{768, 2048}, {2048, 768}};
+    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+        if (isa && strcmp(isa, isas[a]))
+            continue;
+        if (quant_force_isa(isas[a]))
+            continue;
+        for (size_t ti = 0; ti < FOLIO_ARRAY_LEN(types); ti++) {
+            if (type && strcasecmp(type, quant_traits_of(types[ti])->name))
+                continue;
+            for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++) {
+                if (quick && Ms[mi] == 256)
+                    continue;
+                if (!strcmp(isas[a], "scalar") && Ms[mi] > 64)
+                    continue; /* minutes, and says nothing new */
+                for (int s = 0; s < 2; s++)
+                    bench_case(types[ti], Ms[mi], shapes[s][0], shapes[s][1], bw);
+            }
+        }
+    }
+    quit = 1;
+    pthread_barrier_wait(&bar_start);
+    for (int i = 1; i < n_threads; i++)
+        pthread_join(th[i], NULL);
+    return 0;
+}

@@ -1,0 +1,1010 @@
+/*
+ * model/quant.c — the tensor type table, scalar conversions, quantizers,
+ * scalar dot kernels, the reference product, and run-time ISA choice.
+ *
+ * What it owns.  The table `traits[]`, indexed by ggml type number: one row
+ * per type (name, block, bytes per block, dot type, to/from f32, scalar dot,
+ * per-ISA product kernels).  A new type is one row plus its functions.
+ *
+ * Block layouts (ggml's, byte for byte; see quant_internal.h):
+ *
+ *   Q8_0  [d:f16][q:i8 x32]                    34 B / 32
+ *   Q4_0  [d:f16][nibbles x16]                 18 B / 32  lo = x[0..15], hi = x[16..31]
+ *   Q4_1  [d:f16][m:f16][nibbles x16]          20 B / 32
+ *   Q5_0  [d:f16][qh:4 B][nibbles x16]         22 B / 32  bit 5 of x[j] = qh bit j
+ *   Q5_1  [d:f16][m:f16][qh:4 B][nibbles x16]  24 B / 32
+ *   Q4_K  [d][dmin][scales 12 B][nibbles x128] 144 B / 256 (8 x 32, 6-bit sc/m)
+ *   Q5_K  ... + [qh 32 B]                      176 B / 256
+ *   Q6_K  [ql 128 B][qh 64 B][sc:i8 x16][d]    210 B / 256 (16 x 16)
+ *   Q8_K  [d:f32][q:i8 x256][bsums:i16 x16]    292 B / 256 (activations only)
+ *
+ * Rounding.  The weight quantizers follow llama.cpp's reference rounding
+ * where it is a closed formula (Q8_0: d = amax/127, q = round(x/d); Q4_0:
+ * d = max/-8 with max the signed value of largest magnitude, q = trunc(x/d
+ * + 8.5) capped at 15; Q4_1: d = (max-min)/15; Q5_0/Q5_1 the same with 16 /
+ * 31).  The K-quant quantizers here are simpler than llama.cpp's iterative
+ * searches (per sub-block min/max scales, 6-bit scale codes by rounding,
+ * codes re-rounded against the stored scales); their files are the same
+ * format and llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
+ * (amax/127 per 32, round to nearest); Q8_K with amax/127 per 256 and the
+ * 16-element sums the K-quant kernels use for their mins.
+ *
+ * ISA.  quant_gemm takes the kernel of the chosen ISA from the type's row;
+ * a row without one at that ISA falls back to the next lower ISA, and
+ * finally to the scalar loop over the row's vec_dot.  The ISA is chosen once
+ * (FOLIO_QUANT_ISA, else the best the CPU has) and may be forced.
+ *
+ * Threading: reentrant; the ISA choice is an atomic set once.
+ */
+#include "quant.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+#include "quant_internal.h"
+
+_Static_assert(sizeof(struct blk_q8_0) == 34, "q8_0 layout");
+_Static_assert(sizeof(struct blk_q8_1) == 36, "q8_1 layout");
+_Static_assert(sizeof(struct blk_q4_0) == 18, "q4_0 layout");
+_Static_assert(sizeof(struct blk_q4_1) == 20, "q4_1 layout");
+_Static_assert(sizeof(struct blk_q5_0) == 22, "q5_0 layout");
+_Static_assert(sizeof(struct blk_q5_1) == 24, "q5_1 layout");
+_Static_assert(sizeof(struct blk_q4_k) == 144, "q4_K layout");
+_Static_assert(sizeof(struct blk_q5_k) == 176, "q5_K layout");
+_Static_assert(sizeof(struct blk_q6_k) == 210, "q6_K layout");
+_Static_assert(sizeof(struct blk_q8_k) == 292, "q8_K layout");
+
+#define QUANT_ASSERT(c)                                                                            \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            folio__quant_fail(#c, __FILE__, __LINE__);                                             \
+    } while (0)
+
+__attribute__((noreturn)) static void folio__quant_fail(const char *what, const char *file,
+                                                        int line)
+{
+    (void)what;
+    (void)file;
+    (void)line;
+    abort();
+}
+
+/* IEEE half -> float, exact (inline: the scalar kernels call it per block) */
+static inline float h2f(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    float f;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0) {
+        f = (float)man * 0x1p-24f; /* zero or subnormal: exact */
+        memcpy(&u, &f, 4);
+        u |= sign;
+    } else {
+        u = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f2h(float f)
+{
+    return folio_f32_to_f16(f);
+}
+
+/* round half away from zero, as roundf (inline: quant_rows runs it per
+ * activation); exact for |x| < 2^23, where x - trunc(x) is exact; larger
+ * magnitudes (and NaN) come back as +-2^30, which every caller clamps */
+static inline int nearest(float x)
+{
+    if (!(fabsf(x) < 8388608.0f))
+        return x > 0.0f ? (1 << 30) : -(1 << 30);
+    const int i = (int)x;
+    const float r = x - (float)i;
+    return i + (r >= 0.5f) - (r <= -0.5f);
+}
+
+uint16_t quant_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* ---- plain floating types --------------------------------------------- */
+
+static void f32_to_float(const void *src, float *dst, int64_t n)
+{
+    memcpy(dst, src, (size_t)n * 4);
+}
+
+static void f32_from_float(const float *src, void *dst, int64_t n)
+{
+    memcpy(dst, src, (size_t)n * 4);
+}
+
+static void f16_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint8_t *s = src;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, s + 2 * i, 2);
+        dst[i] = h2f(h);
+    }
+}
+
+static void f16_from_float(const float *src, void *dst, int64_t n)
+{
+    uint8_t *d = dst;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = f2h(src[i]);
+        memcpy(d + 2 * i, &h, 2);
+    }
+}
+
+static void bf16_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint8_t *s = src;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, s + 2 * i, 2);
+        dst[i] = folio_bf16_to_f32(h);
+    }
+}
+
+static void bf16_from_float(const float *src, void *dst, int64_t n)
+{
+    uint8_t *d = dst;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = quant_f32_to_bf16(src[i]);
+        memcpy(d + 2 * i, &h, 2);
+    }
+}
+
+/* ---- Q8_0 / Q8_1 ------------------------------------------------------ */
+
+static float q8_block(const float *x, int8_t *q, int n)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < n; j++)
+        q[j] = (int8_t)nearest(x[j] * id);
+    return d;
+}
+
+static void q8_0_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_0 *y = dst;
+    for (int64_t b = 0; b < n / QK8_0; b++)
+        y[b].d = f2h(q8_block(x + b * QK8_0, y[b].qs, QK8_0));
+}
+
+static void q8_0_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q8_0 *x = src;
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK8_0; j++)
+            y[b * QK8_0 + j] = d * (float)x[b].qs[j];
+    }
+}
+
+static float q8_0_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q8_0 *a = w, *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK8_0; i++) {
+        int32_t s = 0;
+        for (int j = 0; j < QK8_0; j++)
+            s += (int32_t)a[i].qs[j] * (int32_t)b[i].qs[j];
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)s;
+    }
+    return sum;
+}
+
+static void q8_1_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_1 *y = dst;
+    for (int64_t b = 0; b < n / QK8_1; b++) {
+        const float d = q8_block(x + b * QK8_1, y[b].qs, QK8_1);
+        int32_t s = 0;
+        for (int j = 0; j < QK8_1; j++)
+            s += y[b].qs[j];
+        y[b].d = f2h(d);
+        y[b].s = f2h(d * (float)s);
+    }
+}
+
+static void q8_1_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q8_1 *x = src;
+    for (int64_t b = 0; b < n / QK8_1; b++) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK8_1; j++)
+            y[b * QK8_1 + j] = d * (float)x[b].qs[j];
+    }
+}
+
+/* ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 --------------------------------------- */
+
+/* the value of largest magnitude, with its sign */
+static float signed_absmax(const float *x, int n)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
+static void q4_0_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q4_0 *y = dst;
+    for (int64_t b = 0; b < n / QK4_0; b++, x += QK4_0) {
+        const float d = signed_absmax(x, QK4_0) / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = f2h(d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            int q0 = (int8_t)(x[j] * id + 8.5f), q1 = (int8_t)(x[j + 16] * id + 8.5f);
+            q0 = q0 > 15 ? 15 : q0;
+            q1 = q1 > 15 ? 15 : q1;
+            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+static void q4_0_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q4_0 *x = src;
+    for (int64_t b = 0; b < n / QK4_0; b++, y += QK4_0) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            y[j] = d * (float)((x[b].qs[j] & 15) - 8);
+            y[j + 16] = d * (float)((x[b].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+static float q4_0_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q4_0 *a = w;
+    const struct blk_q8_0 *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK4_0; i++) {
+        int32_t s = 0;
+        for (int j = 0; j < 16; j++)
+            s += ((a[i].qs[j] & 15) - 8) * b[i].qs[j] + ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + 16];
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)s;
+    }
+    return sum;
+}
+
+static void minmax(const float *x, int n, float *mn, float *mx)
+{
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < n; j++) {
+        lo = fminf(lo, x[j]);
+        hi = fmaxf(hi, x[j]);
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
+static void q4_1_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q4_1 *y = dst;
+    for (int64_t b = 0; b < n / QK4_1; b++, x += QK4_1) {
+        float mn, mx;
+        minmax(x, QK4_1, &mn, &mx);
+        const float d = (mx - mn) / 15.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = f2h(d);
+        y[b].m = f2h(mn);
+        for (int j = 0; j < 16; j++) {
+            int q0 = (int8_t)((x[j] - mn) * id + 0.5f), q1 = (int8_t)((x[j + 16] - mn) * id + 0.5f);
+            q0 = q0 > 15 ? 15 : q0;
+            q1 = q1 > 15 ? 15 : q1;
+            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+static void q4_1_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q4_1 *x = src;
+    for (int64_t b = 0; b < n / QK4_1; b++, y += QK4_1) {
+        const float d = h2f(x[b].d), m = h2f(x[b].m);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)(x[b].qs[j] & 15) + m;
+            y[j + 16] = d * (float)(x[b].qs[j] >> 4) + m;
+        }
+    }
+}
+
+static float q4_1_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q4_1 *a = w;
+    const struct blk_q8_1 *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK4_1; i++) {
+        int32_t s = 0;
+        for (int j = 0; j < 16; j++)
+            s += (a[i].qs[j] & 15) * b[i].qs[j] + (a[i].qs[j] >> 4) * b[i].qs[j + 16];
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)s + h2f(a[i].m) * h2f(b[i].s);
+    }
+    return sum;
+}
+
+static void q5_pack(const int *q, uint8_t qs[16], uint8_t qh[4])
+{
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 15) | ((q[j + 16] & 15) << 4));
+        h |= (uint32_t)((q[j] >> 4) & 1) << j;
+        h |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    memcpy(qh, &h, 4);
+}
+
+/* the 5-bit codes of a Q5 block, 0..31 */
+static void q5_unpack(const uint8_t qs[16], const uint8_t qh[4], int *q)
+{
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (qs[j] & 15) | (int)(((h >> j) & 1) << 4);
+        q[j + 16] = (qs[j] >> 4) | (int)(((h >> (j + 16)) & 1) << 4);
+    }
+}
+
+static void q5_0_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q5_0 *y = dst;
+    for (int64_t b = 0; b < n / QK5_0; b++, x += QK5_0) {
+        const float d = signed_absmax(x, QK5_0) / -16.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int q[32];
+        for (int j = 0; j < 32; j++) {
+            q[j] = (int8_t)(x[j] * id + 16.5f);
+            q[j] = q[j] > 31 ? 31 : q[j];
+        }
+        y[b].d = f2h(d);
+        q5_pack(q, y[b].qs, y[b].qh);
+    }
+}
+
+static void q5_0_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q5_0 *x = src;
+    for (int64_t b = 0; b < n / QK5_0; b++, y += QK5_0) {
+        int q[32];
+        q5_unpack(x[b].qs, x[b].qh, q);
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 32; j++)
+            y[j] = d * (float)(q[j] - 16);
+    }
+}
+
+static float q5_0_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q5_0 *a = w;
+    const struct blk_q8_0 *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK5_0; i++) {
+        int q[32];
+        q5_unpack(a[i].qs, a[i].qh, q);
+        int32_t s = 0;
+        for (int j = 0; j < 32; j++)
+            s += (q[j] - 16) * b[i].qs[j];
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)s;
+    }
+    return sum;
+}
+
+static void q5_1_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q5_1 *y = dst;
+    for (int64_t b = 0; b < n / QK5_1; b++, x += QK5_1) {
+        float mn, mx;
+        minmax(x, QK5_1, &mn, &mx);
+        const float d = (mx - mn) / 31.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int q[32];
+        for (int j = 0; j < 32; j++) {
+            q[j] = (uint8_t)((x[j] - mn) * id + 0.5f);
+            q[j] = q[j] > 31 ? 31 : q[j];
+        }
+        y[b].d = f2h(d);
+        y[b].m = f2h(mn);
+        q5_pack(q, y[b].qs, y[b].qh);
+    }
+}
+
+static void q5_1_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q5_1 *x = src;
+    for (int64_t b = 0; b < n / QK5_1; b++, y += QK5_1) {
+        int q[32];
+        q5_unpack(x[b].qs, x[b].qh, q);
+        const float d = h2f(x[b].d), m = h2f(x[b].m);
+        for (int j = 0; j < 32; j++)
+            y[j] = d * (float)q[j] + m;
+    }
+}
+
+static float q5_1_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q5_1 *a = w;
+    const struct blk_q8_1 *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK5_1; i++) {
+        int q[32];
+        q5_unpack(a[i].qs, a[i].qh, q);
+        int32_t s = 0;
+        for (int j = 0; j < 32; j++)
+            s += q[j] * b[i].qs[j];
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)s + h2f(a[i].m) * h2f(b[i].s);
+    }
+    return sum;
+}
+
+/* ---- Q8_K (activations of K-quant products) --------------------------- */
+
+static void q8_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        y[b].d = q8_block(x, y[b].qs, QK_K);
+        for (int j = 0; j < QK_K / 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++)
+                s += y[b].qs[16 * j + l];
+            y[b].bsums[j] = (int16_t)s;
+        }
+    }
+}
+
+static void q8_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q8_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++)
+        for (int j = 0; j < QK_K; j++)
+            y[b * QK_K + j] = x[b].d * (float)x[b].qs[j];
+}
+
+/* ---- Q4_K / Q5_K ------------------------------------------------------ */
+
+/* scale and min codes (6 bits each) of sub-block j of a Q4_K/Q5_K block */
+static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+static void k4_pack_scales(const int *ls, const int *lm, uint8_t *q)
+{
+    memset(q, 0, K_SCALE_SIZE);
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            q[j] = (uint8_t)ls[j];
+            q[j + 4] = (uint8_t)lm[j];
+        } else {
+            q[j + 4] = (uint8_t)((ls[j] & 15) | ((lm[j] & 15) << 4));
+            q[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            q[j] |= (uint8_t)((lm[j] >> 4) << 6);
+        }
+    }
+}
+
+/* One 256-block of an asymmetric K-quant with codes 0..nmax: fills the
+ * packed scales, d, dmin, and L[256] (codes). */
+static void kq_asym_block(const float *x, int nmax, uint8_t *scales, uint16_t *d_out,
+                          uint16_t *dmin_out, uint8_t *L)
+{
+    float sc[8], mn[8], max_sc = 0.0f, max_mn = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo, hi;
+        minmax(x + 32 * j, 32, &lo, &hi);
+        mn[j] = lo < 0.0f ? -lo : 0.0f; /* x = d*q - m with m >= 0 */
+        sc[j] = (hi + mn[j]) / (float)nmax;
+        max_sc = fmaxf(max_sc, sc[j]);
+        max_mn = fmaxf(max_mn, mn[j]);
+    }
+    const float isc = max_sc > 0.0f ? 63.0f / max_sc : 0.0f;
+    const float imn = max_mn > 0.0f ? 63.0f / max_mn : 0.0f;
+    int ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        ls[j] = nearest(isc * sc[j]);
+        lm[j] = nearest(imn * mn[j]);
+        ls[j] = ls[j] > 63 ? 63 : ls[j];
+        lm[j] = lm[j] > 63 ? 63 : lm[j];
+    }
+    k4_pack_scales(ls, lm, scales);
+    *d_out = f2h(max_sc / 63.0f);
+    *dmin_out = f2h(max_mn / 63.0f);
+    const float d = h2f(*d_out), dmin = h2f(*dmin_out);
+    for (int j = 0; j < 8; j++) {
+        const float dd = d * (float)ls[j], dm = dmin * (float)lm[j];
+        for (int l = 0; l < 32; l++) {
+            int q = dd != 0.0f ? nearest((x[32 * j + l] + dm) / dd) : 0;
+            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
+        }
+    }
+}
+
+static void q4_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q4_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        uint8_t L[QK_K];
+        kq_asym_block(x, 15, y[b].scales, &y[b].d, &y[b].dmin, L);
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                y[b].qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + 32 + l] << 4));
+    }
+}
+
+/* the codes (0..15) of a Q4_K block, element order */
+static void q4_k_codes(const struct blk_q4_k *x, uint8_t *L)
+{
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            L[64 * j + l] = x->qs[32 * j + l] & 15;
+            L[64 * j + 32 + l] = x->qs[32 * j + l] >> 4;
+        }
+}
+
+static void q4_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q4_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        q4_k_codes(&x[b], L);
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            k4_scale_min(j, x[b].scales, &sc, &m);
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = d * (float)sc * (float)L[32 * j + l] - dmin * (float)m;
+        }
+    }
+}
+
+/* dot of a K-quant block with asymmetric codes L and 8 (sc, m) pairs */
+static float kq_asym_dot(const uint8_t *L, const uint8_t *scales, float d, float dmin,
+                         const struct blk_q8_k *b)
+{
+    int32_t sumi = 0, summ = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k4_scale_min(j, scales, &sc, &m);
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++)
+            s += L[32 * j + l] * b->qs[32 * j + l];
+        sumi += sc * s;
+        summ += m * (b->bsums[2 * j] + b->bsums[2 * j + 1]);
+    }
+    return b->d * (d * (float)sumi - dmin * (float)summ);
+}
+
+static float q4_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q4_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        q4_k_codes(&a[i], L);
+        sum += kq_asym_dot(L, a[i].scales, h2f(a[i].d), h2f(a[i].dmin), &b[i]);
+    }
+    return sum;
+}
+
+static void q5_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q5_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        uint8_t L[QK_K];
+        kq_asym_block(x, 31, y[b].scales, &y[b].d, &y[b].dmin, L);
+        memset(y[b].qh, 0, sizeof y[b].qh);
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * j + l], hi = L[64 * j + 32 + l];
+                if (lo > 15) {
+                    y[b].qh[l] |= (uint8_t)(1u << (2 * j));
+                    lo -= 16;
+                }
+                if (hi > 15) {
+                    y[b].qh[l] |= (uint8_t)(1u << (2 * j + 1));
+                    hi -= 16;
+                }
+                y[b].qs[32 * j + l] = (uint8_t)(lo | (hi << 4));
+            }
+    }
+}
+
+static void q5_k_codes(const struct blk_q5_k *x, uint8_t *L)
+{
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            L[64 * j + l] =
+                (uint8_t)((x->qs[32 * j + l] & 15) | (((x->qh[l] >> (2 * j)) & 1) << 4));
+            L[64 * j + 32 + l] =
+                (uint8_t)((x->qs[32 * j + l] >> 4) | (((x->qh[l] >> (2 * j + 1)) & 1) << 4));
+        }
+}
+
+static void q5_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q5_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        q5_k_codes(&x[b], L);
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            k4_scale_min(j, x[b].scales, &sc, &m);
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = d * (float)sc * (float)L[32 * j + l] - dmin * (float)m;
+        }
+    }
+}
+
+static float q5_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q5_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        q5_k_codes(&a[i], L);
+        sum += kq_asym_dot(L, a[i].scales, h2f(a[i].d), h2f(a[i].dmin), &b[i]);
+    }
+    return sum;
+}
+
+/* ---- Q6_K ------------------------------------------------------------- */
+
+static void q6_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q6_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16], max_sc = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            sc[j] = signed_absmax(x + 16 * j, 16) / -32.0f;
+            if (fabsf(sc[j]) > amax) {
+                amax = fabsf(sc[j]);
+                max_sc = sc[j];
+            }
+        }
+        const float iscale = max_sc != 0.0f ? -128.0f / max_sc : 0.0f;
+        y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+        const float d = h2f(y[b].d);
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int s = nearest(iscale * sc[j]);
+            y[b].scales[j] = (int8_t)(s > 127 ? 127 : s < -128 ? -128 : s);
+            const float dd = d * (float)y[b].scales[j];
+            for (int l = 0; l < 16; l++) {
+                int q = dd != 0.0f ? nearest(x[16 * j + l] / dd) : 0;
+                q = q < -32 ? -32 : q > 31 ? 31 : q;
+                L[16 * j + l] = (uint8_t)(q + 32);
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            uint8_t *ql = y[b].ql + 64 * h, *qh = y[b].qh + 32 * h;
+            const uint8_t *Lh = L + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((Lh[l] & 15) | ((Lh[l + 64] & 15) << 4));
+                ql[l + 32] = (uint8_t)((Lh[l + 32] & 15) | ((Lh[l + 96] & 15) << 4));
+                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
+                                  ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
+/* the signed codes (-32..31) of a Q6_K block, element order */
+static void q6_k_codes(const struct blk_q6_k *x, int8_t *q)
+{
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+        int8_t *o = q + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            o[l] = (int8_t)(((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            o[l + 32] = (int8_t)(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            o[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+    }
+}
+
+static void q6_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q6_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        int8_t q[QK_K];
+        q6_k_codes(&x[b], q);
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK_K; j++)
+            y[j] = d * (float)x[b].scales[j / 16] * (float)q[j];
+    }
+}
+
+static float q6_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q6_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        int8_t q[QK_K];
+        q6_k_codes(&a[i], q);
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += q[16 * j + l] * b[i].qs[16 * j + l];
+            sumi += a[i].scales[j] * s;
+        }
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+#if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
+#define X86(f) f
+#else
+#define X86(f) NULL
+#endif
+
+/* One row per type: name, elements per block, bytes per block, a file type?,
+ * activations' type, to f32, from f32, scalar dot, AVX2 and AVX-512 kernels
+ * (NULL: the next lower ISA's, finally the scalar dot). */
+// clang-format off
+#define ROW(T, blk, bytes, files, dot, to, from, vdot, avx2, avx512) \
+    [GGUF_TENSOR_##T] = {#T, blk, bytes, files, GGUF_TENSOR_##dot, to, from, vdot, \
+                         {NULL, avx2, avx512}}
+static const struct quant_traits traits[] = {
+    ROW(F32,  1,     4,                        true,  F32,  f32_to_float,  f32_from_float,  NULL,      NULL, NULL),
+    ROW(F16,  1,     2,                        true,  F32,  f16_to_float,  f16_from_float,  NULL,      NULL, NULL),
+    ROW(BF16, 1,     2,                        true,  F32,  bf16_to_float, bf16_from_float, NULL,      NULL, NULL),
+    ROW(Q8_0, QK8_0, sizeof(struct blk_q8_0),  true,  Q8_0, q8_0_to_float, q8_0_from_float, q8_0_dot,
+        X86(quant__gemm_q8_0_avx2), X86(quant__gemm_q8_0_avx512)),
+    ROW(Q4_0, QK4_0, sizeof(struct blk_q4_0),  true,  Q8_0, q4_0_to_float, q4_0_from_float, q4_0_dot,
+        X86(quant__gemm_q4_0_avx2), NULL),
+    ROW(Q4_1, QK4_1, sizeof(struct blk_q4_1),  true,  Q8_1, q4_1_to_float, q4_1_from_float, q4_1_dot,  NULL, NULL),
+    ROW(Q5_0, QK5_0, sizeof(struct blk_q5_0),  true,  Q8_0, q5_0_to_float, q5_0_from_float, q5_0_dot,
+        X86(quant__gemm_q5_0_avx2), NULL),
+    ROW(Q5_1, QK5_1, sizeof(struct blk_q5_1),  true,  Q8_1, q5_1_to_float, q5_1_from_float, q5_1_dot,  NULL, NULL),
+    ROW(Q4_K, QK_K,  sizeof(struct blk_q4_k),  true,  Q8_K, q4_k_to_float, q4_k_from_float, q4_k_dot,
+        X86(quant__gemm_q4_k_avx2), NULL),
+    ROW(Q5_K, QK_K,  sizeof(struct blk_q5_k),  true,  Q8_K, q5_k_to_float, q5_k_from_float, q5_k_dot,
+        X86(quant__gemm_q5_k_avx2), NULL),
+    ROW(Q6_K, QK_K,  sizeof(struct blk_q6_k),  true,  Q8_K, q6_k_to_float, q6_k_from_float, q6_k_dot,
+        X86(quant__gemm_q6_k_avx2), NULL),
+    /* activation types: in products only */
+    ROW(Q8_1, QK8_1, sizeof(struct blk_q8_1),  false, Q8_1, q8_1_to_float, q8_1_from_float, NULL,      NULL, NULL),
+    ROW(Q8_K, QK_K,  sizeof(struct blk_q8_k),  false, Q8_K, q8_k_to_float, q8_k_from_float, NULL,      NULL, NULL),
+};
+// clang-format on
+
+const struct quant_traits *quant_traits_of(enum gguf_tensor_type t)
+{
+    if ((unsigned)t >= FOLIO_ARRAY_LEN(traits) || !traits[t].name)
+        return NULL;
+    return &traits[t];
+}
+
+static const struct quant_traits *row_of(enum gguf_tensor_type t)
+{
+    const struct quant_traits *r = quant_traits_of(t);
+    QUANT_ASSERT(r != NULL);
+    return r;
+}
+
+enum gguf_tensor_type quant_dot_type(enum gguf_tensor_type t)
+{
+    return row_of(t)->dot_type;
+}
+
+size_t quant_row_bytes(enum gguf_tensor_type t, int64_t K)
+{
+    const struct quant_traits *r = quant_traits_of(t);
+    if (!r || K < 0 || K % r->block)
+        return 0;
+    return (size_t)(K / r->block) * (size_t)r->block_bytes;
+}
+
+void quant_to_float(enum gguf_tensor_type t, const void *src, float *dst, int64_t n)
+{
+    const struct quant_traits *r = row_of(t);
+    QUANT_ASSERT(n >= 0 && n % r->block == 0);
+    r->to_float(src, dst, n);
+}
+
+int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64_t n)
+{
+    const struct quant_traits *r = quant_traits_of(t);
+    if (!r || !r->from_float || n < 0 || n % r->block)
+        return -EINVAL;
+    r->from_float(src, dst, n);
+    return 0;
+}
+
+static int isa_get(void);
+
+void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K, int64_t m0,
+                int64_t m1, void *Xq)
+{
+    const enum gguf_tensor_type dt = quant_dot_type(t);
+    const struct quant_traits *r = row_of(dt);
+    const size_t stride = quant_row_bytes(dt, K);
+    QUANT_ASSERT(stride > 0 && ldx >= K && m0 >= 0 && m1 >= m0);
+    void (*from)(const float *, void *, int64_t) = r->from_float;
+#if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
+    if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_0)
+        from = quant__rows_q8_0_avx2;
+    else if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_K)
+        from = quant__rows_q8_k_avx2;
+#endif
+    for (int64_t m = m0; m < m1; m++)
+        from(X + m * ldx, (uint8_t *)Xq + (size_t)m * stride, K);
+}
+
+/* ---- instruction set -------------------------------------------------- */
+
+static const char *const isa_names[QUANT_ISA_N] = {"scalar", "avx2", "avx512"};
+static int isa_current = -1;
+
+static int isa_supported(int isa)
+{
+    switch (isa) {
+    case QUANT_ISA_SCALAR:
+        return 1;
+#if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
+    case QUANT_ISA_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case QUANT_ISA_AVX512:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+#endif
+    default:
+        return 0;
+    }
+}
+
+static int isa_best(void)
+{
+    for (int i = QUANT_ISA_N - 1; i > QUANT_ISA_SCALAR; i--)
+        if (isa_supported(i))
+            return i;
+    return QUANT_ISA_SCALAR;
+}
+
+static int isa_parse(const char *name)
+{
+    for (int i = 0; i < QUANT_ISA_N; i++)
+        if (strcmp(name, isa_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int isa_get(void)
+{
+    int isa = __atomic_load_n(&isa_current, __ATOMIC_ACQUIRE);
+    if (isa >= 0)
+        return isa;
+    isa = isa_best();
+    const char *env = getenv("FOLIO_QUANT_ISA");
+    if (env && *env && strcmp(env, "auto") != 0) {
+        int want = isa_parse(env);
+        if (want >= 0 && isa_supported(want))
+            isa = want;
+    }
+    __atomic_store_n(&isa_current, isa, __ATOMIC_RELEASE);
+    return isa;
+}
+
+int quant_force_isa(const char *name)
+{
+    int isa;
+    if (!name || strcmp(name, "auto") == 0) {
+        isa = isa_best();
+    } else {
+        isa = isa_parse(name);
+        if (isa < 0)
+            return -EINVAL;
+        if (!isa_supported(isa))
+            return -ENOTSUP;
+    }
+    __atomic_store_n(&isa_current, isa, __ATOMIC_RELEASE);
+    return 0;
+}
+
+const char *quant_isa_name(void)
+{
+    return isa_names[isa_get()];
+}
+
+/* ---- products --------------------------------------------------------- */
+
+static void gemm_scalar(const struct quant_traits *r, const void *W, size_t wstride, int64_t K,
+                        int64_t n0, int64_t n1, const void *Xq, size_t xstride, int64_t M, float *Y,
+                        int64_t ldy, float beta)
+{
+    for (int64_t n = n0; n < n1; n++) {
+        const void *w = (const uint8_t *)W + (size_t)n * wstride;
+        for (int64_t m = 0; m < M; m++) {
+            float v = r->vec_dot(K, w, (const uint8_t *)Xq + (size_t)m * xstride);
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + v : v;
+        }
+    }
+}
+
+void quant_gemm(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, int64_t n1,
+                const void *Xq, int64_t M, float *Y, int64_t ldy, float beta)
+{
+    const struct quant_traits *r = row_of(t);
+    const size_t wstride = quant_row_bytes(t, K);
+    const size_t xstride = quant_row_bytes(r->dot_type, K);
+    QUANT_ASSERT(r->vec_dot && wstride > 0 && xstride > 0);
+    QUANT_ASSERT(n0 >= 0 && n1 >= n0 && M >= 0 && ldy >= n1);
+    QUANT_ASSERT(beta == 0.0f || beta == 1.0f);
+    if (M == 0 || n1 == n0)
+        return;
+    for (int isa = isa_get(); isa > QUANT_ISA_SCALAR; isa--)
+        if (r->gemm[isa]) {
+            r->gemm[isa](W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+            return;
+        }
+    gemm_scalar(r, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, int64_t n1,
+                    const void *Xq, int64_t M, float *Y, int64_t ldy, float beta)
+{
+    const struct quant_traits *r = row_of(t), *rx = row_of(r->dot_type);
+    const size_t wstride = quant_row_bytes(t, K);
+    const size_t xstride = quant_row_bytes(r->dot_type, K);
+    QUANT_ASSERT(wstride > 0 && xstride > 0 && n0 >= 0 && n1 >= n0 && M >= 0 && ldy >= n1);
+    float *w = malloc((size_t)K * sizeof(float)), *x = malloc((size_t)K * sizeof(float));
+    QUANT_ASSERT(w && x);
+    for (int64_t n = n0; n < n1; n++) {
+        r->to_float((const uint8_t *)W + (size_t)n * wstride, w, K);
+        for (int64_t m = 0; m < M; m++) {
+            rx->to_float((const uint8_t *)Xq + (size_t)m * xstride, x, K);
+            double s = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                s += (double)w[k] * (double)x[k];
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? (float)((double)*y + s) : (float)s;
+        }
+    }
+    free(w);
+    free(x);
+}

@@ -1,0 +1,110 @@
+/*
+ * model/quant.h — tensor element types: one table row per type, and the
+ * quantized matrix products of the forward pass.
+ *
+ * Every type foliod knows (F32, F16, BF16, the legacy 32-element block
+ * types Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and the 256-element K-quants Q4_K/Q5_K/
+ * Q6_K, plus the activation types Q8_1 and Q8_K) is one row of a table
+ * (struct quant_traits): its name, block size, bytes per block, the type
+ * activations are quantized to for products with it, conversions to and
+ * from f32, and its dot kernels per instruction set.  The block layouts are
+ * ggml's (they are a file format: foliod reads what llama.cpp writes and the
+ * other way round); model/quant.c draws each one.
+ *
+ * Products: Y = X · Wᵀ with W stored as its file's blocks (never widened)
+ * and X quantized once per product, per block, to the weight type's dot
+ * type (quant_rows).  quant_gemm runs the fastest kernel the CPU has;
+ * FOLIO_QUANT_ISA=scalar|avx2|avx512 (or quant_force_isa) forces one, for
+ * tests and benchmarks.  quant_gemm_ref is the plain reference: dequantize
+ * both operands to f32, dot in double.
+ *
+ * Threading: everything here is reentrant; kernels never allocate.  Split a
+ * product across threads by [n0, n1) (or by rows of X for quant_rows).
+ */
+#ifndef FOLIO_MODEL_QUANT_H
+#define FOLIO_MODEL_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "folio/gguf.h" /* enum gguf_tensor_type */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A product kernel: Y[m][n] = beta * Y[m][n] + dot(X row m, W row n) for m in
+ * [0, M), n in [n0, n1).  W rows are wstride bytes apart, Xq rows xstride. */
+typedef void (*quant_gemm_fn)(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                              const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                              float beta);
+
+enum quant_isa { QUANT_ISA_SCALAR = 0, QUANT_ISA_AVX2 = 1, QUANT_ISA_AVX512 = 2, QUANT_ISA_N };
+
+/* One row of the type table. */
+struct quant_traits {
+    const char *name;               /* "Q4_K": as llama.cpp prints it */
+    int32_t block;                  /* elements per block */
+    int32_t block_bytes;            /* bytes per block */
+    bool in_files;                  /* a tensor type foliod reads and writes in GGUF */
+    enum gguf_tensor_type dot_type; /* activations' type in products */
+    /* n elements (a multiple of block) to f32 / from f32 (NULL: none) */
+    void (*to_float)(const void *src, float *dst, int64_t n);
+    void (*from_float)(const float *src, void *dst, int64_t n);
+    /* dot of one row of this type with one row of dot_type, K elements */
+    float (*vec_dot)(int64_t K, const void *w, const void *x);
+    /* product kernels per ISA; NULL where the ISA has none of its own */
+    quant_gemm_fn gemm[QUANT_ISA_N];
+};
+
+/* The row of type t, or NULL for a type foliod does not know. */
+const struct quant_traits *quant_traits_of(enum gguf_tensor_type t);
+
+/* The activation type X is quantized to for products with weights of type
+ * t (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants,
+ * F32 for F32/F16/BF16). */
+enum gguf_tensor_type quant_dot_type(enum gguf_tensor_type t);
+
+/* Bytes of one row of K elements of type t (0: unknown type, or K not a
+ * multiple of its block). */
+size_t quant_row_bytes(enum gguf_tensor_type t, int64_t K);
+
+/* Quantize rows [m0, m1) of X (row stride ldx floats, K columns) into Xq
+ * (row stride quant_row_bytes(quant_dot_type(t), K)), for weights of type t.
+ * Row m goes to Xq + m * stride (rows outside [m0, m1) are untouched). */
+void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K, int64_t m0,
+                int64_t m1, void *Xq);
+
+/* Y[m][n] = beta * Y[m][n] + sum_k x[m][k] w[n][k] for m in [0, M), n in
+ * [n0, n1).  W: rows of K elements of type t, row stride quant_row_bytes(t,
+ * K).  Xq: M rows from quant_rows.  beta is 0 or 1.  Never allocates.
+ * t must be a quantized type (not F32/F16/BF16). */
+void quant_gemm(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, int64_t n1,
+                const void *Xq, int64_t M, float *Y, int64_t ldy, float beta);
+
+/* The reference of quant_gemm: both operands dequantized, dot in double. */
+void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, int64_t n1,
+                    const void *Xq, int64_t M, float *Y, int64_t ldy, float beta);
+
+/* Dequantize n elements (multiple of the block) of type t to f32. */
+void quant_to_float(enum gguf_tensor_type t, const void *src, float *dst, int64_t n);
+
+/* Quantize n elements (multiple of the block) of f32 to type t, the way
+ * llama.cpp's reference quantizers round (writers: gen-model, quantize).
+ * 0, or -EINVAL for a type without a quantizer or n not whole blocks. */
+int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64_t n);
+
+/* The ISA quant_gemm uses ("scalar", "avx2", "avx512"); quant_force_isa
+ * sets it ("auto" or NULL: the best the CPU has): 0, -EINVAL for an unknown
+ * name, -ENOTSUP when the CPU lacks it. */
+const char *quant_isa_name(void);
+int quant_force_isa(const char *name);
+
+/* Scalar f32 -> bf16, round to nearest even (NaN kept quiet). */
+uint16_t quant_f32_to_bf16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FOLIO_MODEL_QUANT_H */

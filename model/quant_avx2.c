@@ -1,0 +1,420 @@
+/*
+ * model/quant_avx2.c — Q8_0 products with AVX2 (vpmaddubsw), built with its
+ * own flags and chosen at run time by quant.c.
+ *
+ * vpmaddubsw multiplies unsigned by signed bytes and adds pairs into int16
+ * with saturation.  The usual sign trick keeps it exact: |w| (unsigned) times
+ * x with w's sign moved onto it (vpsignb), so each pair is at most 2 * 128 *
+ * 127 < 32767; vpmaddwd by ones widens the pairs to int32.  |w| is computed
+ * once per weight block and reused for MR activation rows.
+ *
+ * Register blocking: MR = 2 rows of X by NR = 4 rows of W per tile (8
+ * accumulators and 4 weight vectors in the 16 registers AVX2 has).  Q4_0
+ * and Q5_0 share the kernel: their blocks are unpacked to signed bytes
+ * (code - 8, code - 16) as they are loaded, once per MR rows.
+ *
+ * K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations: a weight super-block's
+ * codes are unpacked once into eight 32-byte vectors of unsigned codes
+ * (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63) and its scales into 16-bit vectors, then reused
+ * for up to KMR = 4 activation rows.  Per row: vpmaddubsw (codes x
+ * activations, at most 2 * 63 * 127 per pair, no saturation), vpmaddwd by
+ * the sub-block scales, integer sums over the super-block, one conversion
+ * and fma.  The mins of Q4_K (x = d sc q - dmin m) and the offset 32 of
+ * Q6_K's codes come off through the activations' 16-element sums (bsums):
+ * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.
+ *
+ * Activation rows (quant_rows to Q8_0 and Q8_K) are quantized here too,
+ * byte-identical to the scalar quantizers (same scale, same rounding half
+ * away from zero), at about a tenth of their cost.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant_internal.h"
+
+#define MR_MAX 2
+#define NR_MAX 4
+
+static inline float h2f(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Weight block b of a row of type T (Q8_0, Q4_0, Q5_0: all against Q8_0
+ * activations) as 32 signed bytes, and its scale. */
+enum wt { WT_Q8_0, WT_Q4_0, WT_Q5_0 };
+
+static inline __attribute__((always_inline)) __m256i load_w(const enum wt T, const uint8_t *row,
+                                                            int64_t b, float *d)
+{
+    if (T == WT_Q8_0) {
+        const struct blk_q8_0 *w = (const struct blk_q8_0 *)row + b;
+        *d = h2f(w->d);
+        return _mm256_loadu_si256((const __m256i *)w->qs);
+    }
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    if (T == WT_Q4_0) {
+        const struct blk_q4_0 *w = (const struct blk_q4_0 *)row + b;
+        *d = h2f(w->d);
+        const __m128i v = _mm_loadu_si128((const __m128i *)w->qs);
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), lo4);
+        return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+    }
+    const struct blk_q5_0 *w = (const struct blk_q5_0 *)row + b;
+    *d = h2f(w->d);
+    const __m128i v = _mm_loadu_si128((const __m128i *)w->qs);
+    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), lo4);
+    /* bit j of qh -> 0x10 in byte j: byte j of a broadcast picks qh byte
+     * j / 8, then the mask keeps bit j % 8 */
+    uint32_t qh;
+    memcpy(&qh, w->qh, 4);
+    const __m256i bytes = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)qh),
+        _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit),
+                                        _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(_mm256_or_si256(q, hb), _mm256_set1_epi8(16));
+}
+
+static inline __attribute__((always_inline)) void tile(const enum wt T, const int MR, const int NR,
+                                                       const uint8_t *W, size_t wstride, int64_t nb,
+                                                       const uint8_t *X, size_t xstride, float *Y,
+                                                       int64_t ldy, float beta)
+{
+    __m256 acc[MR_MAX][NR_MAX];
+    for (int j = 0; j < MR; j++)
+        for (int i = 0; i < NR; i++)
+            acc[j][i] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wv[NR_MAX], wa[NR_MAX];
+        float dw[NR_MAX];
+        for (int i = 0; i < NR; i++) {
+            wv[i] = load_w(T, W + (size_t)i * wstride, b, &dw[i]);
+            wa[i] = _mm256_abs_epi8(wv[i]);
+        }
+        for (int j = 0; j < MR; j++) {
+            const struct blk_q8_0 *x = (const struct blk_q8_0 *)(X + (size_t)j * xstride) + b;
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
+            const float dx = h2f(x->d);
+            for (int i = 0; i < NR; i++) {
+                const __m256i p = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i]));
+                const __m256i s = _mm256_madd_epi16(p, ones);
+                acc[j][i] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dx * dw[i]), acc[j][i]);
+            }
+        }
+    }
+    for (int j = 0; j < MR; j++)
+        for (int i = 0; i < NR; i++) {
+            float *y = &Y[j * ldy + i];
+            const float v = hsum8(acc[j][i]);
+            *y = beta != 0.0f ? *y + v : v;
+        }
+}
+
+#define TILE_FN(T, mr, nr)                                                                         \
+    static void T##_##mr##_##nr(const uint8_t *W, size_t ws, int64_t nb, const uint8_t *X,         \
+                                size_t xs, float *Y, int64_t ldy, float beta)                      \
+    {                                                                                              \
+        tile(WT_##T, mr, nr, W, ws, nb, X, xs, Y, ldy, beta);                                      \
+    }
+#define TILE_ROW(T, mr) TILE_FN(T, mr, 1) TILE_FN(T, mr, 2) TILE_FN(T, mr, 3) TILE_FN(T, mr, 4)
+
+typedef void (*tile_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, size_t, float *, int64_t,
+                        float);
+
+static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__GEMM_ARGS)
+{
+    const int64_t nb = K / blk;
+    for (int64_t n = n0; n < n1; n += NR_MAX) {
+        const int nr = n1 - n < NR_MAX ? (int)(n1 - n) : NR_MAX;
+        for (int64_t m = 0; m < M; m += MR_MAX) {
+            const int mr = M - m < MR_MAX ? (int)(M - m) : MR_MAX;
+            tiles[mr - 1][nr - 1]((const uint8_t *)W + (size_t)n * wstride, wstride, nb,
+                                  (const uint8_t *)Xq + (size_t)m * xstride, xstride,
+                                  Y + m * ldy + n, ldy, beta);
+        }
+    }
+}
+
+#define GEMM_FN(T, t)                                                                              \
+    TILE_ROW(T, 1)                                                                                 \
+    TILE_ROW(T, 2)                                                                                 \
+    void quant__gemm_##t##_avx2(QUANT__GEMM_ARGS)                                                  \
+    {                                                                                              \
+        static const tile_fn tiles[MR_MAX][NR_MAX] = {                                             \
+            {T##_1_1, T##_1_2, T##_1_3, T##_1_4},                                                  \
+            {T##_2_1, T##_2_2, T##_2_3, T##_2_4},                                                  \
+        };                                                                                         \
+        gemm_tiles(tiles, 32, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                \
+    }
+GEMM_FN(Q8_0, q8_0)
+GEMM_FN(Q4_0, q4_0)
+GEMM_FN(Q5_0, q5_0)
+
+/* ---- K-quants ---------------------------------------------------------- */
+
+#define KMR 4
+
+/* 16 int16 lanes: lanes 0-7 = a, 8-15 = b */
+static inline __m256i pair16(int a, int b)
+{
+    return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
+}
+
+/* Q4_K (FIVE = 0) and Q5_K (FIVE = 1: a fifth bit per code from qh, bit j
+ * of qh[l] for element l of sub-block j) */
+static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, const int MR,
+                                                             const uint8_t *row, int64_t nb,
+                                                             const uint8_t *X, size_t xstride,
+                                                             float *Y, int64_t ldy, float beta)
+{
+    __m256 acc[KMR];
+    for (int j = 0; j < MR; j++)
+        acc[j] = _mm256_setzero_ps();
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q4_k *w4 = (const struct blk_q4_k *)row + b;
+        const struct blk_q5_k *w5 = (const struct blk_q5_k *)row + b;
+        const uint8_t *qs = FIVE ? w5->qs : w4->qs;
+        __m256i q[8], sc[8];
+        for (int i = 0; i < 4; i++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * i));
+            q[2 * i] = _mm256_and_si256(v, lo4);
+            q[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+        }
+        if (FIVE) {
+            const __m256i hv = _mm256_loadu_si256((const __m256i *)w5->qh);
+            const __m256i one = _mm256_set1_epi8(1);
+            for (int j = 0; j < 8; j++)
+                q[j] = _mm256_or_si256(
+                    q[j], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, j), one), 4));
+        }
+        /* the 12 scale bytes to 8 scales then 8 mins, one byte each, with
+         * word operations: scale/min j < 4 are the low 6 bits of bytes j /
+         * j + 4; j >= 4 take 4 bits from byte j + 4 and their top 2 from
+         * bits 6-7 of bytes j - 4 / j */
+        uint32_t u[4];
+        memcpy(u, FIVE ? w5->scales : w4->scales, 12);
+        const uint32_t km1 = 0x3f3f3f3fu, km2 = 0x0f0f0f0fu, km3 = 0x03030303u;
+        u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
+        const uint32_t m03 = u[1] & km1;
+        u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
+        u[2] = m03;
+        u[0] &= km1;
+        const uint8_t *sb = (const uint8_t *)u;
+        for (int j = 0; j < 8; j++)
+            sc[j] = _mm256_set1_epi16((short)sb[j]);
+        /* mins, each twice: one per 16-element sum of the activations */
+        const __m256i mv = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+            _mm_loadu_si128((const __m128i *)u),
+            _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+        const float d = h2f(FIVE ? w5->d : w4->d), dmin = h2f(FIVE ? w5->dmin : w4->dmin);
+        for (int r = 0; r < MR; r++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
+            __m256i isum = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                const __m256i p = _mm256_maddubs_epi16(q[j], xv);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[j]));
+            }
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+            const __m256i msum = _mm256_madd_epi16(bs, mv);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x->d), acc[r]);
+            acc[r] =
+                _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * x->d), acc[r]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        const float v = hsum8(acc[r]);
+        Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
+    }
+}
+
+static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const struct blk_q4_k *w,
+                                                            int64_t nb, const uint8_t *X,
+                                                            size_t xstride, float *Y, int64_t ldy,
+                                                            float beta)
+{
+    tile_kasym(0, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
+}
+
+static inline __attribute__((always_inline)) void tile_q5_k(const int MR, const struct blk_q5_k *w,
+                                                            int64_t nb, const uint8_t *X,
+                                                            size_t xstride, float *Y, int64_t ldy,
+                                                            float beta)
+{
+    tile_kasym(1, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
+}
+
+static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const struct blk_q6_k *w,
+                                                            int64_t nb, const uint8_t *X,
+                                                            size_t xstride, float *Y, int64_t ldy,
+                                                            float beta)
+{
+    __m256 acc[KMR];
+    for (int j = 0; j < MR; j++)
+        acc[j] = _mm256_setzero_ps();
+    const __m256i lo4 = _mm256_set1_epi8(15), lo2 = _mm256_set1_epi8(3);
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q6_k *wb = &w[b];
+        __m256i q[8], sc[8];
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, lo2), 4);
+            const __m256i h1 =
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), lo2), 4);
+            const __m256i h2 =
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), lo2), 4);
+            const __m256i h3 =
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), lo2), 4);
+            q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, lo4), h0);
+            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, lo4), h1);
+            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4), h2);
+            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4), h3);
+        }
+        for (int g = 0; g < 8; g++)
+            sc[g] = pair16(wb->scales[2 * g], wb->scales[2 * g + 1]);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+        const float d = h2f(wb->d);
+        for (int r = 0; r < MR; r++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
+            __m256i isum = _mm256_setzero_si256();
+            for (int g = 0; g < 8; g++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g));
+                const __m256i p = _mm256_maddubs_epi16(q[g], xv);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[g]));
+            }
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+            const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+            isum = _mm256_sub_epi32(isum, off);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x->d), acc[r]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        const float v = hsum8(acc[r]);
+        Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
+    }
+}
+
+#define KTILE_FNS(type)                                                                            \
+    static void type##_1(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(1, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    static void type##_2(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(2, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    static void type##_3(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(3, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    static void type##_4(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_##type(4, w, nb, X, xs, Y, ldy, beta);                                                \
+    }                                                                                              \
+    void quant__gemm_##type##_avx2(QUANT__GEMM_ARGS)                                               \
+    {                                                                                              \
+        static void (*const fns[KMR])(const struct blk_##type *, int64_t, const uint8_t *, size_t, \
+                                      float *, int64_t,                                            \
+                                      float) = {type##_1, type##_2, type##_3, type##_4};           \
+        const int64_t nb = K / QK_K;                                                               \
+        for (int64_t n = n0; n < n1; n++) {                                                        \
+            const struct blk_##type *w =                                                           \
+                (const struct blk_##type *)((const uint8_t *)W + (size_t)n * wstride);             \
+            for (int64_t m = 0; m < M; m += KMR) {                                                 \
+                const int mr = M - m < KMR ? (int)(M - m) : KMR;                                   \
+                fns[mr - 1](w, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,             \
+                            Y + m * ldy + n, ldy, beta);                                           \
+            }                                                                                      \
+        }                                                                                          \
+    }
+KTILE_FNS(q4_k)
+KTILE_FNS(q5_k)
+KTILE_FNS(q6_k)
+
+/* ---- activation rows ---------------------------------------------------- */
+
+/* max |x| over n (a multiple of 8) floats */
+static inline float absmax8n(const float *x, int n)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8)
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+/* n (a multiple of 32) floats to int8 codes round(x * id), rounding half
+ * away from zero exactly as the scalar quantizer (roundf): trunc(v), plus or
+ * minus one where v - trunc(v) reaches +-0.5 (that difference is exact). */
+static inline void codes8n(const float *x, float id, int8_t *q, int n)
+{
+    const __m256 vid = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f),
+                 mhalf = _mm256_set1_ps(-0.5f), one = _mm256_set1_ps(1.0f);
+    for (int j = 0; j < n; j += 32) {
+        __m256i r[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vid);
+            const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 f = _mm256_sub_ps(v, t);
+            const __m256 up = _mm256_and_ps(_mm256_cmp_ps(f, half, _CMP_GE_OQ), one);
+            const __m256 dn = _mm256_and_ps(_mm256_cmp_ps(f, mhalf, _CMP_LE_OQ), one);
+            r[k] = _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(t, up), dn));
+        }
+        /* 32 int32 -> 32 int8 in order (packs work per 128-bit lane) */
+        const __m256i p01 = _mm256_packs_epi32(r[0], r[1]), p23 = _mm256_packs_epi32(r[2], r[3]);
+        const __m256i p = _mm256_packs_epi16(p01, p23);
+        const __m256i ord =
+            _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + j), ord);
+    }
+}
+
+void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_0 *y = dst;
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
+        const float amax = absmax8n(x, QK8_0);
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        codes8n(x, id, y[b].qs, QK8_0);
+    }
+}
+
+void quant__rows_q8_k_avx2(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        const float amax = absmax8n(x, QK_K);
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = d;
+        codes8n(x, id, y[b].qs, QK_K);
+        for (int j = 0; j < QK_K / 16; j++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++)
+                sum += y[b].qs[16 * j + l];
+            y[b].bsums[j] = (int16_t)sum;
+        }
+    }
+}

@@ -1,0 +1,101 @@
+/*
+ * model/quant_internal.h — block layouts shared by model/quant*.c.
+ *
+ * The structs are ggml's block layouts byte for byte (checked by the
+ * static asserts in quant.c); the 16-bit scales are IEEE half floats.
+ * Per-ISA kernels live in their own files, built with their own flags;
+ * quant.c picks one at run time.
+ */
+#ifndef FOLIO_MODEL_QUANT_INTERNAL_H
+#define FOLIO_MODEL_QUANT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define QK4_0        32
+#define QK4_1        32
+#define QK5_0        32
+#define QK5_1        32
+#define QK8_0        32
+#define QK8_1        32
+#define QK_K         256
+#define K_SCALE_SIZE 12
+
+/* x[i] = d * qs[i] */
+struct blk_q8_0 {
+    uint16_t d;
+    int8_t qs[QK8_0];
+};
+/* x[i] = d * qs[i]; s = d * sum(qs) (activations of Q4_1/Q5_1 products) */
+struct blk_q8_1 {
+    uint16_t d, s;
+    int8_t qs[QK8_1];
+};
+/* x[j] = d * ((qs[j] & 15) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8) */
+struct blk_q4_0 {
+    uint16_t d;
+    uint8_t qs[QK4_0 / 2];
+};
+/* x[j] = d * (qs[j] & 15) + m, x[j + 16] = d * (qs[j] >> 4) + m */
+struct blk_q4_1 {
+    uint16_t d, m;
+    uint8_t qs[QK4_1 / 2];
+};
+/* as Q4_0 with a fifth bit from qh (bit j for x[j], bit j+16 for x[j+16]),
+ * offset 16 */
+struct blk_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[QK5_0 / 2];
+};
+struct blk_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[QK5_1 / 2];
+};
+/* 8 sub-blocks of 32 with 6-bit scales and mins (packed in scales[12]):
+ * x = d * sc * q - dmin * m, q in [0, 15]; qs holds sub-blocks 2i (low
+ * nibbles) and 2i+1 (high nibbles) in bytes 32i..32i+31 */
+struct blk_q4_k {
+    uint16_t d, dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qs[QK_K / 2];
+};
+/* as Q4_K with a fifth bit: qh[l] bit 2i for sub-block 2i, 2i+1 for 2i+1 */
+struct blk_q5_k {
+    uint16_t d, dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+};
+/* 16 sub-blocks of 16 with int8 scales: x = d * sc * (q - 32), q 6 bits:
+ * low 4 in ql, high 2 in qh */
+struct blk_q6_k {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint16_t d;
+};
+/* activations of K-quant products: x = d * qs, bsums = sums of 16 qs */
+struct blk_q8_k {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];
+};
+
+/* Per-ISA product kernels (signature of quant_gemm_fn). */
+#define QUANT__GEMM_ARGS                                                                           \
+    const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1, const void *Xq,              \
+        size_t xstride, int64_t M, float *Y, int64_t ldy, float beta
+void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS);
+void quant__gemm_q4_0_avx2(QUANT__GEMM_ARGS);
+/* activation rows (from_float of Q8_0 / Q8_K), bit-identical to scalar */
+void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n);
+void quant__rows_q8_k_avx2(const float *x, void *dst, int64_t n);
+void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
+
+#endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

@@ -1,0 +1,549 @@
+/*
+ * tests/test_quant.c — the tensor type table and quantized products.
+ *
+ * - table: every row's sizes agree with quant_row_bytes and the GGUF
+ *   reader's gguf_tensor_nbytes; dot types are activation types.
+ * - rounding: the quantizers' codes on hand-checkable blocks (Q8_0, Q4_0,
+ *   Q5_0 weights and Q8_0 activations), and the Q4_K / Q6_K bit layouts
+ *   decoded from hand-built blocks.
+ * - round trips: to_float(from_float(x)) within each type's error bound.
+ * - products: quant_gemm at every ISA the CPU has (forced) against
+ *   quant_gemm_ref (dequantize, dot in double) on random raw blocks (every
+ *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
+ *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "folio/common.h"
+#include "folio/gguf.h"
+#include "quant.h"
+
+static const enum gguf_tensor_type wtypes[] = {
+    GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0,
+    GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K,
+};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static float urand(void) /* [-1, 1) */
+{
+    return (float)(rnd() % 2000000) / 1000000.0f - 1.0f;
+}
+
+static float grand(void)
+{
+    float s = 0.0f;
+    for (int i = 0; i < 6; i++)
+        s += urand();
+    return s * 0.7f;
+}
+
+static void test_table(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(wtypes); i++) {
+        enum gguf_tensor_type t = wtypes[i];
+        const struct quant_traits *r = quant_traits_of(t);
+        assert_non_null(r);
+        assert_true(r->in_files);
+        assert_int_equal(quant_row_bytes(t, r->block), (size_t)r->block_bytes);
+        assert_int_equal(quant_row_bytes(t, 4 * r->block), 4 * (size_t)r->block_bytes);
+        assert_int_equal(quant_row_bytes(t, r->block + 1), 0);
+        assert_int_equal(gguf_tensor_nbytes(t, 3 * r->block), 3 * (size_t)r->block_bytes);
+        assert_string_equal(gguf_tensor_type_name(t), r->name);
+        const struct quant_traits *d = quant_traits_of(quant_dot_type(t));
+        assert_non_null(d);
+        assert_int_equal(d->block, r->block);
+        assert_false(d->in_files && quant_dot_type(t) != GGUF_TENSOR_Q8_0);
+    }
+    assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q8_0, 64), 68);
+    assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q4_K, 256), 144);
+    assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q5_K, 256), 176);
+    assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q6_K, 512), 420);
+    assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q4_0, 32), 18);
+    assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q5_1, 32), 24);
+    assert_int_equal(quant_dot_type(GGUF_TENSOR_Q4_1), GGUF_TENSOR_Q8_1);
+    assert_int_equal(quant_dot_type(GGUF_TENSOR_Q6_K), GGUF_TENSOR_Q8_K);
+    assert_null(quant_traits_of((enum gguf_tensor_type)11)); /* q3_K */
+    assert_int_equal(quant_from_float((enum gguf_tensor_type)11, NULL, NULL, 256), -EINVAL);
+    assert_false(quant_traits_of(GGUF_TENSOR_Q8_K)->in_files);
+}
+
+/* the table's F16 conversion is exact: every half against common's */
+static void test_f16_all(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint16_t v = (uint16_t)h;
+        float got, want = folio_f16_to_f32(v);
+        quant_to_float(GGUF_TENSOR_F16, &v, &got, 1);
+        if (isnan(want))
+            assert_true(isnan(got));
+        else
+            assert_memory_equal(&got, &want, 4);
+    }
+}
+
+/* Q8_0 with amax 127: d = 1, codes are round-half-away of x. */
+static void test_round_q8_0(void **state)
+{
+    (void)state;
+    float x[32] = {127.0f, -127.0f, 0.4f, 0.6f, -0.6f, 2.49f, -3.51f, 100.2f, -0.5f, 1.5f};
+    const int8_t want[32] = {127, -127, 0, 1, -1, 2, -4, 100, -1, 2};
+    uint8_t b[34];
+    assert_int_equal(quant_from_float(GGUF_TENSOR_Q8_0, x, b, 32), 0);
+    uint16_t d;
+    memcpy(&d, b, 2);
+    assert_int_equal(d, 0x3c00); /* 1.0 */
+    assert_memory_equal(b + 2, want, 32);
+    /* the activation quantizer (quant_rows) rounds the same way */
+    uint8_t xq[34];
+    quant_rows(GGUF_TENSOR_Q8_0, x, 32, 32, 0, 1, xq);
+    assert_memory_equal(xq, b, 34);
+    /* random blocks, halves included: codes are roundf(x * (1 / (amax / 127))) */
+    for (int it = 0; it < 2000; it++) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            x[j] = it % 2 ? (float)((int)(rnd() % 253) - 127) + 0.5f : urand() * 3.0f;
+            amax = fmaxf(amax, fabsf(x[j]));
+        }
+        if (it % 2) {
+            x[rnd() % 32] = 127.0f; /* d = 1: x * id stays exactly k + 0.5 */
+            amax = 127.0f;
+        }
+        assert_int_equal(quant_from_float(GGUF_TENSOR_Q8_0, x, b, 32), 0);
+        const float dd = amax / 127.0f, id = 1.0f / dd;
+        for (int j = 0; j < 32; j++)
+            assert_int_equal((int8_t)b[2 + j], (int)roundf(x[j] * id));
+    }
+    /* all zeros: d = 0, codes 0 */
+    float z[32] = {0};
+    assert_int_equal(quant_from_float(GGUF_TENSOR_Q8_0, z, b, 32), 0);
+    for (int i = 0; i < 34; i++)
+        assert_int_equal(b[i], 0);
+}
+
+/* Q4_0: the signed value of largest magnitude -8 gives d = 1; codes are
+ * trunc(x + 8.5) capped at 15, low nibbles x[0..15], high x[16..31]. */
+static void test_round_q4_0(void **state)
+{
+    (void)state;
+    float x[32] = {0};
+    x[0] = -8.0f;  /* 0 */
+    x[1] = 7.4f;   /* 15.9 -> 15 */
+    x[2] = -0.6f;  /* 7.9 -> 7 */
+    x[3] = 3.2f;   /* 11.7 -> 11 */
+    x[16] = 2.0f;  /* 10 */
+    x[17] = -7.6f; /* 0.9 -> 0 */
+    uint8_t b[18];
+    assert_int_equal(quant_from_float(GGUF_TENSOR_Q4_0, x, b, 32), 0);
+    uint16_t d;
+    memcpy(&d, b, 2);
+    assert_int_equal(d, 0x3c00);
+    assert_int_equal(b[2 + 0], 0 | (10 << 4));
+    assert_int_equal(b[2 + 1], 15 | (0 << 4));
+    assert_int_equal(b[2 + 2], 7 | (8 << 4));
+    assert_int_equal(b[2 + 3], 11 | (8 << 4));
+    assert_int_equal(b[2 + 4], 8 | (8 << 4));
+    float y[32];
+    quant_to_float(GGUF_TENSOR_Q4_0, b, y, 32);
+    assert_true(y[0] == -8.0f && y[1] == 7.0f && y[2] == -1.0f && y[16] == 2.0f && y[17] == -8.0f &&
+                y[31] == 0.0f);
+}
+
+/* Q5_0: largest magnitude -16 gives d = 1; code = trunc(x + 16.5) capped at
+ * 31; bit 4 of code j in qh bit j (x[16 + j]: bit 16 + j). */
+static void test_round_q5_0(void **state)
+{
+    (void)state;
+    float x[32] = {0};
+    x[0] = -16.0f; /* 0 */
+    x[1] = 15.2f;  /* 31 */
+    x[16] = 3.0f;  /* 19 */
+    x[31] = -1.2f; /* 15.3 -> 15 */
+    uint8_t b[22];
+    assert_int_equal(quant_from_float(GGUF_TENSOR_Q5_0, x, b, 32), 0);
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4);
+    /* codes: x[0]=0, x[1]=31, x[2..15]=16, x[16]=19, x[17..30]=16, x[31]=15 */
+    uint32_t want = 0;
+    for (int j = 1; j < 32; j++)
+        if (j != 31)
+            want |= 1u << j;
+    assert_int_equal(qh, want);
+    assert_int_equal(b[6 + 0], 0 | (3 << 4));
+    assert_int_equal(b[6 + 1], 15 | (0 << 4));
+    assert_int_equal(b[6 + 15], 0 | (15 << 4));
+    float y[32];
+    quant_to_float(GGUF_TENSOR_Q5_0, b, y, 32);
+    assert_true(y[0] == -16.0f && y[1] == 15.0f && y[16] == 3.0f && y[31] == -1.0f);
+}
+
+/* Q4_K layout: sub-block j has 6-bit scale/min; j < 4 in the low 6 bits of
+ * bytes j / j+4, j >= 4 split: low 4 bits in byte j+4, top 2 bits in bits
+ * 6-7 of bytes j-4 (scale) and j (min).  Codes: byte 32i+l holds element
+ * 64i+l (low nibble) and 64i+32+l (high nibble). */
+static void test_layout_q4_k(void **state)
+{
+    (void)state;
+    uint8_t b[144] = {0};
+    const uint16_t one = 0x3c00, half = 0x3800;
+    memcpy(b, &one, 2);      /* d = 1 */
+    memcpy(b + 2, &half, 2); /* dmin = 0.5 */
+    const int sc[8] = {1, 2, 3, 63, 17, 33, 48, 5}, mn[8] = {0, 4, 9, 20, 62, 1, 31, 40};
+    uint8_t *s = b + 4;
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+        s[j + 4] = (uint8_t)(mn[j] | ((mn[j + 4] >> 4) << 6));
+        s[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+    }
+    uint8_t *qs = b + 16;
+    for (int i = 0; i < 128; i++)
+        qs[i] = (uint8_t)((i % 16) | ((15 - i % 16) << 4));
+    float y[256];
+    quant_to_float(GGUF_TENSOR_Q4_K, b, y, 256);
+    for (int e = 0; e < 256; e++) {
+        int chunk = e / 64, l = e % 32, hi = (e % 64) >= 32, j = e / 32;
+        int byte = qs[32 * chunk + l];
+        int q = hi ? byte >> 4 : byte & 15;
+        float want = (float)(sc[j] * q) - 0.5f * (float)mn[j];
+        assert_float_equal(y[e], want, 0.0f);
+    }
+}
+
+/* Q6_K layout: per half h (128 elements), ql[64h + l] holds elements l
+ * (low) and l+64 (high nibble), ql[64h + 32 + l] elements l+32 and l+96;
+ * qh[32h + l] holds the top 2 bits of l, l+32, l+64, l+96; x = d * sc[e/16]
+ * * (q - 32). */
+static void test_layout_q6_k(void **state)
+{
+    (void)state;
+    uint8_t b[210];
+    int q[256];
+    for (int e = 0; e < 256; e++)
+        q[e] = (int)(rnd() % 64);
+    memset(b, 0, sizeof b);
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const int *Q = q + 128 * h;
+            b[64 * h + l] = (uint8_t)((Q[l] & 15) | ((Q[l + 64] & 15) << 4));
+            b[64 * h + 32 + l] = (uint8_t)((Q[l + 32] & 15) | ((Q[l + 96] & 15) << 4));
+            b[128 + 32 * h + l] = (uint8_t)((Q[l] >> 4) | ((Q[l + 32] >> 4) << 2) |
+                                            ((Q[l + 64] >> 4) << 4) | ((Q[l + 96] >> 4) << 6));
+        }
+    int8_t sc[16];
+    for (int j = 0; j < 16; j++)
+        sc[j] = (int8_t)(j * 17 - 128);
+    memcpy(b + 192, sc, 16);
+    const uint16_t two = 0x4000;
+    memcpy(b + 208, &two, 2);
+    float y[256];
+    quant_to_float(GGUF_TENSOR_Q6_K, b, y, 256);
+    for (int e = 0; e < 256; e++)
+        assert_float_equal(y[e], 2.0f * (float)sc[e / 16] * (float)(q[e] - 32), 0.0f);
+}
+
+/* RMS of the round-trip error over RMS of x, Gaussian data; the bounds are
+ * about 1.5x what each type's step gives (4 bits: step ~ range/15 ...). */
+static void test_round_trip(void **state)
+{
+    (void)state;
+    const struct {
+        enum gguf_tensor_type t;
+        double bound;
+    } cases[] = {
+        {GGUF_TENSOR_F16, 1e-3},   {GGUF_TENSOR_BF16, 6e-3}, {GGUF_TENSOR_Q8_0, 0.01},
+        {GGUF_TENSOR_Q4_0, 0.16},  {GGUF_TENSOR_Q4_1, 0.13}, {GGUF_TENSOR_Q5_0, 0.08},
+        {GGUF_TENSOR_Q5_1, 0.065}, {GGUF_TENSOR_Q4_K, 0.16}, {GGUF_TENSOR_Q5_K, 0.08},
+        {GGUF_TENSOR_Q6_K, 0.04},
+    };
+    enum { N = 4096 };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    uint8_t *b = malloc(N * 4);
+    for (int i = 0; i < N; i++)
+        x[i] = grand() * ((i / 256) % 3 == 0 ? 1e-3f : 1.0f);
+    for (size_t c = 0; c < FOLIO_ARRAY_LEN(cases); c++) {
+        assert_int_equal(quant_from_float(cases[c].t, x, b, N), 0);
+        quant_to_float(cases[c].t, b, y, N);
+        /* per 256-element chunk so the small-scale chunks count too */
+        double worst = 0.0;
+        for (int ch = 0; ch < N / 256; ch++) {
+            double e2 = 0.0, x2 = 0.0;
+            for (int i = 256 * ch; i < 256 * (ch + 1); i++) {
+                e2 += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+                x2 += (double)x[i] * x[i];
+            }
+            worst = fmax(worst, sqrt(e2 / x2));
+        }
+        if (worst > cases[c].bound)
+            fail_msg("%s: relative RMS error %.4f > %.4f", quant_traits_of(cases[c].t)->name, worst,
+                     cases[c].bound);
+    }
+    free(x);
+    free(y);
+    free(b);
+}
+
+/* Offsets of a block's f16 scale fields (-1: none) for random raw blocks. */
+static void fix_scales(enum gguf_tensor_type t, uint8_t *blk, int kind)
+{
+    int off[2] = {0, -1};
+    switch (t) {
+    case GGUF_TENSOR_Q4_1:
+    case GGUF_TENSOR_Q5_1:
+    case GGUF_TENSOR_Q4_K:
+    case GGUF_TENSOR_Q5_K:
+        off[1] = 2;
+        break;
+    case GGUF_TENSOR_Q6_K:
+        off[0] = 208;
+        break;
+    default:
+        break;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (off[i] < 0)
+            continue;
+        float v;
+        switch (kind) {
+        case 0:
+            v = 0.0f;
+            break;
+        case 1:
+            v = (rnd() & 1 ? 1.0f : -1.0f) * 6.0e4f; /* near f16 max */
+            break;
+        case 2:
+            v = 6.0e-8f; /* f16 subnormal */
+            break;
+        default:
+            v = urand() * 0.05f;
+        }
+        if (t == GGUF_TENSOR_Q4_K || t == GGUF_TENSOR_Q5_K)
+            v = fabsf(v); /* d and dmin are positive in practice */
+        uint16_t h = folio_f32_to_f16(v);
+        memcpy(blk + off[i], &h, 2);
+    }
+}
+
+static void fill_weights(enum gguf_tensor_type t, uint8_t *w, int64_t N, int64_t K)
+{
+    const struct quant_traits *r = quant_traits_of(t);
+    const int64_t nblk = N * K / r->block;
+    if (rnd() % 2) {
+        for (int64_t i = 0; i < nblk * r->block_bytes; i++)
+            w[i] = (uint8_t)rnd();
+        for (int64_t b = 0; b < nblk; b++) {
+            uint32_t u = rnd() % 16;
+            fix_scales(t, w + b * r->block_bytes, u == 0 ? 0 : u == 1 ? 1 : u == 2 ? 2 : 3);
+        }
+    } else {
+        float *x = malloc((size_t)(N * K) * sizeof(float));
+        for (int64_t i = 0; i < N * K; i++)
+            x[i] = grand();
+        /* a zero row and a huge row */
+        for (int64_t k = 0; k < K; k++)
+            x[k] = 0.0f;
+        if (N > 2)
+            for (int64_t k = 0; k < K; k++)
+                x[2 * K + k] *= 1000.0f;
+        assert_int_equal(quant_from_float(t, x, w, N * K), 0);
+        free(x);
+    }
+}
+
+static void check_gemm(enum gguf_tensor_type t, int64_t M, int64_t N, int64_t K, int64_t n0,
+                       int64_t n1, float beta)
+{
+    const size_t ws = quant_row_bytes(t, K);
+    const enum gguf_tensor_type dt = quant_dot_type(t);
+    const size_t xs = quant_row_bytes(dt, K);
+    uint8_t *W = malloc(ws * (size_t)N), *Xq = malloc(xs * (size_t)M);
+    float *X = malloc((size_t)(M * K) * sizeof(float));
+    const int64_t ldy = N + 3;
+    float *Y = malloc((size_t)(M * ldy) * sizeof(float)),
+          *R = malloc((size_t)(M * ldy) * sizeof(float));
+    float *wf = malloc((size_t)K * sizeof(float)), *xf = malloc((size_t)K * sizeof(float));
+    fill_weights(t, W, N, K);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++)
+            X[m * K + k] = m == 1 ? 0.0f : grand() * (m == 2 ? 500.0f : 1.0f);
+    quant_rows(t, X, K, K, 0, M, Xq);
+    for (int64_t i = 0; i < M * ldy; i++)
+        R[i] = Y[i] = beta != 0.0f ? urand() : NAN;
+    quant_gemm_ref(t, W, K, n0, n1, Xq, M, R, ldy, beta);
+    quant_gemm(t, W, K, n0, n1, Xq, M, Y, ldy, beta);
+    for (int64_t n = 0; n < N; n++) {
+        quant_to_float(t, W + (size_t)n * ws, wf, K);
+        for (int64_t m = 0; m < M; m++) {
+            const int64_t i = m * ldy + n;
+            if (n < n0 || n >= n1) { /* untouched */
+                assert_true(memcmp(&Y[i], &R[i], 4) == 0);
+                continue;
+            }
+            quant_to_float(dt, Xq + (size_t)m * xs, xf, K);
+            double abssum = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                abssum += fabs((double)wf[k] * xf[k]);
+            /* float accumulation; Q8_1's sum term is a half float */
+            double tol = 2e-6 * abssum + 1e-30;
+            if (dt == GGUF_TENSOR_Q8_1) { /* |m| * |s| * 2^-11 per block */
+                const uint8_t *wr = W + (size_t)n * ws;
+                for (int64_t b = 0; b < K / 32; b++) {
+                    uint16_t mh;
+                    memcpy(&mh, wr + b * quant_traits_of(t)->block_bytes + 2, 2);
+                    double sx = 0.0;
+                    for (int k = 0; k < 32; k++)
+                        sx += fabs((double)xf[32 * b + k]);
+                    tol += 1e-3 * fabs((double)folio_f16_to_f32(mh)) * sx;
+                }
+            }
+            if (!(fabs((double)Y[i] - R[i]) <= tol))
+                fail_msg("%s isa %s M %lld N %lld K %lld [%lld,%lld) beta %g: y[%lld][%lld] = "
+                         "%.9g, ref %.9g (tol %.3g)",
+                         quant_traits_of(t)->name, quant_isa_name(), (long long)M, (long long)N,
+                         (long long)K, (long long)n0, (long long)n1, beta, (long long)m,
+                         (long long)n, Y[i], R[i], tol);
+        }
+    }
+    free(W);
+    free(Xq);
+    free(X);
+    free(Y);
+    free(R);
+    free(wf);
+    free(xf);
+}
+
+static void test_gemm_all_isas(void **state)
+{
+    (void)state;
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const int64_t Ms[] = {1, 2, 3, 5, 9};
+    const int64_t Ns[] = {1, 4, 7, 13};
+    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+        int rc = quant_force_isa(isas[a]);
+        if (rc == -ENOTSUP) {
+            printf("# quant isa %s: not on this CPU, skipped\n", isas[a]);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        assert_string_equal(quant_isa_name(), isas[a]);
+        for (size_t i = 0; i < FOLIO_ARRAY_LEN(wtypes); i++) {
+            const enum gguf_tensor_type t = wtypes[i];
+            const int64_t blk = quant_traits_of(t)->block;
+            for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++)
+                for (size_t ni = 0; ni < FOLIO_ARRAY_LEN(Ns); ni++) {
+                    const int64_t N = Ns[ni], K = blk * (int64_t)(1 + rnd() % 3);
+                    const int64_t n0 = N > 4 ? 1 : 0, n1 = N > 4 ? N - 2 : N;
+                    check_gemm(t, Ms[mi], N, K, 0, N, 0.0f);
+                    check_gemm(t, Ms[mi], N, K, n0, n1, 1.0f);
+                }
+        }
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+    assert_int_equal(quant_force_isa("nonsense"), -EINVAL);
+}
+
+/* quant_rows writes exactly rows [m0, m1) */
+static void test_rows_range(void **state)
+{
+    (void)state;
+    const int64_t K = 256, M = 5;
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(wtypes); i++) {
+        const enum gguf_tensor_type t = wtypes[i];
+        const size_t xs = quant_row_bytes(quant_dot_type(t), K);
+        float X[5 * 260];
+        for (int j = 0; j < 5 * 260; j++)
+            X[j] = grand();
+        uint8_t *a = malloc(xs * M), *b = malloc(xs * M);
+        memset(a, 0xa5, xs * M);
+        quant_rows(t, X, 260, K, 1, 3, a);
+        for (size_t j = 0; j < xs; j++) {
+            assert_int_equal(a[j], 0xa5);
+            assert_int_equal(a[3 * xs + j], 0xa5);
+        }
+        quant_rows(t, X, 260, K, 0, M, b);
+        assert_memory_equal(a + xs, b + xs, 2 * xs);
+        free(a);
+        free(b);
+    }
+}
+
+/* quant_rows at every ISA is byte-identical to the scalar quantizer of the
+ * dot type (halves, zeros and large values included) */
+static void test_rows_isas(void **state)
+{
+    (void)state;
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const int64_t K = 512, M = 7;
+    float *X = malloc((size_t)(M * K) * sizeof(float));
+    for (int64_t i = 0; i < M * K; i++) {
+        switch (i % 5) {
+        case 0:
+            X[i] = (float)((int)(rnd() % 200) - 100) + 0.5f;
+            break;
+        case 1:
+            X[i] = 0.0f;
+            break;
+        default:
+            X[i] = grand() * (i / K == 3 ? 1e4f : 1.0f);
+        }
+    }
+    for (int64_t k = 0; k < K; k++) {
+        X[5 * K + k] = 0.0f; /* an all-zero row */
+        /* a row of exact halves: with 127 in every block, d = 1 and x / d
+         * is the half itself, which rounds away from zero */
+        X[6 * K + k] = k % 32 == 0 ? 127.0f : (float)((int)(rnd() % 252) - 126) + 0.5f;
+    }
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(wtypes); i++) {
+        const enum gguf_tensor_type t = wtypes[i], dt = quant_dot_type(t);
+        const size_t xs = quant_row_bytes(dt, K);
+        uint8_t *want = malloc(xs * M), *got = malloc(xs * M);
+        for (int64_t m = 0; m < M; m++)
+            assert_int_equal(quant_from_float(dt, X + m * K, want + m * xs, K), 0);
+        for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+            if (quant_force_isa(isas[a]))
+                continue;
+            memset(got, 0x5a, xs * M);
+            quant_rows(t, X, K, K, 0, M, got);
+            if (memcmp(got, want, xs * M))
+                fail_msg("quant_rows for %s at %s differs from the scalar quantizer",
+                         quant_traits_of(t)->name, isas[a]);
+        }
+        free(want);
+        free(got);
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+    free(X);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),         cmocka_unit_test(test_f16_all),
+        cmocka_unit_test(test_round_q8_0),    cmocka_unit_test(test_round_q4_0),
+        cmocka_unit_test(test_round_q5_0),    cmocka_unit_test(test_layout_q4_k),
+        cmocka_unit_test(test_layout_q6_k),   cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_rows_range),    cmocka_unit_test(test_rows_isas),
+        cmocka_unit_test(test_gemm_all_isas),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

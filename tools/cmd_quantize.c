@@ -1,0 +1,245 @@
+/*
+ * tools/cmd_quantize.c — `folio quantize IN.gguf OUT.gguf --type T`: rewrite
+ * a GGUF model with its matrices in another type.
+ *
+ * Every key is copied as it is (general.file_type is set to llama.cpp's
+ * number for the mix, general.quantization_version to 2 for quantized
+ * mixes).  1-D tensors (norms) are copied as they are.  Every 2-D tensor is
+ * converted to f32 (model/quant.c's to_float) and then to the type the mix
+ * picks for it (quant_from_float), so a quantized input is requantized.
+ *
+ * Mixes (the per-tensor choices llama.cpp's quantizer makes, as users know
+ * them; "more bits" layers are the first and last eighth of the layers and
+ * every third one between, llama.cpp's use_more_bits):
+ *
+ *   f16, bf16, q8_0  every matrix that type
+ *   q4_0             Q4_0; output.weight Q6_K
+ *   q6_k             Q6_K
+ *   q4_k_m           Q4_K; output.weight, and attn_v / ffn_down of the
+ *                    "more bits" layers, Q6_K
+ *   q5_k_m           Q5_K; the same tensors Q6_K
+ *
+ * With tied embeddings (no output.weight) token_embd.weight takes
+ * output.weight's type.  A K-quant needs rows that are a multiple of 256:
+ * a tensor whose rows are not falls back as llama.cpp does (Q4_K -> Q5_0,
+ * Q5_K -> Q5_1, Q6_K -> Q8_0), and a 32-block type on rows not a multiple
+ * of 32 leaves the tensor F16.
+ *
+ * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+#include "folio/gguf.h"
+#include "folio_cmds.h"
+#include "quant.h"
+
+struct mix {
+    const char *name;
+    enum gguf_tensor_type base, output, more_bits; /* more_bits: attn_v/ffn_down */
+    uint32_t file_type;                            /* llama.cpp's enum llama_ftype */
+};
+
+static const struct mix mixes[] = {
+    {"f16", GGUF_TENSOR_F16, GGUF_TENSOR_F16, GGUF_TENSOR_F16, 1},
+    {"bf16", GGUF_TENSOR_BF16, GGUF_TENSOR_BF16, GGUF_TENSOR_BF16, 32},
+    {"q8_0", GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q8_0, 7},
+    {"q4_0", GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q4_0, 2},
+    {"q4_k_m", GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 15},
+    {"q5_k_m", GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 17},
+    {"q6_k", GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 18},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: folio quantize IN.gguf OUT.gguf --type f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k\n"
+            "\n"
+            "Rewrites a GGUF model with its matrices (2-D tensors) in another type; keys\n"
+            "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
+            "  f16, bf16, q8_0  every matrix that type\n"
+            "  q4_0             Q4_0, output.weight Q6_K\n"
+            "  q6_k             every matrix Q6_K\n"
+            "  q4_k_m           Q4_K; Q6_K for output.weight and for attn_v and ffn_down\n"
+            "                   of the first and last eighth of the layers and every\n"
+            "                   third layer between (llama.cpp's choice)\n"
+            "  q5_k_m           as q4_k_m with Q5_K in place of Q4_K\n"
+            "Tied embeddings: token_embd.weight takes output.weight's type.  Rows that\n"
+            "are not a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and\n"
+            "Q6_K to Q8_0 (as llama.cpp does); rows not a multiple of 32 stay F16.\n");
+}
+
+static bool more_bits(int64_t layer, int64_t n_layers)
+{
+    return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
+{
+    if (quant_traits_of(t)->block == 256 && row % 256) {
+        switch (t) {
+        case GGUF_TENSOR_Q4_K:
+            t = GGUF_TENSOR_Q5_0;
+            break;
+        case GGUF_TENSOR_Q5_K:
+            t = GGUF_TENSOR_Q5_1;
+            break;
+        default:
+            t = GGUF_TENSOR_Q8_0;
+            break;
+        }
+    }
+    if (row % quant_traits_of(t)->block)
+        t = GGUF_TENSOR_F16;
+    return t;
+}
+
+static enum gguf_tensor_type pick(const struct mix *mx, const char *name, int64_t row,
+                                  int64_t n_layers, bool has_output)
+{
+    enum gguf_tensor_type t = mx->base;
+    int layer = -1, off = 0;
+    if (!strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"))) {
+        t = mx->output;
+    } else if (sscanf(name, "blk.%d.%n", &layer, &off) == 1 && off > 0) {
+        const char *rest = name + off;
+        if ((!strcmp(rest, "attn_v.weight") || !strcmp(rest, "ffn_down.weight")) &&
+            more_bits(layer, n_layers))
+            t = mx->more_bits;
+    }
+    return fallback(t, row);
+}
+
+static int64_t block_count(const gguf_file_t *f)
+{
+    int64_t a = gguf_find_key(f, "general.architecture");
+    const char *arch;
+    size_t len;
+    char key[128];
+    int64_t n = 0;
+    if (a < 0 || gguf_get_str(f, a, &arch, &len) || len > 64)
+        return 0;
+    snprintf(key, sizeof(key), "%.*s.block_count", (int)len, arch);
+    int64_t k = gguf_find_key(f, key);
+    if (k < 0 || gguf_get_i64(f, k, &n))
+        return 0;
+    return n;
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *type = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
+            type = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "folio quantize: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (!in) {
+            in = argv[i];
+        } else if (!out) {
+            out = argv[i];
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    const struct mix *mx = NULL;
+    for (size_t i = 0; type && i < FOLIO_ARRAY_LEN(mixes); i++)
+        if (!strcasecmp(type, mixes[i].name))
+            mx = &mixes[i];
+    if (!in || !out || !mx) {
+        fprintf(stderr, "folio quantize: %s\n",
+                !in || !out ? "IN.gguf and OUT.gguf are required"
+                            : "--type must be f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k");
+        usage(stderr);
+        return 2;
+    }
+
+    char err[512];
+    gguf_file_t *f = NULL;
+    gguf_writer_t *w = NULL;
+    int rc = gguf_open(in, &f, err, sizeof(err));
+    if (rc) {
+        fprintf(stderr, "folio quantize: %s\n", err);
+        return 1;
+    }
+    const int64_t nt = gguf_n_tensors(f), n_layers = block_count(f);
+    void **bufs = folio_calloc((size_t)nt + 1, sizeof(void *));
+    float *tmp = NULL;
+    int counts[64] = {0};
+    err[0] = 0;
+    if (!bufs || (rc = gguf_writer_new(&w)))
+        goto oom;
+    bool is_quant = mx->base != GGUF_TENSOR_F16 && mx->base != GGUF_TENSOR_BF16;
+    for (int64_t i = 0; i < gguf_n_keys(f); i++) {
+        const char *k = gguf_key_name(f, i);
+        if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version"))
+            continue;
+        if ((rc = gguf_w_copy_key(w, f, i)))
+            goto oom;
+    }
+    if ((rc = gguf_w_u32(w, "general.file_type", mx->file_type)) ||
+        (is_quant && (rc = gguf_w_u32(w, "general.quantization_version", 2))))
+        goto oom;
+    const bool has_output = gguf_find_tensor(f, "output.weight") >= 0;
+    for (int64_t i = 0; i < nt; i++) {
+        struct gguf_tensor_info ti;
+        gguf_tensor_get(f, i, &ti);
+        int64_t n = 1;
+        for (int d = 0; d < ti.n_dims; d++)
+            n *= ti.ne[d];
+        if (ti.n_dims < 2) {
+            rc = gguf_w_tensor(w, ti.name, ti.type, ti.n_dims, ti.ne, ti.data);
+            counts[ti.type]++;
+        } else {
+            const enum gguf_tensor_type t = pick(mx, ti.name, ti.ne[0], n_layers, has_output);
+            folio_free(tmp);
+            tmp = folio_malloc((size_t)n * sizeof(float));
+            bufs[i] = folio_malloc(gguf_tensor_nbytes(t, n));
+            if (!tmp || !bufs[i]) {
+                rc = -ENOMEM;
+                goto oom;
+            }
+            if ((rc = gguf_tensor_to_f32(ti.type, ti.data, tmp, n)) ||
+                (rc = quant_from_float(t, tmp, bufs[i], n))) {
+                snprintf(err, sizeof(err), "%s: tensor '%s': cannot convert %s to %s", in, ti.name,
+                         gguf_tensor_type_name(ti.type), gguf_tensor_type_name(t));
+                goto fail;
+            }
+            rc = gguf_w_tensor(w, ti.name, t, ti.n_dims, ti.ne, bufs[i]);
+            counts[t]++;
+        }
+        if (rc)
+            goto oom;
+    }
+    if ((rc = gguf_writer_write(w, out, err, sizeof(err))))
+        goto fail;
+    printf("%s: %" PRId64 " tensors:", out, nt);
+    for (int t = 0; t < 64; t++)
+        if (counts[t])
+            printf(" %s x %d", gguf_tensor_type_name((enum gguf_tensor_type)t), counts[t]);
+    printf("\n");
+    goto out;
+oom:
+    snprintf(err, sizeof(err), "%s: cannot build the output: %s", out, strerror(-rc));
+fail:
+    fprintf(stderr, "folio quantize: %s\n", err);
+out:
+    for (int64_t i = 0; bufs && i < nt; i++)
+        folio_free(bufs[i]);
+    folio_free(bufs);
+    folio_free(tmp);
+    gguf_writer_free(w);
+    gguf_close(f);
+    return rc ? 1 : 0;
+}
