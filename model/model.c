@@ -115,18 +115,24 @@ int model__alloc(const struct model_hparams *hp, struct model **out)
 
     char *p = m->storage;
 #define TAKE(n) ((const float *)(p += tensor_bytes(n), p - tensor_bytes(n)))
-    m->tok_embd = TAKE(vocab * dim);
+#define MAT(r, c)                                                                                  \
+    ((struct matmul_mat){.type = GGUF_TENSOR_F32,                                                  \
+                         .rows = (int32_t)(r),                                                     \
+                         .cols = (int32_t)(c),                                                     \
+                         .data = TAKE((r) * (c))})
+    m->tok_embd = MAT(vocab, dim);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         L->attn_norm = TAKE(dim);
-        L->wqkv = TAKE((n_q + 2 * n_kv) * dim);
-        L->wo = TAKE(dim * n_q);
+        L->wqkv = MAT(n_q + 2 * n_kv, dim);
+        L->wo = MAT(dim, n_q);
         L->ffn_norm = TAKE(dim);
-        L->w_gate_up = TAKE(2 * ffn * dim);
-        L->w_down = TAKE(dim * ffn);
+        L->w_gate_up = MAT(2 * ffn, dim);
+        L->w_down = MAT(dim, ffn);
     }
     m->out_norm = TAKE(dim);
-    m->output = TAKE(vocab * dim);
+    m->output = MAT(vocab, dim);
+#undef MAT
 #undef TAKE
     *out = m;
     return 0;
@@ -183,19 +189,20 @@ void model__fill_random(struct model *m, uint64_t seed)
     const size_t n_q = (size_t)hp->n_heads * hd, n_kv = (size_t)hp->n_kv_heads * hd;
     const size_t vocab = (size_t)hp->n_vocab, ffn = (size_t)hp->ffn_dim;
     uint64_t k = 0;
-    fill_normal((float *)m->tok_embd, vocab * dim, seed, k++, 1.0f);
+    fill_normal(model__f32(&m->tok_embd), vocab * dim, seed, k++, 1.0f);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         fill_norm((float *)L->attn_norm, dim, seed, k++);
-        fill_normal((float *)L->wqkv, (n_q + 2 * n_kv) * dim, seed, k++, 1.0f / sqrtf((float)dim));
-        fill_normal((float *)L->wo, dim * n_q, seed, k++, 1.0f / sqrtf((float)n_q));
+        fill_normal(model__f32(&L->wqkv), (n_q + 2 * n_kv) * dim, seed, k++,
+                    1.0f / sqrtf((float)dim));
+        fill_normal(model__f32(&L->wo), dim * n_q, seed, k++, 1.0f / sqrtf((float)n_q));
         fill_norm((float *)L->ffn_norm, dim, seed, k++);
-        fill_normal((float *)L->w_gate_up, 2 * ffn * dim, seed, k++, 1.0f / sqrtf((float)dim));
-        fill_normal((float *)L->w_down, dim * ffn, seed, k++, 1.0f / sqrtf((float)ffn));
+        fill_normal(model__f32(&L->w_gate_up), 2 * ffn * dim, seed, k++, 1.0f / sqrtf((float)dim));
+        fill_normal(model__f32(&L->w_down), dim * ffn, seed, k++, 1.0f / sqrtf((float)ffn));
     }
     fill_norm((float *)m->out_norm, dim, seed, k++);
-    if (m->output != m->tok_embd)
-        fill_normal((float *)m->output, vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
+    if (m->output.data != m->tok_embd.data)
+        fill_normal(model__f32(&m->output), vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
 }
 
 /* ---- public ----------------------------------------------------------- */
