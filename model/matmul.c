@@ -242,6 +242,87 @@ static void fused16(bool bf16, const uint16_t *W, int32_t K, int32_t n0, int32_t
     }
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define MM_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* 8 elements of a 16-bit row as f32. */
+MM_AVX2 static inline __m256 load8_16(bool bf16, const uint16_t *p)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (bf16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+MM_AVX2 static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* fused16 with AVX2 + FMA + F16C: same contract, same results up to the
+ * order of the partial sums. */
+MM_AVX2 static void fused16_avx2(bool bf16, const uint16_t *W, int32_t K, int32_t n0, int32_t n1,
+                                 int32_t M, const float *A, int32_t lda, float beta, float *C,
+                                 int32_t ldc)
+{
+    for (int32_t n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        __m256 acc[MM_FUSED_M][2];
+        for (int32_t m = 0; m < M; m++)
+            acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+        int32_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            __m256 w0 = load8_16(bf16, w + k), w1 = load8_16(bf16, w + k + 8);
+            for (int32_t m = 0; m < M; m++) {
+                const float *a = A + (size_t)m * lda + k;
+                acc[m][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a), acc[m][0]);
+                acc[m][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a + 8), acc[m][1]);
+            }
+        }
+        for (int32_t m = 0; m < M; m++) {
+            float s = hsum8(_mm256_add_ps(acc[m][0], acc[m][1]));
+            for (int32_t kk = k; kk < K; kk++)
+                s += (bf16 ? bf16_f32(w[kk]) : f16_f32(w[kk])) * A[(size_t)m * lda + kk];
+            float *c = C + (size_t)m * ldc + n;
+            *c = beta != 0.0f ? *c + s : s;
+        }
+    }
+}
+
+/* rows x K 16-bit elements to f32 (the widened tile). */
+MM_AVX2 static void widen_avx2(bool bf16, const uint16_t *src, size_t n, float *dst)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, load8_16(bf16, src + i));
+    for (; i < n; i++)
+        dst[i] = bf16 ? bf16_f32(src[i]) : f16_f32(src[i]);
+}
+#endif
+
+/* Which 16-bit kernels run: AVX2 + FMA + F16C when the CPU has them,
+ * unless FOLIO_MATMUL_ISA=plain (the tests run both). */
+static int isa_avx2 = -1;
+static bool use_avx2(void)
+{
+    if (isa_avx2 < 0) {
+        const char *e = getenv("FOLIO_MATMUL_ISA");
+        bool plain = e && !strcmp(e, "plain");
+#if defined(__x86_64__)
+        isa_avx2 = !plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                   __builtin_cpu_supports("f16c");
+#else
+        (void)plain;
+        isa_avx2 = 0;
+#endif
+    }
+    return isa_avx2 > 0;
+}
+
 /* The same product for any M: MM_TILE rows of W at a time widened into
  * tile[MM_TILE][K], then one single-threaded sgemm per tile. */
 static void widened16(const struct matmul_mat *mt, int32_t n0, int32_t n1, int32_t M,
@@ -250,7 +331,13 @@ static void widened16(const struct matmul_mat *mt, int32_t n0, int32_t n1, int32
     const int32_t K = mt->cols;
     for (int32_t n = n0; n < n1; n += MM_TILE) {
         int32_t rows = FOLIO_MIN(MM_TILE, n1 - n);
-        matmul_mat_rows_f32(mt, n, rows, tile);
+#if defined(__x86_64__)
+        if (use_avx2())
+            widen_avx2(mt->type == GGUF_TENSOR_BF16, (const uint16_t *)mt->data + (size_t)n * K,
+                       (size_t)rows * K, tile);
+        else
+#endif
+            matmul_mat_rows_f32(mt, n, rows, tile);
         /* C[M][rows] (ldc, from column n) = A[M][K] · tile[rows][K]ᵀ + beta C */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, rows, K, 1.0f, A, lda, tile, K,
                     beta, C + n, ldc);
@@ -409,6 +496,7 @@ int matmul_new(const struct matmul_config *cfg, matmul_t **out)
         return -ENOMEM;
     mm->cfg = *cfg;
     mm->used = used;
+    (void)use_avx2(); /* the ISA choice, made once before any pool thread reads it */
     const size_t nth = (size_t)cfg->n_threads, K = (size_t)cfg->max_k;
     mm->xcvt_row = (2 * K + 64 + 63) & ~(size_t)63;
     mm->w = folio_calloc((size_t)FOLIO_MAX(cfg->max_weights, 1), sizeof(*mm->w));
@@ -597,9 +685,15 @@ static void job_band(void *arg, int ith, int nth)
         break;
     }
     case MM_16_PORTABLE:
-        if (j->M <= MM_FUSED_M)
-            fused16(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
-        else
+        if (j->M <= MM_FUSED_M) {
+#if defined(__x86_64__)
+            if (use_avx2())
+                fused16_avx2(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C,
+                             j->ldc);
+            else
+#endif
+                fused16(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        } else
             widened16(&w->w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
                       j->mm->tile + (size_t)ith * MM_TILE * j->mm->cfg.max_k);
         break;
@@ -633,6 +727,7 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
         else
             pool_run(pool, job_convert, &j);
     }
+    (void)use_avx2(); /* decided before the pool's threads read it */
     if (mm->cfg.n_threads == 1)
         job_band(&j, 0, 1);
     else

@@ -40,6 +40,7 @@
 
 #include "folio/common.h"
 #include "folio/gguf.h"
+#include "quant.h"
 
 int model__preset(const char *name, struct model_hparams *hp)
 {
@@ -203,6 +204,72 @@ void model__fill_random(struct model *m, uint64_t seed)
     fill_norm((float *)m->out_norm, dim, seed, k++);
     if (m->output.data != m->tok_embd.data)
         fill_normal(model__f32(&m->output), vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
+}
+
+/* ---- other weight types ------------------------------------------------ */
+
+static uint16_t f32_bf16(float f) /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* d (an F32 matrix of the copy's storage, f32-sized) becomes type t,
+ * converted from s. */
+static void retype_mat(struct matmul_mat *d, const struct matmul_mat *s, enum gguf_tensor_type t)
+{
+    const float *f = s->data;
+    const size_t n = (size_t)s->rows * (size_t)s->cols;
+    if (t == GGUF_TENSOR_Q8_0) {
+        quant_rows(t, f, s->cols, s->cols, 0, s->rows, (void *)d->data);
+    } else if (t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16) {
+        uint16_t *h = (uint16_t *)d->data;
+        for (size_t i = 0; i < n; i++)
+            h[i] = t == GGUF_TENSOR_F16 ? folio_f32_to_f16(f[i]) : f32_bf16(f[i]);
+    }
+    d->type = t;
+}
+
+int model__retype(const struct model *src, enum gguf_tensor_type t, struct model **out)
+{
+    *out = NULL;
+    if (t != GGUF_TENSOR_F32 && t != GGUF_TENSOR_F16 && t != GGUF_TENSOR_BF16 &&
+        t != GGUF_TENSOR_Q8_0)
+        return -EINVAL;
+    if (t == GGUF_TENSOR_Q8_0 &&
+        (src->hp.dim % 32 || src->hp.ffn_dim % 32 || (src->hp.n_heads * src->hp.head_dim) % 32))
+        return -EINVAL;
+    struct model *m;
+    int rc = model__alloc(&src->hp, &m); /* f32-sized: room for every type */
+    if (rc)
+        return rc;
+    memcpy(m->storage, src->storage, src->storage_bytes); /* norms, and F32 */
+    memcpy(m->name, src->name, sizeof(m->name));
+    retype_mat(&m->tok_embd, &src->tok_embd, t);
+    retype_mat(&m->output, &src->output, t);
+    for (int32_t l = 0; l < src->hp.n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        const struct model_layer *S = &src->layers[l];
+        retype_mat(&L->wqkv, &S->wqkv, t);
+        retype_mat(&L->wo, &S->wo, t);
+        retype_mat(&L->w_gate_up, &S->w_gate_up, t);
+        retype_mat(&L->w_down, &S->w_down, t);
+    }
+    *out = m;
+    return 0;
+}
+
+size_t model__weight_bytes_per_token(const struct model *m)
+{
+    size_t b = matmul_mat_row_bytes(&m->output) * (size_t)m->output.rows;
+    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        const struct matmul_mat *w[4] = {&L->wqkv, &L->wo, &L->w_gate_up, &L->w_down};
+        for (int i = 0; i < 4; i++)
+            b += matmul_mat_row_bytes(w[i]) * (size_t)w[i]->rows;
+    }
+    return b;
 }
 
 /* ---- public ----------------------------------------------------------- */

@@ -68,6 +68,14 @@ static inline float *model__f32(const struct matmul_mat *mt)
 int model__preset(const char *name, struct model_hparams *hp);
 /* Allocates a model with zeroed weights for hp (one storage block). */
 int model__alloc(const struct model_hparams *hp, struct model **out);
+/* A copy of src (all F32, built in memory) whose matrices are stored as
+ * type t (F32, F16, BF16 or Q8_0): what a file of that type loads into.
+ * Norms stay f32.  -EINVAL (type, or a Q8_0 row not a multiple of 32),
+ * -ENOMEM. */
+int model__retype(const struct model *src, enum gguf_tensor_type t, struct model **out);
+/* Bytes of the matrices one token's forward pass reads (every layer's,
+ * and the output's). */
+size_t model__weight_bytes_per_token(const struct model *m);
 /* Fills every weight deterministically from seed (synthetic model; see
  * model/model.c for the scaling that keeps activations finite). */
 void model__fill_random(struct model *m, uint64_t seed);

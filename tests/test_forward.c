@@ -25,7 +25,6 @@
 #include <cmocka.h>
 
 #include "../model/model_internal.h"
-#include "../model/quant.h"
 #include "folio/common.h"
 #include "folio/model.h"
 #include "folio/pager.h"
@@ -380,45 +379,6 @@ static void test_f16_kv(void **state)
     assert_true(e <= F16_TOL);
 }
 
-/* src's matrices stored as type t (src is F32): what a file of that type
- * loads into. */
-static struct model *typed_copy(const struct model *src, enum gguf_tensor_type t)
-{
-    struct model *m;
-    assert_int_equal(model__alloc(&src->hp, &m), 0);      /* f32-sized: room for any type */
-    memcpy(m->storage, src->storage, src->storage_bytes); /* norms (and F32 matrices) */
-    struct matmul_mat *dst[] = {&m->tok_embd, &m->output};
-    const struct matmul_mat *from[] = {&src->tok_embd, &src->output};
-    for (int32_t i = 0; i < 2 + 4 * src->hp.n_layers; i++) {
-        struct matmul_mat *d;
-        const struct matmul_mat *s;
-        if (i < 2) {
-            d = dst[i], s = from[i];
-        } else {
-            struct model_layer *L = &m->layers[(i - 2) / 4];
-            const struct model_layer *S = &src->layers[(i - 2) / 4];
-            struct matmul_mat *dl[] = {&L->wqkv, &L->wo, &L->w_gate_up, &L->w_down};
-            const struct matmul_mat *sl[] = {&S->wqkv, &S->wo, &S->w_gate_up, &S->w_down};
-            d = dl[(i - 2) % 4], s = sl[(i - 2) % 4];
-        }
-        const float *f = model__f32(s);
-        const size_t n = (size_t)s->rows * s->cols;
-        if (t == GGUF_TENSOR_Q8_0) {
-            quant_rows(t, f, s->cols, s->cols, 0, s->rows, (void *)d->data);
-        } else if (t != GGUF_TENSOR_F32) {
-            uint16_t *h = (uint16_t *)d->data;
-            for (size_t e = 0; e < n; e++) {
-                uint32_t u;
-                memcpy(&u, &f[e], 4);
-                h[e] = t == GGUF_TENSOR_F16 ? folio_f32_to_f16(f[e])
-                                            : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-            }
-        }
-        d->type = t;
-    }
-    return m;
-}
-
 /* m's values in an all-F32 model: the reference's view of m. */
 static struct model *f32_twin(const struct model *src)
 {
@@ -457,7 +417,9 @@ static void test_types_backends(void **state)
     const int n_be = model_matmul_onednn_built() ? 2 : 1;
     int32_t len[] = {g_short ? 6 : 11, 1, g_short ? 9 : 15, 4};
     for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++) {
-        struct model *m = types[t] == GGUF_TENSOR_F32 ? g_model : typed_copy(g_model, types[t]);
+        struct model *m = g_model;
+        if (types[t] != GGUF_TENSOR_F32)
+            assert_int_equal(model__retype(g_model, types[t], &m), 0);
         struct model *ref = m == g_model ? g_model : f32_twin(m);
         for (int b = 0; b < n_be; b++) {
             double e = run_paged_on(m, ref, bes[b], FOLIO_F32, 8, 4, len, 5, 2, 0);
