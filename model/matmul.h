@@ -15,8 +15,8 @@
  *   - matmul_new() fixes the backend, the number of threads and the largest
  *     M and K; matmul_add() registers a weight and prepares it ONCE into
  *     the layout its backend wants (oneDNN: a reorder of each thread's band
- *     of rows into the primitive's blocked format; 16-bit types on oneDNN:
- *     bf16).  Nothing is prepared per step.
+ *     of rows into the primitive's blocked format, in bf16 for BF16).
+ *     Nothing is prepared per step.
  *   - The weight's data is borrowed: it must outlive the matmul_t (the
  *     OpenBLAS, portable and Q8_0 paths read it in place).
  *   - matmul_run() splits the N output columns over the pool's threads

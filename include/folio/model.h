@@ -79,7 +79,7 @@ struct model_batch {
 enum model_matmul {
     MODEL_MATMUL_AUTO = 0,     /* model_matmul_resolve() picks */
     MODEL_MATMUL_OPENBLAS = 1, /* OpenBLAS sgemm for F32; portable kernels for 16-bit */
-    MODEL_MATMUL_ONEDNN = 2,   /* oneDNN matmul (F32, BF16; F16 as BF16) */
+    MODEL_MATMUL_ONEDNN = 2,   /* oneDNN matmul (F32, BF16; others as OPENBLAS) */
 };
 /* "auto", "openblas", "onednn" ("?" for others). */
 const char *model_matmul_name(enum model_matmul b);
@@ -89,7 +89,10 @@ int model_matmul_parse(const char *s, enum model_matmul *out);
 bool model_matmul_onednn_built(void);
 /* What a request resolves to on this machine: AUTO becomes ONEDNN when it
  * is built and the CPU has AVX-512 (where oneDNN's f32 and bf16 kernels
- * beat OpenBLAS), else OPENBLAS; ONEDNN without oneDNN built: -ENOTSUP. */
+ * beat OpenBLAS), else the faster of the two on a short calibration (one
+ * f32 product of a decode batch's shape each, ~10 ms, once per process;
+ * it sets OpenBLAS to one thread), and OPENBLAS without oneDNN.  ONEDNN
+ * without oneDNN built: -ENOTSUP. */
 int model_matmul_resolve(enum model_matmul want, enum model_matmul *out);
 
 struct model_ctx_config {
