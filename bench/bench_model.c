@@ -1,15 +1,24 @@
 /*
  * bench/bench_model.c — model runtime throughput on the `small` preset
- * (F32, weights generated in memory; no file needed).
+ * (weights generated in memory, then stored as each type; no file needed).
  *
  *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
+ *               [--matmul auto|openblas|onednn] [--dtype all|f32|f16|bf16|q8_0]
  *
- * Prints, in one run:
+ * For each weight type (--dtype all: F32, F16, BF16, Q8_0), on the backend
+ * --matmul resolves to:
+ * Prints, in one run (first):
  *   - this machine's cblas_sgemm peak for C = A·Bᵀ at 2048³ and at the
  *     64x2048x768 shape of a decode batch's gate|up product (OpenBLAS at
  *     N threads, best of a few repetitions);
+ *   - the machine's read bandwidth: n_threads threads summing a 256 MiB
+ *     array (best of a few passes), the bound single-stream decode is held
+ *     to (each token reads every matrix once);
+ * then per type:
  *   - prefill: one 512-token prompt in one step;
- *   - single-stream decode: 128 tokens one by one after a 16-token prompt;
+ *   - single-stream decode: 128 tokens one by one after a 16-token prompt,
+ *     with the weight bytes one token reads, the read rate that implies
+ *     and its share of the measured bandwidth;
  *   - aggregate decode: B = 1, 8, 32, 64, 128 sequences, each at a 128-token
  *     context, a few steps of one token each (K/V contents are arbitrary:
  *     the arithmetic does not depend on them).
@@ -24,6 +33,7 @@
  * logits are computed.  Norms, RoPE, softmax and SwiGLU are not counted.
  */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +46,52 @@
 #define BLOCK 16
 
 static int n_threads = 2, blas_threads = 0, quick = 0;
+static enum model_matmul matmul = MODEL_MATMUL_AUTO;
+static double read_bw; /* bytes/s, measured at start */
+
+struct bw_arg {
+    const float *p;
+    size_t n;
+    float sum;
+};
+
+static void *bw_thread(void *arg)
+{
+    struct bw_arg *a = arg;
+    float acc[16] = {0};
+    for (size_t i = 0; i + 16 <= a->n; i += 16)
+        for (int k = 0; k < 16; k++)
+            acc[k] += a->p[i + k];
+    for (int k = 0; k < 16; k++)
+        a->sum += acc[k];
+    return NULL;
+}
+
+/* Read bandwidth of n_threads threads each summing its part of 256 MiB. */
+static double measure_read_bw(void)
+{
+    const size_t n = (size_t)64 << 20; /* floats */
+    float *p = folio_aligned_alloc(64, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(i & 7);
+    double best = 0;
+    for (int r = 0; r < (quick ? 2 : 5); r++) {
+        pthread_t th[64];
+        struct bw_arg a[64];
+        int nt = n_threads < 64 ? n_threads : 64;
+        uint64_t t0 = folio_now_ns();
+        for (int t = 0; t < nt; t++) {
+            a[t] = (struct bw_arg){.p = p + n / nt * t, .n = n / nt};
+            pthread_create(&th[t], NULL, bw_thread, &a[t]);
+        }
+        for (int t = 0; t < nt; t++)
+            pthread_join(th[t], NULL);
+        double s = (folio_now_ns() - t0) * 1e-9;
+        best = FOLIO_MAX(best, n * sizeof(float) / s);
+    }
+    folio_free(p);
+    return best;
+}
 
 static double gemm_gflops(int M, int N, int K, int reps)
 {
@@ -126,7 +182,8 @@ static model_ctx_t *ctx_new(const struct env *e, int32_t max_tokens, int32_t max
     struct model_ctx_config cfg = {.max_tokens = max_tokens,
                                    .max_slices = max_slices,
                                    .n_threads = n_threads,
-                                   .blas_threads = blas_threads};
+                                   .blas_threads = blas_threads,
+                                   .matmul = matmul};
     model_ctx_t *ctx;
     if (model_ctx_new(e->m, &e->kv, &cfg, &ctx) < 0) {
         fprintf(stderr, "bench_model: model_ctx_new failed\n");
@@ -199,6 +256,12 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
     }
     model_ctx_stats_get(ctx, &s1);
     report(what, n_seqs * steps, secs, flops, mat, &s0, &s1);
+    if (n_seqs == 1) { /* memory bound: weight bytes per token vs bandwidth */
+        double wb = (double)model__weight_bytes_per_token(m), rate = wb * steps / secs;
+        printf("|   single stream: %.1f MB of weights/token, read at %.1f GB/s = %.0f%% of "
+               "the measured %.1f GB/s (bound %.1f tokens/s) |\n",
+               wb * 1e-6, rate * 1e-9, 100 * rate / read_bw, read_bw * 1e-9, read_bw / wb);
+    }
     model_ctx_free(ctx);
     free(tok), free(sl), free(logits);
     env_free(&e);
@@ -241,9 +304,32 @@ static void bench_sampler(int32_t V)
     free(work);
 }
 
+static void bench_type(const struct model *m, enum gguf_tensor_type t)
+{
+    struct env e;
+    env_init(&e, m, 1, 16);
+    model_ctx_t *ctx = ctx_new(&e, 1, 1);
+    printf("\n## %s weights, matmul %s\n\n", gguf_tensor_type_name(t),
+           model_matmul_name(model_ctx_matmul(ctx)));
+    model_ctx_free(ctx);
+    env_free(&e);
+    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s",
+           "matmul GF", "matmul", "attn", "other");
+    printf("|---|---|---|---|---|---|---|\n");
+    bench_prefill(m, quick ? 128 : 512);
+    char what[64];
+    snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
+    bench_decode(m, 1, 16, quick ? 16 : 128, what);
+    const int32_t batch[] = {8, 32, 64, 128};
+    for (size_t i = 0; i < sizeof(batch) / sizeof(batch[0]); i++) {
+        snprintf(what, sizeof(what), "decode %d seqs @128 ctx", batch[i]);
+        bench_decode(m, batch[i], 128, quick ? 2 : 4, what);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    const char *preset = "small";
+    const char *preset = "small", *dtype = "all";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             n_threads = atoi(argv[++i]);
@@ -253,9 +339,15 @@ int main(int argc, char **argv)
             quick = 1;
         else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
             preset = argv[++i];
+        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc &&
+                 !model_matmul_parse(argv[i + 1], &matmul))
+            i++;
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc)
+            dtype = argv[++i];
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
-                            "[--quick]\n");
+                            "[--quick] [--matmul auto|openblas|onednn] "
+                            "[--dtype all|f32|f16|bf16|q8_0]\n");
             return 2;
         }
     }
@@ -270,8 +362,8 @@ int main(int argc, char **argv)
     model__fill_random(m, 1);
 
     openblas_set_num_threads(n_threads);
-    printf("# bench_model: preset %s F32 (dim %d, %d layers, %d/%d heads, ffn %d, vocab %d), "
-           "%d threads, sgemm %s\n",
+    printf("# bench_model: preset %s (dim %d, %d layers, %d/%d heads, ffn %d, vocab %d), "
+           "%d threads, products %s\n",
            preset, hp.dim, hp.n_layers, hp.n_heads, hp.n_kv_heads, hp.ffn_dim, hp.n_vocab,
            n_threads, blas_threads ? "OpenBLAS-threaded" : "split over the pool");
     printf("# cblas_sgemm peak (OpenBLAS, %d threads): 2048x2048x2048 %.1f GFLOP/s, "
@@ -279,17 +371,32 @@ int main(int argc, char **argv)
            n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
            gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
     bench_sampler(hp.n_vocab);
-    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s",
-           "sgemm GF", "sgemm", "attn", "other");
-    printf("|---|---|---|---|---|---|---|\n");
-    bench_prefill(m, quick ? 128 : 512);
-    char what[64];
-    snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
-    bench_decode(m, 1, 16, quick ? 16 : 128, what);
-    const int32_t batch[] = {1, 8, 32, 64, 128};
-    for (size_t i = 0; i < sizeof(batch) / sizeof(batch[0]); i++) {
-        snprintf(what, sizeof(what), "decode %d seqs @128 ctx", batch[i]);
-        bench_decode(m, batch[i], 128, quick ? 2 : 4, what);
+    read_bw = measure_read_bw();
+    printf("# read bandwidth (%d threads summing 256 MiB): %.1f GB/s\n", n_threads, read_bw * 1e-9);
+    static const struct {
+        const char *name;
+        enum gguf_tensor_type t;
+    } types[] = {{"f32", GGUF_TENSOR_F32},
+                 {"f16", GGUF_TENSOR_F16},
+                 {"bf16", GGUF_TENSOR_BF16},
+                 {"q8_0", GGUF_TENSOR_Q8_0}};
+    int ran = 0;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if (strcmp(dtype, "all") && strcmp(dtype, types[i].name))
+            continue;
+        struct model *tm = m;
+        if (types[i].t != GGUF_TENSOR_F32 && model__retype(m, types[i].t, &tm) < 0) {
+            fprintf(stderr, "bench_model: cannot store the weights as %s\n", types[i].name);
+            return 1;
+        }
+        bench_type(tm, types[i].t);
+        if (tm != m)
+            model_free(tm);
+        ran++;
+    }
+    if (!ran) {
+        fprintf(stderr, "bench_model: --dtype %s: unknown type\n", dtype);
+        return 2;
     }
     model_free(m);
     return 0;

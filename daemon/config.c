@@ -64,6 +64,8 @@ static const struct opt opts[] = {
     {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step"},
     {"threads", OPT_INT, 0, 1024, "0", NULL, F(threads), "N",
      "compute threads (0: one per online CPU)"},
+    {"matmul", OPT_ENUM, 0, 0, "auto", "auto|openblas|onednn", F(matmul), "auto|openblas|onednn",
+     "matrix-product backend (auto: oneDNN with AVX-512, else the faster on a start-up check)"},
     {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid), "default|refuse",
      "peers whose uid names no tenant: serve as 'default', or refuse (403)"},
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",

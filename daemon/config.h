@@ -35,6 +35,7 @@ struct srv_tenant_cfg {
 struct srv_config {
     /* strings: owned, NULL when unset (defaults are resolved at parse) */
     char *model, *socket, *listen, *kv_dtype, *config, *unknown_uid, *log_level, *chat_template;
+    char *matmul; /* auto|openblas|onednn */
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     bool help, dump;

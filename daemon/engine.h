@@ -90,6 +90,7 @@ struct eng_model_info {
      * chat_template is an enum chat_template), -ENOENT (no key) or -ENOTSUP
      * (a template chat.h does not recognise). */
     int chat_template, chat_template_rc;
+    const char *matmul; /* matrix-product backend in use; NULL: none */
 };
 
 struct eng_stats {

@@ -126,6 +126,7 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->has_tokenizer = m->tok != NULL;
     mi->chat_template = m->tmpl;
     mi->chat_template_rc = m->tmpl_rc;
+    mi->matmul = model_matmul_name(model_ctx_matmul(m->mctx));
 }
 
 static int em_submit(void *b, struct eng_req *r)
@@ -490,6 +491,11 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         .n_threads = cfg->threads > 0 ? (int32_t)cfg->threads
                                       : (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN)),
     };
+    if (cfg->matmul && model_matmul_parse(cfg->matmul, &mc.matmul)) {
+        snprintf(err, errlen, "--matmul %s: unknown backend", cfg->matmul);
+        rc = -EINVAL;
+        goto fail;
+    }
     if ((rc = model_ctx_new(m->model, &view, &mc, &m->mctx))) {
         snprintf(err, errlen, "cannot create the model context: %s", strerror(-rc));
         goto fail;

@@ -746,6 +746,12 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         srv_prom_family(b, g[i].name, g[i].type, g[i].help);
         srv_prom_sample(b, g[i].name, NULL, g[i].v);
     }
+    if (s->mi.matmul) { /* names are fixed identifiers: no escaping needed */
+        char lab[64];
+        snprintf(lab, sizeof(lab), "backend=\"%s\"", s->mi.matmul);
+        srv_prom_family(b, "folio_matmul_info", "gauge", "Matrix-product backend in use.");
+        srv_prom_sample(b, "folio_matmul_info", lab, 1);
+    }
     double prompt_total = 0, gen_total = 0;
     for (int t = 0; t < s->cfg->n_tenants; t++) {
         prompt_total += s->tm[t].prompt_tokens;
@@ -982,8 +988,9 @@ void srv_route(struct srv_conn *c)
         srv_buf_json_str(&b, s->mi.name, strlen(s->mi.name));
         srv_buf_printf(&b,
                        ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
-                       "\"max_model_len\":%d,\"vocab_size\":%d}]}\n",
-                       (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab);
+                       "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}]}\n",
+                       (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
+                       s->mi.matmul ? s->mi.matmul : "none");
         respond_buf(c, 200, "application/json", &b);
         return;
     case 2:
@@ -1325,8 +1332,8 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         uv_run(&loop, UV_RUN_DEFAULT);
         goto out_loop;
     }
-    srv_log(s, 1, "serving model '%s' (%s engine, ctx %d, vocab %d, %s)", s->mi.name, s->ops->kind,
-            s->mi.ctx_len, s->mi.n_vocab,
+    srv_log(s, 1, "serving model '%s' (%s engine, matmul %s, ctx %d, vocab %d, %s)", s->mi.name,
+            s->ops->kind, s->mi.matmul ? s->mi.matmul : "none", s->mi.ctx_len, s->mi.n_vocab,
             s->mi.has_tokenizer ? "tokenizer loaded" : "no tokenizer: token ids only");
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;

@@ -11,16 +11,20 @@
  *   x   [n][D]        residual stream     = tok_embd[tokens]
  *   per layer:
  *     xb  [n][D]      = rmsnorm(x) * attn_norm
- *     qkv [n][(Hq+2Hk)d] = xb · wqkvᵀ                   (one sgemm, all tokens)
+ *     qkv [n][(Hq+2Hk)d] = xb · wqkvᵀ                   (one product, all tokens)
  *     q   [n][Hq d]   = rope(qkv[:, Q]);  K/V slots ← rope(qkv[:, K]), qkv[:, V]
  *     att [n][Hq d]   = paged attention(q, K/V through the block tables)
- *     x  += att · woᵀ                                   (sgemm, beta = 1)
+ *     x  += att · woᵀ                                   (beta = 1)
  *     xb              = rmsnorm(x) * ffn_norm
- *     gu  [n][2F]     = xb · w_gate_upᵀ                  (one sgemm: gate | up)
+ *     gu  [n][2F]     = xb · w_gate_upᵀ                  (one product: gate | up)
  *     gu[:, :F]       = silu(gate) * up                  (in place, row stride 2F)
- *     x  += gu[:, :F] · w_downᵀ                         (sgemm, beta = 1, lda 2F)
+ *     x  += gu[:, :F] · w_downᵀ                         (beta = 1, lda 2F)
  *   xs  [S][D]        = rmsnorm(x[last row of each sampling slice]) * out_norm
- *   logits [S][V]     = xs · outputᵀ                    (one sgemm, sampled rows only)
+ *   logits [S][V]     = xs · outputᵀ                    (one product, sampled rows only)
+ *
+ * Every product goes through the matmul layer (model/matmul.h), whose
+ * weights the ctx registers, and so prepares, once at model_ctx_new in the
+ * backend cfg->matmul resolves to; the weights stay in their file's type.
  *
  * RoPE follows llama.cpp for llama-architecture GGUF files: within each
  * head it rotates adjacent pairs (x[2i], x[2i+1]) by pos * base^(-2i/d).
@@ -32,11 +36,14 @@
  *     rows, slices or attention pieces split by ith/nth);
  *   - matrix products.  By default (cfg->blas_threads == false) they are
  *     split over the same pool too: thread ith computes a band of output
- *     columns (a band of W's rows) with a single-threaded cblas_sgemm, and
- *     OpenBLAS is set to one thread.  The number of busy threads is then
+ *     columns (a band of W's rows) with a single-threaded kernel (cblas,
+ *     a portable 16-bit or quantized kernel, or a oneDNN primitive that
+ *     runs on its calling thread alone: model/matmul.c), and OpenBLAS is
+ *     set to one thread.  The number of busy threads is then
  *     n_threads at every moment, and small-M products (decode batches)
  *     parallelise over N, which OpenBLAS's own threading does poorly.
- *     With cfg->blas_threads the caller thread makes each sgemm call with
+ *     With cfg->blas_threads (F32 weights on the OpenBLAS backend only;
+ *     other products stay on the pool) the caller makes each sgemm call with
  *     openblas_set_num_threads(n_threads) while the pool sleeps (its
  *     workers spin at most POOL_SPIN_NS, 30 us, after a job, then sleep
  *     on a futex; that short spin is the only overlap).
@@ -61,6 +68,7 @@
  */
 #include "model_internal.h"
 #include "fastmath.h"
+#include "matmul.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -76,6 +84,8 @@ struct model_ctx {
     struct pager_kv_view kv;
     struct model_ctx_config cfg;
     pool_t *pool;
+    matmul_t *mm;
+    int32_t *mm_id;    /* [n_layers][4] (wqkv, wo, w_gate_up, w_down), then output */
     int32_t n_qkv;     /* (Hq + 2 Hk) * d */
     int32_t n_q, n_kv; /* Hq * d, Hk * d */
     /* workspaces, [max_tokens] rows unless noted */
@@ -105,11 +115,6 @@ struct fwd_job {
     const float *src;
     float *dst;
     const int32_t *rows; /* gather: source rows, or NULL for identity */
-    /* gemm */
-    int32_t M, N, K, lda, ldc;
-    const float *A, *W;
-    float *C;
-    float beta;
 };
 
 /* Share [lo, hi) of n items for thread ith of nth. */
@@ -155,8 +160,8 @@ static void job_embed(void *arg, int ith, int nth)
     const size_t D = (size_t)m->hp.dim;
     int32_t lo, hi;
     split_range(j->n, ith, nth, &lo, &hi);
-    for (int32_t r = lo; r < hi; r++)
-        memcpy(j->ctx->x + r * D, m->tok_embd + (size_t)j->b->tokens[r] * D, D * sizeof(float));
+    for (int32_t r = lo; r < hi; r++) /* the row in f32, whatever tok_embd's type */
+        matmul_mat_rows_f32(&m->tok_embd, j->b->tokens[r], 1, j->ctx->x + r * D);
 }
 
 /* Rotates one head of d values from src into dst with the token's cos/sin. */
@@ -225,54 +230,24 @@ static void job_swiglu(void *arg, int ith, int nth)
     }
 }
 
-/* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C on the calling thread.
- * One row (a single-sequence decode) is a matrix-vector product: sgemv
- * streams W once at memory speed, where OpenBLAS's sgemm with M = 1 does not. */
-static void gemm_band(int32_t M, int32_t N, int32_t K, const float *A, int32_t lda, const float *W,
-                      float beta, float *C, int32_t ldc)
-{
-    if (M == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, W, K, A, 1, beta, C, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, W, K, beta, C,
-                    ldc);
-}
-
-/* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C, thread ith doing a
- * band of the N output columns (W's rows) with a single-threaded sgemm. */
-static void job_gemm(void *arg, int ith, int nth)
-{
-    struct fwd_job *j = arg;
-    int64_t per = ((int64_t)j->N + nth - 1) / nth;
-    per = (per + 15) & ~(int64_t)15; /* whole cache lines of C */
-    int64_t n0 = FOLIO_MIN(per * ith, (int64_t)j->N), n1 = FOLIO_MIN(n0 + per, (int64_t)j->N);
-    if (n1 <= n0)
-        return;
-    gemm_band(j->M, (int32_t)(n1 - n0), j->K, j->A, j->lda, j->W + n0 * j->K, j->beta, j->C + n0,
-              j->ldc);
-}
-
-/* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C. */
-static void gemm(struct model_ctx *ctx, int32_t M, int32_t N, int32_t K, const float *A,
-                 int32_t lda, const float *W, float beta, float *C, int32_t ldc)
+/* C[M][N] (ldc) = A[M][K] (lda) · W[N][K]ᵀ + beta · C for the weight the
+ * matmul layer knows as id (W = w, N = w->rows, K = w->cols). */
+static void gemm(struct model_ctx *ctx, int32_t id, const struct matmul_mat *w, int32_t M,
+                 const float *A, int32_t lda, float beta, float *C, int32_t ldc)
 {
     uint64_t t0 = folio_now_ns();
-    if (ctx->cfg.blas_threads || ctx->cfg.n_threads == 1) {
-        gemm_band(M, N, K, A, lda, W, beta, C, ldc);
-        ctx->stats.ns_gemm += folio_now_ns() - t0;
-        return;
+    if (ctx->cfg.blas_threads && w->type == GGUF_TENSOR_F32 &&
+        matmul_backend_used(ctx->mm) == MODEL_MATMUL_OPENBLAS) {
+        /* OpenBLAS's own threads (cfg->blas_threads), on the caller */
+        if (M == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, w->rows, w->cols, 1.0f, w->data, w->cols, A, 1,
+                        beta, C, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, w->rows, w->cols, 1.0f, A, lda,
+                        w->data, w->cols, beta, C, ldc);
+    } else {
+        matmul_run(ctx->mm, ctx->pool, id, M, A, lda, beta, C, ldc);
     }
-    struct fwd_job j = {.ctx = ctx,
-                        .M = M,
-                        .N = N,
-                        .K = K,
-                        .A = A,
-                        .lda = lda,
-                        .W = W,
-                        .beta = beta,
-                        .C = C,
-                        .ldc = ldc};
-    pool_run(ctx->pool, job_gemm, &j);
     ctx->stats.ns_gemm += folio_now_ns() - t0;
 }
 
@@ -409,6 +384,31 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     if (rc < 0)
         goto fail;
     openblas_set_num_threads(ctx->cfg.blas_threads ? ctx->cfg.n_threads : 1);
+    /* the products' weights, prepared once for the backend */
+    const int32_t n_mm = 4 * hp->n_layers + 1;
+    const struct matmul_config mc = {
+        .backend = ctx->cfg.matmul,
+        .n_threads = ctx->cfg.n_threads,
+        .max_m = ctx->cfg.max_tokens,
+        .max_k = FOLIO_MAX(FOLIO_MAX(hp->dim, hp->ffn_dim), ctx->n_q),
+        .max_weights = n_mm,
+    };
+    rc = -ENOMEM;
+    if (!(ctx->mm_id = folio_malloc((size_t)n_mm * sizeof(int32_t))))
+        goto fail;
+    if ((rc = matmul_new(&mc, &ctx->mm)))
+        goto fail;
+    for (int32_t l = 0; l < hp->n_layers && rc == 0; l++) {
+        const struct model_layer *L = &m->layers[l];
+        const struct matmul_mat *w[4] = {&L->wqkv, &L->wo, &L->w_gate_up, &L->w_down};
+        for (int i = 0; i < 4 && rc == 0; i++)
+            rc = matmul_add(ctx->mm, w[i], &ctx->mm_id[4 * l + i]);
+    }
+    if (rc == 0)
+        rc = matmul_add(ctx->mm, &m->output, &ctx->mm_id[n_mm - 1]);
+    if (rc)
+        goto fail;
+    ctx->cfg.matmul = matmul_backend_used(ctx->mm);
     *out = ctx;
     return 0;
 fail:
@@ -421,6 +421,8 @@ void model_ctx_free(model_ctx_t *ctx)
     if (!ctx)
         return;
     pool_free(ctx->pool);
+    matmul_free(ctx->mm);
+    folio_free(ctx->mm_id);
     folio_free(ctx->arena);
     folio_free(ctx->attn_work);
     folio_free(ctx->tok_pos);
@@ -516,7 +518,7 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->attn_norm;
         run_other(ctx, job_rmsnorm, &j);
         /* qkv[n][n_qkv] = xb[n][D] · wqkv[n_qkv][D]ᵀ */
-        gemm(ctx, n, ctx->n_qkv, D, ctx->xb, D, L->wqkv, 0.0f, ctx->qkv, ctx->n_qkv);
+        gemm(ctx, ctx->mm_id[4 * l], &L->wqkv, n, ctx->xb, D, 0.0f, ctx->qkv, ctx->n_qkv);
         run_other(ctx, job_rope_kv, &j);
 
         ab.layer = l;
@@ -524,15 +526,15 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         model__attention(ctx, &ab);
         ctx->stats.ns_attn += folio_now_ns() - t0;
         /* x[n][D] += att[n][Hq d] · wo[D][Hq d]ᵀ */
-        gemm(ctx, n, D, ctx->n_q, ctx->att, ctx->n_q, L->wo, 1.0f, ctx->x, D);
+        gemm(ctx, ctx->mm_id[4 * l + 1], &L->wo, n, ctx->att, ctx->n_q, 1.0f, ctx->x, D);
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
         run_other(ctx, job_rmsnorm, &j);
         /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up) */
-        gemm(ctx, n, 2 * F, D, ctx->xb, D, L->w_gate_up, 0.0f, ctx->gu, 2 * F);
+        gemm(ctx, ctx->mm_id[4 * l + 2], &L->w_gate_up, n, ctx->xb, D, 0.0f, ctx->gu, 2 * F);
         run_other(ctx, job_swiglu, &j);
         /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
-        gemm(ctx, n, D, F, ctx->gu, 2 * F, L->w_down, 1.0f, ctx->x, D);
+        gemm(ctx, ctx->mm_id[4 * l + 3], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);
     }
     if (n_sample == 0)
         return 0;
@@ -541,8 +543,14 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
     j.src = ctx->x, j.dst = ctx->xs, j.w = m->out_norm;
     run_other(ctx, job_rmsnorm, &j);
     /* logits[S][V] = xs[S][D] · output[V][D]ᵀ */
-    gemm(ctx, n_sample, hp->n_vocab, D, ctx->xs, D, m->output, 0.0f, logits, hp->n_vocab);
+    gemm(ctx, ctx->mm_id[4 * hp->n_layers], &m->output, n_sample, ctx->xs, D, 0.0f, logits,
+         hp->n_vocab);
     return 0;
+}
+
+enum model_matmul model_ctx_matmul(const model_ctx_t *ctx)
+{
+    return ctx->cfg.matmul;
 }
 
 void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st)

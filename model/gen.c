@@ -65,6 +65,8 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
     int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
     int64_t ffn = hp->ffn_dim, V = hp->n_vocab;
     int64_t n_specs = 3 + 9 * (int64_t)hp->n_layers;
+    if (m->tok_embd.type != GGUF_TENSOR_F32 || m->output.type != GGUF_TENSOR_F32)
+        return -EINVAL; /* writes models built in memory (all F32) */
     struct tensor_spec *spec = folio_calloc((size_t)n_specs, sizeof(*spec));
     if (!spec)
         return -ENOMEM;
@@ -80,23 +82,23 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
         s_->matrix = (mat_);                                                                       \
     } while (0)
     char nm[64];
-    SPEC("token_embd.weight", 2, dim, V, m->tok_embd, true);
+    SPEC("token_embd.weight", 2, dim, V, model__f32(&m->tok_embd), true);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         const struct model_layer *L = &m->layers[l];
 #define LNAME(sfx) (snprintf(nm, sizeof(nm), "blk.%d.%s.weight", l, sfx), nm)
         SPEC(LNAME("attn_norm"), 1, dim, 1, L->attn_norm, false);
-        SPEC(LNAME("attn_q"), 2, dim, H * hd, L->wqkv, true);
-        SPEC(LNAME("attn_k"), 2, dim, KV * hd, L->wqkv + H * hd * dim, true);
-        SPEC(LNAME("attn_v"), 2, dim, KV * hd, L->wqkv + (H + KV) * hd * dim, true);
-        SPEC(LNAME("attn_output"), 2, H * hd, dim, L->wo, true);
+        SPEC(LNAME("attn_q"), 2, dim, H * hd, model__f32(&L->wqkv), true);
+        SPEC(LNAME("attn_k"), 2, dim, KV * hd, model__f32(&L->wqkv) + H * hd * dim, true);
+        SPEC(LNAME("attn_v"), 2, dim, KV * hd, model__f32(&L->wqkv) + (H + KV) * hd * dim, true);
+        SPEC(LNAME("attn_output"), 2, H * hd, dim, model__f32(&L->wo), true);
         SPEC(LNAME("ffn_norm"), 1, dim, 1, L->ffn_norm, false);
-        SPEC(LNAME("ffn_gate"), 2, dim, ffn, L->w_gate_up, true);
-        SPEC(LNAME("ffn_up"), 2, dim, ffn, L->w_gate_up + ffn * dim, true);
-        SPEC(LNAME("ffn_down"), 2, ffn, dim, L->w_down, true);
+        SPEC(LNAME("ffn_gate"), 2, dim, ffn, model__f32(&L->w_gate_up), true);
+        SPEC(LNAME("ffn_up"), 2, dim, ffn, model__f32(&L->w_gate_up) + ffn * dim, true);
+        SPEC(LNAME("ffn_down"), 2, ffn, dim, model__f32(&L->w_down), true);
 #undef LNAME
     }
     SPEC("output_norm.weight", 1, dim, 1, m->out_norm, false);
-    SPEC("output.weight", 2, dim, V, m->output, true);
+    SPEC("output.weight", 2, dim, V, model__f32(&m->output), true);
 #undef SPEC
 
     int rc = 0;

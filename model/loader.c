@@ -2,9 +2,9 @@
  * model/loader.c — model_load_file(): a llama-architecture GGUF file into a
  * struct model (model/model_internal.h).
  *
- * What it owns: nothing beyond the call.  The model it returns owns its f32
- * weights (allocated by model__alloc) and keeps the gguf_file_t open in
- * m->gguf for the tokenizer's tokenizer.* keys.
+ * What it owns: nothing beyond the call.  The model it returns owns its
+ * weights (one storage block) and keeps the gguf_file_t open in m->gguf for
+ * the tokenizer's tokenizer.* keys.
  *
  * Mapping from llama.cpp tensor names (ggml ne[0] is the row length, so a
  * tensor with ne = [n_in, n_out] is stored [n_out][n_in], our layout):
@@ -23,9 +23,13 @@
  *   output.weight            [dim, vocab]        -> output (absent: copy of
  *                                                   token_embd, tied)
  *
- * Every tensor may be of any type the GGUF reader accepts (model/quant.c's
- * table: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); it
- * is converted straight from the mapping into its place.  Other tensors are ignored, except
+ * Every matrix may be F32, F16, BF16 or Q8_0 and keeps its type: its bytes
+ * are copied from the mapping into storage (Q/K/V and gate/up side by side
+ * as one fused matrix; parts of differing types are widened to F32), and
+ * the mapping's pages just copied are released (madvise DONTNEED), so the
+ * resident size of a loaded model is about its file's tensor bytes.  A
+ * tied output (no output.weight) shares token_embd's storage.  Norm
+ * vectors are converted to f32.  Other tensors are ignored, except
  * rope_freqs.weight: per-dimension RoPE frequency factors (Llama-3.1-style
  * scaling) are not implemented, and a file that has them, or a
  * llama.rope.scaling.type other than "none", is refused rather than run
@@ -45,6 +49,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "folio/common.h"
 #include "folio/gguf.h"
@@ -154,20 +160,76 @@ static int find_tensor(struct ld *ld, const char *name, int32_t n_dims, const in
     return 0;
 }
 
-/* Converts tensor `name` of shape ne into dst (n elements). */
-static int load_tensor(struct ld *ld, const char *name, int32_t n_dims, const int64_t *ne,
-                       float *dst)
+/* Gives the mapping's pages under [p, p + n) back (they were copied into
+ * storage): only whole pages inside the range, so nothing else is touched.
+ * A read-only file mapping refaults them from the file if read again. */
+static void release_pages(const void *p, size_t n)
+{
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), z = ((uintptr_t)p + n) & ~(pg - 1);
+    if (z > a)
+        (void)madvise((void *)a, z - a, MADV_DONTNEED);
+}
+
+/* Places a norm vector (converted to f32) of n elements at storage + *off
+ * (pass 1), or only counts its bytes (pass 0). */
+static int place_vec(struct ld *ld, const char *name, int64_t n, char *base, size_t *off,
+                     const float **dst)
 {
     struct gguf_tensor_info ti;
-    int rc = find_tensor(ld, name, n_dims, ne, &ti);
+    const int64_t ne[1] = {n};
+    int rc = find_tensor(ld, name, 1, ne, &ti);
     if (rc)
         return rc;
-    int64_t n = 1;
-    for (int d = 0; d < n_dims; d++)
-        n *= ne[d];
-    if (gguf_tensor_to_f32(ti.type, ti.data, dst, n))
-        return fail(ld, -EINVAL, "tensor '%s': cannot convert type %s", name,
-                    gguf_tensor_type_name(ti.type));
+    if (base) {
+        float *d = (float *)(base + *off);
+        if (gguf_tensor_to_f32(ti.type, ti.data, d, n))
+            return fail(ld, -EINVAL, "tensor '%s': cannot convert type %s", name,
+                        gguf_tensor_type_name(ti.type));
+        *dst = d;
+    }
+    *off += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
+    return 0;
+}
+
+/* Places the matrix made of the row blocks names[0..n) (each [rows[i]][cols]
+ * in the file) at storage + *off, in the parts' common type (F32 when they
+ * differ), or only counts its bytes (base NULL). */
+static int place_mat(struct ld *ld, int n, char names[][96], const int64_t *rows, int64_t cols,
+                     char *base, size_t *off, struct matmul_mat *mt)
+{
+    struct gguf_tensor_info ti[4];
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t ne[2] = {cols, rows[i]};
+        int rc = find_tensor(ld, names[i], 2, ne, &ti[i]);
+        if (rc)
+            return rc;
+        if (gguf_tensor_nbytes(ti[i].type, cols) == 0)
+            return fail(ld, -EINVAL, "tensor '%s': unsupported type %s", names[i],
+                        gguf_tensor_type_name(ti[i].type));
+        total += rows[i];
+    }
+    enum gguf_tensor_type t = ti[0].type;
+    for (int i = 1; i < n; i++)
+        if (ti[i].type != t)
+            t = GGUF_TENSOR_F32; /* mixed parts: widen the fused matrix */
+    const size_t rb = gguf_tensor_nbytes(t, cols);
+    if (base) {
+        char *d = base + *off;
+        for (int i = 0; i < n; i++) {
+            if (ti[i].type == t)
+                memcpy(d, ti[i].data, ti[i].nbytes);
+            else if (gguf_tensor_to_f32(ti[i].type, ti[i].data, (float *)d, rows[i] * cols))
+                return fail(ld, -EINVAL, "tensor '%s': cannot convert type %s", names[i],
+                            gguf_tensor_type_name(ti[i].type));
+            release_pages(ti[i].data, ti[i].nbytes);
+            d += (size_t)rows[i] * rb;
+        }
+        *mt = (struct matmul_mat){
+            .type = t, .rows = (int32_t)total, .cols = (int32_t)cols, .data = base + *off};
+    }
+    *off += ((size_t)total * rb + 63) & ~(size_t)63;
     return 0;
 }
 
@@ -347,53 +409,66 @@ static void set_name(struct ld *ld, struct model *m)
     m->name[len] = 0;
 }
 
-static int load_weights(struct ld *ld, struct model *m)
+/* Walks every tensor in model_internal.h's order: base NULL counts the
+ * storage bytes into *off; else places each tensor into base. */
+static int walk_weights(struct ld *ld, struct model *m, char *base, size_t *off)
 {
     const struct model_hparams *hp = &m->hp;
     int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
     int64_t ffn = hp->ffn_dim, V = hp->n_vocab;
-    char name[96];
+    char nm[4][96];
     int rc;
 
-    const int64_t ne_embd[2] = {dim, V};
-    if ((rc = load_tensor(ld, "token_embd.weight", 2, ne_embd, (float *)m->tok_embd)))
+    snprintf(nm[0], sizeof(nm[0]), "token_embd.weight");
+    if ((rc = place_mat(ld, 1, nm, &V, dim, base, off, &m->tok_embd)))
         return rc;
     for (int32_t l = 0; l < hp->n_layers; l++) {
-        const struct model_layer *L = &m->layers[l];
-        float *qkv = (float *)L->wqkv, *gu = (float *)L->w_gate_up;
-        const int64_t ne_norm[1] = {dim};
-        const int64_t ne_q[2] = {dim, H * hd}, ne_kv[2] = {dim, KV * hd};
-        const int64_t ne_o[2] = {H * hd, dim}, ne_gu[2] = {dim, ffn}, ne_down[2] = {ffn, dim};
-        struct {
-            const char *suffix;
-            int32_t n_dims;
-            const int64_t *ne;
-            float *dst;
-        } spec[] = {
-            {"attn_norm", 1, ne_norm, (float *)L->attn_norm},
-            {"attn_q", 2, ne_q, qkv},
-            {"attn_k", 2, ne_kv, qkv + H * hd * dim},
-            {"attn_v", 2, ne_kv, qkv + (H + KV) * hd * dim},
-            {"attn_output", 2, ne_o, (float *)L->wo},
-            {"ffn_norm", 1, ne_norm, (float *)L->ffn_norm},
-            {"ffn_gate", 2, ne_gu, gu},
-            {"ffn_up", 2, ne_gu, gu + ffn * dim},
-            {"ffn_down", 2, ne_down, (float *)L->w_down},
-        };
-        for (size_t i = 0; i < FOLIO_ARRAY_LEN(spec); i++) {
-            snprintf(name, sizeof(name), "blk.%d.%s.weight", l, spec[i].suffix);
-            if ((rc = load_tensor(ld, name, spec[i].n_dims, spec[i].ne, spec[i].dst)))
-                return rc;
-        }
+        struct model_layer *L = &m->layers[l];
+        const int64_t r_qkv[3] = {H * hd, KV * hd, KV * hd}, r_gu[2] = {ffn, ffn};
+#define NM(i, sfx) snprintf(nm[i], sizeof(nm[i]), "blk.%d.%s.weight", l, sfx)
+        NM(0, "attn_norm");
+        if ((rc = place_vec(ld, nm[0], dim, base, off, &L->attn_norm)))
+            return rc;
+        NM(0, "attn_q"), NM(1, "attn_k"), NM(2, "attn_v");
+        if ((rc = place_mat(ld, 3, nm, r_qkv, dim, base, off, &L->wqkv)))
+            return rc;
+        NM(0, "attn_output");
+        if ((rc = place_mat(ld, 1, nm, &dim, H * hd, base, off, &L->wo)))
+            return rc;
+        NM(0, "ffn_norm");
+        if ((rc = place_vec(ld, nm[0], dim, base, off, &L->ffn_norm)))
+            return rc;
+        NM(0, "ffn_gate"), NM(1, "ffn_up");
+        if ((rc = place_mat(ld, 2, nm, r_gu, dim, base, off, &L->w_gate_up)))
+            return rc;
+        NM(0, "ffn_down");
+        if ((rc = place_mat(ld, 1, nm, &dim, ffn, base, off, &L->w_down)))
+            return rc;
+#undef NM
     }
-    const int64_t ne_norm[1] = {dim};
-    if ((rc = load_tensor(ld, "output_norm.weight", 1, ne_norm, (float *)m->out_norm)))
+    if ((rc = place_vec(ld, "output_norm.weight", dim, base, off, &m->out_norm)))
         return rc;
-    if (gguf_find_tensor(ld->f, "output.weight") >= 0)
-        return load_tensor(ld, "output.weight", 2, ne_embd, (float *)m->output);
-    if (m->output != m->tok_embd) /* tied embeddings */
-        memcpy((float *)m->output, m->tok_embd, (size_t)(V * dim) * sizeof(float));
+    if (gguf_find_tensor(ld->f, "output.weight") >= 0) {
+        snprintf(nm[0], sizeof(nm[0]), "output.weight");
+        return place_mat(ld, 1, nm, &V, dim, base, off, &m->output);
+    }
+    m->output = m->tok_embd; /* tied embeddings: one copy serves both */
     return 0;
+}
+
+/* Sizes the storage, allocates it and places every weight. */
+static int load_weights(struct ld *ld, struct model *m)
+{
+    size_t bytes = 0;
+    int rc = walk_weights(ld, m, NULL, &bytes);
+    if (rc)
+        return rc;
+    m->storage = folio_aligned_alloc(64, bytes);
+    if (!m->storage)
+        return fail(ld, -ENOMEM, "cannot allocate the model's weights (%zu bytes)", bytes);
+    m->storage_bytes = bytes;
+    size_t off = 0;
+    return walk_weights(ld, m, m->storage, &off);
 }
 
 int model_load_file(const char *path, model_t **out, char *err, size_t errlen)
@@ -409,10 +484,13 @@ int model_load_file(const char *path, model_t **out, char *err, size_t errlen)
         return rc;
     if ((rc = read_hparams(&ld, &hp)) || (rc = check_before_alloc(&ld, &hp)))
         goto fail;
-    if ((rc = model__alloc(&hp, &m))) {
-        fail(&ld, rc, "cannot allocate the model's weights: %s", strerror(-rc));
+    rc = -ENOMEM;
+    if (!(m = folio_calloc(1, sizeof(*m))) ||
+        !(m->layers = folio_calloc((size_t)hp.n_layers, sizeof(*m->layers)))) {
+        fail(&ld, rc, "out of memory");
         goto fail;
     }
+    m->hp = hp;
     set_name(&ld, m);
     if ((rc = load_weights(&ld, m)))
         goto fail;

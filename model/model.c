@@ -40,6 +40,7 @@
 
 #include "folio/common.h"
 #include "folio/gguf.h"
+#include "quant.h"
 
 int model__preset(const char *name, struct model_hparams *hp)
 {
@@ -115,18 +116,24 @@ int model__alloc(const struct model_hparams *hp, struct model **out)
 
     char *p = m->storage;
 #define TAKE(n) ((const float *)(p += tensor_bytes(n), p - tensor_bytes(n)))
-    m->tok_embd = TAKE(vocab * dim);
+#define MAT(r, c)                                                                                  \
+    ((struct matmul_mat){.type = GGUF_TENSOR_F32,                                                  \
+                         .rows = (int32_t)(r),                                                     \
+                         .cols = (int32_t)(c),                                                     \
+                         .data = TAKE((r) * (c))})
+    m->tok_embd = MAT(vocab, dim);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         L->attn_norm = TAKE(dim);
-        L->wqkv = TAKE((n_q + 2 * n_kv) * dim);
-        L->wo = TAKE(dim * n_q);
+        L->wqkv = MAT(n_q + 2 * n_kv, dim);
+        L->wo = MAT(dim, n_q);
         L->ffn_norm = TAKE(dim);
-        L->w_gate_up = TAKE(2 * ffn * dim);
-        L->w_down = TAKE(dim * ffn);
+        L->w_gate_up = MAT(2 * ffn, dim);
+        L->w_down = MAT(dim, ffn);
     }
     m->out_norm = TAKE(dim);
-    m->output = TAKE(vocab * dim);
+    m->output = MAT(vocab, dim);
+#undef MAT
 #undef TAKE
     *out = m;
     return 0;
@@ -183,19 +190,86 @@ void model__fill_random(struct model *m, uint64_t seed)
     const size_t n_q = (size_t)hp->n_heads * hd, n_kv = (size_t)hp->n_kv_heads * hd;
     const size_t vocab = (size_t)hp->n_vocab, ffn = (size_t)hp->ffn_dim;
     uint64_t k = 0;
-    fill_normal((float *)m->tok_embd, vocab * dim, seed, k++, 1.0f);
+    fill_normal(model__f32(&m->tok_embd), vocab * dim, seed, k++, 1.0f);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         fill_norm((float *)L->attn_norm, dim, seed, k++);
-        fill_normal((float *)L->wqkv, (n_q + 2 * n_kv) * dim, seed, k++, 1.0f / sqrtf((float)dim));
-        fill_normal((float *)L->wo, dim * n_q, seed, k++, 1.0f / sqrtf((float)n_q));
+        fill_normal(model__f32(&L->wqkv), (n_q + 2 * n_kv) * dim, seed, k++,
+                    1.0f / sqrtf((float)dim));
+        fill_normal(model__f32(&L->wo), dim * n_q, seed, k++, 1.0f / sqrtf((float)n_q));
         fill_norm((float *)L->ffn_norm, dim, seed, k++);
-        fill_normal((float *)L->w_gate_up, 2 * ffn * dim, seed, k++, 1.0f / sqrtf((float)dim));
-        fill_normal((float *)L->w_down, dim * ffn, seed, k++, 1.0f / sqrtf((float)ffn));
+        fill_normal(model__f32(&L->w_gate_up), 2 * ffn * dim, seed, k++, 1.0f / sqrtf((float)dim));
+        fill_normal(model__f32(&L->w_down), dim * ffn, seed, k++, 1.0f / sqrtf((float)ffn));
     }
     fill_norm((float *)m->out_norm, dim, seed, k++);
-    if (m->output != m->tok_embd)
-        fill_normal((float *)m->output, vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
+    if (m->output.data != m->tok_embd.data)
+        fill_normal(model__f32(&m->output), vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
+}
+
+/* ---- other weight types ------------------------------------------------ */
+
+static uint16_t f32_bf16(float f) /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* d (an F32 matrix of the copy's storage, f32-sized) becomes type t,
+ * converted from s. */
+static void retype_mat(struct matmul_mat *d, const struct matmul_mat *s, enum gguf_tensor_type t)
+{
+    const float *f = s->data;
+    const size_t n = (size_t)s->rows * (size_t)s->cols;
+    if (t == GGUF_TENSOR_Q8_0) {
+        quant_rows(t, f, s->cols, s->cols, 0, s->rows, (void *)d->data);
+    } else if (t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16) {
+        uint16_t *h = (uint16_t *)d->data;
+        for (size_t i = 0; i < n; i++)
+            h[i] = t == GGUF_TENSOR_F16 ? folio_f32_to_f16(f[i]) : f32_bf16(f[i]);
+    }
+    d->type = t;
+}
+
+int model__retype(const struct model *src, enum gguf_tensor_type t, struct model **out)
+{
+    *out = NULL;
+    if (t != GGUF_TENSOR_F32 && t != GGUF_TENSOR_F16 && t != GGUF_TENSOR_BF16 &&
+        t != GGUF_TENSOR_Q8_0)
+        return -EINVAL;
+    if (t == GGUF_TENSOR_Q8_0 &&
+        (src->hp.dim % 32 || src->hp.ffn_dim % 32 || (src->hp.n_heads * src->hp.head_dim) % 32))
+        return -EINVAL;
+    struct model *m;
+    int rc = model__alloc(&src->hp, &m); /* f32-sized: room for every type */
+    if (rc)
+        return rc;
+    memcpy(m->storage, src->storage, src->storage_bytes); /* norms, and F32 */
+    memcpy(m->name, src->name, sizeof(m->name));
+    retype_mat(&m->tok_embd, &src->tok_embd, t);
+    retype_mat(&m->output, &src->output, t);
+    for (int32_t l = 0; l < src->hp.n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        const struct model_layer *S = &src->layers[l];
+        retype_mat(&L->wqkv, &S->wqkv, t);
+        retype_mat(&L->wo, &S->wo, t);
+        retype_mat(&L->w_gate_up, &S->w_gate_up, t);
+        retype_mat(&L->w_down, &S->w_down, t);
+    }
+    *out = m;
+    return 0;
+}
+
+size_t model__weight_bytes_per_token(const struct model *m)
+{
+    size_t b = matmul_mat_row_bytes(&m->output) * (size_t)m->output.rows;
+    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        const struct matmul_mat *w[4] = {&L->wqkv, &L->wo, &L->w_gate_up, &L->w_down};
+        for (int i = 0; i < 4; i++)
+            b += matmul_mat_row_bytes(w[i]) * (size_t)w[i]->rows;
+    }
+    return b;
 }
 
 /* ---- public ----------------------------------------------------------- */

@@ -2,9 +2,13 @@
  * model/model_internal.h — struct model, shared by the files of model/
  * (loader, synthetic generator, forward).  Not a public header.
  *
- * All weights are f32, row-major, each matrix stored [n_out][n_in] (the
- * GGUF/ggml layout: ne[0] = n_in is the fastest dimension), so y = W x for
- * a batch X [n_tokens][n_in] is one sgemm  Y = X · Wᵀ.
+ * Matrices are struct matmul_mat (model/matmul.h): row-major [n_out][n_in]
+ * (the GGUF/ggml layout: ne[0] = n_in is the fastest dimension) in the
+ * type the file stores them in (F32, F16, BF16 or Q8_0; a fused matrix
+ * whose parts differ in type is widened to F32), so y = W x for a batch
+ * X [n_tokens][n_in] is one product  Y = X · Wᵀ  of the matmul layer.
+ * Norm vectors are always f32.  Models built in memory (model__alloc) are
+ * all F32.
  *
  *   tok_embd  [n_vocab][dim]
  *   per layer:
@@ -15,46 +19,63 @@
  *     w_gate_up [2 * ffn_dim][dim]                            rows: gate, then up
  *     w_down    [dim][ffn_dim]
  *   out_norm  [dim]
- *   output    [n_vocab][dim]   (may alias tok_embd when the file ties them)
+ *   output    [n_vocab][dim]   (shares tok_embd's data when the file ties them)
  *
  * Q and K rows are in the order the GGUF file stores them; RoPE rotates
  * adjacent pairs (x[2i], x[2i+1]) of each head, the convention llama.cpp
  * uses for the llama architecture.
  *
- * Memory: one aligned allocation (`storage`) holds every tensor that is not
- * borrowed; `vocab` data belongs to the model too (tokenizer metadata).
+ * Memory: one aligned allocation (`storage`) holds every tensor, in its
+ * file type (a loaded model's resident size is about its file's tensor
+ * bytes: the loader releases the mapping's pages it copied from).
  */
 #ifndef FOLIO_MODEL_INTERNAL_H
 #define FOLIO_MODEL_INTERNAL_H
 
 #include "folio/gguf.h"
 #include "folio/model.h"
+#include "matmul.h"
 
 struct model_layer {
-    const float *attn_norm, *wqkv, *wo, *ffn_norm, *w_gate_up, *w_down;
+    const float *attn_norm, *ffn_norm;
+    struct matmul_mat wqkv, wo, w_gate_up, w_down;
 };
 
 struct model {
     struct model_hparams hp;
     char name[64];
-    const float *tok_embd;
+    struct matmul_mat tok_embd;
     struct model_layer *layers; /* [n_layers] */
     const float *out_norm;
-    const float *output;
+    struct matmul_mat output;
     void *storage; /* owned weight memory (folio_aligned_alloc) */
     size_t storage_bytes;
     /* The GGUF file the model was loaded from, kept open (mapped) so the
      * tokenizer can read its tokenizer.* keys (gguf_find_key on m->gguf);
      * NULL for models built in memory.  Owned: model_free() must
-     * gguf_close() it.  Weights never point into it (they are converted
-     * to f32 in storage at load). */
+     * gguf_close() it.  Weights never point into it (they are copied
+     * into storage at load). */
     gguf_file_t *gguf;
 };
+
+/* The f32 data of an F32 matrix (models built in memory), else NULL. */
+static inline float *model__f32(const struct matmul_mat *mt)
+{
+    return mt->type == GGUF_TENSOR_F32 ? (float *)mt->data : NULL;
+}
 
 /* Presets of `folio gen-model` and the embedded default ("tiny"). */
 int model__preset(const char *name, struct model_hparams *hp);
 /* Allocates a model with zeroed weights for hp (one storage block). */
 int model__alloc(const struct model_hparams *hp, struct model **out);
+/* A copy of src (all F32, built in memory) whose matrices are stored as
+ * type t (F32, F16, BF16 or Q8_0): what a file of that type loads into.
+ * Norms stay f32.  -EINVAL (type, or a Q8_0 row not a multiple of 32),
+ * -ENOMEM. */
+int model__retype(const struct model *src, enum gguf_tensor_type t, struct model **out);
+/* Bytes of the matrices one token's forward pass reads (every layer's,
+ * and the output's). */
+size_t model__weight_bytes_per_token(const struct model *m);
 /* Fills every weight deterministically from seed (synthetic model; see
  * model/model.c for the scaling that keeps activations finite). */
 void model__fill_random(struct model *m, uint64_t seed);

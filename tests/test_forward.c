@@ -101,12 +101,12 @@ static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n,
     assert_non_null(x);
     for (int32_t t = 0; t < n; t++)
         for (int32_t i = 0; i < D; i++)
-            x[(size_t)t * D + i] = m->tok_embd[(size_t)tokens[t] * D + i];
+            x[(size_t)t * D + i] = model__f32(&m->tok_embd)[(size_t)tokens[t] * D + i];
     for (int32_t l = 0; l < hp->n_layers; l++) {
         const struct model_layer *L = &m->layers[l];
         for (int32_t t = 0; t < n; t++) {
             ref_rmsnorm(xb, x + (size_t)t * D, L->attn_norm, D, hp->norm_eps);
-            ref_matvec(qkv, L->wqkv, xb, nq + 2 * nkv, D);
+            ref_matvec(qkv, model__f32(&L->wqkv), xb, nq + 2 * nkv, D);
             for (int32_t h = 0; h < Hq; h++)
                 ref_rope(qkv + h * d, t, d, hp->rope_base);
             for (int32_t h = 0; h < Hk; h++)
@@ -137,21 +137,21 @@ static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n,
                 }
             }
             double *xt = x + (size_t)t * D;
-            ref_matvec(o, L->wo, att, D, nq);
+            ref_matvec(o, model__f32(&L->wo), att, D, nq);
             for (int32_t i = 0; i < D; i++)
                 xt[i] += o[i];
             ref_rmsnorm(xb, xt, L->ffn_norm, D, hp->norm_eps);
-            ref_matvec(gu, L->w_gate_up, xb, 2 * F, D);
+            ref_matvec(gu, model__f32(&L->w_gate_up), xb, 2 * F, D);
             for (int32_t i = 0; i < F; i++)
                 gu[i] = gu[i] / (1 + exp(-gu[i])) * gu[F + i];
-            ref_matvec(o, L->w_down, gu, D, F);
+            ref_matvec(o, model__f32(&L->w_down), gu, D, F);
             for (int32_t i = 0; i < D; i++)
                 xt[i] += o[i];
         }
     }
     for (int32_t t = 0; t < n; t++) {
         ref_rmsnorm(xb, x + (size_t)t * D, m->out_norm, D, hp->norm_eps);
-        ref_matvec(logits + (size_t)t * hp->n_vocab, m->output, xb, hp->n_vocab, D);
+        ref_matvec(logits + (size_t)t * hp->n_vocab, model__f32(&m->output), xb, hp->n_vocab, D);
     }
     free(x), free(K), free(V), free(xb), free(qkv), free(att), free(o), free(gu), free(sc);
     free(Q);
@@ -230,9 +230,9 @@ static void random_tokens(int32_t *t, int32_t n, int32_t vocab)
  * steps of random chunk sizes (chunk 0 = whole prompt at once, 1 = token by
  * token, else random in [1, chunk]), several sequences per batch, and
  * compares every sampled row with the reference.  Returns the max error. */
-static double run_paged(const struct model *m, enum folio_dtype dt, int32_t block_size,
-                        int32_t n_seqs, const int32_t *len, int32_t chunk, int n_threads,
-                        int blas_threads)
+static double run_paged_on(const struct model *m, const struct model *ref_m, enum model_matmul be,
+                           enum folio_dtype dt, int32_t block_size, int32_t n_seqs,
+                           const int32_t *len, int32_t chunk, int n_threads, int blas_threads)
 {
     const int32_t V = m->hp.n_vocab;
     int32_t max_len = 0, total = 0;
@@ -248,14 +248,17 @@ static double run_paged(const struct model *m, enum folio_dtype dt, int32_t bloc
         tok[s] = malloc(sizeof(int32_t) * len[s]);
         random_tokens(tok[s], len[s], V);
         ref[s] = malloc(sizeof(double) * (size_t)len[s] * V);
-        ref_forward(m, tok[s], len[s], ref[s]);
+        ref_forward(ref_m, tok[s], len[s], ref[s]);
     }
     model_ctx_t *ctx;
     struct model_ctx_config cfg = {.max_tokens = total,
                                    .max_slices = n_seqs,
                                    .n_threads = n_threads,
-                                   .blas_threads = blas_threads};
+                                   .blas_threads = blas_threads,
+                                   .matmul = be};
     assert_int_equal(model_ctx_new(m, &a.kv, &cfg, &ctx), 0);
+    if (be != MODEL_MATMUL_AUTO)
+        assert_int_equal(model_ctx_matmul(ctx), be);
     int32_t *done = calloc(n_seqs, sizeof(int32_t));
     int32_t *btok = malloc(sizeof(int32_t) * total);
     struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
@@ -308,6 +311,15 @@ static double run_paged(const struct model *m, enum folio_dtype dt, int32_t bloc
     free(tok), free(ref), free(done), free(btok), free(sl), free(sl_seq), free(logits);
     arena_free(&a);
     return worst;
+}
+
+/* The model m itself is the reference, on the backend auto picks. */
+static double run_paged(const struct model *m, enum folio_dtype dt, int32_t block_size,
+                        int32_t n_seqs, const int32_t *len, int32_t chunk, int n_threads,
+                        int blas_threads)
+{
+    return run_paged_on(m, m, MODEL_MATMUL_AUTO, dt, block_size, n_seqs, len, chunk, n_threads,
+                        blas_threads);
 }
 
 static void test_whole_prompt(void **state)
@@ -365,6 +377,66 @@ static void test_f16_kv(void **state)
     double e = run_paged(g_model, FOLIO_F16, 16, 3, len, 4, 2, 0);
     printf("# f16 K/V: max |diff| = %.3g (bound %.3g)\n", e, F16_TOL);
     assert_true(e <= F16_TOL);
+}
+
+/* m's values in an all-F32 model: the reference's view of m. */
+static struct model *f32_twin(const struct model *src)
+{
+    struct model *m;
+    assert_int_equal(model__alloc(&src->hp, &m), 0);
+    memcpy(m->storage, src->storage, src->storage_bytes); /* norms */
+    matmul_mat_rows_f32(&src->tok_embd, 0, src->tok_embd.rows, model__f32(&m->tok_embd));
+    matmul_mat_rows_f32(&src->output, 0, src->output.rows, model__f32(&m->output));
+    for (int32_t l = 0; l < src->hp.n_layers; l++) {
+        const struct model_layer *S = &src->layers[l];
+        struct model_layer *L = &m->layers[l];
+        matmul_mat_rows_f32(&S->wqkv, 0, S->wqkv.rows, model__f32(&L->wqkv));
+        matmul_mat_rows_f32(&S->wo, 0, S->wo.rows, model__f32(&L->wo));
+        matmul_mat_rows_f32(&S->w_gate_up, 0, S->w_gate_up.rows, model__f32(&L->w_gate_up));
+        matmul_mat_rows_f32(&S->w_down, 0, S->w_down.rows, model__f32(&L->w_down));
+    }
+    return m;
+}
+
+/* Paged forward = dense reference for every weight type on every backend
+ * built: the reference runs on the typed model's values widened to f32,
+ * so the difference is the products' arithmetic alone.  Tolerances: f32
+ * arithmetic on the exact weights (F32, portable 16-bit) as F32_TOL;
+ * activations rounded to bf16 (oneDNN with 16-bit weights): BF16_ACT_TOL;
+ * activations quantized to 8 bits per 32-block before every product
+ * (Q8_0): Q8_TOL (seen 0.09 on 2 layers, 0.17 on 8, of logits with sd 2;
+ * the error compounds over the layers). */
+#define BF16_ACT_TOL 0.15
+#define Q8_TOL       0.3
+static void test_types_backends(void **state)
+{
+    (void)state;
+    static const enum gguf_tensor_type types[] = {GGUF_TENSOR_F32, GGUF_TENSOR_F16,
+                                                  GGUF_TENSOR_BF16, GGUF_TENSOR_Q8_0};
+    enum model_matmul bes[2] = {MODEL_MATMUL_OPENBLAS, MODEL_MATMUL_ONEDNN};
+    const int n_be = model_matmul_onednn_built() ? 2 : 1;
+    int32_t len[] = {g_short ? 6 : 11, 1, g_short ? 9 : 15, 4};
+    for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++) {
+        struct model *m = g_model;
+        if (types[t] != GGUF_TENSOR_F32)
+            assert_int_equal(model__retype(g_model, types[t], &m), 0);
+        struct model *ref = m == g_model ? g_model : f32_twin(m);
+        for (int b = 0; b < n_be; b++) {
+            double e = run_paged_on(m, ref, bes[b], FOLIO_F32, 8, 4, len, 5, 2, 0);
+            const bool exact_w = types[t] == GGUF_TENSOR_F32 ||
+                                 (bes[b] == MODEL_MATMUL_OPENBLAS && types[t] != GGUF_TENSOR_Q8_0);
+            const double tol = exact_w                        ? F32_TOL
+                               : types[t] == GGUF_TENSOR_Q8_0 ? Q8_TOL
+                                                              : BF16_ACT_TOL;
+            printf("# %s weights, %s: max |diff| = %.3g (bound %.3g)\n",
+                   gguf_tensor_type_name(types[t]), model_matmul_name(bes[b]), e, tol);
+            assert_true(e <= tol);
+        }
+        if (ref != g_model)
+            model_free(ref);
+        if (m != g_model)
+            model_free(m);
+    }
 }
 
 /* A bad batch is -EINVAL and touches nothing. */
@@ -754,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_token_by_token),
         cmocka_unit_test(test_many_sequences),
         cmocka_unit_test(test_f16_kv),
+        cmocka_unit_test(test_types_backends),
         cmocka_unit_test(test_invalid_batches),
         cmocka_unit_test(test_logits_healthy),
         cmocka_unit_test(test_alloc_failures),

@@ -439,6 +439,24 @@ static void check_floats(const float *got, int tid, int64_t n)
             fail_msg("tensor %d element %ld: %g, want %g", tid, (long)i, got[i], elem(tid, i));
 }
 
+/* Matrices keep their file's type: their values as f32 (a copy that
+ * lives until deq_free). */
+static float *deq_bufs[64];
+static int deq_n;
+static const float *deq(const struct matmul_mat *mt)
+{
+    float *f = malloc(sizeof(float) * (size_t)mt->rows * mt->cols);
+    assert_non_null(f);
+    assert_true(deq_n < 64);
+    matmul_mat_rows_f32(mt, 0, mt->rows, f);
+    return deq_bufs[deq_n++] = f;
+}
+static void deq_free(void)
+{
+    while (deq_n > 0)
+        free(deq_bufs[--deq_n]);
+}
+
 static void test_loader_types_and_fusion(void **state)
 {
     (void)state;
@@ -472,23 +490,27 @@ static void test_loader_types_and_fusion(void **state)
             assert_true(gguf_find_key(m->gguf, "tokenizer.ggml.tokens") >= 0);
 
             /* tensor ids follow micro_tensors(): 0 embd, then 9 per layer */
-            check_floats(m->tok_embd, 0, (int64_t)M_VOCAB * M_DIM);
+            check_floats(deq(&m->tok_embd), 0, (int64_t)M_VOCAB * M_DIM);
             for (int l = 0; l < M_LAY; l++) {
                 const struct model_layer *L = &m->layers[l];
                 int b = 1 + 9 * l;
+                assert_int_equal(L->wqkv.type, types[ti]); /* kept in the file's type */
+                assert_int_equal(L->w_down.type, types[ti]);
                 check_floats(L->attn_norm, b + 0, M_DIM);
-                check_floats(L->wqkv, b + 1, (int64_t)M_HEADS * M_HD * M_DIM);
-                check_floats(L->wqkv + M_HEADS * M_HD * M_DIM, b + 2, (int64_t)M_KV * M_HD * M_DIM);
-                check_floats(L->wqkv + (M_HEADS + M_KV) * M_HD * M_DIM, b + 3,
+                check_floats(deq(&L->wqkv), b + 1, (int64_t)M_HEADS * M_HD * M_DIM);
+                check_floats(deq(&L->wqkv) + M_HEADS * M_HD * M_DIM, b + 2,
                              (int64_t)M_KV * M_HD * M_DIM);
-                check_floats(L->wo, b + 4, (int64_t)M_HEADS * M_HD * M_DIM);
+                check_floats(deq(&L->wqkv) + (M_HEADS + M_KV) * M_HD * M_DIM, b + 3,
+                             (int64_t)M_KV * M_HD * M_DIM);
+                check_floats(deq(&L->wo), b + 4, (int64_t)M_HEADS * M_HD * M_DIM);
                 check_floats(L->ffn_norm, b + 5, M_DIM);
-                check_floats(L->w_gate_up, b + 6, (int64_t)M_FFN * M_DIM);
-                check_floats(L->w_gate_up + M_FFN * M_DIM, b + 7, (int64_t)M_FFN * M_DIM);
-                check_floats(L->w_down, b + 8, (int64_t)M_FFN * M_DIM);
+                check_floats(deq(&L->w_gate_up), b + 6, (int64_t)M_FFN * M_DIM);
+                check_floats(deq(&L->w_gate_up) + M_FFN * M_DIM, b + 7, (int64_t)M_FFN * M_DIM);
+                check_floats(deq(&L->w_down), b + 8, (int64_t)M_FFN * M_DIM);
             }
             check_floats(m->out_norm, 1 + 9 * M_LAY, M_DIM);
-            check_floats(m->output, tied ? 0 : 2 + 9 * M_LAY, (int64_t)M_VOCAB * M_DIM);
+            check_floats(deq(&m->output), tied ? 0 : 2 + 9 * M_LAY, (int64_t)M_VOCAB * M_DIM);
+            deq_free();
             model_free(m);
         }
     }
@@ -670,18 +692,19 @@ static void test_write_load_roundtrip(void **state)
         assert_memory_equal(model_hparams(m), &hp, sizeof(hp));
         assert_string_equal(model_name(m), "roundtrip");
         int64_t qkv = (int64_t)(M_HEADS + 2 * M_KV) * M_HD * M_DIM;
-        expect_matrix("tok_embd", m->tok_embd, src->tok_embd, M_VOCAB * M_DIM, t);
+        expect_matrix("tok_embd", deq(&m->tok_embd), model__f32(&src->tok_embd), M_VOCAB * M_DIM, t);
         for (int l = 0; l < M_LAY; l++) {
             assert_memory_equal(m->layers[l].attn_norm, src->layers[l].attn_norm, M_DIM * 4);
-            expect_matrix("wqkv", m->layers[l].wqkv, src->layers[l].wqkv, qkv, t);
-            expect_matrix("wo", m->layers[l].wo, src->layers[l].wo, M_HEADS * M_HD * M_DIM, t);
+            expect_matrix("wqkv", deq(&m->layers[l].wqkv), model__f32(&src->layers[l].wqkv), qkv, t);
+            expect_matrix("wo", deq(&m->layers[l].wo), model__f32(&src->layers[l].wo), M_HEADS * M_HD * M_DIM, t);
             assert_memory_equal(m->layers[l].ffn_norm, src->layers[l].ffn_norm, M_DIM * 4);
-            expect_matrix("w_gate_up", m->layers[l].w_gate_up, src->layers[l].w_gate_up,
+            expect_matrix("w_gate_up", deq(&m->layers[l].w_gate_up), model__f32(&src->layers[l].w_gate_up),
                           2 * M_FFN * M_DIM, t);
-            expect_matrix("w_down", m->layers[l].w_down, src->layers[l].w_down, M_FFN * M_DIM, t);
+            expect_matrix("w_down", deq(&m->layers[l].w_down), model__f32(&src->layers[l].w_down), M_FFN * M_DIM, t);
         }
         assert_memory_equal(m->out_norm, src->out_norm, M_DIM * 4);
-        expect_matrix("output", m->output, src->output, M_VOCAB * M_DIM, t);
+        expect_matrix("output", deq(&m->output), model__f32(&src->output), M_VOCAB * M_DIM, t);
+        deq_free();
         int64_t ft = gguf_find_key(m->gguf, "general.file_type");
         uint64_t v;
         assert_int_equal(gguf_get_u64(m->gguf, ft, &v), 0);
@@ -778,17 +801,20 @@ static void test_gen_tiny(void **state)
     assert_int_equal(m->hp.bos_id, 1);
     assert_int_equal(m->hp.eos_id, 2);
     assert_string_equal(model_name(m), "folio-synth-tiny-s7");
-    assert_memory_equal(m->tok_embd, ref->tok_embd, (size_t)hp.n_vocab * hp.dim * 4);
-    assert_memory_equal(m->output, ref->output, (size_t)hp.n_vocab * hp.dim * 4);
+    assert_memory_equal(model__f32(&m->tok_embd), model__f32(&ref->tok_embd),
+                        (size_t)hp.n_vocab * hp.dim * 4);
+    assert_memory_equal(model__f32(&m->output), model__f32(&ref->output),
+                        (size_t)hp.n_vocab * hp.dim * 4);
     assert_memory_equal(m->out_norm, ref->out_norm, (size_t)hp.dim * 4);
     size_t qkv = (size_t)(hp.n_heads + 2 * hp.n_kv_heads) * hp.head_dim * hp.dim;
     for (int l = 0; l < hp.n_layers; l++) {
-        assert_memory_equal(m->layers[l].wqkv, ref->layers[l].wqkv, qkv * 4);
-        assert_memory_equal(m->layers[l].w_gate_up, ref->layers[l].w_gate_up,
+        const struct model_layer *L = &m->layers[l], *R = &ref->layers[l];
+        assert_memory_equal(model__f32(&L->wqkv), model__f32(&R->wqkv), qkv * 4);
+        assert_memory_equal(model__f32(&L->w_gate_up), model__f32(&R->w_gate_up),
                             (size_t)2 * hp.ffn_dim * hp.dim * 4);
-        assert_memory_equal(m->layers[l].w_down, ref->layers[l].w_down,
+        assert_memory_equal(model__f32(&L->w_down), model__f32(&R->w_down),
                             (size_t)hp.ffn_dim * hp.dim * 4);
-        assert_memory_equal(m->layers[l].wo, ref->layers[l].wo, (size_t)hp.dim * hp.dim * 4);
+        assert_memory_equal(model__f32(&L->wo), model__f32(&R->wo), (size_t)hp.dim * hp.dim * 4);
         assert_memory_equal(m->layers[l].attn_norm, ref->layers[l].attn_norm, (size_t)hp.dim * 4);
         assert_memory_equal(m->layers[l].ffn_norm, ref->layers[l].ffn_norm, (size_t)hp.dim * 4);
     }

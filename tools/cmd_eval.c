@@ -3,6 +3,7 @@
  *
  *   folio eval [--model FILE|default] --tokens 1,2,3 [--top 10] [--greedy N]
  *              [--json] [--threads N] [--kv-dtype f32|f16]
+ *              [--matmul auto|openblas|onednn]
  *
  * Runs the prompt through the model in one batch, prints the top logits
  * after its last token, then (with --greedy N) a greedy continuation of N
@@ -33,6 +34,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
                  "                  [--greedy N] [--json] [--threads N] [--kv-dtype f32|f16]\n"
+                 "                  [--matmul auto|openblas|onednn]\n"
                  "\n"
                  "Runs the tokens through the model offline; prints the top logits after the\n"
                  "last token and a greedy continuation of N tokens.\n");
@@ -73,6 +75,7 @@ int cmd_eval(int argc, char **argv)
 {
     const char *model_path = NULL, *tokens_arg = NULL;
     int32_t top = 10, greedy = 0, threads = 1;
+    enum model_matmul matmul = MODEL_MATMUL_AUTO;
     int json = 0;
     enum folio_dtype kv_dtype = FOLIO_F32;
     for (int i = 1; i < argc; i++) {
@@ -98,6 +101,8 @@ int cmd_eval(int argc, char **argv)
             rc = parse_int(v, 0, 1 << 20, &greedy);
         } else if (!strcmp(a, "--threads")) {
             rc = parse_int(v, 1, 1024, &threads);
+        } else if (!strcmp(a, "--matmul")) {
+            rc = model_matmul_parse(v, &matmul);
         } else if (!strcmp(a, "--kv-dtype")) {
             if (!strcmp(v, "f32"))
                 kv_dtype = FOLIO_F32;
@@ -177,7 +182,8 @@ int cmd_eval(int argc, char **argv)
         goto out;
     }
     pager_kv_view(pg, &kv);
-    struct model_ctx_config cfg = {.max_tokens = n, .max_slices = 1, .n_threads = threads};
+    struct model_ctx_config cfg = {
+        .max_tokens = n, .max_slices = 1, .n_threads = threads, .matmul = matmul};
     rc = model_ctx_new(m, &kv, &cfg, &ctx);
     if (rc < 0) {
         fprintf(stderr, "folio eval: cannot create a model context: %s\n", strerror(-rc));

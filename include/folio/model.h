@@ -2,8 +2,8 @@
  * folio/model.h — a LLaMA-architecture transformer: weights, and the
  * forward pass over a flat batch of tokens drawn from many sequences.
  *
- * A model_t is immutable once loaded (weights are f32 in memory; F16, BF16
- * and Q8_0 tensors are converted at load).  A model_ctx_t holds everything
+ * A model_t is immutable once loaded (matrices keep their file's type in
+ * memory: F32, F16, BF16 or Q8_0; norms are f32).  A model_ctx_t holds everything
  * one forward pass needs: preallocated workspaces sized for the largest
  * batch, the thread pool, and the pager's KV view it writes K/V into.
  *
@@ -77,6 +77,26 @@ struct model_batch {
     const struct model_slice *slices;
 };
 
+/* Which library runs the matrix products (model/matmul.h). */
+enum model_matmul {
+    MODEL_MATMUL_AUTO = 0,     /* model_matmul_resolve() picks */
+    MODEL_MATMUL_OPENBLAS = 1, /* OpenBLAS sgemm for F32; portable kernels for 16-bit */
+    MODEL_MATMUL_ONEDNN = 2,   /* oneDNN matmul (F32, BF16; others as OPENBLAS) */
+};
+/* "auto", "openblas", "onednn" ("?" for others). */
+const char *model_matmul_name(enum model_matmul b);
+/* Parses a name above; -EINVAL otherwise. */
+int model_matmul_parse(const char *s, enum model_matmul *out);
+/* True when built with oneDNN. */
+bool model_matmul_onednn_built(void);
+/* What a request resolves to on this machine: AUTO becomes ONEDNN when it
+ * is built and the CPU has AVX-512 (where oneDNN's f32 and bf16 kernels
+ * beat OpenBLAS), else the faster of the two on a short calibration (one
+ * f32 product of a decode batch's shape each, ~10 ms, once per process;
+ * it sets OpenBLAS to one thread), and OPENBLAS without oneDNN.  ONEDNN
+ * without oneDNN built: -ENOTSUP. */
+int model_matmul_resolve(enum model_matmul want, enum model_matmul *out);
+
 struct model_ctx_config {
     int32_t max_tokens; /* largest batch in tokens */
     int32_t max_slices; /* largest batch in slices */
@@ -86,11 +106,14 @@ struct model_ctx_config {
      * the caller thread with OpenBLAS at n_threads threads.  See
      * model/forward.c. */
     bool blas_threads;
+    enum model_matmul matmul; /* backend of the products (AUTO: resolved) */
 };
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
                   const struct model_ctx_config *cfg, model_ctx_t **out);
 void model_ctx_free(model_ctx_t *ctx);
+/* The backend the ctx's products run on (never AUTO). */
+enum model_matmul model_ctx_matmul(const model_ctx_t *ctx);
 
 /* Runs one step.  logits: [number of sampling slices][n_vocab], in slice
  * order.  Never allocates.  -EINVAL for a batch beyond the ctx's limits. */

@@ -1,0 +1,807 @@
+/*
+ * model/matmul.c — the matrix products of the forward pass (contract in
+ * model/matmul.h): C = A · Wᵀ + beta C with W in its file's type.
+ *
+ * Owns: matmul_t, i.e. the registered weights (borrowed data plus, for
+ * oneDNN, their prepared copies), the per-thread widening tiles, the
+ * workspace A is narrowed or quantized into, and the oneDNN engine,
+ * streams and primitives.
+ *
+ * How each weight runs (chosen once, at matmul_add):
+ *
+ *   type   backend OPENBLAS                 backend ONEDNN
+ *   F32    sgemm / sgemv on the band        oneDNN f32 matmul, W reordered
+ *   BF16   portable 16-bit path             oneDNN bf16 matmul, A → bf16
+ *   F16    portable 16-bit path             portable 16-bit path (oneDNN
+ *                                           bf16 if MM_F16_AS_BF16)
+ *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
+ *          quant_rows + quant_gemm (model/quant.h) on either backend
+ *
+ * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
+ * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU
+ * with oneDNN bf16 kernels (AVX-512) to check.  Until measured there,
+ * MM_F16_AS_BF16 is 0 and F16 stays exact (widened per tile).
+ *
+ * oneDNN paths fall back to the OpenBLAS column of the table when oneDNN
+ * has no kernel for this CPU (oneDNN 2.6's bf16 matmul needs AVX-512; a
+ * primitive that cannot be created is how that shows).  The portable
+ * 16-bit path reads W in place: M <= MM_FUSED_M rows go through a fused
+ * dot product that widens each element as it streams W once (the decode
+ * case: memory bound, half the bytes of F32); more rows widen MM_TILE rows
+ * of W at a time into the thread's f32 tile and run sgemm on it.  Both
+ * have an AVX2 + FMA + F16C version chosen at run time and a plain C one
+ * (FOLIO_MATMUL_ISA=plain forces it; the tests run both); the plain one
+ * is also the reference the tests compare the others with.
+ *
+ * Work split: thread ith of nth owns band ith of the N output columns,
+ * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole
+ * blocks of oneDNN's weight formats).  The bands are fixed by n_threads at
+ * matmul_new; oneDNN weights are reordered band by band into one blocked
+ * buffer each, with a primitive per band and beta (the primitive cache of
+ * oneDNN shares identical ones).  M is a runtime dimension of those
+ * primitives (DNNL_RUNTIME_DIM_VAL, as are A's and C's row strides), so
+ * one primitive serves every step: measured on this machine, runtime-M
+ * primitives ran within noise of fixed-M ones and cost nothing per new M.
+ *
+ * Threading and oversubscription: every product runs on the forward pass's
+ * pool, one band per pool thread.  OpenBLAS is set to one thread by
+ * model_ctx_new.  Debian's oneDNN runs on OpenMP; each pool thread calls
+ * omp_set_num_threads(1) before its first oneDNN call (the OpenMP thread
+ * count is a per-thread setting), so a oneDNN call from a pool thread runs
+ * on that thread alone and the process has exactly n_threads busy threads
+ * during a product (check: `ps -L` on foliod shows no OpenMP workers).
+ */
+#include "matmul.h"
+#include "quant.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+
+#ifdef FOLIO_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#endif
+
+/* Kernel preconditions: checked on every call, a violation aborts. */
+#define MM_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "matmul: check failed: %s\n", #cond);                                  \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define MM_BAND_ALIGN  16 /* output columns */
+#define MM_TILE        32 /* rows of W widened at a time (portable 16-bit path) */
+#define MM_F16_AS_BF16 0  /* F16 weights to oneDNN as bf16 (see above) */
+#define MM_FUSED_M     4  /* up to this many rows: fused 16-bit dot products */
+
+enum mm_kind {
+    MM_F32_BLAS,    /* cblas on the band */
+    MM_16_PORTABLE, /* widen F16/BF16 */
+    MM_QUANT,       /* model/quant.h */
+    MM_DNNL,        /* oneDNN primitive per band */
+};
+
+struct mm_band {
+    int32_t n0, n1;
+#ifdef FOLIO_HAVE_DNNL
+    dnnl_primitive_t prim[2]; /* beta 0, beta 1 */
+    dnnl_memory_t wmem;       /* W's rows [n0, n1) in the primitive's format */
+#endif
+};
+
+struct mm_weight {
+    struct matmul_mat w;
+    enum mm_kind kind;
+    bool bf16;             /* oneDNN: A and W in bf16 */
+    struct mm_band *bands; /* [n_threads] for MM_DNNL */
+};
+
+struct matmul {
+    struct matmul_config cfg;
+    enum model_matmul used;
+    struct mm_weight *w; /* [max_weights] */
+    int32_t n_w;
+    float *tile;     /* [n_threads][MM_TILE][max_k] */
+    void *xcvt;      /* A narrowed/quantized: [max_m] rows of <= 2 max_k + 64 bytes */
+    size_t xcvt_row; /* bytes per row reserved in xcvt */
+    size_t prepared; /* bytes of prepared weight copies */
+#ifdef FOLIO_HAVE_DNNL
+    dnnl_engine_t eng;
+    dnnl_stream_t *streams; /* [n_threads] */
+#endif
+};
+
+/* ---- names ------------------------------------------------------------ */
+
+static const char *const backend_names[] = {"auto", "openblas", "onednn"};
+
+const char *model_matmul_name(enum model_matmul b)
+{
+    return (unsigned)b < FOLIO_ARRAY_LEN(backend_names) ? backend_names[b] : "?";
+}
+
+int model_matmul_parse(const char *s, enum model_matmul *out)
+{
+    for (size_t i = 0; s && i < FOLIO_ARRAY_LEN(backend_names); i++)
+        if (!strcmp(s, backend_names[i])) {
+            *out = (enum model_matmul)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+bool model_matmul_onednn_built(void)
+{
+#ifdef FOLIO_HAVE_DNNL
+    return true;
+#else
+    return false;
+#endif
+}
+
+#ifdef FOLIO_HAVE_DNNL
+static void *mm_alloc_f32(size_t n, float v)
+{
+    float *p = folio_aligned_alloc(64, n * sizeof(float));
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = v * (float)(i % 17);
+    return p;
+}
+
+static enum model_matmul calibrated = MODEL_MATMUL_OPENBLAS;
+
+/* Seconds of the best of MM_CAL_REPS products on backend b, one thread, a
+ * shape like a decode batch's (M 64, N 1024, K 768, f32); -1 on failure. */
+#define MM_CAL_REPS 5
+static double calibrate_one(enum model_matmul b, const float *A, const float *W, float *C)
+{
+    const int32_t M = 64, N = 1024, K = 768;
+    struct matmul_config cfg = {
+        .backend = b, .n_threads = 1, .max_m = M, .max_k = K, .max_weights = 1};
+    struct matmul_mat w = {.type = GGUF_TENSOR_F32, .rows = N, .cols = K, .data = W};
+    matmul_t *mm = NULL;
+    pool_t *pool = NULL;
+    int32_t id;
+    double best = -1;
+    if (!matmul_new(&cfg, &mm) && !matmul_add(mm, &w, &id) && !pool_new(1, &pool)) {
+        for (int r = 0; r <= MM_CAL_REPS; r++) {
+            uint64_t t0 = folio_now_ns();
+            matmul_run(mm, pool, id, M, A, K, 0.0f, C, N);
+            double s = (double)(folio_now_ns() - t0) * 1e-9;
+            if (r > 0 && (best < 0 || s < best)) /* the first run warms up */
+                best = s;
+        }
+    }
+    pool_free(pool);
+    matmul_free(mm);
+    return best;
+}
+
+/* AUTO without AVX-512: whichever backend ran the calibration product
+ * faster (OpenBLAS on a tie or a failure). */
+static void calibrate(void)
+{
+    float *A = mm_alloc_f32((size_t)64 * 768, 0.01f), *W = mm_alloc_f32((size_t)1024 * 768, 0.02f);
+    float *C = mm_alloc_f32((size_t)64 * 1024, 0.0f);
+    if (A && W && C) {
+        openblas_set_num_threads(1); /* as in a forward pass (model_ctx_new) */
+        double tb = calibrate_one(MODEL_MATMUL_OPENBLAS, A, W, C);
+        double td = calibrate_one(MODEL_MATMUL_ONEDNN, A, W, C);
+        if (tb > 0 && td > 0 && td < tb)
+            calibrated = MODEL_MATMUL_ONEDNN;
+    }
+    folio_free(A), folio_free(W), folio_free(C);
+}
+#endif
+
+int model_matmul_resolve(enum model_matmul want, enum model_matmul *out)
+{
+    if (want == MODEL_MATMUL_OPENBLAS) {
+        *out = want;
+        return 0;
+    }
+#ifdef FOLIO_HAVE_DNNL
+    if (want == MODEL_MATMUL_ONEDNN) {
+        *out = want;
+        return 0;
+    }
+    if (want == MODEL_MATMUL_AUTO) {
+        /* With AVX-512 oneDNN is ~2x OpenBLAS 0.3.21 in f32 and has bf16
+         * kernels: the rule.  Below it the two are close and the winner
+         * depends on the CPU: a short calibration decides (once per
+         * process). */
+        dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        bool avx512 = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+        if (avx512) {
+            *out = MODEL_MATMUL_ONEDNN;
+            return 0;
+        }
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, calibrate);
+        *out = calibrated;
+        return 0;
+    }
+    return -EINVAL;
+#else
+    if (want == MODEL_MATMUL_AUTO) {
+        *out = MODEL_MATMUL_OPENBLAS;
+        return 0;
+    }
+    return want == MODEL_MATMUL_ONEDNN ? -ENOTSUP : -EINVAL;
+#endif
+}
+
+/* ---- rows of a weight ------------------------------------------------- */
+
+size_t matmul_mat_row_bytes(const struct matmul_mat *w)
+{
+    return gguf_tensor_nbytes(w->type, w->cols);
+}
+
+void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst)
+{
+    const size_t rb = matmul_mat_row_bytes(w);
+    const uint8_t *src = (const uint8_t *)w->data + (size_t)r0 * rb;
+    gguf_tensor_to_f32(w->type, src, dst, n * w->cols);
+}
+
+/* ---- portable kernels ------------------------------------------------- */
+
+static inline float bf16_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* f16 -> f32 without branches on the common path (normal numbers, zero);
+ * subnormals, inf and NaN take folio_f16_to_f32. */
+static inline float f16_f32(uint16_t h)
+{
+    uint32_t e = h & 0x7c00u;
+    if (e == 0x7c00u || (e == 0 && (h & 0x3ffu)))
+        return folio_f16_to_f32(h);
+    uint32_t u = ((uint32_t)(h & 0x8000u) << 16) |
+                 (e ? (((h & 0x7fffu) << 13) + ((uint32_t)(127 - 15) << 23)) : 0);
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* C[m][n] = beta C + sum_k A[m][k] W[n][k] for m < M, n in [n0, n1), W
+ * 16-bit rows of K: each row of W is read once for all M (<= MM_FUSED_M)
+ * rows of A, with 16 partial sums per row (vectorisable). */
+static void fused16(bool bf16, const uint16_t *W, int32_t K, int32_t n0, int32_t n1, int32_t M,
+                    const float *A, int32_t lda, float beta, float *C, int32_t ldc)
+{
+    for (int32_t n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        float acc[MM_FUSED_M][16];
+        memset(acc, 0, sizeof(acc));
+        int32_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            float wf[16];
+            if (bf16)
+                for (int i = 0; i < 16; i++)
+                    wf[i] = bf16_f32(w[k + i]);
+            else
+                for (int i = 0; i < 16; i++)
+                    wf[i] = f16_f32(w[k + i]);
+            for (int32_t m = 0; m < M; m++)
+                for (int i = 0; i < 16; i++)
+                    acc[m][i] += wf[i] * A[(size_t)m * lda + k + i];
+        }
+        for (int32_t m = 0; m < M; m++) {
+            float s = 0;
+            for (int i = 0; i < 16; i++)
+                s += acc[m][i];
+            for (int32_t kk = k; kk < K; kk++)
+                s += (bf16 ? bf16_f32(w[kk]) : f16_f32(w[kk])) * A[(size_t)m * lda + kk];
+            float *c = C + (size_t)m * ldc + n;
+            *c = beta != 0.0f ? *c + s : s;
+        }
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define MM_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* 8 elements of a 16-bit row as f32. */
+MM_AVX2 static inline __m256 load8_16(bool bf16, const uint16_t *p)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (bf16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+MM_AVX2 static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* fused16 with AVX2 + FMA + F16C: same contract, same results up to the
+ * order of the partial sums. */
+MM_AVX2 static void fused16_avx2(bool bf16, const uint16_t *W, int32_t K, int32_t n0, int32_t n1,
+                                 int32_t M, const float *A, int32_t lda, float beta, float *C,
+                                 int32_t ldc)
+{
+    for (int32_t n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        __m256 acc[MM_FUSED_M][2];
+        for (int32_t m = 0; m < M; m++)
+            acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+        int32_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            __m256 w0 = load8_16(bf16, w + k), w1 = load8_16(bf16, w + k + 8);
+            for (int32_t m = 0; m < M; m++) {
+                const float *a = A + (size_t)m * lda + k;
+                acc[m][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(a), acc[m][0]);
+                acc[m][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(a + 8), acc[m][1]);
+            }
+        }
+        for (int32_t m = 0; m < M; m++) {
+            float s = hsum8(_mm256_add_ps(acc[m][0], acc[m][1]));
+            for (int32_t kk = k; kk < K; kk++)
+                s += (bf16 ? bf16_f32(w[kk]) : f16_f32(w[kk])) * A[(size_t)m * lda + kk];
+            float *c = C + (size_t)m * ldc + n;
+            *c = beta != 0.0f ? *c + s : s;
+        }
+    }
+}
+
+/* rows x K 16-bit elements to f32 (the widened tile). */
+MM_AVX2 static void widen_avx2(bool bf16, const uint16_t *src, size_t n, float *dst)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, load8_16(bf16, src + i));
+    for (; i < n; i++)
+        dst[i] = bf16 ? bf16_f32(src[i]) : f16_f32(src[i]);
+}
+#endif
+
+/* Which 16-bit kernels run: AVX2 + FMA + F16C when the CPU has them,
+ * unless FOLIO_MATMUL_ISA=plain (the tests run both). */
+static int isa_avx2 = -1;
+static bool use_avx2(void)
+{
+    if (isa_avx2 < 0) {
+        const char *e = getenv("FOLIO_MATMUL_ISA");
+        bool plain = e && !strcmp(e, "plain");
+#if defined(__x86_64__)
+        isa_avx2 = !plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                   __builtin_cpu_supports("f16c");
+#else
+        (void)plain;
+        isa_avx2 = 0;
+#endif
+    }
+    return isa_avx2 > 0;
+}
+
+/* The same product for any M: MM_TILE rows of W at a time widened into
+ * tile[MM_TILE][K], then one single-threaded sgemm per tile. */
+static void widened16(const struct matmul_mat *mt, int32_t n0, int32_t n1, int32_t M,
+                      const float *A, int32_t lda, float beta, float *C, int32_t ldc, float *tile)
+{
+    const int32_t K = mt->cols;
+    for (int32_t n = n0; n < n1; n += MM_TILE) {
+        int32_t rows = FOLIO_MIN(MM_TILE, n1 - n);
+#if defined(__x86_64__)
+        if (use_avx2())
+            widen_avx2(mt->type == GGUF_TENSOR_BF16, (const uint16_t *)mt->data + (size_t)n * K,
+                       (size_t)rows * K, tile);
+        else
+#endif
+            matmul_mat_rows_f32(mt, n, rows, tile);
+        /* C[M][rows] (ldc, from column n) = A[M][K] · tile[rows][K]ᵀ + beta C */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, rows, K, 1.0f, A, lda, tile, K,
+                    beta, C + n, ldc);
+    }
+}
+
+/* ---- oneDNN ----------------------------------------------------------- */
+
+#ifdef FOLIO_HAVE_DNNL
+static __thread bool omp_pinned; /* this thread set OpenMP to one thread */
+
+static void omp_one_thread(void)
+{
+    if (!omp_pinned) {
+        omp_set_num_threads(1);
+        omp_pinned = true;
+    }
+}
+
+/* Primitive for C[M][nb] = A[M][K] · W[nb][K]ᵀ (+ C when sum), M and the
+ * row strides of A and C given at execution.  *wmd receives the weight
+ * format oneDNN chose (format "any"). */
+static int dnnl_prim(dnnl_engine_t eng, dnnl_data_type_t dt, int64_t nb, int64_t K, bool sum,
+                     dnnl_primitive_t *prim, dnnl_memory_desc_t *wmd)
+{
+    dnnl_memory_desc_t src, wts, dst;
+    dnnl_dims_t sd = {DNNL_RUNTIME_DIM_VAL, K}, ss = {DNNL_RUNTIME_DIM_VAL, 1};
+    dnnl_dims_t wd = {K, nb};
+    dnnl_dims_t dd = {DNNL_RUNTIME_DIM_VAL, nb}, ds = {DNNL_RUNTIME_DIM_VAL, 1};
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_matmul_desc_t md;
+    int rc = -ENOTSUP;
+    if (dnnl_memory_desc_init_by_strides(&src, 2, sd, dt, ss) ||
+        dnnl_memory_desc_init_by_tag(&wts, 2, wd, dt, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_strides(&dst, 2, dd, dnnl_f32, ds) ||
+        dnnl_matmul_desc_init(&md, &src, &wts, NULL, &dst) || dnnl_primitive_attr_create(&attr))
+        goto out;
+    if (sum && (dnnl_post_ops_create(&po) || dnnl_post_ops_append_sum(po, 1.0f) ||
+                dnnl_primitive_attr_set_post_ops(attr, po)))
+        goto out;
+    if (dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL))
+        goto out; /* no kernel for this type on this CPU */
+    *wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (dnnl_primitive_create(prim, pd))
+        goto out;
+    rc = 0;
+out:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+static void dnnl_band_free(struct mm_band *b)
+{
+    for (int i = 0; i < 2; i++)
+        if (b->prim[i])
+            dnnl_primitive_destroy(b->prim[i]);
+    if (b->wmem)
+        dnnl_memory_destroy(b->wmem);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Builds band b's primitives and its reordered copy of W's rows
+ * [b->n0, b->n1): the rows are widened to f32 (scratch, freed here), then
+ * one oneDNN reorder converts them to the primitive's format and type. */
+static int dnnl_band_prepare(struct matmul *mm, struct mm_weight *w, struct mm_band *b)
+{
+    const int64_t nb = b->n1 - b->n0, K = w->w.cols;
+    const dnnl_data_type_t dt = w->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t wmd0, wmd1, plain;
+    int rc = dnnl_prim(mm->eng, dt, nb, K, false, &b->prim[0], &wmd0);
+    if (rc == 0)
+        rc = dnnl_prim(mm->eng, dt, nb, K, true, &b->prim[1], &wmd1);
+    if (rc == 0 && !dnnl_memory_desc_equal(&wmd0, &wmd1))
+        rc = -ENOTSUP; /* one copy of W must serve both */
+    if (rc)
+        return rc;
+    float *f = folio_malloc((size_t)nb * (size_t)K * sizeof(float));
+    if (!f)
+        return -ENOMEM;
+    matmul_mat_rows_f32(&w->w, b->n0, nb, f);
+    dnnl_dims_t pd = {K, nb}, ps = {1, K}; /* W[nb][K] seen as K x nb */
+    dnnl_memory_t src = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t rp = NULL;
+    rc = -ENOMEM;
+    if (dnnl_memory_desc_init_by_strides(&plain, 2, pd, dnnl_f32, ps) ||
+        dnnl_memory_create(&src, &plain, mm->eng, f) ||
+        dnnl_memory_create(&b->wmem, &wmd0, mm->eng, DNNL_MEMORY_ALLOCATE) ||
+        dnnl_reorder_primitive_desc_create(&rpd, &plain, mm->eng, &wmd0, mm->eng, NULL) ||
+        dnnl_primitive_create(&rp, rpd))
+        goto out;
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, b->wmem}};
+    if (dnnl_primitive_execute(rp, mm->streams[0], 2, args) || dnnl_stream_wait(mm->streams[0]))
+        goto out;
+    mm->prepared += dnnl_memory_desc_get_size(&wmd0);
+    rc = 0;
+out:
+    if (rp)
+        dnnl_primitive_destroy(rp);
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    if (src)
+        dnnl_memory_destroy(src);
+    folio_free(f);
+    return rc;
+}
+
+/* Runs band b: C[:, n0:n1] = X · W_bandᵀ (+ C), X f32 (lda) or bf16 (K). */
+static void dnnl_band_run(struct matmul *mm, const struct mm_weight *w, const struct mm_band *b,
+                          int ith, int32_t M, const void *X, int64_t ldx, float beta, float *C,
+                          int32_t ldc)
+{
+    omp_one_thread();
+    const int64_t nb = b->n1 - b->n0, K = w->w.cols;
+    dnnl_memory_desc_t smd, dmd;
+    dnnl_dims_t sd = {M, K}, ss = {ldx, 1}, dd = {M, nb}, ds = {ldc, 1};
+    dnnl_memory_t sm = NULL, dm = NULL;
+    int bad = dnnl_memory_desc_init_by_strides(&smd, 2, sd, w->bf16 ? dnnl_bf16 : dnnl_f32, ss) ||
+              dnnl_memory_desc_init_by_strides(&dmd, 2, dd, dnnl_f32, ds) ||
+              dnnl_memory_create(&sm, &smd, mm->eng, (void *)X) ||
+              dnnl_memory_create(&dm, &dmd, mm->eng, C + b->n0);
+    if (!bad) {
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, b->wmem}, {DNNL_ARG_DST, dm}};
+        bad = dnnl_primitive_execute(b->prim[beta != 0.0f], mm->streams[ith], 3, args) ||
+              dnnl_stream_wait(mm->streams[ith]);
+    }
+    if (sm)
+        dnnl_memory_destroy(sm);
+    if (dm)
+        dnnl_memory_destroy(dm);
+    MM_CHECK(!bad); /* shapes were validated when the primitive was made */
+}
+#endif
+
+/* ---- setup ------------------------------------------------------------ */
+
+int matmul_new(const struct matmul_config *cfg, matmul_t **out)
+{
+    *out = NULL;
+    if (!cfg || cfg->n_threads < 1 || cfg->max_m < 1 || cfg->max_k < 1 || cfg->max_weights < 0)
+        return -EINVAL;
+    enum model_matmul used;
+    int rc = model_matmul_resolve(cfg->backend, &used);
+    if (rc)
+        return rc;
+    struct matmul *mm = folio_calloc(1, sizeof(*mm));
+    if (!mm)
+        return -ENOMEM;
+    mm->cfg = *cfg;
+    mm->used = used;
+    (void)use_avx2(); /* the ISA choice, made once before any pool thread reads it */
+    const size_t nth = (size_t)cfg->n_threads, K = (size_t)cfg->max_k;
+    mm->xcvt_row = (2 * K + 64 + 63) & ~(size_t)63;
+    mm->w = folio_calloc((size_t)FOLIO_MAX(cfg->max_weights, 1), sizeof(*mm->w));
+    mm->tile = folio_aligned_alloc(64, nth * MM_TILE * K * sizeof(float));
+    mm->xcvt = folio_aligned_alloc(64, (size_t)cfg->max_m * mm->xcvt_row);
+    rc = -ENOMEM;
+    if (!mm->w || !mm->tile || !mm->xcvt)
+        goto fail;
+#ifdef FOLIO_HAVE_DNNL
+    if (used == MODEL_MATMUL_ONEDNN) {
+        rc = -ENOTSUP;
+        mm->streams = folio_calloc(nth, sizeof(*mm->streams));
+        if (!mm->streams || dnnl_engine_create(&mm->eng, dnnl_cpu, 0))
+            goto fail;
+        for (size_t i = 0; i < nth; i++)
+            if (dnnl_stream_create(&mm->streams[i], mm->eng, dnnl_stream_default_flags))
+                goto fail;
+        omp_one_thread(); /* the caller is pool thread 0 */
+    }
+#endif
+    *out = mm;
+    return 0;
+fail:
+    matmul_free(mm);
+    return rc;
+}
+
+void matmul_free(matmul_t *mm)
+{
+    if (!mm)
+        return;
+    for (int32_t i = 0; i < mm->n_w; i++) {
+#ifdef FOLIO_HAVE_DNNL
+        if (mm->w[i].bands)
+            for (int32_t b = 0; b < mm->cfg.n_threads; b++)
+                dnnl_band_free(&mm->w[i].bands[b]);
+#endif
+        folio_free(mm->w[i].bands);
+    }
+#ifdef FOLIO_HAVE_DNNL
+    if (mm->streams)
+        for (int32_t i = 0; i < mm->cfg.n_threads; i++)
+            if (mm->streams[i])
+                dnnl_stream_destroy(mm->streams[i]);
+    folio_free(mm->streams);
+    if (mm->eng)
+        dnnl_engine_destroy(mm->eng);
+#endif
+    folio_free(mm->w);
+    folio_free(mm->tile);
+    folio_free(mm->xcvt);
+    folio_free(mm);
+}
+
+enum model_matmul matmul_backend_used(const matmul_t *mm)
+{
+    return mm->used;
+}
+
+size_t matmul_prepared_bytes(const matmul_t *mm)
+{
+    return mm->prepared;
+}
+
+/* Band ith of nth over N columns: [n0, n1), n0 a multiple of MM_BAND_ALIGN. */
+static void band_of(int32_t N, int ith, int nth, int32_t *n0, int32_t *n1)
+{
+    int64_t per = ((int64_t)N + nth - 1) / nth;
+    per = (per + MM_BAND_ALIGN - 1) & ~(int64_t)(MM_BAND_ALIGN - 1);
+    *n0 = (int32_t)FOLIO_MIN(per * ith, (int64_t)N);
+    *n1 = (int32_t)FOLIO_MIN(per * ith + per, (int64_t)N);
+}
+
+int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
+{
+    if (!mt || !mt->data || mt->rows < 1 || mt->cols < 1 || mt->cols > mm->cfg.max_k ||
+        mm->n_w >= mm->cfg.max_weights)
+        return -EINVAL;
+    struct mm_weight *w = &mm->w[mm->n_w];
+    memset(w, 0, sizeof(*w));
+    w->w = *mt;
+    switch (mt->type) {
+    case GGUF_TENSOR_F32:
+        w->kind = MM_F32_BLAS;
+        break;
+    case GGUF_TENSOR_F16:
+    case GGUF_TENSOR_BF16:
+        w->kind = MM_16_PORTABLE;
+        w->bf16 = true;
+        break;
+    default: { /* every quantized type of model/quant.c's table */
+        const struct quant_traits *qt = quant_traits_of(mt->type);
+        if (!qt || !qt->in_files || mt->cols % qt->block ||
+            quant_row_bytes(quant_dot_type(mt->type), mt->cols) > 2 * (size_t)mm->cfg.max_k + 64)
+            return -EINVAL;
+        w->kind = MM_QUANT;
+        break;
+    }
+    }
+#ifdef FOLIO_HAVE_DNNL
+    if (mm->used == MODEL_MATMUL_ONEDNN && w->kind != MM_QUANT &&
+        (mt->type != GGUF_TENSOR_F16 || MM_F16_AS_BF16)) {
+        const int nth = mm->cfg.n_threads;
+        w->bands = folio_calloc((size_t)nth, sizeof(*w->bands));
+        if (!w->bands)
+            return -ENOMEM;
+        int rc = 0;
+        for (int b = 0; b < nth && rc == 0; b++) {
+            band_of(mt->rows, b, nth, &w->bands[b].n0, &w->bands[b].n1);
+            if (w->bands[b].n1 > w->bands[b].n0)
+                rc = dnnl_band_prepare(mm, w, &w->bands[b]);
+        }
+        if (rc == 0) {
+            w->kind = MM_DNNL;
+        } else {
+            /* no oneDNN kernel here (or no memory): the OpenBLAS column */
+            for (int b = 0; b < nth; b++)
+                dnnl_band_free(&w->bands[b]);
+            folio_free(w->bands);
+            w->bands = NULL;
+            if (rc == -ENOMEM)
+                return rc;
+        }
+    }
+#endif
+    if (w->kind != MM_DNNL)
+        w->bf16 = mt->type == GGUF_TENSOR_BF16;
+    *id = mm->n_w++;
+    return 0;
+}
+
+/* ---- products --------------------------------------------------------- */
+
+struct mm_job {
+    struct matmul *mm;
+    const struct mm_weight *w;
+    int32_t M, lda, ldc;
+    const float *A;
+    float beta;
+    float *C;
+};
+
+/* Rows of A share ith into xcvt: bf16 (oneDNN) or the quant type. */
+static void job_convert(void *arg, int ith, int nth)
+{
+    struct mm_job *j = arg;
+    const int32_t K = j->w->w.cols;
+    int64_t per = ((int64_t)j->M + nth - 1) / nth;
+    int64_t m0 = FOLIO_MIN(per * ith, (int64_t)j->M), m1 = FOLIO_MIN(m0 + per, (int64_t)j->M);
+    if (m1 <= m0)
+        return;
+    if (j->w->kind == MM_QUANT) {
+        /* rows [m0, m1) of A into rows [m0, m1) of xcvt (both from row 0) */
+        quant_rows(j->w->w.type, j->A, j->lda, K, m0, m1, j->mm->xcvt);
+        return;
+    }
+    for (int64_t m = m0; m < m1; m++) { /* f32 -> bf16, round to nearest even */
+        const float *a = j->A + m * j->lda;
+        uint16_t *x = (uint16_t *)j->mm->xcvt + m * K;
+        for (int32_t k = 0; k < K; k++) {
+            uint32_t u;
+            memcpy(&u, &a[k], sizeof(u));
+            x[k] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+        }
+    }
+}
+
+static void job_band(void *arg, int ith, int nth)
+{
+    struct mm_job *j = arg;
+    const struct mm_weight *w = j->w;
+    const int32_t K = w->w.cols;
+    int32_t n0, n1;
+    band_of(w->w.rows, ith, nth, &n0, &n1);
+    if (n1 <= n0)
+        return;
+    switch (w->kind) {
+    case MM_F32_BLAS: {
+        const float *W = (const float *)w->w.data + (size_t)n0 * K;
+        /* One row is a matrix-vector product: sgemv streams W at memory
+         * speed, where sgemm with M = 1 does not. */
+        if (j->M == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, n1 - n0, K, 1.0f, W, K, j->A, 1, j->beta,
+                        j->C + n0, 1);
+        else /* C[M][n0:n1] = A[M][K] · W[n0:n1][K]ᵀ + beta C */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, n1 - n0, K, 1.0f, j->A,
+                        j->lda, W, K, j->beta, j->C + n0, j->ldc);
+        break;
+    }
+    case MM_16_PORTABLE:
+        if (j->M <= MM_FUSED_M) {
+#if defined(__x86_64__)
+            if (use_avx2())
+                fused16_avx2(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C,
+                             j->ldc);
+            else
+#endif
+                fused16(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        } else
+            widened16(&w->w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
+                      j->mm->tile + (size_t)ith * MM_TILE * j->mm->cfg.max_k);
+        break;
+    case MM_QUANT:
+        quant_gemm(w->w.type, w->w.data, K, n0, n1, j->mm->xcvt, j->M, j->C, j->ldc, j->beta);
+        break;
+    case MM_DNNL:
+#ifdef FOLIO_HAVE_DNNL
+        if (w->bf16)
+            dnnl_band_run(j->mm, w, &w->bands[ith], ith, j->M, j->mm->xcvt, K, j->beta, j->C,
+                          j->ldc);
+        else
+            dnnl_band_run(j->mm, w, &w->bands[ith], ith, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+#endif
+        break;
+    }
+}
+
+void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *A, int32_t lda,
+                float beta, float *C, int32_t ldc)
+{
+    MM_CHECK(id >= 0 && id < mm->n_w && M >= 1 && M <= mm->cfg.max_m);
+    MM_CHECK(pool_size(pool) == mm->cfg.n_threads && (beta == 0.0f || beta == 1.0f));
+    const struct mm_weight *w = &mm->w[id];
+    MM_CHECK(lda >= w->w.cols && ldc >= w->w.rows);
+    struct mm_job j = {
+        .mm = mm, .w = w, .M = M, .lda = lda, .ldc = ldc, .A = A, .beta = beta, .C = C};
+    if (w->kind == MM_QUANT || (w->kind == MM_DNNL && w->bf16)) {
+        if (M < 4)
+            job_convert(&j, 0, 1); /* a few rows: cheaper than a dispatch */
+        else
+            pool_run(pool, job_convert, &j);
+    }
+    (void)use_avx2(); /* decided before the pool's threads read it */
+    if (mm->cfg.n_threads == 1)
+        job_band(&j, 0, 1);
+    else
+        pool_run(pool, job_band, &j);
+}

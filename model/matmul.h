@@ -1,0 +1,93 @@
+/*
+ * model/matmul.h — the matrix products of the forward pass, behind one
+ * interface, with the weights in their file's precision.
+ *
+ * Every product of a step has the shape
+ *
+ *     C[M][N] (row stride ldc) = A[M][K] (row stride lda) · W[N][K]ᵀ + beta · C
+ *
+ * with A an f32 activation matrix (M = tokens of the step, 1..max_m), W a
+ * weight matrix stored row-major [N][K] in one of the GGUF tensor types
+ * (F32, F16, BF16, Q8_0) and beta 0 (overwrite) or 1 (accumulate into the
+ * residual stream).
+ *
+ * Contract:
+ *   - matmul_new() fixes the backend, the number of threads and the largest
+ *     M and K; matmul_add() registers a weight and prepares it ONCE into
+ *     the layout its backend wants (oneDNN: a reorder of each thread's band
+ *     of rows into the primitive's blocked format, in bf16 for BF16).
+ *     Nothing is prepared per step.
+ *   - The weight's data is borrowed: it must outlive the matmul_t (the
+ *     OpenBLAS, portable and Q8_0 paths read it in place).
+ *   - matmul_run() splits the N output columns over the pool's threads
+ *     (each thread one band, fixed at matmul_new); a type that quantizes or
+ *     narrows A first runs one more pool dispatch over the rows of A into a
+ *     workspace sized at matmul_new.  It never allocates, except that the
+ *     oneDNN backend wraps A and C in two oneDNN memory objects per band
+ *     and call (small descriptors; oneDNN needs concrete dims per call).
+ *   - Results: F32 through OpenBLAS is the reference; the other paths are
+ *     compared with it by the tests (tests/test_forward.c, test_matmul.c).
+ *
+ * Threading: one thread at a time calls matmul_run for a given matmul_t
+ * (the owner of its pool).  See model/matmul.c for how oneDNN's OpenMP is
+ * kept at one thread per pool thread.
+ */
+#ifndef FOLIO_MODEL_MATMUL_H
+#define FOLIO_MODEL_MATMUL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "folio/gguf.h"
+#include "folio/model.h"
+#include "folio/pool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A weight matrix W[rows][cols] of one tensor type, row-major. */
+struct matmul_mat {
+    enum gguf_tensor_type type;
+    int32_t rows, cols; /* N, K */
+    const void *data;
+};
+
+struct matmul_config {
+    enum model_matmul backend; /* AUTO is resolved by matmul_new */
+    int32_t n_threads;         /* pool size: one band of columns each */
+    int32_t max_m;             /* largest M of any call */
+    int32_t max_k;             /* largest K of any weight */
+    int32_t max_weights;       /* matmul_add calls allowed */
+};
+
+typedef struct matmul matmul_t;
+
+/* -EINVAL, -ENOMEM, -ENOTSUP (oneDNN asked for, not built). */
+int matmul_new(const struct matmul_config *cfg, matmul_t **out);
+void matmul_free(matmul_t *mm);
+/* The backend in use (never AUTO). */
+enum model_matmul matmul_backend_used(const matmul_t *mm);
+
+/* Registers w (borrowed) and prepares it; *id names it in matmul_run.
+ * -EINVAL (type, shape, too many weights), -ENOMEM. */
+int matmul_add(matmul_t *mm, const struct matmul_mat *w, int32_t *id);
+
+/* C[M][N] (ldc) = A[M][K] (lda) · W[id]ᵀ + beta · C over pool (whose size
+ * must be cfg->n_threads).  1 <= M <= max_m, beta 0 or 1. */
+void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *A, int32_t lda,
+                float beta, float *C, int32_t ldc);
+
+/* Bytes of W's prepared copies held by mm (0 when every weight is read in
+ * place). */
+size_t matmul_prepared_bytes(const matmul_t *mm);
+
+/* Rows [r0, r0 + n) of w dequantized to f32 into dst[n][cols]. */
+void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst);
+/* Bytes of one row of w. */
+size_t matmul_mat_row_bytes(const struct matmul_mat *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

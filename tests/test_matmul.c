@@ -1,0 +1,225 @@
+/*
+ * tests/test_matmul.c — the matmul layer (model/matmul.h) against a plain
+ * double-precision product written here.
+ *
+ * For every weight type (F32, F16, BF16, Q8_0), every backend built
+ * (OpenBLAS; oneDNN when found) and 1 to 3 threads, random shapes (N not a
+ * multiple of the band alignment, K a multiple of 32), every M from the
+ * fused 16-bit range to beyond it, row strides wider than the matrices and
+ * beta 0 and 1: C must equal beta C + A · Wᵀ computed in double from W's
+ * dequantized values, within a tolerance that depends on how the path
+ * treats A:
+ *   - f32 arithmetic on W's exact values (F32, the portable 16-bit path):
+ *     1e-4 relative to the row's scale;
+ *   - A rounded to bf16 (oneDNN bf16): 2e-2;
+ *   - A quantized to 8 bits per 32-block (Q8_0): 2e-2.
+ * Run it again with DNNL_MAX_CPU_ISA set (meson does, as test_matmul_isa)
+ * to force oneDNN's lower ISA paths.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+
+#include <cblas.h>
+
+#include "../model/matmul.h"
+#include "../model/quant.h"
+#include "folio/common.h"
+#include "folio/pool.h"
+
+static uint64_t rng = 7;
+static double urand(void) /* [-1, 1) */
+{
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* W[N][K] of random values stored as type t (a fresh allocation). */
+static void *make_weight(enum gguf_tensor_type t, int32_t N, int32_t K)
+{
+    float *f = malloc(sizeof(float) * (size_t)N * K);
+    assert_non_null(f);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        f[i] = (float)urand() * 0.5f;
+    if (t == GGUF_TENSOR_F32)
+        return f;
+    void *w = malloc(gguf_tensor_nbytes(t, (int64_t)N * K));
+    assert_non_null(w);
+    if (t == GGUF_TENSOR_Q8_0) {
+        quant_rows(t, f, K, K, 0, N, w);
+    } else {
+        uint16_t *h = w;
+        for (size_t i = 0; i < (size_t)N * K; i++)
+            h[i] = t == GGUF_TENSOR_F16 ? folio_f32_to_f16(f[i]) : to_bf16(f[i]);
+    }
+    free(f);
+    return w;
+}
+
+/* Threads of this process now (/proc/self/task entries). */
+static int n_tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
+{
+    const int32_t N = 16 * (1 + (int32_t)((urand() + 1) * 8)) + 5; /* 21 .. 277 */
+    const int32_t K = 32 * (1 + (int32_t)((urand() + 1) * 4));     /* 32 .. 288 */
+    const int32_t Ms[] = {1, 2, 4, 5, 17, 40};
+    const int32_t max_m = 40, lda = K + 3, ldc = N + 7;
+    void *wdata = make_weight(t, N, K);
+    struct matmul_mat w = {.type = t, .rows = N, .cols = K, .data = wdata};
+    float *wf = malloc(sizeof(float) * (size_t)N * K);
+    matmul_mat_rows_f32(&w, 0, N, wf);
+
+    pool_t *pool;
+    assert_int_equal(pool_new(nth, &pool), 0);
+    const int tasks0 = n_tasks(); /* the pool, and OpenBLAS's idle workers */
+    matmul_t *mm;
+    struct matmul_config cfg = {
+        .backend = be, .n_threads = nth, .max_m = max_m, .max_k = K, .max_weights = 1};
+    assert_int_equal(matmul_new(&cfg, &mm), 0);
+    assert_int_equal(matmul_backend_used(mm), be);
+    openblas_set_num_threads(1); /* as model_ctx_new does */
+    int32_t id;
+    assert_int_equal(matmul_add(mm, &w, &id), 0);
+
+    float *A = malloc(sizeof(float) * (size_t)max_m * lda);
+    float *C = malloc(sizeof(float) * (size_t)max_m * ldc);
+    float *C0 = malloc(sizeof(float) * (size_t)max_m * ldc);
+    for (size_t i = 0; i < (size_t)max_m * lda; i++)
+        A[i] = (float)urand();
+    const bool narrows =
+        t == GGUF_TENSOR_Q8_0 ||
+        (be == MODEL_MATMUL_ONEDNN && t != GGUF_TENSOR_F32 && matmul_prepared_bytes(mm) > 0);
+    const double tol = narrows ? 2e-2 : 1e-4;
+    for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++) {
+        const int32_t M = Ms[mi];
+        for (int beta = 0; beta < 2; beta++) {
+            for (size_t i = 0; i < (size_t)max_m * ldc; i++)
+                C[i] = C0[i] = (float)urand();
+            matmul_run(mm, pool, id, M, A, lda, (float)beta, C, ldc);
+            for (int32_t m = 0; m < max_m; m++)
+                for (int32_t n = 0; n < ldc; n++) {
+                    size_t i = (size_t)m * ldc + n;
+                    if (m >= M || n >= N) { /* outside the product: untouched */
+                        if (C[i] != C0[i])
+                            fail_msg("%s %s M=%d: C[%d][%d] written outside", model_matmul_name(be),
+                                     gguf_tensor_type_name(t), M, m, n);
+                        continue;
+                    }
+                    double s = 0, scale = 0;
+                    for (int32_t k = 0; k < K; k++) {
+                        s += (double)A[(size_t)m * lda + k] * wf[(size_t)n * K + k];
+                        scale += fabs((double)A[(size_t)m * lda + k] * wf[(size_t)n * K + k]);
+                    }
+                    if (beta)
+                        s += C0[i];
+                    double e = fabs(C[i] - s) / (scale + 1e-6);
+                    if (!(e <= tol))
+                        fail_msg("%s %s nth=%d M=%d N=%d K=%d beta=%d: C[%d][%d] = %g, want %g",
+                                 model_matmul_name(be), gguf_tensor_type_name(t), nth, M, N, K,
+                                 beta, m, n, C[i], s);
+                }
+        }
+    }
+    /* oneDNN really ran F32 (it has f32 kernels on every x86-64 ISA) */
+    if (be == MODEL_MATMUL_ONEDNN && t == GGUF_TENSOR_F32)
+        assert_true(matmul_prepared_bytes(mm) > 0);
+    /* no oversubscription: the products started no thread (OpenMP held to
+     * the calling pool thread, OpenBLAS to one thread) */
+    int tasks = n_tasks();
+    if (tasks != tasks0)
+        fail_msg("%s %s nth=%d: %d threads in the process", model_matmul_name(be),
+                 gguf_tensor_type_name(t), nth, tasks);
+    matmul_free(mm);
+    pool_free(pool);
+    free(A), free(C), free(C0), free(wf), free(wdata);
+}
+
+static void test_products(void **state)
+{
+    (void)state;
+    static const enum gguf_tensor_type types[] = {GGUF_TENSOR_F32, GGUF_TENSOR_F16,
+                                                  GGUF_TENSOR_BF16, GGUF_TENSOR_Q8_0};
+    enum model_matmul bes[2] = {MODEL_MATMUL_OPENBLAS, MODEL_MATMUL_ONEDNN};
+    int n_be = model_matmul_onednn_built() ? 2 : 1;
+    for (int b = 0; b < n_be; b++)
+        for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++)
+            for (int nth = 1; nth <= 3; nth++)
+                for (int rep = 0; rep < 3; rep++)
+                    run_case(bes[b], types[t], nth);
+}
+
+static void test_names_and_resolve(void **state)
+{
+    (void)state;
+    enum model_matmul b;
+    assert_int_equal(model_matmul_parse("openblas", &b), 0);
+    assert_int_equal(b, MODEL_MATMUL_OPENBLAS);
+    assert_int_equal(model_matmul_parse("onednn", &b), 0);
+    assert_int_equal(b, MODEL_MATMUL_ONEDNN);
+    assert_int_equal(model_matmul_parse("auto", &b), 0);
+    assert_int_equal(b, MODEL_MATMUL_AUTO);
+    assert_int_equal(model_matmul_parse("mkl", &b), -EINVAL);
+    assert_string_equal(model_matmul_name(MODEL_MATMUL_ONEDNN), "onednn");
+    assert_int_equal(model_matmul_resolve(MODEL_MATMUL_AUTO, &b), 0);
+    assert_true(b == MODEL_MATMUL_OPENBLAS || b == MODEL_MATMUL_ONEDNN);
+    assert_int_equal(model_matmul_resolve(MODEL_MATMUL_ONEDNN, &b),
+                     model_matmul_onednn_built() ? 0 : -ENOTSUP);
+    /* a bad weight is refused, not run */
+    matmul_t *mm;
+    struct matmul_config cfg = {.backend = MODEL_MATMUL_OPENBLAS,
+                                .n_threads = 1,
+                                .max_m = 4,
+                                .max_k = 64,
+                                .max_weights = 1};
+    assert_int_equal(matmul_new(&cfg, &mm), 0);
+    float w[64 * 2] = {0};
+    int32_t id;
+    struct matmul_mat big = {.type = GGUF_TENSOR_F32, .rows = 1, .cols = 65, .data = w};
+    assert_int_equal(matmul_add(mm, &big, &id), -EINVAL);
+    struct matmul_mat q = {.type = GGUF_TENSOR_Q8_0, .rows = 1, .cols = 48, .data = w};
+    assert_int_equal(matmul_add(mm, &q, &id), -EINVAL);
+    struct matmul_mat ok = {.type = GGUF_TENSOR_F32, .rows = 2, .cols = 64, .data = w};
+    assert_int_equal(matmul_add(mm, &ok, &id), 0);
+    assert_int_equal(matmul_add(mm, &ok, &id), -EINVAL); /* max_weights */
+    matmul_free(mm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names_and_resolve),
+        cmocka_unit_test(test_products),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
