@@ -23,7 +23,7 @@
  *   output.weight            [dim, vocab]        -> output (absent: copy of
  *                                                   token_embd, tied)
  *
- * Every matrix may be F32, F16, BF16 or Q8_0 and keeps its type: its bytes
+ * Every matrix keeps its file type (F32, F16, BF16 or quantized): its bytes
  * are copied from the mapping into storage (Q/K/V and gate/up side by side
  * as one fused matrix; parts of differing types are widened to F32), and
  * the mapping's pages just copied are released (madvise DONTNEED), so the

@@ -8,7 +8,7 @@
  *
  * with A an f32 activation matrix (M = tokens of the step, 1..max_m), W a
  * weight matrix stored row-major [N][K] in one of the GGUF tensor types
- * (F32, F16, BF16, Q8_0) and beta 0 (overwrite) or 1 (accumulate into the
+ * (F32, F16, BF16 or a quantized type of model/quant.c) and beta 0 (overwrite) or 1 (accumulate into the
  * residual stream).
  *
  * Contract:
@@ -18,7 +18,7 @@
  *     of rows into the primitive's blocked format, in bf16 for BF16).
  *     Nothing is prepared per step.
  *   - The weight's data is borrowed: it must outlive the matmul_t (the
- *     OpenBLAS, portable and Q8_0 paths read it in place).
+ *     OpenBLAS, portable and quantized paths read it in place).
  *   - matmul_run() splits the N output columns over the pool's threads
  *     (each thread one band, fixed at matmul_new); a type that quantizes or
  *     narrows A first runs one more pool dispatch over the rows of A into a
