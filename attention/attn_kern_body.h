@@ -11,8 +11,11 @@
  * each built with its own compiler flags; the including file defines
  *   VW                 lanes of one vector (head_dim must be a multiple)
  *   KERN_NAME          the exported function, e.g. attn__kern_avx2
- *   vload_h(p)         VW binary16 values at p -> vf
  *   vhsum(v)           sum of the lanes of v
+ * and may define the widening loads (else the generic vector code below):
+ *   vload_h(p)         VW binary16 values at p -> vf
+ *   vload_bf(p)        VW bfloat16 values at p -> vf
+ *   vload_q8(p)        VW int8 values at p -> vf
  *
  * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
  * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
@@ -20,18 +23,24 @@
  * every K/V row is read once per tile, not once per query head.  A decode
  * piece takes all KV heads of the layer at once, so each block is read as
  * one contiguous run of K and one of V rather than n_kv_heads short tiles.
- * For each tile the visible key range is walked in chunks of KC = 16 keys:
+ * For each tile the visible key range is walked in chunks of at most KC =
+ * 16 keys that never cross a block boundary:
  *
- *   chunk rows  f32 inside one block: read in place from the tile;
- *               f16 or spanning blocks: converted / gathered into
- *               kbuf, vbuf [n_kvh][KC][hd] (scratch)
- *   scores      s[qi][k] = (q_qi * scale) . K[k], -inf where k is not
+ *   chunk rows  read in place from the block's tiles in every dtype and
+ *               widened to f32 in registers as they are used (f16 by F16C,
+ *               bf16 by a 16-bit shift, q8 by sign extension and int->float
+ *               conversion), so a K/V byte is read once per tile, from the
+ *               arena, never through a copy;
+ *               q8: the chunk's row scales go to ksc / vsc [n_kvh][KC]
+ *   scores      s[qi][k] = (q_qi * scale) . K[k] (q8: times K's row scale,
+ *               once per key, after the sum), -inf where k is not
  *               visible to qi's row (causal) or past the chunk; VW keys'
  *               dot-product vectors are folded into one vector of VW
  *               scores by a shuffle tree (no horizontal sum per key)
  *   softmax     online: m_new = max(m, max_k s), corr = exp(m - m_new),
  *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
- *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers)
+ *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers;
+ *               q8: p[qi][k] times V's row scale)
  *
  * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
  * prefetched into L2 through the page table (the jump between pages is
@@ -112,6 +121,61 @@ AI vi vsplat_i(int32_t x)
     return z + x;
 }
 
+/* ---- widening loads: VW stored K/V elements -> VW floats ---------------- */
+
+#ifndef vload_h
+/* binary16 -> binary32 with integer vector ops: shift exponent and mantissa
+ * into place, rescale by 2^112 (normals and subnormals), patch inf / nan,
+ * add the sign */
+AI vf vload_h_gen(const uint16_t *p)
+{
+    vi h;
+    for (int i = 0; i < VW; i++)
+        h[i] = p[i];
+    const vi em = h & 0x7fff;
+    vi u = (vi)((vf)(em << 13) * 0x1p112f);
+    const vi special = em >= vsplat_i(0x7c00);
+    u = (u & ~special) | ((((em & 0x3ff) << 13) | 0x7f800000) & special);
+    return (vf)(u | ((h & 0x8000) << 16));
+}
+#define vload_h(p) vload_h_gen(p)
+#endif
+
+#ifndef vload_bf
+AI vf vload_bf_gen(const uint16_t *p)
+{
+    vi h;
+    for (int i = 0; i < VW; i++)
+        h[i] = p[i];
+    return (vf)(h << 16);
+}
+#define vload_bf(p) vload_bf_gen(p)
+#endif
+
+#ifndef vload_q8
+AI vf vload_q8_gen(const int8_t *p)
+{
+    vi x;
+    for (int i = 0; i < VW; i++)
+        x[i] = p[i];
+    return __builtin_convertvector(x, vf);
+}
+#define vload_q8(p) vload_q8_gen(p)
+#endif
+
+/* VW elements of a K/V row of dtype dt (a constant in every caller), from
+ * element i on. */
+AI vf kv_load(const char *row, int i, const int dt)
+{
+    if (dt == FOLIO_F16)
+        return vload_h((const uint16_t *)(const void *)row + i);
+    if (dt == FOLIO_BF16)
+        return vload_bf((const uint16_t *)(const void *)row + i);
+    if (dt == FOLIO_Q8)
+        return vload_q8((const int8_t *)row + i);
+    return vload((const float *)(const void *)row + i);
+}
+
 #if VW > 1
 /* Source lane of output lane i when folding a pair (a, b) of vectors made
  * of segments of w lanes: the output holds the segments of a then of b,
@@ -183,7 +247,7 @@ AI vi lane_index(void)
  * run-time head_dim */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-AI void kern_body(const struct attn__piece *pc, const int hd)
+AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 {
     const int nv = hd / VW;
     const int32_t group = pc->group, nkvh = pc->n_kvh, hv = nkvh * group;
@@ -194,10 +258,10 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
     float *l = m + ATTN__ALIGN_F(mcap);
     float *s = l + ATTN__ALIGN_F(mcap);
     float *acc = s + ATTN__ALIGN_F((size_t)mcap * KC);
-    float *kbuf = acc + ATTN__ALIGN_F((size_t)mcap * hd);
-    float *vbuf = kbuf + ATTN__ALIGN_F((size_t)KC * hd * nkvh);
-    const size_t esz = pc->f16 ? 2 : 4;
-    const size_t row_bytes = (size_t)hd * esz;
+    float *ksc = acc + ATTN__ALIGN_F((size_t)mcap * hd);
+    float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
+    const size_t rb = pc->row_bytes;
+    const size_t hstride = pc->head_bytes; /* row k of KV head j: kp + j * hstride + k * rb */
     const float scale = pc->scale;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
@@ -211,62 +275,39 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
         const int32_t cend = FOLIO_MIN(pc->c1, pc->pos0 + r + nr);
         int32_t n;
         for (int32_t pos = pc->c0; pos < cend; pos += n) {
-            n = FOLIO_MIN(KC, cend - pos);
             const int32_t bi = pos / bs, slot = pos % bs;
-            const float *kp, *vp; /* row k of KV head j: kp + j * hstride + k * hd */
-            size_t hstride;
-            if (!pc->f16 && slot + n <= bs) {
-                const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
-                kp = (const float *)(t + (size_t)slot * row_bytes);
-                vp = (const float *)(t + pc->v_bytes + (size_t)slot * row_bytes);
-                hstride = pc->head_bytes / sizeof(float);
-            } else {
-                int32_t gb = bi, gs = slot; /* block index, slot of key k */
-                const char *t0 = pc->kbase + (size_t)pc->block_table[gb] * pc->block_bytes +
-                                 (size_t)gs * row_bytes;
-                for (int32_t k = 0; k < n; k++) {
-                    if (gs == bs) {
-                        gs = 0;
-                        gb++;
-                        t0 = pc->kbase + (size_t)pc->block_table[gb] * pc->block_bytes;
-                    }
-                    for (int32_t j = 0; j < nkvh; j++) {
-                        const char *t = t0 + (size_t)j * pc->head_bytes;
-                        float *kd = kbuf + ((size_t)j * KC + k) * hd;
-                        float *vd = vbuf + ((size_t)j * KC + k) * hd;
-                        if (pc->f16) {
-                            const uint16_t *kh = (const uint16_t *)t;
-                            const uint16_t *vh = (const uint16_t *)(t + pc->v_bytes);
-                            UNROLL
-                            for (int c = 0; c < nv; c++) {
-                                vstore(kd + c * VW, vload_h(kh + c * VW));
-                                vstore(vd + c * VW, vload_h(vh + c * VW));
-                            }
-                        } else {
-                            memcpy(kd, t, row_bytes);
-                            memcpy(vd, t + pc->v_bytes, row_bytes);
-                        }
-                    }
-                    gs++;
-                    t0 += row_bytes;
+            n = FOLIO_MIN(FOLIO_MIN(KC, cend - pos), bs - slot);
+            const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
+            const char *kp = t + (size_t)slot * rb;
+            const char *vp = kp + pc->v_bytes;
+            if (dt == FOLIO_Q8) {
+                for (int32_t j = 0; j < nkvh; j++) {
+                    const char *sk = t + (size_t)j * hstride + pc->scale_off + (size_t)slot * 4;
+                    memcpy(ksc + (size_t)j * KC, sk, sizeof(float) * (size_t)n);
+                    memcpy(vsc + (size_t)j * KC, sk + pc->v_bytes, sizeof(float) * (size_t)n);
+                    for (int32_t k = n; k < KC; k++)
+                        ksc[(size_t)j * KC + k] = vsc[(size_t)j * KC + k] = 0;
                 }
-                kp = kbuf;
-                vp = vbuf;
-                hstride = (size_t)KC * hd;
             }
             /* prefetch (into L2) the rows PF_CHUNKS chunks ahead, every KV head */
             {
                 const int32_t pp = pos + PF_CHUNKS * KC;
                 if (pp < cend) {
                     const int32_t sp = pp % bs, np = FOLIO_MIN(FOLIO_MIN(KC, bs - sp), cend - pp);
-                    const char *t = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes +
-                                    (size_t)sp * row_bytes;
-                    const size_t len = (size_t)np * row_bytes;
+                    const char *tp = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes;
+                    const char *tr = tp + (size_t)sp * rb;
+                    const size_t len = (size_t)np * rb;
                     for (int32_t j = 0; j < nkvh; j++) {
-                        const char *tj = t + (size_t)j * pc->head_bytes;
+                        const char *tj = tr + (size_t)j * hstride;
                         for (size_t off = 0; off < len; off += 64) {
                             __builtin_prefetch(tj + off, 0, 1);
                             __builtin_prefetch(tj + pc->v_bytes + off, 0, 1);
+                        }
+                        if (dt == FOLIO_Q8) {
+                            const char *ts =
+                                tp + (size_t)j * hstride + pc->scale_off + (size_t)sp * 4;
+                            __builtin_prefetch(ts, 0, 1);
+                            __builtin_prefetch(ts + pc->v_bytes, 0, 1);
                         }
                     }
                 }
@@ -277,7 +318,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                 for (int32_t h = 0; h < hv; h++) {
                     const int32_t qi = rr * hv + h;
                     const float *qv = pc->q + (size_t)(r + rr) * pc->q_stride + (size_t)h * hd;
-                    const float *kh = kp + (size_t)(h / group) * hstride;
+                    const char *kh = kp + (size_t)(h / group) * hstride;
+                    const float *ks = ksc + (size_t)(h / group) * KC;
                     float *srow = s + (size_t)qi * KC;
                     vf qr[ATTN__HD_MAX / VW];
                     UNROLL
@@ -285,11 +327,11 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                         qr[c] = vload(qv + c * VW) * scale;
 #if VW == 1
                     for (int32_t k = 0; k < nvis; k++) {
-                        const float *kr = kh + (size_t)k * hd;
+                        const char *kr = kh + (size_t)k * rb;
                         vf a = vsplat(0.0f);
                         for (int c = 0; c < nv; c++)
-                            a += qr[c] * vload(kr + c * VW);
-                        srow[k] = a[0];
+                            a += qr[c] * kv_load(kr, c * VW, dt);
+                        srow[k] = dt == FOLIO_Q8 ? a[0] * ks[k] : a[0];
                     }
                     for (int32_t k = nvis; k < KC; k++)
                         srow[k] = -INFINITY;
@@ -302,13 +344,15 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                         for (int k = 0; k < VW; k++) {
                             d[k] = vsplat(0.0f);
                             if (kb + k < nvis) {
-                                const float *kr = kh + (size_t)(kb + k) * hd;
+                                const char *kr = kh + (size_t)(kb + k) * rb;
                                 UNROLL
                                 for (int c = 0; c < nv; c++)
-                                    d[k] += qr[c] * vload(kr + c * VW);
+                                    d[k] += qr[c] * kv_load(kr, c * VW, dt);
                             }
                         }
                         vf sc = fold_all(d);
+                        if (dt == FOLIO_Q8)
+                            sc *= vload(ks + kb);
                         vi keep = lane_index() < vsplat_i(nvis - kb);
                         sc = (vf)(((vi)sc & keep) | ((vi)vsplat(-INFINITY) & ~keep));
                         vstore(srow + kb, sc);
@@ -352,18 +396,19 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                 for (int32_t h = 0; h < hv; h++) {
                     const int32_t qi = rr * hv + h;
                     const float *prow = s + (size_t)qi * KC;
-                    const float *vh = vp + (size_t)(h / group) * hstride;
+                    const char *vh = vp + (size_t)(h / group) * hstride;
+                    const float *vs = vsc + (size_t)(h / group) * KC;
                     float *ar = acc + (size_t)qi * hd;
                     vf a[ATTN__HD_MAX / VW];
                     UNROLL
                     for (int c = 0; c < nv; c++)
                         a[c] = vload(ar + c * VW);
                     for (int32_t k = 0; k < nvis; k++) {
-                        const float pk = prow[k];
-                        const float *vr = vh + (size_t)k * hd;
+                        const float pk = dt == FOLIO_Q8 ? prow[k] * vs[k] : prow[k];
+                        const char *vr = vh + (size_t)k * rb;
                         UNROLL
                         for (int c = 0; c < nv; c++)
-                            a[c] += pk * vload(vr + c * VW);
+                            a[c] += pk * kv_load(vr, c * VW, dt);
                     }
                     UNROLL
                     for (int c = 0; c < nv; c++)
@@ -396,13 +441,32 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
 
 #pragma GCC diagnostic pop
 
+/* constant head_dim lets the compiler keep q / acc rows in registers; a
+ * constant dtype picks the widening load */
+#define KERN_HD(dt)                                                                                \
+    do {                                                                                           \
+        if (pc->hd == 64)                                                                          \
+            kern_body(pc, 64, dt);                                                                 \
+        else if (pc->hd == 128)                                                                    \
+            kern_body(pc, 128, dt);                                                                \
+        else                                                                                       \
+            kern_body(pc, pc->hd, dt);                                                             \
+    } while (0)
+
 void KERN_NAME(const struct attn__piece *pc)
 {
-    /* constant head_dim lets the compiler keep q / acc rows in registers */
-    if (pc->hd == 64)
-        kern_body(pc, 64);
-    else if (pc->hd == 128)
-        kern_body(pc, 128);
-    else
-        kern_body(pc, pc->hd);
+    switch (pc->dtype) {
+    case FOLIO_F16:
+        KERN_HD(FOLIO_F16);
+        break;
+    case FOLIO_BF16:
+        KERN_HD(FOLIO_BF16);
+        break;
+    case FOLIO_Q8:
+        KERN_HD(FOLIO_Q8);
+        break;
+    default:
+        KERN_HD(FOLIO_F32);
+        break;
+    }
 }
