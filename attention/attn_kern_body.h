@@ -66,6 +66,14 @@
 
 #define KC        ATTN__KC
 #define PF_CHUNKS 2 /* prefetch distance, in chunks */
+/* values loop: GB query heads of one KV head x CB vectors of acc at once
+ * (GB x CB + GB + 1 vector registers) */
+#define GB 4
+#if VW == 1
+#define CB 1
+#else
+#define CB 2
+#endif
 
 typedef float vf __attribute__((vector_size(VW * 4)));
 typedef float vf_u __attribute__((vector_size(VW * 4), aligned(4), may_alias));
@@ -243,6 +251,45 @@ AI vi lane_index(void)
 }
 #endif
 
+/* acc[g] += sum_k p[g][k] * V[k] for G consecutive query heads of one KV
+ * head (p rows KC apart, acc rows hd apart): each V vector is widened once
+ * and used by all G heads, with G x CB accumulators in registers. */
+AI void values_heads(const float *p, float *acc, const char *vh, int32_t nvis, size_t rb,
+                     const int hd, const int dt, const int G)
+{
+    const int nv = hd / VW;
+    for (int c0 = 0; c0 < nv; c0 += CB) {
+        vf a[GB][CB];
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+        for (int c = 0; c < CB; c++)
+            a[g][c] = c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) : vsplat(0.0f);
+        for (int32_t k = 0; k < nvis; k++) {
+            const char *vr = vh + (size_t)k * rb;
+            vf pk[GB];
+            UNROLL
+            for (int g = 0; g < G; g++)
+                pk[g] = vsplat(p[(size_t)g * KC + k]);
+            UNROLL
+            for (int c = 0; c < CB; c++) {
+                if (c0 + c >= nv) /* head_dim not a multiple of CB vectors */
+                    break;
+                const vf x = kv_load(vr, (c0 + c) * VW, dt);
+                UNROLL
+                for (int g = 0; g < G; g++)
+                    a[g][c] += pk[g] * x;
+            }
+        }
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+        for (int c = 0; c < CB; c++)
+            if (c0 + c < nv)
+                vstore(acc + (size_t)g * hd + (c0 + c) * VW, a[g][c]);
+    }
+}
+
 /* qr[] / a[] are filled for c < nv before use; GCC cannot see that for a
  * run-time head_dim */
 #pragma GCC diagnostic push
@@ -340,14 +387,25 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                      * into one vector of VW scores (no per-key hsum) */
                     for (int32_t kb = 0; kb < KC; kb += VW) {
                         vf d[VW];
-                        UNROLL
-                        for (int k = 0; k < VW; k++) {
-                            d[k] = vsplat(0.0f);
-                            if (kb + k < nvis) {
+                        if (kb + VW <= nvis) { /* all VW keys visible: no tests */
+                            UNROLL
+                            for (int k = 0; k < VW; k++) {
                                 const char *kr = kh + (size_t)(kb + k) * rb;
+                                d[k] = qr[0] * kv_load(kr, 0, dt);
                                 UNROLL
-                                for (int c = 0; c < nv; c++)
+                                for (int c = 1; c < nv; c++)
                                     d[k] += qr[c] * kv_load(kr, c * VW, dt);
+                            }
+                        } else {
+                            UNROLL
+                            for (int k = 0; k < VW; k++) {
+                                d[k] = vsplat(0.0f);
+                                if (kb + k < nvis) {
+                                    const char *kr = kh + (size_t)(kb + k) * rb;
+                                    UNROLL
+                                    for (int c = 0; c < nv; c++)
+                                        d[k] += qr[c] * kv_load(kr, c * VW, dt);
+                                }
                             }
                         }
                         vf sc = fold_all(d);
@@ -375,9 +433,11 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                 const float mnew = m[qi] > mx ? m[qi] : mx;
                 const float corr = expf(m[qi] - mnew);
                 vf sum = vsplat(0.0f);
+                /* q8: p is stored times V's row scale (l sums p alone) */
+                const float *vs = vsc + (size_t)((qi % hv) / group) * KC;
                 for (int c = 0; c < KC / VW; c++) {
                     vf p = vexp_neg(vload(srow + c * VW) - mnew);
-                    vstore(srow + c * VW, p);
+                    vstore(srow + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
                     sum += p;
                 }
                 l[qi] = l[qi] * corr + vhsum(sum);
@@ -390,29 +450,29 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                 }
             }
 
-            /* values */
+            /* values: the query heads of one KV head take each V vector
+             * in turn, so a V element is widened once per GB heads (not
+             * once per head); acc[GB][CB] vectors live in registers */
             for (int32_t rr = 0; rr < nr; rr++) {
                 const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
-                for (int32_t h = 0; h < hv; h++) {
-                    const int32_t qi = rr * hv + h;
-                    const float *prow = s + (size_t)qi * KC;
-                    const char *vh = vp + (size_t)(h / group) * hstride;
-                    const float *vs = vsc + (size_t)(h / group) * KC;
-                    float *ar = acc + (size_t)qi * hd;
-                    vf a[ATTN__HD_MAX / VW];
-                    UNROLL
-                    for (int c = 0; c < nv; c++)
-                        a[c] = vload(ar + c * VW);
-                    for (int32_t k = 0; k < nvis; k++) {
-                        const float pk = dt == FOLIO_Q8 ? prow[k] * vs[k] : prow[k];
-                        const char *vr = vh + (size_t)k * rb;
-                        UNROLL
-                        for (int c = 0; c < nv; c++)
-                            a[c] += pk * kv_load(vr, c * VW, dt);
+                if (nvis == 0)
+                    continue;
+                for (int32_t j = 0; j < nkvh; j++) {
+                    const char *vh = vp + (size_t)j * hstride;
+                    for (int32_t g0 = 0; g0 < group; g0 += GB) {
+                        const int gb = FOLIO_MIN(GB, group - g0);
+                        const int32_t qi0 = rr * hv + j * group + g0;
+                        const float *ps = s + (size_t)qi0 * KC;
+                        float *as = acc + (size_t)qi0 * hd;
+                        if (gb == 4)
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 4);
+                        else if (gb == 3)
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 3);
+                        else if (gb == 2)
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 2);
+                        else
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 1);
                     }
-                    UNROLL
-                    for (int c = 0; c < nv; c++)
-                        vstore(ar + c * VW, a[c]);
                 }
             }
         }

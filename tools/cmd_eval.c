@@ -2,7 +2,7 @@
  * tools/cmd_eval.c — `folio eval`: one offline forward pass.
  *
  *   folio eval [--model FILE|default] --tokens 1,2,3 [--top 10] [--greedy N]
- *              [--json] [--threads N] [--kv-dtype f32|f16]
+ *              [--json] [--threads N] [--kv-dtype f32|f16|bf16|q8]
  *
  * Runs the prompt through the model in one batch, prints the top logits
  * after its last token, then (with --greedy N) a greedy continuation of N
@@ -32,7 +32,8 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
-                 "                  [--greedy N] [--json] [--threads N] [--kv-dtype f32|f16]\n"
+                 "                  [--greedy N] [--json] [--threads N]\n"
+                 "                  [--kv-dtype f32|f16|bf16|q8]\n"
                  "\n"
                  "Runs the tokens through the model offline; prints the top logits after the\n"
                  "last token and a greedy continuation of N tokens.\n");
@@ -99,12 +100,7 @@ int cmd_eval(int argc, char **argv)
         } else if (!strcmp(a, "--threads")) {
             rc = parse_int(v, 1, 1024, &threads);
         } else if (!strcmp(a, "--kv-dtype")) {
-            if (!strcmp(v, "f32"))
-                kv_dtype = FOLIO_F32;
-            else if (!strcmp(v, "f16"))
-                kv_dtype = FOLIO_F16;
-            else
-                rc = -EINVAL;
+            rc = folio_dtype_parse(v, &kv_dtype);
         } else {
             fprintf(stderr, "folio eval: unknown option '%s'\n", a);
             usage(stderr);
