@@ -19,8 +19,10 @@
  *
  * Scratch (per thread, attn__scratch_floats floats, 64-byte aligned):
  *   m[mcap] l[mcap] s[mcap][ATTN__KC] acc[mcap][hd]
- *   kbuf[n_kvh][KC][hd] vbuf[n_kvh][KC][hd]
+ *   ksc[n_kvh][KC] vsc[n_kvh][KC]   (q8: the chunk's row scales)
  * where mcap is the largest tile of query vectors (rows x query heads).
+ * K/V are read in place from the arena in every dtype and widened in
+ * registers; nothing is copied to scratch.
  */
 #ifndef FOLIO_ATTN_INTERNAL_H
 #define FOLIO_ATTN_INTERNAL_H
@@ -51,8 +53,10 @@ struct attn__piece {
     int32_t block_size;
     const char *kbase;
     size_t block_bytes, v_bytes;
-    size_t head_bytes; /* from one KV head's tile to the next */
-    int f16;           /* K/V are binary16, else f32 */
+    size_t head_bytes;      /* from one KV head's tile to the next */
+    size_t row_bytes;       /* one K or V row: head_dim elements */
+    size_t scale_off;       /* q8: from a tile to its [block_size] f32 scales */
+    enum folio_dtype dtype; /* element type of K/V */
     /* results: out != NULL: out[r * out_stride + g * hd + d] normalised;
      * else part[(r * n_kvh * group + g) * ATTN__PSTRIDE(hd) + ...] */
     float *out;
@@ -72,7 +76,7 @@ static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
 {
     size_t mcap = (size_t)(hv > ATTN__MQ ? hv : ATTN__MQ);
     return 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
-           ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * hd * n_kvh);
+           ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh);
 }
 
 void attn__kern_portable(const struct attn__piece *pc);

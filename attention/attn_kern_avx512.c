@@ -2,7 +2,7 @@
  * attention/attn_kern_avx512.c — the inner kernel for AVX-512F (with its
  * F16C-style _mm512_cvtph_ps): attn_kern_body.h with 16-lane vectors.
  * Built with -mavx512f -mfma -mf16c; only called after the dispatcher saw
- * AVX-512F at run time.
+ * AVX-512F at run time.  K/V widen in registers as in the AVX2 kernel.
  */
 #include <immintrin.h>
 
@@ -10,6 +10,12 @@
 #define KERN_NAME attn__kern_avx512
 
 #define vload_h(p) ((vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p))))
-#define vhsum(v)   _mm512_reduce_add_ps((__m512)(v))
+#define vload_bf(p)                                                                                \
+    ((vf)_mm512_castsi512_ps(_mm512_slli_epi32(                                                    \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16)))
+#define vload_q8(p)                                                                                \
+    ((vf)_mm512_cvtepi32_ps(                                                                       \
+        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))))
+#define vhsum(v) _mm512_reduce_add_ps((__m512)(v))
 
 #include "attn_kern_body.h"

@@ -11,8 +11,11 @@
  * each built with its own compiler flags; the including file defines
  *   VW                 lanes of one vector (head_dim must be a multiple)
  *   KERN_NAME          the exported function, e.g. attn__kern_avx2
- *   vload_h(p)         VW binary16 values at p -> vf
  *   vhsum(v)           sum of the lanes of v
+ * and may define the widening loads (else the generic vector code below):
+ *   vload_h(p)         VW binary16 values at p -> vf
+ *   vload_bf(p)        VW bfloat16 values at p -> vf
+ *   vload_q8(p)        VW int8 values at p -> vf
  *
  * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
  * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
@@ -20,18 +23,24 @@
  * every K/V row is read once per tile, not once per query head.  A decode
  * piece takes all KV heads of the layer at once, so each block is read as
  * one contiguous run of K and one of V rather than n_kv_heads short tiles.
- * For each tile the visible key range is walked in chunks of KC = 16 keys:
+ * For each tile the visible key range is walked in chunks of at most KC =
+ * 16 keys that never cross a block boundary:
  *
- *   chunk rows  f32 inside one block: read in place from the tile;
- *               f16 or spanning blocks: converted / gathered into
- *               kbuf, vbuf [n_kvh][KC][hd] (scratch)
- *   scores      s[qi][k] = (q_qi * scale) . K[k], -inf where k is not
+ *   chunk rows  read in place from the block's tiles in every dtype and
+ *               widened to f32 in registers as they are used (f16 by F16C,
+ *               bf16 by a 16-bit shift, q8 by sign extension and int->float
+ *               conversion), so a K/V byte is read once per tile, from the
+ *               arena, never through a copy;
+ *               q8: the chunk's row scales go to ksc / vsc [n_kvh][KC]
+ *   scores      s[qi][k] = (q_qi * scale) . K[k] (q8: times K's row scale,
+ *               once per key, after the sum), -inf where k is not
  *               visible to qi's row (causal) or past the chunk; VW keys'
  *               dot-product vectors are folded into one vector of VW
  *               scores by a shuffle tree (no horizontal sum per key)
  *   softmax     online: m_new = max(m, max_k s), corr = exp(m - m_new),
  *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
- *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers)
+ *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers;
+ *               q8: p[qi][k] times V's row scale)
  *
  * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
  * prefetched into L2 through the page table (the jump between pages is
@@ -57,6 +66,14 @@
 
 #define KC        ATTN__KC
 #define PF_CHUNKS 2 /* prefetch distance, in chunks */
+/* values loop: GB query heads of one KV head x CB vectors of acc at once
+ * (GB x CB + GB + 1 vector registers) */
+#define GB 4
+#if VW == 1
+#define CB 1
+#else
+#define CB 2
+#endif
 
 typedef float vf __attribute__((vector_size(VW * 4)));
 typedef float vf_u __attribute__((vector_size(VW * 4), aligned(4), may_alias));
@@ -110,6 +127,61 @@ AI vi vsplat_i(int32_t x)
 {
     vi z = {0};
     return z + x;
+}
+
+/* ---- widening loads: VW stored K/V elements -> VW floats ---------------- */
+
+#ifndef vload_h
+/* binary16 -> binary32 with integer vector ops: shift exponent and mantissa
+ * into place, rescale by 2^112 (normals and subnormals), patch inf / nan,
+ * add the sign */
+AI vf vload_h_gen(const uint16_t *p)
+{
+    vi h;
+    for (int i = 0; i < VW; i++)
+        h[i] = p[i];
+    const vi em = h & 0x7fff;
+    vi u = (vi)((vf)(em << 13) * 0x1p112f);
+    const vi special = em >= vsplat_i(0x7c00);
+    u = (u & ~special) | ((((em & 0x3ff) << 13) | 0x7f800000) & special);
+    return (vf)(u | ((h & 0x8000) << 16));
+}
+#define vload_h(p) vload_h_gen(p)
+#endif
+
+#ifndef vload_bf
+AI vf vload_bf_gen(const uint16_t *p)
+{
+    vi h;
+    for (int i = 0; i < VW; i++)
+        h[i] = p[i];
+    return (vf)(h << 16);
+}
+#define vload_bf(p) vload_bf_gen(p)
+#endif
+
+#ifndef vload_q8
+AI vf vload_q8_gen(const int8_t *p)
+{
+    vi x;
+    for (int i = 0; i < VW; i++)
+        x[i] = p[i];
+    return __builtin_convertvector(x, vf);
+}
+#define vload_q8(p) vload_q8_gen(p)
+#endif
+
+/* VW elements of a K/V row of dtype dt (a constant in every caller), from
+ * element i on. */
+AI vf kv_load(const char *row, int i, const int dt)
+{
+    if (dt == FOLIO_F16)
+        return vload_h((const uint16_t *)(const void *)row + i);
+    if (dt == FOLIO_BF16)
+        return vload_bf((const uint16_t *)(const void *)row + i);
+    if (dt == FOLIO_Q8)
+        return vload_q8((const int8_t *)row + i);
+    return vload((const float *)(const void *)row + i);
 }
 
 #if VW > 1
@@ -179,11 +251,50 @@ AI vi lane_index(void)
 }
 #endif
 
+/* acc[g] += sum_k p[g][k] * V[k] for G consecutive query heads of one KV
+ * head (p rows KC apart, acc rows hd apart): each V vector is widened once
+ * and used by all G heads, with G x CB accumulators in registers. */
+AI void values_heads(const float *p, float *acc, const char *vh, int32_t nvis, size_t rb,
+                     const int hd, const int dt, const int G)
+{
+    const int nv = hd / VW;
+    for (int c0 = 0; c0 < nv; c0 += CB) {
+        vf a[GB][CB];
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+        for (int c = 0; c < CB; c++)
+            a[g][c] = c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) : vsplat(0.0f);
+        for (int32_t k = 0; k < nvis; k++) {
+            const char *vr = vh + (size_t)k * rb;
+            vf pk[GB];
+            UNROLL
+            for (int g = 0; g < G; g++)
+                pk[g] = vsplat(p[(size_t)g * KC + k]);
+            UNROLL
+            for (int c = 0; c < CB; c++) {
+                if (c0 + c >= nv) /* head_dim not a multiple of CB vectors */
+                    break;
+                const vf x = kv_load(vr, (c0 + c) * VW, dt);
+                UNROLL
+                for (int g = 0; g < G; g++)
+                    a[g][c] += pk[g] * x;
+            }
+        }
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+        for (int c = 0; c < CB; c++)
+            if (c0 + c < nv)
+                vstore(acc + (size_t)g * hd + (c0 + c) * VW, a[g][c]);
+    }
+}
+
 /* qr[] / a[] are filled for c < nv before use; GCC cannot see that for a
  * run-time head_dim */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-AI void kern_body(const struct attn__piece *pc, const int hd)
+AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 {
     const int nv = hd / VW;
     const int32_t group = pc->group, nkvh = pc->n_kvh, hv = nkvh * group;
@@ -194,10 +305,10 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
     float *l = m + ATTN__ALIGN_F(mcap);
     float *s = l + ATTN__ALIGN_F(mcap);
     float *acc = s + ATTN__ALIGN_F((size_t)mcap * KC);
-    float *kbuf = acc + ATTN__ALIGN_F((size_t)mcap * hd);
-    float *vbuf = kbuf + ATTN__ALIGN_F((size_t)KC * hd * nkvh);
-    const size_t esz = pc->f16 ? 2 : 4;
-    const size_t row_bytes = (size_t)hd * esz;
+    float *ksc = acc + ATTN__ALIGN_F((size_t)mcap * hd);
+    float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
+    const size_t rb = pc->row_bytes;
+    const size_t hstride = pc->head_bytes; /* row k of KV head j: kp + j * hstride + k * rb */
     const float scale = pc->scale;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
@@ -211,62 +322,39 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
         const int32_t cend = FOLIO_MIN(pc->c1, pc->pos0 + r + nr);
         int32_t n;
         for (int32_t pos = pc->c0; pos < cend; pos += n) {
-            n = FOLIO_MIN(KC, cend - pos);
             const int32_t bi = pos / bs, slot = pos % bs;
-            const float *kp, *vp; /* row k of KV head j: kp + j * hstride + k * hd */
-            size_t hstride;
-            if (!pc->f16 && slot + n <= bs) {
-                const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
-                kp = (const float *)(t + (size_t)slot * row_bytes);
-                vp = (const float *)(t + pc->v_bytes + (size_t)slot * row_bytes);
-                hstride = pc->head_bytes / sizeof(float);
-            } else {
-                int32_t gb = bi, gs = slot; /* block index, slot of key k */
-                const char *t0 = pc->kbase + (size_t)pc->block_table[gb] * pc->block_bytes +
-                                 (size_t)gs * row_bytes;
-                for (int32_t k = 0; k < n; k++) {
-                    if (gs == bs) {
-                        gs = 0;
-                        gb++;
-                        t0 = pc->kbase + (size_t)pc->block_table[gb] * pc->block_bytes;
-                    }
-                    for (int32_t j = 0; j < nkvh; j++) {
-                        const char *t = t0 + (size_t)j * pc->head_bytes;
-                        float *kd = kbuf + ((size_t)j * KC + k) * hd;
-                        float *vd = vbuf + ((size_t)j * KC + k) * hd;
-                        if (pc->f16) {
-                            const uint16_t *kh = (const uint16_t *)t;
-                            const uint16_t *vh = (const uint16_t *)(t + pc->v_bytes);
-                            UNROLL
-                            for (int c = 0; c < nv; c++) {
-                                vstore(kd + c * VW, vload_h(kh + c * VW));
-                                vstore(vd + c * VW, vload_h(vh + c * VW));
-                            }
-                        } else {
-                            memcpy(kd, t, row_bytes);
-                            memcpy(vd, t + pc->v_bytes, row_bytes);
-                        }
-                    }
-                    gs++;
-                    t0 += row_bytes;
+            n = FOLIO_MIN(FOLIO_MIN(KC, cend - pos), bs - slot);
+            const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
+            const char *kp = t + (size_t)slot * rb;
+            const char *vp = kp + pc->v_bytes;
+            if (dt == FOLIO_Q8) {
+                for (int32_t j = 0; j < nkvh; j++) {
+                    const char *sk = t + (size_t)j * hstride + pc->scale_off + (size_t)slot * 4;
+                    memcpy(ksc + (size_t)j * KC, sk, sizeof(float) * (size_t)n);
+                    memcpy(vsc + (size_t)j * KC, sk + pc->v_bytes, sizeof(float) * (size_t)n);
+                    for (int32_t k = n; k < KC; k++)
+                        ksc[(size_t)j * KC + k] = vsc[(size_t)j * KC + k] = 0;
                 }
-                kp = kbuf;
-                vp = vbuf;
-                hstride = (size_t)KC * hd;
             }
             /* prefetch (into L2) the rows PF_CHUNKS chunks ahead, every KV head */
             {
                 const int32_t pp = pos + PF_CHUNKS * KC;
                 if (pp < cend) {
                     const int32_t sp = pp % bs, np = FOLIO_MIN(FOLIO_MIN(KC, bs - sp), cend - pp);
-                    const char *t = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes +
-                                    (size_t)sp * row_bytes;
-                    const size_t len = (size_t)np * row_bytes;
+                    const char *tp = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes;
+                    const char *tr = tp + (size_t)sp * rb;
+                    const size_t len = (size_t)np * rb;
                     for (int32_t j = 0; j < nkvh; j++) {
-                        const char *tj = t + (size_t)j * pc->head_bytes;
+                        const char *tj = tr + (size_t)j * hstride;
                         for (size_t off = 0; off < len; off += 64) {
                             __builtin_prefetch(tj + off, 0, 1);
                             __builtin_prefetch(tj + pc->v_bytes + off, 0, 1);
+                        }
+                        if (dt == FOLIO_Q8) {
+                            const char *ts =
+                                tp + (size_t)j * hstride + pc->scale_off + (size_t)sp * 4;
+                            __builtin_prefetch(ts, 0, 1);
+                            __builtin_prefetch(ts + pc->v_bytes, 0, 1);
                         }
                     }
                 }
@@ -277,7 +365,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                 for (int32_t h = 0; h < hv; h++) {
                     const int32_t qi = rr * hv + h;
                     const float *qv = pc->q + (size_t)(r + rr) * pc->q_stride + (size_t)h * hd;
-                    const float *kh = kp + (size_t)(h / group) * hstride;
+                    const char *kh = kp + (size_t)(h / group) * hstride;
+                    const float *ks = ksc + (size_t)(h / group) * KC;
                     float *srow = s + (size_t)qi * KC;
                     vf qr[ATTN__HD_MAX / VW];
                     UNROLL
@@ -285,11 +374,11 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                         qr[c] = vload(qv + c * VW) * scale;
 #if VW == 1
                     for (int32_t k = 0; k < nvis; k++) {
-                        const float *kr = kh + (size_t)k * hd;
+                        const char *kr = kh + (size_t)k * rb;
                         vf a = vsplat(0.0f);
                         for (int c = 0; c < nv; c++)
-                            a += qr[c] * vload(kr + c * VW);
-                        srow[k] = a[0];
+                            a += qr[c] * kv_load(kr, c * VW, dt);
+                        srow[k] = dt == FOLIO_Q8 ? a[0] * ks[k] : a[0];
                     }
                     for (int32_t k = nvis; k < KC; k++)
                         srow[k] = -INFINITY;
@@ -298,17 +387,30 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                      * into one vector of VW scores (no per-key hsum) */
                     for (int32_t kb = 0; kb < KC; kb += VW) {
                         vf d[VW];
-                        UNROLL
-                        for (int k = 0; k < VW; k++) {
-                            d[k] = vsplat(0.0f);
-                            if (kb + k < nvis) {
-                                const float *kr = kh + (size_t)(kb + k) * hd;
+                        if (kb + VW <= nvis) { /* all VW keys visible: no tests */
+                            UNROLL
+                            for (int k = 0; k < VW; k++) {
+                                const char *kr = kh + (size_t)(kb + k) * rb;
+                                d[k] = qr[0] * kv_load(kr, 0, dt);
                                 UNROLL
-                                for (int c = 0; c < nv; c++)
-                                    d[k] += qr[c] * vload(kr + c * VW);
+                                for (int c = 1; c < nv; c++)
+                                    d[k] += qr[c] * kv_load(kr, c * VW, dt);
+                            }
+                        } else {
+                            UNROLL
+                            for (int k = 0; k < VW; k++) {
+                                d[k] = vsplat(0.0f);
+                                if (kb + k < nvis) {
+                                    const char *kr = kh + (size_t)(kb + k) * rb;
+                                    UNROLL
+                                    for (int c = 0; c < nv; c++)
+                                        d[k] += qr[c] * kv_load(kr, c * VW, dt);
+                                }
                             }
                         }
                         vf sc = fold_all(d);
+                        if (dt == FOLIO_Q8)
+                            sc *= vload(ks + kb);
                         vi keep = lane_index() < vsplat_i(nvis - kb);
                         sc = (vf)(((vi)sc & keep) | ((vi)vsplat(-INFINITY) & ~keep));
                         vstore(srow + kb, sc);
@@ -331,9 +433,11 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                 const float mnew = m[qi] > mx ? m[qi] : mx;
                 const float corr = expf(m[qi] - mnew);
                 vf sum = vsplat(0.0f);
+                /* q8: p is stored times V's row scale (l sums p alone) */
+                const float *vs = vsc + (size_t)((qi % hv) / group) * KC;
                 for (int c = 0; c < KC / VW; c++) {
                     vf p = vexp_neg(vload(srow + c * VW) - mnew);
-                    vstore(srow + c * VW, p);
+                    vstore(srow + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
                     sum += p;
                 }
                 l[qi] = l[qi] * corr + vhsum(sum);
@@ -346,28 +450,29 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
                 }
             }
 
-            /* values */
+            /* values: the query heads of one KV head take each V vector
+             * in turn, so a V element is widened once per GB heads (not
+             * once per head); acc[GB][CB] vectors live in registers */
             for (int32_t rr = 0; rr < nr; rr++) {
                 const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
-                for (int32_t h = 0; h < hv; h++) {
-                    const int32_t qi = rr * hv + h;
-                    const float *prow = s + (size_t)qi * KC;
-                    const float *vh = vp + (size_t)(h / group) * hstride;
-                    float *ar = acc + (size_t)qi * hd;
-                    vf a[ATTN__HD_MAX / VW];
-                    UNROLL
-                    for (int c = 0; c < nv; c++)
-                        a[c] = vload(ar + c * VW);
-                    for (int32_t k = 0; k < nvis; k++) {
-                        const float pk = prow[k];
-                        const float *vr = vh + (size_t)k * hd;
-                        UNROLL
-                        for (int c = 0; c < nv; c++)
-                            a[c] += pk * vload(vr + c * VW);
+                if (nvis == 0)
+                    continue;
+                for (int32_t j = 0; j < nkvh; j++) {
+                    const char *vh = vp + (size_t)j * hstride;
+                    for (int32_t g0 = 0; g0 < group; g0 += GB) {
+                        const int gb = FOLIO_MIN(GB, group - g0);
+                        const int32_t qi0 = rr * hv + j * group + g0;
+                        const float *ps = s + (size_t)qi0 * KC;
+                        float *as = acc + (size_t)qi0 * hd;
+                        if (gb == 4)
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 4);
+                        else if (gb == 3)
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 3);
+                        else if (gb == 2)
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 2);
+                        else
+                            values_heads(ps, as, vh, nvis, rb, hd, dt, 1);
                     }
-                    UNROLL
-                    for (int c = 0; c < nv; c++)
-                        vstore(ar + c * VW, a[c]);
                 }
             }
         }
@@ -396,13 +501,32 @@ AI void kern_body(const struct attn__piece *pc, const int hd)
 
 #pragma GCC diagnostic pop
 
+/* constant head_dim lets the compiler keep q / acc rows in registers; a
+ * constant dtype picks the widening load */
+#define KERN_HD(dt)                                                                                \
+    do {                                                                                           \
+        if (pc->hd == 64)                                                                          \
+            kern_body(pc, 64, dt);                                                                 \
+        else if (pc->hd == 128)                                                                    \
+            kern_body(pc, 128, dt);                                                                \
+        else                                                                                       \
+            kern_body(pc, pc->hd, dt);                                                             \
+    } while (0)
+
 void KERN_NAME(const struct attn__piece *pc)
 {
-    /* constant head_dim lets the compiler keep q / acc rows in registers */
-    if (pc->hd == 64)
-        kern_body(pc, 64);
-    else if (pc->hd == 128)
-        kern_body(pc, 128);
-    else
-        kern_body(pc, pc->hd);
+    switch (pc->dtype) {
+    case FOLIO_F16:
+        KERN_HD(FOLIO_F16);
+        break;
+    case FOLIO_BF16:
+        KERN_HD(FOLIO_BF16);
+        break;
+    case FOLIO_Q8:
+        KERN_HD(FOLIO_Q8);
+        break;
+    default:
+        KERN_HD(FOLIO_F32);
+        break;
+    }
 }

@@ -169,15 +169,18 @@ static void check_batch(const struct attn_batch *b)
     ATTN_CHECK(b && b->kv, "no batch or view");
     const struct pager_kv_view *kv = b->kv;
     ATTN_CHECK(kv->base != NULL, "view has no arena");
-    ATTN_CHECK(kv->dtype == FOLIO_F32 || kv->dtype == FOLIO_F16, "dtype %d", (int)kv->dtype);
+    ATTN_CHECK(kv->dtype == FOLIO_F32 || kv->dtype == FOLIO_F16 || kv->dtype == FOLIO_BF16 ||
+                   kv->dtype == FOLIO_Q8,
+               "dtype %d", (int)kv->dtype);
     ATTN_CHECK(kv->head_dim >= 1 && kv->head_dim <= ATTN__HD_MAX, "head_dim %d", (int)kv->head_dim);
     ATTN_CHECK(kv->n_kv_heads >= 1 && kv->block_size >= 1 && kv->num_blocks >= 1,
                "n_kv_heads %d block_size %d num_blocks %d", (int)kv->n_kv_heads,
                (int)kv->block_size, (int)kv->num_blocks);
     ATTN_CHECK(b->layer >= 0 && b->layer < kv->n_layers, "layer %d of %d", (int)b->layer,
                (int)kv->n_layers);
-    ATTN_CHECK(kv->head_stride == (size_t)kv->block_size * kv->head_dim,
-               "head_stride %zu != block_size * head_dim", kv->head_stride);
+    ATTN_CHECK(kv->head_stride == pager_kv_head_stride(kv->dtype, kv->block_size, kv->head_dim),
+               "head_stride %zu for block_size %d head_dim %d %s", kv->head_stride,
+               (int)kv->block_size, (int)kv->head_dim, folio_dtype_name(kv->dtype));
     ATTN_CHECK(kv->v_offset >= (size_t)kv->n_kv_heads * kv->head_stride, "v_offset %zu",
                kv->v_offset);
     ATTN_CHECK(kv->layer_stride >= 2 * kv->v_offset, "layer_stride %zu", kv->layer_stride);
@@ -427,7 +430,9 @@ static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
         .block_bytes = kv->block_stride * esz,
         .v_bytes = kv->v_offset * esz,
         .head_bytes = kv->head_stride * esz,
-        .f16 = kv->dtype == FOLIO_F16,
+        .row_bytes = (size_t)pl->hd * esz,
+        .scale_off = (size_t)kv->block_size * pl->hd * esz,
+        .dtype = kv->dtype,
         .out = NULL,
         .out_stride = row_stride,
         .part = NULL,

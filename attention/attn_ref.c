@@ -12,19 +12,36 @@
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* Element e of the K (kv = 0) or V (kv = 1) vector of (head, pos). */
+/* Element e of the K (kv = 0) or V (kv = 1) vector of (head, pos), read
+ * straight from the layout of folio/pager.h (not through pager_kv_row_get,
+ * so the two are checked against each other by the tests). */
 static double kv_elem(const struct pager_kv_view *kv, int32_t layer, int kvsel,
                       const int32_t *block_table, int32_t head, int32_t pos, int32_t e)
 {
     int32_t blk = block_table[pos / kv->block_size];
     int32_t slot = pos % kv->block_size;
-    size_t idx = (size_t)blk * kv->block_stride + (size_t)layer * kv->layer_stride +
-                 (size_t)kvsel * kv->v_offset + (size_t)head * kv->head_stride +
-                 (size_t)slot * kv->head_dim + (size_t)e;
-    if (kv->dtype == FOLIO_F16)
+    size_t tile = (size_t)blk * kv->block_stride + (size_t)layer * kv->layer_stride +
+                  (size_t)kvsel * kv->v_offset + (size_t)head * kv->head_stride;
+    size_t idx = tile + (size_t)slot * kv->head_dim + (size_t)e;
+    switch (kv->dtype) {
+    case FOLIO_F16:
         return folio_f16_to_f32(((const uint16_t *)kv->base)[idx]);
-    return ((const float *)kv->base)[idx];
+    case FOLIO_BF16:
+        return folio_bf16_to_f32(((const uint16_t *)kv->base)[idx]);
+    case FOLIO_Q8: {
+        /* int8 value times the row's f32 scale, stored after the tile's values */
+        float scale;
+        memcpy(&scale,
+               (const char *)kv->base + tile + (size_t)kv->block_size * kv->head_dim +
+                   (size_t)slot * PAGER_Q8_SCALE_BYTES,
+               sizeof scale);
+        return (double)((const int8_t *)kv->base)[idx] * scale;
+    }
+    default:
+        return ((const float *)kv->base)[idx];
+    }
 }
 
 void attn_paged_ref(const struct attn_batch *b)

@@ -16,11 +16,11 @@
  *     contiguous [ctx][head_dim] buffer — a dense KV cache.  Reported as the
  *     ratio of speeds, paged / whole.
  * (b) decode: 32 sequences x 4096 context, the small model's geometry (12
- *     heads, 4 KV heads, head_dim 64, block 16), f32 and f16: GB/s of K/V
- *     read against this machine's read bandwidth, measured in the same run
- *     by a streaming sum over 512 MiB with the same number of threads.
- * (c) prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting
- *     2 * head_dim flops for each q.k and each p*v over the causal triangle.
+ *     heads, 4 KV heads, head_dim 64, block 16), f32, f16, bf16 and q8:
+ *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
+ * measured in the same run by a streaming sum over 512 MiB with the same number of threads. (c)
+ * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
+ * q.k and each p*v over the causal triangle.
  *
  * Threads are pthreads driving the phases with a barrier, as the model's
  * pool does.  (a) interleaves the three layouts run by run and compares
@@ -38,6 +38,9 @@
 #include "folio/attention.h"
 
 static uint64_t rng_s = 42;
+
+static const enum folio_dtype dtypes[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
+#define N_DTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
 
 static float rnd(void)
 {
@@ -73,7 +76,7 @@ static void setup_build(struct setup *st)
     kv->n_layers = 1;
     kv->n_kv_heads = st->n_kv;
     kv->head_dim = st->hd;
-    kv->head_stride = (size_t)bs * st->hd;
+    kv->head_stride = pager_kv_head_stride(st->dt, bs, st->hd);
     kv->v_offset = (size_t)st->n_kv * kv->head_stride;
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = kv->layer_stride;
@@ -86,13 +89,15 @@ static void setup_build(struct setup *st)
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
-    for (size_t i = 0; i < n_elem; i++) {
-        float x = rnd();
-        if (st->dt == FOLIO_F16)
-            ((uint16_t *)kv->base)[i] = folio_f32_to_f16(x);
-        else
-            ((float *)kv->base)[i] = x;
-    }
+    float row[512];
+    for (int32_t blk = 0; blk < nb; blk++)
+        for (int kvsel = 0; kvsel < 2; kvsel++)
+            for (int32_t h = 0; h < st->n_kv; h++)
+                for (int32_t slot = 0; slot < bs; slot++) {
+                    for (int32_t e = 0; e < st->hd; e++)
+                        row[e] = rnd();
+                    pager_kv_row_put(kv, blk, 0, kvsel, h, slot, row);
+                }
     for (int32_t i = 0; i < nb; i++)
         st->tables[i] = i;
     if (st->layout == LAYOUT_SHUFFLED) {
@@ -271,7 +276,7 @@ static double kv_bytes(const struct setup *st)
     double rows = 0;
     for (int32_t s = 0; s < st->n_seqs; s++)
         rows += st->ctx;
-    return rows * st->n_kv * st->hd * 2 * (double)folio_dtype_size(st->dt);
+    return rows * (double)pager_kv_bytes_per_token(st->dt, 1, st->n_kv, st->hd);
 }
 
 static double attn_flops(const struct setup *st)
@@ -303,12 +308,17 @@ int main(int argc, char **argv)
             use_cputime = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
-        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc)
-            only_dt = !strcmp(argv[++i], "f16") ? 1 : 0;
-        else {
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            enum folio_dtype t;
+            if (folio_dtype_parse(argv[++i], &t) != 0) {
+                fprintf(stderr, "bad --dtype %s\n", argv[i]);
+                return 2;
+            }
+            only_dt = (int)t;
+        } else {
             fprintf(stderr,
                     "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]\n"
-                    "       [--only decode|prefill|chunk] [--dtype f32|f16]\n",
+                    "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8]\n",
                     argv[0]);
             return 2;
         }
@@ -341,8 +351,8 @@ int main(int argc, char **argv)
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         if (only && strncmp(cases[c].name, only, strlen(only)) != 0)
             continue;
-        for (int dt = 0; dt < 2; dt++) {
-            if (only_dt >= 0 && dt != only_dt)
+        for (int dt = 0; dt < N_DTYPES; dt++) {
+            if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
                 continue;
             struct setup st[3];
             void *work[3];
@@ -355,7 +365,7 @@ int main(int argc, char **argv)
                                          .n_kv = 4,
                                          .hd = 64,
                                          .bs = cases[c].bs,
-                                         .dt = dt ? FOLIO_F16 : FOLIO_F32,
+                                         .dt = dtypes[dt],
                                          .layout = (enum layout)lay};
                 setup_build(&st[lay]);
                 work[lay] = folio_aligned_alloc(64, attn_paged_work_size(&st[lay].b, nth));
@@ -375,7 +385,7 @@ int main(int argc, char **argv)
                 setup_free(&st[lay]);
             }
             printf("%-28s %-4s %8.3fms %8.3fms %8.3fms %8.3fx %8.3fx\n", cases[c].name,
-                   dt ? "f16" : "f32", best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
+                   folio_dtype_name(dtypes[dt]), best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
                    best[1] / best[0], best[2] / best[0]);
         }
     }
@@ -386,7 +396,9 @@ int main(int argc, char **argv)
 
     printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages)\n",
            dec_seqs, dec_ctx);
-    for (int dt = 0; dt < 2; dt++) {
+    for (int dt = 0; dt < N_DTYPES; dt++) {
+        if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
+            continue;
         struct setup st = {.n_seqs = dec_seqs,
                            .ctx = dec_ctx,
                            .n_q = 1,
@@ -394,19 +406,21 @@ int main(int argc, char **argv)
                            .n_kv = 4,
                            .hd = 64,
                            .bs = 16,
-                           .dt = dt ? FOLIO_F16 : FOLIO_F32,
+                           .dt = dtypes[dt],
                            .layout = LAYOUT_SHUFFLED};
         setup_build(&st);
         struct timing t = time_attn(&st, reps);
         double gbs = kv_bytes(&st) / t.med * 1e-9, gbs_best = kv_bytes(&st) / t.best * 1e-9;
         printf("  %s: %.3f ms, K/V %.1f MB, %.1f GB/s (best %.1f) = %.0f%% of streaming read\n",
-               dt ? "f16" : "f32", t.med * 1e3, kv_bytes(&st) * 1e-6, gbs, gbs_best,
+               folio_dtype_name(dtypes[dt]), t.med * 1e3, kv_bytes(&st) * 1e-6, gbs, gbs_best,
                100.0 * gbs / bw);
         setup_free(&st);
     }
 
     printf("\n(c) prefill 512 tokens (fresh), 12/4 heads, hd 64, block 16 (shuffled pages)\n");
-    for (int dt = 0; dt < 2; dt++) {
+    for (int dt = 0; dt < N_DTYPES; dt++) {
+        if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
+            continue;
         struct setup st = {.n_seqs = 1,
                            .ctx = 512,
                            .n_q = 512,
@@ -414,12 +428,12 @@ int main(int argc, char **argv)
                            .n_kv = 4,
                            .hd = 64,
                            .bs = 16,
-                           .dt = dt ? FOLIO_F16 : FOLIO_F32,
+                           .dt = dtypes[dt],
                            .layout = LAYOUT_SHUFFLED};
         setup_build(&st);
         struct timing t = time_attn(&st, reps);
-        printf("  %s: %.3f ms, %.2f GFLOP/s (best %.2f)\n", dt ? "f16" : "f32", t.med * 1e3,
-               attn_flops(&st) / t.med * 1e-9, attn_flops(&st) / t.best * 1e-9);
+        printf("  %s: %.3f ms, %.2f GFLOP/s (best %.2f)\n", folio_dtype_name(dtypes[dt]),
+               t.med * 1e3, attn_flops(&st) / t.med * 1e-9, attn_flops(&st) / t.best * 1e-9);
         setup_free(&st);
     }
     team_stop();

@@ -21,8 +21,24 @@ const char *folio_dtype_name(enum folio_dtype t)
         return "f32";
     case FOLIO_F16:
         return "f16";
+    case FOLIO_BF16:
+        return "bf16";
+    case FOLIO_Q8:
+        return "q8";
     }
     return "?";
+}
+
+int folio_dtype_parse(const char *name, enum folio_dtype *t)
+{
+    static const enum folio_dtype all[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
+    for (size_t i = 0; name && i < FOLIO_ARRAY_LEN(all); i++) {
+        if (strcmp(name, folio_dtype_name(all[i])) == 0) {
+            *t = all[i];
+            return 0;
+        }
+    }
+    return -EINVAL;
 }
 
 static inline uint32_t f32_bits(float f)

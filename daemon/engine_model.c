@@ -459,9 +459,14 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         goto fail;
     m->hp = *model_hparams(m->model);
     snprintf(m->name, sizeof(m->name), "%s", model_name(m->model));
-    enum folio_dtype dt = !strcmp(cfg->kv_dtype, "f16") ? FOLIO_F16 : FOLIO_F32;
-    int64_t bpb = 2LL * m->hp.n_layers * m->hp.n_kv_heads * m->hp.head_dim * cfg->block_size *
-                  (int64_t)folio_dtype_size(dt);
+    enum folio_dtype dt = FOLIO_F32;
+    if (folio_dtype_parse(cfg->kv_dtype, &dt) != 0) {
+        snprintf(err, errlen, "unknown --kv-dtype '%s'", cfg->kv_dtype);
+        rc = -EINVAL;
+        goto fail;
+    }
+    int64_t bpb = pager_kv_bytes_per_token(dt, m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim) *
+                  cfg->block_size;
     int64_t nb = cfg->kv_blocks ? cfg->kv_blocks : cfg->kv_mem / bpb;
     if (nb < 1 || nb > INT32_MAX) {
         snprintf(err, errlen, "--kv-mem %lld holds %lld blocks of %lld bytes",

@@ -752,6 +752,16 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         srv_prom_family(b, "folio_matmul_info", "gauge", "Matrix-product backend in use.");
         srv_prom_sample(b, "folio_matmul_info", lab, 1);
     }
+    srv_prom_family(b, "folio_kv_bytes_per_token", "gauge",
+                    "KV cache bytes one token takes (K and V, every layer and KV head).");
+    srv_prom_sample(b, "folio_kv_bytes_per_token", NULL,
+                    st.block_size ? (double)st.bytes_per_block / (double)st.block_size : 0);
+    {
+        char dl[64];
+        snprintf(dl, sizeof(dl), "dtype=\"%s\"", st.kv_dtype ? st.kv_dtype : "f32");
+        srv_prom_family(b, "folio_kv_dtype_info", "gauge", "KV element type (label dtype); 1.");
+        srv_prom_sample(b, "folio_kv_dtype_info", dl, 1);
+    }
     double prompt_total = 0, gen_total = 0;
     for (int t = 0; t < s->cfg->n_tenants; t++) {
         prompt_total += s->tm[t].prompt_tokens;
@@ -840,11 +850,13 @@ void srv_kv_render(struct srv *s, struct srv_buf *b)
     srv_buf_printf(
         b,
         "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
+        "\"bytes_per_token\":%lld,"
         "\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%lld,\"cached\":%lld},"
         "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
         "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
         "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
         (long long)st.block_size, (long long)st.blocks_total, (long long)st.bytes_per_block,
+        (long long)(st.block_size ? st.bytes_per_block / st.block_size : 0),
         st.kv_dtype ? st.kv_dtype : "f32", (long long)st.blocks_free, (long long)st.blocks_used,
         (long long)st.blocks_cached, (long long)st.tokens_held, (long long)st.slots_empty,
         (long long)st.running, (long long)st.waiting, (long long)st.preempted,

@@ -176,7 +176,9 @@ static inline void rope_head(float *dst, const float *src, const float *cs, int3
 }
 
 /* Per token: q ← rope(Q part); the K (roped) and V parts go to the token's
- * slot in layer j->layer of the KV arena, converted to the arena's dtype. */
+ * slot in layer j->layer of the KV arena, converted to the arena's dtype by
+ * pager_kv_row_put (f16 / bf16 rounding, q8 quantization with the row's
+ * scale: quantize on write, so the arena only ever holds stored rows). */
 static void job_rope_kv(void *arg, int ith, int nth)
 {
     struct fwd_job *j = arg;
@@ -193,23 +195,20 @@ static void job_rope_kv(void *arg, int ith, int nth)
             rope_head(ctx->q + (size_t)r * ctx->n_q + (size_t)h * d, row + (size_t)h * d, cs, d);
         const int32_t pos = ctx->tok_pos[r];
         const int32_t *bt = j->b->slices[ctx->tok_slice[r]].block_table;
-        const size_t base = (size_t)bt[pos / kv->block_size] * kv->block_stride +
-                            (size_t)j->layer * kv->layer_stride +
-                            (size_t)(pos % kv->block_size) * d;
+        const int32_t blk = bt[pos / kv->block_size], slot = pos % kv->block_size;
         for (int32_t h = 0; h < Hk; h++) {
             const float *k = row + ctx->n_q + (size_t)h * d;
             const float *v = row + ctx->n_q + ctx->n_kv + (size_t)h * d;
-            const size_t ki = base + (size_t)h * kv->head_stride, vi = ki + kv->v_offset;
-            if (kv->dtype == FOLIO_F32) {
+            if (kv->dtype == FOLIO_F32) { /* rotate straight into the arena */
+                const size_t ki = (size_t)blk * kv->block_stride +
+                                  (size_t)j->layer * kv->layer_stride +
+                                  (size_t)h * kv->head_stride + (size_t)slot * d;
                 rope_head((float *)kv->base + ki, k, cs, d);
-                memcpy((float *)kv->base + vi, v, (size_t)d * sizeof(float));
+                memcpy((float *)kv->base + ki + kv->v_offset, v, (size_t)d * sizeof(float));
             } else {
-                uint16_t *kh = (uint16_t *)kv->base + ki, *vh = (uint16_t *)kv->base + vi;
                 rope_head(kbuf, k, cs, d);
-                for (int32_t e = 0; e < d; e++) {
-                    kh[e] = folio_f32_to_f16(kbuf[e]);
-                    vh[e] = folio_f32_to_f16(v[e]);
-                }
+                pager_kv_row_put(kv, blk, j->layer, 0, h, slot, kbuf);
+                pager_kv_row_put(kv, blk, j->layer, 1, h, slot, v);
             }
         }
     }
@@ -323,7 +322,9 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         return -EINVAL;
     const struct model_hparams *hp = &m->hp;
     if (!kv->base || kv->n_layers != hp->n_layers || kv->n_kv_heads != hp->n_kv_heads ||
-        kv->head_dim != hp->head_dim || (kv->dtype != FOLIO_F32 && kv->dtype != FOLIO_F16) ||
+        kv->head_dim != hp->head_dim ||
+        (kv->dtype != FOLIO_F32 && kv->dtype != FOLIO_F16 && kv->dtype != FOLIO_BF16 &&
+         kv->dtype != FOLIO_Q8) ||
         kv->block_size < 1 || kv->num_blocks < 1 || hp->head_dim > 1024)
         return -EINVAL;
 

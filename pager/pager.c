@@ -62,15 +62,21 @@
  * page tables grow their arrays geometrically (that may fail with -ENOMEM,
  * before anything changes).  Every mutating call is all or nothing.
  *
+ * K/V rows.  pager_kv_row_put / _get convert one row to and from the
+ * arena's dtype (layout in folio/pager.h); they touch only arena bytes and
+ * may run on any thread for distinct rows (the forward pass's writers).
+ *
  * Threading: none.  The owner (the daemon's loop thread) serialises calls.
  * With FOLIO_CHECKS, pager_check runs after every mutating call and a
  * violation aborts the process.
  */
 #include "pager_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -348,7 +354,8 @@ static int config_valid(const struct pager_config *c)
         return 0;
     if (c->n_layers < 1 || c->n_kv_heads < 1 || c->head_dim < 1)
         return 0;
-    if (c->dtype != FOLIO_F32 && c->dtype != FOLIO_F16)
+    if (c->dtype != FOLIO_F32 && c->dtype != FOLIO_F16 && c->dtype != FOLIO_BF16 &&
+        c->dtype != FOLIO_Q8)
         return 0;
     return 1;
 }
@@ -357,8 +364,10 @@ static int config_valid(const struct pager_config *c)
 static size_t geometry(const struct pager_config *c, struct pager_kv_view *v)
 {
     size_t head, vo, layer, block, bytes;
-    if (__builtin_mul_overflow((size_t)c->block_size, (size_t)c->head_dim, &head) ||
-        __builtin_mul_overflow(head, (size_t)c->n_kv_heads, &vo) ||
+    if (__builtin_mul_overflow((size_t)c->block_size, (size_t)c->head_dim + 4, &head))
+        return 0;
+    head = pager_kv_head_stride(c->dtype, c->block_size, c->head_dim);
+    if (__builtin_mul_overflow(head, (size_t)c->n_kv_heads, &vo) ||
         __builtin_mul_overflow(vo, (size_t)2, &layer) ||
         __builtin_mul_overflow(layer, (size_t)c->n_layers, &block) ||
         __builtin_mul_overflow(block, folio_dtype_size(c->dtype), &bytes))
@@ -1101,4 +1110,87 @@ void pager_seq_slot(const pager_seq_t *s, int32_t pos, int32_t *block, int32_t *
         abort();
     *block = s->table[pos / s->bs];
     *offset = pos % s->bs;
+}
+
+/* ---- K/V rows --------------------------------------------------------- */
+
+static size_t row_index(const struct pager_kv_view *kv, int32_t block, int32_t layer, int kv_sel,
+                        int32_t head, int32_t slot)
+{
+    assert(block >= 0 && block < kv->num_blocks && layer >= 0 && layer < kv->n_layers &&
+           head >= 0 && head < kv->n_kv_heads && slot >= 0 && slot < kv->block_size);
+    return (size_t)block * kv->block_stride + (size_t)layer * kv->layer_stride +
+           (size_t)(kv_sel ? 1 : 0) * kv->v_offset + (size_t)head * kv->head_stride;
+}
+
+void pager_kv_row_put(const struct pager_kv_view *kv, int32_t block, int32_t layer, int kv_sel,
+                      int32_t head, int32_t slot, const float *x)
+{
+    const size_t tile = row_index(kv, block, layer, kv_sel, head, slot);
+    const size_t e = tile + (size_t)slot * kv->head_dim;
+    const int32_t hd = kv->head_dim;
+    switch (kv->dtype) {
+    case FOLIO_F32:
+        memcpy((float *)kv->base + e, x, sizeof(float) * (size_t)hd);
+        break;
+    case FOLIO_F16:
+        for (int32_t d = 0; d < hd; d++)
+            ((uint16_t *)kv->base)[e + d] = folio_f32_to_f16(x[d]);
+        break;
+    case FOLIO_BF16:
+        for (int32_t d = 0; d < hd; d++)
+            ((uint16_t *)kv->base)[e + d] = folio_f32_to_bf16(x[d]);
+        break;
+    case FOLIO_Q8: {
+        float amax = 0;
+        for (int32_t d = 0; d < hd; d++) {
+            float a = fabsf(x[d]);
+            if (!(a <= amax) && amax == amax) /* a NaN sticks: the scale is NaN */
+                amax = a;
+        }
+        const float scale = amax / 127.0f;
+        const float inv = amax > 0 && isfinite(amax) ? 127.0f / amax : 0.0f;
+        int8_t *q = (int8_t *)kv->base + e;
+        for (int32_t d = 0; d < hd; d++) {
+            float r = rintf(x[d] * inv);
+            q[d] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? r : 0);
+        }
+        memcpy((char *)kv->base + tile + (size_t)kv->block_size * hd +
+                   (size_t)slot * PAGER_Q8_SCALE_BYTES,
+               &scale, sizeof scale);
+        break;
+    }
+    }
+}
+
+void pager_kv_row_get(const struct pager_kv_view *kv, int32_t block, int32_t layer, int kv_sel,
+                      int32_t head, int32_t slot, float *x)
+{
+    const size_t tile = row_index(kv, block, layer, kv_sel, head, slot);
+    const size_t e = tile + (size_t)slot * kv->head_dim;
+    const int32_t hd = kv->head_dim;
+    switch (kv->dtype) {
+    case FOLIO_F32:
+        memcpy(x, (const float *)kv->base + e, sizeof(float) * (size_t)hd);
+        break;
+    case FOLIO_F16:
+        for (int32_t d = 0; d < hd; d++)
+            x[d] = folio_f16_to_f32(((const uint16_t *)kv->base)[e + d]);
+        break;
+    case FOLIO_BF16:
+        for (int32_t d = 0; d < hd; d++)
+            x[d] = folio_bf16_to_f32(((const uint16_t *)kv->base)[e + d]);
+        break;
+    case FOLIO_Q8: {
+        float scale;
+        memcpy(&scale,
+               (const char *)kv->base + tile + (size_t)kv->block_size * hd +
+                   (size_t)slot * PAGER_Q8_SCALE_BYTES,
+               sizeof scale);
+        const int8_t *q = (const int8_t *)kv->base + e;
+        for (int32_t d = 0; d < hd; d++)
+            x[d] = (float)q[d] * scale;
+        break;
+    }
+    }
 }

@@ -11,17 +11,23 @@
  *
  * Checked: attn_paged_ref == dense; attn_paged == dense (and == ref on the
  * smaller cases) for block sizes 1, 8, 16, 32, 128; head_dim 64, 128 (and
- * 20, 40, 42, which fall back to narrower paths); GQA ratios 1, 2, 4, 8; f32 and
- * f16 K/V; batches mixing decodes, fresh prefills and chunked prefills;
+ * 20, 40, 42, which fall back to narrower paths); GQA ratios 1, 2, 4, 8; f32,
+ * f16, bf16 and q8 K/V; batches mixing decodes, fresh prefills and chunked prefills;
  * contexts up to 8192 (2048 with FOLIO_TEST_SHORT=1); nth = 1, 2, 3, 7 run
  * phase by phase for each ith in this thread; every ISA path this CPU has.
  *
+ * K/V rows go into the arena through pager_kv_row_put and the dense oracle
+ * takes them back through pager_kv_row_get, so it sees exactly the stored
+ * (rounded, quantized) values; the reference reads the arena by its own
+ * code, so put/get and the reference check each other.  Poison: a NaN row
+ * put in q8 gets a NaN scale, which poisons like a NaN value.
+ *
  * Error measure: normalised max error  max|out - want| / max|want|  over the
- * whole batch.  Bounds: 1e-5 for f32 and for f16 K/V alike (f16 values are
- * exact in f32 and the dense oracle uses the same rounded values, so only
- * f32 accumulation differs); 1e-6 for ref vs dense (ref is double inside);
- * 1e-3 for the 1e4-scale case, where scores near 1e4 carry f32 rounding
- * of ~1e-3 into the exponent.
+ * whole batch.  Bounds: 1e-5 for every dtype (the stored values are exact
+ * in f32 and the dense oracle uses them, so only f32 accumulation differs;
+ * q8 applies the row scale after the sum, a few ulps); 1e-6 for ref vs dense (ref is double
+ * inside); 1e-3 for the 1e4-scale case, where scores near 1e4 carry f32 rounding of ~1e-3 into the
+ * exponent.
  */
 #include <errno.h>
 #include <math.h>
@@ -41,7 +47,8 @@
 
 #include "folio/attention.h"
 
-#define MAXS 8
+#define MAXS             8
+#define ATTN_TEST_HD_MAX 512
 
 static int g_short;
 
@@ -89,17 +96,31 @@ struct tcase {
     struct attn_batch b;
 };
 
-static float to_kv(const struct tcase *tc, float x)
+static const enum folio_dtype all_dt[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
+#define N_DT ((int)FOLIO_ARRAY_LEN(all_dt))
+
+/* Stores row (head_dim values) at (block, layer, kv_sel, head, slot) and
+ * replaces it by what the arena now holds. */
+static void row_store(struct tcase *tc, int32_t blk, int32_t layer, int kv_sel, int32_t head,
+                      int32_t slot, float *row)
 {
-    return tc->dt == FOLIO_F16 ? folio_f16_to_f32(folio_f32_to_f16(x)) : x;
+    pager_kv_row_put(&tc->kv, blk, layer, kv_sel, head, slot, row);
+    pager_kv_row_get(&tc->kv, blk, layer, kv_sel, head, slot, row);
 }
 
-static void arena_put(struct tcase *tc, size_t idx, float x)
+/* Every row of the arena NaN. */
+static void arena_poison(struct tcase *tc)
 {
-    if (tc->dt == FOLIO_F16)
-        ((uint16_t *)tc->kv.base)[idx] = folio_f32_to_f16(x);
-    else
-        ((float *)tc->kv.base)[idx] = x;
+    const struct pager_kv_view *kv = &tc->kv;
+    float row[ATTN_TEST_HD_MAX];
+    for (int32_t e = 0; e < kv->head_dim; e++)
+        row[e] = NAN;
+    for (int32_t b = 0; b < kv->num_blocks; b++)
+        for (int32_t l = 0; l < kv->n_layers; l++)
+            for (int kvsel = 0; kvsel < 2; kvsel++)
+                for (int32_t h = 0; h < kv->n_kv_heads; h++)
+                    for (int32_t sl = 0; sl < kv->block_size; sl++)
+                        pager_kv_row_put(kv, b, l, kvsel, h, sl, row);
 }
 
 static void dense_attn(const struct tcase *tc, float *out)
@@ -165,7 +186,7 @@ static void tc_build(struct tcase *tc)
     kv->n_layers = n_layers;
     kv->n_kv_heads = tc->n_kv;
     kv->head_dim = tc->hd;
-    kv->head_stride = (size_t)tc->bs * tc->hd;
+    kv->head_stride = pager_kv_head_stride(tc->dt, tc->bs, tc->hd);
     kv->v_offset = (size_t)tc->n_kv * kv->head_stride;
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = (size_t)n_layers * kv->layer_stride;
@@ -173,8 +194,7 @@ static void tc_build(struct tcase *tc)
     const size_t esz = folio_dtype_size(tc->dt);
     kv->base = folio_aligned_alloc(64, n_elem * esz + 64);
     assert_non_null(kv->base);
-    for (size_t i = 0; i < n_elem; i++)
-        arena_put(tc, i, NAN);
+    arena_poison(tc);
 
     /* shuffled block ids */
     int32_t *perm = malloc(sizeof(int32_t) * (size_t)kv->num_blocks);
@@ -202,19 +222,14 @@ static void tc_build(struct tcase *tc)
         for (int32_t p = 0; p < ctx; p++) {
             const int32_t blk = tc->tables[s][p / tc->bs], slot = p % tc->bs;
             for (int32_t h = 0; h < tc->n_kv; h++) {
+                float *kr = tc->kd[s] + ((size_t)p * tc->n_kv + h) * tc->hd;
+                float *vr = tc->vd[s] + ((size_t)p * tc->n_kv + h) * tc->hd;
                 for (int32_t e = 0; e < tc->hd; e++) {
-                    const size_t di = ((size_t)p * tc->n_kv + h) * tc->hd + e;
-                    float kx = tc->fill == FILL_EQUAL_KEYS ? to_kv(tc, 0.25f + 0.01f * (e % 7))
-                                                           : to_kv(tc, rng_unit());
-                    float vx = to_kv(tc, rng_unit());
-                    tc->kd[s][di] = kx;
-                    tc->vd[s][di] = vx;
-                    const size_t ai = (size_t)blk * kv->block_stride +
-                                      (size_t)layer * kv->layer_stride +
-                                      (size_t)h * kv->head_stride + (size_t)slot * tc->hd + e;
-                    arena_put(tc, ai, kx);
-                    arena_put(tc, ai + kv->v_offset, vx);
+                    kr[e] = tc->fill == FILL_EQUAL_KEYS ? 0.25f + 0.01f * (e % 7) : rng_unit();
+                    vr[e] = rng_unit();
                 }
+                row_store(tc, blk, layer, 0, h, slot, kr);
+                row_store(tc, blk, layer, 1, h, slot, vr);
             }
         }
     }
@@ -329,7 +344,7 @@ static void tc_random(struct tcase *tc, int32_t max_ctx, int32_t max_q)
     tc->hd = head_dims[rng_int(0, FOLIO_ARRAY_LEN(head_dims) - 1)];
     tc->group = groups[rng_int(0, FOLIO_ARRAY_LEN(groups) - 1)];
     tc->n_kv = rng_int(1, 2);
-    tc->dt = rng_int(0, 1) ? FOLIO_F16 : FOLIO_F32;
+    tc->dt = all_dt[rng_int(0, N_DT - 1)];
     tc->n_seqs = rng_int(1, 5);
     for (int32_t s = 0; s < tc->n_seqs; s++) {
         switch (rng_int(0, 2)) {
@@ -377,8 +392,8 @@ static void test_paged_random(void **state)
 {
     (void)state;
     rng_state = 2;
-    const int n = g_short ? 24 : 80;
-    double worst[2] = {0, 0};
+    const int n = g_short ? 32 : 160;
+    double worst[N_DT] = {0};
     for (int it = 0; it < n; it++) {
         struct tcase tc;
         tc_random(&tc, 700, 48);
@@ -386,9 +401,9 @@ static void test_paged_random(void **state)
         tc.bs = block_sizes[it % 5];
         tc.hd = head_dims[(it / 5) % 2];
         tc.group = groups[(it / 10) % 4];
-        tc.dt = (it / 40) % 2 ? FOLIO_F16 : FOLIO_F32;
+        tc.dt = all_dt[(it / 40) % N_DT];
         if (g_short) {
-            tc.dt = it % 2 ? FOLIO_F16 : FOLIO_F32;
+            tc.dt = all_dt[it % N_DT];
             tc.group = groups[(it / 3) % 4];
         }
         tc_build(&tc);
@@ -408,7 +423,8 @@ static void test_paged_random(void **state)
         }
         tc_free(&tc);
     }
-    print_message("worst normalised error: f32 %.3g, f16 %.3g\n", worst[0], worst[1]);
+    print_message("worst normalised error: f32 %.3g, f16 %.3g, bf16 %.3g, q8 %.3g\n", worst[0],
+                  worst[1], worst[2], worst[3]);
 }
 
 /* Long contexts: decodes and short chunks on long prefixes (split-K for
@@ -418,7 +434,7 @@ static void test_paged_long(void **state)
     (void)state;
     rng_state = 3;
     const int32_t max_ctx = g_short ? 2048 : 8192;
-    const int n = g_short ? 3 : 8;
+    const int n = g_short ? 4 : 8;
     for (int it = 0; it < n; it++) {
         struct tcase tc;
         memset(&tc, 0, sizeof(tc));
@@ -426,7 +442,7 @@ static void test_paged_long(void **state)
         tc.hd = head_dims[it % 2];
         tc.group = groups[rng_int(0, 3)];
         tc.n_kv = 1 + it % 2;
-        tc.dt = (it / 2) % 2 ? FOLIO_F16 : FOLIO_F32;
+        tc.dt = all_dt[it % N_DT];
         tc.n_seqs = 3;
         tc.p0[0] = max_ctx - 1 - rng_int(0, 100);
         tc.n_q[0] = 1;
@@ -445,19 +461,21 @@ static void test_paged_single_long_decode(void **state)
 {
     (void)state;
     rng_state = 4;
-    struct tcase tc;
-    memset(&tc, 0, sizeof(tc));
-    tc.bs = 16;
-    tc.hd = 64;
-    tc.group = 3; /* the small model: 12 heads over 4 KV heads */
-    tc.n_kv = 4;
-    tc.dt = FOLIO_F16;
-    tc.n_seqs = 1;
-    tc.p0[0] = g_short ? 1500 : 4095;
-    tc.n_q[0] = 1;
-    tc_build(&tc);
-    check_paged(&tc, 1e-5, "single long decode");
-    tc_free(&tc);
+    for (int dt = 0; dt < N_DT; dt++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16;
+        tc.hd = 64;
+        tc.group = 3; /* the small model: 12 heads over 4 KV heads */
+        tc.n_kv = 4;
+        tc.dt = all_dt[dt];
+        tc.n_seqs = 1;
+        tc.p0[0] = g_short ? 1500 : 4095;
+        tc.n_q[0] = 1;
+        tc_build(&tc);
+        check_paged(&tc, 1e-5, "single long decode");
+        tc_free(&tc);
+    }
 }
 
 /* Edge cases: a single partial block, a chunk ending exactly on a block
@@ -466,14 +484,14 @@ static void test_paged_edges(void **state)
 {
     (void)state;
     rng_state = 5;
-    for (int dt = 0; dt < 2; dt++) {
+    for (int dt = 0; dt < N_DT; dt++) {
         struct tcase tc;
         memset(&tc, 0, sizeof(tc));
         tc.bs = 16;
         tc.hd = 64;
         tc.group = 4;
         tc.n_kv = 2;
-        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.dt = all_dt[dt];
         tc.n_seqs = 5;
         tc.p0[0] = 0, tc.n_q[0] = 5;   /* fresh prefill inside one partial block */
         tc.p0[1] = 3, tc.n_q[1] = 1;   /* decode inside one partial block */
@@ -502,7 +520,7 @@ static void test_paged_edges(void **state)
     }
     /* head dims the vector paths pass down: 40 (AVX-512 -> AVX2, 4-lane
      * portable), 42 (only the scalar portable kernel), 20 (4-lane) */
-    static const int32_t odd_hd[] = {40, 42, 20};
+    static const int32_t odd_hd[] = {40, 42, 20, 40, 42, 20, 40, 42};
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(odd_hd); i++) {
         struct tcase tc;
         memset(&tc, 0, sizeof(tc));
@@ -510,7 +528,7 @@ static void test_paged_edges(void **state)
         tc.hd = odd_hd[i];
         tc.group = 2;
         tc.n_kv = 2;
-        tc.dt = i % 2 ? FOLIO_F32 : FOLIO_F16;
+        tc.dt = all_dt[(i + 1) % N_DT];
         tc.n_seqs = 2;
         tc.p0[0] = 0, tc.n_q[0] = 30;
         tc.p0[1] = 333, tc.n_q[1] = 1;
@@ -525,14 +543,14 @@ static void test_paged_equal_scores(void **state)
 {
     (void)state;
     rng_state = 6;
-    for (int dt = 0; dt < 2; dt++) {
+    for (int dt = 0; dt < N_DT; dt++) {
         struct tcase tc;
         memset(&tc, 0, sizeof(tc));
         tc.bs = 32;
         tc.hd = 128;
         tc.group = 2;
         tc.n_kv = 1;
-        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.dt = all_dt[dt];
         tc.n_seqs = 3;
         tc.p0[0] = 0, tc.n_q[0] = 40;
         tc.p0[1] = 900, tc.n_q[1] = 1;
@@ -549,14 +567,14 @@ static void test_paged_huge_scores(void **state)
 {
     (void)state;
     rng_state = 7;
-    for (int dt = 0; dt < 2; dt++) {
+    for (int dt = 0; dt < N_DT; dt++) {
         struct tcase tc;
         memset(&tc, 0, sizeof(tc));
         tc.bs = 16;
         tc.hd = 64;
         tc.group = 4;
         tc.n_kv = 2;
-        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.dt = all_dt[dt];
         tc.scale = 1e4f;
         tc.n_seqs = 3;
         tc.p0[0] = 0, tc.n_q[0] = 33;
@@ -599,15 +617,11 @@ static void put_pos(struct tcase *tc, pager_seq_t *seq, int32_t s, int32_t pos)
 {
     int32_t blk, off;
     pager_seq_slot(seq, pos, &blk, &off);
-    const struct pager_kv_view *kv = &tc->kv;
-    for (int32_t h = 0; h < tc->n_kv; h++)
-        for (int32_t e = 0; e < tc->hd; e++) {
-            const size_t di = ((size_t)pos * tc->n_kv + h) * tc->hd + e;
-            const size_t ai = (size_t)blk * kv->block_stride + kv->layer_stride +
-                              (size_t)h * kv->head_stride + (size_t)off * tc->hd + e;
-            arena_put(tc, ai, tc->kd[s][di]);
-            arena_put(tc, ai + kv->v_offset, tc->vd[s][di]);
-        }
+    for (int32_t h = 0; h < tc->n_kv; h++) {
+        const size_t di = ((size_t)pos * tc->n_kv + h) * tc->hd;
+        row_store(tc, blk, 1, 0, h, off, tc->kd[s] + di);
+        row_store(tc, blk, 1, 1, h, off, tc->vd[s] + di);
+    }
 }
 
 /* Page tables made by the pager itself: a fork sharing a prefix (with a
@@ -618,11 +632,11 @@ static void test_paged_real_pager(void **state)
 {
     (void)state;
     rng_state = 10;
-    for (int dt = 0; dt < 2; dt++) {
+    for (int dt = 0; dt < N_DT; dt++) {
         struct tcase tc;
         memset(&tc, 0, sizeof(tc));
         tc.bs = 16, tc.hd = 64, tc.group = 3, tc.n_kv = 2;
-        tc.dt = dt ? FOLIO_F16 : FOLIO_F32;
+        tc.dt = all_dt[dt];
         tc.n_heads = tc.group * tc.n_kv;
         tc.scale = 1.0f / 8.0f;
         struct pager_config cfg = {.num_blocks = 40,
@@ -634,9 +648,7 @@ static void test_paged_real_pager(void **state)
         pager_t *pg;
         assert_int_equal(pager_init(&pg, &cfg), 0);
         pager_kv_view(pg, &tc.kv);
-        const size_t n_elem = (size_t)tc.kv.num_blocks * tc.kv.block_stride;
-        for (size_t i = 0; i < n_elem; i++)
-            arena_put(&tc, i, NAN);
+        arena_poison(&tc);
 
         /* slices: 0 = parent decode at 100, 1 = child chunk 100..104,
          * 2 = fresh prefill of 40 */
@@ -652,13 +664,10 @@ static void test_paged_real_pager(void **state)
             assert_non_null(tc.kd[s]);
             assert_non_null(tc.vd[s]);
             for (size_t i = 0; i < n; i++) {
-                tc.kd[s][i] = to_kv(&tc, rng_unit());
-                tc.vd[s][i] = to_kv(&tc, rng_unit());
+                tc.kd[s][i] = rng_unit();
+                tc.vd[s][i] = rng_unit();
             }
         }
-        /* the child shares the parent's first 100 positions */
-        memcpy(tc.kd[1], tc.kd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
-        memcpy(tc.vd[1], tc.vd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
 
         int32_t toks[128];
         for (int i = 0; i < 128; i++)
@@ -668,6 +677,9 @@ static void test_paged_real_pager(void **state)
         assert_int_equal(pager_seq_append(pg, a, toks, 100), 0);
         for (int32_t p = 0; p < 100; p++)
             put_pos(&tc, a, 0, p);
+        /* the child shares the parent's first 100 positions (as stored) */
+        memcpy(tc.kd[1], tc.kd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
+        memcpy(tc.vd[1], tc.vd[0], sizeof(float) * 100 * tc.n_kv * tc.hd);
         pager_seq_mark_computed(pg, a, 100);
         assert_int_equal(pager_seq_fork(pg, a, 2, 0, &b), 0);
         assert_int_equal(pager_seq_append(pg, b, toks + 100, 5), 0); /* copy-on-write */
@@ -889,6 +901,91 @@ static void test_paged_threads(void **state)
     }
 }
 
+/* pager_kv_row_put / _get for every dtype: the q8 row error is at most
+ * half a step (max|x| / 254) and its largest element is exact; bf16 rounds
+ * to nearest even; a zero row stays zero; a NaN row reads NaN; the pager
+ * sizes q8 tiles as documented and bytes per token shrink 2x / ~3.8x. */
+static void test_kv_rows(void **state)
+{
+    (void)state;
+    rng_state = 15;
+    for (int dt = 0; dt < N_DT; dt++) {
+        struct pager_config cfg = {.num_blocks = 3,
+                                   .block_size = 16,
+                                   .n_layers = 2,
+                                   .n_kv_heads = 2,
+                                   .head_dim = 64,
+                                   .dtype = all_dt[dt]};
+        pager_t *pg;
+        assert_int_equal(pager_init(&pg, &cfg), 0);
+        struct pager_kv_view kv;
+        pager_kv_view(pg, &kv);
+        assert_int_equal(kv.head_stride, pager_kv_head_stride(all_dt[dt], 16, 64));
+        struct pager_stats st;
+        pager_stats_get(pg, &st);
+        assert_int_equal((int64_t)st.bytes_per_block,
+                         16 * pager_kv_bytes_per_token(all_dt[dt], 2, 2, 64));
+        float x[64], y[64];
+        for (int it = 0; it < 200; it++) {
+            const float mag = it % 3 == 0 ? 1e-3f : it % 3 == 1 ? 1.0f : 300.0f;
+            float amax = 0;
+            for (int e = 0; e < 64; e++) {
+                x[e] = rng_unit() * mag;
+                amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
+            }
+            const int32_t blk = rng_int(0, 2), layer = rng_int(0, 1), kvs = rng_int(0, 1);
+            const int32_t h = rng_int(0, 1), slot = rng_int(0, 15);
+            pager_kv_row_put(&kv, blk, layer, kvs, h, slot, x);
+            pager_kv_row_get(&kv, blk, layer, kvs, h, slot, y);
+            for (int e = 0; e < 64; e++) {
+                switch (all_dt[dt]) {
+                case FOLIO_F32:
+                    assert_true(x[e] == y[e]);
+                    break;
+                case FOLIO_F16:
+                    assert_true(y[e] == folio_f16_to_f32(folio_f32_to_f16(x[e])));
+                    break;
+                case FOLIO_BF16:
+                    assert_true(fabsf(y[e] - x[e]) <= fabsf(x[e]) * 0x1p-8f);
+                    break;
+                case FOLIO_Q8:
+                    assert_true(fabsf(y[e] - x[e]) <= amax / 254.0f * 1.0001f);
+                    if (fabsf(x[e]) == amax)
+                        assert_true(fabsf(fabsf(y[e]) - amax) <= amax * 1e-6f);
+                    break;
+                }
+            }
+        }
+        for (int e = 0; e < 64; e++)
+            x[e] = 0;
+        pager_kv_row_put(&kv, 1, 1, 1, 1, 15, x);
+        pager_kv_row_get(&kv, 1, 1, 1, 1, 15, y);
+        for (int e = 0; e < 64; e++)
+            assert_true(y[e] == 0);
+        x[5] = NAN;
+        pager_kv_row_put(&kv, 2, 0, 0, 0, 0, x);
+        pager_kv_row_get(&kv, 2, 0, 0, 0, 0, y);
+        assert_true(isnan(y[5]));
+        pager_free(pg);
+    }
+    /* bf16: round to nearest even at the halfway point, NaN stays NaN */
+    assert_int_equal(folio_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);           /* tie, even stays */
+    assert_int_equal(folio_f32_to_bf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82); /* tie, odd rounds up */
+    assert_int_equal(folio_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-12f), 0x3f81);
+    assert_true(isnan(folio_bf16_to_f32(folio_f32_to_bf16(NAN))));
+    /* bytes per token: f16 / bf16 half of f32, q8 (64 + 4) / 256 of it */
+    const int64_t f32 = pager_kv_bytes_per_token(FOLIO_F32, 12, 4, 64);
+    assert_int_equal(pager_kv_bytes_per_token(FOLIO_F16, 12, 4, 64) * 2, f32);
+    assert_int_equal(pager_kv_bytes_per_token(FOLIO_BF16, 12, 4, 64) * 2, f32);
+    assert_int_equal(pager_kv_bytes_per_token(FOLIO_Q8, 12, 4, 64) * 256, f32 * 68);
+    enum folio_dtype t;
+    assert_int_equal(folio_dtype_parse("q8", &t), 0);
+    assert_int_equal(t, FOLIO_Q8);
+    assert_int_equal(folio_dtype_parse("bf16", &t), 0);
+    assert_int_equal(t, FOLIO_BF16);
+    assert_int_equal(folio_dtype_parse("q4", &t), -EINVAL);
+}
+
 /* attn_force_isa: names, refusals. */
 static void test_force_isa(void **state)
 {
@@ -935,6 +1032,7 @@ int main(void)
     g_short = sh && *sh && strcmp(sh, "0") != 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_force_isa),
+        cmocka_unit_test(test_kv_rows),
         cmocka_unit_test(test_ref_vs_dense),
         cmocka_unit_test(test_paged_edges),
         cmocka_unit_test(test_paged_equal_scores),

@@ -96,7 +96,7 @@ static void test_presets_against_formula(void **state)
 {
     (void)state;
     const char *presets[] = {"tiny", "small", "medium"};
-    const char *dtypes[] = {"f32", "f16"};
+    const char *dtypes[] = {"f32", "f16", "bf16", "q8"};
     const int bsz[] = {1, 16, 32, 256};
     const char *mems[] = {"256M", "1G", "3000000"};
     const int64_t mem_bytes[] = {256LL << 20, 1LL << 30, 3000000};
@@ -105,12 +105,13 @@ static void test_presets_against_formula(void **state)
     for (int p = 0; p < 3; p++) {
         struct model_hparams hp;
         assert_int_equal(model__preset(presets[p], &hp), 0);
-        for (int d = 0; d < 2; d++)
+        for (int d = 0; d < 4; d++)
             for (int b = 0; b < 4; b++)
                 for (int mm = 0; mm < 3; mm++)
                     for (int s = 0; s < 4; s++) {
-                        int64_t bytes = d == 0 ? 4 : 2;
-                        int64_t bpt = 2LL * hp.n_layers * hp.n_kv_heads * hp.head_dim * bytes;
+                        int64_t bytes = d == 0 ? 4 : d == 3 ? 1 : 2, extra = d == 3 ? 4 : 0;
+                        int64_t bpt =
+                            2LL * hp.n_layers * hp.n_kv_heads * (hp.head_dim * bytes + extra);
                         int64_t bpb = bpt * bsz[b];
                         int64_t blocks = mem_bytes[mm] / bpb;
                         int64_t per_seq = (seqs[s] + bsz[b] - 1) / bsz[b];
@@ -139,7 +140,7 @@ static void test_presets_against_formula(void **state)
                         checked++;
                     }
     }
-    assert_int_equal(checked, 3 * 2 * 4 * 3 * 4);
+    assert_int_equal(checked, 3 * 4 * 4 * 3 * 4);
 }
 
 /* The table output carries the same numbers. */

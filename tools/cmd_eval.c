@@ -2,7 +2,7 @@
  * tools/cmd_eval.c — `folio eval`: one offline forward pass.
  *
  *   folio eval [--model FILE|default] --tokens 1,2,3 [--top 10] [--greedy N]
- *              [--json] [--threads N] [--kv-dtype f32|f16]
+ *              [--json] [--threads N] [--kv-dtype f32|f16|bf16|q8]
  *              [--matmul auto|openblas|onednn]
  *
  * Runs the prompt through the model in one batch, prints the top logits
@@ -33,7 +33,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
-                 "                  [--greedy N] [--json] [--threads N] [--kv-dtype f32|f16]\n"
+                 "                  [--greedy N] [--json] [--threads N] [--kv-dtype f32|f16|bf16|q8]\n"
                  "                  [--matmul auto|openblas|onednn]\n"
                  "\n"
                  "Runs the tokens through the model offline; prints the top logits after the\n"
@@ -104,12 +104,7 @@ int cmd_eval(int argc, char **argv)
         } else if (!strcmp(a, "--matmul")) {
             rc = model_matmul_parse(v, &matmul);
         } else if (!strcmp(a, "--kv-dtype")) {
-            if (!strcmp(v, "f32"))
-                kv_dtype = FOLIO_F32;
-            else if (!strcmp(v, "f16"))
-                kv_dtype = FOLIO_F16;
-            else
-                rc = -EINVAL;
+            rc = folio_dtype_parse(v, &kv_dtype);
         } else {
             fprintf(stderr, "folio eval: unknown option '%s'\n", a);
             usage(stderr);

@@ -4,7 +4,7 @@
  *
  *   folio plan --model FILE|default | --preset tiny|small|medium
  *              [--kv-mem SIZE | --kv-blocks N] [--block-size N]
- *              [--kv-dtype f32|f16] [--seq-len L] [--json]
+ *              [--kv-dtype f32|f16|bf16|q8] [--seq-len L] [--json]
  *
  * Prints bytes of K+V per token and per block, the blocks and tokens a
  * pool holds, and how many sequences of --seq-len tokens fit with paging
@@ -54,8 +54,9 @@ int plan_compute(const struct plan_in *in, struct plan_out *o, char *err, size_t
         errf(err, errlen, "--block-size must be 1..1024%s%s", "", "");
         return -EINVAL;
     }
-    if (in->dtype_bytes != 2 && in->dtype_bytes != 4) {
-        errf(err, errlen, "--kv-dtype must be f32 or f16%s%s", "", "");
+    if ((in->dtype_bytes != 1 && in->dtype_bytes != 2 && in->dtype_bytes != 4) ||
+        in->row_extra < 0 || in->row_extra > 64) {
+        errf(err, errlen, "--kv-dtype must be f32, f16, bf16 or q8%s%s", "", "");
         return -EINVAL;
     }
     if (in->seq_len < 1 || in->seq_len > m->ctx_len) {
@@ -66,9 +67,11 @@ int plan_compute(const struct plan_in *in, struct plan_out *o, char *err, size_t
         errf(err, errlen, "give --kv-mem SIZE or --kv-blocks N%s%s", "", "");
         return -EINVAL;
     }
-    int64_t per_layer = (int64_t)m->n_kv_heads * (m->head_dim_k + m->head_dim_v);
+    int64_t per_layer =
+        (int64_t)m->n_kv_heads *
+        ((m->head_dim_k + m->head_dim_v) * (int64_t)in->dtype_bytes + 2 * (int64_t)in->row_extra);
     int64_t prealloc_bytes;
-    if (mul_ok(per_layer, (int64_t)m->n_layers * in->dtype_bytes, &o->bytes_per_token) ||
+    if (mul_ok(per_layer, (int64_t)m->n_layers, &o->bytes_per_token) ||
         mul_ok(o->bytes_per_token, in->block_size, &o->bytes_per_block) ||
         mul_ok(o->bytes_per_token, m->ctx_len, &prealloc_bytes))
         goto range;
@@ -211,16 +214,17 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: folio plan (--model FILE|default | --preset tiny|small|medium)\n"
                  "                  [--kv-mem SIZE | --kv-blocks N] [--block-size N]\n"
-                 "                  [--kv-dtype f32|f16] [--seq-len L] [--json]\n"
+                 "                  [--kv-dtype f32|f16|bf16|q8] [--seq-len L] [--json]\n"
                  "\n"
                  "The KV-cache budget of a model, from its GGUF metadata only:\n"
-                 "bytes per token = 2 x layers x KV heads x head dim x bytes per element.\n"
+                 "bytes per token = 2 x layers x KV heads x (head dim x bytes per element\n"
+                 "+ 4 for q8's scale per row).\n"
                  "  --model FILE   a GGUF file ('default': foliod's embedded tiny model)\n"
                  "  --preset P     a synthetic preset, no file needed\n"
                  "  --kv-mem SIZE  KV pool size, k/M/G/T suffixes (default 256M, as foliod)\n"
                  "  --kv-blocks N  or the pool in blocks\n"
                  "  --block-size N tokens per block (default 16)\n"
-                 "  --kv-dtype T   f32 (default) or f16\n"
+                 "  --kv-dtype T   f32 (default), f16, bf16 or q8 (int8, a scale per row)\n"
                  "  --seq-len L    tokens per sequence for the fit (default: context / 4)\n"
                  "  --json         one JSON object instead of the table\n");
 }
@@ -291,14 +295,17 @@ int cmd_plan(int argc, char **argv)
         return bad("give exactly one of --model FILE and --preset NAME%s", "");
     if (have_mem && kv_blocks)
         return bad("--kv-mem and --kv-blocks exclude each other%s", "");
-    int dtype_bytes = !strcmp(dtype, "f32") ? 4 : !strcmp(dtype, "f16") ? 2 : 0;
-    if (!dtype_bytes)
-        return bad("bad --kv-dtype '%s' (f32 or f16)", dtype);
+    enum folio_dtype dt;
+    if (folio_dtype_parse(dtype, &dt))
+        return bad("bad --kv-dtype '%s' (f32, f16, bf16 or q8)", dtype);
+    const int dtype_bytes = (int)folio_dtype_size(dt);
+    const int row_extra = dt == FOLIO_Q8 ? PAGER_Q8_SCALE_BYTES : 0;
 
     struct plan_in in = {.kv_mem = kv_mem,
                          .kv_blocks = kv_blocks,
                          .block_size = (int32_t)block_size,
-                         .dtype_bytes = dtype_bytes};
+                         .dtype_bytes = dtype_bytes,
+                         .row_extra = row_extra};
     char err[512];
     if (preset || !strcmp(model, "default")) {
         const char *p = preset ? preset : "default";
@@ -326,14 +333,15 @@ int cmd_plan(int argc, char **argv)
         json_str(preset ? preset : (!strcmp(model, "default") ? "default" : m->name));
         printf(",\"n_layers\":%d,\"n_kv_heads\":%d,\"head_dim\":%d,"
                "\"head_dim_v\":%d,\"ctx_len\":%d,\"kv_dtype\":\"%s\",\"dtype_bytes\":%d,"
+               "\"row_extra_bytes\":%d,"
                "\"block_size\":%d,\"bytes_per_token\":%" PRId64 ",\"bytes_per_block\":%" PRId64
                ",\"blocks\":%" PRId64 ",\"tokens\":%" PRId64 ",\"kv_bytes\":%" PRId64
                ",\"seq_len\":%d,\"blocks_per_seq\":%" PRId64 ",\"seqs_paged\":%" PRId64
                ",\"seqs_prealloc\":%" PRId64 ",\"used_paged\":%.6f,\"used_prealloc\":%.6f}\n",
                m->n_layers, m->n_kv_heads, m->head_dim_k, m->head_dim_v, m->ctx_len, dtype,
-               dtype_bytes, in.block_size, o.bytes_per_token, o.bytes_per_block, o.blocks, o.tokens,
-               o.kv_bytes, in.seq_len, o.blocks_per_seq, o.seqs_paged, o.seqs_prealloc,
-               o.used_paged, o.used_prealloc);
+               dtype_bytes, row_extra, in.block_size, o.bytes_per_token, o.bytes_per_block,
+               o.blocks, o.tokens, o.kv_bytes, in.seq_len, o.blocks_per_seq, o.seqs_paged,
+               o.seqs_prealloc, o.used_paged, o.used_prealloc);
         return 0;
     }
     char h1[32], h2[32], h3[32];
@@ -346,16 +354,25 @@ int cmd_plan(int argc, char **argv)
     if (m->head_dim_v != m->head_dim_k)
         printf(" (values %d)", m->head_dim_v);
     printf(", context %d tokens\n", m->ctx_len);
-    printf("kv dtype            %s (%d bytes)\n", dtype, dtype_bytes);
-    if (m->head_dim_v == m->head_dim_k)
+    if (row_extra)
+        printf("kv dtype            %s (%d byte per value + a %d-byte scale per row)\n", dtype,
+               dtype_bytes, row_extra);
+    else
+        printf("kv dtype            %s (%d bytes)\n", dtype, dtype_bytes);
+    if (m->head_dim_v == m->head_dim_k && row_extra)
+        printf("bytes per token     %" PRId64
+               " (%s) = 2 x %d layers x %d KV heads x (%d x %d + %d) bytes\n",
+               o.bytes_per_token, h1, m->n_layers, m->n_kv_heads, m->head_dim_k, dtype_bytes,
+               row_extra);
+    else if (m->head_dim_v == m->head_dim_k)
         printf("bytes per token     %" PRId64
                " (%s) = 2 x %d layers x %d KV heads x %d x %d bytes\n",
                o.bytes_per_token, h1, m->n_layers, m->n_kv_heads, m->head_dim_k, dtype_bytes);
     else
-        printf("bytes per token     %" PRId64 " (%s) = %d layers x %d KV heads x (%d + %d) x %d "
-               "bytes\n",
+        printf("bytes per token     %" PRId64 " (%s) = %d layers x %d KV heads x ((%d + %d) x %d "
+               "+ 2 x %d) bytes\n",
                o.bytes_per_token, h1, m->n_layers, m->n_kv_heads, m->head_dim_k, m->head_dim_v,
-               dtype_bytes);
+               dtype_bytes, row_extra);
     printf("block size          %d tokens\n", in.block_size);
     printf("bytes per block     %" PRId64 " (%s)\n", o.bytes_per_block, h2);
     printf("kv memory           %" PRId64 " (%s)%s\n", o.kv_bytes, h3,

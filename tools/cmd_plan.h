@@ -2,9 +2,11 @@
  * tools/cmd_plan.h — the arithmetic behind `folio plan` (tools/cmd_plan.c),
  * exposed for tests/test_plan.c.
  *
- * KV memory per token = 2 (K and V) × layers × KV heads × head dim × bytes
- * per element (with key_length/value_length when a file gives them: layers
- * × KV heads × (key dim + value dim) × bytes).  A block holds block_size
+ * KV memory per token = 2 (K and V) × layers × KV heads × (head dim × bytes
+ * per element + row extra) (with key_length/value_length when a file gives
+ * them: layers × KV heads × ((key dim + value dim) × bytes + 2 × row
+ * extra)); the row extra is q8's f32 scale per (token, KV head) row, as
+ * pager_kv_bytes_per_token counts it.  A block holds block_size
  * tokens; a pool of `kv_mem` bytes holds floor(kv_mem / bytes per block)
  * blocks (or exactly --kv-blocks).  A sequence of L tokens takes
  * ceil(L / block_size) blocks with paging, and a whole context window
@@ -26,7 +28,8 @@ struct plan_in {
     int64_t kv_mem;      /* bytes; used when kv_blocks == 0 */
     int64_t kv_blocks;   /* 0: derive from kv_mem */
     int32_t block_size;  /* tokens per block, >= 1 */
-    int32_t dtype_bytes; /* 4 (f32) or 2 (f16) */
+    int32_t dtype_bytes; /* 4 (f32), 2 (f16, bf16) or 1 (q8) */
+    int32_t row_extra;   /* bytes per K or V row besides the values: 4 (q8), else 0 */
     int32_t seq_len;     /* tokens per sequence, 1..ctx_len */
 };
 

@@ -39,22 +39,40 @@ long folio_alloc_count(void);
 
 /* ---- element types ---------------------------------------------------- */
 
+/* KV element types.  FOLIO_Q8 is int8 values with a scale per row (see
+ * folio/pager.h for its layout); its "element" is one byte. */
 enum folio_dtype {
     FOLIO_F32 = 0,
     FOLIO_F16 = 1,
+    FOLIO_BF16 = 2,
+    FOLIO_Q8 = 3,
 };
 
+/* Bytes of one storage element: what the strides of a KV view count. */
 static inline size_t folio_dtype_size(enum folio_dtype t)
 {
-    return t == FOLIO_F16 ? 2 : 4;
+    return t == FOLIO_F32 ? 4 : t == FOLIO_Q8 ? 1 : 2;
 }
 
 const char *folio_dtype_name(enum folio_dtype t);
+/* "f32", "f16", "bf16", "q8" -> *t; -EINVAL for anything else. */
+int folio_dtype_parse(const char *name, enum folio_dtype *t);
 
 /* IEEE 754 binary16 <-> binary32, round to nearest even; NaN and infinity
  * preserved.  Scalar versions; kernels may use F16C where available. */
 float folio_f16_to_f32(uint16_t h);
 uint16_t folio_f32_to_f16(float f);
+/* binary32 -> bfloat16, round to nearest even; NaN stays NaN. */
+static inline uint16_t folio_f32_to_bf16(float f)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((v.u >> 16) | 0x40);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16);
+}
 /* bfloat16 (upper half of a binary32) -> binary32. */
 static inline float folio_bf16_to_f32(uint16_t h)
 {

@@ -25,6 +25,27 @@
  * [block_size][head_dim] (what the attention kernel streams).  The arena is
  * 64-byte aligned and allocated once at pager_init.
  *
+ * Element types (dtype): f32; f16 (IEEE binary16); bf16 (upper half of a
+ * binary32); q8.  A q8 tile is the int8 values followed by one f32 scale per
+ * slot (strides count bytes, the q8 "element"):
+ *
+ *   q8 tile (block, layer, K|V, head):  [block_size][head_dim] int8
+ *                                       [block_size] f32 scale
+ *   head_stride = block_size * (head_dim + 4)       value = int8 * scale
+ *
+ * Why a scale per (token, KV head) row rather than per group of 32 values
+ * (llama.cpp's q8_0): a row is written once, by one token, so quantizing on
+ * write needs nothing but that row (a partial block is never requantized);
+ * and a score q.k = scale_k * sum q_e * k_e, a value sum p_k * scale_k *
+ * v_k, so the kernel applies each scale once per key — the inner loops are
+ * int8 -> f32 conversion and FMA only, no per-group multiply.  Symmetric
+ * absmax scaling (scale = max|x| / 127) keeps the row's largest value exact
+ * and costs 4 bytes per row: 68 bytes per 64-value row (3.8x fewer than
+ * f32), 132 per 128.  The scales sit after the values so the values keep
+ * the float types' addressing (slot * head_dim + d) and stay 64-byte
+ * aligned for head_dim a multiple of 4 and block_size a multiple of 16.  A
+ * row holding a NaN gets a NaN scale (it reads as NaN, like f32 would).
+ *
  * Block states: FREE (on the free list, refcount 0, not in the prefix
  * cache), USED (refcount >= 1, mapped by that many page tables), CACHED
  * (refcount 0 but full, computed and in the prefix-cache hash; kept on an
@@ -78,7 +99,8 @@ struct pager_config {
 };
 
 /* Read-only description of where K/V live, for the model and the
- * attention kernel.  All strides in elements of dtype. */
+ * attention kernel.  All strides in elements of folio_dtype_size(dtype)
+ * bytes (bytes for q8). */
 struct pager_kv_view {
     void *base; /* arena; NULL when no_arena */
     enum folio_dtype dtype;
@@ -86,8 +108,40 @@ struct pager_kv_view {
     size_t block_stride; /* n_layers * layer_stride */
     size_t layer_stride; /* 2 * v_offset */
     size_t v_offset;     /* n_kv_heads * head_stride */
-    size_t head_stride;  /* block_size * head_dim */
+    size_t head_stride;  /* pager_kv_head_stride(dtype, block_size, head_dim) */
 };
+
+#define PAGER_Q8_SCALE_BYTES 4 /* one f32 scale per q8 row */
+
+/* Elements of one (block, layer, K|V, head) tile: block_size * head_dim,
+ * plus the scales for q8. */
+static inline size_t pager_kv_head_stride(enum folio_dtype dt, int32_t block_size, int32_t head_dim)
+{
+    size_t n = (size_t)block_size * (size_t)head_dim;
+    return dt == FOLIO_Q8 ? n + (size_t)block_size * PAGER_Q8_SCALE_BYTES : n;
+}
+
+/* K+V bytes one token takes in every layer and KV head (the unit --kv-mem
+ * is divided by): 2 * n_layers * n_kv_heads * row bytes, where a row is
+ * head_dim * dtype size (+ 4 for the q8 scale). */
+static inline int64_t pager_kv_bytes_per_token(enum folio_dtype dt, int32_t n_layers,
+                                               int32_t n_kv_heads, int32_t head_dim)
+{
+    int64_t row = (int64_t)head_dim * (int64_t)folio_dtype_size(dt) +
+                  (dt == FOLIO_Q8 ? PAGER_Q8_SCALE_BYTES : 0);
+    return 2 * (int64_t)n_layers * n_kv_heads * row;
+}
+
+/* Writes the head_dim values x into the row (block, layer, kv (0 = K,
+ * 1 = V), head, slot) of the view's arena, converted to its dtype (round to
+ * nearest even; q8: absmax scale, values rounded to nearest).  The one
+ * writer of K/V rows: the forward pass calls it from several threads for
+ * distinct rows.  pager_kv_row_get reads a row back as f32 (q8:
+ * int8 * scale, in f32). */
+void pager_kv_row_put(const struct pager_kv_view *kv, int32_t block, int32_t layer, int kv_sel,
+                      int32_t head, int32_t slot, const float *x);
+void pager_kv_row_get(const struct pager_kv_view *kv, int32_t block, int32_t layer, int kv_sel,
+                      int32_t head, int32_t slot, float *x);
 
 /* Pool statistics (block counts satisfy free + used + cached = total). */
 struct pager_stats {

@@ -57,6 +57,29 @@ start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-
 $C preempt "$SOCK" 32 0 || fail preempt
 stop_daemon || fail "exit status"
 
+# KV dtypes: the same --kv-mem holds 2x (f16, bf16) / (4 hd)/(hd + 4)x (q8)
+# the blocks of f32; /v1/kv and /metrics name the dtype and bytes per
+# token; greedy completions run with every dtype
+declare -A nb
+for dt in f32 f16 bf16 q8; do
+  start_daemon "$FOLIOD" --kv-mem 16M --kv-dtype $dt
+  r=$(req GET /v1/kv); [ "$(status_of "$r")" = 200 ] || fail "/v1/kv $dt"
+  body_of "$r" | jq -e --arg dt $dt '.dtype == $dt and .bytes_per_token * .block_size == .bytes_per_block' >/dev/null ||
+    fail "/v1/kv dtype fields $dt: $(body_of "$r" | jq -c '{dtype,bytes_per_token,bytes_per_block,block_size}')"
+  nb[$dt]=$(body_of "$r" | jq '.num_blocks')
+  bpt=$(body_of "$r" | jq '.bytes_per_token')
+  curl -s --unix-socket "$SOCK" http://x/metrics >"$T/metrics.txt"
+  grep -qx "folio_kv_bytes_per_token $bpt" "$T/metrics.txt" || fail "folio_kv_bytes_per_token $dt"
+  grep -qF "folio_kv_dtype_info{dtype=\"$dt\"} 1" "$T/metrics.txt" || fail "folio_kv_dtype_info $dt"
+  if command -v promtool >/dev/null; then promtool check metrics <"$T/metrics.txt" || fail "promtool $dt"; fi
+  r=$(req POST /v1/completions '{"prompt":[1,2,3,4,5],"max_tokens":20,"temperature":0,"ignore_eos":true}')
+  body_of "$r" | jq -e '.usage.completion_tokens == 20' >/dev/null || fail "completion with $dt KV: $r"
+  stop_daemon || fail "exit status"
+done
+[ $(( nb[f16] )) -ge $(( 2 * nb[f32] - 1 )) ] && [ $(( nb[bf16] )) = $(( nb[f16] )) ] &&
+  [ $(( nb[q8] * 10 )) -ge $(( nb[f32] * 35 )) ] || fail "blocks per 16M: f32 ${nb[f32]} f16 ${nb[f16]} bf16 ${nb[bf16]} q8 ${nb[q8]}"
+ok "real engine: --kv-dtype f32/f16/bf16/q8 (blocks in 16M: ${nb[f32]} / ${nb[f16]} / ${nb[bf16]} / ${nb[q8]}), /v1/kv and /metrics fields"
+
 # two tenants by API key on TCP: metrics separated, 429 over max_waiting
 port=$(( 20000 + RANDOM % 20000 ))
 printf '[foliod]\nkv-blocks = 1024\n[tenant.a]\napi_key = key-a\n[tenant.b]\napi_key = key-b\nmax_running = 1\nmax_waiting = 2\n' >"$T/tenants.ini"
