@@ -1,26 +1,30 @@
 /*
- * daemon/server.h — foliod's server state, shared by server.c (listeners,
- * signals, drain, routes, completions, metrics) and http.c (connections,
- * HTTP/1.1 parsing, response writing).  Internal to daemon/.
+ * daemon/server.h — foliod's server state, shared by the files above
+ * http.c (see http.h, which knows none of this):
+ *
+ *   server.c   lifecycle: start-up ladder, listeners, signals, drain
+ *   routes.c   the {method, path, handler} table and the small routes
+ *   comp.c     completions: per-request state, engine events, streaming
+ *   render.c   OpenAI JSON rendering (pure functions, render.h)
+ *   stats.c    /metrics and /v1/kv
  *
  * Ownership:
- *   struct srv        one per process; owns listeners, connections list,
- *                     the engine driver and the backend.
- *   struct srv_conn   one per accepted socket; freed in its close callback.
- *                     At most one completion is active per connection
- *                     (pipelined requests wait, parsed one at a time).
- *   struct srv_comp   one per POST /v1/completions; owns its choices.  It
- *                     outlives its connection when the client goes away:
- *                     conn is set NULL, every choice is aborted, and the
- *                     comp is freed when the backend has reported the last
- *                     `finished` (never while a step references it).
+ *   struct srv        one per process; owns listeners, the HTTP layer
+ *                     (struct http_server), the engine driver and the
+ *                     backend.
+ *   struct srv_comp   one per completion request; owns its choices.  It
+ *                     outlives its connection when the client goes away
+ *                     (http's on_abandon: srv_comp_abandon): conn is set
+ *                     NULL, every choice is aborted, and the comp is freed
+ *                     when the backend has reported the last `finished`
+ *                     (never while a step references it) — Redis's
+ *                     freeClientAsync idea.
  *
  * Threading: everything here is loop-thread only.
  */
 #ifndef FOLIO_DAEMON_SERVER_H
 #define FOLIO_DAEMON_SERVER_H
 
-#include <llhttp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -29,41 +33,13 @@
 #include "buf.h"
 #include "config.h"
 #include "engine.h"
+#include "http.h"
+#include "log.h"
 #include "metrics.h"
 #include "utf8.h"
 
 struct srv;
 struct srv_comp;
-
-struct srv_conn {
-    union {
-        uv_handle_t h;
-        uv_stream_t s;
-        uv_pipe_t pipe;
-        uv_tcp_t tcp;
-    } u;
-    struct srv *srv;
-    struct srv_conn *prev, *next;
-    uint64_t id;
-    bool is_tcp;
-    int64_t peer_uid; /* -1 unknown (TCP) */
-    llhttp_t parser;
-    /* unparsed input (kept while a request is being served) */
-    char *in;
-    size_t in_len, in_cap;
-    bool reading;
-    /* the message being parsed */
-    struct srv_buf url, body, hfield, hval, auth;
-    size_t header_bytes;
-    int reject_status; /* 413 / 431 / 414 found while parsing */
-    bool msg_done, in_msg, keep_alive;
-    /* serving */
-    struct srv_comp *comp;
-    bool closing, close_after_write;
-    int writes_out;  /* uv_write requests in flight */
-    uv_timer_t idle; /* closes a connection that sends no complete request */
-    int handles;     /* open libuv handles (stream, timer); freed at 0 */
-};
 
 struct srv_choice {
     struct eng_req er;
@@ -88,7 +64,7 @@ struct srv_choice {
 
 struct srv_comp {
     struct srv *srv;
-    struct srv_conn *conn; /* NULL once the client is gone */
+    struct http_conn *conn; /* NULL once the client is gone */
     struct srv_comp_params p;
     int tenant;
     char id[48];
@@ -113,65 +89,55 @@ struct srv {
     uv_pipe_t unix_srv;
     uv_tcp_t tcp_srv;
     bool have_unix, have_tcp;
-    uv_signal_t sig_term, sig_int, sig_pipe_dummy;
+    uv_signal_t sig_term, sig_int;
     uv_timer_t drain_timer;
     bool draining, drain_timer_on, stopping;
     int sigint_count;
-    int log_level; /* 0 error, 1 info, 2 debug */
 
     const struct eng_backend_ops *ops;
     void *backend;
     struct eng_model_info mi;
     int chat_tmpl; /* enum chat_template for chat requests; 0: none usable */
     srv_engine_t *eng;
+    struct http_server http;
 
-    struct srv_conn *conns;
-    int n_conns;
     int n_comps; /* live completions (including detached ones) */
     uint64_t next_id;
     int64_t started_at;
 
     /* metrics */
     struct srv_hist ttft, itl, e2e, queue, step, step_tokens;
-    double steps_total, connections_total, disconnects_total, dropped_slow_total;
-    double http_requests[6]; /* by status class: 1xx..5xx, index 0 unused */
+    double steps_total;
     struct srv_tenant_metrics tm[SRV_MAX_TENANTS];
 };
 
-/* ---- http.c ----------------------------------------------------------- */
-
-/* Accepts one connection from a listener. */
-void srv_http_accept(struct srv *s, uv_stream_t *listener, bool is_tcp);
-/* A complete response with a Content-Length body.  extra: header lines,
- * each ending in \r\n, or NULL. */
-void srv_http_respond(struct srv_conn *c, int status, const char *ctype, const char *body,
-                      size_t len, const char *extra);
-void srv_http_error(struct srv_conn *c, const struct srv_api_error *e, const char *extra);
-/* Streaming: headers for a chunked text/event-stream response, then
- * chunks, then the terminator.  Returns -EPIPE when the connection went
- * away (dropped for a slow reader, or closed). */
-int srv_http_stream_begin(struct srv_conn *c);
-int srv_http_stream_chunk(struct srv_conn *c, const char *data, size_t len);
-void srv_http_stream_end(struct srv_conn *c);
-/* The active request is done: parse the next pipelined one, if any. */
-void srv_http_request_done(struct srv_conn *c);
-void srv_http_close(struct srv_conn *c, const char *why);
-const char *srv_http_status_text(int status);
-
 /* ---- server.c --------------------------------------------------------- */
-
-/* Routes one parsed request (conn->url, body, method). */
-void srv_route(struct srv_conn *c);
-/* The connection is closing with a completion active: abort it. */
-void srv_comp_detach(struct srv_comp *comp);
-void srv_log(struct srv *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Called when a connection is gone (drain bookkeeping). */
-void srv_conn_gone(struct srv *s);
 
 /* Entry point of foliod (main.c) and of test daemons with another backend. */
 int srv_main(int argc, char **argv, eng_backend_factory factory);
+/* Exits the loop once draining and nothing is left (after a completion or
+ * a connection is gone). */
+void srv_maybe_exit(struct srv *s);
 
-/* Renders /metrics and /v1/kv (server.c). */
+/* ---- routes.c --------------------------------------------------------- */
+
+/* http's on_request: routes one request. */
+void srv_on_request(void *user, struct http_conn *c, const struct http_request *rq);
+/* The backend's tokenizer as api.c's srv_tokenize_fn (ctx: struct srv). */
+int srv_tokenize_hook(void *ctx, const char *text, size_t n, bool special, int32_t **out,
+                      int32_t *n_out);
+
+/* ---- comp.c ----------------------------------------------------------- */
+
+void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq, bool chat);
+/* http's on_abandon: the connection of a held completion closed. */
+void srv_comp_abandon(void *user, void *comp);
+/* The engine events completions answer (user: struct srv). */
+void srv_comp_events(struct srv *s, struct eng_events *ev);
+
+/* ---- stats.c ---------------------------------------------------------- */
+
+/* Renders /metrics and /v1/kv. */
 void srv_metrics_render(struct srv *s, struct srv_buf *b);
 void srv_kv_render(struct srv *s, struct srv_buf *b);
 

@@ -1,0 +1,473 @@
+/*
+ * daemon/comp.c — completions: one struct srv_comp per POST
+ * /v1/completions or /v1/chat/completions, one engine request per choice
+ * (prompts x n), the engine's events turned into text, SSE chunks and the
+ * final response (rendered by render.c).
+ *
+ * Text is produced per choice: token bytes → UTF-8 sanitiser (incomplete
+ * characters held back, invalid ones → U+FFFD) → stop-string scan (a
+ * stream holds back the last maxlen-1 bytes, which could begin a stop
+ * string) → response.
+ *
+ * Chat completions are the same machinery (one prompt: the rendered
+ * conversation) with chat-shaped output.  An end-of-generation token
+ * (backend is_eog: EOS, end of turn) ends a choice with "stop" unless
+ * ignore_eos; it counts as a completion token but adds no text.  Echo puts
+ * the prompt text at the head of a choice's text (ch->echo_len bytes,
+ * never searched for stop strings).  Logprobs (legacy completions format)
+ * come from eng_req.lp during the token event; echoed prompt tokens are
+ * listed with null logprobs (prompt logprobs are not computed).
+ *
+ * Lifetime: the comp is held on its connection (http_conn_hold) until
+ * its response is complete; a connection that closes first abandons it
+ * (srv_comp_abandon: conn = NULL, choices aborted) and the comp is freed
+ * when the backend reports its last `finished`.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "folio/common.h"
+#include "render.h"
+#include "server.h"
+
+static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
+{
+    struct srv *s = ctx;
+    return s->ops->detok(s->backend, tok, buf, cap);
+}
+
+static struct srv_render renderer(struct srv *s)
+{
+    return (struct srv_render){s->mi.name, detok_hook, s};
+}
+
+static void comp_free(struct srv_comp *comp)
+{
+    struct srv *s = comp->srv;
+    for (int i = 0; i < comp->n_choices; i++) {
+        srv_buf_free(&comp->ch[i].text);
+        folio_free(comp->ch[i].tokens);
+        folio_free(comp->ch[i].lps);
+    }
+    folio_free(comp->ch);
+    srv_comp_params_free(&comp->p);
+    folio_free(comp);
+    s->n_comps--;
+    srv_maybe_exit(s);
+}
+
+void srv_comp_abandon(void *user, void *active)
+{
+    struct srv *s = user;
+    struct srv_comp *comp = active;
+    comp->conn = NULL;
+    for (int i = 0; i < comp->n_choices; i++)
+        if (!comp->ch[i].done && !comp->ch[i].stopped) {
+            comp->ch[i].stopped = true;
+            srv_engine_abort(s->eng, &comp->ch[i].er);
+        }
+}
+
+static size_t max_stop_len(const struct srv_comp *comp)
+{
+    size_t m = 0;
+    for (int i = 0; i < comp->p.n_stop; i++)
+        m = FOLIO_MAX(m, comp->p.stop_len[i]);
+    return m;
+}
+
+/* Looks for a stop string in ch->text from byte `from`; cuts the text at
+ * the earliest match.  True when found. */
+static bool stop_scan(struct srv_choice *ch, size_t from)
+{
+    const struct srv_comp *comp = ch->comp;
+    size_t best = SIZE_MAX;
+    from = FOLIO_MAX(from, ch->echo_len);
+    for (int i = 0; i < comp->p.n_stop; i++) {
+        if (ch->text.len < comp->p.stop_len[i])
+            continue;
+        const char *hit =
+            memmem(ch->text.p + from, ch->text.len - from, comp->p.stop[i], comp->p.stop_len[i]);
+        if (hit && (size_t)(hit - ch->text.p) < best)
+            best = (size_t)(hit - ch->text.p);
+    }
+    if (best == SIZE_MAX)
+        return false;
+    ch->text.len = best;
+    if (ch->text.p)
+        ch->text.p[best] = 0;
+    return true;
+}
+
+/* Stream: sends the choice's releasable text (all of it when final) and
+ * its new token ids as one SSE event. */
+static void stream_emit(struct srv_choice *ch, bool final)
+{
+    struct srv_comp *comp = ch->comp;
+    if (!comp->conn)
+        return;
+    size_t keep = 0;
+    if (!final && comp->p.n_stop) {
+        keep = max_stop_len(comp) - 1;
+        if (keep > ch->text.len)
+            keep = ch->text.len;
+        size_t cut = ch->text.len - keep;
+        while (cut > 0 && (ch->text.p[cut] & 0xC0) == 0x80)
+            cut--;
+        keep = ch->text.len - cut;
+    }
+    size_t send = ch->text.len - keep;
+    int32_t new_ids = ch->n_tokens - ch->sent_tokens;
+    if (!final && !send && (!new_ids || comp->p.chat))
+        return;
+    struct srv_buf b = {0};
+    struct srv_render r = renderer(comp->srv);
+    bool with_prompt = comp->p.echo && !ch->prompt_lp_sent;
+    srv_render_stream_chunk(&b, &r, comp, ch, send, !ch->role_sent, final, with_prompt,
+                            &ch->lp_offset);
+    ch->role_sent = true;
+    if (comp->p.logprobs >= 0)
+        ch->prompt_lp_sent = true;
+    ch->sent_tokens = ch->n_tokens;
+    if (send) {
+        memmove(ch->text.p, ch->text.p + send, keep);
+        ch->text.len = keep;
+        ch->text.p[keep] = 0;
+        ch->echo_len = ch->echo_len > send ? ch->echo_len - send : 0;
+    }
+    if (b.oom)
+        http_close(comp->conn, "out of memory");
+    else
+        http_stream_chunk(comp->conn, b.p, b.len);
+    srv_buf_free(&b);
+}
+
+static void comp_respond(struct srv_comp *comp)
+{
+    struct http_conn *c = comp->conn;
+    struct srv_render r = renderer(comp->srv);
+    struct srv_buf b = {0};
+    if (comp->p.stream) {
+        srv_render_stream_end(&b, &r, comp);
+        http_stream_chunk(c, b.p, b.len);
+        http_stream_end(c);
+        srv_buf_free(&b);
+        return;
+    }
+    for (int i = 0; i < comp->n_choices; i++)
+        if (comp->ch[i].finish && !strcmp(comp->ch[i].finish, "error")) {
+            struct srv_api_error e;
+            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
+            http_error(c, &e, NULL);
+            return;
+        }
+    srv_render_response(&b, &r, comp);
+    if (b.oom) {
+        struct srv_api_error e;
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+    } else
+        http_respond(c, 200, "application/json", b.p, b.len, NULL);
+    srv_buf_free(&b);
+}
+
+static void ev_started(void *user, struct eng_req *r)
+{
+    struct srv *s = user;
+    struct srv_choice *ch = r->user;
+    srv_hist_observe(&s->queue, (double)(folio_now_ns() - ch->comp->t_arrival) * 1e-9);
+}
+
+static void ev_token(void *user, struct eng_req *r, int32_t tok)
+{
+    struct srv *s = user;
+    struct srv_choice *ch = r->user;
+    struct srv_comp *comp = ch->comp;
+    uint64_t now = folio_now_ns();
+    s->tm[comp->tenant].generation_tokens++;
+    if (!ch->t_first) {
+        ch->t_first = now;
+        srv_hist_observe(&s->ttft, (double)(now - comp->t_arrival) * 1e-9);
+    } else
+        srv_hist_observe(&s->itl, (double)(now - ch->t_last) * 1e-9);
+    ch->t_last = now;
+    if (ch->stopped || !comp->conn)
+        return;
+    if (ch->n_tokens == ch->cap_tokens) {
+        int32_t cap = ch->cap_tokens ? 2 * ch->cap_tokens : 64;
+        int32_t *t = folio_realloc(ch->tokens, (size_t)cap * sizeof(*t));
+        if (t)
+            ch->tokens = t;
+        struct sampler_result *l =
+            t && r->n_logprobs >= 0 ? folio_realloc(ch->lps, (size_t)cap * sizeof(*l)) : NULL;
+        if (l)
+            ch->lps = l;
+        if (!t || (r->n_logprobs >= 0 && !l)) {
+            http_close(comp->conn, "out of memory");
+            return;
+        }
+        ch->cap_tokens = cap;
+    }
+    if (ch->lps) {
+        if (r->lp)
+            ch->lps[ch->n_tokens] = *r->lp;
+        else
+            ch->lps[ch->n_tokens] = (struct sampler_result){.token = tok, .logprob = NAN};
+    }
+    ch->tokens[ch->n_tokens++] = tok;
+    if (!comp->p.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
+        /* end of turn: counted, not shown; held UTF-8 bytes are released */
+        char tail[8];
+        srv_buf_append(&ch->text, tail, srv_utf8_flush(&ch->u8, tail));
+        ch->stopped = true;
+        ch->finish = "stop";
+        if (tok != s->mi.eos_id)
+            srv_engine_abort(s->eng, r);
+        if (comp->p.stream)
+            stream_emit(ch, false);
+        return;
+    }
+    char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
+    int n = s->ops->detok(s->backend, tok, bytes, sizeof(bytes));
+    if (n > 0) {
+        size_t m = srv_utf8_feed(&ch->u8, bytes, (size_t)n, clean);
+        size_t old = ch->text.len;
+        srv_buf_append(&ch->text, clean, m);
+        if (comp->p.n_stop) {
+            size_t ml = max_stop_len(comp);
+            size_t from = old >= ml ? old - ml + 1 : 0;
+            if (stop_scan(ch, from)) {
+                ch->stopped = true;
+                ch->finish = "stop";
+                srv_engine_abort(s->eng, r);
+            }
+        }
+    }
+    if (comp->p.stream && !ch->stopped)
+        stream_emit(ch, false);
+}
+
+static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
+{
+    struct srv *s = user;
+    struct srv_choice *ch = r->user;
+    struct srv_comp *comp = ch->comp;
+    struct srv_tenant_metrics *tm = &s->tm[comp->tenant];
+    ch->done = true;
+    comp->n_live--;
+    if (!ch->finish) {
+        switch (why) {
+        case ENG_FINISH_LENGTH:
+            ch->finish = "length";
+            break;
+        case ENG_FINISH_EOS:
+            ch->finish = "stop";
+            break;
+        case ENG_FINISH_ABORT:
+            ch->finish = "abort";
+            break;
+        case ENG_FINISH_ERROR:
+            ch->finish = "error";
+            break;
+        }
+        char tail[8];
+        size_t m = srv_utf8_flush(&ch->u8, tail);
+        srv_buf_append(&ch->text, tail, m);
+    }
+    if (!strcmp(ch->finish, "stop"))
+        tm->req_stop++;
+    else if (!strcmp(ch->finish, "length"))
+        tm->req_length++;
+    else if (!strcmp(ch->finish, "abort"))
+        tm->req_abort++;
+    else
+        tm->req_error++;
+    double e2e = (double)(folio_now_ns() - comp->t_arrival) * 1e-9;
+    srv_hist_observe(&s->e2e, e2e);
+    srv_hist_observe(&tm->e2e, e2e);
+    if (comp->conn && comp->p.stream && !comp->failed)
+        stream_emit(ch, true);
+    if (comp->n_live)
+        return;
+    struct http_conn *c = comp->conn;
+    if (c && !comp->failed) {
+        comp_respond(comp);
+        http_request_done(c);
+    }
+    comp_free(comp);
+}
+
+void srv_comp_events(struct srv *s, struct eng_events *ev)
+{
+    *ev = (struct eng_events){s, ev_started, ev_token, ev_finished};
+}
+
+static int resolve_tenant(struct srv *s, const struct http_request *rq, struct srv_api_error *e)
+{
+    if (!rq->is_tcp) {
+        int t = srv_config_tenant_by_uid(s->cfg, rq->peer_uid);
+        if (t >= 0)
+            return t;
+        if (!strcmp(s->cfg->unknown_uid, "refuse")) {
+            srv_api_error_set(e, 403, "permission_error", NULL, NULL,
+                              "uid %lld is not a configured tenant", (long long)rq->peer_uid);
+            return -1;
+        }
+        return 0;
+    }
+    if (!srv_config_has_keys(s->cfg))
+        return 0;
+    const char *a = rq->auth;
+    if (a && !strncasecmp(a, "Bearer ", 7)) {
+        int t = srv_config_tenant_by_key(s->cfg, a + 7);
+        if (t >= 0)
+            return t;
+    }
+    srv_api_error_set(e, 401, "authentication_error", NULL, "invalid_api_key",
+                      "a valid 'Authorization: Bearer KEY' is required");
+    return -1;
+}
+
+/* Echo: the prompt's text at the head of the choice's text. */
+static void echo_prompt(struct srv_choice *ch, int pi)
+{
+    struct srv_comp *comp = ch->comp;
+    const char *t = comp->p.prompt_text ? comp->p.prompt_text[pi] : NULL;
+    if (t)
+        srv_buf_append(&ch->text, t, strlen(t));
+    else {
+        struct srv_utf8 u8 = {0};
+        char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
+        for (int32_t i = 0; i < ch->er.n_prompt; i++) {
+            int k =
+                comp->srv->ops->detok(comp->srv->backend, ch->er.prompt[i], bytes, sizeof(bytes));
+            if (k > 0)
+                srv_buf_append(&ch->text, clean, srv_utf8_feed(&u8, bytes, (size_t)k, clean));
+        }
+        srv_buf_append(&ch->text, clean, srv_utf8_flush(&u8, clean));
+    }
+    ch->echo_len = ch->text.len;
+}
+
+void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq, bool chat)
+{
+    struct srv_api_error e;
+    if (s->draining) {
+        srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
+        http_error(c, &e, NULL);
+        return;
+    }
+    int tenant = resolve_tenant(s, rq, &e);
+    if (tenant < 0) {
+        http_error(c, &e, NULL);
+        return;
+    }
+    struct srv_comp *comp = folio_calloc(1, sizeof(*comp));
+    if (!comp) {
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+        return;
+    }
+    comp->srv = s;
+    comp->t_arrival = folio_now_ns();
+    s->n_comps++;
+    if (chat ? srv_chat_parse(rq->body, rq->body_len, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
+                              &comp->p, &e)
+             : srv_comp_parse(rq->body, rq->body_len, &s->mi, srv_tokenize_hook, s, &comp->p, &e)) {
+        http_error(c, &e, NULL);
+        comp_free(comp);
+        return;
+    }
+    const struct srv_tenant_cfg *tc = &s->cfg->tenants[tenant];
+    int n_choices = comp->p.n_prompts * comp->p.n;
+    if (tc->max_waiting > 0) {
+        struct eng_tenant_stats ts;
+        s->ops->tenant_stats(s->backend, tenant, &ts);
+        if (ts.waiting + n_choices > tc->max_waiting) {
+            s->tm[tenant].rejected_429++;
+            srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
+                              "tenant '%s' has %lld requests waiting (max_waiting %lld)", tc->name,
+                              (long long)ts.waiting, (long long)tc->max_waiting);
+            http_error(c, &e, "Retry-After: 1\r\n");
+            comp_free(comp);
+            return;
+        }
+    }
+    comp->ch = folio_calloc((size_t)n_choices, sizeof(*comp->ch));
+    if (!comp->ch) {
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+        comp_free(comp);
+        return;
+    }
+    comp->n_choices = n_choices;
+    comp->tenant = tenant;
+    comp->created = (int64_t)time(NULL);
+    snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
+    uint64_t base_seed =
+        comp->p.has_seed ? comp->p.seed : (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < n_choices; i++) {
+        struct srv_choice *ch = &comp->ch[i];
+        int pi = i / comp->p.n;
+        ch->comp = comp;
+        ch->index = i;
+        ch->er.id = ++s->next_id;
+        ch->er.tenant = tenant;
+        ch->er.prompt = comp->p.prompts[pi];
+        ch->er.n_prompt = comp->p.prompt_lens[pi];
+        ch->er.max_tokens = comp->p.max_tokens;
+        ch->er.sp = (struct eng_sampling){
+            .temperature = comp->p.temperature,
+            .top_p = comp->p.top_p,
+            .top_k = comp->p.top_k,
+            .seed = base_seed + (uint64_t)(i % comp->p.n),
+            .ignore_eos = comp->p.ignore_eos,
+            .n_bias = comp->p.n_bias,
+            .bias_tokens = comp->p.bias_tokens,
+            .bias_values = comp->p.bias_values,
+        };
+        ch->er.n_logprobs = comp->p.logprobs;
+        ch->er.user = ch;
+        comp->prompt_tokens += ch->er.n_prompt;
+        if (comp->p.echo)
+            echo_prompt(ch, pi);
+    }
+    for (int i = 0; i < n_choices; i++) {
+        int rc = srv_engine_submit(s->eng, &comp->ch[i].er);
+        if (rc) {
+            comp->failed = true;
+            for (int j = 0; j < i; j++) {
+                comp->ch[j].stopped = true;
+                srv_engine_abort(s->eng, &comp->ch[j].er);
+            }
+            if (rc == -EBUSY) {
+                s->tm[tenant].rejected_429++;
+                srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
+                                  "tenant '%s' has too many requests waiting", tc->name);
+            } else
+                srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
+                                  "request cannot be scheduled: %s",
+                                  rc == -EINVAL ? "it needs more KV cache than this server (or "
+                                                  "its tenant) may hold"
+                                                : strerror(-rc));
+            http_error(c, &e, rc == -EBUSY ? "Retry-After: 1\r\n" : NULL);
+            if (i == 0)
+                comp_free(comp);
+            else
+                comp->n_live = i;
+            return;
+        }
+        comp->n_live++;
+    }
+    s->tm[tenant].prompt_tokens += (double)comp->prompt_tokens;
+    comp->conn = c;
+    http_conn_hold(c, comp);
+    if (comp->p.stream && http_stream_begin(c))
+        return; /* connection dropped: detached, aborted */
+}
