@@ -131,7 +131,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
     srv_render_stream_chunk(&b, &r, comp, ch, send, !ch->role_sent, final, with_prompt,
                             &ch->lp_offset);
     ch->role_sent = true;
-    if (comp->p.logprobs >= 0)
+    if (comp->p.gen.n_logprobs >= 0)
         ch->prompt_lp_sent = true;
     ch->sent_tokens = ch->n_tokens;
     if (send) {
@@ -204,10 +204,10 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
         if (t)
             ch->tokens = t;
         struct sampler_result *l =
-            t && r->n_logprobs >= 0 ? folio_realloc(ch->lps, (size_t)cap * sizeof(*l)) : NULL;
+            t && r->g.n_logprobs >= 0 ? folio_realloc(ch->lps, (size_t)cap * sizeof(*l)) : NULL;
         if (l)
             ch->lps = l;
-        if (!t || (r->n_logprobs >= 0 && !l)) {
+        if (!t || (r->g.n_logprobs >= 0 && !l)) {
             http_close(comp->conn, "out of memory");
             return;
         }
@@ -220,7 +220,7 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
             ch->lps[ch->n_tokens] = (struct sampler_result){.token = tok, .logprob = NAN};
     }
     ch->tokens[ch->n_tokens++] = tok;
-    if (!comp->p.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
+    if (!comp->p.gen.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
         /* end of turn: counted, not shown; held UTF-8 bytes are released */
         char tail[8];
         srv_buf_append(&ch->text, tail, srv_utf8_flush(&ch->u8, tail));
@@ -410,8 +410,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->created = (int64_t)time(NULL);
     snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
-    uint64_t base_seed =
-        comp->p.has_seed ? comp->p.seed : (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
+    uint64_t seed = (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < n_choices; i++) {
         struct srv_choice *ch = &comp->ch[i];
         int pi = i / comp->p.n;
@@ -419,20 +418,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         ch->index = i;
         ch->er.id = ++s->next_id;
         ch->er.tenant = tenant;
-        ch->er.prompt = comp->p.prompts[pi];
-        ch->er.n_prompt = comp->p.prompt_lens[pi];
-        ch->er.max_tokens = comp->p.max_tokens;
-        ch->er.sp = (struct eng_sampling){
-            .temperature = comp->p.temperature,
-            .top_p = comp->p.top_p,
-            .top_k = comp->p.top_k,
-            .seed = base_seed + (uint64_t)(i % comp->p.n),
-            .ignore_eos = comp->p.ignore_eos,
-            .n_bias = comp->p.n_bias,
-            .bias_tokens = comp->p.bias_tokens,
-            .bias_values = comp->p.bias_values,
-        };
-        ch->er.n_logprobs = comp->p.logprobs;
+        srv_comp_req_init(&comp->p, i, seed, &ch->er);
         ch->er.user = ch;
         comp->prompt_tokens += ch->er.n_prompt;
         if (comp->p.echo)

@@ -45,30 +45,28 @@ enum eng_finish {
     ENG_FINISH_ERROR,  /* the backend failed this request */
 };
 
-struct eng_sampling {
-    float temperature; /* 0: greedy */
-    float top_p;       /* (0, 1] */
-    int32_t top_k;     /* <= 0: off */
-    uint64_t seed;
+/* What one sequence asks of the sampler and the scheduler: filled by the
+ * request parser (api.c's field table, one row per field) and consumed as
+ * is — the backend hands `sp` to sampler_sample unchanged, and max_tokens
+ * / ignore_eos to the scheduler.  A new sampling field is one row in that
+ * table plus its use in the sampler. */
+struct eng_gen {
+    struct sampler_params sp; /* sp.bias: owned by the request description */
+    int32_t max_tokens;
     bool ignore_eos;
-    int32_t n_bias;
-    const int32_t *bias_tokens; /* [n_bias] */
-    const float *bias_values;   /* [n_bias] */
+    int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a
  * pointer from submit() until it reports `finished`. */
 struct eng_req {
     uint64_t id;
-    int tenant;    /* index into the config's tenant table */
-    uint64_t salt; /* prefix-cache salt (per tenant) */
+    int tenant; /* index into the config's tenant table */
     const int32_t *prompt;
     int32_t n_prompt;
-    int32_t max_tokens;
-    struct eng_sampling sp;
-    int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    struct eng_gen g;
     /* Set by the backend only for the duration of a `token` event when
-     * n_logprobs >= 0: that token's logprob and top-N.  NULL otherwise. */
+     * g.n_logprobs >= 0: that token's logprob and top-N.  NULL otherwise. */
     const struct sampler_result *lp;
     void *user; /* the server's */
     void *priv; /* the backend's */

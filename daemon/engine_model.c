@@ -50,8 +50,6 @@ struct em_req {
     uint64_t sid;
     bool started, failed;
     enum eng_finish why;
-    struct sampler_params sp;
-    struct sampler_bias *bias;
     int32_t n_top;             /* < 0: no logprobs */
     struct sampler_result res; /* the last sampled token's, when n_top >= 0 */
 };
@@ -104,7 +102,6 @@ static void on_sched_event(void *ctx, const struct sched_event *e)
         break;
     case SCHED_EV_DONE: {
         enum eng_finish why = q->failed ? ENG_FINISH_ERROR : q->why;
-        folio_free(q->bias);
         folio_free(q);
         r->priv = NULL;
         m->ev->finished(m->ev->user, r, why);
@@ -135,30 +132,13 @@ static int em_submit(void *b, struct eng_req *r)
     if (!q)
         return -ENOMEM;
     q->r = r;
-    q->n_top = FOLIO_MIN(r->n_logprobs, SAMPLER_MAX_TOP);
-    q->sp = (struct sampler_params){
-        .temperature = r->sp.temperature,
-        .top_k = r->sp.top_k,
-        .top_p = r->sp.top_p,
-        .seed = r->sp.seed,
-    };
-    if (r->sp.n_bias) {
-        q->bias = folio_malloc((size_t)r->sp.n_bias * sizeof(*q->bias));
-        if (!q->bias) {
-            folio_free(q);
-            return -ENOMEM;
-        }
-        for (int32_t i = 0; i < r->sp.n_bias; i++)
-            q->bias[i] = (struct sampler_bias){r->sp.bias_tokens[i], r->sp.bias_values[i]};
-        q->sp.n_bias = r->sp.n_bias;
-        q->sp.bias = q->bias;
-    }
+    q->n_top = FOLIO_MIN(r->g.n_logprobs, SAMPLER_MAX_TOP);
     struct sched_request_params p = {
         .prompt = r->prompt,
         .n_prompt = r->n_prompt,
-        .max_tokens = r->max_tokens,
+        .max_tokens = r->g.max_tokens,
         .eos_id = m->hp.eos_id,
-        .ignore_eos = r->sp.ignore_eos,
+        .ignore_eos = r->g.ignore_eos,
         .n = 1,
         .tenant = (uint32_t)r->tenant,
         .sampling = q,
@@ -169,7 +149,6 @@ static int em_submit(void *b, struct eng_req *r)
     int rc = sched_request_add(m->sched, &p, &q->sid);
     if (rc) {
         r->priv = NULL;
-        folio_free(q->bias);
         folio_free(q);
         return rc == -E2BIG ? -EINVAL : rc;
     }
@@ -217,9 +196,9 @@ static void em_run(void *b)
         const struct em_req *q = s->sampling;
         struct sampler_result *res = q->n_top >= 0 ? &m->res[s->sample_row] : NULL;
         m->slice_rc[i] =
-            sampler_sample(&q->sp, m->logits + (size_t)s->sample_row * m->hp.n_vocab, m->hp.n_vocab,
-                           (uint64_t)s->token_index, m->work, q->n_top >= 0 ? q->n_top : 0,
-                           &m->sampled[s->sample_row], res);
+            sampler_sample(&q->r->g.sp, m->logits + (size_t)s->sample_row * m->hp.n_vocab,
+                           m->hp.n_vocab, (uint64_t)s->token_index, m->work,
+                           q->n_top >= 0 ? q->n_top : 0, &m->sampled[s->sample_row], res);
     }
 }
 

@@ -150,7 +150,7 @@ void srv_render_stream_chunk(struct srv_buf *b, const struct srv_render *r,
         srv_buf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", ch->index);
         srv_buf_json_str(b, ch->text.p ? ch->text.p : "", send);
         srv_buf_puts(b, ",\"logprobs\":");
-        if (comp->p.logprobs >= 0)
+        if (comp->p.gen.n_logprobs >= 0)
             srv_render_logprobs(b, r, ch, ch->sent_tokens, ch->n_tokens, with_prompt, offset);
         else
             srv_buf_puts(b, "null");
@@ -198,7 +198,7 @@ void srv_render_response(struct srv_buf *b, const struct srv_render *r, const st
         srv_buf_printf(b, "%s{\"index\":%d,\"text\":", i ? "," : "", i);
         srv_buf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
         srv_buf_puts(b, ",\"logprobs\":");
-        if (comp->p.logprobs >= 0) {
+        if (comp->p.gen.n_logprobs >= 0) {
             int64_t offset = 0;
             srv_render_logprobs(b, r, ch, 0, ch->n_tokens, comp->p.echo, &offset);
         } else

@@ -50,7 +50,7 @@ static void fixture_init(struct fixture *f, bool chat)
 {
     memset(f, 0, sizeof(*f));
     f->comp.p.chat = chat;
-    f->comp.p.logprobs = -1;
+    f->comp.p.gen.n_logprobs = -1;
     snprintf(f->comp.id, sizeof(f->comp.id), "cmpl-1");
     f->comp.created = 1700000000;
     f->comp.n_choices = 2;

@@ -192,14 +192,14 @@ static void wait_push(struct fake *f, struct fq *q, bool front)
 static int f_submit(void *b, struct eng_req *r)
 {
     struct fake *f = b;
-    int32_t need = FOLIO_DIV_CEIL(r->n_prompt + r->max_tokens, f->bs);
+    int32_t need = FOLIO_DIV_CEIL(r->n_prompt + r->g.max_tokens, f->bs);
     const struct srv_tenant_cfg *tc = &f->cfg->tenants[r->tenant];
     if (need > f->nb || (tc->max_kv_blocks && need > tc->max_kv_blocks))
         return -EINVAL;
     struct fq *q = folio_calloc(1, sizeof(*q));
     if (!q)
         return -ENOMEM;
-    q->cap = r->n_prompt + r->max_tokens;
+    q->cap = r->n_prompt + r->g.max_tokens;
     q->toks = folio_malloc((size_t)q->cap * sizeof(int32_t));
     if (!q->toks) {
         folio_free(q);
@@ -334,12 +334,12 @@ static void f_run(void *b)
         if (!s->sample)
             continue;
         const struct eng_req *r = s->q->r;
-        uint64_t seed = r->sp.temperature == 0 ? 0 : r->sp.seed;
+        uint64_t seed = r->g.sp.temperature == 0 ? 0 : r->g.sp.seed;
         uint64_t x = mix(seed ^ s->q->phash ^ mix((uint64_t)s->q->gen + 1));
         int32_t tok = 3 + (int32_t)(x % (VOCAB - 3));
-        for (int32_t k = 0; k < r->sp.n_bias; k++)
-            if (r->sp.bias_values[k] >= 100)
-                tok = r->sp.bias_tokens[k];
+        for (int32_t k = 0; k < r->g.sp.n_bias; k++)
+            if (r->g.sp.bias[k].bias >= 100)
+                tok = r->g.sp.bias[k].token;
         s->out = tok;
     }
 }
@@ -359,9 +359,9 @@ static void f_commit(void *b, const struct eng_events *ev)
         ev->token(ev->user, q->r, s->out);
         enum eng_finish why = ENG_FINISH_ERROR;
         bool done = false;
-        if (s->out == EOS && !q->r->sp.ignore_eos)
+        if (s->out == EOS && !q->r->g.ignore_eos)
             why = ENG_FINISH_EOS, done = true;
-        else if (q->gen >= q->r->max_tokens || q->len >= f->ctx)
+        else if (q->gen >= q->r->g.max_tokens || q->len >= f->ctx)
             why = ENG_FINISH_LENGTH, done = true;
         if (done) {
             for (int k = 0; k < f->n_running; k++)
