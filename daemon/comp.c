@@ -160,7 +160,7 @@ static void comp_respond(struct srv_comp *comp)
         return;
     }
     for (int i = 0; i < comp->n_choices; i++)
-        if (comp->ch[i].finish && !strcmp(comp->ch[i].finish, "error")) {
+        if (comp->ch[i].finish == ENG_FINISH_ERROR) {
             struct srv_api_error e;
             srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
             http_error(c, &e, NULL);
@@ -224,10 +224,8 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
         /* end of turn: counted, not shown; held UTF-8 bytes are released */
         char tail[8];
         srv_buf_append(&ch->text, tail, srv_utf8_flush(&ch->u8, tail));
-        ch->stopped = true;
-        ch->finish = "stop";
-        if (tok != s->mi.eos_id)
-            srv_engine_abort(s->eng, r);
+        ch->stopped = true; /* the backend ends it: EOG ids are its stop ids */
+        ch->finish = ENG_FINISH_STOP;
         if (comp->p.stream)
             stream_emit(ch, false);
         return;
@@ -243,7 +241,7 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
             size_t from = old >= ml ? old - ml + 1 : 0;
             if (stop_scan(ch, from)) {
                 ch->stopped = true;
-                ch->finish = "stop";
+                ch->finish = ENG_FINISH_STOP;
                 srv_engine_abort(s->eng, r);
             }
         }
@@ -261,32 +259,12 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     ch->done = true;
     comp->n_live--;
     if (!ch->finish) {
-        switch (why) {
-        case ENG_FINISH_LENGTH:
-            ch->finish = "length";
-            break;
-        case ENG_FINISH_EOS:
-            ch->finish = "stop";
-            break;
-        case ENG_FINISH_ABORT:
-            ch->finish = "abort";
-            break;
-        case ENG_FINISH_ERROR:
-            ch->finish = "error";
-            break;
-        }
+        ch->finish = why;
         char tail[8];
         size_t m = srv_utf8_flush(&ch->u8, tail);
         srv_buf_append(&ch->text, tail, m);
     }
-    if (!strcmp(ch->finish, "stop"))
-        tm->req_stop++;
-    else if (!strcmp(ch->finish, "length"))
-        tm->req_length++;
-    else if (!strcmp(ch->finish, "abort"))
-        tm->req_abort++;
-    else
-        tm->req_error++;
+    tm->finished[ch->finish]++;
     double e2e = (double)(folio_now_ns() - comp->t_arrival) * 1e-9;
     srv_hist_observe(&s->e2e, e2e);
     srv_hist_observe(&tm->e2e, e2e);
@@ -313,7 +291,7 @@ static int resolve_tenant(struct srv *s, const struct http_request *rq, struct s
         int t = srv_config_tenant_by_uid(s->cfg, rq->peer_uid);
         if (t >= 0)
             return t;
-        if (!strcmp(s->cfg->unknown_uid, "refuse")) {
+        if (s->cfg->unknown_uid_id == SRV_UNKNOWN_UID_REFUSE) {
             srv_api_error_set(e, 403, "permission_error", NULL, NULL,
                               "uid %lld is not a configured tenant", (long long)rq->peer_uid);
             return -1;

@@ -146,6 +146,12 @@ bool srv_engine_busy(const srv_engine_t *e)
     return e->running;
 }
 
+const char *eng_finish_name(enum eng_finish f)
+{
+    static const char *const names[ENG_FINISH_COUNT] = {"", "stop", "length", "abort", "error"};
+    return f < ENG_FINISH_COUNT ? names[f] : "";
+}
+
 static void on_close(uv_handle_t *h)
 {
     srv_engine_t *e = h->data;

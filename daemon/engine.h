@@ -38,12 +38,20 @@
 #include "folio/pager.h"
 #include "folio/sampler.h"
 
+/* Why a sequence ended: one vocabulary from the backend through the
+ * completion state to the JSON writer and /metrics (eng_finish_name is
+ * OpenAI's finish_reason). */
 enum eng_finish {
+    ENG_FINISH_NONE,   /* still running */
+    ENG_FINISH_STOP,   /* an end-of-generation token, or a stop string */
     ENG_FINISH_LENGTH, /* max_tokens reached (or the context is full) */
-    ENG_FINISH_EOS,    /* end-of-sequence token */
     ENG_FINISH_ABORT,  /* aborted by the server */
     ENG_FINISH_ERROR,  /* the backend failed this request */
+    ENG_FINISH_COUNT
 };
+
+/* "stop", "length", "abort", "error" ("" for NONE). */
+const char *eng_finish_name(enum eng_finish f);
 
 /* What one sequence asks of the sampler and the scheduler: filled by the
  * request parser (api.c's field table, one row per field) and consumed as

@@ -70,6 +70,7 @@ struct em {
     int step_rc;
     const struct eng_events *ev; /* during plan / commit */
     tok_t *tok;                  /* NULL: token ids only */
+    int32_t *eog, n_eog;         /* end-of-generation ids: every request's stop ids */
     int tmpl, tmpl_rc;           /* chat template from the file (see eng_model_info) */
     char name[80];
 };
@@ -98,7 +99,7 @@ static void on_sched_event(void *ctx, const struct sched_event *e)
     case SCHED_EV_FINISHED:
         q->why = e->reason == SCHED_FINISH_LENGTH  ? ENG_FINISH_LENGTH
                  : e->reason == SCHED_FINISH_ABORT ? ENG_FINISH_ABORT
-                                                   : ENG_FINISH_EOS;
+                                                   : ENG_FINISH_STOP; /* EOS or a stop id */
         break;
     case SCHED_EV_DONE: {
         enum eng_finish why = q->failed ? ENG_FINISH_ERROR : q->why;
@@ -139,6 +140,8 @@ static int em_submit(void *b, struct eng_req *r)
         .max_tokens = r->g.max_tokens,
         .eos_id = m->hp.eos_id,
         .ignore_eos = r->g.ignore_eos,
+        .stop_ids = r->g.ignore_eos ? NULL : m->eog,
+        .n_stop = r->g.ignore_eos ? 0 : m->n_eog,
         .n = 1,
         .tenant = (uint32_t)r->tenant,
         .sampling = q,
@@ -398,6 +401,7 @@ static void em_free(void *b)
         model_free(m->model);
     if (m->tok)
         tok_free(m->tok);
+    folio_free(m->eog);
     folio_free(m->logits);
     folio_free(m->sampled);
     folio_free(m->res);
@@ -437,7 +441,7 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         goto fail;
     m->hp = *model_hparams(m->model);
     snprintf(m->name, sizeof(m->name), "%s", model_name(m->model));
-    enum folio_dtype dt = !strcmp(cfg->kv_dtype, "f16") ? FOLIO_F16 : FOLIO_F32;
+    enum folio_dtype dt = cfg->kv_dtype_id == SRV_KV_F16 ? FOLIO_F16 : FOLIO_F32;
     int64_t bpb = 2LL * m->hp.n_layers * m->hp.n_kv_heads * m->hp.head_dim * cfg->block_size *
                   (int64_t)folio_dtype_size(dt);
     int64_t nb = cfg->kv_blocks ? cfg->kv_blocks : cfg->kv_mem / bpb;
@@ -519,6 +523,16 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
             tok_free(m->tok);
         m->tok = NULL;
     }
+    /* end of generation: the tokenizer's EOS / EOT ids, else eos_id */
+    m->eog = folio_malloc(sizeof(int32_t) * (size_t)m->hp.n_vocab);
+    if (!m->eog) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (int32_t id = 0; id < m->hp.n_vocab; id++)
+        if (em_is_eog(m, id))
+            m->eog[m->n_eog++] = id;
     *ops = &em_ops;
     *out = m;
     return 0;

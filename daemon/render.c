@@ -157,7 +157,7 @@ void srv_render_stream_chunk(struct srv_buf *b, const struct srv_render *r,
         srv_buf_puts(b, ",\"finish_reason\":");
     }
     if (final && ch->finish)
-        srv_buf_printf(b, "\"%s\"", ch->finish);
+        srv_buf_printf(b, "\"%s\"", eng_finish_name(ch->finish));
     else
         srv_buf_puts(b, "null");
     if (!comp->p.chat) {
@@ -187,7 +187,7 @@ void srv_render_response(struct srv_buf *b, const struct srv_render *r, const st
     srv_buf_puts(b, ",\"choices\":[");
     for (int i = 0; i < comp->n_choices; i++) {
         const struct srv_choice *ch = &comp->ch[i];
-        const char *fin = ch->finish ? ch->finish : "length";
+        const char *fin = eng_finish_name(ch->finish ? ch->finish : ENG_FINISH_LENGTH);
         if (comp->p.chat) {
             srv_buf_printf(b, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
                            i ? "," : "", i);

@@ -229,16 +229,13 @@ static void on_step(void *user, const struct srv_engine_step_stats *st)
  * them.  An unrecognised template leaves chat disabled (400s). */
 static void chat_template_choose(struct srv *s)
 {
-    const char *name = s->cfg->chat_template ? s->cfg->chat_template : "auto";
-    enum chat_template t = 0;
-    char err[200];
+    enum chat_template t = (enum chat_template)s->cfg->chat_template_id; /* 0: auto */
     if (!s->mi.has_tokenizer) {
         srv_log(SRV_LOG_INFO, "chat: disabled (the model has no tokenizer)");
         return;
     }
-    if (strcmp(name, "auto")) {
-        if (!chat_template_by_name(name, &t, err, sizeof(err)))
-            s->chat_tmpl = (int)t;
+    if (t) {
+        s->chat_tmpl = (int)t;
         srv_log(SRV_LOG_INFO, "chat template: %s (--chat-template)", chat_template_name(t));
     } else if (s->mi.chat_template_rc == 0) {
         s->chat_tmpl = s->mi.chat_template;
@@ -288,9 +285,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         return 1;
     }
     s->cfg = &cfg;
-    srv_log_set_level(!strcmp(cfg.log_level, "error")  ? SRV_LOG_ERROR
-                      : !strcmp(cfg.log_level, "info") ? SRV_LOG_INFO
-                                                       : SRV_LOG_DEBUG);
+    srv_log_set_level((enum srv_log_level)cfg.log_level_id);
     s->started_at = (int64_t)time(NULL);
     srv_hist_init(&s->ttft, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
     srv_hist_init(&s->itl, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));

@@ -56,7 +56,7 @@ struct srv_choice {
     int64_t lp_offset;          /* logprobs text_offset of the next token */
     bool role_sent;             /* chat stream: the {"role"} delta went out */
     bool prompt_lp_sent;        /* echo + logprobs: the prompt tokens went out */
-    const char *finish;         /* "stop" | "length" | NULL (running) */
+    enum eng_finish finish;     /* NONE while running */
     bool done;                  /* backend reported finished */
     bool stopped;               /* a stop string ended it (abort sent) */
     uint64_t t_first, t_last;
@@ -78,7 +78,7 @@ struct srv_comp {
 
 struct srv_tenant_metrics {
     double prompt_tokens, generation_tokens;
-    double req_stop, req_length, req_abort, req_error;
+    double finished[ENG_FINISH_COUNT]; /* sequences by finish reason */
     double rejected_429;
     struct srv_hist e2e;
 };

@@ -127,14 +127,12 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
     srv_prom_family(b, "folio_request_success_total", "counter",
                     "Finished sequences by tenant and finish reason.");
     for (int t = 0; t < nt; t++) {
-        static const char *reasons[] = {"stop", "length", "abort", "error"};
-        double v[] = {s->tm[t].req_stop, s->tm[t].req_length, s->tm[t].req_abort,
-                      s->tm[t].req_error};
         char tl[200];
         tenant_label(s, t, tl, sizeof(tl));
-        for (int k = 0; k < 4; k++) {
-            snprintf(lab, sizeof(lab), "%s,finished_reason=\"%s\"", tl, reasons[k]);
-            srv_prom_sample(b, "folio_request_success_total", lab, v[k]);
+        for (int k = ENG_FINISH_NONE + 1; k < ENG_FINISH_COUNT; k++) {
+            snprintf(lab, sizeof(lab), "%s,finished_reason=\"%s\"", tl,
+                     eng_finish_name((enum eng_finish)k));
+            srv_prom_sample(b, "folio_request_success_total", lab, s->tm[t].finished[k]);
         }
     }
     srv_prom_family(b, "folio_tenant_e2e_request_latency_seconds", "histogram",

@@ -68,7 +68,7 @@ static void fixture_init(struct fixture *f, bool chat)
             f->toks[i][k] = 10 * (i + 1) + k;
         ch->tokens = f->toks[i];
         ch->n_tokens = i ? 2 : 3;
-        ch->finish = i ? "length" : "stop";
+        ch->finish = i ? ENG_FINISH_LENGTH : ENG_FINISH_STOP;
     }
     for (int k = 0; k < 3; k++) {
         f->lps[k] = (struct sampler_result){.token = f->toks[0][k], .logprob = -0.5f * (float)k};

@@ -360,7 +360,7 @@ static void f_commit(void *b, const struct eng_events *ev)
         enum eng_finish why = ENG_FINISH_ERROR;
         bool done = false;
         if (s->out == EOS && !q->r->g.ignore_eos)
-            why = ENG_FINISH_EOS, done = true;
+            why = ENG_FINISH_STOP, done = true;
         else if (q->gen >= q->r->g.max_tokens || q->len >= f->ctx)
             why = ENG_FINISH_LENGTH, done = true;
         if (done) {
