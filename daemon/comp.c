@@ -364,13 +364,14 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     const struct srv_tenant_cfg *tc = &s->cfg->tenants[tenant];
     int n_choices = comp->p.n_prompts * comp->p.n;
     if (tc->max_waiting > 0) {
-        struct eng_tenant_stats ts;
+        struct sched_tenant_stats ts;
         s->ops->tenant_stats(s->backend, tenant, &ts);
-        if (ts.waiting + n_choices > tc->max_waiting) {
+        int64_t waiting = (int64_t)ts.waiting + ts.preempted;
+        if (waiting + n_choices > tc->max_waiting) {
             s->tm[tenant].rejected_429++;
             srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
                               "tenant '%s' has %lld requests waiting (max_waiting %lld)", tc->name,
-                              (long long)ts.waiting, (long long)tc->max_waiting);
+                              (long long)waiting, (long long)tc->max_waiting);
             http_error(c, &e, "Retry-After: 1\r\n");
             comp_free(comp);
             return;

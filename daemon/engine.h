@@ -37,6 +37,7 @@
 #include "config.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
+#include "folio/scheduler.h"
 
 /* Why a sequence ended: one vocabulary from the backend through the
  * completion state to the JSON writer and /metrics (eng_finish_name is
@@ -98,18 +99,13 @@ struct eng_model_info {
     int chat_template, chat_template_rc;
 };
 
+/* The pool's and the queues' statistics: the pager's and the scheduler's
+ * own structs, as they report them (nothing mirrored field by field). */
 struct eng_stats {
-    int64_t blocks_total, blocks_free, blocks_used, blocks_cached;
-    int64_t tokens_held, slots_empty;
-    int64_t block_size, bytes_per_block;
-    int64_t running, waiting, preempted; /* requests now */
-    int64_t preemptions_total;
-    int64_t prefix_queries, prefix_hits; /* tokens */
+    struct pager_stats pager;
+    struct sched_stats sched;
+    int64_t block_size; /* token slots per block */
     const char *kv_dtype;
-};
-
-struct eng_tenant_stats {
-    int64_t blocks_used, running, waiting;
 };
 
 struct eng_backend_ops {
@@ -126,7 +122,8 @@ struct eng_backend_ops {
     void (*run)(void *b);
     void (*commit)(void *b, const struct eng_events *ev);
     void (*stats)(void *b, struct eng_stats *st);
-    void (*tenant_stats)(void *b, int tenant, struct eng_tenant_stats *st);
+    /* Zeroes st for a tenant the scheduler has not seen. */
+    void (*tenant_stats)(void *b, int tenant, struct sched_tenant_stats *st);
     int32_t (*n_blocks)(void *b);
     void (*block_info)(void *b, int32_t block, struct pager_block_info *bi);
     /* Bytes of one token's text into buf; returns the length or -errno. */

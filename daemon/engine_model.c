@@ -236,38 +236,18 @@ static void em_commit(void *b, const struct eng_events *ev)
 static void em_stats(void *b, struct eng_stats *st)
 {
     struct em *m = b;
-    struct pager_stats ps;
-    struct sched_stats ss;
-    pager_stats_get(m->pg, &ps);
-    sched_stats_get(m->sched, &ss);
     memset(st, 0, sizeof(*st));
-    st->blocks_total = ps.blocks_total;
-    st->blocks_free = ps.blocks_free;
-    st->blocks_used = ps.blocks_used;
-    st->blocks_cached = ps.blocks_cached;
-    st->tokens_held = ps.tokens_held;
-    st->slots_empty = ps.slots_empty;
+    pager_stats_get(m->pg, &st->pager);
+    sched_stats_get(m->sched, &st->sched);
     st->block_size = pager_block_size(m->pg);
-    st->bytes_per_block = (int64_t)ps.bytes_per_block;
-    st->running = ss.running;
-    st->waiting = ss.waiting;
-    st->preempted = ss.preempted;
-    st->preemptions_total = ss.preemptions;
-    st->prefix_queries = ps.prefix_queries;
-    st->prefix_hits = ps.prefix_hits;
     st->kv_dtype = m->cfg->kv_dtype;
 }
 
-static void em_tenant_stats(void *b, int t, struct eng_tenant_stats *st)
+static void em_tenant_stats(void *b, int t, struct sched_tenant_stats *st)
 {
     struct em *m = b;
-    struct sched_tenant_stats ts;
-    memset(st, 0, sizeof(*st));
-    if (sched_tenant_stats_find(m->sched, (uint32_t)t, &ts))
-        return;
-    st->blocks_used = ts.kv_blocks;
-    st->running = ts.running;
-    st->waiting = ts.waiting + ts.preempted;
+    if (sched_tenant_stats_find(m->sched, (uint32_t)t, st))
+        memset(st, 0, sizeof(*st));
 }
 
 static int32_t em_n_blocks(void *b)

@@ -26,30 +26,39 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         double v;
     } g[] = {
         {"folio_num_requests_running", "gauge", "Requests in the running batch.",
-         (double)st.running},
+         (double)st.sched.running},
         {"folio_num_requests_waiting", "gauge", "Requests waiting to be scheduled.",
-         (double)st.waiting},
+         (double)st.sched.waiting},
         {"folio_num_requests_preempted", "gauge", "Requests preempted and waiting to resume.",
-         (double)st.preempted},
+         (double)st.sched.preempted},
         {"folio_num_preemptions_total", "counter", "Preemptions since start.",
-         (double)st.preemptions_total},
-        {"folio_kv_num_blocks", "gauge", "KV blocks in the pool.", (double)st.blocks_total},
+         (double)st.sched.preemptions},
+        {"folio_kv_num_blocks", "gauge", "KV blocks in the pool.", (double)st.pager.blocks_total},
         {"folio_kv_blocks_used", "gauge", "KV blocks mapped by a sequence.",
-         (double)st.blocks_used},
-        {"folio_kv_blocks_free", "gauge", "KV blocks on the free list.", (double)st.blocks_free},
+         (double)st.pager.blocks_used},
+        {"folio_kv_blocks_free", "gauge", "KV blocks on the free list.",
+         (double)st.pager.blocks_free},
         {"folio_kv_blocks_cached", "gauge", "Unreferenced KV blocks kept in the prefix cache.",
-         (double)st.blocks_cached},
+         (double)st.pager.blocks_cached},
         {"folio_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use (0..1).",
-         st.blocks_total ? (double)st.blocks_used / (double)st.blocks_total : 0},
+         st.pager.blocks_total ? (double)st.pager.blocks_used / (double)st.pager.blocks_total : 0},
         {"folio_kv_tokens_held", "gauge", "Tokens held by live sequences' page tables.",
-         (double)st.tokens_held},
+         (double)st.pager.tokens_held},
         {"folio_kv_slots_empty", "gauge", "Token slots allocated but not yet filled.",
-         (double)st.slots_empty},
+         (double)st.pager.slots_empty},
         {"folio_kv_block_size_tokens", "gauge", "Token slots per KV block.", (double)st.block_size},
         {"folio_prefix_cache_queries_total", "counter",
-         "Prompt tokens looked up in the prefix cache.", (double)st.prefix_queries},
+         "Prompt tokens looked up in the prefix cache.", (double)st.pager.prefix_queries},
         {"folio_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
-         (double)st.prefix_hits},
+         (double)st.pager.prefix_hits},
+        {"folio_kv_evictions_total", "counter", "Cached KV blocks reclaimed for new data.",
+         (double)st.pager.evictions},
+        {"folio_kv_cow_copies_total", "counter", "Copy-on-write KV block copies.",
+         (double)st.pager.cow_copies},
+        {"folio_kv_blocks_shared", "gauge", "Used KV blocks mapped by more than one sequence.",
+         (double)st.pager.blocks_shared},
+        {"folio_recompute_tokens_total", "counter",
+         "Prompt tokens computed again after a preemption.", (double)st.sched.recompute_tokens},
         {"folio_steps_total", "counter", "Engine steps run.", s->steps_total},
         {"folio_connections_total", "counter", "Connections accepted.",
          s->http.st.connections_total},
@@ -99,7 +108,7 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
     }
     /* per tenant */
     int nt = s->cfg->n_tenants;
-    struct eng_tenant_stats ts[SRV_MAX_TENANTS];
+    struct sched_tenant_stats ts[SRV_MAX_TENANTS];
     for (int t = 0; t < nt; t++)
         s->ops->tenant_stats(s->backend, t, &ts[t]);
     char lab[256];
@@ -114,9 +123,9 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
     TENANT_SERIES("folio_tenant_requests_running", "gauge", "Running requests per tenant.",
                   ts[t].running);
     TENANT_SERIES("folio_tenant_requests_waiting", "gauge", "Waiting requests per tenant.",
-                  ts[t].waiting);
+                  (int64_t)ts[t].waiting + ts[t].preempted);
     TENANT_SERIES("folio_tenant_kv_blocks_used", "gauge", "KV blocks held per tenant.",
-                  ts[t].blocks_used);
+                  ts[t].kv_blocks);
     TENANT_SERIES("folio_tenant_prompt_tokens_total", "counter", "Prompt tokens per tenant.",
                   s->tm[t].prompt_tokens);
     TENANT_SERIES("folio_tenant_generation_tokens_total", "counter", "Generated tokens per tenant.",
@@ -147,25 +156,28 @@ void srv_kv_render(struct srv *s, struct srv_buf *b)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
-    srv_buf_printf(
-        b,
-        "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
-        "\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%lld,\"cached\":%lld},"
-        "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
-        "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
-        "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
-        (long long)st.block_size, (long long)st.blocks_total, (long long)st.bytes_per_block,
-        st.kv_dtype ? st.kv_dtype : "f32", (long long)st.blocks_free, (long long)st.blocks_used,
-        (long long)st.blocks_cached, (long long)st.tokens_held, (long long)st.slots_empty,
-        (long long)st.running, (long long)st.waiting, (long long)st.preempted,
-        (long long)st.preemptions_total, (long long)st.prefix_queries, (long long)st.prefix_hits);
+    srv_buf_printf(b,
+                   "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
+                   "\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%lld,\"cached\":%lld},"
+                   "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
+                   "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
+                   "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
+                   (long long)st.block_size, (long long)st.pager.blocks_total,
+                   (long long)st.pager.bytes_per_block, st.kv_dtype ? st.kv_dtype : "f32",
+                   (long long)st.pager.blocks_free, (long long)st.pager.blocks_used,
+                   (long long)st.pager.blocks_cached, (long long)st.pager.tokens_held,
+                   (long long)st.pager.slots_empty, (long long)st.sched.running,
+                   (long long)st.sched.waiting, (long long)st.sched.preempted,
+                   (long long)st.sched.preemptions, (long long)st.pager.prefix_queries,
+                   (long long)st.pager.prefix_hits);
     for (int t = 0; t < s->cfg->n_tenants; t++) {
-        struct eng_tenant_stats ts;
+        struct sched_tenant_stats ts;
         s->ops->tenant_stats(s->backend, t, &ts);
         srv_buf_printf(b, "%s{\"name\":", t ? "," : "");
         srv_buf_json_str(b, s->cfg->tenants[t].name, strlen(s->cfg->tenants[t].name));
         srv_buf_printf(b, ",\"blocks_used\":%lld,\"running\":%lld,\"waiting\":%lld",
-                       (long long)ts.blocks_used, (long long)ts.running, (long long)ts.waiting);
+                       (long long)ts.kv_blocks, (long long)ts.running,
+                       (long long)ts.waiting + ts.preempted);
         srv_buf_printf(b, ",\"max_kv_blocks\":%lld,\"max_running\":%lld}", /* 0: no limit */
                        (long long)s->cfg->tenants[t].max_kv_blocks,
                        (long long)s->cfg->tenants[t].max_running);

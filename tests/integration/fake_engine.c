@@ -380,31 +380,32 @@ static void f_stats(void *b, struct eng_stats *st)
 {
     struct fake *f = b;
     memset(st, 0, sizeof(*st));
-    st->blocks_total = f->nb;
-    st->blocks_free = f->n_free;
-    st->blocks_cached = f->n_cached;
-    st->blocks_used = f->nb - f->n_free - f->n_cached;
+    st->pager.blocks_total = f->nb;
+    st->pager.blocks_free = f->n_free;
+    st->pager.blocks_cached = f->n_cached;
+    st->pager.blocks_used = f->nb - f->n_free - f->n_cached;
+    st->pager.bytes_per_block = (size_t)f->bs * 4096;
     st->block_size = f->bs;
-    st->bytes_per_block = (int64_t)f->bs * 4096;
     st->kv_dtype = f->cfg->kv_dtype;
     for (int i = 0; i < f->n_running; i++) {
-        st->tokens_held += f->running[i]->len;
-        st->slots_empty += (int64_t)f->running[i]->nblk * f->bs - f->running[i]->len;
+        st->pager.tokens_held += f->running[i]->len;
+        st->pager.slots_empty += (int64_t)f->running[i]->nblk * f->bs - f->running[i]->len;
     }
-    st->running = f->n_running;
+    st->sched.running = f->n_running;
     for (struct fq *q = f->wait_head; q; q = q->next) {
-        st->waiting++;
-        st->preempted += q->preempted;
+        st->sched.waiting++;
+        st->sched.preempted += q->preempted;
     }
-    st->preemptions_total = f->preemptions;
+    st->sched.preemptions = f->preemptions;
 }
 
-static void f_tenant_stats(void *b, int t, struct eng_tenant_stats *st)
+static void f_tenant_stats(void *b, int t, struct sched_tenant_stats *st)
 {
     struct fake *f = b;
-    st->blocks_used = f->t_blocks[t];
-    st->running = f->t_running[t];
-    st->waiting = f->t_waiting[t];
+    memset(st, 0, sizeof(*st));
+    st->kv_blocks = (int32_t)f->t_blocks[t];
+    st->running = (int32_t)f->t_running[t];
+    st->waiting = (int32_t)f->t_waiting[t];
 }
 
 static int32_t f_n_blocks(void *b)
