@@ -56,7 +56,7 @@ void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
     srv_buf_puts(b, "{\"error\":{\"message\":");
     /* messages quote user input: keep them valid UTF-8 */
     size_t n = strlen(e->message);
-    if (srv_utf8_valid(e->message, n))
+    if (folio_utf8_valid(e->message, n))
         srv_buf_json_str(b, e->message, n);
     else
         srv_buf_puts(b, "\"(message not valid UTF-8)\"");
@@ -70,41 +70,6 @@ void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
     else
         srv_buf_printf(b, "%d", e->status);
     srv_buf_puts(b, "}}");
-}
-
-bool srv_utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = p[i];
-        int len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF)
-            len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            lo = c == 0xE0 ? 0xA0 : 0x80;
-            hi = c == 0xED ? 0x9F : 0xBF;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF;
-        } else
-            return false;
-        if (i + len > n)
-            return false;
-        if (p[i + 1] < lo || p[i + 1] > hi)
-            return false;
-        for (int k = 2; k < len; k++)
-            if (p[i + k] < 0x80 || p[i + k] > 0xBF)
-                return false;
-        i += len;
-    }
-    return true;
 }
 
 #define BAD(param, ...)                                                                            \
@@ -650,7 +615,7 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     unsigned ep = chat ? SRV_EP_CHAT : SRV_EP_COMP;
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(fields); i++)
         field_default(&fields[i], p);
-    if (!srv_utf8_valid(body, len))
+    if (!folio_utf8_valid(body, len))
         BAD(NULL, "request body is not valid UTF-8");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
@@ -810,7 +775,7 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
 static cJSON *parse_root(const char *body, size_t len, struct srv_api_error *err)
 {
     const char *end = NULL;
-    if (!srv_utf8_valid(body, len)) {
+    if (!folio_utf8_valid(body, len)) {
         srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
                           "request body is not valid UTF-8");
         return NULL;

@@ -129,7 +129,4 @@ int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info
 int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
                          int32_t **ids, int32_t *n, struct srv_api_error *err);
 
-/* True when s[0..n) is valid UTF-8. */
-bool srv_utf8_valid(const char *s, size_t n);
-
 #endif

@@ -4,10 +4,10 @@
  * (prompts x n), the engine's events turned into text, SSE chunks and the
  * final response (rendered by render.c).
  *
- * Text is produced per choice: token bytes → UTF-8 sanitiser (incomplete
- * characters held back, invalid ones → U+FFFD) → stop-string scan (a
- * stream holds back the last maxlen-1 bytes, which could begin a stop
- * string) → response.
+ * Text is produced per choice by the tokenizer's streaming detokenizer
+ * (tok_detok, fed each token's bytes): incomplete characters are held
+ * back, invalid ones become U+FFFD, text that is or may become a stop
+ * string is never released; what it releases is sent as is.
  *
  * Chat completions are the same machinery (one prompt: the rendered
  * conversation) with chat-shaped output.  An end-of-generation token
@@ -51,6 +51,7 @@ static void comp_free(struct srv_comp *comp)
     struct srv *s = comp->srv;
     for (int i = 0; i < comp->n_choices; i++) {
         srv_buf_free(&comp->ch[i].text);
+        tok_detok_free(comp->ch[i].dt);
         folio_free(comp->ch[i].tokens);
         folio_free(comp->ch[i].lps);
     }
@@ -73,35 +74,14 @@ void srv_comp_abandon(void *user, void *active)
         }
 }
 
-static size_t max_stop_len(const struct srv_comp *comp)
+/* End of the choice's text: the detokenizer's held bytes are released
+ * (an incomplete character as U+FFFD). */
+static void text_flush(struct srv_choice *ch)
 {
-    size_t m = 0;
-    for (int i = 0; i < comp->p.n_stop; i++)
-        m = FOLIO_MAX(m, comp->p.stop_len[i]);
-    return m;
-}
-
-/* Looks for a stop string in ch->text from byte `from`; cuts the text at
- * the earliest match.  True when found. */
-static bool stop_scan(struct srv_choice *ch, size_t from)
-{
-    const struct srv_comp *comp = ch->comp;
-    size_t best = SIZE_MAX;
-    from = FOLIO_MAX(from, ch->echo_len);
-    for (int i = 0; i < comp->p.n_stop; i++) {
-        if (ch->text.len < comp->p.stop_len[i])
-            continue;
-        const char *hit =
-            memmem(ch->text.p + from, ch->text.len - from, comp->p.stop[i], comp->p.stop_len[i]);
-        if (hit && (size_t)(hit - ch->text.p) < best)
-            best = (size_t)(hit - ch->text.p);
-    }
-    if (best == SIZE_MAX)
-        return false;
-    ch->text.len = best;
-    if (ch->text.p)
-        ch->text.p[best] = 0;
-    return true;
+    const char *t;
+    size_t len;
+    if (tok_detok_flush(ch->dt, &t, &len) >= 0)
+        srv_buf_append(&ch->text, t, len);
 }
 
 /* Stream: sends the choice's releasable text (all of it when final) and
@@ -111,17 +91,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
     struct srv_comp *comp = ch->comp;
     if (!comp->conn)
         return;
-    size_t keep = 0;
-    if (!final && comp->p.n_stop) {
-        keep = max_stop_len(comp) - 1;
-        if (keep > ch->text.len)
-            keep = ch->text.len;
-        size_t cut = ch->text.len - keep;
-        while (cut > 0 && (ch->text.p[cut] & 0xC0) == 0x80)
-            cut--;
-        keep = ch->text.len - cut;
-    }
-    size_t send = ch->text.len - keep;
+    size_t send = ch->text.len; /* the detokenizer released only what is safe */
     int32_t new_ids = ch->n_tokens - ch->sent_tokens;
     if (!final && !send && (!new_ids || comp->p.chat))
         return;
@@ -135,10 +105,9 @@ static void stream_emit(struct srv_choice *ch, bool final)
         ch->prompt_lp_sent = true;
     ch->sent_tokens = ch->n_tokens;
     if (send) {
-        memmove(ch->text.p, ch->text.p + send, keep);
-        ch->text.len = keep;
-        ch->text.p[keep] = 0;
-        ch->echo_len = ch->echo_len > send ? ch->echo_len - send : 0;
+        ch->text.len = 0;
+        ch->text.p[0] = 0;
+        ch->echo_len = 0;
     }
     if (b.oom)
         http_close(comp->conn, "out of memory");
@@ -222,28 +191,23 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     ch->tokens[ch->n_tokens++] = tok;
     if (!comp->p.gen.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
         /* end of turn: counted, not shown; held UTF-8 bytes are released */
-        char tail[8];
-        srv_buf_append(&ch->text, tail, srv_utf8_flush(&ch->u8, tail));
+        text_flush(ch);
         ch->stopped = true; /* the backend ends it: EOG ids are its stop ids */
         ch->finish = ENG_FINISH_STOP;
         if (comp->p.stream)
             stream_emit(ch, false);
         return;
     }
-    char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
+    char bytes[256];
     int n = s->ops->detok(s->backend, tok, bytes, sizeof(bytes));
-    if (n > 0) {
-        size_t m = srv_utf8_feed(&ch->u8, bytes, (size_t)n, clean);
-        size_t old = ch->text.len;
-        srv_buf_append(&ch->text, clean, m);
-        if (comp->p.n_stop) {
-            size_t ml = max_stop_len(comp);
-            size_t from = old >= ml ? old - ml + 1 : 0;
-            if (stop_scan(ch, from)) {
-                ch->stopped = true;
-                ch->finish = ENG_FINISH_STOP;
-                srv_engine_abort(s->eng, r);
-            }
+    const char *t;
+    size_t len;
+    if (n > 0 && tok_detok_feed_bytes(ch->dt, bytes, (size_t)n, &t, &len) >= 0) {
+        srv_buf_append(&ch->text, t, len);
+        if (tok_detok_stopped(ch->dt) >= 0) { /* a stop string: the text before it is final */
+            ch->stopped = true;
+            ch->finish = ENG_FINISH_STOP;
+            srv_engine_abort(s->eng, r);
         }
     }
     if (comp->p.stream && !ch->stopped)
@@ -260,9 +224,7 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     comp->n_live--;
     if (!ch->finish) {
         ch->finish = why;
-        char tail[8];
-        size_t m = srv_utf8_flush(&ch->u8, tail);
-        srv_buf_append(&ch->text, tail, m);
+        text_flush(ch);
     }
     tm->finished[ch->finish]++;
     double e2e = (double)(folio_now_ns() - comp->t_arrival) * 1e-9;
@@ -318,17 +280,8 @@ static void echo_prompt(struct srv_choice *ch, int pi)
     const char *t = comp->p.prompt_text ? comp->p.prompt_text[pi] : NULL;
     if (t)
         srv_buf_append(&ch->text, t, strlen(t));
-    else {
-        struct srv_utf8 u8 = {0};
-        char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
-        for (int32_t i = 0; i < ch->er.n_prompt; i++) {
-            int k =
-                comp->srv->ops->detok(comp->srv->backend, ch->er.prompt[i], bytes, sizeof(bytes));
-            if (k > 0)
-                srv_buf_append(&ch->text, clean, srv_utf8_feed(&u8, bytes, (size_t)k, clean));
-        }
-        srv_buf_append(&ch->text, clean, srv_utf8_flush(&u8, clean));
-    }
+    else
+        srv_ids_text(comp->srv, ch->er.prompt, ch->er.n_prompt, &ch->text); /* oom: see text.oom */
     ch->echo_len = ch->text.len;
 }
 
@@ -400,6 +353,13 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         srv_comp_req_init(&comp->p, i, seed, &ch->er);
         ch->er.user = ch;
         comp->prompt_tokens += ch->er.n_prompt;
+        if (tok_detok_new(NULL, (const char *const *)comp->p.stop, (size_t)comp->p.n_stop, 0,
+                          &ch->dt)) {
+            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+            http_error(c, &e, NULL);
+            comp_free(comp);
+            return;
+        }
         if (comp->p.echo)
             echo_prompt(ch, pi);
     }

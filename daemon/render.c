@@ -55,11 +55,9 @@ static void chunk_head(struct srv_buf *b, const struct srv_render *r, const stru
  * its byte length in the response text. */
 static size_t piece_json(struct srv_buf *b, const struct srv_render *r, int32_t tok)
 {
-    char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
-    struct srv_utf8 u8 = {0};
+    char bytes[256], clean[3 * 256];
     int n = r->detok(r->detok_ctx, tok, bytes, sizeof(bytes));
-    size_t m = n > 0 ? srv_utf8_feed(&u8, bytes, (size_t)n, clean) : 0;
-    m += srv_utf8_flush(&u8, clean + m);
+    size_t m = n > 0 ? folio_utf8_sanitize(bytes, (size_t)n, clean) : 0;
     srv_buf_json_str(b, clean, m);
     return n > 0 ? (size_t)n : 0;
 }

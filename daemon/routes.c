@@ -23,6 +23,26 @@ int srv_tokenize_hook(void *ctx, const char *text, size_t n, bool special, int32
     return s->ops->tokenize(s->backend, text, n, special, out, n_out);
 }
 
+int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct srv_buf *out)
+{
+    tok_detok_t *d = NULL;
+    int rc = tok_detok_new(NULL, NULL, 0, 0, &d);
+    if (rc)
+        return rc;
+    const char *t;
+    size_t len;
+    char bytes[256];
+    for (int32_t i = 0; i < n; i++) {
+        int k = s->ops->detok(s->backend, ids[i], bytes, sizeof(bytes));
+        if (k > 0 && tok_detok_feed_bytes(d, bytes, (size_t)k, &t, &len) >= 0)
+            srv_buf_append(out, t, len);
+    }
+    tok_detok_flush(d, &t, &len);
+    srv_buf_append(out, t, len);
+    tok_detok_free(d);
+    return out->oom ? -ENOMEM : 0;
+}
+
 static void respond_buf(struct http_conn *c, int status, const char *ctype, struct srv_buf *b)
 {
     if (b->oom) {
@@ -68,16 +88,15 @@ static void route_detokenize(struct srv *s, struct http_conn *c, const struct ht
         http_error(c, &e, NULL);
         return;
     }
-    struct srv_utf8 u8 = {0};
     struct srv_buf text = {0};
-    char bytes[256], clean[SRV_UTF8_OUT_MAX(256)];
-    for (int32_t i = 0; i < n; i++) {
-        int k = s->ops->detok(s->backend, ids[i], bytes, sizeof(bytes));
-        if (k > 0)
-            srv_buf_append(&text, clean, srv_utf8_feed(&u8, bytes, (size_t)k, clean));
-    }
-    srv_buf_append(&text, clean, srv_utf8_flush(&u8, clean));
+    int rc = srv_ids_text(s, ids, n, &text);
     folio_free(ids);
+    if (rc) {
+        srv_buf_free(&text);
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+        return;
+    }
     struct srv_buf b = {0};
     srv_buf_puts(&b, "{\"prompt\":");
     srv_buf_json_str(&b, text.p ? text.p : "", text.len);

@@ -385,7 +385,7 @@ static void test_utf8_valid(void **state)
         {"a\xe2\x82", false},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        if (srv_utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok)
+        if (folio_utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok)
             fail_msg("case %zu", i);
 }
 
