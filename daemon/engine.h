@@ -91,6 +91,7 @@ struct eng_events {
 
 struct eng_model_info {
     const char *name;
+    const char *kind; /* what computes the tokens: "model", "fake" */
     int32_t n_vocab, ctx_len, eos_id;
     bool has_tokenizer; /* text prompts and text output */
     /* The model file's tokenizer.chat_template: chat_template_rc is 0 (then
@@ -109,7 +110,6 @@ struct eng_stats {
 };
 
 struct eng_backend_ops {
-    const char *kind;
     void (*info)(void *b, struct eng_model_info *mi);
     /* Queues r.  -EINVAL if it can never run (e.g. needs more KV blocks
      * than the pool or its tenant may hold); no event is sent then. */

@@ -330,7 +330,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         goto out_loop;
     }
     srv_log(SRV_LOG_INFO, "serving model '%s' (%s engine, ctx %d, vocab %d, %s)", s->mi.name,
-            s->ops->kind, s->mi.ctx_len, s->mi.n_vocab,
+            s->mi.kind, s->mi.ctx_len, s->mi.n_vocab,
             s->mi.has_tokenizer ? "tokenizer loaded" : "no tokenizer: token ids only");
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;
