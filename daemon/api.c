@@ -1,6 +1,6 @@
 /*
  * daemon/api.c — /v1/completions and /v1/chat/completions request
- * validation (cJSON), chat rendering, and error objects.
+ * validation (cJSON) through the request table, and error objects.
  *
  * The accepted fields are the table `fields` below (name, type, endpoints,
  * destination, bounds, default); anything else is a 400 naming the field.  Numbers arrive as
@@ -10,12 +10,11 @@
  * Both routes share one field loop (parse_body) over that table; its
  * endpoint column switches `prompt` for `messages`, adds
  * max_completion_tokens, and leaves chat's echo / logprobs to their no-op
- * values (chat logprobs are not implemented).  Chat
- * messages become a chat_msg array (an array content is its text parts
- * joined), rendered by chat_render with the generation prompt, then
- * tokenized with special-token parsing: one prompt.
+ * values (chat logprobs are not implemented).  Chat messages are parsed
+ * and rendered in api_chat.c.
  */
 #include "api.h"
+#include "api_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -72,12 +71,6 @@ void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
     srv_buf_puts(b, "}}");
 }
 
-#define BAD(param, ...)                                                                            \
-    do {                                                                                           \
-        srv_api_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__);            \
-        return -EINVAL;                                                                            \
-    } while (0)
-
 /* An integral JSON number in [lo, hi]. */
 static int get_int(const cJSON *v, const char *name, double lo, double hi, int64_t *out,
                    struct srv_api_error *err)
@@ -114,8 +107,8 @@ static int get_bool(const cJSON *v, const char *name, bool *out, struct srv_api_
 }
 
 /* Takes toks and text (may be NULL) whatever happens. */
-static int add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
-                      struct srv_api_error *err)
+int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
+                    struct srv_api_error *err)
 {
     if (p->n_prompts >= SRV_MAX_PROMPTS) {
         folio_free(toks);
@@ -166,7 +159,7 @@ static int token_array(const cJSON *a, const struct eng_model_info *mi, struct s
         }
         toks[i++] = (int32_t)it->valuedouble;
     }
-    return add_prompt(p, toks, n, NULL, err);
+    return srv__add_prompt(p, toks, n, NULL, err);
 }
 
 static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
@@ -188,163 +181,7 @@ static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
         folio_free(toks);
         return -ENOMEM;
     }
-    return add_prompt(p, toks, n, text, err);
-}
-
-/* One message's content: a string, or an array of {type:"text", text}
- * parts joined.  *out is folio_malloc'd. */
-static int message_content(const cJSON *c, int i, char **out, struct srv_api_error *err)
-{
-    if (cJSON_IsString(c)) {
-        *out = folio_strdup(c->valuestring);
-        return *out ? 0 : -ENOMEM;
-    }
-    if (!cJSON_IsArray(c))
-        BAD("messages", "messages[%d].content must be a string or an array of text parts", i);
-    size_t total = 0;
-    const cJSON *part;
-    cJSON_ArrayForEach(part, c)
-    {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text"))
-            BAD("messages",
-                "messages[%d].content parts must be {\"type\": \"text\", ...} (only text is "
-                "supported)",
-                i);
-        if (!cJSON_IsString(text) || cJSON_GetArraySize(part) != 2)
-            BAD("messages",
-                "messages[%d].content text parts must be {\"type\": \"text\", \"text\": string}",
-                i);
-        total += strlen(text->valuestring);
-    }
-    char *s = folio_malloc(total + 1);
-    if (!s)
-        return -ENOMEM;
-    size_t at = 0;
-    cJSON_ArrayForEach(part, c)
-    {
-        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-        size_t n = strlen(t);
-        memcpy(s + at, t, n);
-        at += n;
-    }
-    s[at] = 0;
-    *out = s;
-    return 0;
-}
-
-static int chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
-                         struct srv_comp_params *p, struct srv_api_error *err)
-{
-    if (!cJSON_IsArray(v))
-        BAD("messages", "'messages' must be an array of {role, content} objects");
-    int n = cJSON_GetArraySize(v);
-    if (n == 0)
-        BAD("messages", "'messages' must not be empty");
-    if (n > SRV_MAX_MESSAGES)
-        BAD("messages", "at most %d messages", SRV_MAX_MESSAGES);
-    struct chat_msg *msgs = folio_calloc((size_t)n, sizeof(*msgs));
-    char **content = folio_calloc((size_t)n, sizeof(*content));
-    char *text = NULL;
-    int32_t *toks = NULL, n_toks = 0;
-    int rc = msgs && content ? 0 : -ENOMEM, i = 0;
-    const cJSON *m;
-    size_t need = 64;
-    cJSON_ArrayForEach(m, v)
-    {
-        if (rc)
-            break;
-        if (!cJSON_IsObject(m)) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d] must be an object", i);
-            rc = -EINVAL;
-            break;
-        }
-        const cJSON *f, *role = NULL, *c = NULL;
-        cJSON_ArrayForEach(f, m)
-        {
-            if (!strcmp(f->string, "role"))
-                role = f;
-            else if (!strcmp(f->string, "content"))
-                c = f;
-            else if (strcmp(f->string, "name") || !cJSON_IsString(f)) {
-                srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                                  "unsupported field 'messages[%d].%.64s'", i, f->string);
-                rc = -EINVAL;
-                break;
-            }
-        }
-        if (rc)
-            break;
-        if (!role || !cJSON_IsString(role) ||
-            (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-             strcmp(role->valuestring, "assistant"))) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].role must be \"system\", \"user\" or \"assistant\"", i);
-            rc = -EINVAL;
-            break;
-        }
-        if (!c) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].content is required", i);
-            rc = -EINVAL;
-            break;
-        }
-        if ((rc = message_content(c, i, &content[i], err)))
-            break;
-        msgs[i].role = role->valuestring;
-        msgs[i].content = content[i];
-        need += strlen(content[i]) + 64;
-        i++;
-    }
-    if (!rc && !tmpl) {
-        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                          "model has no usable chat template; start foliod with --chat-template "
-                          "NAME");
-        rc = -EINVAL;
-    }
-    size_t len = 0;
-    char rerr[200] = "";
-    for (int attempt = 0; !rc && attempt < 2; attempt++) {
-        folio_free(text);
-        if (!(text = folio_malloc(need + 1))) {
-            rc = -ENOMEM;
-            break;
-        }
-        rc = chat_render((enum chat_template)tmpl, msgs, (size_t)n, true, text, need + 1, &len,
-                         rerr, sizeof(rerr));
-        if (rc == -ENOSPC && attempt == 0) {
-            need = len;
-            rc = 0;
-            continue;
-        }
-        if (rc == -EINVAL)
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "cannot render the conversation with the %s template: %s",
-                              chat_template_name((enum chat_template)tmpl), rerr);
-        break;
-    }
-    if (!rc) {
-        rc = tok ? tok(tok_ctx, text, len, true, &toks, &n_toks) : -ENOSYS;
-        if (rc == -ENOSYS)
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "this server has no tokenizer: chat needs one");
-        else if (rc && rc != -ENOMEM)
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "cannot tokenize the rendered conversation (%s)", strerror(-rc));
-        if (rc && rc != -ENOMEM)
-            rc = -EINVAL;
-    }
-    for (int k = 0; k < n && content; k++)
-        folio_free(content[k]);
-    folio_free(content);
-    folio_free(msgs);
-    if (rc) {
-        folio_free(text);
-        return rc;
-    }
-    return add_prompt(p, toks, n_toks, text, err);
+    return srv__add_prompt(p, toks, n, text, err);
 }
 
 static int parse_prompt(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
@@ -660,7 +497,7 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         rc = -EINVAL;
         goto out;
     }
-    if ((rc = chat ? chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
+    if ((rc = chat ? srv__chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
                    : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
         goto out;
     if (p->include_usage && !p->stream) {

@@ -156,7 +156,6 @@ int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backen
                     void (*on_step)(void *user, const struct srv_engine_step_stats *st));
 int srv_engine_submit(srv_engine_t *e, struct eng_req *r);
 void srv_engine_abort(srv_engine_t *e, struct eng_req *r);
-bool srv_engine_busy(const srv_engine_t *e);
 /* Joins the engine thread (after the current step) and closes the async
  * handle; frees e in the close callback; the backend is not freed. */
 void srv_engine_close(srv_engine_t *e);

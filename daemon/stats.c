@@ -17,6 +17,8 @@ static void tenant_label(const struct srv *s, int t, char *out, size_t cap)
     snprintf(out, cap, "tenant=\"%s\"", esc);
 }
 
+static void metrics_tenants(struct srv *s, struct srv_buf *b);
+
 void srv_metrics_render(struct srv *s, struct srv_buf *b)
 {
     struct eng_stats st;
@@ -106,7 +108,12 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         srv_prom_family(b, hs[i].name, "histogram", hs[i].help);
         srv_prom_hist(b, hs[i].name, NULL, hs[i].h);
     }
-    /* per tenant */
+    metrics_tenants(s, b);
+}
+
+/* The per-tenant series (label tenant="NAME"). */
+static void metrics_tenants(struct srv *s, struct srv_buf *b)
+{
     int nt = s->cfg->n_tenants;
     struct sched_tenant_stats ts[SRV_MAX_TENANTS];
     for (int t = 0; t < nt; t++)
