@@ -1,24 +1,25 @@
 /*
  * daemon/api.c — /v1/completions and /v1/chat/completions request
- * validation (cJSON), chat rendering, and error objects.
+ * validation (cJSON) through the request table, and error objects.
  *
- * The accepted fields are the table `fields` below; anything else is a 400
- * naming the field.  Numbers arrive as doubles from cJSON: integers are
- * checked to be integral and inside their bounds before conversion, so
- * 1e300, -1 or 2.5 for max_tokens are refused instead of saturating.
+ * The accepted fields are the table `fields` below (name, type, endpoints,
+ * destination, bounds, default); anything else is a 400 naming the field.  Numbers arrive as
+ * doubles from cJSON: integers are checked to be integral and inside their bounds before
+ * conversion, so 1e300, -1 or 2.5 for max_tokens are refused instead of saturating.
  *
- * Both routes share one field loop (parse_body); `chat` switches `prompt`
- * for `messages`, adds max_completion_tokens, and leaves echo / logprobs
- * to their no-op values (chat logprobs are not implemented).  Chat
- * messages become a chat_msg array (an array content is its text parts
- * joined), rendered by chat_render with the generation prompt, then
- * tokenized with special-token parsing: one prompt.
+ * Both routes share one field loop (parse_body) over that table; its
+ * endpoint column switches `prompt` for `messages`, adds
+ * max_completion_tokens, and leaves chat's echo / logprobs to their no-op
+ * values (chat logprobs are not implemented).  Chat messages are parsed
+ * and rendered in api_chat.c.
  */
 #include "api.h"
+#include "api_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
     srv_buf_puts(b, "{\"error\":{\"message\":");
     /* messages quote user input: keep them valid UTF-8 */
     size_t n = strlen(e->message);
-    if (srv_utf8_valid(e->message, n))
+    if (folio_utf8_valid(e->message, n))
         srv_buf_json_str(b, e->message, n);
     else
         srv_buf_puts(b, "\"(message not valid UTF-8)\"");
@@ -69,47 +70,6 @@ void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
         srv_buf_printf(b, "%d", e->status);
     srv_buf_puts(b, "}}");
 }
-
-bool srv_utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = p[i];
-        int len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF)
-            len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            lo = c == 0xE0 ? 0xA0 : 0x80;
-            hi = c == 0xED ? 0x9F : 0xBF;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF;
-        } else
-            return false;
-        if (i + len > n)
-            return false;
-        if (p[i + 1] < lo || p[i + 1] > hi)
-            return false;
-        for (int k = 2; k < len; k++)
-            if (p[i + k] < 0x80 || p[i + k] > 0xBF)
-                return false;
-        i += len;
-    }
-    return true;
-}
-
-#define BAD(param, ...)                                                                            \
-    do {                                                                                           \
-        srv_api_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__);            \
-        return -EINVAL;                                                                            \
-    } while (0)
 
 /* An integral JSON number in [lo, hi]. */
 static int get_int(const cJSON *v, const char *name, double lo, double hi, int64_t *out,
@@ -147,8 +107,8 @@ static int get_bool(const cJSON *v, const char *name, bool *out, struct srv_api_
 }
 
 /* Takes toks and text (may be NULL) whatever happens. */
-static int add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
-                      struct srv_api_error *err)
+int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
+                    struct srv_api_error *err)
 {
     if (p->n_prompts >= SRV_MAX_PROMPTS) {
         folio_free(toks);
@@ -199,7 +159,7 @@ static int token_array(const cJSON *a, const struct eng_model_info *mi, struct s
         }
         toks[i++] = (int32_t)it->valuedouble;
     }
-    return add_prompt(p, toks, n, NULL, err);
+    return srv__add_prompt(p, toks, n, NULL, err);
 }
 
 static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
@@ -221,163 +181,7 @@ static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
         folio_free(toks);
         return -ENOMEM;
     }
-    return add_prompt(p, toks, n, text, err);
-}
-
-/* One message's content: a string, or an array of {type:"text", text}
- * parts joined.  *out is folio_malloc'd. */
-static int message_content(const cJSON *c, int i, char **out, struct srv_api_error *err)
-{
-    if (cJSON_IsString(c)) {
-        *out = folio_strdup(c->valuestring);
-        return *out ? 0 : -ENOMEM;
-    }
-    if (!cJSON_IsArray(c))
-        BAD("messages", "messages[%d].content must be a string or an array of text parts", i);
-    size_t total = 0;
-    const cJSON *part;
-    cJSON_ArrayForEach(part, c)
-    {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text"))
-            BAD("messages",
-                "messages[%d].content parts must be {\"type\": \"text\", ...} (only text is "
-                "supported)",
-                i);
-        if (!cJSON_IsString(text) || cJSON_GetArraySize(part) != 2)
-            BAD("messages",
-                "messages[%d].content text parts must be {\"type\": \"text\", \"text\": string}",
-                i);
-        total += strlen(text->valuestring);
-    }
-    char *s = folio_malloc(total + 1);
-    if (!s)
-        return -ENOMEM;
-    size_t at = 0;
-    cJSON_ArrayForEach(part, c)
-    {
-        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-        size_t n = strlen(t);
-        memcpy(s + at, t, n);
-        at += n;
-    }
-    s[at] = 0;
-    *out = s;
-    return 0;
-}
-
-static int chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
-                         struct srv_comp_params *p, struct srv_api_error *err)
-{
-    if (!cJSON_IsArray(v))
-        BAD("messages", "'messages' must be an array of {role, content} objects");
-    int n = cJSON_GetArraySize(v);
-    if (n == 0)
-        BAD("messages", "'messages' must not be empty");
-    if (n > SRV_MAX_MESSAGES)
-        BAD("messages", "at most %d messages", SRV_MAX_MESSAGES);
-    struct chat_msg *msgs = folio_calloc((size_t)n, sizeof(*msgs));
-    char **content = folio_calloc((size_t)n, sizeof(*content));
-    char *text = NULL;
-    int32_t *toks = NULL, n_toks = 0;
-    int rc = msgs && content ? 0 : -ENOMEM, i = 0;
-    const cJSON *m;
-    size_t need = 64;
-    cJSON_ArrayForEach(m, v)
-    {
-        if (rc)
-            break;
-        if (!cJSON_IsObject(m)) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d] must be an object", i);
-            rc = -EINVAL;
-            break;
-        }
-        const cJSON *f, *role = NULL, *c = NULL;
-        cJSON_ArrayForEach(f, m)
-        {
-            if (!strcmp(f->string, "role"))
-                role = f;
-            else if (!strcmp(f->string, "content"))
-                c = f;
-            else if (strcmp(f->string, "name") || !cJSON_IsString(f)) {
-                srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                                  "unsupported field 'messages[%d].%.64s'", i, f->string);
-                rc = -EINVAL;
-                break;
-            }
-        }
-        if (rc)
-            break;
-        if (!role || !cJSON_IsString(role) ||
-            (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-             strcmp(role->valuestring, "assistant"))) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].role must be \"system\", \"user\" or \"assistant\"", i);
-            rc = -EINVAL;
-            break;
-        }
-        if (!c) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].content is required", i);
-            rc = -EINVAL;
-            break;
-        }
-        if ((rc = message_content(c, i, &content[i], err)))
-            break;
-        msgs[i].role = role->valuestring;
-        msgs[i].content = content[i];
-        need += strlen(content[i]) + 64;
-        i++;
-    }
-    if (!rc && !tmpl) {
-        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                          "model has no usable chat template; start foliod with --chat-template "
-                          "NAME");
-        rc = -EINVAL;
-    }
-    size_t len = 0;
-    char rerr[200] = "";
-    for (int attempt = 0; !rc && attempt < 2; attempt++) {
-        folio_free(text);
-        if (!(text = folio_malloc(need + 1))) {
-            rc = -ENOMEM;
-            break;
-        }
-        rc = chat_render((enum chat_template)tmpl, msgs, (size_t)n, true, text, need + 1, &len,
-                         rerr, sizeof(rerr));
-        if (rc == -ENOSPC && attempt == 0) {
-            need = len;
-            rc = 0;
-            continue;
-        }
-        if (rc == -EINVAL)
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "cannot render the conversation with the %s template: %s",
-                              chat_template_name((enum chat_template)tmpl), rerr);
-        break;
-    }
-    if (!rc) {
-        rc = tok ? tok(tok_ctx, text, len, true, &toks, &n_toks) : -ENOSYS;
-        if (rc == -ENOSYS)
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "this server has no tokenizer: chat needs one");
-        else if (rc && rc != -ENOMEM)
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "cannot tokenize the rendered conversation (%s)", strerror(-rc));
-        if (rc && rc != -ENOMEM)
-            rc = -EINVAL;
-    }
-    for (int k = 0; k < n && content; k++)
-        folio_free(content[k]);
-    folio_free(content);
-    folio_free(msgs);
-    if (rc) {
-        folio_free(text);
-        return rc;
-    }
-    return add_prompt(p, toks, n_toks, text, err);
+    return srv__add_prompt(p, toks, n, text, err);
 }
 
 static int parse_prompt(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
@@ -430,9 +234,33 @@ static int parse_stop(const cJSON *v, struct srv_comp_params *p, struct srv_api_
     return 0;
 }
 
-static int parse_bias(const cJSON *v, const struct eng_model_info *mi, struct srv_comp_params *p,
+static int parse_model(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
+                       struct srv_api_error *err)
+{
+    const cJSON *it = json;
+    (void)p;
+    if (!cJSON_IsString(it))
+        BAD("model", "'model' must be a string");
+    if (strcmp(it->valuestring, mi->name)) {
+        srv_api_error_set(err, 404, "NotFoundError", "model", "model_not_found",
+                          "The model '%.64s' does not exist (this server has '%s')",
+                          it->valuestring, mi->name);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int parse_stop_row(const void *json, const struct eng_model_info *mi,
+                          struct srv_comp_params *p, struct srv_api_error *err)
+{
+    (void)mi;
+    return parse_stop(json, p, err);
+}
+
+static int parse_bias(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
                       struct srv_api_error *err)
 {
+    const cJSON *v = json;
     if (cJSON_IsNull(v))
         return 0;
     if (!cJSON_IsObject(v))
@@ -440,10 +268,10 @@ static int parse_bias(const cJSON *v, const struct eng_model_info *mi, struct sr
     int n = cJSON_GetArraySize(v);
     if (n > 1024)
         BAD("logit_bias", "at most 1024 logit_bias entries");
-    p->bias_tokens = folio_malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-    p->bias_values = folio_malloc((size_t)(n ? n : 1) * sizeof(float));
-    if (!p->bias_tokens || !p->bias_values)
+    p->bias = folio_malloc((size_t)(n ? n : 1) * sizeof(*p->bias));
+    if (!p->bias)
         return -ENOMEM;
+    p->gen.sp.bias = p->bias;
     const cJSON *it;
     cJSON_ArrayForEach(it, v)
     {
@@ -454,24 +282,165 @@ static int parse_bias(const cJSON *v, const struct eng_model_info *mi, struct sr
         double b;
         if (get_num(it, "logit_bias", -100, 100, false, &b, err))
             return -EINVAL;
-        p->bias_tokens[p->n_bias] = (int32_t)id;
-        p->bias_values[p->n_bias++] = (float)b;
+        p->bias[p->gen.sp.n_bias++] = (struct sampler_bias){(int32_t)id, (float)b};
     }
     return 0;
 }
 
-/* Fields accepted only with their no-op value; returns the name as a
- * static string (error params must outlive the parsed JSON). */
-static const char *noop_field(const char *k, bool chat)
+static int parse_stream_options(const void *json, const struct eng_model_info *mi,
+                                struct srv_comp_params *p, struct srv_api_error *err)
 {
-    static const char *const names[] = {
-        "presence_penalty", "frequency_penalty", "best_of", "suffix", "echo",
-        "logprobs",         "top_logprobs"};
-    size_t n = chat ? FOLIO_ARRAY_LEN(names) : 4;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(k, names[i]))
-            return names[i];
-    return NULL;
+    const cJSON *it = json, *o;
+    (void)mi;
+    if (cJSON_IsNull(it))
+        return 0;
+    if (!cJSON_IsObject(it))
+        BAD("stream_options", "'stream_options' must be an object");
+    cJSON_ArrayForEach(o, it)
+    {
+        if (!strcmp(o->string, "include_usage")) {
+            if (get_bool(o, "stream_options.include_usage", &p->include_usage, err))
+                return -EINVAL;
+        } else if (strcmp(o->string, "continuous_usage_stats"))
+            BAD("stream_options", "unknown field 'stream_options.%.64s'", o->string);
+    }
+    return 0;
+}
+
+static int parse_user(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
+                      struct srv_api_error *err)
+{
+    (void)mi;
+    (void)p;
+    if (!cJSON_IsString((const cJSON *)json) && !cJSON_IsNull((const cJSON *)json))
+        BAD("user", "'user' must be a string");
+    return 0;
+}
+
+#define OFF(f)   offsetof(struct srv_comp_params, f)
+#define BOTH     (SRV_EP_COMP | SRV_EP_CHAT)
+#define MAX_SEED 9007199254740991.0 /* 2^53 - 1: exact in a JSON double */
+
+/* Every JSON field a completion request may carry.  A row names the
+ * field, its type, the endpoints that accept it, where it lands in struct
+ * srv_comp_params (sampling fields land in gen: struct eng_gen, which the
+ * engine request carries to the sampler and scheduler unchanged), its
+ * bounds and default.  The first row matching name and endpoint wins.
+ * prompt / messages are recognised here and parsed last (they need the
+ * other fields and the tokenizer). */
+static const struct srv_field fields[] = {
+    /* name, type, endpoints, off, lo, hi, def, hi_from, lo_open, nullable, set_off, param, parse */
+    {"prompt", SRV_F_CUSTOM, SRV_EP_COMP, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"messages", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"model", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_model},
+    {"max_tokens", SRV_F_I32, BOTH, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX, false, true,
+     OFF(max_tokens_set), NULL, NULL},
+    {"max_completion_tokens", SRV_F_I32, SRV_EP_CHAT, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX,
+     false, true, OFF(max_tokens_set), NULL, NULL},
+    {"temperature", SRV_F_F32, BOTH, OFF(gen.sp.temperature), 0, 2, 1, 0, false, true, -1, NULL,
+     NULL},
+    {"top_p", SRV_F_F32, BOTH, OFF(gen.sp.top_p), 0, 1, 1, 0, true, true, -1, NULL, NULL},
+    {"top_k", SRV_F_I32, BOTH, OFF(gen.sp.top_k), -1, 0, -1, SRV_HI_VOCAB, false, true, -1, NULL,
+     NULL},
+    {"seed", SRV_F_I64, BOTH, OFF(gen.sp.seed), -MAX_SEED, MAX_SEED, 0, 0, false, true,
+     OFF(has_seed), NULL, NULL},
+    {"n", SRV_F_I32, BOTH, OFF(n), 1, SRV_MAX_N, 1, 0, false, false, -1, NULL, NULL},
+    {"stop", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_stop_row},
+    {"ignore_eos", SRV_F_BOOL, BOTH, OFF(gen.ignore_eos), 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"stream", SRV_F_BOOL, BOTH, OFF(stream), 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"logit_bias", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_bias},
+    {"stream_options", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     parse_stream_options},
+    {"user", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_user},
+    {"echo", SRV_F_BOOL, SRV_EP_COMP, OFF(echo), 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"logprobs", SRV_F_I32, SRV_EP_COMP, OFF(gen.n_logprobs), 0, SAMPLER_MAX_TOP, -1, 0, false,
+     true, -1, NULL, NULL},
+    /* accepted only as their no-op values */
+    {"presence_penalty", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"frequency_penalty", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"best_of", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
+    {"suffix", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"echo", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"logprobs", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"top_logprobs", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+};
+
+const struct srv_field *srv_fields(size_t *n)
+{
+    *n = FOLIO_ARRAY_LEN(fields);
+    return fields;
+}
+
+static void field_default(const struct srv_field *f, struct srv_comp_params *p)
+{
+    char *at = (char *)p + f->off;
+    switch (f->type) {
+    case SRV_F_I32:
+        *(int32_t *)at = (int32_t)f->def;
+        break;
+    case SRV_F_I64:
+        *(int64_t *)at = (int64_t)f->def;
+        break;
+    case SRV_F_F32:
+        *(float *)at = (float)f->def;
+        break;
+    case SRV_F_BOOL:
+        *(bool *)at = f->def != 0;
+        break;
+    case SRV_F_NOOP:
+    case SRV_F_CUSTOM:
+        break;
+    }
+}
+
+/* One typed field: bounds checked, stored at its offset. */
+static int field_parse(const struct srv_field *f, const cJSON *v, const struct eng_model_info *mi,
+                       struct srv_comp_params *p, struct srv_api_error *err)
+{
+    const char *name = f->param ? f->param : f->name;
+    char *at = (char *)p + f->off;
+    double hi = f->hi_from == SRV_HI_CTX     ? mi->ctx_len
+                : f->hi_from == SRV_HI_VOCAB ? mi->n_vocab
+                                             : f->hi;
+    if (f->type == SRV_F_CUSTOM)
+        return f->parse(v, mi, p, err);
+    if (f->type == SRV_F_NOOP) {
+        bool noop = cJSON_IsNull(v) || cJSON_IsFalse(v) ||
+                    (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == f->def));
+        if (!noop)
+            BAD(name, "'%s' is not supported", name);
+        return 0;
+    }
+    if (f->nullable && cJSON_IsNull(v))
+        return 0;
+    int64_t x;
+    double d;
+    switch (f->type) {
+    case SRV_F_I32:
+        if (get_int(v, name, f->lo, hi, &x, err))
+            return -EINVAL;
+        *(int32_t *)at = (int32_t)x;
+        break;
+    case SRV_F_I64:
+        if (get_int(v, name, f->lo, hi, &x, err))
+            return -EINVAL;
+        *(int64_t *)at = x;
+        break;
+    case SRV_F_F32:
+        if (get_num(v, name, f->lo, hi, f->lo_open, &d, err))
+            return -EINVAL;
+        *(float *)at = (float)d;
+        break;
+    case SRV_F_BOOL:
+        if (get_bool(v, name, (bool *)at, err))
+            return -EINVAL;
+        break;
+    default:
+        break;
+    }
+    if (f->set_off >= 0)
+        *(bool *)((char *)p + f->set_off) = true;
+    return 0;
 }
 
 static int parse_body(const char *body, size_t len, const struct eng_model_info *mi, bool chat,
@@ -480,13 +449,10 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
 {
     memset(p, 0, sizeof(*p));
     p->chat = chat;
-    p->logprobs = -1;
-    p->max_tokens = 16;
-    p->temperature = 1.0f;
-    p->top_p = 1.0f;
-    p->top_k = -1;
-    p->n = 1;
-    if (!srv_utf8_valid(body, len))
+    unsigned ep = chat ? SRV_EP_CHAT : SRV_EP_COMP;
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(fields); i++)
+        field_default(&fields[i], p);
+    if (!folio_utf8_valid(body, len))
         BAD(NULL, "request body is not valid UTF-8");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
@@ -507,124 +473,31 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         goto out;
     }
     const cJSON *prompt = NULL, *it;
-    int64_t x;
-    double d;
-    bool max_tokens_set = false;
-    const char *noop_name;
+    const char *prompt_name = chat ? "messages" : "prompt";
     cJSON_ArrayForEach(it, root)
     {
-        const char *k = it->string;
-        if (!strcmp(k, chat ? "messages" : "prompt"))
-            prompt = it;
-        else if (!strcmp(k, "model")) {
-            if (!cJSON_IsString(it)) {
-                srv_api_error_set(err, 400, "invalid_request_error", "model", NULL,
-                                  "'model' must be a string");
-                rc = -EINVAL;
-            } else if (strcmp(it->valuestring, mi->name)) {
-                srv_api_error_set(err, 404, "NotFoundError", "model", "model_not_found",
-                                  "The model '%.64s' does not exist (this server has '%s')",
-                                  it->valuestring, mi->name);
-                rc = -EINVAL;
-            }
-        } else if (!strcmp(k, "max_tokens") || (chat && !strcmp(k, "max_completion_tokens"))) {
-            if (!cJSON_IsNull(it)) {
-                rc = get_int(it, k[4] == 't' ? "max_tokens" : "max_completion_tokens", 1,
-                             mi->ctx_len, &x, err);
-                p->max_tokens = (int32_t)x;
-                max_tokens_set = true;
-            }
-        } else if (!strcmp(k, "temperature")) {
-            if (!cJSON_IsNull(it)) {
-                rc = get_num(it, "temperature", 0, 2, false, &d, err);
-                p->temperature = (float)d;
-            }
-        } else if (!strcmp(k, "top_p")) {
-            if (!cJSON_IsNull(it)) {
-                rc = get_num(it, "top_p", 0, 1, true, &d, err);
-                p->top_p = (float)d;
-            }
-        } else if (!strcmp(k, "top_k")) {
-            if (!cJSON_IsNull(it)) {
-                rc = get_int(it, "top_k", -1, mi->n_vocab, &x, err);
-                p->top_k = (int32_t)x;
-            }
-        } else if (!strcmp(k, "seed")) {
-            if (!cJSON_IsNull(it)) {
-                rc = get_int(it, "seed", -9007199254740991.0, 9007199254740991.0, &x, err);
-                p->seed = (uint64_t)x;
-                p->has_seed = true;
-            }
-        } else if (!strcmp(k, "n")) {
-            rc = get_int(it, "n", 1, SRV_MAX_N, &x, err);
-            p->n = (int)x;
-        } else if (!strcmp(k, "stop"))
-            rc = parse_stop(it, p, err);
-        else if (!strcmp(k, "ignore_eos"))
-            rc = get_bool(it, "ignore_eos", &p->ignore_eos, err);
-        else if (!strcmp(k, "stream"))
-            rc = cJSON_IsNull(it) ? 0 : get_bool(it, "stream", &p->stream, err);
-        else if (!strcmp(k, "logit_bias"))
-            rc = parse_bias(it, mi, p, err);
-        else if (!strcmp(k, "stream_options")) {
-            if (cJSON_IsNull(it))
-                continue;
-            if (!cJSON_IsObject(it)) {
-                srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
-                                  "'stream_options' must be an object");
-                rc = -EINVAL;
-            }
-            const cJSON *o;
-            cJSON_ArrayForEach(o, it)
-            {
-                if (rc)
-                    break;
-                if (!strcmp(o->string, "include_usage"))
-                    rc = get_bool(o, "stream_options.include_usage", &p->include_usage, err);
-                else if (strcmp(o->string, "continuous_usage_stats")) {
-                    srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
-                                      "unknown field 'stream_options.%.64s'", o->string);
-                    rc = -EINVAL;
-                }
-            }
-        } else if (!strcmp(k, "user")) {
-            if (!cJSON_IsString(it) && !cJSON_IsNull(it)) {
-                srv_api_error_set(err, 400, "invalid_request_error", "user", NULL,
-                                  "'user' must be a string");
-                rc = -EINVAL;
-            }
-        } else if (!chat && !strcmp(k, "echo"))
-            rc = cJSON_IsNull(it) ? 0 : get_bool(it, "echo", &p->echo, err);
-        else if (!chat && !strcmp(k, "logprobs")) {
-            if (!cJSON_IsNull(it)) {
-                rc = get_int(it, "logprobs", 0, SAMPLER_MAX_TOP, &x, err);
-                p->logprobs = (int32_t)x;
-            }
-        } else if ((noop_name = noop_field(k, chat))) {
-            /* accepted only as their no-op values */
-            bool noop = cJSON_IsNull(it) || cJSON_IsFalse(it) ||
-                        (cJSON_IsNumber(it) &&
-                         (it->valuedouble == 0 || (!strcmp(k, "best_of") && it->valuedouble == 1)));
-            if (!noop) {
-                srv_api_error_set(err, 400, "invalid_request_error", noop_name, NULL,
-                                  "'%s' is not supported", noop_name);
-                rc = -EINVAL;
-            }
-        } else {
+        const struct srv_field *f = NULL;
+        for (size_t i = 0; i < FOLIO_ARRAY_LEN(fields) && !f; i++)
+            if ((fields[i].endpoints & ep) && !strcmp(it->string, fields[i].name))
+                f = &fields[i];
+        if (!f) {
             srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                              "unknown field '%.64s'", k);
+                              "unknown field '%.64s'", it->string);
             rc = -EINVAL;
-        }
+        } else if (f->type == SRV_F_CUSTOM && !f->parse)
+            prompt = it;
+        else
+            rc = field_parse(f, it, mi, p, err);
         if (rc)
             goto out;
     }
     if (!prompt) {
-        srv_api_error_set(err, 400, "invalid_request_error", chat ? "messages" : "prompt", NULL,
-                          "'%s' is required", chat ? "messages" : "prompt");
+        srv_api_error_set(err, 400, "invalid_request_error", prompt_name, NULL, "'%s' is required",
+                          prompt_name);
         rc = -EINVAL;
         goto out;
     }
-    if ((rc = chat ? chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
+    if ((rc = chat ? srv__chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
                    : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
         goto out;
     if (p->include_usage && !p->stream) {
@@ -640,19 +513,19 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         goto out;
     }
     /* chat: no max_tokens means "until the context is full" (as OpenAI) */
-    if (chat && !max_tokens_set && p->prompt_lens[0] < mi->ctx_len)
-        p->max_tokens = mi->ctx_len - p->prompt_lens[0];
+    if (chat && !p->max_tokens_set && p->prompt_lens[0] < mi->ctx_len)
+        p->gen.max_tokens = mi->ctx_len - p->prompt_lens[0];
     for (int i = 0; i < p->n_prompts; i++) {
-        int64_t need = (int64_t)p->prompt_lens[i] + p->max_tokens;
+        int64_t need = (int64_t)p->prompt_lens[i] + p->gen.max_tokens;
         if (need > mi->ctx_len) {
             srv_api_error_set(err, 400, "invalid_request_error",
-                              max_tokens_set ? "max_tokens"
-                              : chat         ? "messages"
-                                             : "prompt",
+                              p->max_tokens_set ? "max_tokens"
+                              : chat            ? "messages"
+                                                : "prompt",
                               "context_length_exceeded",
                               "This model's maximum context length is %d tokens. However, you "
                               "requested %lld tokens (%d in the prompt, %d for the completion).",
-                              mi->ctx_len, (long long)need, p->prompt_lens[i], p->max_tokens);
+                              mi->ctx_len, (long long)need, p->prompt_lens[i], p->gen.max_tokens);
             rc = -EINVAL;
             goto out;
         }
@@ -678,6 +551,16 @@ int srv_chat_parse(const char *body, size_t len, const struct eng_model_info *mi
     return parse_body(body, len, mi, true, tmpl, tok, tok_ctx, p, err);
 }
 
+void srv_comp_req_init(const struct srv_comp_params *p, int choice, uint64_t seed,
+                       struct eng_req *er)
+{
+    int pi = choice / p->n;
+    er->prompt = p->prompts[pi];
+    er->n_prompt = p->prompt_lens[pi];
+    er->g = p->gen;
+    er->g.sp.seed = (p->has_seed ? p->gen.sp.seed : seed) + (uint64_t)(choice % p->n);
+}
+
 void srv_comp_params_free(struct srv_comp_params *p)
 {
     for (int i = 0; i < p->n_prompts; i++) {
@@ -690,8 +573,7 @@ void srv_comp_params_free(struct srv_comp_params *p)
     folio_free(p->prompt_lens);
     for (int i = 0; i < p->n_stop; i++)
         folio_free(p->stop[i]);
-    folio_free(p->bias_tokens);
-    folio_free(p->bias_values);
+    folio_free(p->bias);
     memset(p, 0, sizeof(*p));
 }
 
@@ -730,7 +612,7 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
 static cJSON *parse_root(const char *body, size_t len, struct srv_api_error *err)
 {
     const char *end = NULL;
-    if (!srv_utf8_valid(body, len)) {
+    if (!folio_utf8_valid(body, len)) {
         srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
                           "request body is not valid UTF-8");
         return NULL;

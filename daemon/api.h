@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "buf.h"
 #include "engine.h"
@@ -33,28 +34,58 @@ struct srv_api_error {
     char message[320];
 };
 
+/* One completion request as parsed.  `gen` is what each choice's engine
+ * request carries (struct eng_gen: the sampler's and the scheduler's own
+ * parameters); the rest is the server's (prompts, n, stop strings,
+ * streaming, echo). */
 struct srv_comp_params {
     bool chat; /* /v1/chat/completions: one prompt, rendered messages */
     int n_prompts;
     char **prompt_text; /* [n_prompts]: the text of text prompts, NULL for ids */
     int32_t **prompts;  /* [n_prompts][prompt_lens[i]] token ids */
     int32_t *prompt_lens;
-    int32_t max_tokens;
-    float temperature, top_p;
-    int32_t top_k;
-    bool has_seed;
-    uint64_t seed;
-    int n;
+    struct eng_gen gen;
+    struct sampler_bias *bias; /* owned; gen.sp.bias points here */
+    bool has_seed;             /* else each request gets its own seed */
+    bool max_tokens_set;
+    int32_t n;
     int n_stop;
     char *stop[SRV_MAX_STOP];
     size_t stop_len[SRV_MAX_STOP];
-    bool ignore_eos, stream, include_usage;
-    bool echo;        /* completions: the prompt text starts each choice's text */
-    int32_t logprobs; /* completions: top-N (0..20) per token; -1: none */
-    int32_t n_bias;
-    int32_t *bias_tokens;
-    float *bias_values;
+    bool stream, include_usage;
+    bool echo; /* completions: the prompt text starts each choice's text */
 };
+
+/* The request table (api.c): one row per accepted JSON field.  Exposed
+ * for tests, which walk it. */
+enum srv_field_type {
+    SRV_F_I32,    /* int32_t, integral, in [lo, hi] */
+    SRV_F_I64,    /* int64_t / uint64_t bits, integral, in [lo, hi] */
+    SRV_F_F32,    /* float in [lo, hi] ((lo, hi] with lo_open) */
+    SRV_F_BOOL,   /* bool */
+    SRV_F_NOOP,   /* accepted only as null, false, 0 or `def` */
+    SRV_F_CUSTOM, /* parsed by the row's function */
+};
+enum srv_field_hi { SRV_HI_CONST, SRV_HI_CTX, SRV_HI_VOCAB }; /* hi: the number, ctx_len, n_vocab */
+#define SRV_EP_COMP 1u                                        /* /v1/completions */
+#define SRV_EP_CHAT 2u                                        /* /v1/chat/completions */
+
+struct srv_field {
+    const char *name;
+    enum srv_field_type type;
+    unsigned endpoints; /* SRV_EP_* accepting it */
+    size_t off;         /* into struct srv_comp_params */
+    double lo, hi, def; /* bounds; default (also the accepted no-op value) */
+    enum srv_field_hi hi_from;
+    bool lo_open;
+    bool nullable;     /* null means the default */
+    ssize_t set_off;   /* a bool set when given (not null), or -1 */
+    const char *param; /* error `param` (default: name) */
+    int (*parse)(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
+                 struct srv_api_error *err); /* SRV_F_CUSTOM */
+};
+
+const struct srv_field *srv_fields(size_t *n);
 
 /* Tokenizer hook for text prompts: NULL or returning -ENOSYS means text
  * prompts are refused with a 400.  special: control tokens written in the
@@ -68,6 +99,11 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                    struct srv_api_error *err);
 void srv_comp_params_free(struct srv_comp_params *p);
+/* The engine request of choice `choice` (prompts x n, prompt-major): its
+ * prompt and a copy of p->gen, whose seed is the request's (else `seed`)
+ * plus the choice's index within its prompt.  Borrows p's arrays. */
+void srv_comp_req_init(const struct srv_comp_params *p, int choice, uint64_t seed,
+                       struct eng_req *er);
 
 /* Parses a chat completion body: the same sampling fields (plus
  * max_completion_tokens), `messages` [{role: system|user|assistant,
@@ -92,8 +128,5 @@ int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info
                        struct srv_api_error *err);
 int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
                          int32_t **ids, int32_t *n, struct srv_api_error *err);
-
-/* True when s[0..n) is valid UTF-8. */
-bool srv_utf8_valid(const char *s, size_t n);
 
 #endif

@@ -37,6 +37,7 @@ struct opt {
     size_t off;          /* offsetof(struct srv_config, field) */
     const char *arg;     /* metavariable for --help */
     const char *help;
+    size_t eoff; /* OPT_ENUM: offset of the int that gets the choice's index (0: none) */
 };
 
 #define F(field) offsetof(struct srv_config, field)
@@ -44,47 +45,50 @@ struct opt {
 
 static const struct opt opts[] = {
     {"model", OPT_STR, 0, 0, NULL, NULL, F(model), "PATH",
-     "GGUF model file (default: the embedded synthetic model)"},
+     "GGUF model file (default: the embedded synthetic model)", 0},
     {"chat-template", OPT_ENUM, 0, 0, "auto", "auto|chatml|llama2|llama3|mistral|zephyr|phi3",
      F(chat_template), "NAME",
      "chat template for /v1/chat/completions (auto: the model's tokenizer.chat_template; "
-     "chatml as plain text when the model has none)"},
+     "chatml as plain text when the model has none)",
+     F(chat_template_id)},
     {"socket", OPT_STR, 0, 0, NULL, NULL, F(socket), "PATH",
-     "Unix socket (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)"},
+     "Unix socket (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)", 0},
     {"listen", OPT_STR, 0, 0, NULL, NULL, F(listen), "HOST:PORT",
-     "also listen on loopback TCP (API keys name tenants)"},
+     "also listen on loopback TCP (API keys name tenants)", 0},
     {"kv-mem", OPT_SIZE, 4096, 1024 * GiB, "256M", NULL, F(kv_mem), "SIZE",
-     "KV cache memory (k/M/G suffixes); exclusive with --kv-blocks"},
+     "KV cache memory (k/M/G suffixes); exclusive with --kv-blocks", 0},
     {"kv-blocks", OPT_INT, 0, 1 << 24, "0", NULL, F(kv_blocks), "N",
-     "KV cache size in blocks (0: from --kv-mem)"},
-    {"block-size", OPT_INT, 1, 1024, "16", NULL, F(block_size), "N", "token slots per KV block"},
+     "KV cache size in blocks (0: from --kv-mem)", 0},
+    {"block-size", OPT_INT, 1, 1024, "16", NULL, F(block_size), "N", "token slots per KV block", 0},
     {"kv-dtype", OPT_ENUM, 0, 0, "f32", "f32|f16|bf16|q8", F(kv_dtype), "f32|f16|bf16|q8",
-     "KV element type (q8: int8 with a scale per token and KV head, ~3.8x the tokens of f32)"},
+     "KV element type (q8: int8 with a scale per token and KV head, ~3.8x the tokens of f32)",
+     F(kv_dtype_id)},
     {"max-batch-tokens", OPT_INT, 1, 1 << 20, "512", NULL, F(max_batch_tokens), "N",
-     "token budget of one step"},
-    {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step"},
+     "token budget of one step", 0},
+    {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step", 0},
     {"threads", OPT_INT, 0, 1024, "0", NULL, F(threads), "N",
-     "compute threads (0: one per online CPU)"},
+     "compute threads (0: one per online CPU)", 0},
     {"matmul", OPT_ENUM, 0, 0, "auto", "auto|openblas|onednn", F(matmul), "auto|openblas|onednn",
-     "matrix-product backend (auto: oneDNN with AVX-512, else the faster on a start-up check)"},
+     "matrix-product backend (auto: oneDNN with AVX-512, else the faster on a start-up check)",
+     F(matmul_id)},
     {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid), "default|refuse",
-     "peers whose uid names no tenant: serve as 'default', or refuse (403)"},
+     "peers whose uid names no tenant: serve as 'default', or refuse (403)", F(unknown_uid_id)},
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",
-     "largest request body (413 beyond)"},
+     "largest request body (413 beyond)", 0},
     {"max-pending-output", OPT_SIZE, 4096, 1 << 30, "1M", NULL, F(max_pending_output), "SIZE",
-     "unsent bytes a client may leave queued before its connection is dropped"},
+     "unsent bytes a client may leave queued before its connection is dropped", 0},
     {"max-connections", OPT_INT, 1, 1 << 20, "4096", NULL, F(max_connections), "N",
-     "open client connections (more are closed at accept)"},
+     "open client connections (more are closed at accept)", 0},
     {"idle-timeout-ms", OPT_INT, 0, 3600 * 1000, "60000", NULL, F(idle_timeout_ms), "MS",
-     "close a connection that sends no complete request for this long (0: never)"},
+     "close a connection that sends no complete request for this long (0: never)", 0},
     {"drain-timeout-ms", OPT_INT, 0, 3600 * 1000, "30000", NULL, F(drain_timeout_ms), "MS",
-     "on SIGTERM, time running requests get to finish"},
+     "on SIGTERM, time running requests get to finish", 0},
     {"log-level", OPT_ENUM, 0, 0, "info", "error|info|debug", F(log_level), "LEVEL",
-     "stderr log verbosity"},
-    {"config", OPT_STR, 0, 0, NULL, NULL, F(config), "FILE", "INI configuration file"},
-    {"help", OPT_BOOL, 0, 0, NULL, NULL, F(help), NULL, "print this help and exit"},
+     "stderr log verbosity", F(log_level_id)},
+    {"config", OPT_STR, 0, 0, NULL, NULL, F(config), "FILE", "INI configuration file", 0},
+    {"help", OPT_BOOL, 0, 0, NULL, NULL, F(help), NULL, "print this help and exit", 0},
     {"dump-config", OPT_BOOL, 0, 0, NULL, NULL, F(dump), NULL,
-     "print the effective configuration as INI and exit"},
+     "print the effective configuration as INI and exit", 0},
 };
 
 #define N_OPTS ((int)FOLIO_ARRAY_LEN(opts))
@@ -93,15 +97,15 @@ _Static_assert(FOLIO_ARRAY_LEN(opts) < 32, "set_mask holds two bits per option")
 
 #define T(field) offsetof(struct srv_tenant_cfg, field)
 static const struct opt tenant_keys[] = {
-    {"uid", OPT_INT, -1, UINT32_MAX, "-1", NULL, T(uid), "UID", "peer uid of this tenant"},
-    {"weight", OPT_INT, 1, 1000, "1", NULL, T(weight), "W", "fair-share weight"},
+    {"uid", OPT_INT, -1, UINT32_MAX, "-1", NULL, T(uid), "UID", "peer uid of this tenant", 0},
+    {"weight", OPT_INT, 1, 1000, "1", NULL, T(weight), "W", "fair-share weight", 0},
     {"max_kv_blocks", OPT_INT, 0, 1 << 24, "0", NULL, T(max_kv_blocks), "N",
-     "KV blocks the tenant may hold (0 = unlimited)"},
+     "KV blocks the tenant may hold (0 = unlimited)", 0},
     {"max_running", OPT_INT, 0, 65536, "0", NULL, T(max_running), "N",
-     "running requests (0 = unlimited)"},
+     "running requests (0 = unlimited)", 0},
     {"max_waiting", OPT_INT, 0, 1 << 20, "0", NULL, T(max_waiting), "N",
-     "waiting requests before 429 (0 = unlimited)"},
-    {"api_key", OPT_STR, 0, 0, NULL, NULL, T(api_key), "KEY", "bearer key (TCP clients)"},
+     "waiting requests before 429 (0 = unlimited)", 0},
+    {"api_key", OPT_STR, 0, 0, NULL, NULL, T(api_key), "KEY", "bearer key (TCP clients)", 0},
 };
 
 int srv_parse_int(const char *s, int64_t *out)
@@ -119,18 +123,19 @@ int srv_parse_int(const char *s, int64_t *out)
     return 0;
 }
 
-static bool enum_has(const char *choices, const char *v)
+/* The index of v in "a|b|c", or -1. */
+static int enum_index(const char *choices, const char *v)
 {
     size_t n = strlen(v);
     const char *p = choices;
-    while (p && *p) {
+    for (int i = 0; p && *p; i++) {
         const char *bar = strchr(p, '|');
         size_t len = bar ? (size_t)(bar - p) : strlen(p);
         if (len == n && !strncmp(p, v, n))
-            return true;
+            return i;
         p = bar ? bar + 1 : NULL;
     }
-    return false;
+    return -1;
 }
 
 /* Stores text value v into the field of o inside base.  `who` names the
@@ -144,7 +149,8 @@ static int opt_set(const struct opt *o, void *base, const char *v, const char *w
     switch (o->type) {
     case OPT_STR:
     case OPT_ENUM: {
-        if (o->type == OPT_ENUM && !enum_has(o->choices, v)) {
+        int idx = o->type == OPT_ENUM ? enum_index(o->choices, v) : 0;
+        if (idx < 0) {
             folio_errf(err, errlen, "%s: '%s' is not one of %s", who, v, o->choices);
             return -EINVAL;
         }
@@ -153,6 +159,8 @@ static int opt_set(const struct opt *o, void *base, const char *v, const char *w
             return -ENOMEM;
         folio_free(*(char **)field);
         *(char **)field = dup;
+        if (o->eoff)
+            *(int *)((char *)base + o->eoff) = idx;
         return 0;
     }
     case OPT_BOOL:

@@ -32,10 +32,19 @@ struct srv_tenant_cfg {
     char *api_key;         /* NULL: none */
 };
 
+enum srv_unknown_uid { SRV_UNKNOWN_UID_DEFAULT, SRV_UNKNOWN_UID_REFUSE };
+
 struct srv_config {
     /* strings: owned, NULL when unset (defaults are resolved at parse) */
     char *model, *socket, *listen, *kv_dtype, *config, *unknown_uid, *log_level, *chat_template;
     char *matmul; /* auto|openblas|onednn */
+    /* the enum options as C enums, parsed with their strings (the index of
+     * the value in the option's list of choices) */
+    int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices */
+    int unknown_uid_id;   /* enum srv_unknown_uid */
+    int log_level_id;     /* enum srv_log_level (log.h): error, info, debug */
+    int chat_template_id; /* 0: auto, else enum chat_template (chat.h) */
+    int matmul_id;        /* enum model_matmul (model.h): auto, openblas, onednn */
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     bool help, dump;

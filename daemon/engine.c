@@ -21,7 +21,6 @@
 #include "folio/common.h"
 
 struct srv_engine {
-    uv_loop_t *loop;
     uv_async_t async;
     uv_thread_t thread;
     uv_mutex_t mu;
@@ -98,7 +97,6 @@ int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backen
     srv_engine_t *e = folio_calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
-    e->loop = loop;
     e->ops = ops;
     e->b = backend;
     e->ev = *ev;
@@ -141,9 +139,10 @@ void srv_engine_abort(srv_engine_t *e, struct eng_req *r)
     uv_async_send(&e->async);
 }
 
-bool srv_engine_busy(const srv_engine_t *e)
+const char *eng_finish_name(enum eng_finish f)
 {
-    return e->running;
+    static const char *const names[ENG_FINISH_COUNT] = {"", "stop", "length", "abort", "error"};
+    return f < ENG_FINISH_COUNT ? names[f] : "";
 }
 
 static void on_close(uv_handle_t *h)

@@ -37,38 +37,45 @@
 #include "config.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
+#include "folio/scheduler.h"
 
+/* Why a sequence ended: one vocabulary from the backend through the
+ * completion state to the JSON writer and /metrics (eng_finish_name is
+ * OpenAI's finish_reason). */
 enum eng_finish {
+    ENG_FINISH_NONE,   /* still running */
+    ENG_FINISH_STOP,   /* an end-of-generation token, or a stop string */
     ENG_FINISH_LENGTH, /* max_tokens reached (or the context is full) */
-    ENG_FINISH_EOS,    /* end-of-sequence token */
     ENG_FINISH_ABORT,  /* aborted by the server */
     ENG_FINISH_ERROR,  /* the backend failed this request */
+    ENG_FINISH_COUNT
 };
 
-struct eng_sampling {
-    float temperature; /* 0: greedy */
-    float top_p;       /* (0, 1] */
-    int32_t top_k;     /* <= 0: off */
-    uint64_t seed;
+/* "stop", "length", "abort", "error" ("" for NONE). */
+const char *eng_finish_name(enum eng_finish f);
+
+/* What one sequence asks of the sampler and the scheduler: filled by the
+ * request parser (api.c's field table, one row per field) and consumed as
+ * is — the backend hands `sp` to sampler_sample unchanged, and max_tokens
+ * / ignore_eos to the scheduler.  A new sampling field is one row in that
+ * table plus its use in the sampler. */
+struct eng_gen {
+    struct sampler_params sp; /* sp.bias: owned by the request description */
+    int32_t max_tokens;
     bool ignore_eos;
-    int32_t n_bias;
-    const int32_t *bias_tokens; /* [n_bias] */
-    const float *bias_values;   /* [n_bias] */
+    int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a
  * pointer from submit() until it reports `finished`. */
 struct eng_req {
     uint64_t id;
-    int tenant;    /* index into the config's tenant table */
-    uint64_t salt; /* prefix-cache salt (per tenant) */
+    int tenant; /* index into the config's tenant table */
     const int32_t *prompt;
     int32_t n_prompt;
-    int32_t max_tokens;
-    struct eng_sampling sp;
-    int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    struct eng_gen g;
     /* Set by the backend only for the duration of a `token` event when
-     * n_logprobs >= 0: that token's logprob and top-N.  NULL otherwise. */
+     * g.n_logprobs >= 0: that token's logprob and top-N.  NULL otherwise. */
     const struct sampler_result *lp;
     void *user; /* the server's */
     void *priv; /* the backend's */
@@ -84,6 +91,7 @@ struct eng_events {
 
 struct eng_model_info {
     const char *name;
+    const char *kind; /* what computes the tokens: "model", "fake" */
     int32_t n_vocab, ctx_len, eos_id;
     bool has_tokenizer; /* text prompts and text output */
     /* The model file's tokenizer.chat_template: chat_template_rc is 0 (then
@@ -93,22 +101,16 @@ struct eng_model_info {
     const char *matmul; /* matrix-product backend in use; NULL: none */
 };
 
+/* The pool's and the queues' statistics: the pager's and the scheduler's
+ * own structs, as they report them (nothing mirrored field by field). */
 struct eng_stats {
-    int64_t blocks_total, blocks_free, blocks_used, blocks_cached;
-    int64_t tokens_held, slots_empty;
-    int64_t block_size, bytes_per_block;
-    int64_t running, waiting, preempted; /* requests now */
-    int64_t preemptions_total;
-    int64_t prefix_queries, prefix_hits; /* tokens */
+    struct pager_stats pager;
+    struct sched_stats sched;
+    int64_t block_size; /* token slots per block */
     const char *kv_dtype;
 };
 
-struct eng_tenant_stats {
-    int64_t blocks_used, running, waiting;
-};
-
 struct eng_backend_ops {
-    const char *kind;
     void (*info)(void *b, struct eng_model_info *mi);
     /* Queues r.  -EINVAL if it can never run (e.g. needs more KV blocks
      * than the pool or its tenant may hold); no event is sent then. */
@@ -121,7 +123,8 @@ struct eng_backend_ops {
     void (*run)(void *b);
     void (*commit)(void *b, const struct eng_events *ev);
     void (*stats)(void *b, struct eng_stats *st);
-    void (*tenant_stats)(void *b, int tenant, struct eng_tenant_stats *st);
+    /* Zeroes st for a tenant the scheduler has not seen. */
+    void (*tenant_stats)(void *b, int tenant, struct sched_tenant_stats *st);
     int32_t (*n_blocks)(void *b);
     void (*block_info)(void *b, int32_t block, struct pager_block_info *bi);
     /* Bytes of one token's text into buf; returns the length or -errno. */
@@ -154,7 +157,6 @@ int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backen
                     void (*on_step)(void *user, const struct srv_engine_step_stats *st));
 int srv_engine_submit(srv_engine_t *e, struct eng_req *r);
 void srv_engine_abort(srv_engine_t *e, struct eng_req *r);
-bool srv_engine_busy(const srv_engine_t *e);
 /* Joins the engine thread (after the current step) and closes the async
  * handle; frees e in the close callback; the backend is not freed. */
 void srv_engine_close(srv_engine_t *e);

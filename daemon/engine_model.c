@@ -1,29 +1,15 @@
 /*
- * daemon/engine_model.c — the real backend behind daemon/engine.h: the
- * scheduler (scheduler/) plans, the model (model/) runs the step and the
- * sampler picks tokens, the pager (pager/) holds K/V.
+ * daemon/engine_model.c — foliod's step function (daemon/backend.h): the
+ * model (model/) runs the planned batch and the sampler picks each
+ * sampling row's token; the scheduler and the pager are the backend's.
  *
- *   plan   (loop)    sched_step_plan → batch (arrays owned by the scheduler,
- *                    unchanged until commit); `started` for new requests
- *   run    (engine)  model_forward(batch) → logits [n_sample][n_vocab] →
- *                    sampler_sample per sampling row (token_index keeps a
- *                    preempted stream identical) → sampled[]
- *   commit (loop)    sched_step_commit(sampled) → TOKEN / FINISHED / DONE
- *                    events, translated to eng_events
+ *   run (engine thread)  model_forward(batch) → logits [n_sample][n_vocab]
+ *                        → sampler_sample(&req->g.sp, ...) per sampling row
+ *                        (token_index keeps a preempted stream identical)
  *
- * One engine request (one choice of a completion) is one scheduler request
- * with n = 1; its sampling parameters live in struct em_req, which the
- * batch points at (sched_slice.sampling) and which is freed only at DONE.
- * Tenants: scheduler tenant id = index in the config's tenant table.
- *
- * Logprobs: a request with n_logprobs >= 0 has run() fill res[sample_row]
- * (sampler_result: the chosen token's logprob and the top-N); commit copies
- * it into the request's em_req before sched_step_commit, and the TOKEN
- * event hands it to the server through eng_req.lp (one sampled token per
- * request per step, so the copy is that token's).
- *
- * Chat template: read from the model file's tokenizer.chat_template at
- * load (chat_template_from_gguf); the default model has none (-ENOENT).
+ * The tokenizer: the model file's, or for the default model the
+ * synthetic vocabulary; chat template read from the file's
+ * tokenizer.chat_template at load (the default model has none: -ENOENT).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -32,7 +18,7 @@
 #include <unistd.h>
 
 #include "../model/vocab_synth.h" /* the default model's vocabulary */
-#include "engine.h"
+#include "backend.h"
 #include "folio/chat.h"
 #include "folio/common.h"
 #include "folio/gguf.h"
@@ -45,76 +31,17 @@
 int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops, void **b,
                       char *err, size_t errlen);
 
-struct em_req {
-    struct eng_req *r;
-    uint64_t sid;
-    bool started, failed;
-    enum eng_finish why;
-    struct sampler_params sp;
-    struct sampler_bias *bias;
-    int32_t n_top;             /* < 0: no logprobs */
-    struct sampler_result res; /* the last sampled token's, when n_top >= 0 */
-};
-
 struct em {
     const struct srv_config *cfg;
     model_t *model;
     struct model_hparams hp;
-    pager_t *pg;
-    sched_t *sched;
     model_ctx_t *mctx;
-    struct sched_batch batch;
-    float *logits;              /* [max_seqs][n_vocab] */
-    int32_t *sampled;           /* [max_seqs] */
-    struct sampler_result *res; /* [max_seqs] by sample row */
-    int *slice_rc;              /* [max_seqs]: run()'s result per slice */
-    void *work;                 /* sampler workspace */
-    int step_rc;
-    const struct eng_events *ev; /* during plan / commit */
-    tok_t *tok;                  /* NULL: token ids only */
-    int tmpl, tmpl_rc;           /* chat template from the file (see eng_model_info) */
+    float *logits;     /* [max_seqs][n_vocab] */
+    void *work;        /* sampler workspace */
+    tok_t *tok;        /* NULL: token ids only */
+    int tmpl, tmpl_rc; /* chat template from the file (see eng_model_info) */
     char name[80];
 };
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static void on_sched_event(void *ctx, const struct sched_event *e)
-{
-    struct em *m = ctx;
-    struct eng_req *r = e->user;
-    struct em_req *q = r ? r->priv : NULL;
-    if (!q || !m->ev)
-        return;
-    switch (e->type) {
-    case SCHED_EV_TOKEN:
-        r->lp = q->n_top >= 0 ? &q->res : NULL;
-        m->ev->token(m->ev->user, r, e->token);
-        r->lp = NULL;
-        break;
-    case SCHED_EV_FINISHED:
-        q->why = e->reason == SCHED_FINISH_LENGTH  ? ENG_FINISH_LENGTH
-                 : e->reason == SCHED_FINISH_ABORT ? ENG_FINISH_ABORT
-                                                   : ENG_FINISH_EOS;
-        break;
-    case SCHED_EV_DONE: {
-        enum eng_finish why = q->failed ? ENG_FINISH_ERROR : q->why;
-        folio_free(q->bias);
-        folio_free(q);
-        r->priv = NULL;
-        m->ev->finished(m->ev->user, r, why);
-        break;
-    }
-    case SCHED_EV_PREEMPTED:
-    case SCHED_EV_RESUMED:
-        break;
-    }
-}
 
 static void em_info(void *b, struct eng_model_info *mi)
 {
@@ -129,176 +56,23 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->matmul = model_matmul_name(model_ctx_matmul(m->mctx));
 }
 
-static int em_submit(void *b, struct eng_req *r)
+static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
+                   struct sampler_result *res, int *slice_rc)
 {
     struct em *m = b;
-    struct em_req *q = folio_calloc(1, sizeof(*q));
-    if (!q)
-        return -ENOMEM;
-    q->r = r;
-    q->n_top = FOLIO_MIN(r->n_logprobs, SAMPLER_MAX_TOP);
-    q->sp = (struct sampler_params){
-        .temperature = r->sp.temperature,
-        .top_k = r->sp.top_k,
-        .top_p = r->sp.top_p,
-        .seed = r->sp.seed,
-    };
-    if (r->sp.n_bias) {
-        q->bias = folio_malloc((size_t)r->sp.n_bias * sizeof(*q->bias));
-        if (!q->bias) {
-            folio_free(q);
-            return -ENOMEM;
-        }
-        for (int32_t i = 0; i < r->sp.n_bias; i++)
-            q->bias[i] = (struct sampler_bias){r->sp.bias_tokens[i], r->sp.bias_values[i]};
-        q->sp.n_bias = r->sp.n_bias;
-        q->sp.bias = q->bias;
-    }
-    struct sched_request_params p = {
-        .prompt = r->prompt,
-        .n_prompt = r->n_prompt,
-        .max_tokens = r->max_tokens,
-        .eos_id = m->hp.eos_id,
-        .ignore_eos = r->sp.ignore_eos,
-        .n = 1,
-        .tenant = (uint32_t)r->tenant,
-        .sampling = q,
-        .user = r,
-        .arrival_ns = folio_now_ns(),
-    };
-    r->priv = q;
-    int rc = sched_request_add(m->sched, &p, &q->sid);
-    if (rc) {
-        r->priv = NULL;
-        folio_free(q->bias);
-        folio_free(q);
-        return rc == -E2BIG ? -EINVAL : rc;
-    }
-    return 0;
-}
-
-static void em_abort(void *b, struct eng_req *r)
-{
-    struct em *m = b;
-    struct em_req *q = r->priv;
-    if (q)
-        sched_request_abort(m->sched, q->sid);
-}
-
-static int em_plan(void *b, const struct eng_events *ev)
-{
-    struct em *m = b;
-    m->ev = ev;
-    int rc = sched_step_plan(m->sched, &m->batch);
-    if (rc == -EAGAIN)
-        return 0;
-    if (rc)
-        return rc;
-    for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
-        struct eng_req *r = m->batch.info[i].user;
-        struct em_req *q = r ? r->priv : NULL;
-        if (q && !q->started) {
-            q->started = true;
-            ev->started(ev->user, r);
-        }
-    }
-    m->step_rc = 0;
-    return m->batch.mb.n_tokens > 0 ? m->batch.mb.n_tokens : 1;
-}
-
-static void em_run(void *b)
-{
-    struct em *m = b;
-    m->step_rc = model_forward(m->mctx, &m->batch.mb, m->logits);
-    for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
-        const struct sched_slice *s = &m->batch.info[i];
-        m->slice_rc[i] = m->step_rc;
-        if (s->sample_row < 0 || m->step_rc)
+    int rc = model_forward(m->mctx, &batch->mb, m->logits);
+    for (int32_t i = 0; i < batch->mb.n_slices; i++) {
+        const struct sched_slice *s = &batch->info[i];
+        slice_rc[i] = rc;
+        if (s->sample_row < 0 || rc)
             continue;
-        const struct em_req *q = s->sampling;
-        struct sampler_result *res = q->n_top >= 0 ? &m->res[s->sample_row] : NULL;
-        m->slice_rc[i] =
-            sampler_sample(&q->sp, m->logits + (size_t)s->sample_row * m->hp.n_vocab, m->hp.n_vocab,
-                           (uint64_t)s->token_index, m->work, q->n_top >= 0 ? q->n_top : 0,
-                           &m->sampled[s->sample_row], res);
+        const struct eng_req *r = s->sampling;
+        int32_t n_top = r->g.n_logprobs;
+        slice_rc[i] =
+            sampler_sample(&r->g.sp, m->logits + (size_t)s->sample_row * m->hp.n_vocab,
+                           m->hp.n_vocab, (uint64_t)s->token_index, m->work, n_top >= 0 ? n_top : 0,
+                           &sampled[s->sample_row], n_top >= 0 ? &res[s->sample_row] : NULL);
     }
-}
-
-static void em_commit(void *b, const struct eng_events *ev)
-{
-    struct em *m = b;
-    m->ev = ev;
-    /* A failed row ends its request alone (its token is dropped); a failed
-     * forward pass ends every request of the step. */
-    for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
-        if (!m->slice_rc[i])
-            continue;
-        struct eng_req *r = m->batch.info[i].user;
-        struct em_req *q = r ? r->priv : NULL;
-        if (q) {
-            q->failed = true;
-            sched_request_abort(m->sched, q->sid);
-        }
-        if (m->batch.info[i].sample_row >= 0)
-            m->sampled[m->batch.info[i].sample_row] = 0;
-    }
-    for (int32_t i = 0; i < m->batch.mb.n_slices; i++) {
-        const struct sched_slice *sl = &m->batch.info[i];
-        struct eng_req *r = sl->user;
-        struct em_req *q = r ? r->priv : NULL;
-        if (q && q->n_top >= 0 && sl->sample_row >= 0 && !m->slice_rc[i])
-            q->res = m->res[sl->sample_row];
-    }
-    sched_step_commit(m->sched, m->sampled, m->batch.n_sample);
-}
-
-static void em_stats(void *b, struct eng_stats *st)
-{
-    struct em *m = b;
-    struct pager_stats ps;
-    struct sched_stats ss;
-    pager_stats_get(m->pg, &ps);
-    sched_stats_get(m->sched, &ss);
-    memset(st, 0, sizeof(*st));
-    st->blocks_total = ps.blocks_total;
-    st->blocks_free = ps.blocks_free;
-    st->blocks_used = ps.blocks_used;
-    st->blocks_cached = ps.blocks_cached;
-    st->tokens_held = ps.tokens_held;
-    st->slots_empty = ps.slots_empty;
-    st->block_size = pager_block_size(m->pg);
-    st->bytes_per_block = (int64_t)ps.bytes_per_block;
-    st->running = ss.running;
-    st->waiting = ss.waiting;
-    st->preempted = ss.preempted;
-    st->preemptions_total = ss.preemptions;
-    st->prefix_queries = ps.prefix_queries;
-    st->prefix_hits = ps.prefix_hits;
-    st->kv_dtype = m->cfg->kv_dtype;
-}
-
-static void em_tenant_stats(void *b, int t, struct eng_tenant_stats *st)
-{
-    struct em *m = b;
-    struct sched_tenant_stats ts;
-    memset(st, 0, sizeof(*st));
-    if (sched_tenant_stats_find(m->sched, (uint32_t)t, &ts))
-        return;
-    st->blocks_used = ts.kv_blocks;
-    st->running = ts.running;
-    st->waiting = ts.waiting + ts.preempted;
-}
-
-static int32_t em_n_blocks(void *b)
-{
-    struct pager_stats ps;
-    pager_stats_get(((struct em *)b)->pg, &ps);
-    return (int32_t)ps.blocks_total;
-}
-
-static void em_block_info(void *b, int32_t i, struct pager_block_info *bi)
-{
-    pager_block_info_get(((struct em *)b)->pg, i, bi);
 }
 
 static int em_detok(void *b, int32_t tok, char *buf, size_t cap)
@@ -410,36 +184,21 @@ static void em_free(void *b)
     struct em *m = b;
     if (!m)
         return;
-    if (m->sched)
-        sched_free(m->sched);
     if (m->mctx)
         model_ctx_free(m->mctx);
-    if (m->pg)
-        pager_free(m->pg);
     if (m->model)
         model_free(m->model);
     if (m->tok)
         tok_free(m->tok);
     folio_free(m->logits);
-    folio_free(m->sampled);
-    folio_free(m->res);
-    folio_free(m->slice_rc);
     folio_free(m->work);
     folio_free(m);
 }
 
-static const struct eng_backend_ops em_ops = {
+static const struct eng_step em_step = {
     .kind = "model",
     .info = em_info,
-    .submit = em_submit,
-    .abort = em_abort,
-    .plan = em_plan,
     .run = em_run,
-    .commit = em_commit,
-    .stats = em_stats,
-    .tenant_stats = em_tenant_stats,
-    .n_blocks = em_n_blocks,
-    .block_info = em_block_info,
     .detok = em_detok,
     .tokenize = em_tokenize,
     .is_eog = em_is_eog,
@@ -450,6 +209,7 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
                       char *err, size_t errlen)
 {
     struct em *m = folio_calloc(1, sizeof(*m));
+    struct eng_backend *be = NULL;
     if (!m)
         return -ENOMEM;
     m->cfg = cfg;
@@ -459,87 +219,26 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         goto fail;
     m->hp = *model_hparams(m->model);
     snprintf(m->name, sizeof(m->name), "%s", model_name(m->model));
-    enum folio_dtype dt = FOLIO_F32;
-    if (folio_dtype_parse(cfg->kv_dtype, &dt) != 0) {
-        snprintf(err, errlen, "unknown --kv-dtype '%s'", cfg->kv_dtype);
-        rc = -EINVAL;
+    struct eng_geom g = {m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim, m->hp.ctx_len, false};
+    if ((rc = eng_backend_new(cfg, &g, &be, err, errlen)))
         goto fail;
-    }
-    int64_t bpb = pager_kv_bytes_per_token(dt, m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim) *
-                  cfg->block_size;
-    int64_t nb = cfg->kv_blocks ? cfg->kv_blocks : cfg->kv_mem / bpb;
-    if (nb < 1 || nb > INT32_MAX) {
-        snprintf(err, errlen, "--kv-mem %lld holds %lld blocks of %lld bytes",
-                 (long long)cfg->kv_mem, (long long)nb, (long long)bpb);
-        rc = -EINVAL;
-        goto fail;
-    }
-    struct pager_config pc = {
-        .num_blocks = (int32_t)nb,
-        .block_size = (int32_t)cfg->block_size,
-        .n_layers = m->hp.n_layers,
-        .n_kv_heads = m->hp.n_kv_heads,
-        .head_dim = m->hp.head_dim,
-        .dtype = dt,
-    };
-    if ((rc = pager_init(&m->pg, &pc))) {
-        snprintf(err, errlen, "cannot allocate the KV pool (%lld blocks): %s", (long long)nb,
-                 strerror(-rc));
-        goto fail;
-    }
     struct pager_kv_view view;
-    pager_kv_view(m->pg, &view);
+    pager_kv_view(eng_backend_pager(be), &view);
     struct model_ctx_config mc = {
         .max_tokens = (int32_t)cfg->max_batch_tokens,
         .max_slices = (int32_t)cfg->max_seqs,
         /* --threads 0: one compute thread per online CPU */
         .n_threads = cfg->threads > 0 ? (int32_t)cfg->threads
                                       : (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN)),
+        .matmul = (enum model_matmul)cfg->matmul_id, /* choices in enum order */
     };
-    if (cfg->matmul && model_matmul_parse(cfg->matmul, &mc.matmul)) {
-        snprintf(err, errlen, "--matmul %s: unknown backend", cfg->matmul);
-        rc = -EINVAL;
-        goto fail;
-    }
     if ((rc = model_ctx_new(m->model, &view, &mc, &m->mctx))) {
         snprintf(err, errlen, "cannot create the model context: %s", strerror(-rc));
         goto fail;
     }
-    struct sched_config sc;
-    sched_config_default(&sc);
-    sc.max_batch_tokens = (int32_t)cfg->max_batch_tokens;
-    sc.max_seqs = (int32_t)cfg->max_seqs;
-    sc.max_ctx = m->hp.ctx_len;
-    sc.on_event = on_sched_event;
-    sc.event_ctx = m;
-    if ((rc = sched_new(&sc, m->pg, &m->sched))) {
-        snprintf(err, errlen,
-                 "bad scheduler configuration (--max-batch-tokens %lld must be >= --max-seqs "
-                 "%lld): %s",
-                 (long long)cfg->max_batch_tokens, (long long)cfg->max_seqs, strerror(-rc));
-        goto fail;
-    }
-    for (int t = 0; t < cfg->n_tenants; t++) {
-        const struct srv_tenant_cfg *tc = &cfg->tenants[t];
-        struct sched_tenant_config stc = {
-            .id = (uint32_t)t,
-            .weight = (double)tc->weight,
-            .max_kv_blocks = (int32_t)tc->max_kv_blocks,
-            .max_running_seqs = (int32_t)tc->max_running,
-            .max_waiting = (int32_t)tc->max_waiting,
-            .salt = fnv1a(tc->name),
-        };
-        if ((rc = sched_tenant_set(m->sched, &stc))) {
-            snprintf(err, errlen, "tenant '%s': %s", tc->name, strerror(-rc));
-            goto fail;
-        }
-    }
     m->logits = folio_malloc((size_t)cfg->max_seqs * (size_t)m->hp.n_vocab * sizeof(float));
-    m->sampled = folio_calloc((size_t)cfg->max_seqs, sizeof(int32_t));
-    m->slice_rc = folio_calloc((size_t)cfg->max_seqs, sizeof(int));
-    m->res = folio_calloc((size_t)cfg->max_seqs, sizeof(*m->res));
     m->work = folio_malloc(sampler_work_size(m->hp.n_vocab));
-    if (!m->logits || !m->sampled || !m->slice_rc || !m->res || !m->work) {
+    if (!m->logits || !m->work) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -551,10 +250,21 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
             tok_free(m->tok);
         m->tok = NULL;
     }
-    *ops = &em_ops;
-    *out = m;
+    if ((rc = eng_backend_set_step(be, &em_step, m))) { /* be owns m from here */
+        snprintf(err, errlen, "out of memory");
+        eng_backend_ops.free(be);
+        return rc;
+    }
+    *ops = &eng_backend_ops;
+    *out = be;
     return 0;
 fail:
+    if (m->mctx) { /* it views the pool: free it first */
+        model_ctx_free(m->mctx);
+        m->mctx = NULL;
+    }
+    if (be)
+        eng_backend_ops.free(be);
     em_free(m);
     return rc;
 }

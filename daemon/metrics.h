@@ -1,7 +1,7 @@
 /*
  * daemon/metrics.h — Prometheus text exposition helpers and fixed-bucket
  * histograms.  Formatting only; the server decides what to expose
- * (server.c, metrics_render).  Names follow vLLM's with a folio_ prefix.
+ * (stats.c, srv_metrics_render).  Names follow vLLM's with a folio_ prefix.
  *
  * Histograms are cumulative at render time: counts[i] holds observations
  * in (bounds[i-1], bounds[i]]; counts[n] the ones above the last bound.

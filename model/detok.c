@@ -157,64 +157,33 @@ static void hold_put(tok_detok_t *d, const char *s, size_t n)
 static void utf8_validate(tok_detok_t *d, const unsigned char *in, size_t n, bool final)
 {
     static const char fffd[3] = {(char)0xef, (char)0xbf, (char)0xbd};
-    size_t i = 0;
+    size_t i = 0, len;
     while (i < n) {
-        unsigned c = in[i];
-        size_t need;
-        unsigned lo = 0x80, hi = 0xbf; /* range of the first continuation byte */
-        if (c < 0x80) {
+        if (in[i] < 0x80) {
             size_t j = i;
             while (j < n && in[j] < 0x80)
                 j++;
             hold_put(d, (const char *)in + i, j - i);
             i = j;
             continue;
-        } else if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            if (c == 0xe0)
-                lo = 0xa0;
-            if (c == 0xed)
-                hi = 0x9f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            if (c == 0xf0)
-                lo = 0x90;
-            if (c == 0xf4)
-                hi = 0x8f;
-        } else {
-            hold_put(d, fffd, 3);
-            i++;
-            continue;
         }
-        size_t k = 1;
-        bool bad = false;
-        for (; k <= need; k++) {
-            if (i + k >= n)
-                break;
-            unsigned b = in[i + k];
-            unsigned l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xbf;
-            if (b < l || b > h) {
-                bad = true;
-                break;
-            }
-        }
-        if (bad) {
+        switch (folio_utf8_next(in + i, n - i, &len)) {
+        case FOLIO_UTF8_OK:
+            hold_put(d, (const char *)in + i, len);
+            break;
+        case FOLIO_UTF8_BAD:
             hold_put(d, fffd, 3);
-            i += k;
-        } else if (k <= need) { /* ran out of input */
-            if (final) {
+            break;
+        case FOLIO_UTF8_SHORT: /* ran out of input */
+            if (final)
                 hold_put(d, fffd, 3);
-            } else {
-                memcpy(d->pend, in + i, n - i);
-                d->n_pend = n - i;
+            else {
+                memcpy(d->pend, in + i, len);
+                d->n_pend = len;
             }
-            i = n;
-        } else {
-            hold_put(d, (const char *)in + i, need + 1);
-            i += need + 1;
+            break;
         }
+        i += len;
     }
 }
 

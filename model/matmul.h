@@ -8,8 +8,8 @@
  *
  * with A an f32 activation matrix (M = tokens of the step, 1..max_m), W a
  * weight matrix stored row-major [N][K] in one of the GGUF tensor types
- * (F32, F16, BF16 or a quantized type of model/quant.c) and beta 0 (overwrite) or 1 (accumulate into the
- * residual stream).
+ * (F32, F16, BF16 or a quantized type of model/quant.c) and beta 0 (overwrite) or 1 (accumulate
+ * into the residual stream).
  *
  * Contract:
  *   - matmul_new() fixes the backend, the number of threads and the largest

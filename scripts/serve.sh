@@ -10,8 +10,4 @@ if [ ! -f "$dir/build.ninja" ]; then
   meson setup "$dir" -Dbuildtype=release -Dtests=false
 fi
 ninja -C "$dir"
-if [ -x "$dir/daemon/foliod" ]; then
-  exec "$dir/daemon/foliod" "$@"
-fi
-# Until the daemon lands: the pager benchmark shows the KV pool at work.
-exec "$dir/bench/bench_pager" "$@"
+exec "$dir/daemon/foliod" "$@"

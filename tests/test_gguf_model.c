@@ -692,15 +692,19 @@ static void test_write_load_roundtrip(void **state)
         assert_memory_equal(model_hparams(m), &hp, sizeof(hp));
         assert_string_equal(model_name(m), "roundtrip");
         int64_t qkv = (int64_t)(M_HEADS + 2 * M_KV) * M_HD * M_DIM;
-        expect_matrix("tok_embd", deq(&m->tok_embd), model__f32(&src->tok_embd), M_VOCAB * M_DIM, t);
+        expect_matrix("tok_embd", deq(&m->tok_embd), model__f32(&src->tok_embd), M_VOCAB * M_DIM,
+                      t);
         for (int l = 0; l < M_LAY; l++) {
             assert_memory_equal(m->layers[l].attn_norm, src->layers[l].attn_norm, M_DIM * 4);
-            expect_matrix("wqkv", deq(&m->layers[l].wqkv), model__f32(&src->layers[l].wqkv), qkv, t);
-            expect_matrix("wo", deq(&m->layers[l].wo), model__f32(&src->layers[l].wo), M_HEADS * M_HD * M_DIM, t);
+            expect_matrix("wqkv", deq(&m->layers[l].wqkv), model__f32(&src->layers[l].wqkv), qkv,
+                          t);
+            expect_matrix("wo", deq(&m->layers[l].wo), model__f32(&src->layers[l].wo),
+                          M_HEADS * M_HD * M_DIM, t);
             assert_memory_equal(m->layers[l].ffn_norm, src->layers[l].ffn_norm, M_DIM * 4);
-            expect_matrix("w_gate_up", deq(&m->layers[l].w_gate_up), model__f32(&src->layers[l].w_gate_up),
-                          2 * M_FFN * M_DIM, t);
-            expect_matrix("w_down", deq(&m->layers[l].w_down), model__f32(&src->layers[l].w_down), M_FFN * M_DIM, t);
+            expect_matrix("w_gate_up", deq(&m->layers[l].w_gate_up),
+                          model__f32(&src->layers[l].w_gate_up), 2 * M_FFN * M_DIM, t);
+            expect_matrix("w_down", deq(&m->layers[l].w_down), model__f32(&src->layers[l].w_down),
+                          M_FFN * M_DIM, t);
         }
         assert_memory_equal(m->out_norm, src->out_norm, M_DIM * 4);
         expect_matrix("output", deq(&m->output), model__f32(&src->output), M_VOCAB * M_DIM, t);

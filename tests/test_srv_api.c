@@ -12,6 +12,7 @@
  * max_tokens (the rest of the context).
  */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,19 +50,19 @@ static void test_valid_full(void **state)
     assert_int_equal(p.n_prompts, 1);
     assert_int_equal(p.prompt_lens[0], 3);
     assert_int_equal(p.prompts[0][2], 3);
-    assert_int_equal(p.max_tokens, 10);
-    assert_true(p.temperature == 0.5f);
-    assert_true(p.top_p == 0.9f);
-    assert_int_equal(p.top_k, 40);
+    assert_int_equal(p.gen.max_tokens, 10);
+    assert_true(p.gen.sp.temperature == 0.5f);
+    assert_true(p.gen.sp.top_p == 0.9f);
+    assert_int_equal(p.gen.sp.top_k, 40);
     assert_true(p.has_seed);
-    assert_int_equal(p.seed, 42);
+    assert_int_equal(p.gen.sp.seed, 42);
     assert_int_equal(p.n, 3);
     assert_int_equal(p.n_stop, 2);
     assert_string_equal(p.stop[1], "\n");
-    assert_true(p.ignore_eos && p.stream && p.include_usage);
-    assert_int_equal(p.n_bias, 2);
-    assert_int_equal(p.bias_tokens[0], 7);
-    assert_true(p.bias_values[0] == -100.0f);
+    assert_true(p.gen.ignore_eos && p.stream && p.include_usage);
+    assert_int_equal(p.gen.sp.n_bias, 2);
+    assert_int_equal(p.bias[0].token, 7);
+    assert_true(p.bias[0].bias == -100.0f);
     srv_comp_params_free(&p);
 }
 
@@ -71,8 +72,8 @@ static void test_defaults_and_lists(void **state)
     struct srv_comp_params p;
     struct srv_api_error e;
     assert_int_equal(parse("{\"prompt\":[5]}", &p, &e), 0);
-    assert_int_equal(p.max_tokens, 16);
-    assert_true(p.temperature == 1.0f);
+    assert_int_equal(p.gen.max_tokens, 16);
+    assert_true(p.gen.sp.temperature == 1.0f);
     assert_int_equal(p.n, 1);
     assert_false(p.stream);
     assert_false(p.has_seed);
@@ -220,14 +221,14 @@ static void test_echo_logprobs(void **state)
     const char *b = "{\"prompt\":\"ab\",\"echo\":true,\"logprobs\":5}";
     assert_int_equal(srv_comp_parse(b, strlen(b), &mi, fake_tok, NULL, &p, &e), 0);
     assert_true(p.echo);
-    assert_int_equal(p.logprobs, 5);
+    assert_int_equal(p.gen.n_logprobs, 5);
     assert_false(last_special);
     assert_string_equal(p.prompt_text[0], "ab");
     srv_comp_params_free(&p);
     b = "{\"prompt\":[1,2]}";
     assert_int_equal(srv_comp_parse(b, strlen(b), &mi, fake_tok, NULL, &p, &e), 0);
     assert_false(p.echo);
-    assert_int_equal(p.logprobs, -1);
+    assert_int_equal(p.gen.n_logprobs, -1);
     assert_null(p.prompt_text[0]);
     srv_comp_params_free(&p);
 }
@@ -262,7 +263,7 @@ static void test_chat_render(void **state)
     assert_int_equal(p.prompt_lens[0], (int)strlen(want));
     assert_int_equal(p.prompts[0][0], '<' % 100);
     assert_true(last_special); /* chat markers are parsed as control tokens */
-    assert_int_equal(p.max_tokens, 3);
+    assert_int_equal(p.gen.max_tokens, 3);
     assert_true(p.stream && p.include_usage && p.has_seed);
     srv_comp_params_free(&p);
 
@@ -270,7 +271,7 @@ static void test_chat_render(void **state)
     b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
     assert_int_equal(chat(b, CHAT_TMPL_LLAMA3, &p, &e), 0);
     assert_non_null(strstr(p.prompt_text[0], "<|start_header_id|>user<|end_header_id|>\n\nx"));
-    assert_int_equal(p.max_tokens, chat_mi.ctx_len - p.prompt_lens[0]);
+    assert_int_equal(p.gen.max_tokens, chat_mi.ctx_len - p.prompt_lens[0]);
     srv_comp_params_free(&p);
 }
 
@@ -384,7 +385,7 @@ static void test_utf8_valid(void **state)
         {"a\xe2\x82", false},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        if (srv_utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok)
+        if (folio_utf8_valid(t[i].s, strlen(t[i].s)) != t[i].ok)
             fail_msg("case %zu", i);
 }
 
@@ -454,6 +455,106 @@ static void test_tokenize_bodies(void **state)
     }
 }
 
+/* The request table, row by row: every typed field, sent with a
+ * non-default value, lands in the engine request's struct eng_gen (which
+ * the backend hands to the sampler and scheduler as is) with that value —
+ * or, for the few the server itself consumes, in srv_comp_params. */
+static void test_table_rows_reach_engine(void **state)
+{
+    (void)state;
+    static const char *const server_side[] = {"n", "stream", "echo"};
+    size_t n_fields;
+    const struct srv_field *f = srv_fields(&n_fields);
+    int checked = 0;
+    for (size_t r = 0; r < n_fields; r++) {
+        if (f[r].type != SRV_F_I32 && f[r].type != SRV_F_I64 && f[r].type != SRV_F_F32 &&
+            f[r].type != SRV_F_BOOL)
+            continue;
+        size_t size = f[r].type == SRV_F_I64 ? 8 : f[r].type == SRV_F_BOOL ? 1 : 4;
+        size_t g0 = offsetof(struct srv_comp_params, gen);
+        bool in_gen = f[r].off >= g0 && f[r].off + size <= g0 + sizeof(struct eng_gen);
+        bool server = false;
+        for (size_t k = 0; k < FOLIO_ARRAY_LEN(server_side); k++)
+            server |= !strcmp(f[r].name, server_side[k]);
+        if (!in_gen && !server)
+            fail_msg("row '%s' lands neither in eng_gen nor in a server-side field", f[r].name);
+        char value[64];
+        double v = 0;
+        if (f[r].type == SRV_F_BOOL) {
+            assert_true(f[r].def == 0);
+            snprintf(value, sizeof(value), "true");
+        } else {
+            double hi = f[r].hi_from == SRV_HI_CTX     ? 64
+                        : f[r].hi_from == SRV_HI_VOCAB ? 100
+                                                       : f[r].hi;
+            const double cand[] = {f[r].lo, f[r].lo + 1, (f[r].lo + hi) / 2};
+            bool found = false;
+            for (size_t k = 0; k < 3 && !found; k++) {
+                v = f[r].type == SRV_F_F32 ? cand[k] : floor(cand[k]);
+                found = v <= hi && v >= f[r].lo && !(f[r].lo_open && v == f[r].lo) && v != f[r].def;
+            }
+            assert_true(found);
+            snprintf(value, sizeof(value), "%.17g", v);
+        }
+        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_CHAT; ep <<= 1) {
+            if (!(f[r].endpoints & ep))
+                continue;
+            const char *head = ep == SRV_EP_COMP
+                                   ? "{\"prompt\":[1]"
+                                   : "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+            char body[256], def_body[256];
+            snprintf(def_body, sizeof(def_body), "%s}", head);
+            snprintf(body, sizeof(body), "%s,\"%s\":%s}", head, f[r].name, value);
+            struct srv_comp_params pd, pm;
+            struct srv_api_error e;
+            int rd = ep == SRV_EP_COMP ? parse(def_body, &pd, &e) : chat(def_body, 1, &pd, &e);
+            assert_int_equal(rd, 0);
+            int rm = ep == SRV_EP_COMP ? parse(body, &pm, &e) : chat(body, 1, &pm, &e);
+            if (rm)
+                fail_msg("%s: %s", body, e.message);
+            struct eng_req ed = {0}, em = {0};
+            srv_comp_req_init(&pd, 0, 0, &ed);
+            srv_comp_req_init(&pm, 0, 0, &em);
+            const char *a =
+                in_gen ? (const char *)&ed.g + (f[r].off - g0) : (const char *)&pd + f[r].off;
+            const char *b =
+                in_gen ? (const char *)&em.g + (f[r].off - g0) : (const char *)&pm + f[r].off;
+            if (!memcmp(a, b, size))
+                fail_msg("%s did not reach the engine request", body);
+            if (f[r].type == SRV_F_F32) {
+                float x;
+                memcpy(&x, b, 4);
+                assert_true(x == (float)v);
+            } else if (f[r].type == SRV_F_I32) {
+                int32_t x;
+                memcpy(&x, b, 4);
+                assert_int_equal(x, (int32_t)v);
+            } else if (f[r].type == SRV_F_I64) {
+                int64_t x;
+                memcpy(&x, b, 8);
+                assert_true(x == (int64_t)v);
+            } else
+                assert_true(*b);
+            srv_comp_params_free(&pd);
+            srv_comp_params_free(&pm);
+            checked++;
+        }
+    }
+    assert_true(checked >= 12);
+}
+
+/* Each (name, endpoint) appears once in the table. */
+static void test_table_unique(void **state)
+{
+    (void)state;
+    size_t n;
+    const struct srv_field *f = srv_fields(&n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (!strcmp(f[i].name, f[j].name) && (f[i].endpoints & f[j].endpoints))
+                fail_msg("'%s' twice for one endpoint", f[i].name);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +571,8 @@ int main(void)
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_chat_alloc_failures),
         cmocka_unit_test(test_tokenize_bodies),
+        cmocka_unit_test(test_table_rows_reach_engine),
+        cmocka_unit_test(test_table_unique),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

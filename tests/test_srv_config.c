@@ -17,7 +17,9 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "folio/chat.h"
 #include "folio/common.h"
+#include "log.h"
 
 static int parse(struct srv_config *c, char *err, size_t n, ...)
 {
@@ -293,6 +295,34 @@ static void test_help_lists_every_option(void **state)
     free(buf);
 }
 
+/* Enum options are C enums from parsing on: the id follows the string
+ * (default, argv), and --chat-template's names are chat.h's enum. */
+static void test_enum_ids(void **state)
+{
+    (void)state;
+    struct srv_config c;
+    char err[256];
+    assert_int_equal(parse(&c, err, sizeof(err), NULL), 0);
+    assert_int_equal(c.kv_dtype_id, FOLIO_F32);
+    assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_DEFAULT);
+    assert_int_equal(c.log_level_id, SRV_LOG_INFO);
+    assert_int_equal(c.chat_template_id, 0);
+    srv_config_free(&c);
+    assert_int_equal(parse(&c, err, sizeof(err), "--kv-dtype", "f16", "--unknown-uid", "refuse",
+                           "--log-level", "debug", NULL),
+                     0);
+    assert_int_equal(c.kv_dtype_id, FOLIO_F16);
+    assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_REFUSE);
+    assert_int_equal(c.log_level_id, SRV_LOG_DEBUG);
+    srv_config_free(&c);
+    for (int t = CHAT_TMPL_CHATML; t <= CHAT_TMPL_PHI3; t++) {
+        const char *name = chat_template_name((enum chat_template)t);
+        assert_int_equal(parse(&c, err, sizeof(err), "--chat-template", name, NULL), 0);
+        assert_int_equal(c.chat_template_id, t);
+        srv_config_free(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_ini_and_precedence),
         cmocka_unit_test(test_dump_roundtrip),
         cmocka_unit_test(test_help_lists_every_option),
+        cmocka_unit_test(test_enum_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

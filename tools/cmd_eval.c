@@ -32,12 +32,13 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
-                 "                  [--greedy N] [--json] [--threads N] [--kv-dtype f32|f16|bf16|q8]\n"
-                 "                  [--matmul auto|openblas|onednn]\n"
-                 "\n"
-                 "Runs the tokens through the model offline; prints the top logits after the\n"
-                 "last token and a greedy continuation of N tokens.\n");
+    fprintf(out,
+            "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
+            "                  [--greedy N] [--json] [--threads N] [--kv-dtype f32|f16|bf16|q8]\n"
+            "                  [--matmul auto|openblas|onednn]\n"
+            "\n"
+            "Runs the tokens through the model offline; prints the top logits after the\n"
+            "last token and a greedy continuation of N tokens.\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, int32_t *out)

@@ -12,6 +12,7 @@
 #ifndef FOLIO_COMMON_H
 #define FOLIO_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +97,23 @@ void folio_errf(char *err, size_t errlen, const char *fmt, ...)
  * case; an optional "iB" or "B" after the unit, or a bare "B").  0, or
  * -EINVAL (not a size), -ERANGE (beyond INT64_MAX). */
 int folio_parse_size(const char *s, int64_t *out);
+
+/* ---- UTF-8 (common/utf8.c) ------------------------------------------- */
+
+/* The one UTF-8 validator: well-formed sequences as in Unicode §3.9 (no
+ * overlongs, no surrogates, nothing above U+10FFFF). */
+enum folio_utf8_seq {
+    FOLIO_UTF8_OK,    /* a well-formed sequence of *len bytes */
+    FOLIO_UTF8_BAD,   /* a maximal invalid subpart of *len (>= 1) bytes: one U+FFFD */
+    FOLIO_UTF8_SHORT, /* all n bytes are a valid beginning that the input cuts short */
+};
+/* Classifies the sequence at s[0] (n >= 1 bytes available). */
+enum folio_utf8_seq folio_utf8_next(const unsigned char *s, size_t n, size_t *len);
+/* True when s[0..n) is well-formed UTF-8. */
+bool folio_utf8_valid(const char *s, size_t n);
+/* Copies s[0..n) to out (room for 3n bytes) with each maximal invalid
+ * subpart, and a cut-short tail, as U+FFFD; returns the bytes written. */
+size_t folio_utf8_sanitize(const char *s, size_t n, char *out);
 
 /* ---- time ------------------------------------------------------------- */
 

@@ -11,6 +11,19 @@
  * slots → paged attention → out proj (+res) → rmsnorm → gate|up (one sgemm)
  * → SwiGLU → down (+res) ] × n_layers ─► final norm ─► output matrix for the
  * rows that sample ─► logits.
+ *
+ * Ownership and threading:
+ *   - A ctx borrows its model and the pager's KV view: both must outlive
+ *     it (free the ctx first), and the pool must not be resized under it.
+ *     model_forward writes K/V into the view's arena at the slots the
+ *     batch's block tables name; it never calls the pager.
+ *   - One thread per ctx: model_forward (and model_ctx_stats_get) on one
+ *     ctx must not run concurrently; a ctx runs its own thread pool.  A
+ *     model_t is read-only after load and may back several ctxs.
+ *   - The OpenBLAS thread count is process-wide
+ *     (openblas_set_num_threads): model_forward sets it on every call
+ *     (1, or n_threads with blas_threads), so all ctxs of a process
+ *     should use the same n_threads and mode — foliod has one.
  */
 #ifndef FOLIO_MODEL_H
 #define FOLIO_MODEL_H

@@ -125,7 +125,9 @@ fi
 for m in folio_kv_num_blocks folio_kv_blocks_used folio_kv_blocks_free folio_kv_blocks_cached \
   folio_kv_cache_usage_ratio folio_kv_tokens_held folio_kv_slots_empty folio_num_requests_running \
   folio_num_requests_waiting folio_num_requests_preempted folio_num_preemptions_total \
-  folio_prefix_cache_queries_total folio_prefix_cache_hits_total folio_prompt_tokens_total folio_generation_tokens_total folio_time_to_first_token_seconds_bucket \
+  folio_prefix_cache_queries_total folio_prefix_cache_hits_total folio_kv_evictions_total \
+  folio_kv_cow_copies_total folio_kv_blocks_shared folio_recompute_tokens_total \
+  folio_prompt_tokens_total folio_generation_tokens_total folio_time_to_first_token_seconds_bucket \
   folio_inter_token_latency_seconds_bucket folio_e2e_request_latency_seconds_bucket \
   folio_request_queue_time_seconds_bucket folio_step_duration_seconds_bucket folio_iteration_tokens_bucket \
   'folio_tenant_generation_tokens_total{tenant="default"}'; do

@@ -1,10 +1,13 @@
 /*
- * tests/test_srv_utf8.c — the streaming UTF-8 sanitiser against a plain
- * one-shot reference decoder: for random byte strings (biased towards
- * UTF-8 structure) cut into random pieces, the concatenated stream output
- * equals the reference, is valid UTF-8, and never emits an incomplete
- * character early.  Plus known vectors (held-back halves, U+FFFD for
- * maximal subparts, flush).
+ * tests/test_utf8.c — the one UTF-8 validator (common/utf8.c) and the
+ * text path built on it (the streaming detokenizer, tok_detok, fed raw
+ * bytes as the daemon feeds it) against a plain one-shot reference
+ * decoder written from the standard's table: for random byte strings
+ * (biased towards UTF-8 structure) cut into random pieces, the
+ * concatenated stream output and folio_utf8_sanitize both equal the
+ * reference, every release is valid UTF-8 (no incomplete character sent
+ * early), and folio_utf8_valid agrees.  Plus known vectors (held-back
+ * halves, U+FFFD for maximal subparts, flush).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,8 +19,8 @@
 
 #include <cmocka.h>
 
-#include "api.h"
-#include "utf8.h"
+#include "folio/common.h"
+#include "folio/tokenizer.h"
 
 /* Reference: decode the whole input at once.  At each position: a
  * well-formed sequence is copied; otherwise the longest prefix of a
@@ -76,52 +79,93 @@ static size_t ref_decode(const unsigned char *s, size_t n, char *out)
     return o;
 }
 
+/* Feeds one piece; appends the release to out; returns its length. */
+static size_t feed(tok_detok_t *d, const char *s, size_t n, char *out)
+{
+    const char *t;
+    size_t len;
+    assert_int_equal(tok_detok_feed_bytes(d, s, n, &t, &len), 0);
+    memcpy(out, t, len);
+    /* whatever is released is complete valid UTF-8 */
+    assert_true(folio_utf8_valid(out, len));
+    return len;
+}
+
+static size_t flush(tok_detok_t *d, char *out)
+{
+    const char *t;
+    size_t len;
+    assert_int_equal(tok_detok_flush(d, &t, &len), 0);
+    memcpy(out, t, len);
+    return len;
+}
+
 static size_t stream_decode(const unsigned char *s, size_t n, const size_t *cuts, int ncuts,
                             char *out)
 {
-    struct srv_utf8 u = {0};
+    tok_detok_t *d;
+    assert_int_equal(tok_detok_new(NULL, NULL, 0, 0, &d), 0);
     size_t o = 0, prev = 0;
     for (int c = 0; c <= ncuts; c++) {
         size_t end = c < ncuts ? cuts[c] : n;
-        size_t m = srv_utf8_feed(&u, (const char *)s + prev, end - prev, out + o);
-        /* whatever is emitted so far is complete valid UTF-8 */
-        assert_true(srv_utf8_valid(out + o, m));
-        o += m;
+        o += feed(d, (const char *)s + prev, end - prev, out + o);
         prev = end;
     }
-    o += srv_utf8_flush(&u, out + o);
+    o += flush(d, out + o);
+    tok_detok_free(d);
     return o;
 }
 
 static void test_vectors(void **state)
 {
     (void)state;
-    struct srv_utf8 u = {0};
+    tok_detok_t *d;
+    assert_int_equal(tok_detok_new(NULL, NULL, 0, 0, &d), 0);
     char out[64];
     /* "é" split in two feeds: nothing, then both bytes */
-    assert_int_equal(srv_utf8_feed(&u, "a\xc3", 2, out), 1);
+    assert_int_equal(feed(d, "a\xc3", 2, out), 1);
     assert_int_equal(out[0], 'a');
-    assert_int_equal(srv_utf8_feed(&u, "\xa9", 1, out), 2);
+    assert_int_equal(feed(d, "\xa9", 1, out), 2);
     assert_memory_equal(out, "\xc3\xa9", 2);
     /* a 4-byte emoji one byte at a time */
     const char *emoji = "\xf0\x9f\x98\x80";
     for (int i = 0; i < 3; i++)
-        assert_int_equal(srv_utf8_feed(&u, emoji + i, 1, out), 0);
-    assert_int_equal(srv_utf8_feed(&u, emoji + 3, 1, out), 4);
+        assert_int_equal(feed(d, emoji + i, 1, out), 0);
+    assert_int_equal(feed(d, emoji + 3, 1, out), 4);
     assert_memory_equal(out, emoji, 4);
     /* invalid byte -> U+FFFD */
-    assert_int_equal(srv_utf8_feed(&u, "\xff", 1, out), 3);
+    assert_int_equal(feed(d, "\xff", 1, out), 3);
     assert_memory_equal(out, "\xef\xbf\xbd", 3);
     /* truncated sequence interrupted by ASCII: one U+FFFD then the ASCII */
-    assert_int_equal(srv_utf8_feed(&u, "\xe2\x82", 2, out), 0);
-    assert_int_equal(srv_utf8_feed(&u, "x", 1, out), 4);
+    assert_int_equal(feed(d, "\xe2\x82", 2, out), 0);
+    assert_int_equal(feed(d, "x", 1, out), 4);
     assert_memory_equal(out, "\xef\xbf\xbdx", 4);
     /* surrogate: ED A0 80 is three maximal subparts */
-    assert_int_equal(srv_utf8_feed(&u, "\xed\xa0\x80", 3, out), 9);
+    assert_int_equal(feed(d, "\xed\xa0\x80", 3, out), 9);
     /* held-back bytes at the end become one U+FFFD */
-    assert_int_equal(srv_utf8_feed(&u, "\xf0\x9f", 2, out), 0);
-    assert_int_equal(srv_utf8_flush(&u, out), 3);
-    assert_int_equal(srv_utf8_flush(&u, out), 0);
+    assert_int_equal(feed(d, "\xf0\x9f", 2, out), 0);
+    assert_int_equal(flush(d, out), 3);
+    tok_detok_free(d);
+    /* the classifier itself */
+    size_t len;
+    assert_int_equal(folio_utf8_next((const unsigned char *)"\xe2\x82\xac", 3, &len),
+                     FOLIO_UTF8_OK);
+    assert_int_equal(len, 3);
+    assert_int_equal(folio_utf8_next((const unsigned char *)"\xe2\x82", 2, &len), FOLIO_UTF8_SHORT);
+    assert_int_equal(len, 2);
+    assert_int_equal(folio_utf8_next((const unsigned char *)"\xe0\x80", 2, &len), FOLIO_UTF8_BAD);
+    assert_int_equal(len, 1); /* overlong: E0 80 is not a prefix */
+    assert_int_equal(folio_utf8_next((const unsigned char *)"\xf4\x8f\xbf\x41", 4, &len),
+                     FOLIO_UTF8_BAD);
+    assert_int_equal(len, 3); /* F4 8F BF, cut by 'A' */
+    assert_int_equal(folio_utf8_next((const unsigned char *)"\xf4\x8f\xbf\xbf", 4, &len),
+                     FOLIO_UTF8_OK);
+    assert_int_equal(len, 4);
+    assert_int_equal(folio_utf8_next((const unsigned char *)"\xf4\x90", 2, &len), FOLIO_UTF8_BAD);
+    assert_int_equal(len, 1); /* above U+10FFFF */
+    assert_true(folio_utf8_valid("", 0));
+    assert_false(folio_utf8_valid("\xc0\xaf", 2));
+    assert_false(folio_utf8_valid("\xe2\x82", 2));
 }
 
 static void test_random_against_reference(void **state)
@@ -154,7 +198,12 @@ static void test_random_against_reference(void **state)
         size_t gn = stream_decode(buf, n, cuts, ncuts, got);
         if (rn != gn || memcmp(ref, got, rn))
             fail_msg("iteration %d: stream output differs from the reference", it);
-        assert_true(srv_utf8_valid(got, gn));
+        assert_true(folio_utf8_valid(got, gn));
+        gn = folio_utf8_sanitize((const char *)buf, n, got);
+        if (rn != gn || memcmp(ref, got, rn))
+            fail_msg("iteration %d: folio_utf8_sanitize differs from the reference", it);
+        /* valid exactly when the reference changes nothing */
+        assert_int_equal(folio_utf8_valid((const char *)buf, n), rn == n && !memcmp(ref, buf, n));
     }
 }
 

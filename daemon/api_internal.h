@@ -1,0 +1,27 @@
+/*
+ * daemon/api_internal.h — shared by api.c and api_chat.c (request
+ * parsing); not for the rest of the daemon.
+ */
+#ifndef FOLIO_DAEMON_API_INTERNAL_H
+#define FOLIO_DAEMON_API_INTERNAL_H
+
+#include <cjson/cJSON.h>
+
+#include "api.h"
+
+/* Fills *err with a 400 naming param and returns -EINVAL. */
+#define BAD(param, ...)                                                                            \
+    do {                                                                                           \
+        srv_api_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__);            \
+        return -EINVAL;                                                                            \
+    } while (0)
+
+/* Appends one prompt (takes toks and text, which may be NULL, whatever
+ * happens).  0, -EINVAL (too many prompts), -ENOMEM. */
+int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
+                    struct srv_api_error *err);
+/* `messages` rendered with template tmpl and tokenized: one prompt. */
+int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
+                       struct srv_comp_params *p, struct srv_api_error *err);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * daemon/backend.h — the one backend behind the server: the scheduler
+ * (scheduler/) plans every step over the pager's (pager/) block pool, and
+ * a step function computes the sampled tokens.  foliod's step function is
+ * the model's forward pass and the sampler (engine_model.c); the test
+ * double's is a deterministic token function (tests/integration/
+ * fake_engine.c).  Either way the server talks to the real scheduler.
+ *
+ *   plan   (loop)    sched_step_plan → batch (arrays owned by the scheduler,
+ *                    unchanged until commit); `started` for new requests
+ *   run    (engine)  step->run(batch) → sampled[], res[] (logprobs rows),
+ *                    slice_rc[] (a failed row ends its request alone)
+ *   commit (loop)    sched_step_commit(sampled) → TOKEN / FINISHED / DONE
+ *                    events, translated to eng_events
+ *
+ * One engine request (one choice of a completion) is one scheduler request
+ * with n = 1; the batch's sched_slice.sampling points at its struct
+ * eng_req, whose g.sp the step hands to the sampler.  Tenants: scheduler
+ * tenant id = index in the config's tenant table.  End-of-generation ids
+ * (eng_backend_set_step) are every request's stop ids unless ignore_eos.
+ *
+ * Threading: as engine.h; step->run runs on the engine thread and reads
+ * only the batch.
+ */
+#ifndef FOLIO_DAEMON_BACKEND_H
+#define FOLIO_DAEMON_BACKEND_H
+
+#include "engine.h"
+#include "folio/pager.h"
+#include "folio/scheduler.h"
+
+struct eng_backend;
+
+/* What the pool is sized for. */
+struct eng_geom {
+    int32_t n_layers, n_kv_heads, head_dim; /* K/V geometry */
+    int32_t ctx_len;                        /* the scheduler's max_ctx */
+    bool no_arena;                          /* bookkeeping only (test double) */
+};
+
+struct eng_step {
+    const char *kind; /* "model", "fake" */
+    void (*info)(void *ctx, struct eng_model_info *mi);
+    /* Engine thread.  sampled[batch->n_sample]; res[sample_row] for rows of
+     * requests with g.n_logprobs >= 0; slice_rc[n_slices]: 0 or -errno. */
+    void (*run)(void *ctx, const struct sched_batch *batch, int32_t *sampled,
+                struct sampler_result *res, int *slice_rc);
+    int (*detok)(void *ctx, int32_t token, char *buf, size_t cap);
+    /* NULL: no tokenizer (as eng_backend_ops.tokenize). */
+    int (*tokenize)(void *ctx, const char *text, size_t n, bool parse_special, int32_t **out,
+                    int32_t *n_out);
+    bool (*is_eog)(void *ctx, int32_t token);
+    void (*free)(void *ctx);
+};
+
+/* Creates the pool (kv_mem / kv_blocks, block_size, kv_dtype from cfg) and
+ * the scheduler (max_batch_tokens, max_seqs, tenants).  err gets a
+ * message on failure. */
+int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
+                    struct eng_backend **out, char *err, size_t errlen);
+pager_t *eng_backend_pager(struct eng_backend *b);
+/* The step function; ctx is freed with the backend (step->free).  The
+ * end-of-generation ids are found with step->is_eog over n_vocab ids. */
+int eng_backend_set_step(struct eng_backend *b, const struct eng_step *step, void *ctx);
+/* The ops the server drives; b is their backend pointer. */
+extern const struct eng_backend_ops eng_backend_ops;
+
+#endif

@@ -1,0 +1,398 @@
+/*
+ * daemon/comp.c — completions: one struct srv_comp per POST
+ * /v1/completions or /v1/chat/completions, one engine request per choice
+ * (prompts x n), the engine's events turned into text, SSE chunks and the
+ * final response (rendered by render.c).
+ *
+ * Text is produced per choice by the tokenizer's streaming detokenizer
+ * (tok_detok, fed each token's bytes): incomplete characters are held
+ * back, invalid ones become U+FFFD, text that is or may become a stop
+ * string is never released; what it releases is sent as is.
+ *
+ * Chat completions are the same machinery (one prompt: the rendered
+ * conversation) with chat-shaped output.  An end-of-generation token
+ * (backend is_eog: EOS, end of turn) ends a choice with "stop" unless
+ * ignore_eos; it counts as a completion token but adds no text.  Echo puts
+ * the prompt text at the head of a choice's text (ch->echo_len bytes,
+ * never searched for stop strings).  Logprobs (legacy completions format)
+ * come from eng_req.lp during the token event; echoed prompt tokens are
+ * listed with null logprobs (prompt logprobs are not computed).
+ *
+ * Lifetime: the comp is held on its connection (http_conn_hold) until
+ * its response is complete; a connection that closes first abandons it
+ * (srv_comp_abandon: conn = NULL, choices aborted) and the comp is freed
+ * when the backend reports its last `finished`.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "folio/common.h"
+#include "render.h"
+#include "server.h"
+
+static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
+{
+    struct srv *s = ctx;
+    return s->ops->detok(s->backend, tok, buf, cap);
+}
+
+static struct srv_render renderer(struct srv *s)
+{
+    return (struct srv_render){s->mi.name, detok_hook, s};
+}
+
+static void comp_free(struct srv_comp *comp)
+{
+    struct srv *s = comp->srv;
+    for (int i = 0; i < comp->n_choices; i++) {
+        srv_buf_free(&comp->ch[i].text);
+        tok_detok_free(comp->ch[i].dt);
+        folio_free(comp->ch[i].tokens);
+        folio_free(comp->ch[i].lps);
+    }
+    folio_free(comp->ch);
+    srv_comp_params_free(&comp->p);
+    folio_free(comp);
+    s->n_comps--;
+    srv_maybe_exit(s);
+}
+
+void srv_comp_abandon(void *user, void *active)
+{
+    struct srv *s = user;
+    struct srv_comp *comp = active;
+    comp->conn = NULL;
+    for (int i = 0; i < comp->n_choices; i++)
+        if (!comp->ch[i].done && !comp->ch[i].stopped) {
+            comp->ch[i].stopped = true;
+            srv_engine_abort(s->eng, &comp->ch[i].er);
+        }
+}
+
+/* End of the choice's text: the detokenizer's held bytes are released
+ * (an incomplete character as U+FFFD). */
+static void text_flush(struct srv_choice *ch)
+{
+    const char *t;
+    size_t len;
+    if (tok_detok_flush(ch->dt, &t, &len) >= 0)
+        srv_buf_append(&ch->text, t, len);
+}
+
+/* Stream: sends the choice's releasable text (all of it when final) and
+ * its new token ids as one SSE event. */
+static void stream_emit(struct srv_choice *ch, bool final)
+{
+    struct srv_comp *comp = ch->comp;
+    if (!comp->conn)
+        return;
+    size_t send = ch->text.len; /* the detokenizer released only what is safe */
+    int32_t new_ids = ch->n_tokens - ch->sent_tokens;
+    if (!final && !send && (!new_ids || comp->p.chat))
+        return;
+    struct srv_buf b = {0};
+    struct srv_render r = renderer(comp->srv);
+    bool with_prompt = comp->p.echo && !ch->prompt_lp_sent;
+    srv_render_stream_chunk(&b, &r, comp, ch, send, !ch->role_sent, final, with_prompt,
+                            &ch->lp_offset);
+    ch->role_sent = true;
+    if (comp->p.gen.n_logprobs >= 0)
+        ch->prompt_lp_sent = true;
+    ch->sent_tokens = ch->n_tokens;
+    if (send) {
+        ch->text.len = 0;
+        ch->text.p[0] = 0;
+        ch->echo_len = 0;
+    }
+    if (b.oom)
+        http_close(comp->conn, "out of memory");
+    else
+        http_stream_chunk(comp->conn, b.p, b.len);
+    srv_buf_free(&b);
+}
+
+static void comp_respond(struct srv_comp *comp)
+{
+    struct http_conn *c = comp->conn;
+    struct srv_render r = renderer(comp->srv);
+    struct srv_buf b = {0};
+    if (comp->p.stream) {
+        srv_render_stream_end(&b, &r, comp);
+        http_stream_chunk(c, b.p, b.len);
+        http_stream_end(c);
+        srv_buf_free(&b);
+        return;
+    }
+    for (int i = 0; i < comp->n_choices; i++)
+        if (comp->ch[i].finish == ENG_FINISH_ERROR) {
+            struct srv_api_error e;
+            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
+            http_error(c, &e, NULL);
+            return;
+        }
+    srv_render_response(&b, &r, comp);
+    if (b.oom) {
+        struct srv_api_error e;
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+    } else
+        http_respond(c, 200, "application/json", b.p, b.len, NULL);
+    srv_buf_free(&b);
+}
+
+static void ev_started(void *user, struct eng_req *r)
+{
+    struct srv *s = user;
+    struct srv_choice *ch = r->user;
+    srv_hist_observe(&s->queue, (double)(folio_now_ns() - ch->comp->t_arrival) * 1e-9);
+}
+
+static void ev_token(void *user, struct eng_req *r, int32_t tok)
+{
+    struct srv *s = user;
+    struct srv_choice *ch = r->user;
+    struct srv_comp *comp = ch->comp;
+    uint64_t now = folio_now_ns();
+    s->tm[comp->tenant].generation_tokens++;
+    if (!ch->t_first) {
+        ch->t_first = now;
+        srv_hist_observe(&s->ttft, (double)(now - comp->t_arrival) * 1e-9);
+    } else
+        srv_hist_observe(&s->itl, (double)(now - ch->t_last) * 1e-9);
+    ch->t_last = now;
+    if (ch->stopped || !comp->conn)
+        return;
+    if (ch->n_tokens == ch->cap_tokens) {
+        int32_t cap = ch->cap_tokens ? 2 * ch->cap_tokens : 64;
+        int32_t *t = folio_realloc(ch->tokens, (size_t)cap * sizeof(*t));
+        if (t)
+            ch->tokens = t;
+        struct sampler_result *l =
+            t && r->g.n_logprobs >= 0 ? folio_realloc(ch->lps, (size_t)cap * sizeof(*l)) : NULL;
+        if (l)
+            ch->lps = l;
+        if (!t || (r->g.n_logprobs >= 0 && !l)) {
+            http_close(comp->conn, "out of memory");
+            return;
+        }
+        ch->cap_tokens = cap;
+    }
+    if (ch->lps) {
+        if (r->lp)
+            ch->lps[ch->n_tokens] = *r->lp;
+        else
+            ch->lps[ch->n_tokens] = (struct sampler_result){.token = tok, .logprob = NAN};
+    }
+    ch->tokens[ch->n_tokens++] = tok;
+    if (!comp->p.gen.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
+        /* end of turn: counted, not shown; held UTF-8 bytes are released */
+        text_flush(ch);
+        ch->stopped = true; /* the backend ends it: EOG ids are its stop ids */
+        ch->finish = ENG_FINISH_STOP;
+        if (comp->p.stream)
+            stream_emit(ch, false);
+        return;
+    }
+    char bytes[256];
+    int n = s->ops->detok(s->backend, tok, bytes, sizeof(bytes));
+    const char *t;
+    size_t len;
+    if (n > 0 && tok_detok_feed_bytes(ch->dt, bytes, (size_t)n, &t, &len) >= 0) {
+        srv_buf_append(&ch->text, t, len);
+        if (tok_detok_stopped(ch->dt) >= 0) { /* a stop string: the text before it is final */
+            ch->stopped = true;
+            ch->finish = ENG_FINISH_STOP;
+            srv_engine_abort(s->eng, r);
+        }
+    }
+    if (comp->p.stream && !ch->stopped)
+        stream_emit(ch, false);
+}
+
+static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
+{
+    struct srv *s = user;
+    struct srv_choice *ch = r->user;
+    struct srv_comp *comp = ch->comp;
+    struct srv_tenant_metrics *tm = &s->tm[comp->tenant];
+    ch->done = true;
+    comp->n_live--;
+    if (!ch->finish) {
+        ch->finish = why;
+        text_flush(ch);
+    }
+    tm->finished[ch->finish]++;
+    double e2e = (double)(folio_now_ns() - comp->t_arrival) * 1e-9;
+    srv_hist_observe(&s->e2e, e2e);
+    srv_hist_observe(&tm->e2e, e2e);
+    if (comp->conn && comp->p.stream && !comp->failed)
+        stream_emit(ch, true);
+    if (comp->n_live)
+        return;
+    struct http_conn *c = comp->conn;
+    if (c && !comp->failed) {
+        comp_respond(comp);
+        http_request_done(c);
+    }
+    comp_free(comp);
+}
+
+void srv_comp_events(struct srv *s, struct eng_events *ev)
+{
+    *ev = (struct eng_events){s, ev_started, ev_token, ev_finished};
+}
+
+static int resolve_tenant(struct srv *s, const struct http_request *rq, struct srv_api_error *e)
+{
+    if (!rq->is_tcp) {
+        int t = srv_config_tenant_by_uid(s->cfg, rq->peer_uid);
+        if (t >= 0)
+            return t;
+        if (s->cfg->unknown_uid_id == SRV_UNKNOWN_UID_REFUSE) {
+            srv_api_error_set(e, 403, "permission_error", NULL, NULL,
+                              "uid %lld is not a configured tenant", (long long)rq->peer_uid);
+            return -1;
+        }
+        return 0;
+    }
+    if (!srv_config_has_keys(s->cfg))
+        return 0;
+    const char *a = rq->auth;
+    if (a && !strncasecmp(a, "Bearer ", 7)) {
+        int t = srv_config_tenant_by_key(s->cfg, a + 7);
+        if (t >= 0)
+            return t;
+    }
+    srv_api_error_set(e, 401, "authentication_error", NULL, "invalid_api_key",
+                      "a valid 'Authorization: Bearer KEY' is required");
+    return -1;
+}
+
+/* Echo: the prompt's text at the head of the choice's text. */
+static void echo_prompt(struct srv_choice *ch, int pi)
+{
+    struct srv_comp *comp = ch->comp;
+    const char *t = comp->p.prompt_text ? comp->p.prompt_text[pi] : NULL;
+    if (t)
+        srv_buf_append(&ch->text, t, strlen(t));
+    else
+        srv_ids_text(comp->srv, ch->er.prompt, ch->er.n_prompt, &ch->text); /* oom: see text.oom */
+    ch->echo_len = ch->text.len;
+}
+
+void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq, bool chat)
+{
+    struct srv_api_error e;
+    if (s->draining) {
+        srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
+        http_error(c, &e, NULL);
+        return;
+    }
+    int tenant = resolve_tenant(s, rq, &e);
+    if (tenant < 0) {
+        http_error(c, &e, NULL);
+        return;
+    }
+    struct srv_comp *comp = folio_calloc(1, sizeof(*comp));
+    if (!comp) {
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+        return;
+    }
+    comp->srv = s;
+    comp->t_arrival = folio_now_ns();
+    s->n_comps++;
+    if (chat ? srv_chat_parse(rq->body, rq->body_len, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
+                              &comp->p, &e)
+             : srv_comp_parse(rq->body, rq->body_len, &s->mi, srv_tokenize_hook, s, &comp->p, &e)) {
+        http_error(c, &e, NULL);
+        comp_free(comp);
+        return;
+    }
+    const struct srv_tenant_cfg *tc = &s->cfg->tenants[tenant];
+    int n_choices = comp->p.n_prompts * comp->p.n;
+    if (tc->max_waiting > 0) {
+        struct sched_tenant_stats ts;
+        s->ops->tenant_stats(s->backend, tenant, &ts);
+        int64_t waiting = (int64_t)ts.waiting + ts.preempted;
+        if (waiting + n_choices > tc->max_waiting) {
+            s->tm[tenant].rejected_429++;
+            srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
+                              "tenant '%s' has %lld requests waiting (max_waiting %lld)", tc->name,
+                              (long long)waiting, (long long)tc->max_waiting);
+            http_error(c, &e, "Retry-After: 1\r\n");
+            comp_free(comp);
+            return;
+        }
+    }
+    comp->ch = folio_calloc((size_t)n_choices, sizeof(*comp->ch));
+    if (!comp->ch) {
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+        comp_free(comp);
+        return;
+    }
+    comp->n_choices = n_choices;
+    comp->tenant = tenant;
+    comp->created = (int64_t)time(NULL);
+    snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
+    uint64_t seed = (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < n_choices; i++) {
+        struct srv_choice *ch = &comp->ch[i];
+        int pi = i / comp->p.n;
+        ch->comp = comp;
+        ch->index = i;
+        ch->er.id = ++s->next_id;
+        ch->er.tenant = tenant;
+        srv_comp_req_init(&comp->p, i, seed, &ch->er);
+        ch->er.user = ch;
+        comp->prompt_tokens += ch->er.n_prompt;
+        if (tok_detok_new(NULL, (const char *const *)comp->p.stop, (size_t)comp->p.n_stop, 0,
+                          &ch->dt)) {
+            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+            http_error(c, &e, NULL);
+            comp_free(comp);
+            return;
+        }
+        if (comp->p.echo)
+            echo_prompt(ch, pi);
+    }
+    for (int i = 0; i < n_choices; i++) {
+        int rc = srv_engine_submit(s->eng, &comp->ch[i].er);
+        if (rc) {
+            comp->failed = true;
+            for (int j = 0; j < i; j++) {
+                comp->ch[j].stopped = true;
+                srv_engine_abort(s->eng, &comp->ch[j].er);
+            }
+            if (rc == -EBUSY) {
+                s->tm[tenant].rejected_429++;
+                srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
+                                  "tenant '%s' has too many requests waiting", tc->name);
+            } else
+                srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
+                                  "request cannot be scheduled: %s",
+                                  rc == -EINVAL ? "it needs more KV cache than this server (or "
+                                                  "its tenant) may hold"
+                                                : strerror(-rc));
+            http_error(c, &e, rc == -EBUSY ? "Retry-After: 1\r\n" : NULL);
+            if (i == 0)
+                comp_free(comp);
+            else
+                comp->n_live = i;
+            return;
+        }
+        comp->n_live++;
+    }
+    s->tm[tenant].prompt_tokens += (double)comp->prompt_tokens;
+    comp->conn = c;
+    http_conn_hold(c, comp);
+    if (comp->p.stream && http_stream_begin(c))
+        return; /* connection dropped: detached, aborted */
+}

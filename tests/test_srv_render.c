@@ -1,0 +1,309 @@
+/*
+ * tests/test_srv_render.c — the OpenAI JSON of completions (daemon/
+ * render.c), rendered from hand-built completion state with a fake
+ * detokenizer and read back with cJSON: response bodies (completions and
+ * chat) carry the choices' text, finish reasons, token ids and usage
+ * totals; stream chunks are `data: {json}\n\n` events (a chat choice's
+ * first chunk is preceded by its role delta; finish_reason only when
+ * final); the end of a stream has the usage chunk then [DONE]; legacy
+ * logprobs list pieces, logprobs, top-N maps and cumulative text offsets,
+ * echoed prompt tokens with nulls, invalid UTF-8 pieces as U+FFFD and
+ * -inf as -9999.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "render.h"
+#include "server.h"
+
+/* token t reads "<t>", except 9: a lone UTF-8 lead byte, 5: " five" */
+static int fake_detok(void *ctx, int32_t tok, char *buf, size_t cap)
+{
+    (void)ctx;
+    if (tok == 9)
+        return snprintf(buf, cap, "\xE2");
+    if (tok == 5)
+        return snprintf(buf, cap, " five");
+    return snprintf(buf, cap, "<%d>", tok);
+}
+
+static const struct srv_render R = {"test-model", fake_detok, NULL};
+
+static const int32_t prompt[] = {5, 7};
+
+struct fixture {
+    struct srv_comp comp;
+    struct srv_choice ch[2];
+    int32_t toks[2][3];
+    struct sampler_result lps[3];
+};
+
+static void fixture_init(struct fixture *f, bool chat)
+{
+    memset(f, 0, sizeof(*f));
+    f->comp.p.chat = chat;
+    f->comp.p.gen.n_logprobs = -1;
+    snprintf(f->comp.id, sizeof(f->comp.id), "cmpl-1");
+    f->comp.created = 1700000000;
+    f->comp.n_choices = 2;
+    f->comp.ch = f->ch;
+    f->comp.prompt_tokens = 4;
+    const char *text[2] = {"hello", "w\xC3\xA9"};
+    for (int i = 0; i < 2; i++) {
+        struct srv_choice *ch = &f->ch[i];
+        ch->comp = &f->comp;
+        ch->index = i;
+        ch->er.prompt = prompt;
+        ch->er.n_prompt = 2;
+        srv_buf_puts(&ch->text, text[i]);
+        for (int k = 0; k < 3; k++)
+            f->toks[i][k] = 10 * (i + 1) + k;
+        ch->tokens = f->toks[i];
+        ch->n_tokens = i ? 2 : 3;
+        ch->finish = i ? ENG_FINISH_LENGTH : ENG_FINISH_STOP;
+    }
+    for (int k = 0; k < 3; k++) {
+        f->lps[k] = (struct sampler_result){.token = f->toks[0][k], .logprob = -0.5f * (float)k};
+        f->lps[k].n_top = 2;
+        f->lps[k].top_ids[0] = f->toks[0][k];
+        f->lps[k].top_ids[1] = 9;
+        f->lps[k].top_logprobs[0] = -0.5f * (float)k;
+        f->lps[k].top_logprobs[1] = -INFINITY;
+    }
+    f->ch[0].lps = f->lps;
+}
+
+static void fixture_free(struct fixture *f)
+{
+    for (int i = 0; i < 2; i++)
+        srv_buf_free(&f->ch[i].text);
+}
+
+static cJSON *parse_json(const struct srv_buf *b)
+{
+    assert_false(b->oom);
+    cJSON *j = cJSON_ParseWithLength(b->p, b->len);
+    assert_non_null(j);
+    return j;
+}
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    assert_non_null(v);
+    return v;
+}
+
+static void test_response_completions(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, false);
+    struct srv_buf b = {0};
+    srv_render_response(&b, &R, &f.comp);
+    cJSON *j = parse_json(&b);
+    assert_string_equal(get(j, "object")->valuestring, "text_completion");
+    assert_string_equal(get(j, "model")->valuestring, "test-model");
+    assert_string_equal(get(j, "id")->valuestring, "cmpl-1");
+    const cJSON *ch = get(j, "choices");
+    assert_int_equal(cJSON_GetArraySize(ch), 2);
+    const cJSON *c1 = cJSON_GetArrayItem(ch, 1);
+    assert_int_equal(get(c1, "index")->valueint, 1);
+    assert_string_equal(get(c1, "text")->valuestring, "w\xC3\xA9");
+    assert_string_equal(get(c1, "finish_reason")->valuestring, "length");
+    assert_true(cJSON_IsNull(get(c1, "logprobs")));
+    const cJSON *ids = get(c1, "token_ids");
+    assert_int_equal(cJSON_GetArraySize(ids), 2);
+    assert_int_equal(cJSON_GetArrayItem(ids, 1)->valueint, 21);
+    const cJSON *u = get(j, "usage");
+    assert_int_equal(get(u, "prompt_tokens")->valueint, 4);
+    assert_int_equal(get(u, "completion_tokens")->valueint, 5);
+    assert_int_equal(get(u, "total_tokens")->valueint, 9);
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+    fixture_free(&f);
+}
+
+static void test_response_chat(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, true);
+    struct srv_buf b = {0};
+    srv_render_response(&b, &R, &f.comp);
+    cJSON *j = parse_json(&b);
+    assert_string_equal(get(j, "object")->valuestring, "chat.completion");
+    const cJSON *c0 = cJSON_GetArrayItem(get(j, "choices"), 0);
+    const cJSON *m = get(c0, "message");
+    assert_string_equal(get(m, "role")->valuestring, "assistant");
+    assert_string_equal(get(m, "content")->valuestring, "hello");
+    assert_string_equal(get(c0, "finish_reason")->valuestring, "stop");
+    assert_null(cJSON_GetObjectItemCaseSensitive(c0, "token_ids"));
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+    fixture_free(&f);
+}
+
+/* Splits "data: X\n\n" events; returns how many, payloads in out[]. */
+static int sse_events(const struct srv_buf *b, char out[][4096], int max)
+{
+    int n = 0;
+    const char *p = b->p, *end = b->p + b->len;
+    while (p < end) {
+        assert_int_equal(strncmp(p, "data: ", 6), 0);
+        const char *e = strstr(p, "\n\n");
+        assert_non_null(e);
+        assert_true(n < max);
+        snprintf(out[n++], 4096, "%.*s", (int)(e - p - 6), p + 6);
+        p = e + 2;
+    }
+    return n;
+}
+
+static void test_stream_chat_role_and_final(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, true);
+    struct srv_buf b = {0};
+    int64_t off = 0;
+    srv_render_stream_chunk(&b, &R, &f.comp, &f.ch[0], 3, true, false, false, &off);
+    char ev[4][4096];
+    assert_int_equal(sse_events(&b, ev, 4), 2);
+    cJSON *j0 = cJSON_Parse(ev[0]), *j1 = cJSON_Parse(ev[1]);
+    assert_non_null(j0);
+    assert_non_null(j1);
+    assert_string_equal(get(j0, "object")->valuestring, "chat.completion.chunk");
+    const cJSON *d0 = get(cJSON_GetArrayItem(get(j0, "choices"), 0), "delta");
+    assert_string_equal(get(d0, "role")->valuestring, "assistant");
+    const cJSON *c1 = cJSON_GetArrayItem(get(j1, "choices"), 0);
+    assert_string_equal(get(get(c1, "delta"), "content")->valuestring, "hel");
+    assert_true(cJSON_IsNull(get(c1, "finish_reason")));
+    cJSON_Delete(j0);
+    cJSON_Delete(j1);
+    srv_buf_free(&b);
+    /* final, no text, no role: one event with the finish reason */
+    srv_render_stream_chunk(&b, &R, &f.comp, &f.ch[0], 0, false, true, false, &off);
+    assert_int_equal(sse_events(&b, ev, 4), 1);
+    j0 = cJSON_Parse(ev[0]);
+    c1 = cJSON_GetArrayItem(get(j0, "choices"), 0);
+    assert_null(cJSON_GetObjectItemCaseSensitive(get(c1, "delta"), "content"));
+    assert_string_equal(get(c1, "finish_reason")->valuestring, "stop");
+    cJSON_Delete(j0);
+    srv_buf_free(&b);
+    fixture_free(&f);
+}
+
+static void test_stream_completions_ids_and_end(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, false);
+    f.comp.p.include_usage = true;
+    f.ch[1].sent_tokens = 1; /* only the second id is new */
+    struct srv_buf b = {0};
+    int64_t off = 0;
+    srv_render_stream_chunk(&b, &R, &f.comp, &f.ch[1], 1, true, false, false, &off);
+    char ev[4][4096];
+    assert_int_equal(sse_events(&b, ev, 4), 1); /* completions: no role event */
+    cJSON *j = cJSON_Parse(ev[0]);
+    const cJSON *c = cJSON_GetArrayItem(get(j, "choices"), 0);
+    assert_string_equal(get(c, "text")->valuestring, "w");
+    const cJSON *ids = get(c, "token_ids");
+    assert_int_equal(cJSON_GetArraySize(ids), 1);
+    assert_int_equal(cJSON_GetArrayItem(ids, 0)->valueint, 21);
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+    srv_render_stream_end(&b, &R, &f.comp);
+    assert_int_equal(sse_events(&b, ev, 4), 2);
+    assert_string_equal(ev[1], "[DONE]");
+    j = cJSON_Parse(ev[0]);
+    assert_int_equal(cJSON_GetArraySize(get(j, "choices")), 0);
+    assert_int_equal(get(get(j, "usage"), "total_tokens")->valueint, 9);
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+    f.comp.p.include_usage = false;
+    srv_render_stream_end(&b, &R, &f.comp);
+    assert_int_equal(sse_events(&b, ev, 4), 1);
+    srv_buf_free(&b);
+    fixture_free(&f);
+}
+
+static void test_logprobs(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, false);
+    struct srv_buf b = {0};
+    int64_t off = 100;
+    srv_render_logprobs(&b, &R, &f.ch[0], 1, 3, false, &off);
+    cJSON *j = parse_json(&b);
+    const cJSON *toks = get(j, "tokens");
+    assert_int_equal(cJSON_GetArraySize(toks), 2);
+    assert_string_equal(cJSON_GetArrayItem(toks, 0)->valuestring, "<11>");
+    const cJSON *lp = get(j, "token_logprobs");
+    assert_true(fabs(cJSON_GetArrayItem(lp, 1)->valuedouble - -1.0) < 1e-6);
+    const cJSON *top = cJSON_GetArrayItem(get(j, "top_logprobs"), 0);
+    assert_int_equal(cJSON_GetArraySize(top), 2);
+    assert_true(fabs(get(top, "<11>")->valuedouble - -0.5) < 1e-6);
+    assert_true(get(top, "\xEF\xBF\xBD")->valuedouble == -9999.0); /* lone byte; -inf */
+    const cJSON *to = get(j, "text_offset");
+    assert_int_equal(cJSON_GetArrayItem(to, 0)->valueint, 100);
+    assert_int_equal(cJSON_GetArrayItem(to, 1)->valueint, 104);
+    assert_int_equal(off, 108);
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+
+    /* with the echoed prompt: nulls first; " five" loses its space prefix
+     * when the text does not start with one; generated offsets start at
+     * echo_len */
+    f.ch[0].echo_len = 9;
+    srv_render_logprobs(&b, &R, &f.ch[0], 0, 1, true, &off);
+    j = parse_json(&b);
+    assert_int_equal(cJSON_GetArraySize(get(j, "tokens")), 3);
+    assert_string_equal(cJSON_GetArrayItem(get(j, "tokens"), 0)->valuestring, " five");
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(get(j, "token_logprobs"), 1)));
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(get(j, "top_logprobs"), 0)));
+    to = get(j, "text_offset");
+    assert_int_equal(cJSON_GetArrayItem(to, 0)->valueint, 0);
+    assert_int_equal(cJSON_GetArrayItem(to, 1)->valueint, 4);
+    assert_int_equal(cJSON_GetArrayItem(to, 2)->valueint, 9);
+    assert_int_equal(off, 13);
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+    fixture_free(&f);
+}
+
+static void test_token_ids(void **state)
+{
+    (void)state;
+    struct srv_buf b = {0};
+    const int32_t t[] = {0, -1, 2147483647};
+    srv_render_token_ids(&b, t, 3);
+    assert_string_equal(b.p, "[0,-1,2147483647]");
+    srv_buf_free(&b);
+    srv_render_token_ids(&b, t, 0);
+    assert_string_equal(b.p, "[]");
+    srv_buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_response_completions),
+        cmocka_unit_test(test_response_chat),
+        cmocka_unit_test(test_stream_chat_role_and_final),
+        cmocka_unit_test(test_stream_completions_ids_and_end),
+        cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_token_ids),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
