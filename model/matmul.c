@@ -241,11 +241,6 @@ int model_matmul_resolve(enum model_matmul want, enum model_matmul *out)
 
 /* ---- rows of a weight ------------------------------------------------- */
 
-size_t matmul_mat_row_bytes(const struct matmul_mat *w)
-{
-    return gguf_tensor_nbytes(w->type, w->cols);
-}
-
 void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst)
 {
     const size_t rb = matmul_mat_row_bytes(w);

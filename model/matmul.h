@@ -85,7 +85,10 @@ size_t matmul_prepared_bytes(const matmul_t *mm);
 /* Rows [r0, r0 + n) of w dequantized to f32 into dst[n][cols]. */
 void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst);
 /* Bytes of one row of w. */
-size_t matmul_mat_row_bytes(const struct matmul_mat *w);
+static inline size_t matmul_mat_row_bytes(const struct matmul_mat *w)
+{
+    return gguf_tensor_nbytes(w->type, w->cols);
+}
 
 #ifdef __cplusplus
 }
