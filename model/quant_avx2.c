@@ -31,22 +31,10 @@
 #include <string.h>
 
 #include "quant_internal.h"
+#include "quant_x86.h"
 
 #define MR_MAX 2
 #define NR_MAX 4
-
-static inline float h2f(uint16_t h)
-{
-    return _cvtsh_ss(h);
-}
-
-static inline float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* Weight block b of a row of type T (Q8_0, Q4_0, Q5_0: all against Q8_0
  * activations) as 32 signed bytes, and its scale. */

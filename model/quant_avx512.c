@@ -22,22 +22,10 @@
 #include <immintrin.h>
 
 #include "quant_internal.h"
+#include "quant_x86.h"
 
 #define MR_MAX 4
 #define NR_MAX 4
-
-static inline float h2f(uint16_t h)
-{
-    return _cvtsh_ss(h);
-}
-
-static inline float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static inline __attribute__((always_inline)) void tile(const int MR, const int NR, const uint8_t *W,
                                                        size_t wstride, int64_t nb, const uint8_t *X,
