@@ -303,6 +303,14 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
     sc.max_ctx = g->ctx_len;
     sc.on_event = on_sched_event;
     sc.event_ctx = b;
+    /* tenants the config does not name (one per unconfigured uid) take
+     * tenant "default"'s limits, and each its own salt (from its id) */
+    sc.default_tenant = (struct sched_tenant_config){
+        .weight = (double)cfg->tenants[0].weight,
+        .max_kv_blocks = (int32_t)cfg->tenants[0].max_kv_blocks,
+        .max_running_seqs = (int32_t)cfg->tenants[0].max_running,
+        .max_waiting = (int32_t)cfg->tenants[0].max_waiting,
+    };
     if ((rc = sched_new(&sc, b->pg, &b->sched))) {
         snprintf(err, errlen,
                  "bad scheduler configuration (--max-batch-tokens %lld must be >= --max-seqs "

@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "folio/common.h"
@@ -247,32 +246,6 @@ void srv_comp_events(struct srv *s, struct eng_events *ev)
     *ev = (struct eng_events){s, ev_started, ev_token, ev_finished};
 }
 
-static int resolve_tenant(struct srv *s, const struct http_request *rq, struct srv_api_error *e)
-{
-    if (!rq->is_tcp) {
-        int t = srv_config_tenant_by_uid(s->cfg, rq->peer_uid);
-        if (t >= 0)
-            return t;
-        if (s->cfg->unknown_uid_id == SRV_UNKNOWN_UID_REFUSE) {
-            srv_api_error_set(e, 403, "permission_error", NULL, NULL,
-                              "uid %lld is not a configured tenant", (long long)rq->peer_uid);
-            return -1;
-        }
-        return 0;
-    }
-    if (!srv_config_has_keys(s->cfg))
-        return 0;
-    const char *a = rq->auth;
-    if (a && !strncasecmp(a, "Bearer ", 7)) {
-        int t = srv_config_tenant_by_key(s->cfg, a + 7);
-        if (t >= 0)
-            return t;
-    }
-    srv_api_error_set(e, 401, "authentication_error", NULL, "invalid_api_key",
-                      "a valid 'Authorization: Bearer KEY' is required");
-    return -1;
-}
-
 /* Echo: the prompt's text at the head of the choice's text. */
 static void echo_prompt(struct srv_choice *ch, int pi)
 {
@@ -285,7 +258,8 @@ static void echo_prompt(struct srv_choice *ch, int pi)
     ch->echo_len = ch->text.len;
 }
 
-void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq, bool chat)
+void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                    const struct srv_caller *who, bool chat)
 {
     struct srv_api_error e;
     if (s->draining) {
@@ -293,11 +267,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         http_error(c, &e, NULL);
         return;
     }
-    int tenant = resolve_tenant(s, rq, &e);
-    if (tenant < 0) {
-        http_error(c, &e, NULL);
-        return;
-    }
+    int tenant = who->tenant;
     struct srv_comp *comp = folio_calloc(1, sizeof(*comp));
     if (!comp) {
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -314,7 +284,8 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         comp_free(comp);
         return;
     }
-    const struct srv_tenant_cfg *tc = &s->cfg->tenants[tenant];
+    const struct srv_tenant_cfg *tc = srv_auth_tenant_cfg(&s->auth, tenant);
+    const char *tname = srv_auth_tenant_name(&s->auth, tenant);
     int n_choices = comp->p.n_prompts * comp->p.n;
     if (tc->max_waiting > 0) {
         struct sched_tenant_stats ts;
@@ -323,7 +294,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         if (waiting + n_choices > tc->max_waiting) {
             s->tm[tenant].rejected_429++;
             srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
-                              "tenant '%s' has %lld requests waiting (max_waiting %lld)", tc->name,
+                              "tenant '%s' has %lld requests waiting (max_waiting %lld)", tname,
                               (long long)waiting, (long long)tc->max_waiting);
             http_error(c, &e, "Retry-After: 1\r\n");
             comp_free(comp);
@@ -374,7 +345,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
             if (rc == -EBUSY) {
                 s->tm[tenant].rejected_429++;
                 srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
-                                  "tenant '%s' has too many requests waiting", tc->name);
+                                  "tenant '%s' has too many requests waiting", tname);
             } else
                 srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
                                   "request cannot be scheduled: %s",

@@ -12,7 +12,8 @@
  *
  * Validation happens per value (type and bounds, message names the option)
  * and once at the end for cross-option rules (--kv-mem vs --kv-blocks,
- * --listen must be loopback, socket path length, duplicate uids / keys).
+ * --listen needs keys or --insecure-listen, socket path length, duplicate
+ * uids / keys).
  */
 #include "config.h"
 
@@ -53,8 +54,14 @@ static const struct opt opts[] = {
      F(chat_template_id)},
     {"socket", OPT_STR, 0, 0, NULL, NULL, F(socket), "PATH",
      "Unix socket (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)", 0},
-    {"listen", OPT_STR, 0, 0, NULL, NULL, F(listen), "HOST:PORT",
-     "also listen on loopback TCP (API keys name tenants)", 0},
+    {"listen", OPT_STR, 0, 0, NULL, NULL, F(listen), "ADDR:PORT",
+     "also listen on TCP (any address; needs API keys, or --insecure-listen)", 0},
+    {"insecure-listen", OPT_BOOL, 0, 0, NULL, NULL, F(insecure_listen), NULL,
+     "allow --listen without any API key: every TCP client is tenant 'default'", 0},
+    {"operator-key", OPT_STR, 0, 0, NULL, NULL, F(operator_key), "KEY",
+     "TCP key of the operator, who sees every tenant (put it in the config file)", 0},
+    {"allowed-hosts", OPT_STR, 0, 0, NULL, NULL, F(allowed_hosts), "NAMES",
+     "Host names accepted on TCP besides IP addresses and localhost (comma-separated)", 0},
     {"kv-mem", OPT_SIZE, 4096, 1024 * GiB, "256M", NULL, F(kv_mem), "SIZE",
      "KV cache memory (k/M/G suffixes); exclusive with --kv-blocks", 0},
     {"kv-blocks", OPT_INT, 0, 1 << 24, "0", NULL, F(kv_blocks), "N",
@@ -71,14 +78,21 @@ static const struct opt opts[] = {
     {"matmul", OPT_ENUM, 0, 0, "auto", "auto|openblas|onednn", F(matmul), "auto|openblas|onednn",
      "matrix-product backend (auto: oneDNN with AVX-512, else the faster on a start-up check)",
      F(matmul_id)},
-    {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid), "default|refuse",
-     "peers whose uid names no tenant: serve as 'default', or refuse (403)", F(unknown_uid_id)},
+    {"unknown-uid", OPT_ENUM, 0, 0, "own", "own|refuse", F(unknown_uid), "own|refuse",
+     "socket peers whose uid names no tenant: each is its own tenant 'uid-N', or refused (403)",
+     F(unknown_uid_id)},
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",
      "largest request body (413 beyond)", 0},
     {"max-pending-output", OPT_SIZE, 4096, 1 << 30, "1M", NULL, F(max_pending_output), "SIZE",
      "unsent bytes a client may leave queued before its connection is dropped", 0},
     {"max-connections", OPT_INT, 1, 1 << 20, "4096", NULL, F(max_connections), "N",
-     "open client connections (more are closed at accept)", 0},
+     "open client connections (more are answered 503 and closed)", 0},
+    {"max-client-connections", OPT_INT, 1, 1 << 20, "1024", NULL, F(max_client_connections), "N",
+     "connections of one uid, one address or one tenant (more are answered 503)", 0},
+    {"max-buffered", OPT_SIZE, 4096, 1LL << 40, "256M", NULL, F(max_buffered), "SIZE",
+     "request-body bytes being received, all clients (a request beyond: 503)", 0},
+    {"max-client-buffered", OPT_SIZE, 4096, 1LL << 40, "32M", NULL, F(max_client_buffered), "SIZE",
+     "request-body bytes being received by one uid, address or tenant", 0},
     {"idle-timeout-ms", OPT_INT, 0, 3600 * 1000, "60000", NULL, F(idle_timeout_ms), "MS",
      "close a connection that sends no complete request for this long (0: never)", 0},
     {"drain-timeout-ms", OPT_INT, 0, 3600 * 1000, "30000", NULL, F(drain_timeout_ms), "MS",
@@ -92,8 +106,8 @@ static const struct opt opts[] = {
 };
 
 #define N_OPTS ((int)FOLIO_ARRAY_LEN(opts))
-/* set_mask: bit i = option i given; bit 63 - i = given on the command line */
-_Static_assert(FOLIO_ARRAY_LEN(opts) < 32, "set_mask holds two bits per option");
+/* set_mask: bit i = option i given; argv_mask: given on the command line */
+_Static_assert(FOLIO_ARRAY_LEN(opts) <= 64, "set_mask holds one bit per option");
 
 #define T(field) offsetof(struct srv_tenant_cfg, field)
 static const struct opt tenant_keys[] = {
@@ -246,6 +260,14 @@ static int tenant_add(struct srv_config *cfg, const char *name, char *err, size_
     return cfg->n_tenants++;
 }
 
+/* Options that make sense only on the command line (not in the file or
+ * the dump). */
+static bool cmdline_only(const struct opt *o)
+{
+    return !strcmp(o->name, "help") || !strcmp(o->name, "dump-config") ||
+           !strcmp(o->name, "config");
+}
+
 struct ini_ctx {
     struct srv_config *cfg;
     const char *file;
@@ -260,12 +282,12 @@ static int config_ini_handler(void *user, const char *section, const char *name,
     char who[160];
     if (!*section || !strcmp(section, "foliod")) {
         int i = opt_find(opts, N_OPTS, name, strlen(name));
-        if (i < 0 || opts[i].type == OPT_BOOL || !strcmp(opts[i].name, "config")) {
+        if (i < 0 || cmdline_only(&opts[i])) {
             folio_errf(c->err, c->errlen, "%s: unknown option '%s'", c->file, name);
             c->rc = -EINVAL;
             return 0;
         }
-        if (c->cfg->set_mask & (1ull << (63 - i)))
+        if (c->cfg->argv_mask & (1ull << i))
             return 1; /* given on the command line: it wins */
         snprintf(who, sizeof(who), "%s: %s", c->file, opts[i].name);
         int rc = opt_set(&opts[i], c->cfg, value, who, c->err, c->errlen);
@@ -362,12 +384,15 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
             folio_errf(err, errlen, "--listen: '%s' is not HOST:PORT", cfg->listen);
             return -EINVAL;
         }
-        size_t hl = (size_t)(colon - cfg->listen);
-        if (!((hl == 9 && !strncmp(cfg->listen, "localhost", 9)) ||
-              !strncmp(cfg->listen, "127.", 4) || (hl == 5 && !strncmp(cfg->listen, "[::1]", 5)))) {
+        if (colon == cfg->listen) {
+            folio_errf(err, errlen, "--listen: '%s' has no address", cfg->listen);
+            return -EINVAL;
+        }
+        if (!srv_config_has_keys(cfg) && !cfg->insecure_listen) {
             folio_errf(err, errlen,
-                       "--listen: '%s' is not a loopback address (127.x.y.z, [::1], localhost)",
-                       cfg->listen);
+                       "--listen: TCP needs API keys ([tenant.NAME] api_key, or operator-key) "
+                       "so that clients are known; --insecure-listen serves every TCP client "
+                       "as tenant 'default' without one");
             return -EINVAL;
         }
     }
@@ -384,6 +409,13 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
                            y->name);
                 return -EINVAL;
             }
+        }
+    for (int a = 0; a < cfg->n_tenants; a++)
+        if (cfg->operator_key && cfg->tenants[a].api_key &&
+            !strcmp(cfg->operator_key, cfg->tenants[a].api_key)) {
+            folio_errf(err, errlen, "tenant '%s' has the operator-key as its api_key",
+                       cfg->tenants[a].name);
+            return -EINVAL;
         }
     return 0;
 }
@@ -425,7 +457,7 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
         if (rc)
             return rc;
         cfg->set_mask |= 1ull << k;
-        cfg->set_mask |= 1ull << (63 - k); /* "from argv" */
+        cfg->argv_mask |= 1ull << k;
     }
     if (cfg->help)
         return 0;
@@ -435,7 +467,6 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
         if (rc)
             return rc;
     }
-    cfg->set_mask &= (1ull << N_OPTS) - 1;
     return config_finish(cfg, err, errlen);
 }
 
@@ -488,6 +519,7 @@ static void dump_value(const struct opt *o, const void *base, FILE *out)
         fprintf(out, "%s = %lld\n", o->name, (long long)*(const int64_t *)field);
         break;
     case OPT_BOOL:
+        fprintf(out, "%s = %s\n", o->name, *(const bool *)field ? "true" : "false");
         break;
     }
 }
@@ -496,7 +528,7 @@ void srv_config_dump(const struct srv_config *cfg, FILE *out)
 {
     fprintf(out, "; foliod effective configuration\n[foliod]\n");
     for (int i = 0; i < N_OPTS; i++) {
-        if (opts[i].type == OPT_BOOL || !strcmp(opts[i].name, "config"))
+        if (cmdline_only(&opts[i]))
             continue;
         /* kv-mem and kv-blocks exclude each other: dump the one in use */
         if (!strcmp(opts[i].name, "kv-mem") && cfg->kv_blocks)
@@ -518,26 +550,10 @@ int srv_config_tenant_by_uid(const struct srv_config *cfg, int64_t uid)
     return -1;
 }
 
-int srv_config_tenant_by_key(const struct srv_config *cfg, const char *key)
-{
-    if (!key)
-        return -1;
-    size_t n = strlen(key);
-    for (int i = 0; i < cfg->n_tenants; i++) {
-        const char *k = cfg->tenants[i].api_key;
-        if (!k || strlen(k) != n)
-            continue;
-        unsigned char diff = 0; /* constant time in the key's length */
-        for (size_t j = 0; j < n; j++)
-            diff |= (unsigned char)(k[j] ^ key[j]);
-        if (!diff)
-            return i;
-    }
-    return -1;
-}
-
 bool srv_config_has_keys(const struct srv_config *cfg)
 {
+    if (cfg->operator_key)
+        return true;
     for (int i = 0; i < cfg->n_tenants; i++)
         if (cfg->tenants[i].api_key)
             return true;

@@ -7,7 +7,8 @@
  * Precedence: built-in default < config file < command line.  Tenants are
  * INI sections [tenant.NAME] with keys uid, weight, max_kv_blocks,
  * max_running, max_waiting, api_key; tenant 0 is always "default" (the
- * tenant of peers that match no uid when unknown-uid = default).
+ * operator's tenant, TCP's with --insecure-listen, and the template of
+ * the per-uid tenants of unconfigured peers: see auth.h).
  *
  * Ownership: srv_config_parse fills a struct srv_config whose strings and
  * tenant array belong to it; srv_config_free releases them.  Not
@@ -32,12 +33,15 @@ struct srv_tenant_cfg {
     char *api_key;         /* NULL: none */
 };
 
-enum srv_unknown_uid { SRV_UNKNOWN_UID_DEFAULT, SRV_UNKNOWN_UID_REFUSE };
+/* Socket peers whose uid names no tenant: each its own tenant, or 403. */
+enum srv_unknown_uid { SRV_UNKNOWN_UID_OWN, SRV_UNKNOWN_UID_REFUSE };
 
 struct srv_config {
     /* strings: owned, NULL when unset (defaults are resolved at parse) */
     char *model, *socket, *listen, *kv_dtype, *config, *unknown_uid, *log_level, *chat_template;
-    char *matmul; /* auto|openblas|onednn */
+    char *matmul;        /* auto|openblas|onednn */
+    char *operator_key;  /* TCP key of the operator (sees every tenant); NULL: none */
+    char *allowed_hosts; /* extra Host names accepted on TCP, comma-separated */
     /* the enum options as C enums, parsed with their strings (the index of
      * the value in the option's list of choices) */
     int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices */
@@ -47,8 +51,10 @@ struct srv_config {
     int matmul_id;        /* enum model_matmul (model.h): auto, openblas, onednn */
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
-    bool help, dump;
-    uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
+    int64_t max_client_connections, max_buffered, max_client_buffered;
+    bool help, dump, insecure_listen;
+    uint64_t set_mask;  /* bit i: option i of the table was given explicitly */
+    uint64_t argv_mask; /* bit i: ... on the command line */
     struct srv_tenant_cfg *tenants; /* [n_tenants]; [0] is "default" */
     int n_tenants;
 };
@@ -67,10 +73,10 @@ void srv_config_dump(const struct srv_config *cfg, FILE *out);
 /* Decimal integer, whole string.  -EINVAL, -ERANGE. */
 int srv_parse_int(const char *s, int64_t *out);
 
-/* Tenant index for a uid (or -1), for an API key (or -1). */
+/* Tenant index for a uid (or -1).  (Keys: auth.c compares digests.) */
 int srv_config_tenant_by_uid(const struct srv_config *cfg, int64_t uid);
-int srv_config_tenant_by_key(const struct srv_config *cfg, const char *key);
-/* True when some tenant has an api_key (TCP then requires one). */
+/* True when some tenant has an api_key or an operator-key is set (TCP
+ * then requires one). */
 bool srv_config_has_keys(const struct srv_config *cfg);
 
 #endif

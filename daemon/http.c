@@ -26,11 +26,24 @@
  * Parse errors are answered with a 400 (413 body too large, 414 URL too
  * long, 431 headers too large) and `Connection: close`; they affect only
  * their own connection.
+ *
+ * Admission (the accept path): a connection over --max-connections, or
+ * one the owner's on_accept refuses (a per-client limit), is answered 503
+ * at once and kept only to linger: its input is read and dropped until
+ * the client closes or REFUSED_LINGER_MS pass (closing with unread input
+ * would reset the connection and could destroy the answer).  Lingering
+ * connections are not counted against --max-connections; beyond as many
+ * again they are closed at once.  Request-body bytes are reported to the
+ * owner's on_buffer as they arrive and given back when the request has
+ * been handled (the body buffer is freed then if it grew large); a
+ * refusal answers 503.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <sys/socket.h>
 
 #include <llhttp.h>
@@ -42,6 +55,7 @@
 #define MAX_URL                 8192
 #define MAX_HEADERS             65536
 #define MAX_BUFFERED_WHILE_BUSY 65536
+#define REFUSED_LINGER_MS       1000
 
 struct http_conn {
     union {
@@ -61,7 +75,10 @@ struct http_conn {
     size_t in_len, in_cap;
     bool reading;
     /* the message being parsed */
-    struct srv_buf url, body, hfield, hval, auth;
+    struct srv_buf url, body, hfield, hval, auth, host, origin, fetch_site;
+    void *acct;           /* the owner's accounting object (on_accept) */
+    int64_t body_counted; /* body bytes reported to on_buffer, not yet given back */
+    bool refused;         /* answered 503 at accept; lingers until the client closes */
     size_t header_bytes;
     int reject_status; /* 413 / 431 / 414 found while parsing */
     bool msg_done, in_msg, keep_alive;
@@ -125,12 +142,19 @@ static void on_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     hs->st.n_open--;
+    if (c->refused)
+        hs->st.n_refused--;
+    if (hs->cb.on_release && c->acct)
+        hs->cb.on_release(hs->cb.user, c->acct); /* its body bytes too */
     folio_free(c->in);
     srv_buf_free(&c->url);
     srv_buf_free(&c->body);
     srv_buf_free(&c->hfield);
     srv_buf_free(&c->hval);
     srv_buf_free(&c->auth);
+    srv_buf_free(&c->host);
+    srv_buf_free(&c->origin);
+    srv_buf_free(&c->fetch_site);
     folio_free(c);
     if (hs->cb.on_closed)
         hs->cb.on_closed(hs->cb.user);
@@ -176,8 +200,16 @@ static void idle_arm(struct http_conn *c)
 
 static void maybe_close_after_write(struct http_conn *c)
 {
-    if (c->close_after_write && !c->writes_out && !c->active)
+    if (c->close_after_write && !c->writes_out && !c->active && !c->refused)
         http_close(c, "response sent, connection: close");
+}
+
+/* Gives the request body's bytes back to the owner's accounting. */
+static void body_release(struct http_conn *c)
+{
+    if (c->body_counted && c->hs->cb.on_buffer)
+        c->hs->cb.on_buffer(c->hs->cb.user, c->acct, -c->body_counted);
+    c->body_counted = 0;
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -343,6 +375,8 @@ static int on_message_begin(llhttp_t *p)
 {
     struct http_conn *c = PC(p);
     c->url.len = c->body.len = c->hfield.len = c->hval.len = c->auth.len = 0;
+    c->host.len = c->origin.len = c->fetch_site.len = 0;
+    body_release(c);
     c->header_bytes = 0;
     c->reject_status = 0;
     c->msg_done = false;
@@ -392,10 +426,22 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
 static int on_header_value_complete(llhttp_t *p)
 {
     struct http_conn *c = PC(p);
-    if (c->hfield.len == 13 && !strncasecmp(c->hfield.p, "authorization", 13)) {
-        c->auth.len = 0;
-        srv_buf_append(&c->auth, c->hval.p ? c->hval.p : "", c->hval.len);
-    }
+    static const struct {
+        const char *name;
+        size_t off;
+    } keep[] = {
+        {"authorization", offsetof(struct http_conn, auth)},
+        {"host", offsetof(struct http_conn, host)},
+        {"origin", offsetof(struct http_conn, origin)},
+        {"sec-fetch-site", offsetof(struct http_conn, fetch_site)},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(keep); i++)
+        if (c->hfield.len == strlen(keep[i].name) &&
+            !strncasecmp(c->hfield.p, keep[i].name, c->hfield.len)) {
+            struct srv_buf *b = (struct srv_buf *)((char *)c + keep[i].off);
+            b->len = 0;
+            srv_buf_append(b, c->hval.p ? c->hval.p : "", c->hval.len);
+        }
     c->hfield.len = c->hval.len = 0;
     return 0;
 }
@@ -416,6 +462,13 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
     if (c->body.len + n > (size_t)c->hs->lim.max_body) {
         c->reject_status = 413;
         return -1;
+    }
+    if (c->hs->cb.on_buffer) {
+        if (c->hs->cb.on_buffer(c->hs->cb.user, c->acct, (int64_t)n)) {
+            c->reject_status = 503;
+            return -1;
+        }
+        c->body_counted += (int64_t)n;
     }
     srv_buf_append(&c->body, at, n);
     return 0;
@@ -461,11 +514,15 @@ static void parse_error(struct http_conn *c, llhttp_errno_t rc)
         srv_api_error_set(&e, 414, "invalid_request_error", NULL, NULL, "URL too long");
     else if (status == 431)
         srv_api_error_set(&e, 431, "invalid_request_error", NULL, NULL, "headers too large");
+    else if (status == 503)
+        srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL,
+                          "too many request bytes are being received from this client; retry");
     else
         srv_api_error_set(&e, 400, "invalid_request_error", NULL, NULL, "malformed HTTP: %s (%s)",
                           llhttp_errno_name(rc), llhttp_get_error_reason(&c->parser));
     c->keep_alive = false;
     c->in_len = 0;
+    body_release(c);
     http_error(c, &e, NULL);
 }
 
@@ -484,10 +541,18 @@ static void dispatch(struct http_conn *c)
         .body = c->body.p ? c->body.p : "",
         .body_len = c->body.len,
         .auth = c->auth.p,
+        .host = c->host.len ? c->host.p : NULL,
+        .origin = c->origin.len ? c->origin.p : NULL,
+        .fetch_site = c->fetch_site.len ? c->fetch_site.p : NULL,
         .peer_uid = c->peer_uid,
         .is_tcp = c->is_tcp,
+        .acct = c->acct,
     };
     c->hs->cb.on_request(c->hs->cb.user, c, &rq);
+    /* the view is gone: the body's bytes are no longer held for it */
+    body_release(c);
+    if (c->body.cap > MAX_BUFFERED_WHILE_BUSY)
+        srv_buf_free(&c->body);
 }
 
 static void process(struct http_conn *c)
@@ -553,6 +618,12 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     if (nread == 0 || c->closing)
         return;
+    if (c->refused) { /* lingering: drop input, close at the client's end */
+        c->in_len = 0;
+        if (nread < 0)
+            http_close(c, "refused connection closed by the client");
+        return;
+    }
     if (nread < 0) {
         if (nread == UV_ENOBUFS) {
             http_close(c, "out of memory");
@@ -607,6 +678,11 @@ void http_conn_hold(struct http_conn *c, void *active)
     c->active = active;
 }
 
+void http_conn_close_after(struct http_conn *c)
+{
+    c->close_after_write = true;
+}
+
 void http_server_drain(struct http_server *hs)
 {
     hs->draining = true;
@@ -626,6 +702,26 @@ void http_server_close_all(struct http_server *hs, const char *why)
     for (struct http_conn *c = hs->conns, *next; c; c = next) {
         next = c->next;
         http_close(c, why);
+    }
+}
+
+/* Answers e (a 503) at once and lingers (see the top of the file); at
+ * most max_connections refused connections linger, more close at once. */
+static void conn_refuse(struct http_conn *c, const struct srv_api_error *e)
+{
+    struct http_server *hs = c->hs;
+    hs->st.refused_total++;
+    if (hs->st.n_refused >= hs->lim.max_connections) {
+        http_close(c, "refused, no room to linger");
+        return;
+    }
+    c->refused = true;
+    hs->st.n_refused++;
+    http_error(c, e, NULL); /* keep_alive is false: Connection: close */
+    if (!c->closing) {
+        uv_timer_start(&c->idle, on_idle, REFUSED_LINGER_MS, 0);
+        if (!uv_read_start(&c->u.s, on_alloc, on_read))
+            c->reading = true;
     }
 }
 
@@ -657,18 +753,39 @@ void http_accept(struct http_server *hs, uv_stream_t *listener, bool is_tcp)
         http_close(c, uv_strerror(rc));
         return;
     }
-    if (hs->st.n_open > hs->lim.max_connections) {
-        srv_log(SRV_LOG_INFO, "refusing connection: %d open (--max-connections)",
-                hs->st.n_open - 1);
-        http_close(c, NULL);
-        return;
-    }
+    struct http_peer peer = {.is_tcp = is_tcp, .uid = -1};
     if (!is_tcp) {
         uv_os_fd_t fd;
         struct ucred cr;
         socklen_t len = sizeof(cr);
         if (!uv_fileno(&c->u.h, &fd) && !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len))
-            c->peer_uid = cr.uid;
+            c->peer_uid = peer.uid = cr.uid;
+    } else {
+        struct sockaddr_storage sa;
+        int len = sizeof(sa);
+        if (!uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&sa, &len)) {
+            if (sa.ss_family == AF_INET6)
+                memcpy(peer.ip, &((struct sockaddr_in6 *)&sa)->sin6_addr, 16);
+            else if (sa.ss_family == AF_INET) {
+                peer.ip[10] = peer.ip[11] = 0xff;
+                memcpy(peer.ip + 12, &((struct sockaddr_in *)&sa)->sin_addr, 4);
+            }
+        }
+    }
+    struct srv_api_error e;
+    if (hs->st.n_open - hs->st.n_refused > hs->lim.max_connections) {
+        srv_log(SRV_LOG_INFO, "refusing connection: %d open (--max-connections)",
+                hs->st.n_open - hs->st.n_refused - 1);
+        srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL,
+                          "the server has %lld connections open (--max-connections); retry",
+                          (long long)hs->lim.max_connections);
+        conn_refuse(c, &e);
+        return;
+    }
+    if (hs->cb.on_accept && hs->cb.on_accept(hs->cb.user, &peer, &c->acct, &e)) {
+        srv_log(SRV_LOG_DEBUG, "conn %llu: refused: %s", (unsigned long long)c->id, e.message);
+        conn_refuse(c, &e);
+        return;
     }
     llhttp_init(&c->parser, HTTP_REQUEST, &settings);
     c->parser.data = c;

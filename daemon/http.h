@@ -47,8 +47,18 @@ struct http_request {
     const char *body;        /* NUL-terminated, "" when empty */
     size_t body_len;
     const char *auth; /* the Authorization header, or NULL */
+    /* Host, Origin and Sec-Fetch-Site headers, or NULL (TCP checks) */
+    const char *host, *origin, *fetch_site;
     int64_t peer_uid; /* Unix socket peer (SO_PEERCRED); -1 on TCP */
     bool is_tcp;
+    void *acct; /* the connection's accounting object (on_accept), or NULL */
+};
+
+/* Who is at the other end, for accept-time admission. */
+struct http_peer {
+    bool is_tcp;
+    int64_t uid;    /* Unix socket: SO_PEERCRED uid; -1 on TCP */
+    uint8_t ip[16]; /* TCP: the address (IPv4 as v4-mapped IPv6) */
 };
 
 struct http_limits {
@@ -63,6 +73,15 @@ struct http_callbacks {
     void (*on_request)(void *user, struct http_conn *c, const struct http_request *rq);
     void (*on_abandon)(void *user, void *active);
     void (*on_closed)(void *user);
+    /* Admission and accounting (each may be NULL).  on_accept: 0 with
+     * *acct set (kept for the connection's life, released by on_release
+     * when it is freed), or -EBUSY with e filled: the connection is
+     * answered with e (503) and closed after a short linger.  on_buffer:
+     * request-body bytes taken (delta > 0; -ENOBUFS refuses them: the
+     * request is answered 503 and the connection closed) or let go. */
+    int (*on_accept)(void *user, const struct http_peer *p, void **acct, struct srv_api_error *e);
+    void (*on_release)(void *user, void *acct);
+    int (*on_buffer)(void *user, void *acct, int64_t delta);
 };
 
 /* Counters for /metrics. */
@@ -71,7 +90,9 @@ struct http_stats {
     double disconnects_total;  /* connections closed by the peer with a request held */
     double dropped_slow_total; /* slow readers dropped */
     double responses[6];       /* by status class 1xx..5xx; index 0 unused */
+    double refused_total;      /* connections answered 503 at accept (a connection limit) */
     int n_open;
+    int n_refused; /* of n_open: refused connections lingering until their client reads */
 };
 
 struct http_server {
@@ -99,6 +120,8 @@ void http_server_close_all(struct http_server *hs, const char *why);
 void http_conn_hold(struct http_conn *c, void *active);
 /* The held request is done: parse the next pipelined one, if any. */
 void http_request_done(struct http_conn *c);
+/* The next response on c says Connection: close, and c closes after it. */
+void http_conn_close_after(struct http_conn *c);
 
 /* A complete response with a Content-Length body.  extra: header lines,
  * each ending in \r\n, or NULL. */

@@ -4,6 +4,12 @@
  * /tokenize, /detokenize.  The completion routes live in comp.c.  A path
  * that no row names is a 404; a known path with another method a 405
  * (with Allow).
+ *
+ * Each row's access column says who may call it (auth.h): PUBLIC (only
+ * /health), TENANT (any caller, as its tenant), VIEW (any caller; the
+ * answer shows the caller's tenant only, unless the operator asks).  The
+ * caller is resolved before the handler runs; a refused one gets 401/403
+ * on every route but /health, whatever the path and method.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -54,8 +60,10 @@ static void respond_buf(struct http_conn *c, int status, const char *ctype, stru
     srv_buf_free(b);
 }
 
-static void route_tokenize(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_tokenize(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                           const struct srv_caller *who)
 {
+    (void)who;
     struct srv_api_error e;
     char *text = NULL;
     int32_t *ids = NULL, n = 0;
@@ -80,8 +88,10 @@ static void route_tokenize(struct srv *s, struct http_conn *c, const struct http
     respond_buf(c, 200, "application/json", &b);
 }
 
-static void route_detokenize(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_detokenize(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                             const struct srv_caller *who)
 {
+    (void)who;
     struct srv_api_error e;
     int32_t *ids = NULL, n = 0;
     if (srv_detokenize_parse(rq->body, rq->body_len, &s->mi, &ids, &n, &e)) {
@@ -105,19 +115,23 @@ static void route_detokenize(struct srv *s, struct http_conn *c, const struct ht
     respond_buf(c, 200, "application/json", &b);
 }
 
-static void route_completions(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_completions(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                              const struct srv_caller *who)
 {
-    srv_comp_route(s, c, rq, false);
+    srv_comp_route(s, c, rq, who, false);
 }
 
-static void route_chat(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_chat(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                       const struct srv_caller *who)
 {
-    srv_comp_route(s, c, rq, true);
+    srv_comp_route(s, c, rq, who, true);
 }
 
-static void route_models(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_models(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                         const struct srv_caller *who)
 {
     (void)rq;
+    (void)who;
     struct srv_buf b = {0};
     srv_buf_printf(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
     srv_buf_json_str(&b, s->mi.name, strlen(s->mi.name));
@@ -129,34 +143,40 @@ static void route_models(struct srv *s, struct http_conn *c, const struct http_r
     respond_buf(c, 200, "application/json", &b);
 }
 
-static void route_health(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_health(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                         const struct srv_caller *who)
 {
     (void)rq;
+    (void)who;
     struct srv_buf b = {0};
     srv_buf_puts(&b, s->draining ? "{\"status\":\"draining\"}\n" : "{\"status\":\"ok\"}\n");
     respond_buf(c, s->draining ? 503 : 200, "application/json", &b);
 }
 
-static void route_metrics(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_metrics(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                          const struct srv_caller *who)
 {
     (void)rq;
     struct srv_buf b = {0};
-    srv_metrics_render(s, &b);
+    srv_metrics_render(s, &b, who);
     respond_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 
-static void route_kv(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_kv(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                     const struct srv_caller *who)
 {
     (void)rq;
     struct srv_buf b = {0};
-    srv_kv_render(s, &b);
+    srv_kv_render(s, &b, who);
     respond_buf(c, 200, "application/json", &b);
 }
 
-static void route_dashboard(struct srv *s, struct http_conn *c, const struct http_request *rq)
+static void route_dashboard(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                            const struct srv_caller *who)
 {
     (void)s;
     (void)rq;
+    (void)who; /* the page shows what /v1/kv and /metrics show this caller */
     size_t n;
     const char *page = srv_dashboard_html(&n);
     http_respond(c, 200, "text/html; charset=utf-8", page, n, NULL);
@@ -165,17 +185,19 @@ static void route_dashboard(struct srv *s, struct http_conn *c, const struct htt
 static const struct route {
     enum http_method method;
     const char *path;
-    void (*handler)(struct srv *s, struct http_conn *c, const struct http_request *rq);
+    enum srv_access access;
+    void (*handler)(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                    const struct srv_caller *who);
 } routes[] = {
-    {HTTP_M_POST, "/v1/completions", route_completions},
-    {HTTP_M_POST, "/v1/chat/completions", route_chat},
-    {HTTP_M_GET, "/v1/models", route_models},
-    {HTTP_M_GET, "/health", route_health},
-    {HTTP_M_GET, "/metrics", route_metrics},
-    {HTTP_M_GET, "/v1/kv", route_kv},
-    {HTTP_M_GET, "/dashboard", route_dashboard},
-    {HTTP_M_POST, "/tokenize", route_tokenize},
-    {HTTP_M_POST, "/detokenize", route_detokenize},
+    {HTTP_M_POST, "/v1/completions", SRV_ACCESS_TENANT, route_completions},
+    {HTTP_M_POST, "/v1/chat/completions", SRV_ACCESS_TENANT, route_chat},
+    {HTTP_M_GET, "/v1/models", SRV_ACCESS_TENANT, route_models},
+    {HTTP_M_GET, "/health", SRV_ACCESS_PUBLIC, route_health},
+    {HTTP_M_GET, "/metrics", SRV_ACCESS_VIEW, route_metrics},
+    {HTTP_M_GET, "/v1/kv", SRV_ACCESS_VIEW, route_kv},
+    {HTTP_M_GET, "/dashboard", SRV_ACCESS_VIEW, route_dashboard},
+    {HTTP_M_POST, "/tokenize", SRV_ACCESS_TENANT, route_tokenize},
+    {HTTP_M_POST, "/detokenize", SRV_ACCESS_TENANT, route_detokenize},
 };
 
 void srv_on_request(void *user, struct http_conn *c, const struct http_request *rq)
@@ -187,6 +209,19 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
         if (strlen(routes[i].path) == rq->path_len &&
             !strncmp(rq->url, routes[i].path, rq->path_len))
             r = &routes[i];
+    /* the caller first: an unknown path or a wrong method tells a refused
+     * caller nothing either */
+    struct srv_caller who;
+    const char *extra;
+    enum srv_access access = r ? r->access : SRV_ACCESS_TENANT;
+    int st = srv_auth_caller(&s->auth, rq, access, r && r->handler == route_dashboard, &who, &e,
+                             &extra);
+    if (st) {
+        if (st == 503)
+            http_conn_close_after(c);
+        http_error(c, &e, extra);
+        return;
+    }
     if (!r) {
         srv_api_error_set(&e, 404, "NotFoundError", NULL, NULL, "no route for %.*s",
                           (int)FOLIO_MIN(rq->path_len, 200), rq->url);
@@ -201,5 +236,5 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
         http_error(c, &e, allow);
         return;
     }
-    r->handler(s, c, rq);
+    r->handler(s, c, rq, &who);
 }

@@ -4,7 +4,11 @@
  *
  * Start-up (srv_main): config → backend → loop → engine driver → signals →
  * Unix listener (stale-socket check, umask 0117 around bind: mode 0660) →
- * optional TCP listener → uv_run.  Teardown runs in reverse through one
+ * optional TCP listener (any address; keys required unless
+ * --insecure-listen, which is warned about) → uv_run.  The soft
+ * RLIMIT_NOFILE is raised to the hard one, and --max-connections lowered
+ * to what it leaves room for, so that a refused connection can still be
+ * answered (a 503) rather than reset for want of a descriptor.  Teardown runs in reverse through one
  * `goto` ladder.
  *
  * Drain (SIGTERM, or the first SIGINT): listeners close and the socket file
@@ -23,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <stdint.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -111,39 +118,69 @@ static int listen_tcp(struct srv *s)
 {
     const char *hp = s->cfg->listen;
     const char *colon = strrchr(hp, ':');
-    char host[64];
+    char host[256];
     size_t hl = FOLIO_MIN((size_t)(colon - hp), sizeof(host) - 1);
     memcpy(host, hp, hl);
     host[hl] = 0;
-    int port = atoi(colon + 1);
-    union {
-        struct sockaddr sa;
-        struct sockaddr_in in4;
-        struct sockaddr_in6 in6;
-    } addr;
-    int rc;
-    if (!strcmp(host, "localhost"))
-        rc = uv_ip4_addr("127.0.0.1", port, &addr.in4);
-    else if (host[0] == '[') {
-        host[strlen(host) - 1] = 0;
-        rc = uv_ip6_addr(host + 1, port, &addr.in6);
-    } else
-        rc = uv_ip4_addr(host, port, &addr.in4);
+    char *h = host;
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h[hl - 1] = 0;
+        h++;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int rc = getaddrinfo(h, colon + 1, &hints, &ai);
     if (rc) {
-        srv_log(SRV_LOG_ERROR, "--listen %s: %s", hp, uv_strerror(rc));
+        srv_log(SRV_LOG_ERROR, "--listen %s: %s", hp, gai_strerror(rc));
+        return UV_EINVAL;
+    }
+    if ((rc = uv_tcp_init(s->loop, &s->tcp_srv))) {
+        freeaddrinfo(ai);
         return rc;
     }
-    if ((rc = uv_tcp_init(s->loop, &s->tcp_srv)))
-        return rc;
     s->tcp_srv.data = s;
     s->have_tcp = true;
-    if ((rc = uv_tcp_bind(&s->tcp_srv, &addr.sa, 0)) ||
-        (rc = uv_listen((uv_stream_t *)&s->tcp_srv, 511, on_tcp_conn))) {
+    rc = uv_tcp_bind(&s->tcp_srv, ai->ai_addr, 0);
+    freeaddrinfo(ai);
+    if (rc || (rc = uv_listen((uv_stream_t *)&s->tcp_srv, 511, on_tcp_conn))) {
         srv_log(SRV_LOG_ERROR, "cannot listen on %s: %s", hp, uv_strerror(rc));
         return rc;
     }
-    srv_log(SRV_LOG_INFO, "listening on tcp %s", hp);
+    srv_log(SRV_LOG_INFO, "listening on tcp %s (%s)", hp,
+            srv_config_has_keys(s->cfg) ? "API keys required" : "no API keys");
+    if (!srv_config_has_keys(s->cfg))
+        srv_log(SRV_LOG_ERROR,
+                "warning: --insecure-listen: TCP clients need no key; anyone who can reach %s "
+                "is served as tenant 'default'",
+                hp);
     return 0;
+}
+
+/* Room for the connections: the soft descriptor limit up to the hard one;
+ * --max-connections (and the per-client limit) within it. */
+static void fd_room(struct srv_config *cfg)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* descriptors beyond the connections: listeners, the loop, the model
+     * file, threads' eventfds; refused connections linger briefly */
+    int64_t room = rl.rlim_cur == RLIM_INFINITY ? INT64_MAX : ((int64_t)rl.rlim_cur - 64) / 2;
+    if (cfg->max_connections > room) {
+        srv_log(SRV_LOG_INFO,
+                "--max-connections %lld lowered to %lld (RLIMIT_NOFILE %lld: half stays free "
+                "to answer refused connections)",
+                (long long)cfg->max_connections, (long long)FOLIO_MAX(room, 1),
+                (long long)rl.rlim_cur);
+        cfg->max_connections = FOLIO_MAX(room, 1);
+    }
+    if (cfg->max_client_connections > cfg->max_connections)
+        cfg->max_client_connections = cfg->max_connections;
 }
 
 static void close_listeners(struct srv *s)
@@ -176,6 +213,23 @@ void srv_maybe_exit(struct srv *s)
 static void on_conn_closed(void *user)
 {
     srv_maybe_exit(user);
+}
+
+/* http's accounting hooks: the client limits of auth.c. */
+static int on_conn_accept(void *user, const struct http_peer *p, void **acct,
+                          struct srv_api_error *e)
+{
+    return srv_auth_on_accept(&((struct srv *)user)->auth, p, acct, e);
+}
+
+static void on_conn_release(void *user, void *acct)
+{
+    srv_auth_on_release(&((struct srv *)user)->auth, acct);
+}
+
+static int on_conn_buffer(void *user, void *acct, int64_t delta)
+{
+    return srv_auth_on_buffer(&((struct srv *)user)->auth, acct, delta);
 }
 
 static void on_drain_timeout(uv_timer_t *t)
@@ -293,10 +347,16 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     srv_hist_init(&s->queue, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
     srv_hist_init(&s->step, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
     srv_hist_init(&s->step_tokens, tok_bounds, (int)FOLIO_ARRAY_LEN(tok_bounds));
-    for (int t = 0; t < SRV_MAX_TENANTS; t++)
+    for (int t = 0; t < SRV_TENANT_SLOTS; t++)
         srv_hist_init(&s->tm[t].e2e, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
 
-    int rc = factory(&cfg, &s->ops, &s->backend, err, sizeof(err));
+    fd_room(&cfg);
+    int rc = srv_auth_init(&s->auth, &cfg);
+    if (rc) {
+        srv_log(SRV_LOG_ERROR, "out of memory");
+        goto out_cfg;
+    }
+    rc = factory(&cfg, &s->ops, &s->backend, err, sizeof(err));
     if (rc) {
         srv_log(SRV_LOG_ERROR, "cannot start the engine: %s", err[0] ? err : strerror(-rc));
         goto out_cfg;
@@ -311,7 +371,8 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     srv_comp_events(s, &ev);
     struct http_limits lim = {cfg.max_body, cfg.max_pending_output, cfg.idle_timeout_ms,
                               cfg.max_connections};
-    struct http_callbacks hcb = {s, srv_on_request, srv_comp_abandon, on_conn_closed};
+    struct http_callbacks hcb = {s, srv_on_request, srv_comp_abandon, on_conn_closed,
+                                 on_conn_accept, on_conn_release, on_conn_buffer};
     http_server_init(&s->http, &loop, &lim, &hcb);
     if ((rc = srv_engine_init(&s->eng, &loop, s->ops, s->backend, &ev, on_step))) {
         srv_log(SRV_LOG_ERROR, "cannot start the engine thread: %s", uv_strerror(rc));
@@ -340,6 +401,7 @@ out_loop:
 out_backend:
     s->ops->free(s->backend);
 out_cfg:
+    srv_auth_free(&s->auth);
     folio_free(s);
     srv_config_free(&cfg);
     return status;

@@ -7,6 +7,7 @@
  *   comp.c     completions: per-request state, engine events, streaming
  *   render.c   OpenAI JSON rendering (pure functions, render.h)
  *   stats.c    /metrics and /v1/kv
+ *   auth.c     who may call what (auth.h), client limits
  *
  * Ownership:
  *   struct srv        one per process; owns listeners, the HTTP layer
@@ -30,6 +31,7 @@
 #include <uv.h>
 
 #include "api.h"
+#include "auth.h"
 #include "buf.h"
 #include "config.h"
 #include "engine.h"
@@ -99,6 +101,7 @@ struct srv {
     int chat_tmpl; /* enum chat_template for chat requests; 0: none usable */
     srv_engine_t *eng;
     struct http_server http;
+    struct srv_auth auth;
 
     int n_comps; /* live completions (including detached ones) */
     uint64_t next_id;
@@ -107,7 +110,7 @@ struct srv {
     /* metrics */
     struct srv_hist ttft, itl, e2e, queue, step, step_tokens;
     double steps_total;
-    struct srv_tenant_metrics tm[SRV_MAX_TENANTS];
+    struct srv_tenant_metrics tm[SRV_TENANT_SLOTS]; /* by tenant slot (auth.h) */
 };
 
 /* ---- server.c --------------------------------------------------------- */
@@ -132,7 +135,9 @@ int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct srv_buf *o
 
 /* ---- comp.c ----------------------------------------------------------- */
 
-void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq, bool chat);
+/* who: the caller (auth.h), whose tenant the request runs as. */
+void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                    const struct srv_caller *who, bool chat);
 /* http's on_abandon: the connection of a held completion closed. */
 void srv_comp_abandon(void *user, void *comp);
 /* The engine events completions answer (user: struct srv). */
@@ -140,8 +145,10 @@ void srv_comp_events(struct srv *s, struct eng_events *ev);
 
 /* ---- stats.c ---------------------------------------------------------- */
 
-/* Renders /metrics and /v1/kv. */
-void srv_metrics_render(struct srv *s, struct srv_buf *b);
-void srv_kv_render(struct srv *s, struct srv_buf *b);
+/* Renders /metrics and /v1/kv as the caller may see them: everything for
+ * the operator; for a tenant, the pool's geometry and its own entries
+ * only (nothing that moves with another tenant's traffic). */
+void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who);
+void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who);
 
 #endif

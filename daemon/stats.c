@@ -3,6 +3,13 @@
  * backend's pool and queue statistics, the HTTP layer's counters
  * (struct http_stats) and the server's latency histograms and per-tenant
  * counters.  Metric names follow vLLM's with a folio_ prefix.
+ *
+ * Views: the operator gets everything below.  A tenant gets the pool's
+ * geometry and its own entries only (metrics_tenant_view, kv_tenant_view):
+ * no global counter or gauge that moves with other tenants' traffic (queue
+ * lengths, pool use, prefix-cache hits, token totals, latencies), no other
+ * tenant's name.  In a tenant's block map every block it does not hold
+ * reads "free" (free or another's: not told apart).
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,14 +20,34 @@
 static void tenant_label(const struct srv *s, int t, char *out, size_t cap)
 {
     char esc[160];
-    srv_prom_label_escape(s->cfg->tenants[t].name, esc, sizeof(esc));
+    srv_prom_label_escape(srv_auth_tenant_name(&s->auth, t), esc, sizeof(esc));
     snprintf(out, cap, "tenant=\"%s\"", esc);
 }
 
-static void metrics_tenants(struct srv *s, struct srv_buf *b);
+static void metrics_tenants(struct srv *s, struct srv_buf *b, int only);
 
-void srv_metrics_render(struct srv *s, struct srv_buf *b)
+/* A tenant's /metrics: the pool's geometry and its own series. */
+static void metrics_tenant_view(struct srv *s, struct srv_buf *b, int t)
 {
+    struct eng_stats st;
+    s->ops->stats(s->backend, &st);
+    srv_prom_family(b, "folio_kv_num_blocks", "gauge", "KV blocks in the pool.");
+    srv_prom_sample(b, "folio_kv_num_blocks", NULL, (double)st.pager.blocks_total);
+    srv_prom_family(b, "folio_kv_block_size_tokens", "gauge", "Token slots per KV block.");
+    srv_prom_sample(b, "folio_kv_block_size_tokens", NULL, (double)st.block_size);
+    srv_prom_family(b, "folio_kv_bytes_per_token", "gauge",
+                    "KV cache bytes one token takes (K and V, every layer and KV head).");
+    srv_prom_sample(b, "folio_kv_bytes_per_token", NULL,
+                    st.block_size ? (double)st.pager.bytes_per_block / (double)st.block_size : 0);
+    metrics_tenants(s, b, t);
+}
+
+void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who)
+{
+    if (!who->operator) {
+        metrics_tenant_view(s, b, who->tenant);
+        return;
+    }
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
     struct {
@@ -73,6 +100,9 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         {"folio_slow_reader_drops_total", "counter",
          "Connections dropped for leaving too much output unread.", s->http.st.dropped_slow_total},
         {"folio_draining", "gauge", "1 while the server drains for shutdown.", s->draining ? 1 : 0},
+        {"folio_connections_refused_total", "counter",
+         "Connections and request bodies answered 503 for a connection or buffer limit.",
+         s->http.st.refused_total + s->auth.refused_total},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(g); i++) {
         srv_prom_family(b, g[i].name, g[i].type, g[i].help);
@@ -94,7 +124,7 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         srv_prom_sample(b, info[i].name, lab, 1);
     }
     double prompt_total = 0, gen_total = 0;
-    for (int t = 0; t < s->cfg->n_tenants; t++) {
+    for (int t = 0; t < srv_auth_tenant_count(&s->auth); t++) {
         prompt_total += s->tm[t].prompt_tokens;
         gen_total += s->tm[t].generation_tokens;
     }
@@ -126,21 +156,25 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         srv_prom_family(b, hs[i].name, "histogram", hs[i].help);
         srv_prom_hist(b, hs[i].name, NULL, hs[i].h);
     }
-    metrics_tenants(s, b);
+    metrics_tenants(s, b, -1);
 }
 
-/* The per-tenant series (label tenant="NAME"). */
-static void metrics_tenants(struct srv *s, struct srv_buf *b)
+/* The per-tenant series (label tenant="NAME"): every tenant's, or only
+ * tenant `only`'s (>= 0). */
+static void metrics_tenants(struct srv *s, struct srv_buf *b, int only)
 {
-    int nt = s->cfg->n_tenants;
-    struct sched_tenant_stats ts[SRV_MAX_TENANTS];
-    for (int t = 0; t < nt; t++)
+    int nt = srv_auth_tenant_count(&s->auth);
+    int t0 = only >= 0 ? only : 0;
+    if (only >= 0)
+        nt = only + 1;
+    struct sched_tenant_stats ts[SRV_TENANT_SLOTS];
+    for (int t = t0; t < nt; t++)
         s->ops->tenant_stats(s->backend, t, &ts[t]);
     char lab[256];
 #define TENANT_SERIES(NAME, TYPE, HELP, EXPR)                                                      \
     do {                                                                                           \
         srv_prom_family(b, NAME, TYPE, HELP);                                                      \
-        for (int t = 0; t < nt; t++) {                                                             \
+        for (int t = t0; t < nt; t++) {                                                            \
             tenant_label(s, t, lab, sizeof(lab));                                                  \
             srv_prom_sample(b, NAME, lab, (double)(EXPR));                                         \
         }                                                                                          \
@@ -160,7 +194,7 @@ static void metrics_tenants(struct srv *s, struct srv_buf *b)
 #undef TENANT_SERIES
     srv_prom_family(b, "folio_request_success_total", "counter",
                     "Finished sequences by tenant and finish reason.");
-    for (int t = 0; t < nt; t++) {
+    for (int t = t0; t < nt; t++) {
         char tl[200];
         tenant_label(s, t, tl, sizeof(tl));
         for (int k = ENG_FINISH_NONE + 1; k < ENG_FINISH_COUNT; k++) {
@@ -171,14 +205,88 @@ static void metrics_tenants(struct srv *s, struct srv_buf *b)
     }
     srv_prom_family(b, "folio_tenant_e2e_request_latency_seconds", "histogram",
                     "Time from arrival to finish, per sequence, per tenant.");
-    for (int t = 0; t < nt; t++) {
+    for (int t = t0; t < nt; t++) {
         tenant_label(s, t, lab, sizeof(lab));
         srv_prom_hist(b, "folio_tenant_e2e_request_latency_seconds", lab, &s->tm[t].e2e);
     }
 }
 
-void srv_kv_render(struct srv *s, struct srv_buf *b)
+static void kv_tenant_entry(struct srv *s, struct srv_buf *b, int t, bool first)
 {
+    struct sched_tenant_stats ts;
+    s->ops->tenant_stats(s->backend, t, &ts);
+    const char *name = srv_auth_tenant_name(&s->auth, t);
+    const struct srv_tenant_cfg *tc = srv_auth_tenant_cfg(&s->auth, t);
+    srv_buf_printf(b, "%s{\"name\":", first ? "" : ",");
+    srv_buf_json_str(b, name, strlen(name));
+    srv_buf_printf(b, ",\"blocks_used\":%lld,\"running\":%lld,\"waiting\":%lld",
+                   (long long)ts.kv_blocks, (long long)ts.running,
+                   (long long)ts.waiting + ts.preempted);
+    srv_buf_printf(b, ",\"max_kv_blocks\":%lld,\"max_running\":%lld}", /* 0: no limit */
+                   (long long)tc->max_kv_blocks, (long long)tc->max_running);
+}
+
+/* A tenant's /v1/kv: the same shape, counting only its own blocks and
+ * requests; the others' blocks read "free". */
+static void kv_tenant_view(struct srv *s, struct srv_buf *b, int t)
+{
+    struct eng_stats st;
+    s->ops->stats(s->backend, &st);
+    struct sched_tenant_stats ts;
+    s->ops->tenant_stats(s->backend, t, &ts);
+    int32_t nb = s->ops->n_blocks(s->backend);
+    long long used = 0, cached = 0, tokens = 0;
+    for (int32_t i = 0; i < nb; i++) {
+        struct pager_block_info bi;
+        s->ops->block_info(s->backend, i, &bi);
+        if (bi.state == PAGER_BLOCK_FREE || bi.tenant != (uint32_t)t)
+            continue;
+        if (bi.state == PAGER_BLOCK_USED) {
+            used++;
+            tokens += bi.tokens;
+        } else
+            cached++;
+    }
+    srv_buf_puts(b, "{\"view\":\"tenant\",\"tenant\":");
+    const char *name = srv_auth_tenant_name(&s->auth, t);
+    srv_buf_json_str(b, name, strlen(name));
+    srv_buf_printf(b,
+                   ",\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
+                   "\"bytes_per_token\":%lld,\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,"
+                   "\"used\":%lld,\"cached\":%lld},\"tokens_held\":%lld,\"slots_empty\":%lld,"
+                   "\"requests\":{\"running\":%lld,\"waiting\":%lld,\"preempted\":%lld},"
+                   "\"tenants\":[",
+                   (long long)st.block_size, (long long)nb, (long long)st.pager.bytes_per_block,
+                   (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
+                   st.kv_dtype ? st.kv_dtype : "f32", (long long)nb - used - cached, used, cached,
+                   tokens, used * (long long)st.block_size - tokens, (long long)ts.running,
+                   (long long)ts.waiting, (long long)ts.preempted);
+    kv_tenant_entry(s, b, t, true);
+    srv_buf_puts(b, "],\"block_map\":[");
+    static const char *names[] = {"free", "used", "cached"};
+    for (int32_t i = 0; i < nb; i++) {
+        struct pager_block_info bi;
+        s->ops->block_info(s->backend, i, &bi);
+        if (bi.state == PAGER_BLOCK_FREE || bi.tenant != (uint32_t)t)
+            srv_buf_printf(b, "%s{\"state\":\"free\",\"seq\":0,\"tenant\":0,\"refcount\":0,"
+                              "\"tokens\":0}",
+                           i ? "," : "");
+        else
+            srv_buf_printf(b,
+                           "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
+                           "\"tokens\":%d}",
+                           i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
+                           bi.refcount, bi.tokens);
+    }
+    srv_buf_puts(b, "]}\n");
+}
+
+void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who)
+{
+    if (!who->operator) {
+        kv_tenant_view(s, b, who->tenant);
+        return;
+    }
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
     srv_buf_printf(b,
@@ -197,18 +305,8 @@ void srv_kv_render(struct srv *s, struct srv_buf *b)
                    (long long)st.sched.running, (long long)st.sched.waiting,
                    (long long)st.sched.preempted, (long long)st.sched.preemptions,
                    (long long)st.pager.prefix_queries, (long long)st.pager.prefix_hits);
-    for (int t = 0; t < s->cfg->n_tenants; t++) {
-        struct sched_tenant_stats ts;
-        s->ops->tenant_stats(s->backend, t, &ts);
-        srv_buf_printf(b, "%s{\"name\":", t ? "," : "");
-        srv_buf_json_str(b, s->cfg->tenants[t].name, strlen(s->cfg->tenants[t].name));
-        srv_buf_printf(b, ",\"blocks_used\":%lld,\"running\":%lld,\"waiting\":%lld",
-                       (long long)ts.kv_blocks, (long long)ts.running,
-                       (long long)ts.waiting + ts.preempted);
-        srv_buf_printf(b, ",\"max_kv_blocks\":%lld,\"max_running\":%lld}", /* 0: no limit */
-                       (long long)s->cfg->tenants[t].max_kv_blocks,
-                       (long long)s->cfg->tenants[t].max_running);
-    }
+    for (int t = 0; t < srv_auth_tenant_count(&s->auth); t++)
+        kv_tenant_entry(s, b, t, t == 0);
     srv_buf_puts(b, "],\"block_map\":[");
     int32_t nb = s->ops->n_blocks(s->backend);
     static const char *names[] = {"free", "used", "cached"};

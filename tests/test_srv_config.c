@@ -46,7 +46,10 @@ static void test_defaults(void **state)
     assert_int_equal(c.kv_mem, 256ll << 20);
     assert_int_equal(c.kv_blocks, 0);
     assert_string_equal(c.kv_dtype, "f32");
-    assert_string_equal(c.unknown_uid, "default");
+    assert_string_equal(c.unknown_uid, "own");
+    assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_OWN);
+    assert_int_equal(c.max_client_connections, 1024);
+    assert_false(c.insecure_listen);
     assert_null(c.model);
     assert_null(c.listen);
     assert_int_equal(c.n_tenants, 1);
@@ -65,7 +68,7 @@ static void test_argv_forms(void **state)
     char err[256];
     assert_int_equal(parse(&c, err, sizeof(err), "--block-size", "32", "--kv-dtype=f16",
                            "--kv-blocks", "100", "--max_seqs=9", "--listen", "127.0.0.1:8080",
-                           "--threads", "2", NULL),
+                           "--insecure-listen", "--threads", "2", NULL),
                      0);
     assert_int_equal(c.block_size, 32);
     assert_string_equal(c.kv_dtype, "f16");
@@ -97,7 +100,8 @@ static void test_bad_values(void **state)
         {"--max-batch-tokens", "", "--max-batch-tokens"},
         {"--threads", "-1", "--threads"},
         {"--unknown-uid", "maybe", "--unknown-uid"},
-        {"--listen", "10.0.0.1:80", "--listen"},
+        {"--listen", "10.0.0.1:80", "--listen"}, /* no keys, no --insecure-listen */
+        {"--listen", "127.0.0.1:8080", "--insecure-listen"},
         {"--listen", "127.0.0.1", "--listen"},
         {"--listen", "127.0.0.1:70000", "--listen"},
         {"--nonsense", "1", "--nonsense"},
@@ -204,9 +208,7 @@ static void test_ini_and_precedence(void **state)
     assert_int_equal(srv_config_tenant_by_uid(&c, 1002), -1);
     assert_int_equal(c.tenants[1].weight, 3);
     assert_int_equal(c.tenants[1].max_running, 2);
-    assert_int_equal(srv_config_tenant_by_key(&c, "s3cret"), 2);
-    assert_int_equal(srv_config_tenant_by_key(&c, "s3cre"), -1);
-    assert_int_equal(srv_config_tenant_by_key(&c, NULL), -1);
+    assert_string_equal(c.tenants[2].api_key, "s3cret");
     assert_true(srv_config_has_keys(&c));
     assert_int_equal(c.tenants[2].max_waiting, 4);
     assert_int_equal(c.tenants[2].uid, -1);
@@ -221,6 +223,8 @@ static void test_ini_and_precedence(void **state)
         {"[tenant.x]\ncolour = red\n", "colour"},
         {"[tenant.x]\nuid = 5\n[tenant.y]\nuid = 5\n", "same uid"},
         {"[tenant.x]\napi_key = k\n[tenant.y]\napi_key = k\n", "same api_key"},
+        {"[foliod]\noperator-key = k\n[tenant.x]\napi_key = k\n", "operator-key"},
+        {"[foliod]\nunknown-uid = default\n", "unknown-uid"},
         {"[weird]\na = 1\n", "weird"},
         {"[tenant.bad name]\nuid = 1\n", "bad name"},
         {"this is not ini\n", "syntax"},
@@ -304,7 +308,7 @@ static void test_enum_ids(void **state)
     char err[256];
     assert_int_equal(parse(&c, err, sizeof(err), NULL), 0);
     assert_int_equal(c.kv_dtype_id, FOLIO_F32);
-    assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_DEFAULT);
+    assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_OWN);
     assert_int_equal(c.log_level_id, SRV_LOG_INFO);
     assert_int_equal(c.chat_template_id, 0);
     srv_config_free(&c);
