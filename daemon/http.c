@@ -497,6 +497,20 @@ static const llhttp_settings_t settings = {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
+/* Keeps a connection that was answered a 503 only to let its client read
+ * the answer: input is dropped, and it closes at the client's end or after
+ * REFUSED_LINGER_MS. */
+static void conn_linger(struct http_conn *c)
+{
+    if (c->closing || c->refused)
+        return;
+    c->refused = true;
+    c->hs->st.n_refused++;
+    uv_timer_start(&c->idle, on_idle, REFUSED_LINGER_MS, 0);
+    if (!c->reading && !uv_read_start(&c->u.s, on_alloc, on_read))
+        c->reading = true;
+}
+
 static void consume(struct http_conn *c, size_t n)
 {
     memmove(c->in, c->in + n, c->in_len - n);
@@ -524,6 +538,8 @@ static void parse_error(struct http_conn *c, llhttp_errno_t rc)
     c->in_len = 0;
     body_release(c);
     http_error(c, &e, NULL);
+    if (status == 503)
+        conn_linger(c); /* the rest of its body may be in flight */
 }
 
 /* Hands the parsed message up as a request view. */
@@ -599,6 +615,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct http_conn *c = h->data;
     (void)suggested;
+    if (c->refused) { /* its input is dropped: one small buffer for all */
+        static char sink[4096];
+        *buf = uv_buf_init(sink, sizeof(sink));
+        return;
+    }
     size_t want = c->in_len + 65536;
     if (c->in_cap < want) {
         char *p = folio_realloc(c->in, want);
@@ -715,14 +736,8 @@ static void conn_refuse(struct http_conn *c, const struct srv_api_error *e)
         http_close(c, "refused, no room to linger");
         return;
     }
-    c->refused = true;
-    hs->st.n_refused++;
     http_error(c, e, NULL); /* keep_alive is false: Connection: close */
-    if (!c->closing) {
-        uv_timer_start(&c->idle, on_idle, REFUSED_LINGER_MS, 0);
-        if (!uv_read_start(&c->u.s, on_alloc, on_read))
-            c->reading = true;
-    }
+    conn_linger(c);
 }
 
 void http_accept(struct http_server *hs, uv_stream_t *listener, bool is_tcp)

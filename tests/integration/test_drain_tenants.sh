@@ -90,7 +90,9 @@ grep -q 'folio_tenant_generation_tokens_total{tenant="me"} 4' <<<"$(curl -s --un
 stop_daemon || fail "exit status"
 printf '[foliod]\nkv-blocks = 256\nunknown-uid = refuse\n[tenant.other]\nuid = 4000000\n' >"$T/uid2.ini"
 start_daemon "$FOLIOD_FAKE" --config "$T/uid2.ini"
-r=$(req POST /v1/completions '{"prompt":[1,2],"max_tokens":4}')
+chmod 711 "$T"; chmod 666 "$SOCK" # another uid (root is an operator, never refused)
+r=$(setpriv --reuid 4000001 --regid 4000001 --clear-groups curl -s --unix-socket "$SOCK" \
+  -d '{"prompt":[1,2],"max_tokens":4}' -w '\n%{http_code}' http://x/v1/completions)
 [ "$(status_of "$r")" = 403 ] || fail "unknown uid with refuse: $(status_of "$r")"
 stop_daemon || fail "exit status"
 ok "tenant by peer uid; unknown uid refused (403) with unknown-uid = refuse"

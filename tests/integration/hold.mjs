@@ -1,0 +1,62 @@
+// tests/integration/hold.mjs — a client that takes as much of the daemon as
+// it can: opens N connections to a Unix socket and holds them.
+//
+//   node hold.mjs SOCK N [BODY_BYTES]
+//
+// Each connection sends nothing (BODY_BYTES absent) or the headers of a
+// POST whose body is announced 1 KiB longer than the BODY_BYTES it sends
+// (a partial body held in the daemon's buffers).  Connections are opened in
+// batches (a full listen backlog would refuse them).  After they settle it
+// prints one JSON line: connected, answered (with a 503 whose body is JSON),
+// bad503 (a 503 without a JSON error body), reset (ECONNRESET / EPIPE),
+// other (anything else answered), open (no answer, still open) and
+// then holds every connection until stdin closes.
+import net from 'node:net';
+
+const [sock, nArg, bodyArg] = process.argv.slice(2);
+const N = Number(nArg);
+const bodyBytes = bodyArg ? Number(bodyArg) : 0;
+const st = { connected: 0, answered: 0, bad503: 0, reset: 0, other: 0, open: 0, failed: 0 };
+const conns = [];
+
+function open() {
+  return new Promise((resolve) => {
+    const c = net.connect(sock);
+    const me = { c, got: '', done: false };
+    conns.push(me);
+    c.on('connect', () => {
+      me.connected = true;
+      st.connected++;
+      if (bodyBytes) {
+        c.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+                `Content-Length: ${bodyBytes + 1024}\r\n\r\n`);
+        c.write(Buffer.alloc(bodyBytes, 0x20));
+      }
+      resolve();
+    });
+    c.on('data', (d) => { me.got += d.toString('latin1'); });
+    c.on('error', (e) => {
+      if (e.code === 'ECONNRESET' || e.code === 'EPIPE') me.reset = true;
+      else if (!me.connected) { st.failed++; resolve(); }
+      me.err = e.code;
+    });
+  });
+}
+
+for (let i = 0; i < N; i += 200) {
+  await Promise.all(Array.from({ length: Math.min(200, N - i) }, open));
+}
+await new Promise((r) => setTimeout(r, 2500));
+for (const m of conns) {
+  if (m.got.startsWith('HTTP/1.1 503')) {
+    const body = m.got.slice(m.got.indexOf('\r\n\r\n') + 4);
+    let okJson = false;
+    try { okJson = !!JSON.parse(body).error.message; } catch { okJson = false; }
+    if (okJson) st.answered++; else st.bad503++;
+  } else if (m.reset) st.reset++;
+  else if (m.got) st.other++;
+  else if (!m.c.destroyed && m.c.readyState === 'open') st.open++;
+}
+console.log(JSON.stringify(st));
+process.stdin.resume();
+process.stdin.on('end', () => { for (const m of conns) m.c.destroy(); process.exit(0); });
