@@ -11,6 +11,7 @@
 #   4. One uid holding 5,000 connections, then partial bodies: another
 #      tenant's requests all succeed; the hog's extra connections get a 503
 #      JSON answer, not a reset.
+# ACCESS_SECTIONS="tcp matrix prefix lockout" (the default) picks sections.
 . "$SRCDIR/lib.sh"
 ulimit -n "$(ulimit -Hn)"
 chmod 711 "$T"
@@ -37,7 +38,20 @@ call() {
   "${pre[@]}" curl "${args[@]}" "$url" || true
 }
 
+cat >"$T/keys.ini" <<INI
+[foliod]
+kv-blocks = 512
+operator-key = k-op
+[tenant.alice]
+uid = $ALICE
+api_key = k-alice
+[tenant.bob]
+uid = $BOB
+api_key = k-bob
+INI
+
 # --- 1. TCP needs API keys ---------------------------------------------------
+section_tcp() {
 out=$("$FOLIOD_FAKE" --socket "$SOCK" --listen "127.0.0.1:$port" 2>&1) && fail "TCP without keys started"
 grep -q -- "--insecure-listen" <<<"$out" || fail "no hint at --insecure-listen: $out"
 [ ! -e "$SOCK" ] || fail "socket left behind"
@@ -50,17 +64,6 @@ grep -q 'folio_prefix_cache_hits_total' "$T/out" && fail "insecure TCP client se
 stop_daemon || fail "exit status"
 ok "TCP without API keys: refused at start unless --insecure-listen, which is warned about"
 
-cat >"$T/keys.ini" <<INI
-[foliod]
-kv-blocks = 512
-operator-key = k-op
-[tenant.alice]
-uid = $ALICE
-api_key = k-alice
-[tenant.bob]
-uid = $BOB
-api_key = k-bob
-INI
 # any address (here every IPv4 one), reached over loopback
 start_daemon "$FOLIOD_FAKE" --config "$T/keys.ini" --listen "0.0.0.0:$port"
 open_socket
@@ -86,8 +89,13 @@ st=$(tcpreq -D "$T/hdr" "http://127.0.0.1:$port/dashboard")
 st=$(tcpreq -u "me:k-bob" "http://127.0.0.1:$port/v1/kv")
 [ "$st" = 200 ] && grep -q '"tenant":"bob"' "$T/out" || fail "Basic with a tenant key: $st"
 ok "TCP on any address with keys; foreign Host, Origin and Sec-Fetch-Site refused (403); Basic login"
+stop_daemon || fail "exit status"
+}
 
 # --- 2. the matrix ---------------------------------------------------------------
+section_matrix() {
+start_daemon "$FOLIOD_FAKE" --config "$T/keys.ini" --listen "127.0.0.1:$port"
+open_socket
 # traffic of both tenants first, so that each has series and blocks
 [ "$(call uid:$ALICE POST /v1/completions '{"prompt":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22],"max_tokens":3}')" = 200 ] || fail "alice"
 [ "$(call uid:$BOB POST /v1/completions '{"prompt":[1,2,3],"max_tokens":2}')" = 200 ] || fail "bob"
@@ -166,7 +174,6 @@ a_blocks=$(jq '[.block_map[] | select(.state != "free" and .tenant == 1)] | leng
 [ "$a_blocks" -gt 0 ] || fail "alice holds no blocks in the operator's map"
 call uid:$BOB GET /v1/kv >/dev/null
 [ "$(jq '[.block_map[] | select(.state != "free" and .tenant == 1)] | length' "$T/out")" = 0 ] || fail "bob sees alice's blocks"
-[ "$(jq '.blocks.used + .blocks.cached' "$T/out")" -lt "$a_blocks" ] || true
 stop_daemon || fail "exit status"
 
 # unknown-uid = refuse: a stranger gets 403 on every route but /health
@@ -184,7 +191,10 @@ done
 stop_daemon || fail "exit status"
 ok "access matrix: $n answers as the rule says (2 tenants, an unconfigured uid (own / refused), TCP with no key, a wrong key, tenant keys, the operator's key, the operator's uid)"
 
+}
+
 # --- 3. unconfigured uids don't share a prefix cache ----------------------------
+section_prefix() {
 start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --block-size 16
 open_socket
 P='{"prompt":['$(seq -s, 1 96)'],"max_tokens":1}'
@@ -202,8 +212,10 @@ call uid:$STRANGER2 GET /metrics >/dev/null
 grep -q "tenant=\"uid-$STRANGER\"" "$T/out" && fail "uid $STRANGER2 sees uid $STRANGER's series"
 stop_daemon || fail "exit status"
 ok "unconfigured uids are tenants of their own: prefix hits $h0 -> $h1 -> $h2 (same uid), none across uids"
+}
 
 # --- 4. one uid can't lock the others out ---------------------------------------
+section_lockout() {
 start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --idle-timeout-ms 120000
 open_socket
 mkfifo "$T/holdin"
@@ -212,14 +224,14 @@ as_uid $HOG node "$SRCDIR/hold.mjs" "$SOCK" 5000 <"$T/holdin" >"$T/hold.out" 2>&
 HPID=$!
 for _ in $(seq 1 600); do [ -s "$T/hold.out" ] && break; sleep 0.1; done
 cat "$T/hold.out"
-jq -e '.connected == 5000 and .open == 1024 and .answered == 3976 and .reset == 0 and .bad503 == 0' "$T/hold.out" >/dev/null ||
-  fail "hog: $(cat "$T/hold.out") (want 1024 held, 3976 answered 503, no reset)"
 bad=0
 for i in $(seq 1 40); do
   st=$(call uid:$VICTIM POST /v1/completions '{"prompt":[1,2,3],"max_tokens":4}')
   [ "$st" = 200 ] || bad=$((bad + 1))
 done
 [ $bad = 0 ] || fail "$bad of 40 requests of another tenant failed while one uid held 5000 connections"
+jq -e '.connected == 5000 and .open == 1024 and .answered == 3976 and .reset == 0 and .bad503 == 0' "$T/hold.out" >/dev/null ||
+  fail "hog: $(cat "$T/hold.out") (want 1024 held, 3976 answered 503, no reset)"
 call root GET /metrics >/dev/null
 grep -q '^folio_connections_refused_total [1-9]' "$T/out" || fail "refusals not counted"
 exec 7>&-
@@ -242,3 +254,6 @@ exec 7>&-
 wait $HPID || true
 stop_daemon || fail "exit status"
 ok "one uid holding 5000 connections, then 32 MB of partial bodies: another tenant 60/60 served; the excess answered 503 JSON, none reset"
+}
+
+for sec in ${ACCESS_SECTIONS:-tcp matrix prefix lockout}; do "section_$sec"; done
