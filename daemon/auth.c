@@ -71,8 +71,8 @@ static void sha256_block(uint32_t h[8], const uint8_t *p)
     }
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] +
-                      w[i];
+        uint32_t t1 =
+            k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
         uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
         k = g;
         g = f;
@@ -374,7 +374,8 @@ static int caller_tcp(struct srv_auth *a, const struct http_request *rq, bool br
                       struct srv_caller *who, struct srv_api_error *e, const char **extra)
 {
     if (rq->host && !host_ok(a, rq->host))
-        return deny(e, 403, "Host '%s' is not allowed (an IP address, localhost, or --allowed-hosts)",
+        return deny(e, 403,
+                    "Host '%s' is not allowed (an IP address, localhost, or --allowed-hosts)",
                     rq->host);
     if (rq->origin && !origin_ok(rq->origin, rq->host))
         return deny(e, 403, "requests from web pages of another origin (%s) are refused",
@@ -450,8 +451,8 @@ int srv_auth_caller(struct srv_auth *a, const struct http_request *rq, enum srv_
     *who = (struct srv_caller){0, false};
     if (access == SRV_ACCESS_PUBLIC)
         return 0;
-    int st = rq->is_tcp ? caller_tcp(a, rq, browser_page, who, e, extra)
-                        : caller_unix(a, rq, who, e);
+    int st =
+        rq->is_tcp ? caller_tcp(a, rq, browser_page, who, e, extra) : caller_unix(a, rq, who, e);
     if (st)
         return st;
     if (conn_bind(a, rq->acct, who->tenant)) {
@@ -491,16 +492,14 @@ static void client_put(struct srv_auth *a, struct srv_auth_client *cl)
     folio_free(cl);
 }
 
-int srv_auth_on_accept(void *user, const struct http_peer *p, void **acct,
-                       struct srv_api_error *e)
+int srv_auth_on_accept(void *user, const struct http_peer *p, void **acct, struct srv_api_error *e)
 {
     struct srv_auth *a = user;
     *acct = NULL;
     struct srv_auth_client **pp = &a->buckets[client_hash(p)], *cl = *pp;
     while (cl && !(cl->is_tcp == p->is_tcp && cl->uid == p->uid && !memcmp(cl->ip, p->ip, 16)))
         cl = cl->next;
-    if (cl && cl->conns >= a->cfg->max_client_connections) {
-        a->refused_total++;
+    if (cl && cl->conns >= a->cfg->max_client_connections) { /* http counts it */
         char who[64];
         if (p->is_tcp)
             snprintf(who, sizeof(who), "this address");

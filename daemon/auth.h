@@ -88,7 +88,8 @@ struct srv_auth {
     /* clients */
     struct srv_auth_client **buckets; /* [SRV_AUTH_BUCKETS] */
     int64_t buffered;                 /* request-body bytes held, all clients */
-    double refused_total;             /* connections / bodies answered 503 for a limit */
+    double refused_total; /* requests answered 503 for a body or tenant limit (http counts
+                             connections refused at accept) */
 };
 
 int srv_auth_init(struct srv_auth *a, const struct srv_config *cfg);
@@ -110,8 +111,7 @@ const char *srv_auth_tenant_name(const struct srv_auth *a, int t);
 const struct srv_tenant_cfg *srv_auth_tenant_cfg(const struct srv_auth *a, int t);
 
 /* http's accounting hooks (user: struct srv_auth). */
-int srv_auth_on_accept(void *user, const struct http_peer *p, void **acct,
-                       struct srv_api_error *e);
+int srv_auth_on_accept(void *user, const struct http_peer *p, void **acct, struct srv_api_error *e);
 void srv_auth_on_release(void *user, void *acct);
 int srv_auth_on_buffer(void *user, void *acct, int64_t delta);
 

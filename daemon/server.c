@@ -8,8 +8,8 @@
  * --insecure-listen, which is warned about) → uv_run.  The soft
  * RLIMIT_NOFILE is raised to the hard one, and --max-connections lowered
  * to what it leaves room for, so that a refused connection can still be
- * answered (a 503) rather than reset for want of a descriptor.  Teardown runs in reverse through one
- * `goto` ladder.
+ * answered (a 503) rather than reset for want of a descriptor.  Teardown runs in reverse through
+ * one `goto` ladder.
  *
  * Drain (SIGTERM, or the first SIGINT): listeners close and the socket file
  * is removed (new connections are refused), /health answers 503, new
@@ -127,8 +127,10 @@ static int listen_tcp(struct srv *s)
         h[hl - 1] = 0;
         h++;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *ai = NULL;
     int rc = getaddrinfo(h, colon + 1, &hints, &ai);
     if (rc) {
         srv_log(SRV_LOG_ERROR, "--listen %s: %s", hp, gai_strerror(rc));
@@ -371,8 +373,13 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     srv_comp_events(s, &ev);
     struct http_limits lim = {cfg.max_body, cfg.max_pending_output, cfg.idle_timeout_ms,
                               cfg.max_connections};
-    struct http_callbacks hcb = {s, srv_on_request, srv_comp_abandon, on_conn_closed,
-                                 on_conn_accept, on_conn_release, on_conn_buffer};
+    struct http_callbacks hcb = {s,
+                                 srv_on_request,
+                                 srv_comp_abandon,
+                                 on_conn_closed,
+                                 on_conn_accept,
+                                 on_conn_release,
+                                 on_conn_buffer};
     http_server_init(&s->http, &loop, &lim, &hcb);
     if ((rc = srv_engine_init(&s->eng, &loop, s->ops, s->backend, &ev, on_step))) {
         srv_log(SRV_LOG_ERROR, "cannot start the engine thread: %s", uv_strerror(rc));

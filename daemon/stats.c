@@ -268,8 +268,9 @@ static void kv_tenant_view(struct srv *s, struct srv_buf *b, int t)
         struct pager_block_info bi;
         s->ops->block_info(s->backend, i, &bi);
         if (bi.state == PAGER_BLOCK_FREE || bi.tenant != (uint32_t)t)
-            srv_buf_printf(b, "%s{\"state\":\"free\",\"seq\":0,\"tenant\":0,\"refcount\":0,"
-                              "\"tokens\":0}",
+            srv_buf_printf(b,
+                           "%s{\"state\":\"free\",\"seq\":0,\"tenant\":0,\"refcount\":0,"
+                           "\"tokens\":0}",
                            i ? "," : "");
         else
             srv_buf_printf(b,

@@ -216,10 +216,18 @@ static void test_callers(void **state)
         const char *host;
         int status;
     } hosts[] = {
-        {"127.0.0.1", 0},        {"10.1.2.3:80", 0},        {"[::1]:8000", 0},
-        {"[fe80::1]", 0},        {"LOCALHOST:1", 0},        {"foliod.example:8000", 0},
-        {"Other.Example", 0},    {"evil.example:8000", 403}, {"127.0.0.1.evil.example", 403},
-        {"[::1]x", 403},         {"127.0.0.1:80a", 403},    {"", 403},
+        {"127.0.0.1", 0},
+        {"10.1.2.3:80", 0},
+        {"[::1]:8000", 0},
+        {"[fe80::1]", 0},
+        {"LOCALHOST:1", 0},
+        {"foliod.example:8000", 0},
+        {"Other.Example", 0},
+        {"evil.example:8000", 403},
+        {"127.0.0.1.evil.example", 403},
+        {"[::1]x", 403},
+        {"127.0.0.1:80a", 403},
+        {"", 403},
         {"foliod.example.evil", 403},
     };
     for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
@@ -350,10 +358,8 @@ static void test_client_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256),
-        cmocka_unit_test(test_ct_equal_and_keys),
-        cmocka_unit_test(test_callers),
-        cmocka_unit_test(test_slots_full),
+        cmocka_unit_test(test_sha256),        cmocka_unit_test(test_ct_equal_and_keys),
+        cmocka_unit_test(test_callers),       cmocka_unit_test(test_slots_full),
         cmocka_unit_test(test_client_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
