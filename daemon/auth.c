@@ -370,8 +370,8 @@ static int deny(struct srv_api_error *e, int status, const char *fmt, const char
     return status;
 }
 
-static int caller_tcp(struct srv_auth *a, const struct http_request *rq, bool browser_page,
-                      struct srv_caller *who, struct srv_api_error *e, const char **extra)
+static int caller_tcp(struct srv_auth *a, const struct http_request *rq, struct srv_caller *who,
+                      struct srv_api_error *e, const char **extra)
 {
     if (rq->host && !host_ok(a, rq->host))
         return deny(e, 403,
@@ -410,8 +410,9 @@ static int caller_tcp(struct srv_auth *a, const struct http_request *rq, bool br
             return 0;
         }
     }
-    *extra = browser_page ? "WWW-Authenticate: Basic realm=\"foliod\", charset=\"UTF-8\"\r\n"
-                          : "WWW-Authenticate: Bearer realm=\"foliod\"\r\n";
+    /* Basic first: a browser then asks for the key (as the password) */
+    *extra = "WWW-Authenticate: Basic realm=\"foliod\", charset=\"UTF-8\"\r\n"
+             "WWW-Authenticate: Bearer realm=\"foliod\"\r\n";
     return deny(e, 401, "%s", "a valid 'Authorization: Bearer KEY' is required");
 }
 
@@ -444,15 +445,13 @@ static int caller_unix(struct srv_auth *a, const struct http_request *rq, struct
 }
 
 int srv_auth_caller(struct srv_auth *a, const struct http_request *rq, enum srv_access access,
-                    bool browser_page, struct srv_caller *who, struct srv_api_error *e,
-                    const char **extra)
+                    struct srv_caller *who, struct srv_api_error *e, const char **extra)
 {
     *extra = NULL;
     *who = (struct srv_caller){0, false};
     if (access == SRV_ACCESS_PUBLIC)
         return 0;
-    int st =
-        rq->is_tcp ? caller_tcp(a, rq, browser_page, who, e, extra) : caller_unix(a, rq, who, e);
+    int st = rq->is_tcp ? caller_tcp(a, rq, who, e, extra) : caller_unix(a, rq, who, e);
     if (st)
         return st;
     if (conn_bind(a, rq->acct, who->tenant)) {

@@ -101,8 +101,7 @@ void srv_auth_free(struct srv_auth *a);
  * 503 (the tenant holds too many connections) closes the connection after
  * the answer: the caller calls http_conn_close_after. */
 int srv_auth_caller(struct srv_auth *a, const struct http_request *rq, enum srv_access access,
-                    bool browser_page, struct srv_caller *who, struct srv_api_error *e,
-                    const char **extra);
+                    struct srv_caller *who, struct srv_api_error *e, const char **extra);
 
 /* Tenant slots in use, and a slot's name and settings (a per-uid slot
  * takes tenant "default"'s). */

@@ -410,6 +410,14 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
                 return -EINVAL;
             }
         }
+    for (int a = -1; a < cfg->n_tenants; a++) {
+        const char *k = a < 0 ? cfg->operator_key : cfg->tenants[a].api_key;
+        if (k && (!*k || strlen(k) > 1000)) {
+            folio_errf(err, errlen, "%s%s: a key is 1..1000 bytes",
+                       a < 0 ? "operator-key" : "tenant ", a < 0 ? "" : cfg->tenants[a].name);
+            return -EINVAL;
+        }
+    }
     for (int a = 0; a < cfg->n_tenants; a++)
         if (cfg->operator_key && cfg->tenants[a].api_key &&
             !strcmp(cfg->operator_key, cfg->tenants[a].api_key)) {

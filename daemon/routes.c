@@ -214,8 +214,7 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
     struct srv_caller who;
     const char *extra;
     enum srv_access access = r ? r->access : SRV_ACCESS_TENANT;
-    int st =
-        srv_auth_caller(&s->auth, rq, access, r && r->handler == route_dashboard, &who, &e, &extra);
+    int st = srv_auth_caller(&s->auth, rq, access, &who, &e, &extra);
     if (st) {
         if (st == 503)
             http_conn_close_after(c);

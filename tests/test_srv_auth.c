@@ -128,7 +128,7 @@ struct call {
 static struct call run(struct srv_auth *a, const struct http_request *rq, enum srv_access acc)
 {
     struct call r;
-    r.status = srv_auth_caller(a, rq, acc, false, &r.who, &r.e, &r.extra);
+    r.status = srv_auth_caller(a, rq, acc, &r.who, &r.e, &r.extra);
     return r;
 }
 
@@ -193,7 +193,8 @@ static void test_callers(void **state)
     r = run(&a, &rq, SRV_ACCESS_TENANT);
     assert_int_equal(r.status, 401);
     assert_non_null(r.extra);
-    assert_non_null(strstr(r.extra, "WWW-Authenticate"));
+    assert_non_null(strstr(r.extra, "WWW-Authenticate: Basic"));
+    assert_non_null(strstr(r.extra, "WWW-Authenticate: Bearer"));
     assert_int_equal(run(&a, &rq, SRV_ACCESS_VIEW).status, 401);
     assert_int_equal(run(&a, &rq, SRV_ACCESS_PUBLIC).status, 0);
     rq = tcp_rq("Bearer k-alicex", "127.0.0.1:8000");

@@ -224,6 +224,7 @@ static void test_ini_and_precedence(void **state)
         {"[tenant.x]\nuid = 5\n[tenant.y]\nuid = 5\n", "same uid"},
         {"[tenant.x]\napi_key = k\n[tenant.y]\napi_key = k\n", "same api_key"},
         {"[foliod]\noperator-key = k\n[tenant.x]\napi_key = k\n", "operator-key"},
+        {"[tenant.x]\napi_key =\n", "tenant x: a key"},
         {"[foliod]\nunknown-uid = default\n", "unknown-uid"},
         {"[weird]\na = 1\n", "weird"},
         {"[tenant.bad name]\nuid = 1\n", "bad name"},

@@ -23,7 +23,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$tmp/foliod.log" >&2 || true; exit 1; }
 sock=$tmp/f.sock
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$foliod" --socket "$sock" --listen "127.0.0.1:$port" --kv-blocks 512 --max-seqs 32 \
+"$foliod" --socket "$sock" --listen "127.0.0.1:$port" --insecure-listen --kv-blocks 512 --max-seqs 32 \
   >"$tmp/foliod.log" 2>&1 &
 dpid=$!
 for _ in $(seq 1 300); do

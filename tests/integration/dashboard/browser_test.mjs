@@ -44,6 +44,9 @@ try {
   const foreign = [];
   page.on("request", (r) => { if (!r.url().startsWith(origin)) foreign.push(r.url()); });
 
+  // DASH_KEY: foliod's key on TCP, given as the password of the browser's
+  // login prompt (Basic)
+  if (process.env.DASH_KEY) await page.authenticate({username: "op", password: process.env.DASH_KEY});
   await page.goto(url + "/dashboard", {waitUntil: "load", timeout: 30000});
   // DASH_WARMUP: polls to wait for before checking (more history in the
   // screenshot); default 6

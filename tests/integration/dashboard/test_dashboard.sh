@@ -57,6 +57,8 @@ fi
 
 PORT=$(free_port)
 cat >"$T/tenants.ini" <<EOF
+[foliod]
+operator-key = key-op
 [tenant.alice]
 api_key = key-alice
 weight = 2
@@ -72,7 +74,7 @@ start_daemon "$BIN" --listen "127.0.0.1:$PORT" --kv-blocks 160 --block-size 16 -
 ct=$(curl -s --unix-socket "$SOCK" -o "$T/page_unix.html" -w '%{http_code} %{content_type}' http://x/dashboard)
 [ "$ct" = "200 text/html; charset=utf-8" ] || fail "GET /dashboard on the socket: $ct"
 cmp -s "$T/page_unix.html" "$PAGE_SRC" || fail "/dashboard differs from daemon/dashboard/dashboard.html"
-ct=$(curl -s -o "$T/page_tcp.html" -w '%{http_code} %{content_type}' "http://127.0.0.1:$PORT/dashboard")
+ct=$(curl -s -u "op:key-op" -o "$T/page_tcp.html" -w '%{http_code} %{content_type}' "http://127.0.0.1:$PORT/dashboard")
 [ "$ct" = "200 text/html; charset=utf-8" ] || fail "GET /dashboard on TCP: $ct"
 cmp -s "$T/page_tcp.html" "$PAGE_SRC" || fail "/dashboard on TCP differs"
 grep -Eq '<(script|link|img)[^>]+(src|href)="(https?:)?//' "$PAGE_SRC" && fail "the page loads an external resource"
@@ -119,7 +121,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [ "${used:-0}" -gt 0 ] || { stop_load; fail "no KV block in use under load"; }
-node "$NPM_DIR/browser_test.mjs" live "http://127.0.0.1:$PORT" "$T/dashboard.png" 3 ||
+DASH_KEY=key-op node "$NPM_DIR/browser_test.mjs" live "http://127.0.0.1:$PORT" "$T/dashboard.png" 3 ||
   { stop_load; fail "browser test under load"; }
 mkdir -p "$ARTIFACTS"
 cp "$T/dashboard.png" "$ARTIFACTS/dashboard.png"

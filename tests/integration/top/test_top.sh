@@ -35,6 +35,8 @@ if grep -q "not built in yet" <<<"$probe"; then
 fi
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$T/tenants.ini" <<EOF
+[foliod]
+operator-key = key-op
 [tenant.alice]
 api_key = key-alice
 EOF
@@ -112,7 +114,7 @@ cmp -s "$T/stty.before" "$T/stty.after" || fail "^C: tty modes not restored"
 ok "^C: exit 0, main screen back, tty modes restored"
 
 # --- --once over the socket and TCP --------------------------------------------
-for how in "--socket $SOCK" "--url http://127.0.0.1:$PORT"; do
+for how in "--socket $SOCK" "--url http://127.0.0.1:$PORT --api-key key-op"; do
   # shellcheck disable=SC2086
   out=$("$FOLIO" top $how --once --ascii) || fail "folio top $how --once"
   grep -q '^KV \[' <<<"$out" || fail "--once $how: no pool bar"
