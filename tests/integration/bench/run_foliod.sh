@@ -23,7 +23,8 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; tail -n 20 "$tmp/foliod.log" >&2 || true; exit 1; }
 sock=$tmp/f.sock
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$foliod" --socket "$sock" --listen "127.0.0.1:$port" --insecure-listen --kv-blocks 512 --max-seqs 32 \
+printf '[foliod]\noperator-key = key-op\n' >"$tmp/op.ini" # TCP needs a key; the operator's scrapes see all
+"$foliod" --socket "$sock" --listen "127.0.0.1:$port" --config "$tmp/op.ini" --kv-blocks 512 --max-seqs 32 \
   >"$tmp/foliod.log" 2>&1 &
 dpid=$!
 for _ in $(seq 1 300); do
@@ -67,7 +68,7 @@ g0=$(gen_total)
 grep -q "Serving Benchmark Result" "$tmp/u.out" || fail "no report"
 g1=$(gen_total)
 check "$tmp/u.json" "$tmp/u.svg" 32 16 "$g0" "$g1" || fail "unix run checks"
-"$folio" bench --url "http://127.0.0.1:$port" --num-prompts 16 --max-concurrency 8 \
+"$folio" bench --url "http://127.0.0.1:$port" --tenants key-op --num-prompts 16 --max-concurrency 8 \
   --input-len 24 --output-len 8 --ignore-eos --temperature 0 --scrape-metrics \
   --json "$tmp/t.json" --plot "$tmp/t.svg" --no-progress >"$tmp/t.out" 2>&1 ||
   fail "tcp run: $(cat "$tmp/t.out")"
