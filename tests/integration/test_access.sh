@@ -52,7 +52,8 @@ INI
 
 # --- 1. TCP needs API keys ---------------------------------------------------
 section_tcp() {
-out=$("$FOLIOD_FAKE" --socket "$SOCK" --listen "127.0.0.1:$port" 2>&1) && fail "TCP without keys started"
+rc=0; out=$(timeout 5 "$FOLIOD_FAKE" --socket "$SOCK" --listen "127.0.0.1:$port" 2>&1) || rc=$?
+[ $rc = 2 ] || fail "TCP without keys: exit status $rc (124: it started and served)"
 grep -q -- "--insecure-listen" <<<"$out" || fail "no hint at --insecure-listen: $out"
 [ ! -e "$SOCK" ] || fail "socket left behind"
 start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --listen "127.0.0.1:$port" --insecure-listen
