@@ -6,11 +6,11 @@
 // Each connection sends nothing (BODY_BYTES absent) or the headers of a
 // POST whose body is announced 1 KiB longer than the BODY_BYTES it sends
 // (a partial body held in the daemon's buffers).  Connections are opened in
-// batches (a full listen backlog would refuse them).  After they settle it
-// prints one JSON line: connected, answered (with a 503 whose body is JSON),
-// bad503 (a 503 without a JSON error body), reset (ECONNRESET / EPIPE),
-// other (anything else answered), open (no answer, still open) and
-// then holds every connection until stdin closes.
+// batches (a full listen backlog would refuse them).  Once nothing has
+// arrived for 1.5 s it prints one JSON line: connected, answered (with a
+// 503 whose body is JSON), bad503 (a 503 without a JSON error body), reset
+// (ECONNRESET / EPIPE), other (anything else answered), open (no answer,
+// still open); then it holds every connection until stdin closes.
 import net from 'node:net';
 
 const [sock, nArg, bodyArg] = process.argv.slice(2);
@@ -18,6 +18,7 @@ const N = Number(nArg);
 const bodyBytes = bodyArg ? Number(bodyArg) : 0;
 const st = { connected: 0, answered: 0, bad503: 0, reset: 0, other: 0, open: 0, failed: 0 };
 const conns = [];
+let lastEvent = Date.now();
 
 function open() {
   return new Promise((resolve) => {
@@ -34,7 +35,8 @@ function open() {
       }
       resolve();
     });
-    c.on('data', (d) => { me.got += d.toString('latin1'); });
+    c.on('data', (d) => { me.got += d.toString('latin1'); lastEvent = Date.now(); });
+    c.on('close', () => { lastEvent = Date.now(); });
     c.on('error', (e) => {
       if (e.code === 'ECONNRESET' || e.code === 'EPIPE') me.reset = true;
       else if (!me.connected) { st.failed++; resolve(); }
@@ -46,7 +48,10 @@ function open() {
 for (let i = 0; i < N; i += 200) {
   await Promise.all(Array.from({ length: Math.min(200, N - i) }, open));
 }
-await new Promise((r) => setTimeout(r, 2500));
+// settled: nothing arrived for 1.5 s (a loaded machine accepts slowly)
+const t0 = Date.now();
+while (Date.now() - t0 < 30000 && (Date.now() - t0 < 2500 || Date.now() - lastEvent < 1500))
+  await new Promise((r) => setTimeout(r, 250));
 for (const m of conns) {
   if (m.got.startsWith('HTTP/1.1 503')) {
     const body = m.got.slice(m.got.indexOf('\r\n\r\n') + 4);
