@@ -65,6 +65,8 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
         {"folio_recompute_tokens_total", "counter",
          "Prompt tokens computed again after a preemption.", (double)st.sched.recompute_tokens},
         {"folio_steps_total", "counter", "Engine steps run.", s->steps_total},
+        {"folio_request_unknown_fields_total", "counter",
+         "Request fields ignored because the API does not know them.", s->unknown_fields_total},
         {"folio_connections_total", "counter", "Connections accepted.",
          s->http.st.connections_total},
         {"folio_connections_open", "gauge", "Connections open.", (double)s->http.st.n_open},

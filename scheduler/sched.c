@@ -52,6 +52,7 @@ struct sample {
     int32_t step_n;  /* tokens of this sample in the step in flight */
     pager_seq_t *seq;
     enum sched_finish_reason fin;
+    bool aborted; /* sched_sample_abort: finish at the next reclaim */
 };
 
 struct req {
@@ -66,6 +67,8 @@ struct req {
     int32_t eos_id, n_stop;
     int32_t *stop_ids;
     bool ignore_eos, forked, aborted, ever_admitted, done_pending;
+    bool sample_aborts; /* some sample is marked aborted, not yet reclaimed */
+    int32_t cached;     /* prefix-cache hit of the first admission (sample 0) */
     const void *sampling;
     void *user;
     uint64_t arrival_ns;
@@ -515,6 +518,28 @@ int sched_request_abort(sched_t *s, uint64_t id)
     return 0;
 }
 
+int sched_sample_abort(sched_t *s, uint64_t id, int32_t sample)
+{
+    struct req *r = table_find(s, id);
+    if (!r)
+        return -ENOENT;
+    if (sample < 0 || sample >= r->n)
+        return -EINVAL;
+    struct sample *sm = &r->samples[sample];
+    if (sm->fin != SCHED_FINISH_NONE || sm->aborted || r->aborted)
+        return 0;
+    sm->aborted = true;
+    bool all = true;
+    for (int32_t i = 0; i < r->n; i++)
+        all &= r->samples[i].fin != SCHED_FINISH_NONE || r->samples[i].aborted;
+    if (all)
+        return sched_request_abort(s, id);
+    if (!r->sample_aborts)
+        s->n_aborted++;
+    r->sample_aborts = true;
+    return 0;
+}
+
 /* ---- retiring --------------------------------------------------------- */
 
 static void sample_release(sched_t *s, struct req *r, struct sample *sm)
@@ -581,12 +606,30 @@ static void req_abort_now(sched_t *s, struct req *r)
     req_done(s, r);
 }
 
+/* Reclaims the samples marked by sched_sample_abort; an unforked request
+ * keeps its marks until the fork (counted again in n_aborted). */
+static void reap_samples(sched_t *s, struct req *r)
+{
+    if (!r->forked) {
+        s->n_aborted++;
+        return;
+    }
+    r->sample_aborts = false;
+    for (int32_t i = 0; i < r->n; i++)
+        if (r->samples[i].aborted && r->samples[i].fin == SCHED_FINISH_NONE)
+            sample_finish(s, r, i, SCHED_FINISH_ABORT);
+    if (r->n_live == 0)
+        req_done(s, r);
+}
+
 static void reap_list(sched_t *s, struct list *l)
 {
     for (struct req *r = l->head, *nx; r; r = nx) {
         nx = r->next;
         if (r->aborted)
             req_abort_now(s, r);
+        else if (r->sample_aborts)
+            reap_samples(s, r);
     }
 }
 
@@ -718,6 +761,8 @@ static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
         .token_index = sample ? sm->len - r->n_prompt : -1,
         .sample_row = sample ? s->n_sample++ : -1,
         .prefill = !decode,
+        .stream = sample ? sm->stream : NULL,
+        .n_prompt = r->n_prompt,
     };
     s->refs[k] = (struct ref){r, i};
     s->n_tokens += n;
@@ -874,6 +919,8 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
             return ADMIT_NO_ROOM;
         }
         sm->computed = hit;
+        if (!r->ever_admitted && i == 0)
+            r->cached = hit;
     }
     if (fork_due(r)) {
         int rc = req_fork(s, r, &fork_blocks);
@@ -1212,7 +1259,7 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
         sm->computed = sl->first_pos + sl->n_tokens;
         sm->step_n = 0;
         pager_seq_mark_computed(s->pg, sm->seq, sm->computed);
-        if (!sl->sample || r->aborted)
+        if (!sl->sample || r->aborted || sm->aborted)
             continue;
         int32_t tok = sampled[s->info[k].sample_row];
         sm->stream[sm->len++] = tok;
@@ -1227,6 +1274,7 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
                 .sample = i,
                 .token = tok,
                 .token_index = sm->len - r->n_prompt - 1,
+                .cached = r->cached,
                 .tenant = t->cfg.id,
             };
             s->cfg.on_event(s->cfg.event_ctx, &ev);

@@ -49,7 +49,7 @@ ok "chat: EOS ends with stop (no text), stop strings"
 for bad in '{}' '{"messages":[]}' '{"messages":[{"role":"wizard","content":"x"}]}' \
   '{"messages":[{"role":"user","content":5}]}' '{"messages":[{"role":"user"}]}' \
   '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}' \
-  '{"messages":[{"role":"user","content":"x"}],"prompt":"y"}'; do
+  '{"messages":[{"role":"user","content":"x"}],"logprobs":5}'; do
   r=$(req POST /v1/chat/completions "$bad")
   [ "$(status_of "$r")" = 400 ] || fail "bad chat body accepted: $bad -> $r"
   body_of "$r" | jq -e '.error.message | length > 0' >/dev/null || fail "error shape: $r"
