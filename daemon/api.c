@@ -420,8 +420,8 @@ static const struct srv_field fields[] = {
     /* sampling (folio/sampler.h says in which order and over which tokens) */
     {"min_p", SRV_F_F32, BOTH, OFF(gen.sp.min_p), 0, 1, 0, 0, false, true, -1, NULL, NULL},
     {"typical_p", SRV_F_F32, BOTH, OFF(gen.sp.typical_p), 0, 1, 1, 0, true, true, -1, NULL, NULL},
-    {"presence_penalty", SRV_F_F32, BOTH, OFF(gen.pen.presence), -2, 2, 0, 0, false, true, -1,
-     NULL, NULL},
+    {"presence_penalty", SRV_F_F32, BOTH, OFF(gen.pen.presence), -2, 2, 0, 0, false, true, -1, NULL,
+     NULL},
     {"frequency_penalty", SRV_F_F32, BOTH, OFF(gen.pen.frequency), -2, 2, 0, 0, false, true, -1,
      NULL, NULL},
     {"repetition_penalty", SRV_F_F32, BOTH, OFF(gen.pen.repetition), 0, 10, 1, 0, true, true, -1,

@@ -60,12 +60,12 @@ struct srv_comp_params {
     char *stop[SRV_MAX_STOP];
     size_t stop_len[SRV_MAX_STOP];
     bool stream, include_usage;
-    bool echo;              /* completions: the prompt text starts each choice's text */
-    int32_t *stop_ids;      /* owned; gen.stop_ids points here */
-    bool chat_logprobs;     /* chat `logprobs` (gen.n_logprobs = top_logprobs, else 0) */
-    int32_t top_logprobs;   /* chat: 0..SAMPLER_MAX_TOP */
-    bool top_logprobs_set;  /* given (implies logprobs) */
-    int n_unknown;          /* fields the table does not know (ignored unless strict) */
+    bool echo;                     /* completions: the prompt text starts each choice's text */
+    int32_t *stop_ids;             /* owned; gen.stop_ids points here */
+    bool chat_logprobs;            /* chat `logprobs` (gen.n_logprobs = top_logprobs, else 0) */
+    int32_t top_logprobs;          /* chat: 0..SAMPLER_MAX_TOP */
+    bool top_logprobs_set;         /* given (implies logprobs) */
+    int n_unknown;                 /* fields the table does not know (ignored unless strict) */
     char unknown[SRV_UNKNOWN_CAP]; /* their names, comma-separated (truncated) */
 };
 

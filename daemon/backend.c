@@ -67,8 +67,8 @@ const struct eng_req *eng_slice_req(const struct sched_slice *s, struct sampler_
         }
     }
     if (h)
-        *h = (struct sampler_history){s->stream, s->n_prompt, s->stream ? s->stream + s->n_prompt
-                                                                        : NULL,
+        *h = (struct sampler_history){s->stream, s->n_prompt,
+                                      s->stream ? s->stream + s->n_prompt : NULL,
                                       s->stream ? s->token_index : 0};
     return r;
 }
@@ -111,10 +111,11 @@ static void on_sched_event(void *ctx, const struct sched_event *e)
         r->lp = NULL;
         break;
     case SCHED_EV_FINISHED: {
-        enum eng_finish why = q->failed                           ? ENG_FINISH_ERROR
+        enum eng_finish why = q->failed                          ? ENG_FINISH_ERROR
                               : e->reason == SCHED_FINISH_LENGTH ? ENG_FINISH_LENGTH
-                              : e->reason == SCHED_FINISH_ABORT  ? ENG_FINISH_ABORT
-                                                                 : ENG_FINISH_STOP; /* EOS, stop id */
+                              : e->reason == SCHED_FINISH_ABORT
+                                  ? ENG_FINISH_ABORT
+                                  : ENG_FINISH_STOP; /* EOS, stop id */
         r->priv = NULL;
         b->ev->finished(b->ev->user, r, why); /* the server may free r */
         break;

@@ -48,7 +48,7 @@ struct srv_config {
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     bool help, dump;
-    bool strict_api; /* unknown request fields are a 400 (else ignored) */
+    bool strict_api;                /* unknown request fields are a 400 (else ignored) */
     uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
     struct srv_tenant_cfg *tenants; /* [n_tenants]; [0] is "default" */
     int n_tenants;

@@ -63,7 +63,7 @@ struct eng_gen {
     struct sampler_params sp; /* sp.bias: owned by the request description */
     int32_t max_tokens;
     bool ignore_eos;
-    int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    int32_t n_logprobs;           /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
     struct sampler_penalties pen; /* applied to the logits before sampling */
     int32_t min_tokens;           /* end-of-generation and stop ids banned before this many */
     int32_t priority;             /* lower runs earlier, within the request's tenant only */

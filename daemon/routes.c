@@ -112,8 +112,7 @@ static void route_tokenize(struct srv *s, struct http_conn *c, const struct http
     }
     int32_t skip = tp.add_special ? 0 : special_prefix(s, ids, n);
     struct srv_buf b = {0};
-    srv_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n - skip,
-                   s->mi.ctx_len);
+    srv_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n - skip, s->mi.ctx_len);
     srv_render_token_ids(&b, ids + skip, n - skip);
     srv_buf_puts(&b, "}\n");
     folio_free(ids);
@@ -201,8 +200,7 @@ static void route_model(struct srv *s, struct http_conn *c, const struct http_re
     size_t n = 0;
     for (size_t i = sizeof(prefix) - 1; i < rq->path_len && n + 1 < sizeof(id); i++) {
         int hi, lo;
-        if (rq->url[i] == '%' && i + 2 < rq->path_len &&
-            (hi = hex_digit(rq->url[i + 1])) >= 0 &&
+        if (rq->url[i] == '%' && i + 2 < rq->path_len && (hi = hex_digit(rq->url[i + 1])) >= 0 &&
             (lo = hex_digit(rq->url[i + 2])) >= 0) {
             id[n++] = (char)(hi * 16 + lo);
             i += 2;

@@ -70,8 +70,8 @@ struct srv_comp {
     int64_t created;
     int n_choices, n_live; /* n_live: choices the backend still holds */
     struct srv_choice *ch;
-    int64_t prompt_tokens;  /* each prompt once, whatever n */
-    int64_t cached_tokens;  /* of prompt_tokens, found in the prefix cache */
+    int64_t prompt_tokens; /* each prompt once, whatever n */
+    int64_t cached_tokens; /* of prompt_tokens, found in the prefix cache */
     uint64_t t_arrival;
     bool headers_sent, failed;
 };

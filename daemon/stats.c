@@ -62,6 +62,10 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
          (double)st.pager.cow_copies},
         {"folio_kv_blocks_shared", "gauge", "Used KV blocks mapped by more than one sequence.",
          (double)st.pager.blocks_shared},
+        {"folio_prefill_computed_tokens_total", "counter",
+         "Prompt tokens computed by the model (prefix-cache hits and forked samples share "
+         "theirs; recompute included).",
+         (double)st.sched.prefill_tokens},
         {"folio_recompute_tokens_total", "counter",
          "Prompt tokens computed again after a preemption.", (double)st.sched.recompute_tokens},
         {"folio_steps_total", "counter", "Engine steps run.", s->steps_total},

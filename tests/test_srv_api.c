@@ -149,8 +149,7 @@ static void test_bad_bodies(void **state)
         {"{\"prompt\":[1],\"stop_token_ids\":5}", 400, "stop_token_ids"},
         {"{\"prompt\":[1],\"min_tokens\":20}", 400, "min_tokens"},
         {"{\"prompt\":[1],\"priority\":1e7}", 400, "priority"},
-        {"{\"prompt\":[1],\"response_format\":{\"type\":\"json_object\"}}", 400,
-         "response_format"},
+        {"{\"prompt\":[1],\"response_format\":{\"type\":\"json_object\"}}", 400, "response_format"},
         {"{\"prompt\":[1],\"use_beam_search\":true}", 400, "use_beam_search"},
         {"{\"prompt\":[1],\"skip_special_tokens\":false}", 400, "skip_special_tokens"},
         {"{\"prompt\":[1],\"mirostat\":2}", 400, "mirostat"},
@@ -460,11 +459,10 @@ static void test_tokenize_bodies(void **state)
     assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &tp, &e), 0);
     assert_false(tp.add_special);
     folio_free(tp.text);
-    const char *bad_tok[] = {"{}", "{\"prompt\":5}", "{\"content\":5}", "[", "\"s\"",
-                             "{\"prompt\":\"a\",\"add_special\":1}"};
+    const char *bad_tok[] = {"{}", "{\"prompt\":5}", "{\"content\":5}",
+                             "[",  "\"s\"",          "{\"prompt\":\"a\",\"add_special\":1}"};
     for (size_t i = 0; i < sizeof(bad_tok) / sizeof(bad_tok[0]); i++) {
-        assert_int_equal(srv_tokenize_parse(bad_tok[i], strlen(bad_tok[i]), &mi, &tp, &e),
-                         -EINVAL);
+        assert_int_equal(srv_tokenize_parse(bad_tok[i], strlen(bad_tok[i]), &mi, &tp, &e), -EINVAL);
         assert_int_equal(e.status, 400);
         assert_null(tp.text);
     }
