@@ -32,19 +32,24 @@
  *
  * Queues.  Every request is in exactly one of WAITING (never admitted; one
  * list per tenant, priority then arrival order), RUNNING (holds pages;
- * ordered most-protected first: priority descending, then admission order)
+ * admission order: a tenant's priorities do not reorder other tenants')
  * and PREEMPTED (held pages once, lost them; priority then admission order).
  *
  * One step, under max_batch_tokens and max_seqs:
- *   1. running samples with one token to compute (decodes), most protected
- *      first; a sample that needs a new block when none is free preempts the
- *      least protected running request not yet in this step (lowest
- *      priority, most recently admitted; possibly the sample's own request);
+ *   1. running samples with one token to compute (decodes), in admission
+ *      order; a sample that needs a new block when none is free preempts the
+ *      least protected running request not yet in this step (possibly the
+ *      sample's own request).  Priority protects a request only from its
+ *      own tenant's: across tenants the most recent admission is the least
+ *      protected; within the tenant that loses, the lowest priority (then
+ *      the most recent) goes.  A tenant's priorities never take another
+ *      tenant's pages;
  *   2. running samples in the middle of a prefill get a chunk of the
  *      leftover budget (long prompts span several steps while decodes keep
  *      flowing);
  *   3. unless this step preempted: admission, PREEMPTED requests first
- *      (resume), then WAITING ones from the backlogged tenant with the least
+ *      (resume: the tenant of the earliest admission, its highest-priority
+ *      request), then WAITING ones from the backlogged tenant with the least
  *      virtual token counter.  Admission takes the cached prefix
  *      (pager_seq_adopt_prefix; only uncached tokens are computed), and needs
  *      pages for its first chunk (min(uncomputed tokens, leftover budget))
