@@ -482,6 +482,74 @@ static void test_tokenize_bodies(void **state)
     }
 }
 
+/* Fields the table does not know are listed, not refused; known ones of
+ * other servers (llama-server's repeat_penalty, vLLM's stop_token_ids) land
+ * where foliod's own do; chat logprobs map to the engine's top-N. */
+static void test_unknown_and_foreign_fields(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    const char *b = "{\"prompt\":[1],\"store\":false,\"metadata\":{\"a\":1},\"cache_prompt\":true,"
+                    "\"stream\":true,\"stream_options\":{\"include_usage\":true,\"x\":1},"
+                    "\"repeat_penalty\":1.3,\"repeat_last_n\":-1,\"stop_token_ids\":[4,5],"
+                    "\"min_tokens\":2,\"min_p\":0.1,\"typical_p\":0.5,\"priority\":-3,"
+                    "\"frequency_penalty\":0.5,\"presence_penalty\":-1,\"max_completion_tokens\":9,"
+                    "\"response_format\":{\"type\":\"text\"},\"skip_special_tokens\":true}";
+    assert_int_equal(parse(b, &p, &e), 0);
+    assert_int_equal(p.n_unknown, 4);
+    assert_string_equal(p.unknown, "store,metadata,cache_prompt,stream_options.x");
+    assert_true(p.gen.pen.repetition == 1.3f && p.gen.pen.repeat_last_n == -1);
+    assert_true(p.gen.pen.frequency == 0.5f && p.gen.pen.presence == -1.0f);
+    assert_true(p.gen.sp.min_p == 0.1f && p.gen.sp.typical_p == 0.5f);
+    assert_int_equal(p.gen.n_stop_ids, 2);
+    assert_int_equal(p.gen.stop_ids[1], 5);
+    assert_int_equal(p.gen.min_tokens, 2);
+    assert_int_equal(p.gen.priority, -3);
+    assert_int_equal(p.gen.max_tokens, 9);
+    assert_true(p.include_usage);
+    struct eng_req er;
+    srv_comp_req_init(&p, 0, 0, &er);
+    assert_ptr_equal(er.g.stop_ids, p.stop_ids);
+    srv_comp_params_free(&p);
+    /* defaults: neutral */
+    assert_int_equal(parse("{\"prompt\":[1]}", &p, &e), 0);
+    assert_int_equal(p.n_unknown, 0);
+    assert_true(p.gen.pen.repetition == 1 && p.gen.pen.presence == 0 && p.gen.pen.frequency == 0);
+    assert_int_equal(p.gen.pen.repeat_last_n, 64);
+    assert_true(p.gen.sp.min_p == 0 && p.gen.sp.typical_p == 1);
+    assert_int_equal(p.gen.n_stop_ids, 0);
+    srv_comp_params_free(&p);
+    /* many unknown names: counted, the list truncated */
+    char big[4096] = "{\"prompt\":[1]";
+    for (int i = 0; i < 60; i++)
+        snprintf(big + strlen(big), sizeof(big) - strlen(big), ",\"field_%02d\":1", i);
+    strcat(big, "}");
+    assert_int_equal(parse(big, &p, &e), 0);
+    assert_int_equal(p.n_unknown, 60);
+    assert_true(strlen(p.unknown) < SRV_UNKNOWN_CAP);
+    srv_comp_params_free(&p);
+    /* chat logprobs */
+    const char *m = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char body[256];
+    static const struct {
+        const char *extra;
+        int32_t want;
+    } lp[] = {{"", -1},
+              {",\"logprobs\":false", -1},
+              {",\"logprobs\":true", 0},
+              {",\"logprobs\":true,\"top_logprobs\":5", 5},
+              {",\"top_logprobs\":3", 3},
+              {",\"logprobs\":false,\"top_logprobs\":0", -1}};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(lp); i++) {
+        snprintf(body, sizeof(body), "%s%s}", m, lp[i].extra);
+        assert_int_equal(chat(body, CHAT_TMPL_CHATML, &p, &e), 0);
+        if (p.gen.n_logprobs != lp[i].want)
+            fail_msg("%s: n_logprobs %d want %d", body, p.gen.n_logprobs, lp[i].want);
+        srv_comp_params_free(&p);
+    }
+}
+
 /* The request table, row by row: every typed field, sent with a
  * non-default value, lands in the engine request's struct eng_gen (which
  * the backend hands to the sampler and scheduler as is) with that value —
@@ -591,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_context_and_utf8_body),
         cmocka_unit_test(test_text_prompt_with_tokenizer),
         cmocka_unit_test(test_echo_logprobs),
+        cmocka_unit_test(test_unknown_and_foreign_fields),
         cmocka_unit_test(test_chat_render),
         cmocka_unit_test(test_chat_bad),
         cmocka_unit_test(test_error_json),
