@@ -3,15 +3,20 @@
  * validation (cJSON) through the request table, and error objects.
  *
  * The accepted fields are the table `fields` below (name, type, endpoints,
- * destination, bounds, default); anything else is a 400 naming the field.  Numbers arrive as
+ * destination, bounds, default); anything else is listed in
+ * srv_comp_params.unknown for the caller (ignored, or a 400 with
+ * --strict-api).  Fields of other servers' request types that foliod
+ * knows but does not implement are NOOP rows: their neutral value passes,
+ * any other is a 400 naming them (so a client never silently gets other
+ * behaviour than it asked for from a field foliod recognises).  Numbers arrive as
  * doubles from cJSON: integers are checked to be integral and inside their bounds before
  * conversion, so 1e300, -1 or 2.5 for max_tokens are refused instead of saturating.
  *
  * Both routes share one field loop (parse_body) over that table; its
- * endpoint column switches `prompt` for `messages`, adds
- * max_completion_tokens, and leaves chat's echo / logprobs to their no-op
- * values (chat logprobs are not implemented).  Chat messages are parsed
- * and rendered in api_chat.c.
+ * endpoint column switches `prompt` for `messages`, completions' integer
+ * `logprobs` for chat's boolean `logprobs` + `top_logprobs`, and leaves
+ * chat's echo to its no-op value.  Chat messages are parsed and rendered
+ * in api_chat.c.
  */
 #include "api.h"
 #include "api_internal.h"
@@ -69,6 +74,14 @@ void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
     else
         srv_buf_printf(b, "%d", e->status);
     srv_buf_puts(b, "}}");
+}
+
+void srv__note_unknown(char *names, int *n, const char *prefix, const char *name)
+{
+    size_t at = strlen(names), room = SRV_UNKNOWN_CAP - at;
+    if (room > 1)
+        snprintf(names + at, room, "%s%s%.64s", *n ? "," : "", prefix, name);
+    (*n)++;
 }
 
 /* An integral JSON number in [lo, hi]. */
@@ -301,8 +314,8 @@ static int parse_stream_options(const void *json, const struct eng_model_info *m
         if (!strcmp(o->string, "include_usage")) {
             if (get_bool(o, "stream_options.include_usage", &p->include_usage, err))
                 return -EINVAL;
-        } else if (strcmp(o->string, "continuous_usage_stats"))
-            BAD("stream_options", "unknown field 'stream_options.%.64s'", o->string);
+        } else
+            srv__note_unknown(p->unknown, &p->n_unknown, "stream_options.", o->string);
     }
     return 0;
 }
@@ -314,6 +327,51 @@ static int parse_user(const void *json, const struct eng_model_info *mi, struct 
     (void)p;
     if (!cJSON_IsString((const cJSON *)json) && !cJSON_IsNull((const cJSON *)json))
         BAD("user", "'user' must be a string");
+    return 0;
+}
+
+static int parse_stop_token_ids(const void *json, const struct eng_model_info *mi,
+                                struct srv_comp_params *p, struct srv_api_error *err)
+{
+    const cJSON *v = json, *it;
+    if (cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsArray(v))
+        BAD("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    int n = cJSON_GetArraySize(v);
+    if (n > SRV_MAX_STOP_IDS)
+        BAD("stop_token_ids", "at most %d stop_token_ids", SRV_MAX_STOP_IDS);
+    folio_free(p->stop_ids);
+    p->stop_ids = folio_malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!p->stop_ids)
+        return -ENOMEM;
+    p->gen.stop_ids = p->stop_ids;
+    p->gen.n_stop_ids = 0;
+    cJSON_ArrayForEach(it, v)
+    {
+        int64_t id;
+        if (get_int(it, "stop_token_ids", 0, mi->n_vocab - 1, &id, err))
+            return -EINVAL;
+        p->stop_ids[p->gen.n_stop_ids++] = (int32_t)id;
+    }
+    return 0;
+}
+
+/* response_format: only {"type": "text"} (the default) here; structured
+ * output is a 400 naming the type. */
+static int parse_response_format(const void *json, const struct eng_model_info *mi,
+                                 struct srv_comp_params *p, struct srv_api_error *err)
+{
+    const cJSON *v = json;
+    (void)mi;
+    (void)p;
+    if (cJSON_IsNull(v))
+        return 0;
+    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+    if (!cJSON_IsString(t))
+        BAD("response_format", "'response_format' must be an object with a string 'type'");
+    if (strcmp(t->valuestring, "text"))
+        BAD("response_format", "response_format type '%.64s' is not supported", t->valuestring);
     return 0;
 }
 
@@ -335,8 +393,8 @@ static const struct srv_field fields[] = {
     {"model", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_model},
     {"max_tokens", SRV_F_I32, BOTH, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX, false, true,
      OFF(max_tokens_set), NULL, NULL},
-    {"max_completion_tokens", SRV_F_I32, SRV_EP_CHAT, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX,
-     false, true, OFF(max_tokens_set), NULL, NULL},
+    {"max_completion_tokens", SRV_F_I32, BOTH, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX, false,
+     true, OFF(max_tokens_set), NULL, NULL},
     {"temperature", SRV_F_F32, BOTH, OFF(gen.sp.temperature), 0, 2, 1, 0, false, true, -1, NULL,
      NULL},
     {"top_p", SRV_F_F32, BOTH, OFF(gen.sp.top_p), 0, 1, 1, 0, true, true, -1, NULL, NULL},
@@ -355,14 +413,48 @@ static const struct srv_field fields[] = {
     {"echo", SRV_F_BOOL, SRV_EP_COMP, OFF(echo), 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"logprobs", SRV_F_I32, SRV_EP_COMP, OFF(gen.n_logprobs), 0, SAMPLER_MAX_TOP, -1, 0, false,
      true, -1, NULL, NULL},
-    /* accepted only as their no-op values */
-    {"presence_penalty", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
-    {"frequency_penalty", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"logprobs", SRV_F_BOOL, SRV_EP_CHAT, OFF(chat_logprobs), 0, 0, 0, 0, false, true, -1, NULL,
+     NULL},
+    {"top_logprobs", SRV_F_I32, SRV_EP_CHAT, OFF(top_logprobs), 0, SAMPLER_MAX_TOP, 0, 0, false,
+     true, OFF(top_logprobs_set), NULL, NULL},
+    /* sampling (folio/sampler.h says in which order and over which tokens) */
+    {"min_p", SRV_F_F32, BOTH, OFF(gen.sp.min_p), 0, 1, 0, 0, false, true, -1, NULL, NULL},
+    {"typical_p", SRV_F_F32, BOTH, OFF(gen.sp.typical_p), 0, 1, 1, 0, true, true, -1, NULL, NULL},
+    {"presence_penalty", SRV_F_F32, BOTH, OFF(gen.pen.presence), -2, 2, 0, 0, false, true, -1, NULL,
+     NULL},
+    {"frequency_penalty", SRV_F_F32, BOTH, OFF(gen.pen.frequency), -2, 2, 0, 0, false, true, -1,
+     NULL, NULL},
+    {"repetition_penalty", SRV_F_F32, BOTH, OFF(gen.pen.repetition), 0, 10, 1, 0, true, true, -1,
+     NULL, NULL},
+    {"repeat_penalty", SRV_F_F32, BOTH, OFF(gen.pen.repetition), 0, 10, 1, 0, true, true, -1, NULL,
+     NULL}, /* llama-server's spelling */
+    /* the repetition window: last N tokens of prompt ++ generated (-1: all) */
+    {"repeat_last_n", SRV_F_I32, BOTH, OFF(gen.pen.repeat_last_n), -1, 0, 64, SRV_HI_CTX, false,
+     true, -1, NULL, NULL},
+    {"stop_token_ids", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     parse_stop_token_ids},
+    {"min_tokens", SRV_F_I32, BOTH, OFF(gen.min_tokens), 0, 0, 0, SRV_HI_CTX, false, true, -1, NULL,
+     NULL},
+    /* lower runs earlier, among the requests of the same tenant (vLLM's sense) */
+    {"priority", SRV_F_I32, BOTH, OFF(gen.priority), -1000000, 1000000, 0, 0, false, true, -1, NULL,
+     NULL},
+    {"response_format", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     parse_response_format},
+    /* known, not implemented: only their neutral values pass */
     {"best_of", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
     {"suffix", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"echo", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
-    {"logprobs", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
-    {"top_logprobs", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"use_beam_search", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"length_penalty", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
+    {"prompt_logprobs", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"skip_special_tokens", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
+    {"spaces_between_special_tokens", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
+    {"include_stop_str_in_output", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"add_generation_prompt", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
+    {"continue_final_message", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"mirostat", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"dry_multiplier", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    {"xtc_probability", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
 };
 
 const struct srv_field *srv_fields(size_t *n)
@@ -405,10 +497,10 @@ static int field_parse(const struct srv_field *f, const cJSON *v, const struct e
     if (f->type == SRV_F_CUSTOM)
         return f->parse(v, mi, p, err);
     if (f->type == SRV_F_NOOP) {
-        bool noop = cJSON_IsNull(v) || cJSON_IsFalse(v) ||
-                    (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == f->def));
+        bool noop = cJSON_IsNull(v) || (cJSON_IsBool(v) && cJSON_IsTrue(v) == (f->def != 0)) ||
+                    (cJSON_IsNumber(v) && v->valuedouble == f->def);
         if (!noop)
-            BAD(name, "'%s' is not supported", name);
+            BAD(name, "'%s' is not supported (only its default value is accepted)", name);
         return 0;
     }
     if (f->nullable && cJSON_IsNull(v))
@@ -480,11 +572,9 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         for (size_t i = 0; i < FOLIO_ARRAY_LEN(fields) && !f; i++)
             if ((fields[i].endpoints & ep) && !strcmp(it->string, fields[i].name))
                 f = &fields[i];
-        if (!f) {
-            srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                              "unknown field '%.64s'", it->string);
-            rc = -EINVAL;
-        } else if (f->type == SRV_F_CUSTOM && !f->parse)
+        if (!f)
+            srv__note_unknown(p->unknown, &p->n_unknown, "", it->string);
+        else if (f->type == SRV_F_CUSTOM && !f->parse)
             prompt = it;
         else
             rc = field_parse(f, it, mi, p, err);
@@ -512,9 +602,18 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         rc = -EINVAL;
         goto out;
     }
+    if (chat && (p->chat_logprobs || (p->top_logprobs_set && p->top_logprobs > 0)))
+        p->gen.n_logprobs = p->top_logprobs;
     /* chat: no max_tokens means "until the context is full" (as OpenAI) */
     if (chat && !p->max_tokens_set && p->prompt_lens[0] < mi->ctx_len)
         p->gen.max_tokens = mi->ctx_len - p->prompt_lens[0];
+    if (p->gen.min_tokens > p->gen.max_tokens) {
+        srv_api_error_set(err, 400, "invalid_request_error", "min_tokens", NULL,
+                          "'min_tokens' (%d) must not exceed max_tokens (%d)", p->gen.min_tokens,
+                          p->gen.max_tokens);
+        rc = -EINVAL;
+        goto out;
+    }
     for (int i = 0; i < p->n_prompts; i++) {
         int64_t need = (int64_t)p->prompt_lens[i] + p->gen.max_tokens;
         if (need > mi->ctx_len) {
@@ -574,12 +673,17 @@ void srv_comp_params_free(struct srv_comp_params *p)
     for (int i = 0; i < p->n_stop; i++)
         folio_free(p->stop[i]);
     folio_free(p->bias);
+    folio_free(p->stop_ids);
     memset(p, 0, sizeof(*p));
 }
 
-/* Shared by /tokenize and /detokenize: an object whose keys are `want` and
- * optionally "model"; returns the `want` member or NULL (err set). */
-static const cJSON *small_body(const cJSON *root, const struct eng_model_info *mi, const char *want,
+/* Shared by /tokenize and /detokenize: an object with the text or ids
+ * under one of `want` (NULL-terminated spellings), optionally "model",
+ * the add-special flag (both peers' spellings) and `extra` (a field of the
+ * other route, accepted and ignored); anything else is counted in tp.
+ * Returns the member or NULL (err set). */
+static const cJSON *small_body(const cJSON *root, const struct eng_model_info *mi,
+                               const char *const *want, struct srv_tok_params *tp,
                                struct srv_api_error *err)
 {
     if (!cJSON_IsObject(root)) {
@@ -590,7 +694,10 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
     const cJSON *it, *found = NULL;
     cJSON_ArrayForEach(it, root)
     {
-        if (!strcmp(it->string, want))
+        bool is_want = false;
+        for (const char *const *w = want; *w; w++)
+            is_want |= !strcmp(it->string, *w);
+        if (is_want)
             found = it;
         else if (!strcmp(it->string, "model")) {
             if (!cJSON_IsString(it) || strcmp(it->valuestring, mi->name)) {
@@ -598,14 +705,20 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
                                   "unknown model");
                 return NULL;
             }
-        } else {
-            srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                              "unknown field '%.64s'", it->string);
-            return NULL;
-        }
+        } else if (!strcmp(it->string, "add_special_tokens") ||
+                   !strcmp(it->string, "add_special")) {
+            if (!cJSON_IsBool(it)) {
+                srv_api_error_set(err, 400, "invalid_request_error", it->string, NULL,
+                                  "'%s' must be a boolean", it->string);
+                return NULL;
+            }
+            tp->add_special = cJSON_IsTrue(it);
+        } else
+            srv__note_unknown(tp->unknown, &tp->n_unknown, "", it->string);
     }
     if (!found)
-        srv_api_error_set(err, 400, "invalid_request_error", want, NULL, "'%s' is required", want);
+        srv_api_error_set(err, 400, "invalid_request_error", want[0], NULL, "'%s' is required",
+                          want[0]);
     return found;
 }
 
@@ -629,21 +742,23 @@ static cJSON *parse_root(const char *body, size_t len, struct srv_api_error *err
     return root;
 }
 
-int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info *mi, char **text,
-                       struct srv_api_error *err)
+int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                       struct srv_tok_params *tp, struct srv_api_error *err)
 {
-    *text = NULL;
+    static const char *const want[] = {"prompt", "content", NULL};
+    memset(tp, 0, sizeof(*tp));
+    tp->add_special = true;
     cJSON *root = parse_root(body, len, err);
     if (!root)
         return -EINVAL;
-    const cJSON *p = small_body(root, mi, "prompt", err);
+    const cJSON *p = small_body(root, mi, want, tp, err);
     int rc = -EINVAL;
     if (p && !cJSON_IsString(p))
-        srv_api_error_set(err, 400, "invalid_request_error", "prompt", NULL,
-                          "'prompt' must be a string");
+        srv_api_error_set(err, 400, "invalid_request_error", p->string, NULL,
+                          "'%s' must be a string", p->string);
     else if (p) {
-        *text = folio_strdup(p->valuestring);
-        rc = *text ? 0 : -ENOMEM;
+        tp->text = folio_strdup(p->valuestring);
+        rc = tp->text ? 0 : -ENOMEM;
         if (rc)
             srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
     }
@@ -652,14 +767,18 @@ int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info
 }
 
 int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
-                         int32_t **ids, int32_t *n, struct srv_api_error *err)
+                         int32_t **ids, int32_t *n, struct srv_tok_params *tp,
+                         struct srv_api_error *err)
 {
+    static const char *const want[] = {"tokens", NULL};
     *ids = NULL;
     *n = 0;
+    memset(tp, 0, sizeof(*tp));
+    tp->add_special = true;
     cJSON *root = parse_root(body, len, err);
     if (!root)
         return -EINVAL;
-    const cJSON *t = small_body(root, mi, "tokens", err);
+    const cJSON *t = small_body(root, mi, want, tp, err);
     int rc = -EINVAL;
     if (t && !cJSON_IsArray(t))
         srv_api_error_set(err, 400, "invalid_request_error", "tokens", NULL,

@@ -4,10 +4,15 @@
  * /v1/chat/completions body (the chat messages rendered with a chat
  * template, then tokenized), and writing OpenAI-style error objects.
  *
- * Validation is strict: unknown fields, wrong types, out-of-range numbers
- * and prompts that do not fit the context are refused with a 400 naming
- * the field (`param`).  Nothing here allocates on behalf of anyone else:
- * struct srv_comp_params owns its arrays; srv_comp_params_free frees them.
+ * Validation: wrong types, out-of-range numbers, values foliod cannot
+ * honour and prompts that do not fit the context are refused with a 400
+ * naming the field (`param`).  Fields the table does not know (clients
+ * and proxies add them freely: `store`, `metadata`, vLLM's and
+ * llama-server's extensions) are not errors here: they are listed in
+ * srv_comp_params.unknown and the caller decides (foliod ignores them, or
+ * refuses them with --strict-api).  Nothing here allocates on behalf of
+ * anyone else: struct srv_comp_params owns its arrays;
+ * srv_comp_params_free frees them.
  */
 #ifndef FOLIO_DAEMON_API_H
 #define FOLIO_DAEMON_API_H
@@ -25,6 +30,8 @@
 #define SRV_MAX_N        16
 #define SRV_MAX_PROMPTS  64
 #define SRV_MAX_MESSAGES 1024
+#define SRV_MAX_STOP_IDS 64
+#define SRV_UNKNOWN_CAP  192 /* bytes of unknown field names kept */
 
 struct srv_api_error {
     int status;        /* HTTP status */
@@ -53,7 +60,13 @@ struct srv_comp_params {
     char *stop[SRV_MAX_STOP];
     size_t stop_len[SRV_MAX_STOP];
     bool stream, include_usage;
-    bool echo; /* completions: the prompt text starts each choice's text */
+    bool echo;                     /* completions: the prompt text starts each choice's text */
+    int32_t *stop_ids;             /* owned; gen.stop_ids points here */
+    bool chat_logprobs;            /* chat `logprobs` (gen.n_logprobs = top_logprobs, else 0) */
+    int32_t top_logprobs;          /* chat: 0..SAMPLER_MAX_TOP */
+    bool top_logprobs_set;         /* given (implies logprobs) */
+    int n_unknown;                 /* fields the table does not know (ignored unless strict) */
+    char unknown[SRV_UNKNOWN_CAP]; /* their names, comma-separated (truncated) */
 };
 
 /* The request table (api.c): one row per accepted JSON field.  Exposed
@@ -63,7 +76,8 @@ enum srv_field_type {
     SRV_F_I64,    /* int64_t / uint64_t bits, integral, in [lo, hi] */
     SRV_F_F32,    /* float in [lo, hi] ((lo, hi] with lo_open) */
     SRV_F_BOOL,   /* bool */
-    SRV_F_NOOP,   /* accepted only as null, false, 0 or `def` */
+    SRV_F_NOOP,   /* a field foliod knows but does not implement: accepted only as null,
+                     `def` (a number), or the boolean `def != 0`; else a 400 */
     SRV_F_CUSTOM, /* parsed by the row's function */
 };
 enum srv_field_hi { SRV_HI_CONST, SRV_HI_CTX, SRV_HI_VOCAB }; /* hi: the number, ctx_len, n_vocab */
@@ -121,12 +135,23 @@ void srv_api_error_set(struct srv_api_error *e, int status, const char *type, co
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} */
 void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e);
 
-/* POST /tokenize {"prompt": "text"[, "model"]}: *text (folio_free) gets
- * the prompt.  POST /detokenize {"tokens": [ids][, "model"]}: *ids
- * (folio_free) and *n.  0, or -EINVAL with err filled. */
-int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info *mi, char **text,
-                       struct srv_api_error *err);
+/* POST /tokenize {"prompt" | "content": "text"[, "model"][,
+ * "add_special_tokens" (vLLM) | "add_special" (llama-server): bool,
+ * default true: the model's BOS]}: *text (folio_free) gets the text.
+ * POST /detokenize {"tokens": [ids][, "model"]}: *ids (folio_free) and
+ * *n.  Other fields are counted in *n_unknown (and named in unknown, cap
+ * SRV_UNKNOWN_CAP bytes, may be NULL), as for completions.  0, or -EINVAL
+ * with err filled. */
+struct srv_tok_params {
+    char *text;       /* owned */
+    bool add_special; /* the model's BOS (and EOS if it adds one) */
+    int n_unknown;
+    char unknown[SRV_UNKNOWN_CAP];
+};
+int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                       struct srv_tok_params *tp, struct srv_api_error *err);
 int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_info *mi,
-                         int32_t **ids, int32_t *n, struct srv_api_error *err);
+                         int32_t **ids, int32_t *n, struct srv_tok_params *tp,
+                         struct srv_api_error *err);
 
 #endif

@@ -16,6 +16,10 @@
         return -EINVAL;                                                                            \
     } while (0)
 
+/* Counts one unknown field and appends prefix + name to names (comma
+ * separated, SRV_UNKNOWN_CAP bytes, truncated). */
+void srv__note_unknown(char *names, int *n, const char *prefix, const char *name);
+
 /* Appends one prompt (takes toks and text, which may be NULL, whatever
  * happens).  0, -EINVAL (too many prompts), -ENOMEM. */
 int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,

@@ -1,15 +1,20 @@
 /*
  * daemon/backend.c — scheduler + pager + a step function (see backend.h).
  *
- * Per request (struct br, the backend's half of an eng_req, r->priv): the
- * scheduler's id, whether `started` was sent, the finish reason the
- * scheduler reported, a failed flag (its step row failed), and the last
- * sampled token's logprobs when asked for.  It is freed at DONE, after
- * which `finished` hands the eng_req back to the server.
+ * Per scheduler request (struct br, r->priv of each of its engine
+ * requests): the scheduler's id, its engine requests (one per sample: the
+ * n choices of one prompt, forked after one prefill), whether `started`
+ * was sent, each sample's finish reason and last sampled token's
+ * logprobs, a failed flag (a step row failed: every sample ends with an
+ * error), and the ids the sampler bans before min_tokens (the stop set:
+ * end-of-generation ids unless ignore_eos, plus the request's stop ids,
+ * plus its own banned ids).  A sample's `finished` goes to the server at
+ * its FINISHED event; the br is freed at DONE (it touches no engine
+ * request then: the server may have freed them all).
  *
  * Logprobs: run() fills res[sample_row]; commit copies it into the
- * request's br before sched_step_commit, and the TOKEN event hands it to
- * the server through eng_req.lp (one sampled token per request per step,
+ * sample's slot before sched_step_commit, and the TOKEN event hands it to
+ * the server through eng_req.lp (one sampled token per sample per step,
  * so the copy is that token's).
  */
 #include "backend.h"
@@ -21,12 +26,52 @@
 #include "folio/common.h"
 
 struct br {
-    struct eng_req *r;
     uint64_t sid;
+    int32_t n;
     bool started, failed;
-    enum eng_finish why;
-    struct sampler_result res; /* the last sampled token's, when r->g.n_logprobs >= 0 */
+    struct eng_req **reqs;      /* [n] by sample index */
+    struct sampler_result *res; /* [n] the last sampled token's (logprobs) */
+    int32_t *stop, n_stop;      /* the stop set (the scheduler copies it) */
+    int32_t *ban, n_ban;        /* before min_tokens: g.sp.banned + the stop set */
 };
+
+static void br_free(struct br *q)
+{
+    if (!q)
+        return;
+    folio_free(q->reqs);
+    folio_free(q->res);
+    folio_free(q->stop);
+    folio_free(q->ban);
+    folio_free(q);
+}
+
+static int32_t br_sample_of(const struct br *q, const struct eng_req *r)
+{
+    for (int32_t i = 0; i < q->n; i++)
+        if (q->reqs[i] == r)
+            return i;
+    return -1;
+}
+
+const struct eng_req *eng_slice_req(const struct sched_slice *s, struct sampler_params *sp,
+                                    struct sampler_history *h)
+{
+    const struct br *q = s->sampling;
+    const struct eng_req *r = q->reqs[s->sample_index];
+    if (sp) {
+        *sp = r->g.sp;
+        if (s->token_index < r->g.min_tokens) {
+            sp->banned = q->ban;
+            sp->n_banned = q->n_ban;
+        }
+    }
+    if (h)
+        *h = (struct sampler_history){s->stream, s->n_prompt,
+                                      s->stream ? s->stream + s->n_prompt : NULL,
+                                      s->stream ? s->token_index : 0};
+    return r;
+}
 
 struct eng_backend {
     const struct srv_config *cfg;
@@ -54,28 +99,30 @@ static uint64_t fnv1a(const char *s)
 static void on_sched_event(void *ctx, const struct sched_event *e)
 {
     struct eng_backend *b = ctx;
-    struct eng_req *r = e->user;
-    struct br *q = r ? r->priv : NULL;
+    struct br *q = e->user;
     if (!q || !b->ev)
         return;
+    struct eng_req *r = e->sample >= 0 && e->sample < q->n ? q->reqs[e->sample] : NULL;
     switch (e->type) {
     case SCHED_EV_TOKEN:
-        r->lp = r->g.n_logprobs >= 0 ? &q->res : NULL;
+        r->lp = r->g.n_logprobs >= 0 ? &q->res[e->sample] : NULL;
+        r->cached_tokens = e->cached;
         b->ev->token(b->ev->user, r, e->token);
         r->lp = NULL;
         break;
-    case SCHED_EV_FINISHED:
-        q->why = e->reason == SCHED_FINISH_LENGTH  ? ENG_FINISH_LENGTH
-                 : e->reason == SCHED_FINISH_ABORT ? ENG_FINISH_ABORT
-                                                   : ENG_FINISH_STOP; /* EOS or a stop id */
-        break;
-    case SCHED_EV_DONE: {
-        enum eng_finish why = q->failed ? ENG_FINISH_ERROR : q->why;
-        folio_free(q);
+    case SCHED_EV_FINISHED: {
+        enum eng_finish why = q->failed                          ? ENG_FINISH_ERROR
+                              : e->reason == SCHED_FINISH_LENGTH ? ENG_FINISH_LENGTH
+                              : e->reason == SCHED_FINISH_ABORT
+                                  ? ENG_FINISH_ABORT
+                                  : ENG_FINISH_STOP; /* EOS, stop id */
         r->priv = NULL;
-        b->ev->finished(b->ev->user, r, why);
+        b->ev->finished(b->ev->user, r, why); /* the server may free r */
         break;
     }
+    case SCHED_EV_DONE:
+        br_free(q);
+        break;
     case SCHED_EV_PREEMPTED:
     case SCHED_EV_RESUMED:
         break;
@@ -89,36 +136,67 @@ static void be_info(void *p, struct eng_model_info *mi)
     mi->kind = b->step->kind;
 }
 
-static int be_submit(void *p, struct eng_req *r)
+/* Appends ids[0, n) not yet in set (set has room for them). */
+static void set_add(int32_t *set, int32_t *n_set, const int32_t *ids, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) {
+        int32_t k = 0;
+        while (k < *n_set && set[k] != ids[i])
+            k++;
+        if (k == *n_set)
+            set[(*n_set)++] = ids[i];
+    }
+}
+
+static int be_submit(void *p, struct eng_req **rs, int32_t n)
 {
     struct eng_backend *b = p;
+    const struct eng_gen *g = &rs[0]->g;
     struct br *q = folio_calloc(1, sizeof(*q));
     if (!q)
         return -ENOMEM;
-    q->r = r;
-    if (r->g.n_logprobs > SAMPLER_MAX_TOP)
-        r->g.n_logprobs = SAMPLER_MAX_TOP;
+    int32_t n_eog = g->ignore_eos ? 0 : b->n_eog;
+    q->n = n;
+    q->reqs = folio_calloc((size_t)n, sizeof(*q->reqs));
+    q->res = folio_calloc((size_t)n, sizeof(*q->res));
+    q->stop = folio_malloc(sizeof(int32_t) * (size_t)(n_eog + g->n_stop_ids + 1));
+    q->ban = folio_malloc(sizeof(int32_t) * (size_t)(n_eog + g->n_stop_ids + g->sp.n_banned + 1));
+    if (!q->reqs || !q->res || !q->stop || !q->ban) {
+        br_free(q);
+        return -ENOMEM;
+    }
+    set_add(q->stop, &q->n_stop, b->eog, n_eog);
+    set_add(q->stop, &q->n_stop, g->stop_ids, g->n_stop_ids);
+    set_add(q->ban, &q->n_ban, g->sp.banned, g->sp.n_banned);
+    set_add(q->ban, &q->n_ban, q->stop, q->n_stop);
+    for (int32_t i = 0; i < n; i++) {
+        q->reqs[i] = rs[i];
+        if (rs[i]->g.n_logprobs > SAMPLER_MAX_TOP)
+            rs[i]->g.n_logprobs = SAMPLER_MAX_TOP;
+    }
     struct sched_request_params sp = {
-        .prompt = r->prompt,
-        .n_prompt = r->n_prompt,
-        .max_tokens = r->g.max_tokens,
+        .prompt = rs[0]->prompt,
+        .n_prompt = rs[0]->n_prompt,
+        .max_tokens = g->max_tokens,
         .eos_id = b->eos_id,
-        .ignore_eos = r->g.ignore_eos,
-        .stop_ids = r->g.ignore_eos ? NULL : b->eog,
-        .n_stop = r->g.ignore_eos ? 0 : b->n_eog,
-        .n = 1,
-        .tenant = (uint32_t)r->tenant,
-        .sampling = r,
-        .user = r,
+        .ignore_eos = g->ignore_eos,
+        .stop_ids = q->stop,
+        .n_stop = q->n_stop,
+        .n = n,
+        .tenant = (uint32_t)rs[0]->tenant,
+        /* the API's priority runs lower first (as vLLM); the scheduler's higher */
+        .priority = -g->priority, /* the API's bounds keep this in range */
+        .sampling = q,
+        .user = q,
         .arrival_ns = folio_now_ns(),
     };
-    r->priv = q;
     int rc = sched_request_add(b->sched, &sp, &q->sid);
     if (rc) {
-        r->priv = NULL;
-        folio_free(q);
+        br_free(q);
         return rc == -E2BIG ? -EINVAL : rc;
     }
+    for (int32_t i = 0; i < n; i++)
+        rs[i]->priv = q;
     return 0;
 }
 
@@ -126,8 +204,9 @@ static void be_abort(void *p, struct eng_req *r)
 {
     struct eng_backend *b = p;
     struct br *q = r->priv;
-    if (q)
-        sched_request_abort(b->sched, q->sid);
+    int32_t i = q ? br_sample_of(q, r) : -1;
+    if (i >= 0)
+        sched_sample_abort(b->sched, q->sid, i);
 }
 
 static int be_plan(void *p, const struct eng_events *ev)
@@ -140,11 +219,11 @@ static int be_plan(void *p, const struct eng_events *ev)
     if (rc)
         return rc;
     for (int32_t i = 0; i < b->batch.mb.n_slices; i++) {
-        struct eng_req *r = b->batch.info[i].user;
-        struct br *q = r ? r->priv : NULL;
+        struct br *q = b->batch.info[i].user;
         if (q && !q->started) {
             q->started = true;
-            ev->started(ev->user, r);
+            for (int32_t k = 0; k < q->n; k++)
+                ev->started(ev->user, q->reqs[k]);
         }
     }
     return b->batch.mb.n_tokens > 0 ? b->batch.mb.n_tokens : 1;
@@ -164,8 +243,7 @@ static void be_commit(void *p, const struct eng_events *ev)
      * forward pass fails every row of the step. */
     for (int32_t i = 0; i < b->batch.mb.n_slices; i++) {
         const struct sched_slice *sl = &b->batch.info[i];
-        struct eng_req *r = sl->user;
-        struct br *q = r ? r->priv : NULL;
+        struct br *q = sl->user;
         if (b->slice_rc[i]) {
             if (q) {
                 q->failed = true;
@@ -173,8 +251,8 @@ static void be_commit(void *p, const struct eng_events *ev)
             }
             if (sl->sample_row >= 0)
                 b->sampled[sl->sample_row] = 0;
-        } else if (q && r->g.n_logprobs >= 0 && sl->sample_row >= 0)
-            q->res = b->res[sl->sample_row];
+        } else if (q && sl->sample_row >= 0 && q->reqs[sl->sample_index]->g.n_logprobs >= 0)
+            q->res[sl->sample_index] = b->res[sl->sample_row];
     }
     sched_step_commit(b->sched, b->sampled, b->batch.n_sample);
 }

@@ -13,11 +13,14 @@
  *   commit (loop)    sched_step_commit(sampled) → TOKEN / FINISHED / DONE
  *                    events, translated to eng_events
  *
- * One engine request (one choice of a completion) is one scheduler request
- * with n = 1; the batch's sched_slice.sampling points at its struct
- * eng_req, whose g.sp the step hands to the sampler.  Tenants: scheduler
- * tenant id = index in the config's tenant table.  End-of-generation ids
- * (eng_backend_set_step) are every request's stop ids unless ignore_eos.
+ * One submit (the n choices of one prompt) is one scheduler request with n
+ * samples: one prefill, then its pages forked n ways; sample i is engine
+ * request rs[i].  The batch's sched_slice.sampling is the backend's; a
+ * step function reads a sampling slice through eng_slice_req (the choice's
+ * engine request, its sampler parameters, its history for penalties).
+ * Tenants: scheduler tenant id = index in the config's tenant table.
+ * End-of-generation ids (eng_backend_set_step) are every request's stop
+ * ids unless ignore_eos, with the request's own stop ids (g.stop_ids).
  *
  * Threading: as engine.h; step->run runs on the engine thread and reads
  * only the batch.
@@ -52,6 +55,13 @@ struct eng_step {
     bool (*is_eog)(void *ctx, int32_t token);
     void (*free)(void *ctx);
 };
+
+/* Engine thread, for a sampling slice s of the batch in flight: its
+ * choice's engine request; *sp (may be NULL) gets its sampler parameters
+ * (g.sp, with the stop set banned while fewer than g.min_tokens tokens are
+ * generated); *h (may be NULL) its history: prompt ++ generated so far. */
+const struct eng_req *eng_slice_req(const struct sched_slice *s, struct sampler_params *sp,
+                                    struct sampler_history *h);
 
 /* Creates the pool (kv_mem / kv_blocks, block_size, kv_dtype from cfg) and
  * the scheduler (max_batch_tokens, max_seqs, tenants).  err gets a

@@ -151,6 +151,14 @@ static void ev_started(void *user, struct eng_req *r)
     srv_hist_observe(&s->queue, (double)(folio_now_ns() - ch->comp->t_arrival) * 1e-9);
 }
 
+static bool is_stop_id(const struct eng_gen *g, int32_t tok)
+{
+    for (int32_t i = 0; i < g->n_stop_ids; i++)
+        if (g->stop_ids[i] == tok)
+            return true;
+    return false;
+}
+
 static void ev_token(void *user, struct eng_req *r, int32_t tok)
 {
     struct srv *s = user;
@@ -188,7 +196,10 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
             ch->lps[ch->n_tokens] = (struct sampler_result){.token = tok, .logprob = NAN};
     }
     ch->tokens[ch->n_tokens++] = tok;
-    if (!comp->p.gen.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) {
+    if (ch->index % comp->p.n == 0 && ch->n_tokens == 1)
+        comp->cached_tokens += r->cached_tokens; /* each prompt once */
+    if ((!comp->p.gen.ignore_eos && s->ops->is_eog && s->ops->is_eog(s->backend, tok)) ||
+        is_stop_id(&comp->p.gen, tok)) {
         /* end of turn: counted, not shown; held UTF-8 bytes are released */
         text_flush(ch);
         ch->stopped = true; /* the backend ends it: EOG ids are its stop ids */
@@ -284,6 +295,11 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         comp_free(comp);
         return;
     }
+    if (srv_unknown_fields(s, c, chat ? "/v1/chat/completions" : "/v1/completions",
+                           comp->p.n_unknown, comp->p.unknown)) {
+        comp_free(comp);
+        return;
+    }
     const struct srv_tenant_cfg *tc = srv_auth_tenant_cfg(&s->auth, tenant);
     const char *tname = srv_auth_tenant_name(&s->auth, tenant);
     int n_choices = comp->p.n_prompts * comp->p.n;
@@ -323,7 +339,8 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         ch->er.tenant = tenant;
         srv_comp_req_init(&comp->p, i, seed, &ch->er);
         ch->er.user = ch;
-        comp->prompt_tokens += ch->er.n_prompt;
+        if (i % comp->p.n == 0)
+            comp->prompt_tokens += ch->er.n_prompt; /* the n choices share one prefill */
         if (tok_detok_new(NULL, (const char *const *)comp->p.stop, (size_t)comp->p.n_stop, 0,
                           &ch->dt)) {
             srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -334,8 +351,12 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         if (comp->p.echo)
             echo_prompt(ch, pi);
     }
-    for (int i = 0; i < n_choices; i++) {
-        int rc = srv_engine_submit(s->eng, &comp->ch[i].er);
+    /* one engine submit per prompt: its n choices fork from one prefill */
+    struct eng_req *group[SRV_MAX_N];
+    for (int i = 0; i < n_choices; i += comp->p.n) {
+        for (int k = 0; k < comp->p.n; k++)
+            group[k] = &comp->ch[i + k].er;
+        int rc = srv_engine_submit(s->eng, group, comp->p.n);
         if (rc) {
             comp->failed = true;
             for (int j = 0; j < i; j++) {
@@ -359,7 +380,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                 comp->n_live = i;
             return;
         }
-        comp->n_live++;
+        comp->n_live += comp->p.n;
     }
     s->tm[tenant].prompt_tokens += (double)comp->prompt_tokens;
     comp->conn = c;

@@ -100,6 +100,8 @@ static const struct opt opts[] = {
     {"log-level", OPT_ENUM, 0, 0, "info", "error|info|debug", F(log_level), "LEVEL",
      "stderr log verbosity", F(log_level_id)},
     {"config", OPT_STR, 0, 0, NULL, NULL, F(config), "FILE", "INI configuration file", 0},
+    {"strict-api", OPT_BOOL, 0, 0, NULL, NULL, F(strict_api), NULL,
+     "refuse request fields the API does not know (400) instead of ignoring them", 0},
     {"help", OPT_BOOL, 0, 0, NULL, NULL, F(help), NULL, "print this help and exit", 0},
     {"dump-config", OPT_BOOL, 0, 0, NULL, NULL, F(dump), NULL,
      "print the effective configuration as INI and exit", 0},

@@ -125,9 +125,9 @@ fail_free:
     return rc;
 }
 
-int srv_engine_submit(srv_engine_t *e, struct eng_req *r)
+int srv_engine_submit(srv_engine_t *e, struct eng_req **rs, int32_t n)
 {
-    int rc = e->ops->submit(e->b, r);
+    int rc = e->ops->submit(e->b, rs, n);
     if (!rc)
         uv_async_send(&e->async);
     return rc;

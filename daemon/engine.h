@@ -63,7 +63,13 @@ struct eng_gen {
     struct sampler_params sp; /* sp.bias: owned by the request description */
     int32_t max_tokens;
     bool ignore_eos;
-    int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    int32_t n_logprobs;           /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    struct sampler_penalties pen; /* applied to the logits before sampling */
+    int32_t min_tokens;           /* end-of-generation and stop ids banned before this many */
+    int32_t priority;             /* lower runs earlier, within the request's tenant only */
+    const int32_t *stop_ids;      /* [n_stop_ids] end the sequence too (owned by the request
+                                     description); shown as end-of-generation tokens are */
+    int32_t n_stop_ids;
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a
@@ -77,6 +83,9 @@ struct eng_req {
     /* Set by the backend only for the duration of a `token` event when
      * g.n_logprobs >= 0: that token's logprob and top-N.  NULL otherwise. */
     const struct sampler_result *lp;
+    /* Set by the backend with each `token` event: prompt tokens its first
+     * admission found in the prefix cache (not computed). */
+    int32_t cached_tokens;
     void *user; /* the server's */
     void *priv; /* the backend's */
 };
@@ -112,9 +121,12 @@ struct eng_stats {
 
 struct eng_backend_ops {
     void (*info)(void *b, struct eng_model_info *mi);
-    /* Queues r.  -EINVAL if it can never run (e.g. needs more KV blocks
-     * than the pool or its tenant may hold); no event is sent then. */
-    int (*submit)(void *b, struct eng_req *r);
+    /* Queues rs[0..n): n > 1 are the choices of one prompt, identical but
+     * for g.sp.seed: one prefill, then the pages are forked (shared,
+     * copy-on-write) n ways.  -EINVAL if it can never run (e.g. needs more
+     * KV blocks than the pool or its tenant may hold); no event is sent
+     * then.  abort() takes any one of them (the others go on). */
+    int (*submit)(void *b, struct eng_req **rs, int32_t n);
     void (*abort)(void *b, struct eng_req *r);
     /* Retires aborted requests (finished events) and plans the next step.
      * Returns the step's token count (> 0: call run then commit), 0 when
@@ -155,7 +167,7 @@ struct srv_engine_step_stats {
 int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backend_ops *ops,
                     void *backend, const struct eng_events *ev,
                     void (*on_step)(void *user, const struct srv_engine_step_stats *st));
-int srv_engine_submit(srv_engine_t *e, struct eng_req *r);
+int srv_engine_submit(srv_engine_t *e, struct eng_req **rs, int32_t n);
 void srv_engine_abort(srv_engine_t *e, struct eng_req *r);
 /* Joins the engine thread (after the current step) and closes the async
  * handle; frees e in the close callback; the backend is not freed. */

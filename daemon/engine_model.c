@@ -4,7 +4,9 @@
  * sampling row's token; the scheduler and the pager are the backend's.
  *
  *   run (engine thread)  model_forward(batch) → logits [n_sample][n_vocab]
- *                        → sampler_sample(&req->g.sp, ...) per sampling row
+ *                        → penalties (sampler_penalize over the row's
+ *                        history) → sampler_sample(eng_slice_req's params)
+ *                        per sampling row
  *                        (token_index keeps a preempted stream identical)
  *
  * The tokenizer: the model file's, or for the default model the
@@ -66,12 +68,18 @@ static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
         slice_rc[i] = rc;
         if (s->sample_row < 0 || rc)
             continue;
-        const struct eng_req *r = s->sampling;
+        struct sampler_params sp;
+        struct sampler_history h;
+        const struct eng_req *r = eng_slice_req(s, &sp, &h);
+        float *row = m->logits + (size_t)s->sample_row * m->hp.n_vocab;
         int32_t n_top = r->g.n_logprobs;
-        slice_rc[i] =
-            sampler_sample(&r->g.sp, m->logits + (size_t)s->sample_row * m->hp.n_vocab,
-                           m->hp.n_vocab, (uint64_t)s->token_index, m->work, n_top >= 0 ? n_top : 0,
-                           &sampled[s->sample_row], n_top >= 0 ? &res[s->sample_row] : NULL);
+        if (sampler_penalties_active(&r->g.pen) &&
+            (slice_rc[i] = sampler_penalize(&r->g.pen, &h, row, m->hp.n_vocab,
+                                            sampler_work_counts(m->work, m->hp.n_vocab))))
+            continue;
+        slice_rc[i] = sampler_sample(&sp, row, m->hp.n_vocab, (uint64_t)s->token_index, m->work,
+                                     n_top >= 0 ? n_top : 0, &sampled[s->sample_row],
+                                     n_top >= 0 ? &res[s->sample_row] : NULL);
     }
 }
 

@@ -6,8 +6,12 @@
  *                  "choices":[{"index","text","logprobs","finish_reason",
  *                  "token_ids"}],"usage":{...}}
  *   chat          {..."object":"chat.completion",..."choices":[{"index",
- *                  "message":{"role":"assistant","content"},"logprobs":null,
- *                  "finish_reason"}],"usage":{...}}
+ *                  "message":{"role":"assistant","content"},"logprobs":null |
+ *                  {"content":[{"token","logprob","bytes","top_logprobs":[...]}],
+ *                  "refusal":null},"finish_reason"}],"usage":{...}}
+ *   usage         {"prompt_tokens" (each prompt once, whatever n),
+ *                  "completion_tokens","total_tokens",
+ *                  "prompt_tokens_details":{"cached_tokens"}}
  *   stream chunk  data: {..."object":"text_completion" | "chat.completion.chunk",
  *                  "choices":[{... "text" | "delta":{"content"} ...}]}\n\n
  *
@@ -38,9 +42,9 @@ void srv_render_usage(struct srv_buf *b, const struct srv_comp *comp)
         gen += comp->ch[i].n_tokens;
     srv_buf_printf(b,
                    "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-                   "\"total_tokens\":%lld}",
+                   "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
                    (long long)comp->prompt_tokens, (long long)gen,
-                   (long long)(comp->prompt_tokens + gen));
+                   (long long)(comp->prompt_tokens + gen), (long long)comp->cached_tokens);
 }
 
 static void chunk_head(struct srv_buf *b, const struct srv_render *r, const struct srv_comp *comp)
@@ -125,6 +129,44 @@ void srv_render_logprobs(struct srv_buf *b, const struct srv_render *r, const st
     folio_free(offs);
 }
 
+/* One token as OpenAI's chat logprobs entry wants it: "token" (its text,
+ * invalid UTF-8 as U+FFFD), "bytes" (the raw bytes). */
+static void chat_token_json(struct srv_buf *b, const struct srv_render *r, int32_t tok)
+{
+    char bytes[256], clean[3 * 256];
+    int n = r->detok(r->detok_ctx, tok, bytes, sizeof(bytes));
+    size_t m = n > 0 ? folio_utf8_sanitize(bytes, (size_t)n, clean) : 0;
+    srv_buf_puts(b, "\"token\":");
+    srv_buf_json_str(b, clean, m);
+    srv_buf_puts(b, ",\"bytes\":[");
+    for (int i = 0; i < n; i++)
+        srv_buf_printf(b, i ? ",%u" : "%u", (unsigned)(unsigned char)bytes[i]);
+    srv_buf_puts(b, "]");
+}
+
+void srv_render_chat_logprobs(struct srv_buf *b, const struct srv_render *r,
+                              const struct srv_choice *ch, int32_t from, int32_t to)
+{
+    srv_buf_puts(b, "{\"content\":[");
+    for (int32_t i = from; i < to; i++) {
+        const struct sampler_result *lp = &ch->lps[i];
+        srv_buf_puts(b, i > from ? ",{" : "{");
+        chat_token_json(b, r, ch->tokens[i]);
+        srv_buf_puts(b, ",\"logprob\":");
+        logprob_num(b, lp->logprob);
+        srv_buf_puts(b, ",\"top_logprobs\":[");
+        for (int32_t k = 0; k < lp->n_top; k++) {
+            srv_buf_puts(b, k ? ",{" : "{");
+            chat_token_json(b, r, lp->top_ids[k]);
+            srv_buf_puts(b, ",\"logprob\":");
+            logprob_num(b, lp->top_logprobs[k]);
+            srv_buf_puts(b, "}");
+        }
+        srv_buf_puts(b, "]}");
+    }
+    srv_buf_puts(b, "],\"refusal\":null}");
+}
+
 void srv_render_stream_chunk(struct srv_buf *b, const struct srv_render *r,
                              const struct srv_comp *comp, const struct srv_choice *ch, size_t send,
                              bool role, bool final, bool with_prompt, int64_t *offset)
@@ -143,7 +185,12 @@ void srv_render_stream_chunk(struct srv_buf *b, const struct srv_render *r,
             srv_buf_puts(b, "\"content\":");
             srv_buf_json_str(b, ch->text.p, send);
         }
-        srv_buf_puts(b, "},\"logprobs\":null,\"finish_reason\":");
+        srv_buf_puts(b, "},\"logprobs\":");
+        if (comp->p.gen.n_logprobs >= 0 && ch->n_tokens > ch->sent_tokens)
+            srv_render_chat_logprobs(b, r, ch, ch->sent_tokens, ch->n_tokens);
+        else
+            srv_buf_puts(b, "null");
+        srv_buf_puts(b, ",\"finish_reason\":");
     } else {
         srv_buf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", ch->index);
         srv_buf_json_str(b, ch->text.p ? ch->text.p : "", send);
@@ -190,7 +237,12 @@ void srv_render_response(struct srv_buf *b, const struct srv_render *r, const st
             srv_buf_printf(b, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
                            i ? "," : "", i);
             srv_buf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
-            srv_buf_printf(b, "},\"logprobs\":null,\"finish_reason\":\"%s\"}", fin);
+            srv_buf_puts(b, "},\"logprobs\":");
+            if (comp->p.gen.n_logprobs >= 0)
+                srv_render_chat_logprobs(b, r, ch, 0, ch->n_tokens);
+            else
+                srv_buf_puts(b, "null");
+            srv_buf_printf(b, ",\"finish_reason\":\"%s\"}", fin);
             continue;
         }
         srv_buf_printf(b, "%s{\"index\":%d,\"text\":", i ? "," : "", i);

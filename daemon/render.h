@@ -40,6 +40,12 @@ void srv_render_usage(struct srv_buf *b, const struct srv_comp *comp);
 void srv_render_logprobs(struct srv_buf *b, const struct srv_render *r, const struct srv_choice *ch,
                          int32_t from, int32_t to, bool with_prompt, int64_t *offset);
 
+/* OpenAI's chat logprobs object for ch's generated tokens [from, to):
+ * {"content":[{"token","logprob","bytes","top_logprobs":[...]}],
+ * "refusal":null}. */
+void srv_render_chat_logprobs(struct srv_buf *b, const struct srv_render *r,
+                              const struct srv_choice *ch, int32_t from, int32_t to);
+
 /* The SSE event(s) of one stream chunk of ch: the first `send` bytes of
  * ch->text and tokens [ch->sent_tokens, ch->n_tokens).  role: a chat
  * choice's first chunk ({"role":"assistant"} delta before it); final:

@@ -1,6 +1,6 @@
 /*
  * daemon/routes.c — the route table ({method, path, handler}) and the
- * small routes: /v1/models, /health, /metrics, /v1/kv, /dashboard,
+ * small routes: /v1/models (and /v1/models/{id}), /health, /metrics, /v1/kv, /dashboard,
  * /tokenize, /detokenize.  The completion routes live in comp.c.  A path
  * that no row names is a 404; a known path with another method a 405
  * (with Allow).
@@ -60,19 +60,57 @@ static void respond_buf(struct http_conn *c, int status, const char *ctype, stru
     srv_buf_free(b);
 }
 
+/* Fields a request carried that foliod does not know: ignored (one debug
+ * line naming them, counted in /metrics), or with --strict-api a 400.
+ * Returns true when the request is refused (the error is sent). */
+bool srv_unknown_fields(struct srv *s, struct http_conn *c, const char *route, int n,
+                        const char *names)
+{
+    if (!n)
+        return false;
+    if (s->cfg->strict_api) {
+        struct srv_api_error e;
+        srv_api_error_set(&e, 400, "invalid_request_error", NULL, NULL,
+                          "unknown field%s '%s' (this server runs with --strict-api)",
+                          n > 1 ? "s" : "", names);
+        http_error(c, &e, NULL);
+        return true;
+    }
+    s->unknown_fields_total += n;
+    srv_log(SRV_LOG_DEBUG, "%s: ignored unknown field%s %s", route, n > 1 ? "s" : "", names);
+    return false;
+}
+
+/* The tokens the tokenizer puts before any text (BOS), found by
+ * tokenizing the empty text: dropped when a client asks for no special
+ * tokens. */
+static int32_t special_prefix(struct srv *s, const int32_t *ids, int32_t n)
+{
+    int32_t *pre = NULL, np = 0;
+    if (srv_tokenize_hook(s, "", 0, false, &pre, &np))
+        return 0;
+    int32_t k = np <= n && !memcmp(pre, ids, (size_t)np * sizeof(int32_t)) ? np : 0;
+    folio_free(pre);
+    return k;
+}
+
 static void route_tokenize(struct srv *s, struct http_conn *c, const struct http_request *rq,
                            const struct srv_caller *who)
 {
     (void)who;
     struct srv_api_error e;
-    char *text = NULL;
+    struct srv_tok_params tp;
     int32_t *ids = NULL, n = 0;
-    if (srv_tokenize_parse(rq->body, rq->body_len, &s->mi, &text, &e)) {
+    if (srv_tokenize_parse(rq->body, rq->body_len, &s->mi, &tp, &e)) {
         http_error(c, &e, NULL);
         return;
     }
-    int rc = srv_tokenize_hook(s, text, strlen(text), false, &ids, &n);
-    folio_free(text);
+    if (srv_unknown_fields(s, c, "/tokenize", tp.n_unknown, tp.unknown)) {
+        folio_free(tp.text);
+        return;
+    }
+    int rc = srv_tokenize_hook(s, tp.text, strlen(tp.text), false, &ids, &n);
+    folio_free(tp.text);
     if (rc) {
         srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL, "%s",
                           rc == -ENOSYS ? "this server has no tokenizer (token ids only)"
@@ -80,9 +118,10 @@ static void route_tokenize(struct srv *s, struct http_conn *c, const struct http
         http_error(c, &e, NULL);
         return;
     }
+    int32_t skip = tp.add_special ? 0 : special_prefix(s, ids, n);
     struct srv_buf b = {0};
-    srv_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n, s->mi.ctx_len);
-    srv_render_token_ids(&b, ids, n);
+    srv_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n - skip, s->mi.ctx_len);
+    srv_render_token_ids(&b, ids + skip, n - skip);
     srv_buf_puts(&b, "}\n");
     folio_free(ids);
     respond_buf(c, 200, "application/json", &b);
@@ -93,9 +132,14 @@ static void route_detokenize(struct srv *s, struct http_conn *c, const struct ht
 {
     (void)who;
     struct srv_api_error e;
+    struct srv_tok_params tp;
     int32_t *ids = NULL, n = 0;
-    if (srv_detokenize_parse(rq->body, rq->body_len, &s->mi, &ids, &n, &e)) {
+    if (srv_detokenize_parse(rq->body, rq->body_len, &s->mi, &ids, &n, &tp, &e)) {
         http_error(c, &e, NULL);
+        return;
+    }
+    if (srv_unknown_fields(s, c, "/detokenize", tp.n_unknown, tp.unknown)) {
+        folio_free(ids);
         return;
     }
     struct srv_buf text = {0};
@@ -107,8 +151,11 @@ static void route_detokenize(struct srv *s, struct http_conn *c, const struct ht
         http_error(c, &e, NULL);
         return;
     }
+    /* vLLM answers "prompt", llama-server "content": both */
     struct srv_buf b = {0};
     srv_buf_puts(&b, "{\"prompt\":");
+    srv_buf_json_str(&b, text.p ? text.p : "", text.len);
+    srv_buf_puts(&b, ",\"content\":");
     srv_buf_json_str(&b, text.p ? text.p : "", text.len);
     srv_buf_puts(&b, "}\n");
     srv_buf_free(&text);
@@ -127,19 +174,67 @@ static void route_chat(struct srv *s, struct http_conn *c, const struct http_req
     srv_comp_route(s, c, rq, who, true);
 }
 
+static void model_json(struct srv *s, struct srv_buf *b)
+{
+    srv_buf_puts(b, "{\"id\":");
+    srv_buf_json_str(b, s->mi.name, strlen(s->mi.name));
+    srv_buf_printf(b,
+                   ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
+                   "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}",
+                   (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
+                   s->mi.matmul ? s->mi.matmul : "none");
+}
+
 static void route_models(struct srv *s, struct http_conn *c, const struct http_request *rq,
                          const struct srv_caller *who)
 {
     (void)rq;
     (void)who;
     struct srv_buf b = {0};
-    srv_buf_printf(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    srv_buf_json_str(&b, s->mi.name, strlen(s->mi.name));
-    srv_buf_printf(&b,
-                   ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
-                   "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}]}\n",
-                   (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
-                   s->mi.matmul ? s->mi.matmul : "none");
+    srv_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    model_json(s, &b);
+    srv_buf_puts(&b, "]}\n");
+    respond_buf(c, 200, "application/json", &b);
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* GET /v1/models/{id} (the SDKs' models.retrieve): the id is the rest of
+ * the path, percent-decoded. */
+static void route_model(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                        const struct srv_caller *who)
+{
+    (void)who;
+    static const char prefix[] = "/v1/models/";
+    char id[256];
+    size_t n = 0;
+    for (size_t i = sizeof(prefix) - 1; i < rq->path_len && n + 1 < sizeof(id); i++) {
+        int hi, lo;
+        if (rq->url[i] == '%' && i + 2 < rq->path_len && (hi = hex_digit(rq->url[i + 1])) >= 0 &&
+            (lo = hex_digit(rq->url[i + 2])) >= 0) {
+            id[n++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else
+            id[n++] = rq->url[i];
+    }
+    id[n] = 0;
+    if (strlen(id) != n || strcmp(id, s->mi.name)) {
+        struct srv_api_error e;
+        srv_api_error_set(&e, 404, "NotFoundError", "model", "model_not_found",
+                          "The model '%.64s' does not exist (this server has '%s')",
+                          folio_utf8_valid(id, n) ? id : "?", s->mi.name);
+        http_error(c, &e, NULL);
+        return;
+    }
+    struct srv_buf b = {0};
+    model_json(s, &b);
+    srv_buf_puts(&b, "\n");
     respond_buf(c, 200, "application/json", &b);
 }
 
@@ -192,6 +287,7 @@ static const struct route {
     {HTTP_M_POST, "/v1/completions", SRV_ACCESS_TENANT, route_completions},
     {HTTP_M_POST, "/v1/chat/completions", SRV_ACCESS_TENANT, route_chat},
     {HTTP_M_GET, "/v1/models", SRV_ACCESS_TENANT, route_models},
+    {HTTP_M_GET, "/v1/models/", SRV_ACCESS_TENANT, route_model}, /* a prefix: /v1/models/{id} */
     {HTTP_M_GET, "/health", SRV_ACCESS_PUBLIC, route_health},
     {HTTP_M_GET, "/metrics", SRV_ACCESS_VIEW, route_metrics},
     {HTTP_M_GET, "/v1/kv", SRV_ACCESS_VIEW, route_kv},
@@ -205,10 +301,13 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
     struct srv *s = user;
     struct srv_api_error e;
     const struct route *r = NULL;
-    for (size_t i = 0; i < FOLIO_ARRAY_LEN(routes); i++)
-        if (strlen(routes[i].path) == rq->path_len &&
-            !strncmp(rq->url, routes[i].path, rq->path_len))
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(routes) && !r; i++) {
+        size_t n = strlen(routes[i].path);
+        bool prefix = routes[i].path[n - 1] == '/'; /* matches any longer path */
+        if ((n == rq->path_len || (prefix && rq->path_len > n)) &&
+            !strncmp(rq->url, routes[i].path, n))
             r = &routes[i];
+    }
     /* the caller first: an unknown path or a wrong method tells a refused
      * caller nothing either */
     struct srv_caller who;

@@ -72,7 +72,8 @@ struct srv_comp {
     int64_t created;
     int n_choices, n_live; /* n_live: choices the backend still holds */
     struct srv_choice *ch;
-    int64_t prompt_tokens;
+    int64_t prompt_tokens; /* each prompt once, whatever n */
+    int64_t cached_tokens; /* of prompt_tokens, found in the prefix cache */
     uint64_t t_arrival;
     bool headers_sent, failed;
 };
@@ -111,6 +112,7 @@ struct srv {
     struct srv_hist ttft, itl, e2e, queue, step, step_tokens;
     double steps_total;
     struct srv_tenant_metrics tm[SRV_TENANT_SLOTS]; /* by tenant slot (auth.h) */
+    double unknown_fields_total; /* request fields ignored (not known to the API) */
 };
 
 /* ---- server.c --------------------------------------------------------- */
@@ -128,6 +130,12 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
 /* The backend's tokenizer as api.c's srv_tokenize_fn (ctx: struct srv). */
 int srv_tokenize_hook(void *ctx, const char *text, size_t n, bool special, int32_t **out,
                       int32_t *n_out);
+
+/* Fields a request carried that foliod does not know (n of them, names
+ * comma-separated): counted and logged at debug, or with --strict-api
+ * refused with a 400 (sent on c).  True when refused. */
+bool srv_unknown_fields(struct srv *s, struct http_conn *c, const char *route, int n,
+                        const char *names);
 
 /* The text of token ids, as a stream would show it (UTF-8 completed
  * across tokens, invalid bytes as U+FFFD), appended to out.  -ENOMEM. */

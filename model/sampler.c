@@ -7,6 +7,7 @@
  *   work ─ l   [n_vocab] float    biased logits (banned and NaN -> -inf)
  *        ─ w   [n_vocab] float    exp((l - max) / T), 0 for -inf
  *        ─ idx [n_vocab] int32    ranked candidate ids (see below)
+ *        ─ aux [n_vocab] 4 bytes  typical_p's keys; sampler_penalize's counts
  *
  * Ranking is by (l descending, id ascending), a total order, so the kept
  * set, the draw and the top-N list are deterministic.  Two ways to rank:
@@ -22,7 +23,12 @@
  *     goes (see draw_bucketed).
  * Without a top-k or top-p cut nothing is ranked: the draw walks the
  * candidates in id order (the same distribution; u maps to a token through
- * the cumulative sum in id order instead of rank order).
+ * the cumulative sum in id order instead of rank order).  min_p or
+ * typical_p take a third way, draw_filtered: the survivors of those two
+ * cuts are listed and fully sorted (typical_p needs an order that is not
+ * the logits' anyway), then top-k / top-p / the draw walk them in rank
+ * order.  Its cost is the sort of the survivors, so min_p alone (which
+ * usually leaves few) stays cheap.
  *
  * The passes over the whole vocabulary (clean-up and max, exp weights and
  * their sum, the log-sum-exp) are branch-free with 16 partial sums, so the
@@ -47,7 +53,12 @@
 
 size_t sampler_work_size(int32_t n_vocab)
 {
-    return n_vocab > 0 ? (size_t)n_vocab * (2 * sizeof(float) + sizeof(int32_t)) : 0;
+    return n_vocab > 0 ? (size_t)n_vocab * (3 * sizeof(float) + sizeof(int32_t)) : 0;
+}
+
+int32_t *sampler_work_counts(void *work, int32_t n_vocab)
+{
+    return (int32_t *)((char *)work + (size_t)n_vocab * (2 * sizeof(float) + sizeof(int32_t)));
 }
 
 static uint64_t mix64(uint64_t z)
@@ -255,6 +266,105 @@ static int32_t draw_bucketed(struct ranker *r, const float *w, int32_t n_vocab, 
     return choice;
 }
 
+/* ---- min_p / typical_p: the survivors, fully sorted ------------------ */
+
+/* a before b in a filtered list: by key ascending (when key), then by
+ * rank (l descending, id ascending) */
+static inline int filt_before(const float *key, const float *l, int32_t a, int32_t b)
+{
+    if (key && key[a] != key[b])
+        return key[a] < key[b];
+    return better(l, a, b);
+}
+
+/* Heapsort of ids[0, n) by filt_before (no allocation, no callback
+ * context, deterministic: the order is total). */
+static void filt_sort(const float *key, const float *l, int32_t *ids, int32_t n)
+{
+    for (int32_t start = n / 2 - 1, end = n;;) {
+        int32_t i;
+        if (start >= 0)
+            i = start--;
+        else {
+            if (--end <= 0)
+                return;
+            int32_t t = ids[0];
+            ids[0] = ids[end];
+            ids[end] = t;
+            i = 0;
+        }
+        for (;;) { /* sift down: the "largest" (last in order) on top */
+            int32_t c = 2 * i + 1;
+            if (c >= end)
+                break;
+            if (c + 1 < end && filt_before(key, l, ids[c], ids[c + 1]))
+                c++;
+            if (!filt_before(key, l, ids[i], ids[c]))
+                break;
+            int32_t t = ids[c];
+            ids[c] = ids[i];
+            ids[i] = t;
+            i = c;
+        }
+    }
+}
+
+/* The draw when min_p or typical_p is on.  w[i] = exp((l_i - max) / T)
+ * (so w = p_i / max p), 0 for -inf.  Survivors of min_p go to idx; with
+ * typical_p they are ordered by |-ln p - H| and cut to typical_p of their
+ * mass; then ranked, cut by top_k and top_p (of the survivors' mass) and
+ * drawn with u in rank order. */
+static int32_t draw_filtered(const struct sampler_params *p, const float *l, const float *w,
+                             int32_t *idx, float *key, int32_t n_vocab, double u)
+{
+    const float min_p = p->min_p > 0 ? p->min_p : 0;
+    int32_t n = 0;
+    double mass = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (w[i] > 0 && w[i] >= min_p) {
+            idx[n++] = i;
+            mass += w[i];
+        }
+    /* the max always survives (w = 1), so n >= 1 */
+    if (p->typical_p > 0 && p->typical_p < 1 && n > 1) {
+        double s = 0; /* sum w ln w */
+        for (int32_t k = 0; k < n; k++)
+            s += (double)w[idx[k]] * log((double)w[idx[k]]);
+        const double lnm = log(mass), h = lnm - s / mass; /* entropy of w / mass */
+        for (int32_t k = 0; k < n; k++)
+            key[idx[k]] = (float)fabs(lnm - log((double)w[idx[k]]) - h);
+        filt_sort(key, l, idx, n);
+        double acc = 0;
+        int32_t kept = 0;
+        while (kept < n) {
+            acc += w[idx[kept++]];
+            if (acc >= (double)p->typical_p * mass)
+                break;
+        }
+        n = kept;
+        mass = acc;
+    }
+    filt_sort(NULL, l, idx, n);
+    if (p->top_k > 0 && p->top_k < n)
+        n = p->top_k;
+    const int cut_p = p->top_p > 0 && p->top_p < 1;
+    double acc = 0;
+    int32_t kept = 0;
+    while (kept < n) {
+        acc += w[idx[kept++]];
+        if (cut_p && acc >= (double)p->top_p * mass)
+            break;
+    }
+    double target = u * acc;
+    acc = 0;
+    for (int32_t k = 0; k < kept; k++) {
+        acc += w[idx[k]];
+        if (target < acc)
+            return idx[k];
+    }
+    return idx[kept - 1]; /* rounding */
+}
+
 int sampler_sample(const struct sampler_params *p, const float *logits, int32_t n_vocab, uint64_t t,
                    void *work, int32_t n_top, int32_t *token, struct sampler_result *res)
 {
@@ -304,7 +414,8 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
     const int greedy = p->temperature == 0;
     const int cut_k = p->top_k > 0 && p->top_k < n_vocab;
     const int cut_p = p->top_p > 0 && p->top_p < 1;
-    const int draw_ranked = !greedy && (cut_k || cut_p);
+    const int filtered = (p->min_p > 0 && p->min_p <= 1) || (p->typical_p > 0 && p->typical_p < 1);
+    const int draw_ranked = !greedy && !filtered && (cut_k || cut_p);
     const int small_k = cut_k && p->top_k <= SELECT_MAX;
     const int want_top = res && n_top > 0;
     struct ranker r = {.l = l, .idx = idx};
@@ -320,7 +431,10 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
     if (!greedy) {
         z = exp_sum(l, w, n_vocab, mx, inv_t);
         const double u = sampler_uniform(p->seed, t);
-        if (!draw_ranked) {
+        if (filtered) {
+            choice = draw_filtered(p, l, w, idx, (float *)sampler_work_counts(work, n_vocab),
+                                   n_vocab, u);
+        } else if (!draw_ranked) {
             /* no cut: walk the ids in order, no ranking needed */
             double target = u * z, acc = 0;
             for (i = 0; i < n_vocab; i++) {

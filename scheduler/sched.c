@@ -5,8 +5,9 @@
  * Data layout:
  *
  *   sched ─┬─ table: open-addressing hash, request id -> struct req
- *          ├─ running:   req <-> req <-> ...  most protected first
- *          │             (priority desc, admit_seq asc)
+ *          ├─ running:   req <-> req <-> ...  admission order (admit_seq
+ *          │             asc; priority protects only from one's own
+ *          │             tenant: pick_victim)
  *          ├─ preempted: req <-> ...          (priority desc, admit_seq asc)
  *          ├─ tenants[]: config, vtc, waiting list (priority desc, id asc),
  *          │             per-queue counts, stats
@@ -52,6 +53,7 @@ struct sample {
     int32_t step_n;  /* tokens of this sample in the step in flight */
     pager_seq_t *seq;
     enum sched_finish_reason fin;
+    bool aborted; /* sched_sample_abort: finish at the next reclaim */
 };
 
 struct req {
@@ -66,6 +68,8 @@ struct req {
     int32_t eos_id, n_stop;
     int32_t *stop_ids;
     bool ignore_eos, forked, aborted, ever_admitted, done_pending;
+    bool sample_aborts; /* some sample is marked aborted, not yet reclaimed */
+    int32_t cached;     /* prefix-cache hit of the first admission (sample 0) */
     const void *sampling;
     void *user;
     uint64_t arrival_ns;
@@ -184,6 +188,16 @@ static void list_insert_admitted(struct list *l, struct req *r)
 {
     struct req *p = l->tail;
     while (p && before(r->priority, r->admit_seq, p->priority, p->admit_seq))
+        p = p->prev;
+    list_insert_after(l, p, r);
+}
+
+/* Running requests: admission order only (tenant-neutral: a priority
+ * must not put one tenant's requests ahead of another's in a step). */
+static void list_insert_running(struct list *l, struct req *r)
+{
+    struct req *p = l->tail;
+    while (p && r->admit_seq < p->admit_seq)
         p = p->prev;
     list_insert_after(l, p, r);
 }
@@ -515,6 +529,28 @@ int sched_request_abort(sched_t *s, uint64_t id)
     return 0;
 }
 
+int sched_sample_abort(sched_t *s, uint64_t id, int32_t sample)
+{
+    struct req *r = table_find(s, id);
+    if (!r)
+        return -ENOENT;
+    if (sample < 0 || sample >= r->n)
+        return -EINVAL;
+    struct sample *sm = &r->samples[sample];
+    if (sm->fin != SCHED_FINISH_NONE || sm->aborted || r->aborted)
+        return 0;
+    sm->aborted = true;
+    bool all = true;
+    for (int32_t i = 0; i < r->n; i++)
+        all &= r->samples[i].fin != SCHED_FINISH_NONE || r->samples[i].aborted;
+    if (all)
+        return sched_request_abort(s, id);
+    if (!r->sample_aborts)
+        s->n_aborted++;
+    r->sample_aborts = true;
+    return 0;
+}
+
 /* ---- retiring --------------------------------------------------------- */
 
 static void sample_release(sched_t *s, struct req *r, struct sample *sm)
@@ -581,12 +617,30 @@ static void req_abort_now(sched_t *s, struct req *r)
     req_done(s, r);
 }
 
+/* Reclaims the samples marked by sched_sample_abort; an unforked request
+ * keeps its marks until the fork (counted again in n_aborted). */
+static void reap_samples(sched_t *s, struct req *r)
+{
+    if (!r->forked) {
+        s->n_aborted++;
+        return;
+    }
+    r->sample_aborts = false;
+    for (int32_t i = 0; i < r->n; i++)
+        if (r->samples[i].aborted && r->samples[i].fin == SCHED_FINISH_NONE)
+            sample_finish(s, r, i, SCHED_FINISH_ABORT);
+    if (r->n_live == 0)
+        req_done(s, r);
+}
+
 static void reap_list(sched_t *s, struct list *l)
 {
     for (struct req *r = l->head, *nx; r; r = nx) {
         nx = r->next;
         if (r->aborted)
             req_abort_now(s, r);
+        else if (r->sample_aborts)
+            reap_samples(s, r);
     }
 }
 
@@ -642,6 +696,37 @@ static bool tenant_blocks_ok(const sched_t *s, const struct tenant *t, int64_t n
     return !t->cfg.max_kv_blocks || t->kv_blocks + need <= t->cfg.max_kv_blocks;
 }
 
+/* v may be preempted for r: priority counts only between requests of one
+ * tenant; across tenants the later admission is the less protected (a
+ * tenant's priorities never take pages from another tenant). */
+static bool less_protected(const struct req *v, const struct req *r)
+{
+    if (v->tenant == r->tenant)
+        return before(r->priority, r->admit_seq, v->priority, v->admit_seq);
+    return v->admit_seq > r->admit_seq;
+}
+
+/* The victim for r: among the running requests less protected than r with
+ * nothing in this step (only r's tenant's when own_tenant), the tenant of
+ * the most recent admission loses, and within it the request with the
+ * lowest priority (the most recent among equals).  NULL: none. */
+static struct req *pick_victim(sched_t *s, const struct req *r, bool own_tenant)
+{
+    struct req *latest = NULL, *victim = NULL;
+    for (struct req *v = s->running.head; v; v = v->next)
+        if (v != r && v->step_mark != s->step_no && (!own_tenant || v->tenant == r->tenant) &&
+            less_protected(v, r) && (!latest || v->admit_seq > latest->admit_seq))
+            latest = v;
+    if (!latest)
+        return NULL;
+    for (struct req *v = s->running.head; v; v = v->next)
+        if (v->tenant == latest->tenant && v != r && v->step_mark != s->step_no &&
+            less_protected(v, r) &&
+            (!victim || before(victim->priority, victim->admit_seq, v->priority, v->admit_seq)))
+            victim = v;
+    return victim;
+}
+
 /* Makes `need` blocks available to running request r, which has nothing
  * in the step yet, by preempting less protected running requests that have
  * nothing in the step either (least protected first; only r's tenant's when
@@ -654,15 +739,7 @@ static int make_room(sched_t *s, struct req *r, int32_t need, int *preempted)
         bool ten_ok = tenant_blocks_ok(s, t, need);
         if (pool_ok && ten_ok)
             return 0;
-        struct req *victim = NULL;
-        for (struct req *v = s->running.tail; v && v != r; v = v->prev) {
-            if (v->step_mark == s->step_no)
-                continue;
-            if (!ten_ok && v->tenant != r->tenant)
-                continue;
-            victim = v;
-            break;
-        }
+        struct req *victim = pick_victim(s, r, !ten_ok);
         enum sched_preempt_reason why =
             ten_ok ? SCHED_PREEMPT_NO_BLOCKS : SCHED_PREEMPT_TENANT_LIMIT;
         (*preempted)++;
@@ -718,6 +795,8 @@ static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
         .token_index = sample ? sm->len - r->n_prompt : -1,
         .sample_row = sample ? s->n_sample++ : -1,
         .prefill = !decode,
+        .stream = sample ? sm->stream : NULL,
+        .n_prompt = r->n_prompt,
     };
     s->refs[k] = (struct ref){r, i};
     s->n_tokens += n;
@@ -874,6 +953,8 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
             return ADMIT_NO_ROOM;
         }
         sm->computed = hit;
+        if (!r->ever_admitted && i == 0)
+            r->cached = hit;
     }
     if (fork_due(r)) {
         int rc = req_fork(s, r, &fork_blocks);
@@ -938,7 +1019,7 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
     }
     r->queue = Q_RUNNING;
     r->admit_seq = ++s->admit_counter;
-    list_insert_admitted(&s->running, r);
+    list_insert_running(&s->running, r);
     t->n_running++;
     s->running_seqs += r->n_live;
     t->running_seqs += r->n_live;
@@ -986,11 +1067,21 @@ static struct tenant *pick_tenant(sched_t *s)
 static int admit(sched_t *s, int32_t *n_admitted)
 {
     int err = 0;
-    /* resume first, in order; a tenant at its limit is skipped */
-    for (struct req *r = s->preempted.head, *nx; r; r = nx) {
-        nx = r->next;
-        if (s->tenants[r->tenant].skip_step == s->step_no)
-            continue;
+    /* resume first: the earliest admission among the tenants not skipped,
+     * or rather its tenant's highest-priority preempted request (priority
+     * orders a tenant's own requests only); a tenant at its limit is
+     * skipped */
+    for (;;) {
+        struct req *r = NULL, *first = NULL;
+        for (struct req *v = s->preempted.head; v; v = v->next)
+            if (s->tenants[v->tenant].skip_step != s->step_no &&
+                (!first || v->admit_seq < first->admit_seq))
+                first = v;
+        if (!first)
+            break;
+        for (struct req *v = s->preempted.head; v && !r; v = v->next)
+            if (v->tenant == first->tenant)
+                r = v; /* the list is by priority, then admission */
         enum admit_result res = try_admit(s, r, &err);
         if (err)
             return err;
@@ -1212,7 +1303,7 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
         sm->computed = sl->first_pos + sl->n_tokens;
         sm->step_n = 0;
         pager_seq_mark_computed(s->pg, sm->seq, sm->computed);
-        if (!sl->sample || r->aborted)
+        if (!sl->sample || r->aborted || sm->aborted)
             continue;
         int32_t tok = sampled[s->info[k].sample_row];
         sm->stream[sm->len++] = tok;
@@ -1227,6 +1318,7 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
                 .sample = i,
                 .token = tok,
                 .token_index = sm->len - r->n_prompt - 1,
+                .cached = r->cached,
                 .tenant = t->cfg.id,
             };
             s->cfg.on_event(s->cfg.event_ctx, &ev);
@@ -1369,7 +1461,7 @@ int sched_check(const sched_t *s, char *msg, size_t len)
     int32_t seqs = 0;
     const struct req *prev = NULL;
     for (const struct req *r = s->running.head; r; prev = r, r = r->next) {
-        if (prev && before(r->priority, r->admit_seq, prev->priority, prev->admit_seq))
+        if (prev && r->admit_seq < prev->admit_seq)
             return fail(msg, len, "running list out of order at %llu", (unsigned long long)r->id);
         seqs += r->n_live;
         int32_t live = 0;

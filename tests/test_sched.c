@@ -320,6 +320,74 @@ static void test_preempt_most_recent(void **state)
     h_free(&h);
 }
 
+/* Priority never crosses tenants: a later admission of another tenant
+ * with a higher priority is still the victim when pages run out (within
+ * one tenant the lower priority would go: test_preempt_recompute). */
+static void test_preempt_priority_per_tenant(void **state)
+{
+    (void)state;
+    struct harness h;
+    struct sched_config c = base_cfg(256, 8);
+    h_init(&h, 12, 8, &c);
+    int first = add_simple(&h, 30, 40, 1, 0, 1);
+    assert_int_equal(h_step(&h), 0);
+    int other = add_simple(&h, 30, 40, 2, 100, 2);
+    h_drain(&h, 1000);
+    assert_int_equal(h.reqs[first].preempts, 0);
+    assert_true(h.reqs[other].preempts >= 1);
+    assert_matches_alone(&h, &h.reqs[first]);
+    assert_matches_alone(&h, &h.reqs[other]);
+    h_free(&h);
+}
+
+static int add_n(struct harness *h, int32_t n_prompt, int32_t max_tokens, int32_t n,
+                 uint32_t tenant, uint64_t seed)
+{
+    int32_t prompt[1024];
+    h_prompt(prompt, n_prompt, seed, h->vocab);
+    struct h_params p = {.prompt = prompt,
+                         .n_prompt = n_prompt,
+                         .max_tokens = max_tokens,
+                         .n = n,
+                         .tenant = tenant,
+                         .eos_id = -1,
+                         .seed = seed};
+    return h_add(h, &p);
+}
+
+/* One sample of n = 3 aborted: it finishes with ABORT and frees its pages
+ * at the next reclaim, the others run on (aborted before the fork, it waits
+ * for the fork); aborting the rest ends the request. */
+static void test_sample_abort(void **state)
+{
+    (void)state;
+    struct harness h;
+    struct sched_config c = base_cfg(256, 8);
+    h_init(&h, 64, 16, &c);
+    int a = add_simple(&h, 20, 30, 1, 0, 1);
+    uint64_t id = h.reqs[a].id;
+    assert_int_equal(sched_sample_abort(h.s, id, 5), -EINVAL);
+    assert_int_equal(sched_sample_abort(h.s, id + 99, 0), -ENOENT);
+    int b = add_n(&h, 20, 30, 3, 1, 2);
+    uint64_t bid = h.reqs[b].id;
+    assert_int_equal(sched_sample_abort(h.s, bid, 1), 0); /* before the fork */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(h_step(&h), 0);
+    assert_int_equal(h.reqs[b].fin[1], SCHED_FINISH_ABORT);
+    assert_int_equal(h.reqs[b].fin[0], SCHED_FINISH_NONE);
+    int32_t got1 = h.reqs[b].n_gen[1];
+    assert_int_equal(sched_sample_abort(h.s, bid, 0), 0);
+    assert_int_equal(sched_sample_abort(h.s, bid, 2), 0); /* the last live one: request abort */
+    h_drain(&h, 1000);
+    assert_true(h.reqs[b].done && h.reqs[a].done);
+    assert_int_equal(h.reqs[b].fin[0], SCHED_FINISH_ABORT);
+    assert_int_equal(h.reqs[b].fin[2], SCHED_FINISH_ABORT);
+    assert_int_equal(h.reqs[b].n_gen[1], got1);
+    assert_int_equal(h.reqs[a].fin[0], SCHED_FINISH_LENGTH);
+    assert_pool_empty(&h);
+    h_free(&h);
+}
+
 /* n = 3: the prompt is prefilled once (all but its last token), forked,
  * and each sample computes the last token and samples its own stream. */
 static void test_parallel_samples(void **state)
@@ -609,6 +677,8 @@ int main(void)
         cmocka_unit_test(test_tenant_limits),
         cmocka_unit_test(test_vtc),
         cmocka_unit_test(test_priority_order),
+        cmocka_unit_test(test_preempt_priority_per_tenant),
+        cmocka_unit_test(test_sample_abort),
         cmocka_unit_test(test_limits_under_load),
         cmocka_unit_test(test_maxlen_policy),
         cmocka_unit_test(test_bad_params),

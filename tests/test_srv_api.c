@@ -130,7 +130,6 @@ static void test_bad_bodies(void **state)
         {"{\"prompt\":[1],\"ignore_eos\":1}", 400, "ignore_eos"},
         {"{\"prompt\":[1],\"stream\":\"yes\"}", 400, "stream"},
         {"{\"prompt\":[1],\"stream_options\":{\"include_usage\":true}}", 400, "stream_options"},
-        {"{\"prompt\":[1],\"stream\":true,\"stream_options\":{\"x\":1}}", 400, "stream_options"},
         {"{\"prompt\":[1],\"stream\":true,\"stream_options\":3}", 400, "stream_options"},
         {"{\"prompt\":[1],\"logit_bias\":[1]}", 400, "logit_bias"},
         {"{\"prompt\":[1],\"logit_bias\":{\"a\":1}}", 400, "logit_bias"},
@@ -139,9 +138,21 @@ static void test_bad_bodies(void **state)
         {"{\"prompt\":[1],\"echo\":1}", 400, "echo"},
         {"{\"prompt\":[1],\"logprobs\":21}", 400, "logprobs"},
         {"{\"prompt\":[1],\"logprobs\":true}", 400, "logprobs"},
-        {"{\"prompt\":[1],\"messages\":[]}", 400, NULL},
         {"{\"prompt\":[1],\"best_of\":2}", 400, "best_of"},
-        {"{\"prompt\":[1],\"frobnicate\":1}", 400, NULL},
+        {"{\"prompt\":[1],\"min_p\":1.5}", 400, "min_p"},
+        {"{\"prompt\":[1],\"typical_p\":0}", 400, "typical_p"},
+        {"{\"prompt\":[1],\"presence_penalty\":3}", 400, "presence_penalty"},
+        {"{\"prompt\":[1],\"frequency_penalty\":\"1\"}", 400, "frequency_penalty"},
+        {"{\"prompt\":[1],\"repetition_penalty\":0}", 400, "repetition_penalty"},
+        {"{\"prompt\":[1],\"repeat_last_n\":-2}", 400, "repeat_last_n"},
+        {"{\"prompt\":[1],\"stop_token_ids\":[100]}", 400, "stop_token_ids"},
+        {"{\"prompt\":[1],\"stop_token_ids\":5}", 400, "stop_token_ids"},
+        {"{\"prompt\":[1],\"min_tokens\":20}", 400, "min_tokens"},
+        {"{\"prompt\":[1],\"priority\":1e7}", 400, "priority"},
+        {"{\"prompt\":[1],\"response_format\":{\"type\":\"json_object\"}}", 400, "response_format"},
+        {"{\"prompt\":[1],\"use_beam_search\":true}", 400, "use_beam_search"},
+        {"{\"prompt\":[1],\"skip_special_tokens\":false}", 400, "skip_special_tokens"},
+        {"{\"prompt\":[1],\"mirostat\":2}", 400, "mirostat"},
         {"{\"prompt\":[1],\"user\":5}", 400, "user"},
         {"{\"prompt\":[1],\"model\":5}", 400, "model"},
         {"{\"prompt\":[1],\"model\":\"other\"}", 404, "model"},
@@ -294,9 +305,10 @@ static void test_chat_bad(void **state)
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", "messages"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", "messages"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}", "messages"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"prompt\":\"x\"}", NULL},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"echo\":true}", "echo"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true}", "logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"top_logprobs\":21}",
+         "top_logprobs"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":3}", "logprobs"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_completion_tokens\":0}",
          "max_completion_tokens"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":150}", "max_tokens"},
@@ -427,31 +439,114 @@ static void test_tokenize_bodies(void **state)
 {
     (void)state;
     struct srv_api_error e;
-    char *text;
+    struct srv_tok_params tp;
     int32_t *ids, n;
     const char *b = "{\"prompt\":\"x y\",\"model\":\"m\"}";
-    assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &text, &e), 0);
-    assert_string_equal(text, "x y");
-    folio_free(text);
-    const char *bad_tok[] = {"{}", "{\"prompt\":5}", "{\"prompt\":\"a\",\"z\":1}", "[", "\"s\""};
+    assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &tp, &e), 0);
+    assert_string_equal(tp.text, "x y");
+    assert_true(tp.add_special);
+    assert_int_equal(tp.n_unknown, 0);
+    folio_free(tp.text);
+    /* llama-server's spelling and flag; vLLM's flag; unknown fields listed */
+    b = "{\"content\":\"ab\",\"add_special\":false,\"with_pieces\":true}";
+    assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &tp, &e), 0);
+    assert_string_equal(tp.text, "ab");
+    assert_false(tp.add_special);
+    assert_int_equal(tp.n_unknown, 1);
+    assert_string_equal(tp.unknown, "with_pieces");
+    folio_free(tp.text);
+    b = "{\"prompt\":\"ab\",\"add_special_tokens\":false}";
+    assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &tp, &e), 0);
+    assert_false(tp.add_special);
+    folio_free(tp.text);
+    const char *bad_tok[] = {"{}", "{\"prompt\":5}", "{\"content\":5}",
+                             "[",  "\"s\"",          "{\"prompt\":\"a\",\"add_special\":1}"};
     for (size_t i = 0; i < sizeof(bad_tok) / sizeof(bad_tok[0]); i++) {
-        assert_int_equal(srv_tokenize_parse(bad_tok[i], strlen(bad_tok[i]), &mi, &text, &e),
-                         -EINVAL);
+        assert_int_equal(srv_tokenize_parse(bad_tok[i], strlen(bad_tok[i]), &mi, &tp, &e), -EINVAL);
         assert_int_equal(e.status, 400);
-        assert_null(text);
+        assert_null(tp.text);
     }
-    b = "{\"tokens\":[1,2,99]}";
-    assert_int_equal(srv_detokenize_parse(b, strlen(b), &mi, &ids, &n, &e), 0);
+    b = "{\"tokens\":[1,2,99],\"add_special_tokens\":true,\"x\":1}";
+    assert_int_equal(srv_detokenize_parse(b, strlen(b), &mi, &ids, &n, &tp, &e), 0);
     assert_int_equal(n, 3);
     assert_int_equal(ids[2], 99);
+    assert_int_equal(tp.n_unknown, 1);
     folio_free(ids);
     const char *bad_det[] = {"{\"tokens\":[100]}", "{\"tokens\":[-1]}", "{\"tokens\":\"1\"}",
                              "{\"tokens\":[1.5]}", "{\"model\":\"x\",\"tokens\":[1]}"};
     for (size_t i = 0; i < sizeof(bad_det) / sizeof(bad_det[0]); i++) {
-        assert_int_equal(srv_detokenize_parse(bad_det[i], strlen(bad_det[i]), &mi, &ids, &n, &e),
-                         -EINVAL);
+        assert_int_equal(
+            srv_detokenize_parse(bad_det[i], strlen(bad_det[i]), &mi, &ids, &n, &tp, &e), -EINVAL);
         assert_true(e.status == 400 || e.status == 404);
         assert_null(ids);
+    }
+}
+
+/* Fields the table does not know are listed, not refused; known ones of
+ * other servers (llama-server's repeat_penalty, vLLM's stop_token_ids) land
+ * where foliod's own do; chat logprobs map to the engine's top-N. */
+static void test_unknown_and_foreign_fields(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    const char *b = "{\"prompt\":[1],\"store\":false,\"metadata\":{\"a\":1},\"cache_prompt\":true,"
+                    "\"stream\":true,\"stream_options\":{\"include_usage\":true,\"x\":1},"
+                    "\"repeat_penalty\":1.3,\"repeat_last_n\":-1,\"stop_token_ids\":[4,5],"
+                    "\"min_tokens\":2,\"min_p\":0.1,\"typical_p\":0.5,\"priority\":-3,"
+                    "\"frequency_penalty\":0.5,\"presence_penalty\":-1,\"max_completion_tokens\":9,"
+                    "\"response_format\":{\"type\":\"text\"},\"skip_special_tokens\":true}";
+    assert_int_equal(parse(b, &p, &e), 0);
+    assert_int_equal(p.n_unknown, 4);
+    assert_string_equal(p.unknown, "store,metadata,cache_prompt,stream_options.x");
+    assert_true(p.gen.pen.repetition == 1.3f && p.gen.pen.repeat_last_n == -1);
+    assert_true(p.gen.pen.frequency == 0.5f && p.gen.pen.presence == -1.0f);
+    assert_true(p.gen.sp.min_p == 0.1f && p.gen.sp.typical_p == 0.5f);
+    assert_int_equal(p.gen.n_stop_ids, 2);
+    assert_int_equal(p.gen.stop_ids[1], 5);
+    assert_int_equal(p.gen.min_tokens, 2);
+    assert_int_equal(p.gen.priority, -3);
+    assert_int_equal(p.gen.max_tokens, 9);
+    assert_true(p.include_usage);
+    struct eng_req er;
+    srv_comp_req_init(&p, 0, 0, &er);
+    assert_ptr_equal(er.g.stop_ids, p.stop_ids);
+    srv_comp_params_free(&p);
+    /* defaults: neutral */
+    assert_int_equal(parse("{\"prompt\":[1]}", &p, &e), 0);
+    assert_int_equal(p.n_unknown, 0);
+    assert_true(p.gen.pen.repetition == 1 && p.gen.pen.presence == 0 && p.gen.pen.frequency == 0);
+    assert_int_equal(p.gen.pen.repeat_last_n, 64);
+    assert_true(p.gen.sp.min_p == 0 && p.gen.sp.typical_p == 1);
+    assert_int_equal(p.gen.n_stop_ids, 0);
+    srv_comp_params_free(&p);
+    /* many unknown names: counted, the list truncated */
+    char big[4096] = "{\"prompt\":[1]";
+    for (int i = 0; i < 60; i++)
+        snprintf(big + strlen(big), sizeof(big) - strlen(big), ",\"field_%02d\":1", i);
+    strcat(big, "}");
+    assert_int_equal(parse(big, &p, &e), 0);
+    assert_int_equal(p.n_unknown, 60);
+    assert_true(strlen(p.unknown) < SRV_UNKNOWN_CAP);
+    srv_comp_params_free(&p);
+    /* chat logprobs */
+    const char *m = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char body[256];
+    static const struct {
+        const char *extra;
+        int32_t want;
+    } lp[] = {{"", -1},
+              {",\"logprobs\":false", -1},
+              {",\"logprobs\":true", 0},
+              {",\"logprobs\":true,\"top_logprobs\":5", 5},
+              {",\"top_logprobs\":3", 3},
+              {",\"logprobs\":false,\"top_logprobs\":0", -1}};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(lp); i++) {
+        snprintf(body, sizeof(body), "%s%s}", m, lp[i].extra);
+        assert_int_equal(chat(body, CHAT_TMPL_CHATML, &p, &e), 0);
+        if (p.gen.n_logprobs != lp[i].want)
+            fail_msg("%s: n_logprobs %d want %d", body, p.gen.n_logprobs, lp[i].want);
+        srv_comp_params_free(&p);
     }
 }
 
@@ -462,7 +557,7 @@ static void test_tokenize_bodies(void **state)
 static void test_table_rows_reach_engine(void **state)
 {
     (void)state;
-    static const char *const server_side[] = {"n", "stream", "echo"};
+    static const char *const server_side[] = {"n", "stream", "echo", "logprobs", "top_logprobs"};
     size_t n_fields;
     const struct srv_field *f = srv_fields(&n_fields);
     int checked = 0;
@@ -564,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_context_and_utf8_body),
         cmocka_unit_test(test_text_prompt_with_tokenizer),
         cmocka_unit_test(test_echo_logprobs),
+        cmocka_unit_test(test_unknown_and_foreign_fields),
         cmocka_unit_test(test_chat_render),
         cmocka_unit_test(test_chat_bad),
         cmocka_unit_test(test_error_json),

@@ -282,6 +282,58 @@ static void test_logprobs(void **state)
     fixture_free(&f);
 }
 
+/* Chat logprobs in OpenAI's format: one entry per token with its text,
+ * raw bytes (a lone lead byte stays a byte, its text U+FFFD), logprob and
+ * top entries; in a stream chunk only the chunk's tokens.  Usage carries
+ * cached_tokens. */
+static void test_chat_logprobs_and_usage(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, true);
+    f.comp.p.gen.n_logprobs = 2;
+    f.comp.cached_tokens = 3;
+    f.ch[1].lps = f.lps;
+    struct srv_buf b = {0};
+    srv_render_response(&b, &R, &f.comp);
+    cJSON *j = parse_json(&b);
+    const cJSON *c0 = cJSON_GetArrayItem(get(j, "choices"), 0);
+    const cJSON *content = get(get(c0, "logprobs"), "content");
+    assert_int_equal(cJSON_GetArraySize(content), 3);
+    const cJSON *e1 = cJSON_GetArrayItem(content, 1);
+    assert_string_equal(get(e1, "token")->valuestring, "<11>");
+    assert_true(fabs(get(e1, "logprob")->valuedouble + 0.5) < 1e-6);
+    const cJSON *bytes = get(e1, "bytes");
+    assert_int_equal(cJSON_GetArraySize(bytes), 4);
+    assert_int_equal(cJSON_GetArrayItem(bytes, 0)->valueint, '<');
+    const cJSON *tops = get(e1, "top_logprobs");
+    assert_int_equal(cJSON_GetArraySize(tops), 2);
+    const cJSON *t1 = cJSON_GetArrayItem(tops, 1);
+    assert_string_equal(get(t1, "token")->valuestring, "\xEF\xBF\xBD");
+    assert_int_equal(cJSON_GetArraySize(get(t1, "bytes")), 1);
+    assert_int_equal(cJSON_GetArrayItem(get(t1, "bytes"), 0)->valueint, 0xE2);
+    assert_true(get(t1, "logprob")->valuedouble == -9999);
+    const cJSON *u = get(j, "usage");
+    assert_int_equal(get(u, "prompt_tokens")->valueint, 4);
+    assert_int_equal(get(get(u, "prompt_tokens_details"), "cached_tokens")->valueint, 3);
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+    /* a stream chunk: tokens [sent_tokens, n_tokens) only */
+    f.ch[0].sent_tokens = 2;
+    f.ch[0].role_sent = true;
+    int64_t off = 0;
+    srv_render_stream_chunk(&b, &R, &f.comp, &f.ch[0], 1, false, false, false, &off);
+    assert_true(b.len > 8 && !strncmp(b.p, "data: ", 6));
+    cJSON *c = cJSON_ParseWithLength(b.p + 6, b.len - 6);
+    assert_non_null(c);
+    const cJSON *sc = get(get(cJSON_GetArrayItem(get(c, "choices"), 0), "logprobs"), "content");
+    assert_int_equal(cJSON_GetArraySize(sc), 1);
+    assert_string_equal(get(cJSON_GetArrayItem(sc, 0), "token")->valuestring, "<12>");
+    cJSON_Delete(c);
+    srv_buf_free(&b);
+    fixture_free(&f);
+}
+
 static void test_token_ids(void **state)
 {
     (void)state;
@@ -304,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_stream_completions_ids_and_end),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_token_ids),
+        cmocka_unit_test(test_chat_logprobs_and_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,19 +32,24 @@
  *
  * Queues.  Every request is in exactly one of WAITING (never admitted; one
  * list per tenant, priority then arrival order), RUNNING (holds pages;
- * ordered most-protected first: priority descending, then admission order)
+ * admission order: a tenant's priorities do not reorder other tenants')
  * and PREEMPTED (held pages once, lost them; priority then admission order).
  *
  * One step, under max_batch_tokens and max_seqs:
- *   1. running samples with one token to compute (decodes), most protected
- *      first; a sample that needs a new block when none is free preempts the
- *      least protected running request not yet in this step (lowest
- *      priority, most recently admitted; possibly the sample's own request);
+ *   1. running samples with one token to compute (decodes), in admission
+ *      order; a sample that needs a new block when none is free preempts the
+ *      least protected running request not yet in this step (possibly the
+ *      sample's own request).  Priority protects a request only from its
+ *      own tenant's: across tenants the most recent admission is the least
+ *      protected; within the tenant that loses, the lowest priority (then
+ *      the most recent) goes.  A tenant's priorities never take another
+ *      tenant's pages;
  *   2. running samples in the middle of a prefill get a chunk of the
  *      leftover budget (long prompts span several steps while decodes keep
  *      flowing);
  *   3. unless this step preempted: admission, PREEMPTED requests first
- *      (resume), then WAITING ones from the backlogged tenant with the least
+ *      (resume: the tenant of the earliest admission, its highest-priority
+ *      request), then WAITING ones from the backlogged tenant with the least
  *      virtual token counter.  Admission takes the cached prefix
  *      (pager_seq_adopt_prefix; only uncached tokens are computed), and needs
  *      pages for its first chunk (min(uncomputed tokens, leftover budget))
@@ -151,6 +156,8 @@ struct sched_event {
     int32_t sample;                    /* TOKEN, FINISHED: sample index 0..n-1; else -1 */
     int32_t token;                     /* TOKEN: the token id */
     int32_t token_index;               /* TOKEN: its index among the sample's generated tokens */
+    int32_t cached;                    /* TOKEN: prompt tokens found in the prefix cache at the
+                                          request's first admission (before any preemption) */
     enum sched_finish_reason reason;   /* FINISHED */
     enum sched_preempt_reason preempt; /* PREEMPTED */
     uint32_t tenant;
@@ -235,6 +242,15 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
  * -ENOENT unknown id. */
 int sched_request_abort(sched_t *s, uint64_t id);
 
+/* Marks one sample of a request aborted (a client that stopped reading
+ * one choice): it finishes with SCHED_FINISH_ABORT when reclaimed, as
+ * sched_request_abort does for the whole request, and its tokens from the
+ * step in flight are dropped.  Before an n > 1 request is forked the
+ * reclaim waits for the fork (sample 0's table holds the shared prefill).
+ * Aborting every live sample aborts the request.  -ENOENT unknown id,
+ * -EINVAL sample out of range; a finished sample is a no-op. */
+int sched_sample_abort(sched_t *s, uint64_t id, int32_t sample);
+
 /* ---- steps ------------------------------------------------------------ */
 
 /* Per slice, what commit and the sampler need (parallel to mb.slices). */
@@ -247,6 +263,10 @@ struct sched_slice {
                              this row samples (stable across preemption) */
     int32_t sample_row;   /* index into the sampled-token array, or -1 */
     bool prefill;         /* not a single-token decode */
+    /* sampling slices: the sample's stream so far, prompt ++ the
+     * token_index tokens it generated (penalties read it); NULL otherwise */
+    const int32_t *stream;
+    int32_t n_prompt;
 };
 
 /* One step.  mb is directly a struct model_batch; every array points into

@@ -137,10 +137,10 @@ const scenarios = {
       '{"prompt":[1],"top_p":1.5}', '{"prompt":[1],"top_k":-5}', '{"prompt":[1],"n":0}', '{"prompt":[1],"n":1000}',
       '{"prompt":[1],"seed":1e30}', '{"prompt":[1],"stop":5}', '{"prompt":[1],"stop":["a","b","c","d","e"]}',
       '{"prompt":[1],"stop":[""]}', '{"prompt":[1],"logit_bias":{"x":1}}', '{"prompt":[1],"logit_bias":{"5":1000}}',
-      '{"prompt":[1],"stream":"yes"}', '{"prompt":[1],"bogus":1}', '{"prompt":[1],"stream_options":{"include_usage":true}}',
+      '{"prompt":[1],"stream":"yes"}', '{"prompt":[1],"min_p":2}', '{"prompt":[1],"stream_options":{"include_usage":true}}',
       '{"prompt":[1],"model":"other"}', '{"prompt":[1],"echo":1}', '{"prompt":[1],"logprobs":21}',
       ...(args[0] === 'tokenizer' ? ['{"prompt":"x","max_tokens":5000}'] : ['{"prompt":"text prompt"}']),
-      '{"prompt":[1],"max_tokens":1000000}', '{"prompt":[1]' + ',"x":1'.repeat(10) + '}',
+      '{"prompt":[1],"max_tokens":1000000}', '{"prompt":[1]' + ',"min_p":5'.repeat(10) + '}',
       '['.repeat(5000) + ']'.repeat(5000), '{"prompt":[1],"ignore_eos":1}',
     ];
     let n4 = 0;

@@ -77,8 +77,12 @@ static void f_run(void *ctx, const struct sched_batch *batch, int32_t *sampled,
         slice_rc[i] = 0;
         if (s->sample_row < 0)
             continue;
-        const struct eng_req *r = s->sampling;
+        struct sampler_params sp;
+        const struct eng_req *r = eng_slice_req(s, &sp, NULL);
         int32_t tok = fake_token(r, s->token_index);
+        for (int32_t k = 0; k < sp.n_banned; k++) /* min_tokens: a banned id becomes 3 */
+            if (sp.banned[k] == tok)
+                tok = 3;
         sampled[s->sample_row] = tok;
         if (r->g.n_logprobs >= 0) /* a certain draw: logprob 0, the token alone on top */
             res[s->sample_row] = (struct sampler_result){

@@ -6,7 +6,8 @@
 # logit_bias ends with "stop" and no text, stop strings, 400s for bad
 # messages, folio complete --chat; logprobs (<= 0, top-N sorted, greedy =
 # top-1, stream == non-stream), echo (+ prompt tokens with null logprobs);
-# --chat-template; the openai SDK's chat.completions.create.
+# --chat-template; the openai SDK's chat.completions.create with chat
+# logprobs; penalties, min_p and typical_p on the real model.
 . "$SRCDIR/lib.sh"
 
 [ "$("$FOLIOD" --chat-template bogus >/dev/null 2>&1; echo $?)" = 2 ] || fail "--chat-template bogus accepted"
@@ -49,7 +50,7 @@ ok "chat: EOS ends with stop (no text), stop strings"
 for bad in '{}' '{"messages":[]}' '{"messages":[{"role":"wizard","content":"x"}]}' \
   '{"messages":[{"role":"user","content":5}]}' '{"messages":[{"role":"user"}]}' \
   '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}' \
-  '{"messages":[{"role":"user","content":"x"}],"prompt":"y"}'; do
+  '{"messages":[{"role":"user","content":"x"}],"logprobs":5}'; do
   r=$(req POST /v1/chat/completions "$bad")
   [ "$(status_of "$r")" = 400 ] || fail "bad chat body accepted: $bad -> $r"
   body_of "$r" | jq -e '.error.message | length > 0' >/dev/null || fail "error shape: $r"
@@ -90,6 +91,21 @@ g=$(comp '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"ignore_eo
 st=$(curl -sN --unix-socket "$SOCK" -d '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"ignore_eos":true,"echo":true,"stream":true}' http://x/v1/completions)
 [ "$(grep '^data: {' <<<"$st" | sed 's/^data: //' | jq -rs '[.[] | .choices[0].text] | join("")')" = "Once upon a time$g" ] || fail "echo stream: $st"
 ok "echo: prompt text + completion (stream too), prompt tokens listed with null logprobs"
+
+# penalties on the real model: logit_bias +5 makes token 500 the greedy
+# choice at every step; each penalty holds it back (the default model is
+# built deterministically, so the counts are fixed)
+n500() { comp "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,\"ignore_eos\":true,\"logit_bias\":{\"500\":5}$1}" | jq '.choices[0].token_ids | map(select(. == 500)) | length'; }
+base=$(n500 '')
+rall=$(n500 ',"repetition_penalty":3,"repeat_last_n":-1')
+rwin=$(n500 ',"repeat_penalty":3,"repeat_last_n":4')
+freq=$(n500 ',"frequency_penalty":1')
+pres=$(n500 ',"presence_penalty":2')
+[ "$base" -ge 30 ] && [ "$rall" -le 2 ] && [ "$rwin" -gt "$rall" ] && [ "$rwin" -le 8 ] && [ "$freq" -le 6 ] \
+  && [ "$pres" -lt "$base" ] || fail "penalties: token 500 x $base, repetition(all) $rall, repetition(last 4) $rwin, frequency $freq, presence $pres"
+ok "penalties hold a forced token back: $base -> repetition over the stream $rall, over the last 4 $rwin (<= 1 in 5), frequency $freq, presence $pres"
+r=$(comp '{"prompt":"Once upon a time","max_tokens":30,"temperature":1,"seed":9,"min_p":0.2,"typical_p":0.9,"top_k":20,"ignore_eos":true}')
+jq -e '(.choices[0].token_ids | length) == 30' <<<"$r" >/dev/null || fail "min_p/typical_p: $r"
 
 if ensure_openai; then
   cp "$SRCDIR/openai_chat.mjs" "$NM/"
