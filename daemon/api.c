@@ -28,6 +28,7 @@
 #include "folio/chat.h"
 #include "folio/common.h"
 #include "folio/sampler.h"
+#include "tools.h"
 
 void srv_api_error_set(struct srv_api_error *e, int status, const char *type, const char *param,
                        const char *code, const char *fmt, ...)
@@ -363,6 +364,15 @@ static const struct srv_field fields[] = {
     {"echo", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"logprobs", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"top_logprobs", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    /* structured output and tools (tools.c) */
+    {"response_format", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     srv__parse_response_format},
+    {"grammar", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, srv__parse_grammar},
+    {"tools", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL, srv__parse_tools},
+    {"tool_choice", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     srv__parse_tool_choice},
+    {"parallel_tool_calls", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     srv__parse_parallel_tool_calls},
 };
 
 const struct srv_field *srv_fields(size_t *n)
@@ -500,6 +510,8 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     if ((rc = chat ? srv__chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
                    : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
         goto out;
+    if ((rc = srv__structured_finish(p, mi, tmpl, err)))
+        goto out;
     if (p->include_usage && !p->stream) {
         srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
                           "'stream_options' is only allowed with 'stream': true");
@@ -574,6 +586,8 @@ void srv_comp_params_free(struct srv_comp_params *p)
     for (int i = 0; i < p->n_stop; i++)
         folio_free(p->stop[i]);
     folio_free(p->bias);
+    srv_tools_free(p->tools);
+    gram_unref(p->gen.grammar);
     memset(p, 0, sizeof(*p));
 }
 

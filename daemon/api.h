@@ -38,6 +38,8 @@ struct srv_api_error {
  * request carries (struct eng_gen: the sampler's and the scheduler's own
  * parameters); the rest is the server's (prompts, n, stop strings,
  * streaming, echo). */
+struct srv_tools;
+
 struct srv_comp_params {
     bool chat; /* /v1/chat/completions: one prompt, rendered messages */
     int n_prompts;
@@ -54,6 +56,9 @@ struct srv_comp_params {
     size_t stop_len[SRV_MAX_STOP];
     bool stream, include_usage;
     bool echo; /* completions: the prompt text starts each choice's text */
+    /* response_format, grammar, tools (daemon/tools.h); NULL: none given.
+     * gen.grammar, when set, is a reference this struct owns. */
+    struct srv_tools *tools;
 };
 
 /* The request table (api.c): one row per accepted JSON field.  Exposed

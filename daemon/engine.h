@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "folio/grammar.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
 #include "folio/scheduler.h"
@@ -64,6 +65,8 @@ struct eng_gen {
     int32_t max_tokens;
     bool ignore_eos;
     int32_t n_logprobs; /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    gram_t *grammar;    /* constrained decoding (response_format, tools); NULL: none.  A
+                         * reference owned by the request description */
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a
@@ -77,6 +80,10 @@ struct eng_req {
     /* Set by the backend only for the duration of a `token` event when
      * g.n_logprobs >= 0: that token's logprob and top-N.  NULL otherwise. */
     const struct sampler_result *lp;
+    /* With g.grammar: this sequence's matcher (owned by the server, created
+     * before submit, freed after `finished`); the step masks the logits
+     * with it and advances it over each sampled token (engine thread). */
+    gram_matcher_t *gm;
     void *user; /* the server's */
     void *priv; /* the backend's */
 };
@@ -99,6 +106,7 @@ struct eng_model_info {
      * (a template chat.h does not recognise). */
     int chat_template, chat_template_rc;
     const char *matmul; /* matrix-product backend in use; NULL: none */
+    bool constrained;   /* the step honours eng_gen.grammar (constrained decoding) */
 };
 
 /* The pool's and the queues' statistics: the pager's and the scheduler's
