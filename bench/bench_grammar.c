@@ -236,11 +236,11 @@ int main(int argc, char **argv)
            "states | docs |\n",
            warm);
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    printf("| %d | %d | %s | %.2f | %.2f | %.2f | %.3f | %.3f | +%.1f%% | %.2f | %d | %d |\n", V,
-           B, distinct ? "one per stream" : "one shared", f, s_, f + s_, mk, ac,
+    printf("| %d | %d | %s | %.2f | %.2f | %.2f | %.3f | %.3f | +%.1f%% | %.2f | %d | %d |\n", V, B,
+           distinct ? "one per stream" : "one shared", f, s_, f + s_, mk, ac,
            100 * (mk + ac) / (f + s_), cold_mask / warm, n_states, docs);
-    printf("(medians over steps %d..%d; vocabulary table built in %.1f ms, once per model)\n",
-           warm, S - 1, t_vocab);
+    printf("(medians over steps %d..%d; vocabulary table built in %.1f ms, once per model)\n", warm,
+           S - 1, t_vocab);
     for (int32_t s = 0; s < B; s++) {
         gram_matcher_free(gm[s]);
         gram_unref(g[s]);
