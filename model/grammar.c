@@ -27,8 +27,11 @@
  *
  * Advancing by a byte: every stack whose top set holds the byte moves its
  * top one element on and is re-expanded; no stack left = dead.  Bounds:
- * GRAM_MAX_DEPTH frames per stack and GRAM_MAX_STACKS stacks per state (a
- * grammar that exceeds them loses those paths; JSON never comes close).
+ * GRAM_MAX_DEPTH frames per stack, GRAM_MAX_STACKS stacks per state and
+ * GRAM_MAX_EXPAND expansion steps per byte (a grammar that exceeds them
+ * loses those paths; JSON never comes close), so a hostile grammar costs
+ * bounded time per byte; texts are at most GRAM_MAX_SRC bytes and groups
+ * GRAM_MAX_NEST deep (the parser recurses on them).
  *
  * The cache (engine-thread only, see the header): states interned by
  * their encoding into a hash table; each has a lazily filled 256-entry
@@ -60,6 +63,9 @@
 #define GRAM_MAX_DEPTH   256
 #define GRAM_MAX_STACKS  64
 #define GRAM_MAX_REPEAT  1000
+#define GRAM_MAX_NEST    64         /* nested groups in a grammar text */
+#define GRAM_MAX_EXPAND  20000      /* expansion steps per advanced byte */
+#define GRAM_MAX_SRC     (1u << 20) /* grammar text bytes */
 #define GRAM_CACHE_BYTES (64u << 20)
 #define GRAM_MAX_STATES  65536
 #define MC_INF           0x3fffffff
@@ -162,6 +168,7 @@ struct parser {
     int32_t n_sets, cap_sets;
     int32_t byte_set[256]; /* singleton set per byte, -1 none yet */
     int32_t mb_rule;       /* multibyte UTF-8 character rule, -1 none yet */
+    int nest;              /* open groups */
     char *err;
     size_t errlen;
     int rc;
@@ -580,8 +587,11 @@ static int parse_seq(struct parser *p, int32_t rule, bool nested)
             }
         } else if (c == '(') {
             p->s++;
-            int32_t r = new_rule(p, NULL, 0);
+            int32_t r = ++p->nest > GRAM_MAX_NEST
+                            ? (perr(p, "groups nested more than %d deep", GRAM_MAX_NEST), -1)
+                            : new_rule(p, NULL, 0);
             if (r >= 0 && !parse_alts(p, r, true)) {
+                p->nest--;
                 p->rules[r].defined = true;
                 u32v_push(&item, E_MAKE(E_REF, r));
             }
@@ -795,6 +805,7 @@ struct builder {
     size_t n, cap;
     uint32_t *idx; /* start of each stack */
     int32_t n_stacks, cap_stacks;
+    int32_t steps; /* expansion steps of this advance (GRAM_MAX_EXPAND) */
     bool overflow;
 };
 
@@ -831,6 +842,10 @@ static int b_add(struct builder *b, const uint32_t *fr, uint32_t d)
  * result's top is a SET, adding the results to b. */
 static int expand(const gram_t *g, uint32_t *fr, uint32_t d, struct builder *b)
 {
+    if (++b->steps > GRAM_MAX_EXPAND) { /* a pathologically ambiguous grammar */
+        b->overflow = true;
+        return 0;
+    }
     while (d > 0 && E_TYPE(g->elems[fr[d - 1]]) == E_END)
         d--;
     if (d == 0)
@@ -906,6 +921,7 @@ static void b_reset(struct builder *b)
 {
     b->n = 0;
     b->n_stacks = 0;
+    b->steps = 0;
     b->overflow = false;
 }
 
@@ -1001,6 +1017,11 @@ int gram_compile(const char *src, size_t len, gram_t **out, char *err, size_t er
     struct parser p = {
         .s = src, .end = src + len, .line = 1, .mb_rule = -1, .err = err, .errlen = errlen};
     memset(p.byte_set, 0xff, sizeof(p.byte_set));
+    if (len > GRAM_MAX_SRC) {
+        if (err)
+            snprintf(err, errlen, "grammar longer than %u bytes", GRAM_MAX_SRC);
+        return -EINVAL;
+    }
     gram_t *g = folio_calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;

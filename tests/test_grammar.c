@@ -77,6 +77,32 @@ static void test_compile_errors(void **state)
     }
 }
 
+/* hostile grammars cost bounded time and stack */
+static void test_hostile(void **state)
+{
+    (void)state;
+    char src[512] = "root ::= ";
+    for (int i = 0; i < 70; i++)
+        strcat(src, "(");
+    strcat(src, "\"a\"");
+    for (int i = 0; i < 70; i++)
+        strcat(src, ")");
+    gram_t *g = NULL;
+    char err[256] = "";
+    assert_int_equal(gram_compile(src, strlen(src), &g, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "nested"));
+    /* 2^60 ways to derive the empty prefix: the expansion budget cuts it */
+    char amb[1024] = "e ::= \"\" | \"\"\nroot ::= ";
+    for (int i = 0; i < 60; i++)
+        strcat(amb, "e ");
+    strcat(amb, "\"x\"\n");
+    uint64_t t0 = folio_now_ns();
+    assert_int_equal(gram_compile(amb, strlen(amb), &g, err, sizeof(err)), 0);
+    assert_true(gram_match_text(g, "x", 1) <= 1);
+    assert_true(folio_now_ns() - t0 < 5000000000ull);
+    gram_unref(g);
+}
+
 static void test_match_text(void **state)
 {
     (void)state;
@@ -543,9 +569,10 @@ static void test_schema_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compile_errors),    cmocka_unit_test(test_match_text),
-        cmocka_unit_test(test_fast_vs_reference), cmocka_unit_test(test_accept_refuses),
-        cmocka_unit_test(test_schema_random),     cmocka_unit_test(test_schema_refused),
+        cmocka_unit_test(test_compile_errors), cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_match_text),     cmocka_unit_test(test_fast_vs_reference),
+        cmocka_unit_test(test_accept_refuses), cmocka_unit_test(test_schema_random),
+        cmocka_unit_test(test_schema_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
