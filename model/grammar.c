@@ -621,7 +621,7 @@ static int parse_seq(struct parser *p, int32_t rule, bool nested)
                 parse_count(p, &lo, &hi);
             }
         }
-        if (!p->rc && (lo != 1 || hi != 1)) {
+        if (!p->rc && (lo != 1 || hi != 1) && item.n > 0) { /* "" repeated is "" */
             uint32_t x = item.v[0];
             if (item.n != 1) {
                 int32_t r = wrap(p, item.v, item.n);

@@ -135,6 +135,10 @@ static void test_match_text(void **state)
     assert_int_equal(gram_match_text(g, "A\n\ny", 4), 0);
     assert_int_equal(gram_match_text(g, "A\n\nyz!!", 7), -1);
     gram_unref(g);
+    /* an empty literal repeated is empty (found by fuzz_grammar) */
+    g = compile_ok("root ::= (\"\"+ \"x\"\"\"*)\n");
+    assert_int_equal(gram_match_text(g, "x", 1), 1);
+    gram_unref(g);
 }
 
 /* ---- fast mask vs reference ---------------------------------------- */
