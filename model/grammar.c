@@ -1558,12 +1558,16 @@ int gram_matcher_apply(gram_matcher_t *m, const gram_vocab_t *v, int32_t budget,
     if (rc >= 0)
         for (size_t w = 0; w < nw; w++) {
             uint64_t keep = words[w];
+            size_t base = w * 64, end = FOLIO_MIN(base + 64, (size_t)v->n_vocab);
             if (keep == ~0ull)
                 continue;
-            size_t base = w * 64, end = FOLIO_MIN(base + 64, (size_t)v->n_vocab);
-            for (size_t i = base; i < end; i++)
-                if (!(keep >> (i - base) & 1))
+            if (keep == 0) /* the common case away from free text: a plain fill */
+                for (size_t i = base; i < end; i++)
                     logits[i] = -INFINITY;
+            else
+                for (; base < end; base++, keep >>= 1)
+                    if (!(keep & 1))
+                        logits[base] = -INFINITY;
         }
     if (words != stackw)
         folio_free(words);
