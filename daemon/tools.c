@@ -3,8 +3,9 @@
  *
  * Request side.  The api.c rows parse into p->tools (struct srv_tools);
  * srv__structured_finish then chooses at most one grammar for the
- * request (p->gen.grammar, compiled once per request and shared by its
- * choices, each of which gets its own matcher in comp.c):
+ * request (p->gen.grammar, shared by its choices, each of which gets its
+ * own matcher in comp.c, and by later requests asking for the same
+ * grammar: compile_shared):
  *
  *   tools + tool_choice required / named   the template's tool-call format
  *                                          (chat_tool_format) around
@@ -353,6 +354,45 @@ static int tool_grammar(const struct srv_tools *t, js_gbnf_t *b, struct srv_api_
     return 0;
 }
 
+/* Requests asking for the same grammar share one compiled gram_t, and so
+ * its state and mask caches (warm after the first request).  The last
+ * GRAM_SHARED distinct texts are kept (a reference each, least recently
+ * used out).  Loop thread only, as request parsing; the engine thread
+ * reaches a gram_t only through a request holding its own reference. */
+#define GRAM_SHARED 8
+static struct {
+    char *src;
+    gram_t *g;
+    uint64_t used;
+} shared[GRAM_SHARED];
+static uint64_t shared_clock;
+
+static int compile_shared(const char *src, gram_t **out, char *msg, size_t msglen)
+{
+    int lru = 0;
+    for (int i = 0; i < GRAM_SHARED; i++) {
+        if (shared[i].src && !strcmp(shared[i].src, src)) {
+            shared[i].used = ++shared_clock;
+            gram_ref(shared[i].g);
+            *out = shared[i].g;
+            return 0;
+        }
+        if (shared[i].used < shared[lru].used)
+            lru = i;
+    }
+    int rc = gram_compile(src, strlen(src), out, msg, msglen);
+    char *keep = rc ? NULL : folio_strdup(src);
+    if (keep) {
+        folio_free(shared[lru].src);
+        gram_unref(shared[lru].g);
+        gram_ref(*out);
+        shared[lru].src = keep;
+        shared[lru].g = *out;
+        shared[lru].used = ++shared_clock;
+    }
+    return rc;
+}
+
 int srv__structured_finish(struct srv_comp_params *p, const struct eng_model_info *mi, int tmpl,
                            struct srv_api_error *err)
 {
@@ -413,7 +453,7 @@ int srv__structured_finish(struct srv_comp_params *p, const struct eng_model_inf
             text = js_gbnf_text(b, NULL);
     }
     if (!rc) {
-        rc = gram_compile(text, strlen(text), &p->gen.grammar, msg, sizeof(msg));
+        rc = compile_shared(text, &p->gen.grammar, msg, sizeof(msg));
         if (rc == -EINVAL)
             srv_api_error_set(err, 400, "invalid_request_error", param, NULL, "'%s': %s", param,
                               msg);

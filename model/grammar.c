@@ -66,7 +66,7 @@
 #define GRAM_MAX_NEST    64         /* nested groups in a grammar text */
 #define GRAM_MAX_EXPAND  20000      /* expansion steps per advanced byte */
 #define GRAM_MAX_SRC     (1u << 20) /* grammar text bytes */
-#define GRAM_CACHE_BYTES (64u << 20)
+#define GRAM_CACHE_BYTES (32u << 20)
 #define GRAM_MAX_STATES  65536
 #define MC_INF           0x3fffffff
 
