@@ -1564,7 +1564,11 @@ int gram_matcher_apply(gram_matcher_t *m, const gram_vocab_t *v, int32_t budget,
             if (keep == 0) /* the common case away from free text: a plain fill */
                 for (size_t i = base; i < end; i++)
                     logits[i] = -INFINITY;
-            else
+            else if (end - base == 64) { /* branch-free select: vectorizes */
+                float *row = logits + base;
+                for (int j = 0; j < 64; j++)
+                    row[j] = (keep >> j) & 1 ? row[j] : -INFINITY;
+            } else
                 for (; base < end; base++, keep >>= 1)
                     if (!(keep & 1))
                         logits[base] = -INFINITY;
