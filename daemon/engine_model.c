@@ -14,6 +14,7 @@
  * tokenizer.chat_template at load (the default model has none: -ENOENT).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +88,13 @@ static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
         slice_rc[i] = sampler_sample(&r->g.sp, row, m->hp.n_vocab, (uint64_t)s->token_index,
                                      m->work, n_top >= 0 ? n_top : 0, &sampled[s->sample_row],
                                      n_top >= 0 ? &res[s->sample_row] : NULL);
-        if (r->gm && m->gv && !slice_rc[i])
+        if (r->gm && m->gv && !slice_rc[i]) {
             slice_rc[i] = gram_matcher_accept(r->gm, m->gv, sampled[s->sample_row]);
+            /* masked tokens are not alternatives: no -inf in top_logprobs */
+            struct sampler_result *lp = n_top >= 0 ? &res[s->sample_row] : NULL;
+            while (lp && lp->n_top > 0 && isinf(lp->top_logprobs[lp->n_top - 1]))
+                lp->n_top--;
+        }
     }
 }
 
