@@ -2,7 +2,7 @@
 # Structured output and tool calling against the real foliod on a
 # synthetic model written by `folio gen-model` (random text: only
 # constrained decoding makes the answers valid):
-#   - FOLIO_STRUCT_N (default 200: CI time; the acceptance run used 1000) random (JSON Schema, seed) pairs, chat
+#   - FOLIO_STRUCT_N (default 100: CI time; the acceptance run used 1000) random (JSON Schema, seed) pairs, chat
 #     and completions: every output parses and validates (ajv);
 #   - the three npm client stacks (sdk_clients.mjs) over the socket and
 #     over TCP;
@@ -27,7 +27,7 @@ r=$(req POST /v1/completions '{"prompt":"x","max_tokens":30,"grammar":"root ::= 
 body_of "$r" | jq -e '.choices[0].text | test("^(yes|no)!{1,3}$")' >/dev/null || fail "grammar output: $r"
 ok "refusals name the keyword / rule / tool; a grammar's output matches it"
 
-node "$NMS/structured_random.mjs" "$SOCK" "${FOLIO_STRUCT_N:-200}" || fail "random schemas"
+node "$NMS/structured_random.mjs" "$SOCK" "${FOLIO_STRUCT_N:-100}" || fail "random schemas"
 node "$NMS/sdk_clients.mjs" http://localhost/v1 "$SOCK" || fail "SDK clients over the socket"
 node "$NMS/sdk_clients.mjs" "http://127.0.0.1:$PORT/v1" || fail "SDK clients over TCP"
 stop_daemon || fail "exit status"
