@@ -33,6 +33,7 @@
 #include "folio/chat.h"
 #include "folio/common.h"
 #include "folio/sampler.h"
+#include "tools.h"
 
 void srv_api_error_set(struct srv_api_error *e, int status, const char *type, const char *param,
                        const char *code, const char *fmt, ...)
@@ -357,24 +358,6 @@ static int parse_stop_token_ids(const void *json, const struct eng_model_info *m
     return 0;
 }
 
-/* response_format: only {"type": "text"} (the default) here; structured
- * output is a 400 naming the type. */
-static int parse_response_format(const void *json, const struct eng_model_info *mi,
-                                 struct srv_comp_params *p, struct srv_api_error *err)
-{
-    const cJSON *v = json;
-    (void)mi;
-    (void)p;
-    if (cJSON_IsNull(v))
-        return 0;
-    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-    if (!cJSON_IsString(t))
-        BAD("response_format", "'response_format' must be an object with a string 'type'");
-    if (strcmp(t->valuestring, "text"))
-        BAD("response_format", "response_format type '%.64s' is not supported", t->valuestring);
-    return 0;
-}
-
 #define OFF(f)   offsetof(struct srv_comp_params, f)
 #define BOTH     (SRV_EP_COMP | SRV_EP_CHAT)
 #define MAX_SEED 9007199254740991.0 /* 2^53 - 1: exact in a JSON double */
@@ -438,8 +421,6 @@ static const struct srv_field fields[] = {
     /* lower runs earlier, among the requests of the same tenant (vLLM's sense) */
     {"priority", SRV_F_I32, BOTH, OFF(gen.priority), -1000000, 1000000, 0, 0, false, true, -1, NULL,
      NULL},
-    {"response_format", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL,
-     parse_response_format},
     /* known, not implemented: only their neutral values pass */
     {"best_of", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
     {"suffix", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
@@ -455,6 +436,15 @@ static const struct srv_field fields[] = {
     {"mirostat", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"dry_multiplier", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"xtc_probability", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
+    /* structured output and tools (tools.c) */
+    {"response_format", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     srv__parse_response_format},
+    {"grammar", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, srv__parse_grammar},
+    {"tools", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL, srv__parse_tools},
+    {"tool_choice", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     srv__parse_tool_choice},
+    {"parallel_tool_calls", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     srv__parse_parallel_tool_calls},
 };
 
 const struct srv_field *srv_fields(size_t *n)
@@ -590,6 +580,8 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     if ((rc = chat ? srv__chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
                    : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
         goto out;
+    if ((rc = srv__structured_finish(p, mi, tmpl, err)))
+        goto out;
     if (p->include_usage && !p->stream) {
         srv_api_error_set(err, 400, "invalid_request_error", "stream_options", NULL,
                           "'stream_options' is only allowed with 'stream': true");
@@ -674,6 +666,8 @@ void srv_comp_params_free(struct srv_comp_params *p)
         folio_free(p->stop[i]);
     folio_free(p->bias);
     folio_free(p->stop_ids);
+    srv_tools_free(p->tools);
+    gram_unref(p->gen.grammar);
     memset(p, 0, sizeof(*p));
 }
 

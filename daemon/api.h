@@ -45,6 +45,8 @@ struct srv_api_error {
  * request carries (struct eng_gen: the sampler's and the scheduler's own
  * parameters); the rest is the server's (prompts, n, stop strings,
  * streaming, echo). */
+struct srv_tools;
+
 struct srv_comp_params {
     bool chat; /* /v1/chat/completions: one prompt, rendered messages */
     int n_prompts;
@@ -67,6 +69,9 @@ struct srv_comp_params {
     bool top_logprobs_set;         /* given (implies logprobs) */
     int n_unknown;                 /* fields the table does not know (ignored unless strict) */
     char unknown[SRV_UNKNOWN_CAP]; /* their names, comma-separated (truncated) */
+    /* response_format, grammar, tools (daemon/tools.h); NULL: none given.
+     * gen.grammar, when set, is a reference this struct owns. */
+    struct srv_tools *tools;
 };
 
 /* The request table (api.c): one row per accepted JSON field.  Exposed

@@ -4,6 +4,13 @@
  * of {type:"text", text} parts joined) become a chat_msg array, rendered
  * with the chat template and the generation prompt, then tokenized with
  * special-token parsing: one prompt.
+ *
+ * Tools (the template's chat_tool_format): "developer" messages render as
+ * "system"; an assistant message's tool_calls are written after its
+ * content in the family's call format; "tool" messages take the family's
+ * result role and wrapping; with tools offered, their definitions end the
+ * first message when it is a system message, else a system message of
+ * their own comes first.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -14,6 +21,7 @@
 #include "api_internal.h"
 #include "folio/chat.h"
 #include "folio/common.h"
+#include "tools.h"
 
 /* One message's content: a string, or an array of {type:"text", text}
  * parts joined.  *out is folio_malloc'd. */
@@ -58,6 +66,65 @@ static int message_content(const cJSON *c, int i, char **out, struct srv_api_err
     return 0;
 }
 
+/* An assistant message's tool_calls written in the template's format
+ * after its content: calls_open {"name": N, ARGS: A} (call_sep ...)
+ * calls_close, A the arguments string parsed as JSON (kept as a string
+ * when it is not JSON). */
+static int tool_calls_text(const cJSON *calls, int i, const struct chat_tool_format *f,
+                           struct srv_buf *out, struct srv_api_error *err)
+{
+    if (!cJSON_IsArray(calls))
+        BAD("messages", "messages[%d].tool_calls must be an array", i);
+    if (!calls->child)
+        return 0;
+    srv_buf_puts(out, f->calls_open);
+    const cJSON *c;
+    int k = 0;
+    cJSON_ArrayForEach(c, calls)
+    {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (!cJSON_IsString(name) || (args && !cJSON_IsString(args) && !cJSON_IsObject(args)))
+            BAD("messages",
+                "messages[%d].tool_calls[%d] must be {\"function\": {\"name\", \"arguments\"}}", i,
+                k);
+        if (k++)
+            srv_buf_puts(out, f->call_sep);
+        srv_buf_puts(out, "{\"name\": ");
+        srv_buf_json_str(out, name->valuestring, strlen(name->valuestring));
+        srv_buf_printf(out, ", \"%s\": ", f->args_key);
+        cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+        char *a = parsed                 ? cJSON_PrintUnformatted(parsed)
+                  : cJSON_IsObject(args) ? cJSON_PrintUnformatted(args)
+                                         : NULL;
+        if (a)
+            srv_buf_puts(out, a);
+        else if (cJSON_IsString(args))
+            srv_buf_json_str(out, args->valuestring, strlen(args->valuestring));
+        else
+            srv_buf_puts(out, "{}");
+        cJSON_free(a);
+        cJSON_Delete(parsed);
+        srv_buf_puts(out, "}");
+    }
+    srv_buf_puts(out, f->calls_close);
+    return 0;
+}
+
+/* The tool definitions for the system message. */
+static void tools_text(const struct srv_tools *t, const struct chat_tool_format *f,
+                       struct srv_buf *out)
+{
+    srv_buf_puts(out, f->tools_intro);
+    for (int i = 0; i < t->n_tools; i++) {
+        if (i)
+            srv_buf_puts(out, f->tools_sep);
+        srv_buf_puts(out, t->tools[i].def);
+    }
+    srv_buf_puts(out, f->tools_outro);
+}
+
 int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
                        struct srv_comp_params *p, struct srv_api_error *err)
 {
@@ -68,13 +135,20 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         BAD("messages", "'messages' must not be empty");
     if (n > SRV_MAX_MESSAGES)
         BAD("messages", "at most %d messages", SRV_MAX_MESSAGES);
-    struct chat_msg *msgs = folio_calloc((size_t)n, sizeof(*msgs));
-    char **content = folio_calloc((size_t)n, sizeof(*content));
+    const struct chat_tool_format *fmt =
+        chat_tool_format(tmpl > 0 ? (enum chat_template)tmpl : CHAT_TMPL_CHATML);
+    if (p->tools)
+        p->tools->fmt = fmt;
+    bool offered = srv_tools_offered(p);
+    /* one extra slot: a system message for the tool definitions */
+    struct chat_msg *msgs = folio_calloc((size_t)n + 1, sizeof(*msgs));
+    char **content = folio_calloc((size_t)n + 1, sizeof(*content));
     char *text = NULL;
     int32_t *toks = NULL, n_toks = 0;
-    int rc = msgs && content ? 0 : -ENOMEM, i = 0;
+    int rc = msgs && content ? 0 : -ENOMEM, i = 0, out_n = 0, n_slots = n + 1;
     const cJSON *m;
     size_t need = 64;
+    bool tools_placed = false;
     cJSON_ArrayForEach(m, v)
     {
         if (rc)
@@ -85,13 +159,17 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
             rc = -EINVAL;
             break;
         }
-        const cJSON *f, *role = NULL, *c = NULL;
+        const cJSON *f, *role = NULL, *c = NULL, *calls = NULL;
         cJSON_ArrayForEach(f, m)
         {
             if (!strcmp(f->string, "role"))
                 role = f;
             else if (!strcmp(f->string, "content"))
                 c = f;
+            else if (!strcmp(f->string, "tool_calls"))
+                calls = f;
+            else if (!strcmp(f->string, "tool_call_id") || !strcmp(f->string, "refusal"))
+                continue; /* nothing in the rendered prompt */
             else if (strcmp(f->string, "name") || !cJSON_IsString(f)) {
                 srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
                                   "unsupported field 'messages[%d].%.64s'", i, f->string);
@@ -101,27 +179,91 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         }
         if (rc)
             break;
-        if (!role || !cJSON_IsString(role) ||
-            (strcmp(role->valuestring, "system") && strcmp(role->valuestring, "user") &&
-             strcmp(role->valuestring, "assistant"))) {
+        static const char *const roles[] = {"system", "user", "assistant", "developer", "tool"};
+        bool known = false;
+        for (size_t k = 0; role && cJSON_IsString(role) && k < FOLIO_ARRAY_LEN(roles); k++)
+            known |= !strcmp(role->valuestring, roles[k]);
+        if (!known) {
             srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].role must be \"system\", \"user\" or \"assistant\"", i);
+                              "messages[%d].role must be \"system\", \"developer\", \"user\", "
+                              "\"assistant\" or \"tool\"",
+                              i);
             rc = -EINVAL;
             break;
         }
-        if (!c) {
+        const char *r = role->valuestring;
+        bool assistant = !strcmp(r, "assistant");
+        if (calls && !assistant) {
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "messages[%d].tool_calls is only for assistant messages", i);
+            rc = -EINVAL;
+            break;
+        }
+        if (!c && !(assistant && calls)) {
             srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
                               "messages[%d].content is required", i);
             rc = -EINVAL;
             break;
         }
-        if ((rc = message_content(c, i, &content[i], err)))
+        char *body = NULL;
+        if (c && !(cJSON_IsNull(c) && assistant) && (rc = message_content(c, i, &body, err)))
             break;
-        msgs[i].role = role->valuestring;
-        msgs[i].content = content[i];
-        need += strlen(content[i]) + 64;
+        struct srv_buf sb = {0};
+        bool system = !strcmp(r, "system") || !strcmp(r, "developer");
+        bool tool = !strcmp(r, "tool");
+        if (tool)
+            srv_buf_puts(&sb, fmt->result_open);
+        srv_buf_puts(&sb, body ? body : "");
+        if (tool)
+            srv_buf_puts(&sb, fmt->result_close);
+        folio_free(body);
+        if (calls && (rc = tool_calls_text(calls, i, fmt, &sb, err))) {
+            srv_buf_free(&sb);
+            break;
+        }
+        if (system && offered && !tools_placed && out_n == 0) {
+            tools_text(p->tools, fmt, &sb); /* definitions at the end of the first system text */
+            tools_placed = true;
+        }
+        if (sb.oom) {
+            srv_buf_free(&sb);
+            rc = -ENOMEM;
+            break;
+        }
+        if (!sb.p && !(sb.p = folio_strdup(""))) {
+            rc = -ENOMEM;
+            break;
+        }
+        content[out_n] = sb.p;
+        msgs[out_n].role = system ? "system" : tool ? fmt->tool_role : r;
+        msgs[out_n].content = content[out_n];
+        need += sb.len + 64;
+        out_n++;
         i++;
     }
+    if (!rc && offered && !tools_placed) { /* no system message: one holding the tools */
+        struct srv_buf sb = {0};
+        tools_text(p->tools, fmt, &sb);
+        char *t = sb.p;
+        size_t skip = 0;
+        while (t && (t[skip] == '\n' || t[skip] == ' '))
+            skip++;
+        if (sb.oom || !t)
+            rc = -ENOMEM;
+        else {
+            memmove(msgs + 1, msgs, (size_t)out_n * sizeof(*msgs));
+            memmove(content + 1, content, (size_t)out_n * sizeof(*content));
+            memmove(t, t + skip, sb.len - skip + 1);
+            content[0] = t;
+            msgs[0].role = "system";
+            msgs[0].content = t;
+            need += sb.len + 64;
+            out_n++;
+            sb.p = NULL;
+        }
+        srv_buf_free(&sb);
+    }
+    n = out_n;
     if (!rc && !tmpl) {
         srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
                           "model has no usable chat template; start foliod with --chat-template "
@@ -160,7 +302,7 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         if (rc && rc != -ENOMEM)
             rc = -EINVAL;
     }
-    for (int k = 0; k < n && content; k++)
+    for (int k = 0; k < n_slots && content; k++)
         folio_free(content[k]);
     folio_free(content);
     folio_free(msgs);

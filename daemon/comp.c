@@ -33,6 +33,7 @@
 #include "folio/common.h"
 #include "render.h"
 #include "server.h"
+#include "tools.h"
 
 static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
 {
@@ -51,6 +52,7 @@ static void comp_free(struct srv_comp *comp)
     for (int i = 0; i < comp->n_choices; i++) {
         srv_buf_free(&comp->ch[i].text);
         tok_detok_free(comp->ch[i].dt);
+        gram_matcher_free(comp->ch[i].er.gm);
         folio_free(comp->ch[i].tokens);
         folio_free(comp->ch[i].lps);
     }
@@ -96,6 +98,19 @@ static void stream_emit(struct srv_choice *ch, bool final)
         return;
     struct srv_buf b = {0};
     struct srv_render r = renderer(comp->srv);
+    if (comp->p.tools) { /* text that may be a tool call is held (tools.c) */
+        int t = srv_tools_stream(&b, &r, comp, ch, final);
+        if (t == 1)
+            return;
+        if (t == 2) {
+            if (b.oom)
+                http_close(comp->conn, "out of memory");
+            else
+                http_stream_chunk(comp->conn, b.p, b.len);
+            srv_buf_free(&b);
+            return;
+        }
+    }
     bool with_prompt = comp->p.echo && !ch->prompt_lp_sent;
     srv_render_stream_chunk(&b, &r, comp, ch, send, !ch->role_sent, final, with_prompt,
                             &ch->lp_offset);
@@ -339,6 +354,12 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         ch->er.tenant = tenant;
         srv_comp_req_init(&comp->p, i, seed, &ch->er);
         ch->er.user = ch;
+        if (ch->er.g.grammar && gram_matcher_new(ch->er.g.grammar, &ch->er.gm)) {
+            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+            http_error(c, &e, NULL);
+            comp_free(comp);
+            return;
+        }
         if (i % comp->p.n == 0)
             comp->prompt_tokens += ch->er.n_prompt; /* the n choices share one prefill */
         if (tok_detok_new(NULL, (const char *const *)comp->p.stop, (size_t)comp->p.n_stop, 0,

@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "folio/grammar.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
 #include "folio/scheduler.h"
@@ -70,6 +71,8 @@ struct eng_gen {
     const int32_t *stop_ids;      /* [n_stop_ids] end the sequence too (owned by the request
                                      description); shown as end-of-generation tokens are */
     int32_t n_stop_ids;
+    gram_t *grammar;    /* constrained decoding (response_format, tools); NULL: none.  A
+                         * reference owned by the request description */
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a
@@ -86,6 +89,10 @@ struct eng_req {
     /* Set by the backend with each `token` event: prompt tokens its first
      * admission found in the prefix cache (not computed). */
     int32_t cached_tokens;
+    /* With g.grammar: this sequence's matcher (owned by the server, created
+     * before submit, freed after `finished`); the step masks the logits
+     * with it and advances it over each sampled token (engine thread). */
+    gram_matcher_t *gm;
     void *user; /* the server's */
     void *priv; /* the backend's */
 };
@@ -108,6 +115,7 @@ struct eng_model_info {
      * (a template chat.h does not recognise). */
     int chat_template, chat_template_rc;
     const char *matmul; /* matrix-product backend in use; NULL: none */
+    bool constrained;   /* the step honours eng_gen.grammar (constrained decoding) */
 };
 
 /* The pool's and the queues' statistics: the pager's and the scheduler's

@@ -5,8 +5,10 @@
  *
  *   run (engine thread)  model_forward(batch) → logits [n_sample][n_vocab]
  *                        → penalties (sampler_penalize over the row's
- *                        history) → sampler_sample(eng_slice_req's params)
- *                        per sampling row
+ *                        history) → grammar mask (requests with a
+ *                        matcher, eng_req.gm) → sampler_sample(
+ *                        eng_slice_req's params) per sampling row → the
+ *                        matcher advances over the sampled token
  *                        (token_index keeps a preempted stream identical)
  *
  * The tokenizer: the model file's, or for the default model the
@@ -14,6 +16,7 @@
  * tokenizer.chat_template at load (the default model has none: -ENOENT).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@
 #include "folio/chat.h"
 #include "folio/common.h"
 #include "folio/gguf.h"
+#include "folio/grammar.h"
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
@@ -41,6 +45,7 @@ struct em {
     float *logits;     /* [max_seqs][n_vocab] */
     void *work;        /* sampler workspace */
     tok_t *tok;        /* NULL: token ids only */
+    gram_vocab_t *gv;  /* the vocabulary's bytes for grammar masks; NULL: none */
     int tmpl, tmpl_rc; /* chat template from the file (see eng_model_info) */
     char name[80];
 };
@@ -56,6 +61,7 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->chat_template = m->tmpl;
     mi->chat_template_rc = m->tmpl_rc;
     mi->matmul = model_matmul_name(model_ctx_matmul(m->mctx));
+    mi->constrained = m->gv != NULL;
 }
 
 static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
@@ -77,9 +83,26 @@ static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
             (slice_rc[i] = sampler_penalize(&r->g.pen, &h, row, m->hp.n_vocab,
                                             sampler_work_counts(m->work, m->hp.n_vocab))))
             continue;
+        /* constrained decoding: tokens that cannot continue the document
+         * are masked; the budget keeps room to close it by max_tokens */
+        if (r->gm && m->gv) {
+            int32_t left = r->g.max_tokens - s->token_index;
+            int grc = gram_matcher_apply(r->gm, m->gv, left > 0 ? left : 1, row);
+            if (grc < 0) {
+                slice_rc[i] = grc;
+                continue;
+            }
+        }
         slice_rc[i] = sampler_sample(&sp, row, m->hp.n_vocab, (uint64_t)s->token_index, m->work,
                                      n_top >= 0 ? n_top : 0, &sampled[s->sample_row],
                                      n_top >= 0 ? &res[s->sample_row] : NULL);
+        if (r->gm && m->gv && !slice_rc[i]) {
+            slice_rc[i] = gram_matcher_accept(r->gm, m->gv, sampled[s->sample_row]);
+            /* masked tokens are not alternatives: no -inf in top_logprobs */
+            struct sampler_result *lp = n_top >= 0 ? &res[s->sample_row] : NULL;
+            while (lp && lp->n_top > 0 && isinf(lp->top_logprobs[lp->n_top - 1]))
+                lp->n_top--;
+        }
     }
 }
 
@@ -187,6 +210,30 @@ static int load_tokenizer(struct em *m, char *err, size_t errlen)
     return rc;
 }
 
+/* The vocabulary as the bytes each token adds to the text (what the
+ * streaming detokenizer emits), for grammar masks. */
+static int vocab_bytes(const tok_t *t, gram_vocab_t **out)
+{
+    int32_t n = tok_n_vocab(t);
+    const char **piece = folio_malloc((size_t)n * sizeof(*piece));
+    size_t *len = folio_malloc((size_t)n * sizeof(*len));
+    bool *eog = folio_malloc((size_t)n * sizeof(*eog));
+    int rc = piece && len && eog ? 0 : -ENOMEM;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        piece[i] = tok_piece(t, i, 0, &len[i]);
+        eog[i] = tok_is_eog(t, i);
+        /* unknown tokens render as U+FFFD: never generated under a grammar */
+        if (tok_token_type(t, i) == TOK_TYPE_UNKNOWN)
+            len[i] = 0;
+    }
+    if (!rc)
+        rc = gram_vocab_new(n, piece, len, eog, out);
+    folio_free(piece);
+    folio_free(len);
+    folio_free(eog);
+    return rc;
+}
+
 static void em_free(void *b)
 {
     struct em *m = b;
@@ -198,6 +245,7 @@ static void em_free(void *b)
         model_free(m->model);
     if (m->tok)
         tok_free(m->tok);
+    gram_vocab_free(m->gv);
     folio_free(m->logits);
     folio_free(m->work);
     folio_free(m);
@@ -257,6 +305,10 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         if (m->tok)
             tok_free(m->tok);
         m->tok = NULL;
+    }
+    if (m->tok && (rc = vocab_bytes(m->tok, &m->gv))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
     }
     if ((rc = eng_backend_set_step(be, &em_step, m))) { /* be owns m from here */
         snprintf(err, errlen, "out of memory");

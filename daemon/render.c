@@ -26,6 +26,7 @@
 
 #include "folio/common.h"
 #include "server.h"
+#include "tools.h"
 
 void srv_render_token_ids(struct srv_buf *b, const int32_t *t, int32_t n)
 {
@@ -233,6 +234,8 @@ void srv_render_response(struct srv_buf *b, const struct srv_render *r, const st
     for (int i = 0; i < comp->n_choices; i++) {
         const struct srv_choice *ch = &comp->ch[i];
         const char *fin = eng_finish_name(ch->finish ? ch->finish : ENG_FINISH_LENGTH);
+        if (comp->p.chat && comp->p.tools && srv_tools_render_choice(b, comp, ch, i))
+            continue; /* an assistant message with tool_calls (tools.c) */
         if (comp->p.chat) {
             srv_buf_printf(b, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
                            i ? "," : "", i);

@@ -57,6 +57,7 @@ struct srv_choice {
     int64_t lp_offset;          /* logprobs text_offset of the next token */
     bool role_sent;             /* chat stream: the {"role"} delta went out */
     bool prompt_lp_sent;        /* echo + logprobs: the prompt tokens went out */
+    int8_t tool_mode;           /* stream with tools: 0 undecided, 1 text, 2 a tool call */
     enum eng_finish finish;     /* NONE while running */
     bool done;                  /* backend reported finished */
     bool stopped;               /* a stop string ended it (abort sent) */

@@ -43,8 +43,24 @@
  *            generation   "<｜Assistant｜>"
  *            any other role is refused (-EINVAL).
  *
- * Not rendered: tool definitions and assistant tool calls (no such fields
- * in struct chat_msg), Llama 3.1+'s "Cutting Knowledge Date" system header
+ * Tools (chat_tool_format): the caller writes tool definitions into the
+ * system message and assistant tool calls into the assistant's content
+ * with the family's format below; the formats are those the families
+ * document:
+ *   chatml, qwen2, qwen2.5, zephyr, phi3, llama2, deepseek3 (Hermes / Qwen2.5
+ *            style)  "<tool_call>\n" {"name", "arguments"} "\n</tool_call>",
+ *            one block per call; definitions inside <tools></tools>;
+ *            results as role "tool" (qwen: the <tool_response> turn above;
+ *            others: wrapped in <tool_response>, role "tool"; llama2 and
+ *            deepseek3, which know no such role: role "user")
+ *   llama3   a bare {"name", "parameters"} object (Llama 3.1's JSON tool
+ *            calling), calls separated by "\n"; results as role "ipython"
+ *   mistral  "[TOOL_CALLS] [" calls joined by ", " "]"; definitions as
+ *            "[AVAILABLE_TOOLS] [...][/AVAILABLE_TOOLS]" in the system text
+ *            (folded into the first user turn); results as role "user"
+ *            wrapped in "[TOOL_RESULTS] " ... " [/TOOL_RESULTS]"
+ *
+ * Not rendered: Llama 3.1+'s "Cutting Knowledge Date" system header
  * (it holds today's date: a llama3 file renders as llama3 above), and
  * Qwen3's thinking switches (Qwen3 files render as chatml).
  *
@@ -419,4 +435,76 @@ int chat_render(enum chat_template t, const struct chat_msg *msgs, size_t n,
         return -ENOSPC;
     buf[c.n] = 0;
     return 0;
+}
+
+#define HERMES_INTRO                                                                               \
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou "     \
+    "are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+#define HERMES_OUTRO                                                                               \
+    "\n</tools>\n\nFor each function call, return a json object with function name and "           \
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "                 \
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+
+const struct chat_tool_format *chat_tool_format(enum chat_template t)
+{
+    static const struct chat_tool_format hermes = {
+        "<tool_call>\n",     "\n</tool_call>\n<tool_call>\n",
+        "\n</tool_call>",    "arguments",
+        HERMES_INTRO,        "\n",
+        HERMES_OUTRO,        "tool",
+        "<tool_response>\n", "\n</tool_response>"};
+    static const struct chat_tool_format qwen = {"<tool_call>\n",
+                                                 "\n</tool_call>\n<tool_call>\n",
+                                                 "\n</tool_call>",
+                                                 "arguments",
+                                                 HERMES_INTRO,
+                                                 "\n",
+                                                 HERMES_OUTRO,
+                                                 "tool",
+                                                 "",
+                                                 ""};
+    static const struct chat_tool_format hermes_user = {
+        "<tool_call>\n",     "\n</tool_call>\n<tool_call>\n",
+        "\n</tool_call>",    "arguments",
+        HERMES_INTRO,        "\n",
+        HERMES_OUTRO,        "user",
+        "<tool_response>\n", "\n</tool_response>"};
+    static const struct chat_tool_format llama3 = {
+        "",
+        "\n",
+        "",
+        "parameters",
+        "\n\nGiven the following functions, please respond with a JSON for a function call with "
+        "its proper arguments that best answers the given prompt.\n\nRespond in the format "
+        "{\"name\": function name, \"parameters\": dictionary of argument name and its value}. "
+        "Do not use variables.\n\n",
+        "\n",
+        "",
+        "ipython",
+        "",
+        ""};
+    static const struct chat_tool_format mistral = {"[TOOL_CALLS] [",
+                                                    ", ",
+                                                    "]",
+                                                    "arguments",
+                                                    "\n\n[AVAILABLE_TOOLS] [",
+                                                    ", ",
+                                                    "][/AVAILABLE_TOOLS]",
+                                                    "user",
+                                                    "[TOOL_RESULTS] ",
+                                                    " [/TOOL_RESULTS]"};
+    switch (t) {
+    case CHAT_TMPL_QWEN2:
+    case CHAT_TMPL_QWEN25:
+        return &qwen;
+    case CHAT_TMPL_LLAMA3:
+        return &llama3;
+    case CHAT_TMPL_MISTRAL:
+        return &mistral;
+    case CHAT_TMPL_LLAMA2:
+    case CHAT_TMPL_DEEPSEEK3:
+        return &hermes_user;
+    default:
+        return &hermes;
+    }
 }

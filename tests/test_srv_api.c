@@ -298,7 +298,7 @@ static void test_chat_bad(void **state)
         {"{\"messages\":\"hi\"}", "messages"},
         {"{\"messages\":[\"hi\"]}", "messages"},
         {"{\"messages\":[{\"content\":\"hi\"}]}", "messages"},
-        {"{\"messages\":[{\"role\":\"tool\",\"content\":\"hi\"}]}", "messages"},
+        {"{\"messages\":[{\"role\":\"function\",\"content\":\"hi\"}]}", "messages"},
         {"{\"messages\":[{\"role\":5,\"content\":\"hi\"}]}", "messages"},
         {"{\"messages\":[{\"role\":\"user\"}]}", "messages"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages"},

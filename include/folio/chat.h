@@ -67,6 +67,25 @@ int chat_template_detect(const char *src, size_t len, enum chat_template *out, c
 int chat_template_from_gguf(const gguf_file_t *f, enum chat_template *out, char *err,
                             size_t errlen);
 
+/* How a template's model family calls tools (see model/chat.c for each):
+ * the calls of one assistant turn are written as
+ *   calls_open CALL (call_sep CALL)* calls_close
+ * where CALL is the JSON object {"name": NAME, args_key: ARGUMENTS};
+ * the tool definitions go to the system message as tools_intro, one JSON
+ * object per function ({"type":"function","function":{...}}) joined by
+ * tools_sep, then tools_outro; tool results become messages of role tool_role whose
+ * content is wrapped in result_open / result_close. */
+struct chat_tool_format {
+    const char *calls_open, *call_sep, *calls_close;
+    const char *args_key;
+    const char *tools_intro, *tools_sep, *tools_outro;
+    const char *tool_role;
+    const char *result_open, *result_close;
+};
+/* Never NULL for a valid template (the Hermes format when the family has
+ * no documented one). */
+const struct chat_tool_format *chat_tool_format(enum chat_template t);
+
 /* Renders msgs[0..n) into buf (NUL-terminated when it fits), *len = bytes
  * without the NUL.  add_generation_prompt appends the assistant header so
  * the model answers next.  -ENOSPC with the needed *len (buf needs *len+1)

@@ -61,3 +61,24 @@ ensure_openai() {
     echo "npm install openai@6 undici@7 failed (registry unreachable?):"; tail -n 5 "$T/npm.log"; return 1
   fi
 }
+
+# ensure_sdks: the three client stacks for the structured-output tests
+# (openai@6, ai@5 + @ai-sdk/openai-compatible@1, @langchain/openai@0.6 with
+# @langchain/core@0.3: the last majors that run on Node 20; zod@3,
+# zod-to-json-schema, ajv@8) into $NMS (once); returns 1 with a message
+# when npm or the registry is unreachable.
+NMS=${NPM_SDK_DIR:-$PWD/npm-sdks}
+ensure_sdks() {
+  mkdir -p "$NMS"
+  local want="openai undici ai @ai-sdk/openai-compatible @langchain/openai @langchain/core zod zod-to-json-schema ajv"
+  local missing=0 p
+  for p in $want; do [ -d "$NMS/node_modules/$p" ] || missing=1; done
+  [ $missing = 0 ] && return 0
+  if ! command -v npm >/dev/null; then echo "npm not installed"; return 1; fi
+  [ -f "$NMS/package.json" ] || echo '{"private":true}' >"$NMS/package.json"
+  if ! (cd "$NMS" && timeout 300 npm install --no-audit --no-fund --silent openai@6 undici@7 ai@5 \
+      @ai-sdk/openai-compatible@1 @langchain/openai@0.6 @langchain/core@0.3 zod@3 \
+      zod-to-json-schema@3 ajv@8 >"$T/npm.log" 2>&1); then
+    echo "npm install of the SDKs failed (registry unreachable?):"; tail -n 5 "$T/npm.log"; return 1
+  fi
+}
