@@ -633,7 +633,14 @@ static struct http_conn *PC(llhttp_t *p)
 static int on_message_begin(llhttp_t *p)
 {
     struct http_conn *c = PC(p);
-    c->url.len = c->body.len = c->hfield.len = c->hval.len = c->auth.len = 0;
+    /* the previous message's strings end here too: a request without a
+     * body or an Authorization header must not see the last one's */
+    struct srv_buf *bufs[] = {&c->url, &c->body, &c->hfield, &c->hval, &c->auth};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bufs); i++) {
+        bufs[i]->len = 0;
+        if (bufs[i]->p)
+            bufs[i]->p[0] = 0;
+    }
     c->header_bytes = 0;
     c->reject_status = 0;
     c->reject_why = NULL;
@@ -836,7 +843,7 @@ static void dispatch(struct http_conn *c)
         .path_len = strcspn(url, "?#"),
         .body = c->body.p ? c->body.p : "",
         .body_len = c->body.len,
-        .auth = c->auth.p,
+        .auth = c->auth.len ? c->auth.p : NULL,
         .peer_uid = c->peer_uid,
         .is_tcp = c->is_tcp,
     };
