@@ -476,8 +476,8 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
                   const char *extra)
 {
     struct srv_buf h = {0};
-    if (!c->keep_alive || c->hs->draining || c->peer_eof)
-        c->close_after_write = true;
+    if (!c->keep_alive || c->hs->draining || (c->peer_eof && !c->in_len))
+        c->close_after_write = true; /* (after a half-close: the last request's answer) */
     srv_buf_printf(&h,
                    "HTTP/1.1 %d %s\r\nServer: foliod\r\nContent-Type: %s\r\n"
                    "Content-Length: %zu\r\n%s%s\r\n",
@@ -506,7 +506,7 @@ void http_error(struct http_conn *c, const struct srv_api_error *e, const char *
 
 int http_stream_begin(struct http_conn *c)
 {
-    if (c->hs->draining || !c->keep_alive || c->peer_eof)
+    if (c->hs->draining || !c->keep_alive || (c->peer_eof && !c->in_len))
         c->close_after_write = true;
     /* HTTP/1.0 has no chunked encoding: the body ends when the connection does */
     c->chunked = !(c->parser.http_major == 1 && c->parser.http_minor == 0);
@@ -1004,7 +1004,7 @@ void http_server_drain(struct http_server *hs)
             continue;
         if (c->out_queued)
             c->close_after_write = true;
-        else if (!c->in_msg)
+        else
             idle_arm(c); /* DRAIN_IDLE_MS to ask, e.g., /health */
     }
 }

@@ -97,7 +97,15 @@ const scenarios = {
       if (what === 'completion' && JSON.parse(p.body).usage.completion_tokens !== 20) fail('half-closed completion: ' + p.body);
       if (what === 'stream' && !p.body.toString().includes('data: [DONE]')) fail('half-closed stream without [DONE]');
     }
-    ok('half-closed clients get /health, a completion and a stream, then the connection closes');
+    // three pipelined requests, then the half-close: three answers
+    const c = await connect();
+    c.end('GET /health HTTP/1.1\r\nHost: x\r\n\r\n' +
+      post('/v1/completions', { prompt: [4, 5], max_tokens: 5, temperature: 0 }) +
+      'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n');
+    const r = await readAll(c);
+    const n = (r.data.toString().match(/^HTTP\/1\.1 200 OK\r\n/gm) || []).length;
+    if (n !== 3 || !r.closed) fail(`pipelined then half-closed: ${n} answers of 3, closed ${r.closed}`);
+    ok('half-closed clients get /health, a completion, a stream and 3 pipelined answers, then the connection closes');
   },
 
   // Stream from an HTTP/1.0 client: no chunked encoding, the body ends
