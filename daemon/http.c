@@ -263,6 +263,13 @@ static void slow_reader(struct http_conn *c, const char *what)
     c->hs->st.dropped_slow_total++;
 }
 
+/* The write clock: how long queued output may make no progress. */
+static int64_t write_clock_ms(const struct http_conn *c)
+{
+    int64_t ms = c->failed ? FAIL_LINGER_MS : c->hs->lim.idle_timeout_ms;
+    return ms > 0 ? ms : WRITE_CLOCK_DEFAULT_MS;
+}
+
 static void on_timer(uv_timer_t *t)
 {
     struct http_conn *c = t->data;
@@ -271,8 +278,7 @@ static void on_timer(uv_timer_t *t)
     if (c->out_queued) {
         char what[96];
         snprintf(what, sizeof(what), "no write progress for %lld ms (%zu bytes queued)",
-                 (long long)(c->failed ? FAIL_LINGER_MS : c->hs->lim.idle_timeout_ms),
-                 c->out_queued);
+                 (long long)write_clock_ms(c), c->out_queued);
         if (!c->failed)
             slow_reader(c, what);
         http_close(c, what);
@@ -323,11 +329,9 @@ static void clock_update(struct http_conn *c)
     if (c->closing)
         return;
     int64_t ms = -1;
-    if (c->out_queued) {
-        ms = c->failed ? FAIL_LINGER_MS : c->hs->lim.idle_timeout_ms;
-        if (ms <= 0)
-            ms = WRITE_CLOCK_DEFAULT_MS;
-    } else if (!c->active) {
+    if (c->out_queued)
+        ms = write_clock_ms(c);
+    else if (!c->active) {
         if (c->idle_deadline) {
             uint64_t now = folio_now_ns();
             ms = c->idle_deadline > now ? (int64_t)((c->idle_deadline - now) / 1000000) + 1 : 0;
