@@ -76,7 +76,7 @@ static const struct opt opts[] = {
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",
      "largest request body (413 beyond)", 0},
     {"max-pending-output", OPT_SIZE, 4096, 1 << 30, "1M", NULL, F(max_pending_output), "SIZE",
-     "unsent stream bytes a client may leave queued (over 1 s) before it is dropped", 0},
+     "unsent stream bytes above which a client that reads none for 1 s is dropped", 0},
     {"max-connections", OPT_INT, 1, 1 << 20, "4096", NULL, F(max_connections), "N",
      "open client connections (more are closed at accept)", 0},
     {"idle-timeout-ms", OPT_INT, 0, 3600 * 1000, "60000", NULL, F(idle_timeout_ms), "MS",

@@ -29,10 +29,9 @@
  *     its size does not depend on the reader, so it is not counted
  *     against --max-pending-output;
  *   - stream chunks are: a client that leaves more than
- *     --max-pending-output bytes of them unsent for longer than
- *     OVER_CAP_MS (so a burst of large events that a fast reader takes in
- *     at once is not a slow reader; one that stops reading is) is a slow
- *     reader.  It is
+ *     --max-pending-output bytes of them unsent and takes none of them
+ *     for OVER_CAP_MS is a slow reader (a burst of large events that a
+ *     reader is taking in is not; one that stops reading is).  It is
  *     logged and counted, its request is abandoned (pages freed at the
  *     next step commit), the unsent chunks are discarded and replaced by
  *     a final error event, and the connection closes once that is out (or
@@ -40,8 +39,9 @@
  *   - a connection whose queued output makes no progress for the write
  *     clock (--idle-timeout-ms, 60 s when that is 0) is a slow reader too
  *     and is closed.
- * Memory per connection is bounded by one rendered response, the cap and
- * what its request generates in OVER_CAP_MS.
+ * Memory per connection is bounded by its request's answer (rendered, or
+ * streamed to a reader that keeps reading), or else by the cap and what
+ * the request generates in OVER_CAP_MS.
  *
  * Clocks (one timer per connection):
  *   - idle: a connection has --idle-timeout-ms to send each complete
@@ -147,7 +147,7 @@ struct http_conn {
     struct oseg *oq_head, *oq_tail;
     size_t out_queued;       /* bytes in the queue not yet acknowledged */
     size_t out_capped;       /* stream bytes not yet handed to libuv */
-    uint64_t over_cap_since; /* ns: out_capped went over the cap; 0 under */
+    uint64_t over_cap_since; /* ns: over the cap with no write done since; 0 under */
     bool writing;
     size_t wr_len;
     uv_write_t wr;
@@ -375,6 +375,8 @@ static void on_written(uv_write_t *req, int status)
     }
     if (!c->oq_head)
         c->oq_tail = NULL;
+    if (c->over_cap_since)
+        c->over_cap_since = folio_now_ns(); /* it reads: its clock starts again */
     pump(c);
     if (c->closing)
         return;

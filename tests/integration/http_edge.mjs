@@ -213,6 +213,22 @@ const scenarios = {
     ok(`slow reader got ${path} whole: ${p.body.length} bytes in ${ms} ms`);
   },
 
+  // GET PATH and never read: the write clock drops the connection (the
+  // daemon logs it; ARGS[1] is its log).
+  async stallget() {
+    const c = await connect();
+    c.write(`GET ${args[0]} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    c.pause();
+    const fs = await import('node:fs');
+    const t0 = Date.now();
+    while (!fs.readFileSync(args[1], 'utf8').includes('no write progress')) {
+      if (Date.now() - t0 > 10000) fail('a reader that never reads was not dropped in 10 s');
+      await sleep(50);
+    }
+    c.destroy();
+    ok(`a reader that never reads ${args[0]} is dropped after ${Date.now() - t0} ms`);
+  },
+
   // A streaming client that stops reading: dropped at the cap; when it
   // reads again it finds the end of the stream and a final error event.
   async stopreader() {

@@ -24,6 +24,9 @@ jq -e '.num_blocks == 100000 and (.block_map|length) == 100000' "$T/kv.json" >/d
   fail "/v1/kv of 100k blocks incomplete ($size bytes)"
 ok "/v1/kv of a 100k-block pool arrives whole ($size bytes)"
 $E slowget "$SOCK" /v1/kv 10 || fail "slow reader of /v1/kv"
+$E stallget "$SOCK" /v1/kv "$LOG" || fail "stalled reader of /v1/kv"
+m=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '/^folio_slow_reader_drops_total/ {print $2}')
+[ "${m%.*}" = 1 ] || fail "stalled reader not counted: '$m'"
 
 stop_daemon || fail "exit status"
 
