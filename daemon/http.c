@@ -31,14 +31,17 @@
  *   - stream chunks are: a client that leaves more than
  *     --max-pending-output bytes of them unsent and takes none of them
  *     for OVER_CAP_MS is a slow reader (a burst of large events that a
- *     reader is taking in is not; one that stops reading is).  It is
+ *     reader is taking in is not; one that stops reading is).  "Takes
+ *     none" is judged when the clock fires by the socket itself: if the
+ *     kernel has room again, the client has been reading while the loop
+ *     was busy (rendering a large burst), and the clock starts again.  It is
  *     logged and counted, its request is abandoned (pages freed at the
  *     next step commit), the unsent chunks are discarded and replaced by
  *     a final error event, and the connection closes once that is out (or
  *     after the linger below);
  *   - a connection whose queued output makes no progress for the write
- *     clock (--idle-timeout-ms, 60 s when that is 0) is a slow reader too
- *     and is closed.
+ *     clock (--idle-timeout-ms, 60 s when that is 0; judged the same way)
+ *     is a slow reader too and is closed.
  * Memory per connection is bounded by its request's answer (rendered, or
  * streamed to a reader that keeps reading), or else by the cap and what
  * the request generates in OVER_CAP_MS.
@@ -145,9 +148,9 @@ struct http_conn {
     bool failed;             /* http_conn_fail ran: nothing more is queued */
     /* output queue (see the top) */
     struct oseg *oq_head, *oq_tail;
-    size_t out_queued;       /* bytes in the queue not yet acknowledged */
-    size_t out_capped;       /* stream bytes not yet handed to libuv */
-    uint64_t over_cap_since; /* ns: over the cap with no write done since; 0 under */
+    size_t out_queued; /* bytes in the queue not yet acknowledged */
+    size_t out_capped; /* stream bytes not yet handed to libuv */
+    bool over_cap;     /* out_capped > max_pending_output: the short write clock */
     bool writing;
     size_t wr_len;
     uv_write_t wr;
@@ -266,8 +269,20 @@ static void slow_reader(struct http_conn *c, const char *what)
 /* The write clock: how long queued output may make no progress. */
 static int64_t write_clock_ms(const struct http_conn *c)
 {
+    if (c->over_cap && !c->failed)
+        return OVER_CAP_MS;
     int64_t ms = c->failed ? FAIL_LINGER_MS : c->hs->lim.idle_timeout_ms;
     return ms > 0 ? ms : WRITE_CLOCK_DEFAULT_MS;
+}
+
+/* The kernel would take more bytes now (the client has been reading). */
+static bool sock_writable(struct http_conn *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno(&c->u.h, &fd))
+        return false;
+    struct pollfd pf = {.fd = fd, .events = POLLOUT};
+    return poll(&pf, 1, 0) == 1 && (pf.revents & POLLOUT) && !(pf.revents & (POLLERR | POLLHUP));
 }
 
 static void on_timer(uv_timer_t *t)
@@ -276,7 +291,25 @@ static void on_timer(uv_timer_t *t)
     if (c->closing)
         return;
     if (c->out_queued) {
-        char what[96];
+        /* the socket has room: the client reads, the loop was busy */
+        if (sock_writable(c)) {
+            clock_update(c);
+            return;
+        }
+        char what[112];
+        if (c->over_cap && !c->failed) {
+            snprintf(what, sizeof(what),
+                     "%zu bytes of stream unsent (cap %lld), none taken in %d ms", c->out_capped,
+                     (long long)c->hs->lim.max_pending_output, OVER_CAP_MS);
+            slow_reader(c, what);
+            struct srv_api_error e;
+            srv_api_error_set(&e, 503, "server_error", NULL, "slow_reader",
+                              "the client read too slowly: more than %lld bytes unsent; stream "
+                              "ended",
+                              (long long)c->hs->lim.max_pending_output);
+            http_conn_fail(c, &e);
+            return;
+        }
         snprintf(what, sizeof(what), "no write progress for %lld ms (%zu bytes queued)",
                  (long long)write_clock_ms(c), c->out_queued);
         if (!c->failed)
@@ -339,9 +372,12 @@ static void clock_update(struct http_conn *c)
         if (c->in_msg && c->in_body && (ms < 0 || ms > BODY_CHECK_MS))
             ms = BODY_CHECK_MS;
     }
-    if (ms >= 0)
+    if (ms >= 0) {
+        /* from now, not from the start of this loop turn (which may have
+         * been long: a large burst rendered) */
+        uv_update_time(c->hs->loop);
         uv_timer_start(&c->timer, on_timer, (uint64_t)ms, 0);
-    else
+    } else
         uv_timer_stop(&c->timer);
 }
 
@@ -375,8 +411,6 @@ static void on_written(uv_write_t *req, int status)
     }
     if (!c->oq_head)
         c->oq_tail = NULL;
-    if (c->over_cap_since)
-        c->over_cap_since = folio_now_ns(); /* it reads: its clock starts again */
     pump(c);
     if (c->closing)
         return;
@@ -417,10 +451,10 @@ static void pump(struct http_conn *c)
     }
     if (!n)
         return;
+    if (c->out_capped <= (size_t)c->hs->lim.max_pending_output)
+        c->over_cap = false;
     c->wr.data = c;
     c->wr_len = total;
-    if (c->out_capped <= (size_t)c->hs->lim.max_pending_output)
-        c->over_cap_since = 0;
     int rc = uv_write(&c->wr, &c->u.s, bufs, n, on_written);
     if (rc) {
         http_close(c, uv_strerror(rc));
@@ -567,22 +601,9 @@ int http_stream_chunk(struct http_conn *c, const char *data, size_t len)
     int rc = oq_push(c, head, (size_t)hn, data, len, c->chunked ? "\r\n" : NULL, true);
     if (rc)
         return rc;
-    if (c->out_capped <= (size_t)c->hs->lim.max_pending_output)
-        return 0;
-    uint64_t now = folio_now_ns();
-    if (!c->over_cap_since)
-        c->over_cap_since = now;
-    if (now - c->over_cap_since > (uint64_t)OVER_CAP_MS * 1000000) {
-        char what[96];
-        snprintf(what, sizeof(what), "%zu bytes of stream unsent (cap %lld)", c->out_capped,
-                 (long long)c->hs->lim.max_pending_output);
-        slow_reader(c, what);
-        struct srv_api_error e;
-        srv_api_error_set(&e, 503, "server_error", NULL, "slow_reader",
-                          "the client read too slowly: more than %lld bytes unsent; stream ended",
-                          (long long)c->hs->lim.max_pending_output);
-        http_conn_fail(c, &e);
-        return -EPIPE;
+    if (!c->over_cap && c->out_capped > (size_t)c->hs->lim.max_pending_output) {
+        c->over_cap = true;
+        clock_update(c); /* OVER_CAP_MS for the client to take some */
     }
     return 0;
 }
