@@ -7,9 +7,10 @@
 # race or lock-order report fails the test that caused it.
 #   scripts/tsan.sh                    every integration test
 #   scripts/tsan.sh srv_real_engine    the named tests only
-# Not part of .ci/run: the build and the run take about 10 minutes on 2
-# cores (see BENCHMARKS.md's CI timing); run it before changing
-# daemon/engine.c, server.c, comp.c or backend.c.
+# Not part of .ci/run: a build of its own (every library, with
+# ThreadSanitizer) plus the integration suite at TSan speed is well over
+# the 3 minutes CI can spare; run it before changing daemon/engine.c,
+# server.c, comp.c, backend.c or http.c.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BUILD_DIR:-build-tsan}
