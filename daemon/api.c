@@ -85,6 +85,29 @@ void srv__note_unknown(char *names, int *n, const char *prefix, const char *name
     (*n)++;
 }
 
+/* True when the JSON text holds a NUL, raw or as the escape \u0000: the
+ * parser's C strings would end there and the rest be silently lost. */
+static bool json_has_nul(const char *s, size_t n)
+{
+    if (memchr(s, 0, n))
+        return true;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!in_str) {
+            in_str = s[i] == '"';
+            continue;
+        }
+        if (s[i] == '"')
+            in_str = false;
+        else if (s[i] == '\\' && i + 1 < n) {
+            if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4))
+                return true;
+            i++; /* the escaped character */
+        }
+    }
+    return false;
+}
+
 /* An integral JSON number in [lo, hi]. */
 static int get_int(const cJSON *v, const char *name, double lo, double hi, int64_t *out,
                    struct srv_api_error *err)
@@ -536,6 +559,8 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         field_default(&fields[i], p);
     if (!folio_utf8_valid(body, len))
         BAD(NULL, "request body is not valid UTF-8");
+    if (json_has_nul(body, len))
+        BAD(NULL, "request body holds a NUL character (\\u0000), which is not accepted");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!root)
@@ -722,6 +747,11 @@ static cJSON *parse_root(const char *body, size_t len, struct srv_api_error *err
     if (!folio_utf8_valid(body, len)) {
         srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
                           "request body is not valid UTF-8");
+        return NULL;
+    }
+    if (json_has_nul(body, len)) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body holds a NUL character (\\u0000), which is not accepted");
         return NULL;
     }
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);

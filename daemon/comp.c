@@ -130,6 +130,14 @@ static void stream_emit(struct srv_choice *ch, bool final)
     srv_buf_free(&b);
 }
 
+static bool comp_engine_failed(const struct srv_comp *comp)
+{
+    for (int i = 0; i < comp->n_choices; i++)
+        if (comp->ch[i].finish == ENG_FINISH_ERROR)
+            return true;
+    return false;
+}
+
 static void comp_respond(struct srv_comp *comp)
 {
     struct http_conn *c = comp->conn;
@@ -142,13 +150,12 @@ static void comp_respond(struct srv_comp *comp)
         srv_buf_free(&b);
         return;
     }
-    for (int i = 0; i < comp->n_choices; i++)
-        if (comp->ch[i].finish == ENG_FINISH_ERROR) {
-            struct srv_api_error e;
-            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
-            http_error(c, &e, NULL);
-            return;
-        }
+    if (comp_engine_failed(comp)) {
+        struct srv_api_error e;
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
+        http_error(c, &e, NULL);
+        return;
+    }
     srv_render_response(&b, &r, comp);
     if (b.oom) {
         struct srv_api_error e;
@@ -260,7 +267,12 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     if (comp->n_live)
         return;
     struct http_conn *c = comp->conn;
-    if (c && !comp->failed) {
+    if (c && !comp->failed && comp->p.stream && comp_engine_failed(comp)) {
+        /* the stream ends with an error event, not [DONE] */
+        struct srv_api_error e;
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
+        http_conn_fail(c, &e); /* abandons comp: nothing is live any more */
+    } else if (c && !comp->failed) {
         comp_respond(comp);
         http_request_done(c);
     }

@@ -63,8 +63,9 @@ struct http_peer {
 
 struct http_limits {
     int64_t max_body;           /* bytes: 413 above */
-    int64_t max_pending_output; /* bytes unsent before a slow reader is dropped */
-    int64_t idle_timeout_ms;    /* to send each complete request; 0: none */
+    int64_t max_pending_output; /* stream bytes unsent before a slow reader is dropped */
+    int64_t idle_timeout_ms;    /* to send each complete request, and for queued output to
+                                   make progress; 0: none (output: 60 s) */
     int64_t max_connections;
 };
 
@@ -115,6 +116,9 @@ void http_accept(struct http_server *hs, uv_stream_t *listener, bool is_tcp);
 void http_server_drain(struct http_server *hs);
 /* Closes every connection (held requests are abandoned). */
 void http_server_close_all(struct http_server *hs, const char *why);
+/* Ends every connection: those serving a request with http_conn_fail(e)
+ * (the client reads e), idle ones closed now. */
+void http_server_fail_all(struct http_server *hs, const struct srv_api_error *e);
 
 /* Keeps the request open past on_request; `active` is the owner's. */
 void http_conn_hold(struct http_conn *c, void *active);
@@ -128,13 +132,22 @@ void http_conn_close_after(struct http_conn *c);
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len,
                   const char *extra);
 void http_error(struct http_conn *c, const struct srv_api_error *e, const char *extra);
-/* Streaming: headers for a chunked text/event-stream response, then
- * chunks, then the terminator.  -EPIPE when the connection went away
- * (dropped for a slow reader, or closed: on_abandon has run then). */
+/* Streaming: headers for a text/event-stream response (chunked; for an
+ * HTTP/1.0 client close-delimited), then chunks, then the end.  -EPIPE
+ * when the connection went away (dropped for a slow reader, with a final
+ * error event, or closed: on_abandon has run then).  Every response is
+ * queued and written in bounded chunks (see http.c); the body passed in is
+ * copied. */
 int http_stream_begin(struct http_conn *c);
 int http_stream_chunk(struct http_conn *c, const char *data, size_t len);
 void http_stream_end(struct http_conn *c);
 void http_close(struct http_conn *c, const char *why);
+/* Ends the request on c early with an error the client can read: before
+ * the headers an error response; in a stream a final `data: {"error":...}`
+ * event, then the end of the body.  The held request is abandoned
+ * (on_abandon), nothing further is sent or read, and the connection
+ * closes once that is written (or after a short linger). */
+void http_conn_fail(struct http_conn *c, const struct srv_api_error *e);
 const char *http_status_text(int status);
 
 #endif

@@ -238,7 +238,10 @@ static void on_drain_timeout(uv_timer_t *t)
 {
     struct srv *s = t->data;
     srv_log(SRV_LOG_INFO, "drain timeout: aborting %d requests", s->n_comps);
-    http_server_close_all(&s->http, "drain timeout");
+    struct srv_api_error e;
+    srv_api_error_set(&e, 503, "service_unavailable", NULL, "drain_timeout",
+                      "the server is shutting down: request aborted at the drain timeout");
+    http_server_fail_all(&s->http, &e);
 }
 
 static void begin_drain(struct srv *s, const char *why)
@@ -310,6 +313,24 @@ static void chat_template_choose(struct srv *s)
                 "chatml|llama2|llama3|mistral|zephyr|phi3)");
 }
 
+/* The model's name as JSON and logs show it: a name that is not UTF-8
+ * (it comes from the model file) has each invalid byte run as U+FFFD, and
+ * control characters as '?', so every response stays valid JSON text that
+ * clients can echo back in "model".  NULL: out of memory. */
+static char *model_name_sanitize(const char *raw)
+{
+    size_t n = strlen(raw ? raw : "");
+    char *out = folio_malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    n = folio_utf8_sanitize(raw ? raw : "", n, out);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+            out[i] = '?';
+    out[n] = 0;
+    return out;
+}
+
 static const double lat_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,
                                     0.5,   0.75,   1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 static const double tok_bounds[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
@@ -364,6 +385,10 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         goto out_cfg;
     }
     s->ops->info(s->backend, &s->mi);
+    char *name = model_name_sanitize(s->mi.name);
+    if (!name)
+        goto out_backend;
+    s->mi.name = name;
     chat_template_choose(s);
     uv_loop_t loop;
     if (uv_loop_init(&loop))
@@ -407,6 +432,7 @@ out_loop:
     uv_loop_close(&loop);
 out_backend:
     s->ops->free(s->backend);
+    folio_free(name);
 out_cfg:
     srv_auth_free(&s->auth);
     folio_free(s);

@@ -195,6 +195,36 @@ static void test_context_and_utf8_body(void **state)
     srv_comp_params_free(&p);
 }
 
+/* NUL in a JSON string (raw or \u0000) would cut the parser's C string
+ * short: refused; an escaped backslash before "u0000" is plain text. */
+static void test_nul_refused(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    const char *bad[] = {"{\"prompt\":[1],\"user\":\"a\\u0000b\"}",
+                         "{\"prompt\":[1],\"stop\":[\"x\",\"\\\\\\u0000\"]}",
+                         "{\"prompt\":[1],\"u\\u0000ser\":1}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(parse(bad[i], &p, &e), -EINVAL);
+        assert_int_equal(e.status, 400);
+        assert_non_null(strstr(e.message, "NUL"));
+        srv_comp_params_free(&p);
+    }
+    const char raw[] = "{\"prompt\":[1],\"user\":\"a\0b\"}";
+    assert_int_equal(srv_comp_parse(raw, sizeof(raw) - 1, &mi, NULL, NULL, &p, &e), -EINVAL);
+    assert_non_null(strstr(e.message, "NUL"));
+    srv_comp_params_free(&p);
+    const char *fine = "{\"prompt\":[1],\"user\":\"a\\\\u0000b\"}";
+    assert_int_equal(parse(fine, &p, &e), 0);
+    srv_comp_params_free(&p);
+    struct srv_tok_params tp = {0};
+    const char *tb = "{\"prompt\":\"x\\u0000y\"}";
+    assert_int_equal(srv_tokenize_parse(tb, strlen(tb), &mi, &tp, &e), -EINVAL);
+    assert_non_null(strstr(e.message, "NUL"));
+    assert_null(tp.text);
+}
+
 static bool last_special;
 
 static int fake_tok(void *ctx, const char *text, size_t n, bool special, int32_t **out,
@@ -654,6 +684,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_full),
+        cmocka_unit_test(test_nul_refused),
         cmocka_unit_test(test_defaults_and_lists),
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_context_and_utf8_body),

@@ -13,6 +13,11 @@ corpus/tokenizer/: the strings of tests/data/tokenizer/*.inp, each behind
 an option byte (fuzz_tokenizer.c: low 5 bits pick the vocabulary, bits
 5-7 the encode/decode flags), plus chat markup and special-token text.
 
+corpus/request/: completion, chat, /tokenize and /detokenize bodies
+behind fuzz_request.c's option byte.  corpus/http/: request streams
+(pipelined, streamed, held, failed, HTTP/1.0, Expect, chunked, malformed)
+behind fuzz_http.c's option byte.
+
 The output depends only on this script and tests/data (no randomness
 beyond a fixed seed), so rerunning it changes nothing unless those did.
 """
@@ -258,6 +263,103 @@ def tokenizer_seeds(out):
         i += 1
 
 
+COMPLETION_BODIES = [
+    b'{"prompt":[1,2,3],"max_tokens":4}',
+    b'{"model":"fuzz-model","prompt":"hello","max_tokens":8,"temperature":0.7,"top_p":0.9,'
+    b'"top_k":40,"seed":7,"n":3,"stop":["x","yz"],"logprobs":2,"echo":true,"stream":true,'
+    b'"stream_options":{"include_usage":true},"logit_bias":{"5":-100,"6":100},"user":"u",'
+    b'"ignore_eos":false,"frequency_penalty":0,"presence_penalty":0}',
+    b'{"prompt":[[1,2],[3,4,5]],"n":2}',
+    b'{"prompt":["a","b\\u00e9c"],"max_tokens":1}',
+    b'{"prompt":"a\\u0000b"}',
+    b'{"prompt":[1],"stop":"\\ud83d\\ude00"}',
+    b'{"prompt":[1e3,-1,2.5],"max_tokens":1e9}',
+    b'{"prompt":[1]}   \n',
+    b'{"prompt":[1]} trailing',
+    b'[1,2,3]',
+    b'{"prompt":[1],"prompt":[2]}',
+]
+CHAT_BODIES = [
+    b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":5}',
+    b'{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text",'
+    b'"text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":"c"}],'
+    b'"max_completion_tokens":3,"stream":true,"seed":1}',
+    b'{"messages":[]}',
+    b'{"messages":[{"role":"tool","content":"x"}]}',
+    b'{"messages":[{"role":"user","content":"<|im_start|>x\\u0000"}]}',
+]
+SMALL_BODIES = [
+    b'{"prompt":"hello world"}',
+    b'{"prompt":"x","model":"fuzz-model"}',
+    b'{"tokens":[1,2,3]}',
+    b'{"tokens":[511,0,-1,512]}',
+    b'{"tokens":[],"model":"other"}',
+]
+
+
+def request_seeds(out):
+    """corpus/request/: bodies behind the option byte of fuzz_request.c
+    (low 2 bits: completions, chat, tokenize, detokenize; bits 2-5: chat
+    template; bit 6: a tokenizer)."""
+    os.makedirs(out, exist_ok=True)
+    i = 0
+    for op, bodies in ((0, COMPLETION_BODIES), (1, CHAT_BODIES), (2, SMALL_BODIES),
+                       (3, SMALL_BODIES)):
+        for b in bodies:
+            for tmpl in ((1, 3, 6) if op == 1 else (0,)):
+                opt = op | (tmpl << 2) | 64
+                write(os.path.join(out, "req-%03d" % i), bytes([opt]) + b)
+                i += 1
+
+
+def http_req(method, path, body=b"", headers=(), version=b"1.1"):
+    h = b"%s %s HTTP/%s\r\nHost: x\r\n" % (method, path, version)
+    for k, v in headers:
+        h += b"%s: %s\r\n" % (k, v)
+    if body or method == b"POST":
+        h += b"Content-Length: %d\r\n" % len(body)
+    return h + b"\r\n" + body
+
+
+def http_seeds(out):
+    """corpus/http/: what a client sends, behind the option byte of
+    fuzz_http.c (bits 0-2: how the bytes are cut into writes; bit 3:
+    half-close after sending)."""
+    os.makedirs(out, exist_ok=True)
+    body = b'{"prompt":[1,2,3],"max_tokens":4}'
+    streams = {
+        "get": http_req(b"GET", b"/health"),
+        "post-echo": http_req(b"POST", b"/v1/completions", body),
+        "stream": http_req(b"POST", b"/s", body),
+        "held": http_req(b"POST", b"/h", body),
+        "fail": http_req(b"POST", b"/f", body),
+        "fail-before-headers": http_req(b"GET", b"/c"),
+        "error": http_req(b"GET", b"/e?x=1#y"),
+        "pipelined": http_req(b"GET", b"/s") + http_req(b"POST", b"/x", body)
+        + http_req(b"GET", b"/h") + http_req(b"GET", b"/e"),
+        "keepalive-close": http_req(b"GET", b"/a", headers=((b"Connection", b"keep-alive"),))
+        + http_req(b"GET", b"/b", headers=((b"Connection", b"close"),)),
+        "http10-stream": http_req(b"POST", b"/s", body, version=b"1.0"),
+        "http10-keepalive": http_req(b"GET", b"/a", version=b"1.0",
+                                     headers=((b"Connection", b"keep-alive"),)),
+        "expect": http_req(b"POST", b"/h", body, headers=((b"Expect", b"100-continue"),)),
+        "expect-other": http_req(b"POST", b"/h", body, headers=((b"Expect", b"nothing"),)),
+        "chunked": b"POST /s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        "header-space": b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n",
+        "auth": http_req(b"GET", b"/a", headers=((b"Authorization", b"Bearer k"),)),
+        "too-large": http_req(b"POST", b"/x", b"x" * 5000),
+        "half-request": b"POST /h HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc",
+        "head": http_req(b"HEAD", b"/x"),
+        "garbage": b"\x00\xff GET\r\n\r\n",
+    }
+    for name, data in sorted(streams.items()):
+        for opt in (4, 8 | 4, 0, 8 | 3):
+            write(os.path.join(out, "%s-%d" % (name, opt)), bytes([opt]) + data)
+
+
 if __name__ == "__main__":
     gguf_seeds(os.path.join(HERE, "corpus", "gguf"))
     tokenizer_seeds(os.path.join(HERE, "corpus", "tokenizer"))
+    request_seeds(os.path.join(HERE, "corpus", "request"))
+    http_seeds(os.path.join(HERE, "corpus", "http"))

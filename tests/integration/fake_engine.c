@@ -14,7 +14,10 @@
  * only (no K/V memory), sized as 4096 bytes per token slot.
  *
  * Env: FOLIO_FAKE_STEP_US (default 1000) sleeps in run() to make steps
- * take time, FOLIO_FAKE_CTX (default 2048) sets the context length.
+ * take time, FOLIO_FAKE_CTX (default 2048) sets the context length,
+ * FOLIO_FAKE_FAIL_AT=N makes a request's step fail when it samples its
+ * N-th token (an engine error), FOLIO_FAKE_NAME names the model (default
+ * fake-tiny).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -32,6 +35,8 @@
 struct fake {
     unsigned step_us;
     int32_t ctx;
+    const char *name; /* FOLIO_FAKE_NAME: any bytes, for the name sanitizing test */
+    int32_t fail_at;  /* a slice sampling token number fail_at fails (-EIO); -1 never */
 };
 
 static uint64_t mix(uint64_t x)
@@ -45,7 +50,7 @@ static uint64_t mix(uint64_t x)
 static void f_info(void *ctx, struct eng_model_info *mi)
 {
     struct fake *f = ctx;
-    mi->name = "fake-tiny";
+    mi->name = f->name;
     mi->n_vocab = VOCAB;
     mi->ctx_len = f->ctx;
     mi->eos_id = EOS;
@@ -79,6 +84,10 @@ static void f_run(void *ctx, const struct sched_batch *batch, int32_t *sampled,
             continue;
         struct sampler_params sp;
         const struct eng_req *r = eng_slice_req(s, &sp, NULL);
+        if (s->token_index == f->fail_at) {
+            slice_rc[i] = -EIO;
+            continue;
+        }
         int32_t tok = fake_token(r, s->token_index);
         for (int32_t k = 0; k < sp.n_banned; k++) /* min_tokens: a banned id becomes 3 */
             if (sp.banned[k] == tok)
@@ -133,6 +142,10 @@ static int fake_factory(const struct srv_config *cfg, const struct eng_backend_o
     f->step_us = e ? (unsigned)atoi(e) : 1000;
     e = getenv("FOLIO_FAKE_CTX");
     f->ctx = e ? atoi(e) : 2048;
+    e = getenv("FOLIO_FAKE_FAIL_AT");
+    f->fail_at = e ? atoi(e) : -1;
+    e = getenv("FOLIO_FAKE_NAME");
+    f->name = e ? e : "fake-tiny";
     /* f32 K+V of 1 layer x 1 head x 512 dims: 4096 bytes per token slot */
     struct eng_geom g = {1, 1, 512, f->ctx, true};
     struct eng_backend *be;

@@ -1,0 +1,172 @@
+/*
+ * tests/fuzz/fuzz_request.c — libFuzzer harness: arbitrary bytes as a
+ * request body, through daemon/api.c's parsers (srv_comp_parse,
+ * srv_chat_parse with each chat template, srv_tokenize_parse,
+ * srv_detokenize_parse), as routes.c and comp.c call them.
+ *
+ * Input: byte 0 picks the parser (low 2 bits), the chat template (bits
+ * 2-5, 0 = none: chat refused) and whether text prompts can be tokenized
+ * (bit 6); the rest is the body.  The tokenizer is a stand-in (one id per
+ * byte), so the harness exercises the JSON side, not the vocabulary.
+ * Checked on every input, aborting (a libFuzzer finding) when false:
+ *   - a refusal has a 4xx status, a type, and renders (srv_api_error_json)
+ *     as JSON that cJSON parses back to the same status class;
+ *   - an accepted completion has 1..SRV_MAX_PROMPTS prompts, each with
+ *     1..ctx ids inside the vocabulary, n in 1..SRV_MAX_N, max_tokens >= 1,
+ *     at most SRV_MAX_STOP stop strings of sane length, and every choice's
+ *     engine request (srv_comp_req_init) points at its own prompt;
+ *   - an accepted body never held a NUL (raw or \u0000): nothing a
+ *     parser returns was silently cut short;
+ *   - /tokenize's text is valid UTF-8; /detokenize's ids are in the
+ *     vocabulary.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "api.h"
+#include "folio/chat.h"
+#include "folio/common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define VOCAB 512
+#define CTX   256
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* One id per byte (NUL never reaches here: see the NUL check). */
+static int tokenize(void *ctx, const char *text, size_t n, bool special, int32_t **out,
+                    int32_t *n_out)
+{
+    (void)special;
+    if (!ctx)
+        return -ENOSYS;
+    int32_t *ids = folio_malloc((n ? n : 1) * sizeof(*ids));
+    if (!ids)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (unsigned char)text[i] % VOCAB;
+    *out = ids;
+    *n_out = (int32_t)n;
+    return 0;
+}
+
+/* True when the body has a NUL, raw or as \u0000 inside a string. */
+static bool has_nul(const char *s, size_t n)
+{
+    if (memchr(s, 0, n))
+        return true;
+    for (size_t i = 0; i + 6 <= n; i++)
+        if (!memcmp(s + i, "\\u0000", 6)) {
+            size_t k = 0; /* an odd run of backslashes before u: an escape */
+            while (k <= i && s[i - k] == '\\')
+                k++;
+            if (k % 2)
+                return true;
+        }
+    return false;
+}
+
+static void check_error(const struct srv_api_error *e)
+{
+    CHECK(e->status >= 400 && e->status < 500);
+    CHECK(e->type && e->type[0]);
+    struct srv_buf b = {0};
+    srv_api_error_json(&b, e);
+    CHECK(!b.oom);
+    cJSON *j = cJSON_ParseWithLength(b.p, b.len);
+    CHECK(j);
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+    CHECK(cJSON_IsObject(err));
+    CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "message")));
+    cJSON_Delete(j);
+    srv_buf_free(&b);
+}
+
+static void check_params(const struct srv_comp_params *p)
+{
+    CHECK(p->n_prompts >= 1 && p->n_prompts <= SRV_MAX_PROMPTS);
+    CHECK(p->n >= 1 && p->n <= SRV_MAX_N);
+    CHECK(p->gen.max_tokens >= 1);
+    CHECK(p->n_stop >= 0 && p->n_stop <= SRV_MAX_STOP);
+    for (int i = 0; i < p->n_stop; i++)
+        CHECK(p->stop[i] && p->stop_len[i] <= SRV_MAX_STOP_LEN &&
+              strlen(p->stop[i]) == p->stop_len[i]);
+    for (int i = 0; i < p->n_prompts; i++) {
+        CHECK(p->prompt_lens[i] >= 1 && p->prompt_lens[i] <= CTX);
+        for (int32_t k = 0; k < p->prompt_lens[i]; k++)
+            CHECK(p->prompts[i][k] >= 0 && p->prompts[i][k] < VOCAB);
+    }
+    for (int c = 0; c < p->n_prompts * p->n; c++) {
+        struct eng_req er;
+        srv_comp_req_init(p, c, 42, &er);
+        CHECK(er.prompt == p->prompts[c / p->n] && er.n_prompt == p->prompt_lens[c / p->n]);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    unsigned op = data[0] & 3, tmpl = (data[0] >> 2) & 15;
+    void *tok_ctx = (data[0] & 64) ? (void *)1 : NULL;
+    if (tmpl > CHAT_TMPL_DEEPSEEK3)
+        tmpl = CHAT_TMPL_CHATML;
+    /* the body as the HTTP layer hands it up: a NUL-terminated copy */
+    size_t n = size - 1;
+    char *body = malloc(n + 1);
+    CHECK(body);
+    memcpy(body, data + 1, n);
+    body[n] = 0;
+    struct eng_model_info mi = {.name = "fuzz-model",
+                                .kind = "fuzz",
+                                .n_vocab = VOCAB,
+                                .ctx_len = CTX,
+                                .eos_id = 2,
+                                .has_tokenizer = tok_ctx != NULL};
+    struct srv_api_error e;
+    memset(&e, 0, sizeof(e));
+    bool nul = has_nul(body, n);
+    int rc;
+    if (op <= 1) {
+        struct srv_comp_params p;
+        rc = op == 0 ? srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+                     : srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e);
+        if (!rc)
+            check_params(&p);
+        srv_comp_params_free(&p);
+    } else if (op == 2) {
+        struct srv_tok_params tp = {0};
+        rc = srv_tokenize_parse(body, n, &mi, &tp, &e);
+        if (!rc)
+            CHECK(tp.text && folio_utf8_valid(tp.text, strlen(tp.text)));
+        folio_free(tp.text);
+    } else {
+        int32_t *ids = NULL, k = 0;
+        struct srv_tok_params tp = {0};
+        rc = srv_detokenize_parse(body, n, &mi, &ids, &k, &tp, &e);
+        folio_free(tp.text);
+        if (!rc)
+            for (int32_t i = 0; i < k; i++)
+                CHECK(ids[i] >= 0 && ids[i] < VOCAB);
+        folio_free(ids);
+    }
+    if (rc)
+        check_error(&e);
+    else
+        CHECK(!nul);
+    free(body);
+    return 0;
+}
