@@ -71,8 +71,8 @@ struct eng_gen {
     const int32_t *stop_ids;      /* [n_stop_ids] end the sequence too (owned by the request
                                      description); shown as end-of-generation tokens are */
     int32_t n_stop_ids;
-    gram_t *grammar;    /* constrained decoding (response_format, tools); NULL: none.  A
-                         * reference owned by the request description */
+    gram_t *grammar; /* constrained decoding (response_format, tools); NULL: none.  A
+                      * reference owned by the request description */
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a

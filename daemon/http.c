@@ -698,7 +698,7 @@ static int on_message_begin(llhttp_t *p)
     struct http_conn *c = PC(p);
     /* the previous message's strings end here too: a request without a
      * body or an Authorization header must not see the last one's */
-    struct srv_buf *bufs[] = {&c->url,  &c->body,   &c->hfield, &c->hval,
+    struct srv_buf *bufs[] = {&c->url,  &c->body, &c->hfield, &c->hval,
                               &c->auth, &c->host, &c->origin, &c->fetch_site};
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(bufs); i++) {
         bufs[i]->len = 0;
