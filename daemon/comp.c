@@ -149,7 +149,42 @@ static void ev_started(void *user, struct eng_req *r)
 {
     struct srv *s = user;
     struct srv_choice *ch = r->user;
-    srv_hist_observe(&s->queue, (double)(folio_now_ns() - ch->comp->t_arrival) * 1e-9);
+    ch->t_started = folio_now_ns();
+    srv_hist_observe(&s->queue, (double)(ch->t_started - ch->comp->t_arrival) * 1e-9);
+}
+
+/* The completion's access line (it was held on its connection): status
+ * 499 when the client went away first. */
+static void comp_access(struct srv_comp *comp)
+{
+    struct srv *s = comp->srv;
+    int64_t gen = 0, cached = 0;
+    uint64_t first = 0;
+    const char *finish = NULL;
+    for (int i = 0; i < comp->n_choices; i++) {
+        const struct srv_choice *ch = &comp->ch[i];
+        gen += ch->n_gen;
+        cached += ch->er.n_cached;
+        if (ch->t_first && (!first || ch->t_first < first))
+            first = ch->t_first;
+        if (!finish)
+            finish = eng_finish_name(ch->finish);
+    }
+    const char *path = comp->p.chat ? "/v1/chat/completions" : "/v1/completions";
+    struct srv_access a = {
+        .method = "POST",
+        .path = path,
+        .path_len = (int)strlen(path),
+        .status = comp->conn ? http_conn_status(comp->conn) : 499,
+        .tenant = s->cfg->tenants[comp->tenant].name,
+        .prompt_tokens = comp->prompt_tokens,
+        .completion_tokens = gen,
+        .cached_tokens = cached,
+        .ttft_s = first ? (double)(first - comp->t_arrival) * 1e-9 : -1,
+        .duration_s = (double)(folio_now_ns() - comp->t_arrival) * 1e-9,
+        .finish = finish,
+    };
+    srv_log_access(&a);
 }
 
 static void ev_token(void *user, struct eng_req *r, int32_t tok)
@@ -159,6 +194,7 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     struct srv_comp *comp = ch->comp;
     uint64_t now = folio_now_ns();
     s->tm[comp->tenant].generation_tokens++;
+    ch->n_gen++;
     if (!ch->t_first) {
         ch->t_first = now;
         srv_hist_observe(&s->ttft, (double)(now - comp->t_arrival) * 1e-9);
@@ -230,15 +266,23 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     double e2e = (double)(folio_now_ns() - comp->t_arrival) * 1e-9;
     srv_hist_observe(&s->e2e, e2e);
     srv_hist_observe(&tm->e2e, e2e);
+    srv_hist_observe(&s->prompt_len, (double)r->n_prompt);
+    srv_hist_observe(&s->gen_len, (double)ch->n_gen);
+    if (ch->t_first && ch->t_started) {
+        srv_hist_observe(&s->prefill, (double)(ch->t_first - ch->t_started) * 1e-9);
+        srv_hist_observe(&s->decode, (double)(ch->t_last - ch->t_first) * 1e-9);
+    }
     if (comp->conn && comp->p.stream && !comp->failed)
         stream_emit(ch, true);
     if (comp->n_live)
         return;
     struct http_conn *c = comp->conn;
-    if (c && !comp->failed) {
+    if (c && !comp->failed)
         comp_respond(comp);
+    if (comp->access_own)
+        comp_access(comp);
+    if (c && !comp->failed)
         http_request_done(c);
-    }
     comp_free(comp);
 }
 
@@ -392,6 +436,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     }
     s->tm[tenant].prompt_tokens += (double)comp->prompt_tokens;
     comp->conn = c;
+    comp->access_own = s->access_claimed = true;
     http_conn_hold(c, comp);
     if (comp->p.stream && http_stream_begin(c))
         return; /* connection dropped: detached, aborted */

@@ -64,6 +64,7 @@ struct http_conn {
     struct srv_buf url, body, hfield, hval, auth;
     size_t header_bytes;
     int reject_status; /* 413 / 431 / 414 found while parsing */
+    int status;        /* of the current request's response; 0 before it starts */
     bool msg_done, in_msg, keep_alive;
     /* serving */
     void *active; /* the held request (http_conn_hold), the owner's */
@@ -261,6 +262,7 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
                    status, http_status_text(status), ctype, len,
                    c->close_after_write ? "Connection: close\r\n" : "", extra ? extra : "");
     count_status(c->hs, status);
+    c->status = status;
     char *b = NULL;
     if (len) {
         b = folio_malloc(len);
@@ -298,6 +300,7 @@ int http_stream_begin(struct http_conn *c)
                    "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n%s\r\n",
                    c->close_after_write ? "Connection: close\r\n" : "");
     count_status(c->hs, 200);
+    c->status = 200;
     if (h.oom) {
         srv_buf_free(&h);
         return -ENOMEM;
@@ -487,7 +490,13 @@ static void dispatch(struct http_conn *c)
         .peer_uid = c->peer_uid,
         .is_tcp = c->is_tcp,
     };
+    c->status = 0;
     c->hs->cb.on_request(c->hs->cb.user, c, &rq);
+}
+
+int http_conn_status(const struct http_conn *c)
+{
+    return c->status;
 }
 
 static void process(struct http_conn *c)

@@ -112,6 +112,8 @@ int http_stream_begin(struct http_conn *c);
 int http_stream_chunk(struct http_conn *c, const char *data, size_t len);
 void http_stream_end(struct http_conn *c);
 void http_close(struct http_conn *c, const char *why);
+/* The status of the response to the current request (0: none yet). */
+int http_conn_status(const struct http_conn *c);
 const char *http_status_text(int status);
 
 #endif

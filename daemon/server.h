@@ -49,16 +49,17 @@ struct srv_choice {
     struct srv_buf text; /* non-stream: all text; stream: text not yet sent */
     int32_t *tokens;     /* generated ids */
     int32_t n_tokens, cap_tokens;
-    int32_t sent_tokens;        /* stream: ids already sent */
-    struct sampler_result *lps; /* [cap_tokens] per generated token, with logprobs */
-    size_t echo_len;            /* leading text bytes that are the echoed prompt */
-    int64_t lp_offset;          /* logprobs text_offset of the next token */
-    bool role_sent;             /* chat stream: the {"role"} delta went out */
-    bool prompt_lp_sent;        /* echo + logprobs: the prompt tokens went out */
-    enum eng_finish finish;     /* NONE while running */
-    bool done;                  /* backend reported finished */
-    bool stopped;               /* a stop string ended it (abort sent) */
-    uint64_t t_first, t_last;
+    int32_t sent_tokens;                 /* stream: ids already sent */
+    struct sampler_result *lps;          /* [cap_tokens] per generated token, with logprobs */
+    size_t echo_len;                     /* leading text bytes that are the echoed prompt */
+    int64_t lp_offset;                   /* logprobs text_offset of the next token */
+    bool role_sent;                      /* chat stream: the {"role"} delta went out */
+    bool prompt_lp_sent;                 /* echo + logprobs: the prompt tokens went out */
+    enum eng_finish finish;              /* NONE while running */
+    bool done;                           /* backend reported finished */
+    bool stopped;                        /* a stop string ended it (abort sent) */
+    uint64_t t_started, t_first, t_last; /* ns: first scheduled, first and last token */
+    int32_t n_gen;                       /* tokens generated (also after the client left) */
 };
 
 struct srv_comp {
@@ -73,6 +74,7 @@ struct srv_comp {
     int64_t prompt_tokens;
     uint64_t t_arrival;
     bool headers_sent, failed;
+    bool access_own; /* held on its connection: logs its own access line at the end */
 };
 
 struct srv_tenant_metrics {
@@ -88,7 +90,14 @@ struct srv {
     uv_pipe_t unix_srv;
     uv_tcp_t tcp_srv;
     bool have_unix, have_tcp;
-    uv_signal_t sig_term, sig_int;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_timer_t sd_timer; /* systemd STATUS and watchdog keep-alives */
+    bool sd_timer_on;
+    uint64_t wd_usec;    /* WatchdogSec of the unit (0: off) */
+    bool unix_activated; /* the Unix listener came from systemd: its file is not ours */
+    int argc;            /* the command line, for reloads */
+    char **argv;
+    bool access_claimed; /* set by a completion that holds the current request */
     uv_timer_t drain_timer;
     bool draining, drain_timer_on, stopping;
     int sigint_count;
@@ -106,11 +115,19 @@ struct srv {
 
     /* metrics */
     struct srv_hist ttft, itl, e2e, queue, step, step_tokens;
+    struct srv_hist prefill, decode, prompt_len, gen_len; /* per sequence */
+    double reloads_total, reload_failures_total;
     double steps_total;
     struct srv_tenant_metrics tm[SRV_MAX_TENANTS];
 };
 
 /* ---- server.c --------------------------------------------------------- */
+
+/* The matrix-product backends compiled in ("openblas onednn"); set by
+ * foliod's main before srv_main (test daemons leave "none"). */
+extern const char *srv_matmul_built;
+/* "foliod 0.1.0 (git REV, BUILDTYPE build, matmul built: ..., systemd: yes)" */
+void srv_version_line(char *out, size_t cap);
 
 /* Entry point of foliod (main.c) and of test daemons with another backend. */
 int srv_main(int argc, char **argv, eng_backend_factory factory);
@@ -142,6 +159,10 @@ void srv_comp_events(struct srv *s, struct eng_events *ev);
 
 /* Renders /metrics and /v1/kv. */
 void srv_metrics_render(struct srv *s, struct srv_buf *b);
-void srv_kv_render(struct srv *s, struct srv_buf *b);
+/* full: the per-block objects of the old format (?map=full), else the
+ * compact block map (one character per block; daemon/README.md). */
+void srv_kv_render(struct srv *s, struct srv_buf *b, bool full);
+/* GET /version. */
+void srv_version_render(struct srv *s, struct srv_buf *b);
 
 #endif
