@@ -474,7 +474,7 @@ void srv_config_help(FILE *out)
         char lhs[64];
         snprintf(lhs, sizeof(lhs), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
                  opts[i].arg ? opts[i].arg : "");
-        fprintf(out, "  %-30s %s", lhs, opts[i].help);
+        fprintf(out, "  %-30s  %s", lhs, opts[i].help);
         if (opts[i].def && opts[i].type != OPT_BOOL)
             fprintf(out, " [%s]", opts[i].def);
         fputc('\n', out);
@@ -482,7 +482,7 @@ void srv_config_help(FILE *out)
     fprintf(out, "\nconfig file (INI): the options above as keys of [foliod]; tenants as\n"
                  "sections [tenant.NAME] with keys:\n");
     for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
-        fprintf(out, "  %-30s %s\n", tenant_keys[k].name, tenant_keys[k].help);
+        fprintf(out, "  %-30s  %s\n", tenant_keys[k].name, tenant_keys[k].help);
     fprintf(out, "\nSIGTERM drains (finishes running requests, exits 0); SIGINT twice aborts.\n"
                  "SIGHUP reopens --log-file and reloads the [tenant.NAME] sections of --config.\n");
 }
