@@ -144,7 +144,7 @@ c += ["", "; Tenants: one section each.  A Unix-socket peer is the tenant whose 
       "; as 'Authorization: Bearer KEY'.  Keys:"]
 for key, text in tenant_keys:
     c.append(f";   {key:<14} {text}")
-c += ["", ";[tenant.alice]", ";uid = 1001", ";weight = 2", ";max_kv_blocks = 4096",
-      ";max_running = 16", ";max_waiting = 64", "",
-      ";[tenant.batch]", ";api_key = change-me", ";weight = 1", ";max_running = 4", ""]
+c += ["", "; [tenant.alice]", "; uid = 1001", "; weight = 2", "; max_kv_blocks = 4096",
+      "; max_running = 16", "; max_waiting = 64", "",
+      "; [tenant.batch]", "; api_key = change-me", "; weight = 1", "; max_running = 4", ""]
 open(outconf, "w").write("\n".join(c))
