@@ -342,6 +342,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         http_error(c, &e, NULL);
         return;
     }
+    s->access_tenant = tenant;
     struct srv_comp *comp = folio_calloc(1, sizeof(*comp));
     if (!comp) {
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");

@@ -216,6 +216,7 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
     struct srv *s = user;
     uint64_t t0 = folio_now_ns();
     s->access_claimed = false;
+    s->access_tenant = -1;
     route(s, c, rq);
     if (s->access_claimed)
         return; /* a completion holds it and logs it when done */
@@ -224,6 +225,7 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
         .path = rq->url,
         .path_len = (int)FOLIO_MIN(rq->path_len, 512),
         .status = http_conn_status(c),
+        .tenant = s->access_tenant >= 0 ? s->cfg->tenants[s->access_tenant].name : NULL,
         .prompt_tokens = -1,
         .ttft_s = -1,
         .duration_s = (double)(folio_now_ns() - t0) * 1e-9,

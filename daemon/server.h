@@ -98,6 +98,7 @@ struct srv {
     int argc;            /* the command line, for reloads */
     char **argv;
     bool access_claimed; /* set by a completion that holds the current request */
+    int access_tenant;   /* the current request's tenant once resolved, else -1 */
     uv_timer_t drain_timer;
     bool draining, drain_timer_on, stopping;
     int sigint_count;
