@@ -48,7 +48,7 @@ r=$(req GET /health); [ "$(status_of "$r")" = 200 ] || fail "/health $r"
 r=$(req GET /v1/models); [ "$(status_of "$r")" = 200 ] || fail "/v1/models"
 model=$(body_of "$r" | jq -r '.data[0].id'); [ "$model" = fake-tiny ] || fail "model id $model"
 r=$(req GET /v1/kv); [ "$(status_of "$r")" = 200 ] || fail "/v1/kv"
-body_of "$r" | jq -e '.num_blocks == 256 and (.block_map|length) == 256 and .blocks.free == 256' >/dev/null || fail "/v1/kv shape"
+body_of "$r" | jq -e '.num_blocks == 256 and (.block_map.states|length) == 256 and .blocks.free == 256' >/dev/null || fail "/v1/kv shape"
 r=$(req POST /v1/completions '{"model":"fake-tiny","prompt":[1,2,3,4,5],"max_tokens":7,"temperature":0}')
 [ "$(status_of "$r")" = 200 ] || fail "completion: $r"
 b=$(body_of "$r")
