@@ -130,9 +130,11 @@ for m in folio_kv_num_blocks folio_kv_blocks_used folio_kv_blocks_free folio_kv_
   folio_prompt_tokens_total folio_generation_tokens_total folio_time_to_first_token_seconds_bucket \
   folio_inter_token_latency_seconds_bucket folio_e2e_request_latency_seconds_bucket \
   folio_request_queue_time_seconds_bucket folio_step_duration_seconds_bucket folio_iteration_tokens_bucket \
-  'folio_tenant_generation_tokens_total{tenant="default"}'; do
+  'tenant="default"'; do
   grep -qF "$m" "$T/metrics.txt" || fail "metric $m missing"
 done
+grep -Eq '^folio_tenant_generation_tokens_total\{model_name="[^"]+",tenant="default"\} ' "$T/metrics.txt" ||
+  fail "tenant series without model_name and tenant labels"
 ok "metric names"
 
 # folio complete: non-stream and stream print the same text; errors exit 1
