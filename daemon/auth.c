@@ -221,6 +221,28 @@ int srv_auth_init(struct srv_auth *a, const struct srv_config *cfg)
     return a->buckets ? 0 : -ENOMEM;
 }
 
+int srv_auth_reload(struct srv_auth *a)
+{
+    const struct srv_config *cfg = a->cfg;
+    int n = cfg->n_tenants;
+    if (n > a->n_cfg && a->n_slots > a->n_cfg)
+        n = a->n_cfg; /* per-uid tenants hold the slots after the configured ones */
+    if (a->n_slots < n)
+        a->n_slots = n;
+    a->n_cfg = n;
+    a->any_key = a->has_op;
+    for (int t = 0; t < n; t++) {
+        a->slot_uid[t] = cfg->tenants[t].uid;
+        const char *k = cfg->tenants[t].api_key;
+        a->has_key[t] = k != NULL;
+        if (k) {
+            srv_sha256(k, strlen(k), a->key_sha[t]);
+            a->any_key = true;
+        }
+    }
+    return n;
+}
+
 struct srv_auth_client {
     struct srv_auth_client *next;
     bool is_tcp;

@@ -94,6 +94,12 @@ struct srv_auth {
 
 int srv_auth_init(struct srv_auth *a, const struct srv_config *cfg);
 void srv_auth_free(struct srv_auth *a);
+/* SIGHUP, after srv_config_reload changed cfg's tenants in place: their
+ * uids and key digests again.  Tenants appended to cfg are taken only
+ * while no unconfigured uid has a slot (those slots follow the configured
+ * ones); returns how many of cfg's tenants apply (the rest need a
+ * restart). */
+int srv_auth_reload(struct srv_auth *a);
 
 /* Resolves the caller of rq for a route of the given access class.
  * 0 and *who, or the answer's status (401, 403, 503) with e filled and

@@ -267,6 +267,20 @@ static void be_stats(void *p, struct eng_stats *st)
     st->kv_dtype = b->cfg->kv_dtype;
 }
 
+static int be_tenant_set(void *p, int t, const struct srv_tenant_cfg *tc)
+{
+    struct eng_backend *b = p;
+    struct sched_tenant_config stc = {
+        .id = (uint32_t)t,
+        .weight = (double)tc->weight,
+        .max_kv_blocks = (int32_t)tc->max_kv_blocks,
+        .max_running_seqs = (int32_t)tc->max_running,
+        .max_waiting = (int32_t)tc->max_waiting,
+        .salt = fnv1a(tc->name), /* tenants never share cached blocks */
+    };
+    return sched_tenant_set(b->sched, &stc);
+}
+
 static void be_tenant_stats(void *p, int t, struct sched_tenant_stats *st)
 {
     struct eng_backend *b = p;
@@ -333,6 +347,7 @@ const struct eng_backend_ops eng_backend_ops = {
     .run = be_run,
     .commit = be_commit,
     .stats = be_stats,
+    .tenant_set = be_tenant_set,
     .tenant_stats = be_tenant_stats,
     .n_blocks = be_n_blocks,
     .block_info = be_block_info,
@@ -396,21 +411,11 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
                  (long long)cfg->max_batch_tokens, (long long)cfg->max_seqs, strerror(-rc));
         goto fail;
     }
-    for (int t = 0; t < cfg->n_tenants; t++) {
-        const struct srv_tenant_cfg *tc = &cfg->tenants[t];
-        struct sched_tenant_config stc = {
-            .id = (uint32_t)t,
-            .weight = (double)tc->weight,
-            .max_kv_blocks = (int32_t)tc->max_kv_blocks,
-            .max_running_seqs = (int32_t)tc->max_running,
-            .max_waiting = (int32_t)tc->max_waiting,
-            .salt = fnv1a(tc->name), /* tenants never share cached blocks */
-        };
-        if ((rc = sched_tenant_set(b->sched, &stc))) {
-            snprintf(err, errlen, "tenant '%s': %s", tc->name, strerror(-rc));
+    for (int t = 0; t < cfg->n_tenants; t++)
+        if ((rc = be_tenant_set(b, t, &cfg->tenants[t]))) {
+            snprintf(err, errlen, "tenant '%s': %s", cfg->tenants[t].name, strerror(-rc));
             goto fail;
         }
-    }
     b->sampled = folio_calloc((size_t)cfg->max_seqs, sizeof(int32_t));
     b->slice_rc = folio_calloc((size_t)cfg->max_seqs, sizeof(int));
     b->res = folio_calloc((size_t)cfg->max_seqs, sizeof(*b->res));

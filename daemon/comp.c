@@ -170,7 +170,42 @@ static void ev_started(void *user, struct eng_req *r)
 {
     struct srv *s = user;
     struct srv_choice *ch = r->user;
-    srv_hist_observe(&s->queue, (double)(folio_now_ns() - ch->comp->t_arrival) * 1e-9);
+    ch->t_started = folio_now_ns();
+    srv_hist_observe(&s->queue, (double)(ch->t_started - ch->comp->t_arrival) * 1e-9);
+}
+
+/* The completion's access line (it was held on its connection): status
+ * 499 when the client went away first. */
+static void comp_access(struct srv_comp *comp)
+{
+    struct srv *s = comp->srv;
+    int64_t gen = 0, cached = 0;
+    uint64_t first = 0;
+    const char *finish = NULL;
+    for (int i = 0; i < comp->n_choices; i++) {
+        const struct srv_choice *ch = &comp->ch[i];
+        gen += ch->n_gen;
+        cached += ch->er.cached_tokens;
+        if (ch->t_first && (!first || ch->t_first < first))
+            first = ch->t_first;
+        if (!finish)
+            finish = eng_finish_name(ch->finish);
+    }
+    const char *path = comp->p.chat ? "/v1/chat/completions" : "/v1/completions";
+    struct srv_access_line a = {
+        .method = "POST",
+        .path = path,
+        .path_len = (int)strlen(path),
+        .status = comp->conn ? http_conn_status(comp->conn) : 499,
+        .tenant = srv_auth_tenant_name(&s->auth, comp->tenant),
+        .prompt_tokens = comp->prompt_tokens,
+        .completion_tokens = gen,
+        .cached_tokens = cached,
+        .ttft_s = first ? (double)(first - comp->t_arrival) * 1e-9 : -1,
+        .duration_s = (double)(folio_now_ns() - comp->t_arrival) * 1e-9,
+        .finish = finish,
+    };
+    srv_log_access(&a);
 }
 
 static bool is_stop_id(const struct eng_gen *g, int32_t tok)
@@ -188,6 +223,7 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     struct srv_comp *comp = ch->comp;
     uint64_t now = folio_now_ns();
     s->tm[comp->tenant].generation_tokens++;
+    ch->n_gen++;
     if (!ch->t_first) {
         ch->t_first = now;
         srv_hist_observe(&s->ttft, (double)(now - comp->t_arrival) * 1e-9);
@@ -262,20 +298,29 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     double e2e = (double)(folio_now_ns() - comp->t_arrival) * 1e-9;
     srv_hist_observe(&s->e2e, e2e);
     srv_hist_observe(&tm->e2e, e2e);
+    srv_hist_observe(&s->prompt_len, (double)r->n_prompt);
+    srv_hist_observe(&s->gen_len, (double)ch->n_gen);
+    if (ch->t_first && ch->t_started) {
+        srv_hist_observe(&s->prefill, (double)(ch->t_first - ch->t_started) * 1e-9);
+        srv_hist_observe(&s->decode, (double)(ch->t_last - ch->t_first) * 1e-9);
+    }
     if (comp->conn && comp->p.stream && !comp->failed)
         stream_emit(ch, true);
     if (comp->n_live)
         return;
     struct http_conn *c = comp->conn;
-    if (c && !comp->failed && comp->p.stream && comp_engine_failed(comp)) {
+    bool engine_failed = c && !comp->failed && comp->p.stream && comp_engine_failed(comp);
+    if (engine_failed) {
         /* the stream ends with an error event, not [DONE] */
         struct srv_api_error e;
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
         http_conn_fail(c, &e); /* abandons comp: nothing is live any more */
-    } else if (c && !comp->failed) {
+    } else if (c && !comp->failed)
         comp_respond(comp);
+    if (comp->access_own)
+        comp_access(comp);
+    if (c && !comp->failed && !engine_failed)
         http_request_done(c);
-    }
     comp_free(comp);
 }
 
@@ -306,6 +351,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         return;
     }
     int tenant = who->tenant;
+    s->access_tenant = tenant;
     struct srv_comp *comp = folio_calloc(1, sizeof(*comp));
     if (!comp) {
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -417,6 +463,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     }
     s->tm[tenant].prompt_tokens += (double)comp->prompt_tokens;
     comp->conn = c;
+    comp->access_own = s->access_claimed = true;
     http_conn_hold(c, comp);
     if (comp->p.stream && http_stream_begin(c))
         return; /* connection dropped: detached, aborted */

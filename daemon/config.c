@@ -100,11 +100,23 @@ static const struct opt opts[] = {
     {"drain-timeout-ms", OPT_INT, 0, 3600 * 1000, "30000", NULL, F(drain_timeout_ms), "MS",
      "on SIGTERM, time running requests get to finish", 0},
     {"log-level", OPT_ENUM, 0, 0, "info", "error|info|debug", F(log_level), "LEVEL",
-     "stderr log verbosity", F(log_level_id)},
+     "log verbosity", F(log_level_id)},
+    {"log-format", OPT_ENUM, 0, 0, "auto", "auto|text|json|journal", F(log_format),
+     "auto|text|json|journal",
+     "log line shape (auto: journal with <N> priorities when stderr is journald's, else text "
+     "with ISO-8601 times)",
+     F(log_format_id)},
+    {"log-file", OPT_STR, 0, 0, NULL, NULL, F(log_file), "PATH",
+     "append log lines to PATH instead of stderr (reopened on SIGHUP)", 0},
+    {"access-log", OPT_ENUM, 0, 0, "on", "on|off", F(access_log), "on|off",
+     "one log line per HTTP request (method, path, status, tenant, tokens, TTFT, duration)",
+     F(access_log_id)},
     {"config", OPT_STR, 0, 0, NULL, NULL, F(config), "FILE", "INI configuration file", 0},
     {"strict-api", OPT_BOOL, 0, 0, NULL, NULL, F(strict_api), NULL,
      "refuse request fields the API does not know (400) instead of ignoring them", 0},
     {"help", OPT_BOOL, 0, 0, NULL, NULL, F(help), NULL, "print this help and exit", 0},
+    {"version", OPT_BOOL, 0, 0, NULL, NULL, F(version), NULL,
+     "print the version, git revision and matmul backends and exit (also -V)", 0},
     {"dump-config", OPT_BOOL, 0, 0, NULL, NULL, F(dump), NULL,
      "print the effective configuration as INI and exit", 0},
 };
@@ -441,6 +453,8 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
      * applied first and marked; the file skips marked options). */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "-V"))
+            a = "--version";
         if (strncmp(a, "--", 2) || !a[2]) {
             folio_errf(err, errlen, "unexpected argument '%s' (see --help)", a);
             return -EINVAL;
@@ -471,7 +485,7 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
         cfg->set_mask |= 1ull << k;
         cfg->argv_mask |= 1ull << k;
     }
-    if (cfg->help)
+    if (cfg->help || cfg->version)
         return 0;
     if (cfg->config) {
         struct ini_ctx c = {cfg, cfg->config, err, errlen, 0};
@@ -503,7 +517,7 @@ void srv_config_help(FILE *out)
         char lhs[64];
         snprintf(lhs, sizeof(lhs), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
                  opts[i].arg ? opts[i].arg : "");
-        fprintf(out, "  %-30s %s", lhs, opts[i].help);
+        fprintf(out, "  %-30s  %s", lhs, opts[i].help);
         if (opts[i].def && opts[i].type != OPT_BOOL)
             fprintf(out, " [%s]", opts[i].def);
         fputc('\n', out);
@@ -511,8 +525,9 @@ void srv_config_help(FILE *out)
     fprintf(out, "\nconfig file (INI): the options above as keys of [foliod]; tenants as\n"
                  "sections [tenant.NAME] with keys:\n");
     for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
-        fprintf(out, "  %-30s %s\n", tenant_keys[k].name, tenant_keys[k].help);
-    fprintf(out, "\nSIGTERM drains (finishes running requests, exits 0); SIGINT twice aborts.\n");
+        fprintf(out, "  %-30s  %s\n", tenant_keys[k].name, tenant_keys[k].help);
+    fprintf(out, "\nSIGTERM drains (finishes running requests, exits 0); SIGINT twice aborts.\n"
+                 "SIGHUP reopens --log-file and reloads the [tenant.NAME] sections of --config.\n");
 }
 
 static void dump_value(const struct opt *o, const void *base, FILE *out)
@@ -570,4 +585,132 @@ bool srv_config_has_keys(const struct srv_config *cfg)
         if (cfg->tenants[i].api_key)
             return true;
     return false;
+}
+
+/* ---- reload (SIGHUP) ---------------------------------------------------- */
+
+static bool opt_value_eq(const struct opt *o, const void *a, const void *b)
+{
+    const char *fa = (const char *)a + o->off, *fb = (const char *)b + o->off;
+    switch (o->type) {
+    case OPT_STR:
+    case OPT_ENUM: {
+        const char *x = *(char *const *)fa, *y = *(char *const *)fb;
+        return (!x && !y) || (x && y && !strcmp(x, y));
+    }
+    case OPT_INT:
+    case OPT_SIZE:
+        return *(const int64_t *)fa == *(const int64_t *)fb;
+    case OPT_BOOL:
+        return *(const bool *)fa == *(const bool *)fb;
+    }
+    return true;
+}
+
+/* Copies field o of src into dst (strings duplicated). */
+static int opt_copy(const struct opt *o, void *dst, const void *src)
+{
+    char *fd = (char *)dst + o->off;
+    const char *fs = (const char *)src + o->off;
+    switch (o->type) {
+    case OPT_STR:
+    case OPT_ENUM: {
+        const char *v = *(char *const *)fs;
+        char *dup = v ? folio_strdup(v) : NULL;
+        if (v && !dup)
+            return -ENOMEM;
+        folio_free(*(char **)fd);
+        *(char **)fd = dup;
+        if (o->eoff)
+            *(int *)((char *)dst + o->eoff) = *(const int *)((const char *)src + o->eoff);
+        return 0;
+    }
+    case OPT_INT:
+    case OPT_SIZE:
+        *(int64_t *)fd = *(const int64_t *)fs;
+        return 0;
+    case OPT_BOOL:
+        *(bool *)fd = *(const bool *)fs;
+        return 0;
+    }
+    return 0;
+}
+
+static void note(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(char *out, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(out);
+    if (n + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+int srv_config_reload(struct srv_config *cur, int argc, char **argv, struct srv_config_reload *r,
+                      char *err, size_t errlen)
+{
+    struct srv_config next;
+    memset(r, 0, sizeof(*r));
+    int rc = srv_config_parse(&next, argc, argv, err, errlen);
+    if (rc) {
+        srv_config_free(&next);
+        return rc;
+    }
+    /* [foliod] options: what the running daemon cannot take is reported */
+    for (int i = 0; i < N_OPTS; i++)
+        if (opts[i].type != OPT_BOOL && !opt_value_eq(&opts[i], cur, &next))
+            note(r->kept, sizeof(r->kept), "%s--%s", r->kept[0] ? ", " : "", opts[i].name);
+    /* tenants by name: changed in place, new ones appended; a tenant gone
+     * from the file keeps its slot (its running requests finish) but no
+     * uid or key reaches it any more */
+    int n_before = cur->n_tenants;
+    for (int t = 0; t < next.n_tenants; t++) {
+        const struct srv_tenant_cfg *nt = &next.tenants[t];
+        int ti = -1;
+        for (int k = 0; k < cur->n_tenants; k++)
+            if (!strcmp(cur->tenants[k].name, nt->name))
+                ti = k;
+        bool added = ti < 0;
+        if (added) {
+            ti = tenant_add(cur, nt->name, err, errlen);
+            if (ti < 0) {
+                srv_config_free(&next);
+                return ti;
+            }
+        }
+        bool changed = false;
+        for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
+            if (!opt_value_eq(&tenant_keys[k], &cur->tenants[ti], nt)) {
+                if ((rc = opt_copy(&tenant_keys[k], &cur->tenants[ti], nt))) {
+                    srv_config_free(&next);
+                    return rc;
+                }
+                changed = true;
+            }
+        if (added)
+            note(r->tenants, sizeof(r->tenants), "%s+%s", r->tenants[0] ? " " : "", nt->name);
+        else if (changed) {
+            note(r->tenants, sizeof(r->tenants), "%s~%s", r->tenants[0] ? " " : "", nt->name);
+            r->changed[ti / 64] |= 1ull << (ti % 64);
+        }
+    }
+    for (int ti = 1; ti < n_before; ti++) {
+        bool found = false;
+        for (int t = 0; t < next.n_tenants && !found; t++)
+            found = !strcmp(next.tenants[t].name, cur->tenants[ti].name);
+        struct srv_tenant_cfg *ct = &cur->tenants[ti];
+        if (!found && (ct->uid >= 0 || ct->api_key)) {
+            ct->uid = -1;
+            folio_free(ct->api_key);
+            ct->api_key = NULL;
+            note(r->tenants, sizeof(r->tenants), "%s-%s", r->tenants[0] ? " " : "", ct->name);
+            r->changed[ti / 64] |= 1ull << (ti % 64);
+        }
+    }
+    for (int ti = n_before; ti < cur->n_tenants; ti++)
+        r->changed[ti / 64] |= 1ull << (ti % 64);
+    srv_config_free(&next);
+    return 0;
 }

@@ -42,6 +42,7 @@ struct srv_config {
     char *matmul;        /* auto|openblas|onednn */
     char *operator_key;  /* TCP key of the operator (sees every tenant); NULL: none */
     char *allowed_hosts; /* extra Host names accepted on TCP, comma-separated */
+    char *log_format, *log_file, *access_log;
     /* the enum options as C enums, parsed with their strings (the index of
      * the value in the option's list of choices) */
     int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices */
@@ -49,10 +50,12 @@ struct srv_config {
     int log_level_id;     /* enum srv_log_level (log.h): error, info, debug */
     int chat_template_id; /* 0: auto, else enum chat_template (chat.h) */
     int matmul_id;        /* enum model_matmul (model.h): auto, openblas, onednn */
+    int log_format_id;    /* enum srv_log_format (log.h) */
+    int access_log_id;    /* 0: on, 1: off */
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     int64_t max_client_connections, max_buffered, max_client_buffered;
-    bool help, dump, insecure_listen;
+    bool help, dump, version, insecure_listen;
     bool strict_api;                /* unknown request fields are a 400 (else ignored) */
     uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
     uint64_t argv_mask;             /* bit i: ... on the command line */
@@ -70,6 +73,23 @@ void srv_config_free(struct srv_config *cfg);
 void srv_config_help(FILE *out);
 /* Writes the effective configuration as an INI file. */
 void srv_config_dump(const struct srv_config *cfg, FILE *out);
+
+/* SIGHUP: parses argv (the daemon's own) and its config file again.  The
+ * tenant sections apply to cur in place: tenants matched by name get every
+ * key of the new file, new tenants are appended (their index is stable),
+ * and a tenant no longer in the file keeps its slot with neither uid nor
+ * key.  [foliod] options are not applied: the ones whose value differs are
+ * listed in r->kept ("--kv-mem, --threads").  r->tenants says what changed
+ * ("+new ~changed -removed"), r->changed has a bit per tenant index to push
+ * to the scheduler.  On error (-EINVAL with err) cur is unchanged unless a
+ * tenant could not be appended. */
+struct srv_config_reload {
+    char kept[512];
+    char tenants[512];
+    uint64_t changed[(SRV_MAX_TENANTS + 63) / 64];
+};
+int srv_config_reload(struct srv_config *cur, int argc, char **argv, struct srv_config_reload *r,
+                      char *err, size_t errlen);
 
 /* Decimal integer, whole string.  -EINVAL, -ERANGE. */
 int srv_parse_int(const char *s, int64_t *out);

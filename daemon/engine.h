@@ -143,6 +143,9 @@ struct eng_backend_ops {
     void (*run)(void *b);
     void (*commit)(void *b, const struct eng_events *ev);
     void (*stats)(void *b, struct eng_stats *st);
+    /* Applies a tenant's weight and limits (config index t) from now on:
+     * at start and on a reload (SIGHUP).  0 or -errno. */
+    int (*tenant_set)(void *b, int t, const struct srv_tenant_cfg *tc);
     /* Zeroes st for a tenant the scheduler has not seen. */
     void (*tenant_stats)(void *b, int tenant, struct sched_tenant_stats *st);
     int32_t (*n_blocks)(void *b);

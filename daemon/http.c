@@ -155,6 +155,7 @@ struct http_conn {
     size_t header_bytes;
     int reject_status; /* 413 / 414 / 417 / 431 / 400 found while parsing */
     const char *reject_why;
+    int status; /* of the current request's response; 0 before it starts */
     bool msg_done, in_msg, keep_alive, expect_continue, in_body;
     uint64_t body_t0;       /* ns: headers complete */
     uint64_t idle_deadline; /* ns: the idle clock's end; 0 none */
@@ -560,6 +561,7 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
                    status, http_status_text(status), ctype, len,
                    c->close_after_write ? "Connection: close\r\n" : "", extra ? extra : "");
     count_status(c->hs, status);
+    c->status = status;
     if (h.oom) {
         srv_buf_free(&h);
         http_close(c, "out of memory");
@@ -596,6 +598,7 @@ int http_stream_begin(struct http_conn *c)
                    c->chunked ? "Transfer-Encoding: chunked\r\n" : "",
                    c->close_after_write ? "Connection: close\r\n" : "");
     count_status(c->hs, 200);
+    c->status = 200;
     if (h.oom) {
         srv_buf_free(&h);
         return -ENOMEM;
@@ -957,6 +960,7 @@ static void dispatch(struct http_conn *c)
         .is_tcp = c->is_tcp,
         .acct = c->acct,
     };
+    c->status = 0;
     c->hs->cb.on_request(c->hs->cb.user, c, &rq);
     /* the view is gone: the body's bytes are no longer held for it */
     body_release(c);
@@ -985,6 +989,11 @@ static void eof_settle(struct http_conn *c)
     }
     if (!c->out_queued && !c->in_len)
         http_close(c, "peer closed");
+}
+
+int http_conn_status(const struct http_conn *c)
+{
+    return c->status;
 }
 
 static void process(struct http_conn *c)

@@ -148,6 +148,8 @@ void http_close(struct http_conn *c, const char *why);
  * (on_abandon), nothing further is sent or read, and the connection
  * closes once that is written (or after a short linger). */
 void http_conn_fail(struct http_conn *c, const struct srv_api_error *e);
+/* The status of the response to the current request (0: none yet). */
+int http_conn_status(const struct http_conn *c);
 const char *http_status_text(int status);
 
 #endif

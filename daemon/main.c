@@ -3,6 +3,7 @@
  * (engine_model.c).
  */
 #include "engine.h"
+#include "folio/model.h"
 #include "server.h"
 
 int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops, void **b,
@@ -10,5 +11,6 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
 
 int main(int argc, char **argv)
 {
+    srv_matmul_built = model_matmul_onednn_built() ? "openblas onednn" : "openblas";
     return srv_main(argc, argv, eng_model_factory);
 }

@@ -1,11 +1,15 @@
 /*
- * daemon/metrics.c — see metrics.h.  Values print with %.17g so integer
- * counters stay exact up to 2^53; special values as +Inf / -Inf / NaN.
+ * daemon/metrics.c — see metrics.h.  Values (and histogram `le` labels)
+ * print as the shortest decimal that reads back to the same double, so
+ * 0.1 is "0.1" (a selector on le="0.1" matches) and integer counters stay
+ * exact up to 2^53; special values as +Inf / -Inf / NaN.
  */
 #include "metrics.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void srv_hist_init(struct srv_hist *h, const double *bounds, int n)
@@ -25,14 +29,32 @@ void srv_hist_observe(struct srv_hist *h, double v)
     h->sum += v;
 }
 
+void srv_prom_number(double v, char out[32])
+{
+    if (isnan(v)) {
+        snprintf(out, 32, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(out, 32, "%s", v > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    if (v == (double)(int64_t)v && fabs(v) < 1e17) { /* integers in full, never 1e+01 */
+        snprintf(out, 32, "%lld", (long long)v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, 32, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
 static void prom_value(struct srv_buf *b, double v)
 {
-    if (isnan(v))
-        srv_buf_puts(b, "NaN");
-    else if (isinf(v))
-        srv_buf_puts(b, v > 0 ? "+Inf" : "-Inf");
-    else
-        srv_buf_printf(b, "%.17g", v);
+    char t[32];
+    srv_prom_number(v, t);
+    srv_buf_puts(b, t);
 }
 
 void srv_prom_family(struct srv_buf *b, const char *name, const char *type, const char *help)

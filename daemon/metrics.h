@@ -26,6 +26,9 @@ struct srv_hist {
 void srv_hist_init(struct srv_hist *h, const double *bounds, int n);
 void srv_hist_observe(struct srv_hist *h, double v);
 
+/* The shortest decimal that reads back as v ("0.1", "12345678901"), or
+ * NaN / +Inf / -Inf. */
+void srv_prom_number(double v, char out[32]);
 /* # HELP and # TYPE lines (type: counter, gauge, histogram). */
 void srv_prom_family(struct srv_buf *b, const char *name, const char *type, const char *help);
 /* name{labels} value — labels is 'k="v",...' without braces, or NULL. */

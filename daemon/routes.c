@@ -1,7 +1,7 @@
 /*
  * daemon/routes.c — the route table ({method, path, handler}) and the
  * small routes: /v1/models (and /v1/models/{id}), /health, /metrics, /v1/kv, /dashboard,
- * /tokenize, /detokenize.  The completion routes live in comp.c.  A path
+ * /version, /tokenize, /detokenize.  The completion routes live in comp.c.  A path
  * that no row names is a 404; a known path with another method a 405
  * (with Allow).
  *
@@ -10,6 +10,11 @@
  * answer shows the caller's tenant only, unless the operator asks).  The
  * caller is resolved before the handler runs; a refused one gets 401/403
  * on every route but /health, whatever the path and method.
+ *
+ * Access log: every routed request gets one line (srv_log_access) when its
+ * response is complete: here, right after the handler, for the requests
+ * answered at once; by comp.c at the end for a completion it holds (it sets
+ * s->access_claimed).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -257,12 +262,39 @@ static void route_metrics(struct srv *s, struct http_conn *c, const struct http_
     respond_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
 
+/* True when the query string has key=value. */
+static bool query_has(const struct http_request *rq, const char *kv)
+{
+    const char *q = rq->url + rq->path_len;
+    if (*q != '?')
+        return false;
+    size_t n = strlen(kv);
+    for (q++; *q && *q != '#';) {
+        size_t len = strcspn(q, "&#");
+        if (len == n && !strncmp(q, kv, n))
+            return true;
+        q += len;
+        if (*q == '&')
+            q++;
+    }
+    return false;
+}
+
 static void route_kv(struct srv *s, struct http_conn *c, const struct http_request *rq,
                      const struct srv_caller *who)
 {
+    struct srv_buf b = {0};
+    srv_kv_render(s, &b, who, query_has(rq, "map=full"));
+    respond_buf(c, 200, "application/json", &b);
+}
+
+static void route_version(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                          const struct srv_caller *who)
+{
+    (void)who;
     (void)rq;
     struct srv_buf b = {0};
-    srv_kv_render(s, &b, who);
+    srv_version_render(s, &b);
     respond_buf(c, 200, "application/json", &b);
 }
 
@@ -292,13 +324,37 @@ static const struct route {
     {HTTP_M_GET, "/metrics", SRV_ACCESS_VIEW, route_metrics},
     {HTTP_M_GET, "/v1/kv", SRV_ACCESS_VIEW, route_kv},
     {HTTP_M_GET, "/dashboard", SRV_ACCESS_VIEW, route_dashboard},
+    {HTTP_M_GET, "/version", SRV_ACCESS_TENANT, route_version},
     {HTTP_M_POST, "/tokenize", SRV_ACCESS_TENANT, route_tokenize},
     {HTTP_M_POST, "/detokenize", SRV_ACCESS_TENANT, route_detokenize},
 };
 
+static void route(struct srv *s, struct http_conn *c, const struct http_request *rq);
+
 void srv_on_request(void *user, struct http_conn *c, const struct http_request *rq)
 {
     struct srv *s = user;
+    uint64_t t0 = folio_now_ns();
+    s->access_claimed = false;
+    s->access_tenant = -1;
+    route(s, c, rq);
+    if (s->access_claimed)
+        return; /* a completion holds it and logs it when done */
+    struct srv_access_line a = {
+        .method = rq->method_name,
+        .path = rq->url,
+        .path_len = (int)FOLIO_MIN(rq->path_len, 512),
+        .status = http_conn_status(c),
+        .tenant = s->access_tenant >= 0 ? srv_auth_tenant_name(&s->auth, s->access_tenant) : NULL,
+        .prompt_tokens = -1,
+        .ttft_s = -1,
+        .duration_s = (double)(folio_now_ns() - t0) * 1e-9,
+    };
+    srv_log_access(&a);
+}
+
+static void route(struct srv *s, struct http_conn *c, const struct http_request *rq)
+{
     struct srv_api_error e;
     const struct route *r = NULL;
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(routes) && !r; i++) {
@@ -320,6 +376,7 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
         http_error(c, &e, extra);
         return;
     }
+    s->access_tenant = who.tenant;
     if (!r) {
         srv_api_error_set(&e, 404, "NotFoundError", NULL, NULL, "no route for %.*s",
                           (int)FOLIO_MIN(rq->path_len, 200), rq->url);

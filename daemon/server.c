@@ -2,14 +2,25 @@
  * daemon/server.c — foliod's process: start-up ladder, listeners, signals
  * and drain (the rest of the server: see server.h).
  *
- * Start-up (srv_main): config → backend → loop → engine driver → signals →
- * Unix listener (stale-socket check, umask 0117 around bind: mode 0660) →
- * optional TCP listener (any address; keys required unless
- * --insecure-listen, which is warned about) → uv_run.  The soft
- * RLIMIT_NOFILE is raised to the hard one, and --max-connections lowered
- * to what it leaves room for, so that a refused connection can still be
- * answered (a 503) rather than reset for want of a descriptor.  Teardown runs in reverse through
- * one `goto` ladder.
+ * Start-up (srv_main): config → log → backend → loop → engine driver →
+ * signals → listeners → READY=1 → uv_run.  Teardown runs in reverse through
+ * one `goto` ladder.  Listeners: sockets passed by systemd (foliod.socket:
+ * its path, mode and group; the file is systemd's, never removed here),
+ * else the Unix socket (stale-socket check, umask 0117 around bind: mode
+ * 0660) and the optional TCP one (any address; keys required unless
+ * --insecure-listen, which is warned about).  The soft RLIMIT_NOFILE is
+ * raised to the hard one, and --max-connections lowered to what it leaves
+ * room for, so that a refused connection can still be answered (a 503)
+ * rather than reset for want of a descriptor.
+ *
+ * Under systemd (Type=notify, systemd.c) the loop sends READY=1 once it
+ * accepts, STATUS= with the load every few seconds, WATCHDOG=1 at half the
+ * unit's WatchdogSec (a loop that stalls stops them), STOPPING=1 on drain.
+ *
+ * SIGHUP reopens --log-file and reloads the configuration file's tenant
+ * sections (weights, quotas, uids, keys: srv_config_reload); [foliod]
+ * options that changed are named in the log and keep their running value.
+ * Streams in flight are untouched.
  *
  * Drain (SIGTERM, or the first SIGINT): listeners close and the socket file
  * is removed (new connections are refused), /health answers 503, new
@@ -39,6 +50,16 @@
 #include "folio/chat.h"
 #include "folio/common.h"
 #include "server.h"
+#include "systemd.h"
+#include "version.h"
+
+const char *srv_matmul_built = "none";
+
+void srv_version_line(char *out, size_t cap)
+{
+    snprintf(out, cap, "foliod %s (git %s, %s build, matmul built: %s, systemd: %s)", FOLIO_VERSION,
+             FOLIO_GIT_REVISION, FOLIO_BUILDTYPE, srv_matmul_built, srv_sd_built() ? "yes" : "no");
+}
 
 /* ---- listeners, signals, drain ---------------------------------------- */
 
@@ -185,12 +206,54 @@ static void fd_room(struct srv_config *cfg)
         cfg->max_client_connections = cfg->max_connections;
 }
 
+/* Sockets from systemd (socket activation): the first Unix and the first
+ * TCP stream socket become the listeners; others are refused. */
+static int listen_activated(struct srv *s, int n)
+{
+    for (int fd = SRV_SD_FD0; fd < SRV_SD_FD0 + n; fd++) {
+        int kind = srv_sd_fd_kind(fd);
+        int rc = -EINVAL;
+        if (kind == SRV_SD_UNIX && !s->have_unix) {
+            if ((rc = uv_pipe_init(s->loop, &s->unix_srv, 0)))
+                return rc;
+            s->unix_srv.data = s;
+            s->have_unix = s->unix_activated = true;
+            if ((rc = uv_pipe_open(&s->unix_srv, fd)) ||
+                (rc = uv_listen((uv_stream_t *)&s->unix_srv, 511, on_unix_conn)))
+                return rc;
+            struct sockaddr_un a;
+            socklen_t al = sizeof(a);
+            memset(&a, 0, sizeof(a));
+            getsockname(fd, (struct sockaddr *)&a, &al);
+            srv_log(SRV_LOG_INFO, "listening on %s (fd %d from systemd)",
+                    a.sun_path[0] ? a.sun_path : "(unnamed)", fd);
+        } else if (kind == SRV_SD_TCP && !s->have_tcp) {
+            if ((rc = uv_tcp_init(s->loop, &s->tcp_srv)))
+                return rc;
+            s->tcp_srv.data = s;
+            s->have_tcp = true;
+            if ((rc = uv_tcp_open(&s->tcp_srv, fd)) ||
+                (rc = uv_listen((uv_stream_t *)&s->tcp_srv, 511, on_tcp_conn)))
+                return rc;
+            srv_log(SRV_LOG_INFO, "listening on tcp (fd %d from systemd)", fd);
+        } else {
+            srv_log(SRV_LOG_ERROR,
+                    "systemd passed fd %d: not a listening stream socket or "
+                    "one too many; closing it",
+                    fd);
+            close(fd);
+        }
+    }
+    return 0;
+}
+
 static void close_listeners(struct srv *s)
 {
     if (s->have_unix) {
         s->have_unix = false;
         uv_close((uv_handle_t *)&s->unix_srv, NULL);
-        unlink(s->cfg->socket);
+        if (!s->unix_activated)
+            unlink(s->cfg->socket);
     }
     if (s->have_tcp) {
         s->have_tcp = false;
@@ -206,8 +269,11 @@ void srv_maybe_exit(struct srv *s)
     srv_log(SRV_LOG_INFO, "drained; exiting");
     if (s->drain_timer_on)
         uv_close((uv_handle_t *)&s->drain_timer, NULL);
+    if (s->sd_timer_on)
+        uv_close((uv_handle_t *)&s->sd_timer, NULL);
     uv_close((uv_handle_t *)&s->sig_term, NULL);
     uv_close((uv_handle_t *)&s->sig_int, NULL);
+    uv_close((uv_handle_t *)&s->sig_hup, NULL);
     srv_engine_close(s->eng);
     s->eng = NULL;
 }
@@ -251,6 +317,7 @@ static void begin_drain(struct srv *s, const char *why)
     s->draining = true;
     srv_log(SRV_LOG_INFO, "%s: draining (%d requests running, timeout %lld ms)", why, s->n_comps,
             (long long)s->cfg->drain_timeout_ms);
+    srv_sd_notifyf("STOPPING=1\nSTATUS=draining: %d requests to finish", s->n_comps);
     close_listeners(s);
     http_server_drain(&s->http);
     if (!uv_timer_init(s->loop, &s->drain_timer)) {
@@ -267,11 +334,73 @@ static void on_signal(uv_signal_t *h, int signum)
     struct srv *s = h->data;
     if (signum == SIGINT && ++s->sigint_count >= 2) {
         srv_log(SRV_LOG_ERROR, "second SIGINT: aborting");
-        if (s->have_unix)
+        if (s->have_unix && !s->unix_activated)
             unlink(s->cfg->socket);
         _exit(130);
     }
     begin_drain(s, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* SIGHUP: a new log file, the tenants of the configuration file. */
+static void on_hup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    struct srv *s = h->data;
+    int rc = srv_log_reopen();
+    if (rc)
+        srv_log(SRV_LOG_ERROR,
+                "SIGHUP: cannot reopen --log-file %s: %s (still writing the old one)",
+                s->cfg->log_file, strerror(-rc));
+    char err[512] = "";
+    struct srv_config_reload r;
+    rc = srv_config_reload(s->cfg, s->argc, s->argv, &r, err, sizeof(err));
+    if (rc) {
+        s->reload_failures_total++;
+        srv_log(SRV_LOG_ERROR, "SIGHUP: configuration not reloaded: %s (nothing changed)",
+                err[0] ? err : strerror(-rc));
+        return;
+    }
+    int failed = 0;
+    int applied = srv_auth_reload(&s->auth);
+    if (applied < s->cfg->n_tenants)
+        srv_log(SRV_LOG_ERROR,
+                "SIGHUP: %d new tenant section(s) not applied: unconfigured uids already have "
+                "their own tenants after the configured ones (restart to add tenants)",
+                s->cfg->n_tenants - applied);
+    for (int t = 0; t < applied; t++)
+        if ((r.changed[t / 64] >> (t % 64) & 1) &&
+            (rc = s->ops->tenant_set(s->backend, t, &s->cfg->tenants[t]))) {
+            failed++;
+            srv_log(SRV_LOG_ERROR, "SIGHUP: tenant '%s': the scheduler refused its limits: %s",
+                    s->cfg->tenants[t].name, strerror(-rc));
+        }
+    s->reloads_total++;
+    if (failed)
+        s->reload_failures_total++;
+    srv_log(SRV_LOG_INFO, "SIGHUP: configuration reloaded; tenants: %s",
+            r.tenants[0] ? r.tenants : "unchanged");
+    if (r.kept[0])
+        srv_log(SRV_LOG_ERROR,
+                "SIGHUP: changed options not applied (they need a restart; the running values "
+                "stay): %s",
+                r.kept);
+}
+
+/* Every few seconds under systemd: STATUS with the load; WATCHDOG=1 when
+ * the unit has WatchdogSec (the timer runs on the loop, so a stalled loop
+ * stops the keep-alives and systemd restarts the service). */
+static void on_sd_timer(uv_timer_t *t)
+{
+    struct srv *s = t->data;
+    struct eng_stats st;
+    s->ops->stats(s->backend, &st);
+    double used = st.pager.blocks_total
+                      ? 100.0 * (double)st.pager.blocks_used / (double)st.pager.blocks_total
+                      : 0;
+    srv_sd_notifyf("%sSTATUS=%s: %lld running, %lld waiting, KV %.1f%% used, %d connections",
+                   s->wd_usec ? "WATCHDOG=1\n" : "", s->draining ? "draining" : "serving",
+                   (long long)st.sched.running, (long long)st.sched.waiting + st.sched.preempted,
+                   used, s->http.st.n_open);
 }
 
 static void on_step(void *user, const struct srv_engine_step_stats *st)
@@ -334,6 +463,9 @@ static char *model_name_sanitize(const char *raw)
 static const double lat_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,
                                     0.5,   0.75,   1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 static const double tok_bounds[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+/* request lengths in tokens (vLLM's 1-2-5 series) */
+static const double len_bounds[] = {1,    2,    5,    10,    20,    50,    100,    200,   500,
+                                    1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000};
 
 int srv_main(int argc, char **argv, eng_backend_factory factory)
 {
@@ -341,6 +473,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     struct srv_config cfg;
     char err[512] = "";
     int status = 1;
+    bool log_opened = false;
     if (srv_config_parse(&cfg, argc, argv, err, sizeof(err))) {
         fprintf(stderr, "foliod: %s\n", err);
         srv_config_free(&cfg);
@@ -348,6 +481,13 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     }
     if (cfg.help) {
         srv_config_help(stdout);
+        srv_config_free(&cfg);
+        return 0;
+    }
+    if (cfg.version) {
+        char v[256];
+        srv_version_line(v, sizeof(v));
+        printf("%s\n", v);
         srv_config_free(&cfg);
         return 0;
     }
@@ -362,7 +502,26 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         return 1;
     }
     s->cfg = &cfg;
+    s->argc = argc;
+    s->argv = argv;
     srv_log_set_level((enum srv_log_level)cfg.log_level_id);
+    if (cfg.log_file) {
+        int lrc = srv_log_open(cfg.log_file);
+        if (lrc) {
+            fprintf(stderr, "foliod: --log-file %s: %s\n", cfg.log_file, strerror(-lrc));
+            srv_config_free(&cfg);
+            folio_free(s);
+            return 2;
+        }
+        log_opened = true;
+    }
+    srv_log_set_format((enum srv_log_format)cfg.log_format_id);
+    srv_log_set_access(cfg.access_log_id == 0);
+    {
+        char v[256];
+        srv_version_line(v, sizeof(v));
+        srv_log(SRV_LOG_INFO, "%s", v);
+    }
     s->started_at = (int64_t)time(NULL);
     srv_hist_init(&s->ttft, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
     srv_hist_init(&s->itl, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
@@ -370,6 +529,10 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     srv_hist_init(&s->queue, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
     srv_hist_init(&s->step, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
     srv_hist_init(&s->step_tokens, tok_bounds, (int)FOLIO_ARRAY_LEN(tok_bounds));
+    srv_hist_init(&s->prefill, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->decode, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->prompt_len, len_bounds, (int)FOLIO_ARRAY_LEN(len_bounds));
+    srv_hist_init(&s->gen_len, len_bounds, (int)FOLIO_ARRAY_LEN(len_bounds));
     for (int t = 0; t < SRV_TENANT_SLOTS; t++)
         srv_hist_init(&s->tm[t].e2e, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
 
@@ -412,10 +575,19 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     }
     uv_signal_init(&loop, &s->sig_term);
     uv_signal_init(&loop, &s->sig_int);
-    s->sig_term.data = s->sig_int.data = s;
+    uv_signal_init(&loop, &s->sig_hup);
+    s->sig_term.data = s->sig_int.data = s->sig_hup.data = s;
     uv_signal_start(&s->sig_term, on_signal, SIGTERM);
     uv_signal_start(&s->sig_int, on_signal, SIGINT);
-    if ((rc = listen_unix(s)) || (cfg.listen && (rc = listen_tcp(s)))) {
+    uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
+    int n_sd = srv_sd_listen_fds();
+    if (n_sd < 0)
+        srv_log(SRV_LOG_ERROR, "systemd sockets: %s; ignoring them", strerror(-n_sd));
+    if (n_sd > 0 ? (rc = listen_activated(s, n_sd))
+                 : ((rc = listen_unix(s)) || (cfg.listen && (rc = listen_tcp(s))))) {
+        if (n_sd > 0)
+            srv_log(SRV_LOG_ERROR, "cannot listen on the sockets from systemd: %s",
+                    uv_strerror(rc));
         close_listeners(s);
         s->draining = true; /* maybe_exit then tears down */
         srv_maybe_exit(s);
@@ -426,6 +598,18 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
             s->mi.name, s->mi.kind, s->mi.matmul ? s->mi.matmul : "none", s->mi.ctx_len,
             s->mi.n_vocab,
             s->mi.has_tokenizer ? "tokenizer loaded" : "no tokenizer: token ids only");
+    s->wd_usec = srv_sd_watchdog_usec();
+    srv_sd_notifyf("READY=1\nSTATUS=serving model %s", s->mi.name);
+    if (getenv("NOTIFY_SOCKET") && !uv_timer_init(&loop, &s->sd_timer)) {
+        uint64_t ms = s->wd_usec ? FOLIO_MAX(s->wd_usec / 2000, 1) : 5000;
+        s->sd_timer.data = s;
+        s->sd_timer_on = true;
+        uv_timer_start(&s->sd_timer, on_sd_timer, ms, ms);
+        uv_unref((uv_handle_t *)&s->sd_timer);
+        if (s->wd_usec)
+            srv_log(SRV_LOG_INFO, "systemd watchdog: keep-alive every %llu ms",
+                    (unsigned long long)ms);
+    }
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;
 out_loop:
@@ -437,5 +621,7 @@ out_cfg:
     srv_auth_free(&s->auth);
     folio_free(s);
     srv_config_free(&cfg);
+    if (log_opened)
+        srv_log_close();
     return status;
 }

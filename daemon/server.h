@@ -51,17 +51,18 @@ struct srv_choice {
     struct srv_buf text; /* non-stream: all text; stream: text not yet sent */
     int32_t *tokens;     /* generated ids */
     int32_t n_tokens, cap_tokens;
-    int32_t sent_tokens;        /* stream: ids already sent */
-    struct sampler_result *lps; /* [cap_tokens] per generated token, with logprobs */
-    size_t echo_len;            /* leading text bytes that are the echoed prompt */
-    int64_t lp_offset;          /* logprobs text_offset of the next token */
-    bool role_sent;             /* chat stream: the {"role"} delta went out */
-    bool prompt_lp_sent;        /* echo + logprobs: the prompt tokens went out */
-    int8_t tool_mode;           /* stream with tools: 0 undecided, 1 text, 2 a tool call */
-    enum eng_finish finish;     /* NONE while running */
-    bool done;                  /* backend reported finished */
-    bool stopped;               /* a stop string ended it (abort sent) */
-    uint64_t t_first, t_last;
+    int32_t sent_tokens;                 /* stream: ids already sent */
+    struct sampler_result *lps;          /* [cap_tokens] per generated token, with logprobs */
+    size_t echo_len;                     /* leading text bytes that are the echoed prompt */
+    int64_t lp_offset;                   /* logprobs text_offset of the next token */
+    bool role_sent;                      /* chat stream: the {"role"} delta went out */
+    bool prompt_lp_sent;                 /* echo + logprobs: the prompt tokens went out */
+    int8_t tool_mode;                    /* stream with tools: 0 undecided, 1 text, 2 a tool call */
+    enum eng_finish finish;              /* NONE while running */
+    bool done;                           /* backend reported finished */
+    bool stopped;                        /* a stop string ended it (abort sent) */
+    uint64_t t_started, t_first, t_last; /* ns: first scheduled, first and last token */
+    int32_t n_gen;                       /* tokens generated (also after the client left) */
 };
 
 struct srv_comp {
@@ -77,6 +78,7 @@ struct srv_comp {
     int64_t cached_tokens; /* of prompt_tokens, found in the prefix cache */
     uint64_t t_arrival;
     bool headers_sent, failed;
+    bool access_own; /* held on its connection: logs its own access line at the end */
 };
 
 struct srv_tenant_metrics {
@@ -92,7 +94,15 @@ struct srv {
     uv_pipe_t unix_srv;
     uv_tcp_t tcp_srv;
     bool have_unix, have_tcp;
-    uv_signal_t sig_term, sig_int;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_timer_t sd_timer; /* systemd STATUS and watchdog keep-alives */
+    bool sd_timer_on;
+    uint64_t wd_usec;    /* WatchdogSec of the unit (0: off) */
+    bool unix_activated; /* the Unix listener came from systemd: its file is not ours */
+    int argc;            /* the command line, for reloads */
+    char **argv;
+    bool access_claimed; /* set by a completion that holds the current request */
+    int access_tenant;   /* the current request's tenant once resolved, else -1 */
     uv_timer_t drain_timer;
     bool draining, drain_timer_on, stopping;
     int sigint_count;
@@ -111,12 +121,20 @@ struct srv {
 
     /* metrics */
     struct srv_hist ttft, itl, e2e, queue, step, step_tokens;
+    struct srv_hist prefill, decode, prompt_len, gen_len; /* per sequence */
+    double reloads_total, reload_failures_total;
     double steps_total;
     struct srv_tenant_metrics tm[SRV_TENANT_SLOTS]; /* by tenant slot (auth.h) */
     double unknown_fields_total; /* request fields ignored (not known to the API) */
 };
 
 /* ---- server.c --------------------------------------------------------- */
+
+/* The matrix-product backends compiled in ("openblas onednn"); set by
+ * foliod's main before srv_main (test daemons leave "none"). */
+extern const char *srv_matmul_built;
+/* "foliod 0.1.0 (git REV, BUILDTYPE build, matmul built: ..., systemd: yes)" */
+void srv_version_line(char *out, size_t cap);
 
 /* Entry point of foliod (main.c) and of test daemons with another backend. */
 int srv_main(int argc, char **argv, eng_backend_factory factory);
@@ -156,8 +174,12 @@ void srv_comp_events(struct srv *s, struct eng_events *ev);
 
 /* Renders /metrics and /v1/kv as the caller may see them: everything for
  * the operator; for a tenant, the pool's geometry and its own entries
- * only (nothing that moves with another tenant's traffic). */
+ * only (nothing that moves with another tenant's traffic).  /v1/kv: full
+ * gives the per-block objects of the old format (?map=full), else the
+ * compact block map (one character per block; daemon/README.md). */
 void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who);
-void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who);
+void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who, bool full);
+/* GET /version. */
+void srv_version_render(struct srv *s, struct srv_buf *b);
 
 #endif

@@ -1,27 +1,121 @@
 /*
- * daemon/stats.c — /metrics (Prometheus text) and /v1/kv (JSON): the
- * backend's pool and queue statistics, the HTTP layer's counters
- * (struct http_stats) and the server's latency histograms and per-tenant
- * counters.  Metric names follow vLLM's with a folio_ prefix.
+ * daemon/stats.c — /metrics (Prometheus text), /v1/kv (JSON) and /version:
+ * the backend's pool and queue statistics, the HTTP layer's counters
+ * (struct http_stats), the server's latency and length histograms and
+ * per-tenant counters, the build and the process.
+ *
+ * Metric names follow vLLM's with a folio_ prefix; every folio_* sample
+ * carries model_name="<served model>" as vLLM's do (so one Prometheus can
+ * scrape several daemons and tell them apart), tenant series add
+ * tenant="<name>".  The process_* series are the Prometheus client
+ * libraries' standard ones, read from /proc/self.
  *
  * Views: the operator gets everything below.  A tenant gets the pool's
  * geometry and its own entries only (metrics_tenant_view, kv_tenant_view):
  * no global counter or gauge that moves with other tenants' traffic (queue
- * lengths, pool use, prefix-cache hits, token totals, latencies), no other
- * tenant's name.  In a tenant's block map every block it does not hold
- * reads "free" (free or another's: not told apart).
+ * lengths, pool use, prefix-cache hits, token totals, latencies, the
+ * process), no other tenant's name.  In a tenant's block map every block
+ * it does not hold reads "free" (free or another's: not told apart).
+ *
+ * /v1/kv's block map is compact by default (one character per block, see
+ * kv_map_compact and daemon/README.md): 100,000 blocks cost ~100 KB a poll.
+ * ?map=full gives one JSON object per block (~60 bytes each), for tools.
  */
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "folio/common.h"
 #include "server.h"
+#include "systemd.h"
+#include "version.h"
+
+/* model_name="..." (escaped) into out. */
+static void model_label(const struct srv *s, char *out, size_t cap)
+{
+    char esc[256];
+    srv_prom_label_escape(s->mi.name ? s->mi.name : "", esc, sizeof(esc));
+    snprintf(out, cap, "model_name=\"%s\"", esc);
+}
 
 static void tenant_label(const struct srv *s, int t, char *out, size_t cap)
 {
-    char esc[160];
+    char esc[160], ml[300];
+    model_label(s, ml, sizeof(ml));
     srv_prom_label_escape(srv_auth_tenant_name(&s->auth, t), esc, sizeof(esc));
-    snprintf(out, cap, "tenant=\"%s\"", esc);
+    snprintf(out, cap, "%s,tenant=\"%s\"", ml, esc);
+}
+
+/* process_* series from /proc/self (Linux). */
+static void metrics_process(struct srv_buf *b)
+{
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    double cpu = -1, start = -1, vsz = -1, rss = -1;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char line[1024];
+        if (fgets(line, sizeof(line), f)) {
+            /* fields after the parenthesised command: state is field 3 */
+            const char *p = strrchr(line, ')');
+            unsigned long long ut, st, starttime, vsize;
+            long long rsspages;
+            if (p && sscanf(p + 2,
+                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d "
+                            "%*d %*d %*d %llu %llu %lld",
+                            &ut, &st, &starttime, &vsize, &rsspages) == 5) {
+                cpu = (double)(ut + st) / (double)tck;
+                vsz = (double)vsize;
+                rss = (double)rsspages * (double)page;
+                /* boot time + start ticks */
+                FILE *sf = fopen("/proc/stat", "r");
+                char l2[256];
+                while (sf && fgets(l2, sizeof(l2), sf)) {
+                    unsigned long long btime;
+                    if (sscanf(l2, "btime %llu", &btime) == 1) {
+                        start = (double)btime + (double)starttime / (double)tck;
+                        break;
+                    }
+                }
+                if (sf)
+                    fclose(sf);
+            }
+        }
+        fclose(f);
+    }
+    double fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)))
+            fds += e->d_name[0] != '.';
+        closedir(d);
+        fds -= 1; /* the directory stream's own */
+    }
+    struct rlimit rl;
+    double maxfds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (double)rl.rlim_cur : -1;
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } p[] = {
+        {"process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+         cpu},
+        {"process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", rss},
+        {"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vsz},
+        {"process_open_fds", "gauge", "Number of open file descriptors.", fds},
+        {"process_max_fds", "gauge", "Maximum number of open file descriptors.", maxfds},
+        {"process_start_time_seconds", "gauge",
+         "Start time of the process since unix epoch in seconds.", start},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(p); i++) {
+        if (p[i].v < 0)
+            continue;
+        srv_prom_family(b, p[i].name, p[i].type, p[i].help);
+        srv_prom_sample(b, p[i].name, NULL, p[i].v);
+    }
 }
 
 static void metrics_tenants(struct srv *s, struct srv_buf *b, int only);
@@ -31,13 +125,15 @@ static void metrics_tenant_view(struct srv *s, struct srv_buf *b, int t)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
+    char ml[300];
+    model_label(s, ml, sizeof(ml));
     srv_prom_family(b, "folio_kv_num_blocks", "gauge", "KV blocks in the pool.");
-    srv_prom_sample(b, "folio_kv_num_blocks", NULL, (double)st.pager.blocks_total);
+    srv_prom_sample(b, "folio_kv_num_blocks", ml, (double)st.pager.blocks_total);
     srv_prom_family(b, "folio_kv_block_size_tokens", "gauge", "Token slots per KV block.");
-    srv_prom_sample(b, "folio_kv_block_size_tokens", NULL, (double)st.block_size);
+    srv_prom_sample(b, "folio_kv_block_size_tokens", ml, (double)st.block_size);
     srv_prom_family(b, "folio_kv_bytes_per_token", "gauge",
                     "KV cache bytes one token takes (K and V, every layer and KV head).");
-    srv_prom_sample(b, "folio_kv_bytes_per_token", NULL,
+    srv_prom_sample(b, "folio_kv_bytes_per_token", ml,
                     st.block_size ? (double)st.pager.bytes_per_block / (double)st.block_size : 0);
     metrics_tenants(s, b, t);
 }
@@ -50,6 +146,8 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_calle
     }
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
+    char ml[300];
+    model_label(s, ml, sizeof(ml));
     struct {
         const char *name, *type, *help;
         double v;
@@ -109,10 +207,27 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_calle
         {"folio_connections_refused_total", "counter",
          "Connections and request bodies answered 503 for a connection or buffer limit.",
          s->http.st.refused_total + s->auth.refused_total},
+        {"folio_config_reloads_total", "counter", "Configuration reloads (SIGHUP) applied.",
+         s->reloads_total},
+        {"folio_config_reload_failures_total", "counter",
+         "Configuration reloads (SIGHUP) refused or partly applied.", s->reload_failures_total},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(g); i++) {
         srv_prom_family(b, g[i].name, g[i].type, g[i].help);
-        srv_prom_sample(b, g[i].name, NULL, g[i].v);
+        srv_prom_sample(b, g[i].name, ml, g[i].v);
+    }
+    {
+        char lab[1024], rev[64];
+        srv_prom_label_escape(FOLIO_GIT_REVISION, rev, sizeof(rev));
+        snprintf(lab, sizeof(lab),
+                 "%s,version=\"%s\",revision=\"%s\",build_type=\"%s\",matmul=\"%s\","
+                 "matmul_built=\"%s\",kv_dtype=\"%s\",systemd=\"%s\"",
+                 ml, FOLIO_VERSION, rev, FOLIO_BUILDTYPE, s->mi.matmul ? s->mi.matmul : "none",
+                 srv_matmul_built, st.kv_dtype ? st.kv_dtype : "f32",
+                 srv_sd_built() ? "yes" : "no");
+        srv_prom_family(b, "folio_build_info", "gauge",
+                        "Build and serving configuration (labels); always 1.");
+        srv_prom_sample(b, "folio_build_info", lab, 1);
     }
     /* info series: the label values are fixed identifiers, no escaping needed */
     const struct {
@@ -124,8 +239,8 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_calle
          s->mi.matmul ? s->mi.matmul : "none"},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(info); i++) {
-        char lab[64];
-        snprintf(lab, sizeof(lab), "%s=\"%s\"", info[i].label, info[i].value);
+        char lab[400];
+        snprintf(lab, sizeof(lab), "%s,%s=\"%s\"", ml, info[i].label, info[i].value);
         srv_prom_family(b, info[i].name, "gauge", info[i].help);
         srv_prom_sample(b, info[i].name, lab, 1);
     }
@@ -136,13 +251,13 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_calle
     }
     srv_prom_family(b, "folio_prompt_tokens_total", "counter",
                     "Prompt tokens of admitted requests.");
-    srv_prom_sample(b, "folio_prompt_tokens_total", NULL, prompt_total);
+    srv_prom_sample(b, "folio_prompt_tokens_total", ml, prompt_total);
     srv_prom_family(b, "folio_generation_tokens_total", "counter", "Tokens generated.");
-    srv_prom_sample(b, "folio_generation_tokens_total", NULL, gen_total);
+    srv_prom_sample(b, "folio_generation_tokens_total", ml, gen_total);
     srv_prom_family(b, "folio_http_responses_total", "counter", "HTTP responses by status class.");
     for (int k = 1; k <= 5; k++) {
-        char lab[32];
-        snprintf(lab, sizeof(lab), "code=\"%dxx\"", k);
+        char lab[400];
+        snprintf(lab, sizeof(lab), "%s,code=\"%dxx\"", ml, k);
         srv_prom_sample(b, "folio_http_responses_total", lab, s->http.st.responses[k]);
     }
     struct {
@@ -157,12 +272,19 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_calle
         {"folio_request_queue_time_seconds", "Time from arrival to first scheduling.", &s->queue},
         {"folio_step_duration_seconds", "Wall time of one engine step.", &s->step},
         {"folio_iteration_tokens", "Tokens computed per engine step.", &s->step_tokens},
+        {"folio_request_prefill_time_seconds",
+         "Time from first scheduling to the first token, per sequence.", &s->prefill},
+        {"folio_request_decode_time_seconds",
+         "Time from the first to the last token, per sequence.", &s->decode},
+        {"folio_request_prompt_tokens", "Prompt length in tokens, per sequence.", &s->prompt_len},
+        {"folio_request_generation_tokens", "Generated tokens, per sequence.", &s->gen_len},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(hs); i++) {
         srv_prom_family(b, hs[i].name, "histogram", hs[i].help);
-        srv_prom_hist(b, hs[i].name, NULL, hs[i].h);
+        srv_prom_hist(b, hs[i].name, ml, hs[i].h);
     }
     metrics_tenants(s, b, -1);
+    metrics_process(b);
 }
 
 /* The per-tenant series (label tenant="NAME"): every tenant's, or only
@@ -176,7 +298,7 @@ static void metrics_tenants(struct srv *s, struct srv_buf *b, int only)
     struct sched_tenant_stats ts[SRV_TENANT_SLOTS];
     for (int t = t0; t < nt; t++)
         s->ops->tenant_stats(s->backend, t, &ts[t]);
-    char lab[256];
+    char lab[700];
 #define TENANT_SERIES(NAME, TYPE, HELP, EXPR)                                                      \
     do {                                                                                           \
         srv_prom_family(b, NAME, TYPE, HELP);                                                      \
@@ -201,7 +323,7 @@ static void metrics_tenants(struct srv *s, struct srv_buf *b, int only)
     srv_prom_family(b, "folio_request_success_total", "counter",
                     "Finished sequences by tenant and finish reason.");
     for (int t = t0; t < nt; t++) {
-        char tl[200];
+        char tl[600];
         tenant_label(s, t, tl, sizeof(tl));
         for (int k = ENG_FINISH_NONE + 1; k < ENG_FINISH_COUNT; k++) {
             snprintf(lab, sizeof(lab), "%s,finished_reason=\"%s\"", tl,
@@ -215,6 +337,107 @@ static void metrics_tenants(struct srv *s, struct srv_buf *b, int only)
         tenant_label(s, t, lab, sizeof(lab));
         srv_prom_hist(b, "folio_tenant_e2e_request_latency_seconds", lab, &s->tm[t].e2e);
     }
+}
+
+/* Block i as a view shows it: for a tenant's view (only >= 0), a block
+ * that is not that tenant's reads free. */
+static void kv_block(struct srv *s, int32_t i, int only, struct pager_block_info *bi)
+{
+    s->ops->block_info(s->backend, i, bi);
+    if (only >= 0 && bi->state != PAGER_BLOCK_FREE && bi->tenant != (uint32_t)only)
+        *bi = (struct pager_block_info){.state = PAGER_BLOCK_FREE};
+}
+
+/* The compact block map (documented in daemon/README.md):
+ *
+ *   "block_map": {"encoding": "char-per-block-v1",
+ *                 "states": "..::AAAB.....",   one character per block:
+ *                                               '.' free, ':' cached,
+ *                                               used: the tenant index as a
+ *                                               base64url digit (A-Z a-z 0-9 - _)
+ *                 "shared": [[first, count], ...],  runs of blocks with refcount > 1
+ *                 "partial": [[block, tokens], ...]} used blocks not full
+ *
+ * Blocks not listed in "partial" hold block_size tokens when used or
+ * cached, none when free.  Sizes: one byte per block plus the runs.
+ *
+ * only >= 0: a tenant's view: only that tenant's blocks are shown (its
+ * digit is 'A', the one entry of its "tenants"); every other block reads
+ * '.' and is in neither list. */
+static void kv_map_compact(struct srv *s, struct srv_buf *b, int32_t nb, int32_t bs, int only)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    _Static_assert(sizeof(digits) - 1 >= SRV_MAX_TENANTS, "one digit per tenant");
+    srv_buf_puts(b, "\"block_map\":{\"encoding\":\"char-per-block-v1\",\"states\":\"");
+    char chunk[4096];
+    size_t k = 0;
+    for (int32_t i = 0; i < nb; i++) {
+        struct pager_block_info bi;
+        kv_block(s, i, only, &bi);
+        chunk[k++] = bi.state == PAGER_BLOCK_USED
+                         ? digits[only >= 0 ? 0 : bi.tenant % SRV_MAX_TENANTS]
+                     : bi.state == PAGER_BLOCK_CACHED ? ':'
+                                                      : '.';
+        if (k == sizeof(chunk)) {
+            srv_buf_append(b, chunk, k);
+            k = 0;
+        }
+    }
+    srv_buf_append(b, chunk, k);
+    srv_buf_puts(b, "\",\"shared\":[");
+    bool first = true;
+    for (int32_t i = 0; i < nb;) {
+        struct pager_block_info bi;
+        kv_block(s, i, only, &bi);
+        if (bi.state != PAGER_BLOCK_USED || bi.refcount <= 1) {
+            i++;
+            continue;
+        }
+        int32_t j = i + 1;
+        for (; j < nb; j++) {
+            kv_block(s, j, only, &bi);
+            if (bi.state != PAGER_BLOCK_USED || bi.refcount <= 1)
+                break;
+        }
+        srv_buf_printf(b, "%s[%d,%d]", first ? "" : ",", i, j - i);
+        first = false;
+        i = j + 1;
+    }
+    srv_buf_puts(b, "],\"partial\":[");
+    first = true;
+    for (int32_t i = 0; i < nb; i++) {
+        struct pager_block_info bi;
+        kv_block(s, i, only, &bi);
+        if (bi.state == PAGER_BLOCK_USED && bi.tokens < bs) {
+            srv_buf_printf(b, "%s[%d,%d]", first ? "" : ",", i, bi.tokens);
+            first = false;
+        }
+    }
+    srv_buf_puts(b, "]}");
+}
+
+/* The end of /v1/kv after the tenants array: the block map, compact or
+ * (full) one object per block, as the view (only: see kv_block) shows it. */
+static void kv_map(struct srv *s, struct srv_buf *b, int32_t nb, int32_t bs, int only, bool full)
+{
+    if (!full) {
+        srv_buf_puts(b, "],");
+        kv_map_compact(s, b, nb, bs, only);
+        srv_buf_puts(b, "}\n");
+        return;
+    }
+    srv_buf_puts(b, "],\"block_map\":[");
+    static const char *names[] = {"free", "used", "cached"};
+    for (int32_t i = 0; i < nb; i++) {
+        struct pager_block_info bi;
+        kv_block(s, i, only, &bi);
+        srv_buf_printf(b,
+                       "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
+                       "\"tokens\":%d}",
+                       i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
+                       bi.refcount, bi.tokens);
+    }
+    srv_buf_puts(b, "]}\n");
 }
 
 static void kv_tenant_entry(struct srv *s, struct srv_buf *b, int t, bool first)
@@ -234,7 +457,7 @@ static void kv_tenant_entry(struct srv *s, struct srv_buf *b, int t, bool first)
 
 /* A tenant's /v1/kv: the same shape, counting only its own blocks and
  * requests; the others' blocks read "free". */
-static void kv_tenant_view(struct srv *s, struct srv_buf *b, int t)
+static void kv_tenant_view(struct srv *s, struct srv_buf *b, int t, bool full)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
@@ -268,30 +491,13 @@ static void kv_tenant_view(struct srv *s, struct srv_buf *b, int t)
                    tokens, used * (long long)st.block_size - tokens, (long long)ts.running,
                    (long long)ts.waiting, (long long)ts.preempted);
     kv_tenant_entry(s, b, t, true);
-    srv_buf_puts(b, "],\"block_map\":[");
-    static const char *names[] = {"free", "used", "cached"};
-    for (int32_t i = 0; i < nb; i++) {
-        struct pager_block_info bi;
-        s->ops->block_info(s->backend, i, &bi);
-        if (bi.state == PAGER_BLOCK_FREE || bi.tenant != (uint32_t)t)
-            srv_buf_printf(b,
-                           "%s{\"state\":\"free\",\"seq\":0,\"tenant\":0,\"refcount\":0,"
-                           "\"tokens\":0}",
-                           i ? "," : "");
-        else
-            srv_buf_printf(b,
-                           "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
-                           "\"tokens\":%d}",
-                           i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
-                           bi.refcount, bi.tokens);
-    }
-    srv_buf_puts(b, "]}\n");
+    kv_map(s, b, nb, (int32_t)st.block_size, t, full);
 }
 
-void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who)
+void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who, bool full)
 {
     if (!who->operator) {
-        kv_tenant_view(s, b, who->tenant);
+        kv_tenant_view(s, b, who->tenant, full);
         return;
     }
     struct eng_stats st;
@@ -314,17 +520,18 @@ void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *wh
                    (long long)st.pager.prefix_queries, (long long)st.pager.prefix_hits);
     for (int t = 0; t < srv_auth_tenant_count(&s->auth); t++)
         kv_tenant_entry(s, b, t, t == 0);
-    srv_buf_puts(b, "],\"block_map\":[");
-    int32_t nb = s->ops->n_blocks(s->backend);
-    static const char *names[] = {"free", "used", "cached"};
-    for (int32_t i = 0; i < nb; i++) {
-        struct pager_block_info bi;
-        s->ops->block_info(s->backend, i, &bi);
-        srv_buf_printf(b,
-                       "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
-                       "\"tokens\":%d}",
-                       i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
-                       bi.refcount, bi.tokens);
-    }
-    srv_buf_puts(b, "]}\n");
+    kv_map(s, b, s->ops->n_blocks(s->backend), (int32_t)st.block_size, -1, full);
+}
+
+void srv_version_render(struct srv *s, struct srv_buf *b)
+{
+    srv_buf_printf(b,
+                   "{\"version\":\"%s\",\"git_revision\":\"%s\",\"build_type\":\"%s\","
+                   "\"matmul\":\"%s\",\"matmul_built\":\"%s\",\"systemd\":%s,\"model\":",
+                   FOLIO_VERSION, FOLIO_GIT_REVISION, FOLIO_BUILDTYPE,
+                   s->mi.matmul ? s->mi.matmul : "none", srv_matmul_built,
+                   srv_sd_built() ? "true" : "false");
+    srv_buf_json_str(b, s->mi.name, strlen(s->mi.name));
+    srv_buf_printf(b, ",\"engine\":\"%s\",\"started\":%lld}\n", s->mi.kind ? s->mi.kind : "?",
+                   (long long)s->started_at);
 }

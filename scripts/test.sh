@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Test-only tools: tmux (folio top), chromium (dashboard browser test),
-# prometheus (promtool lint of /metrics), socat (dashboard via a proxy);
+# prometheus (promtool lint of /metrics, the ops tests), socat (dashboard via a proxy),
+# systemd (systemd-socket-activate, systemd-analyze), man-db (man -l), jq;
 # Node and npm for the client tests (any Node >= 20 already present wins).
-extra=(tmux chromium prometheus socat)
+extra=(tmux chromium prometheus socat systemd man-db jq)
 command -v node >/dev/null && command -v npm >/dev/null || extra+=(nodejs npm)
 scripts/deps.sh "${extra[@]}"
 

@@ -1,8 +1,10 @@
 /*
  * tests/test_srv_config.c — foliod's option table: defaults, argv forms,
  * INI files and tenants, precedence (argv over file), validation messages
- * that name the option, size suffixes, and --dump-config reading back to
- * the same configuration.
+ * that name the option, size suffixes, --dump-config reading back to
+ * the same configuration, -V, and the SIGHUP reload (tenants applied in
+ * place by name, [foliod] changes reported and kept, a broken file
+ * changes nothing).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -328,6 +330,60 @@ static void test_enum_ids(void **state)
     }
 }
 
+static void test_reload(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_srv_config_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, "[foliod]\nmax-seqs = 5\n[tenant.a]\nuid = 1001\nweight = 3\n"
+                     "[tenant.b]\napi_key = kb\n[tenant.c]\nuid = 1003\n");
+    char *argv[] = {"foliod", "--config", path, "--block-size", "32", NULL};
+    struct srv_config c;
+    char err[256] = "";
+    assert_int_equal(srv_config_parse(&c, 5, argv, err, sizeof(err)), 0);
+    assert_int_equal(c.n_tenants, 4);
+    /* a changes its quota and key, b its weight, c goes, d comes; an option
+     * changes (kept), the argv one stays as given */
+    write_file(path, "[foliod]\nmax-seqs = 9\n[tenant.b]\napi_key = kb\nweight = 7\n"
+                     "[tenant.a]\nuid = 1001\nweight = 3\nmax_waiting = 2\napi_key = ka\n"
+                     "[tenant.d]\nuid = 1004\n");
+    struct srv_config_reload r;
+    assert_int_equal(srv_config_reload(&c, 5, argv, &r, err, sizeof(err)), 0);
+    assert_string_equal(r.kept, "--max-seqs");
+    assert_string_equal(r.tenants, "~b ~a +d -c");
+    assert_int_equal(c.max_seqs, 5); /* kept */
+    assert_int_equal(c.block_size, 32);
+    assert_int_equal(c.n_tenants, 5); /* default a b c d: indices are stable */
+    assert_string_equal(c.tenants[1].name, "a");
+    assert_int_equal(c.tenants[1].max_waiting, 2);
+    assert_string_equal(c.tenants[1].api_key, "ka");
+    assert_int_equal(c.tenants[2].weight, 7);
+    assert_int_equal(srv_config_tenant_by_uid(&c, 1003), -1); /* c: unreachable */
+    assert_string_equal(c.tenants[3].name, "c");
+    assert_int_equal(srv_config_tenant_by_uid(&c, 1004), 4);
+    for (int t = 0; t < 5; t++)
+        assert_int_equal(r.changed[0] >> t & 1, t != 0);
+    /* unchanged file: nothing to do */
+    assert_int_equal(srv_config_reload(&c, 5, argv, &r, err, sizeof(err)), 0);
+    assert_string_equal(r.tenants, "");
+    assert_int_equal(r.changed[0], 0);
+    /* a broken file: an error, nothing changed */
+    write_file(path, "[tenant.a]\nweight = 0\n");
+    assert_int_equal(srv_config_reload(&c, 5, argv, &r, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "weight"));
+    assert_int_equal(c.tenants[1].weight, 3);
+    assert_int_equal(c.tenants[1].max_waiting, 2);
+    srv_config_free(&c);
+    /* -V is --version */
+    char *argv2[] = {"foliod", "-V", NULL};
+    assert_int_equal(srv_config_parse(&c, 2, argv2, err, sizeof(err)), 0);
+    assert_true(c.version);
+    srv_config_free(&c);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_dump_roundtrip),
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_enum_ids),
+        cmocka_unit_test(test_reload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * tests/test_srv_metrics.c — Prometheus text formatting: histogram buckets
  * are cumulative with an inclusive upper bound (le) and a +Inf bucket equal
  * to _count, _sum adds the observations, label values are escaped, and
- * each sample line has the exposition format's shape.
+ * each sample line has the exposition format's shape; numbers and `le`
+ * labels are the shortest decimal that reads back exactly.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -34,7 +35,7 @@ static void test_hist(void **state)
     srv_prom_hist(&out, "x_seconds", "tenant=\"a\"", &h);
     const char *want = "# HELP x_seconds Test.\n"
                        "# TYPE x_seconds histogram\n"
-                       "x_seconds_bucket{tenant=\"a\",le=\"0.10000000000000001\"} 2\n"
+                       "x_seconds_bucket{tenant=\"a\",le=\"0.1\"} 2\n"
                        "x_seconds_bucket{tenant=\"a\",le=\"1\"} 4\n"
                        "x_seconds_bucket{tenant=\"a\",le=\"10\"} 6\n"
                        "x_seconds_bucket{tenant=\"a\",le=\"+Inf\"} 8\n";
@@ -58,6 +59,18 @@ static void test_samples_and_escaping(void **state)
     srv_prom_sample(&out, "d", NULL, NAN);
     assert_string_equal(out.p, "a_total 12345678901\nb 0.25\nc{k=\"v\"} +Inf\nd NaN\n");
     srv_buf_free(&out);
+    /* shortest round-trip: exact labels, exact integers */
+    static const double vals[] = {0.1,          0.0025, 7.5, 10, 1e-9, 1.0 / 3, 9007199254740993.0,
+                                  123456789.25, -3};
+    static const char *const want[] = {
+        "0.1",          "0.0025", "7.5", "10", "1e-09", "0.3333333333333333", "9007199254740992",
+        "123456789.25", "-3"};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        char t[32];
+        srv_prom_number(vals[i], t);
+        assert_string_equal(t, want[i]);
+        assert_true(strtod(t, NULL) == vals[i]);
+    }
     char esc[64];
     srv_prom_label_escape("a\"b\\c\nd", esc, sizeof(esc));
     assert_string_equal(esc, "a\\\"b\\\\c\\nd");

@@ -23,6 +23,10 @@
  *   tenant table
  *   footer
  *
+ * Width: the terminal's (TIOCGWINSZ, re-read every frame), else $COLUMNS,
+ * else 100.  The summary lines wrap at field boundaries ("  |  ") instead
+ * of being cut; the pool bar and the block map take the whole width.
+ *
  * Terminal: when stdin is a tty it is put in non-canonical, no-echo mode
  * (ISIG kept: ^C arrives as SIGINT); `q` quits.  SIGINT/SIGTERM set a flag
  * that ends the loop; the terminal (termios, cursor, main screen) is
@@ -385,6 +389,37 @@ static void endline(struct screen *s)
     s->line.len = 0;
 }
 
+/* Columns a plain UTF-8 string takes (no escape sequences in it). */
+static int text_cols(const char *t)
+{
+    int n = 0;
+    for (; *t; t++)
+        n += ((unsigned char)*t & 0xC0) != 0x80;
+    return n;
+}
+
+/* Fields joined by "  |  ", wrapped at field boundaries to the screen's
+ * width: a continuation line starts with `indent` spaces.  Nothing is cut
+ * unless one field alone is wider than the screen. */
+static void put_fields(struct screen *s, int indent, const char *const *f, int n)
+{
+    int col = 0;
+    for (int i = 0; i < n; i++) {
+        int w = text_cols(f[i]);
+        if (i > 0 && col + 5 + w > s->w) {
+            endline(s);
+            put(s, "%*s", indent, "");
+            col = indent;
+        } else if (i > 0) {
+            put(s, "  |  ");
+            col += 5;
+        }
+        put(s, "%s", f[i]);
+        col += w;
+    }
+    endline(s);
+}
+
 static const char *fmt_num(char *b, size_t cap, double v)
 {
     if (isnan(v))
@@ -588,26 +623,40 @@ static int frame(struct state *st, struct screen *s)
     put(s, "] used %.1f%% cached %.1f%% free %.1f%%", 100.0 * used / total, 100.0 * cached / total,
         100.0 * nfree / total);
     endline(s);
-    put(s,
-        "   blocks used %d  cached %d  free %d  |  tokens held %s  empty slots %s (%.1f%% of "
-        "used slots)  |  prefix hits %s",
-        used, cached, nfree, fmt_num(b1, sizeof(b1), held), fmt_num(b2, sizeof(b2), empty),
-        used && bs ? 100.0 * empty / ((double)used * bs) : 0.0,
-        pq > 0 ? (snprintf(b3, sizeof(b3), "%.1f%%", 100 * ph / pq), b3) : "-");
-    endline(s);
-    put(s, "requests  running %d  waiting %d  preempted %d  |  preemptions %d",
-        jint(reqs, "running"), jint(reqs, "waiting"), jint(reqs, "preempted"),
-        jint(kv, "preemptions_total"));
-    endline(s);
-    put(s, "tokens/s  prompt %s  generated %s  |  TTFT p50 %s p99 %s  ITL p50 %s p99 %s%s",
-        fmt_num(b1, sizeof(b1), st->prompt_rate), fmt_num(b2, sizeof(b2), st->gen_rate),
-        fmt_sec(b3, sizeof(b3), st->ttft[0]), fmt_sec(b4, sizeof(b4), st->ttft[2]),
-        fmt_sec(b5, sizeof(b5), st->itl[0]), fmt_sec(b6, sizeof(b6), st->itl[2]),
-        st->ttft_since_start && st->itl_since_start ? " (since start)"
-        : st->ttft_since_start                      ? " (TTFT since start)"
-        : st->itl_since_start                       ? " (ITL since start)"
-                                                    : "");
-    endline(s);
+    {
+        char f0[96], f1[128], f2[64];
+        snprintf(f0, sizeof(f0), "   blocks used %d  cached %d  free %d", used, cached, nfree);
+        snprintf(f1, sizeof(f1), "tokens held %s  empty slots %s (%.1f%% of used slots)",
+                 fmt_num(b1, sizeof(b1), held), fmt_num(b2, sizeof(b2), empty),
+                 used && bs ? 100.0 * empty / ((double)used * bs) : 0.0);
+        snprintf(f2, sizeof(f2), "prefix hits %s",
+                 pq > 0 ? (snprintf(b3, sizeof(b3), "%.1f%%", 100 * ph / pq), b3) : "-");
+        const char *f[] = {f0, f1, f2};
+        put_fields(s, 3, f, 3);
+    }
+    {
+        char f0[96], f1[48];
+        snprintf(f0, sizeof(f0), "requests  running %d  waiting %d  preempted %d",
+                 jint(reqs, "running"), jint(reqs, "waiting"), jint(reqs, "preempted"));
+        snprintf(f1, sizeof(f1), "preemptions %d", jint(kv, "preemptions_total"));
+        const char *f[] = {f0, f1};
+        put_fields(s, 10, f, 2);
+    }
+    {
+        char f0[96], f1[64], f2[64];
+        const char *since = st->ttft_since_start && st->itl_since_start ? " (since start)"
+                            : st->ttft_since_start                      ? " (TTFT since start)"
+                            : st->itl_since_start                       ? " (ITL since start)"
+                                                                        : "";
+        snprintf(f0, sizeof(f0), "tokens/s  prompt %s  generated %s",
+                 fmt_num(b1, sizeof(b1), st->prompt_rate), fmt_num(b2, sizeof(b2), st->gen_rate));
+        snprintf(f1, sizeof(f1), "TTFT p50 %s p99 %s", fmt_sec(b3, sizeof(b3), st->ttft[0]),
+                 fmt_sec(b4, sizeof(b4), st->ttft[2]));
+        snprintf(f2, sizeof(f2), "ITL p50 %s p99 %s%s", fmt_sec(b5, sizeof(b5), st->itl[0]),
+                 fmt_sec(b6, sizeof(b6), st->itl[2]), since);
+        const char *f[] = {f0, f1, f2};
+        put_fields(s, 10, f, 3);
+    }
 
     /* tenants: header + rows, below the map */
     const cJSON *tenants = cJSON_GetObjectItem(kv, "tenants");
@@ -617,8 +666,16 @@ static int frame(struct state *st, struct screen *s)
     map_rows = FOLIO_MAX(1, map_rows);
     int map_w = FOLIO_MAX(8, s->w - 1);
 
+    /* the block map: foliod's compact form (one character per block: '.'
+     * free, ':' cached, a base64url digit = tenant of a used block; runs
+     * of shared blocks), or the per-block objects of ?map=full / older
+     * servers */
     const cJSON *map = cJSON_GetObjectItem(kv, "block_map");
-    int n = cJSON_GetArraySize(map);
+    const cJSON *states = cJSON_IsObject(map) ? cJSON_GetObjectItem(map, "states") : NULL;
+    const char *cm = cJSON_IsString(states) ? states->valuestring : NULL;
+    int n = cm ? (int)strlen(cm) : cJSON_GetArraySize(map);
+    const cJSON *shared_runs = cm ? cJSON_GetObjectItem(map, "shared") : NULL;
+    const cJSON *sr = shared_runs ? shared_runs->child : NULL; /* runs ascending */
     int cells_avail = map_w * map_rows;
     int run = n > cells_avail ? (n + cells_avail - 1) / cells_avail : 1;
     int ncells = (n + run - 1) / run;
@@ -632,14 +689,39 @@ static int frame(struct state *st, struct screen *s)
         put(s, "   a-z used (letter: tenant)  %s cached  %s free  * shared", SH, DOT);
     endline(s);
     /* walk the array once (cJSON arrays are linked lists) */
-    const cJSON *it = map ? map->child : NULL;
-    int col = 0;
+    const cJSON *it = !cm && map ? map->child : NULL;
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    int col = 0, bi = 0;
     int tcount[TOP_TENANT_SLOTS];
     for (int c = 0; c < ncells; c++) {
         int nu = 0, nc = 0, nf = 0;
         bool shared = false;
         memset(tcount, 0, sizeof(tcount));
-        for (int k = 0; k < run && it; k++, it = it->next) {
+        for (int k = 0; k < run && bi < n; k++, bi++) {
+            if (cm) {
+                char ch = cm[bi];
+                if (ch == '.')
+                    nf++;
+                else if (ch == ':')
+                    nc++;
+                else {
+                    const char *d = strchr(b64, ch);
+                    nu++;
+                    tcount[(d ? (int)(d - b64) : 0) % TOP_TENANT_SLOTS]++;
+                    /* shared runs [first, count], ascending */
+                    while (sr && cJSON_GetArrayItem(sr, 0) && cJSON_GetArrayItem(sr, 1) &&
+                           cJSON_GetArrayItem(sr, 0)->valueint +
+                                   cJSON_GetArrayItem(sr, 1)->valueint <=
+                               bi)
+                        sr = sr->next;
+                    if (sr && cJSON_GetArrayItem(sr, 0) &&
+                        cJSON_GetArrayItem(sr, 0)->valueint <= bi)
+                        shared = true;
+                }
+                continue;
+            }
+            if (!it)
+                break;
             const cJSON *st_ = cJSON_GetObjectItem(it, "state");
             const char *state = cJSON_IsString(st_) ? st_->valuestring : "free";
             if (!strcmp(state, "used")) {
@@ -650,6 +732,7 @@ static int frame(struct state *st, struct screen *s)
                 nc++;
             else
                 nf++;
+            it = it->next;
         }
         if (nu >= nc && nu >= nf && nu > 0) {
             int bt = 0;
@@ -863,6 +946,9 @@ int cmd_top(int argc, char **argv)
     }
 
     struct screen scr = {.w = 100, .h = 30};
+    const char *columns = getenv("COLUMNS"); /* not a terminal: the shell's width, if exported */
+    if (columns && atoi(columns) >= 20)
+        scr.w = atoi(columns);
     const char *lang = getenv("LC_ALL");
     if (!lang || !*lang)
         lang = getenv("LC_CTYPE");

@@ -48,7 +48,7 @@ r=$(req GET /health); [ "$(status_of "$r")" = 200 ] || fail "/health $r"
 r=$(req GET /v1/models); [ "$(status_of "$r")" = 200 ] || fail "/v1/models"
 model=$(body_of "$r" | jq -r '.data[0].id'); [ "$model" = fake-tiny ] || fail "model id $model"
 r=$(req GET /v1/kv); [ "$(status_of "$r")" = 200 ] || fail "/v1/kv"
-body_of "$r" | jq -e '.num_blocks == 256 and (.block_map|length) == 256 and .blocks.free == 256' >/dev/null || fail "/v1/kv shape"
+body_of "$r" | jq -e '.num_blocks == 256 and (.block_map.states|length) == 256 and .blocks.free == 256' >/dev/null || fail "/v1/kv shape"
 r=$(req POST /v1/completions '{"model":"fake-tiny","prompt":[1,2,3,4,5],"max_tokens":7,"temperature":0}')
 [ "$(status_of "$r")" = 200 ] || fail "completion: $r"
 b=$(body_of "$r")
@@ -130,9 +130,11 @@ for m in folio_kv_num_blocks folio_kv_blocks_used folio_kv_blocks_free folio_kv_
   folio_prompt_tokens_total folio_generation_tokens_total folio_time_to_first_token_seconds_bucket \
   folio_inter_token_latency_seconds_bucket folio_e2e_request_latency_seconds_bucket \
   folio_request_queue_time_seconds_bucket folio_step_duration_seconds_bucket folio_iteration_tokens_bucket \
-  'folio_tenant_generation_tokens_total{tenant="default"}'; do
+  'tenant="default"'; do
   grep -qF "$m" "$T/metrics.txt" || fail "metric $m missing"
 done
+grep -Eq '^folio_tenant_generation_tokens_total\{model_name="[^"]+",tenant="default"\} ' "$T/metrics.txt" ||
+  fail "tenant series without model_name and tenant labels"
 ok "metric names"
 
 # folio complete: non-stream and stream print the same text; errors exit 1

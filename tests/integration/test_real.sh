@@ -69,8 +69,8 @@ for dt in f32 f16 bf16 q8; do
   nb[$dt]=$(body_of "$r" | jq '.num_blocks')
   bpt=$(body_of "$r" | jq '.bytes_per_token')
   curl -s --unix-socket "$SOCK" http://x/metrics >"$T/metrics.txt"
-  grep -qx "folio_kv_bytes_per_token $bpt" "$T/metrics.txt" || fail "folio_kv_bytes_per_token $dt"
-  grep -qF "folio_kv_dtype_info{dtype=\"$dt\"} 1" "$T/metrics.txt" || fail "folio_kv_dtype_info $dt"
+  grep -Eqx "folio_kv_bytes_per_token(\{[^}]*\})? $bpt" "$T/metrics.txt" || fail "folio_kv_bytes_per_token $dt"
+  grep -Eq "folio_kv_dtype_info\{([^}]*,)?dtype=\"$dt\"\} 1" "$T/metrics.txt" || fail "folio_kv_dtype_info $dt"
   if command -v promtool >/dev/null; then promtool check metrics <"$T/metrics.txt" || fail "promtool $dt"; fi
   r=$(req POST /v1/completions '{"prompt":[1,2,3,4,5],"max_tokens":20,"temperature":0,"ignore_eos":true}')
   body_of "$r" | jq -e '.usage.completion_tokens == 20' >/dev/null || fail "completion with $dt KV: $r"

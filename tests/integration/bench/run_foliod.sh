@@ -39,7 +39,7 @@ for _ in $(seq 1 300); do
   sleep 0.05
 done
 gen_total() {
-  curl -s --unix-socket "$sock" http://x/metrics | awk '$1 == "folio_generation_tokens_total" {print $2}'
+  curl -s --unix-socket "$sock" http://x/metrics | awk '$1 ~ /^folio_generation_tokens_total($|\{)/ {print $2}'
 }
 check() { # json svg n out_len gen_before gen_after
   python3 - "$@" <<'PY'
@@ -105,8 +105,8 @@ done
   --input-len 8 --output-len 5 --no-progress >"$tmp/w.out" 2>&1 && fail "a wrong key succeeded"
 grep -q "^  HTTP 401:" "$tmp/w.out" || fail "401 not tallied: $(cat "$tmp/w.out")"
 m=$(curl -s --unix-socket "$sock" http://x/metrics)
-a=$(awk '$1 == "folio_tenant_generation_tokens_total{tenant=\"alice\"}" {print $2}' <<<"$m")
-b=$(awk '$1 == "folio_tenant_generation_tokens_total{tenant=\"bob\"}" {print $2}' <<<"$m")
+a=$(awk '$1 ~ /^folio_tenant_generation_tokens_total\{.*tenant="alice"/ {print $2}' <<<"$m")
+b=$(awk '$1 ~ /^folio_tenant_generation_tokens_total\{.*tenant="bob"/ {print $2}' <<<"$m")
 [ "$a" = 15 ] && [ "$b" = 15 ] || fail "per-tenant tokens alice=$a bob=$b, want 15 each"
 echo "ok: --tenants spread 6 requests over two API keys (15 tokens each); a wrong key is a 401"
 kill -TERM "$dpid"

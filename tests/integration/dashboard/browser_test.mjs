@@ -13,6 +13,11 @@
 // majority state is recomputed here from /v1/kv and must match exactly
 // (100,000 blocks: aggregation).  live: /v1/kv is fetched right after a
 // page update and block counts must agree within a timing tolerance.
+// Both: at 1024, 1400 and 1920 px wide, every chart's legend item lies
+// inside its canvas and every HTML legend inside its panel (nothing cut);
+// a screenshot per width (SHOT with -1024 / -1400 / -1920 before .png).
+// /v1/kv's compact block map is decoded here on its own ('.' free, ':'
+// cached, anything else used), not with the page's decoder.
 // Exits 0 on success, 1 with a message on failure.
 import puppeteer from "puppeteer-core";
 import fs from "node:fs";
@@ -88,7 +93,9 @@ try {
 
   if (mode === "fake") {
     const {d, kv, px, perCell} = await readMap(false);
-    const n = kv.block_map.length, run = +d.run;
+    const states = kv.block_map.states;
+    const n = states.length, run = +d.run;
+    const stateOf = (b) => states[b] === "." ? "free" : states[b] === ":" ? "cached" : "used";
     if (+d.blocks !== n) fail(`page drew ${d.blocks} blocks, /v1/kv has ${n}`);
     if (+d.used !== kv.blocks.used || +d.cached !== kv.blocks.cached || +d.free !== kv.blocks.free)
       fail(`page counts ${d.used}/${d.cached}/${d.free} != /v1/kv ${kv.blocks.used}/${kv.blocks.cached}/${kv.blocks.free}`);
@@ -98,7 +105,7 @@ try {
     const exp = {used: 0, cached: 0, free: 0};
     for (let c = 0; c * run < n; c++) {
       const k = {used: 0, cached: 0, free: 0};
-      for (let b = c * run; b < Math.min(n, (c + 1) * run); b++) k[kv.block_map[b].state]++;
+      for (let b = c * run; b < Math.min(n, (c + 1) * run); b++) k[stateOf(b)]++;
       const s = k.used >= k.cached && k.used >= k.free && k.used > 0 ? "used" : k.cached >= k.free && k.cached > 0 ? "cached" : "free";
       exp[s]++;
       if (perCell[c] !== s) mism++;
@@ -183,6 +190,44 @@ try {
     await page.mouse.move(0, 0);
     await page.screenshot({path: shot, fullPage: true});
     ok("screenshot " + shot);
+  }
+
+  // legends at three widths: chart legends inside their canvas, HTML
+  // legends inside their panel; a screenshot per width
+  for (const width of [1024, 1400, 1920]) {
+    await page.setViewport({width, height: 1000, deviceScaleFactor: 1});
+    const u0 = await page.evaluate(() => +document.body.dataset.updates);
+    await page.waitForFunction((u) => +document.body.dataset.updates >= u + 2, {timeout: 20000}, u0);
+    const bad = await page.evaluate(() => {
+      const out = [];
+      let items = 0;
+      for (const cv of document.querySelectorAll("canvas[data-legend]")) {
+        const cw = cv.getBoundingClientRect().width;
+        for (const l of JSON.parse(cv.dataset.legend)) {
+          items++;
+          if (l.x < 0 || l.x + l.w > cw + 0.5) out.push(`${cv.id}: '${l.text}' spans ${l.x.toFixed(0)}..${(l.x + l.w).toFixed(0)} of ${cw.toFixed(0)}`);
+        }
+      }
+      for (const lg of document.querySelectorAll(".legend")) {
+        const panel = lg.closest("section").getBoundingClientRect();
+        for (const sp of lg.children) {
+          if (!sp.textContent) continue;
+          items++;
+          const r = sp.getBoundingClientRect();
+          if (r.left < panel.left || r.right > panel.right + 0.5 || sp.scrollWidth > sp.clientWidth + 1)
+            out.push(`legend '${sp.textContent}' ${r.left.toFixed(0)}..${r.right.toFixed(0)} outside ${panel.left.toFixed(0)}..${panel.right.toFixed(0)}`);
+        }
+      }
+      return {out, items, rows: [...document.querySelectorAll("canvas[data-legend]")].map((c) => c.dataset.legendRows)};
+    });
+    if (bad.items < 10) fail(`${width} px: only ${bad.items} legend items found`);
+    if (bad.out.length) fail(`${width} px: legend cut: ${bad.out.slice(0, 4).join("; ")}`);
+    if (shot) {
+      const f = shot.replace(/\.png$/, `-${width}.png`);
+      await page.mouse.move(0, 0);
+      await page.screenshot({path: f, fullPage: true});
+    }
+    ok(`${width} px: ${bad.items} legend items all inside (chart legend rows ${bad.rows.join(",")})`);
   }
   if (foreign.length) fail("requests left the origin: " + foreign.slice(0, 3).join(", "));
   if (errors.length) fail("page errors: " + errors.slice(0, 3).join(" | "));

@@ -55,8 +55,24 @@ function kvJson() {
     prefix_cache: {queries: 1000 + 10 * k, hits: 400 + 3 * k},
     tenants: ["default", "alice", "bob"].map((name, t) =>
       ({name, blocks_used: tb[t], running: 4, waiting: 1, max_kv_blocks: t === 2 ? 5000 : 0})),
-    block_map: map,
+    block_map: compact(map),
   }) + "\n";
+}
+
+/* foliod's compact block map (char-per-block-v1, daemon/README.md). */
+function compact(map) {
+  const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  let states = "";
+  const shared = [], partial = [];
+  map.forEach((b, i) => {
+    states += b.state === "free" ? "." : b.state === "cached" ? ":" : B64[b.tenant];
+    if (b.state === "used" && b.refcount > 1) {
+      const last = shared[shared.length - 1];
+      if (last && last[0] + last[1] === i) last[1]++; else shared.push([i, 1]);
+    }
+    if (b.state === "used" && b.tokens < BS) partial.push([i, b.tokens]);
+  });
+  return {encoding: "char-per-block-v1", states, shared, partial};
 }
 
 function metrics() {

@@ -8,7 +8,8 @@
 #     the socket's uid -> default, two API keys over TCP): the page's block
 #     map, read back from the canvas pixels, agrees with /v1/kv fetched right
 #     after a page update; charts and the tenant table have content;
-#     screenshot saved as $ARTIFACTS/dashboard.png.
+#     screenshot saved as $ARTIFACTS/dashboard.png; at 1024, 1400 and
+#     1920 px no legend is cut (dashboard-WIDTH.png).
 #  3. A static fake with 100,000 blocks (frozen): every aggregated cell shows
 #     its run's majority state.
 #
@@ -125,7 +126,8 @@ DASH_KEY=key-op node "$NPM_DIR/browser_test.mjs" live "http://127.0.0.1:$PORT" "
   { stop_load; fail "browser test under load"; }
 mkdir -p "$ARTIFACTS"
 cp "$T/dashboard.png" "$ARTIFACTS/dashboard.png"
-ok "screenshot under load: $ARTIFACTS/dashboard.png"
+for w in 1024 1400 1920; do cp "$T/dashboard-$w.png" "$ARTIFACTS/dashboard-$w.png"; done
+ok "screenshots under load: $ARTIFACTS/dashboard.png, dashboard-{1024,1400,1920}.png"
 stop_load
 stop_daemon || fail "daemon exit status"
 
