@@ -73,7 +73,7 @@ while IFS='|' read -r ep f; do
 done <<<"$MATRIX"
 [ "$n" = 40 ] || fail "matrix has $n requests"
 grep -q 'ignored unknown field' "$LOG" || fail "no debug line names the ignored fields"
-cnt=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '$1 == "folio_request_unknown_fields_total" {print $2}')
+cnt=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '$1 ~ /^folio_request_unknown_fields_total($|\{)/ {print $NF}')
 [ "${cnt%.*}" -ge 40 ] || fail "unknown-field counter $cnt"
 ok "40 requests with vLLM / llama-server / OpenAI fields foliod does not know: all 200, counted ($cnt)"
 
@@ -91,7 +91,7 @@ start_daemon "$FOLIOD_FAKE" --kv-blocks 512 --block-size 16
 
 # n = 4 on a 512-token prompt: one prefill, pages shared, usage once
 prompt=$(seq 0 511 | awk '{print $1 % 500 + 3}' | paste -sd, -)
-pf() { curl -s --unix-socket "$SOCK" http://x/metrics | awk '$1 == "folio_prefill_computed_tokens_total" {print $2}'; }
+pf() { curl -s --unix-socket "$SOCK" http://x/metrics | awk '$1 ~ /^folio_prefill_computed_tokens_total($|\{)/ {print $NF}'; }
 p0=$(pf)
 req POST /v1/completions "{\"prompt\":[$prompt],\"n\":4,\"max_tokens\":120,\"temperature\":1,\"seed\":3,\"ignore_eos\":true}" >"$T/n4" &
 cpid=$!

@@ -25,7 +25,7 @@ jq -e '.num_blocks == 100000 and (.block_map|length) == 100000' "$T/kv.json" >/d
 ok "/v1/kv of a 100k-block pool arrives whole ($size bytes)"
 $E slowget "$SOCK" /v1/kv 10 || fail "slow reader of /v1/kv"
 $E stallget "$SOCK" /v1/kv "$LOG" || fail "stalled reader of /v1/kv"
-m=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '/^folio_slow_reader_drops_total/ {print $2}')
+m=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '/^folio_slow_reader_drops_total[ {]/ {print $NF}')
 [ "${m%.*}" = 1 ] || fail "stalled reader not counted: '$m'"
 
 stop_daemon || fail "exit status"
@@ -66,7 +66,7 @@ stop_daemon || fail "exit status"
 FOLIO_FAKE_STEP_US=2000 start_daemon "$FOLIOD_FAKE" --kv-blocks 1024 --max-pending-output 64K
 $E stopreader "$SOCK" "$LOG" || fail "stopped reader"
 grep -q "slow reader" "$LOG" || fail "slow reader not logged"
-m=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '/^folio_slow_reader_drops_total/ {print $2}')
+m=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '/^folio_slow_reader_drops_total[ {]/ {print $NF}')
 [ "${m%.*}" -ge 1 ] || fail "slow reader drop not counted: '$m'"
 for _ in $(seq 1 100); do
   used=$(curl -s --unix-socket "$SOCK" http://x/v1/kv | jq '.blocks.used')
