@@ -156,6 +156,17 @@ size_t gguf_tensor_nbytes(enum gguf_tensor_type t, int64_t n)
     return (size_t)(n / r->block) * (size_t)r->block_bytes;
 }
 
+int64_t gguf_tensor_block(enum gguf_tensor_type t)
+{
+    const struct quant_traits *r = quant_traits_of(t);
+    return r ? r->block : 0;
+}
+
+int gguf_tensor_from_f32(enum gguf_tensor_type t, const float *src, void *dst, int64_t n)
+{
+    return quant_from_float(t, src, dst, n);
+}
+
 int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n)
 {
     const struct quant_traits *r = quant_traits_of(t);

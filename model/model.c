@@ -42,7 +42,7 @@
 #include "folio/gguf.h"
 #include "quant.h"
 
-int model__preset(const char *name, struct model_hparams *hp)
+int model_preset(const char *name, struct model_hparams *hp)
 {
     struct model_hparams h = {
         .n_vocab = 32000,
@@ -279,7 +279,7 @@ int model_load_default(model_t **out, char *err, size_t errlen)
     struct model_hparams hp;
     struct model *m;
     *out = NULL;
-    int rc = model__preset("tiny", &hp);
+    int rc = model_preset("tiny", &hp);
     if (rc == 0)
         rc = model__alloc(&hp, &m);
     if (rc < 0) {

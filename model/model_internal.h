@@ -64,8 +64,6 @@ static inline float *model__f32(const struct matmul_mat *mt)
     return mt->type == GGUF_TENSOR_F32 ? (float *)mt->data : NULL;
 }
 
-/* Presets of `folio gen-model` and the embedded default ("tiny"). */
-int model__preset(const char *name, struct model_hparams *hp);
 /* Allocates a model with zeroed weights for hp (one storage block). */
 int model__alloc(const struct model_hparams *hp, struct model **out);
 /* A copy of src (all F32, built in memory) whose matrices are stored as

@@ -790,7 +790,7 @@ static void test_gen_tiny(void **state)
 
     /* loads back into exactly the model the preset and seed describe */
     struct model_hparams hp;
-    assert_int_equal(model__preset("tiny", &hp), 0);
+    assert_int_equal(model_preset("tiny", &hp), 0);
     struct model *ref;
     assert_int_equal(model__alloc(&hp, &ref), 0);
     model__fill_random(ref, 7);
