@@ -61,7 +61,7 @@ struct http_conn {
     size_t in_len, in_cap;
     bool reading;
     /* the message being parsed */
-    struct srv_buf url, body, hfield, hval, auth;
+    struct folio_buf url, body, hfield, hval, auth;
     size_t header_bytes;
     int reject_status; /* 413 / 431 / 414 found while parsing */
     bool msg_done, in_msg, keep_alive;
@@ -126,11 +126,11 @@ static void on_closed(uv_handle_t *h)
         c->next->prev = c->prev;
     hs->st.n_open--;
     folio_free(c->in);
-    srv_buf_free(&c->url);
-    srv_buf_free(&c->body);
-    srv_buf_free(&c->hfield);
-    srv_buf_free(&c->hval);
-    srv_buf_free(&c->auth);
+    folio_buf_free(&c->url);
+    folio_buf_free(&c->body);
+    folio_buf_free(&c->hfield);
+    folio_buf_free(&c->hval);
+    folio_buf_free(&c->auth);
     folio_free(c);
     if (hs->cb.on_closed)
         hs->cb.on_closed(hs->cb.user);
@@ -252,14 +252,14 @@ static void count_status(struct http_server *hs, int status)
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len,
                   const char *extra)
 {
-    struct srv_buf h = {0};
+    struct folio_buf h = {0};
     if (!c->keep_alive || c->hs->draining)
         c->close_after_write = true;
-    srv_buf_printf(&h,
-                   "HTTP/1.1 %d %s\r\nServer: foliod\r\nContent-Type: %s\r\n"
-                   "Content-Length: %zu\r\n%s%s\r\n",
-                   status, http_status_text(status), ctype, len,
-                   c->close_after_write ? "Connection: close\r\n" : "", extra ? extra : "");
+    folio_buf_printf(&h,
+                     "HTTP/1.1 %d %s\r\nServer: foliod\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\n%s%s\r\n",
+                     status, http_status_text(status), ctype, len,
+                     c->close_after_write ? "Connection: close\r\n" : "", extra ? extra : "");
     count_status(c->hs, status);
     char *b = NULL;
     if (len) {
@@ -268,42 +268,42 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
             memcpy(b, body, len);
     }
     if (h.oom || (len && !b)) {
-        srv_buf_free(&h);
+        folio_buf_free(&h);
         folio_free(b);
         http_close(c, "out of memory");
         return;
     }
     size_t hl;
-    char *hp = srv_buf_steal(&h, &hl);
+    char *hp = folio_buf_steal(&h, &hl);
     conn_write(c, hp, hl, b, len);
 }
 
 void http_error(struct http_conn *c, const struct srv_api_error *e, const char *extra)
 {
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_api_error_json(&b, e);
-    srv_buf_puts(&b, "\n");
+    folio_buf_puts(&b, "\n");
     srv_log(SRV_LOG_DEBUG, "conn %llu: %d %s", (unsigned long long)c->id, e->status, e->message);
     http_respond(c, e->status, "application/json", b.p ? b.p : "", b.len, extra);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 }
 
 int http_stream_begin(struct http_conn *c)
 {
     if (c->hs->draining || !c->keep_alive)
         c->close_after_write = true;
-    struct srv_buf h = {0};
-    srv_buf_printf(&h,
-                   "HTTP/1.1 200 OK\r\nServer: foliod\r\nContent-Type: text/event-stream\r\n"
-                   "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n%s\r\n",
-                   c->close_after_write ? "Connection: close\r\n" : "");
+    struct folio_buf h = {0};
+    folio_buf_printf(&h,
+                     "HTTP/1.1 200 OK\r\nServer: foliod\r\nContent-Type: text/event-stream\r\n"
+                     "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n%s\r\n",
+                     c->close_after_write ? "Connection: close\r\n" : "");
     count_status(c->hs, 200);
     if (h.oom) {
-        srv_buf_free(&h);
+        folio_buf_free(&h);
         return -ENOMEM;
     }
     size_t hl;
-    char *hp = srv_buf_steal(&h, &hl);
+    char *hp = folio_buf_steal(&h, &hl);
     return conn_write(c, hp, hl, NULL, 0);
 }
 
@@ -311,17 +311,17 @@ int http_stream_chunk(struct http_conn *c, const char *data, size_t len)
 {
     if (!len)
         return 0;
-    struct srv_buf b = {0};
-    srv_buf_printf(&b, "%zx\r\n", len);
-    srv_buf_append(&b, data, len);
-    srv_buf_puts(&b, "\r\n");
+    struct folio_buf b = {0};
+    folio_buf_printf(&b, "%zx\r\n", len);
+    folio_buf_append(&b, data, len);
+    folio_buf_puts(&b, "\r\n");
     if (b.oom) {
-        srv_buf_free(&b);
+        folio_buf_free(&b);
         http_close(c, "out of memory");
         return -EPIPE;
     }
     size_t n;
-    char *p = srv_buf_steal(&b, &n);
+    char *p = folio_buf_steal(&b, &n);
     return conn_write(c, p, n, NULL, 0);
 }
 
@@ -357,7 +357,7 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
         c->reject_status = 414;
         return -1;
     }
-    srv_buf_append(&c->url, at, n);
+    folio_buf_append(&c->url, at, n);
     return 0;
 }
 
@@ -376,7 +376,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
     struct http_conn *c = PC(p);
     if (header_bytes(c, n))
         return -1;
-    srv_buf_append(&c->hfield, at, n);
+    folio_buf_append(&c->hfield, at, n);
     return 0;
 }
 
@@ -385,7 +385,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
     struct http_conn *c = PC(p);
     if (header_bytes(c, n))
         return -1;
-    srv_buf_append(&c->hval, at, n);
+    folio_buf_append(&c->hval, at, n);
     return 0;
 }
 
@@ -394,7 +394,7 @@ static int on_header_value_complete(llhttp_t *p)
     struct http_conn *c = PC(p);
     if (c->hfield.len == 13 && !strncasecmp(c->hfield.p, "authorization", 13)) {
         c->auth.len = 0;
-        srv_buf_append(&c->auth, c->hval.p ? c->hval.p : "", c->hval.len);
+        folio_buf_append(&c->auth, c->hval.p ? c->hval.p : "", c->hval.len);
     }
     c->hfield.len = c->hval.len = 0;
     return 0;
@@ -417,7 +417,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
         c->reject_status = 413;
         return -1;
     }
-    srv_buf_append(&c->body, at, n);
+    folio_buf_append(&c->body, at, n);
     return 0;
 }
 

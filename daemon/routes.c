@@ -23,7 +23,7 @@ int srv_tokenize_hook(void *ctx, const char *text, size_t n, bool special, int32
     return s->ops->tokenize(s->backend, text, n, special, out, n_out);
 }
 
-int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct srv_buf *out)
+int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct folio_buf *out)
 {
     tok_detok_t *d = NULL;
     int rc = tok_detok_new(NULL, NULL, 0, 0, &d);
@@ -35,15 +35,15 @@ int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct srv_buf *o
     for (int32_t i = 0; i < n; i++) {
         int k = s->ops->detok(s->backend, ids[i], bytes, sizeof(bytes));
         if (k > 0 && tok_detok_feed_bytes(d, bytes, (size_t)k, &t, &len) >= 0)
-            srv_buf_append(out, t, len);
+            folio_buf_append(out, t, len);
     }
     tok_detok_flush(d, &t, &len);
-    srv_buf_append(out, t, len);
+    folio_buf_append(out, t, len);
     tok_detok_free(d);
     return out->oom ? -ENOMEM : 0;
 }
 
-static void respond_buf(struct http_conn *c, int status, const char *ctype, struct srv_buf *b)
+static void respond_buf(struct http_conn *c, int status, const char *ctype, struct folio_buf *b)
 {
     if (b->oom) {
         struct srv_api_error e;
@@ -51,7 +51,7 @@ static void respond_buf(struct http_conn *c, int status, const char *ctype, stru
         http_error(c, &e, NULL);
     } else
         http_respond(c, status, ctype, b->p ? b->p : "", b->len, NULL);
-    srv_buf_free(b);
+    folio_buf_free(b);
 }
 
 static void route_tokenize(struct srv *s, struct http_conn *c, const struct http_request *rq)
@@ -72,10 +72,10 @@ static void route_tokenize(struct srv *s, struct http_conn *c, const struct http
         http_error(c, &e, NULL);
         return;
     }
-    struct srv_buf b = {0};
-    srv_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n, s->mi.ctx_len);
+    struct folio_buf b = {0};
+    folio_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n, s->mi.ctx_len);
     srv_render_token_ids(&b, ids, n);
-    srv_buf_puts(&b, "}\n");
+    folio_buf_puts(&b, "}\n");
     folio_free(ids);
     respond_buf(c, 200, "application/json", &b);
 }
@@ -88,20 +88,20 @@ static void route_detokenize(struct srv *s, struct http_conn *c, const struct ht
         http_error(c, &e, NULL);
         return;
     }
-    struct srv_buf text = {0};
+    struct folio_buf text = {0};
     int rc = srv_ids_text(s, ids, n, &text);
     folio_free(ids);
     if (rc) {
-        srv_buf_free(&text);
+        folio_buf_free(&text);
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
         http_error(c, &e, NULL);
         return;
     }
-    struct srv_buf b = {0};
-    srv_buf_puts(&b, "{\"prompt\":");
-    srv_buf_json_str(&b, text.p ? text.p : "", text.len);
-    srv_buf_puts(&b, "}\n");
-    srv_buf_free(&text);
+    struct folio_buf b = {0};
+    folio_buf_puts(&b, "{\"prompt\":");
+    folio_buf_json_str(&b, text.p ? text.p : "", text.len);
+    folio_buf_puts(&b, "}\n");
+    folio_buf_free(&text);
     respond_buf(c, 200, "application/json", &b);
 }
 
@@ -118,29 +118,29 @@ static void route_chat(struct srv *s, struct http_conn *c, const struct http_req
 static void route_models(struct srv *s, struct http_conn *c, const struct http_request *rq)
 {
     (void)rq;
-    struct srv_buf b = {0};
-    srv_buf_printf(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    srv_buf_json_str(&b, s->mi.name, strlen(s->mi.name));
-    srv_buf_printf(&b,
-                   ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
-                   "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}]}\n",
-                   (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
-                   s->mi.matmul ? s->mi.matmul : "none");
+    struct folio_buf b = {0};
+    folio_buf_printf(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    folio_buf_json_str(&b, s->mi.name, strlen(s->mi.name));
+    folio_buf_printf(&b,
+                     ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
+                     "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}]}\n",
+                     (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
+                     s->mi.matmul ? s->mi.matmul : "none");
     respond_buf(c, 200, "application/json", &b);
 }
 
 static void route_health(struct srv *s, struct http_conn *c, const struct http_request *rq)
 {
     (void)rq;
-    struct srv_buf b = {0};
-    srv_buf_puts(&b, s->draining ? "{\"status\":\"draining\"}\n" : "{\"status\":\"ok\"}\n");
+    struct folio_buf b = {0};
+    folio_buf_puts(&b, s->draining ? "{\"status\":\"draining\"}\n" : "{\"status\":\"ok\"}\n");
     respond_buf(c, s->draining ? 503 : 200, "application/json", &b);
 }
 
 static void route_metrics(struct srv *s, struct http_conn *c, const struct http_request *rq)
 {
     (void)rq;
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_metrics_render(s, &b);
     respond_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
@@ -148,7 +148,7 @@ static void route_metrics(struct srv *s, struct http_conn *c, const struct http_
 static void route_kv(struct srv *s, struct http_conn *c, const struct http_request *rq)
 {
     (void)rq;
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_kv_render(s, &b);
     respond_buf(c, 200, "application/json", &b);
 }

@@ -17,9 +17,9 @@ static void tenant_label(const struct srv *s, int t, char *out, size_t cap)
     snprintf(out, cap, "tenant=\"%s\"", esc);
 }
 
-static void metrics_tenants(struct srv *s, struct srv_buf *b);
+static void metrics_tenants(struct srv *s, struct folio_buf *b);
 
-void srv_metrics_render(struct srv *s, struct srv_buf *b)
+void srv_metrics_render(struct srv *s, struct folio_buf *b)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
@@ -130,7 +130,7 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b)
 }
 
 /* The per-tenant series (label tenant="NAME"). */
-static void metrics_tenants(struct srv *s, struct srv_buf *b)
+static void metrics_tenants(struct srv *s, struct folio_buf *b)
 {
     int nt = s->cfg->n_tenants;
     struct sched_tenant_stats ts[SRV_MAX_TENANTS];
@@ -177,49 +177,50 @@ static void metrics_tenants(struct srv *s, struct srv_buf *b)
     }
 }
 
-void srv_kv_render(struct srv *s, struct srv_buf *b)
+void srv_kv_render(struct srv *s, struct folio_buf *b)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
-    srv_buf_printf(b,
-                   "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
-                   "\"bytes_per_token\":%lld,\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%"
-                   "lld,\"cached\":%lld},"
-                   "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
-                   "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
-                   "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
-                   (long long)st.block_size, (long long)st.pager.blocks_total,
-                   (long long)st.pager.bytes_per_block,
-                   (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
-                   st.kv_dtype ? st.kv_dtype : "f32", (long long)st.pager.blocks_free,
-                   (long long)st.pager.blocks_used, (long long)st.pager.blocks_cached,
-                   (long long)st.pager.tokens_held, (long long)st.pager.slots_empty,
-                   (long long)st.sched.running, (long long)st.sched.waiting,
-                   (long long)st.sched.preempted, (long long)st.sched.preemptions,
-                   (long long)st.pager.prefix_queries, (long long)st.pager.prefix_hits);
+    folio_buf_printf(
+        b,
+        "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
+        "\"bytes_per_token\":%lld,\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%"
+        "lld,\"cached\":%lld},"
+        "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
+        "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
+        "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
+        (long long)st.block_size, (long long)st.pager.blocks_total,
+        (long long)st.pager.bytes_per_block,
+        (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
+        st.kv_dtype ? st.kv_dtype : "f32", (long long)st.pager.blocks_free,
+        (long long)st.pager.blocks_used, (long long)st.pager.blocks_cached,
+        (long long)st.pager.tokens_held, (long long)st.pager.slots_empty,
+        (long long)st.sched.running, (long long)st.sched.waiting, (long long)st.sched.preempted,
+        (long long)st.sched.preemptions, (long long)st.pager.prefix_queries,
+        (long long)st.pager.prefix_hits);
     for (int t = 0; t < s->cfg->n_tenants; t++) {
         struct sched_tenant_stats ts;
         s->ops->tenant_stats(s->backend, t, &ts);
-        srv_buf_printf(b, "%s{\"name\":", t ? "," : "");
-        srv_buf_json_str(b, s->cfg->tenants[t].name, strlen(s->cfg->tenants[t].name));
-        srv_buf_printf(b, ",\"blocks_used\":%lld,\"running\":%lld,\"waiting\":%lld",
-                       (long long)ts.kv_blocks, (long long)ts.running,
-                       (long long)ts.waiting + ts.preempted);
-        srv_buf_printf(b, ",\"max_kv_blocks\":%lld,\"max_running\":%lld}", /* 0: no limit */
-                       (long long)s->cfg->tenants[t].max_kv_blocks,
-                       (long long)s->cfg->tenants[t].max_running);
+        folio_buf_printf(b, "%s{\"name\":", t ? "," : "");
+        folio_buf_json_str(b, s->cfg->tenants[t].name, strlen(s->cfg->tenants[t].name));
+        folio_buf_printf(b, ",\"blocks_used\":%lld,\"running\":%lld,\"waiting\":%lld",
+                         (long long)ts.kv_blocks, (long long)ts.running,
+                         (long long)ts.waiting + ts.preempted);
+        folio_buf_printf(b, ",\"max_kv_blocks\":%lld,\"max_running\":%lld}", /* 0: no limit */
+                         (long long)s->cfg->tenants[t].max_kv_blocks,
+                         (long long)s->cfg->tenants[t].max_running);
     }
-    srv_buf_puts(b, "],\"block_map\":[");
+    folio_buf_puts(b, "],\"block_map\":[");
     int32_t nb = s->ops->n_blocks(s->backend);
     static const char *names[] = {"free", "used", "cached"};
     for (int32_t i = 0; i < nb; i++) {
         struct pager_block_info bi;
         s->ops->block_info(s->backend, i, &bi);
-        srv_buf_printf(b,
-                       "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
-                       "\"tokens\":%d}",
-                       i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
-                       bi.refcount, bi.tokens);
+        folio_buf_printf(b,
+                         "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
+                         "\"tokens\":%d}",
+                         i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
+                         bi.refcount, bi.tokens);
     }
-    srv_buf_puts(b, "]}\n");
+    folio_buf_puts(b, "]}\n");
 }

@@ -64,6 +64,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "folio/buf.h"
 #include "folio/common.h"
 #include "quant.h"
 
@@ -1058,47 +1059,21 @@ void gguf_writer_free(gguf_writer_t *w)
     folio_free(w);
 }
 
-/* A growable byte buffer for encoding values. */
-struct buf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void buf_put(struct buf *b, const void *src, size_t n)
+/* Values are encoded into a struct folio_buf (folio/buf.h). */
+static void buf_u32(struct folio_buf *b, uint32_t v)
 {
-    if (b->oom)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n)
-            cap *= 2;
-        uint8_t *p = folio_realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
+    folio_buf_append(b, &v, 4);
 }
 
-static void buf_u32(struct buf *b, uint32_t v)
+static void buf_u64(struct folio_buf *b, uint64_t v)
 {
-    buf_put(b, &v, 4);
+    folio_buf_append(b, &v, 8);
 }
 
-static void buf_u64(struct buf *b, uint64_t v)
-{
-    buf_put(b, &v, 8);
-}
-
-static void buf_str(struct buf *b, const char *s, size_t len)
+static void buf_str(struct folio_buf *b, const char *s, size_t len)
 {
     buf_u64(b, len);
-    buf_put(b, s, len);
+    folio_buf_append(b, s, len);
 }
 
 static bool w_has_key(const gguf_writer_t *w, const char *key)
@@ -1110,7 +1085,7 @@ static bool w_has_key(const gguf_writer_t *w, const char *key)
 }
 
 /* Takes ownership of b's bytes (also on failure). */
-static int w_add(gguf_writer_t *w, const char *key, enum gguf_type type, struct buf *b)
+static int w_add(gguf_writer_t *w, const char *key, enum gguf_type type, struct folio_buf *b)
 {
     if (b->oom) {
         folio_free(b->p);
@@ -1135,20 +1110,20 @@ static int w_add(gguf_writer_t *w, const char *key, enum gguf_type type, struct 
         folio_free(b->p);
         return -ENOMEM;
     }
-    w->kv[w->n_kv++] = (struct wkv){k, type, b->p, b->len};
+    w->kv[w->n_kv++] = (struct wkv){k, type, (uint8_t *)b->p, b->len};
     return 0;
 }
 
 int gguf_w_str(gguf_writer_t *w, const char *key, const char *val)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     buf_str(&b, val, strlen(val));
     return w_add(w, key, GGUF_TYPE_STRING, &b);
 }
 
 int gguf_w_u32(gguf_writer_t *w, const char *key, uint32_t val)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     buf_u32(&b, val);
     int rc = w_add(w, key, GGUF_TYPE_UINT32, &b);
     if (!rc && !strcmp(key, "general.alignment")) {
@@ -1165,29 +1140,29 @@ int gguf_w_u32(gguf_writer_t *w, const char *key, uint32_t val)
 
 int gguf_w_i32(gguf_writer_t *w, const char *key, int32_t val)
 {
-    struct buf b = {0};
-    buf_put(&b, &val, 4);
+    struct folio_buf b = {0};
+    folio_buf_append(&b, &val, 4);
     return w_add(w, key, GGUF_TYPE_INT32, &b);
 }
 
 int gguf_w_f32(gguf_writer_t *w, const char *key, float val)
 {
-    struct buf b = {0};
-    buf_put(&b, &val, 4);
+    struct folio_buf b = {0};
+    folio_buf_append(&b, &val, 4);
     return w_add(w, key, GGUF_TYPE_FLOAT32, &b);
 }
 
 int gguf_w_bool(gguf_writer_t *w, const char *key, bool val)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     uint8_t v = val ? 1 : 0;
-    buf_put(&b, &v, 1);
+    folio_buf_append(&b, &v, 1);
     return w_add(w, key, GGUF_TYPE_BOOL, &b);
 }
 
 int gguf_w_arr_str(gguf_writer_t *w, const char *key, const char *const *vals, uint64_t n)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     buf_u32(&b, GGUF_TYPE_STRING);
     buf_u64(&b, n);
     for (uint64_t i = 0; i < n; i++)
@@ -1198,13 +1173,13 @@ int gguf_w_arr_str(gguf_writer_t *w, const char *key, const char *const *vals, u
 static int w_arr_num(gguf_writer_t *w, const char *key, enum gguf_type et, const void *vals,
                      uint64_t n)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     size_t es = type_scalar_size(et);
     if (n > SIZE_MAX / es / 2)
         return -EINVAL;
     buf_u32(&b, et);
     buf_u64(&b, n);
-    buf_put(&b, vals, (size_t)n * es);
+    folio_buf_append(&b, vals, (size_t)n * es);
     return w_add(w, key, GGUF_TYPE_ARRAY, &b);
 }
 
@@ -1229,8 +1204,8 @@ int gguf_w_copy_key(gguf_writer_t *w, const gguf_file_t *f, int64_t idx)
             return -EINVAL;
         return gguf_w_u32(w, kv->key, (uint32_t)a);
     }
-    struct buf b = {0};
-    buf_put(&b, kv->raw, kv->raw_len);
+    struct folio_buf b = {0};
+    folio_buf_append(&b, kv->raw, kv->raw_len);
     return w_add(w, kv->key, kv->type, &b);
 }
 
@@ -1300,15 +1275,15 @@ int gguf_writer_write(gguf_writer_t *w, const char *path, char *err, size_t errl
     memcpy(tmp + plen, ".tmp", 5);
 
     /* Header and tensor infos are encoded in memory first. */
-    struct buf h = {0};
-    buf_put(&h, "GGUF", 4);
+    struct folio_buf h = {0};
+    folio_buf_append(&h, "GGUF", 4);
     buf_u32(&h, 3);
     buf_u64(&h, (uint64_t)w->n_t);
     buf_u64(&h, (uint64_t)w->n_kv);
     for (int64_t i = 0; i < w->n_kv; i++) {
         buf_str(&h, w->kv[i].key, strlen(w->kv[i].key));
         buf_u32(&h, w->kv[i].type);
-        buf_put(&h, w->kv[i].val, w->kv[i].len);
+        folio_buf_append(&h, w->kv[i].val, w->kv[i].len);
     }
     uint64_t off = 0;
     for (int64_t i = 0; i < w->n_t; i++) {

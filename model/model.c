@@ -298,7 +298,6 @@ void model_free(model_t *m)
 {
     if (!m)
         return;
-    gguf_close(m->gguf); /* the loader keeps the file mapped (tokenizer keys) */
     folio_free(m->storage);
     folio_free(m->layers);
     folio_free(m);

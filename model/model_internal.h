@@ -50,12 +50,6 @@ struct model {
     struct matmul_mat output;
     void *storage; /* owned weight memory (folio_aligned_alloc) */
     size_t storage_bytes;
-    /* The GGUF file the model was loaded from, kept open (mapped) so the
-     * tokenizer can read its tokenizer.* keys (gguf_find_key on m->gguf);
-     * NULL for models built in memory.  Owned: model_free() must
-     * gguf_close() it.  Weights never point into it (they are copied
-     * into storage at load). */
-    gguf_file_t *gguf;
 };
 
 /* The f32 data of an F32 matrix (models built in memory), else NULL. */
