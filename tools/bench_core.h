@@ -120,6 +120,17 @@ struct bench_prom_sample {
 };
 void bench_prom_extract(const char *text, size_t n, struct bench_prom_sample *out);
 
+/* Sum of the samples named `name` whose label block contains `label` (a
+ * substring such as tenant="alice"; NULL: every sample of the name,
+ * labelled or not).  NaN when there is none. */
+double bench_prom_sum(const char *text, size_t n, const char *name, const char *label);
+
+/* Histogram `name`'s cumulative buckets (the name_bucket samples, in the
+ * text's order): bound le[i] (+Inf as INFINITY) and count cum[i], up to
+ * cap of them.  Returns how many were stored. */
+int bench_prom_buckets(const char *text, size_t n, const char *name, double *le, double *cum,
+                       int cap);
+
 /* ---- SVG plot --------------------------------------------------------- */
 
 /* One panel: up to 3 series over a shared time axis (seconds).  NaN values

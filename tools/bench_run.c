@@ -38,7 +38,7 @@
 #include "bench_core.h"
 #include "folio/common.h"
 
-enum conn_kind { CONN_REQ, CONN_SCRAPE, CONN_GET };
+enum conn_kind { CONN_REQ, CONN_SCRAPE };
 
 struct run;
 
@@ -81,13 +81,6 @@ struct run {
     struct conn *scrape; /* in flight */
     int32_t cap_metrics, cap_ticks;
     int32_t failed;
-    /* bench_http_get */
-    struct conn *get;
-    int get_rc;
-    char *get_err;
-    size_t get_errlen;
-    char **get_body;
-    size_t *get_len;
 };
 
 static char rbuf[65536];
@@ -207,7 +200,6 @@ static void conn_close(struct conn *c)
 }
 
 static void scrape_done(struct conn *c, bool ok);
-static void get_done(struct conn *c, bool ok, const char *why);
 
 /* Records the outcome once, then closes. */
 static void finish(struct conn *c, bool ok, const char *reason, const char *detail)
@@ -218,8 +210,6 @@ static void finish(struct conn *c, bool ok, const char *reason, const char *deta
     struct run *run = c->run;
     if (c->kind == CONN_SCRAPE)
         scrape_done(c, ok);
-    else if (c->kind == CONN_GET)
-        get_done(c, ok, detail ? detail : reason);
     else {
         struct bench_req *r = c->req;
         r->done = true;
@@ -599,7 +589,7 @@ static void close_timers(struct run *run)
 /* Everything sent has finished and nothing more will be sent. */
 static void maybe_stop(struct run *run)
 {
-    if (run->get || run->timers_closed)
+    if (run->timers_closed)
         return;
     bool nothing_left = run->stop_sending || run->started == run->n;
     if (nothing_left && run->inflight == 0) {
@@ -759,62 +749,4 @@ void bench_run_out_free(struct bench_run_out *o)
     folio_free(o->metrics);
     folio_free(o->ticks);
     memset(o, 0, sizeof(*o));
-}
-
-/* ---- one blocking GET --------------------------------------------------- */
-
-static void get_done(struct conn *c, bool ok, const char *why)
-{
-    struct run *run = c->run;
-    run->get = NULL;
-    if (ok) {
-        *run->get_body = c->rbody ? c->rbody : folio_calloc(1, 1);
-        *run->get_len = c->rbody_len;
-        c->rbody = NULL;
-        run->get_rc = *run->get_body ? 0 : -ENOMEM;
-    } else {
-        snprintf(run->get_err, run->get_errlen, "%s", why ? why : "failed");
-        run->get_rc = -EPROTO;
-    }
-}
-
-int bench_http_get(const struct bench_target *t, const char *path, const char *key,
-                   double timeout_s, char **body, size_t *len, char *err, size_t errlen)
-{
-    llhttp_settings_init(&settings);
-    settings.on_headers_complete = on_headers_complete;
-    settings.on_body = on_body;
-    settings.on_message_complete = on_message_complete;
-    *body = NULL;
-    *len = 0;
-    struct run run;
-    memset(&run, 0, sizeof(run));
-    int rc = uv_loop_init(&run.loop);
-    if (rc)
-        return rc;
-    run.timers_closed = true;
-    run.get_body = body;
-    run.get_len = len;
-    run.get_err = err;
-    run.get_errlen = errlen;
-    run.get_rc = -EPROTO;
-    struct conn *c = folio_calloc(1, sizeof(*c));
-    if (!c) {
-        uv_loop_close(&run.loop);
-        return -ENOMEM;
-    }
-    c->kind = CONN_GET;
-    run.get = c;
-    rc = conn_start(&run, c, t, "GET", path, key, timeout_s);
-    if (rc) {
-        snprintf(err, errlen, "%s", uv_strerror(rc));
-        if (!c->closing) {
-            bench_sse_free(&c->sse);
-            folio_free(c->head);
-            folio_free(c);
-        }
-    }
-    uv_run(&run.loop, UV_RUN_DEFAULT);
-    uv_loop_close(&run.loop);
-    return rc ? rc : run.get_rc;
 }

@@ -42,6 +42,7 @@
 #include "bench_run.h"
 #include "folio/buf.h"
 #include "folio/common.h"
+#include "http_client.h"
 #include "folio_cmds.h"
 
 #define MAX_TARGETS 32
@@ -828,11 +829,14 @@ static int write_plot(const char *path, const struct result *res, const char *ta
 static void probe_models(const struct bench_target *t, const char *key, const char **model,
                          char *model_buf, size_t cap, int32_t *vocab, int32_t *ctx)
 {
-    char *body = NULL, err[200];
-    size_t len = 0;
-    if (bench_http_get(t, "/v1/models", key, 10.0, &body, &len, err, sizeof(err)))
+    struct folio_buf body = {0};
+    char err[200];
+    int status = 0;
+    if (http_client_get(t, "/v1/models", key, &status, &body, err, sizeof(err)) || status != 200) {
+        folio_buf_free(&body);
         return;
-    cJSON *j = cJSON_ParseWithLength(body, len);
+    }
+    cJSON *j = cJSON_ParseWithLength(body.p, body.len);
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
     const cJSON *m0 = cJSON_IsArray(data) ? cJSON_GetArrayItem(data, 0) : NULL;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m0, "id");
@@ -847,7 +851,7 @@ static void probe_models(const struct bench_target *t, const char *key, const ch
     if (cJSON_IsNumber(ml) && ml->valuedouble >= 1 && ml->valuedouble < 1e9)
         *ctx = (int32_t)ml->valuedouble;
     cJSON_Delete(j);
-    folio_free(body);
+    folio_buf_free(&body);
 }
 
 int cmd_bench(int argc, char **argv)
