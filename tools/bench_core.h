@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "folio/buf.h"
+
 /* ---- SSE framing ------------------------------------------------------ */
 
 /* One event's data: its "data:" lines joined by '\n', without the field
@@ -30,10 +32,8 @@
 typedef void (*bench_sse_fn)(void *user, const char *data, size_t len);
 
 struct bench_sse {
-    char *line; /* the current incomplete line */
-    size_t line_len, line_cap;
-    char *data; /* the current event's data */
-    size_t data_len, data_cap;
+    struct folio_buf line; /* the current incomplete line */
+    struct folio_buf data; /* the current event's data */
     bool has_data;
     bool cr; /* last byte was '\r' (a following '\n' belongs to it) */
     int oom;

@@ -60,8 +60,8 @@ struct conn {
     char *head;            /* request head (owned) */
     const char *body;
     size_t head_len, body_len;
-    char *rbody; /* response body kept for errors / scrapes */
-    size_t rbody_len, rbody_cap, rbody_max;
+    struct folio_buf rbody; /* response body kept for errors / scrapes */
+    size_t rbody_max;
     int status;
     int closing; /* handles still to close */
     bool finished, complete;
@@ -184,7 +184,7 @@ static void conn_closed(uv_handle_t *h)
     struct run *run = c->run;
     bench_sse_free(&c->sse);
     folio_free(c->head);
-    folio_free(c->rbody);
+    folio_buf_free(&c->rbody);
     folio_free(c);
     maybe_stop(run);
 }
@@ -285,24 +285,12 @@ static struct conn *conn_of(llhttp_t *p)
 
 static int keep_body(struct conn *c, const char *at, size_t len)
 {
-    if (c->rbody_len + len > c->rbody_max)
-        len = c->rbody_max - c->rbody_len;
+    if (c->rbody.len + len > c->rbody_max)
+        len = c->rbody_max - c->rbody.len;
     if (!len)
         return 0;
-    if (c->rbody_len + len + 1 > c->rbody_cap) {
-        size_t nc = c->rbody_cap ? c->rbody_cap : 4096;
-        while (nc < c->rbody_len + len + 1)
-            nc *= 2;
-        char *q = folio_realloc(c->rbody, nc);
-        if (!q)
-            return -ENOMEM;
-        c->rbody = q;
-        c->rbody_cap = nc;
-    }
-    memcpy(c->rbody + c->rbody_len, at, len);
-    c->rbody_len += len;
-    c->rbody[c->rbody_len] = 0;
-    return 0;
+    folio_buf_append(&c->rbody, at, len);
+    return c->rbody.oom ? -ENOMEM : 0;
 }
 
 static int on_headers_complete(llhttp_t *p)
@@ -332,9 +320,9 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 static void error_detail(struct conn *c, char *out, size_t cap)
 {
     out[0] = 0;
-    if (!c->rbody_len)
+    if (!c->rbody.len)
         return;
-    cJSON *j = cJSON_ParseWithLength(c->rbody, c->rbody_len);
+    cJSON *j = cJSON_ParseWithLength(c->rbody.p, c->rbody.len);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
     const cJSON *m = cJSON_IsObject(e)   ? cJSON_GetObjectItemCaseSensitive(e, "message")
                      : cJSON_IsString(e) ? e
@@ -342,7 +330,7 @@ static void error_detail(struct conn *c, char *out, size_t cap)
     if (cJSON_IsString(m))
         snprintf(out, cap, "%s", m->valuestring);
     else
-        snprintf(out, cap, "%.*s", (int)(c->rbody_len < 180 ? c->rbody_len : 180), c->rbody);
+        snprintf(out, cap, "%.*s", (int)(c->rbody.len < 180 ? c->rbody.len : 180), c->rbody.p);
     cJSON_Delete(j);
 }
 
@@ -631,12 +619,12 @@ static void scrape_done(struct conn *c, bool ok)
     struct run *run = c->run;
     if (run->scrape == c)
         run->scrape = NULL;
-    if (!ok || !c->rbody) {
+    if (!ok || !c->rbody.p) {
         run->out->metrics_failures++;
         return;
     }
     struct bench_prom_sample s;
-    bench_prom_extract(c->rbody, c->rbody_len, &s);
+    bench_prom_extract(c->rbody.p, c->rbody.len, &s);
     struct bench_run_out *o = run->out;
     if (o->n_metrics == run->cap_metrics) {
         int32_t nc = run->cap_metrics ? run->cap_metrics * 2 : 64;
