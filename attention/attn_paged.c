@@ -51,16 +51,6 @@
 
 #include "attn_internal.h"
 
-#define ATTN_CHECK(cond, ...)                                                                      \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "attn_paged: check failed: %s: ", #cond);                              \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
 #define ROW_OVERHEAD  16  /* C0 above, in keys */
 #define MIN_SPLIT_CTX 256 /* keys: no context piece shorter than this */
 
@@ -166,43 +156,45 @@ static kern_fn kern_for(int32_t hd)
 
 static void check_batch(const struct attn_batch *b)
 {
-    ATTN_CHECK(b && b->kv, "no batch or view");
+    FOLIO_CHECK(b && b->kv, "no batch or view");
     const struct pager_kv_view *kv = b->kv;
-    ATTN_CHECK(kv->base != NULL, "view has no arena");
-    ATTN_CHECK(kv->dtype == FOLIO_F32 || kv->dtype == FOLIO_F16 || kv->dtype == FOLIO_BF16 ||
-                   kv->dtype == FOLIO_Q8,
-               "dtype %d", (int)kv->dtype);
-    ATTN_CHECK(kv->head_dim >= 1 && kv->head_dim <= ATTN__HD_MAX, "head_dim %d", (int)kv->head_dim);
-    ATTN_CHECK(kv->n_kv_heads >= 1 && kv->block_size >= 1 && kv->num_blocks >= 1,
-               "n_kv_heads %d block_size %d num_blocks %d", (int)kv->n_kv_heads,
-               (int)kv->block_size, (int)kv->num_blocks);
-    ATTN_CHECK(b->layer >= 0 && b->layer < kv->n_layers, "layer %d of %d", (int)b->layer,
-               (int)kv->n_layers);
-    ATTN_CHECK(kv->head_stride == pager_kv_head_stride(kv->dtype, kv->block_size, kv->head_dim),
-               "head_stride %zu for block_size %d head_dim %d %s", kv->head_stride,
-               (int)kv->block_size, (int)kv->head_dim, folio_dtype_name(kv->dtype));
-    ATTN_CHECK(kv->v_offset >= (size_t)kv->n_kv_heads * kv->head_stride, "v_offset %zu",
-               kv->v_offset);
-    ATTN_CHECK(kv->layer_stride >= 2 * kv->v_offset, "layer_stride %zu", kv->layer_stride);
-    ATTN_CHECK(kv->block_stride >= (size_t)kv->n_layers * kv->layer_stride, "block_stride %zu",
-               kv->block_stride);
-    ATTN_CHECK(b->n_heads >= 1 && b->n_heads % kv->n_kv_heads == 0,
-               "n_heads %d not a multiple of n_kv_heads %d", (int)b->n_heads, (int)kv->n_kv_heads);
-    ATTN_CHECK(b->n_seqs >= 0 && (b->n_seqs == 0 || b->seqs), "n_seqs %d", (int)b->n_seqs);
-    ATTN_CHECK(b->n_rows >= 0 && (b->n_rows == 0 || (b->q && b->out)), "n_rows %d", (int)b->n_rows);
-    ATTN_CHECK(isfinite(b->scale), "scale not finite");
+    FOLIO_CHECK(kv->base != NULL, "view has no arena");
+    FOLIO_CHECK(kv->dtype == FOLIO_F32 || kv->dtype == FOLIO_F16 || kv->dtype == FOLIO_BF16 ||
+                    kv->dtype == FOLIO_Q8,
+                "dtype %d", (int)kv->dtype);
+    FOLIO_CHECK(kv->head_dim >= 1 && kv->head_dim <= ATTN__HD_MAX, "head_dim %d",
+                (int)kv->head_dim);
+    FOLIO_CHECK(kv->n_kv_heads >= 1 && kv->block_size >= 1 && kv->num_blocks >= 1,
+                "n_kv_heads %d block_size %d num_blocks %d", (int)kv->n_kv_heads,
+                (int)kv->block_size, (int)kv->num_blocks);
+    FOLIO_CHECK(b->layer >= 0 && b->layer < kv->n_layers, "layer %d of %d", (int)b->layer,
+                (int)kv->n_layers);
+    FOLIO_CHECK(kv->head_stride == pager_kv_head_stride(kv->dtype, kv->block_size, kv->head_dim),
+                "head_stride %zu for block_size %d head_dim %d %s", kv->head_stride,
+                (int)kv->block_size, (int)kv->head_dim, folio_dtype_name(kv->dtype));
+    FOLIO_CHECK(kv->v_offset >= (size_t)kv->n_kv_heads * kv->head_stride, "v_offset %zu",
+                kv->v_offset);
+    FOLIO_CHECK(kv->layer_stride >= 2 * kv->v_offset, "layer_stride %zu", kv->layer_stride);
+    FOLIO_CHECK(kv->block_stride >= (size_t)kv->n_layers * kv->layer_stride, "block_stride %zu",
+                kv->block_stride);
+    FOLIO_CHECK(b->n_heads >= 1 && b->n_heads % kv->n_kv_heads == 0,
+                "n_heads %d not a multiple of n_kv_heads %d", (int)b->n_heads, (int)kv->n_kv_heads);
+    FOLIO_CHECK(b->n_seqs >= 0 && (b->n_seqs == 0 || b->seqs), "n_seqs %d", (int)b->n_seqs);
+    FOLIO_CHECK(b->n_rows >= 0 && (b->n_rows == 0 || (b->q && b->out)), "n_rows %d",
+                (int)b->n_rows);
+    FOLIO_CHECK(isfinite(b->scale), "scale not finite");
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const struct attn_seq *sq = &b->seqs[s];
-        ATTN_CHECK(sq->n_q >= 1 && sq->p0 >= 0 && sq->q_row >= 0 &&
-                       (int64_t)sq->q_row + sq->n_q <= b->n_rows && sq->p0 <= INT32_MAX - sq->n_q,
-                   "slice %d: q_row %d n_q %d p0 %d of %d rows", (int)s, (int)sq->q_row,
-                   (int)sq->n_q, (int)sq->p0, (int)b->n_rows);
-        ATTN_CHECK(sq->block_table != NULL, "slice %d has no block table", (int)s);
+        FOLIO_CHECK(sq->n_q >= 1 && sq->p0 >= 0 && sq->q_row >= 0 &&
+                        (int64_t)sq->q_row + sq->n_q <= b->n_rows && sq->p0 <= INT32_MAX - sq->n_q,
+                    "slice %d: q_row %d n_q %d p0 %d of %d rows", (int)s, (int)sq->q_row,
+                    (int)sq->n_q, (int)sq->p0, (int)b->n_rows);
+        FOLIO_CHECK(sq->block_table != NULL, "slice %d has no block table", (int)s);
         int32_t nb = FOLIO_DIV_CEIL(sq->p0 + sq->n_q, kv->block_size);
         for (int32_t i = 0; i < nb; i++)
-            ATTN_CHECK(sq->block_table[i] >= 0 && sq->block_table[i] < kv->num_blocks,
-                       "slice %d block %d id %d of %d", (int)s, (int)i, (int)sq->block_table[i],
-                       (int)kv->num_blocks);
+            FOLIO_CHECK(sq->block_table[i] >= 0 && sq->block_table[i] < kv->num_blocks,
+                        "slice %d block %d id %d of %d", (int)s, (int)i, (int)sq->block_table[i],
+                        (int)kv->num_blocks);
     }
 }
 
@@ -364,7 +356,7 @@ static void piece_none(const struct plan *pl, const struct piece *pc, void *ctx)
 size_t attn_paged_work_size(const struct attn_batch *b, int nth)
 {
     check_batch(b);
-    ATTN_CHECK(nth >= 1, "nth %d", nth);
+    FOLIO_CHECK(nth >= 1, "nth %d", nth);
     struct plan pl;
     plan_init(&pl, b, nth);
     size_t part = plan_walk(&pl, piece_none, NULL);
@@ -380,10 +372,10 @@ size_t attn_paged_work_size(const struct attn_batch *b, int nth)
 size_t attn_paged_work_bound(const struct pager_kv_view *kv, int32_t n_heads, int32_t max_rows,
                              int nth)
 {
-    ATTN_CHECK(kv && kv->n_kv_heads >= 1 && kv->head_dim >= 1 && kv->head_dim <= ATTN__HD_MAX,
-               "bad view");
-    ATTN_CHECK(n_heads >= 1 && n_heads % kv->n_kv_heads == 0 && max_rows >= 0 && nth >= 1,
-               "n_heads %d max_rows %d nth %d", (int)n_heads, (int)max_rows, nth);
+    FOLIO_CHECK(kv && kv->n_kv_heads >= 1 && kv->head_dim >= 1 && kv->head_dim <= ATTN__HD_MAX,
+                "bad view");
+    FOLIO_CHECK(n_heads >= 1 && n_heads % kv->n_kv_heads == 0 && max_rows >= 0 && nth >= 1,
+                "n_heads %d max_rows %d nth %d", (int)n_heads, (int)max_rows, nth);
     const int32_t group = n_heads / kv->n_kv_heads;
     const size_t scratch = ATTN__ALIGN_F(attn__scratch_floats(group, kv->n_kv_heads, kv->head_dim));
     const size_t split_rows = FOLIO_MIN((size_t)max_rows, (size_t)4 * nth * (size_t)(8 * nth - 1));
@@ -496,9 +488,9 @@ static void piece_merge(const struct plan *pl, const struct piece *p, void *vctx
 void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int nth)
 {
     check_batch(b);
-    ATTN_CHECK(nth >= 1 && ith >= 0 && ith < nth, "ith %d nth %d", ith, nth);
-    ATTN_CHECK(phase >= 0 && phase < ATTN_PHASES, "phase %d", phase);
-    ATTN_CHECK(work != NULL && ((uintptr_t)work & 63) == 0, "workspace not 64-byte aligned");
+    FOLIO_CHECK(nth >= 1 && ith >= 0 && ith < nth, "ith %d nth %d", ith, nth);
+    FOLIO_CHECK(phase >= 0 && phase < ATTN_PHASES, "phase %d", phase);
+    FOLIO_CHECK(work != NULL && ((uintptr_t)work & 63) == 0, "workspace not 64-byte aligned");
     struct plan pl;
     plan_init(&pl, b, nth);
     float *wf = work;

@@ -9,7 +9,6 @@
  */
 #include "folio/attention.h"
 
-#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +46,9 @@ static double kv_elem(const struct pager_kv_view *kv, int32_t layer, int kvsel,
 void attn_paged_ref(const struct attn_batch *b)
 {
     const struct pager_kv_view *kv = b->kv;
-    assert(kv && kv->base && b->n_heads % kv->n_kv_heads == 0);
+    FOLIO_CHECK(kv && kv->base && b->n_heads % kv->n_kv_heads == 0,
+                "reference attention: no view, or %d query heads for %d K/V heads", (int)b->n_heads,
+                kv ? (int)kv->n_kv_heads : 0);
     const int32_t hd = kv->head_dim;
     const int32_t group = b->n_heads / kv->n_kv_heads;
     const size_t row_stride = (size_t)b->n_heads * hd;
@@ -57,7 +58,7 @@ void attn_paged_ref(const struct attn_batch *b)
         int32_t ctx = sq->p0 + sq->n_q;
         double *scores = malloc(sizeof(double) * (size_t)ctx);
         double *acc = malloc(sizeof(double) * (size_t)hd);
-        assert(scores && acc);
+        FOLIO_CHECK(scores && acc, "reference attention: out of memory for %d keys", (int)ctx);
         for (int32_t i = 0; i < sq->n_q; i++) {
             int32_t visible = sq->p0 + i + 1;
             const float *qrow = b->q + (size_t)(sq->q_row + i) * row_stride;

@@ -108,7 +108,7 @@ int main(int argc, char **argv)
     }
     struct model_hparams hp;
     struct model *m;
-    if (model__preset("tiny", &hp))
+    if (model_preset("tiny", &hp))
         return 1;
     hp.n_vocab = V;
     if (model__alloc(&hp, &m))

@@ -355,7 +355,7 @@ int main(int argc, char **argv)
         n_threads = 1;
     struct model_hparams hp;
     struct model *m;
-    if (model__preset(preset, &hp) < 0 || model__alloc(&hp, &m) < 0) {
+    if (model_preset(preset, &hp) < 0 || model__alloc(&hp, &m) < 0) {
         fprintf(stderr, "bench_model: cannot build preset %s\n", preset);
         return 1;
     }

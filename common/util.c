@@ -138,6 +138,19 @@ int folio_parse_size(const char *s, int64_t *out)
     return 0;
 }
 
+void folio__check_fail(const char *file, int line, const char *cond, const char *fmt, ...)
+{
+    /* A broken invariant is a bug: crash loudly, with the reason. */
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s:%d: check failed: %s: %s\n", file, line, cond, msg);
+    fflush(stderr);
+    abort();
+}
+
 void folio_errf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen)

@@ -48,33 +48,33 @@ void srv_api_error_set(struct srv_api_error *e, int status, const char *type, co
     va_end(ap);
 }
 
-static void json_str_or_null(struct srv_buf *b, const char *s)
+static void json_str_or_null(struct folio_buf *b, const char *s)
 {
     if (s)
-        srv_buf_json_str(b, s, strlen(s));
+        folio_buf_json_str(b, s, strlen(s));
     else
-        srv_buf_puts(b, "null");
+        folio_buf_puts(b, "null");
 }
 
-void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e)
+void srv_api_error_json(struct folio_buf *b, const struct srv_api_error *e)
 {
-    srv_buf_puts(b, "{\"error\":{\"message\":");
+    folio_buf_puts(b, "{\"error\":{\"message\":");
     /* messages quote user input: keep them valid UTF-8 */
     size_t n = strlen(e->message);
     if (folio_utf8_valid(e->message, n))
-        srv_buf_json_str(b, e->message, n);
+        folio_buf_json_str(b, e->message, n);
     else
-        srv_buf_puts(b, "\"(message not valid UTF-8)\"");
-    srv_buf_puts(b, ",\"type\":");
+        folio_buf_puts(b, "\"(message not valid UTF-8)\"");
+    folio_buf_puts(b, ",\"type\":");
     json_str_or_null(b, e->type);
-    srv_buf_puts(b, ",\"param\":");
+    folio_buf_puts(b, ",\"param\":");
     json_str_or_null(b, e->param);
-    srv_buf_puts(b, ",\"code\":");
+    folio_buf_puts(b, ",\"code\":");
     if (e->code)
         json_str_or_null(b, e->code);
     else
-        srv_buf_printf(b, "%d", e->status);
-    srv_buf_puts(b, "}}");
+        folio_buf_printf(b, "%d", e->status);
+    folio_buf_puts(b, "}}");
 }
 
 void srv__note_unknown(char *names, int *n, const char *prefix, const char *name)

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "buf.h"
+#include "folio/buf.h"
 #include "engine.h"
 
 #define SRV_MAX_STOP     4
@@ -138,7 +138,7 @@ void srv_api_error_set(struct srv_api_error *e, int status, const char *type, co
                        const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} */
-void srv_api_error_json(struct srv_buf *b, const struct srv_api_error *e);
+void srv_api_error_json(struct folio_buf *b, const struct srv_api_error *e);
 
 /* POST /tokenize {"prompt" | "content": "text"[, "model"][,
  * "add_special_tokens" (vLLM) | "add_special" (llama-server): bool,

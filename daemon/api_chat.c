@@ -71,13 +71,13 @@ static int message_content(const cJSON *c, int i, char **out, struct srv_api_err
  * calls_close, A the arguments string parsed as JSON (kept as a string
  * when it is not JSON). */
 static int tool_calls_text(const cJSON *calls, int i, const struct chat_tool_format *f,
-                           struct srv_buf *out, struct srv_api_error *err)
+                           struct folio_buf *out, struct srv_api_error *err)
 {
     if (!cJSON_IsArray(calls))
         BAD("messages", "messages[%d].tool_calls must be an array", i);
     if (!calls->child)
         return 0;
-    srv_buf_puts(out, f->calls_open);
+    folio_buf_puts(out, f->calls_open);
     const cJSON *c;
     int k = 0;
     cJSON_ArrayForEach(c, calls)
@@ -90,39 +90,39 @@ static int tool_calls_text(const cJSON *calls, int i, const struct chat_tool_for
                 "messages[%d].tool_calls[%d] must be {\"function\": {\"name\", \"arguments\"}}", i,
                 k);
         if (k++)
-            srv_buf_puts(out, f->call_sep);
-        srv_buf_puts(out, "{\"name\": ");
-        srv_buf_json_str(out, name->valuestring, strlen(name->valuestring));
-        srv_buf_printf(out, ", \"%s\": ", f->args_key);
+            folio_buf_puts(out, f->call_sep);
+        folio_buf_puts(out, "{\"name\": ");
+        folio_buf_json_str(out, name->valuestring, strlen(name->valuestring));
+        folio_buf_printf(out, ", \"%s\": ", f->args_key);
         cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
         char *a = parsed                 ? cJSON_PrintUnformatted(parsed)
                   : cJSON_IsObject(args) ? cJSON_PrintUnformatted(args)
                                          : NULL;
         if (a)
-            srv_buf_puts(out, a);
+            folio_buf_puts(out, a);
         else if (cJSON_IsString(args))
-            srv_buf_json_str(out, args->valuestring, strlen(args->valuestring));
+            folio_buf_json_str(out, args->valuestring, strlen(args->valuestring));
         else
-            srv_buf_puts(out, "{}");
+            folio_buf_puts(out, "{}");
         cJSON_free(a);
         cJSON_Delete(parsed);
-        srv_buf_puts(out, "}");
+        folio_buf_puts(out, "}");
     }
-    srv_buf_puts(out, f->calls_close);
+    folio_buf_puts(out, f->calls_close);
     return 0;
 }
 
 /* The tool definitions for the system message. */
 static void tools_text(const struct srv_tools *t, const struct chat_tool_format *f,
-                       struct srv_buf *out)
+                       struct folio_buf *out)
 {
-    srv_buf_puts(out, f->tools_intro);
+    folio_buf_puts(out, f->tools_intro);
     for (int i = 0; i < t->n_tools; i++) {
         if (i)
-            srv_buf_puts(out, f->tools_sep);
-        srv_buf_puts(out, t->tools[i].def);
+            folio_buf_puts(out, f->tools_sep);
+        folio_buf_puts(out, t->tools[i].def);
     }
-    srv_buf_puts(out, f->tools_outro);
+    folio_buf_puts(out, f->tools_outro);
 }
 
 int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
@@ -208,17 +208,17 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         char *body = NULL;
         if (c && !(cJSON_IsNull(c) && assistant) && (rc = message_content(c, i, &body, err)))
             break;
-        struct srv_buf sb = {0};
+        struct folio_buf sb = {0};
         bool system = !strcmp(r, "system") || !strcmp(r, "developer");
         bool tool = !strcmp(r, "tool");
         if (tool)
-            srv_buf_puts(&sb, fmt->result_open);
-        srv_buf_puts(&sb, body ? body : "");
+            folio_buf_puts(&sb, fmt->result_open);
+        folio_buf_puts(&sb, body ? body : "");
         if (tool)
-            srv_buf_puts(&sb, fmt->result_close);
+            folio_buf_puts(&sb, fmt->result_close);
         folio_free(body);
         if (calls && (rc = tool_calls_text(calls, i, fmt, &sb, err))) {
-            srv_buf_free(&sb);
+            folio_buf_free(&sb);
             break;
         }
         if (system && offered && !tools_placed && out_n == 0) {
@@ -226,7 +226,7 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
             tools_placed = true;
         }
         if (sb.oom) {
-            srv_buf_free(&sb);
+            folio_buf_free(&sb);
             rc = -ENOMEM;
             break;
         }
@@ -242,7 +242,7 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         i++;
     }
     if (!rc && offered && !tools_placed) { /* no system message: one holding the tools */
-        struct srv_buf sb = {0};
+        struct folio_buf sb = {0};
         tools_text(p->tools, fmt, &sb);
         char *t = sb.p;
         size_t skip = 0;
@@ -261,7 +261,7 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
             out_n++;
             sb.p = NULL;
         }
-        srv_buf_free(&sb);
+        folio_buf_free(&sb);
     }
     n = out_n;
     if (!rc && !tmpl) {

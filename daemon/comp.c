@@ -50,7 +50,7 @@ static void comp_free(struct srv_comp *comp)
 {
     struct srv *s = comp->srv;
     for (int i = 0; i < comp->n_choices; i++) {
-        srv_buf_free(&comp->ch[i].text);
+        folio_buf_free(&comp->ch[i].text);
         tok_detok_free(comp->ch[i].dt);
         gram_matcher_free(comp->ch[i].er.gm);
         folio_free(comp->ch[i].tokens);
@@ -82,7 +82,7 @@ static void text_flush(struct srv_choice *ch)
     const char *t;
     size_t len;
     if (tok_detok_flush(ch->dt, &t, &len) >= 0)
-        srv_buf_append(&ch->text, t, len);
+        folio_buf_append(&ch->text, t, len);
 }
 
 /* Stream: sends the choice's releasable text (all of it when final) and
@@ -96,7 +96,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
     int32_t new_ids = ch->n_tokens - ch->sent_tokens;
     if (!final && !send && (!new_ids || comp->p.chat))
         return;
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     struct srv_render r = renderer(comp->srv);
     if (comp->p.tools) { /* text that may be a tool call is held (tools.c) */
         int t = srv_tools_stream(&b, &r, comp, ch, final);
@@ -107,7 +107,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
                 http_close(comp->conn, "out of memory");
             else
                 http_stream_chunk(comp->conn, b.p, b.len);
-            srv_buf_free(&b);
+            folio_buf_free(&b);
             return;
         }
     }
@@ -127,7 +127,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
         http_close(comp->conn, "out of memory");
     else
         http_stream_chunk(comp->conn, b.p, b.len);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 }
 
 static bool comp_engine_failed(const struct srv_comp *comp)
@@ -142,12 +142,12 @@ static void comp_respond(struct srv_comp *comp)
 {
     struct http_conn *c = comp->conn;
     struct srv_render r = renderer(comp->srv);
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     if (comp->p.stream) {
         srv_render_stream_end(&b, &r, comp);
         http_stream_chunk(c, b.p, b.len);
         http_stream_end(c);
-        srv_buf_free(&b);
+        folio_buf_free(&b);
         return;
     }
     if (comp_engine_failed(comp)) {
@@ -163,7 +163,7 @@ static void comp_respond(struct srv_comp *comp)
         http_error(c, &e, NULL);
     } else
         http_respond(c, 200, "application/json", b.p, b.len, NULL);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 }
 
 static void ev_started(void *user, struct eng_req *r)
@@ -271,7 +271,7 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     const char *t;
     size_t len;
     if (n > 0 && tok_detok_feed_bytes(ch->dt, bytes, (size_t)n, &t, &len) >= 0) {
-        srv_buf_append(&ch->text, t, len);
+        folio_buf_append(&ch->text, t, len);
         if (tok_detok_stopped(ch->dt) >= 0) { /* a stop string: the text before it is final */
             ch->stopped = true;
             ch->finish = ENG_FINISH_STOP;
@@ -335,7 +335,7 @@ static void echo_prompt(struct srv_choice *ch, int pi)
     struct srv_comp *comp = ch->comp;
     const char *t = comp->p.prompt_text ? comp->p.prompt_text[pi] : NULL;
     if (t)
-        srv_buf_append(&ch->text, t, strlen(t));
+        folio_buf_append(&ch->text, t, strlen(t));
     else
         srv_ids_text(comp->srv, ch->er.prompt, ch->er.n_prompt, &ch->text); /* oom: see text.oom */
     ch->echo_len = ch->text.len;

@@ -20,9 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <unistd.h> /* sysconf */
 
-#include "../model/vocab_synth.h" /* the default model's vocabulary */
 #include "backend.h"
 #include "folio/chat.h"
 #include "folio/common.h"
@@ -150,51 +149,11 @@ static int em_tokenize(void *b, const char *text, size_t n, bool parse_special, 
     return -ENOSPC;
 }
 
-/* The default model has no file: its tokenizer is the synthetic vocabulary
- * (model/vocab_synth.h), written as a small GGUF holding only the
- * tokenizer keys (the same keys `folio gen-model` writes) and read back by
- * tok_load. */
-static int synth_tokenizer(int32_t n_vocab, tok_t **out, char *err, size_t errlen)
-{
-    struct vocab_synth v;
-    int rc = vocab_synth_build(n_vocab, &v);
-    if (rc)
-        return rc;
-    gguf_writer_t *w = NULL;
-    char path[] = "/tmp/foliod-vocab-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        vocab_synth_free(&v);
-        return -errno;
-    }
-    close(fd);
-    if (!(rc = gguf_writer_new(&w)) && !(rc = gguf_w_str(w, "general.architecture", "llama")) &&
-        !(rc = gguf_w_str(w, "tokenizer.ggml.model", "llama")) &&
-        !(rc = gguf_w_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)n_vocab)) &&
-        !(rc = gguf_w_arr_f32(w, "tokenizer.ggml.scores", v.scores, (uint64_t)n_vocab)) &&
-        !(rc = gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v.types, (uint64_t)n_vocab)) &&
-        !(rc = gguf_w_u32(w, "tokenizer.ggml.bos_token_id", VOCAB_SYNTH_BOS_ID)) &&
-        !(rc = gguf_w_u32(w, "tokenizer.ggml.eos_token_id", VOCAB_SYNTH_EOS_ID)) &&
-        !(rc = gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", VOCAB_SYNTH_UNK_ID)) &&
-        !(rc = gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true)) &&
-        !(rc = gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false)) &&
-        !(rc = gguf_writer_write(w, path, err, errlen))) {
-        gguf_file_t *f = NULL;
-        if (!(rc = gguf_open(path, &f, err, errlen)))
-            rc = tok_load(f, out, err, errlen);
-        gguf_close(f);
-    }
-    gguf_writer_free(w);
-    unlink(path);
-    vocab_synth_free(&v);
-    return rc;
-}
-
 static int load_tokenizer(struct em *m, char *err, size_t errlen)
 {
     m->tmpl_rc = -ENOENT;
     if (!m->cfg->model)
-        return synth_tokenizer(m->hp.n_vocab, &m->tok, err, errlen);
+        return tok_new_synthetic(m->hp.n_vocab, &m->tok, err, errlen); /* the default model's */
     gguf_file_t *f = NULL;
     int rc = gguf_open(m->cfg->model, &f, err, errlen);
     if (!rc) {

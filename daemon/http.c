@@ -148,7 +148,7 @@ struct http_conn {
     size_t in_len, in_cap;
     bool reading, peer_eof;
     /* the message being parsed */
-    struct srv_buf url, body, hfield, hval, auth, host, origin, fetch_site;
+    struct folio_buf url, body, hfield, hval, auth, host, origin, fetch_site;
     void *acct;           /* the owner's accounting object (on_accept) */
     int64_t body_counted; /* body bytes reported to on_buffer, not yet given back */
     bool refused;         /* answered 503 at accept; lingers until the client closes */
@@ -247,14 +247,14 @@ static void on_closed(uv_handle_t *h)
         hs->cb.on_release(hs->cb.user, c->acct); /* its body bytes too */
     oq_free(c);
     folio_free(c->in);
-    srv_buf_free(&c->url);
-    srv_buf_free(&c->body);
-    srv_buf_free(&c->hfield);
-    srv_buf_free(&c->hval);
-    srv_buf_free(&c->auth);
-    srv_buf_free(&c->host);
-    srv_buf_free(&c->origin);
-    srv_buf_free(&c->fetch_site);
+    folio_buf_free(&c->url);
+    folio_buf_free(&c->body);
+    folio_buf_free(&c->hfield);
+    folio_buf_free(&c->hval);
+    folio_buf_free(&c->auth);
+    folio_buf_free(&c->host);
+    folio_buf_free(&c->origin);
+    folio_buf_free(&c->fetch_site);
     folio_free(c);
     if (hs->cb.on_closed)
         hs->cb.on_closed(hs->cb.user);
@@ -552,34 +552,34 @@ static void count_status(struct http_server *hs, int status)
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len,
                   const char *extra)
 {
-    struct srv_buf h = {0};
+    struct folio_buf h = {0};
     if (!c->keep_alive || c->hs->draining || (c->peer_eof && !c->in_len))
         c->close_after_write = true; /* (after a half-close: the last request's answer) */
-    srv_buf_printf(&h,
-                   "HTTP/1.1 %d %s\r\nServer: foliod\r\nContent-Type: %s\r\n"
-                   "Content-Length: %zu\r\n%s%s\r\n",
-                   status, http_status_text(status), ctype, len,
-                   c->close_after_write ? "Connection: close\r\n" : "", extra ? extra : "");
+    folio_buf_printf(&h,
+                     "HTTP/1.1 %d %s\r\nServer: foliod\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\n%s%s\r\n",
+                     status, http_status_text(status), ctype, len,
+                     c->close_after_write ? "Connection: close\r\n" : "", extra ? extra : "");
     count_status(c->hs, status);
     c->status = status;
     if (h.oom) {
-        srv_buf_free(&h);
+        folio_buf_free(&h);
         http_close(c, "out of memory");
         return;
     }
     oq_push(c, h.p, h.len, body, len, NULL, false);
-    srv_buf_free(&h);
+    folio_buf_free(&h);
     maybe_close_after_write(c);
 }
 
 void http_error(struct http_conn *c, const struct srv_api_error *e, const char *extra)
 {
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_api_error_json(&b, e);
-    srv_buf_puts(&b, "\n");
+    folio_buf_puts(&b, "\n");
     srv_log(SRV_LOG_DEBUG, "conn %llu: %d %s", (unsigned long long)c->id, e->status, e->message);
     http_respond(c, e->status, "application/json", b.p ? b.p : "", b.len, extra);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 }
 
 int http_stream_begin(struct http_conn *c)
@@ -591,20 +591,20 @@ int http_stream_begin(struct http_conn *c)
     if (!c->chunked)
         c->close_after_write = true;
     c->streaming = true;
-    struct srv_buf h = {0};
-    srv_buf_printf(&h,
-                   "HTTP/1.1 200 OK\r\nServer: foliod\r\nContent-Type: text/event-stream\r\n"
-                   "Cache-Control: no-cache\r\n%s%s\r\n",
-                   c->chunked ? "Transfer-Encoding: chunked\r\n" : "",
-                   c->close_after_write ? "Connection: close\r\n" : "");
+    struct folio_buf h = {0};
+    folio_buf_printf(&h,
+                     "HTTP/1.1 200 OK\r\nServer: foliod\r\nContent-Type: text/event-stream\r\n"
+                     "Cache-Control: no-cache\r\n%s%s\r\n",
+                     c->chunked ? "Transfer-Encoding: chunked\r\n" : "",
+                     c->close_after_write ? "Connection: close\r\n" : "");
     count_status(c->hs, 200);
     c->status = 200;
     if (h.oom) {
-        srv_buf_free(&h);
+        folio_buf_free(&h);
         return -ENOMEM;
     }
     int rc = oq_push(c, h.p, h.len, NULL, 0, NULL, false);
-    srv_buf_free(&h);
+    folio_buf_free(&h);
     return rc;
 }
 
@@ -665,18 +665,18 @@ void http_conn_fail(struct http_conn *c, const struct srv_api_error *e)
         http_error(c, e, NULL);
     } else {
         oq_drop_unsent(c);
-        struct srv_buf ev = {0}, b = {0};
-        srv_buf_puts(&ev, "data: ");
+        struct folio_buf ev = {0}, b = {0};
+        folio_buf_puts(&ev, "data: ");
         srv_api_error_json(&ev, e);
-        srv_buf_puts(&ev, "\n\n");
+        folio_buf_puts(&ev, "\n\n");
         if (c->chunked)
-            srv_buf_printf(&b, "%zx\r\n%s\r\n0\r\n\r\n", ev.len, ev.p ? ev.p : "");
+            folio_buf_printf(&b, "%zx\r\n%s\r\n0\r\n\r\n", ev.len, ev.p ? ev.p : "");
         else
-            srv_buf_append(&b, ev.p, ev.len);
+            folio_buf_append(&b, ev.p, ev.len);
         if (!b.oom && !ev.oom)
             oq_push(c, b.p, b.len, NULL, 0, NULL, false);
-        srv_buf_free(&ev);
-        srv_buf_free(&b);
+        folio_buf_free(&ev);
+        folio_buf_free(&b);
         c->streaming = false;
     }
     if (c->closing)
@@ -701,8 +701,8 @@ static int on_message_begin(llhttp_t *p)
     struct http_conn *c = PC(p);
     /* the previous message's strings end here too: a request without a
      * body or an Authorization header must not see the last one's */
-    struct srv_buf *bufs[] = {&c->url,  &c->body, &c->hfield, &c->hval,
-                              &c->auth, &c->host, &c->origin, &c->fetch_site};
+    struct folio_buf *bufs[] = {&c->url,  &c->body, &c->hfield, &c->hval,
+                                &c->auth, &c->host, &c->origin, &c->fetch_site};
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(bufs); i++) {
         bufs[i]->len = 0;
         if (bufs[i]->p)
@@ -726,7 +726,7 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
         c->reject_status = 414;
         return -1;
     }
-    srv_buf_append(&c->url, at, n);
+    folio_buf_append(&c->url, at, n);
     return 0;
 }
 
@@ -745,7 +745,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
     struct http_conn *c = PC(p);
     if (header_bytes(c, n))
         return -1;
-    srv_buf_append(&c->hfield, at, n);
+    folio_buf_append(&c->hfield, at, n);
     return 0;
 }
 
@@ -754,7 +754,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
     struct http_conn *c = PC(p);
     if (header_bytes(c, n))
         return -1;
-    srv_buf_append(&c->hval, at, n);
+    folio_buf_append(&c->hval, at, n);
     return 0;
 }
 
@@ -801,9 +801,9 @@ static int on_header_value_complete(llhttp_t *p)
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(keep); i++)
         if (header_is(c, keep[i].name)) {
-            struct srv_buf *b = (struct srv_buf *)((char *)c + keep[i].off);
+            struct folio_buf *b = (struct folio_buf *)((char *)c + keep[i].off);
             b->len = 0;
-            srv_buf_append(b, c->hval.p ? c->hval.p : "", c->hval.len);
+            folio_buf_append(b, c->hval.p ? c->hval.p : "", c->hval.len);
         }
     if (header_is(c, "expect")) {
         const char *v = c->hval.p ? c->hval.p : "";
@@ -855,7 +855,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
         }
         c->body_counted += (int64_t)n;
     }
-    srv_buf_append(&c->body, at, n);
+    folio_buf_append(&c->body, at, n);
     return 0;
 }
 
@@ -965,7 +965,7 @@ static void dispatch(struct http_conn *c)
     /* the view is gone: the body's bytes are no longer held for it */
     body_release(c);
     if (c->body.cap > MAX_BUFFERED_WHILE_BUSY)
-        srv_buf_free(&c->body);
+        folio_buf_free(&c->body);
 }
 
 static bool can_parse(const struct http_conn *c)

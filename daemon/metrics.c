@@ -50,29 +50,29 @@ void srv_prom_number(double v, char out[32])
     }
 }
 
-static void prom_value(struct srv_buf *b, double v)
+static void prom_value(struct folio_buf *b, double v)
 {
     char t[32];
     srv_prom_number(v, t);
-    srv_buf_puts(b, t);
+    folio_buf_puts(b, t);
 }
 
-void srv_prom_family(struct srv_buf *b, const char *name, const char *type, const char *help)
+void srv_prom_family(struct folio_buf *b, const char *name, const char *type, const char *help)
 {
-    srv_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    folio_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-void srv_prom_sample(struct srv_buf *b, const char *name, const char *labels, double v)
+void srv_prom_sample(struct folio_buf *b, const char *name, const char *labels, double v)
 {
-    srv_buf_puts(b, name);
+    folio_buf_puts(b, name);
     if (labels && *labels)
-        srv_buf_printf(b, "{%s}", labels);
-    srv_buf_puts(b, " ");
+        folio_buf_printf(b, "{%s}", labels);
+    folio_buf_puts(b, " ");
     prom_value(b, v);
-    srv_buf_puts(b, "\n");
+    folio_buf_puts(b, "\n");
 }
 
-void srv_prom_hist(struct srv_buf *b, const char *name, const char *labels,
+void srv_prom_hist(struct folio_buf *b, const char *name, const char *labels,
                    const struct srv_hist *h)
 {
     const char *sep = labels && *labels ? "," : "";
@@ -80,12 +80,12 @@ void srv_prom_hist(struct srv_buf *b, const char *name, const char *labels,
     uint64_t cum = 0;
     for (int i = 0; i <= h->n; i++) {
         cum += h->counts[i];
-        srv_buf_printf(b, "%s_bucket{%s%sle=\"", name, lab, sep);
+        folio_buf_printf(b, "%s_bucket{%s%sle=\"", name, lab, sep);
         if (i < h->n)
             prom_value(b, h->bounds[i]);
         else
-            srv_buf_puts(b, "+Inf");
-        srv_buf_printf(b, "\"} %llu\n", (unsigned long long)cum);
+            folio_buf_puts(b, "+Inf");
+        folio_buf_printf(b, "\"} %llu\n", (unsigned long long)cum);
     }
     char nm[160];
     snprintf(nm, sizeof(nm), "%s_sum", name);

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "buf.h"
+#include "folio/buf.h"
 
 #define SRV_HIST_MAX_BUCKETS 32
 
@@ -30,11 +30,11 @@ void srv_hist_observe(struct srv_hist *h, double v);
  * NaN / +Inf / -Inf. */
 void srv_prom_number(double v, char out[32]);
 /* # HELP and # TYPE lines (type: counter, gauge, histogram). */
-void srv_prom_family(struct srv_buf *b, const char *name, const char *type, const char *help);
+void srv_prom_family(struct folio_buf *b, const char *name, const char *type, const char *help);
 /* name{labels} value — labels is 'k="v",...' without braces, or NULL. */
-void srv_prom_sample(struct srv_buf *b, const char *name, const char *labels, double v);
+void srv_prom_sample(struct folio_buf *b, const char *name, const char *labels, double v);
 /* The _bucket / _sum / _count samples of one histogram. */
-void srv_prom_hist(struct srv_buf *b, const char *name, const char *labels,
+void srv_prom_hist(struct folio_buf *b, const char *name, const char *labels,
                    const struct srv_hist *h);
 /* Escapes a label value (\\, \", \n) into out (cap bytes, NUL-terminated). */
 void srv_prom_label_escape(const char *v, char *out, size_t cap);

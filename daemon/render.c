@@ -28,52 +28,53 @@
 #include "server.h"
 #include "tools.h"
 
-void srv_render_token_ids(struct srv_buf *b, const int32_t *t, int32_t n)
+void srv_render_token_ids(struct folio_buf *b, const int32_t *t, int32_t n)
 {
-    srv_buf_puts(b, "[");
+    folio_buf_puts(b, "[");
     for (int32_t i = 0; i < n; i++)
-        srv_buf_printf(b, i ? ",%d" : "%d", t[i]);
-    srv_buf_puts(b, "]");
+        folio_buf_printf(b, i ? ",%d" : "%d", t[i]);
+    folio_buf_puts(b, "]");
 }
 
-void srv_render_usage(struct srv_buf *b, const struct srv_comp *comp)
+void srv_render_usage(struct folio_buf *b, const struct srv_comp *comp)
 {
     int64_t gen = 0;
     for (int i = 0; i < comp->n_choices; i++)
         gen += comp->ch[i].n_tokens;
-    srv_buf_printf(b,
-                   "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-                   "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
-                   (long long)comp->prompt_tokens, (long long)gen,
-                   (long long)(comp->prompt_tokens + gen), (long long)comp->cached_tokens);
+    folio_buf_printf(b,
+                     "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
+                     "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
+                     (long long)comp->prompt_tokens, (long long)gen,
+                     (long long)(comp->prompt_tokens + gen), (long long)comp->cached_tokens);
 }
 
-static void chunk_head(struct srv_buf *b, const struct srv_render *r, const struct srv_comp *comp)
+static void chunk_head(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp)
 {
-    srv_buf_printf(
+    folio_buf_printf(
         b, "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", comp->id,
         comp->p.chat ? "chat.completion.chunk" : "text_completion", (long long)comp->created);
-    srv_buf_json_str(b, r->model, strlen(r->model));
+    folio_buf_json_str(b, r->model, strlen(r->model));
 }
 
 /* One token's text as a JSON string (invalid UTF-8 → U+FFFD); returns
  * its byte length in the response text. */
-static size_t piece_json(struct srv_buf *b, const struct srv_render *r, int32_t tok)
+static size_t piece_json(struct folio_buf *b, const struct srv_render *r, int32_t tok)
 {
     char bytes[256], clean[3 * 256];
     int n = r->detok(r->detok_ctx, tok, bytes, sizeof(bytes));
     size_t m = n > 0 ? folio_utf8_sanitize(bytes, (size_t)n, clean) : 0;
-    srv_buf_json_str(b, clean, m);
+    folio_buf_json_str(b, clean, m);
     return n > 0 ? (size_t)n : 0;
 }
 
-static void logprob_num(struct srv_buf *b, float lp)
+static void logprob_num(struct folio_buf *b, float lp)
 {
-    srv_buf_printf(b, "%.6g", isfinite(lp) ? (double)lp : -9999.0);
+    folio_buf_printf(b, "%.6g", isfinite(lp) ? (double)lp : -9999.0);
 }
 
-void srv_render_logprobs(struct srv_buf *b, const struct srv_render *r, const struct srv_choice *ch,
-                         int32_t from, int32_t to, bool with_prompt, int64_t *offset)
+void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
+                         const struct srv_choice *ch, int32_t from, int32_t to, bool with_prompt,
+                         int64_t *offset)
 {
     const int32_t *pt = ch->er.prompt;
     int32_t np = with_prompt ? ch->er.n_prompt : 0;
@@ -83,9 +84,9 @@ void srv_render_logprobs(struct srv_buf *b, const struct srv_render *r, const st
         return;
     }
     int64_t off = 0;
-    srv_buf_puts(b, "{\"tokens\":[");
+    folio_buf_puts(b, "{\"tokens\":[");
     for (int32_t i = 0; i < np; i++) {
-        srv_buf_puts(b, i ? "," : "");
+        folio_buf_puts(b, i ? "," : "");
         offs[i] = off;
         size_t n = piece_json(b, r, pt[i]);
         /* SPM: the echoed text has no leading space where the first
@@ -99,168 +100,170 @@ void srv_render_logprobs(struct srv_buf *b, const struct srv_render *r, const st
     if (with_prompt)
         *offset = (int64_t)ch->echo_len;
     for (int32_t i = from; i < to; i++) {
-        srv_buf_puts(b, i > from || np ? "," : "");
+        folio_buf_puts(b, i > from || np ? "," : "");
         offs[np + i - from] = *offset;
         *offset += (int64_t)piece_json(b, r, ch->tokens[i]);
     }
-    srv_buf_puts(b, "],\"token_logprobs\":[");
+    folio_buf_puts(b, "],\"token_logprobs\":[");
     for (int32_t i = 0; i < np; i++)
-        srv_buf_puts(b, i ? ",null" : "null");
+        folio_buf_puts(b, i ? ",null" : "null");
     for (int32_t i = from; i < to; i++) {
-        srv_buf_puts(b, i > from || np ? "," : "");
+        folio_buf_puts(b, i > from || np ? "," : "");
         logprob_num(b, ch->lps[i].logprob);
     }
-    srv_buf_puts(b, "],\"top_logprobs\":[");
+    folio_buf_puts(b, "],\"top_logprobs\":[");
     for (int32_t i = 0; i < np; i++)
-        srv_buf_puts(b, i ? ",null" : "null");
+        folio_buf_puts(b, i ? ",null" : "null");
     for (int32_t i = from; i < to; i++) {
-        srv_buf_puts(b, i > from || np ? ",{" : "{");
+        folio_buf_puts(b, i > from || np ? ",{" : "{");
         for (int32_t k = 0; k < ch->lps[i].n_top; k++) {
-            srv_buf_puts(b, k ? "," : "");
+            folio_buf_puts(b, k ? "," : "");
             piece_json(b, r, ch->lps[i].top_ids[k]);
-            srv_buf_puts(b, ":");
+            folio_buf_puts(b, ":");
             logprob_num(b, ch->lps[i].top_logprobs[k]);
         }
-        srv_buf_puts(b, "}");
+        folio_buf_puts(b, "}");
     }
-    srv_buf_puts(b, "],\"text_offset\":[");
+    folio_buf_puts(b, "],\"text_offset\":[");
     for (int32_t i = 0; i < np + to - from; i++)
-        srv_buf_printf(b, i ? ",%lld" : "%lld", (long long)offs[i]);
-    srv_buf_puts(b, "]}");
+        folio_buf_printf(b, i ? ",%lld" : "%lld", (long long)offs[i]);
+    folio_buf_puts(b, "]}");
     folio_free(offs);
 }
 
 /* One token as OpenAI's chat logprobs entry wants it: "token" (its text,
  * invalid UTF-8 as U+FFFD), "bytes" (the raw bytes). */
-static void chat_token_json(struct srv_buf *b, const struct srv_render *r, int32_t tok)
+static void chat_token_json(struct folio_buf *b, const struct srv_render *r, int32_t tok)
 {
     char bytes[256], clean[3 * 256];
     int n = r->detok(r->detok_ctx, tok, bytes, sizeof(bytes));
     size_t m = n > 0 ? folio_utf8_sanitize(bytes, (size_t)n, clean) : 0;
-    srv_buf_puts(b, "\"token\":");
-    srv_buf_json_str(b, clean, m);
-    srv_buf_puts(b, ",\"bytes\":[");
+    folio_buf_puts(b, "\"token\":");
+    folio_buf_json_str(b, clean, m);
+    folio_buf_puts(b, ",\"bytes\":[");
     for (int i = 0; i < n; i++)
-        srv_buf_printf(b, i ? ",%u" : "%u", (unsigned)(unsigned char)bytes[i]);
-    srv_buf_puts(b, "]");
+        folio_buf_printf(b, i ? ",%u" : "%u", (unsigned)(unsigned char)bytes[i]);
+    folio_buf_puts(b, "]");
 }
 
-void srv_render_chat_logprobs(struct srv_buf *b, const struct srv_render *r,
+void srv_render_chat_logprobs(struct folio_buf *b, const struct srv_render *r,
                               const struct srv_choice *ch, int32_t from, int32_t to)
 {
-    srv_buf_puts(b, "{\"content\":[");
+    folio_buf_puts(b, "{\"content\":[");
     for (int32_t i = from; i < to; i++) {
         const struct sampler_result *lp = &ch->lps[i];
-        srv_buf_puts(b, i > from ? ",{" : "{");
+        folio_buf_puts(b, i > from ? ",{" : "{");
         chat_token_json(b, r, ch->tokens[i]);
-        srv_buf_puts(b, ",\"logprob\":");
+        folio_buf_puts(b, ",\"logprob\":");
         logprob_num(b, lp->logprob);
-        srv_buf_puts(b, ",\"top_logprobs\":[");
+        folio_buf_puts(b, ",\"top_logprobs\":[");
         for (int32_t k = 0; k < lp->n_top; k++) {
-            srv_buf_puts(b, k ? ",{" : "{");
+            folio_buf_puts(b, k ? ",{" : "{");
             chat_token_json(b, r, lp->top_ids[k]);
-            srv_buf_puts(b, ",\"logprob\":");
+            folio_buf_puts(b, ",\"logprob\":");
             logprob_num(b, lp->top_logprobs[k]);
-            srv_buf_puts(b, "}");
+            folio_buf_puts(b, "}");
         }
-        srv_buf_puts(b, "]}");
+        folio_buf_puts(b, "]}");
     }
-    srv_buf_puts(b, "],\"refusal\":null}");
+    folio_buf_puts(b, "],\"refusal\":null}");
 }
 
-void srv_render_stream_chunk(struct srv_buf *b, const struct srv_render *r,
+void srv_render_stream_chunk(struct folio_buf *b, const struct srv_render *r,
                              const struct srv_comp *comp, const struct srv_choice *ch, size_t send,
                              bool role, bool final, bool with_prompt, int64_t *offset)
 {
     if (comp->p.chat && role) {
         chunk_head(b, r, comp);
-        srv_buf_printf(b,
-                       ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\","
-                       "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
-                       ch->index);
+        folio_buf_printf(b,
+                         ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\","
+                         "\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+                         ch->index);
     }
     chunk_head(b, r, comp);
     if (comp->p.chat) {
-        srv_buf_printf(b, ",\"choices\":[{\"index\":%d,\"delta\":{", ch->index);
+        folio_buf_printf(b, ",\"choices\":[{\"index\":%d,\"delta\":{", ch->index);
         if (send) {
-            srv_buf_puts(b, "\"content\":");
-            srv_buf_json_str(b, ch->text.p, send);
+            folio_buf_puts(b, "\"content\":");
+            folio_buf_json_str(b, ch->text.p, send);
         }
-        srv_buf_puts(b, "},\"logprobs\":");
+        folio_buf_puts(b, "},\"logprobs\":");
         if (comp->p.gen.n_logprobs >= 0 && ch->n_tokens > ch->sent_tokens)
             srv_render_chat_logprobs(b, r, ch, ch->sent_tokens, ch->n_tokens);
         else
-            srv_buf_puts(b, "null");
-        srv_buf_puts(b, ",\"finish_reason\":");
+            folio_buf_puts(b, "null");
+        folio_buf_puts(b, ",\"finish_reason\":");
     } else {
-        srv_buf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", ch->index);
-        srv_buf_json_str(b, ch->text.p ? ch->text.p : "", send);
-        srv_buf_puts(b, ",\"logprobs\":");
+        folio_buf_printf(b, ",\"choices\":[{\"index\":%d,\"text\":", ch->index);
+        folio_buf_json_str(b, ch->text.p ? ch->text.p : "", send);
+        folio_buf_puts(b, ",\"logprobs\":");
         if (comp->p.gen.n_logprobs >= 0)
             srv_render_logprobs(b, r, ch, ch->sent_tokens, ch->n_tokens, with_prompt, offset);
         else
-            srv_buf_puts(b, "null");
-        srv_buf_puts(b, ",\"finish_reason\":");
+            folio_buf_puts(b, "null");
+        folio_buf_puts(b, ",\"finish_reason\":");
     }
     if (final && ch->finish)
-        srv_buf_printf(b, "\"%s\"", eng_finish_name(ch->finish));
+        folio_buf_printf(b, "\"%s\"", eng_finish_name(ch->finish));
     else
-        srv_buf_puts(b, "null");
+        folio_buf_puts(b, "null");
     if (!comp->p.chat) {
-        srv_buf_puts(b, ",\"token_ids\":");
+        folio_buf_puts(b, ",\"token_ids\":");
         srv_render_token_ids(b, ch->tokens + ch->sent_tokens, ch->n_tokens - ch->sent_tokens);
     }
-    srv_buf_puts(b, "}]}\n\n");
+    folio_buf_puts(b, "}]}\n\n");
 }
 
-void srv_render_stream_end(struct srv_buf *b, const struct srv_render *r,
+void srv_render_stream_end(struct folio_buf *b, const struct srv_render *r,
                            const struct srv_comp *comp)
 {
     if (comp->p.include_usage) {
         chunk_head(b, r, comp);
-        srv_buf_puts(b, ",\"choices\":[],");
+        folio_buf_puts(b, ",\"choices\":[],");
         srv_render_usage(b, comp);
-        srv_buf_puts(b, "}\n\n");
+        folio_buf_puts(b, "}\n\n");
     }
-    srv_buf_puts(b, "data: [DONE]\n\n");
+    folio_buf_puts(b, "data: [DONE]\n\n");
 }
 
-void srv_render_response(struct srv_buf *b, const struct srv_render *r, const struct srv_comp *comp)
+void srv_render_response(struct folio_buf *b, const struct srv_render *r,
+                         const struct srv_comp *comp)
 {
-    srv_buf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", comp->id,
-                   comp->p.chat ? "chat.completion" : "text_completion", (long long)comp->created);
-    srv_buf_json_str(b, r->model, strlen(r->model));
-    srv_buf_puts(b, ",\"choices\":[");
+    folio_buf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", comp->id,
+                     comp->p.chat ? "chat.completion" : "text_completion",
+                     (long long)comp->created);
+    folio_buf_json_str(b, r->model, strlen(r->model));
+    folio_buf_puts(b, ",\"choices\":[");
     for (int i = 0; i < comp->n_choices; i++) {
         const struct srv_choice *ch = &comp->ch[i];
         const char *fin = eng_finish_name(ch->finish ? ch->finish : ENG_FINISH_LENGTH);
         if (comp->p.chat && comp->p.tools && srv_tools_render_choice(b, comp, ch, i))
             continue; /* an assistant message with tool_calls (tools.c) */
         if (comp->p.chat) {
-            srv_buf_printf(b, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
-                           i ? "," : "", i);
-            srv_buf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
-            srv_buf_puts(b, "},\"logprobs\":");
+            folio_buf_printf(b, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":",
+                             i ? "," : "", i);
+            folio_buf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
+            folio_buf_puts(b, "},\"logprobs\":");
             if (comp->p.gen.n_logprobs >= 0)
                 srv_render_chat_logprobs(b, r, ch, 0, ch->n_tokens);
             else
-                srv_buf_puts(b, "null");
-            srv_buf_printf(b, ",\"finish_reason\":\"%s\"}", fin);
+                folio_buf_puts(b, "null");
+            folio_buf_printf(b, ",\"finish_reason\":\"%s\"}", fin);
             continue;
         }
-        srv_buf_printf(b, "%s{\"index\":%d,\"text\":", i ? "," : "", i);
-        srv_buf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
-        srv_buf_puts(b, ",\"logprobs\":");
+        folio_buf_printf(b, "%s{\"index\":%d,\"text\":", i ? "," : "", i);
+        folio_buf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
+        folio_buf_puts(b, ",\"logprobs\":");
         if (comp->p.gen.n_logprobs >= 0) {
             int64_t offset = 0;
             srv_render_logprobs(b, r, ch, 0, ch->n_tokens, comp->p.echo, &offset);
         } else
-            srv_buf_puts(b, "null");
-        srv_buf_printf(b, ",\"finish_reason\":\"%s\",\"token_ids\":", fin);
+            folio_buf_puts(b, "null");
+        folio_buf_printf(b, ",\"finish_reason\":\"%s\",\"token_ids\":", fin);
         srv_render_token_ids(b, ch->tokens, ch->n_tokens);
-        srv_buf_puts(b, "}");
+        folio_buf_puts(b, "}");
     }
-    srv_buf_puts(b, "],");
+    folio_buf_puts(b, "],");
     srv_render_usage(b, comp);
-    srv_buf_puts(b, "}\n");
+    folio_buf_puts(b, "}\n");
 }

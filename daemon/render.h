@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "folio/buf.h"
 
 struct srv_comp;
 struct srv_choice;
@@ -29,21 +29,22 @@ struct srv_render {
 };
 
 /* [1,2,3] */
-void srv_render_token_ids(struct srv_buf *b, const int32_t *t, int32_t n);
+void srv_render_token_ids(struct folio_buf *b, const int32_t *t, int32_t n);
 /* "usage":{...} for the prompt and all choices' tokens. */
-void srv_render_usage(struct srv_buf *b, const struct srv_comp *comp);
+void srv_render_usage(struct folio_buf *b, const struct srv_comp *comp);
 
 /* The legacy completions logprobs object for ch's generated tokens
  * [from, to), preceded by its prompt tokens (null logprobs) when
  * with_prompt.  *offset: text_offset of token `from` (in), of token `to`
  * (out); with_prompt resets it to ch->echo_len first. */
-void srv_render_logprobs(struct srv_buf *b, const struct srv_render *r, const struct srv_choice *ch,
-                         int32_t from, int32_t to, bool with_prompt, int64_t *offset);
+void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
+                         const struct srv_choice *ch, int32_t from, int32_t to, bool with_prompt,
+                         int64_t *offset);
 
 /* OpenAI's chat logprobs object for ch's generated tokens [from, to):
  * {"content":[{"token","logprob","bytes","top_logprobs":[...]}],
  * "refusal":null}. */
-void srv_render_chat_logprobs(struct srv_buf *b, const struct srv_render *r,
+void srv_render_chat_logprobs(struct folio_buf *b, const struct srv_render *r,
                               const struct srv_choice *ch, int32_t from, int32_t to);
 
 /* The SSE event(s) of one stream chunk of ch: the first `send` bytes of
@@ -51,14 +52,14 @@ void srv_render_chat_logprobs(struct srv_buf *b, const struct srv_render *r,
  * choice's first chunk ({"role":"assistant"} delta before it); final:
  * finish_reason is ch's.  Logprobs (completions) as srv_render_logprobs
  * with *offset. */
-void srv_render_stream_chunk(struct srv_buf *b, const struct srv_render *r,
+void srv_render_stream_chunk(struct folio_buf *b, const struct srv_render *r,
                              const struct srv_comp *comp, const struct srv_choice *ch, size_t send,
                              bool role, bool final, bool with_prompt, int64_t *offset);
 /* The end of a stream: the usage chunk if asked for, then [DONE]. */
-void srv_render_stream_end(struct srv_buf *b, const struct srv_render *r,
+void srv_render_stream_end(struct folio_buf *b, const struct srv_render *r,
                            const struct srv_comp *comp);
 /* A non-stream response body (text_completion or chat.completion). */
-void srv_render_response(struct srv_buf *b, const struct srv_render *r,
+void srv_render_response(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_comp *comp);
 
 #endif

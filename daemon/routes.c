@@ -34,7 +34,7 @@ int srv_tokenize_hook(void *ctx, const char *text, size_t n, bool special, int32
     return s->ops->tokenize(s->backend, text, n, special, out, n_out);
 }
 
-int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct srv_buf *out)
+int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct folio_buf *out)
 {
     tok_detok_t *d = NULL;
     int rc = tok_detok_new(NULL, NULL, 0, 0, &d);
@@ -46,15 +46,15 @@ int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct srv_buf *o
     for (int32_t i = 0; i < n; i++) {
         int k = s->ops->detok(s->backend, ids[i], bytes, sizeof(bytes));
         if (k > 0 && tok_detok_feed_bytes(d, bytes, (size_t)k, &t, &len) >= 0)
-            srv_buf_append(out, t, len);
+            folio_buf_append(out, t, len);
     }
     tok_detok_flush(d, &t, &len);
-    srv_buf_append(out, t, len);
+    folio_buf_append(out, t, len);
     tok_detok_free(d);
     return out->oom ? -ENOMEM : 0;
 }
 
-static void respond_buf(struct http_conn *c, int status, const char *ctype, struct srv_buf *b)
+static void respond_buf(struct http_conn *c, int status, const char *ctype, struct folio_buf *b)
 {
     if (b->oom) {
         struct srv_api_error e;
@@ -62,7 +62,7 @@ static void respond_buf(struct http_conn *c, int status, const char *ctype, stru
         http_error(c, &e, NULL);
     } else
         http_respond(c, status, ctype, b->p ? b->p : "", b->len, NULL);
-    srv_buf_free(b);
+    folio_buf_free(b);
 }
 
 /* Fields a request carried that foliod does not know: ignored (one debug
@@ -124,10 +124,10 @@ static void route_tokenize(struct srv *s, struct http_conn *c, const struct http
         return;
     }
     int32_t skip = tp.add_special ? 0 : special_prefix(s, ids, n);
-    struct srv_buf b = {0};
-    srv_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n - skip, s->mi.ctx_len);
+    struct folio_buf b = {0};
+    folio_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", n - skip, s->mi.ctx_len);
     srv_render_token_ids(&b, ids + skip, n - skip);
-    srv_buf_puts(&b, "}\n");
+    folio_buf_puts(&b, "}\n");
     folio_free(ids);
     respond_buf(c, 200, "application/json", &b);
 }
@@ -147,23 +147,23 @@ static void route_detokenize(struct srv *s, struct http_conn *c, const struct ht
         folio_free(ids);
         return;
     }
-    struct srv_buf text = {0};
+    struct folio_buf text = {0};
     int rc = srv_ids_text(s, ids, n, &text);
     folio_free(ids);
     if (rc) {
-        srv_buf_free(&text);
+        folio_buf_free(&text);
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
         http_error(c, &e, NULL);
         return;
     }
     /* vLLM answers "prompt", llama-server "content": both */
-    struct srv_buf b = {0};
-    srv_buf_puts(&b, "{\"prompt\":");
-    srv_buf_json_str(&b, text.p ? text.p : "", text.len);
-    srv_buf_puts(&b, ",\"content\":");
-    srv_buf_json_str(&b, text.p ? text.p : "", text.len);
-    srv_buf_puts(&b, "}\n");
-    srv_buf_free(&text);
+    struct folio_buf b = {0};
+    folio_buf_puts(&b, "{\"prompt\":");
+    folio_buf_json_str(&b, text.p ? text.p : "", text.len);
+    folio_buf_puts(&b, ",\"content\":");
+    folio_buf_json_str(&b, text.p ? text.p : "", text.len);
+    folio_buf_puts(&b, "}\n");
+    folio_buf_free(&text);
     respond_buf(c, 200, "application/json", &b);
 }
 
@@ -179,15 +179,15 @@ static void route_chat(struct srv *s, struct http_conn *c, const struct http_req
     srv_comp_route(s, c, rq, who, true);
 }
 
-static void model_json(struct srv *s, struct srv_buf *b)
+static void model_json(struct srv *s, struct folio_buf *b)
 {
-    srv_buf_puts(b, "{\"id\":");
-    srv_buf_json_str(b, s->mi.name, strlen(s->mi.name));
-    srv_buf_printf(b,
-                   ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
-                   "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}",
-                   (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
-                   s->mi.matmul ? s->mi.matmul : "none");
+    folio_buf_puts(b, "{\"id\":");
+    folio_buf_json_str(b, s->mi.name, strlen(s->mi.name));
+    folio_buf_printf(b,
+                     ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
+                     "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}",
+                     (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
+                     s->mi.matmul ? s->mi.matmul : "none");
 }
 
 static void route_models(struct srv *s, struct http_conn *c, const struct http_request *rq,
@@ -195,10 +195,10 @@ static void route_models(struct srv *s, struct http_conn *c, const struct http_r
 {
     (void)rq;
     (void)who;
-    struct srv_buf b = {0};
-    srv_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    struct folio_buf b = {0};
+    folio_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
     model_json(s, &b);
-    srv_buf_puts(&b, "]}\n");
+    folio_buf_puts(&b, "]}\n");
     respond_buf(c, 200, "application/json", &b);
 }
 
@@ -237,9 +237,9 @@ static void route_model(struct srv *s, struct http_conn *c, const struct http_re
         http_error(c, &e, NULL);
         return;
     }
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     model_json(s, &b);
-    srv_buf_puts(&b, "\n");
+    folio_buf_puts(&b, "\n");
     respond_buf(c, 200, "application/json", &b);
 }
 
@@ -248,8 +248,8 @@ static void route_health(struct srv *s, struct http_conn *c, const struct http_r
 {
     (void)rq;
     (void)who;
-    struct srv_buf b = {0};
-    srv_buf_puts(&b, s->draining ? "{\"status\":\"draining\"}\n" : "{\"status\":\"ok\"}\n");
+    struct folio_buf b = {0};
+    folio_buf_puts(&b, s->draining ? "{\"status\":\"draining\"}\n" : "{\"status\":\"ok\"}\n");
     respond_buf(c, s->draining ? 503 : 200, "application/json", &b);
 }
 
@@ -257,7 +257,7 @@ static void route_metrics(struct srv *s, struct http_conn *c, const struct http_
                           const struct srv_caller *who)
 {
     (void)rq;
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_metrics_render(s, &b, who);
     respond_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
 }
@@ -283,7 +283,7 @@ static bool query_has(const struct http_request *rq, const char *kv)
 static void route_kv(struct srv *s, struct http_conn *c, const struct http_request *rq,
                      const struct srv_caller *who)
 {
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_kv_render(s, &b, who, query_has(rq, "map=full"));
     respond_buf(c, 200, "application/json", &b);
 }
@@ -293,7 +293,7 @@ static void route_version(struct srv *s, struct http_conn *c, const struct http_
 {
     (void)who;
     (void)rq;
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_version_render(s, &b);
     respond_buf(c, 200, "application/json", &b);
 }

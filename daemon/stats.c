@@ -51,7 +51,7 @@ static void tenant_label(const struct srv *s, int t, char *out, size_t cap)
 }
 
 /* process_* series from /proc/self (Linux). */
-static void metrics_process(struct srv_buf *b)
+static void metrics_process(struct folio_buf *b)
 {
     long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
     double cpu = -1, start = -1, vsz = -1, rss = -1;
@@ -118,10 +118,10 @@ static void metrics_process(struct srv_buf *b)
     }
 }
 
-static void metrics_tenants(struct srv *s, struct srv_buf *b, int only);
+static void metrics_tenants(struct srv *s, struct folio_buf *b, int only);
 
 /* A tenant's /metrics: the pool's geometry and its own series. */
-static void metrics_tenant_view(struct srv *s, struct srv_buf *b, int t)
+static void metrics_tenant_view(struct srv *s, struct folio_buf *b, int t)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
@@ -138,7 +138,7 @@ static void metrics_tenant_view(struct srv *s, struct srv_buf *b, int t)
     metrics_tenants(s, b, t);
 }
 
-void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who)
+void srv_metrics_render(struct srv *s, struct folio_buf *b, const struct srv_caller *who)
 {
     if (!who->operator) {
         metrics_tenant_view(s, b, who->tenant);
@@ -289,7 +289,7 @@ void srv_metrics_render(struct srv *s, struct srv_buf *b, const struct srv_calle
 
 /* The per-tenant series (label tenant="NAME"): every tenant's, or only
  * tenant `only`'s (>= 0). */
-static void metrics_tenants(struct srv *s, struct srv_buf *b, int only)
+static void metrics_tenants(struct srv *s, struct folio_buf *b, int only)
 {
     int nt = srv_auth_tenant_count(&s->auth);
     int t0 = only >= 0 ? only : 0;
@@ -364,11 +364,11 @@ static void kv_block(struct srv *s, int32_t i, int only, struct pager_block_info
  * only >= 0: a tenant's view: only that tenant's blocks are shown (its
  * digit is 'A', the one entry of its "tenants"); every other block reads
  * '.' and is in neither list. */
-static void kv_map_compact(struct srv *s, struct srv_buf *b, int32_t nb, int32_t bs, int only)
+static void kv_map_compact(struct srv *s, struct folio_buf *b, int32_t nb, int32_t bs, int only)
 {
     static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     _Static_assert(sizeof(digits) - 1 >= SRV_MAX_TENANTS, "one digit per tenant");
-    srv_buf_puts(b, "\"block_map\":{\"encoding\":\"char-per-block-v1\",\"states\":\"");
+    folio_buf_puts(b, "\"block_map\":{\"encoding\":\"char-per-block-v1\",\"states\":\"");
     char chunk[4096];
     size_t k = 0;
     for (int32_t i = 0; i < nb; i++) {
@@ -379,12 +379,12 @@ static void kv_map_compact(struct srv *s, struct srv_buf *b, int32_t nb, int32_t
                      : bi.state == PAGER_BLOCK_CACHED ? ':'
                                                       : '.';
         if (k == sizeof(chunk)) {
-            srv_buf_append(b, chunk, k);
+            folio_buf_append(b, chunk, k);
             k = 0;
         }
     }
-    srv_buf_append(b, chunk, k);
-    srv_buf_puts(b, "\",\"shared\":[");
+    folio_buf_append(b, chunk, k);
+    folio_buf_puts(b, "\",\"shared\":[");
     bool first = true;
     for (int32_t i = 0; i < nb;) {
         struct pager_block_info bi;
@@ -399,65 +399,65 @@ static void kv_map_compact(struct srv *s, struct srv_buf *b, int32_t nb, int32_t
             if (bi.state != PAGER_BLOCK_USED || bi.refcount <= 1)
                 break;
         }
-        srv_buf_printf(b, "%s[%d,%d]", first ? "" : ",", i, j - i);
+        folio_buf_printf(b, "%s[%d,%d]", first ? "" : ",", i, j - i);
         first = false;
         i = j + 1;
     }
-    srv_buf_puts(b, "],\"partial\":[");
+    folio_buf_puts(b, "],\"partial\":[");
     first = true;
     for (int32_t i = 0; i < nb; i++) {
         struct pager_block_info bi;
         kv_block(s, i, only, &bi);
         if (bi.state == PAGER_BLOCK_USED && bi.tokens < bs) {
-            srv_buf_printf(b, "%s[%d,%d]", first ? "" : ",", i, bi.tokens);
+            folio_buf_printf(b, "%s[%d,%d]", first ? "" : ",", i, bi.tokens);
             first = false;
         }
     }
-    srv_buf_puts(b, "]}");
+    folio_buf_puts(b, "]}");
 }
 
 /* The end of /v1/kv after the tenants array: the block map, compact or
  * (full) one object per block, as the view (only: see kv_block) shows it. */
-static void kv_map(struct srv *s, struct srv_buf *b, int32_t nb, int32_t bs, int only, bool full)
+static void kv_map(struct srv *s, struct folio_buf *b, int32_t nb, int32_t bs, int only, bool full)
 {
     if (!full) {
-        srv_buf_puts(b, "],");
+        folio_buf_puts(b, "],");
         kv_map_compact(s, b, nb, bs, only);
-        srv_buf_puts(b, "}\n");
+        folio_buf_puts(b, "}\n");
         return;
     }
-    srv_buf_puts(b, "],\"block_map\":[");
+    folio_buf_puts(b, "],\"block_map\":[");
     static const char *names[] = {"free", "used", "cached"};
     for (int32_t i = 0; i < nb; i++) {
         struct pager_block_info bi;
         kv_block(s, i, only, &bi);
-        srv_buf_printf(b,
-                       "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
-                       "\"tokens\":%d}",
-                       i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
-                       bi.refcount, bi.tokens);
+        folio_buf_printf(b,
+                         "%s{\"state\":\"%s\",\"seq\":%llu,\"tenant\":%u,\"refcount\":%d,"
+                         "\"tokens\":%d}",
+                         i ? "," : "", names[bi.state], (unsigned long long)bi.owner, bi.tenant,
+                         bi.refcount, bi.tokens);
     }
-    srv_buf_puts(b, "]}\n");
+    folio_buf_puts(b, "]}\n");
 }
 
-static void kv_tenant_entry(struct srv *s, struct srv_buf *b, int t, bool first)
+static void kv_tenant_entry(struct srv *s, struct folio_buf *b, int t, bool first)
 {
     struct sched_tenant_stats ts;
     s->ops->tenant_stats(s->backend, t, &ts);
     const char *name = srv_auth_tenant_name(&s->auth, t);
     const struct srv_tenant_cfg *tc = srv_auth_tenant_cfg(&s->auth, t);
-    srv_buf_printf(b, "%s{\"name\":", first ? "" : ",");
-    srv_buf_json_str(b, name, strlen(name));
-    srv_buf_printf(b, ",\"blocks_used\":%lld,\"running\":%lld,\"waiting\":%lld",
-                   (long long)ts.kv_blocks, (long long)ts.running,
-                   (long long)ts.waiting + ts.preempted);
-    srv_buf_printf(b, ",\"max_kv_blocks\":%lld,\"max_running\":%lld}", /* 0: no limit */
-                   (long long)tc->max_kv_blocks, (long long)tc->max_running);
+    folio_buf_printf(b, "%s{\"name\":", first ? "" : ",");
+    folio_buf_json_str(b, name, strlen(name));
+    folio_buf_printf(b, ",\"blocks_used\":%lld,\"running\":%lld,\"waiting\":%lld",
+                     (long long)ts.kv_blocks, (long long)ts.running,
+                     (long long)ts.waiting + ts.preempted);
+    folio_buf_printf(b, ",\"max_kv_blocks\":%lld,\"max_running\":%lld}", /* 0: no limit */
+                     (long long)tc->max_kv_blocks, (long long)tc->max_running);
 }
 
 /* A tenant's /v1/kv: the same shape, counting only its own blocks and
  * requests; the others' blocks read "free". */
-static void kv_tenant_view(struct srv *s, struct srv_buf *b, int t, bool full)
+static void kv_tenant_view(struct srv *s, struct folio_buf *b, int t, bool full)
 {
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
@@ -476,25 +476,25 @@ static void kv_tenant_view(struct srv *s, struct srv_buf *b, int t, bool full)
         } else
             cached++;
     }
-    srv_buf_puts(b, "{\"view\":\"tenant\",\"tenant\":");
+    folio_buf_puts(b, "{\"view\":\"tenant\",\"tenant\":");
     const char *name = srv_auth_tenant_name(&s->auth, t);
-    srv_buf_json_str(b, name, strlen(name));
-    srv_buf_printf(b,
-                   ",\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
-                   "\"bytes_per_token\":%lld,\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,"
-                   "\"used\":%lld,\"cached\":%lld},\"tokens_held\":%lld,\"slots_empty\":%lld,"
-                   "\"requests\":{\"running\":%lld,\"waiting\":%lld,\"preempted\":%lld},"
-                   "\"tenants\":[",
-                   (long long)st.block_size, (long long)nb, (long long)st.pager.bytes_per_block,
-                   (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
-                   st.kv_dtype ? st.kv_dtype : "f32", (long long)nb - used - cached, used, cached,
-                   tokens, used * (long long)st.block_size - tokens, (long long)ts.running,
-                   (long long)ts.waiting, (long long)ts.preempted);
+    folio_buf_json_str(b, name, strlen(name));
+    folio_buf_printf(b,
+                     ",\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
+                     "\"bytes_per_token\":%lld,\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,"
+                     "\"used\":%lld,\"cached\":%lld},\"tokens_held\":%lld,\"slots_empty\":%lld,"
+                     "\"requests\":{\"running\":%lld,\"waiting\":%lld,\"preempted\":%lld},"
+                     "\"tenants\":[",
+                     (long long)st.block_size, (long long)nb, (long long)st.pager.bytes_per_block,
+                     (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
+                     st.kv_dtype ? st.kv_dtype : "f32", (long long)nb - used - cached, used, cached,
+                     tokens, used * (long long)st.block_size - tokens, (long long)ts.running,
+                     (long long)ts.waiting, (long long)ts.preempted);
     kv_tenant_entry(s, b, t, true);
     kv_map(s, b, nb, (int32_t)st.block_size, t, full);
 }
 
-void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *who, bool full)
+void srv_kv_render(struct srv *s, struct folio_buf *b, const struct srv_caller *who, bool full)
 {
     if (!who->operator) {
         kv_tenant_view(s, b, who->tenant, full);
@@ -502,36 +502,37 @@ void srv_kv_render(struct srv *s, struct srv_buf *b, const struct srv_caller *wh
     }
     struct eng_stats st;
     s->ops->stats(s->backend, &st);
-    srv_buf_printf(b,
-                   "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
-                   "\"bytes_per_token\":%lld,\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%"
-                   "lld,\"cached\":%lld},"
-                   "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
-                   "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
-                   "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
-                   (long long)st.block_size, (long long)st.pager.blocks_total,
-                   (long long)st.pager.bytes_per_block,
-                   (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
-                   st.kv_dtype ? st.kv_dtype : "f32", (long long)st.pager.blocks_free,
-                   (long long)st.pager.blocks_used, (long long)st.pager.blocks_cached,
-                   (long long)st.pager.tokens_held, (long long)st.pager.slots_empty,
-                   (long long)st.sched.running, (long long)st.sched.waiting,
-                   (long long)st.sched.preempted, (long long)st.sched.preemptions,
-                   (long long)st.pager.prefix_queries, (long long)st.pager.prefix_hits);
+    folio_buf_printf(
+        b,
+        "{\"block_size\":%lld,\"num_blocks\":%lld,\"bytes_per_block\":%lld,"
+        "\"bytes_per_token\":%lld,\"dtype\":\"%s\",\"blocks\":{\"free\":%lld,\"used\":%"
+        "lld,\"cached\":%lld},"
+        "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
+        "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
+        "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
+        (long long)st.block_size, (long long)st.pager.blocks_total,
+        (long long)st.pager.bytes_per_block,
+        (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
+        st.kv_dtype ? st.kv_dtype : "f32", (long long)st.pager.blocks_free,
+        (long long)st.pager.blocks_used, (long long)st.pager.blocks_cached,
+        (long long)st.pager.tokens_held, (long long)st.pager.slots_empty,
+        (long long)st.sched.running, (long long)st.sched.waiting, (long long)st.sched.preempted,
+        (long long)st.sched.preemptions, (long long)st.pager.prefix_queries,
+        (long long)st.pager.prefix_hits);
     for (int t = 0; t < srv_auth_tenant_count(&s->auth); t++)
         kv_tenant_entry(s, b, t, t == 0);
     kv_map(s, b, s->ops->n_blocks(s->backend), (int32_t)st.block_size, -1, full);
 }
 
-void srv_version_render(struct srv *s, struct srv_buf *b)
+void srv_version_render(struct srv *s, struct folio_buf *b)
 {
-    srv_buf_printf(b,
-                   "{\"version\":\"%s\",\"git_revision\":\"%s\",\"build_type\":\"%s\","
-                   "\"matmul\":\"%s\",\"matmul_built\":\"%s\",\"systemd\":%s,\"model\":",
-                   FOLIO_VERSION, FOLIO_GIT_REVISION, FOLIO_BUILDTYPE,
-                   s->mi.matmul ? s->mi.matmul : "none", srv_matmul_built,
-                   srv_sd_built() ? "true" : "false");
-    srv_buf_json_str(b, s->mi.name, strlen(s->mi.name));
-    srv_buf_printf(b, ",\"engine\":\"%s\",\"started\":%lld}\n", s->mi.kind ? s->mi.kind : "?",
-                   (long long)s->started_at);
+    folio_buf_printf(b,
+                     "{\"version\":\"%s\",\"git_revision\":\"%s\",\"build_type\":\"%s\","
+                     "\"matmul\":\"%s\",\"matmul_built\":\"%s\",\"systemd\":%s,\"model\":",
+                     FOLIO_VERSION, FOLIO_GIT_REVISION, FOLIO_BUILDTYPE,
+                     s->mi.matmul ? s->mi.matmul : "none", srv_matmul_built,
+                     srv_sd_built() ? "true" : "false");
+    folio_buf_json_str(b, s->mi.name, strlen(s->mi.name));
+    folio_buf_printf(b, ",\"engine\":\"%s\",\"started\":%lld}\n", s->mi.kind ? s->mi.kind : "?",
+                     (long long)s->started_at);
 }

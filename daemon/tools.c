@@ -561,24 +561,25 @@ int srv_tool_calls_parse(const struct chat_tool_format *fmt, const char *text, s
     return 0;
 }
 
-static void tool_calls_json(struct srv_buf *b, const struct srv_comp *comp, int choice,
+static void tool_calls_json(struct folio_buf *b, const struct srv_comp *comp, int choice,
                             const struct srv_tool_call *c, int n)
 {
-    srv_buf_puts(b, "\"tool_calls\":[");
+    folio_buf_puts(b, "\"tool_calls\":[");
     for (int k = 0; k < n; k++) {
         if (k)
-            srv_buf_puts(b, ",");
-        srv_buf_printf(b, "{\"id\":\"call_%s_%d_%d\",\"type\":\"function\",\"function\":{\"name\":",
-                       comp->id, choice, k);
-        srv_buf_json_str(b, c[k].name, strlen(c[k].name));
-        srv_buf_puts(b, ",\"arguments\":");
-        srv_buf_json_str(b, c[k].arguments, strlen(c[k].arguments));
-        srv_buf_puts(b, "}}");
+            folio_buf_puts(b, ",");
+        folio_buf_printf(
+            b, "{\"id\":\"call_%s_%d_%d\",\"type\":\"function\",\"function\":{\"name\":", comp->id,
+            choice, k);
+        folio_buf_json_str(b, c[k].name, strlen(c[k].name));
+        folio_buf_puts(b, ",\"arguments\":");
+        folio_buf_json_str(b, c[k].arguments, strlen(c[k].arguments));
+        folio_buf_puts(b, "}}");
     }
-    srv_buf_puts(b, "]");
+    folio_buf_puts(b, "]");
 }
 
-bool srv_tools_render_choice(struct srv_buf *b, const struct srv_comp *comp,
+bool srv_tools_render_choice(struct folio_buf *b, const struct srv_comp *comp,
                              const struct srv_choice *ch, int i)
 {
     const struct srv_tools *t = comp->p.tools;
@@ -591,26 +592,26 @@ bool srv_tools_render_choice(struct srv_buf *b, const struct srv_comp *comp,
                              &content) ||
         n == 0)
         return false;
-    srv_buf_printf(
+    folio_buf_printf(
         b, "%s{\"index\":%d,\"message\":{\"role\":\"assistant\",\"content\":", i ? "," : "", i);
     if (content)
-        srv_buf_json_str(b, ch->text.p, content);
+        folio_buf_json_str(b, ch->text.p, content);
     else
-        srv_buf_puts(b, "null");
-    srv_buf_puts(b, ",");
+        folio_buf_puts(b, "null");
+    folio_buf_puts(b, ",");
     tool_calls_json(b, comp, i, calls, n);
-    srv_buf_puts(b, "},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}");
+    folio_buf_puts(b, "},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}");
     srv_tool_calls_free(calls, n);
     return true;
 }
 
-static void chunk_head(struct srv_buf *b, const struct srv_render *r, const struct srv_comp *comp)
+static void chunk_head(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp)
 {
-    srv_buf_printf(b,
-                   "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,"
-                   "\"model\":",
-                   comp->id, (long long)comp->created);
-    srv_buf_json_str(b, r->model, strlen(r->model));
+    folio_buf_printf(b,
+                     "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,"
+                     "\"model\":",
+                     comp->id, (long long)comp->created);
+    folio_buf_json_str(b, r->model, strlen(r->model));
 }
 
 /* Could text (everything the choice produced so far) still be, or be the
@@ -623,7 +624,7 @@ static bool may_be_call(const struct chat_tool_format *f, const char *text, size
     return !memcmp(s, lit, FOLIO_MIN(n, m));
 }
 
-int srv_tools_stream(struct srv_buf *b, const struct srv_render *r, const struct srv_comp *comp,
+int srv_tools_stream(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp,
                      struct srv_choice *ch, bool final)
 {
     const struct srv_tools *t = comp->p.tools;
@@ -651,31 +652,31 @@ int srv_tools_stream(struct srv_buf *b, const struct srv_render *r, const struct
     }
     if (!ch->role_sent) {
         chunk_head(b, r, comp);
-        srv_buf_printf(b,
-                       ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\","
-                       "\"content\":null},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
-                       ch->index);
+        folio_buf_printf(b,
+                         ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\","
+                         "\"content\":null},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+                         ch->index);
         ch->role_sent = true;
     }
     for (int k = 0; k < n; k++) {
         chunk_head(b, r, comp);
-        srv_buf_printf(b, ",\"choices\":[{\"index\":%d,\"delta\":{", ch->index);
+        folio_buf_printf(b, ",\"choices\":[{\"index\":%d,\"delta\":{", ch->index);
         struct srv_tool_call one = calls[k];
         /* one call per chunk, with its index among the calls */
-        srv_buf_printf(b,
-                       "\"tool_calls\":[{\"index\":%d,\"id\":\"call_%s_%d_%d\",\"type\":"
-                       "\"function\",\"function\":{\"name\":",
-                       k, comp->id, ch->index, k);
-        srv_buf_json_str(b, one.name, strlen(one.name));
-        srv_buf_puts(b, ",\"arguments\":");
-        srv_buf_json_str(b, one.arguments, strlen(one.arguments));
-        srv_buf_puts(b, "}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+        folio_buf_printf(b,
+                         "\"tool_calls\":[{\"index\":%d,\"id\":\"call_%s_%d_%d\",\"type\":"
+                         "\"function\",\"function\":{\"name\":",
+                         k, comp->id, ch->index, k);
+        folio_buf_json_str(b, one.name, strlen(one.name));
+        folio_buf_puts(b, ",\"arguments\":");
+        folio_buf_json_str(b, one.arguments, strlen(one.arguments));
+        folio_buf_puts(b, "}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
     }
     chunk_head(b, r, comp);
-    srv_buf_printf(b,
-                   ",\"choices\":[{\"index\":%d,\"delta\":{},\"logprobs\":null,\"finish_reason\":"
-                   "\"tool_calls\"}]}\n\n",
-                   ch->index);
+    folio_buf_printf(b,
+                     ",\"choices\":[{\"index\":%d,\"delta\":{},\"logprobs\":null,\"finish_reason\":"
+                     "\"tool_calls\"}]}\n\n",
+                     ch->index);
     srv_tool_calls_free(calls, n);
     ch->sent_tokens = ch->n_tokens;
     ch->text.len = 0;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "api.h"
-#include "buf.h"
+#include "folio/buf.h"
 #include "folio/chat.h"
 
 struct srv_comp;
@@ -81,12 +81,12 @@ void srv_tool_calls_free(struct srv_tool_call *calls, int n);
 /* Non-stream chat response: writes choice i as an assistant message with
  * tool_calls (finish_reason "tool_calls") and returns true, or returns
  * false (nothing written) when its text holds no tool call. */
-bool srv_tools_render_choice(struct srv_buf *b, const struct srv_comp *comp,
+bool srv_tools_render_choice(struct folio_buf *b, const struct srv_comp *comp,
                              const struct srv_choice *ch, int i);
 /* Stream chat chunk with tools offered: 0 send as usual, 1 hold the text
  * (it may be a tool call), 2 b holds the tool-call chunks (send them; the
  * choice's text is consumed). */
-int srv_tools_stream(struct srv_buf *b, const struct srv_render *r, const struct srv_comp *comp,
+int srv_tools_stream(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp,
                      struct srv_choice *ch, bool final);
 
 #endif

@@ -2,7 +2,7 @@
  * model/gen.c — synthetic models written as GGUF v3 (`folio gen-model`).
  *
  * What it owns: nothing beyond the call.  model_gen_file builds the preset's
- * model in memory (model__preset, model__alloc, model__fill_random), then
+ * model in memory (model_preset, model__alloc, model__fill_random), then
  * model__write_gguf writes any struct model as a llama-architecture file.
  *
  * File contents, in order (llama.cpp key and tensor names):
@@ -263,7 +263,7 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
     gguf_file_t *vocab = NULL;
     if (err && errlen)
         err[0] = 0;
-    int rc = o->preset ? model__preset(o->preset, &hp) : -EINVAL;
+    int rc = o->preset ? model_preset(o->preset, &hp) : -EINVAL;
     if (rc) {
         if (err && errlen)
             snprintf(err, errlen, "unknown preset '%s' (want tiny, small or medium)",

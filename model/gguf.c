@@ -64,6 +64,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "folio/buf.h"
 #include "folio/common.h"
 #include "quant.h"
 
@@ -154,6 +155,17 @@ size_t gguf_tensor_nbytes(enum gguf_tensor_type t, int64_t n)
     if ((uint64_t)(n / r->block) > SIZE_MAX / (uint64_t)r->block_bytes)
         return 0;
     return (size_t)(n / r->block) * (size_t)r->block_bytes;
+}
+
+int64_t gguf_tensor_block(enum gguf_tensor_type t)
+{
+    const struct quant_traits *r = quant_traits_of(t);
+    return r ? r->block : 0;
+}
+
+int gguf_tensor_from_f32(enum gguf_tensor_type t, const float *src, void *dst, int64_t n)
+{
+    return quant_from_float(t, src, dst, n);
 }
 
 int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n)
@@ -426,27 +438,23 @@ static int cmp_tensor_off(const void *a, const void *b)
     return 0;
 }
 
-static int parse(gguf_file_t *f, char *err, size_t errlen)
+/* Header: magic, version, and counts the file's size can hold. */
+static int parse_header(gguf_file_t *f, struct cur *c, uint64_t *n_tensors, uint64_t *n_kv,
+                        char *err, size_t errlen)
 {
     const char *path = f->path;
-    struct cur c = {f->map, f->size, 0};
     uint32_t magic, version;
-    uint64_t n_tensors, n_kv;
-    char nm[96];
-    int rc = -EINVAL;
-    void **sorted = NULL;
-
     if (f->size < 24) {
         set_err(err, errlen, path, "file too short for a GGUF header (%zu bytes)", f->size);
         return -EINVAL;
     }
-    cur_u32(&c, &magic);
+    cur_u32(c, &magic);
     if (memcmp(f->map, "GGUF", 4)) {
         set_err(err, errlen, path, "not a GGUF file (bad magic %02x %02x %02x %02x)", f->map[0],
                 f->map[1], f->map[2], f->map[3]);
         return -EINVAL;
     }
-    cur_u32(&c, &version);
+    cur_u32(c, &version);
     if (version == 0x02000000u || version == 0x03000000u) {
         set_err(err, errlen, path, "big-endian GGUF files are not supported");
         return -EINVAL;
@@ -456,84 +464,95 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
         return -EINVAL;
     }
     f->version = version;
-    cur_u64(&c, &n_tensors);
-    cur_u64(&c, &n_kv);
+    cur_u64(c, n_tensors);
+    cur_u64(c, n_kv);
     /* Smallest key/value: 8 (len) + 1 (name) + 4 (type) + 1 (u8). */
-    if (n_kv > (f->size - c.pos) / 14) {
+    if (*n_kv > (f->size - c->pos) / 14) {
         set_err(err, errlen, path, "absurd metadata key count %" PRIu64 " for a %zu-byte file",
-                n_kv, f->size);
+                *n_kv, f->size);
         return -EINVAL;
     }
     /* Smallest tensor info: 8 + 1 + 4 + 8 + 4 + 8. */
-    if (n_tensors > (f->size - c.pos) / 33) {
-        set_err(err, errlen, path, "absurd tensor count %" PRIu64 " for a %zu-byte file", n_tensors,
-                f->size);
+    if (*n_tensors > (f->size - c->pos) / 33) {
+        set_err(err, errlen, path, "absurd tensor count %" PRIu64 " for a %zu-byte file",
+                *n_tensors, f->size);
         return -EINVAL;
     }
     /* Both counts also fit what the file can hold together. */
-    if (n_kv * 14 + n_tensors * 33 > f->size - c.pos) {
+    if (*n_kv * 14 + *n_tensors * 33 > f->size - c->pos) {
         set_err(err, errlen, path,
                 "%" PRIu64 " metadata keys and %" PRIu64 " tensors cannot fit in a %zu-byte file",
-                n_kv, n_tensors, f->size);
+                *n_kv, *n_tensors, f->size);
         return -EINVAL;
     }
-    /* Entries are added as they are parsed (grow()); nothing is sized by
-     * the counts above. */
-    size_t kv_cap = 0, t_cap = 0;
+    return 0;
+}
 
-    /* ---- metadata ---- */
+/* Metadata key i: its name and value. */
+static int parse_kv(gguf_file_t *f, struct cur *c, uint64_t i, char *err, size_t errlen)
+{
+    const char *path = f->path;
+    struct gguf_kv *kv = &f->kv[i];
+    const uint8_t *ks;
+    uint64_t klen;
+    uint32_t t;
+    char nm[96];
+    const char *why = cur_str(c, &ks, &klen);
+    if (why) {
+        set_err(err, errlen, path, "metadata key #%" PRIu64 ": name: %s", i, why);
+        return -EINVAL;
+    }
+    name_excerpt(nm, sizeof(nm), ks, klen);
+    if (klen == 0 || memchr(ks, 0, (size_t)klen)) {
+        set_err(err, errlen, path, "metadata key #%" PRIu64 " '%s': name is empty or has NUL", i,
+                nm);
+        return -EINVAL;
+    }
+    if (klen > GGUF_MAX_NAME) {
+        set_err(err, errlen, path,
+                "metadata key #%" PRIu64 " '%s': name of %" PRIu64 " bytes (at most %u)", i, nm,
+                klen, GGUF_MAX_NAME);
+        return -EINVAL;
+    }
+    kv->key = dup_name(ks, klen);
+    if (!kv->key) {
+        set_err(err, errlen, path, "out of memory");
+        return -ENOMEM;
+    }
+    f->n_kv = (int64_t)i + 1; /* for cleanup */
+    if (!cur_u32(c, &t)) {
+        set_err(err, errlen, path, "key '%s': truncated (type)", nm);
+        return -EINVAL;
+    }
+    int erc = 0;
+    why = parse_value(c, kv, t, &erc);
+    if (why) {
+        set_err(err, errlen, path, "key '%s' (type %s): %s", nm, type_name(t), why);
+        return erc ? erc : -EINVAL;
+    }
+    return 0;
+}
+
+/* Every key, the by-name index (no duplicates), general.alignment. */
+static int parse_metadata(gguf_file_t *f, struct cur *c, uint64_t n_kv, char *err, size_t errlen)
+{
+    const char *path = f->path;
+    /* Entries are added as they are parsed (grow()); nothing is sized by
+     * the header's count. */
+    size_t kv_cap = 0;
+    int rc;
     for (uint64_t i = 0; i < n_kv; i++) {
         if (grow((void **)&f->kv, &kv_cap, i, sizeof(*f->kv))) {
             set_err(err, errlen, path, "out of memory");
-            rc = -ENOMEM;
-            goto out;
+            return -ENOMEM;
         }
-        struct gguf_kv *kv = &f->kv[i];
-        const uint8_t *ks;
-        uint64_t klen;
-        uint32_t t;
-        const char *why = cur_str(&c, &ks, &klen);
-        if (why) {
-            set_err(err, errlen, path, "metadata key #%" PRIu64 ": name: %s", i, why);
-            goto out;
-        }
-        name_excerpt(nm, sizeof(nm), ks, klen);
-        if (klen == 0 || memchr(ks, 0, (size_t)klen)) {
-            set_err(err, errlen, path, "metadata key #%" PRIu64 " '%s': name is empty or has NUL",
-                    i, nm);
-            goto out;
-        }
-        if (klen > GGUF_MAX_NAME) {
-            set_err(err, errlen, path,
-                    "metadata key #%" PRIu64 " '%s': name of %" PRIu64 " bytes (at most %u)", i, nm,
-                    klen, GGUF_MAX_NAME);
-            goto out;
-        }
-        kv->key = dup_name(ks, klen);
-        if (!kv->key) {
-            set_err(err, errlen, path, "out of memory");
-            rc = -ENOMEM;
-            goto out;
-        }
-        f->n_kv = (int64_t)i + 1; /* for cleanup */
-        if (!cur_u32(&c, &t)) {
-            set_err(err, errlen, path, "key '%s': truncated (type)", nm);
-            goto out;
-        }
-        int erc = 0;
-        why = parse_value(&c, kv, t, &erc);
-        if (why) {
-            if (erc)
-                rc = erc;
-            set_err(err, errlen, path, "key '%s' (type %s): %s", nm, type_name(t), why);
-            goto out;
-        }
+        if ((rc = parse_kv(f, c, i, err, errlen)))
+            return rc;
     }
     f->kv_by_name = folio_malloc((n_kv ? (size_t)n_kv : 1) * sizeof(int64_t));
     if (!f->kv_by_name) {
         set_err(err, errlen, path, "out of memory");
-        rc = -ENOMEM;
-        goto out;
+        return -ENOMEM;
     }
     for (uint64_t i = 0; i < n_kv; i++)
         f->kv_by_name[i] = (int64_t)i;
@@ -541,7 +560,7 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
     for (uint64_t i = 1; i < n_kv; i++)
         if (!strcmp(f->kv[f->kv_by_name[i]].key, f->kv[f->kv_by_name[i - 1]].key)) {
             set_err(err, errlen, path, "key '%.200s' appears twice", f->kv[f->kv_by_name[i]].key);
-            goto out;
+            return -EINVAL;
         }
     f->n_kv = (int64_t)n_kv; /* gguf_find_key below uses the index */
 
@@ -553,115 +572,137 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
             set_err(err, errlen, path,
                     "key 'general.alignment': must be an unsigned power of two <= %u",
                     GGUF_MAX_ALIGNMENT);
-            goto out;
+            return -EINVAL;
         }
         f->alignment = (uint32_t)a;
     }
+    return 0;
+}
 
-    /* ---- tensor infos ---- */
+/* Tensor info i after its name: dimensions, type, offset. */
+static int parse_tensor_shape(gguf_file_t *f, struct cur *c, struct gguf_tensor *t, const char *nm,
+                              char *err, size_t errlen)
+{
+    const char *path = f->path;
+    uint32_t nd, ty;
+    if (!cur_u32(c, &nd)) {
+        set_err(err, errlen, path, "tensor '%s': truncated (n_dims)", nm);
+        return -EINVAL;
+    }
+    if (nd < 1 || nd > 4) {
+        set_err(err, errlen, path, "tensor '%s': %" PRIu32 " dimensions (want 1..4)", nm, nd);
+        return -EINVAL;
+    }
+    t->n_dims = (int32_t)nd;
+    int64_t n_elems = 1;
+    for (uint32_t d = 0; d < 4; d++)
+        t->ne[d] = 1;
+    for (uint32_t d = 0; d < nd; d++) {
+        uint64_t ne;
+        if (!cur_u64(c, &ne)) {
+            set_err(err, errlen, path, "tensor '%s': truncated (dims)", nm);
+            return -EINVAL;
+        }
+        if (ne == 0 || ne > (uint64_t)INT64_MAX / (uint64_t)n_elems) {
+            set_err(err, errlen, path,
+                    "tensor '%s': dimension %" PRIu32 " is %" PRIu64
+                    " (zero or element count overflows)",
+                    nm, d, ne);
+            return -EINVAL;
+        }
+        t->ne[d] = (int64_t)ne;
+        n_elems *= (int64_t)ne;
+    }
+    if (!cur_u32(c, &ty)) {
+        set_err(err, errlen, path, "tensor '%s': truncated (type)", nm);
+        return -EINVAL;
+    }
+    if (!tensor_type_known(ty)) {
+        set_err(err, errlen, path,
+                "tensor '%s': unsupported tensor type %" PRIu32
+                " (%s); foliod reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,"
+                " Q4_K, Q5_K and Q6_K",
+                nm, ty, ggml_type_name(ty));
+        return -EINVAL;
+    }
+    t->type = (enum gguf_tensor_type)ty;
+    if (t->ne[0] % tensor_type_block(ty)) {
+        set_err(err, errlen, path,
+                "tensor '%s': %s row length %" PRId64 " is not a multiple of %" PRId64, nm,
+                gguf_tensor_type_name(t->type), t->ne[0], tensor_type_block(ty));
+        return -EINVAL;
+    }
+    t->nbytes = gguf_tensor_nbytes(t->type, n_elems);
+    if (t->nbytes == 0 || t->nbytes > f->size) {
+        set_err(err, errlen, path, "tensor '%s': %" PRId64 " elements are larger than the file", nm,
+                n_elems);
+        return -EINVAL;
+    }
+    if (!cur_u64(c, &t->offset)) {
+        set_err(err, errlen, path, "tensor '%s': truncated (offset)", nm);
+        return -EINVAL;
+    }
+    if (t->offset % f->alignment) {
+        set_err(err, errlen, path,
+                "tensor '%s': offset %" PRIu64 " is not a multiple of the alignment %" PRIu32, nm,
+                t->offset, f->alignment);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Tensor info i. */
+static int parse_tensor(gguf_file_t *f, struct cur *c, uint64_t i, char *err, size_t errlen)
+{
+    const char *path = f->path;
+    struct gguf_tensor *t = &f->tensors[i];
+    const uint8_t *ns;
+    uint64_t nlen;
+    char nm[96];
+    const char *why = cur_str(c, &ns, &nlen);
+    if (why) {
+        set_err(err, errlen, path, "tensor #%" PRIu64 ": name: %s", i, why);
+        return -EINVAL;
+    }
+    name_excerpt(nm, sizeof(nm), ns, nlen);
+    if (nlen == 0 || memchr(ns, 0, (size_t)nlen)) {
+        set_err(err, errlen, path, "tensor #%" PRIu64 " '%s': name is empty or has NUL", i, nm);
+        return -EINVAL;
+    }
+    if (nlen > GGUF_MAX_NAME) {
+        set_err(err, errlen, path,
+                "tensor #%" PRIu64 " '%s': name of %" PRIu64 " bytes (at most %u)", i, nm, nlen,
+                GGUF_MAX_NAME);
+        return -EINVAL;
+    }
+    t->name = dup_name(ns, nlen);
+    if (!t->name) {
+        set_err(err, errlen, path, "out of memory");
+        return -ENOMEM;
+    }
+    f->n_tensors = (int64_t)i + 1; /* for cleanup */
+    return parse_tensor_shape(f, c, t, nm, err, errlen);
+}
+
+/* Every tensor info and the by-name index (no duplicates). */
+static int parse_tensors(gguf_file_t *f, struct cur *c, uint64_t n_tensors, char *err,
+                         size_t errlen)
+{
+    const char *path = f->path;
+    size_t t_cap = 0;
+    int rc;
     for (uint64_t i = 0; i < n_tensors; i++) {
         if (grow((void **)&f->tensors, &t_cap, i, sizeof(*f->tensors))) {
             set_err(err, errlen, path, "out of memory");
-            rc = -ENOMEM;
-            goto out;
+            return -ENOMEM;
         }
-        struct gguf_tensor *t = &f->tensors[i];
-        const uint8_t *ns;
-        uint64_t nlen;
-        uint32_t nd, ty;
-        const char *why = cur_str(&c, &ns, &nlen);
-        if (why) {
-            set_err(err, errlen, path, "tensor #%" PRIu64 ": name: %s", i, why);
-            goto out;
-        }
-        name_excerpt(nm, sizeof(nm), ns, nlen);
-        if (nlen == 0 || memchr(ns, 0, (size_t)nlen)) {
-            set_err(err, errlen, path, "tensor #%" PRIu64 " '%s': name is empty or has NUL", i, nm);
-            goto out;
-        }
-        if (nlen > GGUF_MAX_NAME) {
-            set_err(err, errlen, path,
-                    "tensor #%" PRIu64 " '%s': name of %" PRIu64 " bytes (at most %u)", i, nm, nlen,
-                    GGUF_MAX_NAME);
-            goto out;
-        }
-        t->name = dup_name(ns, nlen);
-        if (!t->name) {
-            set_err(err, errlen, path, "out of memory");
-            rc = -ENOMEM;
-            goto out;
-        }
-        f->n_tensors = (int64_t)i + 1;
-        if (!cur_u32(&c, &nd)) {
-            set_err(err, errlen, path, "tensor '%s': truncated (n_dims)", nm);
-            goto out;
-        }
-        if (nd < 1 || nd > 4) {
-            set_err(err, errlen, path, "tensor '%s': %" PRIu32 " dimensions (want 1..4)", nm, nd);
-            goto out;
-        }
-        t->n_dims = (int32_t)nd;
-        int64_t n_elems = 1;
-        for (uint32_t d = 0; d < 4; d++)
-            t->ne[d] = 1;
-        for (uint32_t d = 0; d < nd; d++) {
-            uint64_t ne;
-            if (!cur_u64(&c, &ne)) {
-                set_err(err, errlen, path, "tensor '%s': truncated (dims)", nm);
-                goto out;
-            }
-            if (ne == 0 || ne > (uint64_t)INT64_MAX / (uint64_t)n_elems) {
-                set_err(err, errlen, path,
-                        "tensor '%s': dimension %" PRIu32 " is %" PRIu64
-                        " (zero or element count overflows)",
-                        nm, d, ne);
-                goto out;
-            }
-            t->ne[d] = (int64_t)ne;
-            n_elems *= (int64_t)ne;
-        }
-        if (!cur_u32(&c, &ty)) {
-            set_err(err, errlen, path, "tensor '%s': truncated (type)", nm);
-            goto out;
-        }
-        if (!tensor_type_known(ty)) {
-            set_err(err, errlen, path,
-                    "tensor '%s': unsupported tensor type %" PRIu32
-                    " (%s); foliod reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,"
-                    " Q4_K, Q5_K and Q6_K",
-                    nm, ty, ggml_type_name(ty));
-            goto out;
-        }
-        t->type = (enum gguf_tensor_type)ty;
-        if (t->ne[0] % tensor_type_block(ty)) {
-            set_err(err, errlen, path,
-                    "tensor '%s': %s row length %" PRId64 " is not a multiple of %" PRId64, nm,
-                    gguf_tensor_type_name(t->type), t->ne[0], tensor_type_block(ty));
-            goto out;
-        }
-        t->nbytes = gguf_tensor_nbytes(t->type, n_elems);
-        if (t->nbytes == 0 || t->nbytes > f->size) {
-            set_err(err, errlen, path, "tensor '%s': %" PRId64 " elements are larger than the file",
-                    nm, n_elems);
-            goto out;
-        }
-        if (!cur_u64(&c, &t->offset)) {
-            set_err(err, errlen, path, "tensor '%s': truncated (offset)", nm);
-            goto out;
-        }
-        if (t->offset % f->alignment) {
-            set_err(err, errlen, path,
-                    "tensor '%s': offset %" PRIu64 " is not a multiple of the alignment %" PRIu32,
-                    nm, t->offset, f->alignment);
-            goto out;
-        }
+        if ((rc = parse_tensor(f, c, i, err, errlen)))
+            return rc;
     }
     f->tensor_by_name = folio_malloc((n_tensors ? (size_t)n_tensors : 1) * sizeof(int64_t));
-    sorted = folio_malloc((n_tensors ? (size_t)n_tensors : 1) * sizeof(void *));
-    if (!f->tensor_by_name || !sorted) {
+    if (!f->tensor_by_name) {
         set_err(err, errlen, path, "out of memory");
-        rc = -ENOMEM;
-        goto out;
+        return -ENOMEM;
     }
     for (uint64_t i = 0; i < n_tensors; i++)
         f->tensor_by_name[i] = (int64_t)i;
@@ -671,18 +712,22 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
                     f->tensors[f->tensor_by_name[i - 1]].name)) {
             set_err(err, errlen, path, "tensor '%.200s' appears twice",
                     f->tensors[f->tensor_by_name[i]].name);
-            goto out;
+            return -EINVAL;
         }
-    for (uint64_t i = 0; i < n_tensors; i++)
-        sorted[i] = &f->tensors[i];
+    return 0;
+}
 
-    /* ---- data section ---- */
-    f->data_start = c.pos + (f->alignment - c.pos % f->alignment) % f->alignment;
+/* The data section: every tensor inside it, no two overlapping. */
+static int check_data(gguf_file_t *f, const struct cur *c, uint64_t n_tensors, char *err,
+                      size_t errlen)
+{
+    const char *path = f->path;
+    f->data_start = c->pos + (f->alignment - c->pos % f->alignment) % f->alignment;
     if (n_tensors > 0 && f->data_start > f->size) {
         set_err(err, errlen, path,
                 "truncated: the tensor data section starts at %zu, past the end (%zu bytes)",
                 f->data_start, f->size);
-        goto out;
+        return -EINVAL;
     }
     size_t data_size = f->data_start <= f->size ? f->size - f->data_start : 0;
     for (uint64_t i = 0; i < n_tensors; i++) {
@@ -692,23 +737,44 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
                     "tensor '%.200s': data [%" PRIu64 ", +%zu) runs past the end of the file "
                     "(data section holds %zu bytes)",
                     t->name, t->offset, t->nbytes, data_size);
-            goto out;
+            return -EINVAL;
         }
     }
+    const struct gguf_tensor **sorted =
+        folio_malloc((n_tensors ? (size_t)n_tensors : 1) * sizeof(void *));
+    if (!sorted) {
+        set_err(err, errlen, path, "out of memory");
+        return -ENOMEM;
+    }
+    for (uint64_t i = 0; i < n_tensors; i++)
+        sorted[i] = &f->tensors[i];
     qsort(sorted, (size_t)n_tensors, sizeof(void *), cmp_tensor_off);
-    for (uint64_t i = 1; i < n_tensors; i++) {
+    int rc = 0;
+    for (uint64_t i = 1; i < n_tensors && !rc; i++) {
         const struct gguf_tensor *a = sorted[i - 1], *b = sorted[i];
         if (a->offset + a->nbytes > b->offset) {
             set_err(err, errlen, path, "tensors '%.100s' and '%.100s' overlap", a->name, b->name);
-            goto out;
+            rc = -EINVAL;
         }
     }
-    f->n_kv = (int64_t)n_kv;
-    f->n_tensors = (int64_t)n_tensors;
-    rc = 0;
-out:
     folio_free(sorted);
     return rc;
+}
+
+/* The whole file, in its order: header, metadata, tensor infos, data. */
+static int parse(gguf_file_t *f, char *err, size_t errlen)
+{
+    struct cur c = {f->map, f->size, 0};
+    uint64_t n_tensors, n_kv;
+    int rc;
+    if ((rc = parse_header(f, &c, &n_tensors, &n_kv, err, errlen)) ||
+        (rc = parse_metadata(f, &c, n_kv, err, errlen)) ||
+        (rc = parse_tensors(f, &c, n_tensors, err, errlen)) ||
+        (rc = check_data(f, &c, n_tensors, err, errlen)))
+        return rc;
+    f->n_kv = (int64_t)n_kv;
+    f->n_tensors = (int64_t)n_tensors;
+    return 0;
 }
 
 int gguf_open(const char *path, gguf_file_t **out, char *err, size_t errlen)
@@ -1047,47 +1113,21 @@ void gguf_writer_free(gguf_writer_t *w)
     folio_free(w);
 }
 
-/* A growable byte buffer for encoding values. */
-struct buf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void buf_put(struct buf *b, const void *src, size_t n)
+/* Values are encoded into a struct folio_buf (folio/buf.h). */
+static void buf_u32(struct folio_buf *b, uint32_t v)
 {
-    if (b->oom)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n)
-            cap *= 2;
-        uint8_t *p = folio_realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
+    folio_buf_append(b, &v, 4);
 }
 
-static void buf_u32(struct buf *b, uint32_t v)
+static void buf_u64(struct folio_buf *b, uint64_t v)
 {
-    buf_put(b, &v, 4);
+    folio_buf_append(b, &v, 8);
 }
 
-static void buf_u64(struct buf *b, uint64_t v)
-{
-    buf_put(b, &v, 8);
-}
-
-static void buf_str(struct buf *b, const char *s, size_t len)
+static void buf_str(struct folio_buf *b, const char *s, size_t len)
 {
     buf_u64(b, len);
-    buf_put(b, s, len);
+    folio_buf_append(b, s, len);
 }
 
 static bool w_has_key(const gguf_writer_t *w, const char *key)
@@ -1099,7 +1139,7 @@ static bool w_has_key(const gguf_writer_t *w, const char *key)
 }
 
 /* Takes ownership of b's bytes (also on failure). */
-static int w_add(gguf_writer_t *w, const char *key, enum gguf_type type, struct buf *b)
+static int w_add(gguf_writer_t *w, const char *key, enum gguf_type type, struct folio_buf *b)
 {
     if (b->oom) {
         folio_free(b->p);
@@ -1124,20 +1164,20 @@ static int w_add(gguf_writer_t *w, const char *key, enum gguf_type type, struct 
         folio_free(b->p);
         return -ENOMEM;
     }
-    w->kv[w->n_kv++] = (struct wkv){k, type, b->p, b->len};
+    w->kv[w->n_kv++] = (struct wkv){k, type, (uint8_t *)b->p, b->len};
     return 0;
 }
 
 int gguf_w_str(gguf_writer_t *w, const char *key, const char *val)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     buf_str(&b, val, strlen(val));
     return w_add(w, key, GGUF_TYPE_STRING, &b);
 }
 
 int gguf_w_u32(gguf_writer_t *w, const char *key, uint32_t val)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     buf_u32(&b, val);
     int rc = w_add(w, key, GGUF_TYPE_UINT32, &b);
     if (!rc && !strcmp(key, "general.alignment")) {
@@ -1154,29 +1194,29 @@ int gguf_w_u32(gguf_writer_t *w, const char *key, uint32_t val)
 
 int gguf_w_i32(gguf_writer_t *w, const char *key, int32_t val)
 {
-    struct buf b = {0};
-    buf_put(&b, &val, 4);
+    struct folio_buf b = {0};
+    folio_buf_append(&b, &val, 4);
     return w_add(w, key, GGUF_TYPE_INT32, &b);
 }
 
 int gguf_w_f32(gguf_writer_t *w, const char *key, float val)
 {
-    struct buf b = {0};
-    buf_put(&b, &val, 4);
+    struct folio_buf b = {0};
+    folio_buf_append(&b, &val, 4);
     return w_add(w, key, GGUF_TYPE_FLOAT32, &b);
 }
 
 int gguf_w_bool(gguf_writer_t *w, const char *key, bool val)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     uint8_t v = val ? 1 : 0;
-    buf_put(&b, &v, 1);
+    folio_buf_append(&b, &v, 1);
     return w_add(w, key, GGUF_TYPE_BOOL, &b);
 }
 
 int gguf_w_arr_str(gguf_writer_t *w, const char *key, const char *const *vals, uint64_t n)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     buf_u32(&b, GGUF_TYPE_STRING);
     buf_u64(&b, n);
     for (uint64_t i = 0; i < n; i++)
@@ -1187,13 +1227,13 @@ int gguf_w_arr_str(gguf_writer_t *w, const char *key, const char *const *vals, u
 static int w_arr_num(gguf_writer_t *w, const char *key, enum gguf_type et, const void *vals,
                      uint64_t n)
 {
-    struct buf b = {0};
+    struct folio_buf b = {0};
     size_t es = type_scalar_size(et);
     if (n > SIZE_MAX / es / 2)
         return -EINVAL;
     buf_u32(&b, et);
     buf_u64(&b, n);
-    buf_put(&b, vals, (size_t)n * es);
+    folio_buf_append(&b, vals, (size_t)n * es);
     return w_add(w, key, GGUF_TYPE_ARRAY, &b);
 }
 
@@ -1218,8 +1258,8 @@ int gguf_w_copy_key(gguf_writer_t *w, const gguf_file_t *f, int64_t idx)
             return -EINVAL;
         return gguf_w_u32(w, kv->key, (uint32_t)a);
     }
-    struct buf b = {0};
-    buf_put(&b, kv->raw, kv->raw_len);
+    struct folio_buf b = {0};
+    folio_buf_append(&b, kv->raw, kv->raw_len);
     return w_add(w, kv->key, kv->type, &b);
 }
 
@@ -1289,15 +1329,15 @@ int gguf_writer_write(gguf_writer_t *w, const char *path, char *err, size_t errl
     memcpy(tmp + plen, ".tmp", 5);
 
     /* Header and tensor infos are encoded in memory first. */
-    struct buf h = {0};
-    buf_put(&h, "GGUF", 4);
+    struct folio_buf h = {0};
+    folio_buf_append(&h, "GGUF", 4);
     buf_u32(&h, 3);
     buf_u64(&h, (uint64_t)w->n_t);
     buf_u64(&h, (uint64_t)w->n_kv);
     for (int64_t i = 0; i < w->n_kv; i++) {
         buf_str(&h, w->kv[i].key, strlen(w->kv[i].key));
         buf_u32(&h, w->kv[i].type);
-        buf_put(&h, w->kv[i].val, w->kv[i].len);
+        folio_buf_append(&h, w->kv[i].val, w->kv[i].len);
     }
     uint64_t off = 0;
     for (int64_t i = 0; i < w->n_t; i++) {

@@ -3,8 +3,8 @@
  * struct model (model/model_internal.h).
  *
  * What it owns: nothing beyond the call.  The model it returns owns its
- * weights (one storage block) and keeps the gguf_file_t open in m->gguf for
- * the tokenizer's tokenizer.* keys.
+ * weights (one storage block, copied out of the mapping); the file is
+ * closed before it returns (the tokenizer opens it for its own keys).
  *
  * Mapping from llama.cpp tensor names (ggml ne[0] is the row length, so a
  * tensor with ne = [n_in, n_out] is stored [n_out][n_in], our layout):
@@ -494,7 +494,7 @@ int model_load_file(const char *path, model_t **out, char *err, size_t errlen)
     set_name(&ld, m);
     if ((rc = load_weights(&ld, m)))
         goto fail;
-    m->gguf = ld.f;
+    gguf_close(ld.f);
     *out = m;
     return 0;
 fail:

@@ -68,15 +68,6 @@
 #include <omp.h>
 #endif
 
-/* Kernel preconditions: checked on every call, a violation aborts. */
-#define MM_CHECK(cond)                                                                             \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "matmul: check failed: %s\n", #cond);                                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
 #define MM_BAND_ALIGN  16 /* output columns */
 #define MM_TILE        32 /* rows of W widened at a time (portable 16-bit path) */
 #define MM_F16_AS_BF16 0  /* F16 weights to oneDNN as bf16 (see above) */
@@ -541,7 +532,7 @@ static void dnnl_band_run(struct matmul *mm, const struct mm_weight *w, const st
         dnnl_memory_destroy(sm);
     if (dm)
         dnnl_memory_destroy(dm);
-    MM_CHECK(!bad); /* shapes were validated when the primitive was made */
+    FOLIO_CHECK(!bad, "oneDNN matmul failed on shapes validated when it was made");
 }
 #endif
 
@@ -782,10 +773,15 @@ static void job_band(void *arg, int ith, int nth)
 void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *A, int32_t lda,
                 float beta, float *C, int32_t ldc)
 {
-    MM_CHECK(id >= 0 && id < mm->n_w && M >= 1 && M <= mm->cfg.max_m);
-    MM_CHECK(pool_size(pool) == mm->cfg.n_threads && (beta == 0.0f || beta == 1.0f));
+    FOLIO_CHECK(id >= 0 && id < mm->n_w && M >= 1 && M <= mm->cfg.max_m,
+                "weight %d of %d, M %d (max %d)", (int)id, (int)mm->n_w, (int)M,
+                (int)mm->cfg.max_m);
+    FOLIO_CHECK(pool_size(pool) == mm->cfg.n_threads && (beta == 0.0f || beta == 1.0f),
+                "pool of %d threads (made for %d), beta %g", (int)pool_size(pool),
+                (int)mm->cfg.n_threads, (double)beta);
     const struct mm_weight *w = &mm->w[id];
-    MM_CHECK(lda >= w->w.cols && ldc >= w->w.rows);
+    FOLIO_CHECK(lda >= w->w.cols && ldc >= w->w.rows, "lda %d < %d columns or ldc %d < %d rows",
+                (int)lda, (int)w->w.cols, (int)ldc, (int)w->w.rows);
     struct mm_job j = {
         .mm = mm, .w = w, .M = M, .lda = lda, .ldc = ldc, .A = A, .beta = beta, .C = C};
     if (w->kind == MM_QUANT || (w->kind == MM_DNNL && w->bf16)) {

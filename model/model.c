@@ -42,7 +42,7 @@
 #include "folio/gguf.h"
 #include "quant.h"
 
-int model__preset(const char *name, struct model_hparams *hp)
+int model_preset(const char *name, struct model_hparams *hp)
 {
     struct model_hparams h = {
         .n_vocab = 32000,
@@ -279,7 +279,7 @@ int model_load_default(model_t **out, char *err, size_t errlen)
     struct model_hparams hp;
     struct model *m;
     *out = NULL;
-    int rc = model__preset("tiny", &hp);
+    int rc = model_preset("tiny", &hp);
     if (rc == 0)
         rc = model__alloc(&hp, &m);
     if (rc < 0) {
@@ -298,7 +298,6 @@ void model_free(model_t *m)
 {
     if (!m)
         return;
-    gguf_close(m->gguf); /* the loader keeps the file mapped (tokenizer keys) */
     folio_free(m->storage);
     folio_free(m->layers);
     folio_free(m);

@@ -50,12 +50,6 @@ struct model {
     struct matmul_mat output;
     void *storage; /* owned weight memory (folio_aligned_alloc) */
     size_t storage_bytes;
-    /* The GGUF file the model was loaded from, kept open (mapped) so the
-     * tokenizer can read its tokenizer.* keys (gguf_find_key on m->gguf);
-     * NULL for models built in memory.  Owned: model_free() must
-     * gguf_close() it.  Weights never point into it (they are copied
-     * into storage at load). */
-    gguf_file_t *gguf;
 };
 
 /* The f32 data of an F32 matrix (models built in memory), else NULL. */
@@ -64,8 +58,6 @@ static inline float *model__f32(const struct matmul_mat *mt)
     return mt->type == GGUF_TENSOR_F32 ? (float *)mt->data : NULL;
 }
 
-/* Presets of `folio gen-model` and the embedded default ("tiny"). */
-int model__preset(const char *name, struct model_hparams *hp);
 /* Allocates a model with zeroed weights for hp (one storage block). */
 int model__alloc(const struct model_hparams *hp, struct model **out);
 /* A copy of src (all F32, built in memory) whose matrices are stored as

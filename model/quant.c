@@ -38,6 +38,9 @@
  */
 #include "quant.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -56,21 +59,6 @@ _Static_assert(sizeof(struct blk_q4_k) == 144, "q4_K layout");
 _Static_assert(sizeof(struct blk_q5_k) == 176, "q5_K layout");
 _Static_assert(sizeof(struct blk_q6_k) == 210, "q6_K layout");
 _Static_assert(sizeof(struct blk_q8_k) == 292, "q8_K layout");
-
-#define QUANT_ASSERT(c)                                                                            \
-    do {                                                                                           \
-        if (!(c))                                                                                  \
-            folio__quant_fail(#c, __FILE__, __LINE__);                                             \
-    } while (0)
-
-__attribute__((noreturn)) static void folio__quant_fail(const char *what, const char *file,
-                                                        int line)
-{
-    (void)what;
-    (void)file;
-    (void)line;
-    abort();
-}
 
 /* IEEE half -> float, exact (inline: the scalar kernels call it per block) */
 static inline float h2f(uint16_t h)
@@ -817,7 +805,7 @@ const struct quant_traits *quant_traits_of(enum gguf_tensor_type t)
 static const struct quant_traits *row_of(enum gguf_tensor_type t)
 {
     const struct quant_traits *r = quant_traits_of(t);
-    QUANT_ASSERT(r != NULL);
+    FOLIO_CHECK(r != NULL, "tensor type %d has no row in the type table", (int)t);
     return r;
 }
 
@@ -837,7 +825,8 @@ size_t quant_row_bytes(enum gguf_tensor_type t, int64_t K)
 void quant_to_float(enum gguf_tensor_type t, const void *src, float *dst, int64_t n)
 {
     const struct quant_traits *r = row_of(t);
-    QUANT_ASSERT(n >= 0 && n % r->block == 0);
+    FOLIO_CHECK(n >= 0 && n % r->block == 0, "%lld elements of %s: not whole blocks of %d",
+                (long long)n, r->name, (int)r->block);
     r->to_float(src, dst, n);
 }
 
@@ -858,7 +847,8 @@ void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K,
     const enum gguf_tensor_type dt = quant_dot_type(t);
     const struct quant_traits *r = row_of(dt);
     const size_t stride = quant_row_bytes(dt, K);
-    QUANT_ASSERT(stride > 0 && ldx >= K && m0 >= 0 && m1 >= m0);
+    FOLIO_CHECK(stride > 0 && ldx >= K && m0 >= 0 && m1 >= m0,
+                "quantized product: bad shape or stride");
     void (*from)(const float *, void *, int64_t) = r->from_float;
 #if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
     if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_0)
@@ -875,6 +865,16 @@ void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K,
 static const char *const isa_names[QUANT_ISA_N] = {"scalar", "avx2", "avx512"};
 static int isa_current = -1;
 
+#if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports
+ * does not know "f16c", and the fuzz build compiles this file with clang. */
+static int cpu_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 static int isa_supported(int isa)
 {
     switch (isa) {
@@ -883,14 +883,12 @@ static int isa_supported(int isa)
 #if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
     case QUANT_ISA_AVX2:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_f16c();
     case QUANT_ISA_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_f16c();
 #endif
     default:
         return 0;
@@ -972,9 +970,10 @@ void quant_gemm(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, i
     const struct quant_traits *r = row_of(t);
     const size_t wstride = quant_row_bytes(t, K);
     const size_t xstride = quant_row_bytes(r->dot_type, K);
-    QUANT_ASSERT(r->vec_dot && wstride > 0 && xstride > 0);
-    QUANT_ASSERT(n0 >= 0 && n1 >= n0 && M >= 0 && ldy >= n1);
-    QUANT_ASSERT(beta == 0.0f || beta == 1.0f);
+    FOLIO_CHECK(r->vec_dot && wstride > 0 && xstride > 0, "quantized product: bad shape or stride");
+    FOLIO_CHECK(n0 >= 0 && n1 >= n0 && M >= 0 && ldy >= n1,
+                "quantized product: bad shape or stride");
+    FOLIO_CHECK(beta == 0.0f || beta == 1.0f, "quantized product: beta %g (0 or 1)", (double)beta);
     if (M == 0 || n1 == n0)
         return;
     for (int isa = isa_get(); isa > QUANT_ISA_SCALAR; isa--)
@@ -991,9 +990,10 @@ void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n
     const struct quant_traits *r = row_of(t), *rx = row_of(r->dot_type);
     const size_t wstride = quant_row_bytes(t, K);
     const size_t xstride = quant_row_bytes(r->dot_type, K);
-    QUANT_ASSERT(wstride > 0 && xstride > 0 && n0 >= 0 && n1 >= n0 && M >= 0 && ldy >= n1);
+    FOLIO_CHECK(wstride > 0 && xstride > 0 && n0 >= 0 && n1 >= n0 && M >= 0 && ldy >= n1,
+                "quantized product: bad shape or stride");
     float *w = malloc((size_t)K * sizeof(float)), *x = malloc((size_t)K * sizeof(float));
-    QUANT_ASSERT(w && x);
+    FOLIO_CHECK(w && x, "quantized product: no weights or no activations");
     for (int64_t n = n0; n < n1; n++) {
         r->to_float((const uint8_t *)W + (size_t)n * wstride, w, K);
         for (int64_t m = 0; m < M; m++) {

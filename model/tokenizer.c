@@ -1,10 +1,11 @@
 /*
- * model/tokenizer.c — the tokenizer: vocabulary tables built from a GGUF
- * file's tokenizer.ggml.* keys, SentencePiece-style and byte-level BPE
- * encoding, and decoding to bytes.
+ * model/tokenizer.c — the tokenizer: vocabulary tables built from arrays
+ * (tok_new; tok_load reads them from a GGUF file's tokenizer.ggml.* keys,
+ * tok_new_synthetic from model/vocab_synth.c), SentencePiece-style and
+ * byte-level BPE encoding, and decoding to bytes.
  *
  * What it owns.  A tok_t holds copies of everything it needs, so the GGUF
- * mapping may go away after tok_load:
+ * mapping (or the caller's arrays) may go away after tok_new:
  *
  *   arena    one allocation: for each token, its vocabulary text (NUL-ended)
  *            then its piece (the bytes it decodes to, NUL-ended)
@@ -48,7 +49,7 @@
  *   is taken whole.  An unknown name is -ENOTSUP rather than a silently
  *   different split.
  *
- * Invariants: a tok_t never changes after tok_load returns; every id in a
+ * Invariants: a tok_t never changes after tok_new returns; every id in a
  * map is < n_vocab; byte_tok[] entries are -1 or valid ids.
  *
  * Threading: tok_t is read-only, so any number of threads may encode and
@@ -67,6 +68,7 @@
 
 #include "folio/common.h"
 #include "tok_internal.h"
+#include "vocab_synth.h"
 
 /* ---- tables ------------------------------------------------------------ */
 
@@ -436,6 +438,339 @@ void tok_free(tok_t *t)
     folio_free(t);
 }
 
+static int cmp_special(const void *a, const void *b, void *arg)
+{
+    const struct tok *t = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (t->text_len[x] != t->text_len[y])
+        return t->text_len[x] > t->text_len[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- construction from arrays ------------------------------------------ */
+
+void tok_vocab_init(struct tok_vocab *v, enum tok_kind kind)
+{
+    memset(v, 0, sizeof(*v));
+    v->kind = kind;
+    v->bos = v->eos = v->unk = v->pad = v->eot = v->eom = TOK_ID_DEFAULT;
+    v->add_bos = kind == TOK_SPM;
+    v->add_eos = false;
+    v->add_space_prefix = kind == TOK_SPM;
+}
+
+static size_t str_len(const size_t *lens, const char *const *s, int64_t i)
+{
+    return lens ? lens[i] : strlen(s[i]);
+}
+
+/* Types, scores, and the arena of texts and pieces (see the file's top). */
+static int build_texts(tok_t *t, const struct tok_vocab *v, const int16_t inv[324], char *err,
+                       size_t errlen)
+{
+    const int32_t n = v->n_tokens;
+    const enum tok_kind kind = v->kind;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t ty = v->types ? v->types[i] : TOK_TYPE_NORMAL;
+        t->type[i] = (uint8_t)(ty >= 1 && ty <= 6 ? ty : TOK_TYPE_NORMAL);
+        t->scores[i] = v->scores ? v->scores[i] : 0.0f;
+    }
+    /* arena: text\0 piece\0 per token; pieces are never longer than texts */
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        size_t len = v->tokens[i] ? str_len(v->token_lens, v->tokens, i) : SIZE_MAX;
+        if (len > UINT32_MAX / 4) {
+            folio_errf(err, errlen, "tokenizer: token %lld unreadable", (long long)i);
+            return -EINVAL;
+        }
+        total += 2 * len + 2;
+    }
+    if (total > UINT32_MAX) {
+        folio_errf(err, errlen, "tokenizer: vocabulary text too large");
+        return -EINVAL;
+    }
+    t->arena = folio_malloc(total);
+    if (!t->arena)
+        return -ENOMEM;
+    size_t pos = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const char *s = v->tokens[i];
+        size_t len = str_len(v->token_lens, v->tokens, i);
+        t->text_off[i] = (uint32_t)pos;
+        t->text_len[i] = (uint32_t)len;
+        memcpy(t->arena + pos, s, len);
+        t->arena[pos + len] = 0;
+        pos += len + 1;
+        char *p = t->arena + pos;
+        size_t pl;
+        int ty = t->type[i];
+        if (!v->types && kind == TOK_SPM && spm_byte_of(s, len) >= 0)
+            t->type[i] = (uint8_t)(ty = TOK_TYPE_BYTE); /* untyped vocabularies: infer <0xNN> */
+        int byte = kind == TOK_SPM && ty == TOK_TYPE_BYTE ? spm_byte_of(s, len) : -1;
+        if (byte >= 0) {
+            p[0] = (char)byte;
+            pl = 1;
+        } else if (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_UNKNOWN) {
+            memcpy(p, s, len);
+            pl = len;
+        } else if (kind == TOK_SPM) {
+            pl = spm_text_to_piece(s, len, p);
+        } else if (ty == TOK_TYPE_USER_DEFINED) {
+            memcpy(p, s, len);
+            pl = len;
+        } else {
+            long nb = bpe_text_to_bytes(inv, s, len, p);
+            if (nb < 0) { /* not in the byte alphabet: take it verbatim */
+                memcpy(p, s, len);
+                nb = (long)len;
+            }
+            pl = (size_t)nb;
+        }
+        p[pl] = 0;
+        t->piece_off[i] = (uint32_t)pos;
+        t->piece_len[i] = (uint32_t)pl;
+        pos += pl + 1;
+        if (pl > t->max_piece)
+            t->max_piece = pl;
+        if (len > t->max_piece)
+            t->max_piece = len; /* control tokens rendered as text */
+    }
+    return 0;
+}
+
+/* The two maps, word_split and byte_tok, from the arena. */
+static int build_maps(tok_t *t)
+{
+    const int32_t nv = t->n_vocab;
+    const enum tok_kind kind = t->kind;
+    if (kind == TOK_SPM) {
+        t->enc_off = t->text_off;
+        t->enc_len = t->text_len;
+    } else {
+        t->enc_off = t->piece_off;
+        t->enc_len = t->piece_len;
+    }
+    if (map_init(&t->find_map, (uint64_t)nv) != 0 || map_init(&t->enc_map, (uint64_t)nv) != 0)
+        return -ENOMEM;
+    for (int32_t i = 0; i < nv; i++) {
+        map_put(t, &t->find_map, t->text_off, t->text_len, i);
+        int ty = t->type[i];
+        bool enc = ty == TOK_TYPE_NORMAL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNUSED ||
+                   (kind == TOK_BPE && ty == TOK_TYPE_BYTE);
+        if (enc && t->enc_len[i] > 0)
+            map_put(t, &t->enc_map, t->enc_off, t->enc_len, i);
+    }
+    if (kind == TOK_SPM) {
+        t->word_split = true;
+        for (int32_t i = 0; i < nv && t->word_split; i++) {
+            int ty = t->type[i];
+            if (ty != TOK_TYPE_NORMAL && ty != TOK_TYPE_USER_DEFINED && ty != TOK_TYPE_UNUSED)
+                continue;
+            const char *x = t->arena + t->text_off[i];
+            size_t xl = t->text_len[i];
+            for (size_t p = 1; p + 3 <= xl; p++)
+                if (memcmp(x + p, "\xe2\x96\x81", 3) == 0 &&
+                    (p < 3 || memcmp(x + p - 3, "\xe2\x96\x81", 3) != 0)) {
+                    t->word_split = false;
+                    break;
+                }
+        }
+    }
+    for (int b = 0; b < 256; b++) {
+        if (kind == TOK_SPM) {
+            char name[8];
+            snprintf(name, sizeof(name), "<0x%02X>", b);
+            int32_t id = map_get(t, &t->find_map, t->text_off, t->text_len, name, 6);
+            t->byte_tok[b] = id >= 0 && t->type[id] == TOK_TYPE_BYTE ? id : -1;
+        } else {
+            char c = (char)b;
+            t->byte_tok[b] = map_get(t, &t->enc_map, t->piece_off, t->piece_len, &c, 1);
+        }
+    }
+    return 0;
+}
+
+/* Special ids and flags; TOK_ID_DEFAULT takes the reference
+ * implementation's default (SPM: <unk> 0, <s> 1, </s> 2; else none). */
+static int resolve_ids(tok_t *t, const struct tok_vocab *v, char *err, size_t errlen)
+{
+    const int32_t nv = t->n_vocab;
+    const bool spm = t->kind == TOK_SPM && nv > 1;
+    const int32_t want[6] = {v->bos, v->eos, v->unk, v->pad, v->eot, v->eom};
+    const int32_t dflt[6] = {spm ? 1 : -1, spm ? 2 : -1, spm ? 0 : -1, -1, -1, -1};
+    int32_t *dst[6] = {&t->bos, &t->eos, &t->unk, &t->pad, &t->eot, &t->eom};
+    static const char *const names[6] = {"bos", "eos", "unknown", "padding", "eot", "eom"};
+    for (int i = 0; i < 6; i++) {
+        int32_t id = want[i] == TOK_ID_DEFAULT ? dflt[i] : want[i];
+        if (id < -1 || id >= nv) {
+            folio_errf(err, errlen,
+                       "tokenizer: %s token id %d is outside the vocabulary (%d tokens)", names[i],
+                       (int)id, (int)nv);
+            return -EINVAL;
+        }
+        *dst[i] = id;
+    }
+    t->add_bos = v->add_bos;
+    t->add_eos = v->add_eos;
+    t->add_space_prefix = v->add_space_prefix;
+    return 0;
+}
+
+/* Control, user-defined and unknown tokens, longest text first. */
+static int build_special(tok_t *t)
+{
+    const int32_t nv = t->n_vocab;
+    int32_t ns = 0;
+    for (int32_t i = 0; i < nv; i++) {
+        int ty = t->type[i];
+        if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN) &&
+            t->text_len[i] > 0)
+            ns++;
+    }
+    t->special = folio_malloc(sizeof(int32_t) * (size_t)(ns ? ns : 1));
+    if (!t->special)
+        return -ENOMEM;
+    for (int32_t i = 0; i < nv; i++) {
+        int ty = t->type[i];
+        if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN) &&
+            t->text_len[i] > 0) {
+            t->special[t->n_special++] = i;
+            uint8_t c = (uint8_t)t->arena[t->text_off[i]];
+            t->special_first[c >> 3] |= (uint8_t)(1u << (c & 7));
+        }
+    }
+    qsort_r(t->special, (size_t)t->n_special, sizeof(int32_t), cmp_special, t);
+    return 0;
+}
+
+/* BPE merge rules "left right" (printable alphabet), best first. */
+static int build_merges(tok_t *t, const struct tok_vocab *v, const int16_t inv[324])
+{
+    const int32_t n = v->n_merges;
+    uint32_t cap = pow2_at_least((uint64_t)n * 2 + 1);
+    t->merges = folio_malloc(sizeof(*t->merges) * cap);
+    if (!t->merges)
+        return -ENOMEM;
+    memset(t->merges, 0xff, sizeof(*t->merges) * cap);
+    t->merges_mask = cap - 1;
+    char *tmp = folio_malloc(1024);
+    if (!tmp)
+        return -ENOMEM;
+    for (int32_t i = 0; i < n; i++) {
+        const char *s = v->merges[i];
+        size_t len = s ? str_len(v->merge_lens, v->merges, i) : 0;
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp)
+            continue; /* malformed: never applies */
+        /* Parts are in the printable alphabet; look them up in bytes. */
+        size_t ll = (size_t)(sp - s), rl = len - ll - 1;
+        if (ll > 1024 || rl > 1024)
+            continue;
+        int32_t l, r;
+        long nb = bpe_text_to_bytes(inv, s, ll, tmp);
+        l = nb < 0 ? -1 : enc_get(t, tmp, (size_t)nb);
+        nb = bpe_text_to_bytes(inv, sp + 1, rl, tmp);
+        r = nb < 0 ? -1 : enc_get(t, tmp, (size_t)nb);
+        if (l < 0 || r < 0)
+            continue; /* a part that is no token can never be a symbol */
+        uint32_t j = hash_pair(l, r) & t->merges_mask;
+        while (t->merges[j].l >= 0 && !(t->merges[j].l == l && t->merges[j].r == r))
+            j = (j + 1) & t->merges_mask;
+        if (t->merges[j].l < 0) { /* first (best) rank wins */
+            t->merges[j].l = l;
+            t->merges[j].r = r;
+            t->merges[j].rank = i;
+        }
+    }
+    folio_free(tmp);
+    return 0;
+}
+
+int tok_new(const struct tok_vocab *v, tok_t **out, char *err, size_t errlen)
+{
+    if (!v || !out)
+        return -EINVAL;
+    *out = NULL;
+    if ((v->kind != TOK_SPM && v->kind != TOK_BPE) || v->n_tokens <= 0 ||
+        v->n_tokens > INT32_MAX / 2 || !v->tokens || v->n_merges < 0 ||
+        (v->n_merges > 0 && !v->merges)) {
+        folio_errf(err, errlen, "tokenizer: no vocabulary (or a bad description of one)");
+        return -EINVAL;
+    }
+    /* BPE: the pre-tokenizer row (NULL: llama.cpp's "default") */
+    const struct tok_pre *pre = NULL;
+    if (v->kind == TOK_BPE) {
+        const char *name = v->pre ? v->pre : "default";
+        if (!(pre = tok_pre_find(name, strlen(name)))) {
+            folio_errf(err, errlen,
+                       "tokenizer: pre-tokenizer '%.64s' (tokenizer.ggml.pre) is not supported",
+                       name);
+            return -ENOTSUP;
+        }
+    }
+    const int32_t nv = v->n_tokens;
+    const size_t n = (size_t)nv;
+    int rc = -ENOMEM;
+    tok_t *t = folio_calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->kind = v->kind;
+    t->n_vocab = nv;
+    t->text_off = folio_malloc(sizeof(uint32_t) * n);
+    t->text_len = folio_malloc(sizeof(uint32_t) * n);
+    t->piece_off = folio_malloc(sizeof(uint32_t) * n);
+    t->piece_len = folio_malloc(sizeof(uint32_t) * n);
+    t->scores = folio_calloc(n, sizeof(float));
+    t->type = folio_malloc(n);
+    if (!t->text_off || !t->text_len || !t->piece_off || !t->piece_len || !t->scores || !t->type)
+        goto fail;
+    uint16_t b2u[256];
+    int16_t inv[324];
+    byte_alphabet(b2u);
+    byte_alphabet_inv(b2u, inv);
+    if ((rc = build_texts(t, v, inv, err, errlen)) || (rc = build_maps(t)) ||
+        (rc = resolve_ids(t, v, err, errlen)) || (rc = build_special(t)))
+        goto fail;
+    if (t->kind == TOK_BPE &&
+        ((rc = build_merges(t, v, inv)) || (rc = tok_pre_compile(t, pre, err, errlen))))
+        goto fail;
+    *out = t;
+    return 0;
+fail:
+    if (rc == -ENOMEM)
+        folio_errf(err, errlen, "tokenizer: out of memory");
+    tok_free(t);
+    return rc;
+}
+
+int tok_new_synthetic(int32_t n_vocab, tok_t **out, char *err, size_t errlen)
+{
+    struct vocab_synth vs;
+    int rc = vocab_synth_build(n_vocab, &vs);
+    if (rc) {
+        folio_errf(err, errlen,
+                   "tokenizer: cannot build the synthetic vocabulary of %d tokens (%s)",
+                   (int)n_vocab, strerror(-rc));
+        return rc;
+    }
+    struct tok_vocab v;
+    tok_vocab_init(&v, TOK_SPM);
+    v.n_tokens = n_vocab;
+    v.tokens = vs.tokens;
+    v.scores = vs.scores;
+    v.types = vs.types;
+    v.bos = VOCAB_SYNTH_BOS_ID;
+    v.eos = VOCAB_SYNTH_EOS_ID;
+    v.unk = VOCAB_SYNTH_UNK_ID;
+    v.add_bos = true;
+    v.add_eos = false;
+    rc = tok_new(&v, out, err, errlen);
+    vocab_synth_free(&vs);
+    return rc;
+}
+
+/* ---- construction from a GGUF file's tokenizer.ggml.* keys ------------- */
+
 /* Reads an optional token id key: absent -> *v unchanged; present -> must
  * be < n_vocab (a value of -1 / UINT32_MAX means "none"). */
 static int load_id(const gguf_file_t *f, const char *key, int32_t n_vocab, int32_t *v, char *err,
@@ -476,75 +811,67 @@ static int load_bool(const gguf_file_t *f, const char *key, bool *v, char *err, 
     return 0;
 }
 
-static int cmp_special(const void *a, const void *b, void *arg)
+/* Special ids and flags: keys that are absent keep tok_vocab_init's
+ * defaults. */
+static int load_ids(const gguf_file_t *f, struct tok_vocab *v, char *err, size_t errlen)
 {
-    const struct tok *t = arg;
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    if (t->text_len[x] != t->text_len[y])
-        return t->text_len[x] > t->text_len[y] ? -1 : 1;
-    return x < y ? -1 : x > y;
+    const int32_t nv = v->n_tokens;
+    int rc;
+    if ((rc = load_id(f, "tokenizer.ggml.bos_token_id", nv, &v->bos, err, errlen)) ||
+        (rc = load_id(f, "tokenizer.ggml.eos_token_id", nv, &v->eos, err, errlen)) ||
+        (rc = load_id(f, "tokenizer.ggml.unknown_token_id", nv, &v->unk, err, errlen)) ||
+        (rc = load_id(f, "tokenizer.ggml.padding_token_id", nv, &v->pad, err, errlen)) ||
+        (rc = load_id(f, "tokenizer.ggml.eot_token_id", nv, &v->eot, err, errlen)) ||
+        (rc = load_id(f, "tokenizer.ggml.eom_token_id", nv, &v->eom, err, errlen)) ||
+        (rc = load_bool(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err, errlen)) ||
+        (rc = load_bool(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err, errlen)))
+        return rc;
+    return load_bool(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err, errlen);
 }
 
-static int load_merges(tok_t *t, const gguf_file_t *f, const int16_t inv[324], char *err,
-                       size_t errlen)
+/* What tok_load reads out of the file into a struct tok_vocab: arrays of
+ * pointers into the mapping (strings) and copies (numbers, unaligned in
+ * the file). */
+struct gguf_vocab {
+    const char **tokens, **merges;
+    size_t *token_lens, *merge_lens;
+    int32_t *types;
+    float *scores;
+    char pre[65];
+};
+
+static void gguf_vocab_free(struct gguf_vocab *g)
 {
-    int64_t k = gguf_find_key(f, "tokenizer.ggml.merges");
-    if (k < 0) {
-        folio_errf(err, errlen, "tokenizer: gpt2 model without tokenizer.ggml.merges");
-        return -EINVAL;
-    }
-    enum gguf_type et;
-    uint64_t n;
-    if (gguf_arr_info(f, k, &et, &n) != 0 || et != GGUF_TYPE_STRING || n > INT32_MAX) {
-        folio_errf(err, errlen, "tokenizer: tokenizer.ggml.merges is not an array of strings");
-        return -EINVAL;
-    }
-    uint32_t cap = pow2_at_least(n * 2 + 1);
-    t->merges = folio_malloc(sizeof(*t->merges) * cap);
-    if (!t->merges)
-        return -ENOMEM;
-    memset(t->merges, 0xff, sizeof(*t->merges) * cap);
-    t->merges_mask = cap - 1;
-    char *tmp = folio_malloc(1024);
-    if (!tmp)
+    folio_free(g->tokens);
+    folio_free(g->merges);
+    folio_free(g->token_lens);
+    folio_free(g->merge_lens);
+    folio_free(g->types);
+    folio_free(g->scores);
+}
+
+/* A string array key as pointers and lengths (an unreadable element is
+ * NULL: the caller decides). */
+static int load_strs(const gguf_file_t *f, int64_t k, uint64_t n, const char ***ps, size_t **pl)
+{
+    *ps = folio_malloc(sizeof(char *) * (n ? n : 1));
+    *pl = folio_malloc(sizeof(size_t) * (n ? n : 1));
+    if (!*ps || !*pl)
         return -ENOMEM;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
         size_t len;
-        if (gguf_arr_str(f, k, i, &s, &len) != 0)
-            continue;
-        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
-        if (!sp)
-            continue; /* malformed: never applies */
-        /* Parts are in the printable alphabet; look them up in bytes. */
-        size_t ll = (size_t)(sp - s), rl = len - ll - 1;
-        if (ll > 1024 || rl > 1024)
-            continue;
-        int32_t l, r;
-        long nb = bpe_text_to_bytes(inv, s, ll, tmp);
-        l = nb < 0 ? -1 : enc_get(t, tmp, (size_t)nb);
-        nb = bpe_text_to_bytes(inv, sp + 1, rl, tmp);
-        r = nb < 0 ? -1 : enc_get(t, tmp, (size_t)nb);
-        if (l < 0 || r < 0)
-            continue; /* a part that is no token can never be a symbol */
-        uint32_t j = hash_pair(l, r) & t->merges_mask;
-        while (t->merges[j].l >= 0 && !(t->merges[j].l == l && t->merges[j].r == r))
-            j = (j + 1) & t->merges_mask;
-        if (t->merges[j].l < 0) { /* first (best) rank wins */
-            t->merges[j].l = l;
-            t->merges[j].r = r;
-            t->merges[j].rank = (int32_t)i;
-        }
+        bool ok = gguf_arr_str(f, k, i, &s, &len) == 0;
+        (*ps)[i] = ok ? s : NULL;
+        (*pl)[i] = ok ? len : 0;
     }
-    folio_free(tmp);
     return 0;
 }
 
-int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
+/* The kind and the BPE pre-tokenizer name. */
+static int load_kind(const gguf_file_t *f, struct tok_vocab *v, struct gguf_vocab *g, char *err,
+                     size_t errlen)
 {
-    if (!f || !out)
-        return -EINVAL;
-    *out = NULL;
     int64_t k = gguf_find_key(f, "tokenizer.ggml.model");
     const char *s;
     size_t len;
@@ -564,245 +891,106 @@ int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
             (int)FOLIO_MIN(len, 64), s);
         return -ENOTSUP;
     }
-    /* BPE: the pre-tokenizer row (absent: llama.cpp's "default") */
-    const struct tok_pre *pre = NULL;
-    if (kind == TOK_BPE) {
-        pre = tok_pre_find("default", 7);
-        if ((k = gguf_find_key(f, "tokenizer.ggml.pre")) >= 0 &&
-            (gguf_get_str(f, k, &s, &len) != 0 || !(pre = tok_pre_find(s, len)))) {
+    tok_vocab_init(v, kind);
+    if (kind == TOK_BPE && (k = gguf_find_key(f, "tokenizer.ggml.pre")) >= 0) {
+        if (gguf_get_str(f, k, &s, &len) != 0 || len >= sizeof(g->pre) || !tok_pre_find(s, len)) {
             folio_errf(err, errlen,
                        "tokenizer: pre-tokenizer '%.*s' (tokenizer.ggml.pre) is not "
                        "supported",
                        (int)FOLIO_MIN(len, 64), gguf_get_str(f, k, &s, &len) ? "" : s);
             return -ENOTSUP;
         }
+        memcpy(g->pre, s, len);
+        g->pre[len] = 0;
+        v->pre = g->pre;
     }
+    return 0;
+}
 
-    int64_t kt = gguf_find_key(f, "tokenizer.ggml.tokens");
+/* tokens, token types and scores */
+static int load_tokens(const gguf_file_t *f, struct tok_vocab *v, struct gguf_vocab *g, char *err,
+                       size_t errlen)
+{
+    int64_t kt = gguf_find_key(f, "tokenizer.ggml.tokens"), k;
     enum gguf_type et;
-    uint64_t n;
+    uint64_t n, m;
     if (kt < 0 || gguf_arr_info(f, kt, &et, &n) != 0 || et != GGUF_TYPE_STRING || n == 0 ||
         n > INT32_MAX / 2) {
         folio_errf(err, errlen, "tokenizer: tokenizer.ggml.tokens missing or not a string array");
         return -EINVAL;
     }
-    int32_t nv = (int32_t)n;
-
-    int rc = -ENOMEM;
-    tok_t *t = folio_calloc(1, sizeof(*t));
-    if (!t)
+    v->n_tokens = (int32_t)n;
+    if (load_strs(f, kt, n, &g->tokens, &g->token_lens))
         return -ENOMEM;
-    t->kind = kind;
-    t->n_vocab = nv;
-    t->text_off = folio_malloc(sizeof(uint32_t) * n);
-    t->text_len = folio_malloc(sizeof(uint32_t) * n);
-    t->piece_off = folio_malloc(sizeof(uint32_t) * n);
-    t->piece_len = folio_malloc(sizeof(uint32_t) * n);
-    t->scores = folio_calloc(n, sizeof(float));
-    t->type = folio_malloc(n);
-    if (!t->text_off || !t->text_len || !t->piece_off || !t->piece_len || !t->scores || !t->type)
-        goto fail;
-
-    /* token types and scores */
-    memset(t->type, TOK_TYPE_NORMAL, n);
-    bool have_types = false;
+    v->tokens = g->tokens;
+    v->token_lens = g->token_lens;
     if ((k = gguf_find_key(f, "tokenizer.ggml.token_type")) >= 0) {
-        have_types = true;
-        uint64_t m;
         if (gguf_arr_info(f, k, &et, &m) != 0 || m != n ||
             (et != GGUF_TYPE_INT32 && et != GGUF_TYPE_UINT32)) {
             folio_errf(err, errlen, "tokenizer: tokenizer.ggml.token_type is not %llu int32s",
                        (unsigned long long)n);
-            rc = -EINVAL;
-            goto fail;
+            return -EINVAL;
         }
-        const char *d = gguf_arr_data(f, k);
-        for (uint64_t i = 0; i < n; i++) {
-            int32_t v;
-            memcpy(&v, d + 4 * i, 4);
-            t->type[i] = (uint8_t)(v >= 1 && v <= 6 ? v : TOK_TYPE_NORMAL);
-        }
+        if (!(g->types = folio_malloc(sizeof(int32_t) * n)))
+            return -ENOMEM;
+        memcpy(g->types, gguf_arr_data(f, k), 4 * n);
+        v->types = g->types;
     }
     if ((k = gguf_find_key(f, "tokenizer.ggml.scores")) >= 0) {
-        uint64_t m;
         if (gguf_arr_info(f, k, &et, &m) != 0 || m != n || et != GGUF_TYPE_FLOAT32) {
             folio_errf(err, errlen, "tokenizer: tokenizer.ggml.scores is not %llu float32s",
                        (unsigned long long)n);
-            rc = -EINVAL;
-            goto fail;
+            return -EINVAL;
         }
-        memcpy(t->scores, gguf_arr_data(f, k), 4 * n);
+        if (!(g->scores = folio_malloc(sizeof(float) * n)))
+            return -ENOMEM;
+        memcpy(g->scores, gguf_arr_data(f, k), 4 * n);
+        v->scores = g->scores;
     }
-
-    /* arena: text\0 piece\0 per token; pieces are never longer than texts */
-    size_t total = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        if (gguf_arr_str(f, kt, i, &s, &len) != 0 || len > UINT32_MAX / 4) {
-            folio_errf(err, errlen, "tokenizer: token %llu unreadable", (unsigned long long)i);
-            rc = -EINVAL;
-            goto fail;
-        }
-        total += 2 * len + 2;
-    }
-    if (total > UINT32_MAX) {
-        folio_errf(err, errlen, "tokenizer: vocabulary text too large");
-        rc = -EINVAL;
-        goto fail;
-    }
-    t->arena = folio_malloc(total);
-    if (!t->arena)
-        goto fail;
-    uint16_t b2u[256];
-    int16_t inv[324];
-    byte_alphabet(b2u);
-    byte_alphabet_inv(b2u, inv);
-    size_t pos = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        gguf_arr_str(f, kt, i, &s, &len);
-        t->text_off[i] = (uint32_t)pos;
-        t->text_len[i] = (uint32_t)len;
-        memcpy(t->arena + pos, s, len);
-        t->arena[pos + len] = 0;
-        pos += len + 1;
-        char *p = t->arena + pos;
-        size_t pl;
-        int ty = t->type[i];
-        if (!have_types && kind == TOK_SPM && spm_byte_of(s, len) >= 0)
-            t->type[i] = (uint8_t)(ty = TOK_TYPE_BYTE); /* untyped files: infer <0xNN> */
-        int byte = kind == TOK_SPM && ty == TOK_TYPE_BYTE ? spm_byte_of(s, len) : -1;
-        if (byte >= 0) {
-            p[0] = (char)byte;
-            pl = 1;
-        } else if (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_UNKNOWN) {
-            memcpy(p, s, len);
-            pl = len;
-        } else if (kind == TOK_SPM) {
-            pl = spm_text_to_piece(s, len, p);
-        } else if (ty == TOK_TYPE_USER_DEFINED) {
-            memcpy(p, s, len);
-            pl = len;
-        } else {
-            long nb = bpe_text_to_bytes(inv, s, len, p);
-            if (nb < 0) { /* not in the byte alphabet: take it verbatim */
-                memcpy(p, s, len);
-                nb = (long)len;
-            }
-            pl = (size_t)nb;
-        }
-        p[pl] = 0;
-        t->piece_off[i] = (uint32_t)pos;
-        t->piece_len[i] = (uint32_t)pl;
-        pos += pl + 1;
-        if (pl > t->max_piece)
-            t->max_piece = pl;
-        if (len > t->max_piece)
-            t->max_piece = len; /* control tokens rendered as text */
-    }
-    if (kind == TOK_SPM) {
-        t->enc_off = t->text_off;
-        t->enc_len = t->text_len;
-    } else {
-        t->enc_off = t->piece_off;
-        t->enc_len = t->piece_len;
-    }
-
-    /* maps */
-    if (map_init(&t->find_map, n) != 0 || map_init(&t->enc_map, n) != 0)
-        goto fail;
-    for (int32_t i = 0; i < nv; i++) {
-        map_put(t, &t->find_map, t->text_off, t->text_len, i);
-        int ty = t->type[i];
-        bool enc = ty == TOK_TYPE_NORMAL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNUSED ||
-                   (kind == TOK_BPE && ty == TOK_TYPE_BYTE);
-        if (enc && t->enc_len[i] > 0)
-            map_put(t, &t->enc_map, t->enc_off, t->enc_len, i);
-    }
-    if (kind == TOK_SPM) {
-        t->word_split = true;
-        for (int32_t i = 0; i < nv && t->word_split; i++) {
-            int ty = t->type[i];
-            if (ty != TOK_TYPE_NORMAL && ty != TOK_TYPE_USER_DEFINED && ty != TOK_TYPE_UNUSED)
-                continue;
-            const char *x = t->arena + t->text_off[i];
-            size_t xl = t->text_len[i];
-            for (size_t p = 1; p + 3 <= xl; p++)
-                if (memcmp(x + p, "\xe2\x96\x81", 3) == 0 &&
-                    (p < 3 || memcmp(x + p - 3, "\xe2\x96\x81", 3) != 0)) {
-                    t->word_split = false;
-                    break;
-                }
-        }
-    }
-
-    for (int b = 0; b < 256; b++) {
-        if (kind == TOK_SPM) {
-            char name[8];
-            snprintf(name, sizeof(name), "<0x%02X>", b);
-            int32_t id = map_get(t, &t->find_map, t->text_off, t->text_len, name, 6);
-            t->byte_tok[b] = id >= 0 && t->type[id] == TOK_TYPE_BYTE ? id : -1;
-        } else {
-            char c = (char)b;
-            t->byte_tok[b] = map_get(t, &t->enc_map, t->piece_off, t->piece_len, &c, 1);
-        }
-    }
-
-    /* special ids and flags (defaults as the reference implementation) */
-    t->bos = kind == TOK_SPM ? 1 : -1;
-    t->eos = kind == TOK_SPM ? 2 : -1;
-    t->unk = kind == TOK_SPM ? 0 : -1;
-    t->pad = t->eot = t->eom = -1;
-    if (t->bos >= nv)
-        t->bos = t->eos = t->unk = -1;
-    t->add_bos = kind == TOK_SPM;
-    t->add_eos = false;
-    t->add_space_prefix = kind == TOK_SPM;
-    if ((rc = load_id(f, "tokenizer.ggml.bos_token_id", nv, &t->bos, err, errlen)) != 0 ||
-        (rc = load_id(f, "tokenizer.ggml.eos_token_id", nv, &t->eos, err, errlen)) != 0 ||
-        (rc = load_id(f, "tokenizer.ggml.unknown_token_id", nv, &t->unk, err, errlen)) != 0 ||
-        (rc = load_id(f, "tokenizer.ggml.padding_token_id", nv, &t->pad, err, errlen)) != 0 ||
-        (rc = load_id(f, "tokenizer.ggml.eot_token_id", nv, &t->eot, err, errlen)) != 0 ||
-        (rc = load_id(f, "tokenizer.ggml.eom_token_id", nv, &t->eom, err, errlen)) != 0 ||
-        (rc = load_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err, errlen)) != 0 ||
-        (rc = load_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err, errlen)) != 0 ||
-        (rc = load_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err, errlen)) !=
-            0)
-        goto fail;
-    rc = -ENOMEM;
-
-    /* special tokens, longest first */
-    int32_t ns = 0;
-    for (int32_t i = 0; i < nv; i++) {
-        int ty = t->type[i];
-        if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN) &&
-            t->text_len[i] > 0)
-            ns++;
-    }
-    t->special = folio_malloc(sizeof(int32_t) * (size_t)(ns ? ns : 1));
-    if (!t->special)
-        goto fail;
-    for (int32_t i = 0; i < nv; i++) {
-        int ty = t->type[i];
-        if ((ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN) &&
-            t->text_len[i] > 0) {
-            t->special[t->n_special++] = i;
-            uint8_t c = (uint8_t)t->arena[t->text_off[i]];
-            t->special_first[c >> 3] |= (uint8_t)(1u << (c & 7));
-        }
-    }
-    qsort_r(t->special, (size_t)t->n_special, sizeof(int32_t), cmp_special, t);
-
-    if (kind == TOK_BPE) {
-        if ((rc = load_merges(t, f, inv, err, errlen)) != 0)
-            goto fail;
-        if ((rc = tok_pre_compile(t, pre, err, errlen)) != 0)
-            goto fail;
-    }
-    *out = t;
     return 0;
-fail:
+}
+
+static int load_merges(const gguf_file_t *f, struct tok_vocab *v, struct gguf_vocab *g, char *err,
+                       size_t errlen)
+{
+    int64_t k = gguf_find_key(f, "tokenizer.ggml.merges");
+    if (k < 0) {
+        folio_errf(err, errlen, "tokenizer: gpt2 model without tokenizer.ggml.merges");
+        return -EINVAL;
+    }
+    enum gguf_type et;
+    uint64_t n;
+    if (gguf_arr_info(f, k, &et, &n) != 0 || et != GGUF_TYPE_STRING || n > INT32_MAX) {
+        folio_errf(err, errlen, "tokenizer: tokenizer.ggml.merges is not an array of strings");
+        return -EINVAL;
+    }
+    if (load_strs(f, k, n, &g->merges, &g->merge_lens))
+        return -ENOMEM;
+    v->n_merges = (int32_t)n;
+    v->merges = g->merges;
+    v->merge_lens = g->merge_lens;
+    return 0;
+}
+
+int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen)
+{
+    if (!f || !out)
+        return -EINVAL;
+    *out = NULL;
+    struct tok_vocab v = {0};
+    struct gguf_vocab g = {0};
+    int rc = load_kind(f, &v, &g, err, errlen);
+    if (!rc)
+        rc = load_tokens(f, &v, &g, err, errlen);
+    if (!rc)
+        rc = load_ids(f, &v, err, errlen);
+    if (!rc && v.kind == TOK_BPE)
+        rc = load_merges(f, &v, &g, err, errlen);
     if (rc == -ENOMEM)
         folio_errf(err, errlen, "tokenizer: out of memory");
-    tok_free(t);
+    if (!rc)
+        rc = tok_new(&v, out, err, errlen);
+    gguf_vocab_free(&g);
     return rc;
 }
 

@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "folio/buf.h"
 #include "folio/common.h"
 #include "vocab_synth_words.h"
 
@@ -53,12 +54,10 @@
 
 struct builder {
     int32_t n_vocab, n;
-    size_t *off; /* [n_vocab] piece offsets in arena */
-    char *arena;
-    size_t len, cap;
-    int32_t *hash; /* open addressing: token id + 1, 0 empty */
+    size_t *off;            /* [n_vocab] piece offsets in arena */
+    struct folio_buf arena; /* the pieces, each NUL-terminated */
+    int32_t *hash;          /* open addressing: token id + 1, 0 empty */
     uint32_t hmask;
-    bool oom;
 };
 
 static uint32_t hash_bytes(const char *s, size_t n)
@@ -71,7 +70,7 @@ static uint32_t hash_bytes(const char *s, size_t n)
 
 static bool full(const struct builder *b)
 {
-    return b->n >= b->n_vocab || b->oom;
+    return b->n >= b->n_vocab || b->arena.oom;
 }
 
 /* Appends piece s[0..n) unless present or the list is full. */
@@ -84,26 +83,16 @@ static void add_n(struct builder *b, const char *s, size_t n)
         int32_t id = b->hash[h];
         if (!id)
             break;
-        const char *p = b->arena + b->off[id - 1];
+        const char *p = b->arena.p + b->off[id - 1];
         if (strlen(p) == n && !memcmp(p, s, n))
             return;
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap * 2;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *a = folio_realloc(b->arena, cap);
-        if (!a) {
-            b->oom = true;
-            return;
-        }
-        b->arena = a;
-        b->cap = cap;
-    }
-    memcpy(b->arena + b->len, s, n);
-    b->arena[b->len + n] = 0;
-    b->off[b->n] = b->len;
-    b->len += n + 1;
+    const size_t at = b->arena.len;
+    folio_buf_append(&b->arena, s, n);
+    folio_buf_append(&b->arena, "", 1); /* the piece's NUL */
+    if (b->arena.oom)
+        return;
+    b->off[b->n] = at;
     b->hash[h] = ++b->n;
 }
 
@@ -327,15 +316,14 @@ int vocab_synth_build(int32_t n_vocab, struct vocab_synth *out)
     while (hsize < 2u * (uint32_t)n_vocab)
         hsize <<= 1;
     b.hmask = hsize - 1;
-    b.cap = 1 << 16;
     b.off = folio_malloc((size_t)n_vocab * sizeof(size_t));
     b.hash = folio_calloc(hsize, sizeof(int32_t));
-    b.arena = folio_malloc(b.cap);
+    folio_buf_reserve(&b.arena, (size_t)1 << 16);
     out->tokens = folio_malloc((size_t)n_vocab * sizeof(char *));
     out->scores = folio_malloc((size_t)n_vocab * sizeof(float));
     out->types = folio_malloc((size_t)n_vocab * sizeof(int32_t));
     int rc = -ENOMEM;
-    if (!b.off || !b.hash || !b.arena || !out->tokens || !out->scores || !out->types)
+    if (!b.off || !b.hash || b.arena.oom || !out->tokens || !out->scores || !out->types)
         goto fail;
 
     add(&b, "<unk>");
@@ -368,14 +356,14 @@ int vocab_synth_build(int32_t n_vocab, struct vocab_synth *out)
     /* 4. n-grams until full */
     for (int len = 2; len <= 6 && !full(&b); len++)
         add_ngrams(&b, len);
-    if (b.oom)
+    if (b.arena.oom)
         goto fail;
     if (b.n != n_vocab) {
         rc = -EINVAL; /* cannot happen for n_vocab <= VOCAB_SYNTH_MAX */
         goto fail;
     }
     for (int32_t i = 0; i < n_vocab; i++) {
-        out->tokens[i] = b.arena + b.off[i];
+        out->tokens[i] = b.arena.p + b.off[i];
         if (i == VOCAB_SYNTH_UNK_ID) {
             out->types[i] = VOCAB_SYNTH_UNKNOWN;
             out->scores[i] = 0.0f;
@@ -391,14 +379,14 @@ int vocab_synth_build(int32_t n_vocab, struct vocab_synth *out)
         }
     }
     out->n_vocab = n_vocab;
-    out->arena = b.arena;
+    out->arena = folio_buf_steal(&b.arena, NULL);
     folio_free(b.off);
     folio_free(b.hash);
     return 0;
 fail:
     folio_free(b.off);
     folio_free(b.hash);
-    folio_free(b.arena);
+    folio_buf_free(&b.arena);
     vocab_synth_free(out);
     return rc;
 }

@@ -72,7 +72,6 @@
  */
 #include "pager_internal.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -88,11 +87,7 @@
 static void checked(const pager_t *pg)
 {
     char msg[256];
-    if (pager_check(pg, msg, sizeof msg) != 0) {
-        /* A broken invariant is a bug: crash loudly with the reason. */
-        fprintf(stderr, "pager_check failed: %s\n", msg);
-        abort();
-    }
+    FOLIO_CHECK(pager_check(pg, msg, sizeof msg) == 0, "%s", msg);
 }
 #define CHECKED(pg) checked(pg)
 #else
@@ -1106,8 +1101,8 @@ void pager_seq_slot(const pager_seq_t *s, int32_t pos, int32_t *block, int32_t *
 {
     /* Always-on bounds check: a bad position is a caller bug that would
      * otherwise write K/V into someone else's block. */
-    if (pos < 0 || pos >= s->len)
-        abort();
+    FOLIO_CHECK(pos >= 0 && pos < s->len, "position %d outside the sequence's %d tokens", (int)pos,
+                (int)s->len);
     *block = s->table[pos / s->bs];
     *offset = pos % s->bs;
 }
@@ -1117,8 +1112,10 @@ void pager_seq_slot(const pager_seq_t *s, int32_t pos, int32_t *block, int32_t *
 static size_t row_index(const struct pager_kv_view *kv, int32_t block, int32_t layer, int kv_sel,
                         int32_t head, int32_t slot)
 {
-    assert(block >= 0 && block < kv->num_blocks && layer >= 0 && layer < kv->n_layers &&
-           head >= 0 && head < kv->n_kv_heads && slot >= 0 && slot < kv->block_size);
+    FOLIO_CHECK(block >= 0 && block < kv->num_blocks && layer >= 0 && layer < kv->n_layers &&
+                    head >= 0 && head < kv->n_kv_heads && slot >= 0 && slot < kv->block_size,
+                "K/V row (block %d, layer %d, head %d, slot %d) outside the view", (int)block,
+                (int)layer, (int)head, (int)slot);
     return (size_t)block * kv->block_stride + (size_t)layer * kv->layer_stride +
            (size_t)(kv_sel ? 1 : 0) * kv->v_offset + (size_t)head * kv->head_stride;
 }

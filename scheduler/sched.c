@@ -1110,10 +1110,9 @@ static int admit(sched_t *s, int32_t *n_admitted)
 
 static void die_if_broken(const sched_t *s)
 {
-#ifdef FOLIO_CHECKS
+#if FOLIO_CHECKS
     char msg[256];
-    if (sched_check(s, msg, sizeof(msg)))
-        abort();
+    FOLIO_CHECK(sched_check(s, msg, sizeof(msg)) == 0, "%s", msg);
 #else
     (void)s;
 #endif

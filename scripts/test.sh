@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/test.sh — install what is missing, build with -Werror and run the
-# whole test suite (unit, slow and integration).  Safe to rerun.
+# whole test suite (unit and integration).  Safe to rerun.
 #   scripts/test.sh            full suite in build-test/
 #   SUITE=unit scripts/test.sh only the fast unit tests
 set -euo pipefail

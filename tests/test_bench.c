@@ -15,13 +15,18 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "bench_core.h"
 #include "sim_trace.h"
 #include "folio/common.h"
+#include "http_client.h"
 
 static bool short_run(void)
 {
@@ -482,6 +487,133 @@ static void test_prom_extract(void **state)
 
 /* ---- traces ---------------------------------------------------------------- */
 
+/* One series summed over label sets (a label filter by substring), and
+ * a histogram's cumulative buckets in order, +Inf included. */
+static void test_prom_series(void **state)
+{
+    (void)state;
+    const char text[] = "# TYPE folio_tenant_prompt_tokens_total counter\n"
+                        "folio_tenant_prompt_tokens_total{tenant=\"alice\"} 10\n"
+                        "folio_tenant_prompt_tokens_total{tenant=\"bob\",x=\"}\"} 5\n"
+                        "folio_tenant_prompt_tokens_total_other 99\n"
+                        "folio_prompt_tokens_total 15\n"
+                        "folio_ttft_seconds_bucket{le=\"0.1\"} 2\n"
+                        "folio_ttft_seconds_bucket{model_name=\"m\",le=\"1\"} 7\n"
+                        "folio_ttft_seconds_bucket{le=\"+Inf\"} 9\n"
+                        "folio_ttft_seconds_sum 4.5\n";
+    const size_t n = strlen(text);
+    assert_true(bench_prom_sum(text, n, "folio_tenant_prompt_tokens_total", NULL) == 15);
+    assert_true(bench_prom_sum(text, n, "folio_tenant_prompt_tokens_total", "tenant=\"bob\"") == 5);
+    assert_true(bench_prom_sum(text, n, "folio_prompt_tokens_total", NULL) == 15);
+    assert_true(isnan(bench_prom_sum(text, n, "folio_prompt_tokens_total", "tenant=\"bob\"")));
+    assert_true(isnan(bench_prom_sum(text, n, "folio_missing", NULL)));
+    double le[4], cum[4];
+    assert_int_equal(bench_prom_buckets(text, n, "folio_ttft_seconds", le, cum, 4), 3);
+    assert_true(le[0] == 0.1 && le[1] == 1 && isinf(le[2]));
+    assert_true(cum[0] == 2 && cum[1] == 7 && cum[2] == 9);
+    assert_int_equal(bench_prom_buckets(text, n, "folio_ttft_seconds", le, cum, 2), 2);
+    assert_int_equal(bench_prom_buckets(text, n, "folio_nothing", le, cum, 4), 0);
+}
+
+/* A one-connection server on a Unix socket: reads a request head (and
+ * the body its Content-Length names), writes `reply`, closes. */
+struct one_shot {
+    int lfd;
+    const char *reply;
+    char req[4096];
+    size_t req_len;
+};
+
+static void *one_shot_serve(void *arg)
+{
+    struct one_shot *o = arg;
+    int fd = accept(o->lfd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    for (;;) {
+        ssize_t k = read(fd, o->req + o->req_len, sizeof(o->req) - 1 - o->req_len);
+        if (k <= 0)
+            break;
+        o->req_len += (size_t)k;
+        o->req[o->req_len] = 0;
+        const char *he = strstr(o->req, "\r\n\r\n");
+        const char *cl = strstr(o->req, "Content-Length: ");
+        if (he && (size_t)(he + 4 - o->req) + (cl ? strtoul(cl + 16, NULL, 10) : 0) <= o->req_len)
+            break;
+    }
+    if (write(fd, o->reply, strlen(o->reply)) < 0)
+        perror("one_shot write");
+    close(fd);
+    return NULL;
+}
+
+static void http_case(const char *reply, const struct http_client_req *r, int want_rc,
+                      int want_status, const char *want_body, char *req_out, size_t req_cap)
+{
+    char path[108];
+    snprintf(path, sizeof(path), "/tmp/folio-hc-%d.sock", (int)getpid());
+    unlink(path);
+    struct one_shot o = {.reply = reply};
+    o.lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    assert_int_equal(bind(o.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(o.lfd, 1), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, one_shot_serve, &o), 0);
+    struct bench_target t;
+    char err[200] = "";
+    assert_int_equal(bench_target_unix(&t, path, err, sizeof(err)), 0);
+    struct folio_buf body = {0};
+    int status = -1;
+    int rc = http_client_request(&t, r, &status, &body, err, sizeof(err));
+    pthread_join(th, NULL);
+    close(o.lfd);
+    unlink(path);
+    if (rc != want_rc)
+        fail_msg("rc %d (want %d): %s", rc, want_rc, err);
+    assert_int_equal(status, want_status);
+    if (want_body) {
+        assert_int_equal(body.len, strlen(want_body));
+        assert_memory_equal(body.p, want_body, body.len);
+    }
+    if (req_out)
+        snprintf(req_out, req_cap, "%s", o.req);
+    folio_buf_free(&body);
+}
+
+/* The tools' HTTP client: chunked, Content-Length and read-to-EOF bodies,
+ * an error status with its body, a truncated response, and what it
+ * sends (head, Authorization, JSON body). */
+static void test_http_client(void **state)
+{
+    (void)state;
+    struct http_client_req get = {.method = "GET", .path = "/metrics", .timeout_s = 10};
+    char req[4096];
+    http_case("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+              &get, 0, 200, "hello world", req, sizeof(req));
+    assert_non_null(strstr(req, "GET /metrics HTTP/1.1\r\n"));
+    assert_non_null(strstr(req, "Connection: close\r\n"));
+    assert_null(strstr(req, "Authorization"));
+    http_case("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nno route!", &get, 0, 404,
+              "no route!", NULL, 0);
+    http_case("HTTP/1.0 200 OK\r\n\r\nuntil the end", &get, 0, 200, "until the end", NULL, 0);
+    http_case("HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort", &get, -EPROTO, 200, NULL, NULL,
+              0);
+    struct http_client_req post = {.method = "POST",
+                                   .path = "/v1/completions",
+                                   .api_key = "sk-test",
+                                   .body = "{\"prompt\":\"x\"}",
+                                   .body_len = 14};
+    http_case("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", &post, 0, 200, "{}", req,
+              sizeof(req));
+    assert_non_null(strstr(req, "POST /v1/completions HTTP/1.1\r\n"));
+    assert_non_null(strstr(req, "Authorization: Bearer sk-test\r\n"));
+    assert_non_null(strstr(req, "Content-Type: application/json\r\nContent-Length: 14\r\n"));
+    assert_non_null(strstr(req, "\r\n\r\n{\"prompt\":\"x\"}"));
+}
+
 static void test_trace_parse(void **state)
 {
     (void)state;
@@ -585,7 +717,8 @@ int main(void)
         cmocka_unit_test(test_percentiles_vs_naive), cmocka_unit_test(test_percentiles_numpy),
         cmocka_unit_test(test_arrival_statistics),   cmocka_unit_test(test_prom_parse),
         cmocka_unit_test(test_prom_extract),         cmocka_unit_test(test_trace_parse),
-        cmocka_unit_test(test_svg_structure),
+        cmocka_unit_test(test_svg_structure),        cmocka_unit_test(test_prom_series),
+        cmocka_unit_test(test_http_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

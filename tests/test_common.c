@@ -6,10 +6,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "folio/buf.h"
 #include "folio/common.h"
 
 /* The compiler's own binary16 type is the oracle (GCC >= 12 on x86-64). */
@@ -97,12 +102,77 @@ static void test_alloc_fail_at(void **state)
     assert_int_equal(folio_alloc_count(), before + 1);
 }
 
+/* A failed FOLIO_CHECK aborts after printing the file, the condition and
+ * its reason; a passing one does nothing. */
+static void test_check_prints_reason(void **state)
+{
+    (void)state;
+    int v = 3;
+    FOLIO_CHECK(v == 3, "never printed");
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        FOLIO_CHECK(v == 4, "v is %d, wanted %d", v, 4);
+        _exit(0); /* not reached */
+    }
+    close(fd[1]);
+    char out[512] = "";
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof(out) - 1 && (r = read(fd[0], out + n, sizeof(out) - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = 0;
+    close(fd[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGABRT);
+    assert_non_null(strstr(out, "test_common.c:"));
+    assert_non_null(strstr(out, "check failed: v == 4: v is 3, wanted 4"));
+}
+
+/* folio_buf: appends, printf past the small buffer, JSON strings, steal. */
+static void test_buf(void **state)
+{
+    (void)state;
+    struct folio_buf b = {0};
+    folio_buf_puts(&b, "ab");
+    folio_buf_append(&b, "", 0);
+    assert_int_equal(b.len, 2);
+    assert_string_equal(b.p, "ab");
+    char big[600];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    folio_buf_printf(&b, "<%s>%d", big, 7);
+    assert_int_equal(b.len, 2 + 1 + 599 + 1 + 1);
+    assert_int_equal(b.p[b.len], 0);
+    assert_memory_equal(b.p + b.len - 3, "x>7", 3);
+    b.len = 0;
+    folio_buf_json_str(&b, "q\"\\\n\x01z", 6);
+    assert_string_equal(b.p, "\"q\\\"\\\\\\n\\u0001z\"");
+    assert_true(folio_buf_reserve(&b, 1 << 20));
+    assert_true(b.cap >= b.len + (1 << 20) + 1);
+    size_t len;
+    char *p = folio_buf_steal(&b, &len);
+    assert_int_equal(len, 16);
+    assert_null(b.p);
+    assert_int_equal(b.len, 0);
+    folio_free(p);
+    folio_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_all_patterns),
         cmocka_unit_test(test_f32_to_f16_rounding),
         cmocka_unit_test(test_alloc_fail_at),
+        cmocka_unit_test(test_check_prints_reason),
+        cmocka_unit_test(test_buf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -546,7 +546,7 @@ static void test_fill_random_fixed(void **state)
 {
     (void)state;
     struct model_hparams hp;
-    assert_int_equal(model__preset("tiny", &hp), 0);
+    assert_int_equal(model_preset("tiny", &hp), 0);
     hp.n_layers = 1, hp.n_vocab = 64, hp.dim = 64, hp.n_heads = 4, hp.n_kv_heads = 2;
     hp.head_dim = 16, hp.ffn_dim = 96;
     struct model *m;
@@ -573,7 +573,7 @@ static void test_fill_random_fixed(void **state)
     assert_int_equal(model_hparams(def)->dim, 512);
     assert_int_equal(model_hparams(def)->head_dim, 64);
     model_free(def);
-    assert_int_equal(model__preset("huge", &hp), -EINVAL);
+    assert_int_equal(model_preset("huge", &hp), -EINVAL);
 }
 
 /* ---- thread pool ------------------------------------------------------ */
@@ -637,7 +637,7 @@ static void test_alloc_failures(void **state)
 {
     (void)state;
     struct model_hparams hp;
-    assert_int_equal(model__preset("tiny", &hp), 0);
+    assert_int_equal(model_preset("tiny", &hp), 0);
     hp.n_layers = 1, hp.n_vocab = 64;
     int rc;
     long n = 1;
@@ -800,7 +800,7 @@ static int setup(void **state)
     const char *s = getenv("FOLIO_TEST_SHORT");
     g_short = s && *s && strcmp(s, "0");
     struct model_hparams hp;
-    assert_int_equal(model__preset("tiny", &hp), 0);
+    assert_int_equal(model_preset("tiny", &hp), 0);
     if (g_short)
         hp.n_layers = 2, hp.n_vocab = 4096;
     assert_int_equal(model__alloc(&hp, &g_model), 0);

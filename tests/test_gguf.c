@@ -27,6 +27,7 @@
 #define TEST_TMP_NAME "folio_test_gguf"
 #include "test_tmp.h"
 
+#include "folio/buf.h"
 #include "folio/common.h"
 #include "folio/gguf.h"
 
@@ -51,19 +52,13 @@ static void expect_fail(const char *path, int want_rc, const char *needle)
 /* ---- an independent encoder ------------------------------------------ */
 
 struct enc {
-    uint8_t *p;
-    size_t len, cap;
+    struct folio_buf b; /* the bytes written so far */
 };
 
 static void e_put(struct enc *e, const void *src, size_t n)
 {
-    if (e->len + n > e->cap) {
-        e->cap = (e->len + n) * 2 + 64;
-        e->p = realloc(e->p, e->cap);
-        assert_non_null(e->p);
-    }
-    memcpy(e->p + e->len, src, n);
-    e->len += n;
+    folio_buf_append(&e->b, src, n);
+    assert_false(e->b.oom);
 }
 
 static void e_u8(struct enc *e, uint8_t v)
@@ -108,7 +103,7 @@ static void e_f64(struct enc *e, double d)
 }
 static void e_pad(struct enc *e, size_t align)
 {
-    while (e->len % align)
+    while (e->b.len % align)
         e_u8(e, 0);
 }
 
@@ -151,7 +146,7 @@ static void test_all_value_types(void **state)
     char path[300], path2[300];
     tmp_path(path, sizeof(path), "types.gguf");
     tmp_path(path2, sizeof(path2), "types2.gguf");
-    write_all(path, e.p, e.len);
+    write_all(path, e.b.p, e.b.len);
 
     gguf_file_t *f;
     char err[256];
@@ -251,7 +246,7 @@ static void test_all_value_types(void **state)
     free(b1);
     free(b2);
     gguf_close(f);
-    free(e.p);
+    folio_buf_free(&e.b);
 }
 
 static const char *const str_vals[] = {"<unk>", "", "\xe2\x96\x81the", "a b\tc", "<0x0A>"};

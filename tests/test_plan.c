@@ -19,9 +19,10 @@
 #include <cmocka.h>
 
 #include "../tools/cmd_plan.h"
-#include "folio/gguf.h"
 #include "../tools/folio_cmds.h"
-#include "model_internal.h"
+#include "folio/common.h"
+#include "folio/gguf.h"
+#include "folio/model.h"
 
 /* Runs cmd_plan(argv) with stdout captured; returns its exit status and
  * the output in out (cap bytes). */
@@ -104,7 +105,7 @@ static void test_presets_against_formula(void **state)
     int checked = 0;
     for (int p = 0; p < 3; p++) {
         struct model_hparams hp;
-        assert_int_equal(model__preset(presets[p], &hp), 0);
+        assert_int_equal(model_preset(presets[p], &hp), 0);
         for (int d = 0; d < 4; d++)
             for (int b = 0; b < 4; b++)
                 for (int mm = 0; mm < 3; mm++)

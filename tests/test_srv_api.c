@@ -383,7 +383,7 @@ static void test_error_json(void **state)
     (void)state;
     struct srv_api_error e;
     srv_api_error_set(&e, 400, "invalid_request_error", "max_tokens", NULL, "bad \"x\"\n%d", 5);
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_api_error_json(&b, &e);
     cJSON *j = cJSON_Parse(b.p);
     assert_non_null(j);
@@ -393,7 +393,7 @@ static void test_error_json(void **state)
     assert_string_equal(cJSON_GetObjectItem(err, "param")->valuestring, "max_tokens");
     assert_true(cJSON_IsNumber(cJSON_GetObjectItem(err, "code")));
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full", "full");
     srv_api_error_json(&b, &e);
     j = cJSON_Parse(b.p);
@@ -401,7 +401,7 @@ static void test_error_json(void **state)
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(err, "param")));
     assert_string_equal(cJSON_GetObjectItem(err, "code")->valuestring, "tenant_queue_full");
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 }
 
 static void test_utf8_valid(void **state)

@@ -30,7 +30,7 @@ static void test_hist(void **state)
         srv_hist_observe(&h, obs[i]);
         sum += obs[i];
     }
-    struct srv_buf out = {0};
+    struct folio_buf out = {0};
     srv_prom_family(&out, "x_seconds", "histogram", "Test.");
     srv_prom_hist(&out, "x_seconds", "tenant=\"a\"", &h);
     const char *want = "# HELP x_seconds Test.\n"
@@ -46,19 +46,19 @@ static void test_hist(void **state)
     const char *s = strstr(out.p, "x_seconds_sum{tenant=\"a\"} ");
     assert_non_null(s);
     assert_true(fabs(strtod(s + strlen("x_seconds_sum{tenant=\"a\"} "), NULL) - sum) < 1e-9);
-    srv_buf_free(&out);
+    folio_buf_free(&out);
 }
 
 static void test_samples_and_escaping(void **state)
 {
     (void)state;
-    struct srv_buf out = {0};
+    struct folio_buf out = {0};
     srv_prom_sample(&out, "a_total", NULL, 12345678901.0);
     srv_prom_sample(&out, "b", "", 0.25);
     srv_prom_sample(&out, "c", "k=\"v\"", INFINITY);
     srv_prom_sample(&out, "d", NULL, NAN);
     assert_string_equal(out.p, "a_total 12345678901\nb 0.25\nc{k=\"v\"} +Inf\nd NaN\n");
-    srv_buf_free(&out);
+    folio_buf_free(&out);
     /* shortest round-trip: exact labels, exact integers */
     static const double vals[] = {0.1,          0.0025, 7.5, 10, 1e-9, 1.0 / 3, 9007199254740993.0,
                                   123456789.25, -3};

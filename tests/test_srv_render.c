@@ -63,7 +63,7 @@ static void fixture_init(struct fixture *f, bool chat)
         ch->index = i;
         ch->er.prompt = prompt;
         ch->er.n_prompt = 2;
-        srv_buf_puts(&ch->text, text[i]);
+        folio_buf_puts(&ch->text, text[i]);
         for (int k = 0; k < 3; k++)
             f->toks[i][k] = 10 * (i + 1) + k;
         ch->tokens = f->toks[i];
@@ -84,10 +84,10 @@ static void fixture_init(struct fixture *f, bool chat)
 static void fixture_free(struct fixture *f)
 {
     for (int i = 0; i < 2; i++)
-        srv_buf_free(&f->ch[i].text);
+        folio_buf_free(&f->ch[i].text);
 }
 
-static cJSON *parse_json(const struct srv_buf *b)
+static cJSON *parse_json(const struct folio_buf *b)
 {
     assert_false(b->oom);
     cJSON *j = cJSON_ParseWithLength(b->p, b->len);
@@ -107,7 +107,7 @@ static void test_response_completions(void **state)
     (void)state;
     struct fixture f;
     fixture_init(&f, false);
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_render_response(&b, &R, &f.comp);
     cJSON *j = parse_json(&b);
     assert_string_equal(get(j, "object")->valuestring, "text_completion");
@@ -128,7 +128,7 @@ static void test_response_completions(void **state)
     assert_int_equal(get(u, "completion_tokens")->valueint, 5);
     assert_int_equal(get(u, "total_tokens")->valueint, 9);
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     fixture_free(&f);
 }
 
@@ -137,7 +137,7 @@ static void test_response_chat(void **state)
     (void)state;
     struct fixture f;
     fixture_init(&f, true);
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_render_response(&b, &R, &f.comp);
     cJSON *j = parse_json(&b);
     assert_string_equal(get(j, "object")->valuestring, "chat.completion");
@@ -148,12 +148,12 @@ static void test_response_chat(void **state)
     assert_string_equal(get(c0, "finish_reason")->valuestring, "stop");
     assert_null(cJSON_GetObjectItemCaseSensitive(c0, "token_ids"));
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     fixture_free(&f);
 }
 
 /* Splits "data: X\n\n" events; returns how many, payloads in out[]. */
-static int sse_events(const struct srv_buf *b, char out[][4096], int max)
+static int sse_events(const struct folio_buf *b, char out[][4096], int max)
 {
     int n = 0;
     const char *p = b->p, *end = b->p + b->len;
@@ -173,7 +173,7 @@ static void test_stream_chat_role_and_final(void **state)
     (void)state;
     struct fixture f;
     fixture_init(&f, true);
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     int64_t off = 0;
     srv_render_stream_chunk(&b, &R, &f.comp, &f.ch[0], 3, true, false, false, &off);
     char ev[4][4096];
@@ -189,7 +189,7 @@ static void test_stream_chat_role_and_final(void **state)
     assert_true(cJSON_IsNull(get(c1, "finish_reason")));
     cJSON_Delete(j0);
     cJSON_Delete(j1);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     /* final, no text, no role: one event with the finish reason */
     srv_render_stream_chunk(&b, &R, &f.comp, &f.ch[0], 0, false, true, false, &off);
     assert_int_equal(sse_events(&b, ev, 4), 1);
@@ -198,7 +198,7 @@ static void test_stream_chat_role_and_final(void **state)
     assert_null(cJSON_GetObjectItemCaseSensitive(get(c1, "delta"), "content"));
     assert_string_equal(get(c1, "finish_reason")->valuestring, "stop");
     cJSON_Delete(j0);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     fixture_free(&f);
 }
 
@@ -209,7 +209,7 @@ static void test_stream_completions_ids_and_end(void **state)
     fixture_init(&f, false);
     f.comp.p.include_usage = true;
     f.ch[1].sent_tokens = 1; /* only the second id is new */
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     int64_t off = 0;
     srv_render_stream_chunk(&b, &R, &f.comp, &f.ch[1], 1, true, false, false, &off);
     char ev[4][4096];
@@ -221,7 +221,7 @@ static void test_stream_completions_ids_and_end(void **state)
     assert_int_equal(cJSON_GetArraySize(ids), 1);
     assert_int_equal(cJSON_GetArrayItem(ids, 0)->valueint, 21);
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     srv_render_stream_end(&b, &R, &f.comp);
     assert_int_equal(sse_events(&b, ev, 4), 2);
     assert_string_equal(ev[1], "[DONE]");
@@ -229,11 +229,11 @@ static void test_stream_completions_ids_and_end(void **state)
     assert_int_equal(cJSON_GetArraySize(get(j, "choices")), 0);
     assert_int_equal(get(get(j, "usage"), "total_tokens")->valueint, 9);
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     f.comp.p.include_usage = false;
     srv_render_stream_end(&b, &R, &f.comp);
     assert_int_equal(sse_events(&b, ev, 4), 1);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     fixture_free(&f);
 }
 
@@ -242,7 +242,7 @@ static void test_logprobs(void **state)
     (void)state;
     struct fixture f;
     fixture_init(&f, false);
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     int64_t off = 100;
     srv_render_logprobs(&b, &R, &f.ch[0], 1, 3, false, &off);
     cJSON *j = parse_json(&b);
@@ -260,7 +260,7 @@ static void test_logprobs(void **state)
     assert_int_equal(cJSON_GetArrayItem(to, 1)->valueint, 104);
     assert_int_equal(off, 108);
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 
     /* with the echoed prompt: nulls first; " five" loses its space prefix
      * when the text does not start with one; generated offsets start at
@@ -278,7 +278,7 @@ static void test_logprobs(void **state)
     assert_int_equal(cJSON_GetArrayItem(to, 2)->valueint, 9);
     assert_int_equal(off, 13);
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     fixture_free(&f);
 }
 
@@ -294,7 +294,7 @@ static void test_chat_logprobs_and_usage(void **state)
     f.comp.p.gen.n_logprobs = 2;
     f.comp.cached_tokens = 3;
     f.ch[1].lps = f.lps;
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_render_response(&b, &R, &f.comp);
     cJSON *j = parse_json(&b);
     const cJSON *c0 = cJSON_GetArrayItem(get(j, "choices"), 0);
@@ -317,7 +317,7 @@ static void test_chat_logprobs_and_usage(void **state)
     assert_int_equal(get(u, "prompt_tokens")->valueint, 4);
     assert_int_equal(get(get(u, "prompt_tokens_details"), "cached_tokens")->valueint, 3);
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     /* a stream chunk: tokens [sent_tokens, n_tokens) only */
     f.ch[0].sent_tokens = 2;
     f.ch[0].role_sent = true;
@@ -330,21 +330,21 @@ static void test_chat_logprobs_and_usage(void **state)
     assert_int_equal(cJSON_GetArraySize(sc), 1);
     assert_string_equal(get(cJSON_GetArrayItem(sc, 0), "token")->valuestring, "<12>");
     cJSON_Delete(c);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     fixture_free(&f);
 }
 
 static void test_token_ids(void **state)
 {
     (void)state;
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     const int32_t t[] = {0, -1, 2147483647};
     srv_render_token_ids(&b, t, 3);
     assert_string_equal(b.p, "[0,-1,2147483647]");
-    srv_buf_free(&b);
+    folio_buf_free(&b);
     srv_render_token_ids(&b, t, 0);
     assert_string_equal(b.p, "[]");
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 }
 
 int main(void)

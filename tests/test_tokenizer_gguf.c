@@ -451,12 +451,136 @@ static void test_synthetic_vocab(void **state)
     synth_case(8192, 2.5);
 }
 
+/* tok_new_synthetic (the default model's tokenizer, built from arrays)
+ * is the tokenizer tok_load reads from the keys `folio gen-model` writes. */
+static void test_synthetic_direct(void **state)
+{
+    (void)state;
+    const int32_t n_vocab = 8192;
+    struct vocab_synth v = {0};
+    assert_int_equal(vocab_synth_build(n_vocab, &v), 0);
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    assert_int_equal(gguf_w_str(w, "tokenizer.ggml.model", "llama"), 0);
+    assert_int_equal(gguf_w_arr_str(w, "tokenizer.ggml.tokens", v.tokens, (uint64_t)n_vocab), 0);
+    assert_int_equal(gguf_w_arr_f32(w, "tokenizer.ggml.scores", v.scores, (uint64_t)n_vocab), 0);
+    assert_int_equal(gguf_w_arr_i32(w, "tokenizer.ggml.token_type", v.types, (uint64_t)n_vocab), 0);
+    assert_int_equal(gguf_w_u32(w, "tokenizer.ggml.bos_token_id", VOCAB_SYNTH_BOS_ID), 0);
+    assert_int_equal(gguf_w_u32(w, "tokenizer.ggml.eos_token_id", VOCAB_SYNTH_EOS_ID), 0);
+    assert_int_equal(gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", VOCAB_SYNTH_UNK_ID), 0);
+    assert_int_equal(gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true), 0);
+    assert_int_equal(gguf_w_bool(w, "tokenizer.ggml.add_eos_token", false), 0);
+    vocab_synth_free(&v);
+    gguf_file_t *f;
+    tok_t *a, *b;
+    char err[256];
+    if (load_from(w, &f, &a, err, sizeof(err)) != 0)
+        fail_msg("tok_load: %s", err);
+    if (tok_new_synthetic(n_vocab, &b, err, sizeof(err)) != 0)
+        fail_msg("tok_new_synthetic: %s", err);
+    assert_int_equal(tok_n_vocab(b), n_vocab);
+    assert_int_equal(tok_bos(b), tok_bos(a));
+    assert_int_equal(tok_eos(b), tok_eos(a));
+    assert_int_equal(tok_unk(b), tok_unk(a));
+    assert_int_equal(tok_add_bos(b), tok_add_bos(a));
+    assert_int_equal(tok_max_piece_len(b), tok_max_piece_len(a));
+    for (int32_t i = 0; i < n_vocab; i++) {
+        assert_string_equal(tok_token_text(b, i), tok_token_text(a, i));
+        assert_int_equal(tok_token_type(b, i), tok_token_type(a, i));
+    }
+    const char *texts[] = {english,
+                           "  Hello,\n\tworld! \xc3\xa9t\xc3\xa9 \xe2\x82\xac\x34\x32 <s>x", ""};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(texts); i++) {
+        int32_t ia[2048], ib[2048], na, nb;
+        size_t len = strlen(texts[i]);
+        assert_int_equal(tok_encode(a, texts[i], len, true, true, ia, 2048, &na), 0);
+        assert_int_equal(tok_encode(b, texts[i], len, true, true, ib, 2048, &nb), 0);
+        assert_int_equal(na, nb);
+        assert_memory_equal(ia, ib, sizeof(int32_t) * (size_t)na);
+    }
+    tok_free(a);
+    tok_free(b);
+    gguf_close(f);
+    assert_int_equal(tok_new_synthetic(100, &b, err, sizeof(err)), -EINVAL);
+}
+
+/* tok_new straight from arrays: defaults, NUL-terminated and counted
+ * strings, and ids it refuses. */
+static void test_tok_new_arrays(void **state)
+{
+    (void)state;
+    /* a byte-level BPE vocabulary: every byte of "ab" and the merge a+b */
+    const char *tokens[] = {"a", "b", "ab", "<|end|>"};
+    const int32_t types[] = {TOK_TYPE_NORMAL, TOK_TYPE_NORMAL, TOK_TYPE_NORMAL, TOK_TYPE_CONTROL};
+    const char *merges[] = {"a bXX"};
+    const size_t merge_lens[] = {3};
+    struct tok_vocab v;
+    tok_vocab_init(&v, TOK_BPE);
+    assert_int_equal(v.bos, TOK_ID_DEFAULT);
+    assert_false(v.add_bos);
+    v.n_tokens = 4;
+    v.tokens = tokens;
+    v.types = types;
+    v.n_merges = 1;
+    v.merges = merges;
+    v.merge_lens = merge_lens;
+    v.eos = 3;
+    tok_t *t;
+    char err[256];
+    if (tok_new(&v, &t, err, sizeof(err)) != 0)
+        fail_msg("tok_new: %s", err);
+    assert_int_equal(tok_kind(t), TOK_BPE);
+    assert_int_equal(tok_bos(t), -1); /* BPE default: none */
+    assert_int_equal(tok_eos(t), 3);
+    assert_true(tok_is_eog(t, 3));
+    int32_t ids[8], n;
+    assert_int_equal(tok_encode(t, "abba<|end|>", 11, false, true, ids, 8, &n), 0);
+    const int32_t want[] = {2, 1, 0, 3};
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, want, sizeof(want));
+    tok_free(t);
+
+    v.eos = 4; /* outside the vocabulary */
+    assert_int_equal(tok_new(&v, &t, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "eos"));
+    v.eos = -1;
+    v.pre = "no-such-pre-tokenizer";
+    assert_int_equal(tok_new(&v, &t, err, sizeof(err)), -ENOTSUP);
+    v.pre = NULL;
+    v.n_tokens = 0;
+    assert_int_equal(tok_new(&v, &t, err, sizeof(err)), -EINVAL);
+
+    /* SPM defaults: <unk> 0, <s> 1, </s> 2, BOS added */
+    const char *spm[] = {"<unk>",
+                         "<s>",
+                         "</s>",
+                         "\xe2\x96\x81"
+                         "a",
+                         "a",
+                         "\xe2\x96\x81"};
+    tok_vocab_init(&v, TOK_SPM);
+    v.n_tokens = 6;
+    v.tokens = spm;
+    if (tok_new(&v, &t, err, sizeof(err)) != 0)
+        fail_msg("tok_new: %s", err);
+    assert_int_equal(tok_bos(t), 1);
+    assert_int_equal(tok_eos(t), 2);
+    assert_int_equal(tok_unk(t), 0);
+    assert_true(tok_add_bos(t));
+    assert_int_equal(tok_encode(t, "a", 1, true, false, ids, 8, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 3);
+    tok_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),         cmocka_unit_test(test_spm_small),
         cmocka_unit_test(test_llama3_pretokenizer), cmocka_unit_test(test_spm_untyped),
         cmocka_unit_test(test_synthetic_vocab),     cmocka_unit_test(test_pretokenizer_table),
+        cmocka_unit_test(test_synthetic_direct),    cmocka_unit_test(test_tok_new_arrays),
     };
     return cmocka_run_group_tests(tests, test_tmp_setup, test_tmp_teardown);
 }

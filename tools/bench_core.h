@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "folio/buf.h"
+
 /* ---- SSE framing ------------------------------------------------------ */
 
 /* One event's data: its "data:" lines joined by '\n', without the field
@@ -30,10 +32,8 @@
 typedef void (*bench_sse_fn)(void *user, const char *data, size_t len);
 
 struct bench_sse {
-    char *line; /* the current incomplete line */
-    size_t line_len, line_cap;
-    char *data; /* the current event's data */
-    size_t data_len, data_cap;
+    struct folio_buf line; /* the current incomplete line */
+    struct folio_buf data; /* the current event's data */
     bool has_data;
     bool cr; /* last byte was '\r' (a following '\n' belongs to it) */
     int oom;
@@ -119,6 +119,17 @@ struct bench_prom_sample {
     double kv_blocks_used, kv_blocks_total;
 };
 void bench_prom_extract(const char *text, size_t n, struct bench_prom_sample *out);
+
+/* Sum of the samples named `name` whose label block contains `label` (a
+ * substring such as tenant="alice"; NULL: every sample of the name,
+ * labelled or not).  NaN when there is none. */
+double bench_prom_sum(const char *text, size_t n, const char *name, const char *label);
+
+/* Histogram `name`'s cumulative buckets (the name_bucket samples, in the
+ * text's order): bound le[i] (+Inf as INFINITY) and count cum[i], up to
+ * cap of them.  Returns how many were stored. */
+int bench_prom_buckets(const char *text, size_t n, const char *name, double *le, double *cum,
+                       int cap);
 
 /* ---- SVG plot --------------------------------------------------------- */
 

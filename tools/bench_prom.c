@@ -1,6 +1,6 @@
 /*
- * tools/bench_prom.c — Prometheus text exposition parsing for `folio
- * bench --scrape-metrics` (API in bench_core.h).
+ * tools/bench_prom.c — the tools' Prometheus text exposition parser:
+ * `folio bench --scrape-metrics` and `folio top` (API in bench_core.h).
  *
  * Lines are `name{labels} value [timestamp]`, `# HELP` / `# TYPE` /
  * comments, or blank.  Label values may contain escaped quotes and '}',
@@ -17,9 +17,13 @@
  * (llamacpp:kv_cache_usage_ratio, llamacpp:requests_processing /
  * _deferred).  Samples of one name are summed over their label sets; the
  * first name of a list that appears wins.
+ *
+ * bench_prom_sum() and bench_prom_buckets() read one series or one
+ * histogram (folio top's counters, gauges and latency quantiles).
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,4 +196,65 @@ void bench_prom_extract(const char *text, size_t n, struct bench_prom_sample *ou
     out->preemptions = v[M_PREEMPT];
     out->kv_blocks_used = v[M_USED];
     out->kv_blocks_total = v[M_TOTAL];
+}
+
+/* ---- single series (folio top) ---------------------------------------- */
+
+struct sum_q {
+    const char *name, *label;
+    double sum;
+    bool any;
+};
+
+static void on_sum(void *user, const char *name, size_t name_len, const char *labels,
+                   size_t labels_len, double value)
+{
+    struct sum_q *q = user;
+    if (strlen(q->name) != name_len || memcmp(q->name, name, name_len))
+        return;
+    if (q->label && !memmem(labels, labels_len, q->label, strlen(q->label)))
+        return;
+    q->sum += value;
+    q->any = true;
+}
+
+double bench_prom_sum(const char *text, size_t n, const char *name, const char *label)
+{
+    struct sum_q q = {.name = name, .label = label};
+    bench_prom_parse(text, n, on_sum, &q, NULL);
+    return q.any ? q.sum : NAN;
+}
+
+struct bucket_q {
+    char name[160];
+    double *le, *cum;
+    int cap, n;
+};
+
+static void on_bucket(void *user, const char *name, size_t name_len, const char *labels,
+                      size_t labels_len, double value)
+{
+    struct bucket_q *q = user;
+    if (q->n >= q->cap || strlen(q->name) != name_len || memcmp(q->name, name, name_len))
+        return;
+    const char *le = memmem(labels, labels_len, "le=\"", 4);
+    if (!le)
+        return;
+    le += 4;
+    const char *e = memchr(le, '"', labels_len - (size_t)(le - labels));
+    double v;
+    if (!e || parse_value(le, e, &v))
+        return;
+    q->le[q->n] = v;
+    q->cum[q->n] = value;
+    q->n++;
+}
+
+int bench_prom_buckets(const char *text, size_t n, const char *name, double *le, double *cum,
+                       int cap)
+{
+    struct bucket_q q = {.le = le, .cum = cum, .cap = cap};
+    snprintf(q.name, sizeof(q.name), "%s_bucket", name);
+    bench_prom_parse(text, n, on_bucket, &q, NULL);
+    return q.n;
 }

@@ -38,7 +38,7 @@
 #include "bench_core.h"
 #include "folio/common.h"
 
-enum conn_kind { CONN_REQ, CONN_SCRAPE, CONN_GET };
+enum conn_kind { CONN_REQ, CONN_SCRAPE };
 
 struct run;
 
@@ -60,8 +60,8 @@ struct conn {
     char *head;            /* request head (owned) */
     const char *body;
     size_t head_len, body_len;
-    char *rbody; /* response body kept for errors / scrapes */
-    size_t rbody_len, rbody_cap, rbody_max;
+    struct folio_buf rbody; /* response body kept for errors / scrapes */
+    size_t rbody_max;
     int status;
     int closing; /* handles still to close */
     bool finished, complete;
@@ -81,13 +81,6 @@ struct run {
     struct conn *scrape; /* in flight */
     int32_t cap_metrics, cap_ticks;
     int32_t failed;
-    /* bench_http_get */
-    struct conn *get;
-    int get_rc;
-    char *get_err;
-    size_t get_errlen;
-    char **get_body;
-    size_t *get_len;
 };
 
 static char rbuf[65536];
@@ -191,7 +184,7 @@ static void conn_closed(uv_handle_t *h)
     struct run *run = c->run;
     bench_sse_free(&c->sse);
     folio_free(c->head);
-    folio_free(c->rbody);
+    folio_buf_free(&c->rbody);
     folio_free(c);
     maybe_stop(run);
 }
@@ -207,7 +200,6 @@ static void conn_close(struct conn *c)
 }
 
 static void scrape_done(struct conn *c, bool ok);
-static void get_done(struct conn *c, bool ok, const char *why);
 
 /* Records the outcome once, then closes. */
 static void finish(struct conn *c, bool ok, const char *reason, const char *detail)
@@ -218,8 +210,6 @@ static void finish(struct conn *c, bool ok, const char *reason, const char *deta
     struct run *run = c->run;
     if (c->kind == CONN_SCRAPE)
         scrape_done(c, ok);
-    else if (c->kind == CONN_GET)
-        get_done(c, ok, detail ? detail : reason);
     else {
         struct bench_req *r = c->req;
         r->done = true;
@@ -295,24 +285,12 @@ static struct conn *conn_of(llhttp_t *p)
 
 static int keep_body(struct conn *c, const char *at, size_t len)
 {
-    if (c->rbody_len + len > c->rbody_max)
-        len = c->rbody_max - c->rbody_len;
+    if (c->rbody.len + len > c->rbody_max)
+        len = c->rbody_max - c->rbody.len;
     if (!len)
         return 0;
-    if (c->rbody_len + len + 1 > c->rbody_cap) {
-        size_t nc = c->rbody_cap ? c->rbody_cap : 4096;
-        while (nc < c->rbody_len + len + 1)
-            nc *= 2;
-        char *q = folio_realloc(c->rbody, nc);
-        if (!q)
-            return -ENOMEM;
-        c->rbody = q;
-        c->rbody_cap = nc;
-    }
-    memcpy(c->rbody + c->rbody_len, at, len);
-    c->rbody_len += len;
-    c->rbody[c->rbody_len] = 0;
-    return 0;
+    folio_buf_append(&c->rbody, at, len);
+    return c->rbody.oom ? -ENOMEM : 0;
 }
 
 static int on_headers_complete(llhttp_t *p)
@@ -342,9 +320,9 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 static void error_detail(struct conn *c, char *out, size_t cap)
 {
     out[0] = 0;
-    if (!c->rbody_len)
+    if (!c->rbody.len)
         return;
-    cJSON *j = cJSON_ParseWithLength(c->rbody, c->rbody_len);
+    cJSON *j = cJSON_ParseWithLength(c->rbody.p, c->rbody.len);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
     const cJSON *m = cJSON_IsObject(e)   ? cJSON_GetObjectItemCaseSensitive(e, "message")
                      : cJSON_IsString(e) ? e
@@ -352,7 +330,7 @@ static void error_detail(struct conn *c, char *out, size_t cap)
     if (cJSON_IsString(m))
         snprintf(out, cap, "%s", m->valuestring);
     else
-        snprintf(out, cap, "%.*s", (int)(c->rbody_len < 180 ? c->rbody_len : 180), c->rbody);
+        snprintf(out, cap, "%.*s", (int)(c->rbody.len < 180 ? c->rbody.len : 180), c->rbody.p);
     cJSON_Delete(j);
 }
 
@@ -599,7 +577,7 @@ static void close_timers(struct run *run)
 /* Everything sent has finished and nothing more will be sent. */
 static void maybe_stop(struct run *run)
 {
-    if (run->get || run->timers_closed)
+    if (run->timers_closed)
         return;
     bool nothing_left = run->stop_sending || run->started == run->n;
     if (nothing_left && run->inflight == 0) {
@@ -641,12 +619,12 @@ static void scrape_done(struct conn *c, bool ok)
     struct run *run = c->run;
     if (run->scrape == c)
         run->scrape = NULL;
-    if (!ok || !c->rbody) {
+    if (!ok || !c->rbody.p) {
         run->out->metrics_failures++;
         return;
     }
     struct bench_prom_sample s;
-    bench_prom_extract(c->rbody, c->rbody_len, &s);
+    bench_prom_extract(c->rbody.p, c->rbody.len, &s);
     struct bench_run_out *o = run->out;
     if (o->n_metrics == run->cap_metrics) {
         int32_t nc = run->cap_metrics ? run->cap_metrics * 2 : 64;
@@ -759,62 +737,4 @@ void bench_run_out_free(struct bench_run_out *o)
     folio_free(o->metrics);
     folio_free(o->ticks);
     memset(o, 0, sizeof(*o));
-}
-
-/* ---- one blocking GET --------------------------------------------------- */
-
-static void get_done(struct conn *c, bool ok, const char *why)
-{
-    struct run *run = c->run;
-    run->get = NULL;
-    if (ok) {
-        *run->get_body = c->rbody ? c->rbody : folio_calloc(1, 1);
-        *run->get_len = c->rbody_len;
-        c->rbody = NULL;
-        run->get_rc = *run->get_body ? 0 : -ENOMEM;
-    } else {
-        snprintf(run->get_err, run->get_errlen, "%s", why ? why : "failed");
-        run->get_rc = -EPROTO;
-    }
-}
-
-int bench_http_get(const struct bench_target *t, const char *path, const char *key,
-                   double timeout_s, char **body, size_t *len, char *err, size_t errlen)
-{
-    llhttp_settings_init(&settings);
-    settings.on_headers_complete = on_headers_complete;
-    settings.on_body = on_body;
-    settings.on_message_complete = on_message_complete;
-    *body = NULL;
-    *len = 0;
-    struct run run;
-    memset(&run, 0, sizeof(run));
-    int rc = uv_loop_init(&run.loop);
-    if (rc)
-        return rc;
-    run.timers_closed = true;
-    run.get_body = body;
-    run.get_len = len;
-    run.get_err = err;
-    run.get_errlen = errlen;
-    run.get_rc = -EPROTO;
-    struct conn *c = folio_calloc(1, sizeof(*c));
-    if (!c) {
-        uv_loop_close(&run.loop);
-        return -ENOMEM;
-    }
-    c->kind = CONN_GET;
-    run.get = c;
-    rc = conn_start(&run, c, t, "GET", path, key, timeout_s);
-    if (rc) {
-        snprintf(err, errlen, "%s", uv_strerror(rc));
-        if (!c->closing) {
-            bench_sse_free(&c->sse);
-            folio_free(c->head);
-            folio_free(c);
-        }
-    }
-    uv_run(&run.loop, UV_RUN_DEFAULT);
-    uv_loop_close(&run.loop);
-    return rc ? rc : run.get_rc;
 }

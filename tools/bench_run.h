@@ -99,10 +99,4 @@ int bench_run_exec(const struct bench_run_cfg *cfg, struct bench_req *reqs, int3
                    struct bench_run_out *out);
 void bench_run_out_free(struct bench_run_out *o);
 
-/* One blocking GET (runs its own loop), with 'Authorization: Bearer key'
- * unless key is NULL: the body of a 200 response in *body (folio_free it),
- * or -errno / -EPROTO with a message. */
-int bench_http_get(const struct bench_target *t, const char *path, const char *key,
-                   double timeout_s, char **body, size_t *len, char *err, size_t errlen);
-
 #endif

@@ -37,36 +37,19 @@ void bench_sse_init(struct bench_sse *s)
 
 void bench_sse_free(struct bench_sse *s)
 {
-    folio_free(s->line);
-    folio_free(s->data);
+    folio_buf_free(&s->line);
+    folio_buf_free(&s->data);
     memset(s, 0, sizeof(*s));
-}
-
-static int grow(char **p, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    char *q = folio_realloc(*p, c);
-    if (!q)
-        return -ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
 }
 
 /* One complete line (without its terminator). */
 static int sse_line(struct bench_sse *s, const char *l, size_t n, bench_sse_fn fn, void *user)
 {
     if (n == 0) {
-        if (s->has_data) {
-            s->data[s->data_len] = 0;
-            fn(user, s->data, s->data_len);
-        }
+        if (s->has_data)
+            fn(user, s->data.p, s->data.len); /* NUL-terminated */
         s->has_data = false;
-        s->data_len = 0;
+        s->data.len = 0;
         return 0;
     }
     if (l[0] == ':')
@@ -79,13 +62,11 @@ static int sse_line(struct bench_sse *s, const char *l, size_t n, bench_sse_fn f
     if (v < l + n && *v == ' ')
         v++;
     size_t vl = (size_t)(l + n - v);
-    size_t need = s->data_len + (s->has_data ? 1 : 0) + vl + 1;
-    if (grow(&s->data, &s->data_cap, need))
-        return s->oom = -ENOMEM;
     if (s->has_data)
-        s->data[s->data_len++] = '\n';
-    memcpy(s->data + s->data_len, v, vl);
-    s->data_len += vl;
+        folio_buf_append(&s->data, "\n", 1);
+    folio_buf_append(&s->data, v, vl); /* also when vl == 0: data.p is set */
+    if (s->data.oom)
+        return s->oom = -ENOMEM;
     s->has_data = true;
     return 0;
 }
@@ -108,20 +89,18 @@ int bench_sse_feed(struct bench_sse *s, const char *p, size_t n, bench_sse_fn fn
         while (q < end && *q != '\n' && *q != '\r')
             q++;
         if (q == end) {
-            if (grow(&s->line, &s->line_cap, s->line_len + (size_t)(q - p) + 1))
+            folio_buf_append(&s->line, p, (size_t)(q - p));
+            if (s->line.oom)
                 return s->oom = -ENOMEM;
-            memcpy(s->line + s->line_len, p, (size_t)(q - p));
-            s->line_len += (size_t)(q - p);
             break;
         }
         int rc;
-        if (s->line_len) {
-            if (grow(&s->line, &s->line_cap, s->line_len + (size_t)(q - p) + 1))
+        if (s->line.len) {
+            folio_buf_append(&s->line, p, (size_t)(q - p));
+            if (s->line.oom)
                 return s->oom = -ENOMEM;
-            memcpy(s->line + s->line_len, p, (size_t)(q - p));
-            s->line_len += (size_t)(q - p);
-            rc = sse_line(s, s->line, s->line_len, fn, user);
-            s->line_len = 0;
+            rc = sse_line(s, s->line.p, s->line.len, fn, user);
+            s->line.len = 0;
         } else
             rc = sse_line(s, p, (size_t)(q - p), fn, user);
         if (rc)
@@ -137,9 +116,9 @@ int bench_sse_finish(struct bench_sse *s, bench_sse_fn fn, void *user)
     if (s->oom)
         return s->oom;
     int rc = 0;
-    if (s->line_len) {
-        rc = sse_line(s, s->line, s->line_len, fn, user);
-        s->line_len = 0;
+    if (s->line.len) {
+        rc = sse_line(s, s->line.p, s->line.len, fn, user);
+        s->line.len = 0;
     }
     if (!rc)
         rc = sse_line(s, "", 0, fn, user);

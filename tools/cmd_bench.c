@@ -40,7 +40,9 @@
 #include "bench_core.h"
 #include "sim_trace.h"
 #include "bench_run.h"
+#include "folio/buf.h"
 #include "folio/common.h"
+#include "http_client.h"
 #include "folio_cmds.h"
 
 #define MAX_TARGETS 32
@@ -131,76 +133,6 @@ static void usage(FILE *out)
             "                          (KV usage, running / waiting requests, preemptions)\n"
             "  --plot FILE.svg         throughput, KV usage and queue depth over time\n"
             "  --progress | --no-progress   bar on stderr (default: when it is a terminal)\n");
-}
-
-/* ---- a growable string ------------------------------------------------ */
-
-struct sb {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void sb_put(struct sb *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 1024;
-        while (c < b->len + n + 1)
-            c *= 2;
-        char *q = folio_realloc(b->p, c);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = c;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_printf(struct sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sb *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof(tmp)) {
-        sb_put(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = folio_malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_put(b, big, (size_t)n);
-    folio_free(big);
-}
-
-static void sb_json_str(struct sb *b, const char *s)
-{
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            sb_printf(b, "\\%c", c);
-        else if (c < 0x20)
-            sb_printf(b, "\\u%04x", c);
-        else
-            sb_put(b, (const char *)&c, 1);
-    }
-    sb_put(b, "\"", 1);
 }
 
 /* ---- option parsing ---------------------------------------------------- */
@@ -318,71 +250,72 @@ static int32_t prefix_token(const struct workload *w, int64_t k, int32_t i)
     return (int32_t)bench_rng_range(&r, 1, w->vocab - 1);
 }
 
-static void prompt_json(struct sb *b, struct workload *w, struct bench_rng *rng, int32_t len,
+static void prompt_json(struct folio_buf *b, struct workload *w, struct bench_rng *rng, int32_t len,
                         int64_t prefix_id, int32_t shared, bool text)
 {
     if (text) {
-        struct sb t = {0};
+        struct folio_buf t = {0};
         for (int32_t i = 0; i < len; i++) {
             int64_t wi = i < shared
                              ? prefix_token(w, prefix_id, i) % (int32_t)FOLIO_ARRAY_LEN(words)
                              : bench_rng_range(rng, 0, FOLIO_ARRAY_LEN(words) - 1);
             if (i)
-                sb_put(&t, " ", 1);
-            sb_put(&t, words[wi], strlen(words[wi]));
+                folio_buf_append(&t, " ", 1);
+            folio_buf_append(&t, words[wi], strlen(words[wi]));
         }
         if (t.oom || !t.p) {
             b->oom = b->oom || t.oom;
-            sb_put(b, "\"\"", 2);
+            folio_buf_append(b, "\"\"", 2);
         } else
-            sb_json_str(b, t.p);
+            folio_buf_json_str(b, t.p, strlen(t.p));
         folio_free(t.p);
         return;
     }
-    sb_put(b, "[", 1);
+    folio_buf_append(b, "[", 1);
     for (int32_t i = 0; i < len; i++) {
         int32_t id = i < shared ? prefix_token(w, prefix_id, i)
                                 : (int32_t)bench_rng_range(rng, 1, w->vocab - 1);
-        sb_printf(b, i ? ",%d" : "%d", id);
+        folio_buf_printf(b, i ? ",%d" : "%d", id);
     }
-    sb_put(b, "]", 1);
+    folio_buf_append(b, "]", 1);
 }
 
 static int build_body(const struct opts *o, struct workload *w, struct bench_rng *rng,
                       const char *model, bool chat, struct bench_req *r, int64_t prefix_id,
                       int32_t shared)
 {
-    struct sb b = {0};
+    struct folio_buf b = {0};
     bool text = o->text_prompts || chat;
-    sb_put(&b, "{", 1);
+    folio_buf_append(&b, "{", 1);
     if (model) {
-        sb_put(&b, "\"model\":", 8);
-        sb_json_str(&b, model);
-        sb_put(&b, ",", 1);
+        folio_buf_append(&b, "\"model\":", 8);
+        folio_buf_json_str(&b, model, strlen(model));
+        folio_buf_append(&b, ",", 1);
     }
     if (chat) {
-        sb_printf(&b, "\"messages\":[{\"role\":\"user\",\"content\":");
+        folio_buf_printf(&b, "\"messages\":[{\"role\":\"user\",\"content\":");
         prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, true);
-        sb_put(&b, "}]", 2);
+        folio_buf_append(&b, "}]", 2);
     } else {
-        sb_printf(&b, "\"prompt\":");
+        folio_buf_printf(&b, "\"prompt\":");
         prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, text);
     }
-    sb_printf(&b, ",\"max_tokens\":%d,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
-              r->output_len);
+    folio_buf_printf(
+        &b, ",\"max_tokens\":%d,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+        r->output_len);
     if (o->ignore_eos)
-        sb_printf(&b, ",\"ignore_eos\":true");
+        folio_buf_printf(&b, ",\"ignore_eos\":true");
     if (o->temperature_set)
-        sb_printf(&b, ",\"temperature\":%.17g", o->temperature);
+        folio_buf_printf(&b, ",\"temperature\":%.17g", o->temperature);
     if (o->seed_set)
-        sb_printf(&b, ",\"seed\":%llu", (unsigned long long)(o->seed & ((1ull << 53) - 1)));
+        folio_buf_printf(&b, ",\"seed\":%llu", (unsigned long long)(o->seed & ((1ull << 53) - 1)));
     if (o->n_bias) {
-        sb_printf(&b, ",\"logit_bias\":{");
+        folio_buf_printf(&b, ",\"logit_bias\":{");
         for (int i = 0; i < o->n_bias; i++)
-            sb_printf(&b, "%s\"%d\":%.17g", i ? "," : "", o->bias_tok[i], o->bias_val[i]);
-        sb_put(&b, "}", 1);
+            folio_buf_printf(&b, "%s\"%d\":%.17g", i ? "," : "", o->bias_tok[i], o->bias_val[i]);
+        folio_buf_append(&b, "}", 1);
     }
-    sb_put(&b, "}", 1);
+    folio_buf_append(&b, "}", 1);
     if (b.oom) {
         folio_free(b.p);
         return -ENOMEM;
@@ -896,11 +829,14 @@ static int write_plot(const char *path, const struct result *res, const char *ta
 static void probe_models(const struct bench_target *t, const char *key, const char **model,
                          char *model_buf, size_t cap, int32_t *vocab, int32_t *ctx)
 {
-    char *body = NULL, err[200];
-    size_t len = 0;
-    if (bench_http_get(t, "/v1/models", key, 10.0, &body, &len, err, sizeof(err)))
+    struct folio_buf body = {0};
+    char err[200];
+    int status = 0;
+    if (http_client_get(t, "/v1/models", key, &status, &body, err, sizeof(err)) || status != 200) {
+        folio_buf_free(&body);
         return;
-    cJSON *j = cJSON_ParseWithLength(body, len);
+    }
+    cJSON *j = cJSON_ParseWithLength(body.p, body.len);
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
     const cJSON *m0 = cJSON_IsArray(data) ? cJSON_GetArrayItem(data, 0) : NULL;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m0, "id");
@@ -915,7 +851,7 @@ static void probe_models(const struct bench_target *t, const char *key, const ch
     if (cJSON_IsNumber(ml) && ml->valuedouble >= 1 && ml->valuedouble < 1e9)
         *ctx = (int32_t)ml->valuedouble;
     cJSON_Delete(j);
-    folio_free(body);
+    folio_buf_free(&body);
 }
 
 int cmd_bench(int argc, char **argv)

@@ -9,33 +9,29 @@
  * --chat sends PROMPT as one user message to /v1/chat/completions (the
  * server applies the model's chat template) and prints the reply.
  *
- * Plain blocking HTTP/1.1 (one request, Connection: close); the response is
- * parsed by llhttp (which also undoes chunked encoding).  With --stream the
+ * One blocking request through the tools' HTTP client (http_client.h).
+ * With --stream the
  * SSE events are decoded as they come and each text piece is written to
  * stdout at once.  Errors from the server print their message on stderr
  * (exit status 1).
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <llhttp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
+#include "folio/buf.h"
 #include "folio_cmds.h"
+#include "http_client.h"
 
 int cmd_complete(int argc, char **argv);
 
 struct resp {
     bool stream;
-    char *body; /* accumulated body (non-stream), or unparsed SSE bytes */
-    size_t len, cap;
-    bool done, failed;
-    int status;
+    struct folio_buf body; /* accumulated body (non-stream), or unparsed SSE bytes */
+    bool done;
 };
 
 static void usage(FILE *out)
@@ -45,24 +41,6 @@ static void usage(FILE *out)
                  "  PROMPT is sent as text; --chat sends it as a user message to\n"
                  "  /v1/chat/completions\n"
                  "  IDS: comma-separated token ids, e.g. --tokens 1,2,3\n");
-}
-
-static int append(struct resp *r, const char *at, size_t n)
-{
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 4096;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *p = realloc(r->body, cap);
-        if (!p)
-            return -1;
-        r->body = p;
-        r->cap = cap;
-    }
-    memcpy(r->body + r->len, at, n);
-    r->len += n;
-    r->body[r->len] = 0;
-    return 0;
 }
 
 static void print_error(const char *body, int status)
@@ -100,7 +78,7 @@ static void print_choices(const char *json)
 /* Consumes complete SSE events from r->body. */
 static void sse_drain(struct resp *r)
 {
-    char *start = r->body;
+    char *start = r->body.p;
     for (;;) {
         char *end = strstr(start, "\n\n");
         if (!end)
@@ -114,32 +92,19 @@ static void sse_drain(struct resp *r)
         }
         start = end + 2;
     }
-    size_t used = (size_t)(start - r->body);
-    memmove(r->body, start, r->len - used + 1);
-    r->len -= used;
+    size_t used = (size_t)(start - r->body.p);
+    memmove(r->body.p, start, r->body.len - used + 1);
+    r->body.len -= used;
 }
 
-static int on_body(llhttp_t *p, const char *at, size_t n)
+static int on_body(void *user, int status, const char *p, size_t n)
 {
-    struct resp *r = p->data;
-    if (append(r, at, n))
+    struct resp *r = user;
+    folio_buf_append(&r->body, p, n);
+    if (r->body.oom)
         return -1;
-    if (r->stream && r->status == 200)
+    if (r->stream && status == 200)
         sse_drain(r);
-    return 0;
-}
-
-static int on_headers_complete(llhttp_t *p)
-{
-    struct resp *r = p->data;
-    r->status = p->status_code;
-    return 0;
-}
-
-static int on_message_complete(llhttp_t *p)
-{
-    struct resp *r = p->data;
-    r->done = true;
     return 0;
 }
 
@@ -190,13 +155,12 @@ int cmd_complete(int argc, char **argv)
         snprintf(defsock, sizeof(defsock), "%s/foliod.sock", x && *x ? x : ".");
         sock = defsock;
     }
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(sock) >= sizeof(addr.sun_path)) {
-        fprintf(stderr, "folio complete: socket path too long (max %zu bytes)\n",
-                sizeof(addr.sun_path) - 1);
+    struct bench_target tgt;
+    char err[300];
+    if (bench_target_unix(&tgt, sock, err, sizeof(err))) {
+        fprintf(stderr, "folio complete: %s\n", err);
         return 2;
     }
-    strcpy(addr.sun_path, sock);
 
     cJSON *req = cJSON_CreateObject();
     if (tokens) {
@@ -230,60 +194,32 @@ int cmd_complete(int argc, char **argv)
     char *body = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
 
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        fprintf(stderr, "folio complete: cannot connect to %s: %s\n", sock, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        free(body);
-        return 1;
-    }
-    char head[256];
-    int hl = snprintf(head, sizeof(head),
-                      "POST %s HTTP/1.1\r\nHost: foliod\r\nContent-Type: "
-                      "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                      chat ? "/v1/chat/completions" : "/v1/completions", strlen(body));
-    int rc = 1;
-    if (write(fd, head, (size_t)hl) != hl ||
-        write(fd, body, strlen(body)) != (ssize_t)strlen(body)) {
-        fprintf(stderr, "folio complete: write: %s\n", strerror(errno));
-        goto out;
-    }
-    llhttp_settings_t settings;
-    llhttp_settings_init(&settings);
-    settings.on_body = on_body;
-    settings.on_headers_complete = on_headers_complete;
-    settings.on_message_complete = on_message_complete;
-    llhttp_t parser;
-    llhttp_init(&parser, HTTP_RESPONSE, &settings);
     struct resp r = {.stream = stream};
-    parser.data = &r;
-    char buf[16384];
-    while (!r.done) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            llhttp_finish(&parser);
-            break;
-        }
-        if (llhttp_execute(&parser, buf, (size_t)n) != HPE_OK) {
-            fprintf(stderr, "folio complete: bad response: %s\n", llhttp_get_error_reason(&parser));
-            break;
-        }
-    }
-    if (r.status != 200)
-        print_error(r.body ? r.body : "", r.status);
-    else if (!stream && r.body) {
-        print_choices(r.body);
-        rc = 0;
-    } else
+    const struct http_client_req hr = {
+        .method = "POST",
+        .path = chat ? "/v1/chat/completions" : "/v1/completions",
+        .body = body,
+        .body_len = strlen(body),
+        .on_body = on_body,
+        .user = &r,
+    };
+    int status = 0, rc = 1;
+    int hrc = http_client_request(&tgt, &hr, &status, NULL, err, sizeof(err));
+    if (hrc && !status) {
+        fprintf(stderr, "folio complete: %s\n", err);
+    } else if (status != 200) {
+        print_error(r.body.p ? r.body.p : "", status);
+    } else if (!stream && r.body.p) {
+        print_choices(r.body.p);
+        rc = hrc ? 1 : 0;
+    } else {
         rc = r.done ? 0 : 1;
-    if (r.status == 200)
+    }
+    if (hrc && status)
+        fprintf(stderr, "folio complete: %s\n", err);
+    if (status == 200)
         fputc('\n', stdout);
-    free(r.body);
-out:
-    close(fd);
+    folio_buf_free(&r.body);
     free(body);
     return rc;
 }

@@ -28,7 +28,6 @@
 #include "folio/gguf.h"
 #include "folio/model.h"
 #include "folio_cmds.h"
-#include "model_internal.h"
 
 static void errf(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
 {
@@ -94,7 +93,7 @@ int plan_model_preset(const char *name, struct plan_model *m)
 {
     struct model_hparams hp;
     bool dflt = name && !strcmp(name, "default");
-    if (!name || model__preset(dflt ? "tiny" : name, &hp))
+    if (!name || model_preset(dflt ? "tiny" : name, &hp))
         return -EINVAL;
     memset(m, 0, sizeof(*m));
     snprintf(m->name, sizeof(m->name), "%s", dflt ? "embedded default (tiny preset)" : name);

@@ -5,8 +5,8 @@
  * Every key is copied as it is (general.file_type is set to llama.cpp's
  * number for the mix, general.quantization_version to 2 for quantized
  * mixes).  1-D tensors (norms) are copied as they are.  Every 2-D tensor is
- * converted to f32 (model/quant.c's to_float) and then to the type the mix
- * picks for it (quant_from_float), so a quantized input is requantized.
+ * converted to f32 (gguf_tensor_to_f32) and then to the type the mix
+ * picks for it (gguf_tensor_from_f32), so a quantized input is requantized.
  *
  * Mixes (the per-tensor choices llama.cpp's quantizer makes, as users know
  * them; "more bits" layers are the first and last eighth of the layers and
@@ -37,7 +37,6 @@
 #include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio_cmds.h"
-#include "quant.h"
 
 struct mix {
     const char *name;
@@ -81,7 +80,7 @@ static bool more_bits(int64_t layer, int64_t n_layers)
 
 static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
 {
-    if (quant_traits_of(t)->block == 256 && row % 256) {
+    if (gguf_tensor_block(t) == 256 && row % 256) {
         switch (t) {
         case GGUF_TENSOR_Q4_K:
             t = GGUF_TENSOR_Q5_0;
@@ -94,7 +93,7 @@ static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
             break;
         }
     }
-    if (row % quant_traits_of(t)->block)
+    if (row % gguf_tensor_block(t))
         t = GGUF_TENSOR_F16;
     return t;
 }
@@ -211,7 +210,7 @@ int cmd_quantize(int argc, char **argv)
                 goto oom;
             }
             if ((rc = gguf_tensor_to_f32(ti.type, ti.data, tmp, n)) ||
-                (rc = quant_from_float(t, tmp, bufs[i], n))) {
+                (rc = gguf_tensor_from_f32(t, tmp, bufs[i], n))) {
                 snprintf(err, sizeof(err), "%s: tensor '%s': cannot convert %s to %s", in, ti.name,
                          gguf_tensor_type_name(ti.type), gguf_tensor_type_name(t));
                 goto fail;

@@ -6,9 +6,9 @@
  *             [--api-key KEY] [--once] [--ascii]
  *
  * Each refresh GETs /v1/kv (JSON, parsed with cJSON) and /metrics
- * (Prometheus text; only the folio_* samples it shows are read) over a
- * fresh blocking HTTP/1.1 connection (Connection: close; Content-Length,
- * chunked or read-to-EOF bodies), on the Unix socket or TCP.
+ * (Prometheus text, read by the tools' parser in bench_prom.c; only the
+ * folio_* samples it shows) through the tools' blocking HTTP client
+ * (http_client.h), on the Unix socket or TCP.
  *
  * Screen (alternate screen, cursor home, every line cleared to its end):
  *
@@ -38,7 +38,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -47,237 +46,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_core.h"
+#include "folio/buf.h"
 #include "folio/common.h"
 #include "folio_cmds.h"
+#include "http_client.h"
 
 /* Tenants told apart in the block map (tenant index modulo this). */
 #define TOP_TENANT_SLOTS 64
 
-/* ---- a minimal blocking HTTP/1.1 client -------------------------------- */
+/* ---- the server ------------------------------------------------------- */
 
 struct target {
-    const char *socket; /* Unix socket path, or NULL */
-    char host[256], port[16];
+    struct bench_target bt; /* Unix socket or TCP (tools/bench_run.h) */
     const char *api_key;
 };
 
-struct buf {
-    char *p;
-    size_t len, cap;
-};
-
-static int buf_add(struct buf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = folio_realloc(b->p, cap);
-        if (!p)
-            return -ENOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
-
 static volatile sig_atomic_t g_stop, g_resized;
 
-static int connect_target(const struct target *t)
+/* GET path through the tools' HTTP client: the body in *body (emptied
+ * first) and the status.  0 or -errno (-ETIMEDOUT after 10 s of silence,
+ * -EINTR on a stop signal, -EPROTO for a malformed response). */
+static int http_get(const struct target *t, const char *path, struct folio_buf *body, int *status)
 {
-    if (t->socket) {
-        struct sockaddr_un a = {.sun_family = AF_UNIX};
-        if (strlen(t->socket) >= sizeof(a.sun_path))
-            return -ENAMETOOLONG;
-        strcpy(a.sun_path, t->socket);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            return -errno;
-        if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-            int e = errno;
-            close(fd);
-            return -e;
-        }
-        return fd;
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
-    if (getaddrinfo(t->host, t->port, &hints, &ai))
-        return -EHOSTUNREACH;
-    int fd = -ECONNREFUSED;
-    for (p = ai; p; p = p->ai_next) {
-        fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
-        if (fd < 0) {
-            fd = -errno;
-            continue;
-        }
-        if (connect(fd, p->ai_addr, p->ai_addrlen) == 0)
-            break;
-        int e = errno;
-        close(fd);
-        fd = -e;
-    }
-    freeaddrinfo(ai);
-    return fd;
-}
-
-/* Decodes a chunked body in place; -EPROTO when malformed. */
-static int unchunk(char *p, size_t len, size_t *out_len)
-{
-    size_t r = 0, w = 0;
-    for (;;) {
-        char *end;
-        if (r >= len)
-            return -EPROTO;
-        unsigned long n = strtoul(p + r, &end, 16);
-        char *eol = memchr(p + r, '\n', len - r);
-        if (end == p + r || !eol)
-            return -EPROTO;
-        r = (size_t)(eol - p) + 1;
-        if (n == 0)
-            break;
-        if (n > len - r)
-            return -EPROTO;
-        memmove(p + w, p + r, n);
-        w += n;
-        r += n;
-        if (r < len && p[r] == '\r')
-            r++;
-        if (r < len && p[r] == '\n')
-            r++;
-    }
-    p[w] = 0;
-    *out_len = w;
-    return 0;
-}
-
-/* GET path: the body in *body (owned by the caller) and the status.
- * 0 or -errno (-ETIMEDOUT after 10 s of silence, -EINTR on a stop signal,
- * -EPROTO for a malformed response). */
-static int http_get(const struct target *t, const char *path, struct buf *body, int *status)
-{
+    const struct http_client_req r = {
+        .method = "GET", .path = path, .api_key = t->api_key, .timeout_s = 10.0, .stop = &g_stop};
     body->len = 0;
-    int fd = connect_target(t);
-    if (fd < 0)
-        return fd;
-    char req[1024];
-    int n =
-        snprintf(req, sizeof(req),
-                 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: folio-top\r\n"
-                 "Accept: */*\r\nConnection: close\r\n%s%s%s\r\n",
-                 path, t->socket ? "foliod" : t->host, t->api_key ? "Authorization: Bearer " : "",
-                 t->api_key ? t->api_key : "", t->api_key ? "\r\n" : "");
-    int rc = 0;
-    for (int off = 0; off < n;) {
-        ssize_t k = send(fd, req + off, (size_t)(n - off), MSG_NOSIGNAL);
-        if (k < 0) {
-            rc = errno == EINTR && !g_stop ? 0 : -errno;
-            if (rc)
-                goto out;
-            continue;
-        }
-        off += (int)k;
-    }
-    struct buf raw = {0};
-    for (;;) {
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int pr = poll(&pf, 1, 10000);
-        if (g_stop) {
-            rc = -EINTR;
-            break;
-        }
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0) {
-            rc = pr == 0 ? -ETIMEDOUT : -errno;
-            break;
-        }
-        char chunk[65536];
-        ssize_t k = read(fd, chunk, sizeof(chunk));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            rc = -errno;
-            break;
-        }
-        if (k == 0)
-            break;
-        if ((rc = buf_add(&raw, chunk, (size_t)k)))
-            break;
-    }
-    if (!rc) {
-        char *hend = raw.p ? strstr(raw.p, "\r\n\r\n") : NULL;
-        int maj, min;
-        if (!hend || sscanf(raw.p, "HTTP/%d.%d %d", &maj, &min, status) != 3) {
-            rc = -EPROTO;
-        } else {
-            *hend = 0;
-            bool chunked = strcasestr(raw.p, "\ntransfer-encoding: chunked") != NULL;
-            char *cl = strcasestr(raw.p, "\ncontent-length:");
-            char *b = hend + 4;
-            size_t blen = raw.len - (size_t)(b - raw.p);
-            if (chunked)
-                rc = unchunk(b, blen, &blen);
-            else if (cl) {
-                unsigned long long want = strtoull(cl + 16, NULL, 10);
-                if (want > blen)
-                    rc = -EPROTO; /* truncated */
-                else
-                    blen = (size_t)want;
-            }
-            if (!rc)
-                rc = buf_add(body, b, blen);
-        }
-    }
-    folio_free(raw.p);
-out:
-    close(fd);
-    return rc;
+    return http_client_request(&t->bt, &r, status, body, NULL, 0);
 }
 
-/* ---- Prometheus samples ------------------------------------------------ */
-
-/* Sum of the samples of `name` whose label set contains `label` (e.g.
- * tenant="alice"; NULL: every sample).  NAN when there is none. */
-static double prom_get(const char *text, const char *name, const char *label)
-{
-    size_t nl = strlen(name);
-    double sum = 0;
-    bool any = false;
-    for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
-        if (*l == '#' || strncmp(l, name, nl) || (l[nl] != ' ' && l[nl] != '{'))
-            continue;
-        const char *eol = strchr(l, '\n');
-        size_t ll = eol ? (size_t)(eol - l) : strlen(l);
-        const char *val = l + nl;
-        if (*val == '{') {
-            const char *close = memchr(val, '}', ll - nl);
-            if (!close)
-                continue;
-            if (label) {
-                char lab[256];
-                size_t k = FOLIO_MIN((size_t)(close - val - 1), sizeof(lab) - 1);
-                memcpy(lab, val + 1, k);
-                lab[k] = 0;
-                if (!strstr(lab, label))
-                    continue;
-            }
-            val = close + 1;
-        } else if (label)
-            continue;
-        sum += strtod(val, NULL);
-        any = true;
-    }
-    return any ? sum : NAN;
-}
+/* ---- Prometheus samples (tools/bench_prom.c) ---------------------------- */
 
 #define MAX_BUCKETS 64
 
@@ -286,23 +88,9 @@ struct hist {
     double le[MAX_BUCKETS], cum[MAX_BUCKETS];
 };
 
-static void prom_hist(const char *text, const char *name, struct hist *h)
+static void prom_hist(const struct folio_buf *text, const char *name, struct hist *h)
 {
-    char pre[160];
-    snprintf(pre, sizeof(pre), "%s_bucket{", name);
-    size_t pl = strlen(pre);
-    h->n = 0;
-    for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
-        if (strncmp(l, pre, pl) || h->n >= MAX_BUCKETS)
-            continue;
-        const char *le = strstr(l, "le=\"");
-        const char *close = strchr(l, '}');
-        if (!le || !close)
-            continue;
-        h->le[h->n] = !strncmp(le + 4, "+Inf", 4) ? INFINITY : strtod(le + 4, NULL);
-        h->cum[h->n] = strtod(close + 1, NULL);
-        h->n++;
-    }
+    h->n = bench_prom_buckets(text->p, text->len, name, h->le, h->cum, MAX_BUCKETS);
 }
 
 /* Quantile q of the observations in cur minus old (old NULL or of another
@@ -336,7 +124,7 @@ static double hist_quantile(double q, const struct hist *cur, const struct hist 
  * height are dropped; lines are joined by "\n" with none after the last,
  * so the screen never scrolls. */
 struct screen {
-    struct buf out, line;
+    struct folio_buf out, line;
     int w, h, lines;
     bool ansi;  /* cursor control (a terminal) */
     bool color; /* SGR colours; without them tenants show as letters */
@@ -353,14 +141,14 @@ static void put(struct screen *s, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
     if (n > 0)
-        buf_add(&s->line, tmp, FOLIO_MIN((size_t)n, sizeof(tmp) - 1));
+        folio_buf_append(&s->line, tmp, FOLIO_MIN((size_t)n, sizeof(tmp) - 1));
 }
 
 static void endline(struct screen *s)
 {
     if (!s->ansi || s->lines < s->h) {
         if (s->lines > 0)
-            buf_add(&s->out, "\n", 1);
+            folio_buf_append(&s->out, "\n", 1);
         int cols = 0;
         for (size_t i = 0; i < s->line.len; i++) {
             unsigned char c = (unsigned char)s->line.p[i];
@@ -369,7 +157,7 @@ static void endline(struct screen *s)
                 if (j < s->line.len && s->line.p[j] == '[')
                     for (j++; j < s->line.len && !(s->line.p[j] >= 0x40 && s->line.p[j] <= 0x7e);)
                         j++;
-                buf_add(&s->out, s->line.p + i, FOLIO_MIN(j + 1, s->line.len) - i);
+                folio_buf_append(&s->out, s->line.p + i, FOLIO_MIN(j + 1, s->line.len) - i);
                 i = j;
                 continue;
             }
@@ -378,12 +166,12 @@ static void endline(struct screen *s)
                 continue;
             if (!cont)
                 cols++;
-            buf_add(&s->out, (const char *)&c, 1);
+            folio_buf_append(&s->out, (const char *)&c, 1);
         }
         if (s->color)
-            buf_add(&s->out, "\x1b[0m", 4);
+            folio_buf_append(&s->out, "\x1b[0m", 4);
         if (s->ansi)
-            buf_add(&s->out, "\x1b[K", 3);
+            folio_buf_append(&s->out, "\x1b[K", 3);
     }
     s->lines++;
     s->line.len = 0;
@@ -485,7 +273,7 @@ struct sample {
 
 struct state {
     struct target tgt;
-    char where[300];
+    char where[320];
     char model[128];
     int ctx_len;
     struct sample prev;
@@ -520,7 +308,7 @@ static void bar(struct screen *s, int width, const double *frac, const int *colo
  * read (the frame then says why). */
 static int frame(struct state *st, struct screen *s)
 {
-    struct buf kvb = {0}, mb = {0};
+    struct folio_buf kvb = {0}, mb = {0};
     int status = 0, rc;
     char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
     time_t now = time(NULL);
@@ -531,7 +319,7 @@ static int frame(struct state *st, struct screen *s)
     s->lines = 0;
 
     if (!st->model[0]) {
-        struct buf mo = {0};
+        struct folio_buf mo = {0};
         if (!http_get(&st->tgt, "/v1/models", &mo, &status) && status == 200) {
             cJSON *j = cJSON_Parse(mo.p);
             cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), 0);
@@ -565,10 +353,10 @@ static int frame(struct state *st, struct screen *s)
 
     /* rates and percentiles from the previous sample */
     struct sample cur = {.have = true, .t = (double)folio_now_ns() * 1e-9};
-    cur.prompt = prom_get(mb.p, "folio_prompt_tokens_total", NULL);
-    cur.gen = prom_get(mb.p, "folio_generation_tokens_total", NULL);
-    prom_hist(mb.p, "folio_time_to_first_token_seconds", &cur.ttft);
-    prom_hist(mb.p, "folio_inter_token_latency_seconds", &cur.itl);
+    cur.prompt = bench_prom_sum(mb.p, mb.len, "folio_prompt_tokens_total", NULL);
+    cur.gen = bench_prom_sum(mb.p, mb.len, "folio_generation_tokens_total", NULL);
+    prom_hist(&mb, "folio_time_to_first_token_seconds", &cur.ttft);
+    prom_hist(&mb, "folio_inter_token_latency_seconds", &cur.itl);
     if (st->prev.have && cur.t > st->prev.t) {
         double dt = cur.t - st->prev.t;
         st->prompt_rate = FOLIO_MAX(0, (cur.prompt - st->prev.prompt) / dt);
@@ -780,9 +568,9 @@ static int frame(struct state *st, struct screen *s)
         char lab[200];
         snprintf(lab, sizeof(lab), "tenant=\"%s\"", name);
         double served = 0, v;
-        if (!isnan(v = prom_get(mb.p, "folio_tenant_prompt_tokens_total", lab)))
+        if (!isnan(v = bench_prom_sum(mb.p, mb.len, "folio_tenant_prompt_tokens_total", lab)))
             served += v;
-        if (!isnan(v = prom_get(mb.p, "folio_tenant_generation_tokens_total", lab)))
+        if (!isnan(v = bench_prom_sum(mb.p, mb.len, "folio_tenant_generation_tokens_total", lab)))
             served += v;
         int tb = jint(t, "blocks_used");
         if (s->color)
@@ -861,31 +649,12 @@ static int bad(const char *fmt, const char *arg)
     return 2;
 }
 
-static int parse_url(const char *url, struct target *t)
+/* --url: http://HOST:PORT (the scheme may be left out). */
+static int parse_url(const char *url, struct bench_target *t)
 {
-    const char *p = url;
-    if (!strncmp(p, "http://", 7))
-        p += 7;
-    else if (strstr(p, "://"))
-        return -EINVAL;
-    size_t hl = strcspn(p, ":/");
-    if (hl == 0 || hl >= sizeof(t->host))
-        return -EINVAL;
-    memcpy(t->host, p, hl);
-    t->host[hl] = 0;
-    p += hl;
-    snprintf(t->port, sizeof(t->port), "80");
-    if (*p == ':') {
-        size_t pl = strspn(p + 1, "0123456789");
-        if (pl == 0 || pl >= sizeof(t->port))
-            return -EINVAL;
-        memcpy(t->port, p + 1, pl);
-        t->port[pl] = 0;
-        p += 1 + pl;
-    }
-    if (*p && strcmp(p, "/"))
-        return -EINVAL;
-    return 0;
+    char full[600], err[200];
+    snprintf(full, sizeof(full), "%s%s", strstr(url, "://") ? "" : "http://", url);
+    return bench_target_url(t, full, err, sizeof(err));
 }
 
 int cmd_top(int argc, char **argv)
@@ -932,16 +701,18 @@ int cmd_top(int argc, char **argv)
         return bad("--socket and --url exclude each other%s", "");
     static char def_sock[300];
     if (url) {
-        if (parse_url(url, &st.tgt))
+        if (parse_url(url, &st.tgt.bt))
             return bad("bad --url '%s' (want http://HOST:PORT)", url);
-        snprintf(st.where, sizeof(st.where), "http://%s:%s", st.tgt.host, st.tgt.port);
+        snprintf(st.where, sizeof(st.where), "http://%s", st.tgt.bt.host);
     } else {
         if (!sock) {
             const char *rt = getenv("XDG_RUNTIME_DIR");
             snprintf(def_sock, sizeof(def_sock), "%s/foliod.sock", rt && *rt ? rt : ".");
             sock = def_sock;
         }
-        st.tgt.socket = sock;
+        char err[200];
+        if (bench_target_unix(&st.tgt.bt, sock, err, sizeof(err)))
+            return bad("%s", err);
         snprintf(st.where, sizeof(st.where), "%s", sock);
     }
 
@@ -1004,12 +775,12 @@ int cmd_top(int argc, char **argv)
         scr.out.len = 0;
         g_resized = 0;
         if (tty)
-            buf_add(&scr.out, "\x1b[H", 3);
+            folio_buf_append(&scr.out, "\x1b[H", 3);
         frame(&st, &scr);
         if (tty)
-            buf_add(&scr.out, "\x1b[J", 3);
+            folio_buf_append(&scr.out, "\x1b[J", 3);
         else
-            buf_add(&scr.out, "\n", 1);
+            folio_buf_append(&scr.out, "\n", 1);
         if (g_stop)
             break;
         fwrite(scr.out.p, 1, scr.out.len, stdout);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench_core.h"
+#include "folio/buf.h"
 #include "folio/common.h"
 
 static uint64_t mix64(uint64_t x)
@@ -136,34 +137,25 @@ int sim_trace_load(const char *path, struct sim_trace *t, char *err, size_t errl
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = folio_malloc(cap);
+    struct folio_buf buf = {0};
     int rc = 0;
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap)
-            break;
-        char *nb = folio_realloc(buf, cap * 2);
-        if (!nb) {
-            folio_free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
+    char chunk[1 << 16];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        folio_buf_append(&buf, chunk, k);
     if (ferror(f)) {
         snprintf(err, errlen, "%s: read error", path);
         rc = -EIO;
     }
     fclose(f);
-    if (!buf) {
+    if (buf.oom) {
+        folio_buf_free(&buf);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     if (!rc) {
         char e2[200];
-        rc = sim_trace_parse(buf, len, t, e2, sizeof(e2));
+        rc = sim_trace_parse(buf.p ? buf.p : "", buf.len, t, e2, sizeof(e2));
         if (rc)
             snprintf(err, errlen, "%s: %s", path, e2);
         else if (t->n == 0) {
@@ -171,7 +163,7 @@ int sim_trace_load(const char *path, struct sim_trace *t, char *err, size_t errl
             rc = -EINVAL;
         }
     }
-    folio_free(buf);
+    folio_buf_free(&buf);
     return rc;
 }
 

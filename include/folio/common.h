@@ -120,6 +120,30 @@ size_t folio_utf8_sanitize(const char *s, size_t n, char *out);
 /* Monotonic clock in nanoseconds. */
 uint64_t folio_now_ns(void);
 
+/* ---- checks -------------------------------------------------------------
+ *
+ * The one family of asserts; each prints where it failed, the condition
+ * and its reason (a printf format and arguments, required), then aborts:
+ *   FOLIO_CHECK   always on: kernel and API preconditions (shapes, strides,
+ *                 bounds) whose violation is a caller bug that would
+ *                 otherwise corrupt memory;
+ *   FOLIO_DCHECK  only in -Dchecks=true builds (FOLIO_CHECKS): internal
+ *                 invariants, and the *_check() walks after every
+ *                 mutating operation.
+ * Request paths never use them: a bad request fails that request. */
+#define FOLIO_CHECK(cond, ...)                                                                     \
+    do {                                                                                           \
+        if (__builtin_expect(!(cond), 0))                                                          \
+            folio__check_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);                             \
+    } while (0)
+#if FOLIO_CHECKS
+#define FOLIO_DCHECK(cond, ...) FOLIO_CHECK(cond, __VA_ARGS__)
+#else
+#define FOLIO_DCHECK(cond, ...) ((void)0)
+#endif
+__attribute__((noreturn, format(printf, 4, 5))) void
+folio__check_fail(const char *file, int line, const char *cond, const char *fmt, ...);
+
 #define FOLIO_ARRAY_LEN(a)   (sizeof(a) / sizeof((a)[0]))
 #define FOLIO_MIN(a, b)      ((a) < (b) ? (a) : (b))
 #define FOLIO_MAX(a, b)      ((a) > (b) ? (a) : (b))

@@ -103,8 +103,15 @@ void gguf_tensor_get(const gguf_file_t *f, int64_t idx, struct gguf_tensor_info 
  * e.g. 32 for Q8_0, 256 for Q4_K); 0 if unknown or not a whole block. */
 size_t gguf_tensor_nbytes(enum gguf_tensor_type t, int64_t n_elems);
 const char *gguf_tensor_type_name(enum gguf_tensor_type t);
+/* Elements per block of a tensor type (1 for the float types; 32 for
+ * Q8_0, 256 for the K-quants); 0 if unknown. */
+int64_t gguf_tensor_block(enum gguf_tensor_type t);
 /* Converts n elements (n a multiple of the type's block) to f32. */
 int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n);
+/* Converts n f32 elements (n a multiple of the block) to type t, rounding
+ * as llama.cpp's reference quantizers do (writers: gen-model, quantize).
+ * -EINVAL for a type without a quantizer or n not whole blocks. */
+int gguf_tensor_from_f32(enum gguf_tensor_type t, const float *src, void *dst, int64_t n);
 
 /* The file's GGUF version (2 or 3: both are accepted, they share one
  * layout) and its data alignment (general.alignment, default 32). */

@@ -54,7 +54,7 @@ int model_load_default(model_t **out, char *err, size_t errlen);
 void model_free(model_t *m);
 
 /* `folio gen-model`: the synthetic model of a preset ("tiny", "small",
- * "medium"; see model__preset) with weights drawn from seed, written as a
+ * "medium"; see model_preset below) with weights drawn from seed, written as a
  * llama-architecture GGUF v3 file that llama.cpp-style readers accept.
  * The output depends only on the options (byte-identical across runs).
  * vocab_path NULL: the synthetic SentencePiece vocabulary
@@ -71,6 +71,11 @@ struct model_gen_opts {
 int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);
 const struct model_hparams *model_hparams(const model_t *m);
 const char *model_name(const model_t *m);
+
+/* The hyperparameters of a synthetic preset: "tiny" (the embedded default
+ * model), "small", "medium" (`folio gen-model --preset`, `folio plan`).
+ * -EINVAL for another name. */
+int model_preset(const char *name, struct model_hparams *hp);
 
 /* One slice of a batch: n_tokens new tokens of one sequence at positions
  * [first_pos, first_pos + n_tokens), already given slots by the pager

@@ -1,6 +1,7 @@
 /*
  * folio/tokenizer.h — text <-> token ids, from a GGUF file's tokenizer.ggml.*
- * metadata, and an incremental detokenizer for streaming.
+ * metadata (or the same arrays given directly), and an incremental
+ * detokenizer for streaming.
  *
  * Two tokenizer models are supported, named by tokenizer.ggml.model:
  *   "llama"  SentencePiece-style: spaces become U+2581, a space prefix is
@@ -14,9 +15,9 @@
  *            by rank.
  * Anything else fails tok_load with -ENOTSUP and a message naming it.
  *
- * A tok_t is immutable after tok_load: every function below may be called
- * from any number of threads at once.  tok_load copies what it needs, so
- * the gguf file may be closed afterwards.
+ * A tok_t is immutable after tok_load/tok_new: every function below may be
+ * called from any number of threads at once.  Both copy what they need, so
+ * the gguf file (or the arrays) may go away afterwards.
  *
  * Special tokens (control, user-defined, unknown) are found in the input
  * text only when parse_special is set (user-defined ones always); otherwise
@@ -53,10 +54,43 @@ enum tok_token_type {
     TOK_TYPE_BYTE = 6,
 };
 
-/* Builds a tokenizer from f's tokenizer.ggml.* keys.  Returns 0, -EINVAL
- * (missing or malformed keys), -ENOTSUP (unknown tokenizer model) or
- * -ENOMEM; on failure err (when non-NULL) names the problem. */
+/* A vocabulary as arrays: what tok_new builds a tokenizer from (the
+ * arrays are read, not kept).  Start from tok_vocab_init, which sets the
+ * ids to TOK_ID_DEFAULT and the flags to the kind's defaults. */
+#define TOK_ID_DEFAULT (-2) /* SPM: <unk> 0, <s> 1, </s> 2; BPE and others: none */
+struct tok_vocab {
+    enum tok_kind kind;
+    const char *pre;                      /* TOK_BPE pre-tokenizer name; NULL: "default" */
+    int32_t n_tokens;                     /* > 0 */
+    const char *const *tokens;            /* [n_tokens] vocabulary texts */
+    const size_t *token_lens;             /* [n_tokens] their lengths; NULL: NUL-terminated */
+    const float *scores;                  /* [n_tokens] (SPM merge priority); NULL: all 0 */
+    const int32_t *types;                 /* [n_tokens] TOK_TYPE_*; NULL: all normal,
+                                             and SPM infers <0xNN> byte tokens */
+    int32_t n_merges;                     /* TOK_BPE: merge rules "left right", best first */
+    const char *const *merges;            /* [n_merges] */
+    const size_t *merge_lens;             /* [n_merges]; NULL: NUL-terminated */
+    int32_t bos, eos, unk, pad, eot, eom; /* ids; -1 none; TOK_ID_DEFAULT */
+    bool add_bos, add_eos, add_space_prefix;
+};
+void tok_vocab_init(struct tok_vocab *v, enum tok_kind kind);
+
+/* Builds a tokenizer from arrays.  Returns 0, -EINVAL (an id outside the
+ * vocabulary, bad arrays), -ENOTSUP (unknown pre-tokenizer) or -ENOMEM; on
+ * failure err (when non-NULL) names the problem. */
+int tok_new(const struct tok_vocab *v, tok_t **out, char *err, size_t errlen);
+
+/* Builds a tokenizer from f's tokenizer.ggml.* keys (read into a struct
+ * tok_vocab, then tok_new).  Returns 0, -EINVAL (missing or malformed
+ * keys), -ENOTSUP (unknown tokenizer model) or -ENOMEM; on failure err
+ * (when non-NULL) names the problem. */
 int tok_load(const gguf_file_t *f, tok_t **out, char *err, size_t errlen);
+
+/* The synthetic SentencePiece vocabulary of n_vocab tokens that `folio
+ * gen-model` writes into its files (<unk> 0, <s> 1, </s> 2, then byte and
+ * word pieces; add_bos): the tokenizer of the embedded default model,
+ * without a file.  -EINVAL (n_vocab outside 512 .. 2^20), -ENOMEM. */
+int tok_new_synthetic(int32_t n_vocab, tok_t **out, char *err, size_t errlen);
 void tok_free(tok_t *t);
 
 enum tok_kind tok_kind(const tok_t *t);

@@ -83,7 +83,7 @@ static void check_error(const struct srv_api_error *e)
 {
     CHECK(e->status >= 400 && e->status < 500);
     CHECK(e->type && e->type[0]);
-    struct srv_buf b = {0};
+    struct folio_buf b = {0};
     srv_api_error_json(&b, e);
     CHECK(!b.oom);
     cJSON *j = cJSON_ParseWithLength(b.p, b.len);
@@ -92,7 +92,7 @@ static void check_error(const struct srv_api_error *e)
     CHECK(cJSON_IsObject(err));
     CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "message")));
     cJSON_Delete(j);
-    srv_buf_free(&b);
+    folio_buf_free(&b);
 }
 
 static void check_params(const struct srv_comp_params *p)

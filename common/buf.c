@@ -1,7 +1,8 @@
 /*
- * daemon/buf.c — struct srv_buf: doubling growth through folio_realloc.
+ * common/buf.c — struct folio_buf (folio/buf.h): doubling growth through
+ * folio_realloc, the NUL kept after len.
  */
-#include "buf.h"
+#include "folio/buf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 
 #include "folio/common.h"
 
-static bool buf_reserve(struct srv_buf *b, size_t extra)
+bool folio_buf_reserve(struct folio_buf *b, size_t extra)
 {
     if (b->oom)
         return false;
@@ -28,9 +29,9 @@ static bool buf_reserve(struct srv_buf *b, size_t extra)
     return true;
 }
 
-void srv_buf_append(struct srv_buf *b, const void *data, size_t n)
+void folio_buf_append(struct folio_buf *b, const void *data, size_t n)
 {
-    if (!buf_reserve(b, n))
+    if (!folio_buf_reserve(b, n))
         return;
     if (n)
         memcpy(b->p + b->len, data, n);
@@ -38,12 +39,12 @@ void srv_buf_append(struct srv_buf *b, const void *data, size_t n)
     b->p[b->len] = 0;
 }
 
-void srv_buf_puts(struct srv_buf *b, const char *s)
+void folio_buf_puts(struct folio_buf *b, const char *s)
 {
-    srv_buf_append(b, s, strlen(s));
+    folio_buf_append(b, s, strlen(s));
 }
 
-void srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
+void folio_buf_printf(struct folio_buf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -53,10 +54,10 @@ void srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
     if (n < 0)
         return;
     if ((size_t)n < sizeof(small)) {
-        srv_buf_append(b, small, (size_t)n);
+        folio_buf_append(b, small, (size_t)n);
         return;
     }
-    if (!buf_reserve(b, (size_t)n))
+    if (!folio_buf_reserve(b, (size_t)n))
         return;
     va_start(ap, fmt);
     vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
@@ -64,16 +65,16 @@ void srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void srv_buf_json_str(struct srv_buf *b, const char *s, size_t n)
+void folio_buf_json_str(struct folio_buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    srv_buf_append(b, "\"", 1);
+    folio_buf_append(b, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f)
             continue;
-        srv_buf_append(b, s + run, i - run);
+        folio_buf_append(b, s + run, i - run);
         run = i + 1;
         char esc[7] = {'\\', 0};
         switch (c) {
@@ -96,16 +97,16 @@ void srv_buf_json_str(struct srv_buf *b, const char *s, size_t n)
             memcpy(esc + 1, "u00", 3);
             esc[4] = hex[c >> 4];
             esc[5] = hex[c & 15];
-            srv_buf_append(b, esc, 6);
+            folio_buf_append(b, esc, 6);
             continue;
         }
-        srv_buf_append(b, esc, 2);
+        folio_buf_append(b, esc, 2);
     }
-    srv_buf_append(b, s + run, n - run);
-    srv_buf_append(b, "\"", 1);
+    folio_buf_append(b, s + run, n - run);
+    folio_buf_append(b, "\"", 1);
 }
 
-char *srv_buf_steal(struct srv_buf *b, size_t *len)
+char *folio_buf_steal(struct folio_buf *b, size_t *len)
 {
     char *p = b->p;
     if (len)
@@ -114,7 +115,7 @@ char *srv_buf_steal(struct srv_buf *b, size_t *len)
     return p;
 }
 
-void srv_buf_free(struct srv_buf *b)
+void folio_buf_free(struct folio_buf *b)
 {
     folio_free(b->p);
     memset(b, 0, sizeof(*b));
