@@ -236,6 +236,8 @@ static double row_cost(const struct plan *pl, int32_t p0, int32_t i)
 static int32_t item_kvh(const struct plan *pl, const struct attn_seq *sq)
 {
     const int32_t n_kv = pl->b->kv->n_kv_heads;
+    if (pl->b->batch_invariant)
+        return 1;
     for (int32_t h = n_kv; h > 1; h--)
         if (n_kv % h == 0 && (int64_t)sq->n_q * h * pl->group <= ATTN__MQ)
             return h;
@@ -259,7 +261,7 @@ static void plan_init(struct plan *pl, const struct attn_batch *b, int nth)
     for (int32_t s = 0; s < b->n_seqs; s++)
         pl->total += item_cost(pl, &b->seqs[s]) * b->kv->n_kv_heads;
     pl->maxpiece = INFINITY;
-    if (nth > 1)
+    if (nth > 1 && !b->batch_invariant)
         pl->maxpiece = FOLIO_MAX(pl->total / (4.0 * nth), (double)pl->group * MIN_SPLIT_CTX);
     pl->scratch = ATTN__ALIGN_F(attn__scratch_floats(pl->group, b->kv->n_kv_heads, pl->hd));
 }

@@ -46,8 +46,9 @@ struct opt {
 static const struct opt opts[] = {
     {"model", OPT_STR, 0, 0, NULL, NULL, F(model), "PATH",
      "GGUF model file (default: the embedded synthetic model)", 0},
-    {"chat-template", OPT_ENUM, 0, 0, "auto", "auto|chatml|llama2|llama3|mistral|zephyr|phi3",
-     F(chat_template), "NAME",
+    {"chat-template", OPT_ENUM, 0, 0, "auto",
+     "auto|chatml|llama2|llama3|mistral|zephyr|phi3|qwen2|qwen2.5|deepseek3", F(chat_template),
+     "NAME",
      "chat template for /v1/chat/completions (auto: the model's tokenizer.chat_template; "
      "chatml as plain text when the model has none)",
      F(chat_template_id)},

@@ -22,6 +22,7 @@
 #ifndef FOLIO_ATTENTION_H
 #define FOLIO_ATTENTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,11 @@ struct attn_batch {
     int32_t n_rows; /* total query rows */
     const float *q;
     float *out;
+    /* The fast kernel computes each row the same way whatever else is in
+     * the batch: no context splits (their cut points follow the batch's
+     * total cost), KV heads one per work item.  Costs parallelism on a
+     * batch of few long sequences. */
+    bool batch_invariant;
 };
 
 /* The reference: for every slice, row and head, a two-pass softmax over the
