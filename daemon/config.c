@@ -72,6 +72,10 @@ static const struct opt opts[] = {
     {"matmul", OPT_ENUM, 0, 0, "auto", "auto|openblas|onednn", F(matmul), "auto|openblas|onednn",
      "matrix-product backend (auto: oneDNN with AVX-512, else the faster on a start-up check)",
      F(matmul_id)},
+    {"batch-invariant", OPT_BOOL, 0, 0, NULL, NULL, F(batch_invariant), NULL,
+     "each request's tokens independent of what it is batched with (seeded sampling "
+     "included): F32/F16/BF16 products on row-invariant kernels, no attention context splits",
+     0},
     {"unknown-uid", OPT_ENUM, 0, 0, "default", "default|refuse", F(unknown_uid), "default|refuse",
      "peers whose uid names no tenant: serve as 'default', or refuse (403)", F(unknown_uid_id)},
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",

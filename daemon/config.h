@@ -48,6 +48,7 @@ struct srv_config {
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     bool help, dump;
+    bool batch_invariant;           /* --batch-invariant (model_ctx_config.batch_invariant) */
     uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
     struct srv_tenant_cfg *tenants; /* [n_tenants]; [0] is "default" */
     int n_tenants;

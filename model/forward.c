@@ -607,6 +607,7 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         .q = ctx->q,
         .out = ctx->att,
         .batch_invariant = ctx->cfg.batch_invariant,
+        .window = hp->n_swa,
     };
     for (int32_t l = 0; l < hp->n_layers; l++) {
         const struct model_layer *L = &m->layers[l];
