@@ -26,10 +26,15 @@
  * weights the ctx registers, and so prepares, once at model_ctx_new in the
  * backend cfg->matmul resolves to; the weights stay in their file's type.
  *
- * RoPE follows llama.cpp for llama-architecture GGUF files: within each
- * head it rotates adjacent pairs (x[2i], x[2i+1]) by pos * base^(-2i/d).
- * The cos/sin of every token's angles are computed once per step (double,
- * then rounded to float) and reused by every layer.
+ * RoPE follows llama.cpp: within each head it rotates adjacent pairs
+ * (x[2i], x[2i+1]) (llama) or the halves (x[i], x[i + d/2]) (qwen2, qwen3:
+ * NeoX) by pos * base^(-2i/d), scaled as the file asks (linear, YaRN: see
+ * rope_init).  The cos/sin of every token's angles are computed once per
+ * step (double, then rounded to float) and reused by every layer.  Before
+ * RoPE, qwen2 adds its Q/K/V biases and qwen3 RMS-normalises each Q and K
+ * head (job_rope_kv).  A Q/K/V whose parts differ in type is three
+ * products into the columns of the same qkv rows.  A sliding window
+ * (hp.n_swa) is the attention kernel's (attn_batch.window).
  *
  * Threads.  Two kinds of parallel work alternate and never overlap:
  *   - element-wise and attention work runs on the ctx's pool (pool_run,
