@@ -17,7 +17,7 @@
  * With FOLIO_BATCH_INV_CONTROL=1 the same runs without batch_invariant are
  * reported (how many streams differ), not asserted: OpenBLAS's sgemm/sgemv round differently for
  * different batch sizes, which is the failure this mode removes.
- * FOLIO_TEST_SHORT=1 runs 16 requests.
+ * FOLIO_TEST_SHORT=1 runs 8 requests.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -208,7 +208,7 @@ int main(void)
 {
     const char *sh = getenv("FOLIO_TEST_SHORT");
     if (sh && *sh && strcmp(sh, "0"))
-        n_req = 16;
+        n_req = 8;
     char err[256];
     if (model_load_default(&g_model, err, sizeof(err))) {
         fprintf(stderr, "%s\n", err);
