@@ -46,6 +46,7 @@ struct attn__piece {
     int32_t n_kvh;  /* consecutive KV heads: query heads h < n_kvh * group, h / group */
     int32_t pos0;   /* position of the piece's first row */
     int32_t c0, c1; /* key positions [c0, c1) */
+    int32_t window; /* sliding window (0: none): row at p sees (p - window, p] */
     float scale;
     /* K/V: tile of (block, layer, head) at kbase + block * block_bytes,
      * V tile v_bytes further */

@@ -320,8 +320,16 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             memset(acc + (size_t)qi * hd, 0, sizeof(float) * (size_t)hd);
         }
         const int32_t cend = FOLIO_MIN(pc->c1, pc->pos0 + r + nr);
+        /* sliding window: the tile's first row sees nothing before wlo;
+         * start at that block (whole blocks keep the chunk grid) */
+        int32_t start = pc->c0;
+        if (pc->window > 0) {
+            const int32_t wlo = pc->pos0 + r - pc->window + 1;
+            if (wlo > start)
+                start = FOLIO_MAX(start, wlo / bs * bs);
+        }
         int32_t n;
-        for (int32_t pos = pc->c0; pos < cend; pos += n) {
+        for (int32_t pos = start; pos < cend; pos += n) {
             const int32_t bi = pos / bs, slot = pos % bs;
             n = FOLIO_MIN(FOLIO_MIN(KC, cend - pos), bs - slot);
             const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
@@ -418,6 +426,15 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 #endif
                 }
             }
+
+            /* sliding window: keys before each row's window out */
+            if (pc->window > 0)
+                for (int32_t rr = 0; rr < nr; rr++) {
+                    const int32_t cut = pc->pos0 + r + rr - pc->window + 1 - pos;
+                    for (int32_t qi = rr * hv; cut > 0 && qi < (rr + 1) * hv; qi++)
+                        for (int32_t k = 0; k < FOLIO_MIN(cut, KC); k++)
+                            s[(size_t)qi * KC + k] = -INFINITY;
+                }
 
             /* online softmax */
             for (int32_t qi = 0; qi < nq; qi++) {

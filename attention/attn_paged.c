@@ -33,6 +33,18 @@
  *
  *   [ scratch thread 0 | ... | scratch thread nth-1 | partials of split items ]
  *
+ * Batch invariance (b->batch_invariant): the cut points of a context split
+ * follow the batch's total cost, so a row's sums would be grouped
+ * differently in another batch; in this mode no item is split and items
+ * take one KV head each (threads then share a batch by slices and heads).
+ * Rows split and tile composition never change a row's arithmetic: every
+ * row walks the same grid of key chunks (block-aligned, KC keys) in order.
+ *
+ * Sliding window (b->window > 0): a tile starts at the block holding its
+ * first row's window start (whole blocks keep the chunk grid), and keys
+ * before each row's window are masked to -inf like future keys; a chunk
+ * with nothing visible leaves the row's running sums untouched.
+ *
  * Checks: shapes, strides, rows and block ids are verified at entry of
  * every call, always (not assert): a violation aborts with a message, since
  * reading through a bad page table would read or write out of bounds.
@@ -228,6 +240,8 @@ static double row_cost(const struct plan *pl, int32_t p0, int32_t i)
 static int32_t item_kvh(const struct plan *pl, const struct attn_seq *sq)
 {
     const int32_t n_kv = pl->b->kv->n_kv_heads;
+    if (pl->b->batch_invariant)
+        return 1;
     for (int32_t h = n_kv; h > 1; h--)
         if (n_kv % h == 0 && (int64_t)sq->n_q * h * pl->group <= ATTN__MQ)
             return h;
@@ -251,7 +265,7 @@ static void plan_init(struct plan *pl, const struct attn_batch *b, int nth)
     for (int32_t s = 0; s < b->n_seqs; s++)
         pl->total += item_cost(pl, &b->seqs[s]) * b->kv->n_kv_heads;
     pl->maxpiece = INFINITY;
-    if (nth > 1)
+    if (nth > 1 && !b->batch_invariant)
         pl->maxpiece = FOLIO_MAX(pl->total / (4.0 * nth), (double)pl->group * MIN_SPLIT_CTX);
     pl->scratch = ATTN__ALIGN_F(attn__scratch_floats(pl->group, b->kv->n_kv_heads, pl->hd));
 }
@@ -414,6 +428,7 @@ static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
         .pos0 = sq->p0 + p->r0,
         .c0 = p->c0,
         .c1 = p->c1,
+        .window = b->window,
         .scale = b->scale,
         .block_table = sq->block_table,
         .block_size = kv->block_size,

@@ -61,13 +61,14 @@ void attn_paged_ref(const struct attn_batch *b)
         FOLIO_CHECK(scores && acc, "reference attention: out of memory for %d keys", (int)ctx);
         for (int32_t i = 0; i < sq->n_q; i++) {
             int32_t visible = sq->p0 + i + 1;
+            const int32_t lo = b->window > 0 ? FOLIO_MAX(0, visible - b->window) : 0;
             const float *qrow = b->q + (size_t)(sq->q_row + i) * row_stride;
             float *orow = b->out + (size_t)(sq->q_row + i) * row_stride;
             for (int32_t h = 0; h < b->n_heads; h++) {
                 int32_t kh = h / group;
                 const float *qh = qrow + (size_t)h * hd;
                 double mx = -INFINITY;
-                for (int32_t p = 0; p < visible; p++) {
+                for (int32_t p = lo; p < visible; p++) {
                     double dot = 0;
                     for (int32_t e = 0; e < hd; e++)
                         dot += (double)qh[e] * kv_elem(kv, b->layer, 0, sq->block_table, kh, p, e);
@@ -76,13 +77,13 @@ void attn_paged_ref(const struct attn_batch *b)
                         mx = scores[p];
                 }
                 double sum = 0;
-                for (int32_t p = 0; p < visible; p++) {
+                for (int32_t p = lo; p < visible; p++) {
                     scores[p] = exp(scores[p] - mx);
                     sum += scores[p];
                 }
                 for (int32_t e = 0; e < hd; e++)
                     acc[e] = 0;
-                for (int32_t p = 0; p < visible; p++)
+                for (int32_t p = lo; p < visible; p++)
                     for (int32_t e = 0; e < hd; e++)
                         acc[e] += scores[p] * kv_elem(kv, b->layer, 1, sq->block_table, kh, p, e);
                 for (int32_t e = 0; e < hd; e++)

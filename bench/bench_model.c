@@ -45,7 +45,7 @@
 
 #define BLOCK 16
 
-static int n_threads = 2, blas_threads = 0, quick = 0;
+static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0;
 static enum model_matmul matmul = MODEL_MATMUL_AUTO;
 static double read_bw; /* bytes/s, measured at start */
 
@@ -183,7 +183,8 @@ static model_ctx_t *ctx_new(const struct env *e, int32_t max_tokens, int32_t max
                                    .max_slices = max_slices,
                                    .n_threads = n_threads,
                                    .blas_threads = blas_threads,
-                                   .matmul = matmul};
+                                   .matmul = matmul,
+                                   .batch_invariant = invariant};
     model_ctx_t *ctx;
     if (model_ctx_new(e->m, &e->kv, &cfg, &ctx) < 0) {
         fprintf(stderr, "bench_model: model_ctx_new failed\n");
@@ -337,6 +338,8 @@ int main(int argc, char **argv)
             blas_threads = 1;
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--batch-invariant"))
+            invariant = 1;
         else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
             preset = argv[++i];
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc &&
@@ -346,7 +349,7 @@ int main(int argc, char **argv)
             dtype = argv[++i];
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
-                            "[--quick] [--matmul auto|openblas|onednn] "
+                            "[--quick] [--matmul auto|openblas|onednn] [--batch-invariant] "
                             "[--dtype all|f32|f16|bf16|q8_0]\n");
             return 2;
         }

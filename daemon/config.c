@@ -47,8 +47,9 @@ struct opt {
 static const struct opt opts[] = {
     {"model", OPT_STR, 0, 0, NULL, NULL, F(model), "PATH",
      "GGUF model file (default: the embedded synthetic model)", 0},
-    {"chat-template", OPT_ENUM, 0, 0, "auto", "auto|chatml|llama2|llama3|mistral|zephyr|phi3",
-     F(chat_template), "NAME",
+    {"chat-template", OPT_ENUM, 0, 0, "auto",
+     "auto|chatml|llama2|llama3|mistral|zephyr|phi3|qwen2|qwen2.5|deepseek3", F(chat_template),
+     "NAME",
      "chat template for /v1/chat/completions (auto: the model's tokenizer.chat_template; "
      "chatml as plain text when the model has none)",
      F(chat_template_id)},
@@ -78,6 +79,10 @@ static const struct opt opts[] = {
     {"matmul", OPT_ENUM, 0, 0, "auto", "auto|openblas|onednn", F(matmul), "auto|openblas|onednn",
      "matrix-product backend (auto: oneDNN with AVX-512, else the faster on a start-up check)",
      F(matmul_id)},
+    {"batch-invariant", OPT_BOOL, 0, 0, NULL, NULL, F(batch_invariant), NULL,
+     "each request's tokens independent of what it is batched with (seeded sampling "
+     "included): F32/F16/BF16 products on row-invariant kernels, no attention context splits",
+     0},
     {"unknown-uid", OPT_ENUM, 0, 0, "own", "own|refuse", F(unknown_uid), "own|refuse",
      "socket peers whose uid names no tenant: each is its own tenant 'uid-N', or refused (403)",
      F(unknown_uid_id)},

@@ -246,6 +246,7 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         .n_threads = cfg->threads > 0 ? (int32_t)cfg->threads
                                       : (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN)),
         .matmul = (enum model_matmul)cfg->matmul_id, /* choices in enum order */
+        .batch_invariant = cfg->batch_invariant,
     };
     if ((rc = model_ctx_new(m->model, &view, &mc, &m->mctx))) {
         snprintf(err, errlen, "cannot create the model context: %s", strerror(-rc));

@@ -26,10 +26,15 @@
  * weights the ctx registers, and so prepares, once at model_ctx_new in the
  * backend cfg->matmul resolves to; the weights stay in their file's type.
  *
- * RoPE follows llama.cpp for llama-architecture GGUF files: within each
- * head it rotates adjacent pairs (x[2i], x[2i+1]) by pos * base^(-2i/d).
- * The cos/sin of every token's angles are computed once per step (double,
- * then rounded to float) and reused by every layer.
+ * RoPE follows llama.cpp: within each head it rotates adjacent pairs
+ * (x[2i], x[2i+1]) (llama) or the halves (x[i], x[i + d/2]) (qwen2, qwen3:
+ * NeoX) by pos * base^(-2i/d), scaled as the file asks (linear, YaRN: see
+ * rope_init).  The cos/sin of every token's angles are computed once per
+ * step (double, then rounded to float) and reused by every layer.  Before
+ * RoPE, qwen2 adds its Q/K/V biases and qwen3 RMS-normalises each Q and K
+ * head (job_rope_kv).  A Q/K/V whose parts differ in type is three
+ * products into the columns of the same qkv rows.  A sliding window
+ * (hp.n_swa) is the attention kernel's (attn_batch.window).
  *
  * Threads.  Two kinds of parallel work alternate and never overlap:
  *   - element-wise and attention work runs on the ctx's pool (pool_run,
@@ -85,7 +90,7 @@ struct model_ctx {
     struct model_ctx_config cfg;
     pool_t *pool;
     matmul_t *mm;
-    int32_t *mm_id;    /* [n_layers][4] (wqkv, wo, w_gate_up, w_down), then output */
+    int32_t *mm_id;    /* [n_layers][MM_PER_LAYER] (see MM_*), then output */
     int32_t n_qkv;     /* (Hq + 2 Hk) * d */
     int32_t n_q, n_kv; /* Hq * d, Hk * d */
     /* workspaces, [max_tokens] rows unless noted */
@@ -97,11 +102,18 @@ struct model_ctx {
     int32_t *sample_rows;   /* [max_slices] rows whose logits are wanted */
     float *xs;              /* [max_slices][D] */
     double *inv_freq;       /* [d/2] base^(-2i/d) */
+    double *rope_mix;       /* [d/2] YaRN's extrapolation share of angle i */
+    double rope_fscale;     /* positions scale (1 / factor; 1 without scaling) */
+    double rope_mscale;     /* cos/sin magnitude (YaRN's attention factor) */
     void *arena;            /* one allocation behind the float workspaces */
     void *attn_work;        /* fast attention kernel's workspace */
     size_t attn_work_bytes;
     struct model_ctx_stats stats;
 };
+
+/* Slots of a layer's products in mm_id: Q|K|V (fused in MM_QKV, or the
+ * three parts of a mixed-type QKV in MM_QKV + 0..2), then the others. */
+enum { MM_QKV = 0, MM_WO = 3, MM_GATE_UP = 4, MM_DOWN = 5, MM_PER_LAYER = 6 };
 
 /* ---- pool jobs -------------------------------------------------------- */
 
@@ -164,18 +176,33 @@ static void job_embed(void *arg, int ith, int nth)
         matmul_mat_rows_f32(&m->tok_embd, j->b->tokens[r], 1, j->ctx->x + r * D);
 }
 
-/* Rotates one head of d values from src into dst with the token's cos/sin. */
-static inline void rope_head(float *dst, const float *src, const float *cs, int32_t d)
+/* Rotates one head of d values from src into dst with the token's cos/sin:
+ * pairs (x[2i], x[2i+1]) (llama), or (x[i], x[i + d/2]) (neox: qwen2,
+ * qwen3), pair i by angle i. */
+static inline void rope_head(float *dst, const float *src, const float *cs, int32_t d, bool neox)
 {
-    for (int32_t i = 0; i < d / 2; i++) {
+    const int32_t h = d / 2, a = neox ? 1 : 2, b = neox ? h : 1;
+    for (int32_t i = 0; i < h; i++) {
         float c = cs[2 * i], s = cs[2 * i + 1];
-        float x0 = src[2 * i], x1 = src[2 * i + 1];
-        dst[2 * i] = x0 * c - x1 * s;
-        dst[2 * i + 1] = x0 * s + x1 * c;
+        float x0 = src[a * i], x1 = src[a * i + b];
+        dst[a * i] = x0 * c - x1 * s;
+        dst[a * i + b] = x0 * s + x1 * c;
     }
 }
 
-/* Per token: q ← rope(Q part); the K (roped) and V parts go to the token's
+/* x[d] ← x / rms(x) * w (qwen3's per-head Q/K norm), in place. */
+static inline void rmsnorm_head(float *x, const float *w, int32_t d, float eps)
+{
+    double ss = 0;
+    for (int32_t i = 0; i < d; i++)
+        ss += (double)x[i] * x[i];
+    const float inv = (float)(1.0 / sqrt(ss / d + eps));
+    for (int32_t i = 0; i < d; i++)
+        x[i] = x[i] * inv * w[i];
+}
+
+/* Per token: the Q|K|V biases are added (qwen2), Q and K heads normed
+ * (qwen3); q ← rope(Q part); the K (roped) and V parts go to the token's
  * slot in layer j->layer of the KV arena, converted to the arena's dtype by
  * pager_kv_row_put (f16 / bf16 rounding, q8 quantization with the row's
  * scale: quantize on write, so the arena only ever holds stored rows). */
@@ -184,15 +211,28 @@ static void job_rope_kv(void *arg, int ith, int nth)
     struct fwd_job *j = arg;
     struct model_ctx *ctx = j->ctx;
     const struct pager_kv_view *kv = &ctx->kv;
-    const int32_t d = ctx->m->hp.head_dim, Hq = ctx->m->hp.n_heads, Hk = ctx->m->hp.n_kv_heads;
+    const struct model_hparams *hp = &ctx->m->hp;
+    const struct model_layer *L = &ctx->m->layers[j->layer];
+    const int32_t d = hp->head_dim, Hq = hp->n_heads, Hk = hp->n_kv_heads;
+    const bool neox = hp->rope_neox;
     float kbuf[1024];
     int32_t lo, hi;
     split_range(j->n, ith, nth, &lo, &hi);
     for (int32_t r = lo; r < hi; r++) {
-        const float *row = ctx->qkv + (size_t)r * ctx->n_qkv;
+        float *row = ctx->qkv + (size_t)r * ctx->n_qkv;
+        if (L->bqkv)
+            for (int32_t i = 0; i < ctx->n_qkv; i++)
+                row[i] += L->bqkv[i];
+        if (L->q_norm) {
+            for (int32_t h = 0; h < Hq; h++)
+                rmsnorm_head(row + (size_t)h * d, L->q_norm, d, hp->norm_eps);
+            for (int32_t h = 0; h < Hk; h++)
+                rmsnorm_head(row + ctx->n_q + (size_t)h * d, L->k_norm, d, hp->norm_eps);
+        }
         const float *cs = ctx->rope_cs + (size_t)r * d;
         for (int32_t h = 0; h < Hq; h++)
-            rope_head(ctx->q + (size_t)r * ctx->n_q + (size_t)h * d, row + (size_t)h * d, cs, d);
+            rope_head(ctx->q + (size_t)r * ctx->n_q + (size_t)h * d, row + (size_t)h * d, cs, d,
+                      neox);
         const int32_t pos = ctx->tok_pos[r];
         const int32_t *bt = j->b->slices[ctx->tok_slice[r]].block_table;
         const int32_t blk = bt[pos / kv->block_size], slot = pos % kv->block_size;
@@ -203,10 +243,10 @@ static void job_rope_kv(void *arg, int ith, int nth)
                 const size_t ki = (size_t)blk * kv->block_stride +
                                   (size_t)j->layer * kv->layer_stride +
                                   (size_t)h * kv->head_stride + (size_t)slot * d;
-                rope_head((float *)kv->base + ki, k, cs, d);
+                rope_head((float *)kv->base + ki, k, cs, d, neox);
                 memcpy((float *)kv->base + ki + kv->v_offset, v, (size_t)d * sizeof(float));
             } else {
-                rope_head(kbuf, k, cs, d);
+                rope_head(kbuf, k, cs, d, neox);
                 pager_kv_row_put(kv, blk, j->layer, 0, h, slot, kbuf);
                 pager_kv_row_put(kv, blk, j->layer, 1, h, slot, v);
             }
@@ -314,6 +354,52 @@ static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
 
 /* ---- context ---------------------------------------------------------- */
 
+/* YaRN's correction dimension: the rotary pair index whose wavelength fits
+ * n_rot times in the original context. */
+static double yarn_corr_dim(int32_t d, int32_t n_ctx_orig, double n_rot, double base)
+{
+    return d * log(n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+/* The RoPE frequencies and their scaling (hp->rope_scaling):
+ *   none    angle_i = p · base^(-2i/d)
+ *   linear  angle_i = p / factor · base^(-2i/d)
+ *   yarn    pairs below the ramp [lo, hi] (high frequencies, measured by
+ *           yarn_corr_dim at beta_fast / beta_slow rotations over orig_ctx)
+ *           keep p · f_i, pairs above it use p / factor · f_i, and the ramp
+ *           blends linearly; cos and sin are scaled by
+ *           attn · (1 + 0.1 ln factor).
+ * This is how llama.cpp's RoPE reads the same GGUF keys. */
+static void rope_init(struct model_ctx *ctx, const struct model_hparams *hp)
+{
+    const int32_t d = hp->head_dim;
+    ctx->rope_fscale = 1.0;
+    ctx->rope_mscale = 1.0;
+    for (int32_t i = 0; i < d / 2; i++) {
+        ctx->inv_freq[i] = pow((double)hp->rope_base, -2.0 * (double)i / (double)d);
+        ctx->rope_mix[i] = 0.0;
+    }
+    if (hp->rope_scaling == MODEL_ROPE_NONE || !(hp->rope_factor > 0))
+        return;
+    ctx->rope_fscale = 1.0 / hp->rope_factor;
+    if (hp->rope_scaling != MODEL_ROPE_YARN)
+        return;
+    const double base = hp->rope_base;
+    const int32_t orig = hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->ctx_len;
+    const double fast = hp->yarn_beta_fast > 0 ? hp->yarn_beta_fast : 32.0;
+    const double slow = hp->yarn_beta_slow > 0 ? hp->yarn_beta_slow : 1.0;
+    double lo = floor(yarn_corr_dim(d, orig, fast, base));
+    double hi = ceil(yarn_corr_dim(d, orig, slow, base));
+    lo = FOLIO_MAX(0.0, lo);
+    hi = FOLIO_MIN((double)(d - 1), hi);
+    for (int32_t i = 0; i < d / 2; i++) {
+        const double y = (i - lo) / FOLIO_MAX(0.001, hi - lo);
+        ctx->rope_mix[i] = 1.0 - FOLIO_MIN(1.0, FOLIO_MAX(0.0, y));
+    }
+    ctx->rope_mscale =
+        (hp->yarn_attn > 0 ? hp->yarn_attn : 1.0) * (1.0 + 0.1 * log((double)hp->rope_factor));
+}
+
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
                   const struct model_ctx_config *cfg, model_ctx_t **out)
 {
@@ -365,16 +451,16 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     ctx->aseqs = folio_malloc(S * sizeof(struct attn_seq));
     ctx->sample_rows = folio_malloc(S * sizeof(int32_t));
     ctx->inv_freq = folio_malloc(d / 2 * sizeof(double));
+    ctx->rope_mix = folio_malloc(d / 2 * sizeof(double));
     if (!ctx->arena || !ctx->tok_pos || !ctx->tok_slice || !ctx->aseqs || !ctx->sample_rows ||
-        !ctx->inv_freq)
+        !ctx->inv_freq || !ctx->rope_mix)
         goto fail;
     float *p = ctx->arena;
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(sizes); i++) {
         *slots[i] = p;
         p += (sizes[i] + 15) & ~(size_t)15;
     }
-    for (size_t i = 0; i < d / 2; i++)
-        ctx->inv_freq[i] = pow((double)hp->rope_base, -2.0 * (double)i / (double)d);
+    rope_init(ctx, hp);
     /* The kernel's proven bound over every batch this ctx accepts. */
     ctx->attn_work_bytes =
         attn_paged_work_bound(kv, hp->n_heads, ctx->cfg.max_tokens, ctx->cfg.n_threads);
@@ -386,13 +472,14 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         goto fail;
     openblas_set_num_threads(ctx->cfg.blas_threads ? ctx->cfg.n_threads : 1);
     /* the products' weights, prepared once for the backend */
-    const int32_t n_mm = 4 * hp->n_layers + 1;
+    const int32_t n_mm = MM_PER_LAYER * hp->n_layers + 1;
     const struct matmul_config mc = {
         .backend = ctx->cfg.matmul,
         .n_threads = ctx->cfg.n_threads,
         .max_m = ctx->cfg.max_tokens,
         .max_k = FOLIO_MAX(FOLIO_MAX(hp->dim, hp->ffn_dim), ctx->n_q),
         .max_weights = n_mm,
+        .batch_invariant = ctx->cfg.batch_invariant,
     };
     rc = -ENOMEM;
     if (!(ctx->mm_id = folio_malloc((size_t)n_mm * sizeof(int32_t))))
@@ -401,9 +488,18 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         goto fail;
     for (int32_t l = 0; l < hp->n_layers && rc == 0; l++) {
         const struct model_layer *L = &m->layers[l];
-        const struct matmul_mat *w[4] = {&L->wqkv, &L->wo, &L->w_gate_up, &L->w_down};
-        for (int i = 0; i < 4 && rc == 0; i++)
-            rc = matmul_add(ctx->mm, w[i], &ctx->mm_id[4 * l + i]);
+        const bool fused = L->wqkv.data != NULL;
+        const struct matmul_mat *w[MM_PER_LAYER] = {fused ? &L->wqkv : &L->qkv_part[0],
+                                                    fused ? NULL : &L->qkv_part[1],
+                                                    fused ? NULL : &L->qkv_part[2],
+                                                    &L->wo,
+                                                    &L->w_gate_up,
+                                                    &L->w_down};
+        for (int i = 0; i < MM_PER_LAYER && rc == 0; i++) {
+            ctx->mm_id[MM_PER_LAYER * l + i] = -1;
+            if (w[i])
+                rc = matmul_add(ctx->mm, w[i], &ctx->mm_id[MM_PER_LAYER * l + i]);
+        }
     }
     if (rc == 0)
         rc = matmul_add(ctx->mm, &m->output, &ctx->mm_id[n_mm - 1]);
@@ -431,6 +527,7 @@ void model_ctx_free(model_ctx_t *ctx)
     folio_free(ctx->aseqs);
     folio_free(ctx->sample_rows);
     folio_free(ctx->inv_freq);
+    folio_free(ctx->rope_mix);
     folio_free(ctx);
 }
 
@@ -488,13 +585,17 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
     ctx->stats.tokens += (uint64_t)n;
     ctx->stats.sampled_rows += (uint64_t)n_sample;
 
-    /* cos/sin of every token's angles, shared by all layers */
+    /* cos/sin of every token's angles, shared by all layers: angle i of
+     * position p is p·f_i scaled by rope_fscale, except YaRN's
+     * extrapolated share rope_mix[i] of it, which keeps p·f_i */
     for (int32_t r = 0; r < n; r++) {
         float *cs = ctx->rope_cs + (size_t)r * d;
         for (int32_t i = 0; i < d / 2; i++) {
-            double a = (double)ctx->tok_pos[r] * ctx->inv_freq[i];
-            cs[2 * i] = (float)cos(a);
-            cs[2 * i + 1] = (float)sin(a);
+            const double ex = (double)ctx->tok_pos[r] * ctx->inv_freq[i];
+            const double mix = ctx->rope_mix[i];
+            const double a = ex * ctx->rope_fscale * (1.0 - mix) + ex * mix;
+            cs[2 * i] = (float)(cos(a) * ctx->rope_mscale);
+            cs[2 * i + 1] = (float)(sin(a) * ctx->rope_mscale);
         }
     }
 
@@ -510,6 +611,8 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         .n_rows = n,
         .q = ctx->q,
         .out = ctx->att,
+        .batch_invariant = ctx->cfg.batch_invariant,
+        .window = hp->n_swa,
     };
     for (int32_t l = 0; l < hp->n_layers; l++) {
         const struct model_layer *L = &m->layers[l];
@@ -518,8 +621,17 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->attn_norm;
         run_other(ctx, job_rmsnorm, &j);
-        /* qkv[n][n_qkv] = xb[n][D] · wqkv[n_qkv][D]ᵀ */
-        gemm(ctx, ctx->mm_id[4 * l], &L->wqkv, n, ctx->xb, D, 0.0f, ctx->qkv, ctx->n_qkv);
+        /* qkv[n][n_qkv] = xb[n][D] · wqkv[n_qkv][D]ᵀ: one product, or one per
+         * part into its columns when Q, K and V differ in type */
+        const int32_t *id = ctx->mm_id + MM_PER_LAYER * l;
+        if (L->wqkv.data) {
+            gemm(ctx, id[MM_QKV], &L->wqkv, n, ctx->xb, D, 0.0f, ctx->qkv, ctx->n_qkv);
+        } else {
+            const int32_t col[3] = {0, ctx->n_q, ctx->n_q + ctx->n_kv};
+            for (int i = 0; i < 3; i++)
+                gemm(ctx, id[MM_QKV + i], &L->qkv_part[i], n, ctx->xb, D, 0.0f, ctx->qkv + col[i],
+                     ctx->n_qkv);
+        }
         run_other(ctx, job_rope_kv, &j);
 
         ab.layer = l;
@@ -527,15 +639,15 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         model__attention(ctx, &ab);
         ctx->stats.ns_attn += folio_now_ns() - t0;
         /* x[n][D] += att[n][Hq d] · wo[D][Hq d]ᵀ */
-        gemm(ctx, ctx->mm_id[4 * l + 1], &L->wo, n, ctx->att, ctx->n_q, 1.0f, ctx->x, D);
+        gemm(ctx, id[MM_WO], &L->wo, n, ctx->att, ctx->n_q, 1.0f, ctx->x, D);
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
         run_other(ctx, job_rmsnorm, &j);
         /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up) */
-        gemm(ctx, ctx->mm_id[4 * l + 2], &L->w_gate_up, n, ctx->xb, D, 0.0f, ctx->gu, 2 * F);
+        gemm(ctx, id[MM_GATE_UP], &L->w_gate_up, n, ctx->xb, D, 0.0f, ctx->gu, 2 * F);
         run_other(ctx, job_swiglu, &j);
         /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
-        gemm(ctx, ctx->mm_id[4 * l + 3], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);
+        gemm(ctx, id[MM_DOWN], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);
     }
     if (n_sample == 0)
         return 0;
@@ -544,8 +656,8 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
     j.src = ctx->x, j.dst = ctx->xs, j.w = m->out_norm;
     run_other(ctx, job_rmsnorm, &j);
     /* logits[S][V] = xs[S][D] · output[V][D]ᵀ */
-    gemm(ctx, ctx->mm_id[4 * hp->n_layers], &m->output, n_sample, ctx->xs, D, 0.0f, logits,
-         hp->n_vocab);
+    gemm(ctx, ctx->mm_id[MM_PER_LAYER * hp->n_layers], &m->output, n_sample, ctx->xs, D, 0.0f,
+         logits, hp->n_vocab);
     return 0;
 }
 

@@ -3,17 +3,22 @@
  *
  * What it owns: nothing beyond the call.  model_gen_file builds the preset's
  * model in memory (model_preset, model__alloc, model__fill_random), then
- * model__write_gguf writes any struct model as a llama-architecture file.
+ * model__write_gguf writes any struct model as a llama, qwen2 or qwen3 file.
  *
  * File contents, in order (llama.cpp key and tensor names):
  *
- *   general.architecture = "llama"     general.name = "folio-synth-<preset>-s<seed>"
+ *   general.architecture = "llama" | "qwen2" | "qwen3" (written ARCH below)
+ *   general.name = "folio-synth-<preset>-s<seed>" ("-<arch>-" before the preset
+ *   for qwen2 and qwen3)
  *   general.alignment (u32 32)         general.file_type (u32, llama.cpp's
  *                                      numbering: 0 F32, 1 F16, 7 Q8_0, 32 BF16)
- *   llama.vocab_size, llama.context_length, llama.embedding_length,
- *   llama.block_count, llama.feed_forward_length, llama.attention.head_count,
- *   llama.attention.head_count_kv, llama.rope.dimension_count (u32)
- *   llama.rope.freq_base, llama.attention.layer_norm_rms_epsilon (f32)
+ *   ARCH.vocab_size, ARCH.context_length, ARCH.embedding_length,
+ *   ARCH.block_count, ARCH.feed_forward_length, ARCH.attention.head_count,
+ *   ARCH.attention.head_count_kv, ARCH.rope.dimension_count (u32)
+ *   ARCH.rope.freq_base, ARCH.attention.layer_norm_rms_epsilon (f32)
+ *   qwen3: ARCH.attention.key_length, value_length (u32)
+ *   when asked: ARCH.rope.scaling.type ("linear" | "yarn"), .factor (f32),
+ *   .original_context_length (u32, yarn); ARCH.attention.sliding_window
  *   tokenizer.*: either the synthetic vocabulary —
  *     tokenizer.ggml.model = "llama", tokenizer.ggml.tokens (string[]),
  *     tokenizer.ggml.scores (f32[]), tokenizer.ggml.token_type (i32[]),
@@ -27,7 +32,10 @@
  *     blk.N.attn_output.weight [H*hd, dim], blk.N.ffn_norm.weight [dim] (F32),
  *     blk.N.ffn_gate.weight, blk.N.ffn_up.weight [dim, ffn],
  *     blk.N.ffn_down.weight [ffn, dim];
- *   output_norm.weight [dim] (F32), output.weight [dim, vocab].
+ *     qwen2: blk.N.attn_{q,k,v}.bias (F32); qwen3: blk.N.attn_{q,k}_norm.weight
+ *     [hd] (F32);
+ *   output_norm.weight [dim] (F32), output.weight [dim, vocab] (qwen2 ties
+ *   the output to token_embd: no output.weight).
  *
  * Q/K/V and gate/up are the row blocks of the fused wqkv and w_gate_up, so
  * F32 tensors point straight into the model's storage; matrices of another
@@ -64,7 +72,7 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
     const struct model_hparams *hp = &m->hp;
     int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
     int64_t ffn = hp->ffn_dim, V = hp->n_vocab;
-    int64_t n_specs = 3 + 9 * (int64_t)hp->n_layers;
+    int64_t n_specs = 3 + 12 * (int64_t)hp->n_layers;
     if (m->tok_embd.type != GGUF_TENSOR_F32 || m->output.type != GGUF_TENSOR_F32)
         return -EINVAL; /* writes models built in memory (all F32) */
     struct tensor_spec *spec = folio_calloc((size_t)n_specs, sizeof(*spec));
@@ -90,6 +98,17 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
         SPEC(LNAME("attn_q"), 2, dim, H * hd, model__f32(&L->wqkv), true);
         SPEC(LNAME("attn_k"), 2, dim, KV * hd, model__f32(&L->wqkv) + H * hd * dim, true);
         SPEC(LNAME("attn_v"), 2, dim, KV * hd, model__f32(&L->wqkv) + (H + KV) * hd * dim, true);
+#define BNAME(sfx) (snprintf(nm, sizeof(nm), "blk.%d.%s.bias", l, sfx), nm)
+        if (L->bqkv) {
+            SPEC(BNAME("attn_q"), 1, H * hd, 1, L->bqkv, false);
+            SPEC(BNAME("attn_k"), 1, KV * hd, 1, L->bqkv + H * hd, false);
+            SPEC(BNAME("attn_v"), 1, KV * hd, 1, L->bqkv + (H + KV) * hd, false);
+        }
+#undef BNAME
+        if (L->q_norm) {
+            SPEC(LNAME("attn_q_norm"), 1, hd, 1, L->q_norm, false);
+            SPEC(LNAME("attn_k_norm"), 1, hd, 1, L->k_norm, false);
+        }
         SPEC(LNAME("attn_output"), 2, H * hd, dim, model__f32(&L->wo), true);
         SPEC(LNAME("ffn_norm"), 1, dim, 1, L->ffn_norm, false);
         SPEC(LNAME("ffn_gate"), 2, dim, ffn, model__f32(&L->w_gate_up), true);
@@ -98,8 +117,10 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
 #undef LNAME
     }
     SPEC("output_norm.weight", 1, dim, 1, m->out_norm, false);
-    SPEC("output.weight", 2, dim, V, model__f32(&m->output), true);
+    if (m->output.data != m->tok_embd.data) /* tied: no output.weight */
+        SPEC("output.weight", 2, dim, V, model__f32(&m->output), true);
 #undef SPEC
+    n_specs = k;
 
     int rc = 0;
     size_t total = 0;
@@ -203,21 +224,45 @@ int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_
     int rc = gguf_writer_new(&w);
     if (rc)
         goto oom;
-    if ((rc = gguf_w_str(w, "general.architecture", "llama")) ||
+    static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
+    if (hp->arch < 0 || hp->arch > MODEL_ARCH_QWEN3) {
+        rc = -EINVAL;
+        goto oom;
+    }
+    const char *a = arch_names[hp->arch];
+    char k[96];
+#define K(sfx) (snprintf(k, sizeof(k), "%s.%s", a, sfx), k)
+    if ((rc = gguf_w_str(w, "general.architecture", a)) ||
         (rc = gguf_w_str(w, "general.name", m->name)) ||
         (rc = gguf_w_u32(w, "general.alignment", 32)) ||
         (rc = gguf_w_u32(w, "general.file_type", (uint32_t)model__file_type(wtype))) ||
-        (rc = gguf_w_u32(w, "llama.vocab_size", (uint32_t)hp->n_vocab)) ||
-        (rc = gguf_w_u32(w, "llama.context_length", (uint32_t)hp->ctx_len)) ||
-        (rc = gguf_w_u32(w, "llama.embedding_length", (uint32_t)hp->dim)) ||
-        (rc = gguf_w_u32(w, "llama.block_count", (uint32_t)hp->n_layers)) ||
-        (rc = gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)hp->ffn_dim)) ||
-        (rc = gguf_w_u32(w, "llama.attention.head_count", (uint32_t)hp->n_heads)) ||
-        (rc = gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)hp->n_kv_heads)) ||
-        (rc = gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)hp->head_dim)) ||
-        (rc = gguf_w_f32(w, "llama.rope.freq_base", hp->rope_base)) ||
-        (rc = gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", hp->norm_eps)))
+        (rc = gguf_w_u32(w, K("vocab_size"), (uint32_t)hp->n_vocab)) ||
+        (rc = gguf_w_u32(w, K("context_length"), (uint32_t)hp->ctx_len)) ||
+        (rc = gguf_w_u32(w, K("embedding_length"), (uint32_t)hp->dim)) ||
+        (rc = gguf_w_u32(w, K("block_count"), (uint32_t)hp->n_layers)) ||
+        (rc = gguf_w_u32(w, K("feed_forward_length"), (uint32_t)hp->ffn_dim)) ||
+        (rc = gguf_w_u32(w, K("attention.head_count"), (uint32_t)hp->n_heads)) ||
+        (rc = gguf_w_u32(w, K("attention.head_count_kv"), (uint32_t)hp->n_kv_heads)) ||
+        (rc = gguf_w_u32(w, K("rope.dimension_count"), (uint32_t)hp->head_dim)) ||
+        (rc = gguf_w_f32(w, K("rope.freq_base"), hp->rope_base)) ||
+        (rc = gguf_w_f32(w, K("attention.layer_norm_rms_epsilon"), hp->norm_eps)))
         goto oom;
+    if (hp->arch == MODEL_ARCH_QWEN3 &&
+        ((rc = gguf_w_u32(w, K("attention.key_length"), (uint32_t)hp->head_dim)) ||
+         (rc = gguf_w_u32(w, K("attention.value_length"), (uint32_t)hp->head_dim))))
+        goto oom;
+    if (hp->rope_scaling != MODEL_ROPE_NONE &&
+        ((rc = gguf_w_str(w, K("rope.scaling.type"),
+                          hp->rope_scaling == MODEL_ROPE_YARN ? "yarn" : "linear")) ||
+         (rc = gguf_w_f32(w, K("rope.scaling.factor"), hp->rope_factor))))
+        goto oom;
+    if (hp->rope_scaling == MODEL_ROPE_YARN &&
+        (rc =
+             gguf_w_u32(w, K("rope.scaling.original_context_length"), (uint32_t)hp->rope_orig_ctx)))
+        goto oom;
+    if (hp->n_swa > 0 && (rc = gguf_w_u32(w, K("attention.sliding_window"), (uint32_t)hp->n_swa)))
+        goto oom;
+#undef K
     if (vocab) {
         for (int64_t i = 0; i < gguf_n_keys(vocab); i++)
             if (!strncmp(gguf_key_name(vocab, i), "tokenizer.", 10) &&
@@ -291,12 +336,55 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
         rc = -EINVAL;
         goto out;
     }
+    if (!o->arch || !strcmp(o->arch, "llama")) {
+        hp.arch = MODEL_ARCH_LLAMA;
+    } else if (!strcmp(o->arch, "qwen2")) {
+        hp.arch = MODEL_ARCH_QWEN2;
+    } else if (!strcmp(o->arch, "qwen3")) {
+        hp.arch = MODEL_ARCH_QWEN3;
+    } else {
+        if (err && errlen)
+            snprintf(err, errlen, "unknown architecture '%s' (want llama, qwen2 or qwen3)",
+                     o->arch);
+        rc = -EINVAL;
+        goto out;
+    }
+    hp.rope_neox = hp.arch != MODEL_ARCH_LLAMA;
+    if (o->rope_scaling != MODEL_ROPE_NONE) {
+        if ((o->rope_scaling != MODEL_ROPE_LINEAR && o->rope_scaling != MODEL_ROPE_YARN) ||
+            !(o->rope_factor > 0) || o->rope_orig_ctx < 0) {
+            if (err && errlen)
+                snprintf(err, errlen, "bad RoPE scaling (type %d, factor %g)", o->rope_scaling,
+                         (double)o->rope_factor);
+            rc = -EINVAL;
+            goto out;
+        }
+        hp.rope_scaling = o->rope_scaling;
+        hp.rope_factor = o->rope_factor;
+        if (hp.rope_scaling == MODEL_ROPE_YARN) {
+            hp.rope_orig_ctx = o->rope_orig_ctx ? o->rope_orig_ctx : hp.ctx_len;
+            hp.yarn_attn = 1.0f;
+            hp.yarn_beta_fast = 32.0f;
+            hp.yarn_beta_slow = 1.0f;
+        }
+    }
+    if (o->sliding_window < 0) {
+        rc = -EINVAL;
+        goto out;
+    }
+    hp.n_swa = o->sliding_window < hp.ctx_len ? o->sliding_window : 0;
     if ((rc = model__alloc(&hp, &m))) {
         if (err && errlen)
             snprintf(err, errlen, "%s: cannot allocate the model: %s", path, strerror(-rc));
         goto out;
     }
-    snprintf(m->name, sizeof(m->name), "folio-synth-%s-s%" PRIu64, o->preset, o->seed);
+    if (hp.arch == MODEL_ARCH_QWEN2)
+        model__tie_output(m); /* as the small Qwen2.5 models are */
+    if (hp.arch == MODEL_ARCH_LLAMA)
+        snprintf(m->name, sizeof(m->name), "folio-synth-%s-s%" PRIu64, o->preset, o->seed);
+    else
+        snprintf(m->name, sizeof(m->name), "folio-synth-%s-%s-s%" PRIu64, o->arch, o->preset,
+                 o->seed);
     model__fill_random(m, o->seed);
     enum gguf_tensor_type wt = o->f16 ? GGUF_TENSOR_F16 : GGUF_TENSOR_F32;
     if (o->dtype && (rc = model__dtype_parse(o->dtype, &wt))) {

@@ -1,5 +1,5 @@
 /*
- * model/loader.c — model_load_file(): a llama-architecture GGUF file into a
+ * model/loader.c — model_load_file(): a llama/qwen2/qwen3 GGUF file into a
  * struct model (model/model_internal.h).
  *
  * What it owns: nothing beyond the call.  The model it returns owns its
@@ -23,24 +23,36 @@
  *   output.weight            [dim, vocab]        -> output (absent: copy of
  *                                                   token_embd, tied)
  *
+ * qwen2 adds blk.N.attn_{q,k,v}.bias (one f32 block, bqkv); qwen3 adds
+ * blk.N.attn_q_norm.weight and attn_k_norm.weight [head_dim].
+ *
  * Every matrix keeps its file type (F32, F16, BF16 or quantized): its bytes
  * are copied from the mapping into storage (Q/K/V and gate/up side by side
- * as one fused matrix; parts of differing types are widened to F32), and
+ * as one fused matrix; Q/K/V of differing types stay three matrices, each
+ * in its type; gate/up of differing types are widened to F32), and
  * the mapping's pages just copied are released (madvise DONTNEED), so the
  * resident size of a loaded model is about its file's tensor bytes.  A
  * tied output (no output.weight) shares token_embd's storage.  Norm
  * vectors are converted to f32.  Other tensors are ignored, except
  * rope_freqs.weight: per-dimension RoPE frequency factors (Llama-3.1-style
  * scaling) are not implemented, and a file that has them, or a
- * llama.rope.scaling.type other than "none", is refused rather than run
- * with silently wrong positions.
+ * rope.scaling.type other than none, linear or yarn, is refused rather than
+ * run with silently wrong positions.
  *
- * Hyperparameters (llama.* keys): context_length, embedding_length,
- * block_count, feed_forward_length, attention.head_count and
- * attention.layer_norm_rms_epsilon are required; attention.head_count_kv
- * defaults to head_count, rope.freq_base to 10000; rope.dimension_count,
- * when present, must equal head_dim.  n_vocab is the length of
- * tokenizer.ggml.tokens, else token_embd's ne[1].
+ * Architectures (general.architecture): llama, qwen2, qwen3; the keys
+ * below are prefixed with it ("qwen2.context_length").  context_length,
+ * embedding_length, block_count, feed_forward_length, attention.head_count
+ * and attention.layer_norm_rms_epsilon are required;
+ * attention.head_count_kv defaults to head_count, rope.freq_base to 10000,
+ * attention.key_length (= value_length) to embedding_length / head_count;
+ * rope.dimension_count, when present, must equal the head dimension.
+ * RoPE pairs are adjacent for llama, halves (NeoX) for qwen2/qwen3, as in
+ * llama.cpp.  rope.scaling.{type,factor,original_context_length,
+ * attn_factor,yarn_beta_fast,yarn_beta_slow} (or the older
+ * rope.scale_linear) set the scaling; attention.sliding_window, when
+ * present and below the context, limits every layer's attention to that
+ * many positions.  n_vocab is the length of tokenizer.ggml.tokens, else
+ * token_embd's ne[1].
  *
  * Threading: model_load_file may run in any thread; it touches no globals.
  */
@@ -63,7 +75,12 @@ struct ld {
     gguf_file_t *f;
     char *err;
     size_t errlen;
+    char arch[16]; /* general.architecture: the prefix of the hparam keys */
 };
+
+/* "<arch>.<suffix>" into a buffer of 96 bytes. */
+#define ARCH_KEY(ld, buf, suffix)                                                                  \
+    (snprintf((buf), sizeof(buf), "%s.%s", (ld)->arch, (suffix)), (buf))
 
 static int fail(struct ld *ld, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -192,11 +209,37 @@ static int place_vec(struct ld *ld, const char *name, int64_t n, char *base, siz
     return 0;
 }
 
+/* Places the vectors names[0..n) (lengths lens[i], converted to f32) one
+ * after another as one block at storage + *off (pass 1), or only counts
+ * its bytes (base NULL). */
+static int place_vecs(struct ld *ld, int n, char names[][96], const int64_t *lens, char *base,
+                      size_t *off, const float **dst)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        struct gguf_tensor_info ti;
+        const int64_t ne[1] = {lens[i]};
+        int rc = find_tensor(ld, names[i], 1, ne, &ti);
+        if (rc)
+            return rc;
+        if (base && gguf_tensor_to_f32(ti.type, ti.data, (float *)(base + *off) + total, lens[i]))
+            return fail(ld, -EINVAL, "tensor '%s': cannot convert type %s", names[i],
+                        gguf_tensor_type_name(ti.type));
+        total += lens[i];
+    }
+    if (base)
+        *dst = (const float *)(base + *off);
+    *off += ((size_t)total * sizeof(float) + 63) & ~(size_t)63;
+    return 0;
+}
+
 /* Places the matrix made of the row blocks names[0..n) (each [rows[i]][cols]
- * in the file) at storage + *off, in the parts' common type (F32 when they
- * differ), or only counts its bytes (base NULL). */
+ * in the file) at storage + *off, in the parts' common type, or only counts
+ * its bytes (base NULL).  When the parts differ in type: with `parts`, each
+ * is placed as a matrix of its own (parts[i], in its type; mt->data stays
+ * NULL); without, the fused matrix is widened to F32. */
 static int place_mat(struct ld *ld, int n, char names[][96], const int64_t *rows, int64_t cols,
-                     char *base, size_t *off, struct matmul_mat *mt)
+                     char *base, size_t *off, struct matmul_mat *mt, struct matmul_mat *parts)
 {
     struct gguf_tensor_info ti[4];
     int64_t total = 0;
@@ -211,9 +254,27 @@ static int place_mat(struct ld *ld, int n, char names[][96], const int64_t *rows
         total += rows[i];
     }
     enum gguf_tensor_type t = ti[0].type;
+    bool mixed = false;
     for (int i = 1; i < n; i++)
-        if (ti[i].type != t)
-            t = GGUF_TENSOR_F32; /* mixed parts: widen the fused matrix */
+        mixed |= ti[i].type != t;
+    if (mixed && parts) { /* each part in its own type, multiplied on its own */
+        for (int i = 0; i < n; i++) {
+            const size_t nb = gguf_tensor_nbytes(ti[i].type, cols) * (size_t)rows[i];
+            if (base) {
+                memcpy(base + *off, ti[i].data, ti[i].nbytes);
+                release_pages(ti[i].data, ti[i].nbytes);
+                parts[i] = (struct matmul_mat){.type = ti[i].type,
+                                               .rows = (int32_t)rows[i],
+                                               .cols = (int32_t)cols,
+                                               .data = base + *off};
+                *mt = (struct matmul_mat){.type = t, .rows = (int32_t)total, .cols = (int32_t)cols};
+            }
+            *off += (nb + 63) & ~(size_t)63;
+        }
+        return 0;
+    }
+    if (mixed)
+        t = GGUF_TENSOR_F32; /* widen the fused matrix */
     const size_t rb = gguf_tensor_nbytes(t, cols);
     if (base) {
         char *d = base + *off;
@@ -233,70 +294,155 @@ static int place_mat(struct ld *ld, int n, char names[][96], const int64_t *rows
     return 0;
 }
 
+/* An optional string key: *out NULL when absent; -EINVAL when not a string. */
+static int get_str(struct ld *ld, const char *key, const char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    int64_t idx = gguf_find_key(ld->f, key);
+    if (idx < 0)
+        return 0;
+    if (gguf_get_str(ld->f, idx, out, len))
+        return fail(ld, -EINVAL, "key '%s' is not a string", key);
+    return 0;
+}
+
+static bool str_is(const char *s, size_t len, const char *want)
+{
+    return s && len == strlen(want) && !memcmp(s, want, len);
+}
+
+/* {arch}.rope.scaling.*: none, linear (factor) or yarn (factor,
+ * original_context_length, attn_factor, yarn_beta_fast / yarn_beta_slow);
+ * anything else is refused by name. */
+static int read_rope_scaling(struct ld *ld, struct model_hparams *hp)
+{
+    char k[96];
+    const char *st;
+    size_t sl;
+    int rc = get_str(ld, ARCH_KEY(ld, k, "rope.scaling.type"), &st, &sl);
+    if (rc)
+        return rc;
+    float factor = 0;
+    if (!st || str_is(st, sl, "none")) {
+        /* older files: rope.scale_linear alone means linear scaling */
+        if (gguf_find_key(ld->f, ARCH_KEY(ld, k, "rope.scale_linear")) < 0)
+            return 0;
+        if ((rc = get_float(ld, k, -1, &factor)))
+            return rc;
+        if (factor == 1.0f)
+            return 0;
+        hp->rope_scaling = MODEL_ROPE_LINEAR;
+        hp->rope_factor = factor;
+        return 0;
+    }
+    if (str_is(st, sl, "linear"))
+        hp->rope_scaling = MODEL_ROPE_LINEAR;
+    else if (str_is(st, sl, "yarn"))
+        hp->rope_scaling = MODEL_ROPE_YARN;
+    else
+        return fail(ld, -EINVAL, "key '%s' is '%.*s': RoPE scaling types are none, linear, yarn", k,
+                    (int)FOLIO_MIN(sl, 64), st);
+    if ((rc = get_float(ld, ARCH_KEY(ld, k, "rope.scaling.factor"), -1, &hp->rope_factor)))
+        return rc;
+    if (hp->rope_scaling == MODEL_ROPE_YARN) {
+        if ((rc = get_dim(ld, ARCH_KEY(ld, k, "rope.scaling.original_context_length"), hp->ctx_len,
+                          &hp->rope_orig_ctx)) ||
+            (rc =
+                 get_float(ld, ARCH_KEY(ld, k, "rope.scaling.attn_factor"), 1.0, &hp->yarn_attn)) ||
+            (rc = get_float(ld, ARCH_KEY(ld, k, "rope.scaling.yarn_beta_fast"), 32.0,
+                            &hp->yarn_beta_fast)) ||
+            (rc = get_float(ld, ARCH_KEY(ld, k, "rope.scaling.yarn_beta_slow"), 1.0,
+                            &hp->yarn_beta_slow)))
+            return rc;
+    }
+    return 0;
+}
+
 static int read_hparams(struct ld *ld, struct model_hparams *hp)
 {
     gguf_file_t *f = ld->f;
     int rc;
-    int64_t idx = gguf_find_key(f, "general.architecture");
     const char *arch;
     size_t alen;
-    if (idx < 0)
-        return fail(ld, -EINVAL, "missing required key 'general.architecture'");
-    if (gguf_get_str(f, idx, &arch, &alen))
-        return fail(ld, -EINVAL, "key 'general.architecture' is not a string");
-    if (alen != 5 || memcmp(arch, "llama", 5))
-        return fail(ld, -EINVAL,
-                    "key 'general.architecture' is '%.*s': only 'llama' models are supported",
-                    (int)FOLIO_MIN(alen, 64), arch);
-
-    memset(hp, 0, sizeof(*hp));
-    if ((rc = get_dim(ld, "llama.context_length", -1, &hp->ctx_len)) ||
-        (rc = get_dim(ld, "llama.embedding_length", -1, &hp->dim)) ||
-        (rc = get_dim(ld, "llama.block_count", -1, &hp->n_layers)) ||
-        (rc = get_dim(ld, "llama.feed_forward_length", -1, &hp->ffn_dim)) ||
-        (rc = get_dim(ld, "llama.attention.head_count", -1, &hp->n_heads)) ||
-        (rc = get_dim(ld, "llama.attention.head_count_kv", hp->n_heads, &hp->n_kv_heads)) ||
-        (rc = get_float(ld, "llama.rope.freq_base", 10000.0, &hp->rope_base)) ||
-        (rc = get_float(ld, "llama.attention.layer_norm_rms_epsilon", -1, &hp->norm_eps)))
+    char k[96];
+    if ((rc = get_str(ld, "general.architecture", &arch, &alen)))
         return rc;
-    if (hp->dim % hp->n_heads)
+    if (!arch)
+        return fail(ld, -EINVAL, "missing required key 'general.architecture'");
+    memset(hp, 0, sizeof(*hp));
+    if (str_is(arch, alen, "llama"))
+        hp->arch = MODEL_ARCH_LLAMA;
+    else if (str_is(arch, alen, "qwen2"))
+        hp->arch = MODEL_ARCH_QWEN2;
+    else if (str_is(arch, alen, "qwen3"))
+        hp->arch = MODEL_ARCH_QWEN3;
+    else
         return fail(ld, -EINVAL,
-                    "key 'llama.embedding_length' = %d is not a multiple of "
-                    "'llama.attention.head_count' = %d",
-                    hp->dim, hp->n_heads);
+                    "key 'general.architecture' is '%.*s': supported are llama, qwen2, qwen3",
+                    (int)FOLIO_MIN(alen, 64), arch);
+    memcpy(ld->arch, arch, alen);
+    ld->arch[alen] = 0;
+    hp->rope_neox = hp->arch != MODEL_ARCH_LLAMA;
+
+    if ((rc = get_dim(ld, ARCH_KEY(ld, k, "context_length"), -1, &hp->ctx_len)) ||
+        (rc = get_dim(ld, ARCH_KEY(ld, k, "embedding_length"), -1, &hp->dim)) ||
+        (rc = get_dim(ld, ARCH_KEY(ld, k, "block_count"), -1, &hp->n_layers)) ||
+        (rc = get_dim(ld, ARCH_KEY(ld, k, "feed_forward_length"), -1, &hp->ffn_dim)) ||
+        (rc = get_dim(ld, ARCH_KEY(ld, k, "attention.head_count"), -1, &hp->n_heads)) ||
+        (rc = get_dim(ld, ARCH_KEY(ld, k, "attention.head_count_kv"), hp->n_heads,
+                      &hp->n_kv_heads)) ||
+        (rc = get_float(ld, ARCH_KEY(ld, k, "rope.freq_base"), 10000.0, &hp->rope_base)) ||
+        (rc =
+             get_float(ld, ARCH_KEY(ld, k, "attention.layer_norm_rms_epsilon"), -1, &hp->norm_eps)))
+        return rc;
     if (hp->n_heads % hp->n_kv_heads)
         return fail(ld, -EINVAL,
-                    "key 'llama.attention.head_count' = %d is not a multiple of "
-                    "'llama.attention.head_count_kv' = %d",
-                    hp->n_heads, hp->n_kv_heads);
-    hp->head_dim = hp->dim / hp->n_heads;
+                    "key '%s.attention.head_count' = %d is not a multiple of "
+                    "'%s.attention.head_count_kv' = %d",
+                    ld->arch, hp->n_heads, ld->arch, hp->n_kv_heads);
+    /* head dimension: attention.key_length (qwen3's heads are wider than
+     * embedding_length / head_count), else the quotient */
+    if (hp->dim % hp->n_heads && gguf_find_key(f, ARCH_KEY(ld, k, "attention.key_length")) < 0)
+        return fail(ld, -EINVAL,
+                    "key '%s.embedding_length' = %d is not a multiple of "
+                    "'%s.attention.head_count' = %d",
+                    ld->arch, hp->dim, ld->arch, hp->n_heads);
+    const int64_t def_hd = hp->dim % hp->n_heads ? -1 : hp->dim / hp->n_heads;
+    int32_t v_len;
+    if ((rc = get_dim(ld, ARCH_KEY(ld, k, "attention.key_length"), def_hd, &hp->head_dim)) ||
+        (rc = get_dim(ld, ARCH_KEY(ld, k, "attention.value_length"), hp->head_dim, &v_len)))
+        return rc;
+    if (v_len != hp->head_dim)
+        return fail(ld, -EINVAL,
+                    "key '%s.attention.value_length' = %d differs from the key length %d", ld->arch,
+                    v_len, hp->head_dim);
     if (hp->head_dim % 2)
         return fail(ld, -EINVAL, "head dimension %d is odd (RoPE needs pairs)", hp->head_dim);
     int32_t rope_dims;
-    if ((rc = get_dim(ld, "llama.rope.dimension_count", hp->head_dim, &rope_dims)))
+    if ((rc = get_dim(ld, ARCH_KEY(ld, k, "rope.dimension_count"), hp->head_dim, &rope_dims)))
         return rc;
     if (rope_dims != hp->head_dim)
         return fail(ld, -EINVAL,
-                    "key 'llama.rope.dimension_count' = %d differs from the head dimension %d "
+                    "key '%s' = %d differs from the head dimension %d "
                     "(partial RoPE is not supported)",
-                    rope_dims, hp->head_dim);
-
-    /* RoPE scaling is not implemented: refuse rather than run it wrong. */
-    idx = gguf_find_key(f, "llama.rope.scaling.type");
-    if (idx >= 0) {
-        const char *st;
-        size_t sl;
-        if (gguf_get_str(f, idx, &st, &sl) || !(sl == 4 && !memcmp(st, "none", 4)))
-            return fail(ld, -EINVAL,
-                        "key 'llama.rope.scaling.type': RoPE scaling is not supported");
-    }
+                    k, rope_dims, hp->head_dim);
+    if ((rc = read_rope_scaling(ld, hp)))
+        return rc;
     if (gguf_find_tensor(f, "rope_freqs.weight") >= 0)
         return fail(ld, -EINVAL,
                     "tensor 'rope_freqs.weight': RoPE frequency factors are not supported");
+    /* a window the file declares is honoured, on every layer */
+    if (gguf_find_key(f, ARCH_KEY(ld, k, "attention.sliding_window")) >= 0) {
+        int64_t w;
+        if (gguf_get_i64(f, gguf_find_key(f, k), &w) || w < 0 || w > INT32_MAX)
+            return fail(ld, -EINVAL, "key '%s' is not a window size", k);
+        hp->n_swa = w >= hp->ctx_len ? 0 : (int32_t)w;
+    }
 
     /* Vocabulary size: the tokenizer's token list, else the embedding. */
     int64_t n_vocab = -1;
-    idx = gguf_find_key(f, "tokenizer.ggml.tokens");
+    int64_t idx = gguf_find_key(f, "tokenizer.ggml.tokens");
     if (idx >= 0) {
         enum gguf_type et;
         uint64_t n;
@@ -339,16 +485,16 @@ static int check_before_alloc(struct ld *ld, const struct model_hparams *hp)
     const int64_t per_layer = 9, fixed = 2; /* token_embd, output_norm */
     if (n_tensors < fixed || hp->n_layers > (n_tensors - fixed) / per_layer)
         return fail(ld, -EINVAL,
-                    "key 'llama.block_count' = %d, but the file's %" PRId64
+                    "key '%s.block_count' = %d, but the file's %" PRId64
                     " tensors hold at most %" PRId64 " layers",
-                    hp->n_layers, n_tensors,
+                    ld->arch, hp->n_layers, n_tensors,
                     n_tensors < fixed ? 0 : (n_tensors - fixed) / per_layer);
-    int64_t idx = gguf_find_key(ld->f, "llama.vocab_size");
+    char k[96];
+    int64_t idx = gguf_find_key(ld->f, ARCH_KEY(ld, k, "vocab_size"));
     if (idx >= 0) {
         int64_t v;
         if (gguf_get_i64(ld->f, idx, &v) || v != hp->n_vocab)
-            return fail(ld, -EINVAL,
-                        "key 'llama.vocab_size' disagrees with the vocabulary of %d tokens",
+            return fail(ld, -EINVAL, "key '%s' disagrees with the vocabulary of %d tokens", k,
                         hp->n_vocab);
     }
 
@@ -420,7 +566,7 @@ static int walk_weights(struct ld *ld, struct model *m, char *base, size_t *off)
     int rc;
 
     snprintf(nm[0], sizeof(nm[0]), "token_embd.weight");
-    if ((rc = place_mat(ld, 1, nm, &V, dim, base, off, &m->tok_embd)))
+    if ((rc = place_mat(ld, 1, nm, &V, dim, base, off, &m->tok_embd, NULL)))
         return rc;
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
@@ -430,19 +576,34 @@ static int walk_weights(struct ld *ld, struct model *m, char *base, size_t *off)
         if ((rc = place_vec(ld, nm[0], dim, base, off, &L->attn_norm)))
             return rc;
         NM(0, "attn_q"), NM(1, "attn_k"), NM(2, "attn_v");
-        if ((rc = place_mat(ld, 3, nm, r_qkv, dim, base, off, &L->wqkv)))
+        if ((rc = place_mat(ld, 3, nm, r_qkv, dim, base, off, &L->wqkv, L->qkv_part)))
             return rc;
+        if (hp->arch == MODEL_ARCH_QWEN2) { /* Q|K|V biases, one block */
+#define NB(i, sfx) snprintf(nm[i], sizeof(nm[i]), "blk.%d.%s.bias", l, sfx)
+            NB(0, "attn_q"), NB(1, "attn_k"), NB(2, "attn_v");
+#undef NB
+            if ((rc = place_vecs(ld, 3, nm, r_qkv, base, off, &L->bqkv)))
+                return rc;
+        }
+        if (hp->arch == MODEL_ARCH_QWEN3) {
+            NM(0, "attn_q_norm");
+            if ((rc = place_vec(ld, nm[0], hd, base, off, &L->q_norm)))
+                return rc;
+            NM(0, "attn_k_norm");
+            if ((rc = place_vec(ld, nm[0], hd, base, off, &L->k_norm)))
+                return rc;
+        }
         NM(0, "attn_output");
-        if ((rc = place_mat(ld, 1, nm, &dim, H * hd, base, off, &L->wo)))
+        if ((rc = place_mat(ld, 1, nm, &dim, H * hd, base, off, &L->wo, NULL)))
             return rc;
         NM(0, "ffn_norm");
         if ((rc = place_vec(ld, nm[0], dim, base, off, &L->ffn_norm)))
             return rc;
         NM(0, "ffn_gate"), NM(1, "ffn_up");
-        if ((rc = place_mat(ld, 2, nm, r_gu, dim, base, off, &L->w_gate_up)))
+        if ((rc = place_mat(ld, 2, nm, r_gu, dim, base, off, &L->w_gate_up, NULL)))
             return rc;
         NM(0, "ffn_down");
-        if ((rc = place_mat(ld, 1, nm, &dim, ffn, base, off, &L->w_down)))
+        if ((rc = place_mat(ld, 1, nm, &dim, ffn, base, off, &L->w_down, NULL)))
             return rc;
 #undef NM
     }
@@ -450,7 +611,7 @@ static int walk_weights(struct ld *ld, struct model *m, char *base, size_t *off)
         return rc;
     if (gguf_find_tensor(ld->f, "output.weight") >= 0) {
         snprintf(nm[0], sizeof(nm[0]), "output.weight");
-        return place_mat(ld, 1, nm, &V, dim, base, off, &m->output);
+        return place_mat(ld, 1, nm, &V, dim, base, off, &m->output, NULL);
     }
     m->output = m->tok_embd; /* tied embeddings: one copy serves both */
     return 0;

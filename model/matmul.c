@@ -56,6 +56,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,7 @@
 #define MM_FUSED_M     4  /* up to this many rows: fused 16-bit dot products */
 
 enum mm_kind {
+    MM_ROWDOT,      /* F32/F16/BF16, batch invariant: rowdot kernels */
     MM_F32_BLAS,    /* cblas on the band */
     MM_16_PORTABLE, /* widen F16/BF16 */
     MM_QUANT,       /* model/quant.h */
@@ -357,6 +359,207 @@ MM_AVX2 static void widen_avx2(bool bf16, const uint16_t *src, size_t n, float *
         _mm256_storeu_ps(dst + i, load8_16(bf16, src + i));
     for (; i < n; i++)
         dst[i] = bf16 ? bf16_f32(src[i]) : f16_f32(src[i]);
+}
+#endif
+
+/* ---- batch-invariant products (MM_ROWDOT) ----------------------------- */
+
+/*
+ * With cfg.batch_invariant, F32, F16 and BF16 weights run here instead of
+ * OpenBLAS, oneDNN or the widened tiles: C[m][n] is one dot product of A's
+ * row m and W's row n computed the same way whatever M is and whichever
+ * rows share the call (sgemm and sgemv accumulate in orders that depend on
+ * M: measured, every row differs in its last bits between M = 1 and
+ * M = 40).  Each dot runs 8 lanes of partial sums over k in steps of 8
+ * (lane i gets k ≡ i mod 8, in increasing k, one fused multiply-add each),
+ * then the lanes are summed in a fixed tree and the K % 8 tail added in
+ * order.  Rows of A go 4 at a time and W's rows 2 at a time so each
+ * loaded vector is used several times; blocks of W's rows sized for the
+ * L2 cache are reused by every group of A's rows.  The grouping changes
+ * which dots share a loop, never the operations of one dot.
+ */
+enum { RD_F32 = 0, RD_F16 = 1, RD_BF16 = 2 };
+#define RD_M 4 /* rows of A per group */
+
+static inline float rd_elem(int kind, const void *W, size_t i)
+{
+    if (kind == RD_F32)
+        return ((const float *)W)[i];
+    const uint16_t h = ((const uint16_t *)W)[i];
+    return kind == RD_BF16 ? bf16_f32(h) : f16_f32(h);
+}
+
+/* Sums 8 lanes in the fixed tree ((0+4)+(2+6))+((1+5)+(3+7)), as
+ * rd_hsum_avx2 does. */
+static inline float rd_hsum(const float *l)
+{
+    const float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
+    const float b0 = a0 + a2, b1 = a1 + a3;
+    return b0 + b1;
+}
+
+/* Rows [n0, n1) of W in blocks of about 96 KiB. */
+static int32_t rd_block_rows(int kind, int32_t K)
+{
+    const int32_t esz = kind == RD_F32 ? 4 : 2;
+    return FOLIO_MAX(2, (int32_t)((96 * 1024) / ((size_t)K * esz)) & ~1);
+}
+
+static inline void rd_store(float *c, float s, float beta)
+{
+    *c = beta != 0.0f ? *c + s : s;
+}
+
+/* The plain C kernel.  FMA is written explicitly (fmaf), so the lanes do
+ * what the AVX2 ones do whether or not the compiler contracts. */
+static void rowdot(int kind, const void *W, int32_t K, int32_t n0, int32_t n1, int32_t M,
+                   const float *A, int32_t lda, float beta, float *C, int32_t ldc)
+{
+    const int32_t K8 = K & ~7, NB = rd_block_rows(kind, K);
+    for (int32_t nb = n0; nb < n1; nb += NB) {
+        const int32_t ne = FOLIO_MIN(n1, nb + NB);
+        for (int32_t m0 = 0; m0 < M; m0 += RD_M) {
+            const int32_t mr = FOLIO_MIN(RD_M, M - m0);
+            for (int32_t n = nb; n < ne; n++) {
+                const size_t wo = (size_t)n * K;
+                float acc[RD_M][8];
+                memset(acc, 0, sizeof(acc));
+                for (int32_t k = 0; k < K8; k += 8)
+                    for (int i = 0; i < 8; i++) {
+                        const float w = rd_elem(kind, W, wo + k + i);
+                        for (int32_t m = 0; m < mr; m++)
+                            acc[m][i] = fmaf(w, A[(size_t)(m0 + m) * lda + k + i], acc[m][i]);
+                    }
+                for (int32_t m = 0; m < mr; m++) {
+                    const float *a = A + (size_t)(m0 + m) * lda;
+                    float s = rd_hsum(acc[m]);
+                    for (int32_t k = K8; k < K; k++)
+                        s = fmaf(rd_elem(kind, W, wo + k), a[k], s);
+                    rd_store(C + (size_t)(m0 + m) * ldc + n, s, beta);
+                }
+            }
+        }
+    }
+}
+
+#if defined(__x86_64__)
+MM_AVX2 static inline __m256 rd_load8(int kind, const void *W, size_t i)
+{
+    if (kind == RD_F32)
+        return _mm256_loadu_ps((const float *)W + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)W + i));
+    if (kind == RD_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+
+/* rd_hsum's tree on a vector. */
+MM_AVX2 static inline float rd_hsum_avx2(__m256 v)
+{
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* i + (i+4) */
+    __m128 b = _mm_add_ps(a, _mm_movehl_ps(a, a)); /* (0+4)+(2+6), (1+5)+(3+7) */
+    return _mm_cvtss_f32(_mm_add_ss(b, _mm_shuffle_ps(b, b, 1)));
+}
+
+/* One (row of A, row of W) result from its lanes: the tree, then the tail. */
+MM_AVX2 static inline void rd_finish(int kind, __m256 acc, const void *W, size_t wo, int32_t K8,
+                                     int32_t K, const float *a, float *c, float beta)
+{
+    float s = rd_hsum_avx2(acc);
+    for (int32_t k = K8; k < K; k++)
+        s = fmaf(rd_elem(kind, W, wo + k), a[k], s);
+    rd_store(c, s, beta);
+}
+
+__attribute__((always_inline)) MM_AVX2 static inline void
+rowdot_avx2_k(int kind, const void *W, int32_t K, int32_t n0, int32_t n1, int32_t M, const float *A,
+              int32_t lda, float beta, float *C, int32_t ldc)
+{
+    const int32_t K8 = K & ~7, NB = rd_block_rows(kind, K);
+    for (int32_t nb = n0; nb < n1; nb += NB) {
+        const int32_t ne = FOLIO_MIN(n1, nb + NB);
+        int32_t m0 = 0;
+        for (; m0 + RD_M <= M; m0 += RD_M) { /* 4 rows of A x 2 rows of W */
+            const float *a0 = A + (size_t)m0 * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+            int32_t n = nb;
+            for (; n + 2 <= ne; n += 2) {
+                const size_t w0 = (size_t)n * K, w1 = w0 + K;
+                __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00,
+                       c21 = c00, c30 = c00, c31 = c00;
+                for (int32_t k = 0; k < K8; k += 8) {
+                    const __m256 x0 = rd_load8(kind, W, w0 + k), x1 = rd_load8(kind, W, w1 + k);
+                    __m256 v = _mm256_loadu_ps(a0 + k);
+                    c00 = _mm256_fmadd_ps(x0, v, c00), c01 = _mm256_fmadd_ps(x1, v, c01);
+                    v = _mm256_loadu_ps(a1 + k);
+                    c10 = _mm256_fmadd_ps(x0, v, c10), c11 = _mm256_fmadd_ps(x1, v, c11);
+                    v = _mm256_loadu_ps(a2 + k);
+                    c20 = _mm256_fmadd_ps(x0, v, c20), c21 = _mm256_fmadd_ps(x1, v, c21);
+                    v = _mm256_loadu_ps(a3 + k);
+                    c30 = _mm256_fmadd_ps(x0, v, c30), c31 = _mm256_fmadd_ps(x1, v, c31);
+                }
+                float *c = C + (size_t)m0 * ldc + n;
+                rd_finish(kind, c00, W, w0, K8, K, a0, c, beta);
+                rd_finish(kind, c01, W, w1, K8, K, a0, c + 1, beta);
+                rd_finish(kind, c10, W, w0, K8, K, a1, c + ldc, beta);
+                rd_finish(kind, c11, W, w1, K8, K, a1, c + ldc + 1, beta);
+                rd_finish(kind, c20, W, w0, K8, K, a2, c + 2 * (size_t)ldc, beta);
+                rd_finish(kind, c21, W, w1, K8, K, a2, c + 2 * (size_t)ldc + 1, beta);
+                rd_finish(kind, c30, W, w0, K8, K, a3, c + 3 * (size_t)ldc, beta);
+                rd_finish(kind, c31, W, w1, K8, K, a3, c + 3 * (size_t)ldc + 1, beta);
+            }
+            for (; n < ne; n++) { /* the last row of W alone */
+                const size_t w0 = (size_t)n * K;
+                __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+                for (int32_t k = 0; k < K8; k += 8) {
+                    const __m256 x0 = rd_load8(kind, W, w0 + k);
+                    c0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(a0 + k), c0);
+                    c1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(a1 + k), c1);
+                    c2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(a2 + k), c2);
+                    c3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(a3 + k), c3);
+                }
+                float *c = C + (size_t)m0 * ldc + n;
+                rd_finish(kind, c0, W, w0, K8, K, a0, c, beta);
+                rd_finish(kind, c1, W, w0, K8, K, a1, c + ldc, beta);
+                rd_finish(kind, c2, W, w0, K8, K, a2, c + 2 * (size_t)ldc, beta);
+                rd_finish(kind, c3, W, w0, K8, K, a3, c + 3 * (size_t)ldc, beta);
+            }
+        }
+        for (; m0 < M; m0++) { /* the last rows of A, one at a time, 2 rows of W */
+            const float *a0 = A + (size_t)m0 * lda;
+            int32_t n = nb;
+            for (; n + 2 <= ne; n += 2) {
+                const size_t w0 = (size_t)n * K, w1 = w0 + K;
+                __m256 c0 = _mm256_setzero_ps(), c1 = c0;
+                for (int32_t k = 0; k < K8; k += 8) {
+                    const __m256 v = _mm256_loadu_ps(a0 + k);
+                    c0 = _mm256_fmadd_ps(rd_load8(kind, W, w0 + k), v, c0);
+                    c1 = _mm256_fmadd_ps(rd_load8(kind, W, w1 + k), v, c1);
+                }
+                float *c = C + (size_t)m0 * ldc + n;
+                rd_finish(kind, c0, W, w0, K8, K, a0, c, beta);
+                rd_finish(kind, c1, W, w1, K8, K, a0, c + 1, beta);
+            }
+            for (; n < ne; n++) {
+                const size_t w0 = (size_t)n * K;
+                __m256 c0 = _mm256_setzero_ps();
+                for (int32_t k = 0; k < K8; k += 8)
+                    c0 = _mm256_fmadd_ps(rd_load8(kind, W, w0 + k), _mm256_loadu_ps(a0 + k), c0);
+                rd_finish(kind, c0, W, w0, K8, K, a0, C + (size_t)m0 * ldc + n, beta);
+            }
+        }
+    }
+}
+
+MM_AVX2 static void rowdot_avx2(int kind, const void *W, int32_t K, int32_t n0, int32_t n1,
+                                int32_t M, const float *A, int32_t lda, float beta, float *C,
+                                int32_t ldc)
+{
+    if (kind == RD_F32) /* one specialisation per element type */
+        rowdot_avx2_k(RD_F32, W, K, n0, n1, M, A, lda, beta, C, ldc);
+    else if (kind == RD_F16)
+        rowdot_avx2_k(RD_F16, W, K, n0, n1, M, A, lda, beta, C, ldc);
+    else
+        rowdot_avx2_k(RD_BF16, W, K, n0, n1, M, A, lda, beta, C, ldc);
 }
 #endif
 
@@ -652,6 +855,12 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
         break;
     }
     }
+    if (mm->cfg.batch_invariant && w->kind != MM_QUANT) {
+        w->kind = MM_ROWDOT;
+        w->bf16 = mt->type == GGUF_TENSOR_BF16;
+        *id = mm->n_w++;
+        return 0;
+    }
 #ifdef FOLIO_HAVE_DNNL
     if (mm->used == MODEL_MATMUL_ONEDNN && w->kind != MM_QUANT &&
         (mt->type != GGUF_TENSOR_F16 || MM_F16_AS_BF16)) {
@@ -730,6 +939,18 @@ static void job_band(void *arg, int ith, int nth)
     if (n1 <= n0)
         return;
     switch (w->kind) {
+    case MM_ROWDOT: {
+        const int kind = w->w.type == GGUF_TENSOR_F32    ? RD_F32
+                         : w->w.type == GGUF_TENSOR_BF16 ? RD_BF16
+                                                         : RD_F16;
+#if defined(__x86_64__)
+        if (use_avx2())
+            rowdot_avx2(kind, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        else
+#endif
+            rowdot(kind, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        break;
+    }
     case MM_F32_BLAS: {
         const float *W = (const float *)w->w.data + (size_t)n0 * K;
         /* One row is a matrix-vector product: sgemv streams W at memory

@@ -59,6 +59,10 @@ struct matmul_config {
     int32_t max_m;             /* largest M of any call */
     int32_t max_k;             /* largest K of any weight */
     int32_t max_weights;       /* matmul_add calls allowed */
+    /* F32/F16/BF16 products through the batch-invariant kernels (row m of
+     * C does not depend on M or on A's other rows; model/matmul.c).  The
+     * quantized kernels are batch invariant already. */
+    bool batch_invariant;
 };
 
 typedef struct matmul matmul_t;

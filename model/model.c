@@ -27,6 +27,8 @@
  *   w_down              ~ N(0, 1/ffn_dim)
  *   norms               1 + U(-0.1, 0.1)
  *   output              ~ N(0, 4/dim)              logits ~ N(0, 2²): peaked, rarely tied
+ *   tok_embd when tied  ~ N(0, 4/dim)              (it is the output too)
+ *   bqkv (qwen2)        ~ N(0, 0.5²);  q_norm, k_norm (qwen3) as norms
  *
  * Threading: a model is immutable after it is built; any number of
  * threads may read it.
@@ -81,6 +83,8 @@ static int hparams_valid(const struct model_hparams *hp)
         return 0;
     if (hp->n_heads % hp->n_kv_heads || hp->head_dim % 2)
         return 0;
+    if (hp->arch < MODEL_ARCH_LLAMA || hp->arch > MODEL_ARCH_QWEN3 || hp->n_swa < 0)
+        return 0;
     if (!(hp->norm_eps > 0) || !(hp->rope_base > 0))
         return 0;
     return 1;
@@ -97,8 +101,12 @@ int model__alloc(const struct model_hparams *hp, struct model **out)
     const size_t per_layer = tensor_bytes(dim) + tensor_bytes((n_q + 2 * n_kv) * dim) +
                              tensor_bytes(dim * n_q) + tensor_bytes(dim) +
                              tensor_bytes(2 * ffn * dim) + tensor_bytes(dim * ffn);
-    const size_t total =
-        2 * tensor_bytes(vocab * dim) + tensor_bytes(dim) + per_layer * (size_t)hp->n_layers;
+    /* qwen2's Q|K|V biases, qwen3's Q and K norms */
+    const size_t extra = hp->arch == MODEL_ARCH_QWEN2   ? tensor_bytes(n_q + 2 * n_kv)
+                         : hp->arch == MODEL_ARCH_QWEN3 ? 2 * tensor_bytes(hd)
+                                                        : 0;
+    const size_t total = 2 * tensor_bytes(vocab * dim) + tensor_bytes(dim) +
+                         (per_layer + extra) * (size_t)hp->n_layers;
 
     struct model *m = folio_calloc(1, sizeof(*m));
     if (!m)
@@ -130,6 +138,12 @@ int model__alloc(const struct model_hparams *hp, struct model **out)
         L->ffn_norm = TAKE(dim);
         L->w_gate_up = MAT(2 * ffn, dim);
         L->w_down = MAT(dim, ffn);
+        if (hp->arch == MODEL_ARCH_QWEN2)
+            L->bqkv = TAKE(n_q + 2 * n_kv);
+        if (hp->arch == MODEL_ARCH_QWEN3) {
+            L->q_norm = TAKE(hd);
+            L->k_norm = TAKE(hd);
+        }
     }
     m->out_norm = TAKE(dim);
     m->output = MAT(vocab, dim);
@@ -190,7 +204,10 @@ void model__fill_random(struct model *m, uint64_t seed)
     const size_t n_q = (size_t)hp->n_heads * hd, n_kv = (size_t)hp->n_kv_heads * hd;
     const size_t vocab = (size_t)hp->n_vocab, ffn = (size_t)hp->ffn_dim;
     uint64_t k = 0;
-    fill_normal(model__f32(&m->tok_embd), vocab * dim, seed, k++, 1.0f);
+    /* tied: the embedding is also the output, scaled as the output is */
+    const bool tied = m->output.data == m->tok_embd.data;
+    fill_normal(model__f32(&m->tok_embd), vocab * dim, seed, k++,
+                tied ? 2.0f / sqrtf((float)dim) : 1.0f);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         fill_norm((float *)L->attn_norm, dim, seed, k++);
@@ -204,6 +221,23 @@ void model__fill_random(struct model *m, uint64_t seed)
     fill_norm((float *)m->out_norm, dim, seed, k++);
     if (m->output.data != m->tok_embd.data)
         fill_normal(model__f32(&m->output), vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
+    /* the qwen tensors draw from streams of their own, after every llama
+     * one, so a llama model's bytes do not depend on them */
+    const uint64_t k0 = 1ull << 32;
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        if (L->bqkv) /* biases ~ N(0, 0.5²): visible next to outputs of rms ~1 */
+            fill_normal((float *)L->bqkv, n_q + 2 * n_kv, seed, k0 + 3 * (uint64_t)l, 0.5f);
+        if (L->q_norm) {
+            fill_norm((float *)L->q_norm, hd, seed, k0 + 3 * (uint64_t)l + 1);
+            fill_norm((float *)L->k_norm, hd, seed, k0 + 3 * (uint64_t)l + 2);
+        }
+    }
+}
+
+void model__tie_output(struct model *m)
+{
+    m->output = m->tok_embd;
 }
 
 /* ---- other weight types ------------------------------------------------ */
@@ -265,9 +299,13 @@ size_t model__weight_bytes_per_token(const struct model *m)
     size_t b = matmul_mat_row_bytes(&m->output) * (size_t)m->output.rows;
     for (int32_t l = 0; l < m->hp.n_layers; l++) {
         const struct model_layer *L = &m->layers[l];
-        const struct matmul_mat *w[4] = {&L->wqkv, &L->wo, &L->w_gate_up, &L->w_down};
-        for (int i = 0; i < 4; i++)
-            b += matmul_mat_row_bytes(w[i]) * (size_t)w[i]->rows;
+        const struct matmul_mat *w[6] = {&L->wqkv,   &L->wo,          &L->w_gate_up,
+                                         &L->w_down, &L->qkv_part[0], &L->qkv_part[1]};
+        for (int i = 0; i < 6; i++)
+            if (w[i]->data)
+                b += matmul_mat_row_bytes(w[i]) * (size_t)w[i]->rows;
+        if (!L->wqkv.data)
+            b += matmul_mat_row_bytes(&L->qkv_part[2]) * (size_t)L->qkv_part[2].rows;
     }
     return b;
 }

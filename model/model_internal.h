@@ -4,8 +4,8 @@
  *
  * Matrices are struct matmul_mat (model/matmul.h): row-major [n_out][n_in]
  * (the GGUF/ggml layout: ne[0] = n_in is the fastest dimension) in the
- * type the file stores them in (F32, F16, BF16 or Q8_0; a fused matrix
- * whose parts differ in type is widened to F32), so y = W x for a batch
+ * type the file stores them in (F32, F16, BF16 or quantized; a fused QKV
+ * whose parts differ in type is kept as three matrices), so y = W x for a batch
  * X [n_tokens][n_in] is one product  Y = X · Wᵀ  of the matmul layer.
  * Norm vectors are always f32.  Models built in memory (model__alloc) are
  * all F32.
@@ -18,12 +18,14 @@
  *     ffn_norm  [dim]
  *     w_gate_up [2 * ffn_dim][dim]                            rows: gate, then up
  *     w_down    [dim][ffn_dim]
+ *     bqkv      [(n_heads + 2*n_kv_heads) * head_dim]          qwen2 only
+ *     q_norm, k_norm [head_dim]                                qwen3 only
  *   out_norm  [dim]
  *   output    [n_vocab][dim]   (shares tok_embd's data when the file ties them)
  *
  * Q and K rows are in the order the GGUF file stores them; RoPE rotates
- * adjacent pairs (x[2i], x[2i+1]) of each head, the convention llama.cpp
- * uses for the llama architecture.
+ * adjacent pairs (x[2i], x[2i+1]) of each head for llama, the halves
+ * (x[i], x[i + d/2]) for qwen2/qwen3 (hp.rope_neox), as llama.cpp does.
  *
  * Memory: one aligned allocation (`storage`) holds every tensor, in its
  * file type (a loaded model's resident size is about its file's tensor
@@ -38,7 +40,13 @@
 
 struct model_layer {
     const float *attn_norm, *ffn_norm;
-    struct matmul_mat wqkv, wo, w_gate_up, w_down;
+    /* Q, K, V as one fused matrix when the file stores them in one type;
+     * when their types differ (a Q4_K_M file's attn_v in Q6_K), wqkv.data
+     * is NULL and qkv_part[0..2] hold Q, K and V, each in its own type,
+     * multiplied separately into their columns of the same qkv rows. */
+    struct matmul_mat wqkv, qkv_part[3], wo, w_gate_up, w_down;
+    const float *bqkv;            /* [(H + 2 KV) hd] Q|K|V biases (qwen2), or NULL */
+    const float *q_norm, *k_norm; /* [hd] per-head RMSNorm weights (qwen3), or NULL */
 };
 
 struct model {
@@ -68,6 +76,9 @@ int model__retype(const struct model *src, enum gguf_tensor_type t, struct model
 /* Bytes of the matrices one token's forward pass reads (every layer's,
  * and the output's). */
 size_t model__weight_bytes_per_token(const struct model *m);
+/* Ties the output matrix to the embedding (one copy serves both), as
+ * files without output.weight do; call before model__fill_random. */
+void model__tie_output(struct model *m);
 /* Fills every weight deterministically from seed (synthetic model; see
  * model/model.c for the scaling that keeps activations finite). */
 void model__fill_random(struct model *m, uint64_t seed);

@@ -35,6 +35,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,6 +87,8 @@ struct tcase {
     int32_t n_seqs;
     int32_t p0[MAXS], n_q[MAXS];
     enum fill fill;
+    int32_t window; /* sliding window (0: none) */
+    bool inv;       /* batch_invariant plan */
     /* built */
     int32_t n_heads, n_rows;
     struct attn_seq seqs[MAXS];
@@ -134,11 +137,12 @@ static void dense_attn(const struct tcase *tc, float *out)
         assert_non_null(acc);
         for (int32_t i = 0; i < tc->n_q[s]; i++) {
             const int32_t row = tc->seqs[s].q_row + i, vis = tc->p0[s] + i + 1;
+            const int32_t lo = tc->window > 0 && vis > tc->window ? vis - tc->window : 0;
             for (int32_t h = 0; h < tc->n_heads; h++) {
                 const int32_t kh = h / tc->group;
                 const float *qv = tc->q + (size_t)row * stride + (size_t)h * hd;
                 double mx = -INFINITY, sum = 0;
-                for (int32_t p = 0; p < vis; p++) {
+                for (int32_t p = lo; p < vis; p++) {
                     const float *k = tc->kd[s] + ((size_t)p * tc->n_kv + kh) * hd;
                     double d = 0;
                     for (int32_t e = 0; e < hd; e++)
@@ -148,7 +152,7 @@ static void dense_attn(const struct tcase *tc, float *out)
                 }
                 for (int32_t e = 0; e < hd; e++)
                     acc[e] = 0;
-                for (int32_t p = 0; p < vis; p++) {
+                for (int32_t p = lo; p < vis; p++) {
                     double w = exp(sc[p] - mx);
                     const float *v = tc->vd[s] + ((size_t)p * tc->n_kv + kh) * hd;
                     sum += w;
@@ -251,7 +255,9 @@ static void tc_build(struct tcase *tc)
                                 .seqs = tc->seqs,
                                 .n_rows = tc->n_rows,
                                 .q = tc->q,
-                                .out = tc->out};
+                                .out = tc->out,
+                                .window = tc->window,
+                                .batch_invariant = tc->inv};
     dense_attn(tc, tc->want);
 }
 
@@ -363,6 +369,9 @@ static void tc_random(struct tcase *tc, int32_t max_ctx, int32_t max_q)
         }
     }
     tc->fill = FILL_RANDOM;
+    /* a third of the batches with a sliding window, down to one key */
+    tc->window = rng_int(0, 2) == 0 ? rng_int(1, max_ctx / 2) : 0;
+    tc->inv = rng_int(0, 3) == 0;
 }
 
 /* ---- tests ------------------------------------------------------------ */

@@ -13,6 +13,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
@@ -35,6 +36,7 @@
 
 static struct model *g_model;
 static int g_short;
+static bool g_inv; /* run_paged_on's ctx with batch_invariant */
 
 /* ---- deterministic test randomness ------------------------------------ */
 
@@ -75,14 +77,49 @@ static void ref_matvec(double *out, const float *W, const double *x, int32_t n_o
     }
 }
 
-static void ref_rope(double *v, int32_t pos, int32_t d, float base)
+/* RoPE as llama.cpp defines it: pairs (2i, 2i+1), or (i, i + d/2) for
+ * NeoX; angle pos * base^(-2i/d), divided by the factor for linear
+ * scaling; YaRN blends the two per pair with a linear ramp between the
+ * pairs that turn beta_fast and beta_slow times over the original
+ * context, and scales cos/sin by 1 + 0.1 ln(factor). */
+static void ref_rope(double *v, int32_t pos, const struct model_hparams *hp)
 {
-    for (int32_t i = 0; i < d / 2; i++) {
-        double a = pos * pow(base, -2.0 * i / d);
-        double x0 = v[2 * i], x1 = v[2 * i + 1];
-        v[2 * i] = x0 * cos(a) - x1 * sin(a);
-        v[2 * i + 1] = x0 * sin(a) + x1 * cos(a);
+    const int32_t d = hp->head_dim;
+    double lo = 0, hi = 0, msc = 1;
+    if (hp->rope_scaling == MODEL_ROPE_YARN) {
+        const double orig = hp->rope_orig_ctx, lb = log(hp->rope_base);
+        lo = floor(d * log(orig / (hp->yarn_beta_fast * 2 * M_PI)) / (2 * lb));
+        hi = ceil(d * log(orig / (hp->yarn_beta_slow * 2 * M_PI)) / (2 * lb));
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > d - 1 ? d - 1 : hi;
+        msc = 1 + 0.1 * log(hp->rope_factor);
     }
+    for (int32_t i = 0; i < d / 2; i++) {
+        const double ex = pos * pow(hp->rope_base, -2.0 * i / d);
+        double a = ex;
+        if (hp->rope_scaling == MODEL_ROPE_LINEAR) {
+            a = ex / hp->rope_factor;
+        } else if (hp->rope_scaling == MODEL_ROPE_YARN) {
+            double y = (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+            double keep = 1 - (y < 0 ? 0 : y > 1 ? 1 : y); /* share of ex */
+            a = ex / hp->rope_factor * (1 - keep) + ex * keep;
+        }
+        const int32_t i0 = hp->rope_neox ? i : 2 * i, i1 = hp->rope_neox ? i + d / 2 : 2 * i + 1;
+        double x0 = v[i0], x1 = v[i1];
+        v[i0] = (x0 * cos(a) - x1 * sin(a)) * msc;
+        v[i1] = (x0 * sin(a) + x1 * cos(a)) * msc;
+    }
+}
+
+/* x[d] / rms(x) * w, in place (qwen3's Q/K head norm). */
+static void ref_head_norm(double *x, const float *w, int32_t d, float eps)
+{
+    double ss = 0;
+    for (int32_t i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    const double inv = 1.0 / sqrt(ss / d + eps);
+    for (int32_t i = 0; i < d; i++)
+        x[i] = x[i] * inv * w[i];
 }
 
 /* logits[n][V] of every position of tokens[0..n) run from position 0. */
@@ -107,10 +144,16 @@ static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n,
         for (int32_t t = 0; t < n; t++) {
             ref_rmsnorm(xb, x + (size_t)t * D, L->attn_norm, D, hp->norm_eps);
             ref_matvec(qkv, model__f32(&L->wqkv), xb, nq + 2 * nkv, D);
+            for (int32_t i = 0; L->bqkv && i < nq + 2 * nkv; i++)
+                qkv[i] += L->bqkv[i];
+            for (int32_t h = 0; L->q_norm && h < Hq; h++)
+                ref_head_norm(qkv + h * d, L->q_norm, d, hp->norm_eps);
+            for (int32_t h = 0; L->k_norm && h < Hk; h++)
+                ref_head_norm(qkv + nq + h * d, L->k_norm, d, hp->norm_eps);
             for (int32_t h = 0; h < Hq; h++)
-                ref_rope(qkv + h * d, t, d, hp->rope_base);
+                ref_rope(qkv + h * d, t, hp);
             for (int32_t h = 0; h < Hk; h++)
-                ref_rope(qkv + nq + h * d, t, d, hp->rope_base);
+                ref_rope(qkv + nq + h * d, t, hp);
             memcpy(Q + (size_t)t * nq, qkv, sizeof(double) * nq);
             memcpy(K + (size_t)t * nkv, qkv + nq, sizeof(double) * nkv);
             memcpy(V + (size_t)t * nkv, qkv + nq + nkv, sizeof(double) * nkv);
@@ -120,18 +163,19 @@ static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n,
                 const double *q = Q + (size_t)t * nq + h * d;
                 int32_t kh = h / group;
                 double mx = -INFINITY, sum = 0;
-                for (int32_t p = 0; p <= t; p++) {
+                const int32_t p0 = hp->n_swa > 0 && t - hp->n_swa + 1 > 0 ? t - hp->n_swa + 1 : 0;
+                for (int32_t p = p0; p <= t; p++) {
                     double s = 0;
                     for (int32_t e = 0; e < d; e++)
                         s += q[e] * K[(size_t)p * nkv + kh * d + e];
                     sc[p] = s / sqrt((double)d);
                     mx = fmax(mx, sc[p]);
                 }
-                for (int32_t p = 0; p <= t; p++)
+                for (int32_t p = p0; p <= t; p++)
                     sum += (sc[p] = exp(sc[p] - mx));
                 for (int32_t e = 0; e < d; e++) {
                     double a = 0;
-                    for (int32_t p = 0; p <= t; p++)
+                    for (int32_t p = p0; p <= t; p++)
                         a += sc[p] * V[(size_t)p * nkv + kh * d + e];
                     att[h * d + e] = a / sum;
                 }
@@ -255,7 +299,8 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
                                    .max_slices = n_seqs,
                                    .n_threads = n_threads,
                                    .blas_threads = blas_threads,
-                                   .matmul = be};
+                                   .matmul = be,
+                                   .batch_invariant = g_inv};
     assert_int_equal(model_ctx_new(m, &a.kv, &cfg, &ctx), 0);
     if (be != MODEL_MATMUL_AUTO)
         assert_int_equal(model_ctx_matmul(ctx), be);
@@ -794,6 +839,56 @@ static void test_pager_fork_and_prefix(void **state)
     free(ra), free(rb), free(rc);
 }
 
+/* The other architectures and RoPE/attention variants against the
+ * reference: qwen2 (Q/K/V biases, NeoX RoPE, tied output), qwen3 (Q/K head
+ * norms, NeoX), linear and YaRN RoPE scaling, a sliding window shorter
+ * than the prompts (block 8, so whole blocks fall out of it); random
+ * chunks, several sequences per batch, 2 threads; and again with
+ * batch_invariant (the rowdot products, unsplit attention). */
+static void test_archs(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *what;
+        int32_t arch, scaling, swa;
+        float factor;
+        int32_t orig;
+    } v[] = {
+        {"qwen2", MODEL_ARCH_QWEN2, 0, 0, 0, 0},
+        {"qwen3", MODEL_ARCH_QWEN3, 0, 0, 0, 0},
+        {"llama, linear rope x4", MODEL_ARCH_LLAMA, MODEL_ROPE_LINEAR, 0, 4, 0},
+        {"qwen2, yarn x4 over 64", MODEL_ARCH_QWEN2, MODEL_ROPE_YARN, 0, 4, 64},
+        {"llama, window 13", MODEL_ARCH_LLAMA, 0, 13, 0, 0},
+        {"qwen3, window 24", MODEL_ARCH_QWEN3, 0, 24, 0, 0},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(v); i++) {
+        struct model_hparams hp;
+        assert_int_equal(model__preset("tiny", &hp), 0);
+        hp.n_layers = 2, hp.n_vocab = 4096;
+        hp.arch = v[i].arch;
+        hp.rope_neox = v[i].arch != MODEL_ARCH_LLAMA;
+        hp.rope_scaling = v[i].scaling;
+        hp.rope_factor = v[i].factor;
+        hp.rope_orig_ctx = v[i].orig;
+        hp.yarn_attn = 1, hp.yarn_beta_fast = 32, hp.yarn_beta_slow = 1;
+        hp.n_swa = v[i].swa;
+        struct model *m;
+        assert_int_equal(model__alloc(&hp, &m), 0);
+        if (v[i].arch == MODEL_ARCH_QWEN2)
+            model__tie_output(m);
+        model__fill_random(m, 77);
+        int32_t len[] = {g_short ? 30 : 45, 17, 33};
+        double e = run_paged_on(m, m, MODEL_MATMUL_AUTO, FOLIO_F32, 8, 3, len, 5, 2, 0);
+        g_inv = true;
+        double ei = run_paged_on(m, m, MODEL_MATMUL_AUTO, FOLIO_F32, 8, 3, len, 5, 2, 0);
+        g_inv = false;
+        printf("# %s: max |diff| = %.3g (batch invariant %.3g)\n", v[i].what, e, ei);
+        if (!(e < F32_TOL) || !(ei < F32_TOL))
+            fail_msg("%s: paged vs reference %g / %g", v[i].what, e, ei);
+        model_free(m);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -831,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_logits_healthy),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_pager_fork_and_prefix),
+        cmocka_unit_test(test_archs),
         /* clang-format on */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -575,7 +575,8 @@ static void test_loader_rejects(void **state)
         {{.n_heads = 8, .rope_dims = -1},
          "'blk.0.attn_k.weight' has shape [64, 32], expected [64, 16]"},
         {{.bos = 5000}, "'tokenizer.ggml.bos_token_id' = 5000"},
-        {{.rope_scaling = "linear"}, "'llama.rope.scaling.type': RoPE scaling is not supported"},
+        {{.rope_scaling = "llama3"}, "'llama.rope.scaling.type' is 'llama3': RoPE scaling types"},
+        {{.rope_scaling = "linear"}, "missing required key 'llama.rope.scaling.factor'"},
         {{.rope_freqs = true}, "'rope_freqs.weight': RoPE frequency factors are not supported"},
     };
     for (size_t c = 0; c < FOLIO_ARRAY_LEN(cases); c++) {

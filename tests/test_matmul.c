@@ -66,6 +66,8 @@ static void *make_weight(enum gguf_tensor_type t, int32_t N, int32_t K)
     assert_non_null(w);
     if (t == GGUF_TENSOR_Q8_0) {
         quant_rows(t, f, K, K, 0, N, w);
+    } else if (t != GGUF_TENSOR_F16 && t != GGUF_TENSOR_BF16) {
+        assert_int_equal(quant_from_float(t, f, w, (int64_t)N * K), 0);
     } else {
         uint16_t *h = w;
         for (size_t i = 0; i < (size_t)N * K; i++)
@@ -89,6 +91,8 @@ static int n_tasks(void)
     return n;
 }
 
+static bool g_inv; /* run_case with cfg.batch_invariant */
+
 static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
 {
     const int32_t N = 16 * (1 + (int32_t)((urand() + 1) * 8)) + 5; /* 21 .. 277 */
@@ -104,8 +108,12 @@ static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
     assert_int_equal(pool_new(nth, &pool), 0);
     const int tasks0 = n_tasks(); /* the pool, and OpenBLAS's idle workers */
     matmul_t *mm;
-    struct matmul_config cfg = {
-        .backend = be, .n_threads = nth, .max_m = max_m, .max_k = K, .max_weights = 1};
+    struct matmul_config cfg = {.backend = be,
+                                .n_threads = nth,
+                                .max_m = max_m,
+                                .max_k = K,
+                                .max_weights = 1,
+                                .batch_invariant = g_inv};
     assert_int_equal(matmul_new(&cfg, &mm), 0);
     assert_int_equal(matmul_backend_used(mm), be);
     openblas_set_num_threads(1); /* as model_ctx_new does */
@@ -118,8 +126,8 @@ static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
     for (size_t i = 0; i < (size_t)max_m * lda; i++)
         A[i] = (float)urand();
     const bool narrows =
-        t == GGUF_TENSOR_Q8_0 ||
-        (be == MODEL_MATMUL_ONEDNN && t != GGUF_TENSOR_F32 && matmul_prepared_bytes(mm) > 0);
+        t == GGUF_TENSOR_Q8_0 || (be == MODEL_MATMUL_ONEDNN && !g_inv && t != GGUF_TENSOR_F32 &&
+                                  matmul_prepared_bytes(mm) > 0);
     const double tol = narrows ? 2e-2 : 1e-4;
     for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++) {
         const int32_t M = Ms[mi];
@@ -153,7 +161,7 @@ static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
     }
     /* oneDNN really ran F32 (it has f32 kernels on every x86-64 ISA) */
     if (be == MODEL_MATMUL_ONEDNN && t == GGUF_TENSOR_F32)
-        assert_true(matmul_prepared_bytes(mm) > 0);
+        assert_true((matmul_prepared_bytes(mm) > 0) == !g_inv);
     /* no oversubscription: the products started no thread (OpenMP held to
      * the calling pool thread, OpenBLAS to one thread) */
     int tasks = n_tasks();
@@ -175,8 +183,101 @@ static void test_products(void **state)
     for (int b = 0; b < n_be; b++)
         for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++)
             for (int nth = 1; nth <= 3; nth++)
-                for (int rep = 0; rep < 3; rep++)
+                for (int rep = 0; rep < 3; rep++) {
+                    g_inv = false;
                     run_case(bes[b], types[t], nth);
+                    if (types[t] != GGUF_TENSOR_Q8_0) { /* the batch-invariant kernels */
+                        g_inv = true;
+                        run_case(bes[b], types[t], nth);
+                    }
+                }
+    g_inv = false;
+}
+
+/* Batch invariance: row m of C is bit for bit the same whatever M is (a
+ * request's logits must not depend on what it is batched with).  For each
+ * type and thread count, C of M = 40 rows is compared with each row run
+ * alone (M = 1) and with the rows in groups of 3 and of 5 (the kernels'
+ * edges).  The quantized kernels are invariant as they are; F32, F16 and
+ * BF16 only with batch_invariant (the rowdot kernels; K then has a tail
+ * that is not a multiple of 8). */
+/* Returns the number of elements that differ. */
+static long row_invariance_case(enum model_matmul be, enum gguf_tensor_type t, int nth, bool inv)
+{
+    long bad = 0;
+    const int32_t N = 16 * 9 + 5, K = 256 * 2 + (inv ? 32 + 4 : 0), max_m = 40;
+    void *wdata = make_weight(t, N, K);
+    struct matmul_mat w = {.type = t, .rows = N, .cols = K, .data = wdata};
+    pool_t *pool;
+    assert_int_equal(pool_new(nth, &pool), 0);
+    matmul_t *mm;
+    struct matmul_config cfg = {.backend = be,
+                                .n_threads = nth,
+                                .max_m = max_m,
+                                .max_k = K,
+                                .max_weights = 1,
+                                .batch_invariant = inv};
+    assert_int_equal(matmul_new(&cfg, &mm), 0);
+    openblas_set_num_threads(1);
+    int32_t id;
+    assert_int_equal(matmul_add(mm, &w, &id), 0);
+    float *A = malloc(sizeof(float) * (size_t)max_m * K);
+    float *C = malloc(sizeof(float) * (size_t)max_m * N);
+    float *R = malloc(sizeof(float) * (size_t)max_m * N);
+    for (size_t i = 0; i < (size_t)max_m * K; i++)
+        A[i] = (float)urand();
+    for (int beta = 0; beta < 2; beta++) {
+        for (size_t i = 0; i < (size_t)max_m * N; i++)
+            C[i] = R[i] = (float)(i % 7) * 0.25f;
+        matmul_run(mm, pool, id, max_m, A, K, (float)beta, C, N);
+        const int32_t groups[] = {1, 3, 5};
+        for (size_t g = 0; g < FOLIO_ARRAY_LEN(groups); g++) {
+            float *G = malloc(sizeof(float) * (size_t)max_m * N);
+            memcpy(G, R, sizeof(float) * (size_t)max_m * N);
+            for (int32_t m = 0; m < max_m; m += groups[g]) {
+                int32_t M = FOLIO_MIN(groups[g], max_m - m);
+                matmul_run(mm, pool, id, M, A + (size_t)m * K, K, (float)beta, G + (size_t)m * N,
+                           N);
+            }
+            for (size_t i = 0; i < (size_t)max_m * N; i++)
+                if (memcmp(&G[i], &C[i], sizeof(float)) && bad++ == 0)
+                    print_message("%s %s nth=%d beta=%d: row %zu col %zu is %.9g in groups of "
+                                  "%d, %.9g in one product of %d\n",
+                                  model_matmul_name(be), gguf_tensor_type_name(t), nth, beta, i / N,
+                                  i % N, G[i], groups[g], C[i], max_m);
+            free(G);
+        }
+    }
+    matmul_free(mm);
+    pool_free(pool);
+    free(A), free(C), free(R), free(wdata);
+    return bad;
+}
+
+static void test_row_invariance(void **state)
+{
+    (void)state;
+    static const enum gguf_tensor_type types[] = {
+        GGUF_TENSOR_F32,  GGUF_TENSOR_F16,  GGUF_TENSOR_BF16, GGUF_TENSOR_Q8_0,
+        GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K};
+    enum model_matmul bes[2] = {MODEL_MATMUL_OPENBLAS, MODEL_MATMUL_ONEDNN};
+    int n_be = model_matmul_onednn_built() ? 2 : 1;
+    for (int b = 0; b < n_be; b++)
+        for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++)
+            for (int nth = 1; nth <= 2; nth++)
+                for (int inv = 0; inv < 2; inv++) {
+                    const bool quant = types[t] != GGUF_TENSOR_F32 && types[t] != GGUF_TENSOR_F16 &&
+                                       types[t] != GGUF_TENSOR_BF16;
+                    if (!inv && !quant)
+                        continue; /* sgemm, sgemv, oneDNN: row m depends on M (measured) */
+                    if (inv && quant)
+                        continue; /* the same kernels either way */
+                    long bad = row_invariance_case(bes[b], types[t], nth, inv);
+                    if (bad)
+                        fail_msg("%s %s nth=%d invariant=%d: %ld elements differ with the batch",
+                                 model_matmul_name(bes[b]), gguf_tensor_type_name(types[t]), nth,
+                                 inv, bad);
+                }
 }
 
 static void test_names_and_resolve(void **state)
@@ -220,6 +321,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_resolve),
         cmocka_unit_test(test_products),
+        cmocka_unit_test(test_row_invariance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -322,12 +322,15 @@ static void test_enum_ids(void **state)
     assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_REFUSE);
     assert_int_equal(c.log_level_id, SRV_LOG_DEBUG);
     srv_config_free(&c);
-    for (int t = CHAT_TMPL_CHATML; t <= CHAT_TMPL_PHI3; t++) {
+    /* every template chat.h names, up to the first id it does not */
+    int t = CHAT_TMPL_CHATML;
+    for (; strcmp(chat_template_name((enum chat_template)t), "?"); t++) {
         const char *name = chat_template_name((enum chat_template)t);
         assert_int_equal(parse(&c, err, sizeof(err), "--chat-template", name, NULL), 0);
         assert_int_equal(c.chat_template_id, t);
         srv_config_free(&c);
     }
+    assert_true(t > CHAT_TMPL_DEEPSEEK3);
 }
 
 static void test_reload(void **state)

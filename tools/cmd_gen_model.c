@@ -1,6 +1,6 @@
 /*
  * tools/cmd_gen_model.c — `folio gen-model`: write a synthetic
- * llama-architecture model as a GGUF v3 file (model_gen_file).
+ * llama, qwen2 or qwen3 model as a GGUF v3 file (model_gen_file).
  *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
  */
@@ -18,10 +18,17 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: folio gen-model --preset tiny|small|medium --seed N\n"
                  "                       [--dtype f32|f16|bf16|q8_0] [--f16]\n"
-                 "                       [--vocab FILE.gguf] -o OUT.gguf\n"
+                 "                       [--arch llama|qwen2|qwen3] [--rope-scaling SPEC]\n"
+                 "                       [--sliding-window N] [--vocab FILE.gguf] -o OUT.gguf\n"
                  "\n"
-                 "Writes a synthetic llama-architecture model with deterministic random weights\n"
-                 "(the same arguments give byte-identical files).\n"
+                 "Writes a synthetic model with deterministic random weights (the same\n"
+                 "arguments give byte-identical files).\n"
+                 "  --arch A       llama (default); qwen2 (Q/K/V biases, NeoX RoPE, output tied\n"
+                 "                 to the embedding); qwen3 (per-head Q/K RMSNorm, NeoX RoPE)\n"
+                 "  --rope-scaling linear:FACTOR | yarn:FACTOR[:ORIG_CTX]\n"
+                 "                 write the RoPE scaling keys (ORIG_CTX: the original context,\n"
+                 "                 default the preset's 2048)\n"
+                 "  --sliding-window N  write ARCH.attention.sliding_window = N\n"
                  "  --preset P     tiny (dim 512, 8 layers), small (768, 12), medium (1024, 24)\n"
                  "  --seed N       weight seed (unsigned 64-bit)\n"
                  "  --dtype T      the matrices' type (every 2-D tensor, token_embd and output\n"
@@ -58,7 +65,9 @@ int cmd_gen_model(int argc, char **argv)
             continue;
         }
         bool takes = !strcmp(a, "--preset") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||
-                     !strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output");
+                     !strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output") ||
+                     !strcmp(a, "--arch") || !strcmp(a, "--rope-scaling") ||
+                     !strcmp(a, "--sliding-window");
         if (!takes)
             return bad("unknown argument '%s'", a);
         if (i + 1 >= argc)
@@ -74,6 +83,26 @@ int cmd_gen_model(int argc, char **argv)
             o.dtype = v;
         } else if (!strcmp(a, "--vocab")) {
             o.vocab_path = v;
+        } else if (!strcmp(a, "--arch")) {
+            if (strcmp(v, "llama") && strcmp(v, "qwen2") && strcmp(v, "qwen3"))
+                return bad("--arch must be llama, qwen2 or qwen3, not '%s'", v);
+            o.arch = v;
+        } else if (!strcmp(a, "--rope-scaling")) {
+            char kind[8] = {0};
+            float f = 0;
+            int orig = 0, n = sscanf(v, "%7[a-z]:%f:%d", kind, &f, &orig);
+            if (n < 2 || !(f > 0) || orig < 0 || (strcmp(kind, "linear") && strcmp(kind, "yarn")) ||
+                (n == 3 && !strcmp(kind, "linear")))
+                return bad("--rope-scaling wants linear:FACTOR or yarn:FACTOR[:ORIG], not '%s'", v);
+            o.rope_scaling = !strcmp(kind, "yarn") ? MODEL_ROPE_YARN : MODEL_ROPE_LINEAR;
+            o.rope_factor = f;
+            o.rope_orig_ctx = orig;
+        } else if (!strcmp(a, "--sliding-window")) {
+            char *e;
+            long w = strtol(v, &e, 10);
+            if (*e || w < 1 || w > (1 << 24))
+                return bad("--sliding-window wants a positive integer, not '%s'", v);
+            o.sliding_window = (int32_t)w;
         } else {
             out = v;
         }

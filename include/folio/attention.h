@@ -5,7 +5,8 @@
  * A batch is a flat list of query rows grouped into sequence slices.  Slice
  * s owns rows [q_row, q_row + n_q): the new tokens at positions
  * [p0, p0 + n_q) of its sequence.  Each attends to keys/values at positions
- * [0, p0 + i] for its row i (causal inside the new chunk); K/V for the new
+ * [0, p0 + i] for its row i (causal inside the new chunk; with a sliding
+ * window w, only the last w of them); K/V for the new
  * positions must already be written to their slots.  n_q = 1 is a decode,
  * p0 = 0 a fresh prefill, anything else a chunk after a cached prefix.
  *
@@ -22,6 +23,7 @@
 #ifndef FOLIO_ATTENTION_H
 #define FOLIO_ATTENTION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +50,14 @@ struct attn_batch {
     int32_t n_rows; /* total query rows */
     const float *q;
     float *out;
+    /* The fast kernel computes each row the same way whatever else is in
+     * the batch: no context splits (their cut points follow the batch's
+     * total cost), KV heads one per work item.  Costs parallelism on a
+     * batch of few long sequences. */
+    bool batch_invariant;
+    /* Sliding window: the row at position p sees positions
+     * [max(0, p - window + 1), p]; 0: the whole causal context. */
+    int32_t window;
 };
 
 /* The reference: for every slice, row and head, a two-pass softmax over the

@@ -1,5 +1,5 @@
 /*
- * folio/model.h — a LLaMA-architecture transformer: weights, and the
+ * folio/model.h — a LLaMA-family transformer (llama, qwen2, qwen3): weights, and the
  * forward pass over a flat batch of tokens drawn from many sequences.
  *
  * A model_t is immutable once loaded (matrices keep their file's type in
@@ -37,10 +37,32 @@
 extern "C" {
 #endif
 
+/* GGUF general.architecture values foliod runs.  llama: the base.  qwen2:
+ * Q/K/V biases, NeoX RoPE.  qwen3: per-head RMSNorm of Q and K (before
+ * RoPE), NeoX RoPE, no biases.  Any of them may tie its output to the
+ * embedding. */
+enum model_arch { MODEL_ARCH_LLAMA = 0, MODEL_ARCH_QWEN2 = 1, MODEL_ARCH_QWEN3 = 2 };
+
+/* RoPE scaling (GGUF {arch}.rope.scaling.type). */
+enum model_rope_scaling { MODEL_ROPE_NONE = 0, MODEL_ROPE_LINEAR = 1, MODEL_ROPE_YARN = 2 };
+
 struct model_hparams {
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, ctx_len;
     float norm_eps, rope_base;
     int32_t bos_id, eos_id; /* -1 when unknown */
+    int32_t arch;           /* enum model_arch */
+    bool rope_neox;         /* rotate (x[i], x[i + d/2]) instead of (x[2i], x[2i+1]) */
+    /* RoPE scaling; all zero for none.  factor: positions are divided by it
+     * (linear), or YaRN's scale over orig_ctx (the training context it
+     * extends); yarn_attn: the attention factor (default 1); beta_fast /
+     * beta_slow: YaRN's ramp bounds (defaults 32 and 1). */
+    int32_t rope_scaling; /* enum model_rope_scaling */
+    float rope_factor;
+    int32_t rope_orig_ctx;
+    float yarn_attn, yarn_beta_fast, yarn_beta_slow;
+    /* Sliding-window attention: a token attends to the last n_swa
+     * positions (itself included); 0: the whole context. */
+    int32_t n_swa;
 };
 
 typedef struct model model_t;
@@ -55,7 +77,7 @@ void model_free(model_t *m);
 
 /* `folio gen-model`: the synthetic model of a preset ("tiny", "small",
  * "medium"; see model_preset below) with weights drawn from seed, written as a
- * llama-architecture GGUF v3 file that llama.cpp-style readers accept.
+ * GGUF v3 file of architecture o->arch that llama.cpp-style readers accept.
  * The output depends only on the options (byte-identical across runs).
  * vocab_path NULL: the synthetic SentencePiece vocabulary
  * (model/vocab_synth.h); else every tokenizer.* key is copied from that
@@ -67,6 +89,14 @@ struct model_gen_opts {
     const char *dtype;      /* matrices' type: "f32", "f16", "bf16", "q8_0";
                                NULL: f16 decides */
     const char *vocab_path; /* may be NULL */
+    const char *arch;       /* "llama" (NULL), "qwen2" (Q/K/V biases, tied output),
+                               "qwen3" (Q/K norms) */
+    /* RoPE scaling keys to write: MODEL_ROPE_NONE (0), LINEAR (factor),
+     * YARN (factor over orig_ctx, 0: the preset's context) */
+    int32_t rope_scaling;
+    float rope_factor;
+    int32_t rope_orig_ctx;
+    int32_t sliding_window; /* {arch}.attention.sliding_window (0: none) */
 };
 int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);
 const struct model_hparams *model_hparams(const model_t *m);
@@ -125,6 +155,12 @@ struct model_ctx_config {
      * model/forward.c. */
     bool blas_threads;
     enum model_matmul matmul; /* backend of the products (AUTO: resolved) */
+    /* Every sampled row's logits independent of the batch it ran in: F32 /
+     * F16 / BF16 products through the batch-invariant kernels instead of
+     * OpenBLAS / oneDNN (model/matmul.c), attention without batch-dependent
+     * context splits (attention/attn_paged.c).  Quantized weights are
+     * batch invariant either way. */
+    bool batch_invariant;
 };
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/llamacpp/run.sh FOLIO_BIN WORKDIR
 #
-# Logit agreement with llama.cpp on the same GGUF file, per weight type:
+# Logit agreement with llama.cpp on the same GGUF file, per weight type
+# and architecture (llama, qwen2, qwen3) and RoPE scaling:
 # generates a tiny model with `folio gen-model --dtype` (F32, F16, BF16,
 # Q8_0) and `folio quantize` (Q4_K_M, Q6_K, Q4_0, Q5_K_M from the F32 file),
 # then compare_logits.mjs evaluates each in llama.cpp (node-llama-cpp's
@@ -61,5 +62,30 @@ for spec in f16:5e-2:2 bf16:5e-2:2 q8_0:1e-1:2 q4_k_m:2e-1:2 q6_k:2e-1:2 q4_0:1e
   echo "== ${t^^} (tolerance $tol)"
   TOL=$tol PROMPTS=${PROMPTS:-$np} node compare_logits.mjs "$work/tiny-$t.gguf" "$folio" || fail=1
   rm -f "tiny-$t.gguf"
+done
+# The other architectures: qwen2 (Q/K/V biases, NeoX RoPE, output tied to
+# the embedding) and qwen3 (per-head Q/K RMSNorm, NeoX RoPE), as F32, Q8_0,
+# Q4_K_M and Q6_K (their Q4_K_M has attn_v in Q6_K: Q, K and V run as
+# separate products); the bounds are the llama ones, for the same reasons.
+for arch in qwen2 qwen3; do
+  "$folio" gen-model --preset tiny --seed 7 --arch $arch -o $arch-f32.gguf
+  "$folio" gen-model --preset tiny --seed 7 --arch $arch --dtype q8_0 -o $arch-q8_0.gguf
+  for q in q4_k_m q6_k; do
+    "$folio" quantize $arch-f32.gguf $arch-$q.gguf --type $q > /dev/null
+  done
+  for spec in f32:1e-3:1 q8_0:1e-1:1 q4_k_m:2e-1:1 q6_k:2e-1:1; do
+    IFS=: read -r t tol np <<< "$spec"
+    echo "== $arch ${t^^} (tolerance $tol)"
+    TOL=$tol PROMPTS=${PROMPTS:-$np} node compare_logits.mjs "$work/$arch-$t.gguf" "$folio" || fail=1
+    rm -f "$arch-$t.gguf"
+  done
+done
+# RoPE scaling read from the file: linear (factor 4) and YaRN (factor 4
+# over an original context of 512), F32.
+for rs in linear:4 yarn:4:512; do
+  "$folio" gen-model --preset tiny --seed 7 --rope-scaling $rs -o rope.gguf
+  echo "== F32, rope scaling $rs"
+  TOL=1e-3 PROMPTS=${PROMPTS:-1} node compare_logits.mjs "$work/rope.gguf" "$folio" || fail=1
+  rm -f rope.gguf
 done
 exit $fail
