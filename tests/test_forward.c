@@ -863,7 +863,7 @@ static void test_archs(void **state)
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(v); i++) {
         struct model_hparams hp;
-        assert_int_equal(model__preset("tiny", &hp), 0);
+        assert_int_equal(model_preset("tiny", &hp), 0);
         hp.n_layers = 2, hp.n_vocab = 4096;
         hp.arch = v[i].arch;
         hp.rope_neox = v[i].arch != MODEL_ARCH_LLAMA;
