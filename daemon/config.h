@@ -56,8 +56,8 @@ struct srv_config {
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     int64_t max_client_connections, max_buffered, max_client_buffered;
     bool help, dump, version, insecure_listen;
-    bool strict_api;      /* unknown request fields are a 400 (else ignored) */
-    bool batch_invariant; /* --batch-invariant (model_ctx_config.batch_invariant) */
+    bool strict_api;                /* unknown request fields are a 400 (else ignored) */
+    bool batch_invariant;           /* --batch-invariant (model_ctx_config.batch_invariant) */
     uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
     uint64_t argv_mask;             /* bit i: ... on the command line */
     struct srv_tenant_cfg *tenants; /* [n_tenants]; [0] is "default" */
