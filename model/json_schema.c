@@ -64,6 +64,7 @@ enum {
     P_NULL = 32u,
     P_VALUE = 64u,
     P_CHAR = 128u,
+    P_BCHAR = 256u,
 };
 
 static int put(js_gbnf_t *b, const char *s, size_t n)
@@ -142,6 +143,13 @@ static const char *prelude(js_gbnf_t *b, unsigned which)
         {P_WS, "ws", "ws ::= \" \"?\n"},
         {P_CHAR, "char", "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\/bfnrt]\n"},
         {P_STRING, "string", "string ::= \"\\\"\" char* \"\\\"\"\n"},
+        /* a character of a length-bounded string: one of the Basic
+         * Multilingual Plane (no 4-byte UTF-8), so that JSON Schema's
+         * length (code points) and JavaScript's (UTF-16 units: zod) agree */
+        {P_BCHAR, "bchar",
+         "bchar ::= [\\x20-\\x21\\x23-\\x5b\\x5d-\\x7f] | [\\xc2-\\xdf] [\\x80-\\xbf] | "
+         "[\\xe0] [\\xa0-\\xbf] [\\x80-\\xbf] | [\\xe1-\\xec\\xee-\\xef] [\\x80-\\xbf] "
+         "[\\x80-\\xbf] | [\\xed] [\\x80-\\x9f] [\\x80-\\xbf] | \"\\\\\" [\"\\\\/bfnrt]\n"},
         {P_INTEGER, "integer", "integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n"},
         {P_NUMBER, "number", "number ::= integer (\".\" [0-9]{1,15})? ([eE] [-+]? [0-9]{1,3})?\n"},
         {P_BOOL, "boolean", "boolean ::= \"true\" | \"false\"\n"},
@@ -476,7 +484,7 @@ static int type_rule(js_gbnf_t *b, const cJSON *s, const char *type, char name[1
             snprintf(name, 16, "%s", prelude(b, P_STRING));
             return 0;
         }
-        const char *ch = prelude(b, P_CHAR);
+        const char *ch = prelude(b, hi < 0 ? P_CHAR : P_BCHAR);
         if ((rc = new_rule(b, name)))
             return rc;
         if (hi < 0)

@@ -1,12 +1,14 @@
 // tests/integration/sdk_clients.mjs — the three npm client stacks a new
 // user reaches for, against foliod serving a synthetic model (random
 // text: constrained decoding is what makes structured answers valid):
-//   openai (v6)                          completions, chat, streaming,
-//                                        json_schema, tools + required, round trip
+//   openai (v6)                          completions, chat, streaming, chat
+//                                        logprobs, json_schema, tools + required,
+//                                        round trip
 //   ai (v5) + @ai-sdk/openai-compatible  generateText, streamText,
 //                                        generateObject (nested zod schema),
 //                                        tools + toolChoice required, round trip
-//   @langchain/openai                    invoke, stream, withStructuredOutput
+//   @langchain/openai                    invoke, stream, chat logprobs,
+//                                        withStructuredOutput
 //                                        (jsonSchema and functionCalling),
 //                                        bindTools + tool_choice required, round trip
 // Usage: node sdk_clients.mjs BASE_URL [SOCKET]  (no SOCKET: plain TCP)
@@ -61,6 +63,15 @@ const log = [];
   let text = '';
   const st = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8, stream: true });
   for await (const x of st) text += x.choices[0]?.delta?.content ?? '';
+  // chat logprobs: one entry per token, each with its top alternatives
+  const lpc = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 6, ignore_eos: true,
+    logprobs: true, top_logprobs: 3,
+  });
+  const lpe = lpc.choices[0].logprobs?.content;
+  if (!Array.isArray(lpe) || lpe.length !== 6 ||
+      lpe.some((e) => typeof e.logprob !== 'number' || e.logprob > 0 || e.top_logprobs.length !== 3))
+    fail('openai chat logprobs: ' + JSON.stringify(lpc.choices[0].logprobs));
   const js = await client.chat.completions.create({
     model, messages: [{ role: 'user', content: 'a person' }], max_tokens: 120,
     response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: personSchema } },
@@ -127,6 +138,12 @@ const log = [];
   if (typeof a.content !== 'string') fail('langchain invoke');
   let n = 0;
   for await (const chunk of await llm.stream('hi')) n += String(chunk.content).length;
+  // chat logprobs through LangChain's response metadata
+  const lpl = new ChatOpenAI({ model: id, apiKey: 'k', configuration, maxTokens: 6, maxRetries: 0,
+                               logprobs: true, topLogprobs: 2 });
+  const lpm = (await lpl.invoke('hi')).response_metadata?.logprobs?.content;
+  if (!Array.isArray(lpm) || !lpm.length || lpm.some((e) => typeof e.logprob !== 'number' || e.top_logprobs.length !== 2))
+    fail('langchain chat logprobs: ' + JSON.stringify(lpm));
   const comp = new LCOpenAI({ model: id, apiKey: 'k', configuration, maxTokens: 8, maxRetries: 0 });
   if (typeof (await comp.invoke('hi')) !== 'string') fail('langchain completions');
   for (const method of ['jsonSchema', 'functionCalling']) {

@@ -97,7 +97,7 @@ req POST /v1/completions "{\"prompt\":[$prompt],\"n\":4,\"max_tokens\":120,\"tem
 cpid=$!
 shared=0
 for _ in $(seq 1 200); do
-  s=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '$1 == "folio_kv_blocks_shared" {print $2}')
+  s=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '$1 ~ /^folio_kv_blocks_shared($|\{)/ {print $NF}')
   [ "${s%.*}" -gt "$shared" ] && shared=${s%.*}
   kill -0 "$cpid" 2>/dev/null || break
   sleep 0.02

@@ -17,14 +17,14 @@ export FOLIO_FAKE_STEP_US=0
 
 # --- large responses, fast and slow readers ----------------------------------
 start_daemon "$FOLIOD_FAKE" --kv-blocks 100000 --idle-timeout-ms 400
-curl -s --unix-socket "$SOCK" -o "$T/kv.json" -w '%{http_code} %{size_download}\n' http://x/v1/kv >"$T/kv.st"
+curl -s --unix-socket "$SOCK" -o "$T/kv.json" -w '%{http_code} %{size_download}\n' "http://x/v1/kv?map=full" >"$T/kv.st"
 read -r st size <"$T/kv.st"
 [ "$st" = 200 ] || fail "/v1/kv status $st"
 jq -e '.num_blocks == 100000 and (.block_map|length) == 100000' "$T/kv.json" >/dev/null ||
   fail "/v1/kv of 100k blocks incomplete ($size bytes)"
 ok "/v1/kv of a 100k-block pool arrives whole ($size bytes)"
-$E slowget "$SOCK" /v1/kv 10 || fail "slow reader of /v1/kv"
-$E stallget "$SOCK" /v1/kv "$LOG" || fail "stalled reader of /v1/kv"
+$E slowget "$SOCK" "/v1/kv?map=full" 10 || fail "slow reader of /v1/kv"
+$E stallget "$SOCK" "/v1/kv?map=full" "$LOG" || fail "stalled reader of /v1/kv"
 m=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '/^folio_slow_reader_drops_total[ {]/ {print $NF}')
 [ "${m%.*}" = 1 ] || fail "stalled reader not counted: '$m'"
 

@@ -14,7 +14,7 @@ ensure_sdks || { echo "SKIP: npm SDKs unavailable"; exit 77; }
 cp "$SRCDIR/sdk_clients.mjs" "$SRCDIR/structured_random.mjs" "$NMS/"
 "$FOLIO" gen-model --preset tiny --seed 17 --dtype q8_0 -o "$T/m.gguf" >/dev/null || fail "gen-model"
 PORT=$((20000 + RANDOM % 20000))
-start_daemon "$FOLIOD" --model "$T/m.gguf" --listen "127.0.0.1:$PORT" --kv-blocks 4096 --max-seqs 32 \
+start_daemon "$FOLIOD" --model "$T/m.gguf" --listen "127.0.0.1:$PORT" --insecure-listen --kv-blocks 4096 --max-seqs 32 \
   --max-batch-tokens 1024
 
 r=$(req POST /v1/chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"a":{"type":"string","format":"email"}}}}}}')

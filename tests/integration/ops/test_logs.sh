@@ -61,7 +61,7 @@ for _ in $(seq 1 100); do curl -s --unix-socket "$T/t.sock" http://x/health >/de
 kill -TERM $P; wait $P || true
 head -1 "$T/text.log" | grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z info foliod [0-9.]+ \(git ' ||
   fail "text shape: $(head -1 "$T/text.log")"
-grep -q ' info access method=GET path=/health status=200 tenant=- duration_ms=' "$T/text.log" || fail "text access line: $(cat "$T/text.log")"
+grep -Eq ' info access method=GET path=/health status=200 tenant=(-|default) duration_ms=' "$T/text.log" || fail "text access line: $(cat "$T/text.log")"
 : >"$T/journal.log"
 JS=$(stat -c '%d:%i' "$T/journal.log")
 JOURNAL_STREAM=$JS "$FOLIOD_FAKE" --socket "$T/j.sock" --kv-blocks 16 2>>"$T/journal.log" &

@@ -37,7 +37,8 @@ weight = 2
 api_key = key-bob
 max_waiting = 1
 EOF2
-start_daemon "$FOLIOD_FAKE" --listen "127.0.0.1:$PORT" --kv-blocks 256 --max-seqs 8 --config "$T/tenants.ini" --access-log off
+start_daemon "$FOLIOD_FAKE" --listen "127.0.0.1:$PORT" --kv-blocks 256 --max-seqs 8 --config "$T/tenants.ini" --access-log off \
+  --operator-key key-op
 touch "$T/load.on"
 load_loop() {
   while [ -e "$T/load.on" ]; do
@@ -49,7 +50,7 @@ LOADERS=()
 for k in key-alice key-alice key-bob key-bob key-bob; do load_loop $k & LOADERS+=($!); done
 stop_load() { rm -f "$T/load.on"; for p in "${LOADERS[@]}"; do kill "$p" 2>/dev/null || true; done; wait "${LOADERS[@]}" 2>/dev/null || true; }
 
-curl -s "http://127.0.0.1:$PORT/metrics" >"$T/metrics.txt"
+curl -s -H "Authorization: Bearer key-op" "http://127.0.0.1:$PORT/metrics" >"$T/metrics.txt"
 promtool check metrics <"$T/metrics.txt" >"$T/lint.txt" 2>&1 || true
 # promtool lints naming conventions too; only parse errors fail here
 grep -qi "error while linting\|text format parsing error" "$T/lint.txt" && fail "promtool check metrics: $(cat "$T/lint.txt")"
@@ -79,6 +80,8 @@ global:
 rule_files: [foliod-rules.yml]
 scrape_configs:
   - job_name: foliod
+    authorization:
+      credentials: key-op
     static_configs:
       - targets: ['127.0.0.1:$PORT']
 EOF2
