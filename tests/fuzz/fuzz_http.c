@@ -177,7 +177,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                               .max_pending_output = 16384,
                               .idle_timeout_ms = 0,
                               .max_connections = 8};
-    struct http_callbacks cb = {NULL, on_request, on_abandon, NULL};
+    struct http_callbacks cb = {.on_request = on_request, .on_abandon = on_abandon};
     http_server_init(&hs, &loop, &lim, &cb);
     return 0;
 }
