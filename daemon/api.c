@@ -40,7 +40,11 @@ void srv_api_error_set(struct srv_api_error *e, int status, const char *type, co
 {
     e->status = status;
     e->type = type;
-    e->param = param;
+    e->param = NULL;
+    if (param) {
+        snprintf(e->param_buf, sizeof(e->param_buf), "%s", param);
+        e->param = e->param_buf;
+    }
     e->code = code;
     va_list ap;
     va_start(ap, fmt);
@@ -305,6 +309,8 @@ static int parse_bias(const void *json, const struct eng_model_info *mi, struct 
     int n = cJSON_GetArraySize(v);
     if (n > 1024)
         BAD("logit_bias", "at most 1024 logit_bias entries");
+    folio_free(p->bias); /* a repeated key: the last one counts */
+    p->gen.sp.n_bias = 0;
     p->bias = folio_malloc((size_t)(n ? n : 1) * sizeof(*p->bias));
     if (!p->bias)
         return -ENOMEM;
@@ -579,6 +585,15 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         rc = -EINVAL;
         goto out;
     }
+    /* a key given twice is refused: each field is parsed once */
+    for (const cJSON *a = root->child; a; a = a->next)
+        for (const cJSON *q = root->child; q != a; q = q->next)
+            if (a->string && q->string && !strcmp(a->string, q->string)) {
+                srv_api_error_set(err, 400, "invalid_request_error", a->string, NULL,
+                                  "field '%.64s' is given twice", a->string);
+                rc = -EINVAL;
+                goto out;
+            }
     const cJSON *prompt = NULL, *it;
     const char *prompt_name = chat ? "messages" : "prompt";
     cJSON_ArrayForEach(it, root)

@@ -36,9 +36,10 @@
 struct srv_api_error {
     int status;        /* HTTP status */
     const char *type;  /* "invalid_request_error", ... */
-    const char *param; /* field name or NULL */
+    const char *param; /* field name or NULL (points at param_buf: a copy) */
     const char *code;  /* or NULL */
     char message[320];
+    char param_buf[96]; /* the field name may come from a request freed before the answer */
 };
 
 /* One completion request as parsed.  `gen` is what each choice's engine

@@ -521,11 +521,15 @@ static int repeat(struct parser *p, uint32_t x, long lo, long hi, struct u32v *o
 
 static int parse_count(struct parser *p, long *lo, long *hi)
 {
-    char *e;
     skip_ws(p);
-    *lo = strtol(p->s, &e, 10);
+    /* digits within the text (it need not end in a NUL) */
+    const char *e = p->s;
+    long v = 0;
+    while (e < p->end && *e >= '0' && *e <= '9' && v < 100000000)
+        v = v * 10 + (*e++ - '0');
     if (e == p->s)
         return perr(p, "expected a number after '{'");
+    *lo = v;
     p->s = e;
     skip_ws(p);
     *hi = *lo;
@@ -534,8 +538,10 @@ static int parse_count(struct parser *p, long *lo, long *hi)
         skip_ws(p);
         *hi = -1;
         if (p->s < p->end && isdigit((unsigned char)*p->s)) {
-            *hi = strtol(p->s, &e, 10);
-            p->s = e;
+            long w = 0;
+            while (p->s < p->end && isdigit((unsigned char)*p->s) && w < 100000000)
+                w = w * 10 + (*p->s++ - '0');
+            *hi = w;
             skip_ws(p);
         }
     }

@@ -159,7 +159,8 @@ static void test_bad_bodies(void **state)
         {"{\"prompt\":[1],\"max_tokens\":64}", 400, "max_tokens"},
         {"{\"prompt\":\"hello\"}", 400, "prompt"},
         {"{\"prompt\":[\"hello\"]}", 400, "prompt"},
-        {"{\"prompt\":[1],\"n\":16,\"prompt\":[[1],[2],[3],[4],[5]]}", 400, "n"},
+        {"{\"prompt\":[1],\"n\":16,\"prompt\":[[1],[2],[3],[4],[5]]}", 400,
+         "prompt"}, /* given twice */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct srv_comp_params p;
