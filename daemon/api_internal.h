@@ -1,6 +1,6 @@
 /*
- * daemon/api_internal.h — shared by api.c and api_chat.c (request
- * parsing); not for the rest of the daemon.
+ * daemon/api_internal.h — shared by api.c, api_fields.c (the request
+ * table) and api_chat.c (request parsing); not for the rest of the daemon.
  */
 #ifndef FOLIO_DAEMON_API_INTERNAL_H
 #define FOLIO_DAEMON_API_INTERNAL_H
@@ -27,5 +27,21 @@ int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *t
 /* `messages` rendered with template tmpl and tokenized: one prompt. */
 int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
                        struct srv_comp_params *p, struct srv_api_error *err);
+
+/* Typed JSON readers: 0, or -EINVAL with a 400 naming `name` in *err.
+ * get_int: an integral number in [lo, hi]; get_num: a finite number in
+ * [lo, hi] ((lo, hi] when lo_open). */
+int srv__get_int(const cJSON *v, const char *name, double lo, double hi, int64_t *out,
+                 struct srv_api_error *err);
+int srv__get_num(const cJSON *v, const char *name, double lo, double hi, bool lo_open, double *out,
+                 struct srv_api_error *err);
+int srv__get_bool(const cJSON *v, const char *name, bool *out, struct srv_api_error *err);
+
+/* The request table's rows (api_fields.c): a row's default stored in p;
+ * one value parsed by its row (bounds checked, stored at its offset, or
+ * its custom parser). */
+void srv__field_default(const struct srv_field *f, struct srv_comp_params *p);
+int srv__field_parse(const struct srv_field *f, const cJSON *v, const struct eng_model_info *mi,
+                     struct srv_comp_params *p, struct srv_api_error *err);
 
 #endif

@@ -1,19 +1,22 @@
 /*
- * daemon/config.c — the option table and everything it drives.
+ * daemon/config.c — foliod's configuration read from argv and the INI
+ * file, checked, dumped and reloaded, all by walking the option table
+ * (config_opts.c: one row per option, and the typed value operations).
  *
- * Each row of `opts` names one option: its spelling (argv `--name`, INI key
- * `name` or `name_with_underscores`), type, bounds, default (as text, run
- * through the same parser as user input, so defaults obey the bounds too),
- * where it lives in struct srv_config, and its help line.  argv parsing,
- * the INI handler, --help and --dump-config all walk this one table; no
- * option is spelled anywhere else.
- *
- * Tenants use a second, smaller table (`tenant_keys`) the same way.
+ * Precedence: defaults (each row's text, run through the same parser as
+ * user input, so defaults obey the bounds too), then --config's file,
+ * then argv; set_mask records which options were given (argv_mask: on the
+ * command line).  Tenants are INI sections [tenant.NAME], read with the
+ * tenant table the same way.
  *
  * Validation happens per value (type and bounds, message names the option)
  * and once at the end for cross-option rules (--kv-mem vs --kv-blocks,
  * --listen needs keys or --insecure-listen, socket path length, duplicate
  * uids / keys).
+ *
+ * Reload (SIGHUP): the file is read again into a fresh config; tenants'
+ * rows are copied into the running one, options that need a restart are
+ * kept and named in the reload report.
  */
 #include "config.h"
 
@@ -25,227 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_internal.h"
 #include "folio/common.h"
-
-enum opt_type { OPT_STR, OPT_INT, OPT_SIZE, OPT_ENUM, OPT_BOOL };
-
-struct opt {
-    const char *name;
-    enum opt_type type;
-    int64_t min, max;    /* OPT_INT / OPT_SIZE */
-    const char *def;     /* default, as text; NULL = unset */
-    const char *choices; /* OPT_ENUM: "a|b|c" */
-    size_t off;          /* offsetof(struct srv_config, field) */
-    const char *arg;     /* metavariable for --help */
-    const char *help;
-    size_t eoff; /* OPT_ENUM: offset of the int that gets the choice's index (0: none) */
-};
-
-#define F(field) offsetof(struct srv_config, field)
-#define GiB      (1024LL * 1024 * 1024)
-
-static const struct opt opts[] = {
-    {"model", OPT_STR, 0, 0, NULL, NULL, F(model), "PATH",
-     "GGUF model file (default: the embedded synthetic model)", 0},
-    {"chat-template", OPT_ENUM, 0, 0, "auto",
-     "auto|chatml|llama2|llama3|mistral|zephyr|phi3|qwen2|qwen2.5|deepseek3", F(chat_template),
-     "NAME",
-     "chat template for /v1/chat/completions (auto: the model's tokenizer.chat_template; "
-     "chatml as plain text when the model has none)",
-     F(chat_template_id)},
-    {"socket", OPT_STR, 0, 0, NULL, NULL, F(socket), "PATH",
-     "Unix socket (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)", 0},
-    {"listen", OPT_STR, 0, 0, NULL, NULL, F(listen), "ADDR:PORT",
-     "also listen on TCP (any address; needs API keys, or --insecure-listen)", 0},
-    {"insecure-listen", OPT_BOOL, 0, 0, NULL, NULL, F(insecure_listen), NULL,
-     "allow --listen without any API key: every TCP client is tenant 'default'", 0},
-    {"operator-key", OPT_STR, 0, 0, NULL, NULL, F(operator_key), "KEY",
-     "TCP key of the operator, who sees every tenant (put it in the config file)", 0},
-    {"allowed-hosts", OPT_STR, 0, 0, NULL, NULL, F(allowed_hosts), "NAMES",
-     "Host names accepted on TCP besides IP addresses and localhost (comma-separated)", 0},
-    {"kv-mem", OPT_SIZE, 4096, 1024 * GiB, "256M", NULL, F(kv_mem), "SIZE",
-     "KV cache memory (k/M/G suffixes); exclusive with --kv-blocks", 0},
-    {"kv-blocks", OPT_INT, 0, 1 << 24, "0", NULL, F(kv_blocks), "N",
-     "KV cache size in blocks (0: from --kv-mem)", 0},
-    {"block-size", OPT_INT, 1, 1024, "16", NULL, F(block_size), "N", "token slots per KV block", 0},
-    {"kv-dtype", OPT_ENUM, 0, 0, "f32", "f32|f16|bf16|q8", F(kv_dtype), "f32|f16|bf16|q8",
-     "KV element type (q8: int8 with a scale per token and KV head, ~3.8x the tokens of f32)",
-     F(kv_dtype_id)},
-    {"max-batch-tokens", OPT_INT, 1, 1 << 20, "512", NULL, F(max_batch_tokens), "N",
-     "token budget of one step", 0},
-    {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step", 0},
-    {"threads", OPT_INT, 0, 1024, "0", NULL, F(threads), "N",
-     "compute threads (0: one per online CPU)", 0},
-    {"matmul", OPT_ENUM, 0, 0, "auto", "auto|openblas|onednn", F(matmul), "auto|openblas|onednn",
-     "matrix-product backend (auto: oneDNN with AVX-512, else the faster on a start-up check)",
-     F(matmul_id)},
-    {"batch-invariant", OPT_BOOL, 0, 0, NULL, NULL, F(batch_invariant), NULL,
-     "each request's tokens independent of what it is batched with (seeded sampling "
-     "included): F32/F16/BF16 products on row-invariant kernels, no attention context splits",
-     0},
-    {"unknown-uid", OPT_ENUM, 0, 0, "own", "own|refuse", F(unknown_uid), "own|refuse",
-     "socket peers whose uid names no tenant: each is its own tenant 'uid-N', or refused (403)",
-     F(unknown_uid_id)},
-    {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",
-     "largest request body (413 beyond)", 0},
-    {"max-pending-output", OPT_SIZE, 4096, 1 << 30, "1M", NULL, F(max_pending_output), "SIZE",
-     "unsent stream bytes above which a client that reads none for 1 s is dropped", 0},
-    {"max-connections", OPT_INT, 1, 1 << 20, "4096", NULL, F(max_connections), "N",
-     "open client connections (more are answered 503 and closed)", 0},
-    {"max-client-connections", OPT_INT, 1, 1 << 20, "1024", NULL, F(max_client_connections), "N",
-     "connections of one uid, one address or one tenant (more are answered 503)", 0},
-    {"max-buffered", OPT_SIZE, 4096, 1LL << 40, "256M", NULL, F(max_buffered), "SIZE",
-     "request-body bytes being received, all clients (a request beyond: 503)", 0},
-    {"max-client-buffered", OPT_SIZE, 4096, 1LL << 40, "32M", NULL, F(max_client_buffered), "SIZE",
-     "request-body bytes being received by one uid, address or tenant", 0},
-    {"idle-timeout-ms", OPT_INT, 0, 3600 * 1000, "60000", NULL, F(idle_timeout_ms), "MS",
-     "close a connection that sends no complete request, or reads none of its answer, "
-     "for this long (0: never)",
-     0},
-    {"drain-timeout-ms", OPT_INT, 0, 3600 * 1000, "30000", NULL, F(drain_timeout_ms), "MS",
-     "on SIGTERM, time running requests get to finish", 0},
-    {"log-level", OPT_ENUM, 0, 0, "info", "error|info|debug", F(log_level), "LEVEL",
-     "log verbosity", F(log_level_id)},
-    {"log-format", OPT_ENUM, 0, 0, "auto", "auto|text|json|journal", F(log_format),
-     "auto|text|json|journal",
-     "log line shape (auto: journal with <N> priorities when stderr is journald's, else text "
-     "with ISO-8601 times)",
-     F(log_format_id)},
-    {"log-file", OPT_STR, 0, 0, NULL, NULL, F(log_file), "PATH",
-     "append log lines to PATH instead of stderr (reopened on SIGHUP)", 0},
-    {"access-log", OPT_ENUM, 0, 0, "on", "on|off", F(access_log), "on|off",
-     "one log line per HTTP request (method, path, status, tenant, tokens, TTFT, duration)",
-     F(access_log_id)},
-    {"config", OPT_STR, 0, 0, NULL, NULL, F(config), "FILE", "INI configuration file", 0},
-    {"strict-api", OPT_BOOL, 0, 0, NULL, NULL, F(strict_api), NULL,
-     "refuse request fields the API does not know (400) instead of ignoring them", 0},
-    {"help", OPT_BOOL, 0, 0, NULL, NULL, F(help), NULL, "print this help and exit", 0},
-    {"version", OPT_BOOL, 0, 0, NULL, NULL, F(version), NULL,
-     "print the version, git revision and matmul backends and exit (also -V)", 0},
-    {"dump-config", OPT_BOOL, 0, 0, NULL, NULL, F(dump), NULL,
-     "print the effective configuration as INI and exit", 0},
-};
-
-#define N_OPTS ((int)FOLIO_ARRAY_LEN(opts))
-/* set_mask: bit i = option i given; argv_mask: given on the command line */
-_Static_assert(FOLIO_ARRAY_LEN(opts) <= 64, "set_mask holds one bit per option");
-
-#define T(field) offsetof(struct srv_tenant_cfg, field)
-static const struct opt tenant_keys[] = {
-    {"uid", OPT_INT, -1, UINT32_MAX, "-1", NULL, T(uid), "UID", "peer uid of this tenant", 0},
-    {"weight", OPT_INT, 1, 1000, "1", NULL, T(weight), "W", "fair-share weight", 0},
-    {"max_kv_blocks", OPT_INT, 0, 1 << 24, "0", NULL, T(max_kv_blocks), "N",
-     "KV blocks the tenant may hold (0 = unlimited)", 0},
-    {"max_running", OPT_INT, 0, 65536, "0", NULL, T(max_running), "N",
-     "running requests (0 = unlimited)", 0},
-    {"max_waiting", OPT_INT, 0, 1 << 20, "0", NULL, T(max_waiting), "N",
-     "waiting requests before 429 (0 = unlimited)", 0},
-    {"api_key", OPT_STR, 0, 0, NULL, NULL, T(api_key), "KEY", "bearer key (TCP clients)", 0},
-};
-
-int srv_parse_int(const char *s, int64_t *out)
-{
-    if (!s || !*s)
-        return -EINVAL;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end)
-        return -EINVAL;
-    if (errno == ERANGE)
-        return -ERANGE;
-    *out = v;
-    return 0;
-}
-
-/* The index of v in "a|b|c", or -1. */
-static int enum_index(const char *choices, const char *v)
-{
-    size_t n = strlen(v);
-    const char *p = choices;
-    for (int i = 0; p && *p; i++) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && !strncmp(p, v, n))
-            return i;
-        p = bar ? bar + 1 : NULL;
-    }
-    return -1;
-}
-
-/* Stores text value v into the field of o inside base.  `who` names the
- * option in messages ("--kv-mem", "tenant.a: weight"). */
-static int opt_set(const struct opt *o, void *base, const char *v, const char *who, char *err,
-                   size_t errlen)
-{
-    char *field = (char *)base + o->off;
-    int64_t x;
-    int rc;
-    switch (o->type) {
-    case OPT_STR:
-    case OPT_ENUM: {
-        int idx = o->type == OPT_ENUM ? enum_index(o->choices, v) : 0;
-        if (idx < 0) {
-            folio_errf(err, errlen, "%s: '%s' is not one of %s", who, v, o->choices);
-            return -EINVAL;
-        }
-        char *dup = folio_strdup(v);
-        if (!dup)
-            return -ENOMEM;
-        folio_free(*(char **)field);
-        *(char **)field = dup;
-        if (o->eoff)
-            *(int *)((char *)base + o->eoff) = idx;
-        return 0;
-    }
-    case OPT_BOOL:
-        if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"))
-            *(bool *)field = true;
-        else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no"))
-            *(bool *)field = false;
-        else {
-            folio_errf(err, errlen, "%s: '%s' is not a boolean", who, v);
-            return -EINVAL;
-        }
-        return 0;
-    case OPT_INT:
-    case OPT_SIZE:
-        rc = o->type == OPT_INT ? srv_parse_int(v, &x) : folio_parse_size(v, &x);
-        if (rc == -EINVAL) {
-            folio_errf(err, errlen, "%s: '%s' is not %s", who, v,
-                       o->type == OPT_INT ? "an integer" : "a size (like 512k, 256M, 2G)");
-            return rc;
-        }
-        if (rc || x < o->min || x > o->max) {
-            folio_errf(err, errlen, "%s: %s is out of range [%lld, %lld]", who, v,
-                       (long long)o->min, (long long)o->max);
-            return -EINVAL;
-        }
-        *(int64_t *)field = x;
-        return 0;
-    }
-    return -EINVAL;
-}
-
-/* Option names match with '-' and '_' interchangeable. */
-static bool name_eq(const char *a, const char *b, size_t blen)
-{
-    size_t i = 0;
-    for (; i < blen && a[i]; i++) {
-        char x = a[i] == '_' ? '-' : a[i], y = b[i] == '_' ? '-' : b[i];
-        if (x != y)
-            return false;
-    }
-    return i == blen && !a[i];
-}
-
-static int opt_find(const struct opt *tab, int n, const char *name, size_t len)
-{
-    for (int i = 0; i < n; i++)
-        if (name_eq(tab[i].name, name, len))
-            return i;
-    return -1;
-}
 
 static int tenant_add(struct srv_config *cfg, const char *name, char *err, size_t errlen)
 {
@@ -275,18 +59,10 @@ static int tenant_add(struct srv_config *cfg, const char *name, char *err, size_
     t->name = folio_strdup(name);
     if (!t->name)
         return -ENOMEM;
-    for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
-        if (tenant_keys[k].def)
-            opt_set(&tenant_keys[k], t, tenant_keys[k].def, "default", NULL, 0);
+    for (size_t k = 0; k < srv__n_tenant_keys; k++)
+        if (srv__tenant_keys[k].def)
+            srv__opt_set(&srv__tenant_keys[k], t, srv__tenant_keys[k].def, "default", NULL, 0);
     return cfg->n_tenants++;
-}
-
-/* Options that make sense only on the command line (not in the file or
- * the dump). */
-static bool cmdline_only(const struct opt *o)
-{
-    return !strcmp(o->name, "help") || !strcmp(o->name, "dump-config") ||
-           !strcmp(o->name, "config");
 }
 
 struct ini_ctx {
@@ -302,16 +78,16 @@ static int config_ini_handler(void *user, const char *section, const char *name,
     struct ini_ctx *c = user;
     char who[160];
     if (!*section || !strcmp(section, "foliod")) {
-        int i = opt_find(opts, N_OPTS, name, strlen(name));
-        if (i < 0 || cmdline_only(&opts[i])) {
+        int i = srv__opt_find(srv__opts, N_OPTS, name, strlen(name));
+        if (i < 0 || srv__opt_cmdline_only(&srv__opts[i])) {
             folio_errf(c->err, c->errlen, "%s: unknown option '%s'", c->file, name);
             c->rc = -EINVAL;
             return 0;
         }
         if (c->cfg->argv_mask & (1ull << i))
             return 1; /* given on the command line: it wins */
-        snprintf(who, sizeof(who), "%s: %s", c->file, opts[i].name);
-        int rc = opt_set(&opts[i], c->cfg, value, who, c->err, c->errlen);
+        snprintf(who, sizeof(who), "%s: %s", c->file, srv__opts[i].name);
+        int rc = srv__opt_set(&srv__opts[i], c->cfg, value, who, c->err, c->errlen);
         if (rc) {
             c->rc = rc;
             return 0;
@@ -325,14 +101,15 @@ static int config_ini_handler(void *user, const char *section, const char *name,
             c->rc = ti;
             return 0;
         }
-        int k = opt_find(tenant_keys, (int)FOLIO_ARRAY_LEN(tenant_keys), name, strlen(name));
+        int k = srv__opt_find(srv__tenant_keys, (int)srv__n_tenant_keys, name, strlen(name));
         if (k < 0) {
             folio_errf(c->err, c->errlen, "%s: [%s]: unknown key '%s'", c->file, section, name);
             c->rc = -EINVAL;
             return 0;
         }
-        snprintf(who, sizeof(who), "%s: [%s] %s", c->file, section, tenant_keys[k].name);
-        int rc = opt_set(&tenant_keys[k], &c->cfg->tenants[ti], value, who, c->err, c->errlen);
+        snprintf(who, sizeof(who), "%s: [%s] %s", c->file, section, srv__tenant_keys[k].name);
+        int rc =
+            srv__opt_set(&srv__tenant_keys[k], &c->cfg->tenants[ti], value, who, c->err, c->errlen);
         if (rc) {
             c->rc = rc;
             return 0;
@@ -349,8 +126,8 @@ static void config_defaults(struct srv_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     for (int i = 0; i < N_OPTS; i++)
-        if (opts[i].def)
-            opt_set(&opts[i], cfg, opts[i].def, opts[i].name, NULL, 0);
+        if (srv__opts[i].def)
+            srv__opt_set(&srv__opts[i], cfg, srv__opts[i].def, srv__opts[i].name, NULL, 0);
 }
 
 static int ini_finish(struct ini_ctx *c, int rc)
@@ -379,7 +156,8 @@ int srv_config_parse_ini_string(struct srv_config *cfg, const char *text, char *
 /* Cross-option rules, defaults that depend on the environment. */
 static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
 {
-    int i_mem = opt_find(opts, N_OPTS, "kv-mem", 6), i_blk = opt_find(opts, N_OPTS, "kv-blocks", 9);
+    int i_mem = srv__opt_find(srv__opts, N_OPTS, "kv-mem", 6),
+        i_blk = srv__opt_find(srv__opts, N_OPTS, "kv-blocks", 9);
     if ((cfg->set_mask >> i_mem & 1) && (cfg->set_mask >> i_blk & 1) && cfg->kv_blocks) {
         folio_errf(err, errlen, "--kv-mem and --kv-blocks exclude each other");
         return -EINVAL;
@@ -466,7 +244,7 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
         }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        int k = opt_find(opts, N_OPTS, name, len);
+        int k = srv__opt_find(srv__opts, N_OPTS, name, len);
         if (k < 0) {
             folio_errf(err, errlen, "unknown option '%.*s' (see --help)", (int)len + 2, a);
             return -EINVAL;
@@ -474,17 +252,17 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
         const char *v;
         if (eq)
             v = eq + 1;
-        else if (opts[k].type == OPT_BOOL)
+        else if (srv__opts[k].type == OPT_BOOL)
             v = "true";
         else if (i + 1 < argc)
             v = argv[++i];
         else {
-            folio_errf(err, errlen, "--%s needs a value (%s)", opts[k].name, opts[k].arg);
+            folio_errf(err, errlen, "--%s needs a value (%s)", srv__opts[k].name, srv__opts[k].arg);
             return -EINVAL;
         }
         char who[64];
-        snprintf(who, sizeof(who), "--%s", opts[k].name);
-        int rc = opt_set(&opts[k], cfg, v, who, err, errlen);
+        snprintf(who, sizeof(who), "--%s", srv__opts[k].name);
+        int rc = srv__opt_set(&srv__opts[k], cfg, v, who, err, errlen);
         if (rc)
             return rc;
         cfg->set_mask |= 1ull << k;
@@ -504,8 +282,8 @@ int srv_config_parse(struct srv_config *cfg, int argc, char **argv, char *err, s
 void srv_config_free(struct srv_config *cfg)
 {
     for (int i = 0; i < N_OPTS; i++)
-        if (opts[i].type == OPT_STR || opts[i].type == OPT_ENUM)
-            folio_free(*(char **)((char *)cfg + opts[i].off));
+        if (srv__opts[i].type == OPT_STR || srv__opts[i].type == OPT_ENUM)
+            folio_free(*(char **)((char *)cfg + srv__opts[i].off));
     for (int i = 0; i < cfg->n_tenants; i++) {
         folio_free(cfg->tenants[i].name);
         folio_free(cfg->tenants[i].api_key);
@@ -514,63 +292,21 @@ void srv_config_free(struct srv_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
 }
 
-void srv_config_help(FILE *out)
-{
-    fprintf(out, "usage: foliod [OPTIONS]\n\nServes a language model over HTTP/1.1 on a Unix "
-                 "socket (OpenAI-compatible API).\n\noptions:\n");
-    for (int i = 0; i < N_OPTS; i++) {
-        char lhs[64];
-        snprintf(lhs, sizeof(lhs), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
-                 opts[i].arg ? opts[i].arg : "");
-        fprintf(out, "  %-30s  %s", lhs, opts[i].help);
-        if (opts[i].def && opts[i].type != OPT_BOOL)
-            fprintf(out, " [%s]", opts[i].def);
-        fputc('\n', out);
-    }
-    fprintf(out, "\nconfig file (INI): the options above as keys of [foliod]; tenants as\n"
-                 "sections [tenant.NAME] with keys:\n");
-    for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
-        fprintf(out, "  %-30s  %s\n", tenant_keys[k].name, tenant_keys[k].help);
-    fprintf(out, "\nSIGTERM drains (finishes running requests, exits 0); SIGINT twice aborts.\n"
-                 "SIGHUP reopens --log-file and reloads the [tenant.NAME] sections of --config.\n");
-}
-
-static void dump_value(const struct opt *o, const void *base, FILE *out)
-{
-    const char *field = (const char *)base + o->off;
-    switch (o->type) {
-    case OPT_STR:
-    case OPT_ENUM:
-        if (*(char *const *)field)
-            fprintf(out, "%s = %s\n", o->name, *(char *const *)field);
-        else
-            fprintf(out, "; %s = (unset)\n", o->name);
-        break;
-    case OPT_INT:
-    case OPT_SIZE:
-        fprintf(out, "%s = %lld\n", o->name, (long long)*(const int64_t *)field);
-        break;
-    case OPT_BOOL:
-        fprintf(out, "%s = %s\n", o->name, *(const bool *)field ? "true" : "false");
-        break;
-    }
-}
-
 void srv_config_dump(const struct srv_config *cfg, FILE *out)
 {
     fprintf(out, "; foliod effective configuration\n[foliod]\n");
     for (int i = 0; i < N_OPTS; i++) {
-        if (cmdline_only(&opts[i]))
+        if (srv__opt_cmdline_only(&srv__opts[i]))
             continue;
         /* kv-mem and kv-blocks exclude each other: dump the one in use */
-        if (!strcmp(opts[i].name, "kv-mem") && cfg->kv_blocks)
+        if (!strcmp(srv__opts[i].name, "kv-mem") && cfg->kv_blocks)
             continue;
-        dump_value(&opts[i], cfg, out);
+        srv__opt_dump(&srv__opts[i], cfg, out);
     }
     for (int t = 0; t < cfg->n_tenants; t++) {
         fprintf(out, "\n[tenant.%s]\n", cfg->tenants[t].name);
-        for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
-            dump_value(&tenant_keys[k], &cfg->tenants[t], out);
+        for (size_t k = 0; k < srv__n_tenant_keys; k++)
+            srv__opt_dump(&srv__tenant_keys[k], &cfg->tenants[t], out);
     }
 }
 
@@ -593,53 +329,6 @@ bool srv_config_has_keys(const struct srv_config *cfg)
 }
 
 /* ---- reload (SIGHUP) ---------------------------------------------------- */
-
-static bool opt_value_eq(const struct opt *o, const void *a, const void *b)
-{
-    const char *fa = (const char *)a + o->off, *fb = (const char *)b + o->off;
-    switch (o->type) {
-    case OPT_STR:
-    case OPT_ENUM: {
-        const char *x = *(char *const *)fa, *y = *(char *const *)fb;
-        return (!x && !y) || (x && y && !strcmp(x, y));
-    }
-    case OPT_INT:
-    case OPT_SIZE:
-        return *(const int64_t *)fa == *(const int64_t *)fb;
-    case OPT_BOOL:
-        return *(const bool *)fa == *(const bool *)fb;
-    }
-    return true;
-}
-
-/* Copies field o of src into dst (strings duplicated). */
-static int opt_copy(const struct opt *o, void *dst, const void *src)
-{
-    char *fd = (char *)dst + o->off;
-    const char *fs = (const char *)src + o->off;
-    switch (o->type) {
-    case OPT_STR:
-    case OPT_ENUM: {
-        const char *v = *(char *const *)fs;
-        char *dup = v ? folio_strdup(v) : NULL;
-        if (v && !dup)
-            return -ENOMEM;
-        folio_free(*(char **)fd);
-        *(char **)fd = dup;
-        if (o->eoff)
-            *(int *)((char *)dst + o->eoff) = *(const int *)((const char *)src + o->eoff);
-        return 0;
-    }
-    case OPT_INT:
-    case OPT_SIZE:
-        *(int64_t *)fd = *(const int64_t *)fs;
-        return 0;
-    case OPT_BOOL:
-        *(bool *)fd = *(const bool *)fs;
-        return 0;
-    }
-    return 0;
-}
 
 static void note(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void note(char *out, size_t cap, const char *fmt, ...)
@@ -665,8 +354,8 @@ int srv_config_reload(struct srv_config *cur, int argc, char **argv, struct srv_
     }
     /* [foliod] options: what the running daemon cannot take is reported */
     for (int i = 0; i < N_OPTS; i++)
-        if (opts[i].type != OPT_BOOL && !opt_value_eq(&opts[i], cur, &next))
-            note(r->kept, sizeof(r->kept), "%s--%s", r->kept[0] ? ", " : "", opts[i].name);
+        if (srv__opts[i].type != OPT_BOOL && !srv__opt_value_eq(&srv__opts[i], cur, &next))
+            note(r->kept, sizeof(r->kept), "%s--%s", r->kept[0] ? ", " : "", srv__opts[i].name);
     /* tenants by name: changed in place, new ones appended; a tenant gone
      * from the file keeps its slot (its running requests finish) but no
      * uid or key reaches it any more */
@@ -686,9 +375,9 @@ int srv_config_reload(struct srv_config *cur, int argc, char **argv, struct srv_
             }
         }
         bool changed = false;
-        for (size_t k = 0; k < FOLIO_ARRAY_LEN(tenant_keys); k++)
-            if (!opt_value_eq(&tenant_keys[k], &cur->tenants[ti], nt)) {
-                if ((rc = opt_copy(&tenant_keys[k], &cur->tenants[ti], nt))) {
+        for (size_t k = 0; k < srv__n_tenant_keys; k++)
+            if (!srv__opt_value_eq(&srv__tenant_keys[k], &cur->tenants[ti], nt)) {
+                if ((rc = srv__opt_copy(&srv__tenant_keys[k], &cur->tenants[ti], nt))) {
                     srv_config_free(&next);
                     return rc;
                 }
