@@ -37,7 +37,8 @@
  *
  * Parse errors are answered with a 400 (413 body too large, 414 URL too
  * long, 431 headers too large) and `Connection: close`; they affect only
- * their own connection.
+ * their own connection.  They get an access line here (the owner never
+ * sees the request), with the method and path if they were parsed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -132,6 +133,7 @@ static int on_message_begin(llhttp_t *p)
     c->reject_status = 0;
     c->reject_why = NULL;
     c->msg_done = false;
+    c->msg_t0 = folio_now_ns();
     c->in_msg = true;
     c->in_body = false;
     c->expect_continue = false;
@@ -306,6 +308,25 @@ static void consume(struct http_conn *c, size_t n)
     c->in_len -= n;
 }
 
+/* Method and path as far as they were parsed ("-" before), no tenant:
+ * the owner never saw the request. */
+void http__access_log(struct http_conn *c, int status)
+{
+    bool have_url = c->in_msg && c->url.len; /* the method is parsed before the URL */
+    const char *url = have_url ? c->url.p : "-";
+    struct srv_access_line a = {
+        .method =
+            have_url ? llhttp_method_name((llhttp_method_t)llhttp_get_method(&c->parser)) : "-",
+        .path = url,
+        .path_len = (int)FOLIO_MIN(strcspn(url, "?#"), 512),
+        .status = status,
+        .prompt_tokens = -1,
+        .ttft_s = -1,
+        .duration_s = c->in_msg ? (double)(folio_now_ns() - c->msg_t0) * 1e-9 : 0,
+    };
+    srv_log_access(&a);
+}
+
 static void parse_error(struct http_conn *c, llhttp_errno_t rc)
 {
     struct srv_api_error e;
@@ -329,6 +350,7 @@ static void parse_error(struct http_conn *c, llhttp_errno_t rc)
     else
         srv_api_error_set(&e, 400, "invalid_request_error", NULL, NULL, "malformed HTTP: %s (%s)",
                           llhttp_errno_name(rc), llhttp_get_error_reason(&c->parser));
+    http__access_log(c, status);
     c->keep_alive = false;
     c->in_len = 0;
     http__body_release(c);

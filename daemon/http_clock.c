@@ -104,6 +104,7 @@ static void on_timer(uv_timer_t *t)
                     (unsigned long long)c->id, c->body.len, (unsigned long long)ms);
             srv_api_error_set(&e, 408, "invalid_request_error", NULL, NULL,
                               "request body arriving slower than %d bytes/s", MIN_BODY_RATE);
+            http__access_log(c, 408);
             c->keep_alive = false;
             c->in_len = 0;
             c->in_msg = false;

@@ -88,6 +88,7 @@ struct http_conn {
     const char *reject_why;
     int status; /* of the current request's response; 0 before it starts */
     bool msg_done, in_msg, keep_alive, expect_continue, in_body;
+    uint64_t msg_t0;        /* ns: the current message's first byte parsed */
     uint64_t body_t0;       /* ns: headers complete */
     uint64_t idle_deadline; /* ns: the idle clock's end; 0 none */
     /* serving */
@@ -112,6 +113,9 @@ void http__abandon(struct http_conn *c);
 void http__process(struct http_conn *c);
 void http__on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 void http__on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+/* The access line of a request answered by this layer before it reached
+ * the owner (a parse error, a body too slow). */
+void http__access_log(struct http_conn *c, int status);
 
 /* http_out.c */
 void http__oq_free(struct http_conn *c);

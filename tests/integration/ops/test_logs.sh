@@ -6,7 +6,9 @@
 #     lines with status 200, summed prompt and completion tokens equal the
 #     bench's totals, per-request TTFT and duration present.
 #  2. Text and journal shapes: ISO-8601 time + level; with JOURNAL_STREAM
-#     naming stderr, <N> syslog priority prefixes.
+#     naming stderr, <N> syslog priority prefixes.  Requests the HTTP layer
+#     refuses while parsing (400, 413) get one access line each, with the
+#     method and path as far as they were parsed.
 #  3. SIGHUP under load: streams in flight all finish ([DONE], every token);
 #     the tenant quota changed in the file applies (429 where it was
 #     accepted before); a changed [foliod] option is named as kept; the
@@ -55,10 +57,25 @@ PY
 ok "access log: one JSON line per request of a 200-request folio bench run, counts equal the bench's"
 
 # --- 2. text and journal shapes ------------------------------------------------------------
-"$FOLIOD_FAKE" --socket "$T/t.sock" --kv-blocks 16 >"$T/text.log" 2>&1 &
+"$FOLIOD_FAKE" --socket "$T/t.sock" --kv-blocks 16 --max-body 1024 >"$T/text.log" 2>&1 &
 P=$!
 for _ in $(seq 1 100); do curl -s --unix-socket "$T/t.sock" http://x/health >/dev/null 2>&1 && break; sleep 0.05; done
+# requests the HTTP layer refuses before routing get their access line too
+raw() { # BYTES: sent on one connection; prints the status line's code
+  python3 -c 'import socket,sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode())
+print(s.recv(4096).split(b" ")[1].decode())' "$T/t.sock" "$1"
+}
+[ "$(raw $'GET /health?x=1 HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n')" = 400 ] || fail "space in a header name: not 400"
+[ "$(raw $'\x01\x02 garbage\r\n\r\n')" = 400 ] || fail "garbage request line: not 400"
+head -c 2000 /dev/zero | tr '\0' 'a' >"$T/big.txt"
+[ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$T/t.sock" http://x/v1/completions --data-binary @"$T/big.txt")" = 413 ] ||
+  fail "body over --max-body: not 413"
 kill -TERM $P; wait $P || true
+grep -Eq ' info access method=GET path=/health status=400 tenant=- duration_ms=' "$T/text.log" || fail "no access line for a 400 parse error: $(grep access "$T/text.log")"
+grep -Eq ' info access method=- path=- status=400 tenant=- duration_ms=' "$T/text.log" || fail "no access line for a garbage request line: $(grep access "$T/text.log")"
+grep -Eq ' info access method=POST path=/v1/completions status=413 tenant=- duration_ms=' "$T/text.log" || fail "no access line for a 413: $(grep access "$T/text.log")"
+[ "$(grep -c ' access ' "$T/text.log")" = 4 ] || fail "access lines: $(grep access "$T/text.log")"
 head -1 "$T/text.log" | grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z info foliod [0-9.]+ \(git ' ||
   fail "text shape: $(head -1 "$T/text.log")"
 grep -Eq ' info access method=GET path=/health status=200 tenant=(-|default) duration_ms=' "$T/text.log" || fail "text access line: $(cat "$T/text.log")"
@@ -72,7 +89,7 @@ kill -TERM $P; wait $P || true
 grep -q '^<6>info listening on ' "$T/journal.log" || fail "journal shape: $(head -3 "$T/journal.log")"
 grep -q '^<6>info access method=GET path=/nope status=404' "$T/journal.log" || fail "journal access line"
 grep -Evq '^<[367]>(error|info|debug) ' "$T/journal.log" && fail "a journal line without priority: $(grep -Ev '^<[367]>' "$T/journal.log" | head -2)"
-ok "text lines: ISO-8601 time + level; journald stream: <N> priority prefixes"
+ok "text lines: ISO-8601 time + level; parse errors (400, 413) logged as access lines; journald stream: <N> priority prefixes"
 
 # --- 3. SIGHUP under load ------------------------------------------------------------------------
 cat >"$T/f.ini" <<EOF2
