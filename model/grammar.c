@@ -999,12 +999,19 @@ static void parser_free(struct parser *p)
     folio_free(p->sets);
 }
 
-static void gram_free(gram_t *g)
+/* Frees every cached state's transition row and token mask (the state
+ * array itself stays: gram_free frees it, cache_clear reuses it). */
+static void states_free(gram_t *g)
 {
     for (int32_t i = 0; i < g->n_st; i++) {
         folio_free(g->st[i].trans);
         folio_free(g->st[i].mask);
     }
+}
+
+static void gram_free(gram_t *g)
+{
+    states_free(g);
     folio_free(g->st);
     folio_free(g->htab);
     folio_free(g->arena);
@@ -1134,10 +1141,7 @@ static uint32_t enc_hash(const uint32_t *enc, uint32_t n)
 
 static void cache_clear(gram_t *g)
 {
-    for (int32_t i = 0; i < g->n_st; i++) {
-        folio_free(g->st[i].trans);
-        folio_free(g->st[i].mask);
-    }
+    states_free(g);
     g->n_st = 0;
     g->arena_len = 0;
     g->bytes = 0;

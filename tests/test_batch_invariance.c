@@ -35,6 +35,7 @@
 #include "folio/pager.h"
 #include "folio/sampler.h"
 #include "folio/scheduler.h"
+#include "test_model_stack.h"
 
 #define MAX_REQ 48
 #define MAX_OUT 12
@@ -61,11 +62,7 @@ static void on_event(void *ctx, const struct sched_event *ev)
 static void prompt_of(int i, int32_t *p, int32_t *n, int32_t vocab)
 {
     *n = 5 + (i * 37) % 95; /* 5 .. 99 tokens */
-    uint32_t x = 2166136261u ^ (uint32_t)(i * 7919);
-    for (int32_t k = 0; k < *n; k++) {
-        x = x * 16777619u + 12345u;
-        p[k] = 3 + (int32_t)((x >> 8) % (uint32_t)(vocab - 3));
-    }
+    mstack_prompt((uint32_t)(i * 7919), *n, p, vocab);
 }
 
 /* budget 0: each request alone (64-token steps); else all at once with
@@ -74,14 +71,6 @@ static void run(int32_t budget, bool invariant, struct out *o)
 {
     const struct model_hparams *hp = model_hparams(g_model);
     memset(o, 0, sizeof(*o));
-    struct pager_config pc = {.num_blocks = 1024,
-                              .block_size = 16,
-                              .n_layers = hp->n_layers,
-                              .n_kv_heads = hp->n_kv_heads,
-                              .head_dim = hp->head_dim,
-                              .dtype = FOLIO_F32};
-    pager_t *pg;
-    assert_int_equal(pager_init(&pg, &pc), 0);
     struct sched_config sc;
     sched_config_default(&sc);
     sc.max_batch_tokens = budget ? budget : 64;
@@ -90,21 +79,14 @@ static void run(int32_t budget, bool invariant, struct out *o)
     sc.watermark_blocks = 0;
     sc.on_event = on_event;
     sc.event_ctx = o;
-    sched_t *s;
-    assert_int_equal(sched_new(&sc, pg, &s), 0);
-    struct pager_kv_view kv;
-    pager_kv_view(pg, &kv);
-    struct model_ctx_config mc = {.max_tokens = sc.max_batch_tokens,
-                                  .max_slices = sc.max_seqs,
-                                  .n_threads = 2,
-                                  .matmul = MODEL_MATMUL_OPENBLAS,
-                                  .batch_invariant = invariant};
-    model_ctx_t *ctx;
-    assert_int_equal(model_ctx_new(g_model, &kv, &mc, &ctx), 0);
-    float *logits = malloc((size_t)sc.max_seqs * (size_t)hp->n_vocab * sizeof(float));
+    struct mstack m;
+    mstack_init(&m, g_model, 1024, 16, &sc,
+                (struct model_ctx_config){
+                    .n_threads = 2, .matmul = MODEL_MATMUL_OPENBLAS, .batch_invariant = invariant});
+    sched_t *s = m.s;
+    float *logits = m.logits;
     void *work = malloc(sampler_work_size(hp->n_vocab));
     struct sampler_params sp[MAX_REQ];
-    assert_non_null(logits);
     assert_non_null(work);
 
     int next = 0;
@@ -137,7 +119,7 @@ static void run(int32_t budget, bool invariant, struct out *o)
         assert_int_equal(rc, 0);
         o->steps++;
         o->max_slices = FOLIO_MAX(o->max_slices, b.mb.n_slices);
-        assert_int_equal(model_forward(ctx, &b.mb, logits), 0);
+        assert_int_equal(model_forward(m.ctx, &b.mb, logits), 0);
         int32_t sampled[MAX_REQ];
         for (int32_t k = 0; k < b.mb.n_slices; k++) {
             const struct sched_slice *in = &b.info[k];
@@ -152,10 +134,7 @@ static void run(int32_t budget, bool invariant, struct out *o)
         assert_int_equal(sched_step_commit(s, sampled, b.n_sample), 0);
     }
     free(work);
-    free(logits);
-    model_ctx_free(ctx);
-    sched_free(s);
-    pager_free(pg);
+    mstack_free(&m);
 }
 
 /* Streams of got that differ from ref anywhere. */

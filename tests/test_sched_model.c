@@ -28,6 +28,7 @@
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/scheduler.h"
+#include "test_model_stack.h"
 
 #define N_REQ   6
 #define MAX_OUT 10
@@ -55,11 +56,7 @@ static model_t *g_model;
 static void prompt_of(int i, int32_t *p, int32_t *n, int32_t vocab)
 {
     *n = 5 + i * 13; /* 5 .. 70 tokens */
-    uint32_t x = 2166136261u ^ (uint32_t)i;
-    for (int32_t k = 0; k < *n; k++) {
-        x = x * 16777619u + 12345u;
-        p[k] = 3 + (int32_t)((x >> 8) % (uint32_t)(vocab - 3));
-    }
+    mstack_prompt((uint32_t)i, *n, p, vocab);
 }
 
 /* mode 0: each request alone; 1: all at once; 2: all at once, tiny pool */
@@ -67,14 +64,6 @@ static void run(int mode, struct out *o)
 {
     const struct model_hparams *hp = model_hparams(g_model);
     memset(o, 0, sizeof(*o));
-    struct pager_config pc = {.num_blocks = mode == 2 ? 14 : 256,
-                              .block_size = 8,
-                              .n_layers = hp->n_layers,
-                              .n_kv_heads = hp->n_kv_heads,
-                              .head_dim = hp->head_dim,
-                              .dtype = FOLIO_F32};
-    pager_t *pg;
-    assert_int_equal(pager_init(&pg, &pc), 0);
     struct sched_config sc;
     sched_config_default(&sc);
     sc.max_batch_tokens = 32; /* prompts are chunked */
@@ -83,16 +72,11 @@ static void run(int mode, struct out *o)
     sc.watermark_blocks = 0;
     sc.on_event = on_event;
     sc.event_ctx = o;
-    sched_t *s;
-    assert_int_equal(sched_new(&sc, pg, &s), 0);
-    struct pager_kv_view kv;
-    pager_kv_view(pg, &kv);
-    struct model_ctx_config mc = {
-        .max_tokens = sc.max_batch_tokens, .max_slices = sc.max_seqs, .n_threads = 1};
-    model_ctx_t *ctx;
-    assert_int_equal(model_ctx_new(g_model, &kv, &mc, &ctx), 0);
-    float *logits = malloc((size_t)sc.max_seqs * (size_t)hp->n_vocab * sizeof(float));
-    assert_non_null(logits);
+    struct mstack m;
+    mstack_init(&m, g_model, mode == 2 ? 14 : 256, 8, &sc,
+                (struct model_ctx_config){.n_threads = 1});
+    sched_t *s = m.s;
+    float *logits = m.logits;
 
     int next = 0;
     for (;;) {
@@ -124,7 +108,7 @@ static void run(int mode, struct out *o)
             fail_msg("sched_check: %s", msg);
         if (b.n_prefill_tokens && b.n_decode_tokens)
             o->mixed_steps++;
-        assert_int_equal(model_forward(ctx, &b.mb, logits), 0);
+        assert_int_equal(model_forward(m.ctx, &b.mb, logits), 0);
         int32_t sampled[16];
         for (int32_t r = 0; r < b.n_sample; r++) {
             const float *l = logits + (size_t)r * hp->n_vocab;
@@ -154,10 +138,7 @@ static void run(int mode, struct out *o)
     struct sched_stats st;
     sched_stats_get(s, &st);
     o->preemptions = st.preemptions;
-    free(logits);
-    model_ctx_free(ctx);
-    sched_free(s);
-    pager_free(pg);
+    mstack_free(&m);
 }
 
 static int compare(const struct out *ref, const struct out *got, int *compared)

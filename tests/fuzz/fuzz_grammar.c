@@ -21,6 +21,7 @@
 
 #include "folio/grammar.h"
 #include "folio/json_schema.h"
+#include "fuzz_util.h"
 
 #define NV 300
 
@@ -50,8 +51,7 @@ static void init(void)
         p[i] = pieces[i];
     }
     eog[NV - 1] = true;
-    if (gram_vocab_new(NV, p, lens, eog, &vocab))
-        abort();
+    CHECK(!gram_vocab_new(NV, p, lens, eog, &vocab));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -76,16 +76,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc)
         return 0;
     gram_matcher_t *m;
-    if (gram_matcher_new(g, &m))
-        abort();
+    CHECK(!gram_matcher_new(g, &m));
     uint64_t w[(NV + 63) / 64];
     char out[64 * 4 + 1];
     size_t n = 0;
     for (int step = 0; step < 64; step++) {
         int32_t budget = 64 - step;
         int k = gram_matcher_mask(m, vocab, budget, w);
-        if (k < 0)
-            abort();
+        CHECK(k >= 0);
         int n_ref = 0;
         for (int32_t i = 0; i < NV - 1; i++)
             n_ref += gram_ref_allows(m, vocab, budget, i);
@@ -93,20 +91,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int32_t first = -1;
         for (int32_t i = 0; i < NV; i++) {
             bool fast = w[i / 64] >> (i % 64) & 1;
-            if (fast != gram_ref_allows(m, vocab, b, i))
-                abort();
+            CHECK(fast == gram_ref_allows(m, vocab, b, i));
             if (fast && first < 0 && i != NV - 1)
                 first = i;
         }
         if (first < 0)
             break;
-        if (gram_matcher_accept(m, vocab, first))
-            abort();
+        CHECK(!gram_matcher_accept(m, vocab, first));
         memcpy(out + n, pieces[first], lens[first]);
         n += lens[first];
         int r = gram_match_text(g, out, n);
-        if (r < 0 || (gram_matcher_accepting(m) != (r == 1)))
-            abort();
+        CHECK(r >= 0 && gram_matcher_accepting(m) == (r == 1));
     }
     gram_matcher_free(m);
     gram_unref(g);

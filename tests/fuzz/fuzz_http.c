@@ -41,20 +41,13 @@
 
 #include "folio/common.h"
 #include "http.h"
+#include "fuzz_util.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_BODY 4096
 #define MAX_OUT  (1 << 20) /* received bytes kept for the response check */
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static uv_loop_t loop;
 static uv_pipe_t listener;

@@ -32,19 +32,12 @@
 #include "api.h"
 #include "folio/chat.h"
 #include "folio/common.h"
+#include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define VOCAB 512
 #define CTX   256
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* One id per byte (NUL never reaches here: see the NUL check). */
 static int tokenize(void *ctx, const char *text, size_t n, bool special, int32_t **out,

@@ -34,6 +34,8 @@
 #include "folio/gguf.h"
 #include "folio/tokenizer.h"
 #include "vocab_synth.h"
+#define FUZZ_CHECK_CONTEXT cur_vocab /* the vocabulary being fuzzed */
+#include "fuzz_util.h"
 
 #ifndef FOLIO_FUZZ_DATA
 #error "FOLIO_FUZZ_DATA (tests/data/tokenizer) must be defined by the build"
@@ -48,15 +50,6 @@ static tok_t *vocabs[MAX_VOCABS];
 static const char *vocab_names[MAX_VOCABS];
 static bool has_byte[MAX_VOCABS][256]; /* a token decodes to exactly that byte */
 static int n_vocabs;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s (vocabulary %s)\n", __FILE__, __LINE__,       \
-                    #cond, cur_vocab);                                                             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static const char *cur_vocab = "";
 
