@@ -580,12 +580,16 @@ void pager_block_info_get(const pager_t *pg, int32_t block, struct pager_block_i
         return -EUCLEAN;                                                                           \
     } while (0)
 
-int pager_check(const pager_t *pg, char *msg, size_t msglen)
-{
-    const int32_t n = pg->nblocks, bs = pg->bs;
-    if (msg && msglen)
-        msg[0] = 0;
+/* pager_check in steps, each walking one structure; the counts of the
+ * first are the others' expectations. */
+struct check_counts {
+    int64_t nfree, ncached, nhashed;
+};
 
+/* Every block's state against its refcount and hash flag; the counters. */
+static int check_states(const pager_t *pg, struct check_counts *cc, char *msg, size_t msglen)
+{
+    const int32_t n = pg->nblocks;
     /* Counts by state. */
     int64_t nfree = 0, nused = 0, ncached = 0, nshared = 0, nhashed = 0;
     for (int32_t b = 0; b < n; b++) {
@@ -621,7 +625,15 @@ int pager_check(const pager_t *pg, char *msg, size_t msglen)
              " shared %d/%" PRId64 " hashed %d/%" PRId64,
              pg->nfree, nfree, pg->nused, nused, pg->ncached, ncached, pg->nshared, nshared,
              pg->nhashed, nhashed);
+    cc->nfree = nfree;
+    cc->ncached = ncached;
+    cc->nhashed = nhashed;
+    return 0;
+}
 
+static int check_free_list(const pager_t *pg, int64_t nfree, char *msg, size_t msglen)
+{
+    const int32_t n = pg->nblocks;
     /* Free list: exactly the FREE blocks. */
     int64_t k = 0;
     for (int32_t b = pg->free_head, prev = NIL; b != NIL; prev = b, b = pg->blk[b].next) {
@@ -632,7 +644,13 @@ int pager_check(const pager_t *pg, char *msg, size_t msglen)
     }
     if (k != nfree)
         FAIL("free list holds %" PRId64 " of %" PRId64 " free blocks", k, nfree);
+    return 0;
+}
 
+static int check_lru(const pager_t *pg, int64_t ncached, char *msg, size_t msglen)
+{
+    const int32_t n = pg->nblocks;
+    int64_t k;
     /* LRU: exactly the CACHED blocks; remember each one's position. */
     uint32_t pos_stamp = stamp_next(pg);
     k = 0;
@@ -656,7 +674,13 @@ int pager_check(const pager_t *pg, char *msg, size_t msglen)
             !(pg->stamp[p] == pos_stamp && pg->scratch[p] > pg->scratch[b]))
             FAIL("LRU: cached block %d is not older than its parent %d", b, p);
     }
+    return 0;
+}
 
+static int check_hash(const pager_t *pg, int64_t nhashed, char *msg, size_t msglen)
+{
+    const int32_t n = pg->nblocks, bs = pg->bs;
+    int64_t k;
     /* Hash: keys recompute, parents hashed, identities distinct. */
     k = 0;
     for (uint32_t h = 0; h <= pg->bucket_mask; h++) {
@@ -689,7 +713,14 @@ int pager_check(const pager_t *pg, char *msg, size_t msglen)
     }
     if (k != nhashed)
         FAIL("hash chains hold %" PRId64 " of %" PRId64 " hashed blocks", k, nhashed);
+    return 0;
+}
 
+/* Page tables against the blocks they map: states, tokens, hash links,
+ * and every block's refcount = the tables holding it. */
+static int check_tables(const pager_t *pg, char *msg, size_t msglen)
+{
+    const int32_t n = pg->nblocks, bs = pg->bs;
     /* Page tables: count references into scratch. */
     uint32_t ref_stamp = stamp_next(pg);
     int64_t nseqs = 0, tokens = 0;
@@ -748,6 +779,20 @@ int pager_check(const pager_t *pg, char *msg, size_t msglen)
             FAIL("block %d: refcount %d nfull %d but %d tables hold it (%d fully)", b, m->refcount,
                  m->nfull, holders, full);
     }
+    return 0;
+}
+
+int pager_check(const pager_t *pg, char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        msg[0] = 0;
+    struct check_counts cc;
+    int rc;
+    if ((rc = check_states(pg, &cc, msg, msglen)) ||
+        (rc = check_free_list(pg, cc.nfree, msg, msglen)) ||
+        (rc = check_lru(pg, cc.ncached, msg, msglen)) ||
+        (rc = check_hash(pg, cc.nhashed, msg, msglen)) || (rc = check_tables(pg, msg, msglen)))
+        return rc;
     return 0;
 }
 
