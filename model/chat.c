@@ -272,6 +272,180 @@ static int check_alternation(const struct chat_msg *m, size_t n, size_t *first, 
     return 0;
 }
 
+/* ChatML: <|im_start|>role\ncontent<|im_end|>. */
+static int render_chatml(struct cur *c, const struct chat_msg *msgs, size_t n,
+                         bool add_generation_prompt)
+{
+    for (size_t i = 0; i < n; i++) {
+        puts_(c, "<|im_start|>");
+        puts_(c, msgs[i].role);
+        puts_(c, "\n");
+        puts_(c, msgs[i].content);
+        puts_(c, "<|im_end|>\n");
+    }
+    if (add_generation_prompt)
+        puts_(c, "<|im_start|>assistant\n");
+    return 0;
+}
+
+/* Llama 3: header ids around the role, trimmed content, <|eot_id|>. */
+static int render_llama3(struct cur *c, const struct chat_msg *msgs, size_t n,
+                         bool add_generation_prompt)
+{
+    for (size_t i = 0; i < n; i++) {
+        puts_(c, "<|start_header_id|>");
+        puts_(c, msgs[i].role);
+        puts_(c, "<|end_header_id|>\n\n");
+        put_trim(c, msgs[i].content);
+        puts_(c, "<|eot_id|>");
+    }
+    if (add_generation_prompt)
+        puts_(c, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return 0;
+}
+
+/* Llama 2: [INST] turns, the system message inside the first <<SYS>> block. */
+static int render_llama2(struct cur *c, const struct chat_msg *msgs, size_t n, char *err,
+                         size_t errlen)
+{
+    size_t first;
+    int rc;
+    if ((rc = check_alternation(msgs, n, &first, err, errlen)) != 0)
+        return rc;
+    for (size_t i = first; i < n; i++) {
+        if (strcmp(msgs[i].role, "user") == 0) {
+            if (i != first)
+                puts_(c, "<s>");
+            puts_(c, "[INST] ");
+            if (i == first && first == 1) {
+                puts_(c, "<<SYS>>\n");
+                puts_(c, msgs[0].content);
+                puts_(c, "\n<</SYS>>\n\n");
+                put_rtrim(c, msgs[i].content);
+            } else {
+                put_trim(c, msgs[i].content);
+            }
+            puts_(c, " [/INST]");
+        } else {
+            puts_(c, " ");
+            put_trim(c, msgs[i].content);
+            puts_(c, " </s>");
+        }
+    }
+    return 0;
+}
+
+/* Mistral: [INST] turns, the system message before the first user turn. */
+static int render_mistral(struct cur *c, const struct chat_msg *msgs, size_t n, char *err,
+                          size_t errlen)
+{
+    size_t first;
+    int rc;
+    if ((rc = check_alternation(msgs, n, &first, err, errlen)) != 0)
+        return rc;
+    for (size_t i = first; i < n; i++) {
+        if (strcmp(msgs[i].role, "user") == 0) {
+            puts_(c, "[INST] ");
+            if (i == first && first == 1) {
+                puts_(c, msgs[0].content);
+                puts_(c, "\n\n");
+            }
+            puts_(c, msgs[i].content);
+            puts_(c, " [/INST]");
+        } else {
+            puts_(c, msgs[i].content);
+            puts_(c, "</s>");
+        }
+    }
+    return 0;
+}
+
+/* Qwen 2 / 2.5: ChatML with a default system message; tool results as user turns. */
+static int render_qwen(struct cur *c, enum chat_template t, const struct chat_msg *msgs, size_t n,
+                       bool add_generation_prompt)
+{
+    if (n == 0 || strcmp(msgs[0].role, "system") != 0) {
+        puts_(c, "<|im_start|>system\n");
+        puts_(c, t == CHAT_TMPL_QWEN2 ? QWEN2_SYSTEM : QWEN25_SYSTEM);
+        puts_(c, "<|im_end|>\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(msgs[i].role, "tool") == 0) {
+            if (i == 0 || strcmp(msgs[i - 1].role, "tool") != 0)
+                puts_(c, "<|im_start|>user");
+            puts_(c, "\n<tool_response>\n");
+            puts_(c, msgs[i].content);
+            puts_(c, "\n</tool_response>");
+            if (i + 1 == n || strcmp(msgs[i + 1].role, "tool") != 0)
+                puts_(c, "<|im_end|>\n");
+            continue;
+        }
+        puts_(c, "<|im_start|>");
+        puts_(c, msgs[i].role);
+        puts_(c, "\n");
+        puts_(c, msgs[i].content);
+        puts_(c, "<|im_end|>\n");
+    }
+    if (add_generation_prompt)
+        puts_(c, "<|im_start|>assistant\n");
+    return 0;
+}
+
+/* DeepSeek V3: system messages first, then user/assistant turns (thinking dropped). */
+static int render_deepseek3(struct cur *c, const struct chat_msg *msgs, size_t n,
+                            bool add_generation_prompt, char *err, size_t errlen)
+{
+    bool any_system = false;
+    for (size_t i = 0; i < n; i++) {
+        const char *r = msgs[i].role;
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+            folio_errf(err, errlen,
+                       "message %zu has role '%.32s': the deepseek3 template takes system, "
+                       "user and assistant messages",
+                       i, r);
+            return -EINVAL;
+        }
+        if (strcmp(r, "system") == 0) {
+            if (any_system)
+                puts_(c, "\n\n");
+            puts_(c, msgs[i].content);
+            any_system = true;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(msgs[i].role, "user") == 0) {
+            puts_(c, DS_USER);
+            puts_(c, msgs[i].content);
+        } else if (strcmp(msgs[i].role, "assistant") == 0) {
+            const char *body = msgs[i].content, *p;
+            while ((p = strstr(body, "</think>")) != NULL)
+                body = p + strlen("</think>");
+            puts_(c, DS_ASSISTANT);
+            puts_(c, body);
+            puts_(c, DS_EOS);
+        }
+    }
+    if (add_generation_prompt)
+        puts_(c, DS_ASSISTANT);
+    return 0;
+}
+
+/* Zephyr and Phi-3: <|role|> headers. */
+static int render_zephyr_phi3(struct cur *c, enum chat_template t, const struct chat_msg *msgs,
+                              size_t n, bool add_generation_prompt)
+{
+    for (size_t i = 0; i < n; i++) {
+        puts_(c, "<|");
+        puts_(c, msgs[i].role);
+        puts_(c, "|>\n");
+        puts_(c, msgs[i].content);
+        puts_(c, t == CHAT_TMPL_ZEPHYR ? "</s>\n" : "<|end|>\n");
+    }
+    if (add_generation_prompt)
+        puts_(c, "<|assistant|>\n");
+    return 0;
+}
+
 int chat_render(enum chat_template t, const struct chat_msg *msgs, size_t n,
                 bool add_generation_prompt, char *buf, size_t cap, size_t *len, char *err,
                 size_t errlen)
@@ -285,151 +459,37 @@ int chat_render(enum chat_template t, const struct chat_msg *msgs, size_t n,
         }
     }
     struct cur c = {.buf = buf, .cap = cap ? cap - 1 : 0, .n = 0};
-    size_t first;
     int rc;
     switch (t) {
     case CHAT_TMPL_CHATML:
-        for (size_t i = 0; i < n; i++) {
-            puts_(&c, "<|im_start|>");
-            puts_(&c, msgs[i].role);
-            puts_(&c, "\n");
-            puts_(&c, msgs[i].content);
-            puts_(&c, "<|im_end|>\n");
-        }
-        if (add_generation_prompt)
-            puts_(&c, "<|im_start|>assistant\n");
+        rc = render_chatml(&c, msgs, n, add_generation_prompt);
         break;
     case CHAT_TMPL_LLAMA3:
-        for (size_t i = 0; i < n; i++) {
-            puts_(&c, "<|start_header_id|>");
-            puts_(&c, msgs[i].role);
-            puts_(&c, "<|end_header_id|>\n\n");
-            put_trim(&c, msgs[i].content);
-            puts_(&c, "<|eot_id|>");
-        }
-        if (add_generation_prompt)
-            puts_(&c, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        rc = render_llama3(&c, msgs, n, add_generation_prompt);
         break;
     case CHAT_TMPL_LLAMA2:
-        if ((rc = check_alternation(msgs, n, &first, err, errlen)) != 0)
-            return rc;
-        for (size_t i = first; i < n; i++) {
-            if (strcmp(msgs[i].role, "user") == 0) {
-                if (i != first)
-                    puts_(&c, "<s>");
-                puts_(&c, "[INST] ");
-                if (i == first && first == 1) {
-                    puts_(&c, "<<SYS>>\n");
-                    puts_(&c, msgs[0].content);
-                    puts_(&c, "\n<</SYS>>\n\n");
-                    put_rtrim(&c, msgs[i].content);
-                } else {
-                    put_trim(&c, msgs[i].content);
-                }
-                puts_(&c, " [/INST]");
-            } else {
-                puts_(&c, " ");
-                put_trim(&c, msgs[i].content);
-                puts_(&c, " </s>");
-            }
-        }
+        rc = render_llama2(&c, msgs, n, err, errlen);
         break;
     case CHAT_TMPL_MISTRAL:
-        if ((rc = check_alternation(msgs, n, &first, err, errlen)) != 0)
-            return rc;
-        for (size_t i = first; i < n; i++) {
-            if (strcmp(msgs[i].role, "user") == 0) {
-                puts_(&c, "[INST] ");
-                if (i == first && first == 1) {
-                    puts_(&c, msgs[0].content);
-                    puts_(&c, "\n\n");
-                }
-                puts_(&c, msgs[i].content);
-                puts_(&c, " [/INST]");
-            } else {
-                puts_(&c, msgs[i].content);
-                puts_(&c, "</s>");
-            }
-        }
+        rc = render_mistral(&c, msgs, n, err, errlen);
         break;
     case CHAT_TMPL_QWEN2:
     case CHAT_TMPL_QWEN25:
-        if (n == 0 || strcmp(msgs[0].role, "system") != 0) {
-            puts_(&c, "<|im_start|>system\n");
-            puts_(&c, t == CHAT_TMPL_QWEN2 ? QWEN2_SYSTEM : QWEN25_SYSTEM);
-            puts_(&c, "<|im_end|>\n");
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (strcmp(msgs[i].role, "tool") == 0) {
-                if (i == 0 || strcmp(msgs[i - 1].role, "tool") != 0)
-                    puts_(&c, "<|im_start|>user");
-                puts_(&c, "\n<tool_response>\n");
-                puts_(&c, msgs[i].content);
-                puts_(&c, "\n</tool_response>");
-                if (i + 1 == n || strcmp(msgs[i + 1].role, "tool") != 0)
-                    puts_(&c, "<|im_end|>\n");
-                continue;
-            }
-            puts_(&c, "<|im_start|>");
-            puts_(&c, msgs[i].role);
-            puts_(&c, "\n");
-            puts_(&c, msgs[i].content);
-            puts_(&c, "<|im_end|>\n");
-        }
-        if (add_generation_prompt)
-            puts_(&c, "<|im_start|>assistant\n");
+        rc = render_qwen(&c, t, msgs, n, add_generation_prompt);
         break;
-    case CHAT_TMPL_DEEPSEEK3: {
-        bool any_system = false;
-        for (size_t i = 0; i < n; i++) {
-            const char *r = msgs[i].role;
-            if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-                folio_errf(err, errlen,
-                           "message %zu has role '%.32s': the deepseek3 template takes system, "
-                           "user and assistant messages",
-                           i, r);
-                return -EINVAL;
-            }
-            if (strcmp(r, "system") == 0) {
-                if (any_system)
-                    puts_(&c, "\n\n");
-                puts_(&c, msgs[i].content);
-                any_system = true;
-            }
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (strcmp(msgs[i].role, "user") == 0) {
-                puts_(&c, DS_USER);
-                puts_(&c, msgs[i].content);
-            } else if (strcmp(msgs[i].role, "assistant") == 0) {
-                const char *body = msgs[i].content, *p;
-                while ((p = strstr(body, "</think>")) != NULL)
-                    body = p + strlen("</think>");
-                puts_(&c, DS_ASSISTANT);
-                puts_(&c, body);
-                puts_(&c, DS_EOS);
-            }
-        }
-        if (add_generation_prompt)
-            puts_(&c, DS_ASSISTANT);
+    case CHAT_TMPL_DEEPSEEK3:
+        rc = render_deepseek3(&c, msgs, n, add_generation_prompt, err, errlen);
         break;
-    }
     case CHAT_TMPL_ZEPHYR:
     case CHAT_TMPL_PHI3:
-        for (size_t i = 0; i < n; i++) {
-            puts_(&c, "<|");
-            puts_(&c, msgs[i].role);
-            puts_(&c, "|>\n");
-            puts_(&c, msgs[i].content);
-            puts_(&c, t == CHAT_TMPL_ZEPHYR ? "</s>\n" : "<|end|>\n");
-        }
-        if (add_generation_prompt)
-            puts_(&c, "<|assistant|>\n");
+        rc = render_zephyr_phi3(&c, t, msgs, n, add_generation_prompt);
         break;
     default:
         folio_errf(err, errlen, "unknown chat template %d", (int)t);
         return -ENOTSUP;
     }
+    if (rc)
+        return rc;
     *len = c.n;
     if (c.n + 1 > cap)
         return -ENOSPC;
