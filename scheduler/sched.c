@@ -887,35 +887,27 @@ static void req_unadmit(sched_t *s, struct req *r)
     }
 }
 
-/* Tries to admit r (waiting or preempted): page tables, cached prefix, and
- * a first chunk of the leftover budget. */
-static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
+/* try_admit's first step, without touching the pager: sequence slots, the
+ * tenant's limits, the reservation (*reserve: blocks reserved for r under
+ * reserve_max_len), and the first live sample's first chunk after its
+ * cached prefix above the watermark. */
+static enum admit_result admit_precheck(sched_t *s, struct req *r, int32_t budget,
+                                        int32_t watermark, int64_t *reserve)
 {
     struct tenant *t = &s->tenants[r->tenant];
-    int32_t budget = s->cfg.max_batch_tokens - s->n_tokens;
     uint64_t salt = tenant_salt(&t->cfg);
-    bool was_forked = r->forked;
-    int32_t fork_blocks = 0;
-    *err = 0;
     if (budget <= 0 || s->running_seqs + r->n_live > s->cfg.max_seqs)
         return ADMIT_NO_ROOM;
     if (t->cfg.max_running_seqs && t->running_seqs + r->n_live > t->cfg.max_running_seqs)
         return ADMIT_TENANT_FULL;
-    int64_t reserve = 0;
+    *reserve = 0;
     if (s->cfg.reserve_max_len) {
-        reserve = (int64_t)r->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs);
-        if (s->reserved_blocks + reserve > s->blocks_total)
+        *reserve = (int64_t)r->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs);
+        if (s->reserved_blocks + *reserve > s->blocks_total)
             return ADMIT_NO_ROOM;
-        if (!tenant_blocks_ok(s, t, reserve))
+        if (!tenant_blocks_ok(s, t, *reserve))
             return ADMIT_TENANT_FULL;
     }
-
-    /* With nothing running, nothing would ever free pages for it: no
-     * watermark, and the chunk shrinks to what fits (sched_request_add made
-     * sure the whole request fits in the pool). */
-    bool alone = s->running.len == 0;
-    int32_t watermark = alone || s->cfg.reserve_max_len ? 0 : s->watermark;
-
     /* Precheck without touching the pager: the first live sample's chunk
      * after its cached prefix must fit with the watermark. */
     int32_t first_live = 0;
@@ -933,7 +925,16 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
         if (!tenant_blocks_ok(s, t, need1 + hit0 / s->bs))
             return ADMIT_TENANT_FULL;
     }
+    return ADMIT_OK;
+}
 
+/* Page tables for r's live samples with their cached prefixes, and the
+ * fork when it is due.  0, or the pager's error with r's tables freed. */
+static int admit_tables(sched_t *s, struct req *r)
+{
+    struct tenant *t = &s->tenants[r->tenant];
+    uint64_t salt = tenant_salt(&t->cfg);
+    int32_t fork_blocks = 0;
     /* page tables and cached prefixes */
     for (int32_t i = 0; i < r->n; i++) {
         if (!sample_live(r, i))
@@ -941,16 +942,14 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
         struct sample *sm = &r->samples[i];
         int rc = pager_seq_new(s->pg, salt, r->id, t->cfg.id, &sm->seq);
         if (rc) {
-            *err = rc;
             req_unadmit(s, r);
-            return ADMIT_NO_ROOM;
+            return rc;
         }
         int32_t hit = 0;
         if (!s->cfg.reserve_max_len &&
             (rc = pager_seq_adopt_prefix(s->pg, sm->seq, sm->stream, sm->len, &hit))) {
-            *err = rc;
             req_unadmit(s, r);
-            return ADMIT_NO_ROOM;
+            return rc;
         }
         sm->computed = hit;
         if (!r->ever_admitted && i == 0)
@@ -959,12 +958,20 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
     if (fork_due(r)) {
         int rc = req_fork(s, r, &fork_blocks);
         if (rc) {
-            *err = rc;
             req_unadmit(s, r);
-            return ADMIT_NO_ROOM;
+            return rc;
         }
     }
+    return 0;
+}
 
+/* The first chunk of each live sample into s->scratch_chunks; when the
+ * pages do not fit (or the tenant's limit), r's tables are undone (and a
+ * fork made by admit_tables) and the reason returned. */
+static enum admit_result admit_chunks(sched_t *s, struct req *r, int32_t budget, int32_t watermark,
+                                      bool alone, bool was_forked, int64_t *tenant_have_out)
+{
+    struct tenant *t = &s->tenants[r->tenant];
     /* the first chunk, sample after sample, as much as the budget allows:
      * its pages must fit above the watermark (and in the tenant's limit) */
     int64_t tenant_have = 0;
@@ -985,7 +992,7 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
         need += pager_seq_blocks_needed(s->pg, sm->seq, want);
         total += want;
     }
-    avail = (int64_t)pager_blocks_available(s->pg) - watermark;
+    int64_t avail = (int64_t)pager_blocks_available(s->pg) - watermark;
     if (need > avail && alone) {
         int64_t room = avail;
         need = total = 0;
@@ -1009,7 +1016,15 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
         r->forked = was_forked;
         return ten_ok ? ADMIT_NO_ROOM : ADMIT_TENANT_FULL;
     }
+    *tenant_have_out = tenant_have;
+    return ADMIT_OK;
+}
 
+/* r moves to the running queue with its first chunks as slices. */
+static void admit_commit(sched_t *s, struct req *r, int64_t tenant_have, int64_t reserve, int *err)
+{
+    struct tenant *t = &s->tenants[r->tenant];
+    int32_t *chunks = s->scratch_chunks;
     /* commit the admission */
     if (r->queue == Q_WAITING) {
         list_unlink(&t->waiting, r);
@@ -1047,6 +1062,31 @@ static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
     }
     if (resumed)
         emit(s, r, SCHED_EV_RESUMED, -1);
+}
+
+/* Tries to admit r (waiting or preempted): page tables, cached prefix, and
+ * a first chunk of the leftover budget, in the steps above. */
+static enum admit_result try_admit(sched_t *s, struct req *r, int *err)
+{
+    int32_t budget = s->cfg.max_batch_tokens - s->n_tokens;
+    bool was_forked = r->forked;
+    *err = 0;
+    /* With nothing running, nothing would ever free pages for it: no
+     * watermark, and the chunk shrinks to what fits (sched_request_add made
+     * sure the whole request fits in the pool). */
+    bool alone = s->running.len == 0;
+    int32_t watermark = alone || s->cfg.reserve_max_len ? 0 : s->watermark;
+    int64_t reserve;
+    enum admit_result ar = admit_precheck(s, r, budget, watermark, &reserve);
+    if (ar != ADMIT_OK)
+        return ar;
+    if ((*err = admit_tables(s, r)))
+        return ADMIT_NO_ROOM;
+    int64_t tenant_have;
+    ar = admit_chunks(s, r, budget, watermark, alone, was_forked, &tenant_have);
+    if (ar != ADMIT_OK)
+        return ar;
+    admit_commit(s, r, tenant_have, reserve, err);
     return ADMIT_OK;
 }
 
