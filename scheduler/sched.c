@@ -1158,19 +1158,12 @@ static void die_if_broken(const sched_t *s)
 #endif
 }
 
-int sched_step_plan(sched_t *s, struct sched_batch *out)
-{
-    if (s->in_flight)
-        return -EBUSY;
-    memset(out, 0, sizeof(*out));
-    reap_aborted(s);
-    s->step_no++;
-    s->n_tokens = s->n_slices = s->n_sample = 0;
-    int32_t budget = s->cfg.max_batch_tokens;
-    int preempted = 0, rc = 0;
-    int32_t n_admitted = 0;
-    int32_t n_prefilling = 0; /* running samples with more than one token to compute */
+/* sched_step_plan's steps, in its order.  Each add_slice reserves pages
+ * for the step; on an error the caller undoes them all (plan_undo). */
 
+/* Per-tenant blocks, recounted each step. */
+static void plan_kv_recount(sched_t *s)
+{
     /* per-tenant blocks, needed only to enforce max_kv_blocks */
     if (s->any_kv_limit) {
         for (int i = 0; i < s->n_tenants; i++)
@@ -1179,15 +1172,28 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
             for (int32_t i = 0; i < r->n; i++)
                 s->tenants[r->tenant].kv_blocks += seq_blocks(s, r->samples[i].seq);
     }
+}
 
+static int plan_forks(sched_t *s)
+{
+    int rc = 0;
     /* 0. forks due */
     for (struct req *r = s->running.head; r && s->n_unforked; r = r->next) {
         int32_t nb = 0;
         if (fork_due(r) && (rc = req_fork(s, r, &nb)))
-            goto fail;
+            return rc;
         s->tenants[r->tenant].kv_blocks += nb;
     }
+    return 0;
+}
 
+/* Every running sample with one token to compute gets its slice; room is
+ * made by preempting less protected requests (*preempted counts them).
+ * *n_prefilling: running samples with more than one token to compute. */
+static int plan_decodes(sched_t *s, int32_t budget, int *preempted, int32_t *n_prefilling_out)
+{
+    int rc = 0;
+    int32_t n_prefilling = 0;
     /* 1. decodes (and every other one-token remainder), most protected first */
     for (struct req *r = s->running.head, *nx; r; r = nx) {
         nx = r->next;
@@ -1206,7 +1212,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
             rc = add_slice(s, r, i, 1);
             if (rc == -ENOSPC) {
                 struct req *pv = r->prev;
-                if (make_room(s, r, pager_seq_blocks_needed(s->pg, sm->seq, 1), &preempted)) {
+                if (make_room(s, r, pager_seq_blocks_needed(s->pg, sm->seq, 1), preempted)) {
                     nx = pv ? pv->next : s->running.head;
                     continue;
                 }
@@ -1214,7 +1220,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
                 rc = add_slice(s, r, i, 1);
             }
             if (rc)
-                goto fail;
+                return rc;
             continue;
         }
         int32_t need = 0, cnt = 0;
@@ -1232,7 +1238,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
         if (!cnt || s->n_tokens + cnt > budget)
             continue;
         struct req *pv = r->prev;
-        if (need > 0 && make_room(s, r, need, &preempted)) {
+        if (need > 0 && make_room(s, r, need, preempted)) {
             nx = pv ? pv->next : s->running.head;
             continue;
         }
@@ -1242,10 +1248,16 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
                 continue;
             struct sample *sm = &r->samples[i];
             if (sample_target(r, sm) - sm->computed == 1 && (rc = add_slice(s, r, i, 1)))
-                goto fail;
+                return rc;
         }
     }
+    *n_prefilling_out = n_prefilling;
+    return 0;
+}
 
+static int plan_prefills(sched_t *s, int32_t budget, int32_t n_prefilling, int *preempted)
+{
+    int rc = 0;
     /* 2. prefill chunks of running requests, oldest admission first within
      *    the protection order */
     for (struct req *r = s->running.head, *nx; r && n_prefilling && s->n_tokens < budget; r = nx) {
@@ -1266,7 +1278,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
                     continue;
                 int32_t need = pager_seq_blocks_needed(s->pg, sm->seq, 1);
                 struct req *pv = r->prev;
-                if (make_room(s, r, need, &preempted)) {
+                if (make_room(s, r, need, preempted)) {
                     nx = pv ? pv->next : s->running.head;
                     break;
                 }
@@ -1275,16 +1287,15 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
                 c = fit_tokens(s, sm->seq, want, room);
             }
             if (c > 0 && (rc = add_slice(s, r, i, c)))
-                goto fail;
+                return rc;
         }
     }
+    return 0;
+}
 
-    /* 3. admission, unless this step had to preempt */
-    if (!preempted && (rc = admit(s, &n_admitted)))
-        goto fail;
-
-    if (s->n_tokens == 0)
-        return -EAGAIN;
+/* The planned step as the caller sees it. */
+static void plan_output(sched_t *s, struct sched_batch *out, int preempted, int32_t n_admitted)
+{
     s->in_flight = true;
     s->st.steps++;
     out->mb.n_tokens = s->n_tokens;
@@ -1301,18 +1312,47 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
     }
     out->n_preempted = preempted;
     out->n_admitted = n_admitted;
-    die_if_broken(s);
-    return 0;
+}
 
-fail:
-    /* Undo the slices already reserved: the step does not happen. */
+/* Undoes the slices already reserved: the step does not happen. */
+static void plan_undo(sched_t *s)
+{
     for (int32_t k = s->n_slices - 1; k >= 0; k--) {
         struct sample *sm = &s->refs[k].r->samples[s->refs[k].sample];
         pager_seq_truncate(s->pg, sm->seq, sm->computed);
         sm->step_n = 0;
     }
     s->n_tokens = s->n_slices = s->n_sample = 0;
-    return rc;
+}
+
+int sched_step_plan(sched_t *s, struct sched_batch *out)
+{
+    if (s->in_flight)
+        return -EBUSY;
+    memset(out, 0, sizeof(*out));
+    reap_aborted(s);
+    s->step_no++;
+    s->n_tokens = s->n_slices = s->n_sample = 0;
+    int32_t budget = s->cfg.max_batch_tokens;
+    int preempted = 0, rc = 0;
+    int32_t n_admitted = 0;
+    int32_t n_prefilling = 0; /* running samples with more than one token to compute */
+
+    plan_kv_recount(s);
+    /* 0. forks due; 1. decodes (and every other one-token remainder), most
+     * protected first; 2. prefill chunks of running requests; 3. admission,
+     * unless this step had to preempt */
+    if ((rc = plan_forks(s)) || (rc = plan_decodes(s, budget, &preempted, &n_prefilling)) ||
+        (rc = plan_prefills(s, budget, n_prefilling, &preempted)) ||
+        (!preempted && (rc = admit(s, &n_admitted)))) {
+        plan_undo(s);
+        return rc;
+    }
+    if (s->n_tokens == 0)
+        return -EAGAIN;
+    plan_output(s, out, preempted, n_admitted);
+    die_if_broken(s);
+    return 0;
 }
 
 /* ---- commit ----------------------------------------------------------- */
