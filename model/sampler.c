@@ -365,15 +365,12 @@ static int32_t draw_filtered(const struct sampler_params *p, const float *l, con
     return idx[kept - 1]; /* rounding */
 }
 
-int sampler_sample(const struct sampler_params *p, const float *logits, int32_t n_vocab, uint64_t t,
-                   void *work, int32_t n_top, int32_t *token, struct sampler_result *res)
+/* sampler_sample's first step: l = the logits with the biases added, the
+ * banned ids at -inf and NaN as -inf; *mx_out their maximum.  -EINVAL for
+ * an id out of range, or when every logit is -inf. */
+static int logits_prepare(const struct sampler_params *p, const float *logits, int32_t n_vocab,
+                          float *l, float *mx_out)
 {
-    if (!p || !logits || !work || !token || n_vocab < 1 || !(p->temperature >= 0) ||
-        isinf(p->temperature) || n_top < 0 || n_top > SAMPLER_MAX_TOP || p->n_bias < 0 ||
-        p->n_banned < 0 || (p->n_bias && !p->bias) || (p->n_banned && !p->banned))
-        return -EINVAL;
-    float *l = work, *w = l + n_vocab;
-    int32_t *idx = (int32_t *)(w + n_vocab);
     memcpy(l, logits, (size_t)n_vocab * sizeof(float));
     for (int32_t i = 0; i < p->n_bias; i++) {
         if (p->bias[i].token < 0 || p->bias[i].token >= n_vocab)
@@ -407,6 +404,67 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
         mx = m16[k] > mx ? m16[k] : mx;
     if (mx == -INFINITY)
         return -EINVAL; /* everything banned */
+    *mx_out = mx;
+    return 0;
+}
+
+/* No cut: walk the ids in order, no ranking needed.  w: the weights, z
+ * their sum; fallback when every weight is 0. */
+static int32_t draw_in_order(const float *w, int32_t n_vocab, double z, double u, int32_t fallback)
+{
+    int32_t choice = fallback;
+    double target = u * z, acc = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (w[i] == 0)
+            continue;
+        choice = i; /* rounding fallback: the last candidate */
+        acc += w[i];
+        if (target < acc)
+            break;
+    }
+    return choice;
+}
+
+/* Top-k over the ranker's selection (k <= SELECT_MAX), then top-p of
+ * the total mass z when cut_p. */
+static int32_t draw_small_k(const struct sampler_params *p, struct ranker *rk, const float *w,
+                            double z, double u, int cut_p)
+{
+    const int32_t limit = FOLIO_MIN(p->top_k, rk->k);
+    double mass = 0;
+    int32_t kept = 0;
+    while (kept < limit) {
+        mass += w[ranked(rk, kept)];
+        kept++;
+        if (cut_p && mass >= (double)p->top_p * z)
+            break;
+    }
+    double target = u * mass, acc = 0;
+    int32_t choice = ranked(rk, kept - 1); /* rounding fallback: the last kept */
+    for (int32_t k = 0; k < kept; k++) {
+        int32_t id = ranked(rk, k);
+        acc += w[id];
+        if (target < acc) {
+            choice = id;
+            break;
+        }
+    }
+    return choice;
+}
+
+int sampler_sample(const struct sampler_params *p, const float *logits, int32_t n_vocab, uint64_t t,
+                   void *work, int32_t n_top, int32_t *token, struct sampler_result *res)
+{
+    if (!p || !logits || !work || !token || n_vocab < 1 || !(p->temperature >= 0) ||
+        isinf(p->temperature) || n_top < 0 || n_top > SAMPLER_MAX_TOP || p->n_bias < 0 ||
+        p->n_banned < 0 || (p->n_bias && !p->bias) || (p->n_banned && !p->banned))
+        return -EINVAL;
+    float *l = work, *w = l + n_vocab;
+    int32_t *idx = (int32_t *)(w + n_vocab);
+    float mx;
+    int rc = logits_prepare(p, logits, n_vocab, l, &mx);
+    if (rc)
+        return rc;
     int32_t best = 0;
     while (l[best] != mx)
         best++; /* the lowest id among the maxima */
@@ -435,36 +493,9 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
             choice = draw_filtered(p, l, w, idx, (float *)sampler_work_counts(work, n_vocab),
                                    n_vocab, u);
         } else if (!draw_ranked) {
-            /* no cut: walk the ids in order, no ranking needed */
-            double target = u * z, acc = 0;
-            for (i = 0; i < n_vocab; i++) {
-                if (w[i] == 0)
-                    continue;
-                choice = i; /* rounding fallback: the last candidate */
-                acc += w[i];
-                if (target < acc)
-                    break;
-            }
+            choice = draw_in_order(w, n_vocab, z, u, choice);
         } else if (small_k) {
-            const int32_t limit = FOLIO_MIN(p->top_k, r.k);
-            double mass = 0;
-            int32_t kept = 0;
-            while (kept < limit) {
-                mass += w[ranked(&r, kept)];
-                kept++;
-                if (cut_p && mass >= (double)p->top_p * z)
-                    break;
-            }
-            double target = u * mass, acc = 0;
-            choice = ranked(&r, kept - 1); /* rounding fallback: the last kept */
-            for (int32_t k = 0; k < kept; k++) {
-                int32_t id = ranked(&r, k);
-                acc += w[id];
-                if (target < acc) {
-                    choice = id;
-                    break;
-                }
-            }
+            choice = draw_small_k(p, &r, w, z, u, cut_p);
         } else {
             choice = draw_bucketed(&r, w, n_vocab, cut_k ? p->top_k : INT32_MAX,
                                    cut_p ? (double)p->top_p * z : INFINITY, u);
