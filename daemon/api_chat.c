@@ -125,6 +125,126 @@ static void tools_text(const struct srv_tools *t, const struct chat_tool_format 
     folio_buf_puts(out, f->tools_outro);
 }
 
+/* messages[i]'s fields checked: a known role, content (or, for an
+ * assistant, tool_calls), nothing unsupported.  0 with the role string,
+ * content and tool_calls (either may be NULL), or -EINVAL with *err. */
+static int message_fields(const cJSON *m, int i, const char **role_out, const cJSON **content_out,
+                          const cJSON **calls_out, struct srv_api_error *err)
+{
+    const cJSON *f, *role = NULL, *c = NULL, *calls = NULL;
+    int rc = 0;
+    cJSON_ArrayForEach(f, m)
+    {
+        if (!strcmp(f->string, "role"))
+            role = f;
+        else if (!strcmp(f->string, "content"))
+            c = f;
+        else if (!strcmp(f->string, "tool_calls"))
+            calls = f;
+        else if (!strcmp(f->string, "tool_call_id") || !strcmp(f->string, "refusal"))
+            continue; /* nothing in the rendered prompt */
+        else if (strcmp(f->string, "name") || !cJSON_IsString(f)) {
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "unsupported field 'messages[%d].%.64s'", i, f->string);
+            rc = -EINVAL;
+            break;
+        }
+    }
+    if (rc)
+        return rc;
+    static const char *const roles[] = {"system", "user", "assistant", "developer", "tool"};
+    bool known = false;
+    for (size_t k = 0; role && cJSON_IsString(role) && k < FOLIO_ARRAY_LEN(roles); k++)
+        known |= !strcmp(role->valuestring, roles[k]);
+    if (!known) {
+        srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                          "messages[%d].role must be \"system\", \"developer\", \"user\", "
+                          "\"assistant\" or \"tool\"",
+                          i);
+        return -EINVAL;
+    }
+    const char *r = role->valuestring;
+    bool assistant = !strcmp(r, "assistant");
+    *role_out = r;
+    *content_out = c;
+    *calls_out = calls;
+    if (calls && !assistant) {
+        srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                          "messages[%d].tool_calls is only for assistant messages", i);
+        return -EINVAL;
+    }
+    if (!c && !(assistant && calls)) {
+        srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                          "messages[%d].content is required", i);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* No system message to carry the tool definitions: one is put first
+ * (msgs and content have a slot free at the end).  0 or -ENOMEM. */
+static int tools_system_message(const struct srv_tools *tools, const struct chat_tool_format *fmt,
+                                struct chat_msg *msgs, char **content, int *out_n, size_t *need)
+{
+    int rc = 0;
+    struct folio_buf sb = {0};
+    tools_text(tools, fmt, &sb);
+    char *t = sb.p;
+    size_t skip = 0;
+    while (t && (t[skip] == '\n' || t[skip] == ' '))
+        skip++;
+    if (sb.oom || !t)
+        rc = -ENOMEM;
+    else {
+        memmove(msgs + 1, msgs, (size_t)*out_n * sizeof(*msgs));
+        memmove(content + 1, content, (size_t)*out_n * sizeof(*content));
+        memmove(t, t + skip, sb.len - skip + 1);
+        content[0] = t;
+        msgs[0].role = "system";
+        msgs[0].content = t;
+        *need += sb.len + 64;
+        (*out_n)++;
+        sb.p = NULL;
+    }
+    folio_buf_free(&sb);
+    return rc;
+}
+
+/* The conversation rendered with template tmpl into *text (NUL-ended,
+ * *len bytes): a first try in need bytes, a second in what the first said
+ * it takes.  0, -ENOMEM, or -EINVAL with *err (the template refused the
+ * conversation). */
+static int render_conversation(int tmpl, const struct chat_msg *msgs, int n, size_t need,
+                               char **text_out, size_t *len_out, struct srv_api_error *err)
+{
+    int rc = 0;
+    char *text = NULL;
+    size_t len = 0;
+    char rerr[200] = "";
+    for (int attempt = 0; !rc && attempt < 2; attempt++) {
+        folio_free(text);
+        if (!(text = folio_malloc(need + 1))) {
+            rc = -ENOMEM;
+            break;
+        }
+        rc = chat_render((enum chat_template)tmpl, msgs, (size_t)n, true, text, need + 1, &len,
+                         rerr, sizeof(rerr));
+        if (rc == -ENOSPC && attempt == 0) {
+            need = len;
+            rc = 0;
+            continue;
+        }
+        if (rc == -EINVAL)
+            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                              "cannot render the conversation with the %s template: %s",
+                              chat_template_name((enum chat_template)tmpl), rerr);
+        break;
+    }
+    *text_out = text;
+    *len_out = len;
+    return rc;
+}
+
 int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
                        struct srv_comp_params *p, struct srv_api_error *err)
 {
@@ -159,52 +279,11 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
             rc = -EINVAL;
             break;
         }
-        const cJSON *f, *role = NULL, *c = NULL, *calls = NULL;
-        cJSON_ArrayForEach(f, m)
-        {
-            if (!strcmp(f->string, "role"))
-                role = f;
-            else if (!strcmp(f->string, "content"))
-                c = f;
-            else if (!strcmp(f->string, "tool_calls"))
-                calls = f;
-            else if (!strcmp(f->string, "tool_call_id") || !strcmp(f->string, "refusal"))
-                continue; /* nothing in the rendered prompt */
-            else if (strcmp(f->string, "name") || !cJSON_IsString(f)) {
-                srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                                  "unsupported field 'messages[%d].%.64s'", i, f->string);
-                rc = -EINVAL;
-                break;
-            }
-        }
-        if (rc)
+        const char *r;
+        const cJSON *c, *calls;
+        if ((rc = message_fields(m, i, &r, &c, &calls, err)))
             break;
-        static const char *const roles[] = {"system", "user", "assistant", "developer", "tool"};
-        bool known = false;
-        for (size_t k = 0; role && cJSON_IsString(role) && k < FOLIO_ARRAY_LEN(roles); k++)
-            known |= !strcmp(role->valuestring, roles[k]);
-        if (!known) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].role must be \"system\", \"developer\", \"user\", "
-                              "\"assistant\" or \"tool\"",
-                              i);
-            rc = -EINVAL;
-            break;
-        }
-        const char *r = role->valuestring;
         bool assistant = !strcmp(r, "assistant");
-        if (calls && !assistant) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].tool_calls is only for assistant messages", i);
-            rc = -EINVAL;
-            break;
-        }
-        if (!c && !(assistant && calls)) {
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "messages[%d].content is required", i);
-            rc = -EINVAL;
-            break;
-        }
         char *body = NULL;
         if (c && !(cJSON_IsNull(c) && assistant) && (rc = message_content(c, i, &body, err)))
             break;
@@ -241,28 +320,8 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         out_n++;
         i++;
     }
-    if (!rc && offered && !tools_placed) { /* no system message: one holding the tools */
-        struct folio_buf sb = {0};
-        tools_text(p->tools, fmt, &sb);
-        char *t = sb.p;
-        size_t skip = 0;
-        while (t && (t[skip] == '\n' || t[skip] == ' '))
-            skip++;
-        if (sb.oom || !t)
-            rc = -ENOMEM;
-        else {
-            memmove(msgs + 1, msgs, (size_t)out_n * sizeof(*msgs));
-            memmove(content + 1, content, (size_t)out_n * sizeof(*content));
-            memmove(t, t + skip, sb.len - skip + 1);
-            content[0] = t;
-            msgs[0].role = "system";
-            msgs[0].content = t;
-            need += sb.len + 64;
-            out_n++;
-            sb.p = NULL;
-        }
-        folio_buf_free(&sb);
-    }
+    if (!rc && offered && !tools_placed) /* no system message: one holding the tools */
+        rc = tools_system_message(p->tools, fmt, msgs, content, &out_n, &need);
     n = out_n;
     if (!rc && !tmpl) {
         srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
@@ -271,26 +330,8 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         rc = -EINVAL;
     }
     size_t len = 0;
-    char rerr[200] = "";
-    for (int attempt = 0; !rc && attempt < 2; attempt++) {
-        folio_free(text);
-        if (!(text = folio_malloc(need + 1))) {
-            rc = -ENOMEM;
-            break;
-        }
-        rc = chat_render((enum chat_template)tmpl, msgs, (size_t)n, true, text, need + 1, &len,
-                         rerr, sizeof(rerr));
-        if (rc == -ENOSPC && attempt == 0) {
-            need = len;
-            rc = 0;
-            continue;
-        }
-        if (rc == -EINVAL)
-            srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                              "cannot render the conversation with the %s template: %s",
-                              chat_template_name((enum chat_template)tmpl), rerr);
-        break;
-    }
+    if (!rc)
+        rc = render_conversation(tmpl, msgs, n, need, &text, &len, err);
     if (!rc) {
         rc = tok ? tok(tok_ctx, text, len, true, &toks, &n_toks) : -ENOSYS;
         if (rc == -ENOSYS)
