@@ -341,6 +341,36 @@ static void echo_prompt(struct srv_choice *ch, int pi)
     ch->echo_len = ch->text.len;
 }
 
+/* The engine request, grammar matcher and detokenizer of each of comp's
+ * choices (prompt i / n, seeds from seed), and their echo.  0 or -ENOMEM
+ * (the caller frees comp). */
+static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int tenant,
+                        uint64_t seed)
+{
+    for (int i = 0; i < n_choices; i++) {
+        struct srv_choice *ch = &comp->ch[i];
+        int pi = i / comp->p.n;
+        ch->comp = comp;
+        ch->index = i;
+        ch->er.id = ++s->next_id;
+        ch->er.tenant = tenant;
+        srv_comp_req_init(&comp->p, i, seed, &ch->er);
+        ch->er.user = ch;
+        if (ch->er.g.grammar && gram_matcher_new(ch->er.g.grammar, &ch->er.gm)) {
+            return -ENOMEM;
+        }
+        if (i % comp->p.n == 0)
+            comp->prompt_tokens += ch->er.n_prompt; /* the n choices share one prefill */
+        if (tok_detok_new(NULL, (const char *const *)comp->p.stop, (size_t)comp->p.n_stop, 0,
+                          &ch->dt)) {
+            return -ENOMEM;
+        }
+        if (comp->p.echo)
+            echo_prompt(ch, pi);
+    }
+    return 0;
+}
+
 void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,
                     const struct srv_caller *who, bool chat)
 {
@@ -403,32 +433,11 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
     uint64_t seed = (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < n_choices; i++) {
-        struct srv_choice *ch = &comp->ch[i];
-        int pi = i / comp->p.n;
-        ch->comp = comp;
-        ch->index = i;
-        ch->er.id = ++s->next_id;
-        ch->er.tenant = tenant;
-        srv_comp_req_init(&comp->p, i, seed, &ch->er);
-        ch->er.user = ch;
-        if (ch->er.g.grammar && gram_matcher_new(ch->er.g.grammar, &ch->er.gm)) {
-            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-            http_error(c, &e, NULL);
-            comp_free(comp);
-            return;
-        }
-        if (i % comp->p.n == 0)
-            comp->prompt_tokens += ch->er.n_prompt; /* the n choices share one prefill */
-        if (tok_detok_new(NULL, (const char *const *)comp->p.stop, (size_t)comp->p.n_stop, 0,
-                          &ch->dt)) {
-            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-            http_error(c, &e, NULL);
-            comp_free(comp);
-            return;
-        }
-        if (comp->p.echo)
-            echo_prompt(ch, pi);
+    if (choices_init(s, comp, n_choices, tenant, seed)) {
+        srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        http_error(c, &e, NULL);
+        comp_free(comp);
+        return;
     }
     /* one engine submit per prompt: its n choices fork from one prefill */
     struct eng_req *group[SRV_MAX_N];

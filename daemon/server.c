@@ -467,6 +467,74 @@ static const double tok_bounds[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048,
 static const double len_bounds[] = {1,    2,    5,    10,    20,    50,    100,    200,   500,
                                     1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000};
 
+/* The latency and length histograms of /metrics. */
+static void hists_init(struct srv *s)
+{
+    srv_hist_init(&s->ttft, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->itl, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->e2e, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->queue, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->step, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->step_tokens, tok_bounds, (int)FOLIO_ARRAY_LEN(tok_bounds));
+    srv_hist_init(&s->prefill, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->decode, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    srv_hist_init(&s->prompt_len, len_bounds, (int)FOLIO_ARRAY_LEN(len_bounds));
+    srv_hist_init(&s->gen_len, len_bounds, (int)FOLIO_ARRAY_LEN(len_bounds));
+    for (int t = 0; t < SRV_TENANT_SLOTS; t++)
+        srv_hist_init(&s->tm[t].e2e, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+}
+
+/* SIGTERM drains, SIGINT twice aborts, SIGHUP reloads (on_signal, on_hup). */
+static void signals_start(struct srv *s)
+{
+    uv_signal_init(s->loop, &s->sig_term);
+    uv_signal_init(s->loop, &s->sig_int);
+    uv_signal_init(s->loop, &s->sig_hup);
+    s->sig_term.data = s->sig_int.data = s->sig_hup.data = s;
+    uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&s->sig_int, on_signal, SIGINT);
+    uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
+}
+
+/* Under systemd: a periodic status / watchdog keep-alive (on_sd_timer);
+ * it does not keep the loop alive. */
+static void sd_timer_start(struct srv *s)
+{
+    if (getenv("NOTIFY_SOCKET") && !uv_timer_init(s->loop, &s->sd_timer)) {
+        uint64_t ms = s->wd_usec ? FOLIO_MAX(s->wd_usec / 2000, 1) : 5000;
+        s->sd_timer.data = s;
+        s->sd_timer_on = true;
+        uv_timer_start(&s->sd_timer, on_sd_timer, ms, ms);
+        uv_unref((uv_handle_t *)&s->sd_timer);
+        if (s->wd_usec)
+            srv_log(SRV_LOG_INFO, "systemd watchdog: keep-alive every %llu ms",
+                    (unsigned long long)ms);
+    }
+}
+
+/* --help, --version, --dump-config: printed, and true (nothing to serve). */
+static bool info_only(const struct srv_config *cfg)
+{
+    if (cfg->help) {
+        srv_config_help(stdout);
+        return true;
+    }
+    if (cfg->version) {
+        char v[256];
+        srv_version_line(v, sizeof(v));
+        printf("%s\n", v);
+        return true;
+    }
+    if (cfg->dump) {
+        srv_config_dump(cfg, stdout);
+        return true;
+    }
+    return false;
+}
+
+/* The init ladder, read top to bottom, with its teardown in reverse at the
+ * labels (out_loop, out_backend, out_cfg): kept as one function so each
+ * step and what undoes it stay side by side. */
 int srv_main(int argc, char **argv, eng_backend_factory factory)
 {
     signal(SIGPIPE, SIG_IGN); /* a write to a vanished client must not kill us */
@@ -479,20 +547,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         srv_config_free(&cfg);
         return 2;
     }
-    if (cfg.help) {
-        srv_config_help(stdout);
-        srv_config_free(&cfg);
-        return 0;
-    }
-    if (cfg.version) {
-        char v[256];
-        srv_version_line(v, sizeof(v));
-        printf("%s\n", v);
-        srv_config_free(&cfg);
-        return 0;
-    }
-    if (cfg.dump) {
-        srv_config_dump(&cfg, stdout);
+    if (info_only(&cfg)) {
         srv_config_free(&cfg);
         return 0;
     }
@@ -523,18 +578,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         srv_log(SRV_LOG_INFO, "%s", v);
     }
     s->started_at = (int64_t)time(NULL);
-    srv_hist_init(&s->ttft, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
-    srv_hist_init(&s->itl, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
-    srv_hist_init(&s->e2e, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
-    srv_hist_init(&s->queue, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
-    srv_hist_init(&s->step, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
-    srv_hist_init(&s->step_tokens, tok_bounds, (int)FOLIO_ARRAY_LEN(tok_bounds));
-    srv_hist_init(&s->prefill, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
-    srv_hist_init(&s->decode, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
-    srv_hist_init(&s->prompt_len, len_bounds, (int)FOLIO_ARRAY_LEN(len_bounds));
-    srv_hist_init(&s->gen_len, len_bounds, (int)FOLIO_ARRAY_LEN(len_bounds));
-    for (int t = 0; t < SRV_TENANT_SLOTS; t++)
-        srv_hist_init(&s->tm[t].e2e, lat_bounds, (int)FOLIO_ARRAY_LEN(lat_bounds));
+    hists_init(s);
 
     fd_room(&cfg);
     int rc = srv_auth_init(&s->auth, &cfg);
@@ -573,13 +617,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         srv_log(SRV_LOG_ERROR, "cannot start the engine thread: %s", uv_strerror(rc));
         goto out_loop;
     }
-    uv_signal_init(&loop, &s->sig_term);
-    uv_signal_init(&loop, &s->sig_int);
-    uv_signal_init(&loop, &s->sig_hup);
-    s->sig_term.data = s->sig_int.data = s->sig_hup.data = s;
-    uv_signal_start(&s->sig_term, on_signal, SIGTERM);
-    uv_signal_start(&s->sig_int, on_signal, SIGINT);
-    uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
+    signals_start(s);
     int n_sd = srv_sd_listen_fds();
     if (n_sd < 0)
         srv_log(SRV_LOG_ERROR, "systemd sockets: %s; ignoring them", strerror(-n_sd));
@@ -600,16 +638,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
             s->mi.has_tokenizer ? "tokenizer loaded" : "no tokenizer: token ids only");
     s->wd_usec = srv_sd_watchdog_usec();
     srv_sd_notifyf("READY=1\nSTATUS=serving model %s", s->mi.name);
-    if (getenv("NOTIFY_SOCKET") && !uv_timer_init(&loop, &s->sd_timer)) {
-        uint64_t ms = s->wd_usec ? FOLIO_MAX(s->wd_usec / 2000, 1) : 5000;
-        s->sd_timer.data = s;
-        s->sd_timer_on = true;
-        uv_timer_start(&s->sd_timer, on_sd_timer, ms, ms);
-        uv_unref((uv_handle_t *)&s->sd_timer);
-        if (s->wd_usec)
-            srv_log(SRV_LOG_INFO, "systemd watchdog: keep-alive every %llu ms",
-                    (unsigned long long)ms);
-    }
+    sd_timer_start(s);
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;
 out_loop:
