@@ -56,7 +56,7 @@ enum eng_finish {
 const char *eng_finish_name(enum eng_finish f);
 
 /* What one sequence asks of the sampler and the scheduler: filled by the
- * request parser (api.c's field table, one row per field) and consumed as
+ * request parser (api_fields.c's table, one row per field) and consumed as
  * is — the backend hands `sp` to sampler_sample unchanged, and max_tokens
  * / ignore_eos to the scheduler.  A new sampling field is one row in that
  * table plus its use in the sampler. */

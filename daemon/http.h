@@ -9,7 +9,8 @@
  * Ownership:
  *   struct http_server  owned by the caller (embedded in struct srv); it
  *                       owns the list of connections and their counters.
- *   struct http_conn    one per accepted socket, owned by http.c, freed in
+ *   struct http_conn    one per accepted socket, owned by the layer
+ *                       (http*.c, defined in http_internal.h), freed in
  *                       its libuv close callback.  At most one request is
  *                       served at a time per connection: pipelined requests
  *                       wait, parsed one by one.
@@ -136,7 +137,7 @@ void http_error(struct http_conn *c, const struct srv_api_error *e, const char *
  * HTTP/1.0 client close-delimited), then chunks, then the end.  -EPIPE
  * when the connection went away (dropped for a slow reader, with a final
  * error event, or closed: on_abandon has run then).  Every response is
- * queued and written in bounded chunks (see http.c); the body passed in is
+ * queued and written in bounded chunks (see http_out.c); the body passed in is
  * copied. */
 int http_stream_begin(struct http_conn *c);
 int http_stream_chunk(struct http_conn *c, const char *data, size_t len);

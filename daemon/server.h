@@ -1,6 +1,6 @@
 /*
  * daemon/server.h — foliod's server state, shared by the files above
- * http.c (see http.h, which knows none of this):
+ * the HTTP layer (see http.h, which knows none of this):
  *
  *   server.c   lifecycle: start-up ladder, listeners, signals, drain
  *   routes.c   the {method, path, handler} table and the small routes

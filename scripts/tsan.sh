@@ -10,7 +10,7 @@
 # Not part of .ci/run: a build of its own (every library, with
 # ThreadSanitizer) plus the integration suite at TSan speed is well over
 # the 3 minutes CI can spare; run it before changing daemon/engine.c,
-# server.c, comp.c, backend.c or http.c.
+# server.c, comp.c, backend.c or http*.c.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${BUILD_DIR:-build-tsan}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dist/man/gen_docs.py — foliod(8), folio(1) and the sample foliod.conf,
 generated at build time from the programs' own help, which their option
-tables print (daemon/config.c's table for foliod; tools/folio.c's command
+tables print (daemon/config_opts.c's table for foliod; tools/folio.c's command
 table and each command's --help for folio), so the documents never drift
 from the code.
 

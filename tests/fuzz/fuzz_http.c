@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_http.c — libFuzzer harness: arbitrary bytes sent by a
- * client on a real connection to daemon/http.c (the daemon's own accept,
+ * client on a real connection to daemon/http*.c (the daemon's own accept,
  * read, llhttp parsing, pipelining, output queue and close paths), on a
  * Unix socket in a temporary directory.
  *
