@@ -16,9 +16,11 @@
  * been handled (the body buffer is freed then if it grew large); a
  * refusal answers 503.
  *
- *
  * Drain: idle connections are not closed at once; they get DRAIN_IDLE_MS
  * to send a request (answered, e.g. /health with 503, and closed), so a
+ * kept-alive client sees the drain instead of a reset.  Fail-all ends
+ * every connection: one serving a request with http_conn_fail (the client
+ * reads why), idle ones at once.
  *
  * Invariants: hs->st.n_refused counts the open connections with
  * `refused` set (decremented when one is freed); c->body_counted is what

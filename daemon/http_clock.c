@@ -13,7 +13,6 @@
  *     being written is not timed out while the client reads it;
  *   - a request being served with nothing queued is never timed out.
  *
- *
  * The write clock (write_clock_ms) is --idle-timeout-ms (60 s when that
  * is 0), OVER_CAP_MS while a stream backlog is over --max-pending-output,
  * FAIL_LINGER_MS for a failed connection's last bytes.  When it fires

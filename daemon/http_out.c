@@ -35,12 +35,13 @@
  *     is a slow reader too and is closed.
  * Memory per connection is bounded by its request's answer (rendered, or
  * streamed to a reader that keeps reading), or else by the cap and what
- * the request generates in OVER_CAP_MS.
- *
+ * the request generates in OVER_CAP_MS.  (The clocks that judge a slow
+ * reader run in http_clock.c; "the linger" is FAIL_LINGER_MS.)
  *
  * Early ends (http_conn_fail): a request cut short (drain timeout, slow
  * reader, engine error) ends with something the client can read: before
  * the headers an error response, in a stream a final
+ * `data: {"error":...}` event and the end of the body.
  *
  * Invariants: out_queued is the sum of (len - acknowledged bytes) over
  * the queue; out_capped the sum of unsent bytes of capped segments; a
