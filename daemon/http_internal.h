@@ -96,7 +96,7 @@ struct http_conn {
     bool closing, close_after_write;
     bool streaming, chunked; /* http_stream_begin ran; chunked framing */
     bool failed;             /* http_conn_fail ran: nothing more is queued */
-    /* output queue (see the top) */
+    /* output queue (see http_out.c) */
     struct oseg *oq_head, *oq_tail;
     size_t out_queued; /* bytes in the queue not yet acknowledged */
     size_t out_capped; /* stream bytes not yet handed to libuv */
@@ -104,7 +104,7 @@ struct http_conn {
     bool writing;
     size_t wr_len;
     uv_write_t wr;
-    uv_timer_t timer; /* the clocks above */
+    uv_timer_t timer; /* the clocks (see http_clock.c) */
     int handles;      /* open libuv handles (stream, timer); freed at 0 */
 };
 
