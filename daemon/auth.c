@@ -7,6 +7,8 @@
  *   struct srv_auth (in struct srv)
  *     key_sha[t]          SHA-256 of tenant t's api_key (has_key[t])
  *     op_sha              SHA-256 of --operator-key (has_op)
+ *     op_uids[n_op_uids]  socket uids that are the operator (--operator-uids,
+ *                         else 0 and the daemon's own)
  *     slot_uid/slot_name  per-uid tenant slots [n_cfg, n_slots)
  *     tenant_conns[t]     connections whose last request was tenant t's
  *     tenant_buffered[t]  request-body bytes held on those connections

@@ -4,7 +4,8 @@
  * boundaries, the constant-time compare, keys from Bearer and Basic, the
  * caller of every kind of request (configured uid, unconfigured uid under
  * both policies, operator uids, TCP with no key / a tenant key / the
- * operator key, Host, Origin, Sec-Fetch-Site), and the client limits
+ * operator key, Host, Origin, Sec-Fetch-Site), Content-Type on TCP,
+ * tenant-views (deny / own), operator-uids, and the client limits
  * (connections per client and per tenant, buffered bytes).
  */
 #include <errno.h>
