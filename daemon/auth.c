@@ -402,8 +402,19 @@ static int deny(struct srv_api_error *e, int status, const char *fmt, const char
     return status;
 }
 
-static int caller_tcp(struct srv_auth *a, const struct http_request *rq, struct srv_caller *who,
-                      struct srv_api_error *e, const char **extra)
+/* A request a browser sent: browsers send Origin with every POST and
+ * cross-origin read, and current ones Sec-Fetch-Site with every request;
+ * curl and the SDKs send neither. */
+static bool from_browser(const struct http_request *rq)
+{
+    return rq->origin || rq->fetch_site;
+}
+
+/* Host, Origin and Sec-Fetch-Site: a web page cannot drive the daemon.
+ * Every TCP request; on the socket the requests a browser sent (through a
+ * TCP proxy such as socat, the dashboard's way without --listen). */
+static int browser_checks(const struct srv_auth *a, const struct http_request *rq,
+                          struct srv_api_error *e)
 {
     if (rq->host && !host_ok(a, rq->host))
         return deny(e, 403,
@@ -416,6 +427,12 @@ static int caller_tcp(struct srv_auth *a, const struct http_request *rq, struct 
         strcasecmp(rq->fetch_site, "none"))
         return deny(e, 403, "requests from web pages of another origin (%s) are refused",
                     rq->fetch_site);
+    return 0;
+}
+
+static int caller_tcp(struct srv_auth *a, const struct http_request *rq, struct srv_caller *who,
+                      struct srv_api_error *e, const char **extra)
+{
     if (!a->any_key) { /* --insecure-listen: everyone is tenant "default" */
         *who = (struct srv_caller){0, false};
         return 0;
@@ -496,19 +513,20 @@ static bool json_type(const char *v)
            (sn > 5 && !strncasecmp(sub + sn - 5, "+json", 5));
 }
 
-/* TCP: a request body (or a POST) must be JSON when it says what it is.
- * A web page can send a "simple" cross-origin POST (text/plain, a form)
- * without a preflight; JSON needs one.  No Content-Type at all is
- * accepted (scripts send none; a browser that sends a body without one
- * also sends Origin, checked above).  The socket takes any (curl -d says
- * application/x-www-form-urlencoded; no browser reaches a socket). */
-static int content_type_tcp(const struct http_request *rq, struct srv_api_error *e)
+/* A request body (or a POST) must be JSON when it says what it is, on
+ * TCP and from a browser on the socket.  A web page can send a "simple"
+ * cross-origin POST (text/plain, a form) without a preflight; JSON needs
+ * one.  No Content-Type at all is accepted (scripts send none; a browser
+ * that sends a body without one also sends Origin, checked before).  Other
+ * socket clients may send any (curl -d says
+ * application/x-www-form-urlencoded). */
+static int content_type_check(const struct http_request *rq, struct srv_api_error *e)
 {
-    if (!rq->is_tcp || !rq->content_type || (rq->method != HTTP_M_POST && !rq->body_len) ||
+    if (!rq->content_type || (rq->method != HTTP_M_POST && !rq->body_len) ||
         json_type(rq->content_type))
         return 0;
     srv_api_error_set(e, 415, "invalid_request_error", NULL, "unsupported_media_type",
-                      "Content-Type '%.80s' is not accepted on TCP: send application/json",
+                      "Content-Type '%.80s' is not accepted here: send application/json",
                       rq->content_type);
     return 415;
 }
@@ -520,9 +538,12 @@ int srv_auth_caller(struct srv_auth *a, const struct http_request *rq, enum srv_
     *who = (struct srv_caller){0, false};
     if (access == SRV_ACCESS_PUBLIC)
         return 0;
-    int st = rq->is_tcp ? caller_tcp(a, rq, who, e, extra) : caller_unix(a, rq, who, e);
+    bool web = rq->is_tcp || from_browser(rq);
+    int st = web ? browser_checks(a, rq, e) : 0;
     if (!st)
-        st = content_type_tcp(rq, e);
+        st = rq->is_tcp ? caller_tcp(a, rq, who, e, extra) : caller_unix(a, rq, who, e);
+    if (!st && web)
+        st = content_type_check(rq, e);
     if (!st && access == SRV_ACCESS_VIEW &&
         !who->operator&& a->cfg->tenant_views_id == SRV_TENANT_VIEWS_DENY)
         st = deny(e, 403, "%s",

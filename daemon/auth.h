@@ -10,7 +10,9 @@
  *                 and the daemon's own) acts as the operator; else, per
  *                 --unknown-uid, its own tenant
  *                 "uid-N" (`own`, the default) or 403 everywhere
- *                 (`refuse`).  A valid key in Authorization also works.
+ *                 (`refuse`).  A request a browser sent (Origin or
+ *                 Sec-Fetch-Site: through a TCP proxy) gets TCP's Host,
+ *                 Origin, Sec-Fetch-Site and Content-Type checks.
  *   TCP           the key in "Authorization: Bearer KEY" (or the password
  *                 of Basic, for browsers): a tenant's api_key, or the
  *                 operator-key; no valid key -> 401 everywhere.  Without

@@ -351,6 +351,51 @@ static void test_content_type(void **state)
     srv_config_free(&c);
 }
 
+/* The socket reached by a browser (through a TCP proxy such as socat):
+ * requests with Origin or Sec-Fetch-Site get TCP's browser checks and the
+ * Content-Type rule; other socket clients (Host "x" from curl) do not. */
+static void test_socket_from_browser(void **state)
+{
+    (void)state;
+    struct srv_config c;
+    cfg_load(&c, NULL);
+    struct srv_auth a;
+    assert_int_equal(srv_auth_init(&a, &c), 0);
+    struct http_request rq = sock_rq(1001);
+    rq.method = HTTP_M_POST;
+    rq.body = "{}";
+    rq.body_len = 2;
+    rq.host = "x";
+    rq.content_type = "application/x-www-form-urlencoded"; /* curl -d */
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 0);
+    /* a page of another site posting through the proxy */
+    rq.host = "127.0.0.1:9000";
+    rq.origin = "http://evil.example";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 403);
+    rq.origin = NULL;
+    rq.fetch_site = "cross-site";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 403);
+    /* DNS rebinding: the page's own origin, but a foreign Host */
+    rq.host = "evil.example:9000";
+    rq.origin = "http://evil.example:9000";
+    rq.fetch_site = "same-origin";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_VIEW).status, 403);
+    /* the proxied dashboard itself: same origin; a form post is still 415 */
+    rq.host = "127.0.0.1:9000";
+    rq.origin = "http://127.0.0.1:9000";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 415);
+    rq.content_type = "application/json";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 0);
+    rq = sock_rq(0);
+    rq.host = "localhost:9000";
+    rq.fetch_site = "none"; /* typed into the address bar */
+    struct call r = run(&a, &rq, SRV_ACCESS_VIEW);
+    assert_int_equal(r.status, 0);
+    assert_true(r.who.operator);
+    srv_auth_free(&a);
+    srv_config_free(&c);
+}
+
 /* tenant-views: deny (the default) keeps the views the operator's; own
  * lets a tenant in (its handler then shows only its entries). */
 static void test_tenant_views(void **state)
@@ -522,10 +567,15 @@ static void test_client_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256),        cmocka_unit_test(test_ct_equal_and_keys),
-        cmocka_unit_test(test_callers),       cmocka_unit_test(test_slots_full),
-        cmocka_unit_test(test_client_limits), cmocka_unit_test(test_content_type),
-        cmocka_unit_test(test_tenant_views),  cmocka_unit_test(test_operator_uids),
+        cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_ct_equal_and_keys),
+        cmocka_unit_test(test_callers),
+        cmocka_unit_test(test_slots_full),
+        cmocka_unit_test(test_client_limits),
+        cmocka_unit_test(test_content_type),
+        cmocka_unit_test(test_tenant_views),
+        cmocka_unit_test(test_operator_uids),
+        cmocka_unit_test(test_socket_from_browser),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
