@@ -49,11 +49,14 @@ r=$(req GET /v1/models); [ "$(status_of "$r")" = 200 ] || fail "/v1/models"
 model=$(body_of "$r" | jq -r '.data[0].id'); [ "$model" = fake-tiny ] || fail "model id $model"
 r=$(req GET /v1/kv); [ "$(status_of "$r")" = 200 ] || fail "/v1/kv"
 body_of "$r" | jq -e '.num_blocks == 256 and (.block_map.states|length) == 256 and .blocks.free == 256' >/dev/null || fail "/v1/kv shape"
+r=$(req GET /version); [ "$(status_of "$r")" = 200 ] || fail "/version"
+body_of "$r" | jq -e '(.version | test("^[0-9]+[.][0-9]+[.][0-9]+")) and (.git_revision | length > 0) and .model == "fake-tiny"' >/dev/null ||
+  fail "/version: $(body_of "$r")"
 r=$(req POST /v1/completions '{"model":"fake-tiny","prompt":[1,2,3,4,5],"max_tokens":7,"temperature":0}')
 [ "$(status_of "$r")" = 200 ] || fail "completion: $r"
 b=$(body_of "$r")
 jq -e '.object == "text_completion" and .choices[0].finish_reason == "length" and .usage.prompt_tokens == 5 and .usage.completion_tokens == 7 and .usage.total_tokens == 12 and (.choices[0].token_ids|length) == 7' <<<"$b" >/dev/null || fail "completion shape: $b"
-ok "health, models, kv, completion"
+ok "health, models, kv, version, completion"
 
 # streaming vs non-streaming: same seed, same tokens and same text
 body='{"prompt":[9,8,7,6],"max_tokens":40,"temperature":0.8,"seed":1234,"n":2}'
