@@ -7,6 +7,8 @@
  *   struct srv_auth (in struct srv)
  *     key_sha[t]          SHA-256 of tenant t's api_key (has_key[t])
  *     op_sha              SHA-256 of --operator-key (has_op)
+ *     op_uids[n_op_uids]  socket uids that are the operator (--operator-uids,
+ *                         else 0 and the daemon's own)
  *     slot_uid/slot_name  per-uid tenant slots [n_cfg, n_slots)
  *     tenant_conns[t]     connections whose last request was tenant t's
  *     tenant_buffered[t]  request-body bytes held on those connections
@@ -204,6 +206,14 @@ int srv_auth_init(struct srv_auth *a, const struct srv_config *cfg)
     memset(a, 0, sizeof(*a));
     a->cfg = cfg;
     a->self_uid = (uint32_t)geteuid();
+    if (cfg->operator_uids) {
+        a->n_op_uids = srv_parse_uid_list(cfg->operator_uids, a->op_uids, SRV_MAX_OPERATOR_UIDS);
+        if (a->n_op_uids < 0)
+            return -EINVAL;
+    } else {
+        a->op_uids[a->n_op_uids++] = 0;
+        a->op_uids[a->n_op_uids++] = a->self_uid;
+    }
     a->n_cfg = a->n_slots = cfg->n_tenants;
     for (int t = 0; t < cfg->n_tenants; t++) {
         a->slot_uid[t] = cfg->tenants[t].uid;
@@ -392,8 +402,19 @@ static int deny(struct srv_api_error *e, int status, const char *fmt, const char
     return status;
 }
 
-static int caller_tcp(struct srv_auth *a, const struct http_request *rq, struct srv_caller *who,
-                      struct srv_api_error *e, const char **extra)
+/* A request a browser sent: browsers send Origin with every POST and
+ * cross-origin read, and current ones Sec-Fetch-Site with every request;
+ * curl and the SDKs send neither. */
+static bool from_browser(const struct http_request *rq)
+{
+    return rq->origin || rq->fetch_site;
+}
+
+/* Host, Origin and Sec-Fetch-Site: a web page cannot drive the daemon.
+ * Every TCP request; on the socket the requests a browser sent (through a
+ * TCP proxy such as socat, the dashboard's way without --listen). */
+static int browser_checks(const struct srv_auth *a, const struct http_request *rq,
+                          struct srv_api_error *e)
 {
     if (rq->host && !host_ok(a, rq->host))
         return deny(e, 403,
@@ -406,6 +427,12 @@ static int caller_tcp(struct srv_auth *a, const struct http_request *rq, struct 
         strcasecmp(rq->fetch_site, "none"))
         return deny(e, 403, "requests from web pages of another origin (%s) are refused",
                     rq->fetch_site);
+    return 0;
+}
+
+static int caller_tcp(struct srv_auth *a, const struct http_request *rq, struct srv_caller *who,
+                      struct srv_api_error *e, const char **extra)
+{
     if (!a->any_key) { /* --insecure-listen: everyone is tenant "default" */
         *who = (struct srv_caller){0, false};
         return 0;
@@ -442,7 +469,9 @@ static int caller_unix(struct srv_auth *a, const struct http_request *rq, struct
                        struct srv_api_error *e)
 {
     int64_t uid = rq->peer_uid;
-    bool op = uid == 0 || uid == (int64_t)a->self_uid;
+    bool op = false;
+    for (int i = 0; i < a->n_op_uids; i++)
+        op |= uid >= 0 && uid == a->op_uids[i];
     for (int t = 0; t < a->n_cfg; t++)
         if (a->slot_uid[t] >= 0 && a->slot_uid[t] == uid) {
             *who = (struct srv_caller){t, op};
@@ -466,6 +495,42 @@ static int caller_unix(struct srv_auth *a, const struct http_request *rq, struct
     return 0;
 }
 
+/* True for a JSON media type: application/json or application/...+json,
+ * with any parameters (charset). */
+static bool json_type(const char *v)
+{
+    v += strspn(v, " \t");
+    size_t n = strcspn(v, ";");
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n < 12 || strncasecmp(v, "application/", 12))
+        return false;
+    const char *sub = v + 12;
+    size_t sn = n - 12;
+    if (!sn || memchr(sub, '/', sn) || memchr(sub, ' ', sn))
+        return false;
+    return (sn == 4 && !strncasecmp(sub, "json", 4)) ||
+           (sn > 5 && !strncasecmp(sub + sn - 5, "+json", 5));
+}
+
+/* A request body (or a POST) must be JSON when it says what it is, on
+ * TCP and from a browser on the socket.  A web page can send a "simple"
+ * cross-origin POST (text/plain, a form) without a preflight; JSON needs
+ * one.  No Content-Type at all is accepted (scripts send none; a browser
+ * that sends a body without one also sends Origin, checked before).  Other
+ * socket clients may send any (curl -d says
+ * application/x-www-form-urlencoded). */
+static int content_type_check(const struct http_request *rq, struct srv_api_error *e)
+{
+    if (!rq->content_type || (rq->method != HTTP_M_POST && !rq->body_len) ||
+        json_type(rq->content_type))
+        return 0;
+    srv_api_error_set(e, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                      "Content-Type '%.80s' is not accepted here: send application/json",
+                      rq->content_type);
+    return 415;
+}
+
 int srv_auth_caller(struct srv_auth *a, const struct http_request *rq, enum srv_access access,
                     struct srv_caller *who, struct srv_api_error *e, const char **extra)
 {
@@ -473,7 +538,16 @@ int srv_auth_caller(struct srv_auth *a, const struct http_request *rq, enum srv_
     *who = (struct srv_caller){0, false};
     if (access == SRV_ACCESS_PUBLIC)
         return 0;
-    int st = rq->is_tcp ? caller_tcp(a, rq, who, e, extra) : caller_unix(a, rq, who, e);
+    bool web = rq->is_tcp || from_browser(rq);
+    int st = web ? browser_checks(a, rq, e) : 0;
+    if (!st)
+        st = rq->is_tcp ? caller_tcp(a, rq, who, e, extra) : caller_unix(a, rq, who, e);
+    if (!st && web)
+        st = content_type_check(rq, e);
+    if (!st && access == SRV_ACCESS_VIEW &&
+        !who->operator&& a->cfg->tenant_views_id == SRV_TENANT_VIEWS_DENY)
+        st = deny(e, 403, "%s",
+                  "only the operator reads /metrics, /v1/kv and /dashboard (tenant-views = deny)");
     if (st)
         return st;
     if (conn_bind(a, rq->acct, who->tenant)) {

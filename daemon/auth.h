@@ -6,10 +6,13 @@
  * from the transport (srv_auth_caller):
  *
  *   Unix socket   the peer's uid (SO_PEERCRED): a tenant whose `uid` it
- *                 is; else an operator uid (0, or the daemon's own) acts
- *                 as the operator; else, per --unknown-uid, its own tenant
+ *                 is; else an operator uid (--operator-uids; default 0
+ *                 and the daemon's own) acts as the operator; else, per
+ *                 --unknown-uid, its own tenant
  *                 "uid-N" (`own`, the default) or 403 everywhere
- *                 (`refuse`).  A valid key in Authorization also works.
+ *                 (`refuse`).  A request a browser sent (Origin or
+ *                 Sec-Fetch-Site: through a TCP proxy) gets TCP's Host,
+ *                 Origin, Sec-Fetch-Site and Content-Type checks.
  *   TCP           the key in "Authorization: Bearer KEY" (or the password
  *                 of Basic, for browsers): a tenant's api_key, or the
  *                 operator-key; no valid key -> 401 everywhere.  Without
@@ -18,11 +21,13 @@
  *                 Host must be an IP literal, localhost, or one of
  *                 --allowed-hosts; an Origin other than the Host's own,
  *                 or Sec-Fetch-Site cross-site/same-site, is 403 (a web
- *                 page cannot drive the daemon).
+ *                 page cannot drive the daemon); a POST whose
+ *                 Content-Type is not JSON is 415 (none at all passes).
  *
  * A caller is a tenant slot (whose queue and prefix-cache salt it uses)
  * and an operator flag.  The operator sees every tenant in the views
- * (/metrics, /v1/kv, /dashboard); a tenant sees only its own entries.
+ * (/metrics, /v1/kv, /dashboard); a tenant gets 403 there
+ * (--tenant-views deny, the default) or only its own entries (own).
  * The operator's completions run as tenant "default".
  *
  * Tenant slots: [0, n_cfg) are the configured tenants (config order, slot
@@ -63,7 +68,7 @@
 enum srv_access {
     SRV_ACCESS_PUBLIC, /* anyone, even a refused peer (/health) */
     SRV_ACCESS_TENANT, /* any caller; acts as its tenant */
-    SRV_ACCESS_VIEW,   /* any caller; the answer shows only its tenant unless operator */
+    SRV_ACCESS_VIEW,   /* the operator; a tenant per --tenant-views: 403, or its own entries */
 };
 
 struct srv_caller {
@@ -75,7 +80,9 @@ struct srv_auth_client; /* one uid or address: auth.c */
 
 struct srv_auth {
     const struct srv_config *cfg;
-    uint32_t self_uid; /* the daemon's effective uid: an operator on the socket */
+    uint32_t self_uid;                      /* the daemon's effective uid */
+    int64_t op_uids[SRV_MAX_OPERATOR_UIDS]; /* socket uids that are the operator */
+    int n_op_uids;                          /* --operator-uids, else {0, self_uid} */
     int n_cfg, n_slots;
     /* per slot */
     uint8_t key_sha[SRV_MAX_TENANTS][32]; /* configured tenants' api_key digests */
@@ -102,7 +109,7 @@ void srv_auth_free(struct srv_auth *a);
 int srv_auth_reload(struct srv_auth *a);
 
 /* Resolves the caller of rq for a route of the given access class.
- * 0 and *who, or the answer's status (401, 403, 503) with e filled and
+ * 0 and *who, or the answer's status (401, 403, 415, 503) with e filled and
  * *extra pointing at header lines to add (WWW-Authenticate) or NULL.  A
  * 503 (the tenant holds too many connections) closes the connection after
  * the answer: the caller calls http_conn_close_after. */

@@ -298,7 +298,8 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     double e2e = (double)(folio_now_ns() - comp->t_arrival) * 1e-9;
     srv_hist_observe(&s->e2e, e2e);
     srv_hist_observe(&tm->e2e, e2e);
-    srv_hist_observe(&s->prompt_len, (double)r->n_prompt);
+    if (ch->index % comp->p.n == 0) /* each prompt once: its n choices share it */
+        srv_hist_observe(&s->prompt_len, (double)r->n_prompt);
     srv_hist_observe(&s->gen_len, (double)ch->n_gen);
     if (ch->t_first && ch->t_started) {
         srv_hist_observe(&s->prefill, (double)(ch->t_first - ch->t_started) * 1e-9);

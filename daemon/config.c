@@ -153,6 +153,30 @@ int srv_config_parse_ini_string(struct srv_config *cfg, const char *text, char *
     return ini_finish(&c, ini_parse_string(text, config_ini_handler, &c));
 }
 
+int srv_parse_uid_list(const char *s, int64_t *out, int cap)
+{
+    if (!strcmp(s, "none"))
+        return 0;
+    int n = 0;
+    for (const char *p = s;;) {
+        p += strspn(p, ", ");
+        if (!*p)
+            break;
+        char tok[32];
+        size_t len = strcspn(p, ", ");
+        int64_t uid = -1;
+        if (len >= sizeof(tok) || n >= cap)
+            return -EINVAL;
+        memcpy(tok, p, len);
+        tok[len] = 0;
+        if (srv_parse_int(tok, &uid) || uid < 0 || uid > UINT32_MAX)
+            return -EINVAL;
+        out[n++] = uid;
+        p += len;
+    }
+    return n ? n : -EINVAL;
+}
+
 /* Cross-option rules, defaults that depend on the environment. */
 static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
 {
@@ -194,6 +218,14 @@ static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
                        "as tenant 'default' without one");
             return -EINVAL;
         }
+    }
+    int64_t uids[SRV_MAX_OPERATOR_UIDS];
+    if (cfg->operator_uids &&
+        srv_parse_uid_list(cfg->operator_uids, uids, SRV_MAX_OPERATOR_UIDS) < 0) {
+        folio_errf(err, errlen,
+                   "--operator-uids: '%s' is not a list of uids (0..%u, at most %d) or 'none'",
+                   cfg->operator_uids, UINT32_MAX, SRV_MAX_OPERATOR_UIDS);
+        return -EINVAL;
     }
     for (int a = 0; a < cfg->n_tenants; a++)
         for (int b = a + 1; b < cfg->n_tenants; b++) {

@@ -35,6 +35,10 @@ struct srv_tenant_cfg {
 
 /* Socket peers whose uid names no tenant: each its own tenant, or 403. */
 enum srv_unknown_uid { SRV_UNKNOWN_UID_OWN, SRV_UNKNOWN_UID_REFUSE };
+/* What a tenant (not the operator) gets from /metrics, /v1/kv, /dashboard. */
+enum srv_tenant_views { SRV_TENANT_VIEWS_DENY, SRV_TENANT_VIEWS_OWN };
+
+#define SRV_MAX_OPERATOR_UIDS 16
 
 struct srv_config {
     /* strings: owned, NULL when unset (defaults are resolved at parse) */
@@ -42,11 +46,14 @@ struct srv_config {
     char *matmul;        /* auto|openblas|onednn */
     char *operator_key;  /* TCP key of the operator (sees every tenant); NULL: none */
     char *allowed_hosts; /* extra Host names accepted on TCP, comma-separated */
+    char *operator_uids; /* socket uids that are the operator ("0, 1000", "none"); NULL: default */
+    char *tenant_views;  /* deny|own */
     char *log_format, *log_file, *access_log;
     /* the enum options as C enums, parsed with their strings (the index of
      * the value in the option's list of choices) */
     int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices */
     int unknown_uid_id;   /* enum srv_unknown_uid */
+    int tenant_views_id;  /* enum srv_tenant_views */
     int log_level_id;     /* enum srv_log_level (log.h): error, info, debug */
     int chat_template_id; /* 0: auto, else enum chat_template (chat.h) */
     int matmul_id;        /* enum model_matmul (model.h): auto, openblas, onednn */
@@ -94,6 +101,9 @@ int srv_config_reload(struct srv_config *cur, int argc, char **argv, struct srv_
 
 /* Decimal integer, whole string.  -EINVAL, -ERANGE. */
 int srv_parse_int(const char *s, int64_t *out);
+/* A list of uids ("0, 1000": commas and/or spaces) into out[cap]: how
+ * many (0 for "none"), or -EINVAL (not a uid, too many, or empty). */
+int srv_parse_uid_list(const char *s, int64_t *out, int cap);
 
 /* Tenant index for a uid (or -1).  (Keys: auth.c compares digests.) */
 int srv_config_tenant_by_uid(const struct srv_config *cfg, int64_t uid);

@@ -73,6 +73,14 @@ const struct opt srv__opts[] = {
     {"unknown-uid", OPT_ENUM, 0, 0, "own", "own|refuse", F(unknown_uid), "own|refuse",
      "socket peers whose uid names no tenant: each is its own tenant 'uid-N', or refused (403)",
      F(unknown_uid_id)},
+    {"operator-uids", OPT_STR, 0, 0, NULL, NULL, F(operator_uids), "UIDS",
+     "socket peer uids that are the operator, who sees every tenant (comma-separated, or "
+     "'none'; default: 0 and foliod's own uid)",
+     0},
+    {"tenant-views", OPT_ENUM, 0, 0, "deny", "deny|own", F(tenant_views), "deny|own",
+     "what a tenant (not the operator) gets from /metrics, /v1/kv and /dashboard: 403 (deny), "
+     "or its own entries only (own)",
+     F(tenant_views_id)},
     {"max-body", OPT_SIZE, 1024, 1 << 30, "1M", NULL, F(max_body), "SIZE",
      "largest request body (413 beyond)", 0},
     {"max-pending-output", OPT_SIZE, 4096, 1 << 30, "1M", NULL, F(max_pending_output), "SIZE",

@@ -80,6 +80,7 @@ static void on_closed(uv_handle_t *h)
     folio_buf_free(&c->host);
     folio_buf_free(&c->origin);
     folio_buf_free(&c->fetch_site);
+    folio_buf_free(&c->ctype);
     folio_free(c);
     if (hs->cb.on_closed)
         hs->cb.on_closed(hs->cb.user);
@@ -121,8 +122,8 @@ static int on_message_begin(llhttp_t *p)
     struct http_conn *c = PC(p);
     /* the previous message's strings end here too: a request without a
      * body or an Authorization header must not see the last one's */
-    struct folio_buf *bufs[] = {&c->url,  &c->body, &c->hfield, &c->hval,
-                                &c->auth, &c->host, &c->origin, &c->fetch_site};
+    struct folio_buf *bufs[] = {&c->url,  &c->body,   &c->hfield,     &c->hval, &c->auth,
+                                &c->host, &c->origin, &c->fetch_site, &c->ctype};
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(bufs); i++) {
         bufs[i]->len = 0;
         if (bufs[i]->p)
@@ -219,6 +220,7 @@ static int on_header_value_complete(llhttp_t *p)
         {"host", offsetof(struct http_conn, host)},
         {"origin", offsetof(struct http_conn, origin)},
         {"sec-fetch-site", offsetof(struct http_conn, fetch_site)},
+        {"content-type", offsetof(struct http_conn, ctype)},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(keep); i++)
         if (header_is(c, keep[i].name)) {
@@ -378,6 +380,7 @@ static void dispatch(struct http_conn *c)
         .host = c->host.len ? c->host.p : NULL,
         .origin = c->origin.len ? c->origin.p : NULL,
         .fetch_site = c->fetch_site.len ? c->fetch_site.p : NULL,
+        .content_type = c->ctype.len ? c->ctype.p : NULL,
         .peer_uid = c->peer_uid,
         .is_tcp = c->is_tcp,
         .acct = c->acct,

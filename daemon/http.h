@@ -50,7 +50,8 @@ struct http_request {
     const char *auth; /* the Authorization header, or NULL */
     /* Host, Origin and Sec-Fetch-Site headers, or NULL (TCP checks) */
     const char *host, *origin, *fetch_site;
-    int64_t peer_uid; /* Unix socket peer (SO_PEERCRED); -1 on TCP */
+    const char *content_type; /* the Content-Type header, or NULL */
+    int64_t peer_uid;         /* Unix socket peer (SO_PEERCRED); -1 on TCP */
     bool is_tcp;
     void *acct; /* the connection's accounting object (on_accept), or NULL */
 };

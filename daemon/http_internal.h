@@ -79,7 +79,7 @@ struct http_conn {
     size_t in_len, in_cap;
     bool reading, peer_eof;
     /* the message being parsed */
-    struct folio_buf url, body, hfield, hval, auth, host, origin, fetch_site;
+    struct folio_buf url, body, hfield, hval, auth, host, origin, fetch_site, ctype;
     void *acct;           /* the owner's accounting object (on_accept) */
     int64_t body_counted; /* body bytes reported to on_buffer, not yet given back */
     bool refused;         /* answered 503 at accept; lingers until the client closes */

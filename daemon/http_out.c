@@ -83,6 +83,8 @@ const char *http_status_text(int status)
         return "Payload Too Large";
     case 414:
         return "URI Too Long";
+    case 415:
+        return "Unsupported Media Type";
     case 417:
         return "Expectation Failed";
     case 429:

@@ -6,8 +6,8 @@
  * (with Allow).
  *
  * Each row's access column says who may call it (auth.h): PUBLIC (only
- * /health), TENANT (any caller, as its tenant), VIEW (any caller; the
- * answer shows the caller's tenant only, unless the operator asks).  The
+ * /health), TENANT (any caller, as its tenant), VIEW (the operator; a
+ * tenant gets 403, or with --tenant-views own its own entries only).  The
  * caller is resolved before the handler runs; a refused one gets 401/403
  * on every route but /health, whatever the path and method.
  *

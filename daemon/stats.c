@@ -276,7 +276,8 @@ void srv_metrics_render(struct srv *s, struct folio_buf *b, const struct srv_cal
          "Time from first scheduling to the first token, per sequence.", &s->prefill},
         {"folio_request_decode_time_seconds",
          "Time from the first to the last token, per sequence.", &s->decode},
-        {"folio_request_prompt_tokens", "Prompt length in tokens, per sequence.", &s->prompt_len},
+        {"folio_request_prompt_tokens", "Prompt length in tokens, per prompt (once whatever n).",
+         &s->prompt_len},
         {"folio_request_generation_tokens", "Generated tokens, per sequence.", &s->gen_len},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(hs); i++) {
@@ -350,16 +351,20 @@ static void kv_block(struct srv *s, int32_t i, int only, struct pager_block_info
 
 /* The compact block map (documented in daemon/README.md):
  *
- *   "block_map": {"encoding": "char-per-block-v1",
- *                 "states": "..::AAAB.....",   one character per block:
+ *   "block_map": {"encoding": "char-per-block-v2",
+ *                 "states": "..::AAAB.....",   one entry per block:
  *                                               '.' free, ':' cached,
- *                                               used: the tenant index as a
- *                                               base64url digit (A-Z a-z 0-9 - _)
+ *                                               used: the tenant index t, for
+ *                                               t < 64 one base64url digit
+ *                                               (A-Z a-z 0-9 - _), else '~'
+ *                                               and two digits (t / 64, t % 64)
  *                 "shared": [[first, count], ...],  runs of blocks with refcount > 1
  *                 "partial": [[block, tokens], ...]} used blocks not full
  *
  * Blocks not listed in "partial" hold block_size tokens when used or
- * cached, none when free.  Sizes: one byte per block plus the runs.
+ * cached, none when free.  Sizes: one byte per block plus the runs; three
+ * for a block of tenant slot 64 or later (configured tenants are slots
+ * below 64: only the per-uid tenants of the 64th unconfigured uid on pay).
  *
  * only >= 0: a tenant's view: only that tenant's blocks are shown (its
  * digit is 'A', the one entry of its "tenants"); every other block reads
@@ -367,18 +372,25 @@ static void kv_block(struct srv *s, int32_t i, int only, struct pager_block_info
 static void kv_map_compact(struct srv *s, struct folio_buf *b, int32_t nb, int32_t bs, int only)
 {
     static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    _Static_assert(sizeof(digits) - 1 >= SRV_MAX_TENANTS, "one digit per tenant");
-    folio_buf_puts(b, "\"block_map\":{\"encoding\":\"char-per-block-v1\",\"states\":\"");
+    _Static_assert(SRV_MAX_TENANTS <= 64, "configured tenants take one digit");
+    _Static_assert(SRV_TENANT_SLOTS <= 64 * 64, "every slot takes at most two digits");
+    folio_buf_puts(b, "\"block_map\":{\"encoding\":\"char-per-block-v2\",\"states\":\"");
     char chunk[4096];
     size_t k = 0;
     for (int32_t i = 0; i < nb; i++) {
         struct pager_block_info bi;
         kv_block(s, i, only, &bi);
-        chunk[k++] = bi.state == PAGER_BLOCK_USED
-                         ? digits[only >= 0 ? 0 : bi.tenant % SRV_MAX_TENANTS]
-                     : bi.state == PAGER_BLOCK_CACHED ? ':'
-                                                      : '.';
-        if (k == sizeof(chunk)) {
+        uint32_t t = only >= 0 ? 0 : bi.tenant % SRV_TENANT_SLOTS;
+        if (bi.state != PAGER_BLOCK_USED)
+            chunk[k++] = bi.state == PAGER_BLOCK_CACHED ? ':' : '.';
+        else if (t < 64)
+            chunk[k++] = digits[t];
+        else {
+            chunk[k++] = '~';
+            chunk[k++] = digits[t / 64];
+            chunk[k++] = digits[t % 64];
+        }
+        if (k + 3 > sizeof(chunk)) {
             folio_buf_append(b, chunk, k);
             k = 0;
         }

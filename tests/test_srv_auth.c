@@ -4,7 +4,8 @@
  * boundaries, the constant-time compare, keys from Bearer and Basic, the
  * caller of every kind of request (configured uid, unconfigured uid under
  * both policies, operator uids, TCP with no key / a tenant key / the
- * operator key, Host, Origin, Sec-Fetch-Site), and the client limits
+ * operator key, Host, Origin, Sec-Fetch-Site), Content-Type on TCP,
+ * tenant-views (deny / own), operator-uids, and the client limits
  * (connections per client and per tenant, buffered bytes).
  */
 #include <errno.h>
@@ -270,6 +271,213 @@ static void test_callers(void **state)
     srv_config_free(&c);
 }
 
+/* TCP: a POST's Content-Type must be JSON when given (a web page's simple
+ * types are 415); none at all passes; the socket takes any. */
+static void test_content_type(void **state)
+{
+    (void)state;
+    struct srv_config c;
+    cfg_load(&c, NULL);
+    struct srv_auth a;
+    assert_int_equal(srv_auth_init(&a, &c), 0);
+    static const struct {
+        const char *ctype;
+        int status;
+    } types[] = {
+        {"application/json", 0},
+        {"Application/JSON", 0},
+        {"application/json; charset=utf-8", 0},
+        {"application/json;charset=UTF-8", 0},
+        {" application/json ", 0},
+        {"application/vnd.api+json", 0},
+        {"application/merge-patch+json; charset=utf-8", 0},
+        {"text/plain", 415},
+        {"text/plain;charset=UTF-8", 415},
+        {"application/x-www-form-urlencoded", 415},
+        {"multipart/form-data; boundary=----x", 415},
+        {"text/json", 415},
+        {"application/jsonx", 415},
+        {"application/json5", 415},
+        {"application/+json", 415},
+        {"application/", 415},
+        {"application/x json", 415},
+        {"json", 415},
+        {"", 415},
+    };
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        struct http_request rq = tcp_rq("Bearer k-alice", "127.0.0.1:8000");
+        rq.method = HTTP_M_POST;
+        rq.body = "{}";
+        rq.body_len = 2;
+        rq.content_type = types[i].ctype;
+        struct call r = run(&a, &rq, SRV_ACCESS_TENANT);
+        if (r.status != types[i].status)
+            fail_msg("TCP POST '%s': %d, want %d", types[i].ctype, r.status, types[i].status);
+        if (r.status) {
+            assert_int_equal(r.e.status, 415);
+            assert_string_equal(r.e.type, "invalid_request_error");
+            assert_string_equal(r.e.code, "unsupported_media_type");
+        }
+        /* the socket: anything */
+        rq.is_tcp = false;
+        rq.peer_uid = 1001;
+        assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 0);
+    }
+    /* no Content-Type: accepted; a GET without a body: not looked at */
+    struct http_request rq = tcp_rq("Bearer k-alice", "127.0.0.1:8000");
+    rq.method = HTTP_M_POST;
+    rq.body = "{}";
+    rq.body_len = 2;
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 0);
+    rq.method = HTTP_M_GET;
+    rq.body = "";
+    rq.body_len = 0;
+    rq.content_type = "text/plain";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 0);
+    /* a body on another method is checked too; an empty POST as well */
+    rq.method = HTTP_M_OTHER;
+    rq.body = "x";
+    rq.body_len = 1;
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 415);
+    rq.method = HTTP_M_POST;
+    rq.body = "";
+    rq.body_len = 0;
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 415);
+    /* no key: 401 first (a refused caller learns nothing more); /health: public */
+    rq.auth = NULL;
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 401);
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_PUBLIC).status, 0);
+    srv_auth_free(&a);
+    srv_config_free(&c);
+}
+
+/* The socket reached by a browser (through a TCP proxy such as socat):
+ * requests with Origin or Sec-Fetch-Site get TCP's browser checks and the
+ * Content-Type rule; other socket clients (Host "x" from curl) do not. */
+static void test_socket_from_browser(void **state)
+{
+    (void)state;
+    struct srv_config c;
+    cfg_load(&c, NULL);
+    struct srv_auth a;
+    assert_int_equal(srv_auth_init(&a, &c), 0);
+    struct http_request rq = sock_rq(1001);
+    rq.method = HTTP_M_POST;
+    rq.body = "{}";
+    rq.body_len = 2;
+    rq.host = "x";
+    rq.content_type = "application/x-www-form-urlencoded"; /* curl -d */
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 0);
+    /* a page of another site posting through the proxy */
+    rq.host = "127.0.0.1:9000";
+    rq.origin = "http://evil.example";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 403);
+    rq.origin = NULL;
+    rq.fetch_site = "cross-site";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 403);
+    /* DNS rebinding: the page's own origin, but a foreign Host */
+    rq.host = "evil.example:9000";
+    rq.origin = "http://evil.example:9000";
+    rq.fetch_site = "same-origin";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_VIEW).status, 403);
+    /* the proxied dashboard itself: same origin; a form post is still 415 */
+    rq.host = "127.0.0.1:9000";
+    rq.origin = "http://127.0.0.1:9000";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 415);
+    rq.content_type = "application/json";
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 0);
+    rq = sock_rq(0);
+    rq.host = "localhost:9000";
+    rq.fetch_site = "none"; /* typed into the address bar */
+    struct call r = run(&a, &rq, SRV_ACCESS_VIEW);
+    assert_int_equal(r.status, 0);
+    assert_true(r.who.operator);
+    srv_auth_free(&a);
+    srv_config_free(&c);
+}
+
+/* tenant-views: deny (the default) keeps the views the operator's; own
+ * lets a tenant in (its handler then shows only its entries). */
+static void test_tenant_views(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        struct srv_config c;
+        cfg_load(&c, mode ? "[foliod]\ntenant-views = own\n" : NULL);
+        struct srv_auth a;
+        assert_int_equal(srv_auth_init(&a, &c), 0);
+        int want = mode ? 0 : 403;
+        struct http_request rqs[] = {sock_rq(1001), sock_rq(2000),
+                                     tcp_rq("Bearer k-bob", "127.0.0.1")};
+        for (size_t i = 0; i < sizeof(rqs) / sizeof(rqs[0]); i++) {
+            struct call r = run(&a, &rqs[i], SRV_ACCESS_VIEW);
+            if (r.status != want)
+                fail_msg("mode %d caller %zu: view %d, want %d", mode, i, r.status, want);
+            if (r.status)
+                assert_string_equal(r.e.type, "permission_error");
+            assert_false(r.who.operator);
+            assert_int_equal(run(&a, &rqs[i], SRV_ACCESS_TENANT).status, 0);
+        }
+        /* the operator, both ways in: always */
+        struct http_request op[] = {sock_rq(0), tcp_rq("Bearer k-op", "127.0.0.1")};
+        for (size_t i = 0; i < 2; i++) {
+            struct call r = run(&a, &op[i], SRV_ACCESS_VIEW);
+            assert_int_equal(r.status, 0);
+            assert_true(r.who.operator);
+        }
+        srv_auth_free(&a);
+        srv_config_free(&c);
+    }
+}
+
+/* operator-uids replaces the default operators (0 and the daemon's uid). */
+static void test_operator_uids(void **state)
+{
+    (void)state;
+    struct srv_config c;
+    cfg_load(&c, "[foliod]\noperator-uids = 1001, 3000\nunknown-uid = refuse\n");
+    struct srv_auth a;
+    assert_int_equal(srv_auth_init(&a, &c), 0);
+    struct http_request rq = sock_rq(3000);
+    struct call r = run(&a, &rq, SRV_ACCESS_VIEW);
+    assert_int_equal(r.status, 0);
+    assert_true(r.who.operator);
+    assert_int_equal(r.who.tenant, 0);
+    rq = sock_rq(1001); /* a tenant's uid that is an operator uid: both */
+    r = run(&a, &rq, SRV_ACCESS_VIEW);
+    assert_int_equal(r.status, 0);
+    assert_true(r.who.operator);
+    assert_string_equal(srv_auth_tenant_name(&a, r.who.tenant), "alice");
+    rq = sock_rq(1002);
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_VIEW).status, 403);
+    /* root (and the test's own uid, unless listed) no longer are */
+    if (geteuid() != 1001 && geteuid() != 3000) {
+        rq = sock_rq(geteuid());
+        assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 403); /* refuse */
+    }
+    rq = sock_rq(0);
+    assert_int_equal(run(&a, &rq, SRV_ACCESS_TENANT).status, 403);
+    srv_auth_free(&a);
+    srv_config_free(&c);
+    /* none: no operator on the socket; the key still is one */
+    cfg_load(&c, "[foliod]\noperator-uids = none\n");
+    assert_int_equal(srv_auth_init(&a, &c), 0);
+    rq = sock_rq(0);
+    r = run(&a, &rq, SRV_ACCESS_TENANT);
+    assert_int_equal(r.status, 0);
+    assert_false(r.who.operator);
+    assert_string_equal(srv_auth_tenant_name(&a, r.who.tenant), "uid-0");
+    rq = tcp_rq("Bearer k-op", "127.0.0.1");
+    assert_true(run(&a, &rq, SRV_ACCESS_VIEW).who.operator);
+    srv_auth_free(&a);
+    srv_config_free(&c);
+    /* a list the config check did not see is refused at init */
+    cfg_load(&c, "[foliod]\noperator-uids = zero\n");
+    assert_int_equal(srv_auth_init(&a, &c), -EINVAL);
+    srv_auth_free(&a);
+    srv_config_free(&c);
+}
+
 /* Tenant slots are never reused: more unconfigured uids than slots are
  * refused, the first ones keep theirs. */
 static void test_slots_full(void **state)
@@ -359,9 +567,15 @@ static void test_client_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256),        cmocka_unit_test(test_ct_equal_and_keys),
-        cmocka_unit_test(test_callers),       cmocka_unit_test(test_slots_full),
+        cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_ct_equal_and_keys),
+        cmocka_unit_test(test_callers),
+        cmocka_unit_test(test_slots_full),
         cmocka_unit_test(test_client_limits),
+        cmocka_unit_test(test_content_type),
+        cmocka_unit_test(test_tenant_views),
+        cmocka_unit_test(test_operator_uids),
+        cmocka_unit_test(test_socket_from_browser),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

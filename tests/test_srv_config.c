@@ -50,6 +50,8 @@ static void test_defaults(void **state)
     assert_string_equal(c.kv_dtype, "f32");
     assert_string_equal(c.unknown_uid, "own");
     assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_OWN);
+    assert_int_equal(c.tenant_views_id, SRV_TENANT_VIEWS_DENY); /* the safe default */
+    assert_null(c.operator_uids);
     assert_int_equal(c.max_client_connections, 1024);
     assert_false(c.insecure_listen);
     assert_null(c.model);
@@ -102,6 +104,12 @@ static void test_bad_values(void **state)
         {"--max-batch-tokens", "", "--max-batch-tokens"},
         {"--threads", "-1", "--threads"},
         {"--unknown-uid", "maybe", "--unknown-uid"},
+        {"--tenant-views", "all", "--tenant-views"},
+        {"--operator-uids", "root", "--operator-uids"},
+        {"--operator-uids", "0,-1", "--operator-uids"},
+        {"--operator-uids", "4294967296", "--operator-uids"},
+        {"--operator-uids", ", ,", "--operator-uids"},
+        {"--operator-uids", "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17", "--operator-uids"},
         {"--listen", "10.0.0.1:80", "--listen"}, /* no keys, no --insecure-listen */
         {"--listen", "127.0.0.1:8080", "--insecure-listen"},
         {"--listen", "127.0.0.1", "--listen"},
@@ -321,6 +329,22 @@ static void test_enum_ids(void **state)
     assert_int_equal(c.kv_dtype_id, FOLIO_F16);
     assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_REFUSE);
     assert_int_equal(c.log_level_id, SRV_LOG_DEBUG);
+    srv_config_free(&c);
+    assert_int_equal(parse(&c, err, sizeof(err), "--tenant-views", "own", NULL), 0);
+    assert_int_equal(c.tenant_views_id, SRV_TENANT_VIEWS_OWN);
+    srv_config_free(&c);
+    /* uid lists: commas and/or spaces; "none" is the empty list */
+    int64_t u[SRV_MAX_OPERATOR_UIDS];
+    assert_int_equal(srv_parse_uid_list("0, 1000,2000 3000", u, SRV_MAX_OPERATOR_UIDS), 4);
+    assert_true(u[0] == 0 && u[1] == 1000 && u[2] == 2000 && u[3] == 3000);
+    assert_int_equal(srv_parse_uid_list("4294967295", u, SRV_MAX_OPERATOR_UIDS), 1);
+    assert_true(u[0] == 4294967295ll);
+    assert_int_equal(srv_parse_uid_list("none", u, SRV_MAX_OPERATOR_UIDS), 0);
+    assert_int_equal(srv_parse_uid_list("", u, SRV_MAX_OPERATOR_UIDS), -EINVAL);
+    assert_int_equal(srv_parse_uid_list("1, 2, 3", u, 2), -EINVAL);
+    assert_int_equal(srv_parse_uid_list("1;2", u, SRV_MAX_OPERATOR_UIDS), -EINVAL);
+    assert_int_equal(parse(&c, err, sizeof(err), "--operator-uids", "0 , 1000", NULL), 0);
+    assert_string_equal(c.operator_uids, "0 , 1000");
     srv_config_free(&c);
     /* every template chat.h names, up to the first id it does not */
     int t = CHAT_TMPL_CHATML;

@@ -57,7 +57,7 @@
 #include "http_client.h"
 
 /* Tenants told apart in the block map (tenant index modulo this). */
-#define TOP_TENANT_SLOTS 64
+#define TOP_TENANT_SLOTS 256
 
 /* ---- the server ------------------------------------------------------- */
 
@@ -257,6 +257,25 @@ static int jint(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? (int)v->valuedouble : 0;
+}
+
+/* The compact block map (char-per-block-v2): a base64url digit's value
+ * (0 for anything else), and the number of blocks in a states string (a
+ * used block of tenant 64 or later is '~' and two digits). */
+static int map_digit(const char *b64, char ch)
+{
+    const char *d = ch ? strchr(b64, ch) : NULL;
+    return d ? (int)(d - b64) : 0;
+}
+
+static int map_blocks(const char *cm)
+{
+    int n = 0;
+    for (; *cm; cm++, n++)
+        if (*cm == '~')
+            for (int k = 0; k < 2 && cm[1]; k++)
+                cm++;
+    return n;
 }
 
 static double jnum(const cJSON *o, const char *k)
@@ -461,7 +480,7 @@ static int frame(struct state *st, struct screen *s)
     const cJSON *map = cJSON_GetObjectItem(kv, "block_map");
     const cJSON *states = cJSON_IsObject(map) ? cJSON_GetObjectItem(map, "states") : NULL;
     const char *cm = cJSON_IsString(states) ? states->valuestring : NULL;
-    int n = cm ? (int)strlen(cm) : cJSON_GetArraySize(map);
+    int n = cm ? map_blocks(cm) : cJSON_GetArraySize(map);
     const cJSON *shared_runs = cm ? cJSON_GetObjectItem(map, "shared") : NULL;
     const cJSON *sr = shared_runs ? shared_runs->child : NULL; /* runs ascending */
     int cells_avail = map_w * map_rows;
@@ -479,7 +498,7 @@ static int frame(struct state *st, struct screen *s)
     /* walk the array once (cJSON arrays are linked lists) */
     const cJSON *it = !cm && map ? map->child : NULL;
     static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    int col = 0, bi = 0;
+    int col = 0, bi = 0, ci = 0; /* block, and its character in cm */
     int tcount[TOP_TENANT_SLOTS];
     for (int c = 0; c < ncells; c++) {
         int nu = 0, nc = 0, nf = 0;
@@ -487,15 +506,19 @@ static int frame(struct state *st, struct screen *s)
         memset(tcount, 0, sizeof(tcount));
         for (int k = 0; k < run && bi < n; k++, bi++) {
             if (cm) {
-                char ch = cm[bi];
+                char ch = cm[ci++];
                 if (ch == '.')
                     nf++;
                 else if (ch == ':')
                     nc++;
                 else {
-                    const char *d = strchr(b64, ch);
+                    int tn = map_digit(b64, ch);
+                    if (ch == '~' && cm[ci] && cm[ci + 1]) { /* tenants from 64 on */
+                        tn = 64 * map_digit(b64, cm[ci]) + map_digit(b64, cm[ci + 1]);
+                        ci += 2;
+                    }
                     nu++;
-                    tcount[(d ? (int)(d - b64) : 0) % TOP_TENANT_SLOTS]++;
+                    tcount[tn % TOP_TENANT_SLOTS]++;
                     /* shared runs [first, count], ascending */
                     while (sr && cJSON_GetArrayItem(sr, 0) && cJSON_GetArrayItem(sr, 1) &&
                            cJSON_GetArrayItem(sr, 0)->valueint +

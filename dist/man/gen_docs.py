@@ -68,6 +68,16 @@ m.append(".SH CONFIGURATION FILE\nAn INI file: options as keys of [foliod], "
          "tenants as sections [tenant.\\fINAME\\fR] with the keys:")
 for key, text in tenant_keys:
     m.append(f".TP\n\\fB{roff(key)}\\fR\n{roff(text)}")
+m.append(""".SH ACCESS
+Every endpoint but /health has a caller.  On the Unix socket: the tenant
+whose uid is the peer's; an operator uid (\\-\\-operator\\-uids; default 0 and
+foliod's own uid) is the operator, who sees every tenant; any other uid is
+a tenant of its own or refused (\\-\\-unknown\\-uid).  On TCP: the key in
+Authorization (a tenant's api_key, or \\-\\-operator\\-key); no valid key is
+401.  /metrics, /v1/kv and /dashboard are the operator's (a tenant gets
+403) or show a tenant its own entries (\\-\\-tenant\\-views own).  On TCP a
+foreign Host or Origin is 403 and a POST body whose Content\\-Type is not
+JSON is 415 (none at all is accepted); the socket accepts any.""")
 m.append(""".SH SIGNALS
 .TP
 .B SIGTERM
@@ -140,8 +150,9 @@ for name, arg, text, default in options:
     c.append(f";{name[2:]} = {default if default else ''}".rstrip())
 c.append("; --socket: under systemd the socket comes from foliod.socket")
 c += ["", "; Tenants: one section each.  A Unix-socket peer is the tenant whose uid",
-      "; matches (else 'default'); a TCP client the one whose api_key it sends",
-      "; as 'Authorization: Bearer KEY'.  Keys:"]
+      "; matches (else its own tenant 'uid-N', or refused: unknown-uid); a TCP",
+      "; client the one whose api_key it sends as 'Authorization: Bearer KEY'.",
+      "; Who may call what: foliod(8), ACCESS.  Keys:"]
 for key, text in tenant_keys:
     c.append(f";   {key:<14} {text}")
 c += ["", "; [tenant.alice]", "; uid = 1001", "; weight = 2", "; max_kv_blocks = 4096",

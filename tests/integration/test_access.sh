@@ -3,9 +3,11 @@
 # Unix socket (setpriv), TCP clients with no key, a tenant's key and the
 # operator's key.
 #   1. TCP needs keys (or --insecure-listen, warned about); any address;
-#      Host, Origin and Sec-Fetch-Site keep web pages out.
+#      Host, Origin, Sec-Fetch-Site and Content-Type keep web pages out.
 #   2. The matrix: every caller x every endpoint answers what the rule
-#      says; a tenant's /metrics and /v1/kv show only its own entries.
+#      says, under both tenant-views: deny (the views are the operator's)
+#      and own (a tenant's /metrics and /v1/kv show only its own entries);
+#      operator-uids moves the operator to another uid.
 #   3. Unconfigured uids are tenants of their own: no prefix-cache hit
 #      across them (the timing leak of a shared tenant).
 #   4. One uid holding 5,000 connections, then partial bodies: another
@@ -23,11 +25,12 @@ as_uid() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups "
 open_socket() { chmod 666 "$SOCK"; } # other uids reach it (the mode is 0660)
 
 # call WHO METHOD PATH [BODY] -> "STATUS" (body in $T/out, headers in $T/hdr)
+# (a body goes as application/json; CTYPE=... sends another Content-Type)
 # WHO: root | uid:N | tcp | tcp:KEY | tcph:HEADER (a raw extra header, no key)
 call() {
   local who=$1 m=$2 p=$3 body=${4:-} pre=() url args=()
   args=(-s -o "$T/out" -D "$T/hdr" -w '%{http_code}' -X "$m")
-  [ -n "$body" ] && args+=(-H 'Content-Type: application/json' --data-binary "$body")
+  [ -n "$body" ] && args+=(-H "Content-Type: ${CTYPE:-application/json}" --data-binary "$body")
   case $who in
     root) args+=(--unix-socket "$SOCK"); url=http://x$p ;;
     uid:*) pre=(setpriv --reuid "${who#uid:}" --regid "${who#uid:}" --clear-groups)
@@ -59,14 +62,24 @@ grep -q -- "--insecure-listen" <<<"$out" || fail "no hint at --insecure-listen: 
 start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --listen "127.0.0.1:$port" --insecure-listen
 grep -q "warning: --insecure-listen" "$LOG" || fail "no startup warning for --insecure-listen"
 [ "$(call tcp POST /v1/completions '{"prompt":[1,2],"max_tokens":2}')" = 200 ] || fail "insecure TCP"
-call tcp GET /metrics >/dev/null
+[ "$(call tcp GET /metrics)" = 403 ] || fail "insecure TCP client reads /metrics (tenant-views = deny)"
+stop_daemon || fail "exit status"
+start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --listen "127.0.0.1:$port" --insecure-listen --tenant-views own
+[ "$(call tcp GET /metrics)" = 200 ] || fail "insecure TCP /metrics with tenant-views = own"
 grep -q 'tenant="default"' "$T/out" || fail "insecure TCP client is not tenant default"
 grep -q 'folio_prefix_cache_hits_total' "$T/out" && fail "insecure TCP client sees global counters"
+# Content-Type matters where no key does: a page's simple post is 415
+for ct in text/plain application/x-www-form-urlencoded 'multipart/form-data; boundary=x'; do
+  st=$(CTYPE=$ct call tcp POST /v1/completions '{"prompt":[1,2],"max_tokens":2}')
+  [ "$st" = 415 ] || fail "insecure TCP POST as $ct: $st"
+done
+jq -e '.error.code == "unsupported_media_type" and .error.type == "invalid_request_error"' "$T/out" >/dev/null ||
+  fail "415 not in the OpenAI error shape: $(cat "$T/out")"
 stop_daemon || fail "exit status"
 ok "TCP without API keys: refused at start unless --insecure-listen, which is warned about"
 
 # any address (here every IPv4 one), reached over loopback
-start_daemon "$FOLIOD_FAKE" --config "$T/keys.ini" --listen "0.0.0.0:$port"
+start_daemon "$FOLIOD_FAKE" --config "$T/keys.ini" --listen "0.0.0.0:$port" --tenant-views own
 open_socket
 [ "$(call tcp:k-alice GET /v1/models)" = 200 ] || fail "tenant key on 0.0.0.0"
 tcpreq() { curl -s -o "$T/out" -w '%{http_code}' "$@" || true; }
@@ -90,12 +103,62 @@ st=$(tcpreq -D "$T/hdr" "http://127.0.0.1:$port/dashboard")
 st=$(tcpreq -u "me:k-bob" "http://127.0.0.1:$port/v1/kv")
 [ "$st" = 200 ] && grep -q '"tenant":"bob"' "$T/out" || fail "Basic with a tenant key: $st"
 ok "TCP on any address with keys; foreign Host, Origin and Sec-Fetch-Site refused (403); Basic login"
+# Content-Type on TCP: JSON (any parameters, +json) or none; a page's
+# simple types are 415 (after the key: no key is still 401); the socket
+# takes curl -d's form-urlencoded
+B='{"prompt":[1,2],"max_tokens":2}'
+for ct in text/plain 'text/plain;charset=UTF-8' application/x-www-form-urlencoded 'multipart/form-data; boundary=x' text/json application/jsonx; do
+  st=$(CTYPE=$ct call tcp:k-alice POST /v1/completions "$B")
+  [ "$st" = 415 ] || fail "TCP POST as '$ct': $st, want 415"
+  st=$(CTYPE=$ct call tcp:k-alice POST /tokenize '{"prompt":"hi"}')
+  [ "$st" = 415 ] || fail "TCP /tokenize as '$ct': $st, want 415"
+  st=$(CTYPE=$ct call tcp POST /v1/completions "$B")
+  [ "$st" = 401 ] || fail "TCP POST without a key as '$ct': $st, want 401"
+done
+for ct in application/json 'Application/JSON; charset=utf-8' 'application/vnd.foo+json'; do
+  st=$(CTYPE=$ct call tcp:k-alice POST /v1/completions "$B")
+  [ "$st" = 200 ] || fail "TCP POST as '$ct': $st, want 200"
+done
+st=$(curl -s -o "$T/out" -w '%{http_code}' -H 'Authorization: Bearer k-alice' -H 'Content-Type:' \
+  --data-binary "$B" "http://127.0.0.1:$port/v1/completions" || true)
+[ "$st" = 200 ] || fail "TCP POST without a Content-Type: $st, want 200"
+st=$(curl -s -o "$T/out" -w '%{http_code}' --unix-socket "$SOCK" -d "$B" http://x/v1/completions || true)
+[ "$st" = 200 ] || fail "socket POST with curl -d (form-urlencoded): $st, want 200"
+st=$(CTYPE=text/plain call uid:$ALICE POST /v1/completions "$B")
+[ "$st" = 200 ] || fail "socket POST as text/plain: $st, want 200"
+ok "Content-Type on TCP: text/plain, forms, multipart 415 (401 without a key); JSON, +json, none 200; the socket takes any"
+# the socket behind a TCP proxy (the dashboard's way without --listen): what
+# a browser sends gets TCP's checks; curl's requests pass as before
+if command -v socat >/dev/null; then
+  sport=$(( port + 1 ))
+  socat "TCP-LISTEN:$sport,fork,reuseaddr,bind=127.0.0.1" "UNIX-CONNECT:$SOCK" 2>/dev/null &
+  SOCAT=$!
+  for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$sport/health" && break; sleep 0.05; done
+  px() { curl -s -o "$T/out" -w '%{http_code}' "$@" || true; }
+  [ "$(px "http://127.0.0.1:$sport/v1/kv")" = 200 ] || fail "proxied /v1/kv from curl"
+  [ "$(px -H 'Sec-Fetch-Site: same-origin' "http://127.0.0.1:$sport/v1/kv")" = 200 ] || fail "proxied same-origin read"
+  [ "$(px -H 'Origin: http://evil.example' -H 'Content-Type: text/plain' --data-binary "$B" "http://127.0.0.1:$sport/v1/completions")" = 403 ] ||
+    fail "cross-origin post through the proxy"
+  [ "$(px -H 'Sec-Fetch-Site: cross-site' "http://127.0.0.1:$sport/v1/kv")" = 403 ] || fail "cross-site read through the proxy"
+  [ "$(px -H 'Host: evil.example' -H 'Sec-Fetch-Site: same-origin' "http://127.0.0.1:$sport/v1/kv")" = 403 ] ||
+    fail "rebound Host through the proxy"
+  [ "$(px -H "Origin: http://127.0.0.1:$sport" -H 'Content-Type: text/plain' --data-binary "$B" "http://127.0.0.1:$sport/v1/completions")" = 415 ] ||
+    fail "same-origin text/plain post through the proxy"
+  [ "$(px -H 'Content-Type: text/plain' --data-binary "$B" "http://127.0.0.1:$sport/v1/completions")" = 200 ] ||
+    fail "curl's text/plain post through the proxy"
+  kill $SOCAT; wait $SOCAT 2>/dev/null || true
+  ok "the socket behind socat: a browser's cross-site or rebound requests 403, its form posts 415; curl's pass"
+else
+  echo "note: socat not installed; the proxied socket is not exercised"
+fi
 stop_daemon || fail "exit status"
 }
 
 # --- 2. the matrix ---------------------------------------------------------------
-section_matrix() {
-start_daemon "$FOLIOD_FAKE" --config "$T/keys.ini" --listen "127.0.0.1:$port"
+# matrix_run deny|own: the whole matrix under that tenant-views
+matrix_run() {
+local views=$1 n0=$n
+start_daemon "$FOLIOD_FAKE" --config "$T/keys.ini" --listen "127.0.0.1:$port" --tenant-views "$views"
 open_socket
 # traffic of both tenants first, so that each has series and blocks
 [ "$(call uid:$ALICE POST /v1/completions '{"prompt":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22],"max_tokens":3}')" = 200 ] || fail "alice"
@@ -106,6 +169,8 @@ endpoints=(
   "POST /v1/completions {\"prompt\":[1,2],\"max_tokens\":2}"
   "POST /v1/chat/completions {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}"
   "GET /v1/models"
+  "GET /v1/models/fake-tiny"
+  "GET /version"
   "GET /metrics"
   "GET /v1/kv"
   "GET /dashboard"
@@ -120,7 +185,7 @@ for e in "${endpoints[@]}"; do
   read -r m p b <<<"$e"
   want[$p$m]=$(call root "$m" "$p" "$b")
 done
-for p in /health/GET /v1/completions/POST /v1/models/GET /metrics/GET /v1/kv/GET /dashboard/GET; do
+for p in /health/GET /v1/completions/POST /v1/models/GET /v1/models/fake-tiny/GET /version/GET /metrics/GET /v1/kv/GET /dashboard/GET; do
   k=${p%/*}${p##*/}
   [ "${want[$k]}" = 200 ] || fail "operator: $p -> ${want[$k]}"
 done
@@ -128,7 +193,6 @@ done
 # caller -> the tenant it must see (empty: refused with the status after ':')
 callers=("uid:$ALICE=alice" "uid:$BOB=bob" "uid:$STRANGER=uid-$STRANGER" "tcp=:401"
          "tcp:k-alice=alice" "tcp:k-bob=bob" "tcp:k-op=*" "tcp:wrong=:401" "root=*")
-n=0
 for cw in "${callers[@]}"; do
   who=${cw%%=*} sees=${cw#*=}
   for e in "${endpoints[@]}"; do
@@ -137,6 +201,8 @@ for cw in "${callers[@]}"; do
     n=$((n + 1))
     if [ "$p" = /health ]; then exp=200
     elif [ "${sees:0:1}" = : ]; then exp=${sees#:}
+    elif [ "$views" = deny ] && [ "$sees" != "*" ] && [[ " /metrics /v1/kv /dashboard " = *" $p "* ]]; then
+      exp=403 # refused before the method is looked at: no 405 either
     else exp=${want[$p$m]}; fi
     [ "$st" = "$exp" ] || fail "$who $m $p: $st, want $exp"
     if [ "$exp" = 401 ] && ! grep -qi '^WWW-Authenticate:' "$T/hdr"; then fail "$who $p: 401 without WWW-Authenticate"; fi
@@ -173,8 +239,32 @@ done
 call root GET '/v1/kv?map=full' >/dev/null
 a_blocks=$(jq '[.block_map[] | select(.state != "free" and .tenant == 1)] | length' "$T/out")
 [ "$a_blocks" -gt 0 ] || fail "alice holds no blocks in the operator's map"
-call uid:$BOB GET '/v1/kv?map=full' >/dev/null
-[ "$(jq '[.block_map[] | select(.state != "free" and .tenant == 1)] | length' "$T/out")" = 0 ] || fail "bob sees alice's blocks"
+if [ "$views" = own ]; then
+  call uid:$BOB GET '/v1/kv?map=full' >/dev/null
+  [ "$(jq '[.block_map[] | select(.state != "free" and .tenant == 1)] | length' "$T/out")" = 0 ] || fail "bob sees alice's blocks"
+else
+  [ "$(call uid:$BOB GET '/v1/kv?map=full')" = 403 ] || fail "bob reads /v1/kv?map=full under deny"
+  jq -e '.error.type == "permission_error"' "$T/out" >/dev/null || fail "403 not in the error shape"
+fi
+stop_daemon || fail "exit status"
+ok "access matrix, tenant-views = $views: $((n - n0)) answers as the rule says"
+}
+
+section_matrix() {
+n=0
+matrix_run deny
+matrix_run own
+
+# operator-uids: bob's uid is the operator (and still bob); root no longer
+start_daemon "$FOLIOD_FAKE" --config "$T/keys.ini" --operator-uids "$BOB, 5"
+open_socket
+[ "$(call uid:$BOB GET /v1/kv)" = 200 ] && [ "$(jq -r 'has("prefix_cache")' "$T/out")" = true ] ||
+  fail "operator uid $BOB does not get the operator's /v1/kv"
+[ "$(call uid:$BOB POST /v1/completions '{"prompt":[1,2],"max_tokens":2}')" = 200 ] || fail "bob's completion"
+grep -q 'tenant=bob' "$LOG" || fail "operator uid $BOB is not tenant bob: $(tail -3 "$LOG")"
+[ "$(call root GET /metrics)" = 403 ] || fail "root still the operator with --operator-uids"
+[ "$(call uid:$ALICE GET /metrics)" = 403 ] || fail "alice reads /metrics"
+[ "$(call root GET /v1/models)" = 200 ] || fail "root is not even a tenant"
 stop_daemon || fail "exit status"
 
 # unknown-uid = refuse: a stranger gets 403 on every route but /health
@@ -190,13 +280,13 @@ for e in "${endpoints[@]}"; do
 done
 [ "$(call uid:$ALICE GET /v1/models)" = 200 ] || fail "alice refused"
 stop_daemon || fail "exit status"
-ok "access matrix: $n answers as the rule says (2 tenants, an unconfigured uid (own / refused), TCP with no key, a wrong key, tenant keys, the operator's key, the operator's uid)"
+ok "access matrix: $n answers as the rule says (2 tenants, an unconfigured uid (own / refused), TCP with no key, a wrong key, tenant keys, the operator's key, the operator's uid; both tenant-views; operator-uids)"
 
 }
 
 # --- 3. unconfigured uids don't share a prefix cache ----------------------------
 section_prefix() {
-start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --block-size 16
+start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --block-size 16 --tenant-views own
 open_socket
 P='{"prompt":['$(seq -s, 1 96)'],"max_tokens":1}'
 hits() { call root GET /metrics >/dev/null; awk '/^folio_prefix_cache_hits_total[ {]/{print $NF}' "$T/out"; }

@@ -49,11 +49,14 @@ r=$(req GET /v1/models); [ "$(status_of "$r")" = 200 ] || fail "/v1/models"
 model=$(body_of "$r" | jq -r '.data[0].id'); [ "$model" = fake-tiny ] || fail "model id $model"
 r=$(req GET /v1/kv); [ "$(status_of "$r")" = 200 ] || fail "/v1/kv"
 body_of "$r" | jq -e '.num_blocks == 256 and (.block_map.states|length) == 256 and .blocks.free == 256' >/dev/null || fail "/v1/kv shape"
+r=$(req GET /version); [ "$(status_of "$r")" = 200 ] || fail "/version"
+body_of "$r" | jq -e '(.version | test("^[0-9]+[.][0-9]+[.][0-9]+")) and (.git_revision | length > 0) and .model == "fake-tiny"' >/dev/null ||
+  fail "/version: $(body_of "$r")"
 r=$(req POST /v1/completions '{"model":"fake-tiny","prompt":[1,2,3,4,5],"max_tokens":7,"temperature":0}')
 [ "$(status_of "$r")" = 200 ] || fail "completion: $r"
 b=$(body_of "$r")
 jq -e '.object == "text_completion" and .choices[0].finish_reason == "length" and .usage.prompt_tokens == 5 and .usage.completion_tokens == 7 and .usage.total_tokens == 12 and (.choices[0].token_ids|length) == 7' <<<"$b" >/dev/null || fail "completion shape: $b"
-ok "health, models, kv, completion"
+ok "health, models, kv, version, completion"
 
 # streaming vs non-streaming: same seed, same tokens and same text
 body='{"prompt":[9,8,7,6],"max_tokens":40,"temperature":0.8,"seed":1234,"n":2}'
@@ -136,6 +139,20 @@ done
 grep -Eq '^folio_tenant_generation_tokens_total\{model_name="[^"]+",tenant="default"\} ' "$T/metrics.txt" ||
   fail "tenant series without model_name and tenant labels"
 ok "metric names"
+
+# length histograms: a prompt counts once whatever n; each choice is a sequence
+hval() { curl -s --unix-socket "$SOCK" http://x/metrics | awk -v m="$1" '$1 ~ "^"m"[{]" || $1 == m {print $NF}'; }
+snap() { echo "$(hval folio_request_prompt_tokens_count) $(hval folio_request_prompt_tokens_sum) $(hval folio_request_generation_tokens_count)"; }
+read -r pc0 ps0 gc0 <<<"$(snap)"
+r=$(req POST /v1/completions '{"prompt":[3,4,5,6,7],"max_tokens":2,"n":3}'); [ "$(status_of "$r")" = 200 ] || fail "n=3: $r"
+read -r pc1 ps1 gc1 <<<"$(snap)"
+[ $((pc1 - pc0)) = 1 ] && [ "$(awk -v a="$ps1" -v b="$ps0" 'BEGIN{print a - b}')" = 5 ] && [ $((gc1 - gc0)) = 3 ] ||
+  fail "n=3, 5-token prompt: prompt_tokens count +$((pc1 - pc0)) sum $ps0 -> $ps1 (want +1, +5); generation count +$((gc1 - gc0)) (want +3)"
+r=$(req POST /v1/completions '{"prompt":[[3,4,5],[6,7,8,9]],"max_tokens":2,"n":2}'); [ "$(status_of "$r")" = 200 ] || fail "two prompts: $r"
+read -r pc2 ps2 gc2 <<<"$(snap)"
+[ $((pc2 - pc1)) = 2 ] && [ "$(awk -v a="$ps2" -v b="$ps1" 'BEGIN{print a - b}')" = 7 ] && [ $((gc2 - gc1)) = 4 ] ||
+  fail "two prompts x n=2: prompt_tokens count +$((pc2 - pc1)) sum $ps1 -> $ps2 (want +2, +7); generation count +$((gc2 - gc1)) (want +4)"
+ok "folio_request_prompt_tokens: each prompt once whatever n (n=3: +1; 2 prompts x n=2: +2); generation per choice"
 
 # folio complete: non-stream and stream print the same text; errors exit 1
 a=$("$FOLIO" complete --socket "$SOCK" --max-tokens 9 --temperature 0 --tokens 4,5,6 | od -An -tx1)

@@ -59,20 +59,21 @@ function kvJson() {
   }) + "\n";
 }
 
-/* foliod's compact block map (char-per-block-v1, daemon/README.md). */
+/* foliod's compact block map (char-per-block-v2, daemon/README.md). */
 function compact(map) {
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   let states = "";
   const shared = [], partial = [];
   map.forEach((b, i) => {
-    states += b.state === "free" ? "." : b.state === "cached" ? ":" : B64[b.tenant];
+    states += b.state === "free" ? "." : b.state === "cached" ? ":"
+      : b.tenant < 64 ? B64[b.tenant] : "~" + B64[b.tenant >> 6] + B64[b.tenant & 63];
     if (b.state === "used" && b.refcount > 1) {
       const last = shared[shared.length - 1];
       if (last && last[0] + last[1] === i) last[1]++; else shared.push([i, 1]);
     }
     if (b.state === "used" && b.tokens < BS) partial.push([i, b.tokens]);
   });
-  return {encoding: "char-per-block-v1", states, shared, partial};
+  return {encoding: "char-per-block-v2", states, shared, partial};
 }
 
 function metrics() {

@@ -106,7 +106,7 @@ load_loop() { # who: sock | KEY
     if [ "$who" = sock ]; then
       curl -sN --max-time 60 --unix-socket "$SOCK" -d "$body" http://x/v1/completions >/dev/null 2>&1 || true
     else
-      curl -sN --max-time 60 -H "Authorization: Bearer $who" -d "$body" \
+      curl -sN --max-time 60 -H "Authorization: Bearer $who" -H 'Content-Type: application/json' -d "$body" \
         "http://127.0.0.1:$PORT/v1/completions" >/dev/null 2>&1 || true
     fi
   done

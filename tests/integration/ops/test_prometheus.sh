@@ -42,7 +42,7 @@ start_daemon "$FOLIOD_FAKE" --listen "127.0.0.1:$PORT" --kv-blocks 256 --max-seq
 touch "$T/load.on"
 load_loop() {
   while [ -e "$T/load.on" ]; do
-    curl -sN --max-time 30 -H "Authorization: Bearer $1" -d '{"prompt":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21],"max_tokens":40,"stream":true,"ignore_eos":true}' \
+    curl -sN --max-time 30 -H "Authorization: Bearer $1" -H 'Content-Type: application/json' -d '{"prompt":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21],"max_tokens":40,"stream":true,"ignore_eos":true}' \
       "http://127.0.0.1:$PORT/v1/completions" >/dev/null 2>&1 || true
   done
 }

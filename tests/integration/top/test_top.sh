@@ -45,7 +45,7 @@ start_daemon "$BIN" --listen "127.0.0.1:$PORT" --kv-blocks 200 --max-seqs 16 --c
 touch "$T/load.on"
 load_loop() {
   while [ -e "$T/load.on" ]; do
-    curl -sN --max-time 60 "$@" -d '{"prompt":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40],"max_tokens":150,"stream":true,"ignore_eos":true}' \
+    curl -sN --max-time 60 "$@" -H 'Content-Type: application/json' -d '{"prompt":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40],"max_tokens":150,"stream":true,"ignore_eos":true}' \
       >/dev/null 2>&1 || true
   done
 }
