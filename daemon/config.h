@@ -43,6 +43,7 @@ struct srv_config {
     char *operator_key;  /* TCP key of the operator (sees every tenant); NULL: none */
     char *allowed_hosts; /* extra Host names accepted on TCP, comma-separated */
     char *log_format, *log_file, *access_log;
+    char *replica_id; /* X-Folio-Replica header value; NULL: the host name */
     /* the enum options as C enums, parsed with their strings (the index of
      * the value in the option's list of choices) */
     int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices */
