@@ -86,6 +86,17 @@ done
 # One model file for all three (loaded with mmap: faster than each
 # replica building the embedded model).
 "$FOLIO" gen-model --preset tiny --seed 19 -o "$T/tiny.gguf" >/dev/null || fail "gen-model"
+# the replica id: refused unless header-safe; by default the host name
+"$FOLIOD" --model "$T/tiny.gguf" --socket "$T/x.sock" --replica-id 'a b' >"$T/x.log" 2>&1 &&
+  fail "--replica-id 'a b' was accepted"
+grep -q -- "--replica-id 'a b'" "$T/x.log" || fail "no message for a bad --replica-id: $(cat "$T/x.log")"
+"$FOLIOD" --model "$T/tiny.gguf" --socket "$T/x.sock" >"$T/x.log" 2>&1 &
+xp=$!
+for _ in $(seq 1 200); do curl -s --unix-socket "$T/x.sock" http://x/health >/dev/null 2>&1 && break; sleep 0.05; done
+hdr=$(curl -s -D - -o /dev/null --unix-socket "$T/x.sock" http://x/health)
+kill -TERM $xp
+wait $xp || fail "foliod exit status after SIGTERM"
+grep -qi "^X-Folio-Replica: $(hostname)"$'\r' <<<"$hdr" || fail "X-Folio-Replica is not the host name: $hdr"
 # The same keys on every replica (docs/CLUSTER.md: key distribution).
 cat >"$T/foliod.ini" <<'INI'
 [foliod]
