@@ -7,7 +7,10 @@
  * vocab_size, max_model_len) → build every request up front (lengths,
  * prompts, arrival times, tenant, JSON body; deterministic for --seed) →
  * run them on one libuv loop (bench_run.c) → reduce the per-request
- * records to the report, the JSON file and the SVG plot.
+ * records to the report, the JSON file and the SVG plot.  Behind a load
+ * balancer: requests per replica (X-Folio-Replica) and, with
+ * --replica-metrics, each replica's /metrics before and after the run for
+ * the cluster's prefix-cache hit rate (bench_cluster.c).
  *
  * Memory: the request array and its bodies live for the whole command;
  * per-request chunk arrays are sized for the expected output before the

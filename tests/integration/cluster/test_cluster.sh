@@ -51,6 +51,7 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT # (meson's timeout): through the EXIT trap
 fail() {
   echo "FAIL: $*" >&2
   for i in 0 1 2; do
