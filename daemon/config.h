@@ -49,6 +49,7 @@ struct srv_config {
     char *operator_uids; /* socket uids that are the operator ("0, 1000", "none"); NULL: default */
     char *tenant_views;  /* deny|own */
     char *log_format, *log_file, *access_log;
+    char *replica_id; /* X-Folio-Replica header value; NULL: the host name */
     /* the enum options as C enums, parsed with their strings (the index of
      * the value in the option's list of choices) */
     int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices */

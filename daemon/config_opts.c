@@ -50,6 +50,8 @@ const struct opt srv__opts[] = {
      "TCP key of the operator, who sees every tenant (put it in the config file)", 0},
     {"allowed-hosts", OPT_STR, 0, 0, NULL, NULL, F(allowed_hosts), "NAMES",
      "Host names accepted on TCP besides IP addresses and localhost (comma-separated)", 0},
+    {"replica-id", OPT_STR, 0, 0, NULL, NULL, F(replica_id), "NAME",
+     "name sent in every response's X-Folio-Replica header (default: the host name)", 0},
     {"kv-mem", OPT_SIZE, 4096, 1024 * GiB, "256M", NULL, F(kv_mem), "SIZE",
      "KV cache memory (k/M/G suffixes); exclusive with --kv-blocks", 0},
     {"kv-blocks", OPT_INT, 0, 1 << 24, "0", NULL, F(kv_blocks), "N",

@@ -545,6 +545,7 @@ void http_server_init(struct http_server *hs, uv_loop_t *loop, const struct http
 {
     memset(hs, 0, sizeof(*hs));
     hs->loop = loop;
+    hs->replica = "foliod"; /* srv_main sets --replica-id */
     hs->lim = *lim;
     hs->cb = *cb;
 }

@@ -105,7 +105,8 @@ struct http_server {
     struct http_stats st;
     struct http_conn *conns;
     uint64_t next_id;
-    bool draining; /* responses say Connection: close */
+    bool draining;       /* responses say Connection: close */
+    const char *replica; /* X-Folio-Replica on every response (set after init) */
 };
 
 void http_server_init(struct http_server *hs, uv_loop_t *loop, const struct http_limits *lim,

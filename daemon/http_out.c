@@ -243,9 +243,9 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
     if (!c->keep_alive || c->hs->draining || (c->peer_eof && !c->in_len))
         c->close_after_write = true; /* (after a half-close: the last request's answer) */
     folio_buf_printf(&h,
-                     "HTTP/1.1 %d %s\r\nServer: foliod\r\nContent-Type: %s\r\n"
-                     "Content-Length: %zu\r\n%s%s\r\n",
-                     status, http_status_text(status), ctype, len,
+                     "HTTP/1.1 %d %s\r\nServer: foliod\r\nX-Folio-Replica: %s\r\n"
+                     "Content-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
+                     status, http_status_text(status), c->hs->replica, ctype, len,
                      c->close_after_write ? "Connection: close\r\n" : "", extra ? extra : "");
     count_status(c->hs, status);
     c->status = status;
@@ -280,9 +280,9 @@ int http_stream_begin(struct http_conn *c)
     c->streaming = true;
     struct folio_buf h = {0};
     folio_buf_printf(&h,
-                     "HTTP/1.1 200 OK\r\nServer: foliod\r\nContent-Type: text/event-stream\r\n"
-                     "Cache-Control: no-cache\r\n%s%s\r\n",
-                     c->chunked ? "Transfer-Encoding: chunked\r\n" : "",
+                     "HTTP/1.1 200 OK\r\nServer: foliod\r\nX-Folio-Replica: %s\r\n"
+                     "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n%s%s\r\n",
+                     c->hs->replica, c->chunked ? "Transfer-Encoding: chunked\r\n" : "",
                      c->close_after_write ? "Connection: close\r\n" : "");
     count_status(c->hs, 200);
     c->status = 200;

@@ -61,6 +61,32 @@ void srv_version_line(char *out, size_t cap)
              FOLIO_GIT_REVISION, FOLIO_BUILDTYPE, srv_matmul_built, srv_sd_built() ? "yes" : "no");
 }
 
+/* The X-Folio-Replica value: --replica-id, else the host name.  Letters,
+ * digits and ".-_:" only, 1..63 bytes (it goes into a header as is); a bad
+ * --replica-id is refused, a host name outside that set falls back to
+ * "foliod". */
+static int replica_id_resolve(const char *given, char *out, size_t cap)
+{
+    char host[256] = "";
+    const char *v = given;
+    if (!v) {
+        if (gethostname(host, sizeof(host) - 1) < 0)
+            host[0] = 0;
+        v = host;
+    }
+    size_t n = strlen(v);
+    bool ok = n >= 1 && n < cap && n <= 63;
+    for (size_t i = 0; ok && i < n; i++) {
+        char ch = v[i];
+        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '.' || ch == '-' || ch == '_' || ch == ':';
+    }
+    if (!ok && given)
+        return -EINVAL;
+    snprintf(out, cap, "%s", ok ? v : "foliod");
+    return 0;
+}
+
 /* ---- listeners, signals, drain ---------------------------------------- */
 
 static void on_unix_conn(uv_stream_t *l, int status)
@@ -581,7 +607,14 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     hists_init(s);
 
     fd_room(&cfg);
-    int rc = srv_auth_init(&s->auth, &cfg);
+    int rc = replica_id_resolve(cfg.replica_id, s->replica, sizeof(s->replica));
+    if (rc) {
+        srv_log(SRV_LOG_ERROR, "--replica-id '%s': 1..63 letters, digits or '.-_:'",
+                cfg.replica_id);
+        goto out_cfg;
+    }
+    srv_log(SRV_LOG_INFO, "replica id %s", s->replica);
+    rc = srv_auth_init(&s->auth, &cfg);
     if (rc) {
         srv_log(SRV_LOG_ERROR, "out of memory");
         goto out_cfg;
@@ -613,6 +646,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
                                  on_conn_release,
                                  on_conn_buffer};
     http_server_init(&s->http, &loop, &lim, &hcb);
+    s->http.replica = s->replica;
     if ((rc = srv_engine_init(&s->eng, &loop, s->ops, s->backend, &ev, on_step))) {
         srv_log(SRV_LOG_ERROR, "cannot start the engine thread: %s", uv_strerror(rc));
         goto out_loop;

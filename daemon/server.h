@@ -113,6 +113,7 @@ struct srv {
     int chat_tmpl; /* enum chat_template for chat requests; 0: none usable */
     srv_engine_t *eng;
     struct http_server http;
+    char replica[64]; /* --replica-id, else the host name: X-Folio-Replica */
     struct srv_auth auth;
 
     int n_comps; /* live completions (including detached ones) */

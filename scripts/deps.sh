@@ -4,7 +4,8 @@
 set -euo pipefail
 
 pkgs=(gcc meson ninja-build pkg-config cmake libuv1-dev libopenblas-dev libmimalloc-dev
-      libcmocka-dev libcjson-dev libinih-dev libpcre2-dev node-llhttp curl libdnnl-dev libsystemd-dev "$@")
+      libcmocka-dev libcjson-dev libinih-dev libpcre2-dev node-llhttp curl libdnnl-dev libsystemd-dev
+      haproxy iproute2 "$@")
 
 missing=()
 for p in "${pkgs[@]}"; do

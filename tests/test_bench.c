@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "bench_cluster.h"
 #include "bench_core.h"
 #include "sim_trace.h"
 #include "folio/common.h"
@@ -667,6 +668,70 @@ static int count(const char *s, const char *needle)
     return n;
 }
 
+/* Requests per replica: ids in order of first appearance, unsent
+ * requests left out, no header counted as "-", ids past the cap under
+ * "other"; checked against a count made by hand over random outcomes. */
+static void test_replica_tally(void **state)
+{
+    (void)state;
+    struct bench_req r[200];
+    memset(r, 0, sizeof(r));
+    int want_req[4] = {0}, want_ok[4] = {0};
+    const char *ids[4] = {"replica2", "replica1", "", "replica3"};
+    uint64_t x = 12345;
+    for (int i = 0; i < 200; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int k = i < 4 ? i : (int)((x >> 33) % 4);
+        r[i].sent = ((x >> 20) % 7) != 0 || i < 4;
+        r[i].ok = ((x >> 40) % 3) != 0;
+        snprintf(r[i].replica, sizeof(r[i].replica), "%s", ids[k]);
+        if (r[i].sent) {
+            want_req[k]++;
+            want_ok[k] += r[i].ok;
+        }
+    }
+    struct bench_replica_count c[BENCH_MAX_REPLICAS];
+    assert_int_equal(bench_replica_tally(r, 200, c, BENCH_MAX_REPLICAS), 4);
+    for (int k = 0; k < 4; k++) {
+        assert_string_equal(c[k].id, ids[k][0] ? ids[k] : "-");
+        assert_int_equal(c[k].requests, want_req[k]);
+        assert_int_equal(c[k].ok, want_ok[k]);
+        assert_int_equal(c[k].failed, want_req[k] - want_ok[k]);
+    }
+    /* a cap of 2: the third and later ids share the last slot */
+    assert_int_equal(bench_replica_tally(r, 200, c, 2), 2);
+    assert_string_equal(c[0].id, "replica2");
+    assert_string_equal(c[1].id, "other");
+    assert_int_equal(c[1].requests, want_req[1] + want_req[2] + want_req[3]);
+}
+
+/* The cluster hit rate is summed deltas over replicas scraped twice, not
+ * a mean of rates; a failed scrape or a counter that went down (restart)
+ * leaves that replica out. */
+static void test_cluster_hit_rate(void **state)
+{
+    (void)state;
+    struct bench_replica_scrape s[4];
+    memset(s, 0, sizeof(s));
+    /* 1000 queries, 900 hits */
+    s[0] = (struct bench_replica_scrape){.queries = {100, 1100}, .hits = {50, 950}, .ok = {1, 1}};
+    /* 100 queries, 0 hits */
+    s[1] = (struct bench_replica_scrape){.queries = {0, 100}, .hits = {0, 0}, .ok = {1, 1}};
+    /* killed: no second scrape */
+    s[2] = (struct bench_replica_scrape){.queries = {7, 0}, .hits = {7, 0}, .ok = {1, 0}};
+    /* restarted: counters went down */
+    s[3] = (struct bench_replica_scrape){.queries = {500, 20}, .hits = {400, 10}, .ok = {1, 1}};
+    int used = -1;
+    double hr = bench_cluster_hit_rate(s, 4, &used);
+    assert_int_equal(used, 2);
+    assert_true(fabs(hr - 900.0 / 1100.0) < 1e-12);
+    assert_true(isnan(bench_cluster_hit_rate(s + 2, 2, &used)) && used == 0);
+    s[1].queries[1] = 0;
+    s[0].queries[1] = 100;
+    s[0].hits[1] = 50;
+    assert_true(isnan(bench_cluster_hit_rate(s, 2, &used)) && used == 2); /* no query made */
+}
+
 static void test_svg_structure(void **state)
 {
     (void)state;
@@ -718,7 +783,8 @@ int main(void)
         cmocka_unit_test(test_arrival_statistics),   cmocka_unit_test(test_prom_parse),
         cmocka_unit_test(test_prom_extract),         cmocka_unit_test(test_trace_parse),
         cmocka_unit_test(test_svg_structure),        cmocka_unit_test(test_prom_series),
-        cmocka_unit_test(test_http_client),
+        cmocka_unit_test(test_http_client),          cmocka_unit_test(test_replica_tally),
+        cmocka_unit_test(test_cluster_hit_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

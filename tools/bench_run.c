@@ -63,6 +63,8 @@ struct conn {
     struct folio_buf rbody; /* response body kept for errors / scrapes */
     size_t rbody_max;
     int status;
+    char hfield[24]; /* the header name being read (lower case, truncated) */
+    size_t hfield_len, replica_len;
     int closing; /* handles still to close */
     bool finished, complete;
     uint64_t started;
@@ -291,6 +293,43 @@ static int keep_body(struct conn *c, const char *at, size_t len)
         return 0;
     folio_buf_append(&c->rbody, at, len);
     return c->rbody.oom ? -ENOMEM : 0;
+}
+
+/* Header names may arrive in pieces: the name is gathered (lower-cased, up
+ * to 23 bytes) until its value starts; an X-Folio-Replica value goes into
+ * the request's replica field, also in pieces. */
+static const char replica_hdr[] = "x-folio-replica";
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    struct conn *c = conn_of(p);
+    for (size_t i = 0; i < len && c->hfield_len < sizeof(c->hfield) - 1; i++) {
+        char ch = at[i];
+        c->hfield[c->hfield_len++] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+    }
+    c->hfield[c->hfield_len] = 0;
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    struct conn *c = conn_of(p);
+    if (!c->req || strcmp(c->hfield, replica_hdr))
+        return 0;
+    char *dst = c->req->replica;
+    size_t cap = sizeof(c->req->replica) - 1;
+    for (size_t i = 0; i < len && c->replica_len < cap; i++)
+        dst[c->replica_len++] = at[i];
+    dst[c->replica_len] = 0;
+    return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    struct conn *c = conn_of(p);
+    c->hfield_len = 0;
+    c->hfield[0] = 0;
+    return 0;
 }
 
 static int on_headers_complete(llhttp_t *p)
@@ -700,6 +739,9 @@ int bench_run_exec(const struct bench_run_cfg *cfg, struct bench_req *reqs, int3
 {
     memset(out, 0, sizeof(*out));
     llhttp_settings_init(&settings);
+    settings.on_header_field = on_header_field;
+    settings.on_header_value = on_header_value;
+    settings.on_header_value_complete = on_header_value_complete;
     settings.on_headers_complete = on_headers_complete;
     settings.on_body = on_body;
     settings.on_message_complete = on_message_complete;

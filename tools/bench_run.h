@@ -53,6 +53,7 @@ struct bench_req {
     int32_t out_tokens;                     /* counted from chunks */
     int64_t usage_completion, usage_prompt; /* from usage, -1 if not sent */
     bool saw_done;
+    char replica[64]; /* X-Folio-Replica of the response ("" when none) */
     struct bench_chunk_rec *chunks;
     int32_t n_chunks, cap_chunks;
 };

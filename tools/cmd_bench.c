@@ -7,7 +7,10 @@
  * vocab_size, max_model_len) → build every request up front (lengths,
  * prompts, arrival times, tenant, JSON body; deterministic for --seed) →
  * run them on one libuv loop (bench_run.c) → reduce the per-request
- * records to the report, the JSON file and the SVG plot.
+ * records to the report, the JSON file and the SVG plot.  Behind a load
+ * balancer: requests per replica (X-Folio-Replica) and, with
+ * --replica-metrics, each replica's /metrics before and after the run for
+ * the cluster's prefix-cache hit rate (bench_cluster.c).
  *
  * Memory: the request array and its bodies live for the whole command;
  * per-request chunk arrays are sized for the expected output before the
@@ -40,6 +43,7 @@
 #include "bench_core.h"
 #include "sim_trace.h"
 #include "bench_run.h"
+#include "bench_cluster.h"
 #include "folio/buf.h"
 #include "folio/common.h"
 #include "http_client.h"
@@ -81,7 +85,11 @@ struct opts {
     const char *json, *plot;
     bool scrape;
     int32_t vocab;
-    int progress; /* -1 auto */
+    int progress;       /* -1 auto */
+    char *replica_spec; /* --replica-metrics, split in place */
+    struct bench_replica_scrape replicas[BENCH_MAX_REPLICAS];
+    int n_replicas;
+    const char *metrics_key;
 };
 
 static void usage(FILE *out)
@@ -132,6 +140,11 @@ static void usage(FILE *out)
             "  --scrape-metrics        sample GET /metrics of the first target once a second\n"
             "                          (KV usage, running / waiting requests, preemptions)\n"
             "  --plot FILE.svg         throughput, KV usage and queue depth over time\n"
+            "  --replica-metrics URL,...   replicas behind a balancer (http://HOST:PORT each):\n"
+            "                          /metrics scraped before and after the run for the\n"
+            "                          cluster's prefix-cache hit rate (requests per replica\n"
+            "                          are always counted from the X-Folio-Replica header)\n"
+            "  --metrics-key KEY       key for those scrapes (foliod: the operator key)\n"
             "  --progress | --no-progress   bar on stderr (default: when it is a terminal)\n");
 }
 
@@ -224,6 +237,24 @@ static int parse_keys(struct opts *o, const char *spec)
             return -EINVAL;
     }
     return o->n_keys ? 0 : -EINVAL;
+}
+
+static int parse_replicas(struct opts *o, const char *spec)
+{
+    folio_free(o->replica_spec);
+    o->replica_spec = folio_malloc(strlen(spec) + 1);
+    if (!o->replica_spec)
+        return -ENOMEM;
+    memcpy(o->replica_spec, spec, strlen(spec) + 1);
+    o->n_replicas = 0;
+    for (char *save = NULL, *tok = strtok_r(o->replica_spec, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->n_replicas == BENCH_MAX_REPLICAS || strncmp(tok, "http://", 7))
+            return -EINVAL;
+        memset(&o->replicas[o->n_replicas], 0, sizeof(o->replicas[0]));
+        o->replicas[o->n_replicas++].url = tok;
+    }
+    return o->n_replicas ? 0 : -EINVAL;
 }
 
 /* ---- workload ------------------------------------------------------------ */
@@ -609,8 +640,39 @@ static void dist_block(const char *title, const char *abbr, const struct bench_d
     line_f(k, d->p99);
 }
 
+/* Requests per X-Folio-Replica, and the prefix-cache hit rate of the
+ * replicas given with --replica-metrics. */
+static void print_cluster(const struct opts *o, const struct bench_req *reqs, int32_t n)
+{
+    struct bench_replica_count rc[BENCH_MAX_REPLICAS];
+    int m = bench_replica_tally(reqs, n, rc, BENCH_MAX_REPLICAS);
+    if (m == 1 && !strcmp(rc[0].id, "-") && !o->n_replicas)
+        return; /* a server that does not name itself */
+    rule(" Replicas (X-Folio-Replica) ", '-');
+    for (int k = 0; k < m; k++) {
+        char key[96], v[64];
+        snprintf(key, sizeof(key), "Requests on %.60s:", rc[k].id);
+        snprintf(v, sizeof(v), "%d (%d failed)", rc[k].requests, rc[k].failed);
+        line_s(key, v);
+    }
+    if (!o->n_replicas)
+        return;
+    int used;
+    double hr = bench_cluster_hit_rate(o->replicas, o->n_replicas, &used);
+    line_f("Cluster prefix-cache hit rate (%):", hr * 100.0);
+    for (int i = 0; i < o->n_replicas; i++) {
+        const struct bench_replica_scrape *s = &o->replicas[i];
+        if (s->ok[0] && s->ok[1]) {
+            double dq = s->queries[1] - s->queries[0], dh = s->hits[1] - s->hits[0];
+            printf("  %-38s queries %.0f, hits %.0f (%.1f%%)\n", s->url, dq, dh,
+                   dq > 0 ? 100.0 * dh / dq : 0.0);
+        } else
+            printf("  %-38s not counted: %s\n", s->url, s->err);
+    }
+}
+
 static void print_report(const struct opts *o, const struct result *res,
-                         const struct bench_run_out *ro)
+                         const struct bench_run_out *ro, const struct bench_req *reqs, int32_t n)
 {
     rule(" Serving Benchmark Result ", '=');
     line_i("Successful requests:", res->completed);
@@ -640,6 +702,7 @@ static void print_report(const struct opts *o, const struct result *res,
     dist_block("End-to-end Latency", "E2EL", &res->e2el);
     if (o->scrape)
         printf("%-40s %d (%d failed)\n", "Metrics samples:", ro->n_metrics, ro->metrics_failures);
+    print_cluster(o, reqs, n);
     rule("", '=');
     fflush(stdout);
 }
@@ -664,6 +727,43 @@ static cJSON *num_array(const double *v, size_t n)
     for (size_t i = 0; a && i < n; i++)
         cJSON_AddItemToArray(a, isfinite(v[i]) ? cJSON_CreateNumber(v[i]) : cJSON_CreateNull());
     return a;
+}
+
+static void json_cluster(cJSON *root, const struct opts *o, const struct bench_req *reqs, int32_t n)
+{
+    struct bench_replica_count rc[BENCH_MAX_REPLICAS];
+    int m = bench_replica_tally(reqs, n, rc, BENCH_MAX_REPLICAS);
+    cJSON *a = cJSON_AddArrayToObject(root, "replicas");
+    for (int k = 0; k < m; k++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "id", rc[k].id);
+        cJSON_AddNumberToObject(e, "requests", rc[k].requests);
+        cJSON_AddNumberToObject(e, "ok", rc[k].ok);
+        cJSON_AddNumberToObject(e, "failed", rc[k].failed);
+        cJSON_AddItemToArray(a, e);
+    }
+    if (!o->n_replicas)
+        return;
+    int used;
+    double hr = bench_cluster_hit_rate(o->replicas, o->n_replicas, &used);
+    cJSON *c = cJSON_AddObjectToObject(root, "cluster_prefix_cache");
+    if (isnan(hr))
+        cJSON_AddNullToObject(c, "hit_rate");
+    else
+        cJSON_AddNumberToObject(c, "hit_rate", hr);
+    cJSON_AddNumberToObject(c, "replicas_counted", used);
+    cJSON *ra = cJSON_AddArrayToObject(c, "replicas");
+    for (int i = 0; i < o->n_replicas; i++) {
+        const struct bench_replica_scrape *s = &o->replicas[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "url", s->url);
+        if (s->ok[0] && s->ok[1]) {
+            cJSON_AddNumberToObject(e, "queries", s->queries[1] - s->queries[0]);
+            cJSON_AddNumberToObject(e, "hits", s->hits[1] - s->hits[0]);
+        } else
+            cJSON_AddStringToObject(e, "error", s->err);
+        cJSON_AddItemToArray(ra, e);
+    }
 }
 
 static int write_json(const char *path, const struct opts *o, const struct result *res,
@@ -745,6 +845,7 @@ static int write_json(const char *path, const struct opts *o, const struct resul
         cJSON_AddItemToArray(m, e);
     }
     cJSON_AddNumberToObject(root, "metrics_failures", ro->metrics_failures);
+    json_cluster(root, o, reqs, n);
     cJSON *rs = cJSON_AddArrayToObject(root, "requests");
     for (int32_t i = 0; i < n; i++) {
         const struct bench_req *r = &reqs[i];
@@ -756,6 +857,8 @@ static int write_json(const char *path, const struct opts *o, const struct resul
         cJSON_AddNumberToObject(e, "max_tokens", r->output_len);
         cJSON_AddBoolToObject(e, "sent", r->sent);
         cJSON_AddBoolToObject(e, "success", r->ok);
+        if (r->replica[0])
+            cJSON_AddStringToObject(e, "replica", r->replica);
         if (r->sent) {
             cJSON_AddNumberToObject(e, "start_s", (double)(r->t_send - ro->t0) * 1e-9);
             cJSON_AddNumberToObject(e, "http_status", r->http_status);
@@ -901,6 +1004,8 @@ int cmd_bench(int argc, char **argv)
         O_VOCAB,
         O_PROG,
         O_NOPROG,
+        O_REPLICAS,
+        O_METRICS_KEY,
         O_HELP
     };
     static const struct option lo[] = {
@@ -935,6 +1040,8 @@ int cmd_bench(int argc, char **argv)
         {"vocab-size", required_argument, 0, O_VOCAB},
         {"progress", no_argument, 0, O_PROG},
         {"no-progress", no_argument, 0, O_NOPROG},
+        {"replica-metrics", required_argument, 0, O_REPLICAS},
+        {"metrics-key", required_argument, 0, O_METRICS_KEY},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -1071,6 +1178,13 @@ int cmd_bench(int argc, char **argv)
         case O_NOPROG:
             o.progress = 0;
             break;
+        case O_REPLICAS:
+            if (parse_replicas(&o, optarg))
+                bad = "--replica-metrics: http://HOST:PORT,... (at most 64)";
+            break;
+        case O_METRICS_KEY:
+            o.metrics_key = optarg;
+            break;
         case O_HELP:
         case 'h':
             usage(stdout);
@@ -1177,8 +1291,12 @@ int cmd_bench(int argc, char **argv)
     fprintf(stderr, "folio bench: %d requests to %s %s, model %s, rate %g/s, concurrency %s\n", n,
             target_desc, o.endpoint, model ? model : "(none)", o.rate,
             o.max_concurrency > 0 ? "bounded" : "unbounded");
+    for (int i = 0; i < o.n_replicas; i++)
+        bench_replica_scrape(&o.replicas[i], o.metrics_key, 0);
     struct bench_run_out ro;
     int rc = bench_run_exec(&cfg, reqs, n, &ro);
+    for (int i = 0; !rc && i < o.n_replicas; i++)
+        bench_replica_scrape(&o.replicas[i], o.metrics_key, 1);
     if (rc) {
         fprintf(stderr, "folio bench: run failed: %s\n", strerror(-rc));
         for (int32_t i = 0; i < n; i++)
@@ -1192,7 +1310,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "folio bench: out of memory\n");
         result_free(&res);
     } else {
-        print_report(&o, &res, &ro);
+        print_report(&o, &res, &ro, reqs, n);
         status = res.completed > 0 ? 0 : 1;
         if (o.json && (rc = write_json(o.json, &o, &res, reqs, n, &ro, target_desc, model))) {
             fprintf(stderr, "folio bench: %s: %s\n", o.json, strerror(-rc));
@@ -1211,5 +1329,6 @@ int cmd_bench(int argc, char **argv)
 out:
     for (int i = 0; i < o.n_keys; i++)
         folio_free(o.keys[i]);
+    folio_free(o.replica_spec);
     return status;
 }

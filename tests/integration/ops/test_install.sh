@@ -26,6 +26,7 @@ $PREFIX/lib/systemd/system/foliod.socket
 $PREFIX/lib/sysusers.d/foliod.conf
 $PREFIX/share/foliod/grafana/foliod-dashboard.json
 $PREFIX/share/foliod/prometheus/foliod-rules.yml
+$PREFIX/share/foliod/haproxy/foliod.cfg
 EOF2
 )
 got=$(cd "$D" && find . -type f | sed 's|^\.||' | sort)
