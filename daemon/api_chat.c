@@ -343,6 +343,13 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         if (rc && rc != -ENOMEM)
             rc = -EINVAL;
     }
+    if (!rc && n_toks == 0) {
+        folio_free(toks);
+        srv_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                          "the conversation renders to no tokens with this template (it needs a "
+                          "user message)");
+        rc = -EINVAL;
+    }
     for (int k = 0; k < n_slots && content; k++)
         folio_free(content[k]);
     folio_free(content);

@@ -377,6 +377,16 @@ static void test_chat_bad(void **state)
                      -EINVAL);
     assert_string_equal(e.param, "messages");
     srv_comp_params_free(&p);
+    /* a conversation the template renders to nothing (Mistral folds the
+     * system message into the first user turn, and there is none): a 400,
+     * not an empty prompt */
+    assert_int_equal(
+        chat("{\"messages\":[{\"role\":\"system\",\"content\":\"s\"}]}", CHAT_TMPL_MISTRAL, &p, &e),
+        -EINVAL);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "messages");
+    assert_non_null(strstr(e.message, "no tokens"));
+    srv_comp_params_free(&p);
 }
 
 static void test_error_json(void **state)
