@@ -3,9 +3,11 @@
  * (weights generated in memory, then stored as each type; no file needed).
  *
  *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
- *               [--matmul auto|openblas|onednn] [--dtype all|f32|f16|bf16|q8_0]
+ *               [--matmul auto|openblas|onednn]
+ *               [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]
  *
- * For each weight type (--dtype all: F32, F16, BF16, Q8_0), on the backend
+ * For each weight type (--dtype all: F32, F16, BF16, Q8_0, the Q4_K_M mix,
+ * Q6_K; see retype()), on the backend
  * --matmul resolves to:
  * Prints, in one run (first):
  *   - this machine's cblas_sgemm peak for C = A·Bᵀ at 2048³ and at the
@@ -33,12 +35,15 @@
  * logits are computed.  Norms, RoPE, softmax and SwiGLU are not counted.
  */
 #include <cblas.h>
+#include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../model/model_internal.h"
+#include "../model/quant.h"
 #include "folio/common.h"
 #include "folio/model.h"
 #include "folio/sampler.h"
@@ -328,6 +333,52 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
     }
 }
 
+/* One matrix of the copy d (f32-sized storage) requantized to t from the
+ * F32 original s. */
+static void requant(struct matmul_mat *d, const struct matmul_mat *s, enum gguf_tensor_type t)
+{
+    if (quant_from_float(t, s->data, (void *)d->data, (int64_t)s->rows * s->cols) == 0)
+        d->type = t;
+}
+
+/* The layers llama.cpp's Q4_K_M gives more bits (first and last eighth,
+ * every third between), as tools/cmd_quantize.c. */
+static bool more_bits(int32_t l, int32_t n)
+{
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* m's weights as type t: F16/BF16/Q8_0 through model__retype; the
+ * K-quants from a Q8_0-shaped copy, each matrix requantized from m's F32:
+ * Q6_K everywhere, or the Q4_K_M mix (Q4_K; output and the "more bits"
+ * layers' ffn_down Q6_K; Q|K|V stay one Q4_K matrix here, where a file
+ * gives attn_v Q6_K in those layers). */
+static int retype(const struct model *m, enum gguf_tensor_type t, struct model **out)
+{
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K)
+        return model__retype(m, t, out);
+    if (m->hp.dim % 256 || m->hp.ffn_dim % 256 || (m->hp.n_heads * m->hp.head_dim) % 256)
+        return -EINVAL;
+    int rc = model__retype(m, GGUF_TENSOR_Q8_0, out);
+    if (rc)
+        return rc;
+    struct model *q = *out;
+    requant(&q->tok_embd, &m->tok_embd, t);
+    if (m->output.data == m->tok_embd.data) /* tied: one matrix, output's type */
+        requant(&q->tok_embd, &m->tok_embd, GGUF_TENSOR_Q6_K), q->output = q->tok_embd;
+    else
+        requant(&q->output, &m->output, GGUF_TENSOR_Q6_K);
+    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+        struct model_layer *L = &q->layers[l];
+        const struct model_layer *S = &m->layers[l];
+        requant(&L->wqkv, &S->wqkv, t);
+        requant(&L->wo, &S->wo, t);
+        requant(&L->w_gate_up, &S->w_gate_up, t);
+        requant(&L->w_down, &S->w_down, more_bits(l, m->hp.n_layers) ? GGUF_TENSOR_Q6_K : t);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *preset = "small", *dtype = "all";
@@ -350,7 +401,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
                             "[--quick] [--matmul auto|openblas|onednn] [--batch-invariant] "
-                            "[--dtype all|f32|f16|bf16|q8_0]\n");
+                            "[--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]\n");
             return 2;
         }
     }
@@ -379,16 +430,15 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         enum gguf_tensor_type t;
-    } types[] = {{"f32", GGUF_TENSOR_F32},
-                 {"f16", GGUF_TENSOR_F16},
-                 {"bf16", GGUF_TENSOR_BF16},
-                 {"q8_0", GGUF_TENSOR_Q8_0}};
+    } types[] = {{"f32", GGUF_TENSOR_F32},     {"f16", GGUF_TENSOR_F16},
+                 {"bf16", GGUF_TENSOR_BF16},   {"q8_0", GGUF_TENSOR_Q8_0},
+                 {"q4_k_m", GGUF_TENSOR_Q4_K}, {"q6_k", GGUF_TENSOR_Q6_K}};
     int ran = 0;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         if (strcmp(dtype, "all") && strcmp(dtype, types[i].name))
             continue;
         struct model *tm = m;
-        if (types[i].t != GGUF_TENSOR_F32 && model__retype(m, types[i].t, &tm) < 0) {
+        if (types[i].t != GGUF_TENSOR_F32 && retype(m, types[i].t, &tm) < 0) {
             fprintf(stderr, "bench_model: cannot store the weights as %s\n", types[i].name);
             return 1;
         }

@@ -33,12 +33,21 @@
 #include "quant_internal.h"
 #include "quant_x86.h"
 
-#define MR_MAX 2
+#define MR_MAX 4
 #define NR_MAX 4
+/* weight blocks ahead to prefetch (rows are read in order, 4 at a time) */
+#define PF_BLOCKS 8
 
 /* Weight block b of a row of type T (Q8_0, Q4_0, Q5_0: all against Q8_0
  * activations) as 32 signed bytes, and its scale. */
 enum wt { WT_Q8_0, WT_Q4_0, WT_Q5_0 };
+
+static inline int64_t wt_bytes(const enum wt T)
+{
+    return T == WT_Q8_0   ? (int64_t)sizeof(struct blk_q8_0)
+           : T == WT_Q4_0 ? (int64_t)sizeof(struct blk_q4_0)
+                          : (int64_t)sizeof(struct blk_q5_0);
+}
 
 static inline __attribute__((always_inline)) __m256i load_w(const enum wt T, const uint8_t *row,
                                                             int64_t b, float *d)
@@ -78,36 +87,45 @@ static inline __attribute__((always_inline)) void tile(const enum wt T, const in
                                                        const uint8_t *X, size_t xstride, float *Y,
                                                        int64_t ldy, float beta)
 {
-    __m256 acc[MR_MAX][NR_MAX];
+    __m256 acc[MR_MAX];
     for (int j = 0; j < MR; j++)
-        for (int i = 0; i < NR; i++)
-            acc[j][i] = _mm256_setzero_ps();
+        acc[j] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; b++) {
         __m256i wv[NR_MAX], wa[NR_MAX];
-        float dw[NR_MAX];
+        float dw[NR_MAX] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int i = 0; i < NR; i++) {
-            wv[i] = load_w(T, W + (size_t)i * wstride, b, &dw[i]);
+            const uint8_t *row = W + (size_t)i * wstride;
+            _mm_prefetch((const char *)row + (b + PF_BLOCKS) * wt_bytes(T), _MM_HINT_T0);
+            wv[i] = load_w(T, row, b, &dw[i]);
             wa[i] = _mm256_abs_epi8(wv[i]);
         }
+        /* lane i (and 4 + i) of the reduced sums belongs to W row i */
+        const __m128 d4 = _mm_setr_ps(dw[0], dw[1], dw[2], dw[3]);
+        const __m256 d8 = _mm256_set_m128(d4, d4);
         for (int j = 0; j < MR; j++) {
             const struct blk_q8_0 *x = (const struct blk_q8_0 *)(X + (size_t)j * xstride) + b;
             const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
-            const float dx = h2f(x->d);
-            for (int i = 0; i < NR; i++) {
-                const __m256i p = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i]));
-                const __m256i s = _mm256_madd_epi16(p, ones);
-                acc[j][i] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dx * dw[i]), acc[j][i]);
-            }
+            __m256i s[NR_MAX];
+            for (int i = 0; i < NR_MAX; i++)
+                s[i] = i < NR ? _mm256_madd_epi16(
+                                    _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i])), ones)
+                              : _mm256_setzero_si256();
+            /* 4 x 8 int32 partial sums -> [s0 s1 s2 s3 | s0 s1 s2 s3] */
+            const __m256i h =
+                _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x->d))), acc[j]);
         }
     }
-    for (int j = 0; j < MR; j++)
-        for (int i = 0; i < NR; i++) {
-            float *y = &Y[j * ldy + i];
-            const float v = hsum8(acc[j][i]);
-            *y = beta != 0.0f ? *y + v : v;
-        }
+    for (int j = 0; j < MR; j++) {
+        float v[4];
+        _mm_storeu_ps(v,
+                      _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1)));
+        float *y = &Y[j * ldy];
+        for (int i = 0; i < NR; i++)
+            y[i] = beta != 0.0f ? y[i] + v[i] : v[i];
+    }
 }
 
 #define TILE_FN(T, mr, nr)                                                                         \
@@ -138,11 +156,15 @@ static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__
 #define GEMM_FN(T, t)                                                                              \
     TILE_ROW(T, 1)                                                                                 \
     TILE_ROW(T, 2)                                                                                 \
+    TILE_ROW(T, 3)                                                                                 \
+    TILE_ROW(T, 4)                                                                                 \
     void quant__gemm_##t##_avx2(QUANT__GEMM_ARGS)                                                  \
     {                                                                                              \
         static const tile_fn tiles[MR_MAX][NR_MAX] = {                                             \
             {T##_1_1, T##_1_2, T##_1_3, T##_1_4},                                                  \
             {T##_2_1, T##_2_2, T##_2_3, T##_2_4},                                                  \
+            {T##_3_1, T##_3_2, T##_3_3, T##_3_4},                                                  \
+            {T##_4_1, T##_4_2, T##_4_3, T##_4_4},                                                  \
         };                                                                                         \
         gemm_tiles(tiles, 32, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                \
     }
@@ -153,12 +175,6 @@ GEMM_FN(Q5_0, q5_0)
 /* ---- K-quants ---------------------------------------------------------- */
 
 #define KMR 4
-
-/* 16 int16 lanes: lanes 0-7 = a, 8-15 = b */
-static inline __m256i pair16(int a, int b)
-{
-    return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
-}
 
 /* Q4_K (FIVE = 0) and Q5_K (FIVE = 1: a fifth bit per code from qh, bit j
  * of qh[l] for element l of sub-block j) */
@@ -200,9 +216,11 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
         u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
         u[2] = m03;
         u[0] &= km1;
-        const uint8_t *sb = (const uint8_t *)u;
+        /* scale j broadcast to every 16-bit lane: one byte shuffle each */
+        const __m256i sw =
+            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)u)));
         for (int j = 0; j < 8; j++)
-            sc[j] = _mm256_set1_epi16((short)sb[j]);
+            sc[j] = _mm256_shuffle_epi8(sw, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
         /* mins, each twice: one per 16-element sum of the activations */
         const __m256i mv = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
             _mm_loadu_si128((const __m128i *)u),
@@ -273,9 +291,17 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
             q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4), h2);
             q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4), h3);
         }
-        for (int g = 0; g < 8; g++)
-            sc[g] = pair16(wb->scales[2 * g], wb->scales[2 * g + 1]);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+        /* sc[g]: scale 2g in lanes 0-7, 2g + 1 in lanes 8-15 (one shuffle
+         * each from the copies of scales 0-7 and 8-15 in both halves) */
+        const __m256i s07 = _mm256_permute4x64_epi64(sc16, 0x44),
+                      s8f = _mm256_permute4x64_epi64(sc16, 0xee);
+        for (int g = 0; g < 8; g++) {
+            const int k = 4 * (g & 3);
+            const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (k + 3) + k + 2)),
+                                                  _mm_set1_epi16((short)(0x0100 * (k + 1) + k)));
+            sc[g] = _mm256_shuffle_epi8(g < 4 ? s07 : s8f, pick);
+        }
         const float d = h2f(wb->d);
         for (int r = 0; r < MR; r++) {
             const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
