@@ -3,7 +3,7 @@
  * BENCHMARKS.md.
  *
  *   bench_quant [--threads N] [--reps N] [--isa NAME] [--type NAME] [--quick] [--cputime]
- *               [--sgemm]
+ *               [--sgemm] [--hot]
  *
  * For each weight type and each ISA the CPU has (or the one --isa names),
  * the products of `small`'s shapes: M x 768 by 768 x 2048 and M x 2048 by
@@ -20,6 +20,10 @@
  * --cputime (one thread only) times by the thread's CPU time instead of
  * wall time, which leaves out time spent descheduled on a shared machine
  * (for comparing kernels; the figures to publish are wall time).
+ *
+ * --hot: M = 1 on one copy of the weights, which stays in the caches: the
+ * kernel's arithmetic ceiling, to compare with the read bandwidth (a
+ * kernel whose hot rate is well above it is bound by memory when cold).
  *
  * --sgemm: for M > 1, the same product in F32 (the weights before
  * quantization) through OpenBLAS's cblas_sgemm on the same split and
@@ -131,7 +135,7 @@ static double run_once(void)
 /* ---- cases ------------------------------------------------------------ */
 
 static int reps = 7;
-static bool with_sgemm;
+static bool with_sgemm, hot;
 
 static double stream_gbs(void)
 {
@@ -155,7 +159,7 @@ static void bench_case(enum gguf_tensor_type t, int64_t M, int64_t K, int64_t N,
 {
     const size_t ws = quant_row_bytes(t, K), wbytes = ws * (size_t)N;
     const enum gguf_tensor_type dt = quant_dot_type(t);
-    size_t copies = M == 1 ? (256u << 20) / wbytes + 1 : 1;
+    size_t copies = M == 1 && !hot ? (256u << 20) / wbytes + 1 : 1;
     uint8_t *W = malloc(wbytes * copies);
     float *wf = malloc((size_t)(N * K) * sizeof(float));
     float *X = malloc((size_t)(M * K) * sizeof(float));
@@ -229,14 +233,17 @@ int main(int argc, char **argv)
             type = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--hot"))
+            hot = true;
         else if (!strcmp(argv[i], "--sgemm"))
             with_sgemm = true;
         else if (!strcmp(argv[i], "--cputime"))
             use_cputime = true;
         else {
-            fprintf(stderr,
-                    "usage: bench_quant [--threads N] [--reps N] [--isa "
-                    "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime] [--sgemm]\n");
+            fprintf(
+                stderr,
+                "usage: bench_quant [--threads N] [--reps N] [--isa "
+                "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime] [--sgemm] [--hot]\n");
             return 2;
         }
     }

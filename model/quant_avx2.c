@@ -33,7 +33,7 @@
 #include "quant_internal.h"
 #include "quant_x86.h"
 
-#define MR_MAX 4
+#define MR_MAX 6
 #define NR_MAX 4
 /* weight blocks ahead to prefetch (rows are read in order, 4 at a time) */
 #define PF_BLOCKS 8
@@ -158,13 +158,14 @@ static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__
     TILE_ROW(T, 2)                                                                                 \
     TILE_ROW(T, 3)                                                                                 \
     TILE_ROW(T, 4)                                                                                 \
+    TILE_ROW(T, 5)                                                                                 \
+    TILE_ROW(T, 6)                                                                                 \
     void quant__gemm_##t##_avx2(QUANT__GEMM_ARGS)                                                  \
     {                                                                                              \
         static const tile_fn tiles[MR_MAX][NR_MAX] = {                                             \
-            {T##_1_1, T##_1_2, T##_1_3, T##_1_4},                                                  \
-            {T##_2_1, T##_2_2, T##_2_3, T##_2_4},                                                  \
-            {T##_3_1, T##_3_2, T##_3_3, T##_3_4},                                                  \
-            {T##_4_1, T##_4_2, T##_4_3, T##_4_4},                                                  \
+            {T##_1_1, T##_1_2, T##_1_3, T##_1_4}, {T##_2_1, T##_2_2, T##_2_3, T##_2_4},            \
+            {T##_3_1, T##_3_2, T##_3_3, T##_3_4}, {T##_4_1, T##_4_2, T##_4_3, T##_4_4},            \
+            {T##_5_1, T##_5_2, T##_5_3, T##_5_4}, {T##_6_1, T##_6_2, T##_6_3, T##_6_4},            \
         };                                                                                         \
         gemm_tiles(tiles, 32, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                \
     }
@@ -178,10 +179,9 @@ GEMM_FN(Q5_0, q5_0)
 
 /* Q4_K (FIVE = 0) and Q5_K (FIVE = 1: a fifth bit per code from qh, bit j
  * of qh[l] for element l of sub-block j) */
-static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, const int MR,
-                                                             const uint8_t *row, int64_t nb,
-                                                             const uint8_t *X, size_t xstride,
-                                                             float *Y, int64_t ldy, float beta)
+static inline __attribute__((always_inline)) void
+tile_kasym(const int FIVE, const int MR, const uint8_t *row, int64_t nb, const uint8_t *X,
+           size_t xstride, float *Y, int64_t ldy, float beta, __m256 *ret)
 {
     __m256 acc[KMR];
     for (int j = 0; j < MR; j++)
@@ -208,23 +208,24 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
          * word operations: scale/min j < 4 are the low 6 bits of bytes j /
          * j + 4; j >= 4 take 4 bits from byte j + 4 and their top 2 from
          * bits 6-7 of bytes j - 4 / j */
-        uint32_t u[4];
-        memcpy(u, FIVE ? w5->scales : w4->scales, 12);
+        uint32_t u0, u1, u2;
+        const uint8_t *sp = FIVE ? w5->scales : w4->scales;
+        memcpy(&u0, sp, 4);
+        memcpy(&u1, sp + 4, 4);
+        memcpy(&u2, sp + 8, 4);
         const uint32_t km1 = 0x3f3f3f3fu, km2 = 0x0f0f0f0fu, km3 = 0x03030303u;
-        u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
-        const uint32_t m03 = u[1] & km1;
-        u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
-        u[2] = m03;
-        u[0] &= km1;
+        /* built from registers: storing the words and loading them as one
+         * vector would stall on store forwarding every block */
+        const __m128i sm =
+            _mm_setr_epi32((int)(u0 & km1), (int)((u2 & km2) | (((u0 >> 6) & km3) << 4)),
+                           (int)(u1 & km1), (int)(((u2 >> 4) & km2) | (((u1 >> 6) & km3) << 4)));
         /* scale j broadcast to every 16-bit lane: one byte shuffle each */
-        const __m256i sw =
-            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)u)));
+        const __m256i sw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         for (int j = 0; j < 8; j++)
             sc[j] = _mm256_shuffle_epi8(sw, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
         /* mins, each twice: one per 16-element sum of the activations */
         const __m256i mv = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-            _mm_loadu_si128((const __m128i *)u),
-            _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+            sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
         const float d = h2f(FIVE ? w5->d : w4->d), dmin = h2f(FIVE ? w5->dmin : w4->dmin);
         for (int r = 0; r < MR; r++) {
             const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
@@ -241,6 +242,10 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
                 _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * x->d), acc[r]);
         }
     }
+    if (ret) { /* one row of X: the caller sums four rows' lanes at once */
+        *ret = acc[0];
+        return;
+    }
     for (int r = 0; r < MR; r++) {
         const float v = hsum8(acc[r]);
         Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
@@ -250,23 +255,23 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
 static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const struct blk_q4_k *w,
                                                             int64_t nb, const uint8_t *X,
                                                             size_t xstride, float *Y, int64_t ldy,
-                                                            float beta)
+                                                            float beta, __m256 *ret)
 {
-    tile_kasym(0, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
+    tile_kasym(0, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta, ret);
 }
 
 static inline __attribute__((always_inline)) void tile_q5_k(const int MR, const struct blk_q5_k *w,
                                                             int64_t nb, const uint8_t *X,
                                                             size_t xstride, float *Y, int64_t ldy,
-                                                            float beta)
+                                                            float beta, __m256 *ret)
 {
-    tile_kasym(1, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
+    tile_kasym(1, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta, ret);
 }
 
 static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const struct blk_q6_k *w,
                                                             int64_t nb, const uint8_t *X,
                                                             size_t xstride, float *Y, int64_t ldy,
-                                                            float beta)
+                                                            float beta, __m256 *ret)
 {
     __m256 acc[KMR];
     for (int j = 0; j < MR; j++)
@@ -317,6 +322,10 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x->d), acc[r]);
         }
     }
+    if (ret) { /* one row of X: the caller sums four rows' lanes at once */
+        *ret = acc[0];
+        return;
+    }
     for (int r = 0; r < MR; r++) {
         const float v = hsum8(acc[r]);
         Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
@@ -327,22 +336,36 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
     static void type##_1(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(1, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(1, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
     }                                                                                              \
     static void type##_2(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(2, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(2, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
     }                                                                                              \
     static void type##_3(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(3, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(3, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
     }                                                                                              \
     static void type##_4(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(4, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(4, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
+    }                                                                                              \
+    /* one row of X by four rows of W, their sums reduced together */                              \
+    static void type##_w4(const uint8_t *W, size_t ws, int64_t nb, const uint8_t *X, float *Y,     \
+                          float beta)                                                              \
+    {                                                                                              \
+        __m256 a[4];                                                                               \
+        for (int i = 0; i < 4; i++)                                                                \
+            tile_##type(1, (const struct blk_##type *)(W + (size_t)i * ws), nb, X, 0, NULL, 0,     \
+                        0.0f, &a[i]);                                                              \
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));   \
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));             \
+        if (beta != 0.0f)                                                                          \
+            v = _mm_add_ps(v, _mm_loadu_ps(Y));                                                    \
+        _mm_storeu_ps(Y, v);                                                                       \
     }                                                                                              \
     void quant__gemm_##type##_avx2(QUANT__GEMM_ARGS)                                               \
     {                                                                                              \
@@ -350,6 +373,10 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
                                       float *, int64_t,                                            \
                                       float) = {type##_1, type##_2, type##_3, type##_4};           \
         const int64_t nb = K / QK_K;                                                               \
+        if (M == 1) /* decode: four rows of W per call, the rest below */                          \
+            for (; n0 + 4 <= n1; n0 += 4)                                                          \
+                type##_w4((const uint8_t *)W + (size_t)n0 * wstride, wstride, nb, Xq, Y + n0,      \
+                          beta);                                                                   \
         for (int64_t n = n0; n < n1; n++) {                                                        \
             const struct blk_##type *w =                                                           \
                 (const struct blk_##type *)((const uint8_t *)W + (size_t)n * wstride);             \
