@@ -177,6 +177,15 @@ GEMM_FN(Q5_0, q5_0)
 
 #define KMR 4
 
+/* Sum of the 8 lanes of v as ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 +
+ * v7)): the order in which the four-row decode path (two hadd levels, then
+ * the halves) sums each row, so that row m of Y never depends on M. */
+static inline float hsum8_pairs(__m256 v)
+{
+    const __m256 h = _mm256_hadd_ps(v, v), h2 = _mm256_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h2), _mm256_extractf128_ps(h2, 1)));
+}
+
 /* Q4_K (FIVE = 0) and Q5_K (FIVE = 1: a fifth bit per code from qh, bit j
  * of qh[l] for element l of sub-block j) */
 static inline __attribute__((always_inline)) void
@@ -247,7 +256,7 @@ tile_kasym(const int FIVE, const int MR, const uint8_t *row, int64_t nb, const u
         return;
     }
     for (int r = 0; r < MR; r++) {
-        const float v = hsum8(acc[r]);
+        const float v = hsum8_pairs(acc[r]);
         Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
     }
 }
@@ -327,7 +336,7 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
         return;
     }
     for (int r = 0; r < MR; r++) {
-        const float v = hsum8(acc[r]);
+        const float v = hsum8_pairs(acc[r]);
         Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
     }
 }
