@@ -1,6 +1,7 @@
 /*
- * model/quant_avx2.c — Q8_0 products with AVX2 (vpmaddubsw), built with its
- * own flags and chosen at run time by quant.c.
+ * model/quant_avx2.c — quantized products with AVX2 (vpmaddubsw), built with
+ * its own flags and chosen at run time by quant.c; the scalar kernels of
+ * quant.c and quant_gemm_ref are the references the tests hold them to.
  *
  * vpmaddubsw multiplies unsigned by signed bytes and adds pairs into int16
  * with saturation.  The usual sign trick keeps it exact: |w| (unsigned) times
@@ -8,10 +9,21 @@
  * 127 < 32767; vpmaddwd by ones widens the pairs to int32.  |w| is computed
  * once per weight block and reused for MR activation rows.
  *
- * Register blocking: MR = 2 rows of X by NR = 4 rows of W per tile (8
- * accumulators and 4 weight vectors in the 16 registers AVX2 has).  Q4_0
- * and Q5_0 share the kernel: their blocks are unpacked to signed bytes
- * (code - 8, code - 16) as they are loaded, once per MR rows.
+ * Register blocking: MR <= 6 rows of X by NR = 4 rows of W per tile.  Per
+ * 32-block and row of X, the four int32 vectors of partial sums (one per W
+ * row) are folded by two levels of vphaddd into one vector whose lane i
+ * (and 4 + i) belongs to W row i; one conversion and one fma by the
+ * block's scales (the four W scales in lanes, times X's) then serve four
+ * outputs, where scaling each sum on its own took a conversion, a scalar
+ * product, a broadcast and an fma per output.  What remains per 32 x 4
+ * products is vpsignb + vpmaddubsw + vpmaddwd per W row, the floor of the
+ * signed x signed trick on AVX2; the W rows stay in L1 while the tile
+ * walks every row of X, and the next blocks of W are prefetched for the
+ * first pass.  The four lanes come out of the final 128-bit fold in order,
+ * and a row's sum never depends on how many rows share its tile (row
+ * invariance: row m of Y is the same for every M).  Q4_0 and Q5_0 share
+ * the kernel: their blocks are unpacked to signed bytes (code - 8, code -
+ * 16) as they are loaded, once per MR rows.
  *
  * K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations: a weight super-block's
  * codes are unpacked once into eight 32-byte vectors of unsigned codes
@@ -21,7 +33,12 @@
  * the sub-block scales, integer sums over the super-block, one conversion
  * and fma.  The mins of Q4_K (x = d sc q - dmin m) and the offset 32 of
  * Q6_K's codes come off through the activations' 16-element sums (bsums):
- * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.
+ * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.  The scales reach their
+ * 16-bit lanes by one byte shuffle each from a vector built in registers.
+ * Decode (M = 1) runs four W rows per call and folds their four
+ * accumulators with vhaddps into one 4-float store; every other path sums
+ * a row's lanes in that same order (hsum8_pairs), so results do not depend
+ * on M.
  *
  * Activation rows (quant_rows to Q8_0 and Q8_K) are quantized here too,
  * byte-identical to the scalar quantizers (same scale, same rounding half
