@@ -27,7 +27,9 @@
  * Each with tokens/s, GFLOP/s of model arithmetic, the rate of the matrix
  * products alone (matrix FLOPs / time inside sgemm: compare with the peak)
  * and the split of time between sgemm, attention and the rest
- * (model_ctx_stats).
+ * (model_ctx_stats), and tokens per second of the process's CPU time (all
+ * threads summed; pool spin-waits count): on a shared machine the figure
+ * that leaves out time spent descheduled.
  *
  * FLOPs counted per token: 2 x (matrix parameters of all layers: wqkv, wo,
  * gate|up, down), plus 4 x n_heads x head_dim x (visible context) per layer
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../model/model_internal.h"
 #include "../model/quant.h"
@@ -170,15 +173,23 @@ static double attn_flops(const struct model_hparams *hp, int32_t pos)
     return 4.0 * hp->n_layers * hp->n_heads * hp->head_dim * (pos + 1.0);
 }
 
-static void report(const char *what, int32_t tokens_out, double secs, double flops,
+/* CPU time of the whole process (every pool thread), seconds */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void report(const char *what, int32_t tokens_out, double secs, double cpu, double flops,
                    double mat_flops, const struct model_ctx_stats *a,
                    const struct model_ctx_stats *b)
 {
     double g = (b->ns_gemm - a->ns_gemm) * 1e-9, at = (b->ns_attn - a->ns_attn) * 1e-9,
            o = (b->ns_other - a->ns_other) * 1e-9;
-    printf("| %-28s | %9.1f | %7.1f | %8.1f | %5.1f%% | %5.1f%% | %5.1f%% |\n", what,
+    printf("| %-28s | %9.1f | %7.1f | %8.1f | %5.1f%% | %5.1f%% | %5.1f%% | %8.1f |\n", what,
            tokens_out / secs, flops / secs * 1e-9, mat_flops / g * 1e-9, 100 * g / secs,
-           100 * at / secs, 100 * o / secs);
+           100 * at / secs, 100 * o / secs, tokens_out / cpu);
     fflush(stdout);
 }
 
@@ -212,9 +223,10 @@ static void bench_prefill(const struct model *m, int32_t n)
     struct model_ctx_stats s0, s1;
     model_ctx_stats_get(ctx, &s0);
     uint64_t t0 = folio_now_ns();
+    double c0 = cpu_now();
     if (model_forward(ctx, &b, logits) < 0)
         exit(1);
-    double secs = (folio_now_ns() - t0) * 1e-9;
+    double secs = (folio_now_ns() - t0) * 1e-9, cpu = cpu_now() - c0;
     model_ctx_stats_get(ctx, &s1);
     double flops = e.mat_flops_tok * n + 2.0 * m->hp.n_vocab * m->hp.dim;
     for (int32_t p = 0; p < n; p++)
@@ -222,7 +234,7 @@ static void bench_prefill(const struct model *m, int32_t n)
     char what[64];
     snprintf(what, sizeof(what), "prefill %d tokens", n);
     double mat = e.mat_flops_tok * n + 2.0 * m->hp.n_vocab * m->hp.dim;
-    report(what, n, secs, flops, mat, &s0, &s1);
+    report(what, n, secs, cpu, flops, mat, &s0, &s1);
     model_ctx_free(ctx);
     free(tok), free(logits);
     env_free(&e);
@@ -240,7 +252,7 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
     struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
     float *logits = malloc(sizeof(float) * (size_t)n_seqs * m->hp.n_vocab);
     struct model_ctx_stats s0, s1;
-    double flops = 0, secs = 0, mat = 0;
+    double flops = 0, secs = 0, mat = 0, cpu = 0;
     model_ctx_stats_get(ctx, &s0);
     for (int32_t st = 0; st < steps; st++) {
         for (int32_t s = 0; s < n_seqs; s++) {
@@ -256,12 +268,14 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
         struct model_batch b = {
             .n_tokens = n_seqs, .tokens = tok, .n_slices = n_seqs, .slices = sl};
         uint64_t t0 = folio_now_ns();
+        double c0 = cpu_now();
         if (model_forward(ctx, &b, logits) < 0)
             exit(1);
         secs += (folio_now_ns() - t0) * 1e-9;
+        cpu += cpu_now() - c0;
     }
     model_ctx_stats_get(ctx, &s1);
-    report(what, n_seqs * steps, secs, flops, mat, &s0, &s1);
+    report(what, n_seqs * steps, secs, cpu, flops, mat, &s0, &s1);
     if (n_seqs == 1) { /* memory bound: weight bytes per token vs bandwidth */
         double wb = (double)model__weight_bytes_per_token(m), rate = wb * steps / secs;
         printf("|   single stream: %.1f MB of weights/token, read at %.1f GB/s = %.0f%% of "
@@ -319,9 +333,9 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
            model_matmul_name(model_ctx_matmul(ctx)));
     model_ctx_free(ctx);
     env_free(&e);
-    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s",
-           "matmul GF", "matmul", "attn", "other");
-    printf("|---|---|---|---|---|---|---|\n");
+    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s | %8s |\n", "workload", "tokens/s",
+           "GFLOP/s", "matmul GF", "matmul", "attn", "other", "tok/CPU-s");
+    printf("|---|---|---|---|---|---|---|---|\n");
     bench_prefill(m, quick ? 128 : 512);
     char what[64];
     snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);

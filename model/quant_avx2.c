@@ -51,7 +51,10 @@
 #include "quant_x86.h"
 
 #define MR_MAX 6
-#define NR_MAX 4
+/* rows of X per pass over the band of W: their quantized rows (<= 64 x
+ * 2.3 KB at K = 2048) stay in L2 while every weight row meets them */
+#define M_CHUNK 64
+#define NR_MAX  4
 /* weight blocks ahead to prefetch (rows are read in order, 4 at a time) */
 #define PF_BLOCKS 8
 
@@ -159,13 +162,16 @@ typedef void (*tile_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, size_
 static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__GEMM_ARGS)
 {
     const int64_t nb = K / blk;
-    for (int64_t n = n0; n < n1; n += NR_MAX) {
-        const int nr = n1 - n < NR_MAX ? (int)(n1 - n) : NR_MAX;
-        for (int64_t m = 0; m < M; m += MR_MAX) {
-            const int mr = M - m < MR_MAX ? (int)(M - m) : MR_MAX;
-            tiles[mr - 1][nr - 1]((const uint8_t *)W + (size_t)n * wstride, wstride, nb,
-                                  (const uint8_t *)Xq + (size_t)m * xstride, xstride,
-                                  Y + m * ldy + n, ldy, beta);
+    for (int64_t mc = 0; mc < M; mc += M_CHUNK) {
+        const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;
+        for (int64_t n = n0; n < n1; n += NR_MAX) {
+            const int nr = n1 - n < NR_MAX ? (int)(n1 - n) : NR_MAX;
+            for (int64_t m = mc; m < me; m += MR_MAX) {
+                const int mr = me - m < MR_MAX ? (int)(me - m) : MR_MAX;
+                tiles[mr - 1][nr - 1]((const uint8_t *)W + (size_t)n * wstride, wstride, nb,
+                                      (const uint8_t *)Xq + (size_t)m * xstride, xstride,
+                                      Y + m * ldy + n, ldy, beta);
+            }
         }
     }
 }
@@ -403,13 +409,16 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
             for (; n0 + 4 <= n1; n0 += 4)                                                          \
                 type##_w4((const uint8_t *)W + (size_t)n0 * wstride, wstride, nb, Xq, Y + n0,      \
                           beta);                                                                   \
-        for (int64_t n = n0; n < n1; n++) {                                                        \
-            const struct blk_##type *w =                                                           \
-                (const struct blk_##type *)((const uint8_t *)W + (size_t)n * wstride);             \
-            for (int64_t m = 0; m < M; m += KMR) {                                                 \
-                const int mr = M - m < KMR ? (int)(M - m) : KMR;                                   \
-                fns[mr - 1](w, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,             \
-                            Y + m * ldy + n, ldy, beta);                                           \
+        for (int64_t mc = 0; mc < M; mc += M_CHUNK) {                                              \
+            const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;                                \
+            for (int64_t n = n0; n < n1; n++) {                                                    \
+                const struct blk_##type *w =                                                       \
+                    (const struct blk_##type *)((const uint8_t *)W + (size_t)n * wstride);         \
+                for (int64_t m = mc; m < me; m += KMR) {                                           \
+                    const int mr = me - m < KMR ? (int)(me - m) : KMR;                             \
+                    fns[mr - 1](w, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,         \
+                                Y + m * ldy + n, ldy, beta);                                       \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }

@@ -436,10 +436,10 @@ static void test_gemm_all_isas(void **state)
 {
     (void)state;
     const char *isas[] = {"scalar", "avx2", "avx512"};
-    /* every tile shape of the AVX2 kernels (4 rows of X by 4 rows of W for
-     * the 32-blocks, 4 rows of X per weight row for the K-quants) with
-     * its tails */
-    const int64_t Ms[] = {1, 2, 3, 4, 5, 7, 9};
+    /* every tile shape of the AVX2 kernels (up to 6 rows of X by 4 rows of
+     * W for the 32-blocks, 4 rows of X per weight row for the K-quants)
+     * with its tails, and more than one 64-row pass over W */
+    const int64_t Ms[] = {1, 2, 3, 4, 5, 6, 7, 9, 70};
     const int64_t Ns[] = {1, 2, 3, 4, 7, 13};
     for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
         int rc = quant_force_isa(isas[a]);
