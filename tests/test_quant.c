@@ -403,7 +403,8 @@ static void check_gemm(enum gguf_tensor_type t, int64_t M, int64_t N, int64_t K,
             for (int64_t k = 0; k < K; k++)
                 abssum += fabs((double)wf[k] * xf[k]);
             /* float accumulation; Q8_1's sum term is a half float */
-            double tol = 2e-6 * abssum + 1e-30;
+            /* plus one float rounding of the accumulate (beta 1) */
+            double tol = 2e-6 * abssum + 1.2e-7 * fabs((double)R[i]) + 1e-30;
             if (dt == GGUF_TENSOR_Q8_1) { /* |m| * |s| * 2^-11 per block */
                 const uint8_t *wr = W + (size_t)n * ws;
                 for (int64_t b = 0; b < K / 32; b++) {
