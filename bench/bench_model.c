@@ -3,9 +3,11 @@
  * (weights generated in memory, then stored as each type; no file needed).
  *
  *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
- *               [--matmul auto|openblas|onednn] [--dtype all|f32|f16|bf16|q8_0]
+ *               [--matmul auto|openblas|onednn]
+ *               [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]
  *
- * For each weight type (--dtype all: F32, F16, BF16, Q8_0), on the backend
+ * For each weight type (--dtype all: F32, F16, BF16, Q8_0, the Q4_K_M mix,
+ * Q6_K; see retype()), on the backend
  * --matmul resolves to:
  * Prints, in one run (first):
  *   - this machine's cblas_sgemm peak for C = A·Bᵀ at 2048³ and at the
@@ -25,7 +27,9 @@
  * Each with tokens/s, GFLOP/s of model arithmetic, the rate of the matrix
  * products alone (matrix FLOPs / time inside sgemm: compare with the peak)
  * and the split of time between sgemm, attention and the rest
- * (model_ctx_stats).
+ * (model_ctx_stats), and tokens per second of the process's CPU time (all
+ * threads summed; pool spin-waits count): on a shared machine the figure
+ * that leaves out time spent descheduled.
  *
  * FLOPs counted per token: 2 x (matrix parameters of all layers: wqkv, wo,
  * gate|up, down), plus 4 x n_heads x head_dim x (visible context) per layer
@@ -33,12 +37,16 @@
  * logits are computed.  Norms, RoPE, softmax and SwiGLU are not counted.
  */
 #include <cblas.h>
+#include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../model/model_internal.h"
+#include "../model/quant.h"
 #include "folio/common.h"
 #include "folio/model.h"
 #include "folio/sampler.h"
@@ -165,15 +173,23 @@ static double attn_flops(const struct model_hparams *hp, int32_t pos)
     return 4.0 * hp->n_layers * hp->n_heads * hp->head_dim * (pos + 1.0);
 }
 
-static void report(const char *what, int32_t tokens_out, double secs, double flops,
+/* CPU time of the whole process (every pool thread), seconds */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void report(const char *what, int32_t tokens_out, double secs, double cpu, double flops,
                    double mat_flops, const struct model_ctx_stats *a,
                    const struct model_ctx_stats *b)
 {
     double g = (b->ns_gemm - a->ns_gemm) * 1e-9, at = (b->ns_attn - a->ns_attn) * 1e-9,
            o = (b->ns_other - a->ns_other) * 1e-9;
-    printf("| %-28s | %9.1f | %7.1f | %8.1f | %5.1f%% | %5.1f%% | %5.1f%% |\n", what,
+    printf("| %-28s | %9.1f | %7.1f | %8.1f | %5.1f%% | %5.1f%% | %5.1f%% | %8.1f |\n", what,
            tokens_out / secs, flops / secs * 1e-9, mat_flops / g * 1e-9, 100 * g / secs,
-           100 * at / secs, 100 * o / secs);
+           100 * at / secs, 100 * o / secs, tokens_out / cpu);
     fflush(stdout);
 }
 
@@ -207,9 +223,10 @@ static void bench_prefill(const struct model *m, int32_t n)
     struct model_ctx_stats s0, s1;
     model_ctx_stats_get(ctx, &s0);
     uint64_t t0 = folio_now_ns();
+    double c0 = cpu_now();
     if (model_forward(ctx, &b, logits) < 0)
         exit(1);
-    double secs = (folio_now_ns() - t0) * 1e-9;
+    double secs = (folio_now_ns() - t0) * 1e-9, cpu = cpu_now() - c0;
     model_ctx_stats_get(ctx, &s1);
     double flops = e.mat_flops_tok * n + 2.0 * m->hp.n_vocab * m->hp.dim;
     for (int32_t p = 0; p < n; p++)
@@ -217,7 +234,7 @@ static void bench_prefill(const struct model *m, int32_t n)
     char what[64];
     snprintf(what, sizeof(what), "prefill %d tokens", n);
     double mat = e.mat_flops_tok * n + 2.0 * m->hp.n_vocab * m->hp.dim;
-    report(what, n, secs, flops, mat, &s0, &s1);
+    report(what, n, secs, cpu, flops, mat, &s0, &s1);
     model_ctx_free(ctx);
     free(tok), free(logits);
     env_free(&e);
@@ -235,7 +252,7 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
     struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
     float *logits = malloc(sizeof(float) * (size_t)n_seqs * m->hp.n_vocab);
     struct model_ctx_stats s0, s1;
-    double flops = 0, secs = 0, mat = 0;
+    double flops = 0, secs = 0, mat = 0, cpu = 0;
     model_ctx_stats_get(ctx, &s0);
     for (int32_t st = 0; st < steps; st++) {
         for (int32_t s = 0; s < n_seqs; s++) {
@@ -251,12 +268,14 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
         struct model_batch b = {
             .n_tokens = n_seqs, .tokens = tok, .n_slices = n_seqs, .slices = sl};
         uint64_t t0 = folio_now_ns();
+        double c0 = cpu_now();
         if (model_forward(ctx, &b, logits) < 0)
             exit(1);
         secs += (folio_now_ns() - t0) * 1e-9;
+        cpu += cpu_now() - c0;
     }
     model_ctx_stats_get(ctx, &s1);
-    report(what, n_seqs * steps, secs, flops, mat, &s0, &s1);
+    report(what, n_seqs * steps, secs, cpu, flops, mat, &s0, &s1);
     if (n_seqs == 1) { /* memory bound: weight bytes per token vs bandwidth */
         double wb = (double)model__weight_bytes_per_token(m), rate = wb * steps / secs;
         printf("|   single stream: %.1f MB of weights/token, read at %.1f GB/s = %.0f%% of "
@@ -314,9 +333,9 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
            model_matmul_name(model_ctx_matmul(ctx)));
     model_ctx_free(ctx);
     env_free(&e);
-    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s |\n", "workload", "tokens/s", "GFLOP/s",
-           "matmul GF", "matmul", "attn", "other");
-    printf("|---|---|---|---|---|---|---|\n");
+    printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s | %8s |\n", "workload", "tokens/s",
+           "GFLOP/s", "matmul GF", "matmul", "attn", "other", "tok/CPU-s");
+    printf("|---|---|---|---|---|---|---|---|\n");
     bench_prefill(m, quick ? 128 : 512);
     char what[64];
     snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
@@ -326,6 +345,52 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
         snprintf(what, sizeof(what), "decode %d seqs @128 ctx", batch[i]);
         bench_decode(m, batch[i], 128, quick ? 2 : 4, what);
     }
+}
+
+/* One matrix of the copy d (f32-sized storage) requantized to t from the
+ * F32 original s. */
+static void requant(struct matmul_mat *d, const struct matmul_mat *s, enum gguf_tensor_type t)
+{
+    if (quant_from_float(t, s->data, (void *)d->data, (int64_t)s->rows * s->cols) == 0)
+        d->type = t;
+}
+
+/* The layers llama.cpp's Q4_K_M gives more bits (first and last eighth,
+ * every third between), as tools/cmd_quantize.c. */
+static bool more_bits(int32_t l, int32_t n)
+{
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* m's weights as type t: F16/BF16/Q8_0 through model__retype; the
+ * K-quants from a Q8_0-shaped copy, each matrix requantized from m's F32:
+ * Q6_K everywhere, or the Q4_K_M mix (Q4_K; output and the "more bits"
+ * layers' ffn_down Q6_K; Q|K|V stay one Q4_K matrix here, where a file
+ * gives attn_v Q6_K in those layers). */
+static int retype(const struct model *m, enum gguf_tensor_type t, struct model **out)
+{
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K)
+        return model__retype(m, t, out);
+    if (m->hp.dim % 256 || m->hp.ffn_dim % 256 || (m->hp.n_heads * m->hp.head_dim) % 256)
+        return -EINVAL;
+    int rc = model__retype(m, GGUF_TENSOR_Q8_0, out);
+    if (rc)
+        return rc;
+    struct model *q = *out;
+    requant(&q->tok_embd, &m->tok_embd, t);
+    if (m->output.data == m->tok_embd.data) /* tied: one matrix, output's type */
+        requant(&q->tok_embd, &m->tok_embd, GGUF_TENSOR_Q6_K), q->output = q->tok_embd;
+    else
+        requant(&q->output, &m->output, GGUF_TENSOR_Q6_K);
+    for (int32_t l = 0; l < m->hp.n_layers; l++) {
+        struct model_layer *L = &q->layers[l];
+        const struct model_layer *S = &m->layers[l];
+        requant(&L->wqkv, &S->wqkv, t);
+        requant(&L->wo, &S->wo, t);
+        requant(&L->w_gate_up, &S->w_gate_up, t);
+        requant(&L->w_down, &S->w_down, more_bits(l, m->hp.n_layers) ? GGUF_TENSOR_Q6_K : t);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -350,7 +415,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
                             "[--quick] [--matmul auto|openblas|onednn] [--batch-invariant] "
-                            "[--dtype all|f32|f16|bf16|q8_0]\n");
+                            "[--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]\n");
             return 2;
         }
     }
@@ -379,16 +444,15 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         enum gguf_tensor_type t;
-    } types[] = {{"f32", GGUF_TENSOR_F32},
-                 {"f16", GGUF_TENSOR_F16},
-                 {"bf16", GGUF_TENSOR_BF16},
-                 {"q8_0", GGUF_TENSOR_Q8_0}};
+    } types[] = {{"f32", GGUF_TENSOR_F32},     {"f16", GGUF_TENSOR_F16},
+                 {"bf16", GGUF_TENSOR_BF16},   {"q8_0", GGUF_TENSOR_Q8_0},
+                 {"q4_k_m", GGUF_TENSOR_Q4_K}, {"q6_k", GGUF_TENSOR_Q6_K}};
     int ran = 0;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         if (strcmp(dtype, "all") && strcmp(dtype, types[i].name))
             continue;
         struct model *tm = m;
-        if (types[i].t != GGUF_TENSOR_F32 && model__retype(m, types[i].t, &tm) < 0) {
+        if (types[i].t != GGUF_TENSOR_F32 && retype(m, types[i].t, &tm) < 0) {
             fprintf(stderr, "bench_model: cannot store the weights as %s\n", types[i].name);
             return 1;
         }

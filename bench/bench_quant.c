@@ -3,6 +3,7 @@
  * BENCHMARKS.md.
  *
  *   bench_quant [--threads N] [--reps N] [--isa NAME] [--type NAME] [--quick] [--cputime]
+ *               [--sgemm] [--hot]
  *
  * For each weight type and each ISA the CPU has (or the one --isa names),
  * the products of `small`'s shapes: M x 768 by 768 x 2048 and M x 2048 by
@@ -20,9 +21,19 @@
  * wall time, which leaves out time spent descheduled on a shared machine
  * (for comparing kernels; the figures to publish are wall time).
  *
+ * --hot: M = 1 on one copy of the weights, which stays in the caches: the
+ * kernel's arithmetic ceiling, to compare with the read bandwidth (a
+ * kernel whose hot rate is well above it is bound by memory when cold).
+ *
+ * --sgemm: for M > 1, the same product in F32 (the weights before
+ * quantization) through OpenBLAS's cblas_sgemm on the same split and
+ * timing, with the ratio of its time to quant_gemm's (above 1: the
+ * quantized product is faster).
+ *
  * Threads split the N rows of W as the forward pass does (quant_gemm on
  * [n0, n1) per thread, started together by a barrier).
  */
+#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -66,7 +77,8 @@ struct job {
     int64_t K, N, M;
     const void *Xq;
     float *Y;
-    const float *stream; /* bandwidth probe: sum over stream_n floats */
+    const float *Wf, *Xf; /* F32 reference: sgemm on the same split (NULL: quant_gemm) */
+    const float *stream;  /* bandwidth probe: sum over stream_n floats */
     size_t stream_n;
     double sink;
 };
@@ -91,7 +103,11 @@ static void run_part(int ith)
     /* rows in multiples of 16 per thread */
     int64_t chunk = (job.N / n_threads + 15) / 16 * 16;
     int64_t n0 = chunk * ith, n1 = n0 + chunk < job.N ? n0 + chunk : job.N;
-    if (n0 < n1)
+    if (n0 < n1 && job.Wf) /* Y[M][n0:n1] = X[M][K] · Wf[n0:n1][K]ᵀ */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)job.M, (int)(n1 - n0), (int)job.K,
+                    1.0f, job.Xf, (int)job.K, job.Wf + n0 * job.K, (int)job.K, 0.0f, job.Y + n0,
+                    (int)job.N);
+    else if (n0 < n1)
         quant_gemm(job.t, job.W, job.K, n0, n1, job.Xq, job.M, job.Y, job.N, 0.0f);
 }
 
@@ -119,6 +135,7 @@ static double run_once(void)
 /* ---- cases ------------------------------------------------------------ */
 
 static int reps = 7;
+static bool with_sgemm, hot;
 
 static double stream_gbs(void)
 {
@@ -142,7 +159,7 @@ static void bench_case(enum gguf_tensor_type t, int64_t M, int64_t K, int64_t N,
 {
     const size_t ws = quant_row_bytes(t, K), wbytes = ws * (size_t)N;
     const enum gguf_tensor_type dt = quant_dot_type(t);
-    size_t copies = M == 1 ? (256u << 20) / wbytes + 1 : 1;
+    size_t copies = M == 1 && !hot ? (256u << 20) / wbytes + 1 : 1;
     uint8_t *W = malloc(wbytes * copies);
     float *wf = malloc((size_t)(N * K) * sizeof(float));
     float *X = malloc((size_t)(M * K) * sizeof(float));
@@ -181,7 +198,18 @@ static void bench_case(enum gguf_tensor_type t, int64_t M, int64_t K, int64_t N,
     if (M == 1)
         printf("  %6.1f GB/s [%6.1f] = %3.0f%% of %.1f", (double)wbytes / med / 1e9,
                (double)wbytes / best / 1e9, 100.0 * (double)wbytes / med / 1e9 / bw, bw);
-    printf("  (quant_rows %.3f ms)\n", tq * 1e3);
+    printf("  (quant_rows %.3f ms)", tq * 1e3);
+    if (M > 1 && with_sgemm) {
+        /* the same product in F32 through OpenBLAS, same split and timing */
+        job = (struct job){.W = W, .K = K, .N = N, .M = M, .Y = Y, .Wf = wf, .Xf = X};
+        run_once();
+        for (int r = 0; r < r_all; r++)
+            ts[r] = run_once();
+        qsort(ts, (size_t)r_all, sizeof(double), cmp_double);
+        const double fmed = ts[r_all / 2];
+        printf("  sgemm %.1f GFLOP/s: %.2fx", ops / fmed / 1e9, fmed / med);
+    }
+    printf("\n");
     free(ts);
     free(W);
     free(wf);
@@ -205,16 +233,23 @@ int main(int argc, char **argv)
             type = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
+        else if (!strcmp(argv[i], "--hot"))
+            hot = true;
+        else if (!strcmp(argv[i], "--sgemm"))
+            with_sgemm = true;
         else if (!strcmp(argv[i], "--cputime"))
             use_cputime = true;
         else {
-            fprintf(stderr, "usage: bench_quant [--threads N] [--reps N] [--isa "
-                            "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime]\n");
+            fprintf(
+                stderr,
+                "usage: bench_quant [--threads N] [--reps N] [--isa "
+                "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime] [--sgemm] [--hot]\n");
             return 2;
         }
     }
     if (n_threads < 1 || n_threads > 64 || reps < 1 || (use_cputime && n_threads != 1))
         return 2;
+    openblas_set_num_threads(1); /* one band per thread, as the forward pass runs it */
     pthread_barrier_init(&bar_start, NULL, (unsigned)n_threads);
     pthread_barrier_init(&bar_end, NULL, (unsigned)n_threads);
     pthread_t th[64];

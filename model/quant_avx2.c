@@ -1,6 +1,7 @@
 /*
- * model/quant_avx2.c — Q8_0 products with AVX2 (vpmaddubsw), built with its
- * own flags and chosen at run time by quant.c.
+ * model/quant_avx2.c — quantized products with AVX2 (vpmaddubsw), built with
+ * its own flags and chosen at run time by quant.c; the scalar kernels of
+ * quant.c and quant_gemm_ref are the references the tests hold them to.
  *
  * vpmaddubsw multiplies unsigned by signed bytes and adds pairs into int16
  * with saturation.  The usual sign trick keeps it exact: |w| (unsigned) times
@@ -8,10 +9,21 @@
  * 127 < 32767; vpmaddwd by ones widens the pairs to int32.  |w| is computed
  * once per weight block and reused for MR activation rows.
  *
- * Register blocking: MR = 2 rows of X by NR = 4 rows of W per tile (8
- * accumulators and 4 weight vectors in the 16 registers AVX2 has).  Q4_0
- * and Q5_0 share the kernel: their blocks are unpacked to signed bytes
- * (code - 8, code - 16) as they are loaded, once per MR rows.
+ * Register blocking: MR <= 6 rows of X by NR = 4 rows of W per tile.  Per
+ * 32-block and row of X, the four int32 vectors of partial sums (one per W
+ * row) are folded by two levels of vphaddd into one vector whose lane i
+ * (and 4 + i) belongs to W row i; one conversion and one fma by the
+ * block's scales (the four W scales in lanes, times X's) then serve four
+ * outputs, where scaling each sum on its own took a conversion, a scalar
+ * product, a broadcast and an fma per output.  What remains per 32 x 4
+ * products is vpsignb + vpmaddubsw + vpmaddwd per W row, the floor of the
+ * signed x signed trick on AVX2; the W rows stay in L1 while the tile
+ * walks every row of X, and the next blocks of W are prefetched for the
+ * first pass.  The four lanes come out of the final 128-bit fold in order,
+ * and a row's sum never depends on how many rows share its tile (row
+ * invariance: row m of Y is the same for every M).  Q4_0 and Q5_0 share
+ * the kernel: their blocks are unpacked to signed bytes (code - 8, code -
+ * 16) as they are loaded, once per MR rows.
  *
  * K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations: a weight super-block's
  * codes are unpacked once into eight 32-byte vectors of unsigned codes
@@ -21,7 +33,12 @@
  * the sub-block scales, integer sums over the super-block, one conversion
  * and fma.  The mins of Q4_K (x = d sc q - dmin m) and the offset 32 of
  * Q6_K's codes come off through the activations' 16-element sums (bsums):
- * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.
+ * sum_j m_j bsum_j, and 32 sum_j sc_j bsum_j.  The scales reach their
+ * 16-bit lanes by one byte shuffle each from a vector built in registers.
+ * Decode (M = 1) runs four W rows per call and folds their four
+ * accumulators with vhaddps into one 4-float store; every other path sums
+ * a row's lanes in that same order (hsum8_pairs), so results do not depend
+ * on M.
  *
  * Activation rows (quant_rows to Q8_0 and Q8_K) are quantized here too,
  * byte-identical to the scalar quantizers (same scale, same rounding half
@@ -33,12 +50,24 @@
 #include "quant_internal.h"
 #include "quant_x86.h"
 
-#define MR_MAX 2
-#define NR_MAX 4
+#define MR_MAX 6
+/* rows of X per pass over the band of W: their quantized rows (<= 64 x
+ * 2.3 KB at K = 2048) stay in L2 while every weight row meets them */
+#define M_CHUNK 64
+#define NR_MAX  4
+/* weight blocks ahead to prefetch (rows are read in order, 4 at a time) */
+#define PF_BLOCKS 8
 
 /* Weight block b of a row of type T (Q8_0, Q4_0, Q5_0: all against Q8_0
  * activations) as 32 signed bytes, and its scale. */
 enum wt { WT_Q8_0, WT_Q4_0, WT_Q5_0 };
+
+static inline int64_t wt_bytes(const enum wt T)
+{
+    return T == WT_Q8_0   ? (int64_t)sizeof(struct blk_q8_0)
+           : T == WT_Q4_0 ? (int64_t)sizeof(struct blk_q4_0)
+                          : (int64_t)sizeof(struct blk_q5_0);
+}
 
 static inline __attribute__((always_inline)) __m256i load_w(const enum wt T, const uint8_t *row,
                                                             int64_t b, float *d)
@@ -78,36 +107,45 @@ static inline __attribute__((always_inline)) void tile(const enum wt T, const in
                                                        const uint8_t *X, size_t xstride, float *Y,
                                                        int64_t ldy, float beta)
 {
-    __m256 acc[MR_MAX][NR_MAX];
+    __m256 acc[MR_MAX];
     for (int j = 0; j < MR; j++)
-        for (int i = 0; i < NR; i++)
-            acc[j][i] = _mm256_setzero_ps();
+        acc[j] = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; b++) {
         __m256i wv[NR_MAX], wa[NR_MAX];
-        float dw[NR_MAX];
+        float dw[NR_MAX] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int i = 0; i < NR; i++) {
-            wv[i] = load_w(T, W + (size_t)i * wstride, b, &dw[i]);
+            const uint8_t *row = W + (size_t)i * wstride;
+            _mm_prefetch((const char *)row + (b + PF_BLOCKS) * wt_bytes(T), _MM_HINT_T0);
+            wv[i] = load_w(T, row, b, &dw[i]);
             wa[i] = _mm256_abs_epi8(wv[i]);
         }
+        /* lane i (and 4 + i) of the reduced sums belongs to W row i */
+        const __m128 d4 = _mm_setr_ps(dw[0], dw[1], dw[2], dw[3]);
+        const __m256 d8 = _mm256_set_m128(d4, d4);
         for (int j = 0; j < MR; j++) {
             const struct blk_q8_0 *x = (const struct blk_q8_0 *)(X + (size_t)j * xstride) + b;
             const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
-            const float dx = h2f(x->d);
-            for (int i = 0; i < NR; i++) {
-                const __m256i p = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i]));
-                const __m256i s = _mm256_madd_epi16(p, ones);
-                acc[j][i] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dx * dw[i]), acc[j][i]);
-            }
+            __m256i s[NR_MAX];
+            for (int i = 0; i < NR_MAX; i++)
+                s[i] = i < NR ? _mm256_madd_epi16(
+                                    _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i])), ones)
+                              : _mm256_setzero_si256();
+            /* 4 x 8 int32 partial sums -> [s0 s1 s2 s3 | s0 s1 s2 s3] */
+            const __m256i h =
+                _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x->d))), acc[j]);
         }
     }
-    for (int j = 0; j < MR; j++)
-        for (int i = 0; i < NR; i++) {
-            float *y = &Y[j * ldy + i];
-            const float v = hsum8(acc[j][i]);
-            *y = beta != 0.0f ? *y + v : v;
-        }
+    for (int j = 0; j < MR; j++) {
+        float v[4];
+        _mm_storeu_ps(v,
+                      _mm_add_ps(_mm256_castps256_ps128(acc[j]), _mm256_extractf128_ps(acc[j], 1)));
+        float *y = &Y[j * ldy];
+        for (int i = 0; i < NR; i++)
+            y[i] = beta != 0.0f ? y[i] + v[i] : v[i];
+    }
 }
 
 #define TILE_FN(T, mr, nr)                                                                         \
@@ -124,13 +162,16 @@ typedef void (*tile_fn)(const uint8_t *, size_t, int64_t, const uint8_t *, size_
 static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__GEMM_ARGS)
 {
     const int64_t nb = K / blk;
-    for (int64_t n = n0; n < n1; n += NR_MAX) {
-        const int nr = n1 - n < NR_MAX ? (int)(n1 - n) : NR_MAX;
-        for (int64_t m = 0; m < M; m += MR_MAX) {
-            const int mr = M - m < MR_MAX ? (int)(M - m) : MR_MAX;
-            tiles[mr - 1][nr - 1]((const uint8_t *)W + (size_t)n * wstride, wstride, nb,
-                                  (const uint8_t *)Xq + (size_t)m * xstride, xstride,
-                                  Y + m * ldy + n, ldy, beta);
+    for (int64_t mc = 0; mc < M; mc += M_CHUNK) {
+        const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;
+        for (int64_t n = n0; n < n1; n += NR_MAX) {
+            const int nr = n1 - n < NR_MAX ? (int)(n1 - n) : NR_MAX;
+            for (int64_t m = mc; m < me; m += MR_MAX) {
+                const int mr = me - m < MR_MAX ? (int)(me - m) : MR_MAX;
+                tiles[mr - 1][nr - 1]((const uint8_t *)W + (size_t)n * wstride, wstride, nb,
+                                      (const uint8_t *)Xq + (size_t)m * xstride, xstride,
+                                      Y + m * ldy + n, ldy, beta);
+            }
         }
     }
 }
@@ -138,11 +179,16 @@ static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__
 #define GEMM_FN(T, t)                                                                              \
     TILE_ROW(T, 1)                                                                                 \
     TILE_ROW(T, 2)                                                                                 \
+    TILE_ROW(T, 3)                                                                                 \
+    TILE_ROW(T, 4)                                                                                 \
+    TILE_ROW(T, 5)                                                                                 \
+    TILE_ROW(T, 6)                                                                                 \
     void quant__gemm_##t##_avx2(QUANT__GEMM_ARGS)                                                  \
     {                                                                                              \
         static const tile_fn tiles[MR_MAX][NR_MAX] = {                                             \
-            {T##_1_1, T##_1_2, T##_1_3, T##_1_4},                                                  \
-            {T##_2_1, T##_2_2, T##_2_3, T##_2_4},                                                  \
+            {T##_1_1, T##_1_2, T##_1_3, T##_1_4}, {T##_2_1, T##_2_2, T##_2_3, T##_2_4},            \
+            {T##_3_1, T##_3_2, T##_3_3, T##_3_4}, {T##_4_1, T##_4_2, T##_4_3, T##_4_4},            \
+            {T##_5_1, T##_5_2, T##_5_3, T##_5_4}, {T##_6_1, T##_6_2, T##_6_3, T##_6_4},            \
         };                                                                                         \
         gemm_tiles(tiles, 32, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                \
     }
@@ -154,18 +200,20 @@ GEMM_FN(Q5_0, q5_0)
 
 #define KMR 4
 
-/* 16 int16 lanes: lanes 0-7 = a, 8-15 = b */
-static inline __m256i pair16(int a, int b)
+/* Sum of the 8 lanes of v as ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 +
+ * v7)): the order in which the four-row decode path (two hadd levels, then
+ * the halves) sums each row, so that row m of Y never depends on M. */
+static inline float hsum8_pairs(__m256 v)
 {
-    return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));
+    const __m256 h = _mm256_hadd_ps(v, v), h2 = _mm256_hadd_ps(h, h);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h2), _mm256_extractf128_ps(h2, 1)));
 }
 
 /* Q4_K (FIVE = 0) and Q5_K (FIVE = 1: a fifth bit per code from qh, bit j
  * of qh[l] for element l of sub-block j) */
-static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, const int MR,
-                                                             const uint8_t *row, int64_t nb,
-                                                             const uint8_t *X, size_t xstride,
-                                                             float *Y, int64_t ldy, float beta)
+static inline __attribute__((always_inline)) void
+tile_kasym(const int FIVE, const int MR, const uint8_t *row, int64_t nb, const uint8_t *X,
+           size_t xstride, float *Y, int64_t ldy, float beta, __m256 *ret)
 {
     __m256 acc[KMR];
     for (int j = 0; j < MR; j++)
@@ -192,21 +240,24 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
          * word operations: scale/min j < 4 are the low 6 bits of bytes j /
          * j + 4; j >= 4 take 4 bits from byte j + 4 and their top 2 from
          * bits 6-7 of bytes j - 4 / j */
-        uint32_t u[4];
-        memcpy(u, FIVE ? w5->scales : w4->scales, 12);
+        uint32_t u0, u1, u2;
+        const uint8_t *sp = FIVE ? w5->scales : w4->scales;
+        memcpy(&u0, sp, 4);
+        memcpy(&u1, sp + 4, 4);
+        memcpy(&u2, sp + 8, 4);
         const uint32_t km1 = 0x3f3f3f3fu, km2 = 0x0f0f0f0fu, km3 = 0x03030303u;
-        u[3] = ((u[2] >> 4) & km2) | (((u[1] >> 6) & km3) << 4);
-        const uint32_t m03 = u[1] & km1;
-        u[1] = (u[2] & km2) | (((u[0] >> 6) & km3) << 4);
-        u[2] = m03;
-        u[0] &= km1;
-        const uint8_t *sb = (const uint8_t *)u;
+        /* built from registers: storing the words and loading them as one
+         * vector would stall on store forwarding every block */
+        const __m128i sm =
+            _mm_setr_epi32((int)(u0 & km1), (int)((u2 & km2) | (((u0 >> 6) & km3) << 4)),
+                           (int)(u1 & km1), (int)(((u2 >> 4) & km2) | (((u1 >> 6) & km3) << 4)));
+        /* scale j broadcast to every 16-bit lane: one byte shuffle each */
+        const __m256i sw = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
         for (int j = 0; j < 8; j++)
-            sc[j] = _mm256_set1_epi16((short)sb[j]);
+            sc[j] = _mm256_shuffle_epi8(sw, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
         /* mins, each twice: one per 16-element sum of the activations */
         const __m256i mv = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-            _mm_loadu_si128((const __m128i *)u),
-            _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+            sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
         const float d = h2f(FIVE ? w5->d : w4->d), dmin = h2f(FIVE ? w5->dmin : w4->dmin);
         for (int r = 0; r < MR; r++) {
             const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
@@ -223,8 +274,12 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
                 _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(dmin * x->d), acc[r]);
         }
     }
+    if (ret) { /* one row of X: the caller sums four rows' lanes at once */
+        *ret = acc[0];
+        return;
+    }
     for (int r = 0; r < MR; r++) {
-        const float v = hsum8(acc[r]);
+        const float v = hsum8_pairs(acc[r]);
         Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
     }
 }
@@ -232,23 +287,23 @@ static inline __attribute__((always_inline)) void tile_kasym(const int FIVE, con
 static inline __attribute__((always_inline)) void tile_q4_k(const int MR, const struct blk_q4_k *w,
                                                             int64_t nb, const uint8_t *X,
                                                             size_t xstride, float *Y, int64_t ldy,
-                                                            float beta)
+                                                            float beta, __m256 *ret)
 {
-    tile_kasym(0, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
+    tile_kasym(0, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta, ret);
 }
 
 static inline __attribute__((always_inline)) void tile_q5_k(const int MR, const struct blk_q5_k *w,
                                                             int64_t nb, const uint8_t *X,
                                                             size_t xstride, float *Y, int64_t ldy,
-                                                            float beta)
+                                                            float beta, __m256 *ret)
 {
-    tile_kasym(1, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta);
+    tile_kasym(1, MR, (const uint8_t *)w, nb, X, xstride, Y, ldy, beta, ret);
 }
 
 static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const struct blk_q6_k *w,
                                                             int64_t nb, const uint8_t *X,
                                                             size_t xstride, float *Y, int64_t ldy,
-                                                            float beta)
+                                                            float beta, __m256 *ret)
 {
     __m256 acc[KMR];
     for (int j = 0; j < MR; j++)
@@ -273,9 +328,17 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
             q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4), h2);
             q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4), h3);
         }
-        for (int g = 0; g < 8; g++)
-            sc[g] = pair16(wb->scales[2 * g], wb->scales[2 * g + 1]);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+        /* sc[g]: scale 2g in lanes 0-7, 2g + 1 in lanes 8-15 (one shuffle
+         * each from the copies of scales 0-7 and 8-15 in both halves) */
+        const __m256i s07 = _mm256_permute4x64_epi64(sc16, 0x44),
+                      s8f = _mm256_permute4x64_epi64(sc16, 0xee);
+        for (int g = 0; g < 8; g++) {
+            const int k = 4 * (g & 3);
+            const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (k + 3) + k + 2)),
+                                                  _mm_set1_epi16((short)(0x0100 * (k + 1) + k)));
+            sc[g] = _mm256_shuffle_epi8(g < 4 ? s07 : s8f, pick);
+        }
         const float d = h2f(wb->d);
         for (int r = 0; r < MR; r++) {
             const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)r * xstride) + b;
@@ -291,8 +354,12 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * x->d), acc[r]);
         }
     }
+    if (ret) { /* one row of X: the caller sums four rows' lanes at once */
+        *ret = acc[0];
+        return;
+    }
     for (int r = 0; r < MR; r++) {
-        const float v = hsum8(acc[r]);
+        const float v = hsum8_pairs(acc[r]);
         Y[r * ldy] = beta != 0.0f ? Y[r * ldy] + v : v;
     }
 }
@@ -301,22 +368,36 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
     static void type##_1(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(1, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(1, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
     }                                                                                              \
     static void type##_2(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(2, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(2, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
     }                                                                                              \
     static void type##_3(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(3, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(3, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
     }                                                                                              \
     static void type##_4(const struct blk_##type *w, int64_t nb, const uint8_t *X, size_t xs,      \
                          float *Y, int64_t ldy, float beta)                                        \
     {                                                                                              \
-        tile_##type(4, w, nb, X, xs, Y, ldy, beta);                                                \
+        tile_##type(4, w, nb, X, xs, Y, ldy, beta, NULL);                                          \
+    }                                                                                              \
+    /* one row of X by four rows of W, their sums reduced together */                              \
+    static void type##_w4(const uint8_t *W, size_t ws, int64_t nb, const uint8_t *X, float *Y,     \
+                          float beta)                                                              \
+    {                                                                                              \
+        __m256 a[4];                                                                               \
+        for (int i = 0; i < 4; i++)                                                                \
+            tile_##type(1, (const struct blk_##type *)(W + (size_t)i * ws), nb, X, 0, NULL, 0,     \
+                        0.0f, &a[i]);                                                              \
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));   \
+        __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));             \
+        if (beta != 0.0f)                                                                          \
+            v = _mm_add_ps(v, _mm_loadu_ps(Y));                                                    \
+        _mm_storeu_ps(Y, v);                                                                       \
     }                                                                                              \
     void quant__gemm_##type##_avx2(QUANT__GEMM_ARGS)                                               \
     {                                                                                              \
@@ -324,13 +405,20 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
                                       float *, int64_t,                                            \
                                       float) = {type##_1, type##_2, type##_3, type##_4};           \
         const int64_t nb = K / QK_K;                                                               \
-        for (int64_t n = n0; n < n1; n++) {                                                        \
-            const struct blk_##type *w =                                                           \
-                (const struct blk_##type *)((const uint8_t *)W + (size_t)n * wstride);             \
-            for (int64_t m = 0; m < M; m += KMR) {                                                 \
-                const int mr = M - m < KMR ? (int)(M - m) : KMR;                                   \
-                fns[mr - 1](w, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,             \
-                            Y + m * ldy + n, ldy, beta);                                           \
+        if (M == 1) /* decode: four rows of W per call, the rest below */                          \
+            for (; n0 + 4 <= n1; n0 += 4)                                                          \
+                type##_w4((const uint8_t *)W + (size_t)n0 * wstride, wstride, nb, Xq, Y + n0,      \
+                          beta);                                                                   \
+        for (int64_t mc = 0; mc < M; mc += M_CHUNK) {                                              \
+            const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;                                \
+            for (int64_t n = n0; n < n1; n++) {                                                    \
+                const struct blk_##type *w =                                                       \
+                    (const struct blk_##type *)((const uint8_t *)W + (size_t)n * wstride);         \
+                for (int64_t m = mc; m < me; m += KMR) {                                           \
+                    const int mr = me - m < KMR ? (int)(me - m) : KMR;                             \
+                    fns[mr - 1](w, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,         \
+                                Y + m * ldy + n, ldy, beta);                                       \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }
