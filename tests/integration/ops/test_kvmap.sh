@@ -91,10 +91,10 @@ i=0
 while read -r p; do
   i=$((i + 1))
   if [ $((i % 2)) = 0 ]; then
-    curl -s --max-time 30 --unix-socket "$SOCK" http://x/v1/completions -d "{\"prompt\":[$p],\"max_tokens\":$((200 + i)),\"ignore_eos\":true}" >/dev/null &
+    curl -s --max-time 120 --unix-socket "$SOCK" http://x/v1/completions -d "{\"prompt\":[$p],\"max_tokens\":$((200 + i)),\"ignore_eos\":true}" >/dev/null &
     CP+=($!)
   else
-    curl -s --max-time 30 -H 'Authorization: Bearer kb' -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":[$p],\"max_tokens\":$((300 + i)),\"ignore_eos\":true}" >/dev/null &
+    curl -s --max-time 120 -H 'Authorization: Bearer kb' -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v1/completions" -d "{\"prompt\":[$p],\"max_tokens\":$((300 + i)),\"ignore_eos\":true}" >/dev/null &
     CP+=($!)
   fi
 done <"$T/prompts"
