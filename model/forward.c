@@ -407,6 +407,32 @@ static void rope_init(struct model_ctx *ctx, const struct model_hparams *hp)
         (hp->yarn_attn > 0 ? hp->yarn_attn : 1.0) * (1.0 + 0.1 * log((double)hp->rope_factor));
 }
 
+/* Whether every product weight of m is in a quantized type (none runs on
+ * the float backend). */
+static bool all_products_quantized(const struct model *m)
+{
+    const struct matmul_mat *list[9];
+    for (int32_t l = -1; l < m->hp.n_layers; l++) {
+        int n = 0;
+        if (l < 0) {
+            list[n++] = &m->output;
+        } else {
+            const struct model_layer *L = &m->layers[l];
+            const struct matmul_mat *all[] = {&L->wqkv,        &L->qkv_part[0], &L->qkv_part[1],
+                                              &L->qkv_part[2], &L->wo,          &L->w_gate_up,
+                                              &L->gu_part[0],  &L->gu_part[1],  &L->w_down};
+            for (size_t i = 0; i < FOLIO_ARRAY_LEN(all); i++)
+                if (all[i]->data)
+                    list[n++] = all[i];
+        }
+        for (int i = 0; i < n; i++)
+            if (list[i]->type == GGUF_TENSOR_F32 || list[i]->type == GGUF_TENSOR_F16 ||
+                list[i]->type == GGUF_TENSOR_BF16)
+                return false;
+    }
+    return true;
+}
+
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
                   const struct model_ctx_config *cfg, model_ctx_t **out)
 {
@@ -478,10 +504,14 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     if (rc < 0)
         goto fail;
     openblas_set_num_threads(ctx->cfg.blas_threads ? ctx->cfg.n_threads : 1);
-    /* the products' weights, prepared once for the backend */
+    /* the products' weights, prepared once for the backend; a model whose
+     * every product is quantized never calls the float backend, so "auto"
+     * does not calibrate one (that would only grow the resident set) */
     const int32_t n_mm = MM_PER_LAYER * hp->n_layers + 1;
     const struct matmul_config mc = {
-        .backend = ctx->cfg.matmul,
+        .backend = ctx->cfg.matmul == MODEL_MATMUL_AUTO && all_products_quantized(m)
+                       ? MODEL_MATMUL_OPENBLAS
+                       : ctx->cfg.matmul,
         .n_threads = ctx->cfg.n_threads,
         .max_m = ctx->cfg.max_tokens,
         .max_k = FOLIO_MAX(FOLIO_MAX(hp->dim, hp->ffn_dim), ctx->n_q),
