@@ -61,10 +61,10 @@
  *   refcount = number of tables holding the block; nfull = number of tables
  *   using all its slots; table nb = ceil(len / B); the token ids of a table
  *   equal the btok of its slots; its blocks [0, nh) are hashed, and every
- *   hashed block it holds has parent = its previous block; a hashed block's
- *   parent is hashed and holds at least as many references; cached children
- *   are older on the LRU than cached parents; keys recompute; no two hashed
- *   blocks share an identity; nkids counts a block's hashed children.
+ *   hashed block it holds has parent = its previous block (unless that
+ *   entry is a hole); a hashed block's parent is hashed; keys recompute; no
+ *   two hashed blocks share an identity; nkids counts a block's hashed
+ *   children.
  *   Without a window: refcount(parent) >= refcount(child) for hashed blocks
  *   and cached children are older on the LRU than cached parents.  With
  *   one: a table's holes are exactly entries [0, lo), lo < nb (the last
