@@ -203,7 +203,10 @@ static void check_batch(const struct attn_batch *b)
                     (int)sq->n_q, (int)sq->p0, (int)b->n_rows);
         FOLIO_CHECK(sq->block_table != NULL, "slice %d has no block table", (int)s);
         int32_t nb = FOLIO_DIV_CEIL(sq->p0 + sq->n_q, kv->block_size);
-        for (int32_t i = 0; i < nb; i++)
+        /* with a window, blocks wholly before the first row's window are
+         * never read (the pager may have released them: PAGER_HOLE) */
+        int32_t lo = b->window > 0 ? FOLIO_MAX(0, sq->p0 - b->window + 1) / kv->block_size : 0;
+        for (int32_t i = lo; i < nb; i++)
             FOLIO_CHECK(sq->block_table[i] >= 0 && sq->block_table[i] < kv->num_blocks,
                         "slice %d block %d id %d of %d", (int)s, (int)i, (int)sq->block_table[i],
                         (int)kv->num_blocks);

@@ -383,6 +383,7 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
         .head_dim = g->head_dim,
         .dtype = dt,
         .no_arena = g->no_arena,
+        .window = g->window,
     };
     if ((rc = pager_init(&b->pg, &pc))) {
         snprintf(err, errlen, "cannot allocate the KV pool (%lld blocks): %s", (long long)nb,

@@ -39,6 +39,7 @@ struct eng_geom {
     int32_t n_layers, n_kv_heads, head_dim; /* K/V geometry */
     int32_t ctx_len;                        /* the scheduler's max_ctx */
     bool no_arena;                          /* bookkeeping only (test double) */
+    int32_t window;                         /* sliding window of every layer (0: none) */
 };
 
 struct eng_step {

@@ -234,7 +234,8 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         goto fail;
     m->hp = *model_hparams(m->model);
     snprintf(m->name, sizeof(m->name), "%s", model_name(m->model));
-    struct eng_geom g = {m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim, m->hp.ctx_len, false};
+    struct eng_geom g = {m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim, m->hp.ctx_len,
+                         false,          m->hp.n_swa};
     if ((rc = eng_backend_new(cfg, &g, &be, err, errlen)))
         goto fail;
     struct pager_kv_view view;
@@ -259,9 +260,17 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    /* Without a usable tokenizer the server still serves token ids. */
+    /* Without a usable tokenizer the server still serves token ids; but a
+     * tokenizer the file names and foliod lacks (model, pre-tokenizer) is
+     * a refusal: text through it would be garbage. */
     char terr[256] = "";
-    if (load_tokenizer(m, terr, sizeof(terr)) || tok_n_vocab(m->tok) != m->hp.n_vocab) {
+    int trc = load_tokenizer(m, terr, sizeof(terr));
+    if (trc == -ENOTSUP) {
+        snprintf(err, errlen, "%s: %s", cfg->model, terr);
+        rc = trc;
+        goto fail;
+    }
+    if (trc || tok_n_vocab(m->tok) != m->hp.n_vocab) {
         if (m->tok)
             tok_free(m->tok);
         m->tok = NULL;

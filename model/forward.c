@@ -28,12 +28,14 @@
  *
  * RoPE follows llama.cpp: within each head it rotates adjacent pairs
  * (x[2i], x[2i+1]) (llama) or the halves (x[i], x[i + d/2]) (qwen2, qwen3:
- * NeoX) by pos * base^(-2i/d), scaled as the file asks (linear, YaRN: see
+ * NeoX) by pos * base^(-2i/d), scaled as the file asks (linear, YaRN,
+ * per-dimension divisors from rope_freqs.weight or llama3's keys: see
  * rope_init).  The cos/sin of every token's angles are computed once per
  * step (double, then rounded to float) and reused by every layer.  Before
  * RoPE, qwen2 adds its Q/K/V biases and qwen3 RMS-normalises each Q and K
  * head (job_rope_kv).  A Q/K/V whose parts differ in type is three
- * products into the columns of the same qkv rows.  A sliding window
+ * products into the columns of the same qkv rows; gate/up of differing
+ * types two products into the columns of the same gu rows.  A sliding window
  * (hp.n_swa) is the attention kernel's (attn_batch.window).
  *
  * Threads.  Two kinds of parallel work alternate and never overlap:
@@ -112,8 +114,10 @@ struct model_ctx {
 };
 
 /* Slots of a layer's products in mm_id: Q|K|V (fused in MM_QKV, or the
- * three parts of a mixed-type QKV in MM_QKV + 0..2), then the others. */
-enum { MM_QKV = 0, MM_WO = 3, MM_GATE_UP = 4, MM_DOWN = 5, MM_PER_LAYER = 6 };
+ * three parts of a mixed-type QKV in MM_QKV + 0..2), wo, gate|up (fused in
+ * MM_GATE_UP, or gate and up of differing types in MM_GATE_UP + 0..1),
+ * down. */
+enum { MM_QKV = 0, MM_WO = 3, MM_GATE_UP = 4, MM_DOWN = 6, MM_PER_LAYER = 7 };
 
 /* ---- pool jobs -------------------------------------------------------- */
 
@@ -376,10 +380,13 @@ static void rope_init(struct model_ctx *ctx, const struct model_hparams *hp)
     ctx->rope_fscale = 1.0;
     ctx->rope_mscale = 1.0;
     for (int32_t i = 0; i < d / 2; i++) {
-        ctx->inv_freq[i] = pow((double)hp->rope_base, -2.0 * (double)i / (double)d);
+        /* divided by rope_freqs / llama3's divisor (1 without) */
+        ctx->inv_freq[i] = pow((double)hp->rope_base, -2.0 * (double)i / (double)d) /
+                           model__rope_divisor(ctx->m, i);
         ctx->rope_mix[i] = 0.0;
     }
-    if (hp->rope_scaling == MODEL_ROPE_NONE || !(hp->rope_factor > 0))
+    if (hp->rope_scaling == MODEL_ROPE_NONE || hp->rope_scaling == MODEL_ROPE_LLAMA3 ||
+        !(hp->rope_factor > 0))
         return;
     ctx->rope_fscale = 1.0 / hp->rope_factor;
     if (hp->rope_scaling != MODEL_ROPE_YARN)
@@ -398,6 +405,32 @@ static void rope_init(struct model_ctx *ctx, const struct model_hparams *hp)
     }
     ctx->rope_mscale =
         (hp->yarn_attn > 0 ? hp->yarn_attn : 1.0) * (1.0 + 0.1 * log((double)hp->rope_factor));
+}
+
+/* Whether every product weight of m is in a quantized type (none runs on
+ * the float backend). */
+static bool all_products_quantized(const struct model *m)
+{
+    const struct matmul_mat *list[9];
+    for (int32_t l = -1; l < m->hp.n_layers; l++) {
+        int n = 0;
+        if (l < 0) {
+            list[n++] = &m->output;
+        } else {
+            const struct model_layer *L = &m->layers[l];
+            const struct matmul_mat *all[] = {&L->wqkv,        &L->qkv_part[0], &L->qkv_part[1],
+                                              &L->qkv_part[2], &L->wo,          &L->w_gate_up,
+                                              &L->gu_part[0],  &L->gu_part[1],  &L->w_down};
+            for (size_t i = 0; i < FOLIO_ARRAY_LEN(all); i++)
+                if (all[i]->data)
+                    list[n++] = all[i];
+        }
+        for (int i = 0; i < n; i++)
+            if (list[i]->type == GGUF_TENSOR_F32 || list[i]->type == GGUF_TENSOR_F16 ||
+                list[i]->type == GGUF_TENSOR_BF16)
+                return false;
+    }
+    return true;
 }
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
@@ -471,10 +504,14 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     if (rc < 0)
         goto fail;
     openblas_set_num_threads(ctx->cfg.blas_threads ? ctx->cfg.n_threads : 1);
-    /* the products' weights, prepared once for the backend */
+    /* the products' weights, prepared once for the backend; a model whose
+     * every product is quantized never calls the float backend, so "auto"
+     * does not calibrate one (that would only grow the resident set) */
     const int32_t n_mm = MM_PER_LAYER * hp->n_layers + 1;
     const struct matmul_config mc = {
-        .backend = ctx->cfg.matmul,
+        .backend = ctx->cfg.matmul == MODEL_MATMUL_AUTO && all_products_quantized(m)
+                       ? MODEL_MATMUL_OPENBLAS
+                       : ctx->cfg.matmul,
         .n_threads = ctx->cfg.n_threads,
         .max_m = ctx->cfg.max_tokens,
         .max_k = FOLIO_MAX(FOLIO_MAX(hp->dim, hp->ffn_dim), ctx->n_q),
@@ -488,12 +525,13 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         goto fail;
     for (int32_t l = 0; l < hp->n_layers && rc == 0; l++) {
         const struct model_layer *L = &m->layers[l];
-        const bool fused = L->wqkv.data != NULL;
+        const bool fused = L->wqkv.data != NULL, gu_fused = L->w_gate_up.data != NULL;
         const struct matmul_mat *w[MM_PER_LAYER] = {fused ? &L->wqkv : &L->qkv_part[0],
                                                     fused ? NULL : &L->qkv_part[1],
                                                     fused ? NULL : &L->qkv_part[2],
                                                     &L->wo,
-                                                    &L->w_gate_up,
+                                                    gu_fused ? &L->w_gate_up : &L->gu_part[0],
+                                                    gu_fused ? NULL : &L->gu_part[1],
                                                     &L->w_down};
         for (int i = 0; i < MM_PER_LAYER && rc == 0; i++) {
             ctx->mm_id[MM_PER_LAYER * l + i] = -1;
@@ -550,7 +588,11 @@ static int prepare(struct model_ctx *ctx, const struct model_batch *b)
             sl->n_tokens > b->n_tokens - row || sl->first_pos > hp->ctx_len - sl->n_tokens)
             return -EINVAL;
         int32_t end = sl->first_pos + sl->n_tokens;
-        for (int32_t i = 0; i < FOLIO_DIV_CEIL(end, kv->block_size); i++)
+        /* with a window, blocks before the first row's window are never
+         * read: the pager may have released them (PAGER_HOLE) */
+        int32_t lo =
+            hp->n_swa > 0 ? FOLIO_MAX(0, sl->first_pos - hp->n_swa + 1) / kv->block_size : 0;
+        for (int32_t i = lo; i < FOLIO_DIV_CEIL(end, kv->block_size); i++)
             if (sl->block_table[i] < 0 || sl->block_table[i] >= kv->num_blocks)
                 return -EINVAL;
         for (int32_t i = 0; i < sl->n_tokens; i++) {
@@ -643,8 +685,15 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
         run_other(ctx, job_rmsnorm, &j);
-        /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up) */
-        gemm(ctx, id[MM_GATE_UP], &L->w_gate_up, n, ctx->xb, D, 0.0f, ctx->gu, 2 * F);
+        /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up): one product,
+         * or gate and up into their columns when they differ in type */
+        if (L->w_gate_up.data) {
+            gemm(ctx, id[MM_GATE_UP], &L->w_gate_up, n, ctx->xb, D, 0.0f, ctx->gu, 2 * F);
+        } else {
+            for (int i = 0; i < 2; i++)
+                gemm(ctx, id[MM_GATE_UP + i], &L->gu_part[i], n, ctx->xb, D, 0.0f,
+                     ctx->gu + (size_t)i * F, 2 * F);
+        }
         run_other(ctx, job_swiglu, &j);
         /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
         gemm(ctx, id[MM_DOWN], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);

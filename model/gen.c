@@ -18,7 +18,8 @@
  *   ARCH.rope.freq_base, ARCH.attention.layer_norm_rms_epsilon (f32)
  *   qwen3: ARCH.attention.key_length, value_length (u32)
  *   when asked: ARCH.rope.scaling.type ("linear" | "yarn"), .factor (f32),
- *   .original_context_length (u32, yarn); ARCH.attention.sliding_window
+ *   .original_context_length (u32, yarn); ARCH.attention.sliding_window;
+ *   llama3 scaling writes no keys, only the rope_freqs.weight tensor
  *   tokenizer.*: either the synthetic vocabulary —
  *     tokenizer.ggml.model = "llama", tokenizer.ggml.tokens (string[]),
  *     tokenizer.ggml.scores (f32[]), tokenizer.ggml.token_type (i32[]),
@@ -35,7 +36,9 @@
  *     qwen2: blk.N.attn_{q,k,v}.bias (F32); qwen3: blk.N.attn_{q,k}_norm.weight
  *     [hd] (F32);
  *   output_norm.weight [dim] (F32), output.weight [dim, vocab] (qwen2 ties
- *   the output to token_embd: no output.weight).
+ *   the output to token_embd: no output.weight); rope_freqs.weight [hd/2]
+ *   (F32: llama3 scaling's per-dimension frequency divisors).
+ *   ffn_up may take a type of its own (--up-dtype: a mixed-type file).
  *
  * Q/K/V and gate/up are the row blocks of the fused wqkv and w_gate_up, so
  * F32 tensors point straight into the model's storage; matrices of another
@@ -63,16 +66,16 @@ struct tensor_spec {
     int32_t n_dims;
     int64_t ne[2];
     const float *data;
-    bool matrix;
+    enum gguf_tensor_type type; /* written type (F32: as it is) */
 };
 
 static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor_type wtype,
-                       uint8_t **scratch)
+                       enum gguf_tensor_type up_type, const float *rope_freqs, uint8_t **scratch)
 {
     const struct model_hparams *hp = &m->hp;
     int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
     int64_t ffn = hp->ffn_dim, V = hp->n_vocab;
-    int64_t n_specs = 3 + 12 * (int64_t)hp->n_layers;
+    int64_t n_specs = 4 + 12 * (int64_t)hp->n_layers;
     if (m->tok_embd.type != GGUF_TENSOR_F32 || m->output.type != GGUF_TENSOR_F32)
         return -EINVAL; /* writes models built in memory (all F32) */
     struct tensor_spec *spec = folio_calloc((size_t)n_specs, sizeof(*spec));
@@ -87,7 +90,7 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
         s_->ne[0] = (ne0_);                                                                        \
         s_->ne[1] = (ne1_);                                                                        \
         s_->data = (data_);                                                                        \
-        s_->matrix = (mat_);                                                                       \
+        s_->type = (mat_) ? wtype : GGUF_TENSOR_F32;                                               \
     } while (0)
     char nm[64];
     SPEC("token_embd.weight", 2, dim, V, model__f32(&m->tok_embd), true);
@@ -113,10 +116,13 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
         SPEC(LNAME("ffn_norm"), 1, dim, 1, L->ffn_norm, false);
         SPEC(LNAME("ffn_gate"), 2, dim, ffn, model__f32(&L->w_gate_up), true);
         SPEC(LNAME("ffn_up"), 2, dim, ffn, model__f32(&L->w_gate_up) + ffn * dim, true);
+        spec[k - 1].type = up_type;
         SPEC(LNAME("ffn_down"), 2, ffn, dim, model__f32(&L->w_down), true);
 #undef LNAME
     }
     SPEC("output_norm.weight", 1, dim, 1, m->out_norm, false);
+    if (rope_freqs)
+        SPEC("rope_freqs.weight", 1, hd / 2, 1, rope_freqs, false);
     if (m->output.data != m->tok_embd.data) /* tied: no output.weight */
         SPEC("output.weight", 2, dim, V, model__f32(&m->output), true);
 #undef SPEC
@@ -124,17 +130,17 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
 
     int rc = 0;
     size_t total = 0;
-    const bool convert = wtype != GGUF_TENSOR_F32;
-    if (convert) {
-        for (int64_t i = 0; i < n_specs; i++)
-            if (spec[i].matrix) {
-                size_t nb = gguf_tensor_nbytes(wtype, spec[i].ne[0] * spec[i].ne[1]);
-                if (!nb || spec[i].ne[0] % quant_traits_of(wtype)->block) {
-                    rc = -EINVAL;
-                    goto out;
-                }
-                total += nb;
+    for (int64_t i = 0; i < n_specs; i++)
+        if (spec[i].type != GGUF_TENSOR_F32) {
+            enum gguf_tensor_type t = spec[i].type;
+            size_t nb = gguf_tensor_nbytes(t, spec[i].ne[0] * spec[i].ne[1]);
+            if (!nb || spec[i].ne[0] % quant_traits_of(t)->block) {
+                rc = -EINVAL;
+                goto out;
             }
+            total += nb;
+        }
+    if (total) {
         *scratch = folio_malloc(total);
         if (!*scratch) {
             rc = -ENOMEM;
@@ -144,13 +150,13 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
     size_t at = 0;
     for (int64_t i = 0; i < n_specs && !rc; i++) {
         const struct tensor_spec *s = &spec[i];
-        if (convert && s->matrix) {
+        if (s->type != GGUF_TENSOR_F32) {
             int64_t n = s->ne[0] * s->ne[1];
             uint8_t *dst = *scratch + at;
-            if ((rc = quant_from_float(wtype, s->data, dst, n)))
+            if ((rc = quant_from_float(s->type, s->data, dst, n)))
                 break;
-            at += gguf_tensor_nbytes(wtype, n);
-            rc = gguf_w_tensor(w, s->name, wtype, s->n_dims, s->ne, dst);
+            at += gguf_tensor_nbytes(s->type, n);
+            rc = gguf_w_tensor(w, s->name, s->type, s->n_dims, s->ne, dst);
         } else {
             rc = gguf_w_tensor(w, s->name, GGUF_TENSOR_F32, s->n_dims, s->ne, s->data);
         }
@@ -213,10 +219,18 @@ int model__file_type(enum gguf_tensor_type t)
 int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_type wtype,
                       const gguf_file_t *vocab, char *err, size_t errlen)
 {
+    return model__write_gguf_up(m, path, wtype, wtype, vocab, err, errlen);
+}
+
+int model__write_gguf_up(const struct model *m, const char *path, enum gguf_tensor_type wtype,
+                         enum gguf_tensor_type up_type, const gguf_file_t *vocab, char *err,
+                         size_t errlen)
+{
     const struct model_hparams *hp = &m->hp;
     gguf_writer_t *w = NULL;
     uint8_t *scratch = NULL;
-    if (model__file_type(wtype) < 0) {
+    float *rope_freqs = NULL;
+    if (model__file_type(wtype) < 0 || model__file_type(up_type) < 0) {
         if (err && errlen)
             snprintf(err, errlen, "%s: gen-model writes F32, F16, BF16 or Q8_0 matrices", path);
         return -EINVAL;
@@ -251,7 +265,9 @@ int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_
         ((rc = gguf_w_u32(w, K("attention.key_length"), (uint32_t)hp->head_dim)) ||
          (rc = gguf_w_u32(w, K("attention.value_length"), (uint32_t)hp->head_dim))))
         goto oom;
-    if (hp->rope_scaling != MODEL_ROPE_NONE &&
+    /* llama3: no keys (llama.cpp refuses a type it does not know), the
+     * divisors as rope_freqs.weight, as llama.cpp's converter writes them */
+    if ((hp->rope_scaling == MODEL_ROPE_LINEAR || hp->rope_scaling == MODEL_ROPE_YARN) &&
         ((rc = gguf_w_str(w, K("rope.scaling.type"),
                           hp->rope_scaling == MODEL_ROPE_YARN ? "yarn" : "linear")) ||
          (rc = gguf_w_f32(w, K("rope.scaling.factor"), hp->rope_factor))))
@@ -271,7 +287,15 @@ int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_
     } else if ((rc = add_synth_vocab(w, hp->n_vocab))) {
         goto oom;
     }
-    if ((rc = add_tensors(w, m, wtype, &scratch)))
+    if (hp->rope_scaling == MODEL_ROPE_LLAMA3 || m->rope_freqs) {
+        if (!(rope_freqs = folio_malloc(sizeof(float) * (size_t)(hp->head_dim / 2)))) {
+            rc = -ENOMEM;
+            goto oom;
+        }
+        for (int32_t i = 0; i < hp->head_dim / 2; i++)
+            rope_freqs[i] = (float)model__rope_divisor(m, i);
+    }
+    if ((rc = add_tensors(w, m, wtype, up_type, rope_freqs, &scratch)))
         goto oom;
     rc = gguf_writer_write(w, path, err, errlen);
     goto out;
@@ -280,6 +304,7 @@ oom:
         snprintf(err, errlen, "%s: cannot build the GGUF contents: %s", path, strerror(-rc));
 out:
     folio_free(scratch);
+    folio_free(rope_freqs);
     gguf_writer_free(w);
     return rc;
 }
@@ -351,8 +376,10 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
     }
     hp.rope_neox = hp.arch != MODEL_ARCH_LLAMA;
     if (o->rope_scaling != MODEL_ROPE_NONE) {
-        if ((o->rope_scaling != MODEL_ROPE_LINEAR && o->rope_scaling != MODEL_ROPE_YARN) ||
-            !(o->rope_factor > 0) || o->rope_orig_ctx < 0) {
+        if ((o->rope_scaling != MODEL_ROPE_LINEAR && o->rope_scaling != MODEL_ROPE_YARN &&
+             o->rope_scaling != MODEL_ROPE_LLAMA3) ||
+            !(o->rope_factor > 0) || o->rope_orig_ctx < 0 || o->rope_low_freq < 0 ||
+            o->rope_high_freq < 0) {
             if (err && errlen)
                 snprintf(err, errlen, "bad RoPE scaling (type %d, factor %g)", o->rope_scaling,
                          (double)o->rope_factor);
@@ -366,6 +393,18 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
             hp.yarn_attn = 1.0f;
             hp.yarn_beta_fast = 32.0f;
             hp.yarn_beta_slow = 1.0f;
+        }
+        if (hp.rope_scaling == MODEL_ROPE_LLAMA3) {
+            hp.rope_orig_ctx = o->rope_orig_ctx ? o->rope_orig_ctx : hp.ctx_len;
+            hp.rope_low_freq = o->rope_low_freq > 0 ? o->rope_low_freq : 1.0f;
+            hp.rope_high_freq = o->rope_high_freq > 0 ? o->rope_high_freq : 4.0f;
+            if (!(hp.rope_high_freq > hp.rope_low_freq)) {
+                if (err && errlen)
+                    snprintf(err, errlen, "llama3 RoPE scaling: high %g <= low %g",
+                             (double)hp.rope_high_freq, (double)hp.rope_low_freq);
+                rc = -EINVAL;
+                goto out;
+            }
         }
     }
     if (o->sliding_window < 0) {
@@ -392,7 +431,13 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
             snprintf(err, errlen, "unknown dtype '%s' (want f32, f16, bf16 or q8_0)", o->dtype);
         goto out;
     }
-    rc = model__write_gguf(m, path, wt, vocab, err, errlen);
+    enum gguf_tensor_type ut = wt;
+    if (o->up_dtype && (rc = model__dtype_parse(o->up_dtype, &ut))) {
+        if (err && errlen)
+            snprintf(err, errlen, "unknown dtype '%s' (want f32, f16, bf16 or q8_0)", o->up_dtype);
+        goto out;
+    }
+    rc = model__write_gguf_up(m, path, wt, ut, vocab, err, errlen);
 out:
     model_free(m);
     gguf_close(vocab);

@@ -18,6 +18,10 @@
  * BF16 or Q8_0 (model__dtype_parse's names); norms stay F32. */
 int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_type wtype,
                       const gguf_file_t *vocab, char *err, size_t errlen);
+/* The same with ffn_up in up_type (a file whose gate and up types differ). */
+int model__write_gguf_up(const struct model *m, const char *path, enum gguf_tensor_type wtype,
+                         enum gguf_tensor_type up_type, const gguf_file_t *vocab, char *err,
+                         size_t errlen);
 int model__dtype_parse(const char *name, enum gguf_tensor_type *t);
 int model__file_type(enum gguf_tensor_type t);
 

@@ -28,16 +28,17 @@
  *
  * Every matrix keeps its file type (F32, F16, BF16 or quantized): its bytes
  * are copied from the mapping into storage (Q/K/V and gate/up side by side
- * as one fused matrix; Q/K/V of differing types stay three matrices, each
- * in its type; gate/up of differing types are widened to F32), and
+ * as one fused matrix; Q/K/V, or gate/up, of differing types stay separate
+ * matrices, each in its type), and
  * the mapping's pages just copied are released (madvise DONTNEED), so the
  * resident size of a loaded model is about its file's tensor bytes.  A
  * tied output (no output.weight) shares token_embd's storage.  Norm
- * vectors are converted to f32.  Other tensors are ignored, except
- * rope_freqs.weight: per-dimension RoPE frequency factors (Llama-3.1-style
- * scaling) are not implemented, and a file that has them, or a
- * rope.scaling.type other than none, linear or yarn, is refused rather than
- * run with silently wrong positions.
+ * vectors are converted to f32, and so is rope_freqs.weight ([head_dim / 2]
+ * per-dimension RoPE frequency divisors, Llama-3.1-style scaling as
+ * llama.cpp's converter writes it; used as llama.cpp does, whatever the
+ * scaling keys say).  Other tensors are ignored.  A rope.scaling.type other
+ * than none, linear, yarn or llama3 is refused rather than run with
+ * silently wrong positions.
  *
  * Architectures (general.architecture): llama, qwen2, qwen3; the keys
  * below are prefixed with it ("qwen2.context_length").  context_length,
@@ -312,9 +313,10 @@ static bool str_is(const char *s, size_t len, const char *want)
     return s && len == strlen(want) && !memcmp(s, want, len);
 }
 
-/* {arch}.rope.scaling.*: none, linear (factor) or yarn (factor,
- * original_context_length, attn_factor, yarn_beta_fast / yarn_beta_slow);
- * anything else is refused by name. */
+/* {arch}.rope.scaling.*: none, linear (factor), yarn (factor,
+ * original_context_length, attn_factor, yarn_beta_fast / yarn_beta_slow) or
+ * llama3 (factor, original_context_length, low_freq_factor,
+ * high_freq_factor); anything else is refused by name. */
 static int read_rope_scaling(struct ld *ld, struct model_hparams *hp)
 {
     char k[96];
@@ -340,11 +342,27 @@ static int read_rope_scaling(struct ld *ld, struct model_hparams *hp)
         hp->rope_scaling = MODEL_ROPE_LINEAR;
     else if (str_is(st, sl, "yarn"))
         hp->rope_scaling = MODEL_ROPE_YARN;
+    else if (str_is(st, sl, "llama3"))
+        hp->rope_scaling = MODEL_ROPE_LLAMA3;
     else
-        return fail(ld, -EINVAL, "key '%s' is '%.*s': RoPE scaling types are none, linear, yarn", k,
+        return fail(ld, -EINVAL,
+                    "key '%s' is '%.*s': RoPE scaling types are none, linear, yarn, llama3", k,
                     (int)FOLIO_MIN(sl, 64), st);
     if ((rc = get_float(ld, ARCH_KEY(ld, k, "rope.scaling.factor"), -1, &hp->rope_factor)))
         return rc;
+    if (hp->rope_scaling == MODEL_ROPE_LLAMA3) {
+        if ((rc = get_dim(ld, ARCH_KEY(ld, k, "rope.scaling.original_context_length"), hp->ctx_len,
+                          &hp->rope_orig_ctx)) ||
+            (rc = get_float(ld, ARCH_KEY(ld, k, "rope.scaling.low_freq_factor"), 1.0,
+                            &hp->rope_low_freq)) ||
+            (rc = get_float(ld, ARCH_KEY(ld, k, "rope.scaling.high_freq_factor"), 4.0,
+                            &hp->rope_high_freq)))
+            return rc;
+        if (!(hp->rope_high_freq > hp->rope_low_freq))
+            return fail(ld, -EINVAL,
+                        "llama3 RoPE scaling: high_freq_factor %g <= low_freq_factor %g",
+                        (double)hp->rope_high_freq, (double)hp->rope_low_freq);
+    }
     if (hp->rope_scaling == MODEL_ROPE_YARN) {
         if ((rc = get_dim(ld, ARCH_KEY(ld, k, "rope.scaling.original_context_length"), hp->ctx_len,
                           &hp->rope_orig_ctx)) ||
@@ -429,9 +447,6 @@ static int read_hparams(struct ld *ld, struct model_hparams *hp)
                     k, rope_dims, hp->head_dim);
     if ((rc = read_rope_scaling(ld, hp)))
         return rc;
-    if (gguf_find_tensor(f, "rope_freqs.weight") >= 0)
-        return fail(ld, -EINVAL,
-                    "tensor 'rope_freqs.weight': RoPE frequency factors are not supported");
     /* a window the file declares is honoured, on every layer */
     if (gguf_find_key(f, ARCH_KEY(ld, k, "attention.sliding_window")) >= 0) {
         int64_t w;
@@ -600,7 +615,7 @@ static int walk_weights(struct ld *ld, struct model *m, char *base, size_t *off)
         if ((rc = place_vec(ld, nm[0], dim, base, off, &L->ffn_norm)))
             return rc;
         NM(0, "ffn_gate"), NM(1, "ffn_up");
-        if ((rc = place_mat(ld, 2, nm, r_gu, dim, base, off, &L->w_gate_up, NULL)))
+        if ((rc = place_mat(ld, 2, nm, r_gu, dim, base, off, &L->w_gate_up, L->gu_part)))
             return rc;
         NM(0, "ffn_down");
         if ((rc = place_mat(ld, 1, nm, &dim, ffn, base, off, &L->w_down, NULL)))
@@ -608,6 +623,10 @@ static int walk_weights(struct ld *ld, struct model *m, char *base, size_t *off)
 #undef NM
     }
     if ((rc = place_vec(ld, "output_norm.weight", dim, base, off, &m->out_norm)))
+        return rc;
+    /* per-dimension RoPE frequency divisors (Llama 3.1-style scaling) */
+    if (gguf_find_tensor(ld->f, "rope_freqs.weight") >= 0 &&
+        (rc = place_vec(ld, "rope_freqs.weight", hd / 2, base, off, &m->rope_freqs)))
         return rc;
     if (gguf_find_tensor(ld->f, "output.weight") >= 0) {
         snprintf(nm[0], sizeof(nm[0]), "output.weight");

@@ -299,15 +299,36 @@ size_t model__weight_bytes_per_token(const struct model *m)
     size_t b = matmul_mat_row_bytes(&m->output) * (size_t)m->output.rows;
     for (int32_t l = 0; l < m->hp.n_layers; l++) {
         const struct model_layer *L = &m->layers[l];
-        const struct matmul_mat *w[6] = {&L->wqkv,   &L->wo,          &L->w_gate_up,
-                                         &L->w_down, &L->qkv_part[0], &L->qkv_part[1]};
-        for (int i = 0; i < 6; i++)
+        /* parts hold data only when their fused matrix does not */
+        const struct matmul_mat *w[] = {&L->wqkv,        &L->wo,          &L->w_gate_up,
+                                        &L->w_down,      &L->qkv_part[0], &L->qkv_part[1],
+                                        &L->qkv_part[2], &L->gu_part[0],  &L->gu_part[1]};
+        for (size_t i = 0; i < FOLIO_ARRAY_LEN(w); i++)
             if (w[i]->data)
                 b += matmul_mat_row_bytes(w[i]) * (size_t)w[i]->rows;
-        if (!L->wqkv.data)
-            b += matmul_mat_row_bytes(&L->qkv_part[2]) * (size_t)L->qkv_part[2].rows;
     }
     return b;
+}
+
+double model__rope_divisor(const struct model *m, int32_t i)
+{
+    const struct model_hparams *hp = &m->hp;
+    if (m->rope_freqs)
+        return m->rope_freqs[i];
+    if (hp->rope_scaling != MODEL_ROPE_LLAMA3)
+        return 1.0;
+    const double low = hp->rope_low_freq > 0 ? hp->rope_low_freq : 1.0;
+    const double high = hp->rope_high_freq > 0 ? hp->rope_high_freq : 4.0;
+    const double orig = hp->rope_orig_ctx > 0 ? hp->rope_orig_ctx : hp->ctx_len;
+    const double factor = hp->rope_factor > 0 ? hp->rope_factor : 1.0;
+    const double freq = pow((double)hp->rope_base, -2.0 * i / hp->head_dim);
+    const double wavelen = 2.0 * M_PI / freq;
+    if (wavelen < orig / high)
+        return 1.0;
+    if (wavelen > orig / low)
+        return factor;
+    const double s = (orig / wavelen - low) / (high - low);
+    return 1.0 / ((1.0 - s) / factor + s);
 }
 
 /* ---- public ----------------------------------------------------------- */

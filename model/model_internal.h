@@ -43,8 +43,10 @@ struct model_layer {
     /* Q, K, V as one fused matrix when the file stores them in one type;
      * when their types differ (a Q4_K_M file's attn_v in Q6_K), wqkv.data
      * is NULL and qkv_part[0..2] hold Q, K and V, each in its own type,
-     * multiplied separately into their columns of the same qkv rows. */
-    struct matmul_mat wqkv, qkv_part[3], wo, w_gate_up, w_down;
+     * multiplied separately into their columns of the same qkv rows.
+     * Gate and up likewise: w_gate_up.data NULL and gu_part[0..1] (gate,
+     * up) in their own types when the file's gate and up types differ. */
+    struct matmul_mat wqkv, qkv_part[3], wo, w_gate_up, gu_part[2], w_down;
     const float *bqkv;            /* [(H + 2 KV) hd] Q|K|V biases (qwen2), or NULL */
     const float *q_norm, *k_norm; /* [hd] per-head RMSNorm weights (qwen3), or NULL */
 };
@@ -56,7 +58,8 @@ struct model {
     struct model_layer *layers; /* [n_layers] */
     const float *out_norm;
     struct matmul_mat output;
-    void *storage; /* owned weight memory (folio_aligned_alloc) */
+    const float *rope_freqs; /* [head_dim / 2] frequency divisors, or NULL */
+    void *storage;           /* owned weight memory (folio_aligned_alloc) */
     size_t storage_bytes;
 };
 
@@ -66,6 +69,10 @@ static inline float *model__f32(const struct matmul_mat *mt)
     return mt->type == GGUF_TENSOR_F32 ? (float *)mt->data : NULL;
 }
 
+/* The RoPE frequency divisor of dimension pair i (of head_dim / 2): the
+ * model's rope_freqs when it has them, else llama3 scaling's from hp
+ * (include/folio/model.h), else 1. */
+double model__rope_divisor(const struct model *m, int32_t i);
 /* Allocates a model with zeroed weights for hp (one storage block). */
 int model__alloc(const struct model_hparams *hp, struct model **out);
 /* A copy of src (all F32, built in memory) whose matrices are stored as

@@ -42,16 +42,33 @@
  * The hash is therefore exactly a prefix-closed set of (salt, token prefix)
  * entries, which is what tests/test_pager_diff.c models naively.
  *
+ * Sliding window (cfg.window > 0).  mark_computed releases a table's front
+ * blocks that no later row reads and writes PAGER_HOLE over them: table
+ * entries [0, lo) are holes, [lo, nb) blocks.  Such a table holds hashed
+ * blocks without their parents, so the two ordering arguments above no
+ * longer hold (a parent may have fewer references than its child, and may
+ * reach the LRU head first).  What keeps the hash exact instead: every
+ * block counts its hashed children (nkids), and evicting a block that
+ * still has some takes its whole hashed subtree out of the hash (cached
+ * descendants go to the free list, used ones stay with their tables, whose
+ * chains are cut before them: nh).  A table hashes block i only while it
+ * holds block i - 1 (i > lo, or i = 0 with no holes), so hashing stops for
+ * good once the window passes the chain's end.
+ *
  * Invariants (pager_check verifies all of them):
  *   free + used + cached = total; FREE blocks are exactly those on the free
  *   list, CACHED blocks exactly those on the LRU (hashed, refcount 0);
  *   refcount = number of tables holding the block; nfull = number of tables
  *   using all its slots; table nb = ceil(len / B); the token ids of a table
  *   equal the btok of its slots; its blocks [0, nh) are hashed, and every
- *   hashed block it holds has parent = its previous block; a hashed block's
- *   parent is hashed and holds at least as many references; cached children
- *   are older on the LRU than cached parents; keys recompute; no two hashed
- *   blocks share an identity.
+ *   hashed block it holds has parent = its previous block (unless that
+ *   entry is a hole); a hashed block's parent is hashed; keys recompute; no
+ *   two hashed blocks share an identity; nkids counts a block's hashed
+ *   children.
+ *   Without a window: refcount(parent) >= refcount(child) for hashed blocks
+ *   and cached children are older on the LRU than cached parents.  With
+ *   one: a table's holes are exactly entries [0, lo), lo < nb (the last
+ *   block is always held) and lo <= (computed - window + 1) / B.
  *
  * Stats: slots_empty counts, once per partial physical block, block_size
  * minus the most slots any holder uses; only a table's last block can be
@@ -162,6 +179,8 @@ static void hash_insert(pager_t *pg, int32_t b, uint64_t key, uint64_t parent_ke
                         int32_t parent)
 {
     struct pager_block *m = &pg->blk[b];
+    if (parent != NIL)
+        pg->blk[parent].nkids++;
     uint32_t h = bucket_of(pg, key);
     m->hashed = 1;
     m->key = key;
@@ -188,6 +207,8 @@ static void hash_remove(pager_t *pg, int32_t b)
     m->hprev = m->hnext = NIL;
     m->hashed = 0;
     pg->nhashed--;
+    if (m->parent != NIL)
+        pg->blk[m->parent].nkids--;
 }
 
 /* ---- free list and LRU -------------------------------------------------- */
@@ -246,6 +267,45 @@ static void lru_remove(pager_t *pg, int32_t b)
 
 /* ---- block references ---------------------------------------------------- */
 
+/* Block b (used) left the hash: every table holding it in its chain
+ * [lo, nh) now ends its chain before it. */
+static void seqs_cut_chain(pager_t *pg, int32_t b)
+{
+    for (pager_seq_t *s = pg->seqs; s; s = s->next)
+        for (int32_t i = s->lo; i < s->nh; i++)
+            if (s->table[i] == b) {
+                s->nh = i;
+                break;
+            }
+}
+
+/* Block root left the hash while it still had hashed children (only with
+ * a window: see above): takes its hashed subtree out of the hash, depth
+ * first with scratch as the stack (a subtree has at most N blocks).
+ * Cached descendants become free; used ones stay with their tables. */
+static void hash_drop_subtree(pager_t *pg, int32_t root)
+{
+    int32_t *stack = pg->scratch, top = 0;
+    stack[top++] = root;
+    while (top > 0) {
+        int32_t p = stack[--top];
+        for (int32_t b = 0; b < pg->nblocks && pg->blk[p].nkids > 0; b++) {
+            struct pager_block *m = &pg->blk[b];
+            if (!m->hashed || m->parent != p)
+                continue;
+            hash_remove(pg, b);
+            if (m->state == PAGER_BLOCK_CACHED) {
+                lru_remove(pg, b);
+                free_push(pg, b);
+            } else {
+                seqs_cut_chain(pg, b);
+            }
+            if (m->nkids > 0)
+                stack[top++] = b;
+        }
+    }
+}
+
 /* A fresh, writable block for seq (the caller checked availability):
  * the free list first, else the least recently used cached block. */
 static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq)
@@ -257,6 +317,8 @@ static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq)
         b = pg->lru_head;
         lru_remove(pg, b);
         hash_remove(pg, b);
+        if (pg->blk[b].nkids > 0)
+            hash_drop_subtree(pg, b);
         pg->evictions++;
     }
     struct pager_block *m = &pg->blk[b];
@@ -305,7 +367,7 @@ static inline int32_t seq_block_use(const pager_t *pg, const pager_seq_t *s, int
  * always older in the LRU than its parent). */
 static void seq_release_tail(pager_t *pg, pager_seq_t *s, int32_t from)
 {
-    for (int32_t i = s->nb - 1; i >= from; i--) {
+    for (int32_t i = s->nb - 1; i >= FOLIO_MAX(from, s->lo); i--) {
         int32_t b = s->table[i];
         if (seq_block_use(pg, s, i) == pg->bs)
             pg->blk[b].nfull--;
@@ -347,7 +409,7 @@ static int config_valid(const struct pager_config *c)
         return 0;
     if (c->block_size < 1 || c->block_size > 1024)
         return 0;
-    if (c->n_layers < 1 || c->n_kv_heads < 1 || c->head_dim < 1)
+    if (c->n_layers < 1 || c->n_kv_heads < 1 || c->head_dim < 1 || c->window < 0)
         return 0;
     if (c->dtype != FOLIO_F32 && c->dtype != FOLIO_F16 && c->dtype != FOLIO_BF16 &&
         c->dtype != FOLIO_Q8)
@@ -480,6 +542,19 @@ int32_t pager_block_size(const pager_t *pg)
     return pg->bs;
 }
 
+int32_t pager_window(const pager_t *pg)
+{
+    return pg->cfg.window;
+}
+
+int32_t pager_window_blocks(const pager_t *pg, int32_t n_new)
+{
+    if (pg->cfg.window <= 0)
+        return INT32_MAX;
+    int64_t nb = FOLIO_DIV_CEIL((int64_t)pg->cfg.window - 1 + FOLIO_MAX(n_new, 0), pg->bs) + 1;
+    return nb > INT32_MAX ? INT32_MAX : (int32_t)nb;
+}
+
 int32_t pager_blocks_available(const pager_t *pg)
 {
     return pg->nfree + pg->ncached;
@@ -526,7 +601,10 @@ void pager_stats_get(const pager_t *pg, struct pager_stats *st)
     st->prefix_hits = pg->prefix_hits;
     st->evictions = pg->evictions;
     st->cow_copies = pg->cow_copies;
+    st->window_frees = pg->window_frees;
     st->bytes_per_block = pg->block_bytes;
+    for (const pager_seq_t *s = pg->seqs; s; s = s->next)
+        st->blocks_held += s->nb - s->lo;
     /* Only a table's last block can be partial; a block is partial when no
      * holder uses it fully (nfull == 0), and then its empty slots are
      * B - (the most any holder uses).  Walk the last blocks twice: first
@@ -667,8 +745,9 @@ static int check_lru(const pager_t *pg, int64_t ncached, char *msg, size_t msgle
     if (k != ncached || last != pg->lru_tail)
         FAIL("LRU holds %" PRId64 " of %" PRId64 " cached blocks (tail %d/%d)", k, ncached, last,
              pg->lru_tail);
-    /* Cached children are older than their cached parents. */
-    for (int32_t b = pg->lru_head; b != NIL; b = pg->blk[b].next) {
+    /* Cached children are older than their cached parents (without a
+     * window; with one, eviction drops orphaned subtrees instead). */
+    for (int32_t b = pg->cfg.window > 0 ? NIL : pg->lru_head; b != NIL; b = pg->blk[b].next) {
         int32_t p = pg->blk[b].parent;
         if (p != NIL && pg->blk[p].state == PAGER_BLOCK_CACHED &&
             !(pg->stamp[p] == pos_stamp && pg->scratch[p] > pg->scratch[b]))
@@ -700,7 +779,7 @@ static int check_hash(const pager_t *pg, int64_t nhashed, char *msg, size_t msgl
                 const struct pager_block *p = &pg->blk[m->parent];
                 if (!p->hashed || p->key != m->parent_key || p->salt != m->salt)
                     FAIL("hash: block %d parent %d not hashed with its key", b, m->parent);
-                if (p->refcount < m->refcount)
+                if (pg->cfg.window == 0 && p->refcount < m->refcount)
                     FAIL("hash: block %d refcount %d above its parent %d's %d", b, m->refcount,
                          m->parent, p->refcount);
             }
@@ -734,7 +813,18 @@ static int check_tables(const pager_t *pg, char *msg, size_t msglen)
         if (s->nb != FOLIO_DIV_CEIL(s->len, bs) || s->nb > s->cap)
             FAIL("seq %p: %d tokens in %d blocks (cap %d)", (const void *)s, s->len, s->nb, s->cap);
         tokens += s->len;
-        for (int32_t i = 0; i < s->nb; i++) {
+        {
+            const int32_t w = pg->cfg.window;
+            const int32_t keep = w > 0 ? FOLIO_MAX(0, s->computed - w + 1) / bs : 0;
+            if (s->lo < 0 || (s->lo > 0 && (s->lo >= s->nb || s->lo > keep)))
+                FAIL("seq %p: holes [0, %d) of %d blocks, %d computed, window %d", (const void *)s,
+                     s->lo, s->nb, s->computed, w);
+        }
+        for (int32_t i = 0; i < s->lo; i++)
+            if (s->table[i] != PAGER_HOLE)
+                FAIL("seq %p: entry %d below lo %d is block %d, not a hole", (const void *)s, i,
+                     s->lo, s->table[i]);
+        for (int32_t i = s->lo; i < s->nb; i++) {
             int32_t b = s->table[i];
             if (b < 0 || b >= n)
                 FAIL("seq %p: block %d out of range", (const void *)s, b);
@@ -756,7 +846,9 @@ static int check_tables(const pager_t *pg, char *msg, size_t msglen)
             if (i < s->nh && !m->hashed)
                 FAIL("seq %p: block %d (index %d) below nh %d not in the prefix cache",
                      (const void *)s, b, i, s->nh);
-            if (m->hashed && (m->parent != (i ? s->table[i - 1] : NIL) || m->salt != s->salt))
+            /* the first block after holes: its parent was released */
+            if (m->hashed && !(i > 0 && i == s->lo) &&
+                (m->parent != (i ? s->table[i - 1] : NIL) || m->salt != s->salt))
                 FAIL("seq %p: hashed block %d (index %d) parent %d salt mismatch", (const void *)s,
                      b, i, m->parent);
         }
@@ -778,6 +870,24 @@ static int check_tables(const pager_t *pg, char *msg, size_t msglen)
         if (m->refcount != holders || m->nfull != full)
             FAIL("block %d: refcount %d nfull %d but %d tables hold it (%d fully)", b, m->refcount,
                  m->nfull, holders, full);
+    }
+
+    /* nkids: hashed children per block. */
+    uint32_t kid_stamp = stamp_next(pg);
+    for (int32_t b = 0; b < n; b++) {
+        int32_t p = pg->blk[b].parent;
+        if (!pg->blk[b].hashed || p == NIL)
+            continue;
+        if (pg->stamp[p] != kid_stamp) {
+            pg->stamp[p] = kid_stamp;
+            pg->scratch[p] = 0;
+        }
+        pg->scratch[p]++;
+    }
+    for (int32_t b = 0; b < n; b++) {
+        int32_t kids = pg->stamp[b] == kid_stamp ? pg->scratch[b] : 0;
+        if (pg->blk[b].nkids != kids)
+            FAIL("block %d: nkids %d but %d hashed children", b, pg->blk[b].nkids, kids);
     }
     return 0;
 }
@@ -1017,6 +1127,23 @@ int pager_seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_t
     return r;
 }
 
+/* Releases the blocks below the window of the next row to compute
+ * (position computed), front first, never the last block. */
+static void seq_release_window(pager_t *pg, pager_seq_t *s)
+{
+    int32_t keep = s->computed - pg->cfg.window + 1; /* first position still read */
+    int32_t lo = FOLIO_MIN(FOLIO_MAX(keep, 0) / pg->bs, s->nb - 1);
+    for (int32_t i = s->lo; i < lo; i++) {
+        int32_t b = s->table[i];
+        pg->blk[b].nfull--; /* not the last block: full for s */
+        block_unref(pg, b);
+        s->table[i] = PAGER_HOLE;
+        pg->window_frees++;
+    }
+    if (lo > s->lo)
+        s->lo = lo;
+}
+
 void pager_seq_mark_computed(pager_t *pg, pager_seq_t *s, int32_t n)
 {
     if (!pg || !s)
@@ -1028,6 +1155,9 @@ void pager_seq_mark_computed(pager_t *pg, pager_seq_t *s, int32_t n)
     /* Hash the full computed blocks past the cached chain, in order. */
     const int32_t bs = pg->bs;
     for (int32_t i = s->nh; i < s->computed / bs; i++) {
+        /* block i joins the chain only while the table holds block i - 1 */
+        if (i < s->lo + (i > 0))
+            break;
         int32_t b = s->table[i];
         if (!pg->blk[b].hashed) {
             int32_t parent = i > 0 ? s->table[i - 1] : NIL;
@@ -1054,6 +1184,8 @@ void pager_seq_mark_computed(pager_t *pg, pager_seq_t *s, int32_t n)
         }
         s->nh = i + 1;
     }
+    if (pg->cfg.window > 0)
+        seq_release_window(pg, s);
     CHECKED(pg);
 }
 
@@ -1063,6 +1195,12 @@ int pager_seq_truncate(pager_t *pg, pager_seq_t *s, int32_t n)
         return -EINVAL;
     const int32_t bs = pg->bs;
     int32_t nb = FOLIO_DIV_CEIL(n, bs);
+    if (s->lo > 0) {
+        /* the row at n reads from n - window + 1: its blocks must be held */
+        int32_t keep = FOLIO_MAX(n - pg->cfg.window + 1, 0) / bs;
+        if (s->lo > keep || s->lo >= nb)
+            return -EINVAL;
+    }
     seq_release_tail(pg, s, nb);
     /* The new last block was full for s (it was not its last block, or the
      * old length filled it); it is not if n cuts into it. */
@@ -1099,12 +1237,13 @@ int pager_seq_fork(pager_t *pg, const pager_seq_t *parent, uint64_t owner, uint3
     s->computed = parent->computed;
     s->nb = parent->nb;
     s->nh = parent->nh;
+    s->lo = parent->lo;
     s->bs = parent->bs;
     if (s->nb > 0) {
         memcpy(s->table, parent->table, (size_t)s->nb * sizeof(int32_t));
         memcpy(s->tokens, parent->tokens, (size_t)s->len * sizeof(int32_t));
     }
-    for (int32_t i = 0; i < s->nb; i++) {
+    for (int32_t i = s->lo; i < s->nb; i++) {
         block_ref(pg, s->table[i]);
         if (seq_block_use(pg, s, i) == pg->bs)
             pg->blk[s->table[i]].nfull++;
@@ -1123,6 +1262,11 @@ int pager_seq_fork(pager_t *pg, const pager_seq_t *parent, uint64_t owner, uint3
 int32_t pager_seq_len(const pager_seq_t *s)
 {
     return s->len;
+}
+
+int32_t pager_seq_blocks_held(const pager_seq_t *s)
+{
+    return s->nb - s->lo;
 }
 
 int32_t pager_seq_computed(const pager_seq_t *s)
@@ -1150,6 +1294,7 @@ void pager_seq_slot(const pager_seq_t *s, int32_t pos, int32_t *block, int32_t *
                 (int)s->len);
     *block = s->table[pos / s->bs];
     *offset = pos % s->bs;
+    FOLIO_CHECK(*block != PAGER_HOLE, "position %d is in a block released by the window", (int)pos);
 }
 
 /* ---- K/V rows --------------------------------------------------------- */

@@ -29,6 +29,7 @@ struct pager_block {
     int32_t hprev, hnext; /* prefix-cache hash chain links */
     int32_t refcount;     /* page tables holding the block */
     int32_t nfull;        /* of those, tables that use all B slots */
+    int32_t nkids;        /* hashed blocks whose parent this is */
     int32_t parent;       /* hashed: block holding the previous B tokens, or NIL */
     uint8_t state;        /* enum pager_block_state */
     uint8_t hashed;       /* in the prefix-cache hash (then immutable) */
@@ -46,7 +47,8 @@ struct pager_seq {
     int32_t len;      /* tokens held */
     int32_t computed; /* tokens [0, computed) have their K/V written */
     int32_t nb;       /* blocks in table = ceil(len / B) */
-    int32_t nh;       /* table[0, nh) are in the prefix cache (a chain) */
+    int32_t nh;       /* table[lo, nh) are in the prefix cache (a chain) */
+    int32_t lo;       /* table[0, lo) are PAGER_HOLE (left the window) */
     int32_t bs;       /* B, copied from the pager */
     int32_t cap;      /* capacity of table, in blocks; tokens holds cap * B */
     int32_t *table;   /* [cap] block ids */
@@ -65,7 +67,7 @@ struct pager {
     int32_t lru_head, lru_tail;
     int32_t nfree, nused, ncached, nshared, nhashed;
     int64_t tokens_held, nseqs;
-    int64_t prefix_queries, prefix_hits, evictions, cow_copies;
+    int64_t prefix_queries, prefix_hits, evictions, cow_copies, window_frees;
     pager_seq_t *seqs;
     unsigned char *arena;
     size_t block_bytes;

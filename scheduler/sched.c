@@ -110,9 +110,12 @@ struct sched {
     struct list running, preempted;
     int32_t running_seqs;
     int64_t reserved_blocks; /* reserve_max_len policy */
-    int32_t n_aborted;       /* marked, not yet reclaimed */
-    int32_t n_unforked;      /* n > 1 requests not yet forked */
-    bool any_kv_limit;       /* some tenant has max_kv_blocks: track kv_blocks */
+    /* Most blocks one sample can hold: its whole max_ctx, or with a
+     * sliding window the blocks of one window plus a step's chunk. */
+    int32_t seq_max_blocks;
+    int32_t n_aborted;  /* marked, not yet reclaimed */
+    int32_t n_unforked; /* n > 1 requests not yet forked */
+    bool any_kv_limit;  /* some tenant has max_kv_blocks: track kv_blocks */
     struct tenant *tenants;
     int32_t n_tenants, cap_tenants;
     /* the step */
@@ -275,9 +278,18 @@ static void table_remove(sched_t *s, uint64_t id)
     }
 }
 
+/* Blocks a page table holds (with a window, those still in it). */
 static int32_t seq_blocks(const sched_t *s, const pager_seq_t *seq)
 {
-    return seq ? FOLIO_DIV_CEIL(pager_seq_len(seq), s->bs) : 0;
+    (void)s;
+    return seq ? pager_seq_blocks_held(seq) : 0;
+}
+
+/* Most blocks a sample of at most cap tokens holds at once. */
+static int32_t cap_blocks(const sched_t *s, int32_t cap)
+{
+    return FOLIO_MIN(FOLIO_DIV_CEIL(cap, s->bs),
+                     pager_window_blocks(s->pg, s->cfg.max_batch_tokens));
 }
 
 static uint64_t tenant_salt(const struct sched_tenant_config *c)
@@ -351,6 +363,7 @@ int sched_new(const struct sched_config *cfg, pager_t *pg, sched_t **out)
     struct pager_stats ps;
     pager_stats_get(pg, &ps);
     s->blocks_total = ps.blocks_total;
+    s->seq_max_blocks = cap_blocks(s, cfg->max_ctx);
     s->watermark =
         cfg->watermark_blocks >= 0 ? cfg->watermark_blocks : (int32_t)(ps.blocks_total / 100);
     s->next_id = 1;
@@ -455,12 +468,11 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
         return rc;
     struct tenant *t = &s->tenants[ti];
     int32_t cap = (int32_t)FOLIO_MIN((int64_t)p->n_prompt + p->max_tokens, s->cfg.max_ctx);
-    int64_t need = (int64_t)p->n * FOLIO_DIV_CEIL(cap, s->bs);
+    int64_t need = (int64_t)p->n * cap_blocks(s, cap);
     if (need > s->blocks_total || (t->cfg.max_kv_blocks && need > t->cfg.max_kv_blocks) ||
         (t->cfg.max_running_seqs && p->n > t->cfg.max_running_seqs))
         return -E2BIG; /* could never run, even alone */
-    if (s->cfg.reserve_max_len &&
-        (int64_t)p->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs) > s->blocks_total)
+    if (s->cfg.reserve_max_len && (int64_t)p->n * s->seq_max_blocks > s->blocks_total)
         return -E2BIG;
     if (t->cfg.max_waiting && t->waiting.len >= t->cfg.max_waiting) {
         t->refused++;
@@ -594,7 +606,7 @@ static void req_done(sched_t *s, struct req *r)
         s->running_seqs -= r->n_live;
         t->running_seqs -= r->n_live;
         if (s->cfg.reserve_max_len)
-            s->reserved_blocks -= (int64_t)r->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs);
+            s->reserved_blocks -= (int64_t)r->n * s->seq_max_blocks;
         break;
     case Q_PREEMPTED:
         list_unlink(&s->preempted, r);
@@ -670,7 +682,7 @@ static void req_preempt(sched_t *s, struct req *r, enum sched_preempt_reason why
     s->running_seqs -= r->n_live;
     t->running_seqs -= r->n_live;
     if (s->cfg.reserve_max_len)
-        s->reserved_blocks -= (int64_t)r->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs);
+        s->reserved_blocks -= (int64_t)r->n * s->seq_max_blocks;
     r->queue = Q_PREEMPTED;
     list_insert_admitted(&s->preempted, r);
     t->n_preempted++;
@@ -902,7 +914,7 @@ static enum admit_result admit_precheck(sched_t *s, struct req *r, int32_t budge
         return ADMIT_TENANT_FULL;
     *reserve = 0;
     if (s->cfg.reserve_max_len) {
-        *reserve = (int64_t)r->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs);
+        *reserve = (int64_t)r->n * s->seq_max_blocks;
         if (s->reserved_blocks + *reserve > s->blocks_total)
             return ADMIT_NO_ROOM;
         if (!tenant_blocks_ok(s, t, *reserve))
@@ -1617,7 +1629,7 @@ int sched_check(const sched_t *s, char *msg, size_t len)
     if (s->cfg.reserve_max_len) {
         int64_t want = 0;
         for (const struct req *r = s->running.head; r; r = r->next)
-            want += (int64_t)r->n * FOLIO_DIV_CEIL(s->cfg.max_ctx, s->bs);
+            want += (int64_t)r->n * s->seq_max_blocks;
         if (want != s->reserved_blocks)
             return fail(msg, len, "reserved blocks %lld, expected %lld",
                         (long long)s->reserved_blocks, (long long)want);

@@ -33,6 +33,7 @@
 
 #define F32_TOL 1e-4
 #define F16_TOL 1e-2 /* K/V rounded to 11 significant bits (seen: ~3e-3) */
+#define Q8_TOL  0.3  /* Q8_0 weights: see test_types_backends */
 
 static struct model *g_model;
 static int g_short;
@@ -81,9 +82,30 @@ static void ref_matvec(double *out, const float *W, const double *x, int32_t n_o
  * NeoX; angle pos * base^(-2i/d), divided by the factor for linear
  * scaling; YaRN blends the two per pair with a linear ramp between the
  * pairs that turn beta_fast and beta_slow times over the original
- * context, and scales cos/sin by 1 + 0.1 ln(factor). */
-static void ref_rope(double *v, int32_t pos, const struct model_hparams *hp)
+ * context, and scales cos/sin by 1 + 0.1 ln(factor).  Per-dimension
+ * divisors: the model's rope_freqs, or Llama 3.1's rule (frequencies whose
+ * wavelength exceeds orig / low are divided by the factor, those below
+ * orig / high kept, a linear blend of 1/factor and 1 in between). */
+static double ref_rope_divisor(const struct model *m, int32_t i)
 {
+    const struct model_hparams *hp = &m->hp;
+    if (m->rope_freqs)
+        return m->rope_freqs[i];
+    if (hp->rope_scaling != MODEL_ROPE_LLAMA3)
+        return 1;
+    const double wl = 2 * M_PI * pow(hp->rope_base, 2.0 * i / hp->head_dim);
+    const double orig = hp->rope_orig_ctx, lo = hp->rope_low_freq, hi = hp->rope_high_freq;
+    if (orig / wl > hi) /* short wavelength: high frequency */
+        return 1;
+    if (orig / wl < lo)
+        return hp->rope_factor;
+    double s = (orig / wl - lo) / (hi - lo);
+    return 1 / ((1 - s) / hp->rope_factor + s);
+}
+
+static void ref_rope(double *v, int32_t pos, const struct model *m)
+{
+    const struct model_hparams *hp = &m->hp;
     const int32_t d = hp->head_dim;
     double lo = 0, hi = 0, msc = 1;
     if (hp->rope_scaling == MODEL_ROPE_YARN) {
@@ -95,7 +117,7 @@ static void ref_rope(double *v, int32_t pos, const struct model_hparams *hp)
         msc = 1 + 0.1 * log(hp->rope_factor);
     }
     for (int32_t i = 0; i < d / 2; i++) {
-        const double ex = pos * pow(hp->rope_base, -2.0 * i / d);
+        const double ex = pos * pow(hp->rope_base, -2.0 * i / d) / ref_rope_divisor(m, i);
         double a = ex;
         if (hp->rope_scaling == MODEL_ROPE_LINEAR) {
             a = ex / hp->rope_factor;
@@ -151,9 +173,9 @@ static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n,
             for (int32_t h = 0; L->k_norm && h < Hk; h++)
                 ref_head_norm(qkv + nq + h * d, L->k_norm, d, hp->norm_eps);
             for (int32_t h = 0; h < Hq; h++)
-                ref_rope(qkv + h * d, t, hp);
+                ref_rope(qkv + h * d, t, m);
             for (int32_t h = 0; h < Hk; h++)
-                ref_rope(qkv + nq + h * d, t, hp);
+                ref_rope(qkv + nq + h * d, t, m);
             memcpy(Q + (size_t)t * nq, qkv, sizeof(double) * nq);
             memcpy(K + (size_t)t * nkv, qkv + nq, sizeof(double) * nkv);
             memcpy(V + (size_t)t * nkv, qkv + nq + nkv, sizeof(double) * nkv);
@@ -435,12 +457,62 @@ static struct model *f32_twin(const struct model *src)
     for (int32_t l = 0; l < src->hp.n_layers; l++) {
         const struct model_layer *S = &src->layers[l];
         struct model_layer *L = &m->layers[l];
-        matmul_mat_rows_f32(&S->wqkv, 0, S->wqkv.rows, model__f32(&L->wqkv));
+        float *qkv = model__f32(&L->wqkv), *gu = model__f32(&L->w_gate_up);
+        if (S->wqkv.data) {
+            matmul_mat_rows_f32(&S->wqkv, 0, S->wqkv.rows, qkv);
+        } else { /* Q, K, V of differing types: their rows one after another */
+            for (int i = 0; i < 3; i++) {
+                matmul_mat_rows_f32(&S->qkv_part[i], 0, S->qkv_part[i].rows, qkv);
+                qkv += (size_t)S->qkv_part[i].rows * S->qkv_part[i].cols;
+            }
+        }
         matmul_mat_rows_f32(&S->wo, 0, S->wo.rows, model__f32(&L->wo));
-        matmul_mat_rows_f32(&S->w_gate_up, 0, S->w_gate_up.rows, model__f32(&L->w_gate_up));
+        if (S->w_gate_up.data) {
+            matmul_mat_rows_f32(&S->w_gate_up, 0, S->w_gate_up.rows, gu);
+        } else { /* gate and up of differing types */
+            matmul_mat_rows_f32(&S->gu_part[0], 0, S->gu_part[0].rows, gu);
+            matmul_mat_rows_f32(&S->gu_part[1], 0, S->gu_part[1].rows,
+                                gu + (size_t)S->gu_part[0].rows * S->gu_part[0].cols);
+        }
         matmul_mat_rows_f32(&S->w_down, 0, S->w_down.rows, model__f32(&L->w_down));
     }
     return m;
+}
+
+/* Gate and up of differing types (as a file whose ffn_gate is Q8_0 and
+ * ffn_up F16 loads: w_gate_up.data NULL, gu_part[0..1] each in its type)
+ * run as two products into the columns of the same rows: the forward
+ * matches the dense reference on the same values, on every backend. */
+static void test_gate_up_mixed(void **state)
+{
+    (void)state;
+    struct model *q8, *f16;
+    assert_int_equal(model__retype(g_model, GGUF_TENSOR_Q8_0, &q8), 0);
+    assert_int_equal(model__retype(g_model, GGUF_TENSOR_F16, &f16), 0);
+    const int32_t F = g_model->hp.ffn_dim;
+    for (int32_t l = 0; l < q8->hp.n_layers; l++) {
+        struct model_layer *L = &q8->layers[l];
+        const struct matmul_mat *up = &f16->layers[l].w_gate_up;
+        L->gu_part[0] = L->w_gate_up;
+        L->gu_part[0].rows = F;
+        L->gu_part[1] = *up;
+        L->gu_part[1].rows = F;
+        L->gu_part[1].data = (const char *)up->data + (size_t)F * matmul_mat_row_bytes(up);
+        L->w_gate_up.data = NULL;
+    }
+    struct model *ref = f32_twin(q8);
+    enum model_matmul bes[2] = {MODEL_MATMUL_OPENBLAS, MODEL_MATMUL_ONEDNN};
+    const int n_be = model_matmul_onednn_built() ? 2 : 1;
+    int32_t len[] = {g_short ? 6 : 11, 1, g_short ? 9 : 15};
+    for (int b = 0; b < n_be; b++) {
+        double e = run_paged_on(q8, ref, bes[b], FOLIO_F32, 8, 3, len, 5, 2, 0);
+        printf("# gate Q8_0, up F16, %s: max |diff| = %.3g (bound %.3g)\n",
+               model_matmul_name(bes[b]), e, Q8_TOL);
+        assert_true(e <= Q8_TOL);
+    }
+    model_free(ref);
+    model_free(q8);
+    model_free(f16);
 }
 
 /* Paged forward = dense reference for every weight type on every backend
@@ -452,7 +524,6 @@ static struct model *f32_twin(const struct model *src)
  * (Q8_0): Q8_TOL (seen 0.09 on 2 layers, 0.17 on 8, of logits with sd 2;
  * the error compounds over the layers). */
 #define BF16_ACT_TOL 0.15
-#define Q8_TOL       0.3
 static void test_types_backends(void **state)
 {
     (void)state;
@@ -841,7 +912,8 @@ static void test_pager_fork_and_prefix(void **state)
 
 /* The other architectures and RoPE/attention variants against the
  * reference: qwen2 (Q/K/V biases, NeoX RoPE, tied output), qwen3 (Q/K head
- * norms, NeoX), linear and YaRN RoPE scaling, a sliding window shorter
+ * norms, NeoX), linear, YaRN and llama3 RoPE scaling, per-dimension
+ * frequency divisors (rope_freqs.weight), a sliding window shorter
  * than the prompts (block 8, so whole blocks fall out of it); random
  * chunks, several sequences per batch, 2 threads; and again with
  * batch_invariant (the rowdot products, unsplit attention). */
@@ -860,6 +932,8 @@ static void test_archs(void **state)
         {"qwen2, yarn x4 over 64", MODEL_ARCH_QWEN2, MODEL_ROPE_YARN, 0, 4, 64},
         {"llama, window 13", MODEL_ARCH_LLAMA, 0, 13, 0, 0},
         {"qwen3, window 24", MODEL_ARCH_QWEN3, 0, 24, 0, 0},
+        {"llama, llama3 rope x8 over 16", MODEL_ARCH_LLAMA, MODEL_ROPE_LLAMA3, 0, 8, 16},
+        {"qwen2, rope_freqs tensor", MODEL_ARCH_QWEN2, 0, 0, 0, -1},
     };
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(v); i++) {
         struct model_hparams hp;
@@ -869,14 +943,22 @@ static void test_archs(void **state)
         hp.rope_neox = v[i].arch != MODEL_ARCH_LLAMA;
         hp.rope_scaling = v[i].scaling;
         hp.rope_factor = v[i].factor;
-        hp.rope_orig_ctx = v[i].orig;
+        hp.rope_orig_ctx = v[i].orig > 0 ? v[i].orig : 0;
         hp.yarn_attn = 1, hp.yarn_beta_fast = 32, hp.yarn_beta_slow = 1;
+        hp.rope_low_freq = 1, hp.rope_high_freq = 4;
         hp.n_swa = v[i].swa;
         struct model *m;
         assert_int_equal(model__alloc(&hp, &m), 0);
         if (v[i].arch == MODEL_ARCH_QWEN2)
             model__tie_output(m);
         model__fill_random(m, 77);
+        float freqs[512];
+        if (v[i].orig < 0) { /* a file's own divisors, between 1 and 40 */
+            assert_true(hp.head_dim / 2 <= 512);
+            for (int32_t k = 0; k < hp.head_dim / 2; k++)
+                freqs[k] = 1.0f + (float)(rnd() % 3900) / 100.0f;
+            m->rope_freqs = freqs;
+        }
         int32_t len[] = {g_short ? 30 : 45, 17, 33};
         double e = run_paged_on(m, m, MODEL_MATMUL_AUTO, FOLIO_F32, 8, 3, len, 5, 2, 0);
         g_inv = true;
@@ -887,6 +969,193 @@ static void test_archs(void **state)
             fail_msg("%s: paged vs reference %g / %g", v[i].what, e, ei);
         model_free(m);
     }
+}
+
+/* Index of the largest logit (ties to the lower id) and the gap to the
+ * second largest. */
+static int32_t argmax_gap(const float *l, int32_t n, double *gap)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > l[best])
+            best = i;
+    double second = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (i != best && l[i] > second)
+            second = l[i];
+    *gap = l[best] - second;
+    return best;
+}
+
+/* A sequence adopting the first P + 1 tokens' cached blocks (released
+ * by the window from the tables that computed them, still cached) computes
+ * the rest; its last logits match the dense reference. */
+static void window_prefix_hit(pager_t *pg, model_ctx_t *ctx, const struct model *m,
+                              const int32_t *tok, int32_t P, int32_t want_hit)
+{
+    const int32_t V = m->hp.n_vocab;
+    pager_seq_t *c;
+    assert_int_equal(pager_seq_new(pg, 5, 3, 0, &c), 0);
+    int32_t hit = 0;
+    assert_int_equal(pager_seq_adopt_prefix(pg, c, tok, P + 1, &hit), 0);
+    assert_int_equal(hit, want_hit);
+    assert_int_equal(pager_seq_append(pg, c, tok + hit, P + 1 - hit), 0);
+    struct model_slice sl = {.first_pos = hit,
+                             .n_tokens = P + 1 - hit,
+                             .block_table = pager_seq_block_table(c, NULL),
+                             .sample = true};
+    struct model_batch b = {
+        .n_tokens = P + 1 - hit, .tokens = tok + hit, .n_slices = 1, .slices = &sl};
+    float *logits = malloc(sizeof(float) * V);
+    double *ref = malloc(sizeof(double) * (P + 1) * V);
+    assert_int_equal(model_forward(ctx, &b, logits), 0);
+    ref_forward(m, tok, P + 1, ref);
+    double e = max_abs_diff(logits, ref + (size_t)P * V, V);
+    printf("# window: prefix hit of %d tokens the window had released: |diff| = %.3g\n", hit, e);
+    assert_true(e <= F32_TOL);
+    pager_seq_free(pg, c);
+    free(logits);
+    free(ref);
+}
+
+/* Sliding window through the real pager: a windowed model (window 12,
+ * blocks of 4) decodes two sequences that share a prompt (a fork) far past
+ * the window, token by token in one batch; midway a third sequence adopts
+ * the prompt's cached blocks (window_prefix_hit).  The pager releases the blocks that left the
+ * window: each table holds at most pager_window_blocks(1) blocks after
+ * every step, the pool (16 blocks; the dense run needs 46, 30 with
+ * FOLIO_TEST_SHORT) never has more
+ * in use than the tables hold, and
+ * every logit matches the dense reference of the whole sequence (greedy
+ * tokens identical except at a near-tie). */
+static void test_window_frees_pages(void **state)
+{
+    (void)state;
+    enum { W = 12, BS = 4, P = 10, MAX_LEN = 96 };
+    const int32_t LEN = g_short ? 64 : MAX_LEN; /* both far past the window */
+    struct model_hparams hp;
+    assert_int_equal(model_preset("tiny", &hp), 0);
+    hp.n_layers = 2, hp.n_vocab = 4096, hp.n_swa = W;
+    struct model *m;
+    assert_int_equal(model__alloc(&hp, &m), 0);
+    model__fill_random(m, 4242);
+    const int32_t V = hp.n_vocab;
+    struct pager_config pc = {.num_blocks = 16,
+                              .block_size = BS,
+                              .n_layers = hp.n_layers,
+                              .n_kv_heads = hp.n_kv_heads,
+                              .head_dim = hp.head_dim,
+                              .dtype = FOLIO_F32,
+                              .window = W};
+    pager_t *pg;
+    assert_int_equal(pager_init(&pg, &pc), 0);
+    struct pager_kv_view kv;
+    pager_kv_view(pg, &kv);
+    model_ctx_t *ctx;
+    struct model_ctx_config cfg = {.max_tokens = 64, .max_slices = 4, .n_threads = 2};
+    assert_int_equal(model_ctx_new(m, &kv, &cfg, &ctx), 0);
+    const int32_t bound = pager_window_blocks(pg, 1);
+    assert_int_equal(bound, 4); /* positions [c - 11, c + 1): 12 keys in at most 4 blocks */
+
+    static int32_t tok[2][MAX_LEN];
+    static float got[2][MAX_LEN][4096];
+    assert_true(V <= 4096);
+    random_tokens(tok[0], P, V);
+    memcpy(tok[1], tok[0], sizeof(int32_t) * P);
+    pager_seq_t *sq[2];
+    assert_int_equal(pager_seq_new(pg, 5, 1, 0, &sq[0]), 0);
+    float *logits = malloc(sizeof(float) * 2 * V);
+    struct model_slice sl[2];
+    /* the prompt, then the fork */
+    assert_int_equal(pager_seq_append(pg, sq[0], tok[0], P), 0);
+    sl[0] = (struct model_slice){.first_pos = 0,
+                                 .n_tokens = P,
+                                 .block_table = pager_seq_block_table(sq[0], NULL),
+                                 .sample = true};
+    struct model_batch b = {.n_tokens = P, .tokens = tok[0], .n_slices = 1, .slices = sl};
+    assert_int_equal(model_forward(ctx, &b, logits), 0);
+    pager_seq_mark_computed(pg, sq[0], P);
+    assert_int_equal(pager_seq_fork(pg, sq[0], 2, 0, &sq[1]), 0);
+    double gap;
+    memcpy(got[0][P - 1], logits, sizeof(float) * V);
+    memcpy(got[1][P - 1], logits, sizeof(float) * V);
+    tok[0][P] = argmax_gap(logits, V, &gap);
+    tok[1][P] = (tok[0][P] + 1) % V; /* the fork takes another token */
+    int32_t most_held = 0, most_used = 0;
+    for (int32_t t = P; t + 1 < LEN; t++) {
+        int32_t bt[2];
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(pager_seq_append(pg, sq[i], &tok[i][t], 1), 0);
+            sl[i] = (struct model_slice){
+                .first_pos = t, .n_tokens = 1, .block_table = NULL, .sample = true};
+            bt[i] = tok[i][t];
+        }
+        for (int i = 0; i < 2; i++)
+            sl[i].block_table = pager_seq_block_table(sq[i], NULL);
+        b = (struct model_batch){.n_tokens = 2, .tokens = bt, .n_slices = 2, .slices = sl};
+        assert_int_equal(model_forward(ctx, &b, logits), 0);
+        for (int i = 0; i < 2; i++) {
+            pager_seq_mark_computed(pg, sq[i], t + 1);
+            memcpy(got[i][t], logits + (size_t)i * V, sizeof(float) * V);
+            tok[i][t + 1] = argmax_gap(logits + (size_t)i * V, V, &gap);
+            most_held = FOLIO_MAX(most_held, pager_seq_blocks_held(sq[i]));
+        }
+        char msg[256];
+        if (pager_check(pg, msg, sizeof msg))
+            fail_msg("step %d: %s", t, msg);
+        struct pager_stats st;
+        pager_stats_get(pg, &st);
+        most_used = FOLIO_MAX(most_used, (int32_t)st.blocks_used);
+        assert_true(st.blocks_used <= st.blocks_held);
+        if (t == 24) /* blocks 0 and 1 left both windows; the pool is not full yet */
+            window_prefix_hit(pg, ctx, m, tok[0], P, 8);
+    }
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    printf("# window %d, blocks of %d: %d tokens per sequence, at most %d blocks held by one "
+           "(bound %d), %d in use (dense: %d each); %lld released\n",
+           W, BS, LEN, most_held, bound, most_used, LEN / BS, (long long)st.window_frees);
+    assert_true(most_held <= bound);
+    assert_true(most_used <= 2 * bound);
+    assert_true(st.window_frees >= 2 * (LEN - W) / BS - 2);
+
+    /* the dense reference of each whole sequence */
+    double *ref = malloc(sizeof(double) * LEN * V);
+    double worst = 0;
+    int compared = 0, ties = 0;
+    for (int i = 0; i < 2; i++) {
+        ref_forward(m, tok[i], LEN, ref);
+        for (int32_t t = P - 1; t + 1 < LEN; t++) {
+            const double *r = ref + (size_t)t * V;
+            worst = FOLIO_MAX(worst, max_abs_diff(got[i][t], r, V));
+            if (i == 1 && t == P - 1)
+                continue; /* the fork's chosen token */
+            int32_t best = 0;
+            for (int32_t k = 1; k < V; k++)
+                if (r[k] > r[best])
+                    best = k;
+            argmax_gap(got[i][t], V, &gap);
+            compared++;
+            if (best != tok[i][t + 1]) {
+                if (gap > 1e-3)
+                    fail_msg("seq %d position %d: token %d, reference %d (gap %g)", i, t,
+                             tok[i][t + 1], best, gap);
+                ties++;
+            }
+        }
+    }
+    printf("# window: %d greedy tokens compared (%d near-ties), max |diff| = %.3g\n", compared,
+           ties, worst);
+    assert_true(worst <= F32_TOL);
+
+    for (int i = 0; i < 2; i++)
+        pager_seq_free(pg, sq[i]);
+    assert_int_equal(pager_check(pg, NULL, 0), 0);
+    free(ref);
+    free(logits);
+    model_ctx_free(ctx);
+    pager_free(pg);
+    model_free(m);
 }
 
 static int setup(void **state)
@@ -922,11 +1191,13 @@ int main(void)
         cmocka_unit_test(test_many_sequences),
         cmocka_unit_test(test_f16_kv),
         cmocka_unit_test(test_types_backends),
+        cmocka_unit_test(test_gate_up_mixed),
         cmocka_unit_test(test_invalid_batches),
         cmocka_unit_test(test_logits_healthy),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_pager_fork_and_prefix),
         cmocka_unit_test(test_archs),
+        cmocka_unit_test(test_window_frees_pages),
         /* clang-format on */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

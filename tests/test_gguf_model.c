@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,9 +282,11 @@ struct micro {
     int rope_dims; /* 0: head dim, -1: absent */
     int n_heads;   /* 0: M_HEADS */
     int bos;
-    bool kv_absent;           /* no head_count_kv key (and then n_kv = n_heads) */
-    const char *rope_scaling; /* llama.rope.scaling.type, when set */
-    bool rope_freqs;          /* add a rope_freqs.weight tensor */
+    bool kv_absent;                /* no head_count_kv key (and then n_kv = n_heads) */
+    const char *rope_scaling;      /* llama.rope.scaling.type, when set */
+    int rope_freqs;                /* add a rope_freqs.weight tensor of this length */
+    bool llama3_keys;              /* llama3 scaling's factor, context, low and high keys */
+    enum gguf_tensor_type up_type; /* ffn_up's type (F32 = 0: wtype) */
 };
 
 /* Element i of tensor number tid: a multiple of 0.5 in [-15, 15], exact in
@@ -400,6 +403,12 @@ static void write_micro(const char *path, const struct micro *o)
     KEY(gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2), "tokenizer.ggml.eos_token_id");
     if (o->rope_scaling)
         assert_int_equal(gguf_w_str(w, "llama.rope.scaling.type", o->rope_scaling), 0);
+    if (o->llama3_keys) {
+        assert_int_equal(gguf_w_f32(w, "llama.rope.scaling.factor", 8.0f), 0);
+        assert_int_equal(gguf_w_u32(w, "llama.rope.scaling.original_context_length", 64), 0);
+        assert_int_equal(gguf_w_f32(w, "llama.rope.scaling.low_freq_factor", 1.0f), 0);
+        assert_int_equal(gguf_w_f32(w, "llama.rope.scaling.high_freq_factor", 8.0f), 0);
+    }
 #undef KEY
     struct micro_names t[64];
     void *data[64];
@@ -410,6 +419,8 @@ static void write_micro(const char *path, const struct micro *o)
             (o->tied && !strcmp(t[i].name, "output.weight")))
             continue;
         enum gguf_tensor_type ty = t[i].n_dims == 1 ? GGUF_TENSOR_F32 : o->wtype;
+        if (o->up_type && strstr(t[i].name, "ffn_up"))
+            ty = o->up_type;
         int64_t ne[2] = {t[i].ne[0], t[i].ne[1]};
         data[i] = encode(ty, i, ne[0] * ne[1]);
         if (o->bad_shape && !strcmp(o->bad_shape, t[i].name)) {
@@ -420,9 +431,11 @@ static void write_micro(const char *path, const struct micro *o)
         }
         assert_int_equal(gguf_w_tensor(w, t[i].name, ty, t[i].n_dims, ne, data[i]), 0);
     }
-    float freqs[M_HD / 2] = {0};
+    float freqs[M_HD] = {0};
+    for (int i = 0; i < M_HD; i++)
+        freqs[i] = 1.0f + (float)i * 0.75f;
     if (o->rope_freqs) {
-        int64_t ne1[1] = {M_HD / 2};
+        int64_t ne1[1] = {o->rope_freqs};
         assert_int_equal(gguf_w_tensor(w, "rope_freqs.weight", GGUF_TENSOR_F32, 1, ne1, freqs), 0);
     }
     assert_int_equal(gguf_writer_write(w, path, err, sizeof(err)), 0);
@@ -514,6 +527,78 @@ static void test_loader_types_and_fusion(void **state)
     }
 }
 
+/* Gate and up of differing types stay two matrices, each in its type
+ * (w_gate_up.data NULL); Q/K/V of one type stay fused. */
+static void test_loader_gate_up_mixed(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    tmp_path(path, sizeof(path), "micro_mixed.gguf");
+    struct micro o = {.wtype = GGUF_TENSOR_Q8_0, .up_type = GGUF_TENSOR_F16};
+    write_micro(path, &o);
+    model_t *m;
+    if (model_load_file(path, &m, err, sizeof(err)))
+        fail_msg("%s", err);
+    for (int l = 0; l < M_LAY; l++) {
+        const struct model_layer *L = &m->layers[l];
+        int b = 1 + 9 * l;
+        assert_non_null(L->wqkv.data);
+        assert_null(L->w_gate_up.data);
+        assert_int_equal(L->gu_part[0].type, GGUF_TENSOR_Q8_0);
+        assert_int_equal(L->gu_part[1].type, GGUF_TENSOR_F16);
+        assert_int_equal(L->gu_part[0].rows, M_FFN);
+        assert_int_equal(L->gu_part[1].rows, M_FFN);
+        check_floats(deq(&L->gu_part[0]), b + 6, (int64_t)M_FFN * M_DIM);
+        check_floats(deq(&L->gu_part[1]), b + 7, (int64_t)M_FFN * M_DIM);
+    }
+    /* read as stored: nothing widened to f32 */
+    const size_t q8_row = gguf_tensor_nbytes(GGUF_TENSOR_Q8_0, M_DIM);
+    assert_true(model__weight_bytes_per_token(m) <
+                (size_t)M_LAY * 2 * M_FFN * M_DIM * sizeof(float) / 2 + 10 * q8_row * M_VOCAB);
+    deq_free();
+    model_free(m);
+}
+
+/* llama3 RoPE scaling from its keys gives llama.cpp's converter's divisors;
+ * a rope_freqs.weight tensor is read as it is and wins over the keys. */
+static void test_loader_llama3_rope(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    tmp_path(path, sizeof(path), "micro_llama3.gguf");
+    struct micro o = {.wtype = GGUF_TENSOR_F32, .rope_scaling = "llama3", .llama3_keys = true};
+    write_micro(path, &o);
+    model_t *m;
+    if (model_load_file(path, &m, err, sizeof(err)))
+        fail_msg("%s", err);
+    const struct model_hparams *hp = model_hparams(m);
+    assert_int_equal(hp->rope_scaling, MODEL_ROPE_LLAMA3);
+    assert_true(hp->rope_factor == 8.0f && hp->rope_orig_ctx == 64);
+    assert_true(hp->rope_low_freq == 1.0f && hp->rope_high_freq == 8.0f);
+    assert_null(m->rope_freqs);
+    int kept = 0, divided = 0, blended = 0;
+    for (int i = 0; i < M_HD / 2; i++) {
+        /* wavelength 2 pi 500000^(2i/16) against 64/8 = 8 and 64/1 = 64 */
+        double wl = 2 * M_PI * pow(500000.0, 2.0 * i / M_HD);
+        double sm = (64 / wl - 1) / 7;
+        double want = wl < 8 ? 1 : wl > 64 ? 8 : 1 / ((1 - sm) / 8 + sm);
+        double got = model__rope_divisor(m, i);
+        if (fabs(got - want) > 1e-12 * want)
+            fail_msg("pair %d: divisor %.17g, want %.17g", i, got, want);
+        kept += want == 1, divided += want == 8, blended += want > 1 && want < 8;
+    }
+    assert_true(kept == 1 && blended == 1 && divided == 6); /* 6.28, 32.5, then > 64 */
+    model_free(m);
+    o.rope_freqs = M_HD / 2;
+    write_micro(path, &o);
+    if (model_load_file(path, &m, err, sizeof(err)))
+        fail_msg("%s", err);
+    assert_non_null(m->rope_freqs);
+    for (int i = 0; i < M_HD / 2; i++)
+        assert_true(model__rope_divisor(m, i) == 1.0f + (float)i * 0.75f);
+    model_free(m);
+}
+
 /* Defaults: head_count_kv absent -> n_heads; rope.dimension_count absent. */
 static void test_loader_defaults(void **state)
 {
@@ -575,9 +660,11 @@ static void test_loader_rejects(void **state)
         {{.n_heads = 8, .rope_dims = -1},
          "'blk.0.attn_k.weight' has shape [64, 32], expected [64, 16]"},
         {{.bos = 5000}, "'tokenizer.ggml.bos_token_id' = 5000"},
-        {{.rope_scaling = "llama3"}, "'llama.rope.scaling.type' is 'llama3': RoPE scaling types"},
+        {{.rope_scaling = "longrope"},
+         "'llama.rope.scaling.type' is 'longrope': RoPE scaling types"},
         {{.rope_scaling = "linear"}, "missing required key 'llama.rope.scaling.factor'"},
-        {{.rope_freqs = true}, "'rope_freqs.weight': RoPE frequency factors are not supported"},
+        {{.rope_scaling = "llama3"}, "missing required key 'llama.rope.scaling.factor'"},
+        {{.rope_freqs = M_HD}, "tensor 'rope_freqs.weight' has shape [16], expected [8]"},
     };
     for (size_t c = 0; c < FOLIO_ARRAY_LEN(cases); c++) {
         struct micro o = cases[c].o;
@@ -911,6 +998,8 @@ int main(void)
         cmocka_unit_test(test_loader_types_and_fusion),
         cmocka_unit_test(test_loader_defaults),
         cmocka_unit_test(test_loader_rejects),
+        cmocka_unit_test(test_loader_gate_up_mixed),
+        cmocka_unit_test(test_loader_llama3_rope),
         cmocka_unit_test(test_loader_alloc_failures),
         cmocka_unit_test(test_write_load_roundtrip),
         cmocka_unit_test(test_gen_tiny),

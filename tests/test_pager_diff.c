@@ -20,7 +20,12 @@
  * its page table — which fails on any copy-on-write or sharing bug.
  *
  * Half of the programs narrow the prefix-cache keys to a few bits
- * (pager__test_set_key_mask) so that keys collide constantly.
+ * (pager__test_set_key_mask) so that keys collide constantly.  Every third
+ * runs with a sliding window: marking computed releases the blocks below
+ * computed - window + 1 (all but the last) and leaves holes; the model's
+ * rule for the prefix cache is then stated on prefixes: evicting a block
+ * takes every cached entry extending its prefix out of the cache (used
+ * ones stay with their tables, whose cached chain stops before them).
  *
  * Seeded: the seed is printed; FOLIO_SEED=N reproduces a run.  1,000,000
  * operations by default; FOLIO_TEST_SHORT=1 runs 50,000; FOLIO_DIFF_OPS=N
@@ -82,19 +87,19 @@ struct mseq {
     uint64_t salt, owner;
     uint32_t tenant;
     int32_t tokens[MAX_LEN];
-    int32_t len, computed, nh, nb;
-    int32_t table[MAX_BLOCKS];
+    int32_t len, computed, nh, nb, lo; /* table[0, lo): PAGER_HOLE */
+    int32_t table[MAX_LEN];            /* with a window, a table may outgrow the pool */
 };
 
 struct model {
-    int32_t n, bs;
+    int32_t n, bs, window;
     struct mblock blk[MAX_BLOCKS];
     int32_t freestack[MAX_BLOCKS]; /* top = end */
     int32_t nfree;
     int32_t lru[MAX_BLOCKS]; /* oldest first */
     int32_t nlru;
     struct mseq seq[MAX_SEQS];
-    int64_t queries, hits, evictions, cows;
+    int64_t queries, hits, evictions, cows, window_frees;
 };
 
 static struct model M;
@@ -102,13 +107,15 @@ static struct model M;
 /* Coverage: how often the interesting paths ran (all must be > 0). */
 static struct {
     long hits, evictions, cows, cow_hashed, switches, stalls, enospc, truncate_into_cached;
+    long window_frees, subtree_drops, truncate_refused;
 } cov;
 
-static void m_init(int32_t n, int32_t bs)
+static void m_init(int32_t n, int32_t bs, int32_t window)
 {
     memset(&M, 0, sizeof M);
     M.n = n;
     M.bs = bs;
+    M.window = window;
     for (int32_t i = 0; i < n; i++)
         M.freestack[i] = n - 1 - i;
     M.nfree = n;
@@ -130,6 +137,51 @@ static void lru_del(int32_t b)
     fail_msg("model: block %d not on the LRU", b);
 }
 
+/* Whether hashed block c's prefix is hashed block p's plus one block. */
+static int m_child_of(int32_t c, int32_t p)
+{
+    const struct mblock *x = &M.blk[c], *y = &M.blk[p];
+    return x->hashed && x->salt == y->salt && x->plen == y->plen + M.bs &&
+           !memcmp(x->prefix, y->prefix, (size_t)y->plen * sizeof(int32_t));
+}
+
+/* Evicted block b leaves the cache with every entry extending its prefix,
+ * child by child in block order, depth first (the pager's order, so that
+ * the free list matches). */
+static void m_drop_subtree(int32_t root)
+{
+    int32_t stack[MAX_BLOCKS + 1], top = 0;
+    stack[top++] = root;
+    while (top > 0) {
+        int32_t p = stack[--top];
+        for (int32_t b = 0; b < M.n; b++) {
+            if (b == p || !m_child_of(b, p))
+                continue;
+            M.blk[b].hashed = 0;
+            cov.subtree_drops++;
+            if (M.blk[b].state == PAGER_BLOCK_CACHED) {
+                lru_del(b);
+                M.blk[b].state = PAGER_BLOCK_FREE;
+                M.freestack[M.nfree++] = b;
+            } else {
+                for (int k = 0; k < MAX_SEQS; k++) {
+                    struct mseq *s = &M.seq[k];
+                    for (int32_t i = s->lo; s->live && i < s->nh; i++)
+                        if (s->table[i] == b) {
+                            s->nh = i;
+                            break;
+                        }
+                }
+            }
+            for (int32_t g = 0; g < M.n; g++)
+                if (g != b && m_child_of(g, b)) {
+                    stack[top++] = b;
+                    break;
+                }
+        }
+    }
+}
+
 static int32_t m_alloc(const struct mseq *s)
 {
     int32_t b;
@@ -138,6 +190,8 @@ static int32_t m_alloc(const struct mseq *s)
     } else {
         b = M.lru[0];
         lru_del(b);
+        /* still hashed while its descendants are found by prefix */
+        m_drop_subtree(b);
         M.blk[b].hashed = 0;
         M.evictions++;
         cov.evictions++;
@@ -265,6 +319,8 @@ static void m_mark(struct mseq *s, int32_t n)
     if (n > s->computed)
         s->computed = n;
     for (int32_t i = s->nh; i < s->computed / M.bs; i++) {
+        if (i < s->lo + (i > 0)) /* block i - 1 released: no parent */
+            break;
         int32_t b = s->table[i], plen = (i + 1) * M.bs;
         if (!M.blk[b].hashed) {
             int32_t e = m_find(s->salt, s->tokens, plen);
@@ -285,11 +341,26 @@ static void m_mark(struct mseq *s, int32_t n)
         }
         s->nh = i + 1;
     }
+    if (M.window > 0) {
+        int32_t keep = s->computed - M.window + 1;
+        int32_t lo = FOLIO_MIN(FOLIO_MAX(keep, 0) / M.bs, s->nb - 1);
+        for (; s->lo < lo; s->lo++) {
+            m_unref(s->table[s->lo]);
+            s->table[s->lo] = PAGER_HOLE;
+            M.window_frees++;
+            cov.window_frees++;
+        }
+    }
 }
 
-static void m_truncate(struct mseq *s, int32_t n)
+/* 0, or -EINVAL when the row at n would read a released block. */
+static int m_truncate(struct mseq *s, int32_t n)
 {
     int32_t nb = (n + M.bs - 1) / M.bs;
+    if (s->lo > 0 && (s->lo > FOLIO_MAX(n - M.window + 1, 0) / M.bs || s->lo >= nb)) {
+        cov.truncate_refused++;
+        return -EINVAL;
+    }
     if (n % M.bs && M.blk[s->table[nb - 1]].hashed)
         cov.truncate_into_cached++;
     for (int32_t i = s->nb - 1; i >= nb; i--)
@@ -300,11 +371,13 @@ static void m_truncate(struct mseq *s, int32_t n)
     s->len = n;
     if (s->computed > n)
         s->computed = n;
+    return 0;
 }
 
 static void m_release(struct mseq *s)
 {
-    m_truncate(s, 0);
+    for (int32_t i = s->nb - 1; i >= s->lo; i--)
+        m_unref(s->table[i]);
     s->live = 0;
 }
 
@@ -315,7 +388,7 @@ static void m_fork(const struct mseq *p, struct mseq *c, uint64_t owner, uint32_
     c->real = real;
     c->owner = owner;
     c->tenant = tenant;
-    for (int32_t i = 0; i < c->nb; i++)
+    for (int32_t i = c->lo; i < c->nb; i++)
         m_ref(c->table[i]);
 }
 
@@ -386,6 +459,8 @@ static void tags_verify(const struct mseq *s)
     uint64_t h = s->salt;
     for (int32_t p = 0; p < s->len; p++) {
         h = tag_next(h, s->tokens[p]);
+        if (p / M.bs < s->lo)
+            continue; /* released by the window */
         int32_t b = s->table[p / M.bs], off = p % M.bs;
         for (int32_t l = 0; l < KV.n_layers; l++)
             for (int kv = 0; kv < 2; kv++) {
@@ -411,13 +486,15 @@ static void compare_all(void)
     if (rc != 0)
         fail_msg("op %ld: pager_check: %s", op_no, msg);
 
-    int64_t tokens = 0, seqs = 0;
+    int64_t tokens = 0, seqs = 0, held = 0;
     for (int k = 0; k < MAX_SEQS; k++) {
         const struct mseq *s = &M.seq[k];
         if (!s->live)
             continue;
         seqs++;
         tokens += s->len;
+        held += s->nb - s->lo;
+        assert_int_equal(pager_seq_blocks_held(s->real), s->nb - s->lo);
         assert_int_equal(pager_seq_len(s->real), s->len);
         assert_int_equal(pager_seq_computed(s->real), s->computed);
         int32_t nb;
@@ -428,7 +505,7 @@ static void compare_all(void)
             memcmp(pager_seq_tokens(s->real), s->tokens, (size_t)s->len * sizeof(int32_t)))
             fail_msg("op %ld: seq %d tokens differ", op_no, k);
         if (s->len) {
-            int32_t p = rn(s->len), b, off;
+            int32_t p = s->lo * M.bs + rn(s->len - s->lo * M.bs), b, off;
             pager_seq_slot(s->real, p, &b, &off);
             assert_int_equal(b, s->table[p / M.bs]);
             assert_int_equal(off, p % M.bs);
@@ -465,7 +542,8 @@ static void compare_all(void)
     if (st.blocks_free != nfree || st.blocks_used != nused || st.blocks_cached != ncached ||
         st.blocks_shared != shared || st.tokens_held != tokens || st.seqs != seqs ||
         st.slots_empty != empty || st.prefix_queries != M.queries || st.prefix_hits != M.hits ||
-        st.evictions != M.evictions || st.cow_copies != M.cows || st.blocks_total != M.n)
+        st.evictions != M.evictions || st.cow_copies != M.cows || st.blocks_total != M.n ||
+        st.window_frees != M.window_frees || st.blocks_held != held)
         fail_msg("op %ld: stats differ: free %lld/%lld used %lld/%lld cached %lld/%lld "
                  "shared %lld/%lld tokens %lld/%lld seqs %lld/%lld empty %lld/%lld "
                  "queries %lld/%lld hits %lld/%lld evictions %lld/%lld cows %lld/%lld",
@@ -613,8 +691,10 @@ static void op_truncate(void)
         assert_int_equal(pager_seq_truncate(PG, s->real, s->len + 1), -EINVAL);
         return;
     }
-    m_truncate(s, n);
-    assert_int_equal(pager_seq_truncate(PG, s->real, n), 0);
+    int want = m_truncate(s, n);
+    assert_int_equal(pager_seq_truncate(PG, s->real, n), want);
+    if (want)
+        return;
     if (rn(2)) { /* re-append: same tokens or different ones */
         int32_t toks[2 * MAX_BS];
         int32_t m = 1 + rn(M.bs);
@@ -684,7 +764,7 @@ static void op_exhaust(void)
     }
 }
 
-static void run_program(long ops, int collide)
+static void run_program(long ops, int collide, int windowed)
 {
     static const int32_t sizes[] = {1, 2, 3, 4, 5, 8, 16};
     int32_t bs = sizes[rn(FOLIO_ARRAY_LEN(sizes))];
@@ -698,12 +778,13 @@ static void run_program(long ops, int collide)
                                .n_kv_heads = 1,
                                .head_dim = 2,
                                .dtype = FOLIO_F32,
-                               .no_arena = rn(8) == 0};
+                               .no_arena = rn(8) == 0,
+                               .window = windowed ? 1 + rn(4 * bs) : 0};
     assert_int_equal(pager_init(&PG, &cfg), 0);
     if (collide)
         assert_int_equal(pager__test_set_key_mask(PG, (uint64_t)rn(8)), 0);
     pager_kv_view(PG, &KV);
-    m_init(n, bs);
+    m_init(n, bs, cfg.window);
     for (int b = 0; b < N_BASES; b++) {
         base_len[b] = 1 + rn(FOLIO_MIN(6 * bs, MAX_LEN / 4));
         for (int32_t i = 0; i < base_len[b]; i++)
@@ -750,17 +831,19 @@ static void test_pager_differential(void **state)
     op_no = 0;
     for (int prog = 0; op_no < total; prog++) {
         long ops = FOLIO_MIN(total - op_no, 2000 + rn(8000));
-        run_program(ops, prog % 2);
+        run_program(ops, prog % 2, prog % 3 == 1);
     }
     assert_true(op_no >= total);
     printf("coverage: prefix hits %ld, evictions %ld, cow %ld (of cached blocks %ld), "
-           "dedupe switches %ld, stalls %ld, ENOSPC %ld, truncations into cached blocks %ld\n",
+           "dedupe switches %ld, stalls %ld, ENOSPC %ld, truncations into cached blocks %ld, "
+           "window frees %ld, subtree drops %ld, truncations refused %ld\n",
            cov.hits, cov.evictions, cov.cows, cov.cow_hashed, cov.switches, cov.stalls, cov.enospc,
-           cov.truncate_into_cached);
+           cov.truncate_into_cached, cov.window_frees, cov.subtree_drops, cov.truncate_refused);
+    assert_true(cov.window_frees > 0);
     assert_true(cov.hits > 0 && cov.evictions > 0 && cov.cows > 0 && cov.cow_hashed > 0);
     assert_true(cov.switches > 0 && cov.enospc > 0 && cov.truncate_into_cached > 0);
     if (total >= 1000000)
-        assert_true(cov.stalls > 0);
+        assert_true(cov.stalls > 0 && cov.subtree_drops > 0 && cov.truncate_refused > 0);
 }
 
 int main(void)

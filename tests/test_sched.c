@@ -117,6 +117,52 @@ static void test_chunked_prefill_with_decodes(void **state)
     h_free(&h);
 }
 
+/* With a sliding window every sample holds at most
+ * pager_window_blocks(max_batch_tokens) blocks: requests whose whole
+ * streams are far larger than the pool are admitted (dense they are
+ * -E2BIG), run to the end with their tables bounded, and generate what
+ * they would alone; the tenant's block count follows the held blocks. */
+static void test_window_footprint(void **state)
+{
+    (void)state;
+    struct harness h;
+    struct sched_config c = base_cfg(16, 8);
+    h_init(&h, 12, 8, &c); /* 96 slots */
+    assert_int_equal(add_simple(&h, 30, 200, 1, 0, 1), -E2BIG);
+    h_free(&h);
+
+    h_init_window(&h, 12, 8, &c, 16);
+    const int32_t bound = pager_window_blocks(h.pg, 16);
+    assert_int_equal(bound, 5); /* ceil((16 - 1 + 16) / 8) + 1 */
+    int a = add_simple(&h, 30, 200, 1, 0, 1);
+    int b = add_simple(&h, 20, 120, 2, 0, 2);
+    assert_true(a >= 0 && b >= 0);
+    int64_t most = 0;
+    while (h_step(&h) == 0) {
+        struct pager_stats ps;
+        pager_stats_get(h.pg, &ps);
+        most = FOLIO_MAX(most, ps.blocks_held);
+        assert_true(ps.blocks_held <= ps.seqs * bound);
+        struct sched_tenant_stats ts;
+        int64_t tenant_blocks = 0;
+        for (uint32_t t = 1; t <= 2; t++)
+            if (sched_tenant_stats_find(h.s, t, &ts) == 0)
+                tenant_blocks += ts.kv_blocks;
+        assert_int_equal(tenant_blocks, ps.blocks_held);
+    }
+    assert_true(h.reqs[a].done && h.reqs[b].done);
+    assert_matches_alone(&h, &h.reqs[a]);
+    assert_matches_alone(&h, &h.reqs[b]);
+    struct pager_stats ps;
+    pager_stats_get(h.pg, &ps);
+    print_message("window 16, blocks of 8: 230 + 140 tokens in a pool of 12 blocks, at most %lld "
+                  "held; %lld released by the window\n",
+                  (long long)most, (long long)ps.window_frees);
+    assert_true(most <= 2 * bound && ps.window_frees >= (230 + 140 - 2 * 16) / 8 - 4);
+    assert_pool_empty(&h);
+    h_free(&h);
+}
+
 /* eos finishes unless ignore_eos; stop ids finish; the finishing token is
  * reported before FINISHED. */
 static void test_eos_and_stop(void **state)
@@ -665,6 +711,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_request),
         cmocka_unit_test(test_chunked_prefill_with_decodes),
+        cmocka_unit_test(test_window_footprint),
         cmocka_unit_test(test_eos_and_stop),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_prefix_cache_reuse),

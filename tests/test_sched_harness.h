@@ -142,8 +142,9 @@ static void h_on_event(void *ctx, const struct sched_event *ev)
     }
 }
 
-static inline void h_init(struct harness *h, int32_t num_blocks, int32_t block_size,
-                          const struct sched_config *cfg)
+/* window: the pager's sliding window (0: none). */
+static inline void h_init_window(struct harness *h, int32_t num_blocks, int32_t block_size,
+                                 const struct sched_config *cfg, int32_t window)
 {
     memset(h, 0, sizeof(*h));
     struct pager_config pc = {
@@ -154,6 +155,7 @@ static inline void h_init(struct harness *h, int32_t num_blocks, int32_t block_s
         .head_dim = 1,
         .dtype = FOLIO_F32,
         .no_arena = true,
+        .window = window,
     };
     assert_int_equal(pager_init(&h->pg, &pc), 0);
     h->cfg = *cfg;
@@ -164,6 +166,12 @@ static inline void h_init(struct harness *h, int32_t num_blocks, int32_t block_s
     h->cap = 1024;
     h->reqs = calloc((size_t)h->cap, sizeof(*h->reqs));
     assert_non_null(h->reqs);
+}
+
+static inline void h_init(struct harness *h, int32_t num_blocks, int32_t block_size,
+                          const struct sched_config *cfg)
+{
+    h_init_window(h, num_blocks, block_size, cfg, 0);
 }
 
 static inline void h_free(struct harness *h)

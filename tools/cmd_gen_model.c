@@ -17,7 +17,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: folio gen-model --preset tiny|small|medium --seed N\n"
-                 "                       [--dtype f32|f16|bf16|q8_0] [--f16]\n"
+                 "                       [--dtype f32|f16|bf16|q8_0] [--up-dtype T] [--f16]\n"
                  "                       [--arch llama|qwen2|qwen3] [--rope-scaling SPEC]\n"
                  "                       [--sliding-window N] [--vocab FILE.gguf] -o OUT.gguf\n"
                  "\n"
@@ -25,9 +25,12 @@ static void usage(FILE *out)
                  "arguments give byte-identical files).\n"
                  "  --arch A       llama (default); qwen2 (Q/K/V biases, NeoX RoPE, output tied\n"
                  "                 to the embedding); qwen3 (per-head Q/K RMSNorm, NeoX RoPE)\n"
-                 "  --rope-scaling linear:FACTOR | yarn:FACTOR[:ORIG_CTX]\n"
+                 "  --rope-scaling linear:FACTOR | yarn:FACTOR[:ORIG_CTX] |\n"
+                 "                 llama3:FACTOR[:ORIG_CTX[:LOW:HIGH]]\n"
                  "                 write the RoPE scaling keys (ORIG_CTX: the original context,\n"
-                 "                 default the preset's 2048)\n"
+                 "                 default the preset's 2048); llama3 writes the tensor\n"
+                 "                 rope_freqs.weight (per-dimension divisors; LOW, HIGH: the\n"
+                 "                 low/high frequency factors, default 1 and 4) and no keys\n"
                  "  --sliding-window N  write ARCH.attention.sliding_window = N\n"
                  "  --preset P     tiny (dim 512, 8 layers), small (768, 12), medium (1024, 24)\n"
                  "  --seed N       weight seed (unsigned 64-bit)\n"
@@ -35,6 +38,8 @@ static void usage(FILE *out)
                  "                 included): f32 (default), f16, bf16 or q8_0 (blocks of 32,\n"
                  "                 rounded as llama.cpp does); norms stay f32\n"
                  "  --f16          same as --dtype f16\n"
+                 "  --up-dtype T   ffn_up's type when it should differ from --dtype's (a file\n"
+                 "                 whose gate and up types differ)\n"
                  "  --vocab FILE   copy the tokenizer.* keys of another GGUF file (the model's\n"
                  "                 vocabulary size follows it); default: a synthetic\n"
                  "                 SentencePiece vocabulary of 32000 tokens\n"
@@ -67,7 +72,7 @@ int cmd_gen_model(int argc, char **argv)
         bool takes = !strcmp(a, "--preset") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||
                      !strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output") ||
                      !strcmp(a, "--arch") || !strcmp(a, "--rope-scaling") ||
-                     !strcmp(a, "--sliding-window");
+                     !strcmp(a, "--sliding-window") || !strcmp(a, "--up-dtype");
         if (!takes)
             return bad("unknown argument '%s'", a);
         if (i + 1 >= argc)
@@ -81,6 +86,10 @@ int cmd_gen_model(int argc, char **argv)
             if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "q8_0"))
                 return bad("--dtype must be f32, f16, bf16 or q8_0, not '%s'", v);
             o.dtype = v;
+        } else if (!strcmp(a, "--up-dtype")) {
+            if (strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "q8_0"))
+                return bad("--up-dtype must be f32, f16, bf16 or q8_0, not '%s'", v);
+            o.up_dtype = v;
         } else if (!strcmp(a, "--vocab")) {
             o.vocab_path = v;
         } else if (!strcmp(a, "--arch")) {
@@ -89,14 +98,23 @@ int cmd_gen_model(int argc, char **argv)
             o.arch = v;
         } else if (!strcmp(a, "--rope-scaling")) {
             char kind[8] = {0};
-            float f = 0;
-            int orig = 0, n = sscanf(v, "%7[a-z]:%f:%d", kind, &f, &orig);
-            if (n < 2 || !(f > 0) || orig < 0 || (strcmp(kind, "linear") && strcmp(kind, "yarn")) ||
-                (n == 3 && !strcmp(kind, "linear")))
-                return bad("--rope-scaling wants linear:FACTOR or yarn:FACTOR[:ORIG], not '%s'", v);
-            o.rope_scaling = !strcmp(kind, "yarn") ? MODEL_ROPE_YARN : MODEL_ROPE_LINEAR;
+            float f = 0, lo = 0, hi = 0;
+            int orig = 0, n = sscanf(v, "%7[a-z0-9]:%f:%d:%f:%f", kind, &f, &orig, &lo, &hi);
+            bool llama3 = !strcmp(kind, "llama3");
+            if (n < 2 || !(f > 0) || orig < 0 ||
+                (strcmp(kind, "linear") && strcmp(kind, "yarn") && !llama3) ||
+                (n >= 3 && !strcmp(kind, "linear")) || (n > 3 && !llama3) || n == 4 ||
+                (n == 5 && !(hi > lo && lo > 0)))
+                return bad("--rope-scaling wants linear:FACTOR, yarn:FACTOR[:ORIG] or "
+                           "llama3:FACTOR[:ORIG[:LOW:HIGH]], not '%s'",
+                           v);
+            o.rope_scaling = llama3                  ? MODEL_ROPE_LLAMA3
+                             : !strcmp(kind, "yarn") ? MODEL_ROPE_YARN
+                                                     : MODEL_ROPE_LINEAR;
             o.rope_factor = f;
             o.rope_orig_ctx = orig;
+            o.rope_low_freq = lo;
+            o.rope_high_freq = hi;
         } else if (!strcmp(a, "--sliding-window")) {
             char *e;
             long w = strtol(v, &e, 10);

@@ -43,8 +43,14 @@ extern "C" {
  * embedding. */
 enum model_arch { MODEL_ARCH_LLAMA = 0, MODEL_ARCH_QWEN2 = 1, MODEL_ARCH_QWEN3 = 2 };
 
-/* RoPE scaling (GGUF {arch}.rope.scaling.type). */
-enum model_rope_scaling { MODEL_ROPE_NONE = 0, MODEL_ROPE_LINEAR = 1, MODEL_ROPE_YARN = 2 };
+/* RoPE scaling (GGUF {arch}.rope.scaling.type).  LLAMA3: Llama 3.1's
+ * per-dimension frequency divisors (see rope_low_freq). */
+enum model_rope_scaling {
+    MODEL_ROPE_NONE = 0,
+    MODEL_ROPE_LINEAR = 1,
+    MODEL_ROPE_YARN = 2,
+    MODEL_ROPE_LLAMA3 = 3
+};
 
 struct model_hparams {
     int32_t n_vocab, dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, ctx_len;
@@ -60,6 +66,14 @@ struct model_hparams {
     float rope_factor;
     int32_t rope_orig_ctx;
     float yarn_attn, yarn_beta_fast, yarn_beta_slow;
+    /* llama3: the frequency of dimension pair i, f = base^(-2i/d), of
+     * wavelength L = 2 pi / f is divided by 1 when L < orig_ctx /
+     * high_freq, by factor when L > orig_ctx / low_freq, and in between by
+     * 1 / ((1 - s) / factor + s), s = (orig_ctx / L - low) / (high - low)
+     * (defaults low 1, high 4).  A file's rope_freqs.weight tensor (the
+     * divisors themselves, as llama.cpp's converter writes them) takes
+     * precedence over these keys. */
+    float rope_low_freq, rope_high_freq;
     /* Sliding-window attention: a token attends to the last n_swa
      * positions (itself included); 0: the whole context. */
     int32_t n_swa;
@@ -88,15 +102,19 @@ struct model_gen_opts {
     bool f16;               /* matrices F16 (norms stay F32) */
     const char *dtype;      /* matrices' type: "f32", "f16", "bf16", "q8_0";
                                NULL: f16 decides */
+    const char *up_dtype;   /* ffn_up's type when it differs (NULL: dtype's) */
     const char *vocab_path; /* may be NULL */
     const char *arch;       /* "llama" (NULL), "qwen2" (Q/K/V biases, tied output),
                                "qwen3" (Q/K norms) */
     /* RoPE scaling keys to write: MODEL_ROPE_NONE (0), LINEAR (factor),
-     * YARN (factor over orig_ctx, 0: the preset's context) */
+     * YARN (factor over orig_ctx, 0: the preset's context); LLAMA3 writes
+     * no keys but the tensor rope_freqs.weight (as llama.cpp's converter
+     * does: its loader refuses a scaling type it does not know) */
     int32_t rope_scaling;
     float rope_factor;
     int32_t rope_orig_ctx;
-    int32_t sliding_window; /* {arch}.attention.sliding_window (0: none) */
+    float rope_low_freq, rope_high_freq; /* LLAMA3 (0: defaults 1 and 4) */
+    int32_t sliding_window;              /* {arch}.attention.sliding_window (0: none) */
 };
 int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);
 const struct model_hparams *model_hparams(const model_t *m);

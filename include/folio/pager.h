@@ -63,6 +63,20 @@
  * block) first copies it into a fresh block.  A shared block is never
  * written in place.
  *
+ * Sliding window (cfg->window = w > 0, on every layer): a row at position
+ * p reads keys (p - w, p] only, and rows are computed in order, so once
+ * tokens [0, c) are computed no later row reads a position below
+ * c - w + 1.  pager_seq_mark_computed then releases the table's whole
+ * blocks below that position (never its last block) and leaves PAGER_HOLE
+ * in their entries: a long generation holds about w / B + 2 blocks, not
+ * len / B.  Holes are a prefix [0, lo) of the table; nothing may read them
+ * (the attention kernel starts each row at its window).  A released block
+ * goes back like any other: a shared one stays with its other holders, a
+ * cached one to the LRU.  A table with holes no longer holds every parent
+ * of its cached blocks, so a cached block may be evicted while a child is
+ * still in the hash: eviction then takes its hashed descendants out of the
+ * hash too (the prefix cache stays exact).
+ *
  * Errors: 0 or -errno.  Running out of blocks is -ENOSPC and leaves
  * everything exactly as it was.  -ENOMEM likewise (internal allocation).
  *
@@ -96,7 +110,15 @@ struct pager_config {
     int32_t head_dim;
     enum folio_dtype dtype; /* K/V element type */
     bool no_arena;          /* bookkeeping only, no K/V memory (simulator, tests) */
+    /* Sliding window every layer attends through (0: none, or some layer
+     * sees the whole context): the row at position p reads only positions
+     * (p - window, p].  Then a table releases the blocks that left it. */
+    int32_t window;
 };
+
+/* A block table entry whose block was released because its positions left
+ * the window of every row still to be computed (see pager_seq_mark_computed). */
+#define PAGER_HOLE (-1)
 
 /* Read-only description of where K/V live, for the model and the
  * attention kernel.  All strides in elements of folio_dtype_size(dtype)
@@ -155,6 +177,8 @@ struct pager_stats {
     int64_t prefix_hits;    /* of those, tokens found cached */
     int64_t evictions;      /* cached blocks reclaimed for new data */
     int64_t cow_copies;     /* copy-on-write block copies */
+    int64_t window_frees;   /* table entries released by the sliding window */
+    int64_t blocks_held;    /* sum over page tables of the blocks they hold */
     size_t bytes_per_block; /* K+V bytes of one block, all layers */
 };
 
@@ -180,6 +204,12 @@ void pager_free(pager_t *pg);
 void pager_kv_view(const pager_t *pg, struct pager_kv_view *view);
 void pager_stats_get(const pager_t *pg, struct pager_stats *st);
 int32_t pager_block_size(const pager_t *pg);
+/* The sliding window (cfg->window; 0: none). */
+int32_t pager_window(const pager_t *pg);
+/* Most blocks one table can hold while a step appends n_new tokens to it:
+ * with a window, the blocks of positions [c - window + 1, c + n_new) for
+ * any c, i.e. ceil((window - 1 + n_new) / B) + 1; INT32_MAX without. */
+int32_t pager_window_blocks(const pager_t *pg, int32_t n_new);
 /* Blocks a fresh allocation could take now (free + cached). */
 int32_t pager_blocks_available(const pager_t *pg);
 void pager_block_info_get(const pager_t *pg, int32_t block, struct pager_block_info *info);
@@ -221,14 +251,18 @@ int32_t pager_seq_blocks_needed(const pager_t *pg, const pager_seq_t *seq, int32
 int pager_seq_append(pager_t *pg, pager_seq_t *seq, const int32_t *tokens, int32_t n);
 
 /* Declares tokens [0, n_computed) of seq computed (their K/V written).
- * Full blocks inside that range enter the prefix cache.  Monotonic
+ * Full blocks inside that range enter the prefix cache.  With a window,
+ * the blocks wholly below position n_computed - window + 1 (all but the
+ * last) are then released and become PAGER_HOLE entries.  Monotonic
  * (n_computed is clamped to the length).  A newly computed full block
  * whose exact content (salt, whole token prefix) is already cached in
  * another block is replaced in seq's block table by that cached block and
  * released (the K/V are the same), so the block table may change. */
 void pager_seq_mark_computed(pager_t *pg, pager_seq_t *seq, int32_t n_computed);
 
-/* Shrinks seq to n tokens (n <= length), releasing blocks past the end. */
+/* Shrinks seq to n tokens (n <= length), releasing blocks past the end.
+ * -EINVAL if a released window block would be read again (the row at
+ * position n needs positions from n - window + 1). */
 int pager_seq_truncate(pager_t *pg, pager_seq_t *seq, int32_t n);
 
 /* A child sharing every block of parent (refcounts + 1); same salt, tags
@@ -237,10 +271,12 @@ int pager_seq_fork(pager_t *pg, const pager_seq_t *parent, uint64_t owner, uint3
                    pager_seq_t **child);
 
 int32_t pager_seq_len(const pager_seq_t *seq);
+/* Blocks the table holds: ceil(len / block_size) minus its holes. */
+int32_t pager_seq_blocks_held(const pager_seq_t *seq);
 int32_t pager_seq_computed(const pager_seq_t *seq);
 const int32_t *pager_seq_tokens(const pager_seq_t *seq);
-/* The block table: ceil(len / block_size) block ids, valid until the next
- * call that modifies seq. */
+/* The block table: ceil(len / block_size) entries, valid until the next
+ * call that modifies seq; with a window, entries [0, lo) are PAGER_HOLE. */
 const int32_t *pager_seq_block_table(const pager_seq_t *seq, int32_t *n_blocks);
 /* Slot of position pos (< len): block id and offset inside it. */
 void pager_seq_slot(const pager_seq_t *seq, int32_t pos, int32_t *block, int32_t *offset);

@@ -228,7 +228,9 @@ struct sched_request_params {
 /* Queues a request (WAITING); *id names it until SCHED_EV_DONE.
  * -EINVAL bad params (empty prompt, n out of range, max_tokens < 1),
  * -E2BIG prompt >= max_ctx, or the request could never run even alone
- * (n * blocks of min(prompt + max_tokens, max_ctx) tokens exceed the pool
+ * (n * blocks of min(prompt + max_tokens, max_ctx) tokens, or with the
+ * pager's sliding window at most pager_window_blocks(max_batch_tokens)
+ * blocks a sample, exceed the pool
  * or its tenant's max_kv_blocks, or n > its tenant's max_running_seqs),
  * -EBUSY tenant's waiting queue full (HTTP 429), -ENOMEM.  Stream tokens
  * are capped at max_ctx (the sample then finishes with LENGTH).  No event

@@ -17,10 +17,9 @@
 # activations of Q8_0 / Q4_0 products to Q8_0 blocks of 32 (1e-1) and of
 # K-quant products to Q8_K blocks of 256, whose step is set by the largest
 # of 256 values rather than 32: the rounding noise is larger (seen on tiny:
-# Q8_0 6-7e-2, Q4_K_M 8-9e-2, Q6_K up to 1.3e-1), hence 2e-1.  foliod
-# still widens these weights to f32 at load and runs f32 products, so this
-# bounds llama.cpp's activation rounding; foliod's own int8 products (model/
-# quant.c) quantize activations the same way, to Q8_0 / Q8_K blocks.
+# Q8_0 6-7e-2, Q4_K_M 8-9e-2, Q6_K up to 1.3e-1), hence 2e-1.  foliod's
+# int8 products (model/quant.c) quantize activations the same way, to
+# Q8_0 / Q8_K blocks.
 # Exit 77 (skip) when npm cannot install node-llama-cpp.
 set -euo pipefail
 folio=$(realpath "$1")
@@ -67,9 +66,12 @@ done
 # the embedding) and qwen3 (per-head Q/K RMSNorm, NeoX RoPE), as F32, Q8_0,
 # Q4_K_M and Q6_K (their Q4_K_M has attn_v in Q6_K: Q, K and V run as
 # separate products); the bounds are the llama ones, for the same reasons.
+# qwen3's Q8_0 file has ffn_up in F16 (gate and up of differing types: two
+# products, each in its type).
 for arch in qwen2 qwen3; do
   "$folio" gen-model --preset tiny --seed 7 --arch $arch -o $arch-f32.gguf
-  "$folio" gen-model --preset tiny --seed 7 --arch $arch --dtype q8_0 -o $arch-q8_0.gguf
+  up=(); [ $arch = qwen3 ] && up=(--up-dtype f16)
+  "$folio" gen-model --preset tiny --seed 7 --arch $arch --dtype q8_0 "${up[@]}" -o $arch-q8_0.gguf
   for q in q4_k_m q6_k; do
     "$folio" quantize $arch-f32.gguf $arch-$q.gguf --type $q > /dev/null
   done
@@ -80,9 +82,11 @@ for arch in qwen2 qwen3; do
     rm -f "$arch-$t.gguf"
   done
 done
-# RoPE scaling read from the file: linear (factor 4) and YaRN (factor 4
-# over an original context of 512), F32.
-for rs in linear:4 yarn:4:512; do
+# RoPE scaling read from the file: linear (factor 4), YaRN (factor 4 over
+# an original context of 512) and llama3 (factor 8 over 64, low/high
+# frequency factors 1 and 4: written as rope_freqs.weight, the per-dimension
+# divisors llama.cpp applies), F32.
+for rs in linear:4 yarn:4:512 llama3:8:64; do
   "$folio" gen-model --preset tiny --seed 7 --rope-scaling $rs -o rope.gguf
   echo "== F32, rope scaling $rs"
   TOL=1e-3 PROMPTS=${PROMPTS:-1} node compare_logits.mjs "$work/rope.gguf" "$folio" || fail=1
