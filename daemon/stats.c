@@ -138,16 +138,12 @@ static void metrics_tenant_view(struct srv *s, struct folio_buf *b, int t)
     metrics_tenants(s, b, t);
 }
 
-void srv_metrics_render(struct srv *s, struct folio_buf *b, const struct srv_caller *who)
+/* The operator's gauges and counters: one sample each, from the
+ * scheduler's and pager's stats and the server's own counters. */
+static void metrics_gauges(struct srv *s, struct folio_buf *b, const struct eng_stats *stp,
+                           const char *ml)
 {
-    if (!who->operator) {
-        metrics_tenant_view(s, b, who->tenant);
-        return;
-    }
-    struct eng_stats st;
-    s->ops->stats(s->backend, &st);
-    char ml[300];
-    model_label(s, ml, sizeof(ml));
+    const struct eng_stats st = *stp;
     struct {
         const char *name, *type, *help;
         double v;
@@ -216,6 +212,13 @@ void srv_metrics_render(struct srv *s, struct folio_buf *b, const struct srv_cal
         srv_prom_family(b, g[i].name, g[i].type, g[i].help);
         srv_prom_sample(b, g[i].name, ml, g[i].v);
     }
+}
+
+/* folio_build_info and the info series (KV dtype, matmul backend). */
+static void metrics_info(struct srv *s, struct folio_buf *b, const struct eng_stats *stp,
+                         const char *ml)
+{
+    const struct eng_stats st = *stp;
     {
         char lab[1024], rev[64];
         srv_prom_label_escape(FOLIO_GIT_REVISION, rev, sizeof(rev));
@@ -244,6 +247,12 @@ void srv_metrics_render(struct srv *s, struct folio_buf *b, const struct srv_cal
         srv_prom_family(b, info[i].name, "gauge", info[i].help);
         srv_prom_sample(b, info[i].name, lab, 1);
     }
+}
+
+/* Token totals over all tenants, responses by status class, and the
+ * latency / size histograms. */
+static void metrics_totals(struct srv *s, struct folio_buf *b, const char *ml)
+{
     double prompt_total = 0, gen_total = 0;
     for (int t = 0; t < srv_auth_tenant_count(&s->auth); t++) {
         prompt_total += s->tm[t].prompt_tokens;
@@ -284,6 +293,21 @@ void srv_metrics_render(struct srv *s, struct folio_buf *b, const struct srv_cal
         srv_prom_family(b, hs[i].name, "histogram", hs[i].help);
         srv_prom_hist(b, hs[i].name, ml, hs[i].h);
     }
+}
+
+void srv_metrics_render(struct srv *s, struct folio_buf *b, const struct srv_caller *who)
+{
+    if (!who->operator) {
+        metrics_tenant_view(s, b, who->tenant);
+        return;
+    }
+    struct eng_stats st;
+    s->ops->stats(s->backend, &st);
+    char ml[300];
+    model_label(s, ml, sizeof(ml));
+    metrics_gauges(s, b, &st, ml);
+    metrics_info(s, b, &st, ml);
+    metrics_totals(s, b, ml);
     metrics_tenants(s, b, -1);
     metrics_process(b);
 }
