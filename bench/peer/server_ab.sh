@@ -40,7 +40,7 @@ if [ -z "${LLAMA_SERVER:-}" ]; then
   fi
   src=$work/llama.cpp
   if [ ! -d "$src" ]; then
-    git clone -q "$work/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src"
+    git -c advice.detachedHead=false clone -q "$work/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src"
   fi
   if [ ! -x "$src/build/bin/llama-server" ]; then
     command -v cmake >/dev/null || apt-get install -y cmake >/dev/null
