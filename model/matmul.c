@@ -609,7 +609,11 @@ static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M
                     int32_t lda, float beta, float *C, int32_t ldc, float *tile)
 {
     const struct matmul_mat *mt = &w->w;
-    const int32_t K = mt->cols, T = wide_rows(K);
+    const int32_t K = mt->cols, T0 = wide_rows(K);
+    /* tiles of equal size (a multiple of 16, at most T0): no small last
+     * tile, whose sgemm would pack all of A for a few columns */
+    const int32_t nt = (n1 - n0 + T0 - 1) / T0;
+    const int32_t T = FOLIO_MIN(T0, ((n1 - n0 + nt - 1) / nt + 15) & ~15);
     for (int32_t n = n0; n < n1; n += T) {
         int32_t rows = FOLIO_MIN(T, n1 - n);
 #ifdef FOLIO_WIDEN_X86
