@@ -3,7 +3,7 @@
  * BENCHMARKS.md.
  *
  *   bench_quant [--threads N] [--reps N] [--isa NAME] [--type NAME] [--quick] [--cputime]
- *               [--sgemm] [--hot]
+ *               [--sgemm] [--hot] [--layer]
  *
  * For each weight type and each ISA the CPU has (or the one --isa names),
  * the products of `small`'s shapes: M x 768 by 768 x 2048 and M x 2048 by
@@ -29,6 +29,13 @@
  * quantization) through OpenBLAS's cblas_sgemm on the same split and
  * timing, with the ratio of its time to quant_gemm's (above 1: the
  * quantized product is faster).
+ *
+ * --layer: instead of the above, one layer of `small` (Q|K|V, O, gate|up,
+ * down) through matmul_run (model/matmul.h, OpenBLAS backend, a pool of
+ * --threads) for F32, F16, BF16, Q8_0, Q4_K and Q6_K weights at M = 8 ..
+ * 512: GFLOP/s of the whole layer, the median of --reps.  What
+ * model/matmul.c's choice between int8 kernels and widened tiles was
+ * measured with.
  *
  * Threads split the N rows of W as the forward pass does (quant_gemm on
  * [n0, n1) per thread, started together by a barrier).
@@ -302,10 +309,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--cputime"))
             use_cputime = true;
         else {
-            fprintf(
-                stderr,
-                "usage: bench_quant [--threads N] [--reps N] [--isa "
-                "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime] [--sgemm] [--hot]\n");
+            fprintf(stderr,
+                    "usage: bench_quant [--threads N] [--reps N] [--isa "
+                    "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime] [--sgemm] [--hot] "
+                    "[--layer]\n");
             return 2;
         }
     }

@@ -15,7 +15,9 @@
  *   F16    portable 16-bit path             portable 16-bit path (oneDNN
  *                                           bf16 if MM_F16_AS_BF16)
  *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
- *          quant_rows + quant_gemm (model/quant.h) on either backend
+ *          quant_rows + quant_gemm (model/quant.h) on either backend,
+ *          except Q8_0 from M = 256 and Q4_K / Q6_K from M = 32 with
+ *          AVX2: widened tiles and sgemm (below)
  *
  * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
  * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU
@@ -27,11 +29,37 @@
  * primitive that cannot be created is how that shows).  The portable
  * 16-bit path reads W in place: M <= MM_FUSED_M rows go through a fused
  * dot product that widens each element as it streams W once (the decode
- * case: memory bound, half the bytes of F32); more rows widen MM_TILE rows
- * of W at a time into the thread's f32 tile and run sgemm on it.  Both
- * have an AVX2 + FMA + F16C version chosen at run time and a plain C one
- * (FOLIO_MATMUL_ISA=plain forces it; the tests run both); the plain one
- * is also the reference the tests compare the others with.
+ * case: memory bound, half the bytes of F32); more rows go through
+ * widened tiles: about MM_WIDE_BYTES (2 MiB) of W's rows at a time, the
+ * band cut into tiles of equal size, widened into the thread's f32 tile,
+ * then one sgemm per tile.  Both have an AVX2 + FMA + F16C version chosen
+ * at run time and a plain C one (FOLIO_MATMUL_ISA=plain forces it; the
+ * tests run both); the plain one is also the reference the tests compare
+ * the others with.
+ *
+ * Why widened tiles, and why 2 MiB: without AVX512-BF16 or VNNI the
+ * fastest arithmetic this code has for many rows is OpenBLAS's f32 sgemm
+ * (a hand-written AVX2 f32 kernel that widened W as it packed it reached
+ * only 45-55 GFLOP/s per core against sgemm's 70-80 at M = 512, and did
+ * not beat it at M = 16..128 either), so a 16-bit or quantized W is widened
+ * once per product and multiplied there.  The widening is one pass over
+ * the tile (model/widen_avx2.c with AVX2; a few percent of the sgemm on
+ * it at M >= 32); what costs is sgemm packing all of A again for every
+ * tile: 32-row tiles (before) ran F16 prefill at 0.8x F32, 2 MiB ones
+ * (hundreds of rows, still in the last-level cache) at 0.9-0.95x, and
+ * the same at M = 64.  For quantized W the int8 kernels (quant_gemm) are
+ * faster at small M (they read a quarter of F32's bytes and need no
+ * widening: 2-3x sgemm at M = 8..16), sgemm on widened tiles at large M;
+ * widen_min_m() holds the crossover measured on `small`'s layer shapes
+ * (bench_quant --layer).  Widened products use A in f32 (no activation
+ * quantization) and, like sgemm, are not batch invariant: with
+ * cfg.batch_invariant quantized weights stay on the int8 kernels.
+ *
+ * Still through OpenBLAS: every F32 product on the OpenBLAS backend; F16
+ * and BF16 products of more than MM_FUSED_M rows (OpenBLAS 0.3.21 has no
+ * 16-bit gemm, oneDNN's bf16 needs AVX-512); quantized products from
+ * widen_min_m() rows on (above).  Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K have no
+ * AVX2 widening and stay on the int8 kernels at every M.
  *
  * Work split: thread ith of nth owns band ith of the N output columns,
  * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole
