@@ -16,8 +16,8 @@
  *                                           bf16 if MM_F16_AS_BF16)
  *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
- *          except Q8_0 from M = 256 and Q4_K / Q6_K from M = 32 with
- *          AVX2: widened tiles and sgemm (below)
+ *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
+ *          with AVX2: widened tiles and sgemm (below)
  *
  * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
  * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU
@@ -51,9 +51,9 @@
  * faster at small M (they read a quarter of F32's bytes and need no
  * widening: 2-3x sgemm at M = 8..16), sgemm on widened tiles at large M;
  * widen_min_m() holds the crossover measured on `small`'s layer shapes
- * (bench_quant --layer).  Widened products use A in f32 (no activation
- * quantization) and, like sgemm, are not batch invariant: with
- * cfg.batch_invariant quantized weights stay on the int8 kernels.
+ * (bench_quant --layer) and checked in bench_model's batched decode.  Widened products use A in f32
+ * (no activation quantization) and, like sgemm, are not batch invariant: with cfg.batch_invariant
+ * quantized weights stay on the int8 kernels.
  *
  * Still through OpenBLAS: every F32 product on the OpenBLAS backend; F16
  * and BF16 products of more than MM_FUSED_M rows (OpenBLAS 0.3.21 has no
@@ -624,6 +624,7 @@ static int32_t widen_min_m(enum gguf_tensor_type t)
     case GGUF_TENSOR_Q8_0:
         return 256;
     case GGUF_TENSOR_Q4_K:
+        return 128;
     case GGUF_TENSOR_Q6_K:
         return 32;
     default:

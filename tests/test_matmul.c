@@ -16,8 +16,8 @@
  * Run it again with DNNL_MAX_CPU_ISA set (meson does, as test_matmul_isa)
  * to force oneDNN's lower ISA paths.
  *
- * Quantized weights of many rows (Q8_0, Q4_K, Q6_K from 32 or 256 rows of
- * A) run as widened tiles and sgemm with AVX2 (model/matmul.c): those
+ * Quantized weights of many rows (Q8_0, Q4_K, Q6_K from 256, 128, 32 rows
+ * of A) run as widened tiles and sgemm with AVX2 (model/matmul.c): those
  * products must be exact to 1e-4 (no activation quantization), the AVX2
  * widening must equal quant_to_float, and with batch_invariant they stay
  * on the int8 kernels.
@@ -294,11 +294,11 @@ static void test_row_invariance(void **state)
                                        types[t] != GGUF_TENSOR_BF16;
                     if (!inv && !quant)
                         continue; /* sgemm, sgemv, oneDNN: row m depends on M (measured) */
-                    /* Q4_K and Q6_K from 32 rows run as widened tiles and
-                     * sgemm with AVX2 unless batch_invariant; the other
-                     * quantized products are invariant either way */
-                    const bool wide = avx2_paths() && (types[t] == GGUF_TENSOR_Q4_K ||
-                                                       types[t] == GGUF_TENSOR_Q6_K);
+                    /* Q6_K from 32 rows (of max_m 40) runs as widened
+                     * tiles and sgemm with AVX2 unless batch_invariant; the
+                     * other quantized products here are invariant either
+                     * way */
+                    const bool wide = avx2_paths() && types[t] == GGUF_TENSOR_Q6_K;
                     if (quant && inv != wide)
                         continue;
                     long bad = row_invariance_case(bes[b], types[t], nth, inv);
@@ -309,8 +309,8 @@ static void test_row_invariance(void **state)
                 }
 }
 
-/* Q8_0, Q4_K and Q6_K at M around their widening thresholds (31/32,
- * 255/256), 1 and 2 threads, beta 0 and 1: within 1e-4 of the double
+/* Q8_0, Q4_K and Q6_K at M around their widening thresholds (256, 128,
+ * 32: matmul.c's widen_min_m), 1 and 2 threads, beta 0 and 1: within 1e-4 of the double
  * product where the widened tiles run, 2e-2 (int8 kernels) elsewhere;
  * with batch_invariant, the int8 kernels' results bit for bit. */
 static void test_widened_quant(void **state)
@@ -319,7 +319,7 @@ static void test_widened_quant(void **state)
     static const enum gguf_tensor_type types[] = {GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_K,
                                                   GGUF_TENSOR_Q6_K};
     enum { N = 16 * 5 + 4 }; /* not a multiple of the band alignment */
-    const int32_t K = 512, Ms[] = {31, 32, 256}, max_m = 256;
+    const int32_t K = 512, Ms[] = {31, 32, 128, 256}, max_m = 256;
     float *A = malloc(sizeof(float) * (size_t)max_m * K);
     float *C = malloc(sizeof(float) * (size_t)max_m * N);
     float *R = malloc(sizeof(float) * (size_t)max_m * N);
@@ -360,7 +360,10 @@ static void test_widened_quant(void **state)
             assert_int_equal(matmul_add(mi, &w, &idi), 0);
             for (size_t mx = 0; mx < FOLIO_ARRAY_LEN(Ms); mx++) {
                 const int32_t M = Ms[mx];
-                const bool wide = avx2_paths() && M >= (types[t] == GGUF_TENSOR_Q8_0 ? 256 : 32);
+                const int32_t from = types[t] == GGUF_TENSOR_Q8_0   ? 256
+                                     : types[t] == GGUF_TENSOR_Q4_K ? 128
+                                                                    : 32;
+                const bool wide = avx2_paths() && M >= from;
                 if (!avx2_paths() && M > 32)
                     continue; /* the int8 kernels at every M: covered above */
                 for (int beta = 0; beta < 2; beta++) {
