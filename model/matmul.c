@@ -45,14 +45,17 @@
  * once per product and multiplied there.  The widening is one pass over
  * the tile (model/widen_avx2.c with AVX2; a few percent of the sgemm on
  * it at M >= 32); what costs is sgemm packing all of A again for every
- * tile: 32-row tiles (before) ran F16 prefill at 0.8x F32, 2 MiB ones
- * (hundreds of rows, still in the last-level cache) at 0.9-0.95x, and
- * the same at M = 64.  For quantized W the int8 kernels (quant_gemm) are
- * faster at small M (they read a quarter of F32's bytes and need no
- * widening: 2-3x sgemm at M = 8..16), sgemm on widened tiles at large M;
- * widen_min_m() holds the crossover measured on `small`'s layer shapes
- * (bench_quant --layer) and checked in bench_model's batched decode.  Widened products use A in f32
- * (no activation quantization) and, like sgemm, are not batch invariant: with cfg.batch_invariant
+ * tile.  One layer of `small` at M = 512 (bench_quant --layer): F16 in
+ * 128 KiB tiles (about the 32 rows before) ran at 0.65x F32's sgemm, in
+ * 2 MiB tiles
+ * (hundreds of rows, still in the last-level cache) at 0.9-0.95x, and at
+ * 0.95-1.0x for M = 32..128.  For quantized W the int8 kernels
+ * (quant_gemm) are faster at small M (they read a quarter of F32's bytes
+ * and need no widening: 2-3x sgemm at M = 8..16), sgemm on widened tiles
+ * at large M; widen_min_m() holds the crossover measured on `small`'s
+ * layer shapes (bench_quant --layer) and checked in bench_model's batched
+ * decode.  Widened products use A in f32 (no activation quantization)
+ * and, like sgemm, are not batch invariant: with cfg.batch_invariant
  * quantized weights stay on the int8 kernels.
  *
  * Still through OpenBLAS: every F32 product on the OpenBLAS backend; F16
