@@ -3,7 +3,7 @@
  * BENCHMARKS.md.
  *
  *   bench_quant [--threads N] [--reps N] [--isa NAME] [--type NAME] [--quick] [--cputime]
- *               [--sgemm] [--hot]
+ *               [--sgemm] [--hot] [--layer]
  *
  * For each weight type and each ISA the CPU has (or the one --isa names),
  * the products of `small`'s shapes: M x 768 by 768 x 2048 and M x 2048 by
@@ -30,6 +30,13 @@
  * timing, with the ratio of its time to quant_gemm's (above 1: the
  * quantized product is faster).
  *
+ * --layer: instead of the above, one layer of `small` (Q|K|V, O, gate|up,
+ * down) through matmul_run (model/matmul.h, OpenBLAS backend, a pool of
+ * --threads) for F32, F16, BF16, Q8_0, Q4_K and Q6_K weights at M = 8 ..
+ * 512: GFLOP/s of the whole layer, the median of --reps.  What
+ * model/matmul.c's choice between int8 kernels and widened tiles was
+ * measured with.
+ *
  * Threads split the N rows of W as the forward pass does (quant_gemm on
  * [n0, n1) per thread, started together by a barrier).
  */
@@ -44,6 +51,8 @@
 #include <time.h>
 
 #include "folio/common.h"
+#include "folio/pool.h"
+#include "matmul.h"
 #include "quant.h"
 
 static uint64_t rng_s = 42;
@@ -218,10 +227,68 @@ static void bench_case(enum gguf_tensor_type t, int64_t M, int64_t K, int64_t N,
     free(Y);
 }
 
+/* --layer: one layer of `small` (Q|K|V 1280 x 768, O 768 x 768, gate|up
+ * 4096 x 768, down 768 x 2048) through matmul_run on a pool of n_threads,
+ * weights of type t, M rows; GFLOP/s of the four products together, median
+ * of reps runs. */
+static double bench_layer(enum gguf_tensor_type t, int32_t M)
+{
+    static const int32_t shapes[4][2] = {{1280, 768}, {768, 768}, {4096, 768}, {768, 2048}};
+    struct matmul_config cfg = {.backend = MODEL_MATMUL_OPENBLAS,
+                                .n_threads = n_threads,
+                                .max_m = M,
+                                .max_k = 2048,
+                                .max_weights = 4};
+    matmul_t *mm = NULL;
+    pool_t *pool = NULL;
+    void *W[4] = {0};
+    int32_t id[4];
+    float *A = malloc((size_t)M * 2048 * sizeof(float)),
+          *C = malloc((size_t)M * 4096 * sizeof(float));
+    if (!A || !C || matmul_new(&cfg, &mm) || pool_new(n_threads, &pool)) {
+        fprintf(stderr, "bench_quant: matmul setup failed\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < (int64_t)M * 2048; i++)
+        A[i] = rnd();
+    double flops = 0;
+    for (int i = 0; i < 4; i++) {
+        const int64_t n = (int64_t)shapes[i][0] * shapes[i][1];
+        float *wf = malloc((size_t)n * sizeof(float));
+        W[i] = malloc(quant_row_bytes(t, shapes[i][1]) * (size_t)shapes[i][0]);
+        if (!wf || !W[i])
+            exit(1);
+        for (int64_t k = 0; k < n; k++)
+            wf[k] = rnd() * 0.05f;
+        quant_from_float(t, wf, W[i], n);
+        free(wf);
+        struct matmul_mat w = {.type = t, .rows = shapes[i][0], .cols = shapes[i][1], .data = W[i]};
+        if (matmul_add(mm, &w, &id[i]))
+            exit(1);
+        flops += 2.0 * M * (double)n;
+    }
+    double *ts = malloc((size_t)(reps + 1) * sizeof(double));
+    for (int r = 0; r <= reps; r++) {
+        double t0 = now();
+        for (int i = 0; i < 4; i++)
+            matmul_run(mm, pool, id[i], M, A, shapes[i][1], 0.0f, C, shapes[i][0]);
+        ts[r] = now() - t0;
+    }
+    qsort(ts + 1, (size_t)reps, sizeof(double), cmp_double); /* ts[0]: warm-up */
+    const double g = flops / ts[1 + reps / 2] / 1e9;
+    free(ts);
+    for (int i = 0; i < 4; i++)
+        free(W[i]);
+    free(A), free(C);
+    pool_free(pool);
+    matmul_free(mm);
+    return g;
+}
+
 int main(int argc, char **argv)
 {
     const char *isa = NULL, *type = NULL;
-    bool quick = false;
+    bool quick = false, layer = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             n_threads = atoi(argv[++i]);
@@ -237,19 +304,43 @@ int main(int argc, char **argv)
             hot = true;
         else if (!strcmp(argv[i], "--sgemm"))
             with_sgemm = true;
+        else if (!strcmp(argv[i], "--layer"))
+            layer = true;
         else if (!strcmp(argv[i], "--cputime"))
             use_cputime = true;
         else {
-            fprintf(
-                stderr,
-                "usage: bench_quant [--threads N] [--reps N] [--isa "
-                "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime] [--sgemm] [--hot]\n");
+            fprintf(stderr,
+                    "usage: bench_quant [--threads N] [--reps N] [--isa "
+                    "scalar|avx2|avx512] [--type Q8_0|...] [--quick] [--cputime] [--sgemm] [--hot] "
+                    "[--layer]\n");
             return 2;
         }
     }
     if (n_threads < 1 || n_threads > 64 || reps < 1 || (use_cputime && n_threads != 1))
         return 2;
     openblas_set_num_threads(1); /* one band per thread, as the forward pass runs it */
+    if (layer) {
+        const enum gguf_tensor_type lt[] = {GGUF_TENSOR_F32,  GGUF_TENSOR_F16,  GGUF_TENSOR_BF16,
+                                            GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q6_K};
+        const int32_t lm[] = {8, 16, 32, 64, 128, 512};
+        printf("# one layer of small through matmul_run, %d threads, GFLOP/s (median of %d)\n",
+               n_threads, reps);
+        printf("| type |");
+        for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(lm); mi++)
+            printf(" M %d |", (int)lm[mi]);
+        printf("\n");
+        for (size_t ti = 0; ti < FOLIO_ARRAY_LEN(lt); ti++) {
+            if (type && strcasecmp(type, quant_traits_of(lt[ti])->name))
+                continue;
+            printf("| %s |", quant_traits_of(lt[ti])->name);
+            for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(lm); mi++) {
+                printf(" %.1f |", bench_layer(lt[ti], lm[mi]));
+                fflush(stdout);
+            }
+            printf("\n");
+        }
+        return 0;
+    }
     pthread_barrier_init(&bar_start, NULL, (unsigned)n_threads);
     pthread_barrier_init(&bar_end, NULL, (unsigned)n_threads);
     pthread_t th[64];

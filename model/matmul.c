@@ -15,7 +15,9 @@
  *   F16    portable 16-bit path             portable 16-bit path (oneDNN
  *                                           bf16 if MM_F16_AS_BF16)
  *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
- *          quant_rows + quant_gemm (model/quant.h) on either backend
+ *          quant_rows + quant_gemm (model/quant.h) on either backend,
+ *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
+ *          with AVX2: widened tiles and sgemm (below)
  *
  * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
  * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU
@@ -27,11 +29,40 @@
  * primitive that cannot be created is how that shows).  The portable
  * 16-bit path reads W in place: M <= MM_FUSED_M rows go through a fused
  * dot product that widens each element as it streams W once (the decode
- * case: memory bound, half the bytes of F32); more rows widen MM_TILE rows
- * of W at a time into the thread's f32 tile and run sgemm on it.  Both
- * have an AVX2 + FMA + F16C version chosen at run time and a plain C one
- * (FOLIO_MATMUL_ISA=plain forces it; the tests run both); the plain one
- * is also the reference the tests compare the others with.
+ * case: memory bound, half the bytes of F32); more rows go through
+ * widened tiles: about MM_WIDE_BYTES (2 MiB) of W's rows at a time, the
+ * band cut into tiles of equal size, widened into the thread's f32 tile,
+ * then one sgemm per tile.  Both have an AVX2 + FMA + F16C version chosen
+ * at run time and a plain C one (FOLIO_MATMUL_ISA=plain forces it; the
+ * tests run both); the plain one is also the reference the tests compare
+ * the others with.
+ *
+ * Why widened tiles, and why 2 MiB: without AVX512-BF16 or VNNI the
+ * fastest arithmetic this code has for many rows is OpenBLAS's f32 sgemm
+ * (a hand-written AVX2 f32 kernel that widened W as it packed it reached
+ * only 45-55 GFLOP/s per core against sgemm's 70-80 at M = 512, and did
+ * not beat it at M = 16..128 either), so a 16-bit or quantized W is widened
+ * once per product and multiplied there.  The widening is one pass over
+ * the tile (model/widen_avx2.c with AVX2; a few percent of the sgemm on
+ * it at M >= 32); what costs is sgemm packing all of A again for every
+ * tile.  One layer of `small` at M = 512 (bench_quant --layer): F16 in
+ * 128 KiB tiles (about the 32 rows before) ran at 0.65x F32's sgemm, in
+ * 2 MiB tiles
+ * (hundreds of rows, still in the last-level cache) at 0.9-0.95x, and at
+ * 0.95-1.0x for M = 32..128.  For quantized W the int8 kernels
+ * (quant_gemm) are faster at small M (they read a quarter of F32's bytes
+ * and need no widening: 2-3x sgemm at M = 8..16), sgemm on widened tiles
+ * at large M; widen_min_m() holds the crossover measured on `small`'s
+ * layer shapes (bench_quant --layer) and checked in bench_model's batched
+ * decode.  Widened products use A in f32 (no activation quantization)
+ * and, like sgemm, are not batch invariant: with cfg.batch_invariant
+ * quantized weights stay on the int8 kernels.
+ *
+ * Still through OpenBLAS: every F32 product on the OpenBLAS backend; F16
+ * and BF16 products of more than MM_FUSED_M rows (OpenBLAS 0.3.21 has no
+ * 16-bit gemm, oneDNN's bf16 needs AVX-512); quantized products from
+ * widen_min_m() rows on (above).  Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K have no
+ * AVX2 widening and stay on the int8 kernels at every M.
  *
  * Work split: thread ith of nth owns band ith of the N output columns,
  * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole
@@ -53,6 +84,9 @@
  */
 #include "matmul.h"
 #include "quant.h"
+#ifdef FOLIO_WIDEN_X86
+#include "widen.h"
+#endif
 
 #include <cblas.h>
 #include <errno.h>
@@ -69,10 +103,10 @@
 #include <omp.h>
 #endif
 
-#define MM_BAND_ALIGN  16 /* output columns */
-#define MM_TILE        32 /* rows of W widened at a time (portable 16-bit path) */
-#define MM_F16_AS_BF16 0  /* F16 weights to oneDNN as bf16 (see above) */
-#define MM_FUSED_M     4  /* up to this many rows: fused 16-bit dot products */
+#define MM_BAND_ALIGN  16            /* output columns */
+#define MM_WIDE_BYTES  (2048 * 1024) /* f32 bytes of W widened at a time */
+#define MM_F16_AS_BF16 0             /* F16 weights to oneDNN as bf16 (see above) */
+#define MM_FUSED_M     4             /* up to this many rows: fused 16-bit dot products */
 
 enum mm_kind {
     MM_ROWDOT,      /* F32/F16/BF16, batch invariant: rowdot kernels */
@@ -94,6 +128,7 @@ struct mm_weight {
     struct matmul_mat w;
     enum mm_kind kind;
     bool bf16;             /* oneDNN: A and W in bf16 */
+    bool widen_avx2;       /* widen_supports(): model/widen.h widens it */
     struct mm_band *bands; /* [n_threads] for MM_DNNL */
 };
 
@@ -102,10 +137,11 @@ struct matmul {
     enum model_matmul used;
     struct mm_weight *w; /* [max_weights] */
     int32_t n_w;
-    float *tile;     /* [n_threads][MM_TILE][max_k] */
-    void *xcvt;      /* A narrowed/quantized: [max_m] rows of <= 2 max_k + 64 bytes */
-    size_t xcvt_row; /* bytes per row reserved in xcvt */
-    size_t prepared; /* bytes of prepared weight copies */
+    float *tile;        /* [n_threads][tile_floats] */
+    size_t tile_floats; /* wide_rows(max_k) x max_k */
+    void *xcvt;         /* A narrowed/quantized: [max_m] rows of <= 2 max_k + 64 bytes */
+    size_t xcvt_row;    /* bytes per row reserved in xcvt */
+    size_t prepared;    /* bytes of prepared weight copies */
 #ifdef FOLIO_HAVE_DNNL
     dnnl_engine_t eng;
     dnnl_stream_t *streams; /* [n_threads] */
@@ -351,15 +387,6 @@ MM_AVX2 static void fused16_avx2(bool bf16, const uint16_t *W, int32_t K, int32_
     }
 }
 
-/* rows x K 16-bit elements to f32 (the widened tile). */
-MM_AVX2 static void widen_avx2(bool bf16, const uint16_t *src, size_t n, float *dst)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, load8_16(bf16, src + i));
-    for (; i < n; i++)
-        dst[i] = bf16 ? bf16_f32(src[i]) : f16_f32(src[i]);
-}
 #endif
 
 /* ---- batch-invariant products (MM_ROWDOT) ----------------------------- */
@@ -582,18 +609,48 @@ static bool use_avx2(void)
     return isa_avx2 > 0;
 }
 
-/* The same product for any M: MM_TILE rows of W at a time widened into
- * tile[MM_TILE][K], then one single-threaded sgemm per tile. */
-static void widened16(const struct matmul_mat *mt, int32_t n0, int32_t n1, int32_t M,
-                      const float *A, int32_t lda, float beta, float *C, int32_t ldc, float *tile)
+/* Rows of W per widened tile at K columns: about MM_WIDE_BYTES of f32, a
+ * multiple of 16, at least 16. */
+static int32_t wide_rows(int32_t K)
 {
-    const int32_t K = mt->cols;
-    for (int32_t n = n0; n < n1; n += MM_TILE) {
-        int32_t rows = FOLIO_MIN(MM_TILE, n1 - n);
-#if defined(__x86_64__)
-        if (use_avx2())
-            widen_avx2(mt->type == GGUF_TENSOR_BF16, (const uint16_t *)mt->data + (size_t)n * K,
-                       (size_t)rows * K, tile);
+    int32_t r = (int32_t)((MM_WIDE_BYTES / ((size_t)K * sizeof(float))) & ~(size_t)15);
+    return FOLIO_MAX(16, r);
+}
+
+/* The smallest M at which a quantized weight runs as widened tiles and
+ * sgemm rather than quant_gemm's int8 kernels (with AVX2; see the top of
+ * the file).  Measured on `small`'s layer shapes, 2 threads: the int8
+ * kernels win below it. */
+static int32_t widen_min_m(enum gguf_tensor_type t)
+{
+    switch (t) {
+    case GGUF_TENSOR_Q8_0:
+        return 256;
+    case GGUF_TENSOR_Q4_K:
+        return 128;
+    case GGUF_TENSOR_Q6_K:
+        return 32;
+    default:
+        return INT32_MAX;
+    }
+}
+
+/* The same product for any M: wide_rows(K) rows of W at a time widened into
+ * tile[rows][K], then one single-threaded sgemm per tile. */
+static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M, const float *A,
+                    int32_t lda, float beta, float *C, int32_t ldc, float *tile)
+{
+    const struct matmul_mat *mt = &w->w;
+    const int32_t K = mt->cols, T0 = wide_rows(K);
+    /* tiles of equal size (a multiple of 16, at most T0): no small last
+     * tile, whose sgemm would pack all of A for a few columns */
+    const int32_t nt = (n1 - n0 + T0 - 1) / T0;
+    const int32_t T = FOLIO_MIN(T0, ((n1 - n0 + nt - 1) / nt + 15) & ~15);
+    for (int32_t n = n0; n < n1; n += T) {
+        int32_t rows = FOLIO_MIN(T, n1 - n);
+#ifdef FOLIO_WIDEN_X86
+        if (w->widen_avx2 && use_avx2())
+            widen_rows_avx2(mt->type, mt->data, K, n, rows, tile);
         else
 #endif
             matmul_mat_rows_f32(mt, n, rows, tile);
@@ -759,7 +816,8 @@ int matmul_new(const struct matmul_config *cfg, matmul_t **out)
     const size_t nth = (size_t)cfg->n_threads, K = (size_t)cfg->max_k;
     mm->xcvt_row = (2 * K + 64 + 63) & ~(size_t)63;
     mm->w = folio_calloc((size_t)FOLIO_MAX(cfg->max_weights, 1), sizeof(*mm->w));
-    mm->tile = folio_aligned_alloc(64, nth * MM_TILE * K * sizeof(float));
+    mm->tile_floats = (size_t)wide_rows(cfg->max_k) * K;
+    mm->tile = folio_aligned_alloc(64, nth * mm->tile_floats * sizeof(float));
     mm->xcvt = folio_aligned_alloc(64, (size_t)cfg->max_m * mm->xcvt_row);
     rc = -ENOMEM;
     if (!mm->w || !mm->tile || !mm->xcvt)
@@ -889,6 +947,10 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 #endif
     if (w->kind != MM_DNNL)
         w->bf16 = mt->type == GGUF_TENSOR_BF16;
+#ifdef FOLIO_WIDEN_X86
+    w->widen_avx2 =
+        (w->kind == MM_16_PORTABLE || w->kind == MM_QUANT) && widen_supports(mt->type, mt->cols);
+#endif
     *id = mm->n_w++;
     return 0;
 }
@@ -902,6 +964,7 @@ struct mm_job {
     const float *A;
     float beta;
     float *C;
+    bool widened; /* a quantized W through widened tiles and sgemm */
 };
 
 /* Rows of A share ith into xcvt: bf16 (oneDNN) or the quant type. */
@@ -973,10 +1036,15 @@ static void job_band(void *arg, int ith, int nth)
 #endif
                 fused16(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
         } else
-            widened16(&w->w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
-                      j->mm->tile + (size_t)ith * MM_TILE * j->mm->cfg.max_k);
+            widened(w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
+                    j->mm->tile + (size_t)ith * j->mm->tile_floats);
         break;
     case MM_QUANT:
+        if (j->widened) {
+            widened(w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
+                    j->mm->tile + (size_t)ith * j->mm->tile_floats);
+            break;
+        }
         quant_gemm(w->w.type, w->w.data, K, n0, n1, j->mm->xcvt, j->M, j->C, j->ldc, j->beta);
         break;
     case MM_DNNL:
@@ -1005,7 +1073,9 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
                 (int)lda, (int)w->w.cols, (int)ldc, (int)w->w.rows);
     struct mm_job j = {
         .mm = mm, .w = w, .M = M, .lda = lda, .ldc = ldc, .A = A, .beta = beta, .C = C};
-    if (w->kind == MM_QUANT || (w->kind == MM_DNNL && w->bf16)) {
+    j.widened = w->kind == MM_QUANT && w->widen_avx2 && !mm->cfg.batch_invariant && use_avx2() &&
+                M >= widen_min_m(w->w.type);
+    if ((w->kind == MM_QUANT && !j.widened) || (w->kind == MM_DNNL && w->bf16)) {
         if (M < 4)
             job_convert(&j, 0, 1); /* a few rows: cheaper than a dispatch */
         else

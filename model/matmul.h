@@ -60,8 +60,9 @@ struct matmul_config {
     int32_t max_k;             /* largest K of any weight */
     int32_t max_weights;       /* matmul_add calls allowed */
     /* F32/F16/BF16 products through the batch-invariant kernels (row m of
-     * C does not depend on M or on A's other rows; model/matmul.c).  The
-     * quantized kernels are batch invariant already. */
+     * C does not depend on M or on A's other rows; model/matmul.c), and
+     * quantized ones on their int8 kernels at every M (they are batch
+     * invariant; without this flag large M runs widened tiles and sgemm). */
     bool batch_invariant;
 };
 

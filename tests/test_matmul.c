@@ -15,6 +15,12 @@
  *   - A quantized to 8 bits per 32-block (Q8_0): 2e-2.
  * Run it again with DNNL_MAX_CPU_ISA set (meson does, as test_matmul_isa)
  * to force oneDNN's lower ISA paths.
+ *
+ * Quantized weights of many rows (Q8_0, Q4_K, Q6_K from 256, 128, 32 rows
+ * of A) run as widened tiles and sgemm with AVX2 (model/matmul.c): those
+ * products must be exact to 1e-4 (no activation quantization), the AVX2
+ * widening must equal quant_to_float, and with batch_invariant they stay
+ * on the int8 kernels.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,6 +39,9 @@
 
 #include "../model/matmul.h"
 #include "../model/quant.h"
+#if defined(__x86_64__)
+#include "../model/widen.h"
+#endif
 #include "folio/common.h"
 #include "folio/pool.h"
 
@@ -194,18 +203,33 @@ static void test_products(void **state)
     g_inv = false;
 }
 
+/* Whether this process runs matmul.c's AVX2 paths (FOLIO_MATMUL_ISA). */
+static bool avx2_paths(void)
+{
+    const char *e = getenv("FOLIO_MATMUL_ISA");
+#if defined(__x86_64__)
+    return !(e && !strcmp(e, "plain")) && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    (void)e;
+    return false;
+#endif
+}
+
 /* Batch invariance: row m of C is bit for bit the same whatever M is (a
  * request's logits must not depend on what it is batched with).  For each
  * type and thread count, C of M = 40 rows is compared with each row run
  * alone (M = 1) and with the rows in groups of 3 and of 5 (the kernels'
- * edges).  The quantized kernels are invariant as they are; F32, F16 and
- * BF16 only with batch_invariant (the rowdot kernels; K then has a tail
- * that is not a multiple of 8). */
+ * edges).  The int8 quantized kernels are invariant as they are; F32, F16
+ * and BF16 only with batch_invariant (the rowdot kernels; K then has a tail
+ * that is not a multiple of 8), and so are the quantized types that run as
+ * widened tiles from some M on. */
 /* Returns the number of elements that differ. */
 static long row_invariance_case(enum model_matmul be, enum gguf_tensor_type t, int nth, bool inv)
 {
     long bad = 0;
-    const int32_t N = 16 * 9 + 5, K = 256 * 2 + (inv ? 32 + 4 : 0), max_m = 40;
+    const bool b16 = t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16;
+    const int32_t N = 16 * 9 + 5, K = 256 * 2 + (inv && b16 ? 32 + 4 : 0), max_m = 40;
     void *wdata = make_weight(t, N, K);
     struct matmul_mat w = {.type = t, .rows = N, .cols = K, .data = wdata};
     pool_t *pool;
@@ -270,14 +294,114 @@ static void test_row_invariance(void **state)
                                        types[t] != GGUF_TENSOR_BF16;
                     if (!inv && !quant)
                         continue; /* sgemm, sgemv, oneDNN: row m depends on M (measured) */
-                    if (inv && quant)
-                        continue; /* the same kernels either way */
+                    /* Q6_K from 32 rows (of max_m 40) runs as widened
+                     * tiles and sgemm with AVX2 unless batch_invariant; the
+                     * other quantized products here are invariant either
+                     * way */
+                    const bool wide = avx2_paths() && types[t] == GGUF_TENSOR_Q6_K;
+                    if (quant && inv != wide)
+                        continue;
                     long bad = row_invariance_case(bes[b], types[t], nth, inv);
                     if (bad)
                         fail_msg("%s %s nth=%d invariant=%d: %ld elements differ with the batch",
                                  model_matmul_name(bes[b]), gguf_tensor_type_name(types[t]), nth,
                                  inv, bad);
                 }
+}
+
+/* Q8_0, Q4_K and Q6_K at M around their widening thresholds (256, 128,
+ * 32: matmul.c's widen_min_m), 1 and 2 threads, beta 0 and 1: within 1e-4 of the double
+ * product where the widened tiles run, 2e-2 (int8 kernels) elsewhere;
+ * with batch_invariant, the int8 kernels' results bit for bit. */
+static void test_widened_quant(void **state)
+{
+    (void)state;
+    static const enum gguf_tensor_type types[] = {GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_K,
+                                                  GGUF_TENSOR_Q6_K};
+    enum { N = 16 * 5 + 4 }; /* not a multiple of the band alignment */
+    const int32_t K = 512, Ms[] = {31, 32, 128, 256}, max_m = 256;
+    float *A = malloc(sizeof(float) * (size_t)max_m * K);
+    float *C = malloc(sizeof(float) * (size_t)max_m * N);
+    float *R = malloc(sizeof(float) * (size_t)max_m * N);
+    float *wf = malloc(sizeof(float) * (size_t)N * K);
+    for (size_t i = 0; i < (size_t)max_m * K; i++)
+        A[i] = (float)urand();
+    for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++) {
+        void *wdata = make_weight(types[t], N, K);
+        struct matmul_mat w = {.type = types[t], .rows = N, .cols = K, .data = wdata};
+        matmul_mat_rows_f32(&w, 0, N, wf);
+#if defined(__x86_64__)
+        if (avx2_paths()) { /* the AVX2 widening against quant_to_float */
+            float *v = malloc(sizeof(float) * (size_t)N * K);
+            assert_true(widen_supports(types[t], K));
+            widen_rows_avx2(types[t], wdata, K, 3, N - 3, v);
+            for (size_t i = 0; i < (size_t)(N - 3) * K; i++)
+                if (!(fabsf(v[i] - wf[3 * K + i]) <= 1e-6f * fabsf(wf[3 * K + i]) + 1e-30f))
+                    fail_msg("%s: widened element %zu is %g, quant_to_float %g",
+                             gguf_tensor_type_name(types[t]), i, v[i], wf[3 * K + i]);
+            free(v);
+        }
+#endif
+        for (int nth = 1; nth <= 2; nth++) {
+            pool_t *pool;
+            assert_int_equal(pool_new(nth, &pool), 0);
+            matmul_t *mm, *mi;
+            struct matmul_config cfg = {.backend = MODEL_MATMUL_OPENBLAS,
+                                        .n_threads = nth,
+                                        .max_m = max_m,
+                                        .max_k = K,
+                                        .max_weights = 1};
+            assert_int_equal(matmul_new(&cfg, &mm), 0);
+            cfg.batch_invariant = true;
+            assert_int_equal(matmul_new(&cfg, &mi), 0);
+            openblas_set_num_threads(1);
+            int32_t id, idi;
+            assert_int_equal(matmul_add(mm, &w, &id), 0);
+            assert_int_equal(matmul_add(mi, &w, &idi), 0);
+            for (size_t mx = 0; mx < FOLIO_ARRAY_LEN(Ms); mx++) {
+                const int32_t M = Ms[mx];
+                const int32_t from = types[t] == GGUF_TENSOR_Q8_0   ? 256
+                                     : types[t] == GGUF_TENSOR_Q4_K ? 128
+                                                                    : 32;
+                const bool wide = avx2_paths() && M >= from;
+                if (!avx2_paths() && M > 32)
+                    continue; /* the int8 kernels at every M: covered above */
+                for (int beta = 0; beta < 2; beta++) {
+                    for (size_t i = 0; i < (size_t)max_m * N; i++)
+                        C[i] = R[i] = (float)(i % 5) * 0.5f;
+                    matmul_run(mm, pool, id, M, A, K, (float)beta, C, N);
+                    double worst = 0;
+                    for (int32_t m = 0; m < M; m++)
+                        for (int32_t n = 0; n < N; n++) {
+                            double s = beta ? R[(size_t)m * N + n] : 0.0, scale = 0;
+                            for (int32_t k = 0; k < K; k++) {
+                                const double p =
+                                    (double)A[(size_t)m * K + k] * wf[(size_t)n * K + k];
+                                s += p, scale += fabs(p);
+                            }
+                            worst = fmax(worst, fabs(C[(size_t)m * N + n] - s) / (scale + 1e-6));
+                        }
+                    if (!(worst <= (wide ? 1e-4 : 2e-2)))
+                        fail_msg("%s nth=%d M=%d beta=%d: error %g (widened tiles: %d)",
+                                 gguf_tensor_type_name(types[t]), nth, M, beta, worst, wide);
+                    /* batch invariant: the int8 kernels, row by row equal to M = 1 */
+                    matmul_run(mi, pool, idi, M, A, K, (float)beta, R, N);
+                    for (int32_t m = 0; m < M; m += 37) {
+                        float row[N];
+                        for (int32_t n = 0; n < N; n++)
+                            row[n] = (float)(((size_t)m * N + n) % 5) * 0.5f;
+                        matmul_run(mi, pool, idi, 1, A + (size_t)m * K, K, (float)beta, row, N);
+                        assert_memory_equal(row, R + (size_t)m * N, sizeof(row));
+                    }
+                }
+            }
+            matmul_free(mm);
+            matmul_free(mi);
+            pool_free(pool);
+        }
+        free(wdata);
+    }
+    free(A), free(C), free(R), free(wf);
 }
 
 static void test_names_and_resolve(void **state)
@@ -322,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_names_and_resolve),
         cmocka_unit_test(test_products),
         cmocka_unit_test(test_row_invariance),
+        cmocka_unit_test(test_widened_quant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
