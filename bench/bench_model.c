@@ -53,7 +53,7 @@
 
 #define BLOCK 16
 
-static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0;
+static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0, single = 0;
 static enum model_matmul matmul = MODEL_MATMUL_AUTO;
 static double read_bw; /* bytes/s, measured at start */
 
@@ -336,8 +336,13 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
     printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s | %8s |\n", "workload", "tokens/s",
            "GFLOP/s", "matmul GF", "matmul", "attn", "other", "tok/CPU-s");
     printf("|---|---|---|---|---|---|---|---|\n");
-    bench_prefill(m, quick ? 128 : 512);
     char what[64];
+    if (single) { /* --single: the single-stream row alone */
+        snprintf(what, sizeof(what), "decode 1 stream, %d tokens", single);
+        bench_decode(m, 1, 16, single, what);
+        return;
+    }
+    bench_prefill(m, quick ? 128 : 512);
     snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
     bench_decode(m, 1, 16, quick ? 16 : 128, what);
     const int32_t batch[] = {8, 32, 64, 128};
@@ -403,6 +408,8 @@ int main(int argc, char **argv)
             blas_threads = 1;
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--single") && i + 1 < argc)
+            single = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch-invariant"))
             invariant = 1;
         else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
@@ -414,8 +421,8 @@ int main(int argc, char **argv)
             dtype = argv[++i];
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
-                            "[--quick] [--matmul auto|openblas|onednn] [--batch-invariant] "
-                            "[--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]\n");
+                            "[--quick] [--single TOKENS] [--matmul auto|openblas|onednn] "
+                            "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]\n");
             return 2;
         }
     }
@@ -434,11 +441,13 @@ int main(int argc, char **argv)
            "%d threads, products %s\n",
            preset, hp.dim, hp.n_layers, hp.n_heads, hp.n_kv_heads, hp.ffn_dim, hp.n_vocab,
            n_threads, blas_threads ? "OpenBLAS-threaded" : "split over the pool");
-    printf("# cblas_sgemm peak (OpenBLAS, %d threads): 2048x2048x2048 %.1f GFLOP/s, "
-           "64x2048x768 %.1f GFLOP/s, 1x2048x768 %.1f GFLOP/s\n",
-           n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
-           gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
-    bench_sampler(hp.n_vocab);
+    if (!single) {
+        printf("# cblas_sgemm peak (OpenBLAS, %d threads): 2048x2048x2048 %.1f GFLOP/s, "
+               "64x2048x768 %.1f GFLOP/s, 1x2048x768 %.1f GFLOP/s\n",
+               n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
+               gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
+        bench_sampler(hp.n_vocab);
+    }
     read_bw = measure_read_bw();
     printf("# read bandwidth (%d threads summing 256 MiB): %.1f GB/s\n", n_threads, read_bw * 1e-9);
     static const struct {
