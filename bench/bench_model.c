@@ -3,7 +3,7 @@
  * (weights generated in memory, then stored as each type; no file needed).
  *
  *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
- *               [--matmul auto|openblas|onednn]
+ *               [--single TOKENS] [--matmul auto|openblas|onednn]
  *               [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]
  *
  * For each weight type (--dtype all: F32, F16, BF16, Q8_0, the Q4_K_M mix,
@@ -24,6 +24,12 @@
  *   - aggregate decode: B = 1, 8, 32, 64, 128 sequences, each at a 128-token
  *     context, a few steps of one token each (K/V contents are arbitrary:
  *     the arithmetic does not depend on them).
+ * --single TOKENS runs only the single-stream decode, TOKENS tokens, and
+ * measures the read bandwidth again before every 16 of them: each chunk's
+ * weight read rate is set against the bandwidth measured just before it,
+ * and the median of those shares is printed (this machine's bandwidth
+ * drifts by tens of percent between seconds, so one figure taken at the
+ * start is a poor yardstick for a run).
  * Each with tokens/s, GFLOP/s of model arithmetic, the rate of the matrix
  * products alone (matrix FLOPs / time inside sgemm: compare with the peak)
  * and the split of time between sgemm, attention and the rest
@@ -53,7 +59,7 @@
 
 #define BLOCK 16
 
-static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0;
+static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0, single = 0;
 static enum model_matmul matmul = MODEL_MATMUL_AUTO;
 static double read_bw; /* bytes/s, measured at start */
 
@@ -75,21 +81,26 @@ static void *bw_thread(void *arg)
     return NULL;
 }
 
-/* Read bandwidth of n_threads threads each summing its part of 256 MiB. */
-static double measure_read_bw(void)
+static float *bw_buf; /* 256 MiB, filled once */
+
+/* Read bandwidth of n_threads threads each summing its part of 256 MiB,
+ * best of `passes`. */
+static double measure_read_bw_passes(int passes)
 {
     const size_t n = (size_t)64 << 20; /* floats */
-    float *p = folio_aligned_alloc(64, n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)(i & 7);
+    if (!bw_buf) {
+        bw_buf = folio_aligned_alloc(64, n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            bw_buf[i] = (float)(i & 7);
+    }
     double best = 0;
-    for (int r = 0; r < (quick ? 2 : 5); r++) {
+    for (int r = 0; r < passes; r++) {
         pthread_t th[64];
         struct bw_arg a[64];
         int nt = n_threads < 64 ? n_threads : 64;
         uint64_t t0 = folio_now_ns();
         for (int t = 0; t < nt; t++) {
-            a[t] = (struct bw_arg){.p = p + n / nt * t, .n = n / nt};
+            a[t] = (struct bw_arg){.p = bw_buf + n / nt * t, .n = n / nt};
             pthread_create(&th[t], NULL, bw_thread, &a[t]);
         }
         for (int t = 0; t < nt; t++)
@@ -97,8 +108,18 @@ static double measure_read_bw(void)
         double s = (folio_now_ns() - t0) * 1e-9;
         best = FOLIO_MAX(best, n * sizeof(float) / s);
     }
-    folio_free(p);
     return best;
+}
+
+static double measure_read_bw(void)
+{
+    return measure_read_bw_passes(quick ? 2 : 5);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 static double gemm_gflops(int M, int N, int K, int reps)
@@ -253,8 +274,20 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
     float *logits = malloc(sizeof(float) * (size_t)n_seqs * m->hp.n_vocab);
     struct model_ctx_stats s0, s1;
     double flops = 0, secs = 0, mat = 0, cpu = 0;
+    /* --single: the read bandwidth is measured again before every chunk
+     * of PAIR tokens and each chunk's read rate set against it (the
+     * machine's bandwidth drifts by tens of percent over seconds) */
+    enum { PAIR = 16 };
+    double pair_bw = 0, pair_secs = 0, ratios[4096];
+    int n_ratios = 0;
     model_ctx_stats_get(ctx, &s0);
     for (int32_t st = 0; st < steps; st++) {
+        if (single && n_seqs == 1 && st % PAIR == 0) {
+            if (st > 0 && n_ratios < 4096)
+                ratios[n_ratios++] =
+                    (double)model__weight_bytes_per_token(m) * PAIR / pair_secs / pair_bw;
+            pair_bw = measure_read_bw_passes(2), pair_secs = 0;
+        }
         for (int32_t s = 0; s < n_seqs; s++) {
             tok[s] = (s * 31 + st * 17 + 5) % m->hp.n_vocab;
             sl[s] = (struct model_slice){.first_pos = p0 + st,
@@ -272,6 +305,7 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
         if (model_forward(ctx, &b, logits) < 0)
             exit(1);
         secs += (folio_now_ns() - t0) * 1e-9;
+        pair_secs += (folio_now_ns() - t0) * 1e-9;
         cpu += cpu_now() - c0;
     }
     model_ctx_stats_get(ctx, &s1);
@@ -281,6 +315,13 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
         printf("|   single stream: %.1f MB of weights/token, read at %.1f GB/s = %.0f%% of "
                "the measured %.1f GB/s (bound %.1f tokens/s) |\n",
                wb * 1e-6, rate * 1e-9, 100 * rate / read_bw, read_bw * 1e-9, read_bw / wb);
+        if (n_ratios > 0) {
+            qsort(ratios, (size_t)n_ratios, sizeof(double), cmp_double);
+            printf("|   paired with the bandwidth measured before each %d tokens: median %.0f%% "
+                   "(min %.0f%%, max %.0f%%, %d chunks) |\n",
+                   PAIR, 100 * ratios[n_ratios / 2], 100 * ratios[0], 100 * ratios[n_ratios - 1],
+                   n_ratios);
+        }
     }
     model_ctx_free(ctx);
     free(tok), free(sl), free(logits);
@@ -336,8 +377,13 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
     printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s | %8s |\n", "workload", "tokens/s",
            "GFLOP/s", "matmul GF", "matmul", "attn", "other", "tok/CPU-s");
     printf("|---|---|---|---|---|---|---|---|\n");
-    bench_prefill(m, quick ? 128 : 512);
     char what[64];
+    if (single) { /* --single: the single-stream row alone */
+        snprintf(what, sizeof(what), "decode 1 stream, %d tokens", single);
+        bench_decode(m, 1, 16, single, what);
+        return;
+    }
+    bench_prefill(m, quick ? 128 : 512);
     snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
     bench_decode(m, 1, 16, quick ? 16 : 128, what);
     const int32_t batch[] = {8, 32, 64, 128};
@@ -403,6 +449,8 @@ int main(int argc, char **argv)
             blas_threads = 1;
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--single") && i + 1 < argc)
+            single = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch-invariant"))
             invariant = 1;
         else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
@@ -414,8 +462,8 @@ int main(int argc, char **argv)
             dtype = argv[++i];
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
-                            "[--quick] [--matmul auto|openblas|onednn] [--batch-invariant] "
-                            "[--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]\n");
+                            "[--quick] [--single TOKENS] [--matmul auto|openblas|onednn] "
+                            "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]\n");
             return 2;
         }
     }
@@ -434,11 +482,13 @@ int main(int argc, char **argv)
            "%d threads, products %s\n",
            preset, hp.dim, hp.n_layers, hp.n_heads, hp.n_kv_heads, hp.ffn_dim, hp.n_vocab,
            n_threads, blas_threads ? "OpenBLAS-threaded" : "split over the pool");
-    printf("# cblas_sgemm peak (OpenBLAS, %d threads): 2048x2048x2048 %.1f GFLOP/s, "
-           "64x2048x768 %.1f GFLOP/s, 1x2048x768 %.1f GFLOP/s\n",
-           n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
-           gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
-    bench_sampler(hp.n_vocab);
+    if (!single) {
+        printf("# cblas_sgemm peak (OpenBLAS, %d threads): 2048x2048x2048 %.1f GFLOP/s, "
+               "64x2048x768 %.1f GFLOP/s, 1x2048x768 %.1f GFLOP/s\n",
+               n_threads, gemm_gflops(2048, 2048, 2048, quick ? 1 : 3),
+               gemm_gflops(64, 2048, 768, quick ? 5 : 30), gemm_gflops(1, 2048, 768, 50));
+        bench_sampler(hp.n_vocab);
+    }
     read_bw = measure_read_bw();
     printf("# read bandwidth (%d threads summing 256 MiB): %.1f GB/s\n", n_threads, read_bw * 1e-9);
     static const struct {
@@ -466,5 +516,6 @@ int main(int argc, char **argv)
         return 2;
     }
     model_free(m);
+    folio_free(bw_buf);
     return 0;
 }

@@ -387,6 +387,49 @@ MM_AVX2 static void fused16_avx2(bool bf16, const uint16_t *W, int32_t K, int32_
     }
 }
 
+/* fused16_avx2 for one row of A (decode), W's rows four at a time.  A
+ * decode step streams every weight once, so what bounds it is how many of
+ * W's cache lines are in flight: the band [n0, n1) is one contiguous range
+ * of bytes, walked in groups of four rows while the next group is
+ * prefetched in step (two lines per 16 columns, the group's 128 bytes of
+ * them).  Four rows also give eight independent chains of FMAs where one
+ * row had two.  Each row is summed exactly as fused16_avx2 sums it (two
+ * accumulators, the same fold), so M = 1 gives the same bits either way. */
+MM_AVX2 static void fused16_m1_avx2(bool bf16, const uint16_t *W, int32_t K, int32_t n0, int32_t n1,
+                                    const float *A, float beta, float *C)
+{
+    const size_t rs = (size_t)K;                /* elements per row */
+    for (size_t o = 0; o < 4 * rs * 2; o += 64) /* the first group */
+        _mm_prefetch((const char *)(W + (size_t)n0 * rs) + o, _MM_HINT_T0);
+    int32_t n = n0;
+    for (; n + 4 <= n1; n += 4) {
+        const uint16_t *w = W + (size_t)n * rs;
+        const char *next = (const char *)(w + 4 * rs);
+        __m256 acc[4][2];
+        for (int i = 0; i < 4; i++)
+            acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        int32_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            _mm_prefetch(next + (size_t)k * 8, _MM_HINT_T0);
+            _mm_prefetch(next + (size_t)k * 8 + 64, _MM_HINT_T0);
+            const __m256 a0 = _mm256_loadu_ps(A + k), a1 = _mm256_loadu_ps(A + k + 8);
+            for (int i = 0; i < 4; i++) {
+                const uint16_t *wi = w + (size_t)i * rs + k;
+                acc[i][0] = _mm256_fmadd_ps(load8_16(bf16, wi), a0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(load8_16(bf16, wi + 8), a1, acc[i][1]);
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            const uint16_t *wi = w + (size_t)i * rs;
+            float s = hsum8(_mm256_add_ps(acc[i][0], acc[i][1]));
+            for (int32_t kk = k; kk < K; kk++)
+                s += (bf16 ? bf16_f32(wi[kk]) : f16_f32(wi[kk])) * A[kk];
+            C[n + i] = beta != 0.0f ? C[n + i] + s : s;
+        }
+    }
+    if (n < n1)
+        fused16_avx2(bf16, W, K, n, n1, 1, A, K, beta, C, 1);
+}
 #endif
 
 /* ---- batch-invariant products (MM_ROWDOT) ----------------------------- */
@@ -1029,7 +1072,9 @@ static void job_band(void *arg, int ith, int nth)
     case MM_16_PORTABLE:
         if (j->M <= MM_FUSED_M) {
 #if defined(__x86_64__)
-            if (use_avx2())
+            if (use_avx2() && j->M == 1)
+                fused16_m1_avx2(w->bf16, w->w.data, K, n0, n1, j->A, j->beta, j->C);
+            else if (use_avx2())
                 fused16_avx2(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C,
                              j->ldc);
             else

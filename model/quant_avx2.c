@@ -176,6 +176,79 @@ static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__
     }
 }
 
+/* ---- decode (M = 1) ------------------------------------------------------ */
+
+/*
+ * One row of X streams every row of W once, so the product runs at the rate
+ * W comes from memory, not at the tile's arithmetic rate (in cache the 1 x 4
+ * tile runs at about twice one core's share of the read bandwidth).  What
+ * limits it is how many cache lines are in flight: the hardware prefetcher
+ * follows the four rows of a tile as four short streams (a row of K = 768
+ * is 13 lines) and loses them at every new group.  The thread's band of W
+ * is one contiguous range of bytes, so the decode path walks it in groups
+ * of four rows and, while it computes a group, prefetches the next group
+ * one block column at a time (the bytes of the next group in proportion to
+ * the blocks done: about two lines per block).  The arithmetic is the 1 x 4
+ * tile's, in the same order, so row m of Y is still the same for every M.
+ */
+/* Prefetches a line every 64 bytes of [p, p + bytes): consecutive spans
+ * cover every line between them. */
+static inline __attribute__((always_inline)) void prefetch_span(const uint8_t *p, int64_t bytes)
+{
+    for (int64_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
+
+static inline __attribute__((always_inline)) void tile_m1(const enum wt T, const uint8_t *W,
+                                                          size_t wstride, int64_t nb,
+                                                          const uint8_t *X, float *Y, float beta,
+                                                          const uint8_t *next)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t col = 4 * wt_bytes(T); /* bytes of one block column of the group */
+    for (int64_t b = 0; b < nb; b++) {
+        prefetch_span(next + b * col, col);
+        __m256i wv[NR_MAX], wa[NR_MAX];
+        float dw[NR_MAX];
+        for (int i = 0; i < NR_MAX; i++) {
+            wv[i] = load_w(T, W + (size_t)i * wstride, b, &dw[i]);
+            wa[i] = _mm256_abs_epi8(wv[i]);
+        }
+        const __m128 d4 = _mm_setr_ps(dw[0], dw[1], dw[2], dw[3]);
+        const __m256 d8 = _mm256_set_m128(d4, d4);
+        const struct blk_q8_0 *x = (const struct blk_q8_0 *)X + b;
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
+        __m256i s[NR_MAX];
+        for (int i = 0; i < NR_MAX; i++)
+            s[i] =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, wv[i])), ones);
+        const __m256i h =
+            _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(h), _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x->d))),
+                              acc);
+    }
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    if (beta != 0.0f)
+        v = _mm_add_ps(_mm_loadu_ps(Y), v);
+    _mm_storeu_ps(Y, v);
+}
+
+/* The whole groups of four rows of [n0, n1) for one row of X; returns
+ * where the rest (fewer than four rows) starts. */
+static inline __attribute__((always_inline)) int64_t decode_groups(const enum wt T,
+                                                                   QUANT__GEMM_ARGS)
+{
+    (void)xstride, (void)ldy, (void)M;
+    const int64_t nb = K / 32;
+    const uint8_t *w = (const uint8_t *)W;
+    prefetch_span(w + (size_t)n0 * wstride, 4 * (int64_t)wstride); /* the first group */
+    for (; n0 + 4 <= n1; n0 += 4)
+        tile_m1(T, w + (size_t)n0 * wstride, wstride, nb, Xq, Y + n0, beta,
+                w + (size_t)(n0 + 4) * wstride);
+    return n0;
+}
+
 #define GEMM_FN(T, t)                                                                              \
     TILE_ROW(T, 1)                                                                                 \
     TILE_ROW(T, 2)                                                                                 \
@@ -190,6 +263,8 @@ static void gemm_tiles(const tile_fn tiles[MR_MAX][NR_MAX], int64_t blk, QUANT__
             {T##_3_1, T##_3_2, T##_3_3, T##_3_4}, {T##_4_1, T##_4_2, T##_4_3, T##_4_4},            \
             {T##_5_1, T##_5_2, T##_5_3, T##_5_4}, {T##_6_1, T##_6_2, T##_6_3, T##_6_4},            \
         };                                                                                         \
+        if (M == 1) /* decode: groups of four rows, the rest below */                              \
+            n0 = decode_groups(WT_##T, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);       \
         gemm_tiles(tiles, 32, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                \
     }
 GEMM_FN(Q8_0, q8_0)
@@ -390,9 +465,11 @@ static inline __attribute__((always_inline)) void tile_q6_k(const int MR, const 
                           float beta)                                                              \
     {                                                                                              \
         __m256 a[4];                                                                               \
-        for (int i = 0; i < 4; i++)                                                                \
+        for (int i = 0; i < 4; i++) {                                                              \
+            prefetch_span(W + (size_t)(i + 4) * ws, (int64_t)ws); /* the next group's row */       \
             tile_##type(1, (const struct blk_##type *)(W + (size_t)i * ws), nb, X, 0, NULL, 0,     \
                         0.0f, &a[i]);                                                              \
+        }                                                                                          \
         const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));   \
         __m128 v = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));             \
         if (beta != 0.0f)                                                                          \
