@@ -16,9 +16,6 @@
  *   vload_h(p)         VW binary16 values at p -> vf
  *   vload_bf(p)        VW bfloat16 values at p -> vf
  *   vload_q8(p)        VW int8 values at p -> vf
- * and, for an int8 dot product (q8 scores), KQ8_W (head_dim multiple it
- * needs), kq8_t, kq8_load(t, q8, hd) and kq8_dot(t, key row, hd) -> VW
- * partial sums as floats (attn_kern_avx2.c: vpmaddubsw + vpmaddwd).
  *
  * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
  * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
@@ -35,16 +32,11 @@
  *               conversion), so a K/V byte is read once per tile, from the
  *               arena, never through a copy;
  *               q8: the chunk's row scales go to ksc / vsc [n_kvh][KC]
- *   scores      s[qi][k] = (q_qi * scale) . K[k], -inf where k is not
+ *   scores      s[qi][k] = (q_qi * scale) . K[k] (q8: times K's row scale,
+ *               once per key, after the sum), -inf where k is not
  *               visible to qi's row (causal) or past the chunk; VW keys'
  *               dot-product vectors are folded into one vector of VW
- *               scores by a shuffle tree (no horizontal sum per key);
- *               q8: q_qi * scale is quantized to int8 once per tile
- *               (attn_q8_quantize_q, as the reference does) and the score
- *               is the integer dot product times q's scale times K's row
- *               scale.  Products and sums of int8 values are exact in f32
- *               below 2^24, so the int8 path (AVX2) and the float path
- *               (other ISAs, head_dim not a multiple of 32) agree exactly
+ *               scores by a shuffle tree (no horizontal sum per key)
  *   softmax     online: m_new = max(m, max_k s), corr = exp(m - m_new),
  *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
  *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers;
@@ -61,10 +53,15 @@
  * demand load of each next block (in case prefetches across a TLB miss are
  * dropped), were all within that machine's +-15% run-to-run noise.
  *
- * Where the time goes (perf, q8 decode 32 x 4096, one thread, AVX2): about
- * 40% in the scores (int8 dot products and the fold), 35% in the values
- * loop (its samples fall on the first V load of each row: memory latency,
- * not arithmetic), 13% in the online softmax and 10% in the prefetch loop.
+ * Where the time goes (perf cpu-clock, q8 decode 32 x 4096, one thread,
+ * AVX2, with the scores computed as int8 dot products): about 40% in the
+ * scores, 35% in the values loop (its samples fall on the first V load of
+ * each row: memory latency, not arithmetic), 13% in the online softmax and
+ * 10% in the prefetch loop.  Integer dot products for q8 QK^T (q quantized
+ * to int8 per vector, vpmaddubsw + vpmaddwd: a third of the score loop's
+ * instructions) were measured and left out: single-thread CPU time and
+ * 2-thread wall time were within the noise of the widening loop, and they
+ * would change q8 results by ~2e-3 (normalised) for no measured gain.
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -332,8 +329,6 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     float *acc = s + ATTN__ALIGN_F((size_t)mcap * KC);
     float *ksc = acc + ATTN__ALIGN_F((size_t)mcap * hd);
     float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
-    float *qsc = vsc + ATTN__ALIGN_F((size_t)KC * nkvh);
-    int8_t *qq = (int8_t *)(qsc + ATTN__ALIGN_F(mcap));
     const size_t rb = pc->row_bytes;
     const size_t hstride = pc->head_bytes; /* row k of KV head j: kp + j * hstride + k * rb */
     const float scale = pc->scale;
@@ -345,11 +340,6 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             m[qi] = -INFINITY;
             l[qi] = 0;
             memset(acc + (size_t)qi * hd, 0, sizeof(float) * (size_t)hd);
-            /* q8: the query as int8 with the softmax scale in its scale */
-            if (dt == FOLIO_Q8)
-                qsc[qi] = attn_q8_quantize_q(pc->q + (size_t)(r + qi / hv) * pc->q_stride +
-                                                 (size_t)(qi % hv) * hd,
-                                             hd, scale, qq + (size_t)qi * hd);
         }
         const int32_t cend = FOLIO_MIN(pc->c1, pc->pos0 + r + nr);
         /* sliding window: the tile's first row sees nothing before wlo;
@@ -417,52 +407,26 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                     const char *kh = kp + (size_t)(h / group) * hstride;
                     const float *ks = ksc + (size_t)(h / group) * KC;
                     float *srow = s + (size_t)qi * KC;
-                    const int8_t *q8 = qq + (size_t)qi * hd;
-                    const float qs = dt == FOLIO_Q8 ? qsc[qi] : 1.0f;
                     vf qr[ATTN__HD_MAX / VW];
-                    /* q8: the int8 query as floats; products and sums of
-                     * int8 values are exact in f32 (|sum| < 2^24), so every
-                     * ISA path gets the same integer dot product */
                     UNROLL
                     for (int c = 0; c < nv; c++)
-                        qr[c] = dt == FOLIO_Q8 ? vload_q8(q8 + c * VW) : vload(qv + c * VW) * scale;
+                        qr[c] = vload(qv + c * VW) * scale;
 #if VW == 1
                     for (int32_t k = 0; k < nvis; k++) {
                         const char *kr = kh + (size_t)k * rb;
                         vf a = vsplat(0.0f);
                         for (int c = 0; c < nv; c++)
                             a += qr[c] * kv_load(kr, c * VW, dt);
-                        srow[k] = dt == FOLIO_Q8 ? a[0] * qs * ks[k] : a[0];
+                        srow[k] = dt == FOLIO_Q8 ? a[0] * ks[k] : a[0];
                     }
                     for (int32_t k = nvis; k < KC; k++)
                         srow[k] = -INFINITY;
 #else
-                        /* VW keys at a time: VW dot-product vectors folded
-                         * into one vector of VW scores (no per-key hsum) */
-#ifdef KQ8_W
-                    /* q8 on an ISA with an int8 dot product: the query's
-                     * int8 vectors stay in registers */
-                    const int kq8 = dt == FOLIO_Q8 && hd % KQ8_W == 0;
-                    kq8_t qk;
-                    if (kq8)
-                        kq8_load(&qk, q8, hd);
-#endif
+                    /* VW keys at a time: VW dot-product vectors folded
+                     * into one vector of VW scores (no per-key hsum) */
                     for (int32_t kb = 0; kb < KC; kb += VW) {
                         vf d[VW];
-#ifdef KQ8_W
-                        if (kq8 && kb + VW <= nvis) { /* all VW keys visible */
-                            UNROLL
-                            for (int k = 0; k < VW; k++)
-                                d[k] = (vf)kq8_dot(&qk, kh + (size_t)(kb + k) * rb, hd);
-                        } else if (kq8) {
-                            UNROLL
-                            for (int k = 0; k < VW; k++)
-                                d[k] = kb + k < nvis
-                                           ? (vf)kq8_dot(&qk, kh + (size_t)(kb + k) * rb, hd)
-                                           : vsplat(0.0f);
-                        } else
-#endif
-                            if (kb + VW <= nvis) { /* all VW keys visible: no tests */
+                        if (kb + VW <= nvis) { /* all VW keys visible: no tests */
                             UNROLL
                             for (int k = 0; k < VW; k++) {
                                 const char *kr = kh + (size_t)(kb + k) * rb;
@@ -485,7 +449,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                         }
                         vf sc = fold_all(d);
                         if (dt == FOLIO_Q8)
-                            sc = sc * qs * vload(ks + kb);
+                            sc *= vload(ks + kb);
                         vi keep = lane_index() < vsplat_i(nvis - kb);
                         sc = (vf)(((vi)sc & keep) | ((vi)vsplat(-INFINITY) & ~keep));
                         vstore(srow + kb, sc);

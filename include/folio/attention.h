@@ -64,17 +64,6 @@ struct attn_batch {
  * whole visible context in double precision.  Single-threaded. */
 void attn_paged_ref(const struct attn_batch *b);
 
-/* q8 K/V: scores are integer dot products.  Both implementations quantize
- * each query vector (one row, one head) to int8 with this function, as the
- * pager quantizes K rows: y = x[e] * scale in f32, amax = max |y|,
- * out[e] = rint(y * (127 / amax)) in [-127, 127]; returns the vector's
- * scale amax / 127 (0 for an all-zero vector, NaN when any y is not
- * finite).  A score is then sum_e out[e] * k[e] (exact in int32) times the
- * returned scale times K's row scale.  Against unquantized q this moves a
- * score by at most ~|y|_1 * amax / 254 of K's scale; the tests state the
- * resulting output tolerance. */
-float attn_q8_quantize_q(const float *x, int32_t n, float scale, int8_t *out);
-
 /* ---- fast kernel ------------------------------------------------------ */
 
 /* The fast kernel runs in ATTN_PHASES phases.  The caller runs phase 0 on
