@@ -6,7 +6,9 @@
 // Each connection sends nothing (BODY_BYTES absent) or the headers of a
 // POST whose body is announced 1 KiB longer than the BODY_BYTES it sends
 // (a partial body held in the daemon's buffers).  Connections are opened in
-// batches (a full listen backlog would refuse them).  Once nothing has
+// batches (a full listen backlog would refuse them; a connect that still
+// meets a full backlog, EAGAIN on a Unix socket while the daemon is slow to
+// accept, is tried again for up to 5 s, as a real client would).  Once nothing has
 // arrived for 1.5 s it prints one JSON line: connected, answered (with a
 // 503 whose body is JSON), bad503 (a 503 without a JSON error body), reset
 // (ECONNRESET / EPIPE), other (anything else answered), open (no answer,
@@ -20,12 +22,12 @@ const st = { connected: 0, answered: 0, bad503: 0, reset: 0, other: 0, open: 0, 
 const conns = [];
 let lastEvent = Date.now();
 
-function open() {
+function open(tries = 250) {
   return new Promise((resolve) => {
     const c = net.connect(sock);
     const me = { c, got: '', done: false };
-    conns.push(me);
     c.on('connect', () => {
+      conns.push(me);
       me.connected = true;
       st.connected++;
       if (bodyBytes) {
@@ -38,9 +40,20 @@ function open() {
     c.on('data', (d) => { me.got += d.toString('latin1'); lastEvent = Date.now(); });
     c.on('close', () => { lastEvent = Date.now(); });
     c.on('error', (e) => {
-      if (e.code === 'ECONNRESET' || e.code === 'EPIPE') me.reset = true;
-      else if (!me.connected) { st.failed++; resolve(); }
+      const reset = e.code === 'ECONNRESET' || e.code === 'EPIPE';
       me.err = e.code;
+      if (me.connected) {
+        if (reset) me.reset = true;
+        return;
+      }
+      if (e.code === 'EAGAIN' && tries > 1) {
+        setTimeout(() => open(tries - 1).then(resolve), 20);
+        return;
+      }
+      conns.push(me);
+      if (reset) me.reset = true;
+      else st.failed++;
+      resolve();
     });
   });
 }
