@@ -323,59 +323,32 @@ static void bar(struct screen *s, int width, const double *frac, const int *colo
         put(s, "\x1b[0m");
 }
 
-/* One frame into s->out.  Returns 0, or -errno when the daemon could not be
- * read (the frame then says why). */
-static int frame(struct state *st, struct screen *s)
+/* The model's name and context length, once (GET /v1/models). */
+static void read_model(struct state *st)
 {
-    struct folio_buf kvb = {0}, mb = {0};
-    int status = 0, rc;
-    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    char clock[16];
-    strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
-    s->lines = 0;
+    struct folio_buf mo = {0};
+    int status = 0;
+    if (!http_get(&st->tgt, "/v1/models", &mo, &status) && status == 200) {
+        cJSON *j = cJSON_Parse(mo.p);
+        cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), 0);
+        cJSON *id = cJSON_GetObjectItem(d, "id");
+        if (cJSON_IsString(id))
+            snprintf(st->model, sizeof(st->model), "%s", id->valuestring);
+        st->ctx_len = jint(d, "max_model_len");
+        cJSON_Delete(j);
+    }
+    folio_free(mo.p);
+}
 
-    if (!st->model[0]) {
-        struct folio_buf mo = {0};
-        if (!http_get(&st->tgt, "/v1/models", &mo, &status) && status == 200) {
-            cJSON *j = cJSON_Parse(mo.p);
-            cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), 0);
-            cJSON *id = cJSON_GetObjectItem(d, "id");
-            if (cJSON_IsString(id))
-                snprintf(st->model, sizeof(st->model), "%s", id->valuestring);
-            st->ctx_len = jint(d, "max_model_len");
-            cJSON_Delete(j);
-        }
-        folio_free(mo.p);
-    }
-    rc = http_get(&st->tgt, "/v1/kv", &kvb, &status);
-    if (!rc && status != 200)
-        rc = -EPROTO;
-    if (!rc) {
-        rc = http_get(&st->tgt, "/metrics", &mb, &status);
-        if (!rc && status != 200)
-            rc = -EPROTO;
-    }
-    cJSON *kv = rc ? NULL : cJSON_Parse(kvb.p);
-    if (!rc && !kv)
-        rc = -EPROTO;
-    if (rc) {
-        put(s, "folio top - %s", st->where);
-        endline(s);
-        put(s, "cannot read foliod: %s%s", rc == -EPROTO ? "bad response" : strerror(-rc),
-            rc == -EPROTO && status && status != 200 ? " (HTTP error)" : "");
-        endline(s);
-        goto done;
-    }
-
-    /* rates and percentiles from the previous sample */
+/* Token rates against the previous sample and latency percentiles over the
+ * window (struct state), from one /metrics text. */
+static void update_rates(struct state *st, const struct folio_buf *mb)
+{
     struct sample cur = {.have = true, .t = (double)folio_now_ns() * 1e-9};
-    cur.prompt = bench_prom_sum(mb.p, mb.len, "folio_prompt_tokens_total", NULL);
-    cur.gen = bench_prom_sum(mb.p, mb.len, "folio_generation_tokens_total", NULL);
-    prom_hist(&mb, "folio_time_to_first_token_seconds", &cur.ttft);
-    prom_hist(&mb, "folio_inter_token_latency_seconds", &cur.itl);
+    cur.prompt = bench_prom_sum(mb->p, mb->len, "folio_prompt_tokens_total", NULL);
+    cur.gen = bench_prom_sum(mb->p, mb->len, "folio_generation_tokens_total", NULL);
+    prom_hist(mb, "folio_time_to_first_token_seconds", &cur.ttft);
+    prom_hist(mb, "folio_inter_token_latency_seconds", &cur.itl);
     if (st->prev.have && cur.t > st->prev.t) {
         double dt = cur.t - st->prev.t;
         st->prompt_rate = FOLIO_MAX(0, (cur.prompt - st->prev.prompt) / dt);
@@ -397,6 +370,23 @@ static int frame(struct state *st, struct screen *s)
         st->itl[k] = hist_quantile(qs[k], &cur.itl, st->itl_since_start ? NULL : &old->itl);
     }
     st->prev = cur;
+}
+
+/* Glyphs of the pool bar and the block map (UTF-8 or ASCII). */
+struct glyphs {
+    const char *full, *shade, *light, *dot;
+};
+
+/* The title line, the pool bar and the three lines of counters. */
+static void draw_summary(struct screen *s, const struct state *st, const cJSON *kv,
+                         const struct glyphs *g)
+{
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char clock[16];
+    strftime(clock, sizeof(clock), "%H:%M:%S", &tm);
 
     int nb = jint(kv, "num_blocks"), bs = jint(kv, "block_size");
     double bpb = jnum(kv, "bytes_per_block");
@@ -407,10 +397,6 @@ static int frame(struct state *st, struct screen *s)
     double held = jnum(kv, "tokens_held"), empty = jnum(kv, "slots_empty");
     const cJSON *pc = cJSON_GetObjectItem(kv, "prefix_cache");
     double pq = jnum(pc, "queries"), ph = jnum(pc, "hits");
-    const char *B = s->utf8 ? "\xe2\x96\x88" : "#";  /* █ */
-    const char *SH = s->utf8 ? "\xe2\x96\x92" : "+"; /* ▒ */
-    const char *LT = s->utf8 ? "\xe2\x96\x91" : "."; /* ░ */
-    const char *DOT = s->utf8 ? "\xc2\xb7" : ".";    /* · */
 
     put(s, "%sfolio top%s  %s  %s  %d blocks x %d tok  %s  %s/token", s->color ? "\x1b[1m" : "",
         s->color ? "\x1b[0m" : "", st->where, st->model[0] ? st->model : "?", nb, bs,
@@ -423,7 +409,7 @@ static int frame(struct state *st, struct screen *s)
     double filled = FOLIO_MAX(0, used - (bs ? empty / bs : 0));
     double frac[4] = {filled / total, (used - filled) / total, cached / total, nfree / total};
     int colors[4] = {34, 36, 37, 90};
-    const char *glyph[4] = {B, SH, LT, DOT};
+    const char *glyph[4] = {g->full, g->shade, g->light, g->dot};
     int bw = FOLIO_MAX(10, s->w - 44);
     put(s, "KV [");
     bar(s, bw, frac, colors, glyph, 4);
@@ -464,19 +450,42 @@ static int frame(struct state *st, struct screen *s)
         const char *f[] = {f0, f1, f2};
         put_fields(s, 10, f, 3);
     }
+}
 
-    /* tenants: header + rows, below the map */
-    const cJSON *tenants = cJSON_GetObjectItem(kv, "tenants");
-    int nt = cJSON_GetArraySize(tenants);
-    int trows = FOLIO_MIN(nt, FOLIO_MAX(1, s->h / 4));
-    int map_rows = s->h - s->lines - 1 /* map title */ - (trows + 2) /* table */ - 1 /* footer */;
-    map_rows = FOLIO_MAX(1, map_rows);
-    int map_w = FOLIO_MAX(8, s->w - 1);
+/* One cell of the map: the majority state of the blocks it covers (a used
+ * cell takes the colour or letter of its commonest tenant). */
+static void draw_cell(struct screen *s, const struct glyphs *g, int nu, int nc, int nf,
+                      const int *tcount, bool shared, int run)
+{
+    if (nu >= nc && nu >= nf && nu > 0) {
+        int bt = 0;
+        for (int t = 1; t < TOP_TENANT_SLOTS; t++)
+            if (tcount[t] > tcount[bt])
+                bt = t;
+        if (s->color)
+            put(s, "\x1b[%dm", tenant_fg[bt % (int)FOLIO_ARRAY_LEN(tenant_fg)]);
+        if (s->color)
+            put(s, "%s", shared && run == 1 ? "S" : g->full);
+        else
+            put(s, "%c", shared && run == 1 ? '*' : 'a' + bt % 26);
+    } else if (nc >= nf && nc > 0) {
+        if (s->color)
+            put(s, "\x1b[37m");
+        put(s, "%s", g->shade);
+    } else {
+        if (s->color)
+            put(s, "\x1b[90m");
+        put(s, "%s", g->dot);
+    }
+}
 
-    /* the block map: foliod's compact form (one character per block: '.'
-     * free, ':' cached, a base64url digit = tenant of a used block; runs
-     * of shared blocks), or the per-block objects of ?map=full / older
-     * servers */
+/* The block map in map_rows lines of map_w cells: foliod's compact form
+ * (one character per block: '.' free, ':' cached, a base64url digit =
+ * tenant of a used block; runs of shared blocks), or the per-block objects
+ * of ?map=full / older servers. */
+static void draw_map(struct screen *s, const cJSON *kv, const struct glyphs *g, int map_rows,
+                     int map_w)
+{
     const cJSON *map = cJSON_GetObjectItem(kv, "block_map");
     const cJSON *states = cJSON_IsObject(map) ? cJSON_GetObjectItem(map, "states") : NULL;
     const char *cm = cJSON_IsString(states) ? states->valuestring : NULL;
@@ -491,9 +500,10 @@ static int frame(struct state *st, struct screen *s)
     if (run > 1)
         put(s, "one character per %d blocks (majority state)", run);
     if (s->color)
-        put(s, "   %s used (colour: tenant)  %s cached  %s free  S shared", B, SH, DOT);
+        put(s, "   %s used (colour: tenant)  %s cached  %s free  S shared", g->full, g->shade,
+            g->dot);
     else
-        put(s, "   a-z used (letter: tenant)  %s cached  %s free  * shared", SH, DOT);
+        put(s, "   a-z used (letter: tenant)  %s cached  %s free  * shared", g->shade, g->dot);
     endline(s);
     /* walk the array once (cJSON arrays are linked lists) */
     const cJSON *it = !cm && map ? map->child : NULL;
@@ -545,35 +555,25 @@ static int frame(struct state *st, struct screen *s)
                 nf++;
             it = it->next;
         }
-        if (nu >= nc && nu >= nf && nu > 0) {
-            int bt = 0;
-            for (int t = 1; t < TOP_TENANT_SLOTS; t++)
-                if (tcount[t] > tcount[bt])
-                    bt = t;
-            if (s->color)
-                put(s, "\x1b[%dm", tenant_fg[bt % (int)FOLIO_ARRAY_LEN(tenant_fg)]);
-            if (s->color)
-                put(s, "%s", shared && run == 1 ? "S" : B);
-            else
-                put(s, "%c", shared && run == 1 ? '*' : 'a' + bt % 26);
-        } else if (nc >= nf && nc > 0) {
-            if (s->color)
-                put(s, "\x1b[37m");
-            put(s, "%s", SH);
-        } else {
-            if (s->color)
-                put(s, "\x1b[90m");
-            put(s, "%s", DOT);
-        }
+        draw_cell(s, g, nu, nc, nf, tcount, shared, run);
         if (++col == map_w && c + 1 < ncells) {
             col = 0;
             endline(s);
         }
     }
     endline(s);
-    while (s->lines < s->h - (trows + 2) - 1)
-        endline(s);
+}
 
+/* The tenant table: a header and up to trows rows (blocks, share of the
+ * pool, requests, tokens served from the per-tenant counters). */
+static void draw_tenants(struct screen *s, const cJSON *kv, const struct folio_buf *mb,
+                         const struct glyphs *g, int trows)
+{
+    char b1[32];
+    int nb = jint(kv, "num_blocks");
+    double total = nb > 0 ? nb : 1;
+    const cJSON *tenants = cJSON_GetObjectItem(kv, "tenants");
+    int nt = cJSON_GetArraySize(tenants);
     put(s, "%s%-16s %8s %7s %8s %8s %12s%s", s->color ? "\x1b[7m" : "", "TENANT", "BLOCKS", "SHARE",
         "RUNNING", "WAITING", "TOKENS", s->color ? "\x1b[0m" : "");
     endline(s);
@@ -591,15 +591,15 @@ static int frame(struct state *st, struct screen *s)
         char lab[200];
         snprintf(lab, sizeof(lab), "tenant=\"%s\"", name);
         double served = 0, v;
-        if (!isnan(v = bench_prom_sum(mb.p, mb.len, "folio_tenant_prompt_tokens_total", lab)))
+        if (!isnan(v = bench_prom_sum(mb->p, mb->len, "folio_tenant_prompt_tokens_total", lab)))
             served += v;
-        if (!isnan(v = bench_prom_sum(mb.p, mb.len, "folio_tenant_generation_tokens_total", lab)))
+        if (!isnan(v = bench_prom_sum(mb->p, mb->len, "folio_tenant_generation_tokens_total", lab)))
             served += v;
         int tb = jint(t, "blocks_used");
         if (s->color)
             put(s, "\x1b[%dm", tenant_fg[ti % (int)FOLIO_ARRAY_LEN(tenant_fg)]);
         if (s->color)
-            put(s, "%s%-15.15s", B, name);
+            put(s, "%s%-15.15s", g->full, name);
         else
             put(s, "%c %-14.14s", 'a' + ti % 26, name);
         if (s->color)
@@ -609,7 +609,54 @@ static int frame(struct state *st, struct screen *s)
         endline(s);
         ti++;
     }
-done:
+}
+
+/* One frame into s->out.  Returns 0, or -errno when the daemon could not be
+ * read (the frame then says why). */
+static int frame(struct state *st, struct screen *s)
+{
+    struct folio_buf kvb = {0}, mb = {0};
+    int status = 0, rc;
+    s->lines = 0;
+
+    if (!st->model[0])
+        read_model(st);
+    rc = http_get(&st->tgt, "/v1/kv", &kvb, &status);
+    if (!rc && status != 200)
+        rc = -EPROTO;
+    if (!rc) {
+        rc = http_get(&st->tgt, "/metrics", &mb, &status);
+        if (!rc && status != 200)
+            rc = -EPROTO;
+    }
+    cJSON *kv = rc ? NULL : cJSON_Parse(kvb.p);
+    if (!rc && !kv)
+        rc = -EPROTO;
+    if (rc) {
+        put(s, "folio top - %s", st->where);
+        endline(s);
+        put(s, "cannot read foliod: %s%s", rc == -EPROTO ? "bad response" : strerror(-rc),
+            rc == -EPROTO && status && status != 200 ? " (HTTP error)" : "");
+        endline(s);
+    } else {
+        const struct glyphs g = {
+            .full = s->utf8 ? "\xe2\x96\x88" : "#",  /* █ */
+            .shade = s->utf8 ? "\xe2\x96\x92" : "+", /* ▒ */
+            .light = s->utf8 ? "\xe2\x96\x91" : ".", /* ░ */
+            .dot = s->utf8 ? "\xc2\xb7" : ".",       /* · */
+        };
+        update_rates(st, &mb);
+        draw_summary(s, st, kv, &g);
+        /* the tenant table (header + rows) goes below the map */
+        int nt = cJSON_GetArraySize(cJSON_GetObjectItem(kv, "tenants"));
+        int trows = FOLIO_MIN(nt, FOLIO_MAX(1, s->h / 4));
+        int map_rows =
+            s->h - s->lines - 1 /* map title */ - (trows + 2) /* table */ - 1 /* footer */;
+        draw_map(s, kv, &g, FOLIO_MAX(1, map_rows), FOLIO_MAX(8, s->w - 1));
+        while (s->lines < s->h - (trows + 2) - 1)
+            endline(s);
+        draw_tenants(s, kv, &mb, &g, trows);
+    }
     if (s->live && s->lines < s->h) {
         put(s, "%sq quit%s", s->color ? "\x1b[7m" : "", s->color ? "\x1b[0m" : "");
         put(s, "  %s", rc ? "retrying" : "");
