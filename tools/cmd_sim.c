@@ -55,6 +55,7 @@ struct sim_opts {
     int32_t kv_blocks, block_size, max_batch_tokens, max_seqs, ctx_len, prefix_len;
     int32_t watermark;
     const char *policy;
+    bool do_paged, do_maxlen; /* from policy: paged|maxlen|both */
     double cost_a, cost_b, cost_c;
 };
 
@@ -478,9 +479,12 @@ static void usage(FILE *out)
                  "  --json FILE                results as JSON\n");
 }
 
-int cmd_sim(int argc, char **argv)
+/* The options into *o (o->tenants is the caller's to free, whatever the
+ * outcome).  Returns -1 to go on, else the exit status (0 after --help, 2
+ * for a bad command line). */
+static int parse_opts(int argc, char **argv, struct sim_opts *o)
 {
-    struct sim_opts o = {
+    *o = (struct sim_opts){
         .syn = {.num = 1000, .rate = 10, .seed = 1, .in_mean = 200, .out_mean = 250, .sigma = 1.0},
         .kv_blocks = 4096,
         .block_size = 16,
@@ -525,83 +529,84 @@ int cmd_sim(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 't':
-            o.trace_path = optarg;
+            o->trace_path = optarg;
             break;
         case 'S':
-            o.synthetic = true;
+            o->synthetic = true;
             break;
         case 'A':
             if (!strcmp(optarg, "bursty"))
-                o.syn.bursty = true;
+                o->syn.bursty = true;
             else if (strcmp(optarg, "poisson")) {
                 fprintf(stderr, "folio sim: --arrival poisson|bursty\n");
                 return 2;
             }
             break;
         case 'r':
-            o.syn.rate = atof(optarg);
+            o->syn.rate = atof(optarg);
             break;
         case 'v':
-            o.syn.cv = atof(optarg);
+            o->syn.cv = atof(optarg);
             break;
         case 'n':
-            o.syn.num = atoi(optarg);
+            o->syn.num = atoi(optarg);
             break;
         case 's':
-            o.syn.seed = strtoull(optarg, NULL, 10);
+            o->syn.seed = strtoull(optarg, NULL, 10);
             break;
         case 'T':
-            folio_free(o.tenants);
-            if (sim_tenants_parse(optarg, &o.tenants, &o.n_tenants)) {
+            folio_free(o->tenants);
+            o->tenants = NULL;
+            if (sim_tenants_parse(optarg, &o->tenants, &o->n_tenants)) {
                 fprintf(stderr, "folio sim: bad --tenants '%s' (ID[:WEIGHT[:SHARE]],...)\n",
                         optarg);
                 return 2;
             }
             break;
         case 'p':
-            o.syn.prefixes = atoi(optarg);
+            o->syn.prefixes = atoi(optarg);
             break;
         case 'P':
-            o.prefix_len = atoi(optarg);
+            o->prefix_len = atoi(optarg);
             break;
         case 'i':
-            o.syn.in_mean = atof(optarg);
+            o->syn.in_mean = atof(optarg);
             break;
         case 'o':
-            o.syn.out_mean = atof(optarg);
+            o->syn.out_mean = atof(optarg);
             break;
         case 'W':
-            o.write_trace = optarg;
+            o->write_trace = optarg;
             break;
         case 'k':
-            o.kv_blocks = atoi(optarg);
+            o->kv_blocks = atoi(optarg);
             break;
         case 'b':
-            o.block_size = atoi(optarg);
+            o->block_size = atoi(optarg);
             break;
         case 'B':
-            o.max_batch_tokens = atoi(optarg);
+            o->max_batch_tokens = atoi(optarg);
             break;
         case 'm':
-            o.max_seqs = atoi(optarg);
+            o->max_seqs = atoi(optarg);
             break;
         case 'c':
-            o.ctx_len = atoi(optarg);
+            o->ctx_len = atoi(optarg);
             break;
         case 'w':
-            o.watermark = atoi(optarg);
+            o->watermark = atoi(optarg);
             break;
         case 'y':
-            o.policy = optarg;
+            o->policy = optarg;
             break;
         case 'C':
-            if (sscanf(optarg, "%lf,%lf,%lf", &o.cost_a, &o.cost_b, &o.cost_c) != 3) {
+            if (sscanf(optarg, "%lf,%lf,%lf", &o->cost_a, &o->cost_b, &o->cost_c) != 3) {
                 fprintf(stderr, "folio sim: --cost a,b,c\n");
                 return 2;
             }
             break;
         case 'j':
-            o.json_path = optarg;
+            o->json_path = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -611,44 +616,87 @@ int cmd_sim(int argc, char **argv)
             return 2;
         }
     }
-    bool do_paged = !strcmp(o.policy, "paged") || !strcmp(o.policy, "both");
-    bool do_maxlen = !strcmp(o.policy, "maxlen") || !strcmp(o.policy, "both");
-    if ((!o.trace_path) == (!o.synthetic) || (!do_paged && !do_maxlen) || o.kv_blocks < 1 ||
-        o.block_size < 1 || o.max_seqs < 1 || o.max_batch_tokens < o.max_seqs || o.ctx_len < 2 ||
-        o.syn.num < 1 || o.syn.rate <= 0 || o.prefix_len < 0) {
+    o->do_paged = !strcmp(o->policy, "paged") || !strcmp(o->policy, "both");
+    o->do_maxlen = !strcmp(o->policy, "maxlen") || !strcmp(o->policy, "both");
+    if ((!o->trace_path) == (!o->synthetic) || (!o->do_paged && !o->do_maxlen) ||
+        o->kv_blocks < 1 || o->block_size < 1 || o->max_seqs < 1 ||
+        o->max_batch_tokens < o->max_seqs || o->ctx_len < 2 || o->syn.num < 1 || o->syn.rate <= 0 ||
+        o->prefix_len < 0) {
         usage(stderr);
-        folio_free(o.tenants);
         return 2;
     }
+    return -1;
+}
 
-    struct sim_trace t;
+/* The trace: loaded from --trace or synthesised, and written to
+ * --write-trace if asked.  Returns 0, or 1 after saying why. */
+static int make_trace(struct sim_opts *o, struct sim_trace *t)
+{
     char err[256];
     int rc;
-    if (o.trace_path) {
-        rc = sim_trace_load(o.trace_path, &t, err, sizeof(err));
+    if (o->trace_path) {
+        rc = sim_trace_load(o->trace_path, t, err, sizeof(err));
         if (rc) {
             fprintf(stderr, "folio sim: %s\n", err);
-            folio_free(o.tenants);
             return 1;
         }
     } else {
-        o.syn.ctx_len = o.ctx_len;
-        o.syn.tenants = o.tenants;
-        o.syn.n_tenants = o.n_tenants;
-        if ((rc = sim_trace_synth(&o.syn, &t))) {
+        o->syn.ctx_len = o->ctx_len;
+        o->syn.tenants = o->tenants;
+        o->syn.n_tenants = o->n_tenants;
+        if ((rc = sim_trace_synth(&o->syn, t))) {
             fprintf(stderr, "folio sim: cannot make a trace: %s\n", strerror(-rc));
-            folio_free(o.tenants);
             return 1;
         }
     }
-    if (o.write_trace) {
-        FILE *f = fopen(o.write_trace, "w");
-        if (!f || sim_trace_write(&t, f) || fclose(f)) {
-            fprintf(stderr, "folio sim: cannot write %s\n", o.write_trace);
-            sim_trace_free(&t);
-            folio_free(o.tenants);
+    if (o->write_trace) {
+        FILE *f = fopen(o->write_trace, "w");
+        if (!f || sim_trace_write(t, f) || fclose(f)) {
+            fprintf(stderr, "folio sim: cannot write %s\n", o->write_trace);
+            sim_trace_free(t);
             return 1;
         }
+    }
+    return 0;
+}
+
+/* --json: the pool's settings and every policy's result.  Returns 0, or 1
+ * after saying why. */
+static int write_json(const char *path, const struct sim_opts *o, const struct sim_trace *t,
+                      const struct sim_result *res, int nres)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "folio sim: cannot write %s\n", path);
+        return 1;
+    }
+    fprintf(f,
+            "{\"requests\": %d, \"kv_blocks\": %d, \"block_size\": %d, \"max_seqs\": %d, "
+            "\"max_batch_tokens\": %d, \"ctx_len\": %d, \"results\": [",
+            t->n, o->kv_blocks, o->block_size, o->max_seqs, o->max_batch_tokens, o->ctx_len);
+    for (int k = 0; k < nres; k++) {
+        if (k)
+            fprintf(f, ", ");
+        json_result(f, &res[k]);
+    }
+    fprintf(f, "]}\n");
+    if (fclose(f)) {
+        fprintf(stderr, "folio sim: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    struct sim_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    struct sim_trace t;
+    if (rc < 0 && make_trace(&o, &t))
+        rc = 1;
+    if (rc >= 0) {
+        folio_free(o.tenants);
+        return rc;
     }
     int64_t in = 0, outl = 0;
     for (int32_t i = 0; i < t.n; i++) {
@@ -664,7 +712,7 @@ int cmd_sim(int argc, char **argv)
     int nres = 0, status = 0;
     for (int k = 0; k < 2; k++) {
         bool maxlen = k == 1;
-        if ((maxlen && !do_maxlen) || (!maxlen && !do_paged))
+        if ((maxlen && !o.do_maxlen) || (!maxlen && !o.do_paged))
             continue;
         rc = run_policy(&o, &t, maxlen, &res[nres]);
         if (rc) {
@@ -688,25 +736,8 @@ int cmd_sim(int argc, char **argv)
                res[0].seqs_avg / res[1].seqs_avg,
                res[1].seqs_peak ? (double)res[0].seqs_peak / res[1].seqs_peak : 0,
                res[1].makespan > 0 && res[0].makespan > 0 ? res[1].makespan / res[0].makespan : 0);
-    if (o.json_path) {
-        FILE *f = fopen(o.json_path, "w");
-        if (!f) {
-            fprintf(stderr, "folio sim: cannot write %s\n", o.json_path);
-            status = 1;
-        } else {
-            fprintf(f,
-                    "{\"requests\": %d, \"kv_blocks\": %d, \"block_size\": %d, \"max_seqs\": %d, "
-                    "\"max_batch_tokens\": %d, \"ctx_len\": %d, \"results\": [",
-                    t.n, o.kv_blocks, o.block_size, o.max_seqs, o.max_batch_tokens, o.ctx_len);
-            for (int k = 0; k < nres; k++) {
-                if (k)
-                    fprintf(f, ", ");
-                json_result(f, &res[k]);
-            }
-            fprintf(f, "]}\n");
-            fclose(f);
-        }
-    }
+    if (o.json_path && write_json(o.json_path, &o, &t, res, nres))
+        status = 1;
     for (int k = 0; k < nres; k++) {
         folio_free(res[k].reqs);
         folio_free(res[k].tenants);
