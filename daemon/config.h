@@ -61,6 +61,7 @@ struct srv_config {
     int log_format_id;    /* enum srv_log_format (log.h) */
     int access_log_id;    /* 0: on, 1: off */
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;
+    int64_t admit_wait_ms; /* engine.c's wait for new requests after a step that finished some */
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     int64_t max_client_connections, max_buffered, max_client_buffered;
     bool help, dump, version, insecure_listen;

@@ -63,6 +63,10 @@ const struct opt srv__opts[] = {
     {"max-batch-tokens", OPT_INT, 1, 1 << 20, "512", NULL, F(max_batch_tokens), "N",
      "token budget of one step", 0},
     {"max-seqs", OPT_INT, 1, 65536, "64", NULL, F(max_seqs), "N", "sequences in one step", 0},
+    {"admit-wait-ms", OPT_INT, 0, 1000, "2", NULL, F(admit_wait_ms), "MS",
+     "after a step that finishes sequences, wait up to this long for as many new requests "
+     "before planning the next step, so they join it (0: plan at once)",
+     0},
     {"threads", OPT_INT, 0, 1024, "0", NULL, F(threads), "N",
      "compute threads (0: one per online CPU)", 0},
     {"matmul", OPT_ENUM, 0, 0, "auto", "auto|openblas|onednn", F(matmul), "auto|openblas|onednn",

@@ -12,6 +12,22 @@
  * Shared with the engine thread under `mu`: `go` (a planned step waits),
  * `done` (run finished), `quit`.  The batch itself lives in the backend and
  * is only touched by run() between go and done.
+ *
+ * Admission wait (admit_wait_ms, foliod --admit-wait-ms).  A commit that
+ * finishes sequences frees their places in the batch, and a client whose
+ * stream just ended often sends its next request at once (a closed-loop
+ * load, an agent's next turn).  Planning at once would start a step without
+ * it: the new request waits a whole step before its prefill even starts.
+ * So after such a commit the driver holds the plan (GATHER) until as many
+ * sequences were submitted as finished, or admit_wait_ms passed, whichever
+ * comes first; a commit that finished nothing plans at once:
+ *
+ *   RUNNING ── commit finished k > 0 ──► GATHER (timer armed)
+ *   GATHER ── k submitted, or the timer ──► pump: plan
+ *
+ * The engine idles at most admit_wait_ms per such step (a few ms against
+ * steps of 100+ ms); submits and aborts meanwhile only count and wake the
+ * pump, as always.
  */
 #include "engine.h"
 
@@ -22,6 +38,7 @@
 
 struct srv_engine {
     uv_async_t async;
+    uv_timer_t gather_timer; /* GATHER's deadline */
     uv_thread_t thread;
     uv_mutex_t mu;
     uv_cond_t cv;
@@ -33,7 +50,13 @@ struct srv_engine {
     double step_seconds; /* written by the thread before done */
     const struct eng_backend_ops *ops;
     void *b;
-    struct eng_events ev;
+    struct eng_events ev;      /* ours: counts `finished`, then forwards to user_ev */
+    struct eng_events user_ev; /* the server's */
+    uint64_t admit_wait_ms;    /* 0: never gather (libuv timers count ms) */
+    bool gathering;            /* GATHER: the plan waits for submits or the timer */
+    int32_t n_finished;        /* sequences the last commit finished */
+    int32_t n_submitted;       /* sequences submitted since that commit */
+    int n_open;                /* handles not yet closed (async, timer) */
     void (*on_step)(void *user, const struct srv_engine_step_stats *st);
 };
 
@@ -58,22 +81,8 @@ static void engine_thread(void *arg)
     uv_mutex_unlock(&e->mu);
 }
 
-static void pump(srv_engine_t *e)
+static void plan_and_go(srv_engine_t *e)
 {
-    if (e->running) {
-        uv_mutex_lock(&e->mu);
-        bool done = e->done;
-        e->done = false;
-        uv_mutex_unlock(&e->mu);
-        if (!done)
-            return;
-        e->running = false;
-        e->ops->commit(e->b, &e->ev);
-        if (e->on_step) {
-            struct srv_engine_step_stats st = {e->step_seconds, e->step_tokens};
-            e->on_step(e->ev.user, &st);
-        }
-    }
     int n = e->ops->plan(e->b, &e->ev);
     if (n <= 0)
         return;
@@ -85,13 +94,78 @@ static void pump(srv_engine_t *e)
     uv_mutex_unlock(&e->mu);
 }
 
+static void on_gather_timeout(uv_timer_t *t)
+{
+    srv_engine_t *e = t->data;
+    if (!e->gathering)
+        return;
+    e->gathering = false;
+    plan_and_go(e);
+}
+
+static void pump(srv_engine_t *e)
+{
+    if (e->gathering) {
+        if (e->n_submitted < e->n_finished)
+            return; /* the timer or more submits end it */
+        e->gathering = false;
+        uv_timer_stop(&e->gather_timer);
+        plan_and_go(e);
+        return;
+    }
+    if (e->running) {
+        uv_mutex_lock(&e->mu);
+        bool done = e->done;
+        e->done = false;
+        uv_mutex_unlock(&e->mu);
+        if (!done)
+            return;
+        e->running = false;
+        e->n_finished = 0;
+        e->ops->commit(e->b, &e->ev);
+        if (e->on_step) {
+            struct srv_engine_step_stats st = {e->step_seconds, e->step_tokens};
+            e->on_step(e->user_ev.user, &st);
+        }
+        if (e->admit_wait_ms > 0 && e->n_finished > 0) {
+            e->gathering = true;
+            e->n_submitted = 0;
+            uv_timer_start(&e->gather_timer, on_gather_timeout, e->admit_wait_ms, 0);
+            return;
+        }
+    }
+    plan_and_go(e);
+}
+
+static void fwd_started(void *user, struct eng_req *r)
+{
+    srv_engine_t *e = user;
+    if (e->user_ev.started)
+        e->user_ev.started(e->user_ev.user, r);
+}
+
+static void fwd_token(void *user, struct eng_req *r, int32_t token)
+{
+    srv_engine_t *e = user;
+    if (e->user_ev.token)
+        e->user_ev.token(e->user_ev.user, r, token);
+}
+
+static void fwd_finished(void *user, struct eng_req *r, enum eng_finish why)
+{
+    srv_engine_t *e = user;
+    e->n_finished++;
+    if (e->user_ev.finished)
+        e->user_ev.finished(e->user_ev.user, r, why);
+}
+
 static void on_async(uv_async_t *h)
 {
     pump(h->data);
 }
 
 int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backend_ops *ops,
-                    void *backend, const struct eng_events *ev,
+                    void *backend, const struct eng_events *ev, uint64_t admit_wait_ms,
                     void (*on_step)(void *user, const struct srv_engine_step_stats *st))
 {
     srv_engine_t *e = folio_calloc(1, sizeof(*e));
@@ -99,7 +173,9 @@ int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backen
         return -ENOMEM;
     e->ops = ops;
     e->b = backend;
-    e->ev = *ev;
+    e->user_ev = *ev;
+    e->ev = (struct eng_events){e, fwd_started, fwd_token, fwd_finished};
+    e->admit_wait_ms = admit_wait_ms;
     e->on_step = on_step;
     int rc = uv_mutex_init(&e->mu);
     if (rc)
@@ -109,8 +185,11 @@ int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backen
     if ((rc = uv_async_init(loop, &e->async, on_async)))
         goto fail_cv;
     e->async.data = e;
+    uv_timer_init(loop, &e->gather_timer); /* cannot fail */
+    e->gather_timer.data = e;
     if ((rc = uv_thread_create(&e->thread, engine_thread, e))) {
         uv_close((uv_handle_t *)&e->async, NULL);
+        uv_close((uv_handle_t *)&e->gather_timer, NULL);
         goto fail_cv;
     }
     e->thread_started = true;
@@ -128,8 +207,10 @@ fail_free:
 int srv_engine_submit(srv_engine_t *e, struct eng_req **rs, int32_t n)
 {
     int rc = e->ops->submit(e->b, rs, n);
-    if (!rc)
+    if (!rc) {
+        e->n_submitted += n;
         uv_async_send(&e->async);
+    }
     return rc;
 }
 
@@ -148,6 +229,8 @@ const char *eng_finish_name(enum eng_finish f)
 static void on_close(uv_handle_t *h)
 {
     srv_engine_t *e = h->data;
+    if (--e->n_open > 0)
+        return; /* the other handle's callback frees */
     uv_cond_destroy(&e->cv);
     uv_mutex_destroy(&e->mu);
     folio_free(e);
@@ -162,5 +245,7 @@ void srv_engine_close(srv_engine_t *e)
         uv_mutex_unlock(&e->mu);
         uv_thread_join(&e->thread); /* waits for a step in flight */
     }
+    e->n_open = 2;
+    uv_close((uv_handle_t *)&e->gather_timer, on_close);
     uv_close((uv_handle_t *)&e->async, on_close);
 }

@@ -175,13 +175,17 @@ struct srv_engine_step_stats {
     int tokens;
 };
 
+/* admit_wait_ms: after a commit that finished sequences, the next plan
+ * waits up to this long for as many submitted ones (0: plans at once; see
+ * engine.c). */
 int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backend_ops *ops,
-                    void *backend, const struct eng_events *ev,
+                    void *backend, const struct eng_events *ev, uint64_t admit_wait_ms,
                     void (*on_step)(void *user, const struct srv_engine_step_stats *st));
 int srv_engine_submit(srv_engine_t *e, struct eng_req **rs, int32_t n);
 void srv_engine_abort(srv_engine_t *e, struct eng_req *r);
 /* Joins the engine thread (after the current step) and closes the async
- * handle; frees e in the close callback; the backend is not freed. */
+ * and timer handles; frees e in the last close callback; the backend is not
+ * freed. */
 void srv_engine_close(srv_engine_t *e);
 
 #endif

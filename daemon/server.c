@@ -647,7 +647,8 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
                                  on_conn_buffer};
     http_server_init(&s->http, &loop, &lim, &hcb);
     s->http.replica = s->replica;
-    if ((rc = srv_engine_init(&s->eng, &loop, s->ops, s->backend, &ev, on_step))) {
+    if ((rc = srv_engine_init(&s->eng, &loop, s->ops, s->backend, &ev, (uint64_t)cfg.admit_wait_ms,
+                              on_step))) {
         srv_log(SRV_LOG_ERROR, "cannot start the engine thread: %s", uv_strerror(rc));
         goto out_loop;
     }

@@ -90,4 +90,12 @@ void model__tie_output(struct model *m);
  * model/model.c for the scaling that keeps activations finite). */
 void model__fill_random(struct model *m, uint64_t seed);
 
+/* SwiGLU over one row, in place: g[i] = silu(g[i]) * u[i] for i < n, with
+ * model__exp_approx (g and u never overlap).  model__swiglu_ref is the
+ * plain loop; model__swiglu does the same operations 8 lanes at a time
+ * (GCC vector extensions, so any x86-64 or other target builds it) and
+ * gives the same bits. */
+void model__swiglu(float *restrict g, const float *restrict u, int32_t n);
+void model__swiglu_ref(float *g, const float *u, int32_t n);
+
 #endif
