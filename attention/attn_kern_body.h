@@ -84,6 +84,7 @@
 #endif
 
 #define KC ATTN__KC
+/* the prefetch knobs and CB may be set with -D to measure alternatives */
 #ifndef PF_CHUNKS
 #define PF_CHUNKS 2 /* prefetch distance, in chunks */
 #endif
