@@ -19,7 +19,9 @@
  *
  * Scratch (per thread, attn__scratch_floats floats, 64-byte aligned):
  *   m[mcap] l[mcap] s[mcap][ATTN__KC] acc[mcap][hd]
- *   ksc[n_kvh][KC] vsc[n_kvh][KC]   (q8: the chunk's row scales)
+ *   qs[mcap][hd]                    (the tile's queries times scale)
+ *   ksc[n_kvh][KC] vsc[n_kvh][KC]   (q8: one KV head's row scales of
+ *                                    the chunk, in the first KC of each)
  * where mcap is the largest tile of query vectors (rows x query heads).
  * K/V are read in place from the arena in every dtype and widened in
  * registers; nothing is copied to scratch.
@@ -77,7 +79,7 @@ static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
 {
     size_t mcap = (size_t)(hv > ATTN__MQ ? hv : ATTN__MQ);
     return 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
-           ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh);
+           2 * ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh);
 }
 
 void attn__kern_portable(const struct attn__piece *pc);

@@ -19,49 +19,54 @@
  *
  * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
  * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
- * rows x hv heads (mcap query vectors, at most 32 unless hv is larger), so
- * every K/V row is read once per tile, not once per query head.  A decode
+ * rows x hv heads (mcap query vectors, at most 32 unless hv is larger),
+ * whose queries times the softmax scale are copied to qs once.  A decode
  * piece takes all KV heads of the layer at once, so each block is read as
  * one contiguous run of K and one of V rather than n_kv_heads short tiles.
  * For each tile the visible key range is walked in chunks of at most KC =
- * 16 keys that never cross a block boundary:
+ * 16 keys that never cross a block boundary; a chunk is worked KV head by
+ * KV head, and within one, row by row in passes of up to GS = 3 query
+ * heads of the row's group (a "head pass"):
  *
  *   chunk rows  read in place from the block's tiles in every dtype and
  *               widened to f32 in registers as they are used (f16 by F16C,
  *               bf16 by a 16-bit shift, q8 by sign extension and int->float
- *               conversion), so a K/V byte is read once per tile, from the
- *               arena, never through a copy;
- *               q8: the chunk's row scales go to ksc / vsc [n_kvh][KC]
- *   scores      s[qi][k] = (q_qi * scale) . K[k] (q8: times K's row scale,
- *               once per key, after the sum), -inf where k is not
- *               visible to qi's row (causal) or past the chunk; VW keys'
- *               dot-product vectors are folded into one vector of VW
- *               scores by a shuffle tree (no horizontal sum per key)
- *   softmax     online: m_new = max(m, max_k s), corr = exp(m - m_new),
- *               p = exp(s - m_new), l = l * corr + sum p, acc *= corr
- *   values      acc[qi] += p[qi][k] * V[k]   (acc row held in registers;
- *               q8: p[qi][k] times V's row scale)
+ *               conversion), never through a copy; each K and V vector is
+ *               widened once per head pass and used by all its heads;
+ *               q8: the KV head's row scales of the chunk go to ksc / vsc
+ *   scores      s[g][k] = qs_g . K[k] (q8: times K's row scale, once per
+ *               key, after the sum), -inf where k is not visible to the
+ *               row (causal, window) or past the chunk.  KB = 4 keys at a
+ *               time: GS x KB dot-product vectors in registers, q read as
+ *               the FMA's memory operand; each head's 4 dot-product
+ *               vectors are folded into 4 scores by two levels of in-lane
+ *               pair sums and one add across 128-bit lanes (no horizontal
+ *               sum per key)
+ *   softmax     online, the pass's heads as lanes of one 4-vector:
+ *               m_new = max(m, max_k s), corr = exp(m - m_new),
+ *               p = exp(s - m_new), l = l * corr + sum p
+ *   values      acc[g] = acc[g] * corr[g] + sum_k p[g][k] * V[k]: GS x CB
+ *               accumulator vectors in registers, the rescale applied as
+ *               they are loaded (q8: p times V's row scale)
  *
  * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
- * prefetched into L2 through the page table (the jump between pages is
- * where the hardware prefetcher loses the stream); a chunk that is a whole
- * block is prefetched as one run of K and one of V over the piece's KV
- * heads.  Measured on the development machine (bench_attention, decode):
- * prefetching whole next blocks into L1 was slower than no prefetch; this
- * rolling L2 prefetch was ~7% faster than none for f32 K/V and neutral for
- * f16.  On the 2-core EPYC VM a distance of 2, 4, 8 or 16 chunks, and a
- * demand load of each next block (in case prefetches across a TLB miss are
- * dropped), were all within that machine's +-15% run-to-run noise.
+ * prefetched through the page table (the jump between pages is where the
+ * hardware prefetcher loses the stream): head by head, KB rows at a time
+ * inside the score loop of the same head of this chunk, so the prefetches
+ * are spread over the work instead of issued in one burst per block.
  *
- * Where the time goes (perf cpu-clock, q8 decode 32 x 4096, one thread,
- * AVX2, with the scores computed as int8 dot products): about 40% in the
- * scores, 35% in the values loop (its samples fall on the first V load of
- * each row: memory latency, not arithmetic), 13% in the online softmax and
- * 10% in the prefetch loop.  Integer dot products for q8 QK^T (q quantized
- * to int8 per vector, vpmaddubsw + vpmaddwd: a third of the score loop's
- * instructions) were measured and left out: single-thread CPU time and
- * 2-thread wall time were within the noise of the widening loop, and they
- * would change q8 results by ~2e-3 (normalised) for no measured gain.
+ * Measured on the 2-core EPYC VM (bench_attention decode 32 x 4096, block
+ * 16; BENCHMARKS.md "KV dtypes"): sharing each widened K vector across the
+ * head pass, the 4-key fold, the vector softmax with the rescale folded
+ * into the values loop and CB = 4 took q8 from ~9.5 to ~6 ms and f16 from
+ * ~11 to ~8 ms.  Prefetch distance 1 or 2 chunks, prefetcht0 or
+ * prefetcht2, spread or one burst per head, and transparent huge pages
+ * under the K/V all left shuffled / identity at 0.8-0.9 for f16, bf16 and
+ * q8 within that machine's noise; no prefetch at all was clearly worse.
+ * Integer dot products for q8 QK^T (q quantized to int8 per vector,
+ * vpmaddubsw + vpmaddwd) were measured in an earlier kernel and left out:
+ * no gain within the noise, and they would change q8 results by ~2e-3
+ * (normalised).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -78,20 +83,37 @@
 #error "define VW before including attn_kern_body.h"
 #endif
 
-#define KC        ATTN__KC
+#define KC ATTN__KC
+/* the prefetch knobs and CB may be set with -D to measure alternatives */
+#ifndef PF_CHUNKS
 #define PF_CHUNKS 2 /* prefetch distance, in chunks */
-/* values loop: GB query heads of one KV head x CB vectors of acc at once
- * (GB x CB + GB + 1 vector registers) */
-#define GB 4
+#endif
+#ifndef PF_SPREAD
+#define PF_SPREAD 1 /* prefetch inside the score loop, KB rows at a time */
+#endif
+#ifndef PF_HINT
+#define PF_HINT 1 /* __builtin_prefetch locality: 1 = prefetcht2 */
+#endif
+/* GS query heads of one KV head share each widened K and V vector.  Score
+ * loop: GS x KB dot-product vectors in registers; values loop: GS x CB
+ * accumulators + GS weights + the V vector. */
+#define GS 3
+#define KB 4 /* keys per step of the score loop (KC a multiple) */
 #if VW == 1
 #define CB 1
 #else
-#define CB 2
+#ifndef CB
+#define CB 4
+#endif
 #endif
 
 typedef float vf __attribute__((vector_size(VW * 4)));
 typedef float vf_u __attribute__((vector_size(VW * 4), aligned(4), may_alias));
 typedef int32_t vi __attribute__((vector_size(VW * 4)));
+/* four scores */
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v4f_u __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int32_t v4i __attribute__((vector_size(16)));
 
 #define AI static inline __attribute__((always_inline))
 /* loops over the vectors of one head_dim row: unrolled fully when head_dim
@@ -122,28 +144,48 @@ AI void vstore(float *p, vf v)
     *(vf_u *)p = v;
 }
 
-/* exp(x) for x <= 0; 0 for x < -87 (including -inf). */
-AI vf vexp_neg(vf x)
+AI v4f vload4(const float *p)
 {
-    const vf lo = vsplat(-87.0f);
-    vi dead = x < lo;
-    x = (vf)(((vi)x & ~dead) | ((vi)lo & dead));
-    const vf magic = vsplat(12582912.0f); /* 1.5 * 2^23: round to nearest */
-    vf t = x * 1.44269504088896341f + magic;
-    vf n = t - magic;
-    vi ni = (vi)t - (vi)magic;
-    vf r = x - n * 0.693145751953125f;
-    r = r - n * 1.42860682030941723e-6f;
-    vf p = vsplat(1.0f / 720.0f);
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    vi bits = (vi)p + (ni << 23);
-    return (vf)(bits & ~dead);
+    return *(const v4f_u *)p;
 }
+
+AI void vstore4(float *p, v4f v)
+{
+    *(v4f_u *)p = v;
+}
+
+AI v4f vsplat4(float x)
+{
+    return (v4f){x, x, x, x};
+}
+
+/* exp(x) for x <= 0; 0 for x < -87 (including -inf).  Defined for VW
+ * lanes (vexp_neg) and for four (vexp_neg4: the softmax's per-head
+ * corrections). */
+#define DEF_VEXP_NEG(name, T, TI, SPLAT)                                                           \
+    AI T name(T x)                                                                                 \
+    {                                                                                              \
+        const T lo = SPLAT(-87.0f);                                                                \
+        TI dead = x < lo;                                                                          \
+        x = (T)(((TI)x & ~dead) | ((TI)lo & dead));                                                \
+        const T magic = SPLAT(12582912.0f); /* 1.5 * 2^23: round to nearest */                     \
+        T t = x * 1.44269504088896341f + magic;                                                    \
+        T n = t - magic;                                                                           \
+        TI ni = (TI)t - (TI)magic;                                                                 \
+        T r = x - n * 0.693145751953125f;                                                          \
+        r = r - n * 1.42860682030941723e-6f;                                                       \
+        T p = SPLAT(1.0f / 720.0f);                                                                \
+        p = p * r + 1.0f / 120.0f;                                                                 \
+        p = p * r + 1.0f / 24.0f;                                                                  \
+        p = p * r + 1.0f / 6.0f;                                                                   \
+        p = p * r + 0.5f;                                                                          \
+        p = p * r + 1.0f;                                                                          \
+        p = p * r + 1.0f;                                                                          \
+        TI bits = (TI)p + (ni << 23);                                                              \
+        return (T)(bits & ~dead);                                                                  \
+    }
+DEF_VEXP_NEG(vexp_neg, vf, vi, vsplat)
+DEF_VEXP_NEG(vexp_neg4, v4f, v4i, vsplat4)
 
 AI vi vsplat_i(int32_t x)
 {
@@ -206,90 +248,146 @@ AI vf kv_load(const char *row, int i, const int dt)
     return vload((const float *)(const void *)row + i);
 }
 
-#if VW > 1
-/* Source lane of output lane i when folding a pair (a, b) of vectors made
- * of segments of w lanes: the output holds the segments of a then of b,
- * each halved; "hi" picks the upper halves.  Lane i of the last fold is the
- * sum of all lanes of input vector i. */
-#define FOLD_SRC(i, w, hi)                                                                         \
-    (((i) >= VW / 2 ? VW : 0) + (((i) % (VW / 2)) / ((w) / 2)) * (w) + ((i) % ((w) / 2)) +         \
-     ((hi) ? (w) / 2 : 0))
-#if VW == 16
-#define FOLD_MASK(w, hi)                                                                           \
+/* ---- 4 keys' dot products -> 4 scores ---------------------------------- */
+
+#if VW >= 4
+/* Lanes of a 2-source shuffle that picks, in every 128-bit lane L, lanes
+ * {0, 2} (o = 0) or {1, 3} (o = 1) of a's lane L then of b's lane L. */
+#define PAIR4(L, o) (L) * 4 + (o), (L)*4 + 2 + (o), VW + (L)*4 + (o), VW + (L)*4 + 2 + (o)
+#if VW == 4
+#define PAIR_MASK(o)                                                                               \
     {                                                                                              \
-        FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi),            \
-            FOLD_SRC(4, w, hi), FOLD_SRC(5, w, hi), FOLD_SRC(6, w, hi), FOLD_SRC(7, w, hi),        \
-            FOLD_SRC(8, w, hi), FOLD_SRC(9, w, hi), FOLD_SRC(10, w, hi), FOLD_SRC(11, w, hi),      \
-            FOLD_SRC(12, w, hi), FOLD_SRC(13, w, hi), FOLD_SRC(14, w, hi), FOLD_SRC(15, w, hi)     \
+        PAIR4(0, o)                                                                                \
     }
 #elif VW == 8
-#define FOLD_MASK(w, hi)                                                                           \
+#define PAIR_MASK(o)                                                                               \
     {                                                                                              \
-        FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi),            \
-            FOLD_SRC(4, w, hi), FOLD_SRC(5, w, hi), FOLD_SRC(6, w, hi), FOLD_SRC(7, w, hi)         \
-    }
-#elif VW == 4
-#define FOLD_MASK(w, hi)                                                                           \
-    {                                                                                              \
-        FOLD_SRC(0, w, hi), FOLD_SRC(1, w, hi), FOLD_SRC(2, w, hi), FOLD_SRC(3, w, hi)             \
+        PAIR4(0, o), PAIR4(1, o)                                                                   \
     }
 #else
-#error "VW must be 1, 4, 8 or 16"
+#define PAIR_MASK(o)                                                                               \
+    {                                                                                              \
+        PAIR4(0, o), PAIR4(1, o), PAIR4(2, o), PAIR4(3, o)                                         \
+    }
 #endif
 
-#define FOLD_LEVEL(w)                                                                              \
-    do {                                                                                           \
-        const vi ma = FOLD_MASK(w, 0), mb = FOLD_MASK(w, 1);                                       \
-        UNROLL                                                                                     \
-        for (int i_ = 0; i_ < (w) / 2; i_++)                                                       \
-            d[i_] = __builtin_shuffle(d[2 * i_], d[2 * i_ + 1], ma) +                              \
-                    __builtin_shuffle(d[2 * i_], d[2 * i_ + 1], mb);                               \
-    } while (0)
-
-/* d[0..VW) -> one vector whose lane k is the sum of the lanes of d[k]. */
-AI vf fold_all(vf *d)
+/* per 128-bit lane: [a0 + a1, a2 + a3, b0 + b1, b2 + b3] */
+AI vf pair_add(vf a, vf b)
 {
-#if VW == 16
-    FOLD_LEVEL(16);
-#endif
-#if VW >= 8
-    FOLD_LEVEL(8);
-#endif
-    FOLD_LEVEL(4);
-    FOLD_LEVEL(2);
-    return d[0];
-}
-
-AI vi lane_index(void)
-{
-#if VW == 16
-    vi v = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-#elif VW == 8
-    vi v = {0, 1, 2, 3, 4, 5, 6, 7};
-#else
-    vi v = {0, 1, 2, 3};
-#endif
-    return v;
+    const vi lo = PAIR_MASK(0), hi = PAIR_MASK(1);
+    return __builtin_shuffle(a, b, lo) + __builtin_shuffle(a, b, hi);
 }
 #endif
 
-/* acc[g] += sum_k p[g][k] * V[k] for G consecutive query heads of one KV
- * head (p rows KC apart, acc rows hd apart): each V vector is widened once
- * and used by all G heads, with G x CB accumulators in registers. */
-AI void values_heads(const float *p, float *acc, const char *vh, int32_t nvis, size_t rb,
+/* Lane k of the result is the sum of the lanes of d[k]: two levels of
+ * in-lane pair sums (shufps + add on x86) leave, in every 128-bit lane,
+ * the four partial sums of d[0..3]; the 128-bit lanes are then added. */
+AI v4f fold4(const vf *d)
+{
+#if VW == 1
+    return (v4f){d[0][0], d[1][0], d[2][0], d[3][0]};
+#else
+    const vf u = pair_add(pair_add(d[0], d[1]), pair_add(d[2], d[3]));
+#if VW == 4
+    return u;
+#elif VW == 8
+    return (v4f){u[0], u[1], u[2], u[3]} + (v4f){u[4], u[5], u[6], u[7]};
+#else
+    return ((v4f){u[0], u[1], u[2], u[3]} + (v4f){u[4], u[5], u[6], u[7]}) +
+           ((v4f){u[8], u[9], u[10], u[11]} + (v4f){u[12], u[13], u[14], u[15]});
+#endif
+#endif
+}
+
+AI vf vmax(vf a, vf b)
+{
+    const vi gt = a > b;
+    return (vf)(((vi)a & gt) | ((vi)b & ~gt));
+}
+
+/* s[g * KC + k] = qs[g] . K[k] (q8: times ks[k]) for G query vectors qs
+ * (hd apart, already times the softmax scale) and the keys k < nvis of the
+ * chunk's rows kh + k * rb; -inf for k >= nvis.  KB keys at a time: each
+ * K vector is widened once and used by all G query vectors (G x KB
+ * dot-product vectors in registers; q is read from L1 as the FMA's memory
+ * operand); the KB dot-product vectors of a query are folded into KB
+ * scores at once.  A partial step reads row nvis - 1 again in place of the
+ * keys it masks, so no row past the chunk is touched. */
+AI void scores_heads(const float *qs, float *s, const char *kh, int32_t nvis, size_t rb,
+                     const float *ks, const char *pf, int32_t pfn, size_t v_bytes, const int hd,
+                     const int dt, const int G)
+{
+    const int nv = hd / VW;
+    for (int kb = 0; kb < KC; kb += KB) {
+#if PF_SPREAD
+        if (pf && kb < pfn) { /* the future chunk's rows [kb, kb + KB) */
+            const char *pr = pf + (size_t)kb * rb;
+            const size_t len = (size_t)FOLIO_MIN(KB, pfn - kb) * rb;
+            for (size_t off = 0; off < len; off += 64) {
+                __builtin_prefetch(pr + off, 0, PF_HINT);
+                __builtin_prefetch(pr + v_bytes + off, 0, PF_HINT);
+            }
+        }
+#endif
+        if (kb >= nvis) {
+            UNROLL
+            for (int g = 0; g < G; g++)
+                vstore4(s + (size_t)g * KC + kb, (v4f){-INFINITY, -INFINITY, -INFINITY, -INFINITY});
+            continue;
+        }
+        const char *kr[KB];
+        UNROLL
+        for (int k = 0; k < KB; k++)
+            kr[k] = kh + (size_t)FOLIO_MIN(kb + k, nvis - 1) * rb;
+        vf d[GS][KB];
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+        for (int k = 0; k < KB; k++)
+            d[g][k] = vsplat(0.0f);
+        UNROLL
+        for (int c = 0; c < nv; c++) {
+            UNROLL
+            for (int k = 0; k < KB; k++) {
+                const vf x = kv_load(kr[k], c * VW, dt);
+                UNROLL
+                for (int g = 0; g < G; g++)
+                    d[g][k] += vload(qs + (size_t)g * hd + c * VW) * x;
+            }
+        }
+        const v4i keep = (v4i){0, 1, 2, 3} < (v4i){0, 0, 0, 0} + (nvis - kb);
+        const v4f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        UNROLL
+        for (int g = 0; g < G; g++) {
+            v4f sc = fold4(d[g]);
+            if (dt == FOLIO_Q8)
+                sc *= vload4(ks + kb);
+            if (kb + KB > nvis)
+                sc = (v4f)(((v4i)sc & keep) | ((v4i)ninf & ~keep));
+            vstore4(s + (size_t)g * KC + kb, sc);
+        }
+    }
+}
+
+/* acc[g] = acc[g] * corr[g] + sum_k p[g][k] * V[k] for G consecutive
+ * query heads of one KV head (p rows KC apart, acc rows hd apart): each V
+ * vector is widened once and used by all G heads, with G x CB
+ * accumulators in registers. */
+AI void values_heads(const float *p, float *acc, v4f corr, const char *vh, int32_t nvis, size_t rb,
                      const int hd, const int dt, const int G)
 {
     const int nv = hd / VW;
     for (int c0 = 0; c0 < nv; c0 += CB) {
-        vf a[GB][CB];
+        vf a[GS][CB];
         UNROLL
         for (int g = 0; g < G; g++)
             UNROLL
         for (int c = 0; c < CB; c++)
-            a[g][c] = c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) : vsplat(0.0f);
+            a[g][c] =
+                c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) * corr[g] : vsplat(0.0f);
         for (int32_t k = 0; k < nvis; k++) {
             const char *vr = vh + (size_t)k * rb;
-            vf pk[GB];
+            vf pk[GS];
             UNROLL
             for (int g = 0; g < G; g++)
                 pk[g] = vsplat(p[(size_t)g * KC + k]);
@@ -312,7 +410,123 @@ AI void values_heads(const float *p, float *acc, const char *vh, int32_t nvis, s
     }
 }
 
-/* qr[] / a[] are filled for c < nv before use; GCC cannot see that for a
+/* Lane k of the result is the largest lane of d[k]. */
+AI v4f fold4_max(const vf *d)
+{
+#if VW == 1
+    return (v4f){d[0][0], d[1][0], d[2][0], d[3][0]};
+#else
+    v4f r;
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        float x = d[k][0];
+        UNROLL
+        for (int i = 1; i < VW; i++)
+            x = d[k][i] > x ? d[k][i] : x;
+        r[k] = x;
+    }
+    return r;
+#endif
+}
+
+/* Online softmax step of G query vectors of one KV head over the chunk's
+ * scores s[g * KC + k] (-inf where not visible): p = exp(s - m_new)
+ * written back (q8: times V's row scale vs, while l sums p alone), m and l
+ * updated; returns the factors corr = exp(m_old - m_new) by which the
+ * values loop scales acc.  The G heads' maxima, corrections and sums are
+ * lanes of one 4-vector.  A head that has seen no visible key keeps
+ * m = -inf, l = 0 and gets p = 0. */
+AI v4f softmax_heads(float *s, float *m, float *l, const float *vs, const int dt, const int G)
+{
+    vf mv[4];
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        const float *sr = s + (size_t)(g < G ? g : 0) * KC;
+        mv[g] = vload(sr);
+        UNROLL
+        for (int c = 1; c < KC / VW; c++)
+            mv[g] = vmax(mv[g], vload(sr + c * VW));
+    }
+    const v4f mx = fold4_max(mv);
+    v4f mo;
+    UNROLL
+    for (int g = 0; g < 4; g++)
+        mo[g] = m[g < G ? g : 0];
+    const v4i up = mx > mo;
+    const v4f mn = (v4f)(((v4i)mx & up) | ((v4i)mo & ~up));
+    /* -inf (nothing seen yet) subtracts as 0, so exp gives 0, not NaN */
+    const v4f ninf = vsplat4(-INFINITY);
+    const v4f mns = (v4f)((v4i)mn & ~(mn == ninf));
+    const v4f corr = vexp_neg4(mo - mns);
+    vf sum[4];
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        if (g >= G) {
+            sum[g] = sum[0];
+            continue;
+        }
+        float *sr = s + (size_t)g * KC;
+        const vf mg = vsplat(mns[g]);
+        sum[g] = vsplat(0.0f);
+        UNROLL
+        for (int c = 0; c < KC / VW; c++) {
+            const vf p = vexp_neg(vload(sr + c * VW) - mg);
+            vstore(sr + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
+            sum[g] += p;
+        }
+    }
+    v4f lo;
+    UNROLL
+    for (int g = 0; g < 4; g++)
+        lo[g] = l[g < G ? g : 0];
+    const v4f ln = lo * corr + fold4(sum);
+    UNROLL
+    for (int g = 0; g < G; g++) {
+        m[g] = mn[g];
+        l[g] = ln[g];
+    }
+    return corr;
+}
+
+/* Prefetch rows [0, np) of one KV head's K and V tiles at t (q8: and their
+ * row scales, at sc). */
+AI void prefetch_rows(const char *t, size_t v_bytes, size_t len, const char *sc, int32_t np,
+                      const int dt)
+{
+    for (size_t off = 0; off < len; off += 64) {
+        __builtin_prefetch(t + off, 0, PF_HINT);
+        __builtin_prefetch(t + v_bytes + off, 0, PF_HINT);
+    }
+    if (dt == FOLIO_Q8) {
+        __builtin_prefetch(sc, 0, PF_HINT);
+        __builtin_prefetch(sc + v_bytes, 0, PF_HINT);
+        if (np > 16) {
+            __builtin_prefetch(sc + 4 * (size_t)np - 4, 0, PF_HINT);
+            __builtin_prefetch(sc + v_bytes + 4 * (size_t)np - 4, 0, PF_HINT);
+        }
+    }
+}
+
+/* One chunk for G query heads of one KV head (a row's GQA group or part
+ * of it): scores, the sliding window's mask (rel: the row's position
+ * minus the chunk's first), softmax, values. */
+AI void head_pass(const struct attn__piece *pc, const float *qs, float *s, float *m, float *l,
+                  float *acc, const char *kh, const char *vh, int32_t nvis, int32_t rel,
+                  const float *ksc, const float *vsc, const char *pf, int32_t pfn, const int hd,
+                  const int dt, const int G)
+{
+    scores_heads(qs, s, kh, nvis, pc->row_bytes, ksc, pf, pfn, pc->v_bytes, hd, dt, G);
+    if (pc->window > 0) { /* keys before the row's window out */
+        const int32_t cut = rel - pc->window + 1;
+        for (int g = 0; cut > 0 && g < G; g++)
+            for (int32_t k = 0; k < FOLIO_MIN(cut, KC); k++)
+                s[(size_t)g * KC + k] = -INFINITY;
+    }
+    const v4f corr = softmax_heads(s, m, l, vsc, dt, G);
+    values_heads(s, acc, corr, vh, nvis, pc->row_bytes, hd, dt, G);
+}
+
+/* qs[] / a[] are filled for c < nv before use; GCC cannot see that for a
  * run-time head_dim */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -327,7 +541,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     float *l = m + ATTN__ALIGN_F(mcap);
     float *s = l + ATTN__ALIGN_F(mcap);
     float *acc = s + ATTN__ALIGN_F((size_t)mcap * KC);
-    float *ksc = acc + ATTN__ALIGN_F((size_t)mcap * hd);
+    float *qs = acc + ATTN__ALIGN_F((size_t)mcap * hd);
+    float *ksc = qs + ATTN__ALIGN_F((size_t)mcap * hd);
     float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
     const size_t rb = pc->row_bytes;
     const size_t hstride = pc->head_bytes; /* row k of KV head j: kp + j * hstride + k * rb */
@@ -340,8 +555,14 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             m[qi] = -INFINITY;
             l[qi] = 0;
             memset(acc + (size_t)qi * hd, 0, sizeof(float) * (size_t)hd);
+            const float *qv = pc->q + (size_t)(r + qi / hv) * pc->q_stride + (size_t)(qi % hv) * hd;
+            float *qd = qs + (size_t)qi * hd;
+            UNROLL
+            for (int c = 0; c < nv; c++)
+                vstore(qd + c * VW, vload(qv + c * VW) * scale);
         }
-        const int32_t cend = FOLIO_MIN(pc->c1, pc->pos0 + r + nr);
+        const int32_t pos0r = pc->pos0 + r; /* position of the tile's first row */
+        const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
         /* sliding window: the tile's first row sees nothing before wlo;
          * start at that block (whole blocks keep the chunk grid) */
         int32_t start = pc->c0;
@@ -357,169 +578,59 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
             const char *kp = t + (size_t)slot * rb;
             const char *vp = kp + pc->v_bytes;
-            if (dt == FOLIO_Q8) {
-                for (int32_t j = 0; j < nkvh; j++) {
-                    const char *sk = t + (size_t)j * hstride + pc->scale_off + (size_t)slot * 4;
-                    memcpy(ksc + (size_t)j * KC, sk, sizeof(float) * (size_t)n);
-                    memcpy(vsc + (size_t)j * KC, sk + pc->v_bytes, sizeof(float) * (size_t)n);
-                    for (int32_t k = n; k < KC; k++)
-                        ksc[(size_t)j * KC + k] = vsc[(size_t)j * KC + k] = 0;
-                }
+            /* the chunk PF_CHUNKS ahead: its rows are prefetched head by
+             * head, each while the same head of this chunk is worked on */
+            const int32_t pp = pos + PF_CHUNKS * KC;
+            const char *ft = NULL, *fsc = NULL;
+            int32_t fnp = 0;
+            if (pp < cend) {
+                const int32_t sp = pp % bs;
+                const char *tp = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes;
+                fnp = FOLIO_MIN(FOLIO_MIN(KC, bs - sp), cend - pp);
+                ft = tp + (size_t)sp * rb;
+                fsc = tp + pc->scale_off + (size_t)sp * 4;
             }
-            /* prefetch (into L2) the rows PF_CHUNKS chunks ahead, every KV head */
-            {
-                const int32_t pp = pos + PF_CHUNKS * KC;
-                if (pp < cend) {
-                    const int32_t sp = pp % bs, np = FOLIO_MIN(FOLIO_MIN(KC, bs - sp), cend - pp);
-                    const char *tp = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes;
-                    const char *tr = tp + (size_t)sp * rb;
-                    const size_t len = (size_t)np * rb;
-                    if (sp == 0 && np == bs) {
-                        /* a whole block: the tiles of the piece's KV heads
-                         * (q8: with their scales) are one run of K, one of V */
-                        const size_t all = (size_t)nkvh * hstride;
-                        for (size_t off = 0; off < all; off += 64) {
-                            __builtin_prefetch(tp + off, 0, 1);
-                            __builtin_prefetch(tp + pc->v_bytes + off, 0, 1);
-                        }
-                    } else
-                        for (int32_t j = 0; j < nkvh; j++) {
-                            const char *tj = tr + (size_t)j * hstride;
-                            for (size_t off = 0; off < len; off += 64) {
-                                __builtin_prefetch(tj + off, 0, 1);
-                                __builtin_prefetch(tj + pc->v_bytes + off, 0, 1);
-                            }
-                            if (dt == FOLIO_Q8) {
-                                const char *ts =
-                                    tp + (size_t)j * hstride + pc->scale_off + (size_t)sp * 4;
-                                __builtin_prefetch(ts, 0, 1);
-                                __builtin_prefetch(ts + pc->v_bytes, 0, 1);
-                            }
-                        }
-                }
-            }
-            /* scores */
-            for (int32_t rr = 0; rr < nr; rr++) {
-                const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
-                for (int32_t h = 0; h < hv; h++) {
-                    const int32_t qi = rr * hv + h;
-                    const float *qv = pc->q + (size_t)(r + rr) * pc->q_stride + (size_t)h * hd;
-                    const char *kh = kp + (size_t)(h / group) * hstride;
-                    const float *ks = ksc + (size_t)(h / group) * KC;
-                    float *srow = s + (size_t)qi * KC;
-                    vf qr[ATTN__HD_MAX / VW];
-                    UNROLL
-                    for (int c = 0; c < nv; c++)
-                        qr[c] = vload(qv + c * VW) * scale;
-#if VW == 1
-                    for (int32_t k = 0; k < nvis; k++) {
-                        const char *kr = kh + (size_t)k * rb;
-                        vf a = vsplat(0.0f);
-                        for (int c = 0; c < nv; c++)
-                            a += qr[c] * kv_load(kr, c * VW, dt);
-                        srow[k] = dt == FOLIO_Q8 ? a[0] * ks[k] : a[0];
-                    }
-                    for (int32_t k = nvis; k < KC; k++)
-                        srow[k] = -INFINITY;
+            for (int32_t j = 0; j < nkvh; j++) {
+                const char *kh = kp + (size_t)j * hstride;
+                const char *vh = vp + (size_t)j * hstride;
+                const char *pf = ft ? ft + (size_t)j * hstride : NULL;
+#if PF_SPREAD
+                if (pf && dt == FOLIO_Q8)
+                    prefetch_rows(pf, pc->v_bytes, 0, fsc + (size_t)j * hstride, fnp, dt);
 #else
-                    /* VW keys at a time: VW dot-product vectors folded
-                     * into one vector of VW scores (no per-key hsum) */
-                    for (int32_t kb = 0; kb < KC; kb += VW) {
-                        vf d[VW];
-                        if (kb + VW <= nvis) { /* all VW keys visible: no tests */
-                            UNROLL
-                            for (int k = 0; k < VW; k++) {
-                                const char *kr = kh + (size_t)(kb + k) * rb;
-                                d[k] = qr[0] * kv_load(kr, 0, dt);
-                                UNROLL
-                                for (int c = 1; c < nv; c++)
-                                    d[k] += qr[c] * kv_load(kr, c * VW, dt);
-                            }
-                        } else {
-                            UNROLL
-                            for (int k = 0; k < VW; k++) {
-                                d[k] = vsplat(0.0f);
-                                if (kb + k < nvis) {
-                                    const char *kr = kh + (size_t)(kb + k) * rb;
-                                    UNROLL
-                                    for (int c = 0; c < nv; c++)
-                                        d[k] += qr[c] * kv_load(kr, c * VW, dt);
-                                }
-                            }
-                        }
-                        vf sc = fold_all(d);
-                        if (dt == FOLIO_Q8)
-                            sc *= vload(ks + kb);
-                        vi keep = lane_index() < vsplat_i(nvis - kb);
-                        sc = (vf)(((vi)sc & keep) | ((vi)vsplat(-INFINITY) & ~keep));
-                        vstore(srow + kb, sc);
-                    }
+                if (pf)
+                    prefetch_rows(pf, pc->v_bytes, (size_t)fnp * rb, fsc + (size_t)j * hstride, fnp,
+                                  dt);
 #endif
+                if (dt == FOLIO_Q8) {
+                    const char *sk = t + (size_t)j * hstride + pc->scale_off + (size_t)slot * 4;
+                    memcpy(ksc, sk, sizeof(float) * (size_t)n);
+                    memcpy(vsc, sk + pc->v_bytes, sizeof(float) * (size_t)n);
+                    for (int32_t k = n; k < KC; k++)
+                        ksc[k] = vsc[k] = 0;
                 }
-            }
-
-            /* sliding window: keys before each row's window out */
-            if (pc->window > 0)
                 for (int32_t rr = 0; rr < nr; rr++) {
-                    const int32_t cut = pc->pos0 + r + rr - pc->window + 1 - pos;
-                    for (int32_t qi = rr * hv; cut > 0 && qi < (rr + 1) * hv; qi++)
-                        for (int32_t k = 0; k < FOLIO_MIN(cut, KC); k++)
-                            s[(size_t)qi * KC + k] = -INFINITY;
-                }
-
-            /* online softmax */
-            for (int32_t qi = 0; qi < nq; qi++) {
-                float *srow = s + (size_t)qi * KC;
-                float mx = srow[0];
-                for (int k = 1; k < KC; k++)
-                    mx = srow[k] > mx ? srow[k] : mx;
-                if (mx == -INFINITY) { /* nothing visible to this row yet */
-                    for (int k = 0; k < KC; k++)
-                        srow[k] = 0;
-                    continue;
-                }
-                const float mnew = m[qi] > mx ? m[qi] : mx;
-                const float corr = expf(m[qi] - mnew);
-                vf sum = vsplat(0.0f);
-                /* q8: p is stored times V's row scale (l sums p alone) */
-                const float *vs = vsc + (size_t)((qi % hv) / group) * KC;
-                for (int c = 0; c < KC / VW; c++) {
-                    vf p = vexp_neg(vload(srow + c * VW) - mnew);
-                    vstore(srow + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
-                    sum += p;
-                }
-                l[qi] = l[qi] * corr + vhsum(sum);
-                m[qi] = mnew;
-                if (corr != 1.0f) {
-                    float *ar = acc + (size_t)qi * hd;
-                    UNROLL
-                    for (int c = 0; c < nv; c++)
-                        vstore(ar + c * VW, vload(ar + c * VW) * corr);
-                }
-            }
-
-            /* values: the query heads of one KV head take each V vector
-             * in turn, so a V element is widened once per GB heads (not
-             * once per head); acc[GB][CB] vectors live in registers */
-            for (int32_t rr = 0; rr < nr; rr++) {
-                const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
-                if (nvis == 0)
-                    continue;
-                for (int32_t j = 0; j < nkvh; j++) {
-                    const char *vh = vp + (size_t)j * hstride;
-                    for (int32_t g0 = 0; g0 < group; g0 += GB) {
-                        const int gb = FOLIO_MIN(GB, group - g0);
-                        const int32_t qi0 = rr * hv + j * group + g0;
-                        const float *ps = s + (size_t)qi0 * KC;
-                        float *as = acc + (size_t)qi0 * hd;
-                        if (gb == 4)
-                            values_heads(ps, as, vh, nvis, rb, hd, dt, 4);
-                        else if (gb == 3)
-                            values_heads(ps, as, vh, nvis, rb, hd, dt, 3);
-                        else if (gb == 2)
-                            values_heads(ps, as, vh, nvis, rb, hd, dt, 2);
+                    const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
+                    if (nvis == 0)
+                        continue;
+                    const int32_t qi0 = rr * hv + j * group;
+                    /* GS query heads of the group at a time: scores,
+                     * softmax, values */
+                    for (int32_t g0 = 0; g0 < group; g0 += GS) {
+                        const int gs = FOLIO_MIN(GS, group - g0);
+                        const int32_t qg = qi0 + g0;
+                        if (gs == 3)
+                            head_pass(pc, qs + (size_t)qg * hd, s + (size_t)qg * KC, m + qg, l + qg,
+                                      acc + (size_t)qg * hd, kh, vh, nvis, pos0r + rr - pos, ksc,
+                                      vsc, rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 3);
+                        else if (gs == 2)
+                            head_pass(pc, qs + (size_t)qg * hd, s + (size_t)qg * KC, m + qg, l + qg,
+                                      acc + (size_t)qg * hd, kh, vh, nvis, pos0r + rr - pos, ksc,
+                                      vsc, rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 2);
                         else
-                            values_heads(ps, as, vh, nvis, rb, hd, dt, 1);
+                            head_pass(pc, qs + (size_t)qg * hd, s + (size_t)qg * KC, m + qg, l + qg,
+                                      acc + (size_t)qg * hd, kh, vh, nvis, pos0r + rr - pos, ksc,
+                                      vsc, rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 1);
                     }
                 }
             }
@@ -546,7 +657,6 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
         }
     }
 }
-
 #pragma GCC diagnostic pop
 
 /* constant head_dim lets the compiler keep q / acc rows in registers; a

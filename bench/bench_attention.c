@@ -2,12 +2,12 @@
  * bench/bench_attention.c — paged attention kernel figures for
  * BENCHMARKS.md ("Paged attention").
  *
- *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]
+ *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]
  *
- * --only NAME runs just that (a) case (and --dtype just one type), for
- * profiling.  --cputime times by process CPU time / threads instead of wall time: on a
- * machine shared with other jobs it leaves out time spent descheduled
- * (useful for comparing kernel variants; the figures to publish are wall).
+ * --only NAME runs just the (a) case of that name, or every case whose name
+ * begins so (and --dtype just one type), for profiling.  --cputime times by process CPU time /
+ * threads instead of wall time: on a machine shared with other jobs it leaves out time spent
+ * descheduled (useful for comparing kernel variants; the figures to publish are wall).
  *
  * (a) paged vs contiguous: the same kernel on the same K/V, once through
  *     page tables of shuffled block ids, once through an identity table
@@ -33,11 +33,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "folio/attention.h"
 
 static uint64_t rng_s = 42;
+static int use_huge; /* --huge: K/V buffers on transparent huge pages */
 
 static const enum folio_dtype dtypes[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
 #define N_DTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
@@ -83,6 +85,12 @@ static void setup_build(struct setup *st)
     const size_t n_elem = (size_t)nb * kv->block_stride;
     const size_t esz = folio_dtype_size(st->dt);
     kv->base = folio_aligned_alloc(64, n_elem * esz);
+    if (kv->base && use_huge) { /* the whole 2 MiB pages inside the buffer */
+        const uintptr_t lo = ((uintptr_t)kv->base + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
+        const uintptr_t hi = ((uintptr_t)kv->base + n_elem * esz) & ~(uintptr_t)((2u << 20) - 1);
+        if (hi > lo)
+            (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
     st->tables = folio_malloc(sizeof(int32_t) * (size_t)nb);
     st->seqs = folio_malloc(sizeof(struct attn_seq) * (size_t)st->n_seqs);
     if (!kv->base || !st->tables || !st->seqs) {
@@ -306,6 +314,8 @@ int main(int argc, char **argv)
             quick = 1;
         else if (!strcmp(argv[i], "--cputime"))
             use_cputime = 1;
+        else if (!strcmp(argv[i], "--huge"))
+            use_huge = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
@@ -316,10 +326,11 @@ int main(int argc, char **argv)
             }
             only_dt = (int)t;
         } else {
-            fprintf(stderr,
-                    "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime]\n"
-                    "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
+                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8]\n",
+                argv[0]);
             return 2;
         }
     }
@@ -348,8 +359,13 @@ int main(int argc, char **argv)
         {"prefill 512", 1, 512, 512, 16},
         {"chunk 256 after 2048", 1, 2304, 256, 16},
     };
+    /* --only: the case of that exact name, else every case it begins */
+    int exact = 0;
+    for (size_t c = 0; only && c < sizeof(cases) / sizeof(cases[0]); c++)
+        exact |= strcmp(cases[c].name, only) == 0;
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        if (only && strncmp(cases[c].name, only, strlen(only)) != 0)
+        if (only && (exact ? strcmp(cases[c].name, only) != 0
+                           : strncmp(cases[c].name, only, strlen(only)) != 0))
             continue;
         for (int dt = 0; dt < N_DTYPES; dt++) {
             if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
