@@ -957,9 +957,190 @@ static void probe_models(const struct bench_target *t, const char *key, const ch
     folio_buf_free(&body);
 }
 
-int cmd_bench(int argc, char **argv)
+/* Fills *o from argv: -1 to go on, else the exit status (0 after --help,
+ * 2 after a message on stderr). */
+enum opt_id {
+    O_SOCKET = 256,
+    O_URL,
+    O_ENDPOINT,
+    O_MODEL,
+    O_DATASET,
+    O_INPUT,
+    O_OUTPUT,
+    O_RANGE,
+    O_TEXT,
+    O_PREFIX,
+    O_TRACE,
+    O_EOS,
+    O_TEMP,
+    O_SEED,
+    O_BIAS,
+    O_TENANTS,
+    O_RATE,
+    O_BURST,
+    O_CONC,
+    O_NUM,
+    O_DUR,
+    O_TIMEOUT,
+    O_SLO,
+    O_JSON,
+    O_PLOT,
+    O_SCRAPE,
+    O_VOCAB,
+    O_PROG,
+    O_NOPROG,
+    O_REPLICAS,
+    O_METRICS_KEY,
+    O_HELP
+};
+
+/* Applies one option to *o: NULL, or what its value should have been. */
+static const char *apply_opt(struct opts *o, enum opt_id id, const char *arg)
 {
-    struct opts o = {
+    double d;
+    long long v;
+    switch (id) {
+    case O_SOCKET:
+        if (o->n_sockets == MAX_TARGETS)
+            return "--socket: too many";
+        else
+            o->sockets[o->n_sockets++] = arg;
+        break;
+    case O_URL:
+        o->url = arg;
+        break;
+    case O_ENDPOINT:
+        if (strcmp(arg, "/v1/completions") && strcmp(arg, "/v1/chat/completions"))
+            return "--endpoint: /v1/completions or /v1/chat/completions";
+        o->endpoint = arg;
+        break;
+    case O_MODEL:
+        o->model = arg;
+        break;
+    case O_DATASET:
+        if (!strcmp(arg, "random"))
+            o->dataset = DS_RANDOM;
+        else if (!strcmp(arg, "prefix"))
+            o->dataset = DS_PREFIX;
+        else if (!strcmp(arg, "trace"))
+            o->dataset = DS_TRACE;
+        else
+            return "--dataset: random, prefix or trace";
+        break;
+    case O_INPUT:
+    case O_OUTPUT:
+    case O_PREFIX:
+        if (parse_int(arg, id == O_PREFIX ? 0 : 1, 1 << 24, &v))
+            return "length: an integer in [1, 16M]";
+        else if (id == O_INPUT)
+            o->input_len = (int32_t)v;
+        else if (id == O_OUTPUT)
+            o->output_len = (int32_t)v;
+        else {
+            o->prefix_len = (int32_t)v;
+            o->prefix_len_set = true;
+        }
+        break;
+    case O_RANGE:
+        if (parse_num(arg, 0, 1, &o->range_ratio))
+            return "--range-ratio: a number in [0, 1]";
+        break;
+    case O_TEXT:
+        o->text_prompts = true;
+        break;
+    case O_TRACE:
+        o->trace = arg;
+        break;
+    case O_EOS:
+        o->ignore_eos = true;
+        break;
+    case O_TEMP:
+        if (parse_num(arg, 0, 100, &o->temperature))
+            return "--temperature: a number >= 0";
+        o->temperature_set = true;
+        break;
+    case O_SEED:
+        if (parse_int(arg, 0, LLONG_MAX, &v))
+            return "--seed: an integer >= 0";
+        o->seed = (uint64_t)v;
+        o->seed_set = true;
+        break;
+    case O_BIAS:
+        if (parse_bias(o, arg))
+            return "--logit-bias: TOK:BIAS,... (bias in [-100, 100])";
+        break;
+    case O_TENANTS:
+        if (parse_keys(o, arg))
+            return "--tenants: K1,K2,... (non-empty keys)";
+        break;
+    case O_RATE:
+        if (parse_num(arg, 1e-9, INFINITY, &o->rate))
+            return "--request-rate: a number > 0 or inf";
+        break;
+    case O_BURST:
+        if (parse_num(arg, 1e-3, 1e6, &o->burstiness))
+            return "--burstiness: a number > 0";
+        break;
+    case O_CONC:
+        if (parse_int(arg, 1, 1 << 20, &v))
+            return "--max-concurrency: an integer >= 1";
+        o->max_concurrency = (int)v;
+        break;
+    case O_NUM:
+        if (parse_int(arg, 1, 1 << 24, &v))
+            return "--num-prompts: an integer >= 1";
+        o->num_prompts = (int32_t)v;
+        break;
+    case O_DUR:
+        if (parse_num(arg, 1e-3, 1e9, &d))
+            return "--duration: seconds > 0";
+        o->duration = d;
+        break;
+    case O_TIMEOUT:
+        if (parse_num(arg, 1e-3, 1e7, &d))
+            return "--timeout: seconds > 0";
+        o->timeout = d;
+        break;
+    case O_SLO:
+        if (parse_slo(o, arg))
+            return "--slo: ttft=MS,tpot=MS,e2el=MS";
+        break;
+    case O_JSON:
+        o->json = arg;
+        break;
+    case O_PLOT:
+        o->plot = arg;
+        break;
+    case O_SCRAPE:
+        o->scrape = true;
+        break;
+    case O_VOCAB:
+        if (parse_int(arg, 2, INT32_MAX, &v))
+            return "--vocab-size: an integer >= 2";
+        o->vocab = (int32_t)v;
+        break;
+    case O_PROG:
+        o->progress = 1;
+        break;
+    case O_NOPROG:
+        o->progress = 0;
+        break;
+    case O_REPLICAS:
+        if (parse_replicas(o, arg))
+            return "--replica-metrics: http://HOST:PORT,... (at most 64)";
+        break;
+    case O_METRICS_KEY:
+        o->metrics_key = arg;
+        break;
+    case O_HELP:
+        break;
+    }
+    return NULL;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    *o = (struct opts){
         .endpoint = "/v1/completions",
         .dataset = DS_RANDOM,
         .input_len = 128,
@@ -973,40 +1154,6 @@ int cmd_bench(int argc, char **argv)
         .slo_tpot = NAN,
         .slo_e2el = NAN,
         .progress = -1,
-    };
-    enum {
-        O_SOCKET = 256,
-        O_URL,
-        O_ENDPOINT,
-        O_MODEL,
-        O_DATASET,
-        O_INPUT,
-        O_OUTPUT,
-        O_RANGE,
-        O_TEXT,
-        O_PREFIX,
-        O_TRACE,
-        O_EOS,
-        O_TEMP,
-        O_SEED,
-        O_BIAS,
-        O_TENANTS,
-        O_RATE,
-        O_BURST,
-        O_CONC,
-        O_NUM,
-        O_DUR,
-        O_TIMEOUT,
-        O_SLO,
-        O_JSON,
-        O_PLOT,
-        O_SCRAPE,
-        O_VOCAB,
-        O_PROG,
-        O_NOPROG,
-        O_REPLICAS,
-        O_METRICS_KEY,
-        O_HELP
     };
     static const struct option lo[] = {
         {"socket", required_argument, 0, O_SOCKET},
@@ -1045,228 +1192,127 @@ int cmd_bench(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
-    int status = 2, c;
-    double d;
-    long long v;
+    int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        const char *bad = NULL;
-        switch (c) {
-        case O_SOCKET:
-            if (o.n_sockets == MAX_TARGETS)
-                bad = "--socket: too many";
-            else
-                o.sockets[o.n_sockets++] = optarg;
-            break;
-        case O_URL:
-            o.url = optarg;
-            break;
-        case O_ENDPOINT:
-            if (strcmp(optarg, "/v1/completions") && strcmp(optarg, "/v1/chat/completions"))
-                bad = "--endpoint: /v1/completions or /v1/chat/completions";
-            o.endpoint = optarg;
-            break;
-        case O_MODEL:
-            o.model = optarg;
-            break;
-        case O_DATASET:
-            if (!strcmp(optarg, "random"))
-                o.dataset = DS_RANDOM;
-            else if (!strcmp(optarg, "prefix"))
-                o.dataset = DS_PREFIX;
-            else if (!strcmp(optarg, "trace"))
-                o.dataset = DS_TRACE;
-            else
-                bad = "--dataset: random, prefix or trace";
-            break;
-        case O_INPUT:
-        case O_OUTPUT:
-        case O_PREFIX:
-            if (parse_int(optarg, c == O_PREFIX ? 0 : 1, 1 << 24, &v))
-                bad = "length: an integer in [1, 16M]";
-            else if (c == O_INPUT)
-                o.input_len = (int32_t)v;
-            else if (c == O_OUTPUT)
-                o.output_len = (int32_t)v;
-            else {
-                o.prefix_len = (int32_t)v;
-                o.prefix_len_set = true;
-            }
-            break;
-        case O_RANGE:
-            if (parse_num(optarg, 0, 1, &o.range_ratio))
-                bad = "--range-ratio: a number in [0, 1]";
-            break;
-        case O_TEXT:
-            o.text_prompts = true;
-            break;
-        case O_TRACE:
-            o.trace = optarg;
-            break;
-        case O_EOS:
-            o.ignore_eos = true;
-            break;
-        case O_TEMP:
-            if (parse_num(optarg, 0, 100, &o.temperature))
-                bad = "--temperature: a number >= 0";
-            o.temperature_set = true;
-            break;
-        case O_SEED:
-            if (parse_int(optarg, 0, LLONG_MAX, &v))
-                bad = "--seed: an integer >= 0";
-            o.seed = (uint64_t)v;
-            o.seed_set = true;
-            break;
-        case O_BIAS:
-            if (parse_bias(&o, optarg))
-                bad = "--logit-bias: TOK:BIAS,... (bias in [-100, 100])";
-            break;
-        case O_TENANTS:
-            if (parse_keys(&o, optarg))
-                bad = "--tenants: K1,K2,... (non-empty keys)";
-            break;
-        case O_RATE:
-            if (parse_num(optarg, 1e-9, INFINITY, &o.rate))
-                bad = "--request-rate: a number > 0 or inf";
-            break;
-        case O_BURST:
-            if (parse_num(optarg, 1e-3, 1e6, &o.burstiness))
-                bad = "--burstiness: a number > 0";
-            break;
-        case O_CONC:
-            if (parse_int(optarg, 1, 1 << 20, &v))
-                bad = "--max-concurrency: an integer >= 1";
-            o.max_concurrency = (int)v;
-            break;
-        case O_NUM:
-            if (parse_int(optarg, 1, 1 << 24, &v))
-                bad = "--num-prompts: an integer >= 1";
-            o.num_prompts = (int32_t)v;
-            break;
-        case O_DUR:
-            if (parse_num(optarg, 1e-3, 1e9, &d))
-                bad = "--duration: seconds > 0";
-            o.duration = d;
-            break;
-        case O_TIMEOUT:
-            if (parse_num(optarg, 1e-3, 1e7, &d))
-                bad = "--timeout: seconds > 0";
-            o.timeout = d;
-            break;
-        case O_SLO:
-            if (parse_slo(&o, optarg))
-                bad = "--slo: ttft=MS,tpot=MS,e2el=MS";
-            break;
-        case O_JSON:
-            o.json = optarg;
-            break;
-        case O_PLOT:
-            o.plot = optarg;
-            break;
-        case O_SCRAPE:
-            o.scrape = true;
-            break;
-        case O_VOCAB:
-            if (parse_int(optarg, 2, INT32_MAX, &v))
-                bad = "--vocab-size: an integer >= 2";
-            o.vocab = (int32_t)v;
-            break;
-        case O_PROG:
-            o.progress = 1;
-            break;
-        case O_NOPROG:
-            o.progress = 0;
-            break;
-        case O_REPLICAS:
-            if (parse_replicas(&o, optarg))
-                bad = "--replica-metrics: http://HOST:PORT,... (at most 64)";
-            break;
-        case O_METRICS_KEY:
-            o.metrics_key = optarg;
-            break;
-        case O_HELP:
-        case 'h':
+        if (c == O_HELP || c == 'h') {
             usage(stdout);
-            status = 0;
-            goto out;
-        default:
+            return 0;
+        }
+        if (c < O_SOCKET || c > O_METRICS_KEY) {
             fprintf(stderr, "folio bench: unknown option '%s'\n", argv[optind - 1]);
             usage(stderr);
-            goto out;
+            return 2;
         }
+        const char *bad = apply_opt(o, (enum opt_id)c, optarg);
         if (bad) {
             fprintf(stderr, "folio bench: %s (got '%s')\n", bad, optarg ? optarg : "");
-            goto out;
+            return 2;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "folio bench: unexpected argument '%s'\n", argv[optind]);
-        goto out;
+        return 2;
     }
-    if (o.url && o.n_sockets) {
+    if (o->url && o->n_sockets) {
         fprintf(stderr, "folio bench: --socket and --url exclude each other\n");
-        goto out;
+        return 2;
     }
-    if ((o.dataset == DS_TRACE) != (o.trace != NULL)) {
+    if ((o->dataset == DS_TRACE) != (o->trace != NULL)) {
         fprintf(stderr, "folio bench: --dataset trace and --trace FILE go together\n");
-        goto out;
+        return 2;
     }
+    return -1;
+}
 
-    /* targets */
-    status = 1;
-    struct bench_target targets[MAX_TARGETS];
-    int n_targets = 0;
-    char err[512], target_desc[400];
-    char def_sock[200];
-    if (o.url) {
-        if (bench_target_url(&targets[0], o.url, err, sizeof(err))) {
+/* Resolves --url or the sockets (default: $XDG_RUNTIME_DIR/foliod.sock,
+ * else ./foliod.sock) into targets[]; 0, or -EINVAL after a message. */
+static int open_targets(const struct opts *o, struct bench_target *targets, int *n_targets,
+                        char *desc, size_t desc_len)
+{
+    char err[512], def_sock[200];
+    *n_targets = 0;
+    if (o->url) {
+        if (bench_target_url(&targets[0], o->url, err, sizeof(err))) {
             fprintf(stderr, "folio bench: %s\n", err);
-            status = 2;
-            goto out;
+            return -EINVAL;
         }
-        n_targets = 1;
-        snprintf(target_desc, sizeof(target_desc), "%s", o.url);
-    } else {
-        if (!o.n_sockets) {
-            const char *xdg = getenv("XDG_RUNTIME_DIR");
-            if (xdg && *xdg)
-                snprintf(def_sock, sizeof(def_sock), "%s/foliod.sock", xdg);
-            else
-                snprintf(def_sock, sizeof(def_sock), "./foliod.sock");
-            o.sockets[o.n_sockets++] = def_sock;
-        }
-        for (int i = 0; i < o.n_sockets; i++)
-            if (bench_target_unix(&targets[n_targets++], o.sockets[i], err, sizeof(err))) {
-                fprintf(stderr, "folio bench: %s\n", err);
-                status = 2;
-                goto out;
-            }
-        snprintf(target_desc, sizeof(target_desc), "unix:%s%s", o.sockets[0],
-                 o.n_sockets > 1 ? " (+more)" : "");
+        *n_targets = 1;
+        snprintf(desc, desc_len, "%s", o->url);
+        return 0;
     }
+    const char *const *sockets = o->sockets;
+    const char *one[1];
+    int n_sockets = o->n_sockets;
+    if (!n_sockets) {
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && *xdg)
+            snprintf(def_sock, sizeof(def_sock), "%s/foliod.sock", xdg);
+        else
+            snprintf(def_sock, sizeof(def_sock), "./foliod.sock");
+        one[0] = def_sock;
+        sockets = one;
+        n_sockets = 1;
+    }
+    for (int i = 0; i < n_sockets; i++)
+        if (bench_target_unix(&targets[(*n_targets)++], sockets[i], err, sizeof(err))) {
+            fprintf(stderr, "folio bench: %s\n", err);
+            return -EINVAL;
+        }
+    snprintf(desc, desc_len, "unix:%s%s", sockets[0], n_sockets > 1 ? " (+more)" : "");
+    return 0;
+}
 
-    /* probe */
-    char model_buf[256];
-    const char *model = o.model;
+/* Reduces the finished run and writes the report, --json and --plot: the
+ * exit status. */
+static int report(const struct opts *o, const struct bench_req *reqs, int32_t n,
+                  const struct bench_run_out *ro, const char *target_desc, const char *model)
+{
+    struct result res;
+    int status, rc;
+    if (reduce(o, reqs, n, ro, &res)) {
+        fprintf(stderr, "folio bench: out of memory\n");
+        result_free(&res);
+        return 1;
+    }
+    print_report(o, &res, ro, reqs, n);
+    status = res.completed > 0 ? 0 : 1;
+    if (o->json && (rc = write_json(o->json, o, &res, reqs, n, ro, target_desc, model))) {
+        fprintf(stderr, "folio bench: %s: %s\n", o->json, strerror(-rc));
+        status = 1;
+    }
+    if (o->plot && (rc = write_plot(o->plot, &res, target_desc))) {
+        fprintf(stderr, "folio bench: %s: %s\n", o->plot, strerror(-rc));
+        status = 1;
+    }
+    result_free(&res);
+    return status;
+}
+
+/* Probes the first target, builds every request, runs them: the exit
+ * status. */
+static int run(struct opts *o, struct bench_target *targets, int n_targets, const char *target_desc)
+{
+    char err[512], model_buf[256];
+    const char *model = o->model;
     int32_t vocab = 0, ctx = 0;
-    probe_models(&targets[0], o.n_keys ? o.keys[0] : NULL, &model, model_buf, sizeof(model_buf),
+    probe_models(&targets[0], o->n_keys ? o->keys[0] : NULL, &model, model_buf, sizeof(model_buf),
                  &vocab, &ctx);
-    o.vocab = o.vocab ? o.vocab : vocab ? vocab : 1000;
-    if (ctx && o.dataset != DS_TRACE &&
-        (int64_t)o.input_len * (1 + o.range_ratio) + (o.dataset == DS_PREFIX ? o.prefix_len : 0) +
-                o.output_len * (1 + o.range_ratio) >
+    o->vocab = o->vocab ? o->vocab : vocab ? vocab : 1000;
+    if (ctx && o->dataset != DS_TRACE &&
+        (int64_t)o->input_len * (1 + o->range_ratio) +
+                (o->dataset == DS_PREFIX ? o->prefix_len : 0) +
+                o->output_len * (1 + o->range_ratio) >
             ctx)
         fprintf(stderr, "folio bench: warning: prompt + output may exceed max_model_len %d\n", ctx);
 
     struct bench_req *reqs = NULL;
     int32_t n = 0;
-    int n_tenants = FOLIO_MAX(o.n_keys, n_targets);
-    if (n_tenants < 1)
-        n_tenants = 1;
-    if (build_requests(&o, model, &reqs, &n, n_tenants, err, sizeof(err))) {
+    int n_tenants = FOLIO_MAX(FOLIO_MAX(o->n_keys, n_targets), 1);
+    if (build_requests(o, model, &reqs, &n, n_tenants, err, sizeof(err))) {
         fprintf(stderr, "folio bench: %s\n", err);
-        goto out;
+        return 1;
     }
     /* libuv writes with write(2): a server that hangs up must not kill us */
     signal(SIGPIPE, SIG_IGN);
@@ -1279,54 +1325,47 @@ int cmd_bench(int argc, char **argv)
     struct bench_run_cfg cfg = {
         .targets = targets,
         .n_targets = n_targets,
-        .keys = (const char *const *)o.keys,
-        .n_keys = o.n_keys,
-        .endpoint = o.endpoint,
-        .max_concurrency = o.max_concurrency,
-        .duration_s = o.duration,
-        .timeout_s = o.timeout,
-        .scrape_metrics = o.scrape,
-        .progress = o.progress < 0 ? isatty(2) : o.progress,
+        .keys = (const char *const *)o->keys,
+        .n_keys = o->n_keys,
+        .endpoint = o->endpoint,
+        .max_concurrency = o->max_concurrency,
+        .duration_s = o->duration,
+        .timeout_s = o->timeout,
+        .scrape_metrics = o->scrape,
+        .progress = o->progress < 0 ? isatty(2) : o->progress,
     };
     fprintf(stderr, "folio bench: %d requests to %s %s, model %s, rate %g/s, concurrency %s\n", n,
-            target_desc, o.endpoint, model ? model : "(none)", o.rate,
-            o.max_concurrency > 0 ? "bounded" : "unbounded");
-    for (int i = 0; i < o.n_replicas; i++)
-        bench_replica_scrape(&o.replicas[i], o.metrics_key, 0);
+            target_desc, o->endpoint, model ? model : "(none)", o->rate,
+            o->max_concurrency > 0 ? "bounded" : "unbounded");
+    for (int i = 0; i < o->n_replicas; i++)
+        bench_replica_scrape(&o->replicas[i], o->metrics_key, 0);
     struct bench_run_out ro;
+    int status = 1;
     int rc = bench_run_exec(&cfg, reqs, n, &ro);
-    for (int i = 0; !rc && i < o.n_replicas; i++)
-        bench_replica_scrape(&o.replicas[i], o.metrics_key, 1);
-    if (rc) {
+    for (int i = 0; !rc && i < o->n_replicas; i++)
+        bench_replica_scrape(&o->replicas[i], o->metrics_key, 1);
+    if (rc)
         fprintf(stderr, "folio bench: run failed: %s\n", strerror(-rc));
-        for (int32_t i = 0; i < n; i++)
-            bench_req_free(&reqs[i]);
-        folio_free(reqs);
-        bench_run_out_free(&ro);
-        goto out;
-    }
-    struct result res;
-    if (reduce(&o, reqs, n, &ro, &res)) {
-        fprintf(stderr, "folio bench: out of memory\n");
-        result_free(&res);
-    } else {
-        print_report(&o, &res, &ro, reqs, n);
-        status = res.completed > 0 ? 0 : 1;
-        if (o.json && (rc = write_json(o.json, &o, &res, reqs, n, &ro, target_desc, model))) {
-            fprintf(stderr, "folio bench: %s: %s\n", o.json, strerror(-rc));
-            status = 1;
-        }
-        if (o.plot && (rc = write_plot(o.plot, &res, target_desc))) {
-            fprintf(stderr, "folio bench: %s: %s\n", o.plot, strerror(-rc));
-            status = 1;
-        }
-        result_free(&res);
-    }
+    else
+        status = report(o, reqs, n, &ro, target_desc, model);
     for (int32_t i = 0; i < n; i++)
         bench_req_free(&reqs[i]);
     folio_free(reqs);
     bench_run_out_free(&ro);
-out:
+    return status;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    struct opts o;
+    struct bench_target targets[MAX_TARGETS];
+    int n_targets;
+    char target_desc[400];
+    int status = parse_opts(argc, argv, &o);
+    if (status < 0)
+        status = open_targets(&o, targets, &n_targets, target_desc, sizeof(target_desc))
+                     ? 2
+                     : run(&o, targets, n_targets, target_desc);
     for (int i = 0; i < o.n_keys; i++)
         folio_free(o.keys[i]);
     folio_free(o.replica_spec);
