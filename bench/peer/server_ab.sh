@@ -14,6 +14,9 @@
 # (Release, GGML_NATIVE: tuned for this CPU, as foliod's release build is).
 # LLAMA_SERVER=/path/to/llama-server skips the build.  FOLIO_BUILD names
 # foliod's release build directory (default build-rel; built if missing).
+# FOLIOD_ARGS adds options to foliod's command line, e.g. FOLIOD_ARGS=
+# "--kv-dtype f16" for the KV precision llama-server uses by default (f16;
+# foliod's default is f32).
 #
 # Prints one line per server and round, and the medians; the per-request
 # records stay in bench/peer/.npm/ab-*.json.
@@ -25,6 +28,7 @@ rounds=${2:-3}
 work=$here/.npm
 build=${FOLIO_BUILD:-$root/build-rel}
 threads=${THREADS:-2}
+read -r -a foliod_args <<<"${FOLIOD_ARGS:-}"
 
 if [ ! -x "$build/daemon/foliod" ]; then
   meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null
@@ -76,7 +80,7 @@ field() { # FILE LABEL: the number after "LABEL:" in a folio bench report
 for r in $(seq 1 "$rounds"); do
   rm -f "$sock"
   "$build/daemon/foliod" --model "$model" --socket "$sock" --kv-mem 1G --threads "$threads" \
-    >"$work/ab-foliod.log" 2>&1 &
+    "${foliod_args[@]}" >"$work/ab-foliod.log" 2>&1 &
   pid=$!
   wait_up sock
   "$build/tools/folio" bench --socket "$sock" "${load[@]}" --json "$work/ab-foliod-$r.json" \
