@@ -2,10 +2,12 @@
  * bench/bench_attention.c — paged attention kernel figures for
  * BENCHMARKS.md ("Paged attention").
  *
- *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]
+ *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge] [--run N]
  *
- * --only NAME runs just the (a) case of that name, or every case whose name
- * begins so (and --dtype just one type), for profiling.  --cputime times by process CPU time /
+ * --run N shuffles the page tables in runs of N consecutive block ids (the
+ * kernel still meets a block boundary every block_size keys, but memory
+ * jumps only every N blocks).  --only NAME runs just the (a) case of that name, or every case whose
+ * name begins so (and --dtype just one type), for profiling.  --cputime times by process CPU time /
  * threads instead of wall time: on a machine shared with other jobs it leaves out time spent
  * descheduled (useful for comparing kernel variants; the figures to publish are wall).
  *
@@ -47,7 +49,8 @@
 #include "folio/attention.h"
 
 static uint64_t rng_s = 42;
-static int use_huge; /* --huge: K/V buffers on transparent huge pages */
+static int use_huge;            /* --huge: K/V buffers on transparent huge pages */
+static int32_t shuffle_run = 1; /* --run N: shuffle runs of N consecutive block ids */
 
 static const enum folio_dtype dtypes[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
 #define N_DTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
@@ -116,13 +119,16 @@ static void setup_build(struct setup *st)
                 }
     for (int32_t i = 0; i < nb; i++)
         st->tables[i] = i;
-    if (st->layout == LAYOUT_SHUFFLED) {
-        for (int32_t i = nb - 1; i > 0; i--) {
+    if (st->layout == LAYOUT_SHUFFLED) { /* units of shuffle_run ids, shuffled */
+        const int32_t run = nb % shuffle_run == 0 ? shuffle_run : 1, nu = nb / run;
+        for (int32_t i = nu - 1; i > 0; i--) {
             int32_t j = (int32_t)((uint32_t)(rnd() * 1e6f + 1e6f) % (uint32_t)(i + 1));
             int32_t t = st->tables[i];
             st->tables[i] = st->tables[j];
             st->tables[j] = t;
         }
+        for (int32_t i = nb - 1; i >= 0; i--)
+            st->tables[i] = st->tables[i / run] * run + i % run;
     }
     for (int32_t s = 0; s < st->n_seqs; s++)
         st->seqs[s] = (struct attn_seq){.q_row = s * st->n_q,
@@ -324,6 +330,8 @@ int main(int argc, char **argv)
             use_cputime = 1;
         else if (!strcmp(argv[i], "--huge"))
             use_huge = 1;
+        else if (!strcmp(argv[i], "--run") && i + 1 < argc)
+            shuffle_run = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
@@ -337,7 +345,7 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
-                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8]\n",
+                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8] [--run N]\n",
                 argv[0]);
             return 2;
         }
