@@ -70,11 +70,19 @@
  * prefetcht2, spread or one burst per head, and transparent huge pages
  * under the K/V all left shuffled / identity at 0.8-0.9 for f16, bf16 and
  * q8 within that machine's noise; no prefetch at all was clearly worse.
- * q8 scores by int8 dot products take a K vector of 32 elements per load
- * and three multiply-class instructions per head (sign, vpmaddubsw,
- * vpmaddwd) instead of four widenings and twelve FMAs for three heads;
- * quantizing q moves q8 results by ~2e-3 (normalised) against the
- * unquantized query.
+ * That gap is not this kernel's per-block work: with the K/V in L3 the
+ * layouts run alike, and page tables shuffled in runs of consecutive ids
+ * (bench_attention --run) close it as the runs grow (q8 block 16: 0.88
+ * jumping every block, 0.96 every 4) — it follows how often the memory
+ * stream jumps.
+ * q8 scores by int8 dot products take 32 K elements per load and, per
+ * head, a vpsignb, a vpmaddubsw and a vpmaddwd, where the f32 path needs
+ * four widenings (shared by the pass) and four FMAs per head; quantizing
+ * q moves q8 results by ~2e-3 (normalised) against the unquantized query.
+ * Measured on the EPYC VM: q8 decode 1.0-1.2x faster with the K/V in L3,
+ * no difference outside that machine's noise from DRAM, where q8 waits on
+ * memory as much as on arithmetic; P.V is still f32 (int16 p times int8 V
+ * by vpmaddwd would halve its multiplies).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
