@@ -22,6 +22,8 @@
  *   qs[mcap][hd]                    (the tile's queries times scale)
  *   ksc[n_kvh][KC] vsc[n_kvh][KC]   (q8: one KV head's row scales of
  *                                    the chunk, in the first KC of each)
+ *   qsc[mcap]  qq[mcap][hd] int8    (q8: the tile's queries quantized by
+ *                                    attn_q8_quantize_q, and their scales)
  * where mcap is the largest tile of query vectors (rows x query heads).
  * K/V are read in place from the arena in every dtype and widened in
  * registers; nothing is copied to scratch.
@@ -79,7 +81,8 @@ static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
 {
     size_t mcap = (size_t)(hv > ATTN__MQ ? hv : ATTN__MQ);
     return 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
-           2 * ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh);
+           2 * ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh) +
+           ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F((mcap * (size_t)hd + 3) / 4);
 }
 
 void attn__kern_portable(const struct attn__piece *pc);

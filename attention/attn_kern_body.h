@@ -16,6 +16,8 @@
  *   vload_h(p)         VW binary16 values at p -> vf
  *   vload_bf(p)        VW bfloat16 values at p -> vf
  *   vload_q8(p)        VW int8 values at p -> vf
+ * and may include attn_kern_q8dot.h (KQ8_W, kq8_dot4: q8 scores as int8
+ * dot products, for head_dim a multiple of KQ8_W).
  *
  * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
  * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
@@ -34,9 +36,14 @@
  *               conversion), never through a copy; each K and V vector is
  *               widened once per head pass and used by all its heads;
  *               q8: the KV head's row scales of the chunk go to ksc / vsc
- *   scores      s[g][k] = qs_g . K[k] (q8: times K's row scale, once per
- *               key, after the sum), -inf where k is not visible to the
- *               row (causal, window) or past the chunk.  KB = 4 keys at a
+ *   scores      s[g][k] = qs_g . K[k], -inf where k is not visible to the
+ *               row (causal, window) or past the chunk; q8: the query is
+ *               quantized to int8 once per tile (attn_q8_quantize_q, as
+ *               the reference does, the softmax scale in its scale qsc),
+ *               s = (qq_g . K[k]) * qsc_g * K's row scale, the dot product
+ *               exact in every path: int8 vpmaddubsw / vpmaddwd where the
+ *               ISA file includes attn_kern_q8dot.h, else f32 FMAs on the
+ *               int8 values (exact integers below 2^24).  KB = 4 keys at a
  *               time: GS x KB dot-product vectors in registers, q read as
  *               the FMA's memory operand; each head's 4 dot-product
  *               vectors are folded into 4 scores by two levels of in-lane
@@ -63,10 +70,19 @@
  * prefetcht2, spread or one burst per head, and transparent huge pages
  * under the K/V all left shuffled / identity at 0.8-0.9 for f16, bf16 and
  * q8 within that machine's noise; no prefetch at all was clearly worse.
- * Integer dot products for q8 QK^T (q quantized to int8 per vector,
- * vpmaddubsw + vpmaddwd) were measured in an earlier kernel and left out:
- * no gain within the noise, and they would change q8 results by ~2e-3
- * (normalised).
+ * That gap is not this kernel's per-block work: with the K/V in L3 the
+ * layouts run alike, and page tables shuffled in runs of consecutive ids
+ * (bench_attention --run) close it as the runs grow (q8 block 16: 0.88
+ * jumping every block, 0.96 every 4) — it follows how often the memory
+ * stream jumps.
+ * q8 scores by int8 dot products take 32 K elements per load and, per
+ * head, a vpsignb, a vpmaddubsw and a vpmaddwd, where the f32 path needs
+ * four widenings (shared by the pass) and four FMAs per head; quantizing
+ * q moves q8 results by ~2e-3 (normalised) against the unquantized query.
+ * Measured on the EPYC VM: q8 decode 1.0-1.2x faster with the K/V in L3,
+ * no difference outside that machine's noise from DRAM, where q8 waits on
+ * memory as much as on arithmetic; P.V is still f32 (int16 p times int8 V
+ * by vpmaddwd would halve its multiplies).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -313,11 +329,14 @@ AI vf vmax(vf a, vf b)
  * operand); the KB dot-product vectors of a query are folded into KB
  * scores at once.  A partial step reads row nvis - 1 again in place of the
  * keys it masks, so no row past the chunk is touched. */
-AI void scores_heads(const float *qs, float *s, const char *kh, int32_t nvis, size_t rb,
-                     const float *ks, const char *pf, int32_t pfn, size_t v_bytes, const int hd,
-                     const int dt, const int G)
+AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s, const char *kh,
+                     int32_t nvis, size_t rb, const float *ks, const char *pf, int32_t pfn,
+                     size_t v_bytes, const int hd, const int dt, const int G)
 {
     const int nv = hd / VW;
+#ifndef KQ8_W
+    (void)qq; /* the f32 path takes the int8 query as floats, from qs */
+#endif
     for (int kb = 0; kb < KC; kb += KB) {
 #if PF_SPREAD
         if (pf && kb < pfn) { /* the future chunk's rows [kb, kb + KB) */
@@ -339,29 +358,44 @@ AI void scores_heads(const float *qs, float *s, const char *kh, int32_t nvis, si
         UNROLL
         for (int k = 0; k < KB; k++)
             kr[k] = kh + (size_t)FOLIO_MIN(kb + k, nvis - 1) * rb;
-        vf d[GS][KB];
-        UNROLL
-        for (int g = 0; g < G; g++)
+        v4f dot[GS];
+#ifdef KQ8_W
+        if (dt == FOLIO_Q8 && hd % KQ8_W == 0) {
+            __m128i di[GS];
+            kq8_dot4(qq, kr, hd, G, di);
             UNROLL
-        for (int k = 0; k < KB; k++)
-            d[g][k] = vsplat(0.0f);
-        UNROLL
-        for (int c = 0; c < nv; c++) {
+            for (int g = 0; g < G; g++)
+                dot[g] = __builtin_convertvector((v4i)di[g], v4f);
+        } else
+#endif
+        {
+            vf d[GS][KB];
             UNROLL
-            for (int k = 0; k < KB; k++) {
-                const vf x = kv_load(kr[k], c * VW, dt);
+            for (int g = 0; g < G; g++)
                 UNROLL
-                for (int g = 0; g < G; g++)
-                    d[g][k] += vload(qs + (size_t)g * hd + c * VW) * x;
+            for (int k = 0; k < KB; k++)
+                d[g][k] = vsplat(0.0f);
+            UNROLL
+            for (int c = 0; c < nv; c++) {
+                UNROLL
+                for (int k = 0; k < KB; k++) {
+                    const vf x = kv_load(kr[k], c * VW, dt);
+                    UNROLL
+                    for (int g = 0; g < G; g++)
+                        d[g][k] += vload(qs + (size_t)g * hd + c * VW) * x;
+                }
             }
+            UNROLL
+            for (int g = 0; g < G; g++)
+                dot[g] = fold4(d[g]);
         }
         const v4i keep = (v4i){0, 1, 2, 3} < (v4i){0, 0, 0, 0} + (nvis - kb);
         const v4f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
         UNROLL
         for (int g = 0; g < G; g++) {
-            v4f sc = fold4(d[g]);
-            if (dt == FOLIO_Q8)
-                sc *= vload4(ks + kb);
+            v4f sc = dot[g];
+            if (dt == FOLIO_Q8) /* int8 q: its scale, then K's row scales */
+                sc = sc * qsc[g] * vload4(ks + kb);
             if (kb + KB > nvis)
                 sc = (v4f)(((v4i)sc & keep) | ((v4i)ninf & ~keep));
             vstore4(s + (size_t)g * KC + kb, sc);
@@ -510,12 +544,12 @@ AI void prefetch_rows(const char *t, size_t v_bytes, size_t len, const char *sc,
 /* One chunk for G query heads of one KV head (a row's GQA group or part
  * of it): scores, the sliding window's mask (rel: the row's position
  * minus the chunk's first), softmax, values. */
-AI void head_pass(const struct attn__piece *pc, const float *qs, float *s, float *m, float *l,
-                  float *acc, const char *kh, const char *vh, int32_t nvis, int32_t rel,
-                  const float *ksc, const float *vsc, const char *pf, int32_t pfn, const int hd,
-                  const int dt, const int G)
+AI void head_pass(const struct attn__piece *pc, const float *qs, const int8_t *qq, const float *qsc,
+                  float *s, float *m, float *l, float *acc, const char *kh, const char *vh,
+                  int32_t nvis, int32_t rel, const float *ksc, const float *vsc, const char *pf,
+                  int32_t pfn, const int hd, const int dt, const int G)
 {
-    scores_heads(qs, s, kh, nvis, pc->row_bytes, ksc, pf, pfn, pc->v_bytes, hd, dt, G);
+    scores_heads(qs, qq, qsc, s, kh, nvis, pc->row_bytes, ksc, pf, pfn, pc->v_bytes, hd, dt, G);
     if (pc->window > 0) { /* keys before the row's window out */
         const int32_t cut = rel - pc->window + 1;
         for (int g = 0; cut > 0 && g < G; g++)
@@ -544,6 +578,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     float *qs = acc + ATTN__ALIGN_F((size_t)mcap * hd);
     float *ksc = qs + ATTN__ALIGN_F((size_t)mcap * hd);
     float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
+    float *qsc = vsc + ATTN__ALIGN_F((size_t)KC * nkvh);
+    int8_t *qq = (int8_t *)(qsc + ATTN__ALIGN_F(mcap));
     const size_t rb = pc->row_bytes;
     const size_t hstride = pc->head_bytes; /* row k of KV head j: kp + j * hstride + k * rb */
     const float scale = pc->scale;
@@ -557,6 +593,14 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             memset(acc + (size_t)qi * hd, 0, sizeof(float) * (size_t)hd);
             const float *qv = pc->q + (size_t)(r + qi / hv) * pc->q_stride + (size_t)(qi % hv) * hd;
             float *qd = qs + (size_t)qi * hd;
+            if (dt == FOLIO_Q8) { /* int8 q, and as floats for the f32 path */
+                int8_t *q8 = qq + (size_t)qi * hd;
+                qsc[qi] = attn_q8_quantize_q(qv, hd, scale, q8);
+                UNROLL
+                for (int c = 0; c < nv; c++)
+                    vstore(qd + c * VW, vload_q8(q8 + c * VW));
+                continue;
+            }
             UNROLL
             for (int c = 0; c < nv; c++)
                 vstore(qd + c * VW, vload(qv + c * VW) * scale);
@@ -620,17 +664,20 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                         const int gs = FOLIO_MIN(GS, group - g0);
                         const int32_t qg = qi0 + g0;
                         if (gs == 3)
-                            head_pass(pc, qs + (size_t)qg * hd, s + (size_t)qg * KC, m + qg, l + qg,
-                                      acc + (size_t)qg * hd, kh, vh, nvis, pos0r + rr - pos, ksc,
-                                      vsc, rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 3);
+                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
+                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
+                                      kh, vh, nvis, pos0r + rr - pos, ksc, vsc,
+                                      rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 3);
                         else if (gs == 2)
-                            head_pass(pc, qs + (size_t)qg * hd, s + (size_t)qg * KC, m + qg, l + qg,
-                                      acc + (size_t)qg * hd, kh, vh, nvis, pos0r + rr - pos, ksc,
-                                      vsc, rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 2);
+                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
+                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
+                                      kh, vh, nvis, pos0r + rr - pos, ksc, vsc,
+                                      rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 2);
                         else
-                            head_pass(pc, qs + (size_t)qg * hd, s + (size_t)qg * KC, m + qg, l + qg,
-                                      acc + (size_t)qg * hd, kh, vh, nvis, pos0r + rr - pos, ksc,
-                                      vsc, rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 1);
+                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
+                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
+                                      kh, vh, nvis, pos0r + rr - pos, ksc, vsc,
+                                      rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 1);
                     }
                 }
             }

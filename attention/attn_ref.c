@@ -5,7 +5,10 @@
  * visible keys through the page table one position at a time, computes all
  * scores, a max-subtracted softmax and the weighted sum of values, in
  * double precision.  Every faster kernel is tested against this one, and
- * this one is tested against dense attention over contiguous K/V.
+ * this one is tested against dense attention over contiguous K/V.  With q8
+ * K/V the query vector is quantized to int8 first (attn_q8_quantize_q, the
+ * softmax scale folded into its scale), as the fast kernels do: that is
+ * part of what q8 attention computes.
  */
 #include "folio/attention.h"
 
@@ -43,6 +46,23 @@ static double kv_elem(const struct pager_kv_view *kv, int32_t layer, int kvsel,
     }
 }
 
+float attn_q8_quantize_q(const float *x, int32_t n, float scale, int8_t *out)
+{
+    float amax = 0;
+    int finite = 1;
+    for (int32_t e = 0; e < n; e++) {
+        const float a = fabsf(x[e] * scale);
+        finite &= isfinite(a);
+        amax = a > amax ? a : amax;
+    }
+    const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
+    for (int32_t e = 0; e < n; e++) {
+        const float r = rintf(x[e] * scale * inv);
+        out[e] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? r : 0);
+    }
+    return finite ? amax / 127.0f : NAN;
+}
+
 void attn_paged_ref(const struct attn_batch *b)
 {
     const struct pager_kv_view *kv = b->kv;
@@ -58,7 +78,9 @@ void attn_paged_ref(const struct attn_batch *b)
         int32_t ctx = sq->p0 + sq->n_q;
         double *scores = malloc(sizeof(double) * (size_t)ctx);
         double *acc = malloc(sizeof(double) * (size_t)hd);
-        FOLIO_CHECK(scores && acc, "reference attention: out of memory for %d keys", (int)ctx);
+        int8_t *q8 = malloc((size_t)hd);
+        FOLIO_CHECK(scores && acc && q8, "reference attention: out of memory for %d keys",
+                    (int)ctx);
         for (int32_t i = 0; i < sq->n_q; i++) {
             int32_t visible = sq->p0 + i + 1;
             const int32_t lo = b->window > 0 ? FOLIO_MAX(0, visible - b->window) : 0;
@@ -68,11 +90,15 @@ void attn_paged_ref(const struct attn_batch *b)
                 int32_t kh = h / group;
                 const float *qh = qrow + (size_t)h * hd;
                 double mx = -INFINITY;
+                const int q8kv = kv->dtype == FOLIO_Q8;
+                const double qsc =
+                    q8kv ? (double)attn_q8_quantize_q(qh, hd, b->scale, q8) : (double)b->scale;
                 for (int32_t p = lo; p < visible; p++) {
                     double dot = 0;
                     for (int32_t e = 0; e < hd; e++)
-                        dot += (double)qh[e] * kv_elem(kv, b->layer, 0, sq->block_table, kh, p, e);
-                    scores[p] = dot * b->scale;
+                        dot += (q8kv ? (double)q8[e] : (double)qh[e]) *
+                               kv_elem(kv, b->layer, 0, sq->block_table, kh, p, e);
+                    scores[p] = dot * qsc;
                     if (scores[p] > mx)
                         mx = scores[p];
                 }
@@ -92,5 +118,6 @@ void attn_paged_ref(const struct attn_batch *b)
         }
         free(scores);
         free(acc);
+        free(q8);
     }
 }

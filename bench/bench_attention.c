@@ -2,19 +2,30 @@
  * bench/bench_attention.c — paged attention kernel figures for
  * BENCHMARKS.md ("Paged attention").
  *
- *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]
+ *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge] [--run N]
  *
- * --only NAME runs just the (a) case of that name, or every case whose name
- * begins so (and --dtype just one type), for profiling.  --cputime times by process CPU time /
+ * --run N shuffles the page tables in runs of N consecutive block ids (the
+ * kernel still meets a block boundary every block_size keys, but memory
+ * jumps only every N blocks).  --only NAME runs just the (a) case of that name, or every case whose
+ * name begins so (and --dtype just one type), for profiling.  --cputime times by process CPU time /
  * threads instead of wall time: on a machine shared with other jobs it leaves out time spent
  * descheduled (useful for comparing kernel variants; the figures to publish are wall).
  *
- * (a) paged vs contiguous: the same kernel on the same K/V, once through
- *     page tables of shuffled block ids, once through an identity table
- *     (block ids in order), and once "whole": a view whose block_size
- *     covers the sequence, so each (sequence, head) K or V is one
- *     contiguous [ctx][head_dim] buffer — a dense KV cache.  Reported as the
- *     ratio of speeds, paged / whole.
+ * (a) paged vs contiguous: the same kernel on the same K/V values, once
+ *     through page tables of shuffled block ids, once through an identity
+ *     table (block ids in order: every sequence's blocks one ascending run
+ *     of memory), and once "whole": a view whose block_size covers the
+ *     sequence, so each (sequence, head) K or V is one contiguous
+ *     [ctx][head_dim] buffer — a dense, unpaged KV cache.  The kernel walks
+ *     the same 16-key chunks in all three (a chunk never crosses a block,
+ *     and 16 divides every block size here), so they run the same
+ *     instructions and differ only in where the bytes are.  Each round runs
+ *     the three layouts once, back to back, in an order rotated from round
+ *     to round; printed: the median time of each layout, and the medians
+ *     over rounds of the speed ratios shuffled / identity and shuffled /
+ *     whole taken within each round (the machine's bandwidth drifts between
+ *     rounds; a ratio within a round shares it), then the same two ratios
+ *     of best times.
  * (b) decode: 32 sequences x 4096 context, the small model's geometry (12
  *     heads, 4 KV heads, head_dim 64, block 16), f32, f16, bf16 and q8:
  *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
@@ -23,9 +34,8 @@
  * q.k and each p*v over the causal triangle.
  *
  * Threads are pthreads driving the phases with a barrier, as the model's
- * pool does.  (a) interleaves the three layouts run by run and compares
- * best times (the machine is shared and noisy); (b) and (c) print the
- * median of --reps runs after one warm-up, best in brackets.
+ * pool does.  (a) runs --reps rounds after a warm-up round; (b) and (c)
+ * print the median of --reps runs after one warm-up, best in brackets.
  */
 #include <errno.h>
 #include <math.h>
@@ -39,7 +49,8 @@
 #include "folio/attention.h"
 
 static uint64_t rng_s = 42;
-static int use_huge; /* --huge: K/V buffers on transparent huge pages */
+static int use_huge;            /* --huge: K/V buffers on transparent huge pages */
+static int32_t shuffle_run = 1; /* --run N: shuffle runs of N consecutive block ids */
 
 static const enum folio_dtype dtypes[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
 #define N_DTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
@@ -108,13 +119,16 @@ static void setup_build(struct setup *st)
                 }
     for (int32_t i = 0; i < nb; i++)
         st->tables[i] = i;
-    if (st->layout == LAYOUT_SHUFFLED) {
-        for (int32_t i = nb - 1; i > 0; i--) {
+    if (st->layout == LAYOUT_SHUFFLED) { /* units of shuffle_run ids, shuffled */
+        const int32_t run = nb % shuffle_run == 0 ? shuffle_run : 1, nu = nb / run;
+        for (int32_t i = nu - 1; i > 0; i--) {
             int32_t j = (int32_t)((uint32_t)(rnd() * 1e6f + 1e6f) % (uint32_t)(i + 1));
             int32_t t = st->tables[i];
             st->tables[i] = st->tables[j];
             st->tables[j] = t;
         }
+        for (int32_t i = nb - 1; i >= 0; i--)
+            st->tables[i] = st->tables[i / run] * run + i % run;
     }
     for (int32_t s = 0; s < st->n_seqs; s++)
         st->seqs[s] = (struct attn_seq){.q_row = s * st->n_q,
@@ -316,6 +330,8 @@ int main(int argc, char **argv)
             use_cputime = 1;
         else if (!strcmp(argv[i], "--huge"))
             use_huge = 1;
+        else if (!strcmp(argv[i], "--run") && i + 1 < argc)
+            shuffle_run = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
@@ -329,7 +345,7 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
-                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8]\n",
+                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8] [--run N]\n",
                 argv[0]);
             return 2;
         }
@@ -344,10 +360,11 @@ int main(int argc, char **argv)
     printf("streaming read bandwidth (sum over 512 MiB, %d threads): %.1f GB/s\n\n", nth, bw);
 
     const int32_t dec_seqs = quick ? 8 : 32, dec_ctx = quick ? 1024 : 4096;
-    printf("(a) paged vs contiguous, 12 heads / 4 KV heads / hd 64, best of %d\n", reps);
-    printf("    speed ratios: paged (shuffled) vs identity table; vs whole-sequence blocks\n");
-    printf("%-28s %-4s %10s %10s %10s %9s %9s\n", "batch", "kv", "shuffled", "identity", "whole",
-           "sh/ident", "sh/whole");
+    printf("(a) paged vs contiguous, 12 heads / 4 KV heads / hd 64, %d rounds\n", reps);
+    printf("    median times; speed ratios paged (shuffled) / identity table and / whole-sequence\n"
+           "    blocks: median of the per-round ratios, [ratios of best times]\n");
+    printf("%-28s %-4s %10s %10s %10s %9s %9s  %s\n", "batch", "kv", "shuffled", "identity",
+           "whole", "sh/ident", "sh/whole", "[best]");
     struct {
         const char *name;
         int32_t n_seqs, ctx, n_q, bs;
@@ -373,6 +390,8 @@ int main(int argc, char **argv)
             struct setup st[3];
             void *work[3];
             double best[3] = {1e30, 1e30, 1e30};
+            int nr = reps < 255 ? reps : 255;
+            double t_all[3][255], r_id[255], r_wh[255];
             for (int lay = 0; lay < 3; lay++) {
                 st[lay] = (struct setup){.n_seqs = cases[c].n_seqs,
                                          .ctx = cases[c].ctx,
@@ -386,23 +405,39 @@ int main(int argc, char **argv)
                 setup_build(&st[lay]);
                 work[lay] = folio_aligned_alloc(64, attn_paged_work_size(&st[lay].b, nth));
             }
-            /* interleaved, so the three layouts share the machine's noise */
-            for (int r = 0; r <= reps; r++) {
-                for (int lay = 0; lay < 3; lay++) {
+            /* interleaved, so the three layouts share the machine's noise;
+             * the order rotates so none always runs first */
+            for (int r = 0; r <= nr; r++) {
+                double tr[3];
+                for (int i = 0; i < 3; i++) {
+                    const int lay = (r + i) % 3;
                     team.b = &st[lay].b;
                     team.work = work[lay];
-                    double t = team_run(JOB_ATTN);
-                    if (r > 0 && t < best[lay])
-                        best[lay] = t;
+                    tr[lay] = team_run(JOB_ATTN);
                 }
+                if (r == 0) /* warm-up */
+                    continue;
+                for (int lay = 0; lay < 3; lay++) {
+                    t_all[lay][r - 1] = tr[lay];
+                    best[lay] = tr[lay] < best[lay] ? tr[lay] : best[lay];
+                }
+                r_id[r - 1] = tr[1] / tr[0];
+                r_wh[r - 1] = tr[2] / tr[0];
             }
             for (int lay = 0; lay < 3; lay++) {
                 folio_free(work[lay]);
                 setup_free(&st[lay]);
             }
-            printf("%-28s %-4s %8.3fms %8.3fms %8.3fms %8.3fx %8.3fx\n", cases[c].name,
-                   folio_dtype_name(dtypes[dt]), best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
-                   best[1] / best[0], best[2] / best[0]);
+            double med[3];
+            for (int lay = 0; lay < 3; lay++) {
+                qsort(t_all[lay], (size_t)nr, sizeof(double), cmp_d);
+                med[lay] = t_all[lay][nr / 2];
+            }
+            qsort(r_id, (size_t)nr, sizeof(double), cmp_d);
+            qsort(r_wh, (size_t)nr, sizeof(double), cmp_d);
+            printf("%-28s %-4s %8.3fms %8.3fms %8.3fms %8.3fx %8.3fx  [%.3f %.3f]\n", cases[c].name,
+                   folio_dtype_name(dtypes[dt]), med[0] * 1e3, med[1] * 1e3, med[2] * 1e3,
+                   r_id[nr / 2], r_wh[nr / 2], best[1] / best[0], best[2] / best[0]);
         }
     }
     if (only) {

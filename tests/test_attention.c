@@ -25,7 +25,10 @@
  * Error measure: normalised max error  max|out - want| / max|want|  over the
  * whole batch.  Bounds: 1e-5 for every dtype (the stored values are exact
  * in f32 and the dense oracle uses them, so only f32 accumulation differs;
- * q8 applies the row scale after the sum, a few ulps); 1e-6 for ref vs dense (ref is double
+ * q8 quantizes the query as the kernels and the reference do, and applies
+ * the scales after the exact integer dot product, a few ulps); 1e-2 for
+ * q8 against an oracle that keeps the query unquantized (see
+ * test_paged_q8_exact_q); 1e-6 for ref vs dense (ref is double
  * inside); 1e-3 for the 1e4-scale case, where scores near 1e4 carry f32 rounding of ~1e-3 into the
  * exponent.
  */
@@ -89,6 +92,7 @@ struct tcase {
     enum fill fill;
     int32_t window; /* sliding window (0: none) */
     bool inv;       /* batch_invariant plan */
+    bool exact_q;   /* q8: the oracle keeps the query unquantized */
     /* built */
     int32_t n_heads, n_rows;
     struct attn_seq seqs[MAXS];
@@ -142,12 +146,17 @@ static void dense_attn(const struct tcase *tc, float *out)
                 const int32_t kh = h / tc->group;
                 const float *qv = tc->q + (size_t)row * stride + (size_t)h * hd;
                 double mx = -INFINITY, sum = 0;
+                /* q8 K/V: the query quantized too (folio/attention.h) */
+                const bool q8 = tc->dt == FOLIO_Q8 && !tc->exact_q;
+                int8_t qq[ATTN_TEST_HD_MAX];
+                const double qsc =
+                    q8 ? (double)attn_q8_quantize_q(qv, hd, tc->scale, qq) : (double)tc->scale;
                 for (int32_t p = lo; p < vis; p++) {
                     const float *k = tc->kd[s] + ((size_t)p * tc->n_kv + kh) * hd;
                     double d = 0;
                     for (int32_t e = 0; e < hd; e++)
-                        d += (double)qv[e] * k[e];
-                    sc[p] = d * tc->scale;
+                        d += (q8 ? (double)qq[e] : (double)qv[e]) * k[e];
+                    sc[p] = d * qsc;
                     mx = sc[p] > mx ? sc[p] : mx;
                 }
                 for (int32_t e = 0; e < hd; e++)
@@ -434,6 +443,76 @@ static void test_paged_random(void **state)
     }
     print_message("worst normalised error: f32 %.3g, f16 %.3g, bf16 %.3g, q8 %.3g\n", worst[0],
                   worst[1], worst[2], worst[3]);
+}
+
+/* attn_q8_quantize_q: the extreme element maps to +-127, every element is
+ * within half a step of x * scale, zero stays zero, non-finite -> NaN. */
+static void test_q8_quantize_q(void **state)
+{
+    (void)state;
+    rng_state = 11;
+    float x[ATTN_TEST_HD_MAX];
+    int8_t q[ATTN_TEST_HD_MAX];
+    for (int it = 0; it < 200; it++) {
+        const int32_t n = rng_int(1, ATTN_TEST_HD_MAX);
+        const float mag = it % 3 == 0 ? 1e-3f : it % 3 == 1 ? 1.0f : 300.0f;
+        const float scale = it % 2 ? 0.125f : 1.0f;
+        float amax = 0;
+        for (int32_t e = 0; e < n; e++) {
+            x[e] = rng_unit() * mag;
+            amax = fmaxf(amax, fabsf(x[e] * scale));
+        }
+        const float qs = attn_q8_quantize_q(x, n, scale, q);
+        assert_true(fabsf(qs * 127.0f - amax) <= amax * 1e-6f);
+        bool top = false;
+        for (int32_t e = 0; e < n; e++) {
+            assert_true(q[e] >= -127 && q[e] <= 127);
+            assert_true(fabsf((float)q[e] * qs - x[e] * scale) <= qs * 0.5001f);
+            top |= q[e] == 127 || q[e] == -127;
+        }
+        assert_true(top);
+    }
+    for (int32_t e = 0; e < 64; e++)
+        x[e] = 0;
+    assert_true(attn_q8_quantize_q(x, 64, 1.0f, q) == 0.0f);
+    for (int32_t e = 0; e < 64; e++)
+        assert_int_equal(q[e], 0);
+    x[7] = INFINITY;
+    assert_true(isnan(attn_q8_quantize_q(x, 64, 1.0f, q)));
+    x[7] = NAN;
+    assert_true(isnan(attn_q8_quantize_q(x, 64, 1.0f, q)));
+}
+
+/* q8 against an oracle with the unquantized query: what quantizing q
+ * costs (the other tests' oracle quantizes q as the kernels do).  Bound:
+ * a q element moves by at most half a step, amax / 254, so a score moves
+ * by at most amax / 254 * |k|_1 — with the tests' keys and queries
+ * (uniform in [-1, 1), scale 1/sqrt(hd): amax ~ 1/sqrt(hd), |k|_1 ~ hd/2)
+ * about sqrt(hd) / 508, 0.016-0.022 for hd 64-128, in the worst case and
+ * ~1e-3 typically (errors of random sign); the output, a convex mix of V
+ * rows, moves by about the score error times the spread of V (|v| <= 1),
+ * relative to max |out|, which averaging over long contexts shrinks.
+ * Measured worst: 2.6e-3 normalised; bound 1e-2. */
+#define Q8_EXACT_Q_BOUND 1e-2
+static void test_paged_q8_exact_q(void **state)
+{
+    (void)state;
+    rng_state = 12;
+    const int n = g_short ? 8 : 24;
+    double worst = 0;
+    for (int it = 0; it < n; it++) {
+        struct tcase tc;
+        tc_random(&tc, 700, 48);
+        tc.dt = FOLIO_Q8;
+        tc.exact_q = true;
+        tc.hd = head_dims[it % 2];
+        tc.group = groups[(it / 2) % 4];
+        tc_build(&tc);
+        double e = check_paged(&tc, Q8_EXACT_Q_BOUND, "q8 vs unquantized q");
+        worst = e > worst ? e : worst;
+        tc_free(&tc);
+    }
+    print_message("q8: worst normalised error against unquantized q: %.3g\n", worst);
 }
 
 /* Long contexts: decodes and short chunks on long prefixes (split-K for
@@ -1043,6 +1122,8 @@ int main(void)
         cmocka_unit_test(test_force_isa),
         cmocka_unit_test(test_kv_rows),
         cmocka_unit_test(test_ref_vs_dense),
+        cmocka_unit_test(test_q8_quantize_q),
+        cmocka_unit_test(test_paged_q8_exact_q),
         cmocka_unit_test(test_paged_edges),
         cmocka_unit_test(test_paged_equal_scores),
         cmocka_unit_test(test_paged_huge_scores),

@@ -64,6 +64,18 @@ struct attn_batch {
  * whole visible context in double precision.  Single-threaded. */
 void attn_paged_ref(const struct attn_batch *b);
 
+/* q8 K/V: scores are integer dot products of an int8 query with the int8
+ * key.  The reference and every kernel quantize each query vector (one
+ * row, one head) with this function, so they agree: y[e] = x[e] * scale in
+ * f32, amax = max |y|, out[e] = rint(y[e] * (127 / amax)) in [-127, 127];
+ * returns the vector's scale amax / 127 (0 for an all-zero vector, NaN
+ * when any y is not finite).  A score is sum_e out[e] * k[e] (exact in
+ * int32) times the returned scale times K's row scale.  Against the
+ * unquantized query this moves a score by at most amax / 254 * sum_e |key
+ * element| (half a step per element); tests/test_attention.c states the
+ * resulting output tolerance. */
+float attn_q8_quantize_q(const float *x, int32_t n, float scale, int8_t *out);
+
 /* ---- fast kernel ------------------------------------------------------ */
 
 /* The fast kernel runs in ATTN_PHASES phases.  The caller runs phase 0 on
