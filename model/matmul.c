@@ -83,6 +83,7 @@
  * during a product (check: `ps -L` on foliod shows no OpenMP workers).
  */
 #include "matmul.h"
+#include "gemm.h"
 #include "quant.h"
 #ifdef FOLIO_WIDEN_X86
 #include "widen.h"
@@ -130,6 +131,7 @@ struct mm_weight {
     bool bf16;             /* oneDNN: A and W in bf16 */
     bool widen_avx2;       /* widen_supports(): model/widen.h widens it */
     struct mm_band *bands; /* [n_threads] for MM_DNNL */
+    float *packed;         /* MM_F32_BLAS: W in model/gemm.h's panels, or NULL */
 };
 
 struct matmul {
@@ -142,6 +144,7 @@ struct matmul {
     void *xcvt;         /* A narrowed/quantized: [max_m] rows of <= 2 max_k + 64 bytes */
     size_t xcvt_row;    /* bytes per row reserved in xcvt */
     size_t prepared;    /* bytes of prepared weight copies */
+    float *gws;         /* [n_threads][gemm_ws_floats()]: model/gemm.h's workspaces */
 #ifdef FOLIO_HAVE_DNNL
     dnnl_engine_t eng;
     dnnl_stream_t *streams; /* [n_threads] */
@@ -703,6 +706,14 @@ static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M
     }
 }
 
+/* Whether products of more than MM_FUSED_M rows run model/gemm.h's
+ * packed-weight gemm rather than sgemm (the OpenBLAS backend's F32 weights
+ * and widened tiles). */
+static bool use_packed(const struct matmul *mm)
+{
+    return mm->cfg.gemm != MATMUL_GEMM_SGEMM;
+}
+
 /* ---- oneDNN ----------------------------------------------------------- */
 
 #ifdef FOLIO_HAVE_DNNL
@@ -862,8 +873,10 @@ int matmul_new(const struct matmul_config *cfg, matmul_t **out)
     mm->tile_floats = (size_t)wide_rows(cfg->max_k) * K;
     mm->tile = folio_aligned_alloc(64, nth * mm->tile_floats * sizeof(float));
     mm->xcvt = folio_aligned_alloc(64, (size_t)cfg->max_m * mm->xcvt_row);
+    mm->gws = folio_aligned_alloc(64, nth * gemm_ws_floats() * sizeof(float));
+    gemm_isa_init(!use_avx2());
     rc = -ENOMEM;
-    if (!mm->w || !mm->tile || !mm->xcvt)
+    if (!mm->w || !mm->tile || !mm->xcvt || !mm->gws)
         goto fail;
 #ifdef FOLIO_HAVE_DNNL
     if (used == MODEL_MATMUL_ONEDNN) {
@@ -895,6 +908,7 @@ void matmul_free(matmul_t *mm)
                 dnnl_band_free(&mm->w[i].bands[b]);
 #endif
         folio_free(mm->w[i].bands);
+        folio_free(mm->w[i].packed);
     }
 #ifdef FOLIO_HAVE_DNNL
     if (mm->streams)
@@ -908,6 +922,7 @@ void matmul_free(matmul_t *mm)
     folio_free(mm->w);
     folio_free(mm->tile);
     folio_free(mm->xcvt);
+    folio_free(mm->gws);
     folio_free(mm);
 }
 
@@ -990,6 +1005,13 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 #endif
     if (w->kind != MM_DNNL)
         w->bf16 = mt->type == GGUF_TENSOR_BF16;
+    if (w->kind == MM_F32_BLAS && use_packed(mm)) {
+        const size_t n = gemm_packed_floats(mt->rows, mt->cols);
+        if (!(w->packed = folio_aligned_alloc(64, n * sizeof(float))))
+            return -ENOMEM;
+        gemm_pack_f32(mt->data, mt->rows, mt->cols, w->packed);
+        mm->prepared += n * sizeof(float);
+    }
 #ifdef FOLIO_WIDEN_X86
     w->widen_avx2 =
         (w->kind == MM_16_PORTABLE || w->kind == MM_QUANT) && widen_supports(mt->type, mt->cols);
@@ -1061,7 +1083,11 @@ static void job_band(void *arg, int ith, int nth)
         const float *W = (const float *)w->w.data + (size_t)n0 * K;
         /* One row is a matrix-vector product: sgemv streams W at memory
          * speed, where sgemm with M = 1 does not. */
-        if (j->M == 1)
+        if (w->packed && j->M > MM_FUSED_M) {
+            const struct gemm_w g = {.packed = w->packed, .N = w->w.rows, .K = K};
+            gemm_run(&g, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
+                     j->mm->gws + (size_t)ith * gemm_ws_floats());
+        } else if (j->M == 1)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, n1 - n0, K, 1.0f, W, K, j->A, 1, j->beta,
                         j->C + n0, 1);
         else /* C[M][n0:n1] = A[M][K] · W[n0:n1][K]ᵀ + beta C */

@@ -1,0 +1,81 @@
+/*
+ * model/gemm.h — an f32 matrix product on weights packed once, for
+ * model/matmul.c's products of many rows (model/gemm.c, the AVX2 + FMA
+ * microkernel in model/gemm_avx2.c).
+ *
+ *     C[M][n0:n1] (ldc) = A[M][K] (lda) · W[n0:n1][K]ᵀ + beta · C
+ *
+ * W is never read row-major by the product: gemm_pack_f32 turns W[N][K]
+ * into column panels of GEMM_NR rows of W each, the panel holding its K
+ * columns k-major (P[p][k][j] = W[16 p + j][k], rows past N zero), so any
+ * run of k of a panel is one contiguous [kc][GEMM_NR] block.  Packed once
+ * at load, it serves every call; a weight of another type is widened per
+ * call straight into that layout, one panel at a time (gemm_panel_fn).
+ *
+ * Kernels never allocate: gemm_run takes a per-thread workspace of
+ * gemm_ws_floats() floats.  Reentrant; the ISA is chosen by gemm_isa_init.
+ */
+#ifndef FOLIO_MODEL_GEMM_H
+#define FOLIO_MODEL_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GEMM_MR 6   /* rows of A per microkernel call */
+#define GEMM_NR 16  /* rows of W (columns of C) per panel */
+#define GEMM_KC 256 /* k per block (a multiple of 256: every quant block fits) */
+#define GEMM_MC 192 /* rows of A packed per block (GEMM_MR multiple) */
+
+/* Floats of W[N][K] packed: ceil(N / GEMM_NR) panels of K x GEMM_NR. */
+static inline size_t gemm_packed_floats(int32_t N, int32_t K)
+{
+    return (size_t)((N + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * (size_t)K;
+}
+
+/* Floats of one thread's workspace: A's packed block and one widened
+ * panel with its row scratch. */
+static inline size_t gemm_ws_floats(void)
+{
+    return (size_t)GEMM_MC * GEMM_KC + 2 * (size_t)GEMM_NR * GEMM_KC;
+}
+
+/* W[N][K] (row-major f32) into P[gemm_packed_floats(N, K)]. */
+void gemm_pack_f32(const float *W, int32_t N, int32_t K, float *P);
+
+/* Supplies the [kc][GEMM_NR] panel of columns [n, n + GEMM_NR) and k in
+ * [k0, k0 + kc): either a pointer into packed memory or widened into buf
+ * (GEMM_NR * GEMM_KC floats; scratch: GEMM_NR * GEMM_KC more floats). */
+typedef const float *(*gemm_panel_fn)(const void *src, int32_t n, int32_t k0, int32_t kc,
+                                      float *buf, float *scratch);
+
+/* The W operand of gemm_run: packed (panels from gemm_pack_f32, K columns)
+ * or, with packed NULL, panels from fn(src, ...). */
+struct gemm_w {
+    const float *packed;
+    gemm_panel_fn fn;
+    const void *src;
+    int32_t N, K;
+};
+
+/* C[M][n0:n1] = A[M][K] · W[n0:n1]ᵀ + beta C; n0 a multiple of GEMM_NR,
+ * beta 0 or 1, ws[gemm_ws_floats()]. */
+void gemm_run(const struct gemm_w *w, int32_t n0, int32_t n1, int32_t M, const float *A,
+              int32_t lda, float beta, float *C, int32_t ldc, float *ws);
+
+/* Chooses the microkernel: AVX2 + FMA where the CPU has them unless plain
+ * (the plain C one is the reference).  Call before any gemm_run. */
+void gemm_isa_init(bool plain);
+/* "avx2" or "plain". */
+const char *gemm_isa_name(void);
+
+/* The microkernels: C[mr][nr] (ldc) = (acc ? C : 0) + Ap · Bp over kc,
+ * Ap [kc][GEMM_MR] (rows past mr zero), Bp [kc][GEMM_NR]. */
+void gemm_ukr_plain(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
+                    int nr, bool acc);
+#if defined(__x86_64__)
+void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
+                   int nr, bool acc);
+#endif
+
+#endif /* FOLIO_MODEL_GEMM_H */

@@ -1,0 +1,63 @@
+/*
+ * model/gemm_avx2.c — the 6 x 16 f32 microkernel of model/gemm.c with
+ * AVX2 + FMA (contract in model/gemm.h; reference: gemm_ukr_plain).
+ *
+ * Twelve ymm accumulators hold C's 6 x 16 tile; each k loads the panel's
+ * 16 floats of W (two ymm), broadcasts A's 6 values one at a time, and
+ * issues 12 FMAs: two FMA pipes, four cycles of latency, so 12 independent
+ * chains keep both pipes busy, and the 8 loads per k fit the load ports.
+ * A full tile is loaded from and stored to C directly; a partial one (the
+ * last rows of A, the last columns of W) goes through a local tile.
+ */
+#include "gemm.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define ROW(i)                                                                                     \
+    do {                                                                                           \
+        const __m256 a = _mm256_broadcast_ss(Ap + (i));                                            \
+        c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);                                                 \
+        c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);                                                 \
+    } while (0)
+
+void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
+                   int nr, bool acc)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int32_t k = 0; k < kc; k++, Ap += GEMM_MR, Bp += GEMM_NR) {
+        const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+        ROW(0);
+        ROW(1);
+        ROW(2);
+        ROW(3);
+        ROW(4);
+        ROW(5);
+    }
+    const __m256 r[GEMM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                                  {c30, c31}, {c40, c41}, {c50, c51}};
+    if (mr == GEMM_MR && nr == GEMM_NR) {
+        for (int i = 0; i < GEMM_MR; i++) {
+            float *c = C + (size_t)i * ldc;
+            __m256 v0 = r[i][0], v1 = r[i][1];
+            if (acc) {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(c));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(c + 8));
+            }
+            _mm256_storeu_ps(c, v0);
+            _mm256_storeu_ps(c + 8, v1);
+        }
+        return;
+    }
+    float t[GEMM_MR][GEMM_NR];
+    for (int i = 0; i < GEMM_MR; i++) {
+        _mm256_storeu_ps(t[i], r[i][0]);
+        _mm256_storeu_ps(t[i] + 8, r[i][1]);
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float *c = C + (size_t)i * ldc + j;
+            *c = acc ? *c + t[i][j] : t[i][j];
+        }
+}

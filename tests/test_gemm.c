@@ -1,0 +1,181 @@
+/*
+ * tests/test_gemm.c — the packed-weight f32 gemm (model/gemm.h) against a
+ * double-precision product written here, and its microkernels against each
+ * other.
+ *
+ * Shapes are chosen to miss every blocking: M around and past GEMM_MR and
+ * GEMM_MC (several blocks of A's rows, a last partial panel), N not a
+ * multiple of GEMM_NR (a last partial panel of W), K below, at and past
+ * GEMM_KC with a remainder (several k-blocks, the first one taking beta),
+ * bands starting inside W, row strides wider than the matrices, beta 0 and
+ * 1.  W reaches the kernel packed by gemm_pack_f32 and through a panel
+ * function that builds each panel from W's rows (as the widened 16-bit and
+ * quantized paths of model/matmul.c do); both must give the same bits.
+ * The whole test runs with each microkernel the CPU has (AVX2 + FMA, and
+ * the plain C reference).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../model/gemm.h"
+#include "folio/common.h"
+
+static uint64_t rng = 11;
+static float urand(void) /* [-1, 1) */
+{
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
+}
+
+struct rows_src {
+    const float *W;
+    int32_t N, K;
+};
+
+/* A panel built from W's rows, transposed into [kc][GEMM_NR]. */
+static const float *panel_from_rows(const void *src, int32_t n, int32_t k0, int32_t kc, float *buf,
+                                    float *scratch)
+{
+    const struct rows_src *s = src;
+    (void)scratch;
+    for (int32_t k = 0; k < kc; k++)
+        for (int32_t j = 0; j < GEMM_NR; j++)
+            buf[(size_t)k * GEMM_NR + j] =
+                n + j < s->N ? s->W[(size_t)(n + j) * s->K + k0 + k] : 0.0f;
+    return buf;
+}
+
+static void run_shape(int32_t M, int32_t N, int32_t K, int32_t n0, int32_t n1, int beta)
+{
+    const int32_t lda = K + 5, ldc = N + 3;
+    float *W = malloc(sizeof(float) * (size_t)N * K), *A = malloc(sizeof(float) * (size_t)M * lda);
+    float *C0 = malloc(sizeof(float) * (size_t)M * ldc), *C1 = malloc(sizeof(float) * M * ldc),
+          *C2 = malloc(sizeof(float) * (size_t)M * ldc);
+    float *P = folio_aligned_alloc(64, sizeof(float) * gemm_packed_floats(N, K));
+    float *ws = folio_aligned_alloc(64, sizeof(float) * gemm_ws_floats());
+    assert_true(W && A && C0 && C1 && C2 && P && ws);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        W[i] = urand();
+    for (size_t i = 0; i < (size_t)M * lda; i++)
+        A[i] = urand();
+    for (size_t i = 0; i < (size_t)M * ldc; i++)
+        C0[i] = C1[i] = C2[i] = urand();
+    gemm_pack_f32(W, N, K, P);
+    /* the layout: P[p][k][j] = W[16 p + j][k], zero past N */
+    for (int32_t n = 0; n < (N + GEMM_NR - 1) / GEMM_NR * GEMM_NR; n++)
+        for (int32_t k = 0; k < K; k += 7)
+            assert_true(
+                P[(size_t)(n / GEMM_NR) * GEMM_NR * K + (size_t)k * GEMM_NR + n % GEMM_NR] ==
+                (n < N ? W[(size_t)n * K + k] : 0.0f));
+    const struct gemm_w wp = {.packed = P, .N = N, .K = K};
+    const struct rows_src rs = {.W = W, .N = N, .K = K};
+    const struct gemm_w wf = {.fn = panel_from_rows, .src = &rs, .N = N, .K = K};
+    gemm_run(&wp, n0, n1, M, A, lda, (float)beta, C1, ldc, ws);
+    gemm_run(&wf, n0, n1, M, A, lda, (float)beta, C2, ldc, ws);
+    for (int32_t m = 0; m < M; m++)
+        for (int32_t n = 0; n < ldc; n++) {
+            const size_t i = (size_t)m * ldc + n;
+            if (n < n0 || n >= n1) { /* outside the band: untouched */
+                assert_true(C1[i] == C0[i] && C2[i] == C0[i]);
+                continue;
+            }
+            double ref = beta ? C0[i] : 0.0, mag = 0;
+            for (int32_t k = 0; k < K; k++) {
+                const double p = (double)A[(size_t)m * lda + k] * W[(size_t)n * K + k];
+                ref += p;
+                mag += fabs(p);
+            }
+            if (fabs(C1[i] - ref) > 1e-5 * (mag + 1))
+                fail_msg("M %d N %d K %d band [%d, %d) beta %d: C[%d][%d] %g, want %g", (int)M,
+                         (int)N, (int)K, (int)n0, (int)n1, beta, (int)m, (int)n, (double)C1[i],
+                         ref);
+            assert_true(C1[i] == C2[i]); /* same panels, same bits */
+        }
+    free(W), free(A), free(C0), free(C1), free(C2);
+    folio_free(P), folio_free(ws);
+}
+
+static void shapes(void)
+{
+    const int32_t Ms[] = {1, 5, 6, 7, 13, 64, GEMM_MC + 1, 2 * GEMM_MC + 11};
+    const int32_t Ks[] = {1, 9, GEMM_KC, GEMM_KC + 3, 2 * GEMM_KC + 100};
+    for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++)
+        for (size_t ki = 0; ki < FOLIO_ARRAY_LEN(Ks); ki++)
+            for (int beta = 0; beta < 2; beta++) {
+                const int32_t N = 16 * (1 + (int32_t)((urand() + 1) * 3)) + (int32_t)(mi % 16);
+                const int32_t M = Ms[mi], K = Ks[ki];
+                run_shape(M, N, K, 0, N, beta);
+                /* a band from inside W to its end, and one inside it */
+                if (N > GEMM_NR)
+                    run_shape(M, N, K, GEMM_NR, N, beta);
+                if (N > 2 * GEMM_NR)
+                    run_shape(M, N, K, GEMM_NR, 2 * GEMM_NR, beta);
+            }
+}
+
+static void test_plain(void **state)
+{
+    (void)state;
+    gemm_isa_init(true);
+    assert_string_equal(gemm_isa_name(), "plain");
+    shapes();
+}
+
+/* The fast microkernel against the plain one on the same packed panels:
+ * every mr x nr, kc from 1 up, both accumulate modes. */
+static void test_ukr_vs_plain(void **state)
+{
+    (void)state;
+    gemm_isa_init(false);
+    if (strcmp(gemm_isa_name(), "plain") == 0)
+        skip();
+    shapes();
+#if defined(__x86_64__)
+    enum { KC = 37, LDC = 21 };
+    float *Ap = folio_aligned_alloc(64, sizeof(float) * KC * GEMM_MR);
+    float *Bp = folio_aligned_alloc(64, sizeof(float) * KC * GEMM_NR);
+    float C0[GEMM_MR * LDC], C1[GEMM_MR * LDC], C2[GEMM_MR * LDC];
+    assert_true(Ap && Bp);
+    for (int mr = 1; mr <= GEMM_MR; mr++)
+        for (int nr = 1; nr <= GEMM_NR; nr++)
+            for (int acc = 0; acc < 2; acc++) {
+                for (int i = 0; i < KC * GEMM_MR; i++)
+                    Ap[i] = i % GEMM_MR < mr ? urand() : 0.0f;
+                for (int i = 0; i < KC * GEMM_NR; i++)
+                    Bp[i] = urand();
+                for (int i = 0; i < GEMM_MR * LDC; i++)
+                    C0[i] = C1[i] = C2[i] = urand();
+                gemm_ukr_plain(KC, Ap, Bp, C1, LDC, mr, nr, acc);
+                gemm_ukr_avx2(KC, Ap, Bp, C2, LDC, mr, nr, acc);
+                for (int i = 0; i < GEMM_MR; i++)
+                    for (int j = 0; j < LDC; j++) {
+                        const size_t x = (size_t)i * LDC + j;
+                        if (i >= mr || j >= nr)
+                            assert_true(C2[x] == C0[x]);
+                        else
+                            assert_true(fabsf(C2[x] - C1[x]) <= 1e-5f * (1 + fabsf(C1[x])));
+                    }
+            }
+    folio_free(Ap), folio_free(Bp);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain),
+        cmocka_unit_test(test_ukr_vs_plain),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
