@@ -3,7 +3,7 @@
  * through matmul_run, every way of running them in ONE process, in turn.
  *
  *   bench_gemm [--threads N] [--reps R] [--type f32|f16|bf16|q8_0|q4_k|q6_k]
- *              [--m 16,32,64,...]
+ *              [--m 16,32,64,...] [--widen-min-m M]
  *
  * One layer of `small` (Q|K|V 1280 x 768, O 768 x 768, gate|up 4096 x 768,
  * down 768 x 2048) at each M, through each variant: OpenBLAS backend with
@@ -14,6 +14,8 @@
  * per variant, in an order rotated every rep, and the table gives each
  * variant's median GFLOP/s over the reps and the median of its per-rep
  * ratio to sgemm (the ratio of two runs a few milliseconds apart).
+ * --widen-min-m M: quantized weights widen from M rows of A on (matmul's
+ * crossover to the int8 kernels below; 0 keeps the measured one).
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -61,7 +63,7 @@ static float rnd(void)
 
 int main(int argc, char **argv)
 {
-    int n_threads = 2, reps = 21;
+    int n_threads = 2, reps = 21, widen_min_m = 0;
     const char *type = "f32", *mlist = "16,32,64,128,256,512";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -70,11 +72,14 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--type") && i + 1 < argc)
             type = argv[++i];
+        else if (!strcmp(argv[i], "--widen-min-m") && i + 1 < argc)
+            widen_min_m = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--m") && i + 1 < argc)
             mlist = argv[++i];
         else {
             fprintf(stderr, "usage: bench_gemm [--threads N] [--reps R] "
-                            "[--type f32|f16|bf16|q8_0|q4_k|q6_k] [--m 16,32,...]\n");
+                            "[--type f32|f16|bf16|q8_0|q4_k|q6_k] [--m 16,32,...] "
+                            "[--widen-min-m M]\n");
             return 2;
         }
     }
@@ -127,6 +132,7 @@ int main(int argc, char **argv)
                                     .max_m = max_m,
                                     .max_k = 2048,
                                     .max_weights = N_SHAPES,
+                                    .widen_min_m = widen_min_m,
                                     .gemm = v == V_PACKED ? MATMUL_GEMM_PACKED : MATMUL_GEMM_SGEMM};
         if (matmul_new(&cfg, &mm[v]))
             return 1;

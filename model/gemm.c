@@ -87,6 +87,19 @@ void gemm_pack_f32(const float *W, int32_t N, int32_t K, float *P)
     }
 }
 
+void gemm_transpose_panel(const float *rows, int32_t nr, int32_t kc, float *panel)
+{
+#if defined(__x86_64__)
+    if (ukr == gemm_ukr_avx2 && nr == GEMM_NR && kc % 8 == 0) {
+        gemm_transpose16_avx2(rows, kc, panel);
+        return;
+    }
+#endif
+    for (int32_t k = 0; k < kc; k++)
+        for (int32_t j = 0; j < GEMM_NR; j++)
+            panel[(size_t)k * GEMM_NR + j] = j < nr ? rows[(size_t)j * kc + k] : 0.0f;
+}
+
 void gemm_ukr_plain(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
                     int nr, bool acc)
 {

@@ -43,6 +43,9 @@ static inline size_t gemm_ws_floats(void)
 /* W[N][K] (row-major f32) into P[gemm_packed_floats(N, K)]. */
 void gemm_pack_f32(const float *W, int32_t N, int32_t K, float *P);
 
+/* rows[nr][kc] (nr <= GEMM_NR) into panel[kc][GEMM_NR], zero past nr. */
+void gemm_transpose_panel(const float *rows, int32_t nr, int32_t kc, float *panel);
+
 /* Supplies the [kc][GEMM_NR] panel of columns [n, n + GEMM_NR) and k in
  * [k0, k0 + kc): either a pointer into packed memory or widened into buf
  * (GEMM_NR * GEMM_KC floats; scratch: GEMM_NR * GEMM_KC more floats). */
@@ -76,6 +79,8 @@ void gemm_ukr_plain(int32_t kc, const float *Ap, const float *Bp, float *C, int3
 #if defined(__x86_64__)
 void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
                    int nr, bool acc);
+/* gemm_transpose_panel for nr = GEMM_NR, kc a multiple of 8. */
+void gemm_transpose16_avx2(const float *rows, int32_t kc, float *panel);
 #endif
 
 #endif /* FOLIO_MODEL_GEMM_H */

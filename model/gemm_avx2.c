@@ -61,3 +61,30 @@ void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32
             *c = acc ? *c + t[i][j] : t[i][j];
         }
 }
+
+/* 8 x 8 blocks: rows j0..j0+7 at k..k+7 become panel rows k..k+7, lanes
+ * j0..j0+7 (unpack pairs, then quads, then 128-bit halves). */
+void gemm_transpose16_avx2(const float *rows, int32_t kc, float *panel)
+{
+    for (int32_t k = 0; k < kc; k += 8)
+        for (int j0 = 0; j0 < GEMM_NR; j0 += 8) {
+            __m256 r[8], t[8];
+            for (int j = 0; j < 8; j++)
+                r[j] = _mm256_loadu_ps(rows + (size_t)(j0 + j) * kc + k);
+            for (int j = 0; j < 8; j += 2) {
+                t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+                t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+            }
+            for (int j = 0; j < 8; j += 4) {
+                r[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+                r[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xee);
+                r[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+                r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xee);
+            }
+            for (int i = 0; i < 4; i++) {
+                float *p = panel + (size_t)(k + i) * GEMM_NR + j0;
+                _mm256_storeu_ps(p, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+                _mm256_storeu_ps(p + 4 * GEMM_NR, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+            }
+        }
+}

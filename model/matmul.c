@@ -681,11 +681,24 @@ static int32_t widen_min_m(enum gguf_tensor_type t)
     }
 }
 
-/* The same product for any M: wide_rows(K) rows of W at a time widened into
- * tile[rows][K], then one single-threaded sgemm per tile. */
-static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M, const float *A,
-                    int32_t lda, float beta, float *C, int32_t ldc, float *tile)
+static bool use_packed(const struct matmul *mm);
+static const float *widen_panel(const void *src, int32_t n, int32_t k0, int32_t kc, float *buf,
+                                float *scratch);
+
+/* The same product for any M: with the packed gemm, W widened panel by
+ * panel into its layout (widen_panel); with sgemm, wide_rows(K) rows of W
+ * at a time widened into tile[rows][K], then one single-threaded sgemm per
+ * tile. */
+static void widened(const struct matmul *mm, const struct mm_weight *w, int ith, int32_t n0,
+                    int32_t n1, int32_t M, const float *A, int32_t lda, float beta, float *C,
+                    int32_t ldc)
 {
+    if (use_packed(mm)) {
+        const struct gemm_w g = {.fn = widen_panel, .src = w, .N = w->w.rows, .K = w->w.cols};
+        gemm_run(&g, n0, n1, M, A, lda, beta, C, ldc, mm->gws + (size_t)ith * gemm_ws_floats());
+        return;
+    }
+    float *tile = mm->tile + (size_t)ith * mm->tile_floats;
     const struct matmul_mat *mt = &w->w;
     const int32_t K = mt->cols, T0 = wide_rows(K);
     /* tiles of equal size (a multiple of 16, at most T0): no small last
@@ -704,6 +717,31 @@ static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, rows, K, 1.0f, A, lda, tile, K,
                     beta, C + n, ldc);
     }
+}
+
+/* model/gemm.h's panel of a 16-bit or quantized weight (src: its
+ * mm_weight): rows [n, n + GEMM_NR) and k in [k0, k0 + kc) widened to f32
+ * row by row into scratch[GEMM_NR][kc], then transposed into buf[kc][GEMM_NR]
+ * (rows past N zero).  k0 and kc are whole blocks of the type (GEMM_KC is
+ * a multiple of every block; the last k-block ends at K). */
+static const float *widen_panel(const void *src, int32_t n, int32_t k0, int32_t kc, float *buf,
+                                float *scratch)
+{
+    const struct mm_weight *w = src;
+    const struct matmul_mat *mt = &w->w;
+    const size_t rb = matmul_mat_row_bytes(mt), off = gguf_tensor_nbytes(mt->type, k0);
+    const int32_t nr = FOLIO_MIN(GEMM_NR, mt->rows - n);
+    for (int32_t j = 0; j < nr; j++) {
+        const uint8_t *row = (const uint8_t *)mt->data + (size_t)(n + j) * rb + off;
+#ifdef FOLIO_WIDEN_X86
+        if (w->widen_avx2 && use_avx2())
+            widen_rows_avx2(mt->type, row, kc, 0, 1, scratch + (size_t)j * kc);
+        else
+#endif
+            gguf_tensor_to_f32(mt->type, row, scratch + (size_t)j * kc, kc);
+    }
+    gemm_transpose_panel(scratch, nr, kc, buf);
+    return buf;
 }
 
 /* Whether products of more than MM_FUSED_M rows run model/gemm.h's
@@ -1107,13 +1145,11 @@ static void job_band(void *arg, int ith, int nth)
 #endif
                 fused16(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
         } else
-            widened(w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
-                    j->mm->tile + (size_t)ith * j->mm->tile_floats);
+            widened(j->mm, w, ith, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
         break;
     case MM_QUANT:
         if (j->widened) {
-            widened(w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
-                    j->mm->tile + (size_t)ith * j->mm->tile_floats);
+            widened(j->mm, w, ith, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
             break;
         }
         quant_gemm(w->w.type, w->w.data, K, n0, n1, j->mm->xcvt, j->M, j->C, j->ldc, j->beta);
@@ -1145,7 +1181,7 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
     struct mm_job j = {
         .mm = mm, .w = w, .M = M, .lda = lda, .ldc = ldc, .A = A, .beta = beta, .C = C};
     j.widened = w->kind == MM_QUANT && w->widen_avx2 && !mm->cfg.batch_invariant && use_avx2() &&
-                M >= widen_min_m(w->w.type);
+                M >= (mm->cfg.widen_min_m ? mm->cfg.widen_min_m : widen_min_m(w->w.type));
     if ((w->kind == MM_QUANT && !j.widened) || (w->kind == MM_DNNL && w->bf16)) {
         if (M < 4)
             job_convert(&j, 0, 1); /* a few rows: cheaper than a dispatch */

@@ -69,6 +69,9 @@ struct matmul_config {
      * packed-weight gemm (model/gemm.h; F32 weights packed once at
      * matmul_add) or sgemm.  MATMUL_GEMM_AUTO is the measured choice. */
     enum matmul_gemm { MATMUL_GEMM_AUTO = 0, MATMUL_GEMM_SGEMM, MATMUL_GEMM_PACKED } gemm;
+    /* Quantized weights run as widened tiles from this many rows of A on
+     * (with AVX2; 0: the crossover measured per type, model/matmul.c). */
+    int32_t widen_min_m;
 };
 
 typedef struct matmul matmul_t;

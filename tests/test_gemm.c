@@ -171,11 +171,37 @@ static void test_ukr_vs_plain(void **state)
 #endif
 }
 
+/* gemm_transpose_panel (the AVX2 8 x 8 blocks when nr = 16 and kc % 8 = 0,
+ * else plain) against the definition. */
+static void transpose_check(void)
+{
+    float rows[GEMM_NR * 40], panel[40 * GEMM_NR];
+    for (int32_t kc = 8; kc <= 40; kc += 8 + (kc == 16 ? -5 : 0))
+        for (int32_t nr = 1; nr <= GEMM_NR; nr += 5) {
+            for (int i = 0; i < GEMM_NR * kc; i++)
+                rows[i] = urand();
+            gemm_transpose_panel(rows, nr, kc, panel);
+            for (int32_t k = 0; k < kc; k++)
+                for (int32_t j = 0; j < GEMM_NR; j++)
+                    assert_true(panel[k * GEMM_NR + j] == (j < nr ? rows[j * kc + k] : 0.0f));
+        }
+}
+
+static void test_transpose(void **state)
+{
+    (void)state;
+    gemm_isa_init(true);
+    transpose_check();
+    gemm_isa_init(false);
+    transpose_check();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_ukr_vs_plain),
+        cmocka_unit_test(test_transpose),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
