@@ -139,14 +139,35 @@ static void pack_a(const float *A, int32_t lda, int32_t m0, int32_t mc, int32_t 
     }
 }
 
-void gemm_run(const struct gemm_w *w, int32_t n0, int32_t n1, int32_t M, const float *A,
-              int32_t lda, float beta, float *C, int32_t ldc, float *ws)
+void gemm_gemv(const float *P, int32_t N, int32_t K, int32_t n0, int32_t n1, const float *a,
+               float beta, float *c)
 {
-    FOLIO_CHECK(n0 % GEMM_NR == 0 && n0 <= n1 && n1 <= w->N && M >= 1 && lda >= w->K,
-                "gemm band [%d, %d) of %d, M %d, lda %d, K %d", (int)n0, (int)n1, (int)w->N, (int)M,
-                (int)lda, (int)w->K);
-    const int32_t K = w->K;
-    float *Ap = ws, *buf = ws + (size_t)GEMM_MC * GEMM_KC, *scratch = buf + GEMM_NR * GEMM_KC;
+    FOLIO_CHECK(n0 % GEMM_NR == 0 && n0 <= n1 && n1 <= N, "gemv band [%d, %d) of %d", (int)n0,
+                (int)n1, (int)N);
+#if defined(__x86_64__)
+    if (ukr == gemm_ukr_avx2) {
+        gemm_gemv_avx2(P, K, n0, n1, a, beta, c);
+        return;
+    }
+#endif
+    for (int32_t n = n0; n < n1; n += GEMM_NR) {
+        const float *p = P + (size_t)n * K;
+        float t[GEMM_NR] = {0};
+        for (int32_t k = 0; k < K; k++)
+            for (int j = 0; j < GEMM_NR; j++)
+                t[j] += a[k] * p[(size_t)k * GEMM_NR + j];
+        for (int j = 0; j < GEMM_NR && n + j < n1; j++)
+            c[n + j] = beta != 0.0f ? c[n + j] + t[j] : t[j];
+    }
+}
+
+void gemm_run(const float *P, int32_t N, int32_t K, int32_t n0, int32_t n1, int32_t M,
+              const float *A, int32_t lda, float beta, float *C, int32_t ldc, float *ws)
+{
+    FOLIO_CHECK(n0 % GEMM_NR == 0 && n0 <= n1 && n1 <= N && M >= 1 && lda >= K,
+                "gemm band [%d, %d) of %d, M %d, lda %d, K %d", (int)n0, (int)n1, (int)N, (int)M,
+                (int)lda, (int)K);
+    float *Ap = ws;
     /* blocks of A's rows of equal size, multiples of GEMM_MR */
     const int32_t nmb = (M + GEMM_MC - 1) / GEMM_MC;
     const int32_t MB = FOLIO_MIN(GEMM_MC, ((M + nmb - 1) / nmb + GEMM_MR - 1) / GEMM_MR * GEMM_MR);
@@ -158,8 +179,7 @@ void gemm_run(const struct gemm_w *w, int32_t n0, int32_t n1, int32_t M, const f
             pack_a(A, lda, m0, mc, k0, kc, Ap);
             for (int32_t n = n0; n < n1; n += GEMM_NR) {
                 const int nr = FOLIO_MIN(GEMM_NR, n1 - n);
-                const float *Bp = w->packed ? w->packed + (size_t)n * K + (size_t)k0 * GEMM_NR
-                                            : w->fn(w->src, n, k0, kc, buf, scratch);
+                const float *Bp = P + (size_t)n * K + (size_t)k0 * GEMM_NR;
                 for (int32_t i0 = 0; i0 < mc; i0 += GEMM_MR)
                     ukr(kc, Ap + (size_t)i0 * kc, Bp, C + (size_t)(m0 + i0) * ldc + n, ldc,
                         FOLIO_MIN(GEMM_MR, mc - i0), nr, acc);

@@ -10,7 +10,8 @@
  * columns k-major (P[p][k][j] = W[16 p + j][k], rows past N zero), so any
  * run of k of a panel is one contiguous [kc][GEMM_NR] block.  Packed once
  * at load, it serves every call; a weight of another type is widened per
- * call straight into that layout, one panel at a time (gemm_panel_fn).
+ * call straight into that layout, a tile of panels at a time
+ * (gemm_transpose_panel on 16 widened rows, model/matmul.c).
  *
  * Kernels never allocate: gemm_run takes a per-thread workspace of
  * gemm_ws_floats() floats.  Reentrant; the ISA is chosen by gemm_isa_init.
@@ -33,11 +34,10 @@ static inline size_t gemm_packed_floats(int32_t N, int32_t K)
     return (size_t)((N + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * (size_t)K;
 }
 
-/* Floats of one thread's workspace: A's packed block and one widened
- * panel with its row scratch. */
+/* Floats of one thread's workspace: A's packed block. */
 static inline size_t gemm_ws_floats(void)
 {
-    return (size_t)GEMM_MC * GEMM_KC + 2 * (size_t)GEMM_NR * GEMM_KC;
+    return (size_t)GEMM_MC * GEMM_KC;
 }
 
 /* W[N][K] (row-major f32) into P[gemm_packed_floats(N, K)]. */
@@ -46,25 +46,16 @@ void gemm_pack_f32(const float *W, int32_t N, int32_t K, float *P);
 /* rows[nr][kc] (nr <= GEMM_NR) into panel[kc][GEMM_NR], zero past nr. */
 void gemm_transpose_panel(const float *rows, int32_t nr, int32_t kc, float *panel);
 
-/* Supplies the [kc][GEMM_NR] panel of columns [n, n + GEMM_NR) and k in
- * [k0, k0 + kc): either a pointer into packed memory or widened into buf
- * (GEMM_NR * GEMM_KC floats; scratch: GEMM_NR * GEMM_KC more floats). */
-typedef const float *(*gemm_panel_fn)(const void *src, int32_t n, int32_t k0, int32_t kc,
-                                      float *buf, float *scratch);
+/* C[M][n0:n1] = A[M][K] · W[n0:n1]ᵀ + beta C with W[N][K] packed in P
+ * (gemm_pack_f32 or gemm_transpose_panel per panel); n0 a multiple of
+ * GEMM_NR, beta 0 or 1, ws[gemm_ws_floats()]. */
+void gemm_run(const float *P, int32_t N, int32_t K, int32_t n0, int32_t n1, int32_t M,
+              const float *A, int32_t lda, float beta, float *C, int32_t ldc, float *ws);
 
-/* The W operand of gemm_run: packed (panels from gemm_pack_f32, K columns)
- * or, with packed NULL, panels from fn(src, ...). */
-struct gemm_w {
-    const float *packed;
-    gemm_panel_fn fn;
-    const void *src;
-    int32_t N, K;
-};
-
-/* C[M][n0:n1] = A[M][K] · W[n0:n1]ᵀ + beta C; n0 a multiple of GEMM_NR,
- * beta 0 or 1, ws[gemm_ws_floats()]. */
-void gemm_run(const struct gemm_w *w, int32_t n0, int32_t n1, int32_t M, const float *A,
-              int32_t lda, float beta, float *C, int32_t ldc, float *ws);
+/* One row of A (decode): c[n0:n1] = a[K] · W[n0:n1]ᵀ + beta c, W packed
+ * in P; reads each panel once, front to back (memory bound). */
+void gemm_gemv(const float *P, int32_t N, int32_t K, int32_t n0, int32_t n1, const float *a,
+               float beta, float *c);
 
 /* Chooses the microkernel: AVX2 + FMA where the CPU has them unless plain
  * (the plain C one is the reference).  Call before any gemm_run. */
@@ -79,6 +70,9 @@ void gemm_ukr_plain(int32_t kc, const float *Ap, const float *Bp, float *C, int3
 #if defined(__x86_64__)
 void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
                    int nr, bool acc);
+/* gemm_gemv's panels [n0, n1) (n1 - n0 <= nr of the last one). */
+void gemm_gemv_avx2(const float *P, int32_t K, int32_t n0, int32_t n1, const float *a, float beta,
+                    float *c);
 /* gemm_transpose_panel for nr = GEMM_NR, kc a multiple of 8. */
 void gemm_transpose16_avx2(const float *rows, int32_t kc, float *panel);
 #endif

@@ -14,6 +14,10 @@
 #include <immintrin.h>
 #include <string.h>
 
+#ifndef PF
+#define PF 1024
+#endif
+
 #define ROW(i)                                                                                     \
     do {                                                                                           \
         const __m256 a = _mm256_broadcast_ss(Ap + (i));                                            \
@@ -87,4 +91,40 @@ void gemm_transpose16_avx2(const float *rows, int32_t kc, float *panel)
                 _mm256_storeu_ps(p + 4 * GEMM_NR, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
             }
         }
+}
+
+/* Each panel is K x 16 contiguous floats: four k at a time into eight
+ * accumulators (two per k, independent chains), folded at the end. */
+void gemm_gemv_avx2(const float *P, int32_t K, int32_t n0, int32_t n1, const float *a, float beta,
+                    float *c)
+{
+    for (int32_t n = n0; n < n1; n += GEMM_NR) {
+        const float *p = P + (size_t)n * K;
+        __m256 s[8];
+        for (int i = 0; i < 8; i++)
+            s[i] = _mm256_setzero_ps();
+        int32_t k = 0;
+        for (; k + 4 <= K; k += 4, p += 4 * GEMM_NR) {
+            _mm_prefetch((const char *)(p + GEMV_PF * GEMM_NR), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + GEMV_PF * GEMM_NR + 32), _MM_HINT_T0);
+            for (int i = 0; i < 4; i++) {
+                const __m256 x = _mm256_broadcast_ss(a + k + i);
+                s[2 * i] = _mm256_fmadd_ps(x, _mm256_load_ps(p + i * GEMM_NR), s[2 * i]);
+                s[2 * i + 1] =
+                    _mm256_fmadd_ps(x, _mm256_load_ps(p + i * GEMM_NR + 8), s[2 * i + 1]);
+            }
+        }
+        for (; k < K; k++, p += GEMM_NR) {
+            const __m256 x = _mm256_broadcast_ss(a + k);
+            s[0] = _mm256_fmadd_ps(x, _mm256_load_ps(p), s[0]);
+            s[1] = _mm256_fmadd_ps(x, _mm256_load_ps(p + 8), s[1]);
+        }
+        const __m256 lo = _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[4], s[6]));
+        const __m256 hi = _mm256_add_ps(_mm256_add_ps(s[1], s[3]), _mm256_add_ps(s[5], s[7]));
+        float t[GEMM_NR];
+        _mm256_storeu_ps(t, lo);
+        _mm256_storeu_ps(t + 8, hi);
+        for (int j = 0; j < GEMM_NR && n + j < n1; j++)
+            c[n + j] = beta != 0.0f ? c[n + j] + t[j] : t[j];
+    }
 }

@@ -140,11 +140,12 @@ struct matmul {
     struct mm_weight *w; /* [max_weights] */
     int32_t n_w;
     float *tile;        /* [n_threads][tile_floats] */
-    size_t tile_floats; /* wide_rows(max_k) x max_k */
+    size_t tile_floats; /* >= wide_rows(K) x K, rows rounded up to 16, for K <= max_k */
     void *xcvt;         /* A narrowed/quantized: [max_m] rows of <= 2 max_k + 64 bytes */
     size_t xcvt_row;    /* bytes per row reserved in xcvt */
     size_t prepared;    /* bytes of prepared weight copies */
     float *gws;         /* [n_threads][gemm_ws_floats()]: model/gemm.h's workspaces */
+    float *wrows;       /* [n_threads][GEMM_NR][max_k]: rows widened for widen_packed */
 #ifdef FOLIO_HAVE_DNNL
     dnnl_engine_t eng;
     dnnl_stream_t *streams; /* [n_threads] */
@@ -681,23 +682,38 @@ static int32_t widen_min_m(enum gguf_tensor_type t)
     }
 }
 
-static bool use_packed(const struct matmul *mm);
-static const float *widen_panel(const void *src, int32_t n, int32_t k0, int32_t kc, float *buf,
-                                float *scratch);
+static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t);
 
-/* The same product for any M: with the packed gemm, W widened panel by
- * panel into its layout (widen_panel); with sgemm, wide_rows(K) rows of W
- * at a time widened into tile[rows][K], then one single-threaded sgemm per
- * tile. */
+/* Rows [n, n + rows) of W widened into tile in model/gemm.h's packed
+ * layout: 16 rows at a time (one contiguous run of W's bytes, streamed)
+ * widened to f32 into wrows[16][K], then transposed into their panel.
+ * (Widening GEMM_KC columns of the 16 rows at a time, into L1, measured
+ * 5-15% slower: the 16 short runs of bytes stream worse than one long.) */
+static void widen_packed(const struct mm_weight *w, int32_t n, int32_t rows, float *wrows,
+                         float *tile)
+{
+    const struct matmul_mat *mt = &w->w;
+    const int32_t K = mt->cols;
+    for (int32_t p = 0; p < rows; p += GEMM_NR) {
+        const int32_t nr = FOLIO_MIN(GEMM_NR, rows - p);
+#ifdef FOLIO_WIDEN_X86
+        if (w->widen_avx2 && use_avx2())
+            widen_rows_avx2(mt->type, mt->data, K, n + p, nr, wrows);
+        else
+#endif
+            matmul_mat_rows_f32(mt, n + p, nr, wrows);
+        gemm_transpose_panel(wrows, nr, K, tile + (size_t)p * K);
+    }
+}
+
+/* The same product for any M: wide_rows(K) rows of W at a time widened
+ * into the thread's tile, then multiplied: with the packed gemm, the tile
+ * is widened straight into its packed layout (widen_packed); with sgemm,
+ * into tile[rows][K] and one single-threaded sgemm per tile. */
 static void widened(const struct matmul *mm, const struct mm_weight *w, int ith, int32_t n0,
                     int32_t n1, int32_t M, const float *A, int32_t lda, float beta, float *C,
                     int32_t ldc)
 {
-    if (use_packed(mm)) {
-        const struct gemm_w g = {.fn = widen_panel, .src = w, .N = w->w.rows, .K = w->w.cols};
-        gemm_run(&g, n0, n1, M, A, lda, beta, C, ldc, mm->gws + (size_t)ith * gemm_ws_floats());
-        return;
-    }
     float *tile = mm->tile + (size_t)ith * mm->tile_floats;
     const struct matmul_mat *mt = &w->w;
     const int32_t K = mt->cols, T0 = wide_rows(K);
@@ -707,6 +723,12 @@ static void widened(const struct matmul *mm, const struct mm_weight *w, int ith,
     const int32_t T = FOLIO_MIN(T0, ((n1 - n0 + nt - 1) / nt + 15) & ~15);
     for (int32_t n = n0; n < n1; n += T) {
         int32_t rows = FOLIO_MIN(T, n1 - n);
+        if (use_packed(mm, mt->type)) {
+            widen_packed(w, n, rows, mm->wrows + (size_t)ith * GEMM_NR * K, tile);
+            gemm_run(tile, rows, K, 0, rows, M, A, lda, beta, C + n, ldc,
+                     mm->gws + (size_t)ith * gemm_ws_floats());
+            continue;
+        }
 #ifdef FOLIO_WIDEN_X86
         if (w->widen_avx2 && use_avx2())
             widen_rows_avx2(mt->type, mt->data, K, n, rows, tile);
@@ -719,37 +741,17 @@ static void widened(const struct matmul *mm, const struct mm_weight *w, int ith,
     }
 }
 
-/* model/gemm.h's panel of a 16-bit or quantized weight (src: its
- * mm_weight): rows [n, n + GEMM_NR) and k in [k0, k0 + kc) widened to f32
- * row by row into scratch[GEMM_NR][kc], then transposed into buf[kc][GEMM_NR]
- * (rows past N zero).  k0 and kc are whole blocks of the type (GEMM_KC is
- * a multiple of every block; the last k-block ends at K). */
-static const float *widen_panel(const void *src, int32_t n, int32_t k0, int32_t kc, float *buf,
-                                float *scratch)
+/* Whether products of more than MM_FUSED_M rows on weights of type t run
+ * model/gemm.h's packed-weight gemm rather than sgemm (the OpenBLAS
+ * backend's F32 weights and widened tiles).  Measured in one process
+ * (bench_gemm, one layer of small, 2 threads): F32 1.2-1.5x sgemm at
+ * M = 16..64, 1.0-1.1x at 128..512; widened F16 within +-7% of sgemm;
+ * widened Q8_0 0.9x at M = 256..512, where it widens: sgemm there. */
+static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t)
 {
-    const struct mm_weight *w = src;
-    const struct matmul_mat *mt = &w->w;
-    const size_t rb = matmul_mat_row_bytes(mt), off = gguf_tensor_nbytes(mt->type, k0);
-    const int32_t nr = FOLIO_MIN(GEMM_NR, mt->rows - n);
-    for (int32_t j = 0; j < nr; j++) {
-        const uint8_t *row = (const uint8_t *)mt->data + (size_t)(n + j) * rb + off;
-#ifdef FOLIO_WIDEN_X86
-        if (w->widen_avx2 && use_avx2())
-            widen_rows_avx2(mt->type, row, kc, 0, 1, scratch + (size_t)j * kc);
-        else
-#endif
-            gguf_tensor_to_f32(mt->type, row, scratch + (size_t)j * kc, kc);
-    }
-    gemm_transpose_panel(scratch, nr, kc, buf);
-    return buf;
-}
-
-/* Whether products of more than MM_FUSED_M rows run model/gemm.h's
- * packed-weight gemm rather than sgemm (the OpenBLAS backend's F32 weights
- * and widened tiles). */
-static bool use_packed(const struct matmul *mm)
-{
-    return mm->cfg.gemm != MATMUL_GEMM_SGEMM;
+    if (mm->cfg.gemm != MATMUL_GEMM_AUTO)
+        return mm->cfg.gemm == MATMUL_GEMM_PACKED;
+    return t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16;
 }
 
 /* ---- oneDNN ----------------------------------------------------------- */
@@ -908,13 +910,15 @@ int matmul_new(const struct matmul_config *cfg, matmul_t **out)
     const size_t nth = (size_t)cfg->n_threads, K = (size_t)cfg->max_k;
     mm->xcvt_row = (2 * K + 64 + 63) & ~(size_t)63;
     mm->w = folio_calloc((size_t)FOLIO_MAX(cfg->max_weights, 1), sizeof(*mm->w));
-    mm->tile_floats = (size_t)wide_rows(cfg->max_k) * K;
+    /* wide_rows(K) x K for any K <= max_k, packed (rows rounded up to 16) */
+    mm->tile_floats = MM_WIDE_BYTES / sizeof(float) + 16 * K;
     mm->tile = folio_aligned_alloc(64, nth * mm->tile_floats * sizeof(float));
     mm->xcvt = folio_aligned_alloc(64, (size_t)cfg->max_m * mm->xcvt_row);
     mm->gws = folio_aligned_alloc(64, nth * gemm_ws_floats() * sizeof(float));
+    mm->wrows = folio_aligned_alloc(64, nth * GEMM_NR * K * sizeof(float));
     gemm_isa_init(!use_avx2());
     rc = -ENOMEM;
-    if (!mm->w || !mm->tile || !mm->xcvt || !mm->gws)
+    if (!mm->w || !mm->tile || !mm->xcvt || !mm->gws || !mm->wrows)
         goto fail;
 #ifdef FOLIO_HAVE_DNNL
     if (used == MODEL_MATMUL_ONEDNN) {
@@ -961,6 +965,7 @@ void matmul_free(matmul_t *mm)
     folio_free(mm->tile);
     folio_free(mm->xcvt);
     folio_free(mm->gws);
+    folio_free(mm->wrows);
     folio_free(mm);
 }
 
@@ -1043,7 +1048,7 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 #endif
     if (w->kind != MM_DNNL)
         w->bf16 = mt->type == GGUF_TENSOR_BF16;
-    if (w->kind == MM_F32_BLAS && use_packed(mm)) {
+    if (w->kind == MM_F32_BLAS && use_packed(mm, mt->type)) {
         const size_t n = gemm_packed_floats(mt->rows, mt->cols);
         if (!(w->packed = folio_aligned_alloc(64, n * sizeof(float))))
             return -ENOMEM;
@@ -1121,9 +1126,10 @@ static void job_band(void *arg, int ith, int nth)
         const float *W = (const float *)w->w.data + (size_t)n0 * K;
         /* One row is a matrix-vector product: sgemv streams W at memory
          * speed, where sgemm with M = 1 does not. */
-        if (w->packed && j->M > MM_FUSED_M) {
-            const struct gemm_w g = {.packed = w->packed, .N = w->w.rows, .K = K};
-            gemm_run(&g, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
+        if (w->packed && j->M == 1) {
+            gemm_gemv(w->packed, w->w.rows, K, n0, n1, j->A, j->beta, j->C);
+        } else if (w->packed) {
+            gemm_run(w->packed, w->w.rows, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
                      j->mm->gws + (size_t)ith * gemm_ws_floats());
         } else if (j->M == 1)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, n1 - n0, K, 1.0f, W, K, j->A, 1, j->beta,
