@@ -66,10 +66,10 @@ const char *gemm_isa_name(void);
 /* The microkernels: C[mr][nr] (ldc) = (acc ? C : 0) + Ap · Bp over kc,
  * Ap [kc][GEMM_MR] (rows past mr zero), Bp [kc][GEMM_NR]. */
 void gemm_ukr_plain(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
-                    int nr, bool acc);
+                    int nr, bool acc, const float *pf);
 #if defined(__x86_64__)
 void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
-                   int nr, bool acc);
+                   int nr, bool acc, const float *pf);
 /* gemm_gemv's panels [n0, n1) (n1 - n0 <= nr of the last one). */
 void gemm_gemv_avx2(const float *P, int32_t K, int32_t n0, int32_t n1, const float *a, float beta,
                     float *c);

@@ -26,19 +26,31 @@
     } while (0)
 
 void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
-                   int nr, bool acc)
+                   int nr, bool acc, const float *pf)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int32_t k = 0; k < kc; k++, Ap += GEMM_MR, Bp += GEMM_NR) {
-        const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
-        ROW(0);
-        ROW(1);
-        ROW(2);
-        ROW(3);
-        ROW(4);
-        ROW(5);
-    }
+    if (pf) /* the next panel, one line of it (one k) per k */
+        for (int32_t k = 0; k < kc; k++, Ap += GEMM_MR, Bp += GEMM_NR, pf += GEMM_NR) {
+            _mm_prefetch((const char *)pf, _MM_HINT_T0);
+            const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+            ROW(0);
+            ROW(1);
+            ROW(2);
+            ROW(3);
+            ROW(4);
+            ROW(5);
+        }
+    else
+        for (int32_t k = 0; k < kc; k++, Ap += GEMM_MR, Bp += GEMM_NR) {
+            const __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+            ROW(0);
+            ROW(1);
+            ROW(2);
+            ROW(3);
+            ROW(4);
+            ROW(5);
+        }
     const __m256 r[GEMM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                                   {c30, c31}, {c40, c41}, {c50, c51}};
     if (mr == GEMM_MR && nr == GEMM_NR) {

@@ -136,8 +136,8 @@ static void test_ukr_vs_plain(void **state)
                     Bp[i] = urand();
                 for (int i = 0; i < GEMM_MR * LDC; i++)
                     C0[i] = C1[i] = C2[i] = urand();
-                gemm_ukr_plain(KC, Ap, Bp, C1, LDC, mr, nr, acc);
-                gemm_ukr_avx2(KC, Ap, Bp, C2, LDC, mr, nr, acc);
+                gemm_ukr_plain(KC, Ap, Bp, C1, LDC, mr, nr, acc, NULL);
+                gemm_ukr_avx2(KC, Ap, Bp, C2, LDC, mr, nr, acc, mr == 1 ? Bp : NULL);
                 for (int i = 0; i < GEMM_MR; i++)
                     for (int j = 0; j < LDC; j++) {
                         const size_t x = (size_t)i * LDC + j;
