@@ -2,15 +2,18 @@
  * model/matmul.c — the matrix products of the forward pass (contract in
  * model/matmul.h): C = A · Wᵀ + beta C with W in its file's type.
  *
- * Owns: matmul_t, i.e. the registered weights (borrowed data plus, for
- * oneDNN, their prepared copies), the per-thread widening tiles, the
+ * Owns: matmul_t, i.e. the registered weights (borrowed data plus their
+ * prepared copies: F32 packed into model/gemm.h's panels, oneDNN's
+ * reordered weights), the per-thread widening tiles and gemm workspaces, the
  * workspace A is narrowed or quantized into, and the oneDNN engine,
  * streams and primitives.
  *
  * How each weight runs (chosen once, at matmul_add):
  *
  *   type   backend OPENBLAS                 backend ONEDNN
- *   F32    sgemm / sgemv on the band        oneDNN f32 matmul, W reordered
+ *   F32    sgemv (M = 1), packed gemm       oneDNN f32 matmul, W reordered
+ *          (M = 2..192, model/gemm.h, W
+ *          packed once), sgemm (M > 192)
  *   BF16   portable 16-bit path             oneDNN bf16 matmul, A → bf16
  *   F16    portable 16-bit path             portable 16-bit path (oneDNN
  *                                           bf16 if MM_F16_AS_BF16)
@@ -19,6 +22,21 @@
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
  *
+ * The packed-weight gemm (model/gemm.h) runs products of 2..MM_PACKED_MAX_M
+ * rows for F32 and widened F16/BF16 weights, because sgemm re-packs W on
+ * every call and W is the big operand here (under 64 concurrent streams
+ * that packing was ~18% of the CPU).  Measured in one process, alternating
+ * (bench_gemm: one layer of `small`, 2 threads), F32: 1.6-2.0x sgemm at
+ * M = 2..16, 1.2-1.4x at 32..64, 1.05-1.2x at 128..192, but 0.8-1.05x at
+ * 256..512 (where sgemm's packing is paid back), and its one-row kernel
+ * 0.87-0.97x of sgemv: so sgemm / sgemv stay outside that range, reading
+ * W's row-major copy in place, and F32 weights are held twice (the
+ * packed copy is matmul_prepared_bytes).  oneDNN's f32 (W reordered once)
+ * ran 0.7-1.2x sgemm, behind the packed gemm at every M of the range.
+ * Widened F16/BF16 tiles are widened straight into the packed layout
+ * (1.04-1.08x at M = 8..16, 1.0x at 64); widened quantized tiles stay on
+ * sgemm (0.8-0.9x there).  cfg.gemm forces one or the other (A/B runs).
+
  * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
  * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU
  * with oneDNN bf16 kernels (AVX-512) to check.  Until measured there,
@@ -45,8 +63,10 @@
  * once per product and multiplied there.  The widening is one pass over
  * the tile (model/widen_avx2.c with AVX2; a few percent of the sgemm on
  * it at M >= 32); what costs is sgemm packing all of A again for every
- * tile.  One layer of `small` at M = 512 (bench_quant --layer): F16 in
- * 128 KiB tiles (about the 32 rows before) ran at 0.65x F32's sgemm, in
+ * tile.  (The packed gemm below now does what that kernel attempted, at
+ * 1.0-2.0x sgemm for M <= 192.)  One layer of `small` at M = 512
+ * (bench_quant --layer): F16 in 128 KiB tiles (about the 32 rows before) ran at 0.65x F32's sgemm,
+ in
  * 2 MiB tiles
  * (hundreds of rows, still in the last-level cache) at 0.9-0.95x, and at
  * 0.95-1.0x for M = 32..128.  For quantized W the int8 kernels
@@ -58,11 +78,12 @@
  * and, like sgemm, are not batch invariant: with cfg.batch_invariant
  * quantized weights stay on the int8 kernels.
  *
- * Still through OpenBLAS: every F32 product on the OpenBLAS backend; F16
- * and BF16 products of more than MM_FUSED_M rows (OpenBLAS 0.3.21 has no
- * 16-bit gemm, oneDNN's bf16 needs AVX-512); quantized products from
- * widen_min_m() rows on (above).  Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K have no
- * AVX2 widening and stay on the int8 kernels at every M.
+ * Still through OpenBLAS: F32 products of one row (sgemv) and of more
+ * than MM_PACKED_MAX_M rows, F16/BF16 ones of more than MM_PACKED_MAX_M
+ * rows (widened tiles), quantized ones from widen_min_m() rows on (above),
+ * and every product with cfg.gemm = MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0,
+ * Q5_1 and Q5_K have no AVX2 widening and stay on the int8 kernels at
+ * every M.
  *
  * Work split: thread ith of nth owns band ith of the N output columns,
  * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole
@@ -104,10 +125,11 @@
 #include <omp.h>
 #endif
 
-#define MM_BAND_ALIGN  16            /* output columns */
-#define MM_WIDE_BYTES  (2048 * 1024) /* f32 bytes of W widened at a time */
-#define MM_F16_AS_BF16 0             /* F16 weights to oneDNN as bf16 (see above) */
-#define MM_FUSED_M     4             /* up to this many rows: fused 16-bit dot products */
+#define MM_BAND_ALIGN   16            /* output columns */
+#define MM_WIDE_BYTES   (2048 * 1024) /* f32 bytes of W widened at a time */
+#define MM_F16_AS_BF16  0             /* F16 weights to oneDNN as bf16 (see above) */
+#define MM_FUSED_M      4             /* up to this many rows: fused 16-bit dot products */
+#define MM_PACKED_MAX_M 192           /* auto: the packed gemm up to this many rows (use_packed) */
 
 enum mm_kind {
     MM_ROWDOT,      /* F32/F16/BF16, batch invariant: rowdot kernels */
@@ -682,7 +704,7 @@ static int32_t widen_min_m(enum gguf_tensor_type t)
     }
 }
 
-static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t);
+static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t, int32_t M);
 
 /* Rows [n, n + rows) of W widened into tile in model/gemm.h's packed
  * layout: 16 rows at a time (one contiguous run of W's bytes, streamed)
@@ -723,7 +745,7 @@ static void widened(const struct matmul *mm, const struct mm_weight *w, int ith,
     const int32_t T = FOLIO_MIN(T0, ((n1 - n0 + nt - 1) / nt + 15) & ~15);
     for (int32_t n = n0; n < n1; n += T) {
         int32_t rows = FOLIO_MIN(T, n1 - n);
-        if (use_packed(mm, mt->type)) {
+        if (use_packed(mm, mt->type, M)) {
             widen_packed(w, n, rows, mm->wrows + (size_t)ith * GEMM_NR * K, tile);
             gemm_run(tile, rows, K, 0, rows, M, A, lda, beta, C + n, ldc,
                      mm->gws + (size_t)ith * gemm_ws_floats());
@@ -741,17 +763,20 @@ static void widened(const struct matmul *mm, const struct mm_weight *w, int ith,
     }
 }
 
-/* Whether products of more than MM_FUSED_M rows on weights of type t run
- * model/gemm.h's packed-weight gemm rather than sgemm (the OpenBLAS
- * backend's F32 weights and widened tiles).  Measured in one process
- * (bench_gemm, one layer of small, 2 threads): F32 1.2-1.5x sgemm at
- * M = 16..64, 1.0-1.1x at 128..512; widened F16 within +-7% of sgemm;
- * widened Q8_0 0.9x at M = 256..512, where it widens: sgemm there. */
-static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t)
+/* Whether a product of M rows on weights of type t runs model/gemm.h's
+ * packed-weight gemm rather than sgemm / sgemv (the OpenBLAS backend's F32
+ * weights and widened 16-bit tiles).  Measured in one process, alternating
+ * (bench_gemm, one layer of `small`, 2 threads; see BENCHMARKS.md): F32
+ * 1.6-2.0x sgemm at M = 2..16, 1.2-1.4x at 32..64, 1.05-1.17x at 128,
+ * 1.1x at 192, 0.8-1.05x at 256..512; one row 0.87-0.97x of sgemv;
+ * widened F16/BF16 1.04-1.08x at M = 8..16, 1.0x at 64, 0.8-0.9x at
+ * 256..512; widened Q8_0 0.8-0.9x where it widens (M >= 256). */
+static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t, int32_t M)
 {
     if (mm->cfg.gemm != MATMUL_GEMM_AUTO)
         return mm->cfg.gemm == MATMUL_GEMM_PACKED;
-    return t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16;
+    return M >= 2 && M <= MM_PACKED_MAX_M &&
+           (t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16);
 }
 
 /* ---- oneDNN ----------------------------------------------------------- */
@@ -1048,7 +1073,7 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 #endif
     if (w->kind != MM_DNNL)
         w->bf16 = mt->type == GGUF_TENSOR_BF16;
-    if (w->kind == MM_F32_BLAS && use_packed(mm, mt->type)) {
+    if (w->kind == MM_F32_BLAS && mm->cfg.gemm != MATMUL_GEMM_SGEMM) {
         const size_t n = gemm_packed_floats(mt->rows, mt->cols);
         if (!(w->packed = folio_aligned_alloc(64, n * sizeof(float))))
             return -ENOMEM;
@@ -1126,9 +1151,10 @@ static void job_band(void *arg, int ith, int nth)
         const float *W = (const float *)w->w.data + (size_t)n0 * K;
         /* One row is a matrix-vector product: sgemv streams W at memory
          * speed, where sgemm with M = 1 does not. */
-        if (w->packed && j->M == 1) {
+        const bool packed = w->packed && use_packed(j->mm, GGUF_TENSOR_F32, j->M);
+        if (packed && j->M == 1) {
             gemm_gemv(w->packed, w->w.rows, K, n0, n1, j->A, j->beta, j->C);
-        } else if (w->packed) {
+        } else if (packed) {
             gemm_run(w->packed, w->w.rows, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
                      j->mm->gws + (size_t)ith * gemm_ws_floats());
         } else if (j->M == 1)
