@@ -219,8 +219,15 @@ static enum model_matmul calibrated = MODEL_MATMUL_OPENBLAS;
 static double calibrate_one(enum model_matmul b, const float *A, const float *W, float *C)
 {
     const int32_t M = 64, N = 1024, K = 768;
-    struct matmul_config cfg = {
-        .backend = b, .n_threads = 1, .max_m = M, .max_k = K, .max_weights = 1};
+    /* OpenBLAS's side as sgemm: the packed gemm only adds to it where
+     * it wins, and with FOLIO_MATMUL_ISA=plain its plain C kernel would
+     * hand the race (and the plain tests' F32 products) to oneDNN */
+    struct matmul_config cfg = {.backend = b,
+                                .n_threads = 1,
+                                .max_m = M,
+                                .max_k = K,
+                                .max_weights = 1,
+                                .gemm = MATMUL_GEMM_SGEMM};
     struct matmul_mat w = {.type = GGUF_TENSOR_F32, .rows = N, .cols = K, .data = W};
     matmul_t *mm = NULL;
     pool_t *pool = NULL;
@@ -947,9 +954,11 @@ int matmul_new(const struct matmul_config *cfg, matmul_t **out)
         goto fail;
 #ifdef FOLIO_HAVE_DNNL
     if (used == MODEL_MATMUL_ONEDNN) {
-        rc = -ENOTSUP;
         mm->streams = folio_calloc(nth, sizeof(*mm->streams));
-        if (!mm->streams || dnnl_engine_create(&mm->eng, dnnl_cpu, 0))
+        if (!mm->streams)
+            goto fail; /* -ENOMEM */
+        rc = -ENOTSUP;
+        if (dnnl_engine_create(&mm->eng, dnnl_cpu, 0))
             goto fail;
         for (size_t i = 0; i < nth; i++)
             if (dnnl_stream_create(&mm->streams[i], mm->eng, dnnl_stream_default_flags))
