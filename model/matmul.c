@@ -212,6 +212,7 @@ static void *mm_alloc_f32(size_t n, float v)
 }
 
 static enum model_matmul calibrated = MODEL_MATMUL_OPENBLAS;
+static bool use_avx2(void);
 
 /* Seconds of the best of MM_CAL_REPS products on backend b, one thread, a
  * shape like a decode batch's (M 64, N 1024, K 768, f32); -1 on failure. */
@@ -219,15 +220,17 @@ static enum model_matmul calibrated = MODEL_MATMUL_OPENBLAS;
 static double calibrate_one(enum model_matmul b, const float *A, const float *W, float *C)
 {
     const int32_t M = 64, N = 1024, K = 768;
-    /* OpenBLAS's side as sgemm: the packed gemm only adds to it where
-     * it wins, and with FOLIO_MATMUL_ISA=plain its plain C kernel would
-     * hand the race (and the plain tests' F32 products) to oneDNN */
+    /* OpenBLAS's side as it runs M = 64: the packed gemm with AVX2
+     * (1.2x sgemm there, so the race is not left to noise between sgemm
+     * and oneDNN, 0.9-1.0x of each other); sgemm with
+     * FOLIO_MATMUL_ISA=plain, whose plain C kernel would hand the race
+     * (and the plain tests' F32 products) to oneDNN */
     struct matmul_config cfg = {.backend = b,
                                 .n_threads = 1,
                                 .max_m = M,
                                 .max_k = K,
                                 .max_weights = 1,
-                                .gemm = MATMUL_GEMM_SGEMM};
+                                .gemm = use_avx2() ? MATMUL_GEMM_AUTO : MATMUL_GEMM_SGEMM};
     struct matmul_mat w = {.type = GGUF_TENSOR_F32, .rows = N, .cols = K, .data = W};
     matmul_t *mm = NULL;
     pool_t *pool = NULL;
