@@ -35,7 +35,9 @@
  * ran 0.7-1.2x sgemm, behind the packed gemm at every M of the range.
  * Widened F16/BF16 tiles are widened straight into the packed layout
  * (1.04-1.08x at M = 8..16, 1.0x at 64); widened quantized tiles stay on
- * sgemm (0.8-0.9x there).  cfg.gemm forces one or the other (A/B runs).
+ * sgemm (0.8-0.9x there).  cfg.gemm forces one or the other (A/B runs);
+ * with FOLIO_MATMUL_ISA=plain auto keeps sgemm (the gemm's plain C
+ * microkernel is its reference, run where cfg.gemm forces it).
 
  * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
  * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU
@@ -785,7 +787,9 @@ static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t, int32_t
 {
     if (mm->cfg.gemm != MATMUL_GEMM_AUTO)
         return mm->cfg.gemm == MATMUL_GEMM_PACKED;
-    return M >= 2 && M <= MM_PACKED_MAX_M &&
+    /* auto on the plain ISA: sgemm (the plain C microkernel is the
+     * reference, tested where cfg.gemm forces it, not a fast path) */
+    return use_avx2() && M >= 2 && M <= MM_PACKED_MAX_M &&
            (t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16);
 }
 
@@ -1085,7 +1089,8 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 #endif
     if (w->kind != MM_DNNL)
         w->bf16 = mt->type == GGUF_TENSOR_BF16;
-    if (w->kind == MM_F32_BLAS && mm->cfg.gemm != MATMUL_GEMM_SGEMM) {
+    if (w->kind == MM_F32_BLAS &&
+        (mm->cfg.gemm == MATMUL_GEMM_PACKED || (mm->cfg.gemm == MATMUL_GEMM_AUTO && use_avx2()))) {
         const size_t n = gemm_packed_floats(mt->rows, mt->cols);
         if (!(w->packed = folio_aligned_alloc(64, n * sizeof(float))))
             return -ENOMEM;
