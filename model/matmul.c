@@ -2,15 +2,18 @@
  * model/matmul.c — the matrix products of the forward pass (contract in
  * model/matmul.h): C = A · Wᵀ + beta C with W in its file's type.
  *
- * Owns: matmul_t, i.e. the registered weights (borrowed data plus, for
- * oneDNN, their prepared copies), the per-thread widening tiles, the
+ * Owns: matmul_t, i.e. the registered weights (borrowed data plus their
+ * prepared copies: F32 packed into model/gemm.h's panels, oneDNN's
+ * reordered weights), the per-thread widening tiles and gemm workspaces, the
  * workspace A is narrowed or quantized into, and the oneDNN engine,
  * streams and primitives.
  *
  * How each weight runs (chosen once, at matmul_add):
  *
  *   type   backend OPENBLAS                 backend ONEDNN
- *   F32    sgemm / sgemv on the band        oneDNN f32 matmul, W reordered
+ *   F32    sgemv (M = 1), packed gemm       oneDNN f32 matmul, W reordered
+ *          (M = 2..192, model/gemm.h, W
+ *          packed once), sgemm (M > 192)
  *   BF16   portable 16-bit path             oneDNN bf16 matmul, A → bf16
  *   F16    portable 16-bit path             portable 16-bit path (oneDNN
  *                                           bf16 if MM_F16_AS_BF16)
@@ -19,6 +22,23 @@
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
  *
+ * The packed-weight gemm (model/gemm.h) runs products of 2..MM_PACKED_MAX_M
+ * rows for F32 and widened F16/BF16 weights, because sgemm re-packs W on
+ * every call and W is the big operand here (under 64 concurrent streams
+ * that packing was ~18% of the CPU).  Measured in one process, alternating
+ * (bench_gemm: one layer of `small`, 2 threads), F32: 1.6-2.0x sgemm at
+ * M = 2..16, 1.2-1.4x at 32..64, 1.05-1.2x at 128..192, but 0.8-1.05x at
+ * 256..512 (where sgemm's packing is paid back), and its one-row kernel
+ * 0.87-0.97x of sgemv: so sgemm / sgemv stay outside that range, reading
+ * W's row-major copy in place, and F32 weights are held twice (the
+ * packed copy is matmul_prepared_bytes).  oneDNN's f32 (W reordered once)
+ * ran 0.7-1.2x sgemm, behind the packed gemm at every M of the range.
+ * Widened F16/BF16 tiles are widened straight into the packed layout
+ * (1.04-1.08x at M = 8..16, 1.0x at 64); widened quantized tiles stay on
+ * sgemm (0.8-0.9x there).  cfg.gemm forces one or the other (A/B runs);
+ * with FOLIO_MATMUL_ISA=plain auto keeps sgemm (the gemm's plain C
+ * microkernel is its reference, run where cfg.gemm forces it).
+
  * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
  * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU
  * with oneDNN bf16 kernels (AVX-512) to check.  Until measured there,
@@ -45,8 +65,10 @@
  * once per product and multiplied there.  The widening is one pass over
  * the tile (model/widen_avx2.c with AVX2; a few percent of the sgemm on
  * it at M >= 32); what costs is sgemm packing all of A again for every
- * tile.  One layer of `small` at M = 512 (bench_quant --layer): F16 in
- * 128 KiB tiles (about the 32 rows before) ran at 0.65x F32's sgemm, in
+ * tile.  (The packed gemm below now does what that kernel attempted, at
+ * 1.0-2.0x sgemm for M <= 192.)  One layer of `small` at M = 512
+ * (bench_quant --layer): F16 in 128 KiB tiles (about the 32 rows before) ran at 0.65x F32's sgemm,
+ in
  * 2 MiB tiles
  * (hundreds of rows, still in the last-level cache) at 0.9-0.95x, and at
  * 0.95-1.0x for M = 32..128.  For quantized W the int8 kernels
@@ -58,11 +80,12 @@
  * and, like sgemm, are not batch invariant: with cfg.batch_invariant
  * quantized weights stay on the int8 kernels.
  *
- * Still through OpenBLAS: every F32 product on the OpenBLAS backend; F16
- * and BF16 products of more than MM_FUSED_M rows (OpenBLAS 0.3.21 has no
- * 16-bit gemm, oneDNN's bf16 needs AVX-512); quantized products from
- * widen_min_m() rows on (above).  Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K have no
- * AVX2 widening and stay on the int8 kernels at every M.
+ * Still through OpenBLAS: F32 products of one row (sgemv) and of more
+ * than MM_PACKED_MAX_M rows, F16/BF16 ones of more than MM_PACKED_MAX_M
+ * rows (widened tiles), quantized ones from widen_min_m() rows on (above),
+ * and every product with cfg.gemm = MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0,
+ * Q5_1 and Q5_K have no AVX2 widening and stay on the int8 kernels at
+ * every M.
  *
  * Work split: thread ith of nth owns band ith of the N output columns,
  * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole
@@ -83,6 +106,7 @@
  * during a product (check: `ps -L` on foliod shows no OpenMP workers).
  */
 #include "matmul.h"
+#include "gemm.h"
 #include "quant.h"
 #ifdef FOLIO_WIDEN_X86
 #include "widen.h"
@@ -103,10 +127,11 @@
 #include <omp.h>
 #endif
 
-#define MM_BAND_ALIGN  16            /* output columns */
-#define MM_WIDE_BYTES  (2048 * 1024) /* f32 bytes of W widened at a time */
-#define MM_F16_AS_BF16 0             /* F16 weights to oneDNN as bf16 (see above) */
-#define MM_FUSED_M     4             /* up to this many rows: fused 16-bit dot products */
+#define MM_BAND_ALIGN   16            /* output columns */
+#define MM_WIDE_BYTES   (2048 * 1024) /* f32 bytes of W widened at a time */
+#define MM_F16_AS_BF16  0             /* F16 weights to oneDNN as bf16 (see above) */
+#define MM_FUSED_M      4             /* up to this many rows: fused 16-bit dot products */
+#define MM_PACKED_MAX_M 192           /* auto: the packed gemm up to this many rows (use_packed) */
 
 enum mm_kind {
     MM_ROWDOT,      /* F32/F16/BF16, batch invariant: rowdot kernels */
@@ -130,6 +155,7 @@ struct mm_weight {
     bool bf16;             /* oneDNN: A and W in bf16 */
     bool widen_avx2;       /* widen_supports(): model/widen.h widens it */
     struct mm_band *bands; /* [n_threads] for MM_DNNL */
+    float *packed;         /* MM_F32_BLAS: W in model/gemm.h's panels, or NULL */
 };
 
 struct matmul {
@@ -138,10 +164,12 @@ struct matmul {
     struct mm_weight *w; /* [max_weights] */
     int32_t n_w;
     float *tile;        /* [n_threads][tile_floats] */
-    size_t tile_floats; /* wide_rows(max_k) x max_k */
+    size_t tile_floats; /* >= wide_rows(K) x K, rows rounded up to 16, for K <= max_k */
     void *xcvt;         /* A narrowed/quantized: [max_m] rows of <= 2 max_k + 64 bytes */
     size_t xcvt_row;    /* bytes per row reserved in xcvt */
     size_t prepared;    /* bytes of prepared weight copies */
+    float *gws;         /* [n_threads][gemm_ws_floats()]: model/gemm.h's workspaces */
+    float *wrows;       /* [n_threads][GEMM_NR][max_k]: rows widened for widen_packed */
 #ifdef FOLIO_HAVE_DNNL
     dnnl_engine_t eng;
     dnnl_stream_t *streams; /* [n_threads] */
@@ -186,6 +214,7 @@ static void *mm_alloc_f32(size_t n, float v)
 }
 
 static enum model_matmul calibrated = MODEL_MATMUL_OPENBLAS;
+static bool use_avx2(void);
 
 /* Seconds of the best of MM_CAL_REPS products on backend b, one thread, a
  * shape like a decode batch's (M 64, N 1024, K 768, f32); -1 on failure. */
@@ -193,8 +222,17 @@ static enum model_matmul calibrated = MODEL_MATMUL_OPENBLAS;
 static double calibrate_one(enum model_matmul b, const float *A, const float *W, float *C)
 {
     const int32_t M = 64, N = 1024, K = 768;
-    struct matmul_config cfg = {
-        .backend = b, .n_threads = 1, .max_m = M, .max_k = K, .max_weights = 1};
+    /* OpenBLAS's side as it runs M = 64: the packed gemm with AVX2
+     * (1.2x sgemm there, so the race is not left to noise between sgemm
+     * and oneDNN, 0.9-1.0x of each other); sgemm with
+     * FOLIO_MATMUL_ISA=plain, whose plain C kernel would hand the race
+     * (and the plain tests' F32 products) to oneDNN */
+    struct matmul_config cfg = {.backend = b,
+                                .n_threads = 1,
+                                .max_m = M,
+                                .max_k = K,
+                                .max_weights = 1,
+                                .gemm = use_avx2() ? MATMUL_GEMM_AUTO : MATMUL_GEMM_SGEMM};
     struct matmul_mat w = {.type = GGUF_TENSOR_F32, .rows = N, .cols = K, .data = W};
     matmul_t *mm = NULL;
     pool_t *pool = NULL;
@@ -678,11 +716,39 @@ static int32_t widen_min_m(enum gguf_tensor_type t)
     }
 }
 
-/* The same product for any M: wide_rows(K) rows of W at a time widened into
- * tile[rows][K], then one single-threaded sgemm per tile. */
-static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M, const float *A,
-                    int32_t lda, float beta, float *C, int32_t ldc, float *tile)
+static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t, int32_t M);
+
+/* Rows [n, n + rows) of W widened into tile in model/gemm.h's packed
+ * layout: 16 rows at a time (one contiguous run of W's bytes, streamed)
+ * widened to f32 into wrows[16][K], then transposed into their panel.
+ * (Widening GEMM_KC columns of the 16 rows at a time, into L1, measured
+ * 5-15% slower: the 16 short runs of bytes stream worse than one long.) */
+static void widen_packed(const struct mm_weight *w, int32_t n, int32_t rows, float *wrows,
+                         float *tile)
 {
+    const struct matmul_mat *mt = &w->w;
+    const int32_t K = mt->cols;
+    for (int32_t p = 0; p < rows; p += GEMM_NR) {
+        const int32_t nr = FOLIO_MIN(GEMM_NR, rows - p);
+#ifdef FOLIO_WIDEN_X86
+        if (w->widen_avx2 && use_avx2())
+            widen_rows_avx2(mt->type, mt->data, K, n + p, nr, wrows);
+        else
+#endif
+            matmul_mat_rows_f32(mt, n + p, nr, wrows);
+        gemm_transpose_panel(wrows, nr, K, tile + (size_t)p * K);
+    }
+}
+
+/* The same product for any M: wide_rows(K) rows of W at a time widened
+ * into the thread's tile, then multiplied: with the packed gemm, the tile
+ * is widened straight into its packed layout (widen_packed); with sgemm,
+ * into tile[rows][K] and one single-threaded sgemm per tile. */
+static void widened(const struct matmul *mm, const struct mm_weight *w, int ith, int32_t n0,
+                    int32_t n1, int32_t M, const float *A, int32_t lda, float beta, float *C,
+                    int32_t ldc)
+{
+    float *tile = mm->tile + (size_t)ith * mm->tile_floats;
     const struct matmul_mat *mt = &w->w;
     const int32_t K = mt->cols, T0 = wide_rows(K);
     /* tiles of equal size (a multiple of 16, at most T0): no small last
@@ -691,6 +757,12 @@ static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M
     const int32_t T = FOLIO_MIN(T0, ((n1 - n0 + nt - 1) / nt + 15) & ~15);
     for (int32_t n = n0; n < n1; n += T) {
         int32_t rows = FOLIO_MIN(T, n1 - n);
+        if (use_packed(mm, mt->type, M)) {
+            widen_packed(w, n, rows, mm->wrows + (size_t)ith * GEMM_NR * K, tile);
+            gemm_run(tile, rows, K, 0, rows, M, A, lda, beta, C + n, ldc,
+                     mm->gws + (size_t)ith * gemm_ws_floats());
+            continue;
+        }
 #ifdef FOLIO_WIDEN_X86
         if (w->widen_avx2 && use_avx2())
             widen_rows_avx2(mt->type, mt->data, K, n, rows, tile);
@@ -701,6 +773,24 @@ static void widened(const struct mm_weight *w, int32_t n0, int32_t n1, int32_t M
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, rows, K, 1.0f, A, lda, tile, K,
                     beta, C + n, ldc);
     }
+}
+
+/* Whether a product of M rows on weights of type t runs model/gemm.h's
+ * packed-weight gemm rather than sgemm / sgemv (the OpenBLAS backend's F32
+ * weights and widened 16-bit tiles).  Measured in one process, alternating
+ * (bench_gemm, one layer of `small`, 2 threads; see BENCHMARKS.md): F32
+ * 1.6-2.0x sgemm at M = 2..16, 1.2-1.4x at 32..64, 1.05-1.17x at 128,
+ * 1.1x at 192, 0.8-1.05x at 256..512; one row 0.87-0.97x of sgemv;
+ * widened F16/BF16 1.04-1.08x at M = 8..16, 1.0x at 64, 0.8-0.9x at
+ * 256..512; widened Q8_0 0.8-0.9x where it widens (M >= 256). */
+static bool use_packed(const struct matmul *mm, enum gguf_tensor_type t, int32_t M)
+{
+    if (mm->cfg.gemm != MATMUL_GEMM_AUTO)
+        return mm->cfg.gemm == MATMUL_GEMM_PACKED;
+    /* auto on the plain ISA: sgemm (the plain C microkernel is the
+     * reference, tested where cfg.gemm forces it, not a fast path) */
+    return use_avx2() && M >= 2 && M <= MM_PACKED_MAX_M &&
+           (t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16);
 }
 
 /* ---- oneDNN ----------------------------------------------------------- */
@@ -859,17 +949,23 @@ int matmul_new(const struct matmul_config *cfg, matmul_t **out)
     const size_t nth = (size_t)cfg->n_threads, K = (size_t)cfg->max_k;
     mm->xcvt_row = (2 * K + 64 + 63) & ~(size_t)63;
     mm->w = folio_calloc((size_t)FOLIO_MAX(cfg->max_weights, 1), sizeof(*mm->w));
-    mm->tile_floats = (size_t)wide_rows(cfg->max_k) * K;
+    /* wide_rows(K) x K for any K <= max_k, packed (rows rounded up to 16) */
+    mm->tile_floats = MM_WIDE_BYTES / sizeof(float) + 16 * K;
     mm->tile = folio_aligned_alloc(64, nth * mm->tile_floats * sizeof(float));
     mm->xcvt = folio_aligned_alloc(64, (size_t)cfg->max_m * mm->xcvt_row);
+    mm->gws = folio_aligned_alloc(64, nth * gemm_ws_floats() * sizeof(float));
+    mm->wrows = folio_aligned_alloc(64, nth * GEMM_NR * K * sizeof(float));
+    gemm_isa_init(!use_avx2());
     rc = -ENOMEM;
-    if (!mm->w || !mm->tile || !mm->xcvt)
+    if (!mm->w || !mm->tile || !mm->xcvt || !mm->gws || !mm->wrows)
         goto fail;
 #ifdef FOLIO_HAVE_DNNL
     if (used == MODEL_MATMUL_ONEDNN) {
-        rc = -ENOTSUP;
         mm->streams = folio_calloc(nth, sizeof(*mm->streams));
-        if (!mm->streams || dnnl_engine_create(&mm->eng, dnnl_cpu, 0))
+        if (!mm->streams)
+            goto fail; /* -ENOMEM */
+        rc = -ENOTSUP;
+        if (dnnl_engine_create(&mm->eng, dnnl_cpu, 0))
             goto fail;
         for (size_t i = 0; i < nth; i++)
             if (dnnl_stream_create(&mm->streams[i], mm->eng, dnnl_stream_default_flags))
@@ -895,6 +991,7 @@ void matmul_free(matmul_t *mm)
                 dnnl_band_free(&mm->w[i].bands[b]);
 #endif
         folio_free(mm->w[i].bands);
+        folio_free(mm->w[i].packed);
     }
 #ifdef FOLIO_HAVE_DNNL
     if (mm->streams)
@@ -908,6 +1005,8 @@ void matmul_free(matmul_t *mm)
     folio_free(mm->w);
     folio_free(mm->tile);
     folio_free(mm->xcvt);
+    folio_free(mm->gws);
+    folio_free(mm->wrows);
     folio_free(mm);
 }
 
@@ -990,6 +1089,14 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 #endif
     if (w->kind != MM_DNNL)
         w->bf16 = mt->type == GGUF_TENSOR_BF16;
+    if (w->kind == MM_F32_BLAS &&
+        (mm->cfg.gemm == MATMUL_GEMM_PACKED || (mm->cfg.gemm == MATMUL_GEMM_AUTO && use_avx2()))) {
+        const size_t n = gemm_packed_floats(mt->rows, mt->cols);
+        if (!(w->packed = folio_aligned_alloc(64, n * sizeof(float))))
+            return -ENOMEM;
+        gemm_pack_f32(mt->data, mt->rows, mt->cols, w->packed);
+        mm->prepared += n * sizeof(float);
+    }
 #ifdef FOLIO_WIDEN_X86
     w->widen_avx2 =
         (w->kind == MM_16_PORTABLE || w->kind == MM_QUANT) && widen_supports(mt->type, mt->cols);
@@ -1061,7 +1168,13 @@ static void job_band(void *arg, int ith, int nth)
         const float *W = (const float *)w->w.data + (size_t)n0 * K;
         /* One row is a matrix-vector product: sgemv streams W at memory
          * speed, where sgemm with M = 1 does not. */
-        if (j->M == 1)
+        const bool packed = w->packed && use_packed(j->mm, GGUF_TENSOR_F32, j->M);
+        if (packed && j->M == 1) {
+            gemm_gemv(w->packed, w->w.rows, K, n0, n1, j->A, j->beta, j->C);
+        } else if (packed) {
+            gemm_run(w->packed, w->w.rows, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
+                     j->mm->gws + (size_t)ith * gemm_ws_floats());
+        } else if (j->M == 1)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, n1 - n0, K, 1.0f, W, K, j->A, 1, j->beta,
                         j->C + n0, 1);
         else /* C[M][n0:n1] = A[M][K] · W[n0:n1][K]ᵀ + beta C */
@@ -1081,13 +1194,11 @@ static void job_band(void *arg, int ith, int nth)
 #endif
                 fused16(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
         } else
-            widened(w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
-                    j->mm->tile + (size_t)ith * j->mm->tile_floats);
+            widened(j->mm, w, ith, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
         break;
     case MM_QUANT:
         if (j->widened) {
-            widened(w, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
-                    j->mm->tile + (size_t)ith * j->mm->tile_floats);
+            widened(j->mm, w, ith, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
             break;
         }
         quant_gemm(w->w.type, w->w.data, K, n0, n1, j->mm->xcvt, j->M, j->C, j->ldc, j->beta);
@@ -1119,7 +1230,7 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
     struct mm_job j = {
         .mm = mm, .w = w, .M = M, .lda = lda, .ldc = ldc, .A = A, .beta = beta, .C = C};
     j.widened = w->kind == MM_QUANT && w->widen_avx2 && !mm->cfg.batch_invariant && use_avx2() &&
-                M >= widen_min_m(w->w.type);
+                M >= (mm->cfg.widen_min_m ? mm->cfg.widen_min_m : widen_min_m(w->w.type));
     if ((w->kind == MM_QUANT && !j.widened) || (w->kind == MM_DNNL && w->bf16)) {
         if (M < 4)
             job_convert(&j, 0, 1); /* a few rows: cheaper than a dispatch */

@@ -64,6 +64,14 @@ struct matmul_config {
      * quantized ones on their int8 kernels at every M (they are batch
      * invariant; without this flag large M runs widened tiles and sgemm). */
     bool batch_invariant;
+    /* Products of more than a few rows (M > 4) on F32 weights, and on
+     * widened 16-bit or quantized tiles, with the OpenBLAS backend: the
+     * packed-weight gemm (model/gemm.h; F32 weights packed once at
+     * matmul_add) or sgemm.  MATMUL_GEMM_AUTO is the measured choice. */
+    enum matmul_gemm { MATMUL_GEMM_AUTO = 0, MATMUL_GEMM_SGEMM, MATMUL_GEMM_PACKED } gemm;
+    /* Quantized weights run as widened tiles from this many rows of A on
+     * (with AVX2; 0: the crossover measured per type, model/matmul.c). */
+    int32_t widen_min_m;
 };
 
 typedef struct matmul matmul_t;
