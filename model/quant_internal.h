@@ -76,6 +76,21 @@ struct blk_q6_k {
     int8_t scales[QK_K / 16];
     uint16_t d;
 };
+/* Q4_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
+ * Q4_K rows r = 0..7 of a group.  Scale and min v = 8 j + r (sub-block j,
+ * row r) keep their 6 bits: the low 4 in sl / ml (byte i < 16: value i in
+ * the low nibble, 16 + i in the high; byte 16 + i: 32 + i and 48 + i), the
+ * top 2 in sh / mh (byte i: values i, 16 + i, 32 + i, 48 + i at bits 0, 2,
+ * 4, 6).  qs: sub-block j's 32 columns at qs + 128 j, as four 32-byte
+ * vectors t = 0..3 whose byte 4 r + i holds row r's code of column
+ * 32 j + 4 t + i (low nibble) and 32 j + 16 + 4 t + i (high nibble). */
+struct blk_q4_k_r8 {
+    uint16_t d[8], dmin[8];
+    uint8_t sl[32], ml[32];
+    uint8_t sh[16], mh[16];
+    uint8_t qs[8 * QK_K / 2];
+};
+
 /* activations of K-quant products: x = d * qs, bsums = sums of 16 qs */
 struct blk_q8_k {
     float d;
@@ -97,5 +112,6 @@ void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */
