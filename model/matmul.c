@@ -18,9 +18,11 @@
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
- *   Q4_K_R8 (Q4_K in its load-time layout, model__repack)
- *          quant_rows + quant_gemm at every M: its int8 kernel shares
- *          each weight vector among eight rows of W and is not widened
+ *   Q4_K_R8, Q6_K_R8 (Q4_K, Q6_K in their load-time layouts, which
+ *          model__repack gives every loaded matrix of rows in eights)
+ *          quant_rows + quant_gemm at every M: their int8 kernels beat
+ *          the widened tiles at every M measured (bench_quant --layer,
+ *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's)
  *
  * F16 weights converted to bf16 lose 3 mantissa bits; the issue allows it
  * only if the logits stay within 5e-2 of llama.cpp's, which needs a CPU

@@ -670,6 +670,21 @@ static float q5_k_dot(int64_t K, const void *w, const void *xq)
 
 /* ---- Q6_K ------------------------------------------------------------- */
 
+/* codes L[256] (0..63, element order) into a Q6_K block's ql and qh */
+static void q6_k_pack(const uint8_t *L, uint8_t *ql_out, uint8_t *qh_out)
+{
+    for (int h = 0; h < 2; h++) {
+        uint8_t *ql = ql_out + 64 * h, *qh = qh_out + 32 * h;
+        const uint8_t *Lh = L + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            ql[l] = (uint8_t)((Lh[l] & 15) | ((Lh[l + 64] & 15) << 4));
+            ql[l + 32] = (uint8_t)((Lh[l + 32] & 15) | ((Lh[l + 96] & 15) << 4));
+            qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
+                              ((Lh[l + 96] >> 4) << 6));
+        }
+    }
+}
+
 static void q6_k_from_float(const float *x, void *dst, int64_t n)
 {
     struct blk_q6_k *y = dst;
@@ -696,16 +711,7 @@ static void q6_k_from_float(const float *x, void *dst, int64_t n)
                 L[16 * j + l] = (uint8_t)(q + 32);
             }
         }
-        for (int h = 0; h < 2; h++) {
-            uint8_t *ql = y[b].ql + 64 * h, *qh = y[b].qh + 32 * h;
-            const uint8_t *Lh = L + 128 * h;
-            for (int l = 0; l < 32; l++) {
-                ql[l] = (uint8_t)((Lh[l] & 15) | ((Lh[l + 64] & 15) << 4));
-                ql[l + 32] = (uint8_t)((Lh[l + 32] & 15) | ((Lh[l + 96] & 15) << 4));
-                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
-                                  ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
-            }
-        }
+        q6_k_pack(L, y[b].ql, y[b].qh);
     }
 }
 
@@ -866,33 +872,43 @@ static void r8_get(const struct blk_q4_k_r8 *w, int r, struct blk_q4_k *x)
             x->qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + 32 + l] << 4));
 }
 
-/* Both directions over every group of W, through one group of scratch. */
-static int r8_convert(bool pack, void *W, int64_t N, int64_t K)
+static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x);
+static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x);
+
+/* Both directions over every group of W (file type Q4_K or Q6_K), through
+ * one group of scratch. */
+static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, int64_t K)
 {
     if (N < 0 || N % R8 || K <= 0 || K % QK_K)
         return -EINVAL;
     const int64_t nb = K / QK_K;
-    const size_t gbytes = (size_t)nb * sizeof(struct blk_q4_k_r8);
+    const size_t fb = t == GGUF_TENSOR_Q4_K ? sizeof(struct blk_q4_k) : sizeof(struct blk_q6_k);
+    const size_t gbytes = (size_t)nb * R8 * fb;
     uint8_t *tmp = malloc(gbytes);
     if (!tmp)
         return -ENOMEM;
     for (int64_t g = 0; g < N / R8; g++) {
         uint8_t *grp = (uint8_t *)W + (size_t)g * gbytes;
         memcpy(tmp, grp, gbytes);
-        if (pack) {
+        if (pack)
             memset(grp, 0, gbytes);
-            for (int r = 0; r < R8; r++)
-                for (int64_t b = 0; b < nb; b++)
-                    r8_put(
-                        (struct blk_q4_k_r8 *)grp + b, r,
-                        (const struct blk_q4_k *)(tmp + (size_t)r * nb * sizeof(struct blk_q4_k)) +
-                            b);
-        } else {
-            for (int r = 0; r < R8; r++)
-                for (int64_t b = 0; b < nb; b++)
-                    r8_get((const struct blk_q4_k_r8 *)tmp + b, r,
-                           (struct blk_q4_k *)(grp + (size_t)r * nb * sizeof(struct blk_q4_k)) + b);
-        }
+        for (int r = 0; r < R8; r++)
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t fo = ((size_t)r * (size_t)nb + (size_t)b) * fb,
+                             ro = (size_t)b * R8 * fb;
+                if (t == GGUF_TENSOR_Q4_K && pack)
+                    r8_put((struct blk_q4_k_r8 *)(grp + ro), r,
+                           (const struct blk_q4_k *)(tmp + fo));
+                else if (t == GGUF_TENSOR_Q4_K)
+                    r8_get((const struct blk_q4_k_r8 *)(tmp + ro), r,
+                           (struct blk_q4_k *)(grp + fo));
+                else if (pack)
+                    r6_put((struct blk_q6_k_r8 *)(grp + ro), r,
+                           (const struct blk_q6_k *)(tmp + fo));
+                else
+                    r6_get((const struct blk_q6_k_r8 *)(tmp + ro), r,
+                           (struct blk_q6_k *)(grp + fo));
+            }
     }
     free(tmp);
     return 0;
@@ -948,6 +964,107 @@ static void q4_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, i
     }
 }
 
+/* ---- Q6_K_R8: Q6_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * The same idea for Q6_K (struct blk_q6_k_r8, 1680 bytes = 8 x 210): row
+ * r in 32-bit lane r, four codes of each of eight rows per activation
+ * broadcast.  Codes are stored as 0..63 (the file's q + 32), the offset
+ * coming off through the activations' 16-column sums.  Per 256-column
+ * block, row and activation row: isum = sum_j sc_j (sum_k q x - 32 bsum_j)
+ * (exact), then acc = fma(isum, d x_d, acc); scalar and AVX2 agree bit for
+ * bit.
+ */
+_Static_assert(sizeof(struct blk_q6_k_r8) == R8 * sizeof(struct blk_q6_k), "q6_K_r8 layout");
+
+/* Row r of a Q6_K_R8 block: scales and codes q[256] (0..63) in column
+ * order. */
+static void r6_row(const struct blk_q6_k_r8 *w, int r, int *sc, uint8_t *q)
+{
+    for (int j = 0; j < 16; j++)
+        sc[j] = w->sc[8 * j + r];
+    for (int c = 0; c < 8; c++)
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++) {
+                const uint8_t l = w->ql[128 * c + 32 * t + 4 * r + i];
+                const uint8_t h0 = w->qh[64 * c + 4 * r + i], h1 = w->qh[64 * c + 32 + 4 * r + i];
+                q[32 * c + 4 * t + i] = (uint8_t)((l & 15) | (((h0 >> (2 * t)) & 3) << 4));
+                q[32 * c + 16 + 4 * t + i] = (uint8_t)((l >> 4) | (((h1 >> (2 * t)) & 3) << 4));
+            }
+}
+
+static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x)
+{
+    int8_t q[QK_K];
+    q6_k_codes(x, q);
+    w->d[r] = x->d;
+    for (int j = 0; j < 16; j++)
+        w->sc[8 * j + r] = x->scales[j];
+    for (int c = 0; c < 8; c++)
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++) {
+                const int lo = q[32 * c + 4 * t + i] + 32, hi = q[32 * c + 16 + 4 * t + i] + 32;
+                w->ql[128 * c + 32 * t + 4 * r + i] = (uint8_t)((lo & 15) | ((hi & 15) << 4));
+                uint8_t *h0 = &w->qh[64 * c + 4 * r + i], *h1 = &w->qh[64 * c + 32 + 4 * r + i];
+                *h0 = (uint8_t)((*h0 & ~(3 << (2 * t))) | ((lo >> 4) << (2 * t)));
+                *h1 = (uint8_t)((*h1 & ~(3 << (2 * t))) | ((hi >> 4) << (2 * t)));
+            }
+}
+
+static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x)
+{
+    int sc[16];
+    uint8_t L[QK_K];
+    r6_row(w, r, sc, L);
+    x->d = w->d[r];
+    for (int j = 0; j < 16; j++)
+        x->scales[j] = (int8_t)sc[j];
+    q6_k_pack(L, x->ql, x->qh);
+}
+
+static void q6_k_r8_row_to_float(const struct blk_q6_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int sc[16];
+        uint8_t L[QK_K];
+        r6_row(&w[b], r, sc, L);
+        const float d = h2f(w[b].d[r]);
+        for (int j = 0; j < QK_K; j++)
+            y[j] = d * (float)sc[j / 16] * (float)((int)L[j] - 32);
+    }
+}
+
+static void q6_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                         float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_q6_k_r8 *w =
+            (const struct blk_q6_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int sc[16];
+                uint8_t L[QK_K];
+                r6_row(&w[b], r, sc, L);
+                int32_t isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 16; l++)
+                        s += L[16 * j + l] * x[b].qs[16 * j + l];
+                    isum += sc[j] * (s - 32 * x[b].bsums[j]);
+                }
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
@@ -988,6 +1105,9 @@ static const struct quant_traits traits[] = {
     [QUANT_Q4_K_R8] = {"Q4_K_R8", QK_K, sizeof(struct blk_q4_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL, {q4_k_r8_gemm, X86(quant__gemm_q4_k_r8_avx2), NULL},
                        R8, GGUF_TENSOR_Q4_K},
+    [QUANT_Q6_K_R8] = {"Q6_K_R8", QK_K, sizeof(struct blk_q6_k), false, GGUF_TENSOR_Q8_K,
+                       NULL, NULL, NULL, {q6_k_r8_gemm, X86(quant__gemm_q6_k_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q6_K},
 };
 // clang-format on
 
@@ -1012,17 +1132,22 @@ enum gguf_tensor_type quant_dot_type(enum gguf_tensor_type t)
 
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
 {
-    return t == GGUF_TENSOR_Q4_K ? QUANT_Q4_K_R8 : t;
+    return t == GGUF_TENSOR_Q4_K ? QUANT_Q4_K_R8 : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8 : t;
 }
 
 int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
 {
-    return t == GGUF_TENSOR_Q4_K ? r8_convert(true, W, N, K) : -EINVAL;
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K)
+        return -EINVAL;
+    return r8_convert(t, true, W, N, K);
 }
 
 int quant_unpack(enum gguf_tensor_type rt, void *W, int64_t N, int64_t K)
 {
-    return rt == QUANT_Q4_K_R8 ? r8_convert(false, W, N, K) : -EINVAL;
+    const struct quant_traits *r = quant_traits_of(rt);
+    if (!r || !r->group)
+        return -EINVAL;
+    return r8_convert(r->file_type, false, W, N, K);
 }
 
 void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int64_t r0, int64_t n,
@@ -1035,11 +1160,15 @@ void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int6
         r->to_float((const uint8_t *)W + (size_t)r0 * rb, dst, n * K);
         return;
     }
-    for (int64_t i = 0; i < n; i++) { /* Q4_K_R8, the only load-time layout */
+    for (int64_t i = 0; i < n; i++) { /* a load-time layout: its group, its row */
         const int64_t row = r0 + i;
-        q4_k_r8_row_to_float(
-            (const struct blk_q4_k_r8 *)((const uint8_t *)W + (size_t)(row / R8) * R8 * rb),
-            K / QK_K, (int)(row % R8), dst + i * K);
+        const uint8_t *g = (const uint8_t *)W + (size_t)(row / R8) * R8 * rb;
+        if (t == QUANT_Q4_K_R8)
+            q4_k_r8_row_to_float((const struct blk_q4_k_r8 *)g, K / QK_K, (int)(row % R8),
+                                 dst + i * K);
+        else
+            q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, (int)(row % R8),
+                                 dst + i * K);
     }
 }
 

@@ -66,6 +66,7 @@ struct quant_traits {
  * it replaces the file's layout in place; quant_row_bytes is the file
  * type's): model/quant.c draws it.  The number is outside ggml's types. */
 #define QUANT_Q4_K_R8 ((enum gguf_tensor_type)64)
+#define QUANT_Q6_K_R8 ((enum gguf_tensor_type)65) /* Q6_K's, the same way */
 
 /* One row of the type table. */
 const struct quant_traits *quant_traits_of(enum gguf_tensor_type t);
@@ -96,8 +97,8 @@ void quant_gemm(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, i
 void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, int64_t n1,
                     const void *Xq, int64_t M, float *Y, int64_t ldy, float beta);
 
-/* The load-time layout of file type t (QUANT_Q4_K_R8 for Q4_K), or t
- * itself when it has none. */
+/* The load-time layout of file type t (QUANT_Q4_K_R8 for Q4_K,
+ * QUANT_Q6_K_R8 for Q6_K), or t itself when it has none. */
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t);
 
 /* Rearranges W (N rows of K elements of file type t) in place into

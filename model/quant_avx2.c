@@ -654,10 +654,14 @@ static void r8_4(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, floa
     tile_r8(4, G, nb, X, xs, Y, ldy, beta);
 }
 
-void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
+typedef void (*group_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t,
+                         float);
+
+/* The groups of eight rows over [n0, n1), KMR rows of X at a time; a group
+ * that the range cuts is computed whole into a scratch tile, then the
+ * columns asked for are stored. */
+static void gemm_groups(const group_fn fns[KMR], QUANT__GEMM_ARGS)
 {
-    static void (*const fns[KMR])(const uint8_t *, int64_t, const uint8_t *, size_t, float *,
-                                  int64_t, float) = {r8_1, r8_2, r8_3, r8_4};
     const int64_t nb = K / QK_K;
     for (int64_t mc = 0; mc < M; mc += M_CHUNK) {
         const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;
@@ -671,8 +675,6 @@ void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
                     fns[mr - 1](G, nb, Xm, xstride, Y + m * ldy + 8 * g, ldy, beta);
                     continue;
                 }
-                /* part of a group (a caller's range not on a group
-                 * boundary): the whole group, then the columns asked for */
                 float tmp[KMR * 8];
                 fns[mr - 1](G, nb, Xm, xstride, tmp, 8, 0.0f);
                 for (int i = 0; i < mr; i++)
@@ -684,6 +686,139 @@ void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
             }
         }
     }
+}
+
+void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r8_1, r8_2, r8_3, r8_4};
+    gemm_groups(fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * As Q4_K_R8: row r in 32-bit lane r, four codes per row meeting one
+ * activation broadcast.  Per 32-column chunk: four ql and two qh loads give
+ * eight vectors of codes 0..63 (nibble, or the top two bits from their
+ * pair in qh).  A product pair is at most 2 * 63 * 127 = 16002, so two
+ * steps are summed in 16 bits before each vpmaddwd by the sub-block's
+ * scales (sign-extended from a byte shuffle by an arithmetic shift); the
+ * same shuffle with a shift of 3 instead of 8 gives 32 sc, whose vpmaddwd
+ * with the bsums takes the codes' offset off.  Per block, row and row of
+ * X: acc = fma(isum, d x_d, acc), as the scalar kernel.
+ */
+static inline __attribute__((always_inline)) void tile_r6(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const int8_t Z = -1;
+    /* rows 0-3 of a sub-block (bytes 0-7 of the pair's 16) in the low
+     * half, 4-7 in the high one, each row's byte in the high byte of 16-bit
+     * lanes 2r, 2r + 1; patb: the pair's second sub-block (bytes 8-15) */
+    const __m256i pata = _mm256_setr_epi8(Z, 0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z,
+                                          4, Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7);
+    const __m256i patb = _mm256_add_epi8(pata, _mm256_set1_epi16(0x0800));
+    /* the pair's two sub-blocks of row r in 16-bit lanes 2r, 2r + 1 */
+    const __m256i pato = _mm256_setr_epi8(Z, 0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
+                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15);
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q6_k_r8 *w = (const struct blk_q6_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        __m256i isum[KMR];
+        for (int m = 0; m < MR; m++)
+            isum[m] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            const __m256i s2 =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w->sc + 16 * c)));
+            const __m256i sa = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, pata), 8);
+            const __m256i sb = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, patb), 8);
+            const __m256i so = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, pato), 3); /* 32 sc */
+            const __m256i h0 = _mm256_loadu_si256((const __m256i *)(w->qh + 64 * c));
+            const __m256i h1 = _mm256_loadu_si256((const __m256i *)(w->qh + 64 * c + 32));
+            __m256i lo[4], hi[4];
+            for (int t = 0; t < 4; t++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->ql + 128 * c + 32 * t));
+                /* bits 2t, 2t + 1 of the qh bytes to bits 4, 5 */
+                __m256i a0, a1;
+                if (t == 0)
+                    a0 = _mm256_slli_epi16(h0, 4), a1 = _mm256_slli_epi16(h1, 4);
+                else if (t == 1)
+                    a0 = _mm256_slli_epi16(h0, 2), a1 = _mm256_slli_epi16(h1, 2);
+                else if (t == 2)
+                    a0 = h0, a1 = h1;
+                else
+                    a0 = _mm256_srli_epi16(h0, 2), a1 = _mm256_srli_epi16(h1, 2);
+                lo[t] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(a0, m30));
+                hi[t] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                        _mm256_and_si256(a1, m30));
+            }
+            for (int m = 0; m < MR; m++) {
+                const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+                const int8_t *xq = x->qs + 32 * c;
+                __m256i p, sum = isum[m];
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(xq)),
+                                     _mm256_maddubs_epi16(lo[1], bcast4(xq + 4)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sa));
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[2], bcast4(xq + 8)),
+                                     _mm256_maddubs_epi16(lo[3], bcast4(xq + 12)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sa));
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(hi[0], bcast4(xq + 16)),
+                                     _mm256_maddubs_epi16(hi[1], bcast4(xq + 20)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sb));
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(hi[2], bcast4(xq + 24)),
+                                     _mm256_maddubs_epi16(hi[3], bcast4(xq + 28)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sb));
+                /* the offset: 32 sc_j bsum_j for sub-blocks 2c, 2c + 1 */
+                isum[m] = _mm256_sub_epi32(
+                    sum, _mm256_madd_epi16(so, bcast4((const int8_t *)(x->bsums + 2 * c))));
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x->d)), acc[m]);
+        }
+    }
+    for (int m = 0; m < MR; m++) {
+        float *y = Y + m * ldy;
+        __m256 v = acc[m];
+        if (beta != 0.0f)
+            v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+        _mm256_storeu_ps(y, v);
+    }
+}
+
+static void r6_1(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(1, G, nb, X, xs, Y, ldy, beta);
+}
+static void r6_2(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(2, G, nb, X, xs, Y, ldy, beta);
+}
+static void r6_3(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(3, G, nb, X, xs, Y, ldy, beta);
+}
+static void r6_4(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(4, G, nb, X, xs, Y, ldy, beta);
+}
+
+void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r6_1, r6_2, r6_3, r6_4};
+    gemm_groups(fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- activation rows ---------------------------------------------------- */

@@ -11,7 +11,7 @@
  *   quant_gemm_ref (dequantize, dot in double) on random raw blocks (every
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
- * - load-time layouts (Q4_K_R8): exact round trip through quant_repack /
+ * - load-time layouts (Q4_K_R8, Q6_K_R8): exact round trip through quant_repack /
  *   quant_unpack, rows dequantized as the file's, products against the
  *   reference on the file's layout, scalar = AVX2 bit for bit.
  */
@@ -485,18 +485,16 @@ static void test_gemm_all_isas(void **state)
     assert_int_equal(quant_force_isa("nonsense"), -EINVAL);
 }
 
-/* Q4_K_R8, the load-time layout of Q4_K: quant_repack keeps the bytes'
+/* Q4_K_R8 and Q6_K_R8, the load-time layouts of Q4_K and Q6_K:
+ * quant_repack keeps the bytes'
  * count and quant_unpack restores them exactly; every row dequantizes to
  * the file row's floats; a matrix of rows not in whole groups is refused
  * untouched; products at every ISA against the reference on the file's
  * layout, with ranges that cut groups; the scalar and AVX2 kernels agree
  * bit for bit, and row m of Y is the same at every M. */
-static void test_repack_q4_k(void **state)
+static void check_repack(enum gguf_tensor_type t)
 {
-    (void)state;
-    const enum gguf_tensor_type t = GGUF_TENSOR_Q4_K, rt = quant_repack_type(t);
-    assert_int_equal(rt, QUANT_Q4_K_R8);
-    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q6_K), GGUF_TENSOR_Q6_K);
+    const enum gguf_tensor_type rt = quant_repack_type(t);
     const struct quant_traits *r = quant_traits_of(rt);
     assert_non_null(r);
     assert_false(r->in_files);
@@ -530,7 +528,7 @@ static void test_repack_q4_k(void **state)
     fill_weights(t, W, 12, 256);
     memcpy(C, W, quant_row_bytes(t, 256) * 12);
     assert_int_equal(quant_repack(t, W, 12, 256), -EINVAL);
-    assert_int_equal(quant_repack(GGUF_TENSOR_Q6_K, W, 8, 256), -EINVAL);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q5_K, W, 8, 256), -EINVAL);
     assert_memory_equal(W, C, quant_row_bytes(t, 256) * 12);
     free(W);
     free(C);
@@ -575,6 +573,16 @@ static void test_repack_q4_k(void **state)
     free(Wr);
     free(Xq);
     free(X);
+}
+
+static void test_repack(void **state)
+{
+    (void)state;
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_K), QUANT_Q4_K_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q6_K), QUANT_Q6_K_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_K), GGUF_TENSOR_Q5_K);
+    check_repack(GGUF_TENSOR_Q4_K);
+    check_repack(GGUF_TENSOR_Q6_K);
 }
 
 /* quant_rows writes exactly rows [m0, m1) */
@@ -658,7 +666,7 @@ int main(void)
         cmocka_unit_test(test_round_q5_0),    cmocka_unit_test(test_layout_q4_k),
         cmocka_unit_test(test_layout_q6_k),   cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rows_range),    cmocka_unit_test(test_rows_isas),
-        cmocka_unit_test(test_gemm_all_isas), cmocka_unit_test(test_repack_q4_k),
+        cmocka_unit_test(test_gemm_all_isas), cmocka_unit_test(test_repack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
