@@ -32,9 +32,9 @@
  * matrices, each in its type), and
  * the mapping's pages just copied are released (madvise DONTNEED), so the
  * resident size of a loaded model is about its file's tensor bytes.  A
- * tied output (no output.weight) shares token_embd's storage.  Q4_K and
- * Q6_K matrices are then rearranged in place into the product kernels'
- * layouts (model__repack: same bytes, rows interleaved in eights).  Norm
+ * tied output (no output.weight) shares token_embd's storage.  Q4_K
+ * matrices are then rearranged in place into the product kernels' layout
+ * (model__repack: same bytes, rows interleaved in eights).  Norm
  * vectors are converted to f32, and so is rope_freqs.weight ([head_dim / 2]
  * per-dimension RoPE frequency divisors, Llama-3.1-style scaling as
  * llama.cpp's converter writes it; used as llama.cpp does, whatever the

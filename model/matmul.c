@@ -18,8 +18,8 @@
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
- *   Q4_K_R8, Q6_K_R8 (Q4_K, Q6_K in their load-time layouts, which
- *          model__repack gives every loaded matrix of rows in eights)
+ *   Q4_K_R8, Q6_K_R8 (Q4_K, Q6_K in their load-time layouts;
+ *          model__repack gives Q4_K matrices of rows in eights theirs)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
  *          the widened tiles at every M measured (bench_quant --layer,
  *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's)
