@@ -436,7 +436,7 @@ static int retype(const struct model *m, enum gguf_tensor_type t, struct model *
         requant(&L->w_gate_up, &S->w_gate_up, t);
         requant(&L->w_down, &S->w_down, more_bits(l, m->hp.n_layers) ? GGUF_TENSOR_Q6_K : t);
     }
-    return 0;
+    return model__repack(q); /* as model_load_file does */
 }
 
 int main(int argc, char **argv)

@@ -37,6 +37,10 @@
  * model/matmul.c's choice between int8 kernels and widened tiles was
  * measured with.
  *
+ * Q4_K_R8 and Q6_K_R8 are Q4_K and Q6_K in their load-time layouts
+ * (quant_repack, as the loader leaves them): compare them with the Q4_K
+ * and Q6_K lines.
+ *
  * Threads split the N rows of W as the forward pass does (quant_gemm on
  * [n0, n1) per thread, started together by a barrier).
  */
@@ -164,6 +168,20 @@ static double stream_gbs(void)
     return (double)n * sizeof(float) / best / 1e9;
 }
 
+/* W[N][K] of type t from wf; a load-time layout (Q4_K_R8) is its file
+ * type's blocks repacked, as the loader does. */
+static void quantize(enum gguf_tensor_type t, const float *wf, void *W, int64_t N, int64_t K)
+{
+    const struct quant_traits *r = quant_traits_of(t);
+    if (!r->group) {
+        quant_from_float(t, wf, W, N * K);
+        return;
+    }
+    quant_from_float(r->file_type, wf, W, N * K);
+    if (quant_repack(r->file_type, W, N, K))
+        exit(1);
+}
+
 static void bench_case(enum gguf_tensor_type t, int64_t M, int64_t K, int64_t N, double bw)
 {
     const size_t ws = quant_row_bytes(t, K), wbytes = ws * (size_t)N;
@@ -180,7 +198,7 @@ static void bench_case(enum gguf_tensor_type t, int64_t M, int64_t K, int64_t N,
     }
     for (int64_t i = 0; i < N * K; i++)
         wf[i] = rnd() * 0.05f;
-    quant_from_float(t, wf, W, N * K);
+    quantize(t, wf, W, N, K);
     for (size_t c = 1; c < copies; c++)
         memcpy(W + c * wbytes, W, wbytes);
     for (int64_t i = 0; i < M * K; i++)
@@ -260,7 +278,7 @@ static double bench_layer(enum gguf_tensor_type t, int32_t M)
             exit(1);
         for (int64_t k = 0; k < n; k++)
             wf[k] = rnd() * 0.05f;
-        quant_from_float(t, wf, W[i], n);
+        quantize(t, wf, W[i], shapes[i][0], shapes[i][1]);
         free(wf);
         struct matmul_mat w = {.type = t, .rows = shapes[i][0], .cols = shapes[i][1], .data = W[i]};
         if (matmul_add(mm, &w, &id[i]))
@@ -321,7 +339,8 @@ int main(int argc, char **argv)
     openblas_set_num_threads(1); /* one band per thread, as the forward pass runs it */
     if (layer) {
         const enum gguf_tensor_type lt[] = {GGUF_TENSOR_F32,  GGUF_TENSOR_F16,  GGUF_TENSOR_BF16,
-                                            GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q6_K};
+                                            GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_K, QUANT_Q4_K_R8,
+                                            GGUF_TENSOR_Q6_K, QUANT_Q6_K_R8};
         const int32_t lm[] = {8, 16, 32, 64, 128, 512};
         printf("# one layer of small through matmul_run, %d threads, GFLOP/s (median of %d)\n",
                n_threads, reps);
@@ -349,9 +368,9 @@ int main(int argc, char **argv)
 
     const double bw = stream_gbs();
     printf("# threads %d, read bandwidth %.1f GB/s (streaming sum over 512 MiB)\n", n_threads, bw);
-    const enum gguf_tensor_type types[] = {GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1,
-                                           GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q4_K,
-                                           GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K};
+    const enum gguf_tensor_type types[] = {
+        GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q5_1,
+        GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K, QUANT_Q4_K_R8,    QUANT_Q6_K_R8};
     const char *isas[] = {"scalar", "avx2", "avx512"};
     const int64_t Ms[] = {1, 64, 256};
     const int64_t shapes[2][2] = {{768, 2048}, {2048, 768}};

@@ -32,7 +32,9 @@
  * matrices, each in its type), and
  * the mapping's pages just copied are released (madvise DONTNEED), so the
  * resident size of a loaded model is about its file's tensor bytes.  A
- * tied output (no output.weight) shares token_embd's storage.  Norm
+ * tied output (no output.weight) shares token_embd's storage.  Q4_K
+ * matrices are then rearranged in place into the product kernels' layout
+ * (model__repack: same bytes, rows interleaved in eights).  Norm
  * vectors are converted to f32, and so is rope_freqs.weight ([head_dim / 2]
  * per-dimension RoPE frequency divisors, Llama-3.1-style scaling as
  * llama.cpp's converter writes it; used as llama.cpp does, whatever the
@@ -674,6 +676,10 @@ int model_load_file(const char *path, model_t **out, char *err, size_t errlen)
     set_name(&ld, m);
     if ((rc = load_weights(&ld, m)))
         goto fail;
+    if ((rc = model__repack(m))) { /* kernels' layouts, in place (model/quant.h) */
+        fail(&ld, rc, "out of memory");
+        goto fail;
+    }
     gguf_close(ld.f);
     *out = m;
     return 0;

@@ -21,6 +21,11 @@
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
+ *   Q4_K_R8, Q6_K_R8 (Q4_K, Q6_K in their load-time layouts;
+ *          model__repack gives Q4_K matrices of rows in eights theirs)
+ *          quant_rows + quant_gemm at every M: their int8 kernels beat
+ *          the widened tiles at every M measured (bench_quant --layer,
+ *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's)
  *
  * The packed-weight gemm (model/gemm.h) runs products of 2..MM_PACKED_MAX_M
  * rows for F32 and widened F16/BF16 weights, because sgemm re-packs W on
@@ -310,9 +315,7 @@ int model_matmul_resolve(enum model_matmul want, enum model_matmul *out)
 
 void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst)
 {
-    const size_t rb = matmul_mat_row_bytes(w);
-    const uint8_t *src = (const uint8_t *)w->data + (size_t)r0 * rb;
-    gguf_tensor_to_f32(w->type, src, dst, n * w->cols);
+    quant_rows_to_float(w->type, w->data, w->cols, r0, n, dst); /* any layout of quant.c's table */
 }
 
 /* ---- portable kernels ------------------------------------------------- */
@@ -1048,7 +1051,8 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
         break;
     default: { /* every quantized type of model/quant.c's table */
         const struct quant_traits *qt = quant_traits_of(mt->type);
-        if (!qt || !qt->in_files || mt->cols % qt->block ||
+        if (!qt || !(qt->in_files || qt->group) || mt->cols % qt->block ||
+            mt->rows % FOLIO_MAX(qt->group, 1) ||
             quant_row_bytes(quant_dot_type(mt->type), mt->cols) > 2 * (size_t)mm->cfg.max_k + 64)
             return -EINVAL;
         w->kind = MM_QUANT;

@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "folio/common.h"
@@ -233,6 +234,44 @@ void model__fill_random(struct model *m, uint64_t seed)
             fill_norm((float *)L->k_norm, hd, seed, k0 + 3 * (uint64_t)l + 2);
         }
     }
+}
+
+/* One matrix into its type's load-time layout (see model__repack). */
+static int repack_mat(struct matmul_mat *mt)
+{
+    const enum gguf_tensor_type rt = quant_repack_type(mt->type);
+    /* Q4_K only: Q6_K_R8 is 1.2-1.9x faster batched, but in the one
+     * single-stream pair measured it read 64% of the bandwidth against
+     * the file layout's 82% (BENCHMARKS.md), so it waits for its M = 1
+     * path to be understood */
+    if (!mt->data || rt == mt->type || mt->type != GGUF_TENSOR_Q4_K)
+        return 0;
+    int rc = quant_repack(mt->type, (void *)mt->data, mt->rows, mt->cols);
+    if (rc == 0)
+        mt->type = rt;
+    return rc == -EINVAL ? 0 : rc; /* rows not in whole groups: as the file has it */
+}
+
+int model__repack(struct model *m)
+{
+    const char *env = getenv("FOLIO_REPACK");
+    if (env && !strcmp(env, "0"))
+        return 0;
+    const bool tied = m->output.data == m->tok_embd.data;
+    int rc = repack_mat(&m->tok_embd);
+    if (tied)
+        m->output = m->tok_embd;
+    else if (rc == 0)
+        rc = repack_mat(&m->output);
+    for (int32_t l = 0; l < m->hp.n_layers && rc == 0; l++) {
+        struct model_layer *L = &m->layers[l];
+        struct matmul_mat *w[] = {&L->wqkv,        &L->qkv_part[0], &L->qkv_part[1],
+                                  &L->qkv_part[2], &L->wo,          &L->w_gate_up,
+                                  &L->gu_part[0],  &L->gu_part[1],  &L->w_down};
+        for (size_t i = 0; i < FOLIO_ARRAY_LEN(w) && rc == 0; i++)
+            rc = repack_mat(w[i]);
+    }
+    return rc;
 }
 
 void model__tie_output(struct model *m)

@@ -670,6 +670,21 @@ static float q5_k_dot(int64_t K, const void *w, const void *xq)
 
 /* ---- Q6_K ------------------------------------------------------------- */
 
+/* codes L[256] (0..63, element order) into a Q6_K block's ql and qh */
+static void q6_k_pack(const uint8_t *L, uint8_t *ql_out, uint8_t *qh_out)
+{
+    for (int h = 0; h < 2; h++) {
+        uint8_t *ql = ql_out + 64 * h, *qh = qh_out + 32 * h;
+        const uint8_t *Lh = L + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            ql[l] = (uint8_t)((Lh[l] & 15) | ((Lh[l + 64] & 15) << 4));
+            ql[l + 32] = (uint8_t)((Lh[l + 32] & 15) | ((Lh[l + 96] & 15) << 4));
+            qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
+                              ((Lh[l + 96] >> 4) << 6));
+        }
+    }
+}
+
 static void q6_k_from_float(const float *x, void *dst, int64_t n)
 {
     struct blk_q6_k *y = dst;
@@ -696,16 +711,7 @@ static void q6_k_from_float(const float *x, void *dst, int64_t n)
                 L[16 * j + l] = (uint8_t)(q + 32);
             }
         }
-        for (int h = 0; h < 2; h++) {
-            uint8_t *ql = y[b].ql + 64 * h, *qh = y[b].qh + 32 * h;
-            const uint8_t *Lh = L + 128 * h;
-            for (int l = 0; l < 32; l++) {
-                ql[l] = (uint8_t)((Lh[l] & 15) | ((Lh[l + 64] & 15) << 4));
-                ql[l + 32] = (uint8_t)((Lh[l + 32] & 15) | ((Lh[l + 96] & 15) << 4));
-                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
-                                  ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
-            }
-        }
+        q6_k_pack(L, y[b].ql, y[b].qh);
     }
 }
 
@@ -756,6 +762,309 @@ static float q6_k_dot(int64_t K, const void *w, const void *xq)
     return sum;
 }
 
+/* ---- Q4_K_R8: Q4_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * Why.  A decode step (one row of activations) reads every weight once, so
+ * its product must run at the rate memory delivers W.  On the file's layout
+ * a Q4_K row costs about 100 instructions per 256 weights at M = 1: the
+ * 6-bit scales unpacked and spread, the nibbles split, an activation load
+ * per 32 products; in cache that is about one core's read bandwidth, not
+ * more, so from memory it falls short.  Interleaving eight rows puts row r
+ * of the group in 32-bit lane r of every vector: four codes of each of
+ * eight rows meet the same four activation bytes (one broadcast load), a
+ * sub-block's 32 columns sum in 16-bit lanes and take their scale in one
+ * vpmaddwd, and the scales and mins of eight rows are unpacked by a few
+ * vector operations per block instead of scalar work per row.  The group
+ * is also one contiguous stream of bytes where four file rows were four.
+ *
+ * Layout (struct blk_q4_k_r8, 1152 bytes = 8 x 144): a group of rows
+ * 8g..8g+7 occupies the same bytes its eight file rows did (rows are
+ * wstride apart, so the group starts at W + 8 g wstride), its blocks in
+ * column order:
+ *
+ *   [d x8 f16][dmin x8 f16][sl 32][ml 32][sh 16][mh 16][qs 1024]
+ *
+ * The values are the file's (same f16 scales, same 6-bit codes), so
+ * quant_unpack restores the file's bytes exactly and a row dequantizes to
+ * the same floats.  quant_repack refuses a matrix whose rows are not a
+ * multiple of 8: it stays in the file's layout and its kernels.
+ *
+ * Products: for each row r and activation row, per 256-column block the
+ * integer sums isum = sum_j sc_j sum_k q x and msum = sum_j m_j (bsum_2j +
+ * bsum_2j+1) (exact), then acc = fma(isum, d x_d, acc), acc = fma(-msum,
+ * dmin x_d, acc) in block order, one float accumulator per output.  The
+ * scalar kernel below and the AVX2 one (quant_avx2.c) do exactly these
+ * operations, so they agree bit for bit and row m of Y never depends on M.
+ */
+#define R8 8
+
+_Static_assert(sizeof(struct blk_q4_k_r8) == R8 * sizeof(struct blk_q4_k), "q4_K_r8 layout");
+
+/* byte and nibble of value v = 8 j + r in sl / ml, byte and shift in sh / mh */
+static inline int r8_lo_byte(int v)
+{
+    return (v >= 32 ? 16 : 0) + (v & 15);
+}
+
+static inline int r8_lo_shift(int v)
+{
+    return 4 * ((v >> 4) & 1);
+}
+
+static inline int r8_hi_shift(int v)
+{
+    return 2 * (v >> 4);
+}
+
+/* Row r of a Q4_K_R8 block: scales, mins (6-bit codes) and codes q[256] in
+ * column order. */
+static void r8_row(const struct blk_q4_k_r8 *w, int r, int *sc, int *mn, uint8_t *q)
+{
+    for (int j = 0; j < 8; j++) {
+        const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
+        sc[j] = ((w->sl[lb] >> ls) & 15) | (((w->sh[v & 15] >> hs) & 3) << 4);
+        mn[j] = ((w->ml[lb] >> ls) & 15) | (((w->mh[v & 15] >> hs) & 3) << 4);
+    }
+    for (int j = 0; j < 8; j++)
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++) {
+                const uint8_t c = w->qs[128 * j + 32 * t + 4 * r + i];
+                q[32 * j + 4 * t + i] = c & 15;
+                q[32 * j + 16 + 4 * t + i] = c >> 4;
+            }
+}
+
+/* Writes row r of a Q4_K_R8 block from its file block. */
+static void r8_put(struct blk_q4_k_r8 *w, int r, const struct blk_q4_k *x)
+{
+    w->d[r] = x->d;
+    w->dmin[r] = x->dmin;
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        k4_scale_min(j, x->scales, &sc, &mn);
+        const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
+        w->sl[lb] = (uint8_t)((w->sl[lb] & ~(15 << ls)) | ((sc & 15) << ls));
+        w->ml[lb] = (uint8_t)((w->ml[lb] & ~(15 << ls)) | ((mn & 15) << ls));
+        w->sh[v & 15] = (uint8_t)((w->sh[v & 15] & ~(3 << hs)) | ((sc >> 4) << hs));
+        w->mh[v & 15] = (uint8_t)((w->mh[v & 15] & ~(3 << hs)) | ((mn >> 4) << hs));
+    }
+    uint8_t L[QK_K];
+    q4_k_codes(x, L);
+    for (int j = 0; j < 8; j++)
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++)
+                w->qs[128 * j + 32 * t + 4 * r + i] =
+                    (uint8_t)(L[32 * j + 4 * t + i] | (L[32 * j + 16 + 4 * t + i] << 4));
+}
+
+/* Row r of a Q4_K_R8 block back to its file block. */
+static void r8_get(const struct blk_q4_k_r8 *w, int r, struct blk_q4_k *x)
+{
+    int sc[8], mn[8];
+    uint8_t L[QK_K];
+    r8_row(w, r, sc, mn, L);
+    x->d = w->d[r];
+    x->dmin = w->dmin[r];
+    k4_pack_scales(sc, mn, x->scales);
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++)
+            x->qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + 32 + l] << 4));
+}
+
+static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x);
+static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x);
+
+/* Both directions over every group of W (file type Q4_K or Q6_K), through
+ * one group of scratch. */
+static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, int64_t K)
+{
+    if (N < 0 || N % R8 || K <= 0 || K % QK_K)
+        return -EINVAL;
+    const int64_t nb = K / QK_K;
+    const size_t fb = t == GGUF_TENSOR_Q4_K ? sizeof(struct blk_q4_k) : sizeof(struct blk_q6_k);
+    const size_t gbytes = (size_t)nb * R8 * fb;
+    uint8_t *tmp = malloc(gbytes);
+    if (!tmp)
+        return -ENOMEM;
+    for (int64_t g = 0; g < N / R8; g++) {
+        uint8_t *grp = (uint8_t *)W + (size_t)g * gbytes;
+        memcpy(tmp, grp, gbytes);
+        if (pack)
+            memset(grp, 0, gbytes);
+        for (int r = 0; r < R8; r++)
+            for (int64_t b = 0; b < nb; b++) {
+                const size_t fo = ((size_t)r * (size_t)nb + (size_t)b) * fb,
+                             ro = (size_t)b * R8 * fb;
+                if (t == GGUF_TENSOR_Q4_K && pack)
+                    r8_put((struct blk_q4_k_r8 *)(grp + ro), r,
+                           (const struct blk_q4_k *)(tmp + fo));
+                else if (t == GGUF_TENSOR_Q4_K)
+                    r8_get((const struct blk_q4_k_r8 *)(tmp + ro), r,
+                           (struct blk_q4_k *)(grp + fo));
+                else if (pack)
+                    r6_put((struct blk_q6_k_r8 *)(grp + ro), r,
+                           (const struct blk_q6_k *)(tmp + fo));
+                else
+                    r6_get((const struct blk_q6_k_r8 *)(tmp + ro), r,
+                           (struct blk_q6_k *)(grp + fo));
+            }
+    }
+    free(tmp);
+    return 0;
+}
+
+/* Row r of the group starting at w (nb blocks) to f32, as q4_k_to_float
+ * computes the file's row. */
+static void q4_k_r8_row_to_float(const struct blk_q4_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int sc[8], mn[8];
+        uint8_t L[QK_K];
+        r8_row(&w[b], r, sc, mn, L);
+        const float d = h2f(w[b].d[r]), dmin = h2f(w[b].dmin[r]);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = d * (float)sc[j] * (float)L[32 * j + l] - dmin * (float)mn[j];
+    }
+}
+
+/* The scalar product kernel (signature of quant_gemm_fn); the operations
+ * of the AVX2 one, in the same order (see above). */
+static void q4_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                         float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_q4_k_r8 *w =
+            (const struct blk_q4_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int sc[8], mn[8];
+                uint8_t L[QK_K];
+                r8_row(&w[b], r, sc, mn, L);
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 32; l++)
+                        s += L[32 * j + l] * x[b].qs[32 * j + l];
+                    isum += sc[j] * s;
+                    msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+                }
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
+                acc = fmaf(-(float)msum, h2f(w[b].dmin[r]) * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
+/* ---- Q6_K_R8: Q6_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * The same idea for Q6_K (struct blk_q6_k_r8, 1680 bytes = 8 x 210): row
+ * r in 32-bit lane r, four codes of each of eight rows per activation
+ * broadcast.  Codes are stored as 0..63 (the file's q + 32), the offset
+ * coming off through the activations' 16-column sums.  Per 256-column
+ * block, row and activation row: isum = sum_j sc_j (sum_k q x - 32 bsum_j)
+ * (exact), then acc = fma(isum, d x_d, acc); scalar and AVX2 agree bit for
+ * bit.
+ */
+_Static_assert(sizeof(struct blk_q6_k_r8) == R8 * sizeof(struct blk_q6_k), "q6_K_r8 layout");
+
+/* Row r of a Q6_K_R8 block: scales and codes q[256] (0..63) in column
+ * order. */
+static void r6_row(const struct blk_q6_k_r8 *w, int r, int *sc, uint8_t *q)
+{
+    for (int j = 0; j < 16; j++)
+        sc[j] = w->sc[8 * j + r];
+    for (int c = 0; c < 8; c++)
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++) {
+                const uint8_t l = w->ql[128 * c + 32 * t + 4 * r + i];
+                const uint8_t h0 = w->qh[64 * c + 4 * r + i], h1 = w->qh[64 * c + 32 + 4 * r + i];
+                q[32 * c + 4 * t + i] = (uint8_t)((l & 15) | (((h0 >> (2 * t)) & 3) << 4));
+                q[32 * c + 16 + 4 * t + i] = (uint8_t)((l >> 4) | (((h1 >> (2 * t)) & 3) << 4));
+            }
+}
+
+static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x)
+{
+    int8_t q[QK_K];
+    q6_k_codes(x, q);
+    w->d[r] = x->d;
+    for (int j = 0; j < 16; j++)
+        w->sc[8 * j + r] = x->scales[j];
+    for (int c = 0; c < 8; c++)
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++) {
+                const int lo = q[32 * c + 4 * t + i] + 32, hi = q[32 * c + 16 + 4 * t + i] + 32;
+                w->ql[128 * c + 32 * t + 4 * r + i] = (uint8_t)((lo & 15) | ((hi & 15) << 4));
+                uint8_t *h0 = &w->qh[64 * c + 4 * r + i], *h1 = &w->qh[64 * c + 32 + 4 * r + i];
+                *h0 = (uint8_t)((*h0 & ~(3 << (2 * t))) | ((lo >> 4) << (2 * t)));
+                *h1 = (uint8_t)((*h1 & ~(3 << (2 * t))) | ((hi >> 4) << (2 * t)));
+            }
+}
+
+static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x)
+{
+    int sc[16];
+    uint8_t L[QK_K];
+    r6_row(w, r, sc, L);
+    x->d = w->d[r];
+    for (int j = 0; j < 16; j++)
+        x->scales[j] = (int8_t)sc[j];
+    q6_k_pack(L, x->ql, x->qh);
+}
+
+static void q6_k_r8_row_to_float(const struct blk_q6_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int sc[16];
+        uint8_t L[QK_K];
+        r6_row(&w[b], r, sc, L);
+        const float d = h2f(w[b].d[r]);
+        for (int j = 0; j < QK_K; j++)
+            y[j] = d * (float)sc[j / 16] * (float)((int)L[j] - 32);
+    }
+}
+
+static void q6_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                         float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_q6_k_r8 *w =
+            (const struct blk_q6_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int sc[16];
+                uint8_t L[QK_K];
+                r6_row(&w[b], r, sc, L);
+                int32_t isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 16; l++)
+                        s += L[16 * j + l] * x[b].qs[16 * j + l];
+                    isum += sc[j] * (s - 32 * x[b].bsums[j]);
+                }
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
@@ -792,6 +1101,13 @@ static const struct quant_traits traits[] = {
     /* activation types: in products only */
     ROW(Q8_1, QK8_1, sizeof(struct blk_q8_1),  false, Q8_1, q8_1_to_float, q8_1_from_float, NULL,      NULL, NULL),
     ROW(Q8_K, QK_K,  sizeof(struct blk_q8_k),  false, Q8_K, q8_k_to_float, q8_k_from_float, NULL,      NULL, NULL),
+    /* load-time layouts: in memory only; rows through quant_rows_to_float */
+    [QUANT_Q4_K_R8] = {"Q4_K_R8", QK_K, sizeof(struct blk_q4_k), false, GGUF_TENSOR_Q8_K,
+                       NULL, NULL, NULL, {q4_k_r8_gemm, X86(quant__gemm_q4_k_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q4_K},
+    [QUANT_Q6_K_R8] = {"Q6_K_R8", QK_K, sizeof(struct blk_q6_k), false, GGUF_TENSOR_Q8_K,
+                       NULL, NULL, NULL, {q6_k_r8_gemm, X86(quant__gemm_q6_k_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q6_K},
 };
 // clang-format on
 
@@ -814,6 +1130,48 @@ enum gguf_tensor_type quant_dot_type(enum gguf_tensor_type t)
     return row_of(t)->dot_type;
 }
 
+enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
+{
+    return t == GGUF_TENSOR_Q4_K ? QUANT_Q4_K_R8 : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8 : t;
+}
+
+int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
+{
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K)
+        return -EINVAL;
+    return r8_convert(t, true, W, N, K);
+}
+
+int quant_unpack(enum gguf_tensor_type rt, void *W, int64_t N, int64_t K)
+{
+    const struct quant_traits *r = quant_traits_of(rt);
+    if (!r || !r->group)
+        return -EINVAL;
+    return r8_convert(r->file_type, false, W, N, K);
+}
+
+void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int64_t r0, int64_t n,
+                         float *dst)
+{
+    const struct quant_traits *r = row_of(t);
+    const size_t rb = quant_row_bytes(t, K);
+    FOLIO_CHECK(rb > 0 && r0 >= 0 && n >= 0, "rows of %s: bad shape", r->name);
+    if (!r->group) {
+        r->to_float((const uint8_t *)W + (size_t)r0 * rb, dst, n * K);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) { /* a load-time layout: its group, its row */
+        const int64_t row = r0 + i;
+        const uint8_t *g = (const uint8_t *)W + (size_t)(row / R8) * R8 * rb;
+        if (t == QUANT_Q4_K_R8)
+            q4_k_r8_row_to_float((const struct blk_q4_k_r8 *)g, K / QK_K, (int)(row % R8),
+                                 dst + i * K);
+        else
+            q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, (int)(row % R8),
+                                 dst + i * K);
+    }
+}
+
 size_t quant_row_bytes(enum gguf_tensor_type t, int64_t K)
 {
     const struct quant_traits *r = quant_traits_of(t);
@@ -827,6 +1185,7 @@ void quant_to_float(enum gguf_tensor_type t, const void *src, float *dst, int64_
     const struct quant_traits *r = row_of(t);
     FOLIO_CHECK(n >= 0 && n % r->block == 0, "%lld elements of %s: not whole blocks of %d",
                 (long long)n, r->name, (int)r->block);
+    FOLIO_CHECK(r->to_float != NULL, "%s: rows, not elements (quant_rows_to_float)", r->name);
     r->to_float(src, dst, n);
 }
 
@@ -970,7 +1329,8 @@ void quant_gemm(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, i
     const struct quant_traits *r = row_of(t);
     const size_t wstride = quant_row_bytes(t, K);
     const size_t xstride = quant_row_bytes(r->dot_type, K);
-    FOLIO_CHECK(r->vec_dot && wstride > 0 && xstride > 0, "quantized product: bad shape or stride");
+    FOLIO_CHECK((r->vec_dot || r->gemm[QUANT_ISA_SCALAR]) && wstride > 0 && xstride > 0,
+                "quantized product: bad shape or stride");
     FOLIO_CHECK(n0 >= 0 && n1 >= n0 && M >= 0 && ldy >= n1,
                 "quantized product: bad shape or stride");
     FOLIO_CHECK(beta == 0.0f || beta == 1.0f, "quantized product: beta %g (0 or 1)", (double)beta);
@@ -981,7 +1341,10 @@ void quant_gemm(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, i
             r->gemm[isa](W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
             return;
         }
-    gemm_scalar(r, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    if (r->gemm[QUANT_ISA_SCALAR]) /* a layout of its own: its scalar kernel */
+        r->gemm[QUANT_ISA_SCALAR](W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    else
+        gemm_scalar(r, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, int64_t n1,
@@ -995,7 +1358,7 @@ void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n
     float *w = malloc((size_t)K * sizeof(float)), *x = malloc((size_t)K * sizeof(float));
     FOLIO_CHECK(w && x, "quantized product: no weights or no activations");
     for (int64_t n = n0; n < n1; n++) {
-        r->to_float((const uint8_t *)W + (size_t)n * wstride, w, K);
+        quant_rows_to_float(t, W, K, n, 1, w);
         for (int64_t m = 0; m < M; m++) {
             rx->to_float((const uint8_t *)Xq + (size_t)m * xstride, x, K);
             double s = 0.0;

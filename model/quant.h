@@ -56,9 +56,19 @@ struct quant_traits {
     float (*vec_dot)(int64_t K, const void *w, const void *x);
     /* product kernels per ISA; NULL where the ISA has none of its own */
     quant_gemm_fn gemm[QUANT_ISA_N];
+    int32_t group;                   /* rows interleaved per group (load-time layouts), else 0 */
+    enum gguf_tensor_type file_type; /* the file type a load-time layout holds */
 };
 
-/* The row of type t, or NULL for a type foliod does not know. */
+/* Load-time layouts: a weight type rearranged in memory for the product
+ * kernels, never in a file (quant_traits.in_files false).  Q4_K_R8 holds a
+ * Q4_K matrix's rows interleaved in groups of eight, in the same bytes (so
+ * it replaces the file's layout in place; quant_row_bytes is the file
+ * type's): model/quant.c draws it.  The number is outside ggml's types. */
+#define QUANT_Q4_K_R8 ((enum gguf_tensor_type)64)
+#define QUANT_Q6_K_R8 ((enum gguf_tensor_type)65) /* Q6_K's, the same way */
+
+/* One row of the type table. */
 const struct quant_traits *quant_traits_of(enum gguf_tensor_type t);
 
 /* The activation type X is quantized to for products with weights of type
@@ -86,6 +96,25 @@ void quant_gemm(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, i
 /* The reference of quant_gemm: both operands dequantized, dot in double. */
 void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n0, int64_t n1,
                     const void *Xq, int64_t M, float *Y, int64_t ldy, float beta);
+
+/* The load-time layout of file type t (QUANT_Q4_K_R8 for Q4_K,
+ * QUANT_Q6_K_R8 for Q6_K), or t itself when it has none. */
+enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t);
+
+/* Rearranges W (N rows of K elements of file type t) in place into
+ * quant_repack_type(t), byte count unchanged.  0; -EINVAL (W untouched)
+ * when t has no load-time layout or N is not a multiple of its group (such
+ * a matrix stays in the file's layout, which every kernel also reads);
+ * -ENOMEM.  Load time only: allocates one group's bytes of scratch. */
+int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K);
+/* The inverse: W (type rt = quant_repack_type(t)) back to t's file layout,
+ * byte for byte what quant_repack was given.  0, -EINVAL, -ENOMEM. */
+int quant_unpack(enum gguf_tensor_type rt, void *W, int64_t N, int64_t K);
+
+/* Rows [r0, r0 + n) of W (rows of K elements of type t, any type of the
+ * table including the load-time layouts) to f32: dst[n][K]. */
+void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int64_t r0, int64_t n,
+                         float *dst);
 
 /* Dequantize n elements (multiple of the block) of type t to f32. */
 void quant_to_float(enum gguf_tensor_type t, const void *src, float *dst, int64_t n);

@@ -503,6 +503,324 @@ KTILE_FNS(q4_k)
 KTILE_FNS(q5_k)
 KTILE_FNS(q6_k)
 
+/* ---- Q4_K_R8: eight Q4_K rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * Row r of the group lives in 32-bit lane r of every vector.  Per
+ * sub-block j (32 columns) and row of X: four 32-byte loads of W give,
+ * after one and (low nibbles) and one shift and and (high nibbles), eight
+ * vectors of four codes per row; each meets four activation bytes
+ * broadcast to every lane (vpbroadcastd from memory) in one vpmaddubsw.
+ * The eight 16-bit products stay below 8 * 2 * 15 * 127 = 30480, so they
+ * are summed in 16 bits, then one vpmaddwd by the sub-block's scales (row
+ * r's in 16-bit lanes 2r, 2r + 1) gives each row's 32-bit sum.  The mins
+ * meet the activations' 32-column sums (pairs of bsums, one vphaddw) in
+ * four vpmaddwd per block.  Scales and mins of the eight rows are unpacked
+ * once per block (r8_six) and shared by up to KMR rows of X.  Per block and
+ * row: acc = fma(isum, d x_d, acc), acc = fma(-msum, dmin x_d, acc), as the
+ * scalar kernel in model/quant.c, so the two agree bit for bit.  The group
+ * is one contiguous run of bytes; R8_PF blocks ahead of it are prefetched.
+ */
+/* blocks (1152 bytes each) ahead: without it the group read from memory
+ * ran at 0.8x the file layout's rate, with 2-8 blocks ahead at 1.1-1.25x
+ * (no order among 2, 4 and 8 within the noise; T1 / NTA hints no better) */
+#define R8_PF 4
+
+/* The 64 six-bit values (scales or mins; v = 8 j + r) of a block as four
+ * vectors: out[p] holds values 16 p .. 16 p + 15 (sub-blocks 2p, 2p + 1,
+ * rows 0..7) in both 128-bit halves. */
+static inline __attribute__((always_inline)) void r8_six(const uint8_t *lo, const uint8_t *hi,
+                                                         __m256i out[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
+    const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)lo));
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(lo + 16)));
+    const __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)hi));
+    out[0] =
+        _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m2));
+    out[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4),
+                             _mm256_and_si256(_mm256_slli_epi16(h, 2), m2));
+    out[2] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(h, m2));
+    out[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(h, 2), m2));
+}
+
+static inline __m256i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* MR rows of X (xstride apart) by the group G (nb blocks): Y[m][0..8). */
+static inline __attribute__((always_inline)) void tile_r8(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const int8_t Z = -1;
+    /* sub-block j's scales, rows 0-3 in the low half, 4-7 in the high one,
+     * each row's twice (16-bit lanes 2r, 2r + 1): from out[j / 2] */
+    const __m256i spat0 = _mm256_setr_epi8(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z, 4,
+                                           Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z);
+    const __m256i spat1 = _mm256_add_epi8(spat0, _mm256_set1_epi16(8));
+    /* sub-blocks 2p and 2p + 1's mins of row r in 16-bit lanes 2r, 2r + 1 */
+    const __m256i mpat = _mm256_setr_epi8(0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
+                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15, Z);
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q4_k_r8 *w = (const struct blk_q4_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        __m256i sv[4], mv[4], isum[KMR];
+        r8_six(w->sl, w->sh, sv);
+        for (int m = 0; m < MR; m++)
+            isum[m] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m256i sc = _mm256_shuffle_epi8(sv[j >> 1], (j & 1) ? spat1 : spat0);
+            __m256i lo[4], hi[4];
+            for (int t = 0; t < 4; t++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t));
+                lo[t] = _mm256_and_si256(v, m4);
+                hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            for (int m = 0; m < MR; m++) {
+                const int8_t *xq =
+                    ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
+                __m256i s16 = _mm256_maddubs_epi16(lo[0], bcast4(xq));
+                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], bcast4(xq + 16)));
+                for (int t = 1; t < 4; t++) {
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[t], bcast4(xq + 4 * t)));
+                    s16 =
+                        _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[t], bcast4(xq + 16 + 4 * t)));
+                }
+                isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16, sc));
+            }
+        }
+        r8_six(w->ml, w->mh, mv);
+        __m256i mp[4];
+        for (int p = 0; p < 4; p++)
+            mp[p] = _mm256_shuffle_epi8(mv[p], mpat);
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+        for (int m = 0; m < MR; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            /* 32-bit lanes 0, 1 | 4, 5: column sums of sub-blocks (0, 1),
+             * (2, 3) | (4, 5), (6, 7) */
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+            const __m256i s2 = _mm256_hadd_epi16(bs, bs);
+            __m256i msum =
+                _mm256_madd_epi16(mp[0], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(0)));
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[1], _mm256_permutevar8x32_epi32(
+                                                                       s2, _mm256_set1_epi32(1))));
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[2], _mm256_permutevar8x32_epi32(
+                                                                       s2, _mm256_set1_epi32(4))));
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[3], _mm256_permutevar8x32_epi32(
+                                                                       s2, _mm256_set1_epi32(5))));
+            const __m256 dx = _mm256_set1_ps(x->d);
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d8, dx), acc[m]);
+            acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(m8, dx), acc[m]);
+        }
+    }
+    for (int m = 0; m < MR; m++) {
+        float *y = Y + m * ldy;
+        __m256 v = acc[m];
+        if (beta != 0.0f)
+            v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+        _mm256_storeu_ps(y, v);
+    }
+}
+
+static void r8_1(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r8(1, G, nb, X, xs, Y, ldy, beta);
+}
+static void r8_2(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r8(2, G, nb, X, xs, Y, ldy, beta);
+}
+static void r8_3(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r8(3, G, nb, X, xs, Y, ldy, beta);
+}
+static void r8_4(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r8(4, G, nb, X, xs, Y, ldy, beta);
+}
+
+typedef void (*group_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t,
+                         float);
+
+/* The groups of eight rows over [n0, n1), KMR rows of X at a time; a group
+ * that the range cuts is computed whole into a scratch tile, then the
+ * columns asked for are stored. */
+static void gemm_groups(const group_fn fns[KMR], QUANT__GEMM_ARGS)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t mc = 0; mc < M; mc += M_CHUNK) {
+        const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;
+        for (int64_t g = n0 / 8; 8 * g < n1; g++) {
+            const uint8_t *G = (const uint8_t *)W + (size_t)g * 8 * wstride;
+            const int64_t c0 = 8 * g < n0 ? n0 : 8 * g, c1 = 8 * g + 8 > n1 ? n1 : 8 * g + 8;
+            for (int64_t m = mc; m < me; m += KMR) {
+                const int mr = me - m < KMR ? (int)(me - m) : KMR;
+                const uint8_t *Xm = (const uint8_t *)Xq + (size_t)m * xstride;
+                if (c1 - c0 == 8) {
+                    fns[mr - 1](G, nb, Xm, xstride, Y + m * ldy + 8 * g, ldy, beta);
+                    continue;
+                }
+                float tmp[KMR * 8];
+                fns[mr - 1](G, nb, Xm, xstride, tmp, 8, 0.0f);
+                for (int i = 0; i < mr; i++)
+                    for (int64_t n = c0; n < c1; n++) {
+                        float *y = &Y[(m + i) * ldy + n];
+                        const float v = tmp[i * 8 + (n - 8 * g)];
+                        *y = beta != 0.0f ? *y + v : v;
+                    }
+            }
+        }
+    }
+}
+
+void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r8_1, r8_2, r8_3, r8_4};
+    gemm_groups(fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * As Q4_K_R8: row r in 32-bit lane r, four codes per row meeting one
+ * activation broadcast.  Per 32-column chunk: four ql and two qh loads give
+ * eight vectors of codes 0..63 (nibble, or the top two bits from their
+ * pair in qh).  A product pair is at most 2 * 63 * 127 = 16002, so two
+ * steps are summed in 16 bits before each vpmaddwd by the sub-block's
+ * scales (sign-extended from a byte shuffle by an arithmetic shift); the
+ * same shuffle with a shift of 3 instead of 8 gives 32 sc, whose vpmaddwd
+ * with the bsums takes the codes' offset off.  Per block, row and row of
+ * X: acc = fma(isum, d x_d, acc), as the scalar kernel.
+ */
+static inline __attribute__((always_inline)) void tile_r6(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const int8_t Z = -1;
+    /* rows 0-3 of a sub-block (bytes 0-7 of the pair's 16) in the low
+     * half, 4-7 in the high one, each row's byte in the high byte of 16-bit
+     * lanes 2r, 2r + 1; patb: the pair's second sub-block (bytes 8-15) */
+    const __m256i pata = _mm256_setr_epi8(Z, 0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z,
+                                          4, Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7);
+    const __m256i patb = _mm256_add_epi8(pata, _mm256_set1_epi16(0x0800));
+    /* the pair's two sub-blocks of row r in 16-bit lanes 2r, 2r + 1 */
+    const __m256i pato = _mm256_setr_epi8(Z, 0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
+                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15);
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q6_k_r8 *w = (const struct blk_q6_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        __m256i isum[KMR];
+        for (int m = 0; m < MR; m++)
+            isum[m] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            const __m256i s2 =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w->sc + 16 * c)));
+            const __m256i sa = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, pata), 8);
+            const __m256i sb = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, patb), 8);
+            const __m256i so = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, pato), 3); /* 32 sc */
+            const __m256i h0 = _mm256_loadu_si256((const __m256i *)(w->qh + 64 * c));
+            const __m256i h1 = _mm256_loadu_si256((const __m256i *)(w->qh + 64 * c + 32));
+            __m256i lo[4], hi[4];
+            for (int t = 0; t < 4; t++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->ql + 128 * c + 32 * t));
+                /* bits 2t, 2t + 1 of the qh bytes to bits 4, 5 */
+                __m256i a0, a1;
+                if (t == 0)
+                    a0 = _mm256_slli_epi16(h0, 4), a1 = _mm256_slli_epi16(h1, 4);
+                else if (t == 1)
+                    a0 = _mm256_slli_epi16(h0, 2), a1 = _mm256_slli_epi16(h1, 2);
+                else if (t == 2)
+                    a0 = h0, a1 = h1;
+                else
+                    a0 = _mm256_srli_epi16(h0, 2), a1 = _mm256_srli_epi16(h1, 2);
+                lo[t] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(a0, m30));
+                hi[t] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                        _mm256_and_si256(a1, m30));
+            }
+            for (int m = 0; m < MR; m++) {
+                const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+                const int8_t *xq = x->qs + 32 * c;
+                __m256i p, sum = isum[m];
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(xq)),
+                                     _mm256_maddubs_epi16(lo[1], bcast4(xq + 4)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sa));
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[2], bcast4(xq + 8)),
+                                     _mm256_maddubs_epi16(lo[3], bcast4(xq + 12)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sa));
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(hi[0], bcast4(xq + 16)),
+                                     _mm256_maddubs_epi16(hi[1], bcast4(xq + 20)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sb));
+                p = _mm256_add_epi16(_mm256_maddubs_epi16(hi[2], bcast4(xq + 24)),
+                                     _mm256_maddubs_epi16(hi[3], bcast4(xq + 28)));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sb));
+                /* the offset: 32 sc_j bsum_j for sub-blocks 2c, 2c + 1 */
+                isum[m] = _mm256_sub_epi32(
+                    sum, _mm256_madd_epi16(so, bcast4((const int8_t *)(x->bsums + 2 * c))));
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x->d)), acc[m]);
+        }
+    }
+    for (int m = 0; m < MR; m++) {
+        float *y = Y + m * ldy;
+        __m256 v = acc[m];
+        if (beta != 0.0f)
+            v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+        _mm256_storeu_ps(y, v);
+    }
+}
+
+static void r6_1(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(1, G, nb, X, xs, Y, ldy, beta);
+}
+static void r6_2(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(2, G, nb, X, xs, Y, ldy, beta);
+}
+static void r6_3(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(3, G, nb, X, xs, Y, ldy, beta);
+}
+static void r6_4(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
+                 float beta)
+{
+    tile_r6(4, G, nb, X, xs, Y, ldy, beta);
+}
+
+void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r6_1, r6_2, r6_3, r6_4};
+    gemm_groups(fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
 /* ---- activation rows ---------------------------------------------------- */
 
 /* max |x| over n (a multiple of 8) floats */

@@ -76,6 +76,35 @@ struct blk_q6_k {
     int8_t scales[QK_K / 16];
     uint16_t d;
 };
+/* Q4_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
+ * Q4_K rows r = 0..7 of a group.  Scale and min v = 8 j + r (sub-block j,
+ * row r) keep their 6 bits: the low 4 in sl / ml (byte i < 16: value i in
+ * the low nibble, 16 + i in the high; byte 16 + i: 32 + i and 48 + i), the
+ * top 2 in sh / mh (byte i: values i, 16 + i, 32 + i, 48 + i at bits 0, 2,
+ * 4, 6).  qs: sub-block j's 32 columns at qs + 128 j, as four 32-byte
+ * vectors t = 0..3 whose byte 4 r + i holds row r's code of column
+ * 32 j + 4 t + i (low nibble) and 32 j + 16 + 4 t + i (high nibble). */
+struct blk_q4_k_r8 {
+    uint16_t d[8], dmin[8];
+    uint8_t sl[32], ml[32];
+    uint8_t sh[16], mh[16];
+    uint8_t qs[8 * QK_K / 2];
+};
+
+/* Q6_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
+ * Q6_K rows.  sc[8 j + r]: sub-block j's scale of row r.  Codes 0..63 (the
+ * file's q + 32) by 32-column chunks c: ql + 128 c holds four 32-byte
+ * vectors t whose byte 4 r + i has the low 4 bits of row r's code of column
+ * 32 c + 4 t + i (low nibble) and 32 c + 16 + 4 t + i (high nibble); qh +
+ * 64 c holds two 32-byte vectors u whose byte 4 r + i has, at bits 2t and
+ * 2t + 1, the top 2 bits of row r's code of column 32 c + 16 u + 4 t + i. */
+struct blk_q6_k_r8 {
+    uint16_t d[8];
+    int8_t sc[8 * QK_K / 16];
+    uint8_t ql[8 * QK_K / 2];
+    uint8_t qh[8 * QK_K / 4];
+};
+
 /* activations of K-quant products: x = d * qs, bsums = sums of 16 qs */
 struct blk_q8_k {
     float d;
@@ -97,5 +126,7 @@ void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

@@ -11,6 +11,9 @@
  *   quant_gemm_ref (dequantize, dot in double) on random raw blocks (every
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
+ * - load-time layouts (Q4_K_R8, Q6_K_R8): exact round trip through quant_repack /
+ *   quant_unpack, rows dequantized as the file's, products against the
+ *   reference on the file's layout, scalar = AVX2 bit for bit.
  */
 #include <errno.h>
 #include <math.h>
@@ -369,8 +372,10 @@ static void fill_weights(enum gguf_tensor_type t, uint8_t *w, int64_t N, int64_t
     }
 }
 
-static void check_gemm(enum gguf_tensor_type t, int64_t M, int64_t N, int64_t K, int64_t n0,
-                       int64_t n1, float beta)
+/* quant_gemm on W of file type t, in t's load-time layout when repack
+ * (quant_repack), against quant_gemm_ref on the file's layout. */
+static void check_gemm_as(enum gguf_tensor_type t, bool repack, int64_t M, int64_t N, int64_t K,
+                          int64_t n0, int64_t n1, float beta)
 {
     const size_t ws = quant_row_bytes(t, K);
     const enum gguf_tensor_type dt = quant_dot_type(t);
@@ -389,7 +394,15 @@ static void check_gemm(enum gguf_tensor_type t, int64_t M, int64_t N, int64_t K,
     for (int64_t i = 0; i < M * ldy; i++)
         R[i] = Y[i] = beta != 0.0f ? urand() : NAN;
     quant_gemm_ref(t, W, K, n0, n1, Xq, M, R, ldy, beta);
-    quant_gemm(t, W, K, n0, n1, Xq, M, Y, ldy, beta);
+    if (repack) {
+        uint8_t *Wr = malloc(ws * (size_t)N);
+        memcpy(Wr, W, ws * (size_t)N);
+        assert_int_equal(quant_repack(t, Wr, N, K), 0);
+        quant_gemm(quant_repack_type(t), Wr, K, n0, n1, Xq, M, Y, ldy, beta);
+        free(Wr);
+    } else {
+        quant_gemm(t, W, K, n0, n1, Xq, M, Y, ldy, beta);
+    }
     for (int64_t n = 0; n < N; n++) {
         quant_to_float(t, W + (size_t)n * ws, wf, K);
         for (int64_t m = 0; m < M; m++) {
@@ -433,6 +446,12 @@ static void check_gemm(enum gguf_tensor_type t, int64_t M, int64_t N, int64_t K,
     free(xf);
 }
 
+static void check_gemm(enum gguf_tensor_type t, int64_t M, int64_t N, int64_t K, int64_t n0,
+                       int64_t n1, float beta)
+{
+    check_gemm_as(t, false, M, N, K, n0, n1, beta);
+}
+
 static void test_gemm_all_isas(void **state)
 {
     (void)state;
@@ -464,6 +483,106 @@ static void test_gemm_all_isas(void **state)
     }
     assert_int_equal(quant_force_isa("auto"), 0);
     assert_int_equal(quant_force_isa("nonsense"), -EINVAL);
+}
+
+/* Q4_K_R8 and Q6_K_R8, the load-time layouts of Q4_K and Q6_K:
+ * quant_repack keeps the bytes'
+ * count and quant_unpack restores them exactly; every row dequantizes to
+ * the file row's floats; a matrix of rows not in whole groups is refused
+ * untouched; products at every ISA against the reference on the file's
+ * layout, with ranges that cut groups; the scalar and AVX2 kernels agree
+ * bit for bit, and row m of Y is the same at every M. */
+static void check_repack(enum gguf_tensor_type t)
+{
+    const enum gguf_tensor_type rt = quant_repack_type(t);
+    const struct quant_traits *r = quant_traits_of(rt);
+    assert_non_null(r);
+    assert_false(r->in_files);
+    assert_int_equal(r->group, 8);
+    assert_int_equal(r->file_type, t);
+    assert_int_equal(quant_row_bytes(rt, 512), quant_row_bytes(t, 512));
+    const int64_t Ns[] = {8, 16, 40}, Ks[] = {256, 768};
+    for (size_t ni = 0; ni < FOLIO_ARRAY_LEN(Ns); ni++)
+        for (size_t ki = 0; ki < FOLIO_ARRAY_LEN(Ks); ki++) {
+            const int64_t N = Ns[ni], K = Ks[ki];
+            const size_t ws = quant_row_bytes(t, K);
+            uint8_t *W = malloc(ws * (size_t)N), *Wr = malloc(ws * (size_t)N);
+            float *a = malloc((size_t)K * sizeof(float)), *b = malloc((size_t)K * sizeof(float));
+            fill_weights(t, W, N, K);
+            memcpy(Wr, W, ws * (size_t)N);
+            assert_int_equal(quant_repack(t, Wr, N, K), 0);
+            for (int64_t n = 0; n < N; n++) {
+                quant_to_float(t, W + (size_t)n * ws, a, K);
+                quant_rows_to_float(rt, Wr, K, n, 1, b);
+                assert_memory_equal(a, b, (size_t)K * sizeof(float));
+            }
+            assert_int_equal(quant_unpack(rt, Wr, N, K), 0);
+            assert_memory_equal(Wr, W, ws * (size_t)N);
+            free(W);
+            free(Wr);
+            free(a);
+            free(b);
+        }
+    /* rows not in whole groups, or no load-time layout: refused, untouched */
+    uint8_t *W = malloc(quant_row_bytes(t, 256) * 12), *C = malloc(quant_row_bytes(t, 256) * 12);
+    fill_weights(t, W, 12, 256);
+    memcpy(C, W, quant_row_bytes(t, 256) * 12);
+    assert_int_equal(quant_repack(t, W, 12, 256), -EINVAL);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q5_K, W, 8, 256), -EINVAL);
+    assert_memory_equal(W, C, quant_row_bytes(t, 256) * 12);
+    free(W);
+    free(C);
+
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    const int64_t Ms[] = {1, 2, 3, 4, 5, 9, 70};
+    for (size_t ai = 0; ai < FOLIO_ARRAY_LEN(isas); ai++) {
+        if (quant_force_isa(isas[ai]))
+            continue;
+        for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++) {
+            const int64_t N = 8 * (int64_t)(1 + rnd() % 3), K = 256 * (int64_t)(1 + rnd() % 3);
+            check_gemm_as(t, true, Ms[mi], N, K, 0, N, 0.0f);
+            check_gemm_as(t, true, Ms[mi], N, K, 3, N - 2, 1.0f);
+        }
+    }
+
+    /* bit for bit: scalar = AVX2 (when the CPU has it), and M = 1 = row m */
+    const int64_t N = 24, K = 512, M = 6;
+    const size_t ws = quant_row_bytes(t, K), xs = quant_row_bytes(GGUF_TENSOR_Q8_K, K);
+    uint8_t *Wr = malloc(ws * N), *Xq = malloc(xs * M);
+    float *X = malloc((size_t)(M * K) * sizeof(float));
+    float Y[3][6 * 24], Y1[24];
+    fill_weights(t, Wr, N, K);
+    assert_int_equal(quant_repack(t, Wr, N, K), 0);
+    for (int64_t i = 0; i < M * K; i++)
+        X[i] = grand();
+    quant_rows(t, X, K, K, 0, M, Xq);
+    int runs = 0;
+    for (size_t ai = 0; ai < FOLIO_ARRAY_LEN(isas); ai++) {
+        if (quant_force_isa(isas[ai]))
+            continue;
+        quant_gemm(rt, Wr, K, 0, N, Xq, M, Y[runs], N, 0.0f);
+        for (int64_t m = 0; m < M; m++) {
+            quant_gemm(rt, Wr, K, 0, N, Xq + (size_t)m * xs, 1, Y1, N, 0.0f);
+            assert_memory_equal(Y1, Y[runs] + m * N, sizeof(Y1));
+        }
+        if (runs > 0)
+            assert_memory_equal(Y[runs], Y[0], sizeof(Y[0]));
+        runs++;
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+    free(Wr);
+    free(Xq);
+    free(X);
+}
+
+static void test_repack(void **state)
+{
+    (void)state;
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_K), QUANT_Q4_K_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q6_K), QUANT_Q6_K_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_K), GGUF_TENSOR_Q5_K);
+    check_repack(GGUF_TENSOR_Q4_K);
+    check_repack(GGUF_TENSOR_Q6_K);
 }
 
 /* quant_rows writes exactly rows [m0, m1) */
@@ -547,7 +666,7 @@ int main(void)
         cmocka_unit_test(test_round_q5_0),    cmocka_unit_test(test_layout_q4_k),
         cmocka_unit_test(test_layout_q6_k),   cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rows_range),    cmocka_unit_test(test_rows_isas),
-        cmocka_unit_test(test_gemm_all_isas),
+        cmocka_unit_test(test_gemm_all_isas), cmocka_unit_test(test_repack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
