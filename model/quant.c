@@ -1079,7 +1079,7 @@ static void q6_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, i
 // clang-format off
 #define ROW(T, blk, bytes, files, dot, to, from, vdot, avx2, avx512) \
     [GGUF_TENSOR_##T] = {#T, blk, bytes, files, GGUF_TENSOR_##dot, to, from, vdot, \
-                         {NULL, avx2, avx512}}
+                         {NULL, avx2, avx512}, 0, GGUF_TENSOR_##T}
 static const struct quant_traits traits[] = {
     ROW(F32,  1,     4,                        true,  F32,  f32_to_float,  f32_from_float,  NULL,      NULL, NULL),
     ROW(F16,  1,     2,                        true,  F32,  f16_to_float,  f16_from_float,  NULL,      NULL, NULL),
