@@ -552,6 +552,20 @@ static inline __m256i bcast4(const int8_t *p)
     return _mm256_set1_epi32(v);
 }
 
+/* The eight outputs of rows m < MR of a group tile into Y (ldy), added to
+ * what is there when beta != 0. */
+static inline __attribute__((always_inline)) void store_r8(const int MR, const __m256 *acc,
+                                                           float *Y, int64_t ldy, float beta)
+{
+    for (int m = 0; m < MR; m++) {
+        float *y = Y + m * ldy;
+        __m256 v = acc[m];
+        if (beta != 0.0f)
+            v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+        _mm256_storeu_ps(y, v);
+    }
+}
+
 /* MR rows of X (xstride apart) by the group G (nb blocks): Y[m][0..8). */
 static inline __attribute__((always_inline)) void tile_r8(const int MR, const uint8_t *G,
                                                           int64_t nb, const uint8_t *X,
@@ -624,13 +638,7 @@ static inline __attribute__((always_inline)) void tile_r8(const int MR, const ui
             acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(m8, dx), acc[m]);
         }
     }
-    for (int m = 0; m < MR; m++) {
-        float *y = Y + m * ldy;
-        __m256 v = acc[m];
-        if (beta != 0.0f)
-            v = _mm256_add_ps(_mm256_loadu_ps(y), v);
-        _mm256_storeu_ps(y, v);
-    }
+    store_r8(MR, acc, Y, ldy, beta);
 }
 
 static void r8_1(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
@@ -785,13 +793,7 @@ static inline __attribute__((always_inline)) void tile_r6(const int MR, const ui
                                      _mm256_mul_ps(d8, _mm256_set1_ps(x->d)), acc[m]);
         }
     }
-    for (int m = 0; m < MR; m++) {
-        float *y = Y + m * ldy;
-        __m256 v = acc[m];
-        if (beta != 0.0f)
-            v = _mm256_add_ps(_mm256_loadu_ps(y), v);
-        _mm256_storeu_ps(y, v);
-    }
+    store_r8(MR, acc, Y, ldy, beta);
 }
 
 static void r6_1(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
