@@ -30,6 +30,7 @@
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/pool.h"
+#include "test_isa.h"
 
 #define F32_TOL 1e-4
 #define F16_TOL 1e-2 /* K/V rounded to 11 significant bits (seen: ~3e-3) */
@@ -1212,6 +1213,8 @@ static void test_swiglu_lanes(void **state)
 
 int main(void)
 {
+    if (test_isa_repeats_default())
+        return TEST_ISA_SKIP;
     const struct CMUnitTest tests[] = {
         /* clang-format off */
         cmocka_unit_test(test_pool),

@@ -42,6 +42,7 @@
 
 #include "../model/matmul.h"
 #include "../model/quant.h"
+#include "test_isa.h"
 #if defined(__x86_64__)
 #include "../model/widen.h"
 #endif
@@ -507,6 +508,8 @@ static void test_names_and_resolve(void **state)
 
 int main(void)
 {
+    if (test_isa_repeats_default())
+        return TEST_ISA_SKIP;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_resolve), cmocka_unit_test(test_products),
         cmocka_unit_test(test_row_invariance),    cmocka_unit_test(test_widened_quant),
