@@ -9,7 +9,7 @@
  *
  * Block life cycle.
  *
- *        alloc (free list pop, or evict the LRU head out of the hash)
+ *        alloc (a free block, or evict the LRU head out of the hash)
  *   FREE ────────────────────────────► USED ◄──── prefix hit ─── CACHED
  *    ▲                                  │ refcount → 0              ▲
  *    └──────── not hashed ◄─────────────┴────────► hashed ──────────┘
@@ -55,10 +55,24 @@
  * holds block i - 1 (i > lo, or i = 0 with no holes), so hashing stops for
  * good once the window passes the chain's end.
  *
+ * Which free block.  A growing table gets the id after its last block when
+ * that one is free, else the middle of the longest run of free ids (the
+ * run tree below finds it in O(log N); setting a leaf updates O(log N)
+ * nodes, usually fewer: it stops at the first unchanged ancestor).  Why:
+ * decode attention streams each table's blocks in order, and from DRAM
+ * its cost follows how often that stream jumps (BENCHMARKS.md, "KV
+ * dtypes"); a LIFO free list hands a warm pool's tables scattered ids.
+ * Taking the middle leaves the first half of a run to the table whose
+ * block ends before it.  The choice is among free blocks only: when none is
+ * free, eviction takes the LRU head exactly as before, and a free block is
+ * never held back for anyone, so what fits is the same under either policy
+ * (cfg.alloc = PAGER_ALLOC_LIFO keeps the old choice for A/B).
+ *
  * Invariants (pager_check verifies all of them):
  *   free + used + cached = total; FREE blocks are exactly those on the free
- *   list, CACHED blocks exactly those on the LRU (hashed, refcount 0);
- *   refcount = number of tables holding the block; nfull = number of tables
+ *   list and the free leaves of the run tree, whose nodes recompute; CACHED
+ *   blocks exactly those on the LRU (hashed, refcount 0); refcount = number
+ *   of tables holding the block; nfull = number of tables
  *   using all its slots; table nb = ceil(len / B); the token ids of a table
  *   equal the btok of its slots; its blocks [0, nh) are hashed, and every
  *   hashed block it holds has parent = its previous block (unless that
@@ -211,7 +225,52 @@ static void hash_remove(pager_t *pg, int32_t b)
         pg->blk[m->parent].nkids--;
 }
 
-/* ---- free list and LRU -------------------------------------------------- */
+/* ---- free blocks: list and run tree ------------------------------------- */
+
+/* Free blocks are kept twice: on the intrusive free list (LIFO, which the
+ * PAGER_ALLOC_LIFO policy pops) and as leaves of the run tree, a segment
+ * tree over block ids whose nodes hold the longest run of consecutive free
+ * ids inside them and the runs touching their two ends (leaves past N are
+ * never free).  Setting one leaf recomputes its ancestors, stopping at the
+ * first that does not change. */
+static void runs_set(pager_t *pg, int32_t b, int32_t v)
+{
+    struct pager_run *r = pg->runs;
+    uint32_t i = pg->run_leaves + (uint32_t)b;
+    r[i] = (struct pager_run){v, v, v};
+    for (int32_t half = 1; (i >>= 1) >= 1; half *= 2) {
+        const struct pager_run *l = &r[2 * i], *h = &r[2 * i + 1];
+        struct pager_run n = {l->pre == half ? half + h->pre : l->pre,
+                              h->suf == half ? half + l->suf : h->suf,
+                              FOLIO_MAX(FOLIO_MAX(l->best, h->best), l->suf + h->pre)};
+        if (n.pre == r[i].pre && n.suf == r[i].suf && n.best == r[i].best)
+            break;
+        r[i] = n;
+    }
+}
+
+/* The first block of the leftmost longest run of free ids; its length in
+ * *len.  Only while some block is free. */
+static int32_t runs_longest(const pager_t *pg, int32_t *len)
+{
+    const struct pager_run *r = pg->runs;
+    const int32_t best = r[1].best;
+    uint32_t i = 1, base = 0, half = pg->run_leaves / 2;
+    for (; half > 0; half /= 2) {
+        const struct pager_run *l = &r[2 * i], *h = &r[2 * i + 1];
+        if (l->best == best) {
+            i = 2 * i;
+        } else if (l->suf + h->pre == best) {
+            *len = best;
+            return (int32_t)(base + half) - l->suf;
+        } else {
+            i = 2 * i + 1;
+            base += half;
+        }
+    }
+    *len = best;
+    return (int32_t)base;
+}
 
 static void free_push(pager_t *pg, int32_t b)
 {
@@ -223,17 +282,38 @@ static void free_push(pager_t *pg, int32_t b)
     pg->free_head = b;
     m->state = PAGER_BLOCK_FREE;
     pg->nfree++;
+    runs_set(pg, b, 1);
 }
 
-static int32_t free_pop(pager_t *pg)
+/* Takes free block b off the list and out of the tree. */
+static void free_take(pager_t *pg, int32_t b)
 {
-    int32_t b = pg->free_head;
-    pg->free_head = pg->blk[b].next;
-    if (pg->free_head != NIL)
-        pg->blk[pg->free_head].prev = NIL;
-    pg->blk[b].next = NIL;
+    struct pager_block *m = &pg->blk[b];
+    if (m->prev != NIL)
+        pg->blk[m->prev].next = m->next;
+    else
+        pg->free_head = m->next;
+    if (m->next != NIL)
+        pg->blk[m->next].prev = m->prev;
+    m->prev = m->next = NIL;
     pg->nfree--;
-    return b;
+    runs_set(pg, b, 0);
+}
+
+/* Which free block a table whose block before the new one is `prev` (NIL:
+ * none) gets.  PAGER_ALLOC_LOCAL: prev + 1 when it is free, so a growing
+ * table's blocks are consecutive ids (consecutive memory); else the middle
+ * of the longest free run, leaving its first half to the table that ends
+ * before it and the second to this one.  PAGER_ALLOC_LIFO: the block freed
+ * last.  Only while some block is free. */
+static int32_t free_choose(const pager_t *pg, int32_t prev)
+{
+    if (pg->cfg.alloc == PAGER_ALLOC_LIFO)
+        return pg->free_head;
+    if (prev >= 0 && prev + 1 < pg->nblocks && pg->blk[prev + 1].state == PAGER_BLOCK_FREE)
+        return prev + 1;
+    int32_t len, start = runs_longest(pg, &len);
+    return start + len / 2;
 }
 
 static void lru_push_tail(pager_t *pg, int32_t b)
@@ -306,13 +386,15 @@ static void hash_drop_subtree(pager_t *pg, int32_t root)
     }
 }
 
-/* A fresh, writable block for seq (the caller checked availability):
- * the free list first, else the least recently used cached block. */
-static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq)
+/* A fresh, writable block for seq, to follow block prev in its table (NIL:
+ * none; the caller checked availability): a free block first (which one:
+ * free_choose), else the least recently used cached block. */
+static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq, int32_t prev)
 {
     int32_t b;
-    if (pg->free_head != NIL) {
-        b = free_pop(pg);
+    if (pg->nfree > 0) {
+        b = free_choose(pg, prev);
+        free_take(pg, b);
     } else {
         b = pg->lru_head;
         lru_remove(pg, b);
@@ -414,6 +496,8 @@ static int config_valid(const struct pager_config *c)
     if (c->dtype != FOLIO_F32 && c->dtype != FOLIO_F16 && c->dtype != FOLIO_BF16 &&
         c->dtype != FOLIO_Q8)
         return 0;
+    if (c->alloc != PAGER_ALLOC_LOCAL && c->alloc != PAGER_ALLOC_LIFO)
+        return 0;
     return 1;
 }
 
@@ -456,6 +540,7 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
     uint32_t nbuckets = 1;
     while (nbuckets < (uint32_t)n)
         nbuckets <<= 1;
+    pg->run_leaves = nbuckets; /* the run tree has as many leaves */
     pg->cfg = *cfg;
     pg->nblocks = n;
     pg->bs = cfg->block_size;
@@ -467,7 +552,8 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
     pg->buckets = folio_malloc((size_t)nbuckets * sizeof(int32_t));
     pg->scratch = folio_malloc((size_t)n * 2 * sizeof(int32_t));
     pg->stamp = folio_calloc((size_t)n + 1, sizeof(uint32_t));
-    if (!pg->blk || !pg->btok || !pg->buckets || !pg->scratch || !pg->stamp)
+    pg->runs = folio_calloc((size_t)nbuckets * 2, sizeof *pg->runs); /* all used */
+    if (!pg->blk || !pg->btok || !pg->buckets || !pg->scratch || !pg->stamp || !pg->runs)
         goto nomem;
     pg->stamp_now = &pg->stamp[n];
     if (!cfg->no_arena) {
@@ -513,6 +599,7 @@ void pager_free(pager_t *pg)
     folio_free(pg->buckets);
     folio_free(pg->scratch);
     folio_free(pg->stamp);
+    folio_free(pg->runs);
     folio_free(pg);
 }
 
@@ -722,6 +809,24 @@ static int check_free_list(const pager_t *pg, int64_t nfree, char *msg, size_t m
     }
     if (k != nfree)
         FAIL("free list holds %" PRId64 " of %" PRId64 " free blocks", k, nfree);
+    /* Run tree: leaves are the FREE states, every node recomputes. */
+    const struct pager_run *r = pg->runs;
+    const uint32_t leaves = pg->run_leaves;
+    for (uint32_t i = 0; i < leaves; i++) {
+        int32_t v = (int32_t)i < n && pg->blk[i].state == PAGER_BLOCK_FREE;
+        if (r[leaves + i].pre != v || r[leaves + i].suf != v || r[leaves + i].best != v)
+            FAIL("run tree: leaf of block %u is not its state", i);
+    }
+    for (uint32_t i = leaves - 1, half = 1; i >= 1; i--) {
+        while (i < leaves / half / 2) /* node i's children hold half ids each */
+            half *= 2;
+        const struct pager_run *l = &r[2 * i], *h = &r[2 * i + 1];
+        int32_t hf = (int32_t)half;
+        if (r[i].pre != (l->pre == hf ? hf + h->pre : l->pre) ||
+            r[i].suf != (h->suf == hf ? hf + l->suf : h->suf) ||
+            r[i].best != FOLIO_MAX(FOLIO_MAX(l->best, h->best), l->suf + h->pre))
+            FAIL("run tree: node %u does not recompute", i);
+    }
     return 0;
 }
 
@@ -1088,7 +1193,7 @@ static int seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_
     if (pos % bs != 0) {
         b = s->table[s->nb - 1];
         if (seq_needs_cow(pg, s)) {
-            int32_t c = block_alloc(pg, s);
+            int32_t c = block_alloc(pg, s, s->nb >= 2 ? s->table[s->nb - 2] : NIL);
             if (pg->arena)
                 memcpy(pg->arena + (size_t)c * pg->block_bytes,
                        pg->arena + (size_t)b * pg->block_bytes, pg->block_bytes);
@@ -1106,7 +1211,7 @@ static int seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_
     for (int32_t j = 0; j < n; j++, pos++) {
         int32_t off = pos % bs;
         if (off == 0) {
-            b = block_alloc(pg, s);
+            b = block_alloc(pg, s, s->nb > 0 ? s->table[s->nb - 1] : NIL);
             s->table[s->nb++] = b;
         }
         btok_of(pg, b)[off] = tokens[j];

@@ -11,6 +11,8 @@
  *          ├─ buckets[H]    heads of the prefix-cache hash chains (H = 2^k >= N)
  *          ├─ arena         N * bytes_per_block, 64-byte aligned (or NULL)
  *          ├─ free list     intrusive, LIFO through blk[].prev/next
+ *          ├─ runs[2P]      run tree over block ids (P = 2^k >= N leaves):
+ *          │                longest free run per node (see pager.c)
  *          ├─ LRU list      intrusive, oldest first, same links (a block is on
  *          │                at most one of the two lists)
  *          └─ seqs          doubly linked list of live page tables
@@ -40,6 +42,12 @@ struct pager_block {
     uint64_t salt;       /* hashed: salt of the chain */
 };
 
+/* A node of the run tree: free ids run from its first id (pre), to its
+ * last id (suf), and the longest run inside it (best). */
+struct pager_run {
+    int32_t pre, suf, best;
+};
+
 struct pager_seq {
     pager_seq_t *prev, *next; /* live list */
     uint64_t salt, owner;
@@ -64,6 +72,8 @@ struct pager {
     uint32_t bucket_mask;
     uint64_t key_mask; /* all ones; tests narrow it to force collisions */
     int32_t free_head;
+    struct pager_run *runs; /* [2 * run_leaves]; node i has children 2i, 2i + 1 */
+    uint32_t run_leaves;    /* P: leaf of block b is runs[P + b] */
     int32_t lru_head, lru_tail;
     int32_t nfree, nused, ncached, nshared, nhashed;
     int64_t tokens_held, nseqs;

@@ -219,8 +219,8 @@ static void test_append_slots(void **state)
     int32_t nb;
     const int32_t *tab = pager_seq_block_table(s, &nb);
     assert_int_equal(nb, 2);
-    assert_int_equal(tab[0], 0); /* free list hands out low ids first */
-    assert_int_equal(tab[1], 1);
+    assert_int_equal(tab[0], 4); /* the middle of the one free run [0, 8) */
+    assert_int_equal(tab[1], 5); /* then the next id */
     for (int32_t p = 0; p < 6; p++) {
         int32_t b, off;
         pager_seq_slot(s, p, &b, &off);
@@ -314,6 +314,133 @@ static void test_enospc_all_or_nothing(void **state)
     /* Exactly filling the last block works. */
     append(pg, ss[2], t, 1);
     pager_free(pg);
+}
+
+/* ---- allocation policy -------------------------------------------------------- */
+
+static const int32_t *table_of(const pager_seq_t *s)
+{
+    return pager_seq_block_table(s, NULL);
+}
+
+/* A growing table gets the id after its last block while that one is free;
+ * a new one, or one whose next id is taken, the middle of the longest run
+ * of free ids (the leftmost of equals), so interleaved tables each grow in
+ * their own run.  A copy-on-write copy follows the block before it too. */
+static void test_alloc_consecutive(void **state)
+{
+    (void)state;
+    pager_t *pg = mk(64, 2);
+    pager_seq_t *a = seq(pg, 0), *b = seq(pg, 0), *c = seq(pg, 0);
+    /* Interleaved growth, one token each per step: 8 blocks each. */
+    for (int32_t t = 0; t < 16; t++) {
+        append_range(pg, a, t, 1);
+        append_range(pg, b, t, 1);
+    }
+    for (int32_t i = 0; i < 8; i++) {
+        assert_int_equal(table_of(a)[i], 32 + i); /* middle of [0, 64) */
+        assert_int_equal(table_of(b)[i], 16 + i); /* middle of [0, 32) */
+    }
+    /* b runs into a at 32: its next block is the middle of the longest
+     * free run then, [40, 64) -> 52. */
+    append_range(pg, b, 16, 16 * 2); /* 16 blocks: 24..31, then 52.. */
+    assert_int_equal(table_of(b)[15], 31);
+    assert_int_equal(table_of(b)[16], 40 + 24 / 2);
+    assert_int_equal(table_of(b)[23], 59);
+    /* c starts in the middle of the longest run left: [0, 16) -> 8. */
+    append_range(pg, c, 0, 3);
+    assert_int_equal(table_of(c)[0], 8);
+    assert_int_equal(table_of(c)[1], 9);
+    /* A copy-on-write copy follows the block before the copied one: here
+     * that id (9) is the shared block itself, so the middle of [40, 52). */
+    pager_seq_t *d = NULL, *e = NULL;
+    assert_int_equal(pager_seq_fork(pg, c, 1, 1, &d), 0);
+    append_range(pg, c, 3, 1);
+    assert_int_equal(table_of(c)[1], 46);
+    assert_int_equal(table_of(d)[1], 9);
+    /* Once 9 is free again, the next copy of c's last block takes it. */
+    pager_seq_free(pg, d);
+    assert_int_equal(pager_seq_truncate(pg, c, 3), 0);
+    assert_int_equal(pager_seq_fork(pg, c, 1, 1, &e), 0);
+    append_range(pg, c, 3, 1);
+    assert_int_equal(table_of(c)[1], 9);
+    assert_int_equal(table_of(e)[1], 46);
+    ok(pg);
+    /* With PAGER_ALLOC_LIFO the same program hands out the block freed
+     * last: 0, 1, 2, ... from a fresh pool. */
+    pager_free(pg);
+    struct pager_config cfg = small_cfg(64, 2);
+    cfg.alloc = PAGER_ALLOC_LIFO;
+    assert_int_equal(pager_init(&pg, &cfg), 0);
+    a = seq(pg, 0);
+    b = seq(pg, 0);
+    for (int32_t t = 0; t < 4; t++) {
+        append_range(pg, a, t, 1);
+        append_range(pg, b, t, 1);
+    }
+    assert_int_equal(table_of(a)[0], 0);
+    assert_int_equal(table_of(b)[0], 1);
+    assert_int_equal(table_of(a)[1], 2);
+    cfg.alloc = (enum pager_alloc)7;
+    pager_t *bad = NULL;
+    assert_int_equal(pager_init(&bad, &cfg), -EINVAL);
+    pager_free(pg);
+}
+
+/* However the free ids are scattered, an allocation succeeds while free +
+ * cached blocks cover it, and fails (-ENOSPC, nothing changed) only past
+ * that: the policy chooses among free blocks, it never holds one back. */
+static void test_alloc_fragmented(void **state)
+{
+    (void)state;
+    uint64_t r = 12345;
+    for (int pol = 0; pol < 2; pol++)
+        for (int round = 0; round < 8; round++) {
+            const int32_t n = 37 + round * 11, bs = 1 + round % 3;
+            struct pager_config cfg = small_cfg(n, bs);
+            cfg.alloc = pol ? PAGER_ALLOC_LIFO : PAGER_ALLOC_LOCAL;
+            pager_t *pg = NULL;
+            assert_int_equal(pager_init(&pg, &cfg), 0);
+            /* One table per block, then a random half freed (some computed
+             * first, so they stay cached): free ids scattered, no long run. */
+            pager_seq_t *one[160];
+            for (int32_t i = 0; i < n; i++) {
+                one[i] = seq(pg, 0);
+                append_range(pg, one[i], 1000 * i, bs);
+            }
+            int32_t kept = 0;
+            for (int32_t i = 0; i < n; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                if ((r >> 33) % 2) {
+                    if ((r >> 40) % 3 == 0)
+                        pager_seq_mark_computed(pg, one[i], bs);
+                    pager_seq_free(pg, one[i]);
+                } else {
+                    one[kept++] = one[i];
+                }
+            }
+            ok(pg);
+            const int32_t avail = pager_blocks_available(pg);
+            assert_int_equal(avail, n - kept);
+            pager_seq_t *big = seq(pg, 0);
+            /* all of it, in pieces of odd sizes */
+            int32_t left = avail * bs, tok = 0;
+            while (left > 0) {
+                int32_t k = FOLIO_MIN(left, 1 + (tok % 5));
+                for (int32_t j = 0; j < k; j++)
+                    append_range(pg, big, tok++, 1);
+                left -= k;
+            }
+            assert_int_equal(pager_blocks_available(pg), 0);
+            int32_t t = 0;
+            assert_int_equal(pager_seq_append(pg, big, &t, 1), -ENOSPC);
+            ok(pg);
+            /* Every block of the pool is now held exactly once. */
+            struct pager_stats st;
+            pager_stats_get(pg, &st);
+            assert_int_equal(st.blocks_used, n);
+            pager_free(pg);
+        }
 }
 
 /* ---- copy-on-write -------------------------------------------------------------- */
@@ -727,6 +854,7 @@ static void test_info_dump(void **state)
     pager_seq_t *c = seq(pg, 0);
     append_range(pg, c, 50, 4);
     pager_seq_mark_computed(pg, c, 4);
+    const int32_t cb = pager_seq_block_table(c, NULL)[0];
     pager_seq_free(pg, c);
     ok(pg);
 
@@ -743,7 +871,7 @@ static void test_info_dump(void **state)
     pager_block_info_get(pg, ta[2], &bi);
     assert_int_equal(bi.refcount, 1);
     assert_int_equal(bi.tokens, 1);
-    pager_block_info_get(pg, 3, &bi);
+    pager_block_info_get(pg, cb, &bi);
     assert_int_equal(bi.state, PAGER_BLOCK_CACHED);
     assert_int_equal(bi.tokens, 4);
     pager_block_info_get(pg, 9, &bi);
@@ -767,7 +895,10 @@ static void test_info_dump(void **state)
     assert_non_null(f);
     pager_dump(pg, f);
     fclose(f);
-    assert_non_null(strstr(text, "221c......\n"));
+    /* a: 5, 6, 7 (the middle of the empty pool on); c: 2, the middle of [0, 5) */
+    assert_int_equal(ta[0], 5);
+    assert_int_equal(cb, 2);
+    assert_non_null(strstr(text, "..c..221..\n"));
     assert_non_null(strstr(text, "free 6 used 3 cached 1 shared 2"));
     assert_non_null(strstr(text, "tokens_held 15 slots_empty 3"));
     free(text);
@@ -872,6 +1003,8 @@ int main(void)
         cmocka_unit_test(test_append_slots),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_enospc_all_or_nothing),
+        cmocka_unit_test(test_alloc_consecutive),
+        cmocka_unit_test(test_alloc_fragmented),
         cmocka_unit_test(test_fork_cow),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_truncate_into_cached_block),

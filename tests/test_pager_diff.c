@@ -10,6 +10,12 @@
  *     entry (salt, full token prefix through the block) — the prefix cache
  *     is a list of such entries searched linearly;
  *   - the free list as a stack, the LRU as an array, oldest first;
+ *   - which free block an allocation takes, by the configured policy:
+ *     LIFO pops the stack; LOCAL takes the id after the table's previous
+ *     block when it is free, else scans the block states for the leftmost
+ *     longest run of free ids and takes its middle.  Block ids are
+ *     compared exactly, so the test holds the pager to the policy, not
+ *     only to id-independent state;
  *   - per sequence: token list, computed count, block ids.
  * After every operation the test compares error codes, every table (length,
  * computed, tokens, block ids, slots), every block (state, refcount, fill,
@@ -93,6 +99,7 @@ struct mseq {
 
 struct model {
     int32_t n, bs, window;
+    enum pager_alloc alloc;
     struct mblock blk[MAX_BLOCKS];
     int32_t freestack[MAX_BLOCKS]; /* top = end */
     int32_t nfree;
@@ -108,14 +115,16 @@ static struct model M;
 static struct {
     long hits, evictions, cows, cow_hashed, switches, stalls, enospc, truncate_into_cached;
     long window_frees, subtree_drops, truncate_refused;
+    long next_ids, mid_runs; /* allocations: id after the previous block, middle of a run */
 } cov;
 
-static void m_init(int32_t n, int32_t bs, int32_t window)
+static void m_init(int32_t n, int32_t bs, int32_t window, enum pager_alloc alloc)
 {
     memset(&M, 0, sizeof M);
     M.n = n;
     M.bs = bs;
     M.window = window;
+    M.alloc = alloc;
     for (int32_t i = 0; i < n; i++)
         M.freestack[i] = n - 1 - i;
     M.nfree = n;
@@ -182,11 +191,46 @@ static void m_drop_subtree(int32_t root)
     }
 }
 
-static int32_t m_alloc(const struct mseq *s)
+/* The free block the policy hands to a table whose previous block is
+ * prev (-1: none), taken off the stack. */
+static int32_t m_take_free(int32_t prev)
+{
+    int32_t b = M.freestack[M.nfree - 1];
+    if (M.alloc == PAGER_ALLOC_LOCAL) {
+        if (prev >= 0 && prev + 1 < M.n && M.blk[prev + 1].state == PAGER_BLOCK_FREE) {
+            b = prev + 1;
+        } else {
+            int32_t best = 0, best_at = -1;
+            for (int32_t i = 0; i < M.n;) {
+                int32_t j = i;
+                while (j < M.n && M.blk[j].state == PAGER_BLOCK_FREE)
+                    j++;
+                if (j - i > best)
+                    best = j - i, best_at = i;
+                i = j > i ? j : i + 1;
+            }
+            assert_true(best > 0);
+            b = best_at + best / 2;
+            cov.mid_runs++;
+        }
+    }
+    for (int32_t i = 0; i < M.nfree; i++)
+        if (M.freestack[i] == b) {
+            memmove(&M.freestack[i], &M.freestack[i + 1],
+                    (size_t)(M.nfree - i - 1) * sizeof(int32_t));
+            M.nfree--;
+            return b;
+        }
+    fail_msg("model: block %d not on the free stack", b);
+    return -1;
+}
+
+static int32_t m_alloc(const struct mseq *s, int32_t prev)
 {
     int32_t b;
     if (M.nfree > 0) {
-        b = M.freestack[--M.nfree];
+        b = m_take_free(prev);
+        cov.next_ids += prev >= 0 && b == prev + 1;
     } else {
         b = M.lru[0];
         lru_del(b);
@@ -289,7 +333,7 @@ static int m_append(struct mseq *s, const int32_t *tokens, int32_t n)
         int32_t b = s->table[s->nb - 1];
         if (M.blk[b].rc > 1 || M.blk[b].hashed) {
             cov.cow_hashed += M.blk[b].rc == 1;
-            int32_t c = m_alloc(s);
+            int32_t c = m_alloc(s, s->nb >= 2 ? s->table[s->nb - 2] : -1);
             memcpy(M.blk[c].tok, M.blk[b].tok, sizeof M.blk[c].tok);
             m_unref(b);
             s->table[s->nb - 1] = c;
@@ -304,8 +348,10 @@ static int m_append(struct mseq *s, const int32_t *tokens, int32_t n)
     }
     for (int32_t j = 0; j < n; j++) {
         int32_t pos = s->len++;
-        if (pos % M.bs == 0)
-            s->table[s->nb++] = m_alloc(s);
+        if (pos % M.bs == 0) {
+            int32_t prev = s->nb > 0 ? s->table[s->nb - 1] : -1;
+            s->table[s->nb++] = m_alloc(s, prev);
+        }
         M.blk[s->table[s->nb - 1]].tok[pos % M.bs] = tokens[j];
         s->tokens[pos] = tokens[j];
     }
@@ -779,12 +825,13 @@ static void run_program(long ops, int collide, int windowed)
                                .head_dim = 2,
                                .dtype = FOLIO_F32,
                                .no_arena = rn(8) == 0,
-                               .window = windowed ? 1 + rn(4 * bs) : 0};
+                               .window = windowed ? 1 + rn(4 * bs) : 0,
+                               .alloc = rn(4) == 0 ? PAGER_ALLOC_LIFO : PAGER_ALLOC_LOCAL};
     assert_int_equal(pager_init(&PG, &cfg), 0);
     if (collide)
         assert_int_equal(pager__test_set_key_mask(PG, (uint64_t)rn(8)), 0);
     pager_kv_view(PG, &KV);
-    m_init(n, bs, cfg.window);
+    m_init(n, bs, cfg.window, cfg.alloc);
     for (int b = 0; b < N_BASES; b++) {
         base_len[b] = 1 + rn(FOLIO_MIN(6 * bs, MAX_LEN / 4));
         for (int32_t i = 0; i < base_len[b]; i++)
@@ -836,10 +883,12 @@ static void test_pager_differential(void **state)
     assert_true(op_no >= total);
     printf("coverage: prefix hits %ld, evictions %ld, cow %ld (of cached blocks %ld), "
            "dedupe switches %ld, stalls %ld, ENOSPC %ld, truncations into cached blocks %ld, "
-           "window frees %ld, subtree drops %ld, truncations refused %ld\n",
+           "window frees %ld, subtree drops %ld, truncations refused %ld, next ids %ld, "
+           "run middles %ld\n",
            cov.hits, cov.evictions, cov.cows, cov.cow_hashed, cov.switches, cov.stalls, cov.enospc,
-           cov.truncate_into_cached, cov.window_frees, cov.subtree_drops, cov.truncate_refused);
-    assert_true(cov.window_frees > 0);
+           cov.truncate_into_cached, cov.window_frees, cov.subtree_drops, cov.truncate_refused,
+           cov.next_ids, cov.mid_runs);
+    assert_true(cov.window_frees > 0 && cov.next_ids > 0 && cov.mid_runs > 0);
     assert_true(cov.hits > 0 && cov.evictions > 0 && cov.cows > 0 && cov.cow_hashed > 0);
     assert_true(cov.switches > 0 && cov.enospc > 0 && cov.truncate_into_cached > 0);
     if (total >= 1000000)
