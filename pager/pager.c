@@ -63,10 +63,19 @@
  * its cost follows how often that stream jumps (BENCHMARKS.md, "KV
  * dtypes"); a LIFO free list hands a warm pool's tables scattered ids.
  * Taking the middle leaves the first half of a run to the table whose
- * block ends before it.  The choice is among free blocks only: when none is
- * free, eviction takes the LRU head exactly as before, and a free block is
- * never held back for anyone, so what fits is the same under either policy
- * (cfg.alloc = PAGER_ALLOC_LIFO keeps the old choice for A/B).
+ * block ends before it.  The choice is among free blocks only, and a free
+ * block is never held back for anyone, so what fits is the same under
+ * either policy (cfg.alloc = PAGER_ALLOC_LIFO keeps the old choice, for
+ * A/B).  When none is free, eviction takes the LRU head exactly as
+ * before; but a warm pool is mostly cached blocks (a retired table's full
+ * blocks stay in the prefix cache), so nearly every allocation evicts, and
+ * the LRU order would decide the ids.  So when the wanted id prev + 1 is a
+ * cached block, the evicted block's id takes over that block's cache entry
+ * (one memcpy of the block, its token ids, hash and LRU links, and its
+ * child's parent link; only when its hashed children are none or prev + 2,
+ * found in O(1)) and the table gets prev + 1: the cache holds the same
+ * entries in the same LRU order, only one entry's id changed, and no table
+ * held it (refcount 0).
  *
  * Invariants (pager_check verifies all of them):
  *   free + used + cached = total; FREE blocks are exactly those on the free
@@ -386,9 +395,75 @@ static void hash_drop_subtree(pager_t *pg, int32_t root)
     }
 }
 
+/* Whether cached block x's entry may move to another block id: all its
+ * hashed children (whose parent field names x) are found in O(1) — none,
+ * or one, x + 1, the usual case of a chain allocated in order. */
+static bool cached_movable(const pager_t *pg, int32_t x)
+{
+    const struct pager_block *m = &pg->blk[x];
+    if (m->state != PAGER_BLOCK_CACHED)
+        return false;
+    return m->nkids == 0 || (m->nkids == 1 && x + 1 < pg->nblocks && pg->blk[x + 1].hashed &&
+                             pg->blk[x + 1].parent == x);
+}
+
+/* Moves cached block x's prefix-cache entry (K/V bytes, token ids, hash
+ * identity, LRU position, children's parent link) into block b, just
+ * evicted and held by nobody, and returns x, now out of the hash and off
+ * the LRU.  The cache holds the same entries in the same LRU order; only
+ * the id holding one of them changed.  No table holds a cached block
+ * (refcount 0), so no page table changes. */
+static int32_t cached_move(pager_t *pg, int32_t x, int32_t b)
+{
+    struct pager_block *m = &pg->blk[x], *n = &pg->blk[b];
+    if (pg->arena)
+        memcpy(pg->arena + (size_t)b * pg->block_bytes, pg->arena + (size_t)x * pg->block_bytes,
+               pg->block_bytes);
+    memcpy(btok_of(pg, b), btok_of(pg, x), (size_t)pg->bs * sizeof(int32_t));
+    /* LRU: b takes x's place */
+    n->prev = m->prev;
+    n->next = m->next;
+    if (n->prev != NIL)
+        pg->blk[n->prev].next = b;
+    else
+        pg->lru_head = b;
+    if (n->next != NIL)
+        pg->blk[n->next].prev = b;
+    else
+        pg->lru_tail = b;
+    n->state = PAGER_BLOCK_CACHED;
+    m->prev = m->next = NIL;
+    /* hash chain: b takes x's place, with its identity */
+    n->hprev = m->hprev;
+    n->hnext = m->hnext;
+    if (n->hprev != NIL)
+        pg->blk[n->hprev].hnext = b;
+    else
+        pg->buckets[bucket_of(pg, m->key)] = b;
+    if (n->hnext != NIL)
+        pg->blk[n->hnext].hprev = b;
+    n->hashed = 1;
+    n->key = m->key;
+    n->parent_key = m->parent_key;
+    n->salt = m->salt;
+    n->parent = m->parent;
+    n->nkids = m->nkids;
+    n->owner = m->owner;
+    n->tenant = m->tenant;
+    if (m->nkids > 0)
+        pg->blk[x + 1].parent = b;
+    m->hprev = m->hnext = NIL;
+    m->hashed = 0;
+    m->nkids = 0;
+    m->parent = NIL;
+    return x;
+}
+
 /* A fresh, writable block for seq, to follow block prev in its table (NIL:
  * none; the caller checked availability): a free block first (which one:
- * free_choose), else the least recently used cached block. */
+ * free_choose), else the least recently used cached block is evicted —
+ * and with PAGER_ALLOC_LOCAL, when prev + 1 is cached (and movable), its
+ * entry moves into the evicted block and the table gets prev + 1. */
 static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq, int32_t prev)
 {
     int32_t b;
@@ -402,6 +477,9 @@ static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq, int32_t prev)
         if (pg->blk[b].nkids > 0)
             hash_drop_subtree(pg, b);
         pg->evictions++;
+        if (pg->cfg.alloc == PAGER_ALLOC_LOCAL && prev >= 0 && prev + 1 < pg->nblocks &&
+            prev + 1 != b && cached_movable(pg, prev + 1))
+            b = cached_move(pg, prev + 1, b);
     }
     struct pager_block *m = &pg->blk[b];
     m->state = PAGER_BLOCK_USED;

@@ -387,6 +387,74 @@ static void test_alloc_consecutive(void **state)
     pager_free(pg);
 }
 
+/* A warm pool is mostly cached blocks: when nothing is free and the id
+ * after a table's last block holds a cached entry, the LRU head is evicted
+ * as always, the wanted block's entry (K/V, tokens, links) moves into the
+ * evicted id, and the table gets the wanted id; the cache still finds and
+ * reads the moved entry. */
+static void test_alloc_through_cache(void **state)
+{
+    (void)state;
+    pager_t *pg = mk(8, 2);
+    struct pager_kv_view v;
+    pager_kv_view(pg, &v);
+    int32_t at[6] = {11, 12, 13, 14, 15, 16};
+    pager_seq_t *a = seq(pg, 0);
+    append(pg, a, at, 6);
+    for (int32_t pos = 0; pos < 6; pos++) {
+        int32_t blk, off;
+        pager_seq_slot(a, pos, &blk, &off);
+        for (int32_t l = 0; l < 2; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (int32_t h = 0; h < 2; h++) {
+                    float x[4] = {(float)pos, (float)l, (float)kv, (float)h};
+                    pager_kv_row_put(&v, blk, l, kv, h, off, x);
+                }
+    }
+    assert_int_equal(table_of(a)[0], 4); /* 4, 5, 6 */
+    assert_int_equal(table_of(a)[2], 6);
+    pager_seq_mark_computed(pg, a, 6);
+    pager_seq_free(pg, a); /* cached; LRU oldest first: 6, 5, 4 */
+    ok(pg);
+    pager_seq_t *p = seq(pg, 1), *r = seq(pg, 1);
+    append_range(pg, p, 100, 4); /* the middle of [0, 4): 2, 3 */
+    append_range(pg, r, 200, 6); /* the free rest: 1, 0, 7 */
+    assert_int_equal(table_of(p)[1], 3);
+    assert_int_equal(pager_blocks_available(pg), 3);
+    append_range(pg, p, 104, 1); /* wants 4: cached; 6 is evicted and takes 4's entry */
+    assert_int_equal(table_of(p)[2], 4);
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.blocks_cached, 2);
+    struct pager_block_info bi;
+    pager_block_info_get(pg, 6, &bi);
+    assert_int_equal(bi.state, PAGER_BLOCK_CACHED);
+    /* a's first two blocks are still cached (its third was evicted)... */
+    assert_int_equal(pager_prefix_match(pg, 0, at, 6), 4);
+    /* ...and read back what a wrote, from their new ids. */
+    pager_seq_t *s = seq(pg, 0);
+    int32_t hit = 0;
+    assert_int_equal(pager_seq_adopt_prefix(pg, s, at, 5, &hit), 0);
+    assert_int_equal(hit, 4);
+    ok(pg);
+    assert_int_equal(table_of(s)[0], 6);
+    assert_int_equal(table_of(s)[1], 5);
+    for (int32_t pos = 0; pos < 4; pos++) {
+        int32_t blk, off;
+        pager_seq_slot(s, pos, &blk, &off);
+        for (int32_t l = 0; l < 2; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (int32_t h = 0; h < 2; h++) {
+                    float x[4];
+                    pager_kv_row_get(&v, blk, l, kv, h, off, x);
+                    assert_true(x[0] == (float)pos && x[1] == (float)l && x[2] == (float)kv &&
+                                x[3] == (float)h);
+                }
+    }
+    pager_free(pg);
+}
+
 /* However the free ids are scattered, an allocation succeeds while free +
  * cached blocks cover it, and fails (-ENOSPC, nothing changed) only past
  * that: the policy chooses among free blocks, it never holds one back. */
@@ -1004,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_enospc_all_or_nothing),
         cmocka_unit_test(test_alloc_consecutive),
+        cmocka_unit_test(test_alloc_through_cache),
         cmocka_unit_test(test_alloc_fragmented),
         cmocka_unit_test(test_fork_cow),
         cmocka_unit_test(test_truncate),

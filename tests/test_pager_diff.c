@@ -13,7 +13,10 @@
  *   - which free block an allocation takes, by the configured policy:
  *     LIFO pops the stack; LOCAL takes the id after the table's previous
  *     block when it is free, else scans the block states for the leftmost
- *     longest run of free ids and takes its middle.  Block ids are
+ *     longest run of free ids and takes its middle; when nothing is free
+ *     and the LRU head is evicted while the id after the table's previous
+ *     block is cached (with no cached child but the next id), that entry
+ *     moves into the evicted block and the table gets the id.  Block ids are
  *     compared exactly, so the test holds the pager to the policy, not
  *     only to id-independent state;
  *   - per sequence: token list, computed count, block ids.
@@ -116,6 +119,7 @@ static struct {
     long hits, evictions, cows, cow_hashed, switches, stalls, enospc, truncate_into_cached;
     long window_frees, subtree_drops, truncate_refused;
     long next_ids, mid_runs; /* allocations: id after the previous block, middle of a run */
+    long moves;              /* evictions whose entry moved to free the wanted id */
 } cov;
 
 static void m_init(int32_t n, int32_t bs, int32_t window, enum pager_alloc alloc)
@@ -191,6 +195,16 @@ static void m_drop_subtree(int32_t root)
     }
 }
 
+/* Whether cached block x's entry may move to another id: it has no cached
+ * children, or one, block x + 1. */
+static int m_movable(int32_t x)
+{
+    int32_t kids = 0;
+    for (int32_t g = 0; g < M.n; g++)
+        kids += g != x && m_child_of(g, x);
+    return kids == 0 || (kids == 1 && x + 1 < M.n && m_child_of(x + 1, x));
+}
+
 /* The free block the policy hands to a table whose previous block is
  * prev (-1: none), taken off the stack. */
 static int32_t m_take_free(int32_t prev)
@@ -239,6 +253,27 @@ static int32_t m_alloc(const struct mseq *s, int32_t prev)
         M.blk[b].hashed = 0;
         M.evictions++;
         cov.evictions++;
+        const int32_t x = prev + 1;
+        if (M.alloc == PAGER_ALLOC_LOCAL && prev >= 0 && x < M.n && x != b &&
+            M.blk[x].state == PAGER_BLOCK_CACHED && m_movable(x)) {
+            /* x's cache entry moves into b, b takes x's LRU place; x is ours */
+            struct mblock *e = &M.blk[b];
+            const struct mblock *f = &M.blk[x];
+            e->state = PAGER_BLOCK_CACHED;
+            e->hashed = 1;
+            e->salt = f->salt;
+            e->plen = f->plen;
+            memcpy(e->prefix, f->prefix, (size_t)f->plen * sizeof(int32_t));
+            memcpy(e->tok, f->tok, sizeof e->tok);
+            e->owner = f->owner;
+            e->tenant = f->tenant;
+            for (int32_t i = 0; i < M.nlru; i++)
+                if (M.lru[i] == x)
+                    M.lru[i] = b;
+            M.blk[x].hashed = 0;
+            cov.moves++;
+            b = x;
+        }
     }
     M.blk[b].state = PAGER_BLOCK_USED;
     M.blk[b].rc = 1;
@@ -884,11 +919,11 @@ static void test_pager_differential(void **state)
     printf("coverage: prefix hits %ld, evictions %ld, cow %ld (of cached blocks %ld), "
            "dedupe switches %ld, stalls %ld, ENOSPC %ld, truncations into cached blocks %ld, "
            "window frees %ld, subtree drops %ld, truncations refused %ld, next ids %ld, "
-           "run middles %ld\n",
+           "run middles %ld, cache entries moved %ld\n",
            cov.hits, cov.evictions, cov.cows, cov.cow_hashed, cov.switches, cov.stalls, cov.enospc,
            cov.truncate_into_cached, cov.window_frees, cov.subtree_drops, cov.truncate_refused,
-           cov.next_ids, cov.mid_runs);
-    assert_true(cov.window_frees > 0 && cov.next_ids > 0 && cov.mid_runs > 0);
+           cov.next_ids, cov.mid_runs, cov.moves);
+    assert_true(cov.window_frees > 0 && cov.next_ids > 0 && cov.mid_runs > 0 && cov.moves > 0);
     assert_true(cov.hits > 0 && cov.evictions > 0 && cov.cows > 0 && cov.cow_hashed > 0);
     assert_true(cov.switches > 0 && cov.enospc > 0 && cov.truncate_into_cached > 0);
     if (total >= 1000000)

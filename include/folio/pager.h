@@ -53,7 +53,11 @@
  * short jumps); otherwise the middle of the longest run of free ids, so a new
  * run leaves room both to the table that ends before it and to itself.  The
  * choice never refuses: any free block serves any table, and only which
- * free block is taken depends on the policy (eviction, below, is the same).
+ * free block is taken depends on the policy.  Eviction (below) evicts the
+ * same entry under both; with PAGER_ALLOC_LOCAL, when the wanted id holds
+ * a cached entry, that entry moves into the evicted block's id (a copy of
+ * the block) and the table gets the wanted id: the prefix cache keeps the
+ * same entries in the same LRU order, only their ids differ.
  *
  * Block states: FREE (on the free list, refcount 0, not in the prefix
  * cache), USED (refcount >= 1, mapped by that many page tables), CACHED
