@@ -55,31 +55,34 @@
  * holds block i - 1 (i > lo, or i = 0 with no holes), so hashing stops for
  * good once the window passes the chain's end.
  *
- * Which free block.  A growing table gets the id after its last block when
- * that one is free, else the middle of the longest run of free ids (the
- * run tree below finds it in O(log N); setting a leaf updates O(log N)
- * nodes, usually fewer: it stops at the first unchanged ancestor).  Why:
- * decode attention streams each table's blocks in order, and from DRAM
- * its cost follows how often that stream jumps (BENCHMARKS.md, "KV
- * dtypes"); a LIFO free list hands a warm pool's tables scattered ids.
- * Taking the middle leaves the first half of a run to the table whose
- * block ends before it.  The choice is among free blocks only, and a free
- * block is never held back for anyone, so what fits is the same under
- * either policy (cfg.alloc = PAGER_ALLOC_LIFO keeps the old choice, for
- * A/B).  When none is free, eviction takes the LRU head exactly as
- * before; but a warm pool is mostly cached blocks (a retired table's full
- * blocks stay in the prefix cache), so nearly every allocation evicts, and
- * the LRU order would decide the ids.  So when the wanted id prev + 1 is a
- * cached block, the evicted block's id takes over that block's cache entry
- * (one memcpy of the block, its token ids, hash and LRU links, and its
- * child's parent link; only when its hashed children are none or prev + 2,
- * found in O(1)) and the table gets prev + 1: the cache holds the same
- * entries in the same LRU order, only one entry's id changed, and no table
- * held it (refcount 0).
- *
+ * Which block.  Decode attention streams each table's blocks in order, and
+ * from DRAM its cost follows how often that stream jumps (BENCHMARKS.md,
+ * "KV dtypes"); a LIFO free list hands a warm pool's tables scattered ids.
+ * So (PAGER_ALLOC_LOCAL) a growing table wants the id after its last
+ * block, and a table starting a run (new, or its next id is used) the
+ * middle of the longest run of ids that are free or cached, leaving the
+ * first half to the table whose block ends before it.  The run tree below
+ * finds that in O(log N); setting a leaf updates O(log N) nodes, usually
+ * fewer (it stops at the first unchanged ancestor).  A wanted free block is
+ * simply taken.  A warm pool, though, is mostly cached blocks (a retired
+ * table's full blocks stay in the prefix cache), so the wanted id usually
+ * holds a cache entry: then a donor block is taken exactly as before (the
+ * free list head, or when nothing is free the LRU head, evicted), the
+ * wanted block's entry moves into the donor (one memcpy of the block, its
+ * token ids, hash and LRU links, its child's parent link, its parent's kid
+ * link) and the table gets the wanted id.  The prefix cache then holds the
+ * same entries in the same LRU order as without the move, and the same
+ * evictions happen; only which id holds an entry differs, and no table
+ * held it (refcount 0).  An entry moves only when its hashed children are
+ * known in O(1): none, or the one kid link (set when a block gets its
+ * first child, cleared when it loses any).  Nothing is ever held back,
+ * so what fits is the same under either policy (cfg.alloc =
+ * PAGER_ALLOC_LIFO keeps the old choice, for A/B).
+
  * Invariants (pager_check verifies all of them):
  *   free + used + cached = total; FREE blocks are exactly those on the free
- *   list and the free leaves of the run tree, whose nodes recompute; CACHED
+ *   list; the run tree's leaves are the blocks not used, its nodes
+ *   recompute; a kid link names the block's one hashed child; CACHED
  *   blocks exactly those on the LRU (hashed, refcount 0); refcount = number
  *   of tables holding the block; nfull = number of tables
  *   using all its slots; table nb = ceil(len / B); the token ids of a table
@@ -202,8 +205,10 @@ static void hash_insert(pager_t *pg, int32_t b, uint64_t key, uint64_t parent_ke
                         int32_t parent)
 {
     struct pager_block *m = &pg->blk[b];
-    if (parent != NIL)
-        pg->blk[parent].nkids++;
+    if (parent != NIL) {
+        struct pager_block *pm = &pg->blk[parent];
+        pm->kid = ++pm->nkids == 1 ? b : NIL;
+    }
     uint32_t h = bucket_of(pg, key);
     m->hashed = 1;
     m->key = key;
@@ -230,17 +235,19 @@ static void hash_remove(pager_t *pg, int32_t b)
     m->hprev = m->hnext = NIL;
     m->hashed = 0;
     pg->nhashed--;
-    if (m->parent != NIL)
+    if (m->parent != NIL) {
         pg->blk[m->parent].nkids--;
+        pg->blk[m->parent].kid = NIL; /* a remaining child is not known */
+    }
 }
 
 /* ---- free blocks: list and run tree ------------------------------------- */
 
-/* Free blocks are kept twice: on the intrusive free list (LIFO, which the
- * PAGER_ALLOC_LIFO policy pops) and as leaves of the run tree, a segment
- * tree over block ids whose nodes hold the longest run of consecutive free
- * ids inside them and the runs touching their two ends (leaves past N are
- * never free).  Setting one leaf recomputes its ancestors, stopping at the
+/* Free blocks are on the intrusive free list (LIFO); free and cached
+ * blocks (those an allocation may take) are the set leaves of the run
+ * tree, a segment tree over block ids whose nodes hold the longest run of
+ * such ids inside them and the runs touching their two ends (leaves past N
+ * are never set).  Setting one leaf recomputes its ancestors, stopping at the
  * first that does not change. */
 static void runs_set(pager_t *pg, int32_t b, int32_t v)
 {
@@ -309,25 +316,10 @@ static void free_take(pager_t *pg, int32_t b)
     runs_set(pg, b, 0);
 }
 
-/* Which free block a table whose block before the new one is `prev` (NIL:
- * none) gets.  PAGER_ALLOC_LOCAL: prev + 1 when it is free, so a growing
- * table's blocks are consecutive ids (consecutive memory); else the middle
- * of the longest free run, leaving its first half to the table that ends
- * before it and the second to this one.  PAGER_ALLOC_LIFO: the block freed
- * last.  Only while some block is free. */
-static int32_t free_choose(const pager_t *pg, int32_t prev)
-{
-    if (pg->cfg.alloc == PAGER_ALLOC_LIFO)
-        return pg->free_head;
-    if (prev >= 0 && prev + 1 < pg->nblocks && pg->blk[prev + 1].state == PAGER_BLOCK_FREE)
-        return prev + 1;
-    int32_t len, start = runs_longest(pg, &len);
-    return start + len / 2;
-}
-
 static void lru_push_tail(pager_t *pg, int32_t b)
 {
     struct pager_block *m = &pg->blk[b];
+    runs_set(pg, b, 1);
     m->next = NIL;
     m->prev = pg->lru_tail;
     if (m->prev != NIL)
@@ -342,6 +334,7 @@ static void lru_push_tail(pager_t *pg, int32_t b)
 static void lru_remove(pager_t *pg, int32_t b)
 {
     struct pager_block *m = &pg->blk[b];
+    runs_set(pg, b, 0);
     if (m->prev != NIL)
         pg->blk[m->prev].next = m->next;
     else
@@ -395,91 +388,123 @@ static void hash_drop_subtree(pager_t *pg, int32_t root)
     }
 }
 
-/* Whether cached block x's entry may move to another block id: all its
- * hashed children (whose parent field names x) are found in O(1) — none,
- * or one, x + 1, the usual case of a chain allocated in order. */
+/* Whether cached block x's entry may move to another id: its hashed
+ * children (whose parent field names it) are known — none, or the one
+ * its kid link names. */
 static bool cached_movable(const pager_t *pg, int32_t x)
 {
     const struct pager_block *m = &pg->blk[x];
-    if (m->state != PAGER_BLOCK_CACHED)
-        return false;
-    return m->nkids == 0 || (m->nkids == 1 && x + 1 < pg->nblocks && pg->blk[x + 1].hashed &&
-                             pg->blk[x + 1].parent == x);
+    return m->state == PAGER_BLOCK_CACHED && (m->nkids == 0 || m->kid != NIL);
 }
 
 /* Moves cached block x's prefix-cache entry (K/V bytes, token ids, hash
- * identity, LRU position, children's parent link) into block b, just
- * evicted and held by nobody, and returns x, now out of the hash and off
- * the LRU.  The cache holds the same entries in the same LRU order; only
- * the id holding one of them changed.  No table holds a cached block
- * (refcount 0), so no page table changes. */
-static int32_t cached_move(pager_t *pg, int32_t x, int32_t b)
+ * identity and links, LRU position, its child's parent link and its
+ * parent's kid link) into block d, held by nobody and in no list, and
+ * returns x, now out of the hash and off the LRU.  The cache holds the
+ * same entries in the same LRU order; only the id holding one changed.
+ * No table holds a cached block (refcount 0): no page table changes. */
+static int32_t cached_move(pager_t *pg, int32_t x, int32_t d)
 {
-    struct pager_block *m = &pg->blk[x], *n = &pg->blk[b];
+    struct pager_block *m = &pg->blk[x], *n = &pg->blk[d];
     if (pg->arena)
-        memcpy(pg->arena + (size_t)b * pg->block_bytes, pg->arena + (size_t)x * pg->block_bytes,
+        memcpy(pg->arena + (size_t)d * pg->block_bytes, pg->arena + (size_t)x * pg->block_bytes,
                pg->block_bytes);
-    memcpy(btok_of(pg, b), btok_of(pg, x), (size_t)pg->bs * sizeof(int32_t));
-    /* LRU: b takes x's place */
+    memcpy(btok_of(pg, d), btok_of(pg, x), (size_t)pg->bs * sizeof(int32_t));
+    /* LRU: d takes x's place */
     n->prev = m->prev;
     n->next = m->next;
     if (n->prev != NIL)
-        pg->blk[n->prev].next = b;
+        pg->blk[n->prev].next = d;
     else
-        pg->lru_head = b;
+        pg->lru_head = d;
     if (n->next != NIL)
-        pg->blk[n->next].prev = b;
+        pg->blk[n->next].prev = d;
     else
-        pg->lru_tail = b;
+        pg->lru_tail = d;
     n->state = PAGER_BLOCK_CACHED;
     m->prev = m->next = NIL;
-    /* hash chain: b takes x's place, with its identity */
+    runs_set(pg, d, 1);
+    runs_set(pg, x, 0);
+    /* hash chain: d takes x's place, with its identity */
     n->hprev = m->hprev;
     n->hnext = m->hnext;
     if (n->hprev != NIL)
-        pg->blk[n->hprev].hnext = b;
+        pg->blk[n->hprev].hnext = d;
     else
-        pg->buckets[bucket_of(pg, m->key)] = b;
+        pg->buckets[bucket_of(pg, m->key)] = d;
     if (n->hnext != NIL)
-        pg->blk[n->hnext].hprev = b;
+        pg->blk[n->hnext].hprev = d;
     n->hashed = 1;
     n->key = m->key;
     n->parent_key = m->parent_key;
     n->salt = m->salt;
     n->parent = m->parent;
     n->nkids = m->nkids;
+    n->kid = m->kid;
     n->owner = m->owner;
     n->tenant = m->tenant;
-    if (m->nkids > 0)
-        pg->blk[x + 1].parent = b;
+    if (m->kid != NIL)
+        pg->blk[m->kid].parent = d;
+    if (m->parent != NIL && pg->blk[m->parent].kid == x)
+        pg->blk[m->parent].kid = d;
     m->hprev = m->hnext = NIL;
     m->hashed = 0;
     m->nkids = 0;
+    m->kid = NIL;
     m->parent = NIL;
     return x;
 }
 
+/* Whether block t can be handed out now: free, or cached and movable. */
+static inline bool block_usable(const pager_t *pg, int32_t t)
+{
+    return pg->blk[t].state == PAGER_BLOCK_FREE || cached_movable(pg, t);
+}
+
+/* The block PAGER_ALLOC_LOCAL wants for a table whose block before the
+ * new one is prev (NIL: none): prev + 1 when usable, else the middle of
+ * the longest run of free or cached ids when usable, else NIL (then the
+ * free list head, or the LRU head, as PAGER_ALLOC_LIFO). */
+static int32_t block_choose(const pager_t *pg, int32_t prev)
+{
+    if (pg->cfg.alloc != PAGER_ALLOC_LOCAL)
+        return NIL;
+    if (prev >= 0 && prev + 1 < pg->nblocks && block_usable(pg, prev + 1))
+        return prev + 1;
+    if (pg->runs[1].best == 0)
+        return NIL;
+    int32_t len, start = runs_longest(pg, &len), t = start + len / 2;
+    return block_usable(pg, t) ? t : NIL;
+}
+
 /* A fresh, writable block for seq, to follow block prev in its table (NIL:
- * none; the caller checked availability): a free block first (which one:
- * free_choose), else the least recently used cached block is evicted —
- * and with PAGER_ALLOC_LOCAL, when prev + 1 is cached (and movable), its
- * entry moves into the evicted block and the table gets prev + 1. */
+ * none; the caller checked availability).  The wanted block t
+ * (block_choose) when it is free.  Otherwise a donor: the free list head,
+ * or when nothing is free the LRU head, evicted (the one eviction rule);
+ * and when t is cached (LOCAL), t's entry moves into the donor and the
+ * table gets t.  Else the donor itself. */
 static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq, int32_t prev)
 {
+    const int32_t t = block_choose(pg, prev);
     int32_t b;
-    if (pg->nfree > 0) {
-        b = free_choose(pg, prev);
+    if (t != NIL && pg->blk[t].state == PAGER_BLOCK_FREE) {
+        b = t;
         free_take(pg, b);
     } else {
-        b = pg->lru_head;
-        lru_remove(pg, b);
-        hash_remove(pg, b);
-        if (pg->blk[b].nkids > 0)
-            hash_drop_subtree(pg, b);
-        pg->evictions++;
-        if (pg->cfg.alloc == PAGER_ALLOC_LOCAL && prev >= 0 && prev + 1 < pg->nblocks &&
-            prev + 1 != b && cached_movable(pg, prev + 1))
-            b = cached_move(pg, prev + 1, b);
+        if (pg->nfree > 0) {
+            b = pg->free_head;
+            free_take(pg, b);
+        } else {
+            b = pg->lru_head;
+            lru_remove(pg, b);
+            hash_remove(pg, b);
+            if (pg->blk[b].nkids > 0)
+                hash_drop_subtree(pg, b);
+            pg->evictions++;
+        }
+        /* the eviction may have changed t (freed it, or its children) */
+        if (t != NIL && t != b && cached_movable(pg, t))
+            b = cached_move(pg, t, b);
     }
     struct pager_block *m = &pg->blk[b];
     m->state = PAGER_BLOCK_USED;
@@ -644,7 +669,7 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
     pg->free_head = pg->lru_head = pg->lru_tail = NIL;
     for (int32_t b = n - 1; b >= 0; b--) {
         struct pager_block *m = &pg->blk[b];
-        m->hprev = m->hnext = m->parent = NIL;
+        m->hprev = m->hnext = m->parent = m->kid = NIL;
         free_push(pg, b); /* block 0 ends at the head */
     }
     *out = pg;
@@ -891,7 +916,7 @@ static int check_free_list(const pager_t *pg, int64_t nfree, char *msg, size_t m
     const struct pager_run *r = pg->runs;
     const uint32_t leaves = pg->run_leaves;
     for (uint32_t i = 0; i < leaves; i++) {
-        int32_t v = (int32_t)i < n && pg->blk[i].state == PAGER_BLOCK_FREE;
+        int32_t v = (int32_t)i < n && pg->blk[i].state != PAGER_BLOCK_USED;
         if (r[leaves + i].pre != v || r[leaves + i].suf != v || r[leaves + i].best != v)
             FAIL("run tree: leaf of block %u is not its state", i);
     }
@@ -1071,6 +1096,10 @@ static int check_tables(const pager_t *pg, char *msg, size_t msglen)
         int32_t kids = pg->stamp[b] == kid_stamp ? pg->scratch[b] : 0;
         if (pg->blk[b].nkids != kids)
             FAIL("block %d: nkids %d but %d hashed children", b, pg->blk[b].nkids, kids);
+        int32_t k = pg->blk[b].kid;
+        if (k != NIL &&
+            (kids != 1 || k < 0 || k >= n || !pg->blk[k].hashed || pg->blk[k].parent != b))
+            FAIL("block %d: kid link %d is not its one hashed child", b, k);
     }
     return 0;
 }

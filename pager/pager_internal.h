@@ -12,7 +12,7 @@
  *          ├─ arena         N * bytes_per_block, 64-byte aligned (or NULL)
  *          ├─ free list     intrusive, LIFO through blk[].prev/next
  *          ├─ runs[2P]      run tree over block ids (P = 2^k >= N leaves):
- *          │                longest free run per node (see pager.c)
+ *          │                longest run of free or cached ids per node
  *          ├─ LRU list      intrusive, oldest first, same links (a block is on
  *          │                at most one of the two lists)
  *          └─ seqs          doubly linked list of live page tables
@@ -32,6 +32,7 @@ struct pager_block {
     int32_t refcount;     /* page tables holding the block */
     int32_t nfull;        /* of those, tables that use all B slots */
     int32_t nkids;        /* hashed blocks whose parent this is */
+    int32_t kid;          /* NIL, or the one such block when nkids == 1 and it is known */
     int32_t parent;       /* hashed: block holding the previous B tokens, or NIL */
     uint8_t state;        /* enum pager_block_state */
     uint8_t hashed;       /* in the prefix-cache hash (then immutable) */
@@ -42,8 +43,9 @@ struct pager_block {
     uint64_t salt;       /* hashed: salt of the chain */
 };
 
-/* A node of the run tree: free ids run from its first id (pre), to its
- * last id (suf), and the longest run inside it (best). */
+/* A node of the run tree: ids free or cached (not used) run from its
+ * first id (pre), to its last id (suf), and the longest run inside it
+ * (best). */
 struct pager_run {
     int32_t pre, suf, best;
 };

@@ -41,6 +41,18 @@ static struct pager_config small_cfg(int32_t blocks, int32_t bs)
     return c;
 }
 
+/* A pool with allocation policy `alloc`: tests that follow cached blocks
+ * by id use PAGER_ALLOC_LIFO, whose ids do not move between entries (the
+ * differential test holds LOCAL to the same cache behaviour). */
+static pager_t *mk_alloc(int32_t blocks, int32_t bs, enum pager_alloc alloc)
+{
+    struct pager_config c = small_cfg(blocks, bs);
+    c.alloc = alloc;
+    pager_t *pg = NULL;
+    assert_int_equal(pager_init(&pg, &c), 0);
+    return pg;
+}
+
 static pager_t *mk(int32_t blocks, int32_t bs)
 {
     struct pager_config c = small_cfg(blocks, bs);
@@ -387,11 +399,10 @@ static void test_alloc_consecutive(void **state)
     pager_free(pg);
 }
 
-/* A warm pool is mostly cached blocks: when nothing is free and the id
- * after a table's last block holds a cached entry, the LRU head is evicted
- * as always, the wanted block's entry (K/V, tokens, links) moves into the
- * evicted id, and the table gets the wanted id; the cache still finds and
- * reads the moved entry. */
+/* A warm pool is mostly cached blocks.  A wanted id that holds a cached
+ * entry is handed out after the entry moves into the block that would
+ * have been taken otherwise (a free one, or the evicted LRU head): the
+ * cache finds and reads the moved entries, and evicts what it would have. */
 static void test_alloc_through_cache(void **state)
 {
     (void)state;
@@ -414,21 +425,35 @@ static void test_alloc_through_cache(void **state)
     assert_int_equal(table_of(a)[0], 4); /* 4, 5, 6 */
     assert_int_equal(table_of(a)[2], 6);
     pager_seq_mark_computed(pg, a, 6);
-    pager_seq_free(pg, a); /* cached; LRU oldest first: 6, 5, 4 */
+    pager_seq_free(pg, a); /* cached; LRU oldest first: 6, 5, 4; free list 0, 1, 2, 3, 7 */
     ok(pg);
     pager_seq_t *p = seq(pg, 1), *r = seq(pg, 1);
-    append_range(pg, p, 100, 4); /* the middle of [0, 4): 2, 3 */
-    append_range(pg, r, 200, 6); /* the free rest: 1, 0, 7 */
-    assert_int_equal(table_of(p)[1], 3);
-    assert_int_equal(pager_blocks_available(pg), 3);
-    append_range(pg, p, 104, 1); /* wants 4: cached; 6 is evicted and takes 4's entry */
-    assert_int_equal(table_of(p)[2], 4);
+    /* p wants the middle of [0, 8): 4, cached: its entry moves to free
+     * block 0; then 5, whose entry moves to 1. */
+    append_range(pg, p, 100, 4);
+    assert_int_equal(table_of(p)[0], 4);
+    assert_int_equal(table_of(p)[1], 5);
+    /* r: 2 and 3 (free), then the middle of [0, 2): 1, whose entry moves to
+     * 7, the last free block. */
+    append_range(pg, r, 200, 6);
+    assert_int_equal(table_of(r)[0], 2);
+    assert_int_equal(table_of(r)[1], 3);
+    assert_int_equal(table_of(r)[2], 1);
     struct pager_stats st;
+    pager_stats_get(pg, &st);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.blocks_free, 0);
+    assert_int_equal(st.blocks_cached, 3);
+    /* p wants 6, the LRU head: evicted as it would have been anyway. */
+    append_range(pg, p, 104, 1);
+    assert_int_equal(table_of(p)[2], 6);
     pager_stats_get(pg, &st);
     assert_int_equal(st.evictions, 1);
     assert_int_equal(st.blocks_cached, 2);
     struct pager_block_info bi;
-    pager_block_info_get(pg, 6, &bi);
+    pager_block_info_get(pg, 0, &bi);
+    assert_int_equal(bi.state, PAGER_BLOCK_CACHED);
+    pager_block_info_get(pg, 7, &bi);
     assert_int_equal(bi.state, PAGER_BLOCK_CACHED);
     /* a's first two blocks are still cached (its third was evicted)... */
     assert_int_equal(pager_prefix_match(pg, 0, at, 6), 4);
@@ -438,8 +463,8 @@ static void test_alloc_through_cache(void **state)
     assert_int_equal(pager_seq_adopt_prefix(pg, s, at, 5, &hit), 0);
     assert_int_equal(hit, 4);
     ok(pg);
-    assert_int_equal(table_of(s)[0], 6);
-    assert_int_equal(table_of(s)[1], 5);
+    assert_int_equal(table_of(s)[0], 0);
+    assert_int_equal(table_of(s)[1], 7);
     for (int32_t pos = 0; pos < 4; pos++) {
         int32_t blk, off;
         pager_seq_slot(s, pos, &blk, &off);
@@ -643,7 +668,7 @@ static void test_truncate(void **state)
 static void test_truncate_into_cached_block(void **state)
 {
     (void)state;
-    pager_t *pg = mk(8, 4);
+    pager_t *pg = mk_alloc(8, 4, PAGER_ALLOC_LIFO);
     pager_seq_t *s = seq(pg, 5);
     append_range(pg, s, 0, 9);
     pager_seq_mark_computed(pg, s, 9);
@@ -805,10 +830,20 @@ static void test_prefix_dedupe(void **state)
 
 /* Fresh allocations evict the least recently used cached block first, and
  * the children of a chain before its parents. */
+static void lru_eviction(enum pager_alloc alloc);
+
 static void test_lru_eviction(void **state)
 {
     (void)state;
-    pager_t *pg = mk(4, 2);
+    for (int lifo = 0; lifo < 2; lifo++) {
+        lru_eviction(lifo ? PAGER_ALLOC_LIFO : PAGER_ALLOC_LOCAL);
+    }
+}
+
+/* The same under either policy; with LIFO also which ids. */
+static void lru_eviction(enum pager_alloc alloc)
+{
+    pager_t *pg = mk_alloc(4, 2, alloc);
     int32_t p[3][3] = {{1, 1, 0}, {2, 2, 0}, {3, 3, 0}};
     int32_t blk[3];
     for (int i = 0; i < 3; i++) {
@@ -836,7 +871,8 @@ static void test_lru_eviction(void **state)
     assert_int_equal(pager_prefix_match(pg, 0, p[1], 3), 0);
     assert_int_equal(pager_prefix_match(pg, 0, p[2], 3), 2);
     assert_int_equal(pager_prefix_match(pg, 0, p[0], 3), 2);
-    assert_int_equal(pager_seq_block_table(s, NULL)[1], blk[1]);
+    if (alloc == PAGER_ALLOC_LIFO)
+        assert_int_equal(pager_seq_block_table(s, NULL)[1], blk[1]);
     append(pg, s, t, 2);
     assert_int_equal(pager_prefix_match(pg, 0, p[2], 3), 0);
     assert_int_equal(pager_prefix_match(pg, 0, p[0], 3), 2);
@@ -844,7 +880,7 @@ static void test_lru_eviction(void **state)
     ok(pg);
 
     /* A chain of 3 blocks, freed: leaves go first. */
-    pager_t *pg2 = mk(3, 1);
+    pager_t *pg2 = mk_alloc(3, 1, alloc);
     pager_seq_t *c = seq(pg2, 0);
     int32_t ct[3] = {5, 6, 7};
     append(pg2, c, ct, 3);

@@ -12,11 +12,11 @@
  *   - the free list as a stack, the LRU as an array, oldest first;
  *   - which free block an allocation takes, by the configured policy:
  *     LIFO pops the stack; LOCAL takes the id after the table's previous
- *     block when it is free, else scans the block states for the leftmost
- *     longest run of free ids and takes its middle; when nothing is free
- *     and the LRU head is evicted while the id after the table's previous
- *     block is cached (with no cached child but the next id), that entry
- *     moves into the evicted block and the table gets the id.  Block ids are
+ *     block when it is usable, else scans the block states for the leftmost
+ *     longest run of free or cached ids and takes its middle; a wanted
+ *     cached block (with no cached child, or one the pager knows) has its
+ *     entry moved into a donor — the free stack's top, or when nothing is
+ *     free the LRU head, evicted — and the table gets it.  Block ids are
  *     compared exactly, so the test holds the pager to the policy, not
  *     only to id-independent state;
  *   - per sequence: token list, computed count, block ids.
@@ -82,6 +82,7 @@ struct mblock {
     int state; /* enum pager_block_state */
     int rc;
     int hashed;
+    int kidk; /* the pager knows its one cached child (learnt as the first, none lost since) */
     uint64_t salt;
     int32_t prefix[MAX_LEN]; /* hashed: the whole token prefix through this block */
     int32_t plen;
@@ -158,6 +159,8 @@ static int m_child_of(int32_t c, int32_t p)
            !memcmp(x->prefix, y->prefix, (size_t)y->plen * sizeof(int32_t));
 }
 
+static int32_t m_find(uint64_t salt, const int32_t *tokens, int32_t plen);
+
 /* Evicted block b leaves the cache with every entry extending its prefix,
  * child by child in block order, depth first (the pager's order, so that
  * the free list matches). */
@@ -170,6 +173,7 @@ static void m_drop_subtree(int32_t root)
         for (int32_t b = 0; b < M.n; b++) {
             if (b == p || !m_child_of(b, p))
                 continue;
+            M.blk[p].kidk = 0;
             M.blk[b].hashed = 0;
             cov.subtree_drops++;
             if (M.blk[b].state == PAGER_BLOCK_CACHED) {
@@ -195,72 +199,110 @@ static void m_drop_subtree(int32_t root)
     }
 }
 
-/* Whether cached block x's entry may move to another id: it has no cached
- * children, or one, block x + 1. */
-static int m_movable(int32_t x)
+/* The hashed block one block shorter than hashed block b, or -1. */
+static int32_t m_parent_of(int32_t b)
+{
+    const struct mblock *m = &M.blk[b];
+    return m->plen > M.bs ? m_find(m->salt, m->prefix, m->plen - M.bs) : -1;
+}
+
+/* b leaves the cache: its parent no longer knows which child it has. */
+static void m_unhash(int32_t b)
+{
+    int32_t p = m_parent_of(b);
+    if (p >= 0)
+        M.blk[p].kidk = 0;
+    M.blk[b].hashed = 0;
+}
+
+static int32_t m_kids(int32_t x)
 {
     int32_t kids = 0;
     for (int32_t g = 0; g < M.n; g++)
         kids += g != x && m_child_of(g, x);
-    return kids == 0 || (kids == 1 && x + 1 < M.n && m_child_of(x + 1, x));
+    return kids;
 }
 
-/* The free block the policy hands to a table whose previous block is
- * prev (-1: none), taken off the stack. */
-static int32_t m_take_free(int32_t prev)
+/* Whether cached block x's entry may move to another id: no cached
+ * children, or one that the pager knows (it learnt it when that child
+ * was its first, and has lost no child since). */
+static int m_movable(int32_t x)
 {
-    int32_t b = M.freestack[M.nfree - 1];
-    if (M.alloc == PAGER_ALLOC_LOCAL) {
-        if (prev >= 0 && prev + 1 < M.n && M.blk[prev + 1].state == PAGER_BLOCK_FREE) {
-            b = prev + 1;
-        } else {
-            int32_t best = 0, best_at = -1;
-            for (int32_t i = 0; i < M.n;) {
-                int32_t j = i;
-                while (j < M.n && M.blk[j].state == PAGER_BLOCK_FREE)
-                    j++;
-                if (j - i > best)
-                    best = j - i, best_at = i;
-                i = j > i ? j : i + 1;
-            }
-            assert_true(best > 0);
-            b = best_at + best / 2;
-            cov.mid_runs++;
-        }
+    if (M.blk[x].state != PAGER_BLOCK_CACHED)
+        return 0;
+    int32_t kids = m_kids(x);
+    return kids == 0 || (kids == 1 && M.blk[x].kidk);
+}
+
+static int m_usable(int32_t t)
+{
+    return M.blk[t].state == PAGER_BLOCK_FREE || m_movable(t);
+}
+
+/* The block LOCAL wants for a table whose previous block is prev (-1:
+ * none): prev + 1 when usable, else the middle of the leftmost longest
+ * run of free or cached ids when usable, else -1. */
+static int32_t m_choose(int32_t prev)
+{
+    if (M.alloc != PAGER_ALLOC_LOCAL)
+        return -1;
+    if (prev >= 0 && prev + 1 < M.n && m_usable(prev + 1))
+        return prev + 1;
+    int32_t best = 0, best_at = -1;
+    for (int32_t i = 0; i < M.n;) {
+        int32_t j = i;
+        while (j < M.n && M.blk[j].state != PAGER_BLOCK_USED)
+            j++;
+        if (j - i > best)
+            best = j - i, best_at = i;
+        i = j > i ? j : i + 1;
     }
+    if (best == 0)
+        return -1;
+    cov.mid_runs++;
+    return m_usable(best_at + best / 2) ? best_at + best / 2 : -1;
+}
+
+static void m_free_remove(int32_t b)
+{
     for (int32_t i = 0; i < M.nfree; i++)
         if (M.freestack[i] == b) {
             memmove(&M.freestack[i], &M.freestack[i + 1],
                     (size_t)(M.nfree - i - 1) * sizeof(int32_t));
             M.nfree--;
-            return b;
+            return;
         }
     fail_msg("model: block %d not on the free stack", b);
-    return -1;
 }
 
+/* The wanted block when free; else a donor (the free stack's top, or the
+ * LRU head evicted), into which a wanted cached block's entry moves. */
 static int32_t m_alloc(const struct mseq *s, int32_t prev)
 {
+    const int32_t t = m_choose(prev);
     int32_t b;
-    if (M.nfree > 0) {
-        b = m_take_free(prev);
-        cov.next_ids += prev >= 0 && b == prev + 1;
+    if (t >= 0 && M.blk[t].state == PAGER_BLOCK_FREE) {
+        b = t;
+        m_free_remove(b);
     } else {
-        b = M.lru[0];
-        lru_del(b);
-        /* still hashed while its descendants are found by prefix */
-        m_drop_subtree(b);
-        M.blk[b].hashed = 0;
-        M.evictions++;
-        cov.evictions++;
-        const int32_t x = prev + 1;
-        if (M.alloc == PAGER_ALLOC_LOCAL && prev >= 0 && x < M.n && x != b &&
-            M.blk[x].state == PAGER_BLOCK_CACHED && m_movable(x)) {
-            /* x's cache entry moves into b, b takes x's LRU place; x is ours */
+        if (M.nfree > 0) {
+            b = M.freestack[--M.nfree];
+        } else {
+            b = M.lru[0];
+            lru_del(b);
+            /* still hashed while its descendants are found by prefix */
+            m_drop_subtree(b);
+            m_unhash(b);
+            M.evictions++;
+            cov.evictions++;
+        }
+        if (t >= 0 && t != b && m_movable(t)) {
+            /* t's cache entry moves into b, b takes t's LRU place; t is ours */
             struct mblock *e = &M.blk[b];
-            const struct mblock *f = &M.blk[x];
+            const struct mblock *f = &M.blk[t];
             e->state = PAGER_BLOCK_CACHED;
             e->hashed = 1;
+            e->kidk = f->kidk;
             e->salt = f->salt;
             e->plen = f->plen;
             memcpy(e->prefix, f->prefix, (size_t)f->plen * sizeof(int32_t));
@@ -268,13 +310,14 @@ static int32_t m_alloc(const struct mseq *s, int32_t prev)
             e->owner = f->owner;
             e->tenant = f->tenant;
             for (int32_t i = 0; i < M.nlru; i++)
-                if (M.lru[i] == x)
+                if (M.lru[i] == t)
                     M.lru[i] = b;
-            M.blk[x].hashed = 0;
+            M.blk[t].hashed = 0;
             cov.moves++;
-            b = x;
+            b = t;
         }
     }
+    cov.next_ids += prev >= 0 && b == prev + 1;
     M.blk[b].state = PAGER_BLOCK_USED;
     M.blk[b].rc = 1;
     M.blk[b].owner = s->owner;
@@ -410,6 +453,9 @@ static void m_mark(struct mseq *s, int32_t n)
                 M.blk[b].salt = s->salt;
                 M.blk[b].plen = plen;
                 memcpy(M.blk[b].prefix, s->tokens, (size_t)plen * sizeof(int32_t));
+                int32_t p = m_parent_of(b);
+                if (p >= 0)
+                    M.blk[p].kidk = m_kids(p) == 1;
             } else if (M.blk[b].rc == 1) {
                 m_ref(e);
                 m_unref(b);

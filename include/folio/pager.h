@@ -46,19 +46,19 @@
  * aligned for head_dim a multiple of 4 and block_size a multiple of 16.  A
  * row holding a NaN gets a NaN scale (it reads as NaN, like f32 would).
  *
- * Which free block a table gets (cfg->alloc): by default
- * (PAGER_ALLOC_LOCAL) the id after its previous block when that one is
- * free, so a growing table's blocks are consecutive ids, adjacent in the
- * arena (what the attention kernel reads as few long runs instead of many
- * short jumps); otherwise the middle of the longest run of free ids, so a new
- * run leaves room both to the table that ends before it and to itself.  The
- * choice never refuses: any free block serves any table, and only which
- * free block is taken depends on the policy.  Eviction (below) evicts the
- * same entry under both; with PAGER_ALLOC_LOCAL, when the wanted id holds
- * a cached entry, that entry moves into the evicted block's id (a copy of
- * the block) and the table gets the wanted id: the prefix cache keeps the
- * same entries in the same LRU order, only their ids differ.
- *
+ * Which block a table gets (cfg->alloc): by default (PAGER_ALLOC_LOCAL)
+ * the id after its previous block, else the middle of the longest run of
+ * ids not in use, so a growing table's blocks are consecutive ids,
+ * adjacent in the arena (what the attention kernel reads as few long runs
+ * instead of many short jumps), and a new run leaves room both to the
+ * table that ends before it and to itself.  When that id holds a cached
+ * prefix entry, the block that would have been taken without the policy
+ * (a free one, else the LRU head, evicted) receives a copy of that entry
+ * and the table gets the id: the prefix cache keeps the same entries in
+ * the same LRU order and evicts exactly what it would have, only the ids
+ * holding entries differ.  Nothing is held back: what fits is the same as
+ * with PAGER_ALLOC_LIFO (the block freed last; for A/B).
+
  * Block states: FREE (on the free list, refcount 0, not in the prefix
  * cache), USED (refcount >= 1, mapped by that many page tables), CACHED
  * (refcount 0 but full, computed and in the prefix-cache hash; kept on an
