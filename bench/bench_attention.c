@@ -38,7 +38,7 @@
  *     the real pager produced: replay_tables runs a serving pattern (64
  *     sequences admitted, grown token by token, retired at random lengths,
  *     preempted when the pool is full) until the pool is warm, then grows
- *     the measured sequences among the others, once with main's LIFO free
+ *     the measured sequences among the others, once with the LIFO free
  *     list and once with the locality policy, each with and without the
  *     prefix cache; the four table sets index one shared arena and run in
  *     rotated rounds with the identity and whole layouts.  Printed: mean
@@ -470,7 +470,8 @@ static void replay_tables(enum pager_alloc alloc, int cache, int32_t nblocks, in
 static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32_t n_layers,
                        double bw)
 {
-    const int32_t bs = 16, nb_seq = ctx / bs, nblocks = n_seqs * nb_seq * 3 / 2;
+    /* room for the measured tables and the others (--quick: as many blocks) */
+    const int32_t bs = 16, nb_seq = ctx / bs, nblocks = FOLIO_MAX(n_seqs * nb_seq * 3 / 2, 12288);
     enum { NT = 4, NL = NT + 2 };
     static const char *names[NL] = {"lifo", "local", "lifo+pc", "local+pc", "ident", "whole"};
     int32_t *tabs[NT];
@@ -483,7 +484,7 @@ static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32
                       tabs[t], &rs[t]);
     }
     printf("(d) decode %d x %d, block 16, page tables replayed through the pager (%d blocks,\n"
-           "    64 sequences, see --replay in the file comment); policy: lifo = main's free list,\n"
+           "    64 sequences, see --replay in the file comment); policy: lifo = PAGER_ALLOC_LIFO,\n"
            "    local = the locality policy; +pc: prefix cache on (blocks marked computed);\n"
            "    arena of %d layer(s), block-major (layer 0 read; whole: one layer, dense)\n",
            n_seqs, ctx, nblocks, n_layers);
