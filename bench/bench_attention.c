@@ -3,6 +3,7 @@
  * BENCHMARKS.md ("Paged attention").
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge] [--run N]
+ *                   [--replay [--layers L]]
  *
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
@@ -32,6 +33,19 @@
  * measured in the same run by a streaming sum over 512 MiB with the same number of threads. (c)
  * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
  * q.k and each p*v over the causal triangle.
+ *
+ * (d) --replay (only this): decode 32 x 4096, block 16, over page tables
+ *     the real pager produced: replay_tables runs a serving pattern (64
+ *     sequences admitted, grown token by token, retired at random lengths,
+ *     preempted when the pool is full) until the pool is warm, then grows
+ *     the measured sequences among the others, once with the LIFO free
+ *     list and once with the locality policy, each with and without the
+ *     prefix cache; the four table sets index one shared arena and run in
+ *     rotated rounds with the identity and whole layouts.  Printed: mean
+ *     run of consecutive ids, evictions, median times, and speed against
+ *     whole (median of per-round ratios).  --layers L gives the paged
+ *     arenas L layers, block-major like the pager's (layer 0 is read):
+ *     consecutive ids are then block_stride = L layers apart in memory.
  *
  * Threads are pthreads driving the phases with a barrier, as the model's
  * pool does.  (a) runs --reps rounds after a warm-up round; (b) and (c)
@@ -63,13 +77,20 @@ static float rnd(void)
 
 /* ---- a batch over one of three layouts --------------------------------- */
 
-enum layout { LAYOUT_SHUFFLED, LAYOUT_IDENTITY, LAYOUT_WHOLE };
+enum layout { LAYOUT_SHUFFLED, LAYOUT_IDENTITY, LAYOUT_WHOLE, LAYOUT_GIVEN };
 
 struct setup {
     int32_t n_seqs, ctx, n_q; /* every slice: p0 = ctx - n_q */
     int32_t n_heads, n_kv, hd, bs;
     enum folio_dtype dt;
     enum layout layout;
+    /* LAYOUT_GIVEN: the page tables ([n_seqs][ctx / bs] ids below
+     * given_blocks), and optionally an arena of given_blocks blocks to share
+     * (not freed by setup_free) */
+    const int32_t *given;
+    int32_t given_blocks;
+    void *shared_base;
+    int32_t n_layers; /* paged layouts: layers of the arena (0 = 1); layer 0 is read */
     struct pager_kv_view kv;
     struct attn_seq *seqs;
     int32_t *tables;
@@ -81,21 +102,22 @@ static void setup_build(struct setup *st)
 {
     const int32_t bs = st->layout == LAYOUT_WHOLE ? st->ctx : st->bs;
     const int32_t nb_seq = (st->ctx + bs - 1) / bs;
-    const int32_t nb = nb_seq * st->n_seqs;
+    const int32_t nb = st->layout == LAYOUT_GIVEN ? st->given_blocks : nb_seq * st->n_seqs;
     struct pager_kv_view *kv = &st->kv;
     kv->dtype = st->dt;
     kv->num_blocks = nb;
     kv->block_size = bs;
-    kv->n_layers = 1;
+    const int32_t nl = st->layout == LAYOUT_WHOLE || st->n_layers < 1 ? 1 : st->n_layers;
+    kv->n_layers = nl;
     kv->n_kv_heads = st->n_kv;
     kv->head_dim = st->hd;
     kv->head_stride = pager_kv_head_stride(st->dt, bs, st->hd);
     kv->v_offset = (size_t)st->n_kv * kv->head_stride;
     kv->layer_stride = 2 * kv->v_offset;
-    kv->block_stride = kv->layer_stride;
+    kv->block_stride = (size_t)nl * kv->layer_stride; /* block-major, as the pager's arena */
     const size_t n_elem = (size_t)nb * kv->block_stride;
     const size_t esz = folio_dtype_size(st->dt);
-    kv->base = folio_aligned_alloc(64, n_elem * esz);
+    kv->base = st->shared_base ? st->shared_base : folio_aligned_alloc(64, n_elem * esz);
     if (kv->base && use_huge) { /* the whole 2 MiB pages inside the buffer */
         const uintptr_t lo = ((uintptr_t)kv->base + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
         const uintptr_t hi = ((uintptr_t)kv->base + n_elem * esz) & ~(uintptr_t)((2u << 20) - 1);
@@ -109,16 +131,18 @@ static void setup_build(struct setup *st)
         exit(1);
     }
     float row[512];
-    for (int32_t blk = 0; blk < nb; blk++)
+    for (int32_t blk = 0; blk < nb && !st->shared_base; blk++)
         for (int kvsel = 0; kvsel < 2; kvsel++)
             for (int32_t h = 0; h < st->n_kv; h++)
                 for (int32_t slot = 0; slot < bs; slot++) {
                     for (int32_t e = 0; e < st->hd; e++)
                         row[e] = rnd();
-                    pager_kv_row_put(kv, blk, 0, kvsel, h, slot, row);
+                    pager_kv_row_put(kv, blk, 0, kvsel, h, slot, row); /* layer 0 only */
                 }
     for (int32_t i = 0; i < nb; i++)
         st->tables[i] = i;
+    if (st->layout == LAYOUT_GIVEN)
+        memcpy(st->tables, st->given, sizeof(int32_t) * (size_t)nb_seq * (size_t)st->n_seqs);
     if (st->layout == LAYOUT_SHUFFLED) { /* units of shuffle_run ids, shuffled */
         const int32_t run = nb % shuffle_run == 0 ? shuffle_run : 1, nu = nb / run;
         for (int32_t i = nu - 1; i > 0; i--) {
@@ -153,7 +177,8 @@ static void setup_build(struct setup *st)
 
 static void setup_free(struct setup *st)
 {
-    folio_free(st->kv.base);
+    if (!st->shared_base)
+        folio_free(st->kv.base);
     folio_free(st->tables);
     folio_free(st->seqs);
     folio_free(st->q);
@@ -310,9 +335,240 @@ static double attn_flops(const struct setup *st)
     return pairs * st->n_heads * 4.0 * st->hd;
 }
 
+/* ---- page tables from the pager (--replay) ------------------------------- */
+
+/* What one replay did to the pool, and what tables it left. */
+struct replay_stats {
+    int64_t allocs, evictions, preempted; /* blocks allocated, of which by eviction */
+    int64_t jumps;                        /* measured tables: i with t[i + 1] != t[i] + 1 */
+};
+
+#define REPLAY_SLOTS 64
+
+/* Replays a serving pattern through a bookkeeping-only pager of nblocks
+ * blocks (block bs) with allocation policy `alloc`, and leaves in out the
+ * page tables of n_meas sequences of ctx tokens ([n_meas][ctx / bs]).
+ * 64 slots each hold a sequence: admitted with a prompt of 16-512 tokens
+ * appended at once, then growing one token per step, all slots in turn,
+ * and retired at a length of prompt + 64-2048 and replaced.  A sequence
+ * whose append finds the pool full is preempted (freed).  After the pool
+ * has turned over about four times, the first n_meas slots, as their
+ * occupants retire, take the measured sequences: admitted the same way but
+ * grown to ctx and kept (when one finds the pool full, a random
+ * background sequence is preempted for it), while the other slots go on.
+ * With `cache`, every step marks what it appended computed, as the
+ * scheduler does: full blocks then enter the prefix cache and a retired
+ * sequence's blocks stay cached, so a warm pool allocates by evicting the
+ * LRU block, not from the free blocks.  The random stream is the same for
+ * both policies, and so (allocation never depends on which ids are free)
+ * is every operation: only the ids differ. */
+static void replay_tables(enum pager_alloc alloc, int cache, int32_t nblocks, int32_t bs,
+                          int32_t n_meas, int32_t ctx, int32_t *out, struct replay_stats *rs)
+{
+    struct pager_config cfg = {.num_blocks = nblocks,
+                               .block_size = bs,
+                               .n_layers = 1,
+                               .n_kv_heads = 1,
+                               .head_dim = 1,
+                               .dtype = FOLIO_F32,
+                               .no_arena = true,
+                               .alloc = alloc};
+    pager_t *pg;
+    if (pager_init(&pg, &cfg) != 0) {
+        fprintf(stderr, "replay: pager_init failed\n");
+        exit(1);
+    }
+    struct {
+        pager_seq_t *s;
+        int32_t target;
+        int meas;
+    } sl[REPLAY_SLOTS] = {{0}};
+    uint64_t r = 0x5eed;
+#define RND(n)                                                                                     \
+    ((r = r * 6364136223846793005ull + 1442695040888963407ull), (int32_t)((r >> 33) % (n)))
+    int32_t toks[512];
+    int64_t appended = 0, warm = (int64_t)4 * nblocks * bs;
+    int32_t n_done = 0;
+    memset(rs, 0, sizeof *rs);
+    while (n_done < n_meas) {
+        const int measure = appended >= warm;
+        for (int k = 0; k < REPLAY_SLOTS; k++) {
+            if (!sl[k].s) {
+                const int meas = measure && k < n_meas;
+                int32_t prompt = 16 + RND(497);
+                for (int32_t i = 0; i < prompt; i++)
+                    toks[i] = RND(1 << 30);
+                pager_seq_new(pg, 0, (uint64_t)k, 0, &sl[k].s);
+                sl[k].target = meas ? ctx : prompt + 64 + RND(1985);
+                sl[k].meas = meas;
+                const int32_t need = pager_seq_blocks_needed(pg, sl[k].s, prompt);
+                if (pager_seq_append(pg, sl[k].s, toks, prompt) != 0) {
+                    pager_seq_free(pg, sl[k].s);
+                    sl[k].s = NULL;
+                    sl[k].meas = 0;
+                    continue;
+                }
+                appended += prompt;
+                rs->allocs += need;
+            } else {
+                int32_t len = pager_seq_len(sl[k].s);
+                if (len >= sl[k].target)
+                    continue; /* a measured sequence at ctx */
+                toks[0] = RND(1 << 30);
+                const int32_t need = pager_seq_blocks_needed(pg, sl[k].s, 1);
+                int rc;
+                while ((rc = pager_seq_append(pg, sl[k].s, toks, 1)) == -ENOSPC && sl[k].meas) {
+                    int v = n_meas + RND(REPLAY_SLOTS - n_meas), tries = 0;
+                    while (!sl[v].s && tries++ < REPLAY_SLOTS)
+                        v = n_meas + (v - n_meas + 1) % (REPLAY_SLOTS - n_meas);
+                    if (!sl[v].s) {
+                        fprintf(stderr, "replay: pool too small for the measured tables\n");
+                        exit(1);
+                    }
+                    pager_seq_free(pg, sl[v].s);
+                    sl[v].s = NULL;
+                    rs->preempted++;
+                }
+                if (rc != 0) { /* a background sequence: preempted */
+                    pager_seq_free(pg, sl[k].s);
+                    sl[k].s = NULL;
+                    rs->preempted++;
+                    continue;
+                }
+                appended++;
+                rs->allocs += need;
+            }
+            if (cache)
+                pager_seq_mark_computed(pg, sl[k].s, pager_seq_len(sl[k].s));
+            int32_t len = pager_seq_len(sl[k].s);
+            if (len >= sl[k].target) {
+                if (sl[k].meas) {
+                    n_done++;
+                } else {
+                    pager_seq_free(pg, sl[k].s);
+                    sl[k].s = NULL;
+                }
+            }
+        }
+    }
+#undef RND
+    const int32_t nb_seq = ctx / bs;
+    for (int k = 0; k < n_meas; k++) {
+        const int32_t *t = pager_seq_block_table(sl[k].s, NULL);
+        memcpy(out + (size_t)k * nb_seq, t, sizeof(int32_t) * (size_t)nb_seq);
+        for (int32_t i = 0; i + 1 < nb_seq; i++)
+            rs->jumps += t[i + 1] != t[i] + 1;
+    }
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    rs->evictions = st.evictions;
+    pager_free(pg);
+}
+
+/* (d) decode attention over the replayed tables of both policies, cache on
+ * and off, against the identity and whole layouts; rounds rotated as in (a). */
+static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32_t n_layers,
+                       double bw)
+{
+    /* room for the measured tables and the others (--quick: as many blocks) */
+    const int32_t bs = 16, nb_seq = ctx / bs, nblocks = FOLIO_MAX(n_seqs * nb_seq * 3 / 2, 12288);
+    enum { NT = 4, NL = NT + 2 };
+    static const char *names[NL] = {"lifo", "local", "lifo+pc", "local+pc", "ident", "whole"};
+    int32_t *tabs[NT];
+    struct replay_stats rs[NT];
+    for (int t = 0; t < NT; t++) {
+        tabs[t] = folio_malloc(sizeof(int32_t) * (size_t)n_seqs * nb_seq);
+        if (!tabs[t])
+            exit(1);
+        replay_tables(t % 2 ? PAGER_ALLOC_LOCAL : PAGER_ALLOC_LIFO, t / 2, nblocks, bs, n_seqs, ctx,
+                      tabs[t], &rs[t]);
+    }
+    printf("(d) decode %d x %d, block 16, page tables replayed through the pager (%d blocks,\n"
+           "    64 sequences, see --replay in the file comment); policy: lifo = PAGER_ALLOC_LIFO,\n"
+           "    local = the locality policy; +pc: prefix cache on (blocks marked computed);\n"
+           "    arena of %d layer(s), block-major (layer 0 read; whole: one layer, dense)\n",
+           n_seqs, ctx, nblocks, n_layers);
+    for (int t = 0; t < NT; t++)
+        printf("    %-9s mean run %.1f blocks (%lld jumps in %d x %d), evictions %lld of %lld "
+               "allocations, %lld preempted\n",
+               names[t], (double)n_seqs * nb_seq / (double)(rs[t].jumps + n_seqs),
+               (long long)rs[t].jumps, n_seqs, nb_seq, (long long)rs[t].evictions,
+               (long long)rs[t].allocs, (long long)rs[t].preempted);
+    printf("    median times; speed vs whole (contiguous): median of per-round ratios;\n"
+           "    %%rd: K/V read rate of the median time, %% of the streaming read (%.1f GB/s)\n",
+           bw);
+    printf("%-5s", "kv");
+    for (int l = 0; l < NL; l++)
+        printf(" %9s", names[l]);
+    for (int l = 0; l < NL - 1; l++)
+        printf(" %9s", names[l]);
+    printf("\n");
+    for (int dt = 0; dt < N_DTYPES; dt++) {
+        if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
+            continue;
+        struct setup st[NL];
+        void *work[NL];
+        for (int l = 0; l < NL; l++) {
+            st[l] = (struct setup){.n_seqs = n_seqs,
+                                   .ctx = ctx,
+                                   .n_q = 1,
+                                   .n_heads = 12,
+                                   .n_kv = 4,
+                                   .hd = 64,
+                                   .bs = bs,
+                                   .dt = dtypes[dt],
+                                   .layout = l < NT    ? LAYOUT_GIVEN
+                                             : l == NT ? LAYOUT_IDENTITY
+                                                       : LAYOUT_WHOLE,
+                                   .given = l < NT ? tabs[l] : NULL,
+                                   .given_blocks = nblocks,
+                                   .n_layers = n_layers,
+                                   .shared_base = l > 0 && l < NT ? st[0].kv.base : NULL};
+            setup_build(&st[l]);
+            work[l] = folio_aligned_alloc(64, attn_paged_work_size(&st[l].b, team.nth));
+        }
+        int nr = reps < 255 ? reps : 255;
+        double t_all[NL][255], ratio[NL][255];
+        for (int r = 0; r <= nr; r++) {
+            double tr[NL];
+            for (int i = 0; i < NL; i++) {
+                const int l = (r + i) % NL;
+                team.b = &st[l].b;
+                team.work = work[l];
+                tr[l] = team_run(JOB_ATTN);
+            }
+            if (r == 0)
+                continue;
+            for (int l = 0; l < NL; l++) {
+                t_all[l][r - 1] = tr[l];
+                ratio[l][r - 1] = tr[NL - 1] / tr[l];
+            }
+        }
+        printf("%-5s", folio_dtype_name(dtypes[dt]));
+        for (int l = 0; l < NL; l++) {
+            qsort(t_all[l], (size_t)nr, sizeof(double), cmp_d);
+            printf(" %7.3fms", t_all[l][nr / 2] * 1e3);
+        }
+        for (int l = 0; l < NL - 1; l++) {
+            qsort(ratio[l], (size_t)nr, sizeof(double), cmp_d);
+            printf(" %8.3fx", ratio[l][nr / 2]);
+        }
+        printf("\n%-5s", "  %rd"); /* read rate: share of the streaming read */
+        for (int l = 0; l < NL; l++)
+            printf(" %8.0f%%", 100.0 * kv_bytes(&st[l]) / t_all[l][nr / 2] * 1e-9 / bw);
+        printf("\n");
+        for (int l = NL - 1; l >= 0; l--) { /* st[0] owns the shared arena: last */
+            folio_free(work[l]);
+            setup_free(&st[l]);
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        folio_free(tabs[t]);
+}
+
 int main(int argc, char **argv)
 {
-    int nth = 2, reps = 9, quick = 0, only_dt = -1;
+    int nth = 2, reps = 9, quick = 0, only_dt = -1, replay = 0, layers = 1;
     const char *only = NULL; /* run only the (a) case whose name starts so */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
@@ -330,6 +586,10 @@ int main(int argc, char **argv)
             use_cputime = 1;
         else if (!strcmp(argv[i], "--huge"))
             use_huge = 1;
+        else if (!strcmp(argv[i], "--replay"))
+            replay = 1;
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            layers = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--run") && i + 1 < argc)
             shuffle_run = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
@@ -345,7 +605,8 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
-                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8] [--run N]\n",
+                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8] [--run N] "
+                "[--replay]\n",
                 argv[0]);
             return 2;
         }
@@ -360,6 +621,11 @@ int main(int argc, char **argv)
     printf("streaming read bandwidth (sum over 512 MiB, %d threads): %.1f GB/s\n\n", nth, bw);
 
     const int32_t dec_seqs = quick ? 8 : 32, dec_ctx = quick ? 1024 : 4096;
+    if (replay) {
+        run_replay(dec_seqs, dec_ctx, reps, only_dt, layers, bw);
+        team_stop();
+        return 0;
+    }
     printf("(a) paged vs contiguous, 12 heads / 4 KV heads / hd 64, %d rounds\n", reps);
     printf("    median times; speed ratios paged (shuffled) / identity table and / whole-sequence\n"
            "    blocks: median of the per-round ratios, [ratios of best times]\n");

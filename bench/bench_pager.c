@@ -1,13 +1,17 @@
 /*
  * bench/bench_pager.c — nanoseconds per pager operation on a large pool.
  *
- *   bench_pager [--quick] [--blocks N] [--block-size B]
+ *   bench_pager [--quick] [--blocks N] [--block-size B] [--lifo]
  *
  * Pool: 100,000 blocks of 16 slots by default, bookkeeping only (no_arena:
  * the K/V bytes do not matter to these figures), except the copy-on-write
  * line, which copies real blocks (4 layers x 2 KV heads x 64 dims, f16 =
  * 32 KiB per block).  Each line times a loop of one operation and prints
  * ns per operation.  Runs in about a second; --quick runs a tenth.
+ * --lifo allocates with PAGER_ALLOC_LIFO (the block freed last) instead of
+ * the default locality policy, for A/B in one binary.  The "fragmented"
+ * line grows 64 tables one token each in turn in a pool whose free blocks
+ * are scattered single ids (every allocation then searches the run tree).
  *
  * A build with -Dchecks=true runs pager_check after every operation (a walk
  * of the whole pool): the figures are then meaningless and the pool is
@@ -47,7 +51,7 @@ static int32_t tok(void)
 
 int main(int argc, char **argv)
 {
-    int quick = 0;
+    int quick = 0, lifo = 0;
     int32_t nblocks = 100000, bs = 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
@@ -56,8 +60,11 @@ int main(int argc, char **argv)
             nblocks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--block-size") && i + 1 < argc)
             bs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--lifo"))
+            lifo = 1;
         else {
-            fprintf(stderr, "usage: bench_pager [--quick] [--blocks N] [--block-size B]\n");
+            fprintf(stderr,
+                    "usage: bench_pager [--quick] [--blocks N] [--block-size B] [--lifo]\n");
             return 2;
         }
     }
@@ -76,11 +83,12 @@ int main(int argc, char **argv)
                                .n_kv_heads = 2,
                                .head_dim = 64,
                                .dtype = FOLIO_F16,
-                               .no_arena = true};
+                               .no_arena = true,
+                               .alloc = lifo ? PAGER_ALLOC_LIFO : PAGER_ALLOC_LOCAL};
     pager_t *pg;
     OK(pager_init(&pg, &cfg));
-    printf("bench_pager: %d blocks x %d slots (no arena unless noted)%s\n", nblocks, bs,
-           quick ? ", --quick" : "");
+    printf("bench_pager: %d blocks x %d slots (no arena unless noted), %s allocation%s\n", nblocks,
+           bs, lifo ? "LIFO" : "locality", quick ? ", --quick" : "");
 
     /* Token streams. */
     int64_t ntok = (int64_t)nblocks * bs;
@@ -122,6 +130,38 @@ int main(int argc, char **argv)
     }
     report("allocate + free one block (append bs, truncate)", folio_now_ns() - t0, reps, "pair");
     pager_seq_free(pg, s);
+
+    /* Fragmented: one-block tables over the whole pool, every other one
+     * freed, then 64 tables grow one token each in turn until it is full. */
+    {
+        pager_seq_t **one = malloc(sizeof(pager_seq_t *) * (size_t)nblocks);
+        pager_seq_t *grow[64];
+        if (!one)
+            return 1;
+        for (int32_t i = 0; i < nblocks; i++) {
+            OK(pager_seq_new(pg, 0, 0, 0, &one[i]));
+            OK(pager_seq_append(pg, one[i], stream, 1));
+        }
+        for (int32_t i = 0; i < nblocks; i += 2)
+            pager_seq_free(pg, one[i]);
+        for (int k = 0; k < 64; k++)
+            OK(pager_seq_new(pg, 0, 0, 0, &grow[k]));
+        long appended = 0;
+        t0 = folio_now_ns();
+        for (int64_t i = 0; pager_blocks_available(pg) > 0; i++) {
+            int k = (int)(i % 64);
+            if (pager_seq_append(pg, grow[k], &stream[i % ntok], 1) != 0)
+                break;
+            appended++;
+        }
+        report("fragmented: 64 tables in turn, token by token", folio_now_ns() - t0, appended,
+               "token");
+        for (int k = 0; k < 64; k++)
+            pager_seq_free(pg, grow[k]);
+        for (int32_t i = 1; i < nblocks; i += 2)
+            pager_seq_free(pg, one[i]);
+        free(one);
+    }
 
     /* Fork a 4096-token table and free the child. */
     OK(pager_seq_new(pg, 0, 0, 0, &s));

@@ -9,7 +9,7 @@
  *
  * Block life cycle.
  *
- *        alloc (free list pop, or evict the LRU head out of the hash)
+ *        alloc (a free block, or evict the LRU head out of the hash)
  *   FREE ────────────────────────────► USED ◄──── prefix hit ─── CACHED
  *    ▲                                  │ refcount → 0              ▲
  *    └──────── not hashed ◄─────────────┴────────► hashed ──────────┘
@@ -55,10 +55,36 @@
  * holds block i - 1 (i > lo, or i = 0 with no holes), so hashing stops for
  * good once the window passes the chain's end.
  *
+ * Which block.  Decode attention streams each table's blocks in order, and
+ * from DRAM its cost follows how often that stream jumps (BENCHMARKS.md,
+ * "KV dtypes"); a LIFO free list hands a warm pool's tables scattered ids.
+ * So (PAGER_ALLOC_LOCAL) a growing table wants the id after its last
+ * block, and a table starting a run (new, or its next id is used) the
+ * middle of the longest run of ids that are free or cached, leaving the
+ * first half to the table whose block ends before it.  The run tree below
+ * finds that in O(log N); setting a leaf updates O(log N) nodes, usually
+ * fewer (it stops at the first unchanged ancestor).  A wanted free block is
+ * simply taken.  A warm pool, though, is mostly cached blocks (a retired
+ * table's full blocks stay in the prefix cache), so the wanted id usually
+ * holds a cache entry: then a donor block is taken exactly as before (the
+ * free list head, or when nothing is free the LRU head, evicted), the
+ * wanted block's entry moves into the donor (one memcpy of the block, its
+ * token ids, hash and LRU links, its child's parent link, its parent's kid
+ * link) and the table gets the wanted id.  The prefix cache then holds the
+ * same entries in the same LRU order as without the move, and the same
+ * evictions happen; only which id holds an entry differs, and no table
+ * held it (refcount 0).  An entry moves only when its hashed children are
+ * known in O(1): none, or the one kid link (set when a block gets its
+ * first child, cleared when it loses any).  Nothing is ever held back,
+ * so what fits is the same under either policy (cfg.alloc =
+ * PAGER_ALLOC_LIFO keeps the old choice, for A/B).
+
  * Invariants (pager_check verifies all of them):
  *   free + used + cached = total; FREE blocks are exactly those on the free
- *   list, CACHED blocks exactly those on the LRU (hashed, refcount 0);
- *   refcount = number of tables holding the block; nfull = number of tables
+ *   list; the run tree's leaves are the blocks not used, its nodes
+ *   recompute; a kid link names the block's one hashed child; CACHED
+ *   blocks exactly those on the LRU (hashed, refcount 0); refcount = number
+ *   of tables holding the block; nfull = number of tables
  *   using all its slots; table nb = ceil(len / B); the token ids of a table
  *   equal the btok of its slots; its blocks [0, nh) are hashed, and every
  *   hashed block it holds has parent = its previous block (unless that
@@ -179,8 +205,10 @@ static void hash_insert(pager_t *pg, int32_t b, uint64_t key, uint64_t parent_ke
                         int32_t parent)
 {
     struct pager_block *m = &pg->blk[b];
-    if (parent != NIL)
-        pg->blk[parent].nkids++;
+    if (parent != NIL) {
+        struct pager_block *pm = &pg->blk[parent];
+        pm->kid = ++pm->nkids == 1 ? b : NIL;
+    }
     uint32_t h = bucket_of(pg, key);
     m->hashed = 1;
     m->key = key;
@@ -207,11 +235,58 @@ static void hash_remove(pager_t *pg, int32_t b)
     m->hprev = m->hnext = NIL;
     m->hashed = 0;
     pg->nhashed--;
-    if (m->parent != NIL)
+    if (m->parent != NIL) {
         pg->blk[m->parent].nkids--;
+        pg->blk[m->parent].kid = NIL; /* a remaining child is not known */
+    }
 }
 
-/* ---- free list and LRU -------------------------------------------------- */
+/* ---- free blocks: list and run tree ------------------------------------- */
+
+/* Free blocks are on the intrusive free list (LIFO); free and cached
+ * blocks (those an allocation may take) are the set leaves of the run
+ * tree, a segment tree over block ids whose nodes hold the longest run of
+ * such ids inside them and the runs touching their two ends (leaves past N
+ * are never set).  Setting one leaf recomputes its ancestors, stopping at the
+ * first that does not change. */
+static void runs_set(pager_t *pg, int32_t b, int32_t v)
+{
+    struct pager_run *r = pg->runs;
+    uint32_t i = pg->run_leaves + (uint32_t)b;
+    r[i] = (struct pager_run){v, v, v};
+    for (int32_t half = 1; (i >>= 1) >= 1; half *= 2) {
+        const struct pager_run *l = &r[2 * i], *h = &r[2 * i + 1];
+        struct pager_run n = {l->pre == half ? half + h->pre : l->pre,
+                              h->suf == half ? half + l->suf : h->suf,
+                              FOLIO_MAX(FOLIO_MAX(l->best, h->best), l->suf + h->pre)};
+        if (n.pre == r[i].pre && n.suf == r[i].suf && n.best == r[i].best)
+            break;
+        r[i] = n;
+    }
+}
+
+/* The first block of the leftmost longest run of free ids; its length in
+ * *len.  Only while some block is free. */
+static int32_t runs_longest(const pager_t *pg, int32_t *len)
+{
+    const struct pager_run *r = pg->runs;
+    const int32_t best = r[1].best;
+    uint32_t i = 1, base = 0, half = pg->run_leaves / 2;
+    for (; half > 0; half /= 2) {
+        const struct pager_run *l = &r[2 * i], *h = &r[2 * i + 1];
+        if (l->best == best) {
+            i = 2 * i;
+        } else if (l->suf + h->pre == best) {
+            *len = best;
+            return (int32_t)(base + half) - l->suf;
+        } else {
+            i = 2 * i + 1;
+            base += half;
+        }
+    }
+    *len = best;
+    return (int32_t)base;
+}
 
 static void free_push(pager_t *pg, int32_t b)
 {
@@ -223,22 +298,28 @@ static void free_push(pager_t *pg, int32_t b)
     pg->free_head = b;
     m->state = PAGER_BLOCK_FREE;
     pg->nfree++;
+    runs_set(pg, b, 1);
 }
 
-static int32_t free_pop(pager_t *pg)
+/* Takes free block b off the list and out of the tree. */
+static void free_take(pager_t *pg, int32_t b)
 {
-    int32_t b = pg->free_head;
-    pg->free_head = pg->blk[b].next;
-    if (pg->free_head != NIL)
-        pg->blk[pg->free_head].prev = NIL;
-    pg->blk[b].next = NIL;
+    struct pager_block *m = &pg->blk[b];
+    if (m->prev != NIL)
+        pg->blk[m->prev].next = m->next;
+    else
+        pg->free_head = m->next;
+    if (m->next != NIL)
+        pg->blk[m->next].prev = m->prev;
+    m->prev = m->next = NIL;
     pg->nfree--;
-    return b;
+    runs_set(pg, b, 0);
 }
 
 static void lru_push_tail(pager_t *pg, int32_t b)
 {
     struct pager_block *m = &pg->blk[b];
+    runs_set(pg, b, 1);
     m->next = NIL;
     m->prev = pg->lru_tail;
     if (m->prev != NIL)
@@ -253,6 +334,7 @@ static void lru_push_tail(pager_t *pg, int32_t b)
 static void lru_remove(pager_t *pg, int32_t b)
 {
     struct pager_block *m = &pg->blk[b];
+    runs_set(pg, b, 0);
     if (m->prev != NIL)
         pg->blk[m->prev].next = m->next;
     else
@@ -306,20 +388,123 @@ static void hash_drop_subtree(pager_t *pg, int32_t root)
     }
 }
 
-/* A fresh, writable block for seq (the caller checked availability):
- * the free list first, else the least recently used cached block. */
-static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq)
+/* Whether cached block x's entry may move to another id: its hashed
+ * children (whose parent field names it) are known — none, or the one
+ * its kid link names. */
+static bool cached_movable(const pager_t *pg, int32_t x)
 {
+    const struct pager_block *m = &pg->blk[x];
+    return m->state == PAGER_BLOCK_CACHED && (m->nkids == 0 || m->kid != NIL);
+}
+
+/* Moves cached block x's prefix-cache entry (K/V bytes, token ids, hash
+ * identity and links, LRU position, its child's parent link and its
+ * parent's kid link) into block d, held by nobody and in no list, and
+ * returns x, now out of the hash and off the LRU.  The cache holds the
+ * same entries in the same LRU order; only the id holding one changed.
+ * No table holds a cached block (refcount 0): no page table changes. */
+static int32_t cached_move(pager_t *pg, int32_t x, int32_t d)
+{
+    struct pager_block *m = &pg->blk[x], *n = &pg->blk[d];
+    if (pg->arena)
+        memcpy(pg->arena + (size_t)d * pg->block_bytes, pg->arena + (size_t)x * pg->block_bytes,
+               pg->block_bytes);
+    memcpy(btok_of(pg, d), btok_of(pg, x), (size_t)pg->bs * sizeof(int32_t));
+    /* LRU: d takes x's place */
+    n->prev = m->prev;
+    n->next = m->next;
+    if (n->prev != NIL)
+        pg->blk[n->prev].next = d;
+    else
+        pg->lru_head = d;
+    if (n->next != NIL)
+        pg->blk[n->next].prev = d;
+    else
+        pg->lru_tail = d;
+    n->state = PAGER_BLOCK_CACHED;
+    m->prev = m->next = NIL;
+    runs_set(pg, d, 1);
+    runs_set(pg, x, 0);
+    /* hash chain: d takes x's place, with its identity */
+    n->hprev = m->hprev;
+    n->hnext = m->hnext;
+    if (n->hprev != NIL)
+        pg->blk[n->hprev].hnext = d;
+    else
+        pg->buckets[bucket_of(pg, m->key)] = d;
+    if (n->hnext != NIL)
+        pg->blk[n->hnext].hprev = d;
+    n->hashed = 1;
+    n->key = m->key;
+    n->parent_key = m->parent_key;
+    n->salt = m->salt;
+    n->parent = m->parent;
+    n->nkids = m->nkids;
+    n->kid = m->kid;
+    n->owner = m->owner;
+    n->tenant = m->tenant;
+    if (m->kid != NIL)
+        pg->blk[m->kid].parent = d;
+    if (m->parent != NIL && pg->blk[m->parent].kid == x)
+        pg->blk[m->parent].kid = d;
+    m->hprev = m->hnext = NIL;
+    m->hashed = 0;
+    m->nkids = 0;
+    m->kid = NIL;
+    m->parent = NIL;
+    return x;
+}
+
+/* Whether block t can be handed out now: free, or cached and movable. */
+static inline bool block_usable(const pager_t *pg, int32_t t)
+{
+    return pg->blk[t].state == PAGER_BLOCK_FREE || cached_movable(pg, t);
+}
+
+/* The block PAGER_ALLOC_LOCAL wants for a table whose block before the
+ * new one is prev (NIL: none): prev + 1 when usable, else the middle of
+ * the longest run of free or cached ids when usable, else NIL (then the
+ * free list head, or the LRU head, as PAGER_ALLOC_LIFO). */
+static int32_t block_choose(const pager_t *pg, int32_t prev)
+{
+    if (pg->cfg.alloc != PAGER_ALLOC_LOCAL)
+        return NIL;
+    if (prev >= 0 && prev + 1 < pg->nblocks && block_usable(pg, prev + 1))
+        return prev + 1;
+    if (pg->runs[1].best == 0)
+        return NIL;
+    int32_t len, start = runs_longest(pg, &len), t = start + len / 2;
+    return block_usable(pg, t) ? t : NIL;
+}
+
+/* A fresh, writable block for seq, to follow block prev in its table (NIL:
+ * none; the caller checked availability).  The wanted block t
+ * (block_choose) when it is free.  Otherwise a donor: the free list head,
+ * or when nothing is free the LRU head, evicted (the one eviction rule);
+ * and when t is cached (LOCAL), t's entry moves into the donor and the
+ * table gets t.  Else the donor itself. */
+static int32_t block_alloc(pager_t *pg, const pager_seq_t *seq, int32_t prev)
+{
+    const int32_t t = block_choose(pg, prev);
     int32_t b;
-    if (pg->free_head != NIL) {
-        b = free_pop(pg);
+    if (t != NIL && pg->blk[t].state == PAGER_BLOCK_FREE) {
+        b = t;
+        free_take(pg, b);
     } else {
-        b = pg->lru_head;
-        lru_remove(pg, b);
-        hash_remove(pg, b);
-        if (pg->blk[b].nkids > 0)
-            hash_drop_subtree(pg, b);
-        pg->evictions++;
+        if (pg->nfree > 0) {
+            b = pg->free_head;
+            free_take(pg, b);
+        } else {
+            b = pg->lru_head;
+            lru_remove(pg, b);
+            hash_remove(pg, b);
+            if (pg->blk[b].nkids > 0)
+                hash_drop_subtree(pg, b);
+            pg->evictions++;
+        }
+        /* the eviction may have changed t (freed it, or its children) */
+        if (t != NIL && t != b && cached_movable(pg, t))
+            b = cached_move(pg, t, b);
     }
     struct pager_block *m = &pg->blk[b];
     m->state = PAGER_BLOCK_USED;
@@ -414,6 +599,8 @@ static int config_valid(const struct pager_config *c)
     if (c->dtype != FOLIO_F32 && c->dtype != FOLIO_F16 && c->dtype != FOLIO_BF16 &&
         c->dtype != FOLIO_Q8)
         return 0;
+    if (c->alloc != PAGER_ALLOC_LOCAL && c->alloc != PAGER_ALLOC_LIFO)
+        return 0;
     return 1;
 }
 
@@ -456,6 +643,7 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
     uint32_t nbuckets = 1;
     while (nbuckets < (uint32_t)n)
         nbuckets <<= 1;
+    pg->run_leaves = nbuckets; /* the run tree has as many leaves */
     pg->cfg = *cfg;
     pg->nblocks = n;
     pg->bs = cfg->block_size;
@@ -467,7 +655,8 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
     pg->buckets = folio_malloc((size_t)nbuckets * sizeof(int32_t));
     pg->scratch = folio_malloc((size_t)n * 2 * sizeof(int32_t));
     pg->stamp = folio_calloc((size_t)n + 1, sizeof(uint32_t));
-    if (!pg->blk || !pg->btok || !pg->buckets || !pg->scratch || !pg->stamp)
+    pg->runs = folio_calloc((size_t)nbuckets * 2, sizeof *pg->runs); /* all used */
+    if (!pg->blk || !pg->btok || !pg->buckets || !pg->scratch || !pg->stamp || !pg->runs)
         goto nomem;
     pg->stamp_now = &pg->stamp[n];
     if (!cfg->no_arena) {
@@ -480,7 +669,7 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
     pg->free_head = pg->lru_head = pg->lru_tail = NIL;
     for (int32_t b = n - 1; b >= 0; b--) {
         struct pager_block *m = &pg->blk[b];
-        m->hprev = m->hnext = m->parent = NIL;
+        m->hprev = m->hnext = m->parent = m->kid = NIL;
         free_push(pg, b); /* block 0 ends at the head */
     }
     *out = pg;
@@ -513,6 +702,7 @@ void pager_free(pager_t *pg)
     folio_free(pg->buckets);
     folio_free(pg->scratch);
     folio_free(pg->stamp);
+    folio_free(pg->runs);
     folio_free(pg);
 }
 
@@ -722,6 +912,24 @@ static int check_free_list(const pager_t *pg, int64_t nfree, char *msg, size_t m
     }
     if (k != nfree)
         FAIL("free list holds %" PRId64 " of %" PRId64 " free blocks", k, nfree);
+    /* Run tree: leaves are the FREE states, every node recomputes. */
+    const struct pager_run *r = pg->runs;
+    const uint32_t leaves = pg->run_leaves;
+    for (uint32_t i = 0; i < leaves; i++) {
+        int32_t v = (int32_t)i < n && pg->blk[i].state != PAGER_BLOCK_USED;
+        if (r[leaves + i].pre != v || r[leaves + i].suf != v || r[leaves + i].best != v)
+            FAIL("run tree: leaf of block %u is not its state", i);
+    }
+    for (uint32_t i = leaves - 1, half = 1; i >= 1; i--) {
+        while (i < leaves / half / 2) /* node i's children hold half ids each */
+            half *= 2;
+        const struct pager_run *l = &r[2 * i], *h = &r[2 * i + 1];
+        int32_t hf = (int32_t)half;
+        if (r[i].pre != (l->pre == hf ? hf + h->pre : l->pre) ||
+            r[i].suf != (h->suf == hf ? hf + l->suf : h->suf) ||
+            r[i].best != FOLIO_MAX(FOLIO_MAX(l->best, h->best), l->suf + h->pre))
+            FAIL("run tree: node %u does not recompute", i);
+    }
     return 0;
 }
 
@@ -888,6 +1096,10 @@ static int check_tables(const pager_t *pg, char *msg, size_t msglen)
         int32_t kids = pg->stamp[b] == kid_stamp ? pg->scratch[b] : 0;
         if (pg->blk[b].nkids != kids)
             FAIL("block %d: nkids %d but %d hashed children", b, pg->blk[b].nkids, kids);
+        int32_t k = pg->blk[b].kid;
+        if (k != NIL &&
+            (kids != 1 || k < 0 || k >= n || !pg->blk[k].hashed || pg->blk[k].parent != b))
+            FAIL("block %d: kid link %d is not its one hashed child", b, k);
     }
     return 0;
 }
@@ -1088,7 +1300,7 @@ static int seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_
     if (pos % bs != 0) {
         b = s->table[s->nb - 1];
         if (seq_needs_cow(pg, s)) {
-            int32_t c = block_alloc(pg, s);
+            int32_t c = block_alloc(pg, s, s->nb >= 2 ? s->table[s->nb - 2] : NIL);
             if (pg->arena)
                 memcpy(pg->arena + (size_t)c * pg->block_bytes,
                        pg->arena + (size_t)b * pg->block_bytes, pg->block_bytes);
@@ -1106,7 +1318,7 @@ static int seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_
     for (int32_t j = 0; j < n; j++, pos++) {
         int32_t off = pos % bs;
         if (off == 0) {
-            b = block_alloc(pg, s);
+            b = block_alloc(pg, s, s->nb > 0 ? s->table[s->nb - 1] : NIL);
             s->table[s->nb++] = b;
         }
         btok_of(pg, b)[off] = tokens[j];

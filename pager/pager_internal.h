@@ -11,6 +11,8 @@
  *          ├─ buckets[H]    heads of the prefix-cache hash chains (H = 2^k >= N)
  *          ├─ arena         N * bytes_per_block, 64-byte aligned (or NULL)
  *          ├─ free list     intrusive, LIFO through blk[].prev/next
+ *          ├─ runs[2P]      run tree over block ids (P = 2^k >= N leaves):
+ *          │                longest run of free or cached ids per node
  *          ├─ LRU list      intrusive, oldest first, same links (a block is on
  *          │                at most one of the two lists)
  *          └─ seqs          doubly linked list of live page tables
@@ -30,6 +32,7 @@ struct pager_block {
     int32_t refcount;     /* page tables holding the block */
     int32_t nfull;        /* of those, tables that use all B slots */
     int32_t nkids;        /* hashed blocks whose parent this is */
+    int32_t kid;          /* NIL, or the one such block when nkids == 1 and it is known */
     int32_t parent;       /* hashed: block holding the previous B tokens, or NIL */
     uint8_t state;        /* enum pager_block_state */
     uint8_t hashed;       /* in the prefix-cache hash (then immutable) */
@@ -38,6 +41,13 @@ struct pager_block {
     uint64_t key;        /* hashed: H(parent_key, tokens, salt) & key_mask */
     uint64_t parent_key; /* hashed: key of the parent (the salt seed at depth 0) */
     uint64_t salt;       /* hashed: salt of the chain */
+};
+
+/* A node of the run tree: ids free or cached (not used) run from its
+ * first id (pre), to its last id (suf), and the longest run inside it
+ * (best). */
+struct pager_run {
+    int32_t pre, suf, best;
 };
 
 struct pager_seq {
@@ -64,6 +74,8 @@ struct pager {
     uint32_t bucket_mask;
     uint64_t key_mask; /* all ones; tests narrow it to force collisions */
     int32_t free_head;
+    struct pager_run *runs; /* [2 * run_leaves]; node i has children 2i, 2i + 1 */
+    uint32_t run_leaves;    /* P: leaf of block b is runs[P + b] */
     int32_t lru_head, lru_tail;
     int32_t nfree, nused, ncached, nshared, nhashed;
     int64_t tokens_held, nseqs;

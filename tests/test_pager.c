@@ -41,6 +41,18 @@ static struct pager_config small_cfg(int32_t blocks, int32_t bs)
     return c;
 }
 
+/* A pool with allocation policy `alloc`: tests that follow cached blocks
+ * by id use PAGER_ALLOC_LIFO, whose ids do not move between entries (the
+ * differential test holds LOCAL to the same cache behaviour). */
+static pager_t *mk_alloc(int32_t blocks, int32_t bs, enum pager_alloc alloc)
+{
+    struct pager_config c = small_cfg(blocks, bs);
+    c.alloc = alloc;
+    pager_t *pg = NULL;
+    assert_int_equal(pager_init(&pg, &c), 0);
+    return pg;
+}
+
 static pager_t *mk(int32_t blocks, int32_t bs)
 {
     struct pager_config c = small_cfg(blocks, bs);
@@ -219,8 +231,8 @@ static void test_append_slots(void **state)
     int32_t nb;
     const int32_t *tab = pager_seq_block_table(s, &nb);
     assert_int_equal(nb, 2);
-    assert_int_equal(tab[0], 0); /* free list hands out low ids first */
-    assert_int_equal(tab[1], 1);
+    assert_int_equal(tab[0], 4); /* the middle of the one free run [0, 8) */
+    assert_int_equal(tab[1], 5); /* then the next id */
     for (int32_t p = 0; p < 6; p++) {
         int32_t b, off;
         pager_seq_slot(s, p, &b, &off);
@@ -314,6 +326,214 @@ static void test_enospc_all_or_nothing(void **state)
     /* Exactly filling the last block works. */
     append(pg, ss[2], t, 1);
     pager_free(pg);
+}
+
+/* ---- allocation policy -------------------------------------------------------- */
+
+static const int32_t *table_of(const pager_seq_t *s)
+{
+    return pager_seq_block_table(s, NULL);
+}
+
+/* A growing table gets the id after its last block while that one is free;
+ * a new one, or one whose next id is taken, the middle of the longest run
+ * of free ids (the leftmost of equals), so interleaved tables each grow in
+ * their own run.  A copy-on-write copy follows the block before it too. */
+static void test_alloc_consecutive(void **state)
+{
+    (void)state;
+    pager_t *pg = mk(64, 2);
+    pager_seq_t *a = seq(pg, 0), *b = seq(pg, 0), *c = seq(pg, 0);
+    /* Interleaved growth, one token each per step: 8 blocks each. */
+    for (int32_t t = 0; t < 16; t++) {
+        append_range(pg, a, t, 1);
+        append_range(pg, b, t, 1);
+    }
+    for (int32_t i = 0; i < 8; i++) {
+        assert_int_equal(table_of(a)[i], 32 + i); /* middle of [0, 64) */
+        assert_int_equal(table_of(b)[i], 16 + i); /* middle of [0, 32) */
+    }
+    /* b runs into a at 32: its next block is the middle of the longest
+     * free run then, [40, 64) -> 52. */
+    append_range(pg, b, 16, 16 * 2); /* 16 blocks: 24..31, then 52.. */
+    assert_int_equal(table_of(b)[15], 31);
+    assert_int_equal(table_of(b)[16], 40 + 24 / 2);
+    assert_int_equal(table_of(b)[23], 59);
+    /* c starts in the middle of the longest run left: [0, 16) -> 8. */
+    append_range(pg, c, 0, 3);
+    assert_int_equal(table_of(c)[0], 8);
+    assert_int_equal(table_of(c)[1], 9);
+    /* A copy-on-write copy follows the block before the copied one: here
+     * that id (9) is the shared block itself, so the middle of [40, 52). */
+    pager_seq_t *d = NULL, *e = NULL;
+    assert_int_equal(pager_seq_fork(pg, c, 1, 1, &d), 0);
+    append_range(pg, c, 3, 1);
+    assert_int_equal(table_of(c)[1], 46);
+    assert_int_equal(table_of(d)[1], 9);
+    /* Once 9 is free again, the next copy of c's last block takes it. */
+    pager_seq_free(pg, d);
+    assert_int_equal(pager_seq_truncate(pg, c, 3), 0);
+    assert_int_equal(pager_seq_fork(pg, c, 1, 1, &e), 0);
+    append_range(pg, c, 3, 1);
+    assert_int_equal(table_of(c)[1], 9);
+    assert_int_equal(table_of(e)[1], 46);
+    ok(pg);
+    /* With PAGER_ALLOC_LIFO the same program hands out the block freed
+     * last: 0, 1, 2, ... from a fresh pool. */
+    pager_free(pg);
+    struct pager_config cfg = small_cfg(64, 2);
+    cfg.alloc = PAGER_ALLOC_LIFO;
+    assert_int_equal(pager_init(&pg, &cfg), 0);
+    a = seq(pg, 0);
+    b = seq(pg, 0);
+    for (int32_t t = 0; t < 4; t++) {
+        append_range(pg, a, t, 1);
+        append_range(pg, b, t, 1);
+    }
+    assert_int_equal(table_of(a)[0], 0);
+    assert_int_equal(table_of(b)[0], 1);
+    assert_int_equal(table_of(a)[1], 2);
+    cfg.alloc = (enum pager_alloc)7;
+    pager_t *bad = NULL;
+    assert_int_equal(pager_init(&bad, &cfg), -EINVAL);
+    pager_free(pg);
+}
+
+/* A warm pool is mostly cached blocks.  A wanted id that holds a cached
+ * entry is handed out after the entry moves into the block that would
+ * have been taken otherwise (a free one, or the evicted LRU head): the
+ * cache finds and reads the moved entries, and evicts what it would have. */
+static void test_alloc_through_cache(void **state)
+{
+    (void)state;
+    pager_t *pg = mk(8, 2);
+    struct pager_kv_view v;
+    pager_kv_view(pg, &v);
+    int32_t at[6] = {11, 12, 13, 14, 15, 16};
+    pager_seq_t *a = seq(pg, 0);
+    append(pg, a, at, 6);
+    for (int32_t pos = 0; pos < 6; pos++) {
+        int32_t blk, off;
+        pager_seq_slot(a, pos, &blk, &off);
+        for (int32_t l = 0; l < 2; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (int32_t h = 0; h < 2; h++) {
+                    float x[4] = {(float)pos, (float)l, (float)kv, (float)h};
+                    pager_kv_row_put(&v, blk, l, kv, h, off, x);
+                }
+    }
+    assert_int_equal(table_of(a)[0], 4); /* 4, 5, 6 */
+    assert_int_equal(table_of(a)[2], 6);
+    pager_seq_mark_computed(pg, a, 6);
+    pager_seq_free(pg, a); /* cached; LRU oldest first: 6, 5, 4; free list 0, 1, 2, 3, 7 */
+    ok(pg);
+    pager_seq_t *p = seq(pg, 1), *r = seq(pg, 1);
+    /* p wants the middle of [0, 8): 4, cached: its entry moves to free
+     * block 0; then 5, whose entry moves to 1. */
+    append_range(pg, p, 100, 4);
+    assert_int_equal(table_of(p)[0], 4);
+    assert_int_equal(table_of(p)[1], 5);
+    /* r: 2 and 3 (free), then the middle of [0, 2): 1, whose entry moves to
+     * 7, the last free block. */
+    append_range(pg, r, 200, 6);
+    assert_int_equal(table_of(r)[0], 2);
+    assert_int_equal(table_of(r)[1], 3);
+    assert_int_equal(table_of(r)[2], 1);
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.blocks_free, 0);
+    assert_int_equal(st.blocks_cached, 3);
+    /* p wants 6, the LRU head: evicted as it would have been anyway. */
+    append_range(pg, p, 104, 1);
+    assert_int_equal(table_of(p)[2], 6);
+    pager_stats_get(pg, &st);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.blocks_cached, 2);
+    struct pager_block_info bi;
+    pager_block_info_get(pg, 0, &bi);
+    assert_int_equal(bi.state, PAGER_BLOCK_CACHED);
+    pager_block_info_get(pg, 7, &bi);
+    assert_int_equal(bi.state, PAGER_BLOCK_CACHED);
+    /* a's first two blocks are still cached (its third was evicted)... */
+    assert_int_equal(pager_prefix_match(pg, 0, at, 6), 4);
+    /* ...and read back what a wrote, from their new ids. */
+    pager_seq_t *s = seq(pg, 0);
+    int32_t hit = 0;
+    assert_int_equal(pager_seq_adopt_prefix(pg, s, at, 5, &hit), 0);
+    assert_int_equal(hit, 4);
+    ok(pg);
+    assert_int_equal(table_of(s)[0], 0);
+    assert_int_equal(table_of(s)[1], 7);
+    for (int32_t pos = 0; pos < 4; pos++) {
+        int32_t blk, off;
+        pager_seq_slot(s, pos, &blk, &off);
+        for (int32_t l = 0; l < 2; l++)
+            for (int kv = 0; kv < 2; kv++)
+                for (int32_t h = 0; h < 2; h++) {
+                    float x[4];
+                    pager_kv_row_get(&v, blk, l, kv, h, off, x);
+                    assert_true(x[0] == (float)pos && x[1] == (float)l && x[2] == (float)kv &&
+                                x[3] == (float)h);
+                }
+    }
+    pager_free(pg);
+}
+
+/* However the free ids are scattered, an allocation succeeds while free +
+ * cached blocks cover it, and fails (-ENOSPC, nothing changed) only past
+ * that: the policy chooses among free blocks, it never holds one back. */
+static void test_alloc_fragmented(void **state)
+{
+    (void)state;
+    uint64_t r = 12345;
+    for (int pol = 0; pol < 2; pol++)
+        for (int round = 0; round < 8; round++) {
+            const int32_t n = 37 + round * 11, bs = 1 + round % 3;
+            struct pager_config cfg = small_cfg(n, bs);
+            cfg.alloc = pol ? PAGER_ALLOC_LIFO : PAGER_ALLOC_LOCAL;
+            pager_t *pg = NULL;
+            assert_int_equal(pager_init(&pg, &cfg), 0);
+            /* One table per block, then a random half freed (some computed
+             * first, so they stay cached): free ids scattered, no long run. */
+            pager_seq_t *one[160];
+            for (int32_t i = 0; i < n; i++) {
+                one[i] = seq(pg, 0);
+                append_range(pg, one[i], 1000 * i, bs);
+            }
+            int32_t kept = 0;
+            for (int32_t i = 0; i < n; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                if ((r >> 33) % 2) {
+                    if ((r >> 40) % 3 == 0)
+                        pager_seq_mark_computed(pg, one[i], bs);
+                    pager_seq_free(pg, one[i]);
+                } else {
+                    one[kept++] = one[i];
+                }
+            }
+            ok(pg);
+            const int32_t avail = pager_blocks_available(pg);
+            assert_int_equal(avail, n - kept);
+            pager_seq_t *big = seq(pg, 0);
+            /* all of it, in pieces of odd sizes */
+            int32_t left = avail * bs, tok = 0;
+            while (left > 0) {
+                int32_t k = FOLIO_MIN(left, 1 + (tok % 5));
+                for (int32_t j = 0; j < k; j++)
+                    append_range(pg, big, tok++, 1);
+                left -= k;
+            }
+            assert_int_equal(pager_blocks_available(pg), 0);
+            int32_t t = 0;
+            assert_int_equal(pager_seq_append(pg, big, &t, 1), -ENOSPC);
+            ok(pg);
+            /* Every block of the pool is now held exactly once. */
+            struct pager_stats st;
+            pager_stats_get(pg, &st);
+            assert_int_equal(st.blocks_used, n);
+            pager_free(pg);
+        }
 }
 
 /* ---- copy-on-write -------------------------------------------------------------- */
@@ -448,7 +668,7 @@ static void test_truncate(void **state)
 static void test_truncate_into_cached_block(void **state)
 {
     (void)state;
-    pager_t *pg = mk(8, 4);
+    pager_t *pg = mk_alloc(8, 4, PAGER_ALLOC_LIFO);
     pager_seq_t *s = seq(pg, 5);
     append_range(pg, s, 0, 9);
     pager_seq_mark_computed(pg, s, 9);
@@ -610,10 +830,20 @@ static void test_prefix_dedupe(void **state)
 
 /* Fresh allocations evict the least recently used cached block first, and
  * the children of a chain before its parents. */
+static void lru_eviction(enum pager_alloc alloc);
+
 static void test_lru_eviction(void **state)
 {
     (void)state;
-    pager_t *pg = mk(4, 2);
+    for (int lifo = 0; lifo < 2; lifo++) {
+        lru_eviction(lifo ? PAGER_ALLOC_LIFO : PAGER_ALLOC_LOCAL);
+    }
+}
+
+/* The same under either policy; with LIFO also which ids. */
+static void lru_eviction(enum pager_alloc alloc)
+{
+    pager_t *pg = mk_alloc(4, 2, alloc);
     int32_t p[3][3] = {{1, 1, 0}, {2, 2, 0}, {3, 3, 0}};
     int32_t blk[3];
     for (int i = 0; i < 3; i++) {
@@ -641,7 +871,8 @@ static void test_lru_eviction(void **state)
     assert_int_equal(pager_prefix_match(pg, 0, p[1], 3), 0);
     assert_int_equal(pager_prefix_match(pg, 0, p[2], 3), 2);
     assert_int_equal(pager_prefix_match(pg, 0, p[0], 3), 2);
-    assert_int_equal(pager_seq_block_table(s, NULL)[1], blk[1]);
+    if (alloc == PAGER_ALLOC_LIFO)
+        assert_int_equal(pager_seq_block_table(s, NULL)[1], blk[1]);
     append(pg, s, t, 2);
     assert_int_equal(pager_prefix_match(pg, 0, p[2], 3), 0);
     assert_int_equal(pager_prefix_match(pg, 0, p[0], 3), 2);
@@ -649,7 +880,7 @@ static void test_lru_eviction(void **state)
     ok(pg);
 
     /* A chain of 3 blocks, freed: leaves go first. */
-    pager_t *pg2 = mk(3, 1);
+    pager_t *pg2 = mk_alloc(3, 1, alloc);
     pager_seq_t *c = seq(pg2, 0);
     int32_t ct[3] = {5, 6, 7};
     append(pg2, c, ct, 3);
@@ -727,6 +958,7 @@ static void test_info_dump(void **state)
     pager_seq_t *c = seq(pg, 0);
     append_range(pg, c, 50, 4);
     pager_seq_mark_computed(pg, c, 4);
+    const int32_t cb = pager_seq_block_table(c, NULL)[0];
     pager_seq_free(pg, c);
     ok(pg);
 
@@ -743,7 +975,7 @@ static void test_info_dump(void **state)
     pager_block_info_get(pg, ta[2], &bi);
     assert_int_equal(bi.refcount, 1);
     assert_int_equal(bi.tokens, 1);
-    pager_block_info_get(pg, 3, &bi);
+    pager_block_info_get(pg, cb, &bi);
     assert_int_equal(bi.state, PAGER_BLOCK_CACHED);
     assert_int_equal(bi.tokens, 4);
     pager_block_info_get(pg, 9, &bi);
@@ -767,7 +999,10 @@ static void test_info_dump(void **state)
     assert_non_null(f);
     pager_dump(pg, f);
     fclose(f);
-    assert_non_null(strstr(text, "221c......\n"));
+    /* a: 5, 6, 7 (the middle of the empty pool on); c: 2, the middle of [0, 5) */
+    assert_int_equal(ta[0], 5);
+    assert_int_equal(cb, 2);
+    assert_non_null(strstr(text, "..c..221..\n"));
     assert_non_null(strstr(text, "free 6 used 3 cached 1 shared 2"));
     assert_non_null(strstr(text, "tokens_held 15 slots_empty 3"));
     free(text);
@@ -872,6 +1107,9 @@ int main(void)
         cmocka_unit_test(test_append_slots),
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_enospc_all_or_nothing),
+        cmocka_unit_test(test_alloc_consecutive),
+        cmocka_unit_test(test_alloc_through_cache),
+        cmocka_unit_test(test_alloc_fragmented),
         cmocka_unit_test(test_fork_cow),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_truncate_into_cached_block),

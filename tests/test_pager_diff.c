@@ -10,6 +10,15 @@
  *     entry (salt, full token prefix through the block) — the prefix cache
  *     is a list of such entries searched linearly;
  *   - the free list as a stack, the LRU as an array, oldest first;
+ *   - which free block an allocation takes, by the configured policy:
+ *     LIFO pops the stack; LOCAL takes the id after the table's previous
+ *     block when it is usable, else scans the block states for the leftmost
+ *     longest run of free or cached ids and takes its middle; a wanted
+ *     cached block (with no cached child, or one the pager knows) has its
+ *     entry moved into a donor — the free stack's top, or when nothing is
+ *     free the LRU head, evicted — and the table gets it.  Block ids are
+ *     compared exactly, so the test holds the pager to the policy, not
+ *     only to id-independent state;
  *   - per sequence: token list, computed count, block ids.
  * After every operation the test compares error codes, every table (length,
  * computed, tokens, block ids, slots), every block (state, refcount, fill,
@@ -73,6 +82,7 @@ struct mblock {
     int state; /* enum pager_block_state */
     int rc;
     int hashed;
+    int kidk; /* the pager knows its one cached child (learnt as the first, none lost since) */
     uint64_t salt;
     int32_t prefix[MAX_LEN]; /* hashed: the whole token prefix through this block */
     int32_t plen;
@@ -93,6 +103,7 @@ struct mseq {
 
 struct model {
     int32_t n, bs, window;
+    enum pager_alloc alloc;
     struct mblock blk[MAX_BLOCKS];
     int32_t freestack[MAX_BLOCKS]; /* top = end */
     int32_t nfree;
@@ -108,14 +119,17 @@ static struct model M;
 static struct {
     long hits, evictions, cows, cow_hashed, switches, stalls, enospc, truncate_into_cached;
     long window_frees, subtree_drops, truncate_refused;
+    long next_ids, mid_runs; /* allocations: id after the previous block, middle of a run */
+    long moves;              /* evictions whose entry moved to free the wanted id */
 } cov;
 
-static void m_init(int32_t n, int32_t bs, int32_t window)
+static void m_init(int32_t n, int32_t bs, int32_t window, enum pager_alloc alloc)
 {
     memset(&M, 0, sizeof M);
     M.n = n;
     M.bs = bs;
     M.window = window;
+    M.alloc = alloc;
     for (int32_t i = 0; i < n; i++)
         M.freestack[i] = n - 1 - i;
     M.nfree = n;
@@ -145,6 +159,8 @@ static int m_child_of(int32_t c, int32_t p)
            !memcmp(x->prefix, y->prefix, (size_t)y->plen * sizeof(int32_t));
 }
 
+static int32_t m_find(uint64_t salt, const int32_t *tokens, int32_t plen);
+
 /* Evicted block b leaves the cache with every entry extending its prefix,
  * child by child in block order, depth first (the pager's order, so that
  * the free list matches). */
@@ -157,6 +173,7 @@ static void m_drop_subtree(int32_t root)
         for (int32_t b = 0; b < M.n; b++) {
             if (b == p || !m_child_of(b, p))
                 continue;
+            M.blk[p].kidk = 0;
             M.blk[b].hashed = 0;
             cov.subtree_drops++;
             if (M.blk[b].state == PAGER_BLOCK_CACHED) {
@@ -182,20 +199,125 @@ static void m_drop_subtree(int32_t root)
     }
 }
 
-static int32_t m_alloc(const struct mseq *s)
+/* The hashed block one block shorter than hashed block b, or -1. */
+static int32_t m_parent_of(int32_t b)
 {
-    int32_t b;
-    if (M.nfree > 0) {
-        b = M.freestack[--M.nfree];
-    } else {
-        b = M.lru[0];
-        lru_del(b);
-        /* still hashed while its descendants are found by prefix */
-        m_drop_subtree(b);
-        M.blk[b].hashed = 0;
-        M.evictions++;
-        cov.evictions++;
+    const struct mblock *m = &M.blk[b];
+    return m->plen > M.bs ? m_find(m->salt, m->prefix, m->plen - M.bs) : -1;
+}
+
+/* b leaves the cache: its parent no longer knows which child it has. */
+static void m_unhash(int32_t b)
+{
+    int32_t p = m_parent_of(b);
+    if (p >= 0)
+        M.blk[p].kidk = 0;
+    M.blk[b].hashed = 0;
+}
+
+static int32_t m_kids(int32_t x)
+{
+    int32_t kids = 0;
+    for (int32_t g = 0; g < M.n; g++)
+        kids += g != x && m_child_of(g, x);
+    return kids;
+}
+
+/* Whether cached block x's entry may move to another id: no cached
+ * children, or one that the pager knows (it learnt it when that child
+ * was its first, and has lost no child since). */
+static int m_movable(int32_t x)
+{
+    if (M.blk[x].state != PAGER_BLOCK_CACHED)
+        return 0;
+    int32_t kids = m_kids(x);
+    return kids == 0 || (kids == 1 && M.blk[x].kidk);
+}
+
+static int m_usable(int32_t t)
+{
+    return M.blk[t].state == PAGER_BLOCK_FREE || m_movable(t);
+}
+
+/* The block LOCAL wants for a table whose previous block is prev (-1:
+ * none): prev + 1 when usable, else the middle of the leftmost longest
+ * run of free or cached ids when usable, else -1. */
+static int32_t m_choose(int32_t prev)
+{
+    if (M.alloc != PAGER_ALLOC_LOCAL)
+        return -1;
+    if (prev >= 0 && prev + 1 < M.n && m_usable(prev + 1))
+        return prev + 1;
+    int32_t best = 0, best_at = -1;
+    for (int32_t i = 0; i < M.n;) {
+        int32_t j = i;
+        while (j < M.n && M.blk[j].state != PAGER_BLOCK_USED)
+            j++;
+        if (j - i > best)
+            best = j - i, best_at = i;
+        i = j > i ? j : i + 1;
     }
+    if (best == 0)
+        return -1;
+    cov.mid_runs++;
+    return m_usable(best_at + best / 2) ? best_at + best / 2 : -1;
+}
+
+static void m_free_remove(int32_t b)
+{
+    for (int32_t i = 0; i < M.nfree; i++)
+        if (M.freestack[i] == b) {
+            memmove(&M.freestack[i], &M.freestack[i + 1],
+                    (size_t)(M.nfree - i - 1) * sizeof(int32_t));
+            M.nfree--;
+            return;
+        }
+    fail_msg("model: block %d not on the free stack", b);
+}
+
+/* The wanted block when free; else a donor (the free stack's top, or the
+ * LRU head evicted), into which a wanted cached block's entry moves. */
+static int32_t m_alloc(const struct mseq *s, int32_t prev)
+{
+    const int32_t t = m_choose(prev);
+    int32_t b;
+    if (t >= 0 && M.blk[t].state == PAGER_BLOCK_FREE) {
+        b = t;
+        m_free_remove(b);
+    } else {
+        if (M.nfree > 0) {
+            b = M.freestack[--M.nfree];
+        } else {
+            b = M.lru[0];
+            lru_del(b);
+            /* still hashed while its descendants are found by prefix */
+            m_drop_subtree(b);
+            m_unhash(b);
+            M.evictions++;
+            cov.evictions++;
+        }
+        if (t >= 0 && t != b && m_movable(t)) {
+            /* t's cache entry moves into b, b takes t's LRU place; t is ours */
+            struct mblock *e = &M.blk[b];
+            const struct mblock *f = &M.blk[t];
+            e->state = PAGER_BLOCK_CACHED;
+            e->hashed = 1;
+            e->kidk = f->kidk;
+            e->salt = f->salt;
+            e->plen = f->plen;
+            memcpy(e->prefix, f->prefix, (size_t)f->plen * sizeof(int32_t));
+            memcpy(e->tok, f->tok, sizeof e->tok);
+            e->owner = f->owner;
+            e->tenant = f->tenant;
+            for (int32_t i = 0; i < M.nlru; i++)
+                if (M.lru[i] == t)
+                    M.lru[i] = b;
+            M.blk[t].hashed = 0;
+            cov.moves++;
+            b = t;
+        }
+    }
+    cov.next_ids += prev >= 0 && b == prev + 1;
     M.blk[b].state = PAGER_BLOCK_USED;
     M.blk[b].rc = 1;
     M.blk[b].owner = s->owner;
@@ -289,7 +411,7 @@ static int m_append(struct mseq *s, const int32_t *tokens, int32_t n)
         int32_t b = s->table[s->nb - 1];
         if (M.blk[b].rc > 1 || M.blk[b].hashed) {
             cov.cow_hashed += M.blk[b].rc == 1;
-            int32_t c = m_alloc(s);
+            int32_t c = m_alloc(s, s->nb >= 2 ? s->table[s->nb - 2] : -1);
             memcpy(M.blk[c].tok, M.blk[b].tok, sizeof M.blk[c].tok);
             m_unref(b);
             s->table[s->nb - 1] = c;
@@ -304,8 +426,10 @@ static int m_append(struct mseq *s, const int32_t *tokens, int32_t n)
     }
     for (int32_t j = 0; j < n; j++) {
         int32_t pos = s->len++;
-        if (pos % M.bs == 0)
-            s->table[s->nb++] = m_alloc(s);
+        if (pos % M.bs == 0) {
+            int32_t prev = s->nb > 0 ? s->table[s->nb - 1] : -1;
+            s->table[s->nb++] = m_alloc(s, prev);
+        }
         M.blk[s->table[s->nb - 1]].tok[pos % M.bs] = tokens[j];
         s->tokens[pos] = tokens[j];
     }
@@ -329,6 +453,9 @@ static void m_mark(struct mseq *s, int32_t n)
                 M.blk[b].salt = s->salt;
                 M.blk[b].plen = plen;
                 memcpy(M.blk[b].prefix, s->tokens, (size_t)plen * sizeof(int32_t));
+                int32_t p = m_parent_of(b);
+                if (p >= 0)
+                    M.blk[p].kidk = m_kids(p) == 1;
             } else if (M.blk[b].rc == 1) {
                 m_ref(e);
                 m_unref(b);
@@ -779,12 +906,13 @@ static void run_program(long ops, int collide, int windowed)
                                .head_dim = 2,
                                .dtype = FOLIO_F32,
                                .no_arena = rn(8) == 0,
-                               .window = windowed ? 1 + rn(4 * bs) : 0};
+                               .window = windowed ? 1 + rn(4 * bs) : 0,
+                               .alloc = rn(4) == 0 ? PAGER_ALLOC_LIFO : PAGER_ALLOC_LOCAL};
     assert_int_equal(pager_init(&PG, &cfg), 0);
     if (collide)
         assert_int_equal(pager__test_set_key_mask(PG, (uint64_t)rn(8)), 0);
     pager_kv_view(PG, &KV);
-    m_init(n, bs, cfg.window);
+    m_init(n, bs, cfg.window, cfg.alloc);
     for (int b = 0; b < N_BASES; b++) {
         base_len[b] = 1 + rn(FOLIO_MIN(6 * bs, MAX_LEN / 4));
         for (int32_t i = 0; i < base_len[b]; i++)
@@ -836,10 +964,12 @@ static void test_pager_differential(void **state)
     assert_true(op_no >= total);
     printf("coverage: prefix hits %ld, evictions %ld, cow %ld (of cached blocks %ld), "
            "dedupe switches %ld, stalls %ld, ENOSPC %ld, truncations into cached blocks %ld, "
-           "window frees %ld, subtree drops %ld, truncations refused %ld\n",
+           "window frees %ld, subtree drops %ld, truncations refused %ld, next ids %ld, "
+           "run middles %ld, cache entries moved %ld\n",
            cov.hits, cov.evictions, cov.cows, cov.cow_hashed, cov.switches, cov.stalls, cov.enospc,
-           cov.truncate_into_cached, cov.window_frees, cov.subtree_drops, cov.truncate_refused);
-    assert_true(cov.window_frees > 0);
+           cov.truncate_into_cached, cov.window_frees, cov.subtree_drops, cov.truncate_refused,
+           cov.next_ids, cov.mid_runs, cov.moves);
+    assert_true(cov.window_frees > 0 && cov.next_ids > 0 && cov.mid_runs > 0 && cov.moves > 0);
     assert_true(cov.hits > 0 && cov.evictions > 0 && cov.cows > 0 && cov.cow_hashed > 0);
     assert_true(cov.switches > 0 && cov.enospc > 0 && cov.truncate_into_cached > 0);
     if (total >= 1000000)

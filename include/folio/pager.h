@@ -46,6 +46,19 @@
  * aligned for head_dim a multiple of 4 and block_size a multiple of 16.  A
  * row holding a NaN gets a NaN scale (it reads as NaN, like f32 would).
  *
+ * Which block a table gets (cfg->alloc): by default (PAGER_ALLOC_LOCAL)
+ * the id after its previous block, else the middle of the longest run of
+ * ids not in use, so a growing table's blocks are consecutive ids,
+ * adjacent in the arena (what the attention kernel reads as few long runs
+ * instead of many short jumps), and a new run leaves room both to the
+ * table that ends before it and to itself.  When that id holds a cached
+ * prefix entry, the block that would have been taken without the policy
+ * (a free one, else the LRU head, evicted) receives a copy of that entry
+ * and the table gets the id: the prefix cache keeps the same entries in
+ * the same LRU order and evicts exactly what it would have, only the ids
+ * holding entries differ.  Nothing is held back: what fits is the same as
+ * with PAGER_ALLOC_LIFO (the block freed last; for A/B).
+
  * Block states: FREE (on the free list, refcount 0, not in the prefix
  * cache), USED (refcount >= 1, mapped by that many page tables), CACHED
  * (refcount 0 but full, computed and in the prefix-cache hash; kept on an
@@ -102,6 +115,12 @@ extern "C" {
 typedef struct pager pager_t;
 typedef struct pager_seq pager_seq_t;
 
+/* Which free block an allocation takes (see above). */
+enum pager_alloc {
+    PAGER_ALLOC_LOCAL = 0, /* the next id of the table's previous block, else mid longest run */
+    PAGER_ALLOC_LIFO,      /* the block freed last (the policy before locality; for A/B) */
+};
+
 struct pager_config {
     int32_t num_blocks; /* blocks in the pool, >= 1 */
     int32_t block_size; /* token slots per block, 1..1024 */
@@ -114,6 +133,7 @@ struct pager_config {
      * sees the whole context): the row at position p reads only positions
      * (p - window, p].  Then a table releases the blocks that left it. */
     int32_t window;
+    enum pager_alloc alloc; /* which free block a table gets; 0 = PAGER_ALLOC_LOCAL */
 };
 
 /* A block table entry whose block was released because its positions left
