@@ -415,8 +415,10 @@ static bool more_bits(int32_t l, int32_t n)
  * gives attn_v Q6_K in those layers). */
 static int retype(const struct model *m, enum gguf_tensor_type t, struct model **out)
 {
-    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K)
-        return model__retype(m, t, out);
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K) { /* repacked as model_load_file does */
+        int rc = model__retype(m, t, out);
+        return rc ? rc : model__repack(*out);
+    }
     if (m->hp.dim % 256 || m->hp.ffn_dim % 256 || (m->hp.n_heads * m->hp.head_dim) % 256)
         return -EINVAL;
     int rc = model__retype(m, GGUF_TENSOR_Q8_0, out);

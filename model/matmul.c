@@ -21,11 +21,13 @@
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
- *   Q4_K_R8, Q6_K_R8 (Q4_K, Q6_K in their load-time layouts;
- *          model__repack gives Q4_K matrices of rows in eights theirs)
+ *   Q4_K_R8, Q6_K_R8, Q8_0_R8 (Q4_K, Q6_K, Q8_0 in their load-time
+ *          layouts; model__repack gives Q4_K and Q8_0 matrices of rows in
+ *          eights theirs)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
  *          the widened tiles at every M measured (bench_quant --layer,
- *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's)
+ *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's; Q8_0:
+ *          see BENCHMARKS.md)
  *
  * The packed-weight gemm (model/gemm.h) runs products of 2..MM_PACKED_MAX_M
  * rows for F32 and widened F16/BF16 weights, because sgemm re-packs W on

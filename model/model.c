@@ -240,11 +240,12 @@ void model__fill_random(struct model *m, uint64_t seed)
 static int repack_mat(struct matmul_mat *mt)
 {
     const enum gguf_tensor_type rt = quant_repack_type(mt->type);
-    /* Q4_K only: Q6_K_R8 is 1.2-1.9x faster batched, but in the one
-     * single-stream pair measured it read 64% of the bandwidth against
+    /* Q4_K and Q8_0 only: Q6_K_R8 is 1.2-1.9x faster batched, but in the
+     * one single-stream pair measured it read 64% of the bandwidth against
      * the file layout's 82% (BENCHMARKS.md), so it waits for its M = 1
      * path to be understood */
-    if (!mt->data || rt == mt->type || mt->type != GGUF_TENSOR_Q4_K)
+    if (!mt->data || rt == mt->type ||
+        (mt->type != GGUF_TENSOR_Q4_K && mt->type != GGUF_TENSOR_Q8_0))
         return 0;
     int rc = quant_repack(mt->type, (void *)mt->data, mt->rows, mt->cols);
     if (rc == 0)

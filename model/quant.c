@@ -874,15 +874,20 @@ static void r8_get(const struct blk_q4_k_r8 *w, int r, struct blk_q4_k *x)
 
 static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x);
 static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x);
+static void r80_put(struct blk_q8_0_r8 *w, int r, const struct blk_q8_0 *x);
+static void r80_get(const struct blk_q8_0_r8 *w, int r, struct blk_q8_0 *x);
 
-/* Both directions over every group of W (file type Q4_K or Q6_K), through
- * one group of scratch. */
+/* Both directions over every group of W (file type Q4_K, Q6_K or Q8_0),
+ * through one group of scratch. */
 static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, int64_t K)
 {
-    if (N < 0 || N % R8 || K <= 0 || K % QK_K)
+    const int64_t blk = t == GGUF_TENSOR_Q8_0 ? QK8_0 : QK_K;
+    if (N < 0 || N % R8 || K <= 0 || K % blk)
         return -EINVAL;
-    const int64_t nb = K / QK_K;
-    const size_t fb = t == GGUF_TENSOR_Q4_K ? sizeof(struct blk_q4_k) : sizeof(struct blk_q6_k);
+    const int64_t nb = K / blk;
+    const size_t fb = t == GGUF_TENSOR_Q4_K   ? sizeof(struct blk_q4_k)
+                      : t == GGUF_TENSOR_Q6_K ? sizeof(struct blk_q6_k)
+                                              : sizeof(struct blk_q8_0);
     const size_t gbytes = (size_t)nb * R8 * fb;
     uint8_t *tmp = malloc(gbytes);
     if (!tmp)
@@ -902,6 +907,12 @@ static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, in
                 else if (t == GGUF_TENSOR_Q4_K)
                     r8_get((const struct blk_q4_k_r8 *)(tmp + ro), r,
                            (struct blk_q4_k *)(grp + fo));
+                else if (t == GGUF_TENSOR_Q8_0 && pack)
+                    r80_put((struct blk_q8_0_r8 *)(grp + ro), r,
+                            (const struct blk_q8_0 *)(tmp + fo));
+                else if (t == GGUF_TENSOR_Q8_0)
+                    r80_get((const struct blk_q8_0_r8 *)(tmp + ro), r,
+                            (struct blk_q8_0 *)(grp + fo));
                 else if (pack)
                     r6_put((struct blk_q6_k_r8 *)(grp + ro), r,
                            (const struct blk_q6_k *)(tmp + fo));
@@ -1065,6 +1076,86 @@ static void q6_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, i
     }
 }
 
+/* ---- Q8_0_R8: Q8_0 rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * Why.  Batched products (M = 64..576 rows of activations under a serving
+ * load) are bound by the arithmetic of the int8 tile.  On the file's
+ * layout each 32-byte weight vector is one row's block, so every product of
+ * four weight rows ends in horizontal adds (vphaddd) to bring the four
+ * rows' sums together, and each row's scale is converted on its own.  With
+ * eight rows interleaved (struct blk_q8_0_r8, 272 bytes = 8 x 34), row r of
+ * the group sits in 32-bit lane r of every vector: four codes of each of
+ * eight rows meet the same four activation bytes (one broadcast), the
+ * 32-bit sums come out one lane per row with no horizontal adds, and the
+ * eight rows' scales convert in one instruction.
+ *
+ * Layout: a group of rows 8g..8g+7 occupies the same bytes its eight file
+ * rows did, its blocks in column order:
+ *
+ *   [d x8 f16][qs 256: vector t = 0..7, byte 4 r + i = row r, column 4 t + i]
+ *
+ * The scales and codes are the file's, so quant_unpack restores its bytes
+ * exactly and a row dequantizes to the same floats.
+ *
+ * Products: for each row r and activation row, per 32-column block the
+ * integer sum isum = sum_k q x (exact), then acc = fma(isum, d_w x_d, acc)
+ * in block order, one float accumulator per output.  The scalar kernel
+ * below and the AVX2 one (quant_avx2.c) do exactly these operations, so
+ * they agree bit for bit and row m of Y never depends on M.
+ */
+_Static_assert(sizeof(struct blk_q8_0_r8) == R8 * sizeof(struct blk_q8_0), "q8_0_r8 layout");
+
+static void r80_put(struct blk_q8_0_r8 *w, int r, const struct blk_q8_0 *x)
+{
+    w->d[r] = x->d;
+    for (int t = 0; t < 8; t++)
+        for (int i = 0; i < 4; i++)
+            w->qs[32 * t + 4 * r + i] = x->qs[4 * t + i];
+}
+
+static void r80_get(const struct blk_q8_0_r8 *w, int r, struct blk_q8_0 *x)
+{
+    x->d = w->d[r];
+    for (int t = 0; t < 8; t++)
+        for (int i = 0; i < 4; i++)
+            x->qs[4 * t + i] = w->qs[32 * t + 4 * r + i];
+}
+
+static void q8_0_r8_row_to_float(const struct blk_q8_0_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK8_0) {
+        struct blk_q8_0 x;
+        r80_get(&w[b], r, &x);
+        q8_0_to_float(&x, y, QK8_0);
+    }
+}
+
+static void q8_0_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                         float beta)
+{
+    const int64_t nb = K / QK8_0;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_q8_0_r8 *w =
+            (const struct blk_q8_0_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_0 *x = (const struct blk_q8_0 *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t isum = 0;
+                for (int t = 0; t < 8; t++)
+                    for (int i = 0; i < 4; i++)
+                        isum += w[b].qs[32 * t + 4 * r + i] * x[b].qs[4 * t + i];
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * h2f(x[b].d), acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 #if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
@@ -1108,6 +1199,9 @@ static const struct quant_traits traits[] = {
     [QUANT_Q6_K_R8] = {"Q6_K_R8", QK_K, sizeof(struct blk_q6_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL, {q6_k_r8_gemm, X86(quant__gemm_q6_k_r8_avx2), NULL},
                        R8, GGUF_TENSOR_Q6_K},
+    [QUANT_Q8_0_R8] = {"Q8_0_R8", QK8_0, sizeof(struct blk_q8_0), false, GGUF_TENSOR_Q8_0,
+                       NULL, NULL, NULL, {q8_0_r8_gemm, X86(quant__gemm_q8_0_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q8_0},
 };
 // clang-format on
 
@@ -1132,12 +1226,15 @@ enum gguf_tensor_type quant_dot_type(enum gguf_tensor_type t)
 
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
 {
-    return t == GGUF_TENSOR_Q4_K ? QUANT_Q4_K_R8 : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8 : t;
+    return t == GGUF_TENSOR_Q4_K   ? QUANT_Q4_K_R8
+           : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8
+           : t == GGUF_TENSOR_Q8_0 ? QUANT_Q8_0_R8
+                                   : t;
 }
 
 int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
 {
-    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K)
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K && t != GGUF_TENSOR_Q8_0)
         return -EINVAL;
     return r8_convert(t, true, W, N, K);
 }
@@ -1165,6 +1262,9 @@ void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int6
         const uint8_t *g = (const uint8_t *)W + (size_t)(row / R8) * R8 * rb;
         if (t == QUANT_Q4_K_R8)
             q4_k_r8_row_to_float((const struct blk_q4_k_r8 *)g, K / QK_K, (int)(row % R8),
+                                 dst + i * K);
+        else if (t == QUANT_Q8_0_R8)
+            q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, (int)(row % R8),
                                  dst + i * K);
         else
             q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, (int)(row % R8),

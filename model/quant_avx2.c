@@ -45,6 +45,7 @@
  * away from zero), at about a tenth of their cost.
  */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant_internal.h"
@@ -821,6 +822,110 @@ void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
 {
     static const group_fn fns[KMR] = {r6_1, r6_2, r6_3, r6_4};
     gemm_groups(fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * Row r of the group lives in 32-bit lane r of every vector.  Per 32-column
+ * block: eight 32-byte loads of W, each holding four codes of every row;
+ * |w| once per load (shared by up to Q8R_MR rows of X), then per row of X
+ * the four activation bytes of those columns broadcast to every lane
+ * (vpbroadcastd from memory), vpsignb moving w's sign onto them,
+ * vpmaddubsw (|w| x signed x: a pair is at most 2 * 128 * 127, no
+ * saturation, -128 codes included), vpmaddwd by ones and an add into the
+ * row's 32-bit sums: the sums come out one lane per weight row, with no
+ * horizontal adds, and the eight scales of the block convert in one
+ * vcvtph2ps.  Per block and row of X: acc = fma(isum, d_w x_d, acc), as the
+ * scalar kernel in model/quant.c, so the two agree bit for bit and row m of
+ * Y never depends on M.  The group is one contiguous run of bytes; the
+ * first pass of X over it prefetches Q8R_PF blocks ahead (the decode case:
+ * the one pass of one row, W streamed from memory).
+ */
+#define Q8R_MR 4
+/* blocks (272 bytes) ahead: 1.1 KiB, as Q4_K_R8's four blocks */
+#define Q8R_PF 4
+
+static inline __attribute__((always_inline)) void tile_q8r8(const int MR, const bool pf,
+                                                            const uint8_t *G, int64_t nb,
+                                                            const uint8_t *X, size_t xstride,
+                                                            float *Y, int64_t ldy, float beta)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[Q8R_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q8_0_r8 *w = (const struct blk_q8_0_r8 *)G + b;
+        if (pf)
+            prefetch_span((const uint8_t *)(w + Q8R_PF), (int64_t)sizeof(*w));
+        const struct blk_q8_0 *x[Q8R_MR];
+        __m256i isum[Q8R_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_0 *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm256_setzero_si256();
+        }
+        for (int t = 0; t < 8; t++) {
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * t));
+            const __m256i wa = _mm256_abs_epi8(wv);
+            for (int m = 0; m < MR; m++) {
+                const __m256i p =
+                    _mm256_maddubs_epi16(wa, _mm256_sign_epi8(bcast4(x[m]->qs + 4 * t), wv));
+                isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, ones));
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x[m]->d))), acc[m]);
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+typedef void (*q8r8_fn)(bool, const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t,
+                        float);
+#define Q8R8_FN(mr)                                                                                \
+    static void q8r8_##mr(bool pf, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,      \
+                          float *Y, int64_t ldy, float beta)                                       \
+    {                                                                                              \
+        tile_q8r8(mr, pf, G, nb, X, xs, Y, ldy, beta);                                             \
+    }
+Q8R8_FN(1)
+Q8R8_FN(2)
+Q8R8_FN(3)
+Q8R8_FN(4)
+
+/* The groups of eight rows over [n0, n1), Q8R_MR rows of X at a time, in
+ * passes of M_CHUNK rows of X over the band (the group stays in L1 while a
+ * pass walks it); a group that the range cuts is computed whole into a
+ * scratch tile, then the columns asked for are stored. */
+void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const q8r8_fn fns[Q8R_MR] = {q8r8_1, q8r8_2, q8r8_3, q8r8_4};
+    const int64_t nb = K / QK8_0;
+    for (int64_t mc = 0; mc < M; mc += M_CHUNK) {
+        const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;
+        for (int64_t g = n0 / 8; 8 * g < n1; g++) {
+            const uint8_t *G = (const uint8_t *)W + (size_t)g * 8 * wstride;
+            const int64_t c0 = 8 * g < n0 ? n0 : 8 * g, c1 = 8 * g + 8 > n1 ? n1 : 8 * g + 8;
+            for (int64_t m = mc; m < me; m += Q8R_MR) {
+                const int mr = me - m < Q8R_MR ? (int)(me - m) : Q8R_MR;
+                const uint8_t *Xm = (const uint8_t *)Xq + (size_t)m * xstride;
+                if (c1 - c0 == 8) {
+                    fns[mr - 1](m == mc, G, nb, Xm, xstride, Y + m * ldy + 8 * g, ldy, beta);
+                    continue;
+                }
+                float tmp[Q8R_MR * 8];
+                fns[mr - 1](m == mc, G, nb, Xm, xstride, tmp, 8, 0.0f);
+                for (int i = 0; i < mr; i++)
+                    for (int64_t n = c0; n < c1; n++) {
+                        float *y = &Y[(m + i) * ldy + n];
+                        const float v = tmp[i * 8 + (n - 8 * g)];
+                        *y = beta != 0.0f ? *y + v : v;
+                    }
+            }
+        }
+    }
 }
 
 /* ---- activation rows ---------------------------------------------------- */

@@ -105,6 +105,15 @@ struct blk_q6_k_r8 {
     uint8_t qh[8 * QK_K / 4];
 };
 
+/* Q8_0_R8 (load-time layout, model/quant.c): one 32-column block of eight
+ * Q8_0 rows r = 0..7 of a group: their eight scales, then eight 32-byte
+ * vectors t = 0..7 whose byte 4 r + i holds row r's code of column
+ * 4 t + i. */
+struct blk_q8_0_r8 {
+    uint16_t d[8];
+    int8_t qs[8 * QK8_0];
+};
+
 /* activations of K-quant products: x = d * qs, bsums = sums of 16 qs */
 struct blk_q8_k {
     float d;
@@ -128,5 +137,6 @@ void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

@@ -505,8 +505,9 @@ static void test_loader_types_and_fusion(void **state)
             for (int l = 0; l < M_LAY; l++) {
                 const struct model_layer *L = &m->layers[l];
                 int b = 1 + 9 * l;
-                assert_int_equal(L->wqkv.type, types[ti]); /* kept in the file's type */
-                assert_int_equal(L->w_down.type, types[ti]);
+                /* kept in the file's type (Q8_0: its load-time layout, same bytes) */
+                assert_int_equal(L->wqkv.type, quant_repack_type(types[ti]));
+                assert_int_equal(L->w_down.type, quant_repack_type(types[ti]));
                 check_floats(L->attn_norm, b + 0, M_DIM);
                 check_floats(deq(&L->wqkv), b + 1, (int64_t)M_HEADS * M_HD * M_DIM);
                 check_floats(deq(&L->wqkv) + M_HEADS * M_HD * M_DIM, b + 2,
@@ -544,7 +545,7 @@ static void test_loader_gate_up_mixed(void **state)
         int b = 1 + 9 * l;
         assert_non_null(L->wqkv.data);
         assert_null(L->w_gate_up.data);
-        assert_int_equal(L->gu_part[0].type, GGUF_TENSOR_Q8_0);
+        assert_int_equal(L->gu_part[0].type, QUANT_Q8_0_R8); /* Q8_0, repacked at load */
         assert_int_equal(L->gu_part[1].type, GGUF_TENSOR_F16);
         assert_int_equal(L->gu_part[0].rows, M_FFN);
         assert_int_equal(L->gu_part[1].rows, M_FFN);

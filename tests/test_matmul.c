@@ -410,6 +410,63 @@ static void test_widened_quant(void **state)
     free(A), free(C), free(R), free(wf);
 }
 
+/* Q8_0 in its load-time layout (Q8_0_R8, as model__repack leaves it)
+ * through matmul_run: the int8 kernel at every M, past where the file's
+ * layout widens (256), within 2e-2 of the double product; row m of C the
+ * same bit for bit as the row alone (no widening, so no batch_invariant
+ * needed); 1 to 3 threads (bands of whole groups of eight rows). */
+static void test_repacked_q8_0(void **state)
+{
+    (void)state;
+    const int32_t N = 40, K = 96, Ms[] = {1, 5, 40, 300}, max_m = 300;
+    void *wdata = make_weight(GGUF_TENSOR_Q8_0, N, K);
+    float *wf = malloc(sizeof(float) * (size_t)N * K);
+    struct matmul_mat w = {.type = GGUF_TENSOR_Q8_0, .rows = N, .cols = K, .data = wdata};
+    matmul_mat_rows_f32(&w, 0, N, wf);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q8_0, wdata, N, K), 0);
+    w.type = QUANT_Q8_0_R8;
+    float *A = malloc(sizeof(float) * (size_t)max_m * K);
+    float *C = malloc(sizeof(float) * (size_t)max_m * N);
+    for (size_t i = 0; i < (size_t)max_m * K; i++)
+        A[i] = (float)urand();
+    for (int nth = 1; nth <= 3; nth++) {
+        pool_t *pool;
+        assert_int_equal(pool_new(nth, &pool), 0);
+        matmul_t *mm;
+        struct matmul_config cfg = {.backend = MODEL_MATMUL_OPENBLAS,
+                                    .n_threads = nth,
+                                    .max_m = max_m,
+                                    .max_k = K,
+                                    .max_weights = 1};
+        assert_int_equal(matmul_new(&cfg, &mm), 0);
+        int32_t id;
+        assert_int_equal(matmul_add(mm, &w, &id), 0);
+        for (size_t mx = 0; mx < FOLIO_ARRAY_LEN(Ms); mx++) {
+            const int32_t M = Ms[mx];
+            matmul_run(mm, pool, id, M, A, K, 0.0f, C, N);
+            for (int32_t m = 0; m < M; m++)
+                for (int32_t n = 0; n < N; n++) {
+                    double s = 0, scale = 0;
+                    for (int32_t k = 0; k < K; k++) {
+                        const double p = (double)A[(size_t)m * K + k] * wf[(size_t)n * K + k];
+                        s += p, scale += fabs(p);
+                    }
+                    if (!(fabs(C[(size_t)m * N + n] - s) / (scale + 1e-6) <= 2e-2))
+                        fail_msg("Q8_0_R8 nth=%d M=%d: C[%d][%d] = %g, want %g", nth, M, m, n,
+                                 C[(size_t)m * N + n], s);
+                }
+            for (int32_t m = 0; m < M; m += 7) {
+                float row[40];
+                matmul_run(mm, pool, id, 1, A + (size_t)m * K, K, 0.0f, row, N);
+                assert_memory_equal(row, C + (size_t)m * N, sizeof(row));
+            }
+        }
+        matmul_free(mm);
+        pool_free(pool);
+    }
+    free(A), free(C), free(wf), free(wdata);
+}
+
 /* F32 through the packed-weight gemm (the default) against sgemm on the
  * same weight and rows: they differ only in the order of the sums.  Shapes
  * of `small` (K 768 and 2048), M from one row (gemm_gemv) to several
@@ -513,7 +570,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_resolve), cmocka_unit_test(test_products),
         cmocka_unit_test(test_row_invariance),    cmocka_unit_test(test_widened_quant),
-        cmocka_unit_test(test_packed_vs_sgemm),
+        cmocka_unit_test(test_packed_vs_sgemm),   cmocka_unit_test(test_repacked_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -547,7 +547,7 @@ static void check_repack(enum gguf_tensor_type t)
 
     /* bit for bit: scalar = AVX2 (when the CPU has it), and M = 1 = row m */
     const int64_t N = 24, K = 512, M = 6;
-    const size_t ws = quant_row_bytes(t, K), xs = quant_row_bytes(GGUF_TENSOR_Q8_K, K);
+    const size_t ws = quant_row_bytes(t, K), xs = quant_row_bytes(quant_dot_type(t), K);
     uint8_t *Wr = malloc(ws * N), *Xq = malloc(xs * M);
     float *X = malloc((size_t)(M * K) * sizeof(float));
     float Y[3][6 * 24], Y1[24];
@@ -583,6 +583,62 @@ static void test_repack(void **state)
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_K), GGUF_TENSOR_Q5_K);
     check_repack(GGUF_TENSOR_Q4_K);
     check_repack(GGUF_TENSOR_Q6_K);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q8_0), QUANT_Q8_0_R8);
+    check_repack(GGUF_TENSOR_Q8_0);
+}
+
+/* Q8_0_R8 at the edges of vpmaddubsw's range: codes -128 and 127 against
+ * activation codes +-127 (pairs of 2 * 128 * 127, just below int16
+ * saturation), scales 1, so every output is an exact integer: each ISA
+ * gives exactly sum_k w_k x_k. */
+static void test_q8_0_r8_extremes(void **state)
+{
+    (void)state;
+    const int64_t N = 8, K = 96, M = 3;
+    const size_t ws = quant_row_bytes(GGUF_TENSOR_Q8_0, K);
+    const size_t xs = quant_row_bytes(GGUF_TENSOR_Q8_0, K);
+    uint8_t *W = malloc(ws * N), *Xq = malloc(xs * M);
+    int8_t code[8][96];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            code[n][k] = n == 0   ? -128
+                         : n == 1 ? 127
+                         : n == 2 ? (k % 2 ? -128 : 127)
+                                  : (int8_t)((int)(rnd() % 256) - 128);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < K / 32; b++) {
+            uint8_t *blk = W + (size_t)n * ws + (size_t)b * 34;
+            const uint16_t one = 0x3c00; /* f16 1.0 */
+            memcpy(blk, &one, 2);
+            memcpy(blk + 2, &code[n][32 * b], 32);
+        }
+    float X[3 * 96];
+    for (int64_t k = 0; k < K; k++) {
+        X[k] = 127.0f;                           /* d = 1, codes 127 */
+        X[K + k] = -127.0f;                      /* codes -127 */
+        X[2 * K + k] = k % 2 ? 127.0f : -127.0f; /* against row 2's pattern */
+    }
+    quant_rows(GGUF_TENSOR_Q8_0, X, K, K, 0, M, Xq);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q8_0, W, N, K), 0);
+    const char *isas[] = {"scalar", "avx2"};
+    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+        if (quant_force_isa(isas[a]))
+            continue;
+        float Y[3 * 8];
+        quant_gemm(QUANT_Q8_0_R8, W, K, 0, N, Xq, M, Y, N, 0.0f);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                int64_t want = 0;
+                for (int64_t k = 0; k < K; k++)
+                    want += (int64_t)code[n][k] * (int64_t)X[m * K + k];
+                if (Y[m * N + n] != (float)want)
+                    fail_msg("Q8_0_R8 at %s: y[%lld][%lld] = %.1f, want %lld", isas[a],
+                             (long long)m, (long long)n, Y[m * N + n], (long long)want);
+            }
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+    free(W);
+    free(Xq);
 }
 
 /* quant_rows writes exactly rows [m0, m1) */
@@ -661,12 +717,19 @@ static void test_rows_isas(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table),         cmocka_unit_test(test_f16_all),
-        cmocka_unit_test(test_round_q8_0),    cmocka_unit_test(test_round_q4_0),
-        cmocka_unit_test(test_round_q5_0),    cmocka_unit_test(test_layout_q4_k),
-        cmocka_unit_test(test_layout_q6_k),   cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_rows_range),    cmocka_unit_test(test_rows_isas),
-        cmocka_unit_test(test_gemm_all_isas), cmocka_unit_test(test_repack),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_f16_all),
+        cmocka_unit_test(test_round_q8_0),
+        cmocka_unit_test(test_round_q4_0),
+        cmocka_unit_test(test_round_q5_0),
+        cmocka_unit_test(test_layout_q4_k),
+        cmocka_unit_test(test_layout_q6_k),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_rows_range),
+        cmocka_unit_test(test_rows_isas),
+        cmocka_unit_test(test_gemm_all_isas),
+        cmocka_unit_test(test_repack),
+        cmocka_unit_test(test_q8_0_r8_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
