@@ -245,7 +245,8 @@ static int repack_mat(struct matmul_mat *mt)
      * the file layout's 82% (BENCHMARKS.md), so it waits for its M = 1
      * path to be understood */
     if (!mt->data || rt == mt->type ||
-        (mt->type != GGUF_TENSOR_Q4_K && mt->type != GGUF_TENSOR_Q8_0))
+        (mt->type != GGUF_TENSOR_Q4_K && mt->type != GGUF_TENSOR_Q8_0) ||
+        !quant_repack_pays(mt->type))
         return 0;
     int rc = quant_repack(mt->type, (void *)mt->data, mt->rows, mt->cols);
     if (rc == 0)

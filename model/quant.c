@@ -1239,6 +1239,24 @@ int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
     return r8_convert(t, true, W, N, K);
 }
 
+static int isa_get(void);
+
+/* The highest ISA at or below the current one with a kernel for r. */
+static int best_kernel_isa(const struct quant_traits *r)
+{
+    for (int isa = isa_get(); isa > QUANT_ISA_SCALAR; isa--)
+        if (r->gemm[isa])
+            return isa;
+    return QUANT_ISA_SCALAR;
+}
+
+bool quant_repack_pays(enum gguf_tensor_type t)
+{
+    const struct quant_traits *f = quant_traits_of(t);
+    const struct quant_traits *r = quant_traits_of(quant_repack_type(t));
+    return f && r && r != f && best_kernel_isa(r) >= best_kernel_isa(f);
+}
+
 int quant_unpack(enum gguf_tensor_type rt, void *W, int64_t N, int64_t K)
 {
     const struct quant_traits *r = quant_traits_of(rt);
@@ -1297,8 +1315,6 @@ int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64
     r->from_float(src, dst, n);
     return 0;
 }
-
-static int isa_get(void);
 
 void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K, int64_t m0,
                 int64_t m1, void *Xq)

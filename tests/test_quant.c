@@ -591,6 +591,26 @@ static void test_repack(void **state)
  * activation codes +-127 (pairs of 2 * 128 * 127, just below int16
  * saturation), scales 1, so every output is an exact integer: each ISA
  * gives exactly sum_k w_k x_k. */
+/* The loader repacks a type only where its load-time layout has a kernel
+ * at least as high as the file layout's: Q8_0 keeps its file layout where
+ * AVX-512 VNNI runs (Q8_0_R8 has no kernel there), Q4_K repacks at every
+ * ISA, types without a load-time layout never. */
+static void test_repack_pays(void **state)
+{
+    (void)state;
+    static const char *const isas[] = {"scalar", "avx2", "avx512"};
+    for (size_t a = 0; a < sizeof isas / sizeof isas[0]; a++) {
+        if (quant_force_isa(isas[a]) != 0)
+            continue; /* not on this CPU */
+        const bool vnni = strcmp(quant_isa_name(), "avx512") == 0;
+        assert_int_equal(quant_repack_pays(GGUF_TENSOR_Q8_0), !vnni);
+        assert_true(quant_repack_pays(GGUF_TENSOR_Q4_K));
+        assert_false(quant_repack_pays(GGUF_TENSOR_F32));
+        assert_false(quant_repack_pays(GGUF_TENSOR_Q5_0));
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+}
+
 static void test_q8_0_r8_extremes(void **state)
 {
     (void)state;
@@ -730,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_gemm_all_isas),
         cmocka_unit_test(test_repack),
         cmocka_unit_test(test_q8_0_r8_extremes),
+        cmocka_unit_test(test_repack_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
