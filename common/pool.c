@@ -29,21 +29,16 @@
  * product lasts 10-100 us, and a waiter inside the syscall noticed the
  * peer's end 2 us late on average (a decode step of `small` waited 0.24
  * ms for 61 dispatches where its threads' shares differed by 0.11 ms).
- * The owner spins at most POOL_SPIN_NS too, then sleeps on the pending
- * futex.
- *
- * Idle work (pool_run_idle): a worker that has finished its share calls
- * idle(idle_arg, ith, nth, step) for step = 0, 1, ... while no new job has
- * been published, one short step at a time, before it spins.  It has read
- * idle and idle_arg with fn and arg, before its pending decrement, because
- * the owner may publish the next job as soon as pending reaches 0.  The
- * owner never runs idle work: it is for what the workers can do while the
- * owner works alone between dispatches (model/matmul.c prefetches the
- * next product's weights).
+ * The owner, whose workers are running its job, spins (and yields) for up
+ * to POOL_OWNER_SPIN_NS before it sleeps on the pending futex: a futex
+ * wake-up on this VM took tens of microseconds, and the shares of a big
+ * one-row product (the output matrix: 0.5 ms each) differ by more than
+ * POOL_SPIN_NS often enough that sleeping after it cost a decode step of
+ * `small` about 0.3 ms of 4.4 (measured: the owner's wait exceeded its
+ * threads' difference in finishing by that much).
  *
  * Invariant: between pool_run calls every worker has finished its last
- * job (pending == 0); fn, arg, idle and idle_arg are only written then
- * (a worker may still be inside an idle step, on the copies it took).
+ * job (pending == 0); fn and arg are only written then.
  */
 #include "folio/pool.h"
 
@@ -59,8 +54,9 @@
 
 #include "folio/common.h"
 
-#define POOL_SPIN_NS      30000
-#define POOL_PURE_SPIN_NS 10000
+#define POOL_SPIN_NS       30000
+#define POOL_PURE_SPIN_NS  10000
+#define POOL_OWNER_SPIN_NS 2000000
 
 struct pool_worker {
     struct pool *pool;
@@ -76,9 +72,7 @@ struct pool {
     atomic_int stop;
     pool_fn fn;
     void *arg;
-    uint64_t t_pub;    /* when the current job was published (folio_now_ns) */
-    pool_idle_fn idle; /* run by the workers after fn (pool_run_idle), or NULL */
-    void *idle_arg;
+    uint64_t t_pub; /* when the current job was published (folio_now_ns) */
     _Alignas(64) atomic_uint pending;
     atomic_int waiting;
     struct pool_worker *workers; /* [nth - 1], workers[i].ith = i + 1 */
@@ -143,10 +137,6 @@ static void *worker_main(void *p)
         seen = wait_change(&pool->gen, seen, &pool->sleepers);
         if (atomic_load(&pool->stop))
             return NULL;
-        /* read before pending drops: the owner may publish the next job
-         * (and its idle work) as soon as it does */
-        const pool_idle_fn idle = pool->idle;
-        void *const idle_arg = pool->idle_arg;
         const uint64_t t0 = folio_now_ns();
         pool->fn(pool->arg, w->ith, pool->nth);
         const uint64_t t1 = folio_now_ns();
@@ -158,10 +148,6 @@ static void *worker_main(void *p)
                               memory_order_relaxed);
         if (atomic_fetch_sub(&pool->pending, 1) == 1 && atomic_load(&pool->waiting))
             futex_wake(&pool->pending, 1);
-        if (idle) /* a step at a time until done or the next job comes */
-            for (int step = 0; atomic_load(&pool->gen) == seen; step++)
-                if (!idle(idle_arg, w->ith, pool->nth, step))
-                    break;
     }
 }
 
@@ -220,11 +206,6 @@ int pool_size(const pool_t *pool)
 
 void pool_run(pool_t *pool, pool_fn fn, void *arg)
 {
-    pool_run_idle(pool, fn, arg, NULL, NULL);
-}
-
-void pool_run_idle(pool_t *pool, pool_fn fn, void *arg, pool_idle_fn idle, void *idle_arg)
-{
     if (pool->nth == 1) {
         fn(arg, 0, 1);
         pool->stats.runs++;
@@ -232,8 +213,6 @@ void pool_run_idle(pool_t *pool, pool_fn fn, void *arg, pool_idle_fn idle, void 
     }
     pool->fn = fn;
     pool->arg = arg;
-    pool->idle = idle;
-    pool->idle_arg = idle_arg;
     pool->t_pub = folio_now_ns();
     atomic_store(&pool->pending, (unsigned)pool->nth - 1);
     atomic_fetch_add(&pool->gen, 1); /* publishes fn, arg, pending */
@@ -246,7 +225,7 @@ void pool_run_idle(pool_t *pool, pool_fn fn, void *arg, pool_idle_fn idle, void 
     uint64_t t0 = 0;
     for (int i = 0; (left = atomic_load(&pool->pending)) != 0; i++) {
         const uint64_t spun = t0 ? folio_now_ns() - t0 : 0;
-        if (spun < POOL_SPIN_NS) {
+        if (spun < POOL_OWNER_SPIN_NS) {
             if ((i & 63) == 63) {
                 if (!t0)
                     t0 = folio_now_ns();

@@ -93,7 +93,6 @@ struct model_ctx {
     pool_t *pool;
     matmul_t *mm;
     int32_t *mm_id;    /* [n_layers][MM_PER_LAYER] (see MM_*), then output */
-    int32_t n_mm;      /* weights registered: ids 0 .. n_mm - 1 in the step's order */
     int32_t n_qkv;     /* (Hq + 2 Hk) * d */
     int32_t n_q, n_kv; /* Hq * d, Hk * d */
     /* workspaces, [max_tokens] rows unless noted */
@@ -341,9 +340,7 @@ static void gemm(struct model_ctx *ctx, int32_t id, const struct matmul_mat *w, 
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, w->rows, w->cols, 1.0f, A, lda,
                         w->data, w->cols, beta, C, ldc);
     } else {
-        /* ids are registered in the step's order, the output product last:
-         * the next product is id + 1, the first again after the output */
-        matmul_run_next(ctx->mm, ctx->pool, id, M, A, lda, beta, C, ldc, (id + 1) % ctx->n_mm);
+        matmul_run(ctx->mm, ctx->pool, id, M, A, lda, beta, C, ldc);
     }
     ctx->stats.ns_gemm += folio_now_ns() - t0;
 }
@@ -672,7 +669,6 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         rc = matmul_add(ctx->mm, &m->output, &ctx->mm_id[n_mm - 1]);
     if (rc)
         goto fail;
-    ctx->n_mm = ctx->mm_id[n_mm - 1] + 1;
     ctx->cfg.matmul = matmul_backend_used(ctx->mm);
     *out = ctx;
     return 0;

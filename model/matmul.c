@@ -122,7 +122,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,12 +132,11 @@
 #include <omp.h>
 #endif
 
-#define MM_BAND_ALIGN       16            /* output columns */
-#define MM_WIDE_BYTES       (2048 * 1024) /* f32 bytes of W widened at a time */
-#define MM_F16_AS_BF16      0             /* F16 weights to oneDNN as bf16 (see above) */
-#define MM_FUSED_M          4             /* up to this many rows: fused 16-bit dot products */
-#define MM_PACKED_MAX_M     192 /* auto: the packed gemm up to this many rows (use_packed) */
-#define MM_PF_DEFAULT_BYTES (128 * 1024) /* per band: see mm_prefetch_step */
+#define MM_BAND_ALIGN   16            /* output columns */
+#define MM_WIDE_BYTES   (2048 * 1024) /* f32 bytes of W widened at a time */
+#define MM_F16_AS_BF16  0             /* F16 weights to oneDNN as bf16 (see above) */
+#define MM_FUSED_M      4             /* up to this many rows: fused 16-bit dot products */
+#define MM_PACKED_MAX_M 192           /* auto: the packed gemm up to this many rows (use_packed) */
 
 enum mm_kind {
     MM_ROWDOT,      /* F32/F16/BF16, batch invariant: rowdot kernels */
@@ -156,16 +154,8 @@ struct mm_band {
 #endif
 };
 
-/* What a worker prefetches of weight id while it waits (mm_prefetch_step):
- * constant from matmul_add on, so the idle work never races a write. */
-struct mm_pf {
-    const struct matmul *mm;
-    int32_t id;
-};
-
 struct mm_weight {
     struct matmul_mat w;
-    struct mm_pf pf; /* {mm, this weight's id} */
     enum mm_kind kind;
     bool bf16;             /* oneDNN: A and W in bf16 */
     bool widen_avx2;       /* widen_supports(): model/widen.h widens it */
@@ -1050,7 +1040,6 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
     struct mm_weight *w = &mm->w[mm->n_w];
     memset(w, 0, sizeof(*w));
     w->w = *mt;
-    w->pf = (struct mm_pf){.mm = mm, .id = mm->n_w};
     switch (mt->type) {
     case GGUF_TENSOR_F32:
         w->kind = MM_F32_BLAS;
@@ -1230,59 +1219,8 @@ static void job_band(void *arg, int ith, int nth)
     }
 }
 
-/* Prefetch of the next product's weights by the idle workers.  A product
- * of a few rows reads each thread's band of W once, from memory: its
- * first kilobytes come at DRAM latency while the hardware prefetcher
- * finds the stream, and between two products the owner works alone
- * (norms, RoPE, SwiGLU, quantizing the activations) while the memory bus
- * rests.  So after a product of at most MM_FUSED_M rows the workers, while
- * they wait, prefetch the head of every band of the next product (each
- * band in turn, MM_PF_CHUNK bytes a step, up to mm_pf_bytes per band, into
- * the worker's cache, from where the owner's loads of its own band fetch
- * them too).  Only prefetch instructions: nothing is computed and nothing
- * changes if a step is cut off.  FOLIO_MM_PREFETCH_KB sets mm_pf_bytes
- * (0 turns it off; measurements in BENCHMARKS.md). */
-#define MM_PF_CHUNK 1024
-
-static size_t mm_pf_bytes(void)
-{
-    static size_t bytes = SIZE_MAX;
-    if (bytes == SIZE_MAX) {
-        const char *e = getenv("FOLIO_MM_PREFETCH_KB");
-        bytes = e && *e ? (size_t)strtoul(e, NULL, 10) * 1024 : MM_PF_DEFAULT_BYTES;
-    }
-    return bytes;
-}
-
-static bool mm_prefetch_step(void *arg, int ith, int nth, int step)
-{
-    (void)ith;
-    const struct mm_pf *pf = arg;
-    const struct mm_weight *w = &pf->mm->w[pf->id];
-    const int band = step % nth;
-    const size_t off = (size_t)(step / nth) * MM_PF_CHUNK;
-    if (off >= mm_pf_bytes())
-        return false;
-    int32_t n0, n1;
-    band_of(w->w.rows, band, nth, &n0, &n1);
-    const size_t rb = matmul_mat_row_bytes(&w->w);
-    /* every M <= MM_FUSED_M kernel reads its band from row n0 on, in
-     * order; a group layout's band starts at the same byte (n0 % 16 == 0) */
-    const uint8_t *p = (const uint8_t *)w->w.data + (size_t)n0 * rb + off;
-    const uint8_t *end = (const uint8_t *)w->w.data + (size_t)n1 * rb;
-    for (int i = 0; i < MM_PF_CHUNK / 64 && p < end; i++, p += 64)
-        __builtin_prefetch(p, 0, 3);
-    return true;
-}
-
 void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *A, int32_t lda,
                 float beta, float *C, int32_t ldc)
-{
-    matmul_run_next(mm, pool, id, M, A, lda, beta, C, ldc, -1);
-}
-
-void matmul_run_next(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *A, int32_t lda,
-                     float beta, float *C, int32_t ldc, int32_t next)
 {
     FOLIO_CHECK(id >= 0 && id < mm->n_w && M >= 1 && M <= mm->cfg.max_m,
                 "weight %d of %d, M %d (max %d)", (int)id, (int)mm->n_w, (int)M,
@@ -1303,13 +1241,9 @@ void matmul_run_next(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const fl
         else
             pool_run(pool, job_convert, &j);
     }
-    (void)use_avx2();    /* decided before the pool's threads read it */
-    (void)mm_pf_bytes(); /* likewise */
+    (void)use_avx2(); /* decided before the pool's threads read it */
     if (mm->cfg.n_threads == 1)
         job_band(&j, 0, 1);
-    else if (next >= 0 && next < mm->n_w && M <= MM_FUSED_M && mm_pf_bytes() > 0 &&
-             mm->w[next].kind != MM_DNNL)
-        pool_run_idle(pool, job_band, &j, mm_prefetch_step, (void *)&mm->w[next].pf);
     else
         pool_run(pool, job_band, &j);
 }

@@ -90,11 +90,6 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *w, int32_t *id);
  * must be cfg->n_threads).  1 <= M <= max_m, beta 0 or 1. */
 void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *A, int32_t lda,
                 float beta, float *C, int32_t ldc);
-/* matmul_run, then, when M <= 4, the pool's idle workers prefetch the head
- * of weight next's bands (the product that comes next; -1: none) while the
- * caller works alone until its next dispatch.  Same results. */
-void matmul_run_next(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *A, int32_t lda,
-                     float beta, float *C, int32_t ldc, int32_t next);
 
 /* Bytes of W's prepared copies held by mm (0 when every weight is read in
  * place). */

@@ -18,7 +18,6 @@
 #include <stdint.h>
 #include <errno.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -762,68 +761,15 @@ static void test_pool(void **state)
             assert_int_equal(p.calls[i], rounds);
             assert_true(p.sums[i] == want);
         }
+        struct pool_stats ps; /* every dispatch counted; workers' times only with workers */
+        pool_stats_get(pool, &ps);
+        assert_true(ps.runs == (uint64_t)rounds);
+        assert_true(n > 1 ? ps.work_ns > 0 && ps.late_ns > 0 : ps.work_ns == 0 && ps.late_ns == 0);
         pool_free(pool);
     }
     pool_t *bad;
     assert_int_equal(pool_new(0, &bad), -EINVAL);
     pool_free(NULL);
-}
-
-struct idle_probe {
-    _Atomic long steps[8]; /* idle steps per thread index */
-    long limit;            /* steps before idle reports done; < 0: never */
-    atomic_int bad;        /* a call with arguments out of contract */
-};
-
-static bool idle_fn(void *arg, int ith, int nth, int step)
-{
-    struct idle_probe *p = arg;
-    if (!(ith >= 1 && ith < nth && ith < 8 && step >= 0))
-        atomic_store(&p->bad, 1); /* asserted by the test's own thread */
-    atomic_fetch_add(&p->steps[ith], 1);
-    return p->limit < 0 || step + 1 < p->limit;
-}
-
-/* pool_run_idle: the job runs as with pool_run; the workers (never the
- * caller) then take idle steps until idle says done, or until the next
- * job comes (an idle that never ends holds up neither the next dispatch
- * nor pool_free); the stats count every dispatch. */
-static void test_pool_idle(void **state)
-{
-    (void)state;
-    for (int n = 1; n <= 3; n++) {
-        pool_t *pool;
-        assert_int_equal(pool_new(n, &pool), 0);
-        static struct idle_probe ip;
-        memset(&ip, 0, sizeof(ip));
-        struct pool_probe p = {0};
-        const long rounds = 200;
-        ip.limit = 5;
-        for (p.round = 1; p.round <= rounds; p.round++) {
-            pool_run_idle(pool, probe_fn, &p, idle_fn, &ip);
-            assert_int_equal(p.calls[0], p.round);
-        }
-        struct timespec ts = {0, 2000000}; /* the last round's idle steps end */
-        nanosleep(&ts, NULL);
-        assert_int_equal(atomic_load(&ip.steps[0]), 0);
-        for (int i = 1; i < n; i++) {
-            assert_int_equal(p.calls[i], rounds);
-            const long st = atomic_load(&ip.steps[i]);
-            assert_true(st >= 1 && st <= 5 * rounds); /* cut short or done, never more */
-        }
-        ip.limit = -1; /* endless: only the next job stops it */
-        for (p.round = rounds + 1; p.round <= 2 * rounds; p.round++)
-            pool_run_idle(pool, probe_fn, &p, idle_fn, &ip);
-        pool_run(pool, probe_fn, &p);
-        for (int i = 0; i < n; i++)
-            assert_int_equal(p.calls[i], 2 * rounds + 1);
-        struct pool_stats ps;
-        pool_stats_get(pool, &ps);
-        assert_int_equal(ps.runs, 2 * rounds + 1);
-        pool_run_idle(pool, probe_fn, &p, idle_fn, &ip);
-        pool_free(pool); /* stops a worker in the endless idle */
-        assert_int_equal(atomic_load(&ip.bad), 0);
-    }
 }
 
 /* Every allocation of model__alloc and model_ctx_new may fail: the call
@@ -1294,7 +1240,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         /* clang-format off */
         cmocka_unit_test(test_pool),
-        cmocka_unit_test(test_pool_idle),
         cmocka_unit_test(test_swiglu_lanes),
         cmocka_unit_test(test_fill_random_fixed),
         cmocka_unit_test(test_whole_prompt),

@@ -18,7 +18,6 @@
 #ifndef FOLIO_POOL_H
 #define FOLIO_POOL_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -39,15 +38,6 @@ int pool_size(const pool_t *pool);
 /* Runs fn on every thread of the pool, the caller included; returns when
  * all have finished. */
 void pool_run(pool_t *pool, pool_fn fn, void *arg);
-
-/* Idle work: called by each worker (ith >= 1) after its share of a job,
- * with step = 0, 1, 2, ..., until it returns false or the owner publishes
- * the next job (checked between steps: keep a step short, a microsecond or
- * so).  Work that may be cut off anywhere: prefetching, warming caches. */
-typedef bool (*pool_idle_fn)(void *arg, int ith, int nth, int step);
-/* pool_run, then idle on the workers until the next pool_run.  idle_arg
- * must stay valid until that next pool_run returns. */
-void pool_run_idle(pool_t *pool, pool_fn fn, void *arg, pool_idle_fn idle, void *idle_arg);
 
 /* What the owner's pool_run calls cost it beyond its own share: for
  * profiling (bench_model's breakdown of a decode step). */
