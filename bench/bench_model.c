@@ -29,7 +29,11 @@
  * weight read rate is set against the bandwidth measured just before it,
  * and the median of those shares is printed (this machine's bandwidth
  * drifts by tens of percent between seconds, so one figure taken at the
- * start is a poor yardstick for a run).
+ * start is a poor yardstick for a run).  It also prints where a token's
+ * time went (products, attention, the rest; pool dispatches, the caller's
+ * wait for the other threads, each side's time in its shares), then runs
+ * the step's products alone, M = 1 in the step's order, each timed: per
+ * kind of matrix its read rate against the bandwidth of that pass.
  * Each with tokens/s, GFLOP/s of model arithmetic, the rate of the matrix
  * products alone (matrix FLOPs / time inside sgemm: compare with the peak)
  * and the split of time between sgemm, attention and the rest

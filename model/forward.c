@@ -63,7 +63,11 @@
  *
  * Attention goes through model__attention(), the one place that chooses
  * the kernel: the fast attn_paged, ATTN_PHASES pool dispatches over a
- * workspace sized once at model_ctx_new by attn_paged_work_bound.  A batch
+ * workspace sized once at model_ctx_new by attn_paged_work_bound.  A step
+ * of one row (a single stream's decode) splits its KV heads over the pool
+ * instead, each thread running both phases on its heads in its own
+ * workspace (job_attn_heads; not with batch_invariant): the kernel's plan
+ * keeps such a row on one thread below a few hundred keys.  A batch
  * whose plan needed more (never, by that bound) would fall back to the
  * scalar reference (stats.attn_ref_layers counts it; the tests assert it
  * never happens).
