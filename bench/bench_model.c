@@ -29,7 +29,11 @@
  * weight read rate is set against the bandwidth measured just before it,
  * and the median of those shares is printed (this machine's bandwidth
  * drifts by tens of percent between seconds, so one figure taken at the
- * start is a poor yardstick for a run).
+ * start is a poor yardstick for a run).  It also prints where a token's
+ * time went (products, attention, the rest; pool dispatches, the caller's
+ * wait for the other threads, each side's time in its shares), then runs
+ * the step's products alone, M = 1 in the step's order, each timed: per
+ * kind of matrix its read rate against the bandwidth of that pass.
  * Each with tokens/s, GFLOP/s of model arithmetic, the rate of the matrix
  * products alone (matrix FLOPs / time inside sgemm: compare with the peak)
  * and the split of time between sgemm, attention and the rest
@@ -51,6 +55,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../model/matmul.h"
 #include "../model/model_internal.h"
 #include "../model/quant.h"
 #include "folio/common.h"
@@ -315,6 +320,17 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
         printf("|   single stream: %.1f MB of weights/token, read at %.1f GB/s = %.0f%% of "
                "the measured %.1f GB/s (bound %.1f tokens/s) |\n",
                wb * 1e-6, rate * 1e-9, 100 * rate / read_bw, read_bw * 1e-9, read_bw / wb);
+        printf("|   per token: %.2f ms, %.1f pool dispatches, the caller waiting on the pool "
+               "%.3f ms (products %.3f ms, attention %.3f ms, other %.3f ms) |\n",
+               secs * 1e3 / steps, (double)(s1.pool_runs - s0.pool_runs) / steps,
+               (s1.ns_pool_wait - s0.ns_pool_wait) * 1e-6 / steps,
+               (s1.ns_gemm - s0.ns_gemm) * 1e-6 / steps, (s1.ns_attn - s0.ns_attn) * 1e-6 / steps,
+               (s1.ns_other - s0.ns_other) * 1e-6 / steps);
+        printf("|   per token in dispatches: the caller %.3f ms in its shares; the other threads "
+               "%.3f ms in theirs, %.3f ms from dispatch to starting (summed over threads) |\n",
+               (s1.ns_pool_own - s0.ns_pool_own) * 1e-6 / steps,
+               (s1.ns_pool_work - s0.ns_pool_work) * 1e-6 / steps,
+               (s1.ns_pool_late - s0.ns_pool_late) * 1e-6 / steps);
         if (n_ratios > 0) {
             qsort(ratios, (size_t)n_ratios, sizeof(double), cmp_double);
             printf("|   paired with the bandwidth measured before each %d tokens: median %.0f%% "
@@ -326,6 +342,85 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
     model_ctx_free(ctx);
     free(tok), free(sl), free(logits);
     env_free(&e);
+}
+
+/* --single: the step's products alone, in the step's order on a pool of
+ * n_threads, M = 1, each timed: per kind of matrix, the time per token and
+ * its read rate against the bandwidth measured just before (what the
+ * matrices reach with nothing between them; the decode row's time minus
+ * theirs is what the rest of the step costs). */
+static void bench_products(const struct model *m, int32_t tokens)
+{
+    enum { QKV, WO, GU, DOWN, OUT, KINDS };
+    static const char *const names[KINDS] = {"q|k|v", "wo", "gate|up", "down", "output"};
+    const struct model_hparams *hp = &m->hp;
+    const int32_t n_mat = 9 * hp->n_layers + 1;
+    struct matmul_mat *mats = calloc((size_t)n_mat, sizeof(*mats));
+    int *kind = calloc((size_t)n_mat, sizeof(int));
+    int32_t n = 0, max_k = 0, max_n = 0;
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        const struct model_layer *L = &m->layers[l];
+        const struct matmul_mat *w[] = {&L->wqkv,        &L->qkv_part[0], &L->qkv_part[1],
+                                        &L->qkv_part[2], &L->wo,          &L->w_gate_up,
+                                        &L->gu_part[0],  &L->gu_part[1],  &L->w_down};
+        const int k[] = {QKV, QKV, QKV, QKV, WO, GU, GU, GU, DOWN};
+        for (int i = 0; i < 9; i++)
+            if (w[i]->data)
+                mats[n] = *w[i], kind[n++] = k[i];
+    }
+    mats[n] = m->output, kind[n++] = OUT;
+    for (int32_t i = 0; i < n; i++)
+        max_k = FOLIO_MAX(max_k, mats[i].cols), max_n = FOLIO_MAX(max_n, mats[i].rows);
+    pool_t *pool;
+    matmul_t *mm;
+    const struct matmul_config mc = {.backend = matmul,
+                                     .n_threads = n_threads,
+                                     .max_m = 1,
+                                     .max_k = max_k,
+                                     .max_weights = n,
+                                     .batch_invariant = invariant};
+    if (pool_new(n_threads, &pool) || matmul_new(&mc, &mm)) {
+        fprintf(stderr, "bench_model: cannot set up the products\n");
+        exit(1);
+    }
+    int32_t *id = calloc((size_t)n, sizeof(int32_t));
+    for (int32_t i = 0; i < n; i++)
+        if (matmul_add(mm, &mats[i], &id[i])) {
+            fprintf(stderr, "bench_model: matmul_add failed\n");
+            exit(1);
+        }
+    float *a = folio_aligned_alloc(64, sizeof(float) * (size_t)max_k);
+    float *c = folio_aligned_alloc(64, sizeof(float) * (size_t)max_n);
+    for (int32_t k = 0; k < max_k; k++)
+        a[k] = (float)((k * 37) % 17 - 8) * 0.05f;
+    double ns[KINDS] = {0}, bytes[KINDS] = {0}, total = 0, bw = 0;
+    for (int32_t t = -1; t < tokens; t++) { /* t = -1 warms up */
+        if (t >= 0 && t % 16 == 0)
+            bw += measure_read_bw_passes(2);
+        uint64_t t0 = folio_now_ns();
+        for (int32_t i = 0; i < n; i++) {
+            const uint64_t s0 = folio_now_ns();
+            matmul_run(mm, pool, id[i], 1, a, mats[i].cols, 0.0f, c, mats[i].rows);
+            if (t >= 0) {
+                ns[kind[i]] += (double)(folio_now_ns() - s0);
+                bytes[kind[i]] += (double)matmul_mat_row_bytes(&mats[i]) * mats[i].rows;
+            }
+        }
+        if (t >= 0)
+            total += (double)(folio_now_ns() - t0);
+    }
+    bw /= (tokens + 15) / 16;
+    printf("|   products alone, %d tokens: %.3f ms/token; read bandwidth %.1f GB/s |\n", tokens,
+           total * 1e-6 / tokens, bw * 1e-9);
+    for (int k = 0; k < KINDS; k++)
+        if (ns[k] > 0)
+            printf("|     %-8s %6.1f MB/token %7.3f ms/token  %5.1f GB/s = %3.0f%% |\n", names[k],
+                   bytes[k] / tokens * 1e-6, ns[k] * 1e-6 / tokens, bytes[k] / ns[k],
+                   100 * bytes[k] / ns[k] / (bw * 1e-9));
+    folio_free(a), folio_free(c);
+    free(id), free(mats), free(kind);
+    matmul_free(mm);
+    pool_free(pool);
 }
 
 /* Microseconds per sampler_sample call over n_vocab logits. */
@@ -381,6 +476,7 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
     if (single) { /* --single: the single-stream row alone */
         snprintf(what, sizeof(what), "decode 1 stream, %d tokens", single);
         bench_decode(m, 1, 16, single, what);
+        bench_products(m, single);
         return;
     }
     bench_prefill(m, quick ? 128 : 512);

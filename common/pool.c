@@ -20,12 +20,22 @@
  * POOL_SPIN_NS before sleeping.  A step's dispatches follow each other
  * closely, so most are picked up while spinning; when the owner goes off
  * to do something else (an OpenBLAS call, the sampler) the workers are
- * asleep soon after and leave the cores free.  Every 64 spins a waiter
- * calls sched_yield(): when the machine has fewer free cores than threads
- * the peer being waited for is often preempted, and yielding lets it run
- * (measured on 2 busy cores: 150-250 us per dispatch without, 8-12 us
- * with).  The owner spins at most POOL_SPIN_NS too, then sleeps on the
- * pending futex.
+ * asleep soon after and leave the cores free.  After POOL_PURE_SPIN_NS
+ * of spinning, a waiter calls sched_yield() every 64 spins: when the
+ * machine has fewer free cores than threads the peer being waited for is
+ * often preempted, and yielding lets it run (measured on 2 busy cores:
+ * 150-250 us per dispatch without, 8-12 us with).  Not from the first
+ * spin: on a quiet machine the peer is running, a dispatch of a one-row
+ * product lasts 10-100 us, and a waiter inside the syscall noticed the
+ * peer's end 2 us late on average (a decode step of `small` waited 0.24
+ * ms for 61 dispatches where its threads' shares differed by 0.11 ms).
+ * The owner, whose workers are running its job, spins (and yields) for up
+ * to POOL_OWNER_SPIN_NS before it sleeps on the pending futex: a futex
+ * wake-up on this VM took tens of microseconds, and the shares of a big
+ * one-row product (the output matrix: 0.5 ms each) differ by more than
+ * POOL_SPIN_NS often enough that sleeping after it cost a decode step of
+ * `small` about 0.3 ms of 4.4 (measured: the owner's wait exceeded its
+ * threads' difference in finishing by that much).
  *
  * Invariant: between pool_run calls every worker has finished its last
  * job (pending == 0); fn and arg are only written then.
@@ -44,12 +54,15 @@
 
 #include "folio/common.h"
 
-#define POOL_SPIN_NS 30000
+#define POOL_SPIN_NS       30000
+#define POOL_PURE_SPIN_NS  10000
+#define POOL_OWNER_SPIN_NS 2000000
 
 struct pool_worker {
     struct pool *pool;
     int ith;
     pthread_t tid;
+    _Atomic uint64_t late_ns, work_ns; /* written by this worker only */
 };
 
 struct pool {
@@ -59,9 +72,11 @@ struct pool {
     atomic_int stop;
     pool_fn fn;
     void *arg;
+    uint64_t t_pub; /* when the current job was published (folio_now_ns) */
     _Alignas(64) atomic_uint pending;
     atomic_int waiting;
     struct pool_worker *workers; /* [nth - 1], workers[i].ith = i + 1 */
+    struct pool_stats stats;     /* the owner's: written by pool_run only */
 };
 
 static void futex_wait(atomic_uint *addr, unsigned expected)
@@ -92,12 +107,13 @@ static unsigned wait_change(atomic_uint *addr, unsigned seen, atomic_int *announ
             return v;
         cpu_relax();
         if ((i & 63) == 63) {
-            sched_yield(); /* lets a preempted peer run when threads > cores */
             uint64_t now = folio_now_ns();
             if (!t0)
                 t0 = now;
             else if (now - t0 > POOL_SPIN_NS)
                 break;
+            if (now - t0 > POOL_PURE_SPIN_NS)
+                sched_yield(); /* lets a preempted peer run when threads > cores */
         }
     }
     for (;;) {
@@ -121,7 +137,15 @@ static void *worker_main(void *p)
         seen = wait_change(&pool->gen, seen, &pool->sleepers);
         if (atomic_load(&pool->stop))
             return NULL;
+        const uint64_t t0 = folio_now_ns();
         pool->fn(pool->arg, w->ith, pool->nth);
+        const uint64_t t1 = folio_now_ns();
+        atomic_store_explicit(
+            &w->late_ns, atomic_load_explicit(&w->late_ns, memory_order_relaxed) + t0 - pool->t_pub,
+            memory_order_relaxed);
+        atomic_store_explicit(&w->work_ns,
+                              atomic_load_explicit(&w->work_ns, memory_order_relaxed) + t1 - t0,
+                              memory_order_relaxed);
         if (atomic_fetch_sub(&pool->pending, 1) == 1 && atomic_load(&pool->waiting))
             futex_wake(&pool->pending, 1);
     }
@@ -184,23 +208,29 @@ void pool_run(pool_t *pool, pool_fn fn, void *arg)
 {
     if (pool->nth == 1) {
         fn(arg, 0, 1);
+        pool->stats.runs++;
         return;
     }
     pool->fn = fn;
     pool->arg = arg;
+    pool->t_pub = folio_now_ns();
     atomic_store(&pool->pending, (unsigned)pool->nth - 1);
     atomic_fetch_add(&pool->gen, 1); /* publishes fn, arg, pending */
     if (atomic_load(&pool->sleepers) > 0)
         futex_wake(&pool->gen, INT_MAX);
     fn(arg, 0, pool->nth);
+    const uint64_t t_own = folio_now_ns();
+    pool->stats.own_ns += t_own - pool->t_pub;
     unsigned left;
     uint64_t t0 = 0;
     for (int i = 0; (left = atomic_load(&pool->pending)) != 0; i++) {
-        if (!t0 || folio_now_ns() - t0 < POOL_SPIN_NS) {
+        const uint64_t spun = t0 ? folio_now_ns() - t0 : 0;
+        if (spun < POOL_OWNER_SPIN_NS) {
             if ((i & 63) == 63) {
                 if (!t0)
                     t0 = folio_now_ns();
-                sched_yield();
+                else if (spun > POOL_PURE_SPIN_NS)
+                    sched_yield();
             }
             cpu_relax();
             continue;
@@ -210,5 +240,16 @@ void pool_run(pool_t *pool, pool_fn fn, void *arg)
         if (left)
             futex_wait(&pool->pending, left);
         atomic_store(&pool->waiting, 0);
+    }
+    pool->stats.runs++;
+    pool->stats.wait_ns += folio_now_ns() - t_own;
+}
+
+void pool_stats_get(const pool_t *pool, struct pool_stats *st)
+{
+    *st = pool->stats;
+    for (int i = 0; i < pool->nth - 1; i++) {
+        st->late_ns += atomic_load_explicit(&pool->workers[i].late_ns, memory_order_relaxed);
+        st->work_ns += atomic_load_explicit(&pool->workers[i].work_ns, memory_order_relaxed);
     }
 }

@@ -63,7 +63,11 @@
  *
  * Attention goes through model__attention(), the one place that chooses
  * the kernel: the fast attn_paged, ATTN_PHASES pool dispatches over a
- * workspace sized once at model_ctx_new by attn_paged_work_bound.  A batch
+ * workspace sized once at model_ctx_new by attn_paged_work_bound.  A step
+ * of one row (a single stream's decode) splits its KV heads over the pool
+ * instead, each thread running both phases on its heads in its own
+ * workspace (job_attn_heads; not with batch_invariant): the kernel's plan
+ * keeps such a row on one thread below a few hundred keys.  A batch
  * whose plan needed more (never, by that bound) would fall back to the
  * scalar reference (stats.attn_ref_layers counts it; the tests assert it
  * never happens).
@@ -110,6 +114,8 @@ struct model_ctx {
     void *arena;            /* one allocation behind the float workspaces */
     void *attn_work;        /* fast attention kernel's workspace */
     size_t attn_work_bytes;
+    void *attn_head_work;   /* [n_threads][attn_head_bytes]: one-row head split */
+    size_t attn_head_bytes; /* 64-byte multiple; 0: no head split */
     struct model_ctx_stats stats;
 };
 
@@ -389,9 +395,71 @@ static void job_attn(void *arg, int ith, int nth)
  * workspace sized at model_ctx_new by attn_paged_work_bound; a batch whose
  * plan needed more (never, by that bound) would fall back to the
  * reference, counted in stats.attn_ref_layers. */
+/* KV heads [lo, hi) of thread ith of nth: the view of those heads alone
+ * (same strides, base moved to head lo), the query heads they serve. */
+static void head_share(const struct attn_batch *ab, int ith, int nth, struct pager_kv_view *kv,
+                       struct attn_batch *part)
+{
+    int32_t lo, hi;
+    split_range(ab->kv->n_kv_heads, ith, nth, &lo, &hi);
+    const int32_t g = ab->n_heads / ab->kv->n_kv_heads, d = ab->kv->head_dim;
+    *kv = *ab->kv;
+    kv->n_kv_heads = hi - lo;
+    kv->base = (char *)kv->base + (size_t)lo * kv->head_stride * folio_dtype_size(kv->dtype);
+    *part = *ab;
+    part->kv = kv;
+    part->n_heads = (hi - lo) * g;
+    part->q = ab->q + (size_t)lo * g * d;
+    part->out = ab->out + (size_t)lo * g * d;
+}
+
+/* One row (a single decode): thread ith runs the whole kernel, both
+ * phases, on its share of the KV heads in its own workspace.  With one
+ * row the q / out row stride never matters, so a share is a batch of its
+ * own; every head is computed as in the whole batch's plan (a decode's
+ * item takes all KV heads of the slice at once, each head on its own
+ * arithmetic).  The kernel's own split of such a row is by context and
+ * only past MIN_SPLIT_CTX keys per piece: below that one thread did it
+ * all while the other waited. */
+static void job_attn_heads(void *arg, int ith, int nth)
+{
+    struct model_ctx *ctx = ((const struct attn_job *)arg)->work;
+    const struct attn_batch *ab = ((const struct attn_job *)arg)->ab;
+    struct pager_kv_view kv;
+    struct attn_batch part;
+    head_share(ab, ith, nth, &kv, &part);
+    if (kv.n_kv_heads < 1)
+        return;
+    void *w = (char *)ctx->attn_head_work + (size_t)ith * ctx->attn_head_bytes;
+    for (int ph = 0; ph < ATTN_PHASES; ph++)
+        attn_paged(&part, w, ph, 0, 1);
+}
+
+/* Whether one layer's attention runs as job_attn_heads. */
+static bool attn_by_heads(const struct model_ctx *ctx, const struct attn_batch *ab)
+{
+    const int nth = pool_size(ctx->pool);
+    if (ab->n_rows != 1 || nth < 2 || ab->kv->n_kv_heads < nth || ab->batch_invariant ||
+        !ctx->attn_head_bytes)
+        return false;
+    for (int ith = 0; ith < nth; ith++) {
+        struct pager_kv_view kv;
+        struct attn_batch part;
+        head_share(ab, ith, nth, &kv, &part);
+        if (attn_paged_work_size(&part, 1) > ctx->attn_head_bytes)
+            return false;
+    }
+    return true;
+}
+
 static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
 {
     const int nth = pool_size(ctx->pool);
+    if (attn_by_heads(ctx, ab)) {
+        struct attn_job a = {.ab = ab, .work = ctx};
+        pool_run(ctx->pool, job_attn_heads, &a);
+        return;
+    }
     if (attn_paged_work_size(ab, nth) <= ctx->attn_work_bytes) {
         struct attn_job a = {.ab = ab, .work = ctx->attn_work};
         for (a.phase = 0; a.phase < ATTN_PHASES; a.phase++)
@@ -549,6 +617,19 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     ctx->attn_work = folio_aligned_alloc(64, ctx->attn_work_bytes);
     if (!ctx->attn_work)
         goto fail;
+    if (ctx->cfg.n_threads > 1 && kv->n_kv_heads >= ctx->cfg.n_threads) {
+        /* one-row batches split by KV heads: each thread's share is at
+         * most ceil(n_kv_heads / n_threads) heads of one row */
+        struct pager_kv_view sub = *kv;
+        sub.n_kv_heads = FOLIO_DIV_CEIL(kv->n_kv_heads, ctx->cfg.n_threads);
+        const int32_t g = hp->n_heads / kv->n_kv_heads;
+        ctx->attn_head_bytes =
+            (attn_paged_work_bound(&sub, sub.n_kv_heads * g, 1, 1) + 63) & ~(size_t)63;
+        ctx->attn_head_work =
+            folio_aligned_alloc(64, ctx->attn_head_bytes * (size_t)ctx->cfg.n_threads);
+        if (!ctx->attn_head_work)
+            goto fail;
+    }
     rc = pool_new(ctx->cfg.n_threads, &ctx->pool);
     if (rc < 0)
         goto fail;
@@ -609,6 +690,7 @@ void model_ctx_free(model_ctx_t *ctx)
     folio_free(ctx->mm_id);
     folio_free(ctx->arena);
     folio_free(ctx->attn_work);
+    folio_free(ctx->attn_head_work);
     folio_free(ctx->tok_pos);
     folio_free(ctx->tok_slice);
     folio_free(ctx->aseqs);
@@ -767,4 +849,11 @@ enum model_matmul model_ctx_matmul(const model_ctx_t *ctx)
 void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st)
 {
     *st = ctx->stats;
+    struct pool_stats ps;
+    pool_stats_get(ctx->pool, &ps);
+    st->pool_runs = ps.runs;
+    st->ns_pool_wait = ps.wait_ns;
+    st->ns_pool_own = ps.own_ns;
+    st->ns_pool_late = ps.late_ns;
+    st->ns_pool_work = ps.work_ns;
 }

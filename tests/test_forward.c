@@ -438,6 +438,27 @@ static void test_many_sequences(void **state)
     }
 }
 
+/* One sequence token by token on several threads: every step is a single
+ * row, whose attention the threads split by KV heads (tiny has 2; with 3
+ * threads the kernel's own plan runs instead) and whose products leave the
+ * idle workers prefetching the next one; f32 and f16 K/V. */
+static void test_single_decode_threads(void **state)
+{
+    (void)state;
+    int32_t len[] = {g_short ? 8 : 20};
+    const struct {
+        enum folio_dtype dt;
+        int threads;
+        double tol;
+    } runs[] = {{FOLIO_F32, 2, F32_TOL}, {FOLIO_F16, 2, F16_TOL}, {FOLIO_F32, 3, F32_TOL}};
+    for (size_t r = 0; r < FOLIO_ARRAY_LEN(runs); r++) {
+        double e = run_paged(g_model, runs[r].dt, 16, 1, len, 1, runs[r].threads, 0);
+        printf("# one sequence token by token, %s K/V, %d threads: max |diff| = %.3g\n",
+               folio_dtype_name(runs[r].dt), runs[r].threads, e);
+        assert_true(e <= runs[r].tol);
+    }
+}
+
 static void test_f16_kv(void **state)
 {
     (void)state;
@@ -741,6 +762,10 @@ static void test_pool(void **state)
             assert_int_equal(p.calls[i], rounds);
             assert_true(p.sums[i] == want);
         }
+        struct pool_stats ps; /* every dispatch counted; workers' times only with workers */
+        pool_stats_get(pool, &ps);
+        assert_true(ps.runs == (uint64_t)rounds);
+        assert_true(n > 1 ? ps.work_ns > 0 && ps.late_ns > 0 : ps.work_ns == 0 && ps.late_ns == 0);
         pool_free(pool);
     }
     pool_t *bad;
@@ -1223,6 +1248,7 @@ int main(void)
         cmocka_unit_test(test_whole_prompt),
         cmocka_unit_test(test_random_chunks),
         cmocka_unit_test(test_token_by_token),
+        cmocka_unit_test(test_single_decode_threads),
         cmocka_unit_test(test_many_sequences),
         cmocka_unit_test(test_f16_kv),
         cmocka_unit_test(test_types_backends),

@@ -199,6 +199,12 @@ struct model_ctx_stats {
     uint64_t ns_attn;         /* paged attention */
     uint64_t ns_other;        /* embedding, norms, RoPE + K/V writes, SwiGLU */
     uint64_t attn_ref_layers; /* layers whose attention ran the reference kernel */
+    uint64_t pool_runs;       /* thread-pool dispatches (all kinds of work) */
+    uint64_t ns_pool_wait;    /* of the times above: the caller waiting for the pool's
+                                 other threads to finish their shares */
+    uint64_t ns_pool_own;     /* the caller in its own shares of dispatches */
+    uint64_t ns_pool_late;    /* the other threads: dispatch to starting, summed */
+    uint64_t ns_pool_work;    /* the other threads: in their shares, summed */
 };
 void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st);
 

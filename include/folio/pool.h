@@ -18,6 +18,8 @@
 #ifndef FOLIO_POOL_H
 #define FOLIO_POOL_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,19 @@ int pool_size(const pool_t *pool);
 /* Runs fn on every thread of the pool, the caller included; returns when
  * all have finished. */
 void pool_run(pool_t *pool, pool_fn fn, void *arg);
+
+/* What the owner's pool_run calls cost it beyond its own share: for
+ * profiling (bench_model's breakdown of a decode step). */
+struct pool_stats {
+    uint64_t runs;    /* pool_run calls */
+    uint64_t wait_ns; /* from the owner's fn returning to the last worker's */
+    uint64_t own_ns;  /* the owner's fn (from publishing the job) */
+    uint64_t late_ns; /* workers, summed: from publishing to starting fn */
+    uint64_t work_ns; /* workers, summed: in fn */
+};
+/* The counters since pool_new (owner thread only; the workers' may lag
+ * by the job in flight). */
+void pool_stats_get(const pool_t *pool, struct pool_stats *st);
 
 #ifdef __cplusplus
 }
