@@ -390,11 +390,6 @@ static void job_attn(void *arg, int ith, int nth)
     attn_paged(a->ab, a->work, a->phase, ith, nth);
 }
 
-/* The attention of one layer: the single place that picks the kernel.
- * The fast kernel runs its ATTN_PHASES phases over the pool in the
- * workspace sized at model_ctx_new by attn_paged_work_bound; a batch whose
- * plan needed more (never, by that bound) would fall back to the
- * reference, counted in stats.attn_ref_layers. */
 /* KV heads [lo, hi) of thread ith of nth: the view of those heads alone
  * (same strides, base moved to head lo), the query heads they serve. */
 static void head_share(const struct attn_batch *ab, int ith, int nth, struct pager_kv_view *kv,
@@ -452,6 +447,12 @@ static bool attn_by_heads(const struct model_ctx *ctx, const struct attn_batch *
     return true;
 }
 
+/* The attention of one layer: the single place that picks the kernel.
+ * The fast kernel runs its ATTN_PHASES phases over the pool in the
+ * workspace sized at model_ctx_new by attn_paged_work_bound; a batch whose
+ * plan needed more (never, by that bound) would fall back to the
+ * reference, counted in stats.attn_ref_layers.  One row goes by KV heads
+ * (job_attn_heads) when attn_by_heads allows. */
 static void model__attention(struct model_ctx *ctx, const struct attn_batch *ab)
 {
     const int nth = pool_size(ctx->pool);
