@@ -58,7 +58,7 @@
  * the same LRU order and evicts exactly what it would have, only the ids
  * holding entries differ.  Nothing is held back: what fits is the same as
  * with PAGER_ALLOC_LIFO (the block freed last; for A/B).
-
+ *
  * Block states: FREE (on the free list, refcount 0, not in the prefix
  * cache), USED (refcount >= 1, mapped by that many page tables), CACHED
  * (refcount 0 but full, computed and in the prefix-cache hash; kept on an
