@@ -78,7 +78,7 @@
  * first child, cleared when it loses any).  Nothing is ever held back,
  * so what fits is the same under either policy (cfg.alloc =
  * PAGER_ALLOC_LIFO keeps the old choice, for A/B).
-
+ *
  * Invariants (pager_check verifies all of them):
  *   free + used + cached = total; FREE blocks are exactly those on the free
  *   list; the run tree's leaves are the blocks not used, its nodes
