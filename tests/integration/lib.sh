@@ -49,11 +49,23 @@ req() {
 status_of() { tail -n1 <<<"$1"; }
 body_of() { sed '$d' <<<"$1"; }
 
+# locked DIR FN: runs FN holding DIR/.install-lock, so that of two tests
+# running at once one installs into DIR and the other waits for it.
+locked() {
+  local dir=$1 fn=$2 lk rc=0
+  mkdir -p "$dir"
+  exec {lk}>"$dir/.install-lock"
+  flock "$lk"
+  "$fn" || rc=$?
+  exec {lk}>&-
+  return $rc
+}
+
 # ensure_openai: installs openai@6 + undici@7 into $NM (once); returns 1
 # with a message when npm or the registry is unreachable.
 NM=${NPM_DIR:-$PWD/npm-openai}
-ensure_openai() {
-  mkdir -p "$NM"
+ensure_openai() { locked "$NM" install_openai; }
+install_openai() {
   if [ -d "$NM/node_modules/openai" ] && [ -d "$NM/node_modules/undici" ]; then return 0; fi
   if ! command -v npm >/dev/null; then echo "npm not installed"; return 1; fi
   [ -f "$NM/package.json" ] || echo '{"private":true}' >"$NM/package.json"
@@ -68,8 +80,8 @@ ensure_openai() {
 # zod-to-json-schema, ajv@8) into $NMS (once); returns 1 with a message
 # when npm or the registry is unreachable.
 NMS=${NPM_SDK_DIR:-$PWD/npm-sdks}
-ensure_sdks() {
-  mkdir -p "$NMS"
+ensure_sdks() { locked "$NMS" install_sdks; }
+install_sdks() {
   local want="openai undici ai @ai-sdk/openai-compatible @langchain/openai @langchain/core zod zod-to-json-schema ajv"
   local missing=0 p
   for p in $want; do [ -d "$NMS/node_modules/$p" ] || missing=1; done

@@ -1,23 +1,24 @@
-// tests/integration/llamacpp/compare_logits.mjs MODEL.gguf FOLIO_BIN
+// tests/integration/llamacpp/compare_logits.mjs FOLIO_BIN CASE...
 //
-// Loads MODEL.gguf in llama.cpp (the prebuilt library shipped by the
-// node-llama-cpp npm package, CPU only, f32 KV cache) and in foliod's own
-// runtime (`folio eval --json`), feeds both the same token ids and compares
-// the logits after the last token: the top-K token ids must match and every
-// logit llama.cpp reports for them must agree within TOL (env, max abs).
-// Also compares a greedy continuation of GREEDY tokens (env, default 32): it
-// must be identical, except that it may part where llama.cpp's top-2 margin
-// is below TOL (a near-tie that rounding decides; the rest is not compared
-// then).  PROMPTS (env) limits the prompts tried.  Exits 0 on agreement, 1
-// on disagreement.
+// CASE is LABEL|MODEL.gguf|TOL|PROMPTS.  Each MODEL is loaded in llama.cpp
+// (the prebuilt library shipped by the node-llama-cpp npm package, CPU
+// only, f32 KV cache) and in foliod's own runtime (`folio eval --json`);
+// both get the same token ids and the logits after the last token are
+// compared: the top-K token ids must match and every logit llama.cpp
+// reports for them must agree within TOL (max abs).  Also compares a
+// greedy continuation of GREEDY tokens (env, default 32): it must be
+// identical, except that it may part where llama.cpp's top-2 margin is
+// below TOL (a near-tie that rounding decides; the rest is not compared
+// then).  PROMPTS is how many of the prompts below are tried.  All cases
+// run in one process (the library loads once) on one thread each side,
+// so the test can run beside others.  Exits 0 when every case agrees, 1
+// otherwise.
 import {execFileSync} from "node:child_process";
 import {getLlama} from "node-llama-cpp";
 
-const [modelPath, folioBin] = process.argv.slice(2);
-const TOL = Number(process.env.TOL ?? 1e-3);
+const [folioBin, ...cases] = process.argv.slice(2);
 const TOP = 10;
 const GREEDY = Number(process.env.GREEDY ?? 32);
-const N_PROMPTS = Number(process.env.PROMPTS ?? 6);
 
 function lcg(seed) {
     let s = BigInt(seed);
@@ -28,82 +29,97 @@ function lcg(seed) {
 }
 
 const llama = await getLlama({gpu: false, build: "never", progressLogs: false, logLevel: "error"});
-const model = await llama.loadModel({modelPath, gpuLayers: 0});
-const nVocab = model.tokens.vocabularySize ?? 32000;
 
-const rnd = lcg(12345);
-const fixed = [[1, 450, 4996, 17354], [1], [5, 9, 200, 31999, 7]];
-const random = [];
-for (let k = 0; k < 3; k++) {
-    const len = 16 + 40 * k;
-    random.push(Array.from({length: len}, () => 3 + (rnd() % (nVocab - 3))));
-}
-// the first PROMPTS of these: a short one, two random ones, then the rest
-const prompts = [fixed[0], random[0], random[1], fixed[1], fixed[2], random[2]];
+// One case: MODEL against folio eval on its first N_PROMPTS prompts;
+// returns how many disagreed.
+async function compare(modelPath, TOL, N_PROMPTS) {
+    const model = await llama.loadModel({modelPath, gpuLayers: 0});
+    const nVocab = model.tokens.vocabularySize ?? 32000;
 
-let worst = 0;
-let failures = 0;
-for (const tokens of prompts.slice(0, N_PROMPTS)) {
-    const ctx = await model.createContext({
-        contextSize: 512, batchSize: 512, threads: 2, flashAttention: false,
-        experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
-    });
-    const seq = ctx.getSequence();
-    const input = tokens.map((t, i) => i === tokens.length - 1
-        ? [t, {generateNext: {logits: true}}] : t);
-    const res = await seq.controlledEvaluate(input);
-    const lcLogits = res[tokens.length - 1].next.logits; // Map, sorted desc
-    const lcTop = [...lcLogits.entries()].slice(0, TOP);
-
-    // greedy continuation in llama.cpp
-    const lcGreedy = [];
-    const lcMargin = []; // top-2 margin before each greedy token
-    let last = lcTop[0][0];
-    let margin = lcTop[0][1] - lcTop[1][1];
-    for (let g = 0; g < GREEDY; g++) {
-        lcGreedy.push(last);
-        lcMargin.push(margin);
-        if (g + 1 === GREEDY) break;
-        const r = await seq.controlledEvaluate([[last, {generateNext: {logits: {filter: {tokens: [], includeTop: 2}}}}]]);
-        const top2 = [...r[0].next.logits.entries()];
-        last = top2[0][0];
-        margin = top2[0][1] - top2[1][1];
+    const rnd = lcg(12345);
+    const fixed = [[1, 450, 4996, 17354], [1], [5, 9, 200, 31999, 7]];
+    const random = [];
+    for (let k = 0; k < 3; k++) {
+        const len = 16 + 40 * k;
+        random.push(Array.from({length: len}, () => 3 + (rnd() % (nVocab - 3))));
     }
-    await ctx.dispose();
+    // the first PROMPTS of these: a short one, two random ones, then the rest
+    const prompts = [fixed[0], random[0], random[1], fixed[1], fixed[2], random[2]];
 
-    // foliod's top 2*TOP, so a token at the edge of llama.cpp's top TOP is
-    // found and compared even where the two orders differ by a near-tie
-    const out = execFileSync(folioBin, ["eval", "--model", modelPath, "--tokens", tokens.join(","),
-        "--top", String(2 * TOP), "--greedy", String(GREEDY), "--json", "--threads", "2"],
-        {encoding: "utf8"});
-    const fo = JSON.parse(out);
-    const foMap = new Map(fo.top.map(e => [e.id, e.logit]));
-    let maxDiff = 0;
-    for (const [id, logit] of lcTop) {
-        if (!foMap.has(id)) { // not even in foliod's top 2*TOP
-            maxDiff = Infinity;
-            continue;
+    let worst = 0;
+    let failures = 0;
+    for (const tokens of prompts.slice(0, N_PROMPTS)) {
+        const ctx = await model.createContext({
+            contextSize: 512, batchSize: 512, threads: 1, flashAttention: false,
+            experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+        });
+        const seq = ctx.getSequence();
+        const input = tokens.map((t, i) => i === tokens.length - 1
+            ? [t, {generateNext: {logits: true}}] : t);
+        const res = await seq.controlledEvaluate(input);
+        const lcLogits = res[tokens.length - 1].next.logits; // Map, sorted desc
+        const lcTop = [...lcLogits.entries()].slice(0, TOP);
+
+        // greedy continuation in llama.cpp
+        const lcGreedy = [];
+        const lcMargin = []; // top-2 margin before each greedy token
+        let last = lcTop[0][0];
+        let margin = lcTop[0][1] - lcTop[1][1];
+        for (let g = 0; g < GREEDY; g++) {
+            lcGreedy.push(last);
+            lcMargin.push(margin);
+            if (g + 1 === GREEDY) break;
+            const r = await seq.controlledEvaluate([[last, {generateNext: {logits: {filter: {tokens: [], includeTop: 2}}}}]]);
+            const top2 = [...r[0].next.logits.entries()];
+            last = top2[0][0];
+            margin = top2[0][1] - top2[1][1];
         }
-        maxDiff = Math.max(maxDiff, Math.abs(foMap.get(id) - logit));
+        await ctx.dispose();
+
+        // foliod's top 2*TOP, so a token at the edge of llama.cpp's top TOP is
+        // found and compared even where the two orders differ by a near-tie
+        const out = execFileSync(folioBin, ["eval", "--model", modelPath, "--tokens", tokens.join(","),
+            "--top", String(2 * TOP), "--greedy", String(GREEDY), "--json", "--threads", "1"],
+            {encoding: "utf8"});
+        const fo = JSON.parse(out);
+        const foMap = new Map(fo.top.map(e => [e.id, e.logit]));
+        let maxDiff = 0;
+        for (const [id, logit] of lcTop) {
+            if (!foMap.has(id)) { // not even in foliod's top 2*TOP
+                maxDiff = Infinity;
+                continue;
+            }
+            maxDiff = Math.max(maxDiff, Math.abs(foMap.get(id) - logit));
+        }
+        let parted = -1;
+        for (let g = 0; g < GREEDY && parted < 0; g++)
+            if (fo.greedy[g] !== lcGreedy[g]) parted = g;
+        const nearTie = parted >= 0 && lcMargin[parted] < TOL;
+        const sameGreedy = parted < 0 || nearTie;
+        if (nearTie)
+            console.log(`     greedy parts at step ${parted} where llama.cpp's top-2 margin is ` +
+                `${lcMargin[parted].toExponential(2)} < ${TOL}: a near-tie`);
+        worst = Math.max(worst, maxDiff);
+        const top1Ok = fo.top[0].id === lcTop[0][0] || lcTop[0][1] - lcTop[1][1] < TOL;
+        const ok = maxDiff <= TOL && sameGreedy && top1Ok && fo.greedy.length === GREEDY;
+        if (!ok) failures++;
+        console.log(`${ok ? "ok  " : "FAIL"} n=${tokens.length} top1=${lcTop[0][0]} ` +
+            `max|dlogit|=${maxDiff.toExponential(2)} greedy ${sameGreedy ? "same" : "DIFFERS"}` +
+            (sameGreedy ? "" : ` folio=${fo.greedy} llama.cpp=${lcGreedy}`));
     }
-    let parted = -1;
-    for (let g = 0; g < GREEDY && parted < 0; g++)
-        if (fo.greedy[g] !== lcGreedy[g]) parted = g;
-    const nearTie = parted >= 0 && lcMargin[parted] < TOL;
-    const sameGreedy = parted < 0 || nearTie;
-    if (nearTie)
-        console.log(`     greedy parts at step ${parted} where llama.cpp's top-2 margin is ` +
-            `${lcMargin[parted].toExponential(2)} < ${TOL}: a near-tie`);
-    worst = Math.max(worst, maxDiff);
-    const top1Ok = fo.top[0].id === lcTop[0][0] || lcTop[0][1] - lcTop[1][1] < TOL;
-    const ok = maxDiff <= TOL && sameGreedy && top1Ok && fo.greedy.length === GREEDY;
-    if (!ok) failures++;
-    console.log(`${ok ? "ok  " : "FAIL"} n=${tokens.length} top1=${lcTop[0][0]} ` +
-        `max|dlogit|=${maxDiff.toExponential(2)} greedy ${sameGreedy ? "same" : "DIFFERS"}` +
-        (sameGreedy ? "" : ` folio=${fo.greedy} llama.cpp=${lcGreedy}`));
+    const tried = Math.min(N_PROMPTS, prompts.length);
+    console.log(`worst max|dlogit| = ${worst.toExponential(3)} (tolerance ${TOL}); ` +
+        `${tried - failures} passed, ${failures} failed`);
+    await model.dispose();
+    return failures;
 }
-const tried = Math.min(N_PROMPTS, prompts.length);
-console.log(`worst max|dlogit| = ${worst.toExponential(3)} (tolerance ${TOL}); ` +
-    `${tried - failures} passed, ${failures} failed`);
-await model.dispose();
-process.exit(failures ? 1 : 0);
+
+let failed = 0;
+for (const c of cases) {
+    const [label, modelPath, tol, prompts] = c.split("|");
+    console.log(`== ${label} (tolerance ${tol})`);
+    if (await compare(modelPath, Number(tol), Number(prompts)))
+        failed++;
+}
+console.log(`${cases.length - failed} of ${cases.length} cases agree`);
+process.exit(failed ? 1 : 0);

@@ -37,11 +37,12 @@ if [ ! -d node_modules/node-llama-cpp ] || [ ! -d node_modules/@node-llama-cpp/l
   fi
 fi
 cp "$here/compare_logits.mjs" .
+# Every file is made first; then one node process compares them all (cases
+# are LABEL|FILE|TOLERANCE|PROMPTS).  F32 on all six prompts; the other
+# types on fewer (CI time): a short one and a random one, Q4_0 and Q5_K_M
+# (same kernels' formats as Q8_0 / Q4_K) on the short one.
 "$folio" gen-model --preset tiny --seed 7 -o tiny-f32.gguf
-echo "== F32"
-TOL=1e-3 node compare_logits.mjs "$work/tiny-f32.gguf" "$folio"
-# the other types on fewer prompts (CI time): a short one and a random one;
-# Q4_0 and Q5_K_M (same kernels' formats as Q8_0 / Q4_K) on the short one
+cases=("F32|$work/tiny-f32.gguf|1e-3|${PROMPTS:-6}")
 for dt in f16 bf16 q8_0; do
   "$folio" gen-model --preset tiny --seed 7 --dtype $dt -o tiny-$dt.gguf
 done
@@ -54,13 +55,10 @@ done
 # Q8_0 and of the other four from Q4_K to Q5_0; norms stay F32.
 grep -q "F32 x 17 Q5_0 x 4 Q8_0 x 4 Q4_K x 45 Q6_K x 5" quantize-q4_k_m.txt ||
   { echo "FAIL: q4_k_m mix differs"; exit 1; }
-fail=0
 for spec in f16:5e-2:2 bf16:5e-2:2 q8_0:1e-1:2 q4_k_m:2e-1:2 q6_k:2e-1:2 q4_0:1e-1:1 \
     q5_k_m:2e-1:1; do
   IFS=: read -r t tol np <<< "$spec"
-  echo "== ${t^^} (tolerance $tol)"
-  TOL=$tol PROMPTS=${PROMPTS:-$np} node compare_logits.mjs "$work/tiny-$t.gguf" "$folio" || fail=1
-  rm -f "tiny-$t.gguf"
+  cases+=("${t^^}|$work/tiny-$t.gguf|$tol|${PROMPTS:-$np}")
 done
 # The other architectures: qwen2 (Q/K/V biases, NeoX RoPE, output tied to
 # the embedding) and qwen3 (per-head Q/K RMSNorm, NeoX RoPE), as F32, Q8_0,
@@ -77,9 +75,7 @@ for arch in qwen2 qwen3; do
   done
   for spec in f32:1e-3:1 q8_0:1e-1:1 q4_k_m:2e-1:1 q6_k:2e-1:1; do
     IFS=: read -r t tol np <<< "$spec"
-    echo "== $arch ${t^^} (tolerance $tol)"
-    TOL=$tol PROMPTS=${PROMPTS:-$np} node compare_logits.mjs "$work/$arch-$t.gguf" "$folio" || fail=1
-    rm -f "$arch-$t.gguf"
+    cases+=("$arch ${t^^}|$work/$arch-$t.gguf|$tol|${PROMPTS:-$np}")
   done
 done
 # RoPE scaling read from the file: linear (factor 4), YaRN (factor 4 over
@@ -87,9 +83,10 @@ done
 # frequency factors 1 and 4: written as rope_freqs.weight, the per-dimension
 # divisors llama.cpp applies), F32.
 for rs in linear:4 yarn:4:512 llama3:8:64; do
-  "$folio" gen-model --preset tiny --seed 7 --rope-scaling $rs -o rope.gguf
-  echo "== F32, rope scaling $rs"
-  TOL=1e-3 PROMPTS=${PROMPTS:-1} node compare_logits.mjs "$work/rope.gguf" "$folio" || fail=1
-  rm -f rope.gguf
+  "$folio" gen-model --preset tiny --seed 7 --rope-scaling $rs -o rope-${rs%%:*}.gguf
+  cases+=("F32, rope scaling $rs|$work/rope-${rs%%:*}.gguf|1e-3|${PROMPTS:-1}")
 done
-exit $fail
+status=0
+node compare_logits.mjs "$folio" "${cases[@]}" || status=$?
+rm -f ./*.gguf
+exit $status
