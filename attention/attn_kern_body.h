@@ -86,10 +86,9 @@
  * vpunpcklbw / vpunpckhbw and sign-extended to 16-bit pairs, two keys per
  * vpmaddwd, one conversion per chunk) ran 18% slower with the K/V in cache
  * (24 against 20 ns per (key, KV head), 8 x 256 decode, one thread, as
- * bench_attention (e)): on this
- * Zen 3 the interleave's shuffles and the multiplies outweigh the
- * conversions they save.  It would want V stored interleaved in token
- * pairs (one vpmovsxbw per 8 elements of two keys).
+ * bench_attention (e)): on this Zen 3 the interleave's shuffles and the
+ * multiplies outweigh the conversions they save.  It would want V stored
+ * interleaved in token pairs (one vpmovsxbw per 8 elements of two keys).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
