@@ -81,8 +81,14 @@
  * q moves q8 results by ~2e-3 (normalised) against the unquantized query.
  * Measured on the EPYC VM: q8 decode 1.0-1.2x faster with the K/V in L3,
  * no difference outside that machine's noise from DRAM, where q8 waits on
- * memory as much as on arithmetic; P.V is still f32 (int16 p times int8 V
- * by vpmaddwd would halve its multiplies).
+ * memory as much as on arithmetic.  P.V stays f32: an integer P.V (each
+ * chunk's weights rounded to int16, rows k and k + 1 interleaved by
+ * vpunpcklbw / vpunpckhbw and sign-extended to 16-bit pairs, two keys per
+ * vpmaddwd, one conversion per chunk) ran 18% slower with the K/V in cache
+ * (24 against 20 ns per (key, KV head), 8 x 256 decode, one thread, as
+ * bench_attention (e)): on this Zen 3 the interleave's shuffles and the
+ * multiplies outweigh the conversions they save.  It would want V stored
+ * interleaved in token pairs (one vpmovsxbw per 8 elements of two keys).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so

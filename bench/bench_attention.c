@@ -32,7 +32,11 @@
  *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
  * measured in the same run by a streaming sum over 512 MiB with the same number of threads. (c)
  * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
- * q.k and each p*v over the causal triangle.
+ * q.k and each p*v over the causal triangle.  (b) also gives the time per (key, KV head) per
+ * thread, and (e) the same for a decode batch small enough to stay in cache (8 x 256, one thread,
+ * best of
+ * --reps runs of 20 back to back): what the kernel's arithmetic costs with no memory stalls, so (b)
+ * against (e) says whether decode waits on memory or on the arithmetic.
  *
  * (d) --replay (only this): decode 32 x 4096, block 16, over page tables
  *     the real pager produced: replay_tables runs a serving pattern (64
@@ -324,6 +328,36 @@ static double kv_bytes(const struct setup *st)
     for (int32_t s = 0; s < st->n_seqs; s++)
         rows += st->ctx;
     return rows * (double)pager_kv_bytes_per_token(st->dt, 1, st->n_kv, st->hd);
+}
+
+/* (key, KV head) pairs a decode batch reads */
+static double key_heads(const struct setup *st)
+{
+    return (double)st->n_seqs * st->ctx * st->n_kv;
+}
+
+/* (e): a small decode batch run RES_INNER times back to back by the calling
+ * thread alone, so its K/V stay in cache; best of reps, per run. */
+#define RES_SEQS  8
+#define RES_CTX   256
+#define RES_INNER 20
+static double time_resident(struct setup *st, int reps)
+{
+    void *work = folio_aligned_alloc(64, attn_paged_work_size(&st->b, 1));
+    if (!work)
+        exit(1);
+    double best = 1e30;
+    for (int r = 0; r <= reps; r++) {                    /* the first warms the caches */
+        const double t0 = (double)folio_now_ns() * 1e-9; /* wall: the other threads sleep */
+        for (int i = 0; i < RES_INNER; i++)
+            for (int phase = 0; phase < ATTN_PHASES; phase++)
+                attn_paged(&st->b, work, phase, 0, 1);
+        const double t = ((double)folio_now_ns() * 1e-9 - t0) / RES_INNER;
+        if (r > 0 && t < best)
+            best = t;
+    }
+    folio_free(work);
+    return best;
 }
 
 static double attn_flops(const struct setup *st)
@@ -728,9 +762,34 @@ int main(int argc, char **argv)
         setup_build(&st);
         struct timing t = time_attn(&st, reps);
         double gbs = kv_bytes(&st) / t.med * 1e-9, gbs_best = kv_bytes(&st) / t.best * 1e-9;
-        printf("  %s: %.3f ms, K/V %.1f MB, %.1f GB/s (best %.1f) = %.0f%% of streaming read\n",
+        printf("  %s: %.3f ms, K/V %.1f MB, %.1f GB/s (best %.1f) = %.0f%% of streaming read, "
+               "%.1f ns per (key, KV head) per thread\n",
                folio_dtype_name(dtypes[dt]), t.med * 1e3, kv_bytes(&st) * 1e-6, gbs, gbs_best,
-               100.0 * gbs / bw);
+               100.0 * gbs / bw, t.med * 1e9 * nth / key_heads(&st));
+        setup_free(&st);
+    }
+
+    printf(
+        "\n(e) decode from cache: %d seqs x %d ctx (K/V resident in L2 / L3), identity table, one\n"
+        "    thread: the kernel's arithmetic rate, to hold against (b)'s per-thread rate\n",
+        RES_SEQS, RES_CTX);
+    for (int dt = 0; dt < N_DTYPES; dt++) {
+        if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
+            continue;
+        struct setup st = {.n_seqs = RES_SEQS,
+                           .ctx = RES_CTX,
+                           .n_q = 1,
+                           .n_heads = 12,
+                           .n_kv = 4,
+                           .hd = 64,
+                           .bs = 16,
+                           .dt = dtypes[dt],
+                           .layout = LAYOUT_IDENTITY};
+        setup_build(&st);
+        const double t = time_resident(&st, reps);
+        printf("  %s: %.1f us, %.1f ns per (key, KV head), K/V read at %.1f GB/s\n",
+               folio_dtype_name(dtypes[dt]), t * 1e6, t * 1e9 / key_heads(&st),
+               kv_bytes(&st) / t * 1e-9);
         setup_free(&st);
     }
 
