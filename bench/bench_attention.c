@@ -34,9 +34,8 @@
  * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
  * q.k and each p*v over the causal triangle.  (b) also gives the time per (key, KV head) per
  * thread, and (e) the same for a decode batch small enough to stay in cache (8 x 256, one thread,
- * best of
- * --reps runs of 20 back to back): what the kernel's arithmetic costs with no memory stalls, so (b)
- * against (e) says whether decode waits on memory or on the arithmetic.
+ * best of --reps runs of 20 back to back): what the kernel's arithmetic costs with no memory
+ * stalls, so (b) against (e) says whether decode waits on memory or on the arithmetic.
  *
  * (d) --replay (only this): decode 32 x 4096, block 16, over page tables
  *     the real pager produced: replay_tables runs a serving pattern (64
