@@ -23,7 +23,7 @@
  *          with AVX2: widened tiles and sgemm (below)
  *   Q4_K_R8, Q6_K_R8, Q8_0_R8 (Q4_K, Q6_K, Q8_0 in their load-time
  *          layouts; model__repack gives Q4_K and Q8_0 matrices of rows in
- *          eights theirs)
+ *          eights theirs, and Q6_K ones with FOLIO_REPACK=all)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
  *          the widened tiles at every M measured (bench_quant --layer,
  *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's; Q8_0:

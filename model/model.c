@@ -237,15 +237,16 @@ void model__fill_random(struct model *m, uint64_t seed)
 }
 
 /* One matrix into its type's load-time layout (see model__repack). */
-static int repack_mat(struct matmul_mat *mt)
+static int repack_mat(struct matmul_mat *mt, bool q6_k)
 {
     const enum gguf_tensor_type rt = quant_repack_type(mt->type);
-    /* Q4_K and Q8_0 only: Q6_K_R8 is 1.2-1.9x faster batched, but in the
-     * one single-stream pair measured it read 64% of the bandwidth against
-     * the file layout's 82% (BENCHMARKS.md), so it waits for its M = 1
-     * path to be understood */
+    /* Q6_K only when asked (FOLIO_REPACK=all): Q6_K_R8 is 1.5-2x faster
+     * batched and 1.3-1.5x in cache at one row, but single-stream decode
+     * from memory ran at 0.81-0.98x the file layout's in paired runs
+     * (BENCHMARKS.md), so by default Q6_K keeps the file's layout */
     if (!mt->data || rt == mt->type ||
-        (mt->type != GGUF_TENSOR_Q4_K && mt->type != GGUF_TENSOR_Q8_0) ||
+        (mt->type != GGUF_TENSOR_Q4_K && mt->type != GGUF_TENSOR_Q8_0 &&
+         !(q6_k && mt->type == GGUF_TENSOR_Q6_K)) ||
         !quant_repack_pays(mt->type))
         return 0;
     int rc = quant_repack(mt->type, (void *)mt->data, mt->rows, mt->cols);
@@ -259,19 +260,20 @@ int model__repack(struct model *m)
     const char *env = getenv("FOLIO_REPACK");
     if (env && !strcmp(env, "0"))
         return 0;
+    const bool q6_k = env && !strcmp(env, "all");
     const bool tied = m->output.data == m->tok_embd.data;
-    int rc = repack_mat(&m->tok_embd);
+    int rc = repack_mat(&m->tok_embd, q6_k);
     if (tied)
         m->output = m->tok_embd;
     else if (rc == 0)
-        rc = repack_mat(&m->output);
+        rc = repack_mat(&m->output, q6_k);
     for (int32_t l = 0; l < m->hp.n_layers && rc == 0; l++) {
         struct model_layer *L = &m->layers[l];
         struct matmul_mat *w[] = {&L->wqkv,        &L->qkv_part[0], &L->qkv_part[1],
                                   &L->qkv_part[2], &L->wo,          &L->w_gate_up,
                                   &L->gu_part[0],  &L->gu_part[1],  &L->w_down};
         for (size_t i = 0; i < FOLIO_ARRAY_LEN(w) && rc == 0; i++)
-            rc = repack_mat(w[i]);
+            rc = repack_mat(w[i], q6_k);
     }
     return rc;
 }

@@ -642,50 +642,64 @@ static inline __attribute__((always_inline)) void tile_r8(const int MR, const ui
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-static void r8_1(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r8_1(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r8(1, G, nb, X, xs, Y, ldy, beta);
 }
-static void r8_2(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r8_2(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r8(2, G, nb, X, xs, Y, ldy, beta);
 }
-static void r8_3(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r8_3(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r8(3, G, nb, X, xs, Y, ldy, beta);
 }
-static void r8_4(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r8_4(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r8(4, G, nb, X, xs, Y, ldy, beta);
 }
 
-typedef void (*group_fn)(const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t,
-                         float);
+/* A tile of a load-time layout: MR rows of X (xs bytes apart) by the
+ * group G of eight weight rows, nb blocks: Y[m][0..8) (ldy apart), added
+ * to what is there when beta != 0.  first: the first pass of X over the
+ * group (the decode case streams W from memory: the tile may prefetch). */
+typedef void (*group_fn)(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,
+                         float *Y, int64_t ldy, float beta);
+#define GROUP_MR_MAX 4 /* the tallest tile of any layout below */
 
-/* The groups of eight rows over [n0, n1), KMR rows of X at a time; a group
- * that the range cuts is computed whole into a scratch tile, then the
- * columns asked for are stored. */
-static void gemm_groups(const group_fn fns[KMR], QUANT__GEMM_ARGS)
+/* The groups of eight rows over [n0, n1) for every layout of rows in
+ * eights: fns[mr - 1] is the tile of mr rows of X (mr <= MR <=
+ * GROUP_MR_MAX), blk the layout's block (elements).  X is walked in passes
+ * of M_CHUNK rows over the band (a group, at most 18 KiB at K = 2048,
+ * stays in L1 while a pass walks it), MR rows of X at a time; a group that
+ * the range cuts is computed whole into a scratch tile, then the columns
+ * asked for are stored. */
+static inline __attribute__((always_inline)) void gemm_groups(const group_fn *fns, const int MR,
+                                                              const int64_t blk, QUANT__GEMM_ARGS)
 {
-    const int64_t nb = K / QK_K;
+    const int64_t nb = K / blk;
     for (int64_t mc = 0; mc < M; mc += M_CHUNK) {
         const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;
         for (int64_t g = n0 / 8; 8 * g < n1; g++) {
             const uint8_t *G = (const uint8_t *)W + (size_t)g * 8 * wstride;
             const int64_t c0 = 8 * g < n0 ? n0 : 8 * g, c1 = 8 * g + 8 > n1 ? n1 : 8 * g + 8;
-            for (int64_t m = mc; m < me; m += KMR) {
-                const int mr = me - m < KMR ? (int)(me - m) : KMR;
+            for (int64_t m = mc; m < me; m += MR) {
+                const int mr = me - m < MR ? (int)(me - m) : MR;
                 const uint8_t *Xm = (const uint8_t *)Xq + (size_t)m * xstride;
                 if (c1 - c0 == 8) {
-                    fns[mr - 1](G, nb, Xm, xstride, Y + m * ldy + 8 * g, ldy, beta);
+                    fns[mr - 1](m == mc, G, nb, Xm, xstride, Y + m * ldy + 8 * g, ldy, beta);
                     continue;
                 }
-                float tmp[KMR * 8];
-                fns[mr - 1](G, nb, Xm, xstride, tmp, 8, 0.0f);
+                float tmp[GROUP_MR_MAX * 8];
+                fns[mr - 1](m == mc, G, nb, Xm, xstride, tmp, 8, 0.0f);
                 for (int i = 0; i < mr; i++)
                     for (int64_t n = c0; n < c1; n++) {
                         float *y = &Y[(m + i) * ldy + n];
@@ -700,7 +714,7 @@ static void gemm_groups(const group_fn fns[KMR], QUANT__GEMM_ARGS)
 void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
 {
     static const group_fn fns[KMR] = {r8_1, r8_2, r8_3, r8_4};
-    gemm_groups(fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
@@ -797,31 +811,35 @@ static inline __attribute__((always_inline)) void tile_r6(const int MR, const ui
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-static void r6_1(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r6_1(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r6(1, G, nb, X, xs, Y, ldy, beta);
 }
-static void r6_2(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r6_2(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r6(2, G, nb, X, xs, Y, ldy, beta);
 }
-static void r6_3(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r6_3(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r6(3, G, nb, X, xs, Y, ldy, beta);
 }
-static void r6_4(const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y, int64_t ldy,
-                 float beta)
+static void r6_4(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
+                 int64_t ldy, float beta)
 {
+    (void)first; /* the K-quant tiles prefetch on every pass */
     tile_r6(4, G, nb, X, xs, Y, ldy, beta);
 }
 
 void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
 {
     static const group_fn fns[KMR] = {r6_1, r6_2, r6_3, r6_4};
-    gemm_groups(fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant.c draws it) ------ */
@@ -882,50 +900,21 @@ static inline __attribute__((always_inline)) void tile_q8r8(const int MR, const 
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-typedef void (*q8r8_fn)(bool, const uint8_t *, int64_t, const uint8_t *, size_t, float *, int64_t,
-                        float);
 #define Q8R8_FN(mr)                                                                                \
-    static void q8r8_##mr(bool pf, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,      \
+    static void q8r8_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
                           float *Y, int64_t ldy, float beta)                                       \
     {                                                                                              \
-        tile_q8r8(mr, pf, G, nb, X, xs, Y, ldy, beta);                                             \
+        tile_q8r8(mr, first, G, nb, X, xs, Y, ldy, beta);                                          \
     }
 Q8R8_FN(1)
 Q8R8_FN(2)
 Q8R8_FN(3)
 Q8R8_FN(4)
 
-/* The groups of eight rows over [n0, n1), Q8R_MR rows of X at a time, in
- * passes of M_CHUNK rows of X over the band (the group stays in L1 while a
- * pass walks it); a group that the range cuts is computed whole into a
- * scratch tile, then the columns asked for are stored. */
 void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
 {
-    static const q8r8_fn fns[Q8R_MR] = {q8r8_1, q8r8_2, q8r8_3, q8r8_4};
-    const int64_t nb = K / QK8_0;
-    for (int64_t mc = 0; mc < M; mc += M_CHUNK) {
-        const int64_t me = M - mc < M_CHUNK ? M : mc + M_CHUNK;
-        for (int64_t g = n0 / 8; 8 * g < n1; g++) {
-            const uint8_t *G = (const uint8_t *)W + (size_t)g * 8 * wstride;
-            const int64_t c0 = 8 * g < n0 ? n0 : 8 * g, c1 = 8 * g + 8 > n1 ? n1 : 8 * g + 8;
-            for (int64_t m = mc; m < me; m += Q8R_MR) {
-                const int mr = me - m < Q8R_MR ? (int)(me - m) : Q8R_MR;
-                const uint8_t *Xm = (const uint8_t *)Xq + (size_t)m * xstride;
-                if (c1 - c0 == 8) {
-                    fns[mr - 1](m == mc, G, nb, Xm, xstride, Y + m * ldy + 8 * g, ldy, beta);
-                    continue;
-                }
-                float tmp[Q8R_MR * 8];
-                fns[mr - 1](m == mc, G, nb, Xm, xstride, tmp, 8, 0.0f);
-                for (int i = 0; i < mr; i++)
-                    for (int64_t n = c0; n < c1; n++) {
-                        float *y = &Y[(m + i) * ldy + n];
-                        const float v = tmp[i * 8 + (n - 8 * g)];
-                        *y = beta != 0.0f ? *y + v : v;
-                    }
-            }
-        }
-    }
+    static const group_fn fns[Q8R_MR] = {q8r8_1, q8r8_2, q8r8_3, q8r8_4};
+    gemm_groups(fns, Q8R_MR, QK8_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- activation rows ---------------------------------------------------- */
