@@ -329,6 +329,22 @@ static double kv_bytes(const struct setup *st)
     return rows * (double)pager_kv_bytes_per_token(st->dt, 1, st->n_kv, st->hd);
 }
 
+/* small's attention geometry (12 query heads over 4 KV heads, head_dim 64,
+ * block 16): the set-up of (b), (c) and (e) */
+static struct setup small_setup(int32_t n_seqs, int32_t ctx, int32_t n_q, enum folio_dtype dt,
+                                enum layout layout)
+{
+    return (struct setup){.n_seqs = n_seqs,
+                          .ctx = ctx,
+                          .n_q = n_q,
+                          .n_heads = 12,
+                          .n_kv = 4,
+                          .hd = 64,
+                          .bs = 16,
+                          .dt = dt,
+                          .layout = layout};
+}
+
 /* (key, KV head) pairs a decode batch reads */
 static double key_heads(const struct setup *st)
 {
@@ -749,15 +765,7 @@ int main(int argc, char **argv)
     for (int dt = 0; dt < N_DTYPES; dt++) {
         if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
             continue;
-        struct setup st = {.n_seqs = dec_seqs,
-                           .ctx = dec_ctx,
-                           .n_q = 1,
-                           .n_heads = 12,
-                           .n_kv = 4,
-                           .hd = 64,
-                           .bs = 16,
-                           .dt = dtypes[dt],
-                           .layout = LAYOUT_SHUFFLED};
+        struct setup st = small_setup(dec_seqs, dec_ctx, 1, dtypes[dt], LAYOUT_SHUFFLED);
         setup_build(&st);
         struct timing t = time_attn(&st, reps);
         double gbs = kv_bytes(&st) / t.med * 1e-9, gbs_best = kv_bytes(&st) / t.best * 1e-9;
@@ -775,15 +783,7 @@ int main(int argc, char **argv)
     for (int dt = 0; dt < N_DTYPES; dt++) {
         if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
             continue;
-        struct setup st = {.n_seqs = RES_SEQS,
-                           .ctx = RES_CTX,
-                           .n_q = 1,
-                           .n_heads = 12,
-                           .n_kv = 4,
-                           .hd = 64,
-                           .bs = 16,
-                           .dt = dtypes[dt],
-                           .layout = LAYOUT_IDENTITY};
+        struct setup st = small_setup(RES_SEQS, RES_CTX, 1, dtypes[dt], LAYOUT_IDENTITY);
         setup_build(&st);
         const double t = time_resident(&st, reps);
         printf("  %s: %.1f us, %.1f ns per (key, KV head), K/V read at %.1f GB/s\n",
@@ -796,15 +796,7 @@ int main(int argc, char **argv)
     for (int dt = 0; dt < N_DTYPES; dt++) {
         if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
             continue;
-        struct setup st = {.n_seqs = 1,
-                           .ctx = 512,
-                           .n_q = 512,
-                           .n_heads = 12,
-                           .n_kv = 4,
-                           .hd = 64,
-                           .bs = 16,
-                           .dt = dtypes[dt],
-                           .layout = LAYOUT_SHUFFLED};
+        struct setup st = small_setup(1, 512, 512, dtypes[dt], LAYOUT_SHUFFLED);
         setup_build(&st);
         struct timing t = time_attn(&st, reps);
         printf("  %s: %.3f ms, %.2f GFLOP/s (best %.2f)\n", folio_dtype_name(dtypes[dt]),
