@@ -812,7 +812,7 @@ static void test_alloc_failures(void **state)
         }
         assert_int_equal(rc, -ENOMEM);
         assert_null(ctx);
-    } while (n < 100);
+    } while (n < 1000);
     assert_int_equal(rc, 0);
     printf("# model_ctx_new: %ld allocations, each failure handled\n", n - 2);
     arena_free(&a);
