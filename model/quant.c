@@ -1200,7 +1200,8 @@ static const struct quant_traits traits[] = {
                        NULL, NULL, NULL, {q6_k_r8_gemm, X86(quant__gemm_q6_k_r8_avx2), NULL},
                        R8, GGUF_TENSOR_Q6_K},
     [QUANT_Q8_0_R8] = {"Q8_0_R8", QK8_0, sizeof(struct blk_q8_0), false, GGUF_TENSOR_Q8_0,
-                       NULL, NULL, NULL, {q8_0_r8_gemm, X86(quant__gemm_q8_0_r8_avx2), NULL},
+                       NULL, NULL, NULL, {q8_0_r8_gemm, X86(quant__gemm_q8_0_r8_avx2),
+                        X86(quant__gemm_q8_0_r8_avx512)},
                        R8, GGUF_TENSOR_Q8_0},
 };
 // clang-format on

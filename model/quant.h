@@ -110,9 +110,9 @@ enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t);
  * -ENOMEM.  Load time only: allocates one group's bytes of scratch. */
 int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K);
 /* Whether the load-time layout of t runs on as high an instruction set as
- * t's file layout at the current ISA (quant_isa_name): false for Q8_0 on
- * an AVX-512 VNNI CPU, whose file layout has a kernel there and Q8_0_R8
- * has none; the loader then keeps the file's layout. */
+ * t's file layout at the current ISA (quant_isa_name); where it does not,
+ * the loader keeps the file's layout.  (Every load-time layout has a
+ * kernel at least as high as its file layout's today.) */
 bool quant_repack_pays(enum gguf_tensor_type t);
 /* The inverse: W (type rt = quant_repack_type(t)) back to t's file layout,
  * byte for byte what quant_repack was given.  0, -EINVAL, -ENOMEM. */

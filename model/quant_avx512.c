@@ -1,7 +1,13 @@
 /*
- * model/quant_avx512.c — Q8_0 products with AVX512-VNNI (256-bit EVEX
- * vpdpbusd), built with its own flags and chosen at run time by quant.c.
+ * model/quant_avx512.c — Q8_0 products with AVX512-VNNI (vpdpbusd), built
+ * with its own flags and chosen at run time by quant.c: the file layout
+ * (256-bit vectors, below) for matrices left as the file has them, and
+ * Q8_0_R8 (512-bit, further down), the layout the loader gives Q8_0
+ * matrices whose rows come in whole eights: 3.5-4x the AVX2 Q8_0_R8 kernel
+ * and 4-6x the file layout's kernel below at M = 64..256 (bench_quant, one
+ * thread, in cache).
  *
+ * The file layout:
  * vpdpbusd multiplies unsigned by signed bytes.  Both Q8_0 operands are
  * signed, so the activations are flipped to unsigned (x + 128, an xor of
  * the sign bit, done once per activation block and reused for every weight
@@ -20,6 +26,8 @@
  * block each) lose nothing there and need no cross-lane shuffles.
  */
 #include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "quant_internal.h"
 #include "quant_x86.h"
@@ -97,6 +105,203 @@ void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS)
             tiles[mr - 1][nr - 1]((const uint8_t *)W + (size_t)n * wstride, wstride, nb,
                                   (const uint8_t *)Xq + (size_t)m * xstride, xstride,
                                   Y + m * ldy + n, ldy, beta);
+        }
+    }
+}
+
+/* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * Two groups of eight weight rows side by side in one 512-bit vector: per
+ * 32-column block and quad t of columns (4t .. 4t + 3), the 256-bit vector
+ * t of group g (row r in 32-bit lane r, four codes each) in the low half and
+ * that of group g + 1 in the high half, so lane i of every product is
+ * weight row 16 u + i of the tile and no lanes are ever folded.  The tile
+ * is Q8R_MR rows of X by Q8R_NV such vectors (32 weight rows).
+ *
+ * vpdpbusd multiplies unsigned by signed bytes; here the weights are made
+ * unsigned (w ^ 0x80 = w + 128, one xor per vector, shared by Q8R_MR rows
+ * of X) and the activations stay signed, broadcast four codes to every
+ * lane straight from memory (vpbroadcastd).  The excess, 128 times the sum
+ * of the activation block's 32 codes, depends on the row of X and the
+ * block only: it is computed once per pass of X (xinfo, with the block's
+ * scale as a float) and starts that block's accumulator, so the 32-bit sum
+ * per lane is exactly sum_k w_k x_k.  Then acc = fma(isum, d_w x_d, acc)
+ * per block, in the scalar kernel's order: bit for bit its result, and row
+ * m of Y never depends on M.
+ *
+ * Per block and tile: 64 vpdpbusd (Q8R_MR x Q8R_NV x 8) against 16 loads
+ * and inserts of W, 16 xors, 32 broadcasts and the scaling.  The first
+ * pass of X over a tile's groups (the decode case: one row, W streamed
+ * from memory) prefetches Q8R_PF blocks ahead.
+ */
+#define Q8R_MR    4
+#define Q8R_NV    2 /* 512-bit vectors (pairs of groups) per tile */
+#define Q8R_PF    4 /* blocks (272 bytes per group) ahead */
+#define Q8R_CHUNK 64
+#define XINFO_MAX 8192 /* (row, block) entries of one pass of X */
+
+struct xinfo {
+    int32_t corr; /* -128 * sum of the block's codes */
+    float d;      /* the block's scale */
+};
+static _Thread_local struct xinfo xinfo_tls[XINFO_MAX];
+
+/* xinfo of rows [0, rows) of X (xstride apart), nb blocks each. */
+static void xinfo_fill(struct xinfo *xi, const uint8_t *X, size_t xstride, int64_t rows, int64_t nb)
+{
+    const __m256i k80 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+    for (int64_t m = 0; m < rows; m++)
+        for (int64_t b = 0; b < nb; b++) {
+            const struct blk_q8_0 *x = (const struct blk_q8_0 *)(X + (size_t)m * xstride) + b;
+            /* sums of (code + 128) in four 64-bit lanes */
+            const __m256i s = _mm256_sad_epu8(
+                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), k80), zero);
+            const __m128i h =
+                _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            const int32_t sum =
+                (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+            xi[m * nb + b] = (struct xinfo){-128 * sum, h2f(x->d)};
+        }
+}
+
+/* Two groups' block b, quad t: group ga in the low half, gb in the high. */
+static inline __m512i load_pair(const struct blk_q8_0_r8 *ga, const struct blk_q8_0_r8 *gb, int t)
+{
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ga->qs + 32 * t))),
+        _mm256_loadu_si256((const __m256i *)(gb->qs + 32 * t)), 1);
+}
+
+/* MR rows of X by NV vectors of two groups each (grp[2 u], grp[2 u + 1]):
+ * out[m][16 u + i], weight row 16 u + i of the tile, row m of X. */
+static inline __attribute__((always_inline)) void
+tile_q8r8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *const *grp,
+          int64_t nb, const uint8_t *X, size_t xstride, const struct xinfo *xi,
+          float out[Q8R_MR][16 * Q8R_NV])
+{
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    __m512 acc[Q8R_MR][Q8R_NV];
+    for (int m = 0; m < MR; m++)
+        for (int u = 0; u < NV; u++)
+            acc[m][u] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q8_0_r8 *g[2 * Q8R_NV];
+        for (int i = 0; i < 2 * NV; i++) {
+            g[i] = grp[i] + b;
+            if (pf)
+                for (int o = 0; o < (int)sizeof(*g[i]); o += 64)
+                    _mm_prefetch((const char *)(g[i] + Q8R_PF) + o, _MM_HINT_T0);
+        }
+        const int8_t *xq[Q8R_MR];
+        __m512i isum[Q8R_MR][Q8R_NV];
+        for (int m = 0; m < MR; m++) {
+            xq[m] = ((const struct blk_q8_0 *)(X + (size_t)m * xstride) + b)->qs;
+            const __m512i c = _mm512_set1_epi32(xi[m * nb + b].corr);
+            for (int u = 0; u < NV; u++)
+                isum[m][u] = c;
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) {
+            __m512i wv[Q8R_NV];
+            for (int u = 0; u < NV; u++)
+                wv[u] = _mm512_xor_si512(load_pair(g[2 * u], g[2 * u + 1], t), k80);
+            for (int m = 0; m < MR; m++) {
+                int32_t x4;
+                memcpy(&x4, xq[m] + 4 * t, 4);
+                const __m512i xb = _mm512_set1_epi32(x4);
+                for (int u = 0; u < NV; u++)
+                    isum[m][u] = _mm512_dpbusd_epi32(isum[m][u], wv[u], xb);
+            }
+        }
+        for (int u = 0; u < NV; u++) {
+            const __m256i dh = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g[2 * u]->d)),
+                _mm_loadu_si128((const __m128i *)g[2 * u + 1]->d), 1);
+            const __m512 dw = _mm512_cvtph_ps(dh);
+            for (int m = 0; m < MR; m++)
+                acc[m][u] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m][u]),
+                                    _mm512_mul_ps(dw, _mm512_set1_ps(xi[m * nb + b].d)), acc[m][u]);
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        for (int u = 0; u < NV; u++)
+            _mm512_storeu_ps(&out[m][16 * u], acc[m][u]);
+}
+
+typedef void (*q8r8_fn)(bool pf, const struct blk_q8_0_r8 *const *grp, int64_t nb, const uint8_t *X,
+                        size_t xstride, const struct xinfo *xi, float out[Q8R_MR][16 * Q8R_NV]);
+#define Q8R8_FN(mr, nv)                                                                            \
+    static void q8r8_##mr##_##nv(bool pf, const struct blk_q8_0_r8 *const *grp, int64_t nb,        \
+                                 const uint8_t *X, size_t xs, const struct xinfo *xi,              \
+                                 float out[Q8R_MR][16 * Q8R_NV])                                   \
+    {                                                                                              \
+        tile_q8r8(mr, nv, pf, grp, nb, X, xs, xi, out);                                            \
+    }
+Q8R8_FN(1, 1)
+Q8R8_FN(2, 1)
+Q8R8_FN(3, 1)
+Q8R8_FN(4, 1)
+Q8R8_FN(1, 2)
+Q8R8_FN(2, 2)
+Q8R8_FN(3, 2)
+Q8R8_FN(4, 2)
+static const q8r8_fn q8r8_fns[Q8R_NV][Q8R_MR] = {
+    {q8r8_1_1, q8r8_2_1, q8r8_3_1, q8r8_4_1},
+    {q8r8_1_2, q8r8_2_2, q8r8_3_2, q8r8_4_2},
+};
+
+/* Y's columns [c0, c1) from out (column cb of the tile first), rows < mr. */
+static void store_cols(float out[Q8R_MR][16 * Q8R_NV], int mr, int64_t cb, int64_t c0, int64_t c1,
+                       float *Y, int64_t ldy, float beta)
+{
+    for (int m = 0; m < mr; m++)
+        for (int64_t c = c0; c < c1; c++) {
+            float *y = &Y[m * ldy + c];
+            const float v = out[m][c - cb];
+            *y = beta != 0.0f ? *y + v : v;
+        }
+}
+
+/*
+ * The groups of eight rows over [n0, n1) four at a time (a tile of two
+ * 512-bit vectors; the last one, two or three groups of the band in a
+ * narrower tile, an odd group paired with itself), X in passes of at most
+ * Q8R_CHUNK rows (fewer when K is so long that xinfo would not fit), MR
+ * rows at a time.  A tile's groups (35 KiB at K = 2048) stay in L1 while a
+ * pass walks them.
+ */
+void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
+{
+    const int64_t nb = K / QK8_0;
+    int64_t chunk = XINFO_MAX / nb < Q8R_CHUNK ? XINFO_MAX / nb : Q8R_CHUNK;
+    if (chunk < 1)
+        chunk = 1; /* K > 262144: never in a model; xinfo below would overflow */
+    struct xinfo *xi = xinfo_tls;
+    const uint8_t *Wb = (const uint8_t *)W;
+    for (int64_t mc = 0; mc < M; mc += chunk) {
+        const int64_t me = M - mc < chunk ? M : mc + chunk;
+        xinfo_fill(xi, (const uint8_t *)Xq + (size_t)mc * xstride, xstride, me - mc, nb);
+        for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2 * Q8R_NV) {
+            int64_t ng = (n1 + 7) / 8 - g0; /* groups of the band left */
+            if (ng > 2 * Q8R_NV)
+                ng = 2 * Q8R_NV;
+            const int nv = (int)(ng + 1) / 2;
+            const struct blk_q8_0_r8 *grp[2 * Q8R_NV];
+            for (int i = 0; i < 2 * nv; i++) /* an odd last group twice */
+                grp[i] = (const struct blk_q8_0_r8 *)(Wb + (size_t)(g0 + (i < ng ? i : ng - 1)) *
+                                                               8 * wstride);
+            const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
+            const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
+            for (int64_t m = mc; m < me; m += Q8R_MR) {
+                const int mr = me - m < Q8R_MR ? (int)(me - m) : Q8R_MR;
+                float out[Q8R_MR][16 * Q8R_NV];
+                q8r8_fns[nv - 1][mr - 1](m == mc, grp, nb,
+                                         (const uint8_t *)Xq + (size_t)m * xstride, xstride,
+                                         xi + (m - mc) * nb, out);
+                store_cols(out, mr, cb, c0, c1, Y + m * ldy, ldy, beta);
+            }
         }
     }
 }

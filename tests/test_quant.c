@@ -539,18 +539,20 @@ static void check_repack(enum gguf_tensor_type t)
         if (quant_force_isa(isas[ai]))
             continue;
         for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++) {
-            const int64_t N = 8 * (int64_t)(1 + rnd() % 3), K = 256 * (int64_t)(1 + rnd() % 3);
+            /* 1..5 groups: every tile width of the AVX-512 kernel (up to
+             * four groups) and a band of more than one tile */
+            const int64_t N = 8 * (int64_t)(1 + rnd() % 5), K = 256 * (int64_t)(1 + rnd() % 3);
             check_gemm_as(t, true, Ms[mi], N, K, 0, N, 0.0f);
             check_gemm_as(t, true, Ms[mi], N, K, 3, N - 2, 1.0f);
         }
     }
 
     /* bit for bit: scalar = AVX2 (when the CPU has it), and M = 1 = row m */
-    const int64_t N = 24, K = 512, M = 6;
+    const int64_t N = 40, K = 512, M = 6;
     const size_t ws = quant_row_bytes(t, K), xs = quant_row_bytes(quant_dot_type(t), K);
     uint8_t *Wr = malloc(ws * N), *Xq = malloc(xs * M);
     float *X = malloc((size_t)(M * K) * sizeof(float));
-    float Y[3][6 * 24], Y1[24];
+    float Y[3][6 * 40], Y1[40];
     fill_weights(t, Wr, N, K);
     assert_int_equal(quant_repack(t, Wr, N, K), 0);
     for (int64_t i = 0; i < M * K; i++)
@@ -587,14 +589,10 @@ static void test_repack(void **state)
     check_repack(GGUF_TENSOR_Q8_0);
 }
 
-/* Q8_0_R8 at the edges of vpmaddubsw's range: codes -128 and 127 against
- * activation codes +-127 (pairs of 2 * 128 * 127, just below int16
- * saturation), scales 1, so every output is an exact integer: each ISA
- * gives exactly sum_k w_k x_k. */
 /* The loader repacks a type only where its load-time layout has a kernel
- * at least as high as the file layout's: Q8_0 keeps its file layout where
- * AVX-512 VNNI runs (Q8_0_R8 has no kernel there), Q4_K repacks at every
- * ISA, types without a load-time layout never. */
+ * at least as high as the file layout's: Q8_0 and Q4_K at every ISA (their
+ * load-time layouts have kernels as high as their file layouts'), types
+ * without a load-time layout never. */
 static void test_repack_pays(void **state)
 {
     (void)state;
@@ -602,8 +600,7 @@ static void test_repack_pays(void **state)
     for (size_t a = 0; a < sizeof isas / sizeof isas[0]; a++) {
         if (quant_force_isa(isas[a]) != 0)
             continue; /* not on this CPU */
-        const bool vnni = strcmp(quant_isa_name(), "avx512") == 0;
-        assert_int_equal(quant_repack_pays(GGUF_TENSOR_Q8_0), !vnni);
+        assert_true(quant_repack_pays(GGUF_TENSOR_Q8_0));
         assert_true(quant_repack_pays(GGUF_TENSOR_Q4_K));
         assert_false(quant_repack_pays(GGUF_TENSOR_F32));
         assert_false(quant_repack_pays(GGUF_TENSOR_Q5_0));
@@ -611,6 +608,11 @@ static void test_repack_pays(void **state)
     assert_int_equal(quant_force_isa("auto"), 0);
 }
 
+/* Q8_0_R8 at the edges of its kernels' ranges: codes -128 and 127 against
+ * activation codes +-127 (AVX2: pairs of 2 * 128 * 127, just below
+ * vpmaddubsw's int16 saturation; AVX-512: weight bytes w + 128 at 0 and
+ * 255 in vpdpbusd), scales 1, so every output is an exact integer: each
+ * ISA gives exactly sum_k w_k x_k. */
 static void test_q8_0_r8_extremes(void **state)
 {
     (void)state;
@@ -640,7 +642,7 @@ static void test_q8_0_r8_extremes(void **state)
     }
     quant_rows(GGUF_TENSOR_Q8_0, X, K, K, 0, M, Xq);
     assert_int_equal(quant_repack(GGUF_TENSOR_Q8_0, W, N, K), 0);
-    const char *isas[] = {"scalar", "avx2"};
+    const char *isas[] = {"scalar", "avx2", "avx512"};
     for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
         if (quant_force_isa(isas[a]))
             continue;
