@@ -1194,7 +1194,8 @@ static const struct quant_traits traits[] = {
     ROW(Q8_K, QK_K,  sizeof(struct blk_q8_k),  false, Q8_K, q8_k_to_float, q8_k_from_float, NULL,      NULL, NULL),
     /* load-time layouts: in memory only; rows through quant_rows_to_float */
     [QUANT_Q4_K_R8] = {"Q4_K_R8", QK_K, sizeof(struct blk_q4_k), false, GGUF_TENSOR_Q8_K,
-                       NULL, NULL, NULL, {q4_k_r8_gemm, X86(quant__gemm_q4_k_r8_avx2), NULL},
+                       NULL, NULL, NULL, {q4_k_r8_gemm, X86(quant__gemm_q4_k_r8_avx2),
+                        X86(quant__gemm_q4_k_r8_avx512)},
                        R8, GGUF_TENSOR_Q4_K},
     [QUANT_Q6_K_R8] = {"Q6_K_R8", QK_K, sizeof(struct blk_q6_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL, {q6_k_r8_gemm, X86(quant__gemm_q6_k_r8_avx2), NULL},

@@ -1,11 +1,12 @@
 /*
- * model/quant_avx512.c — Q8_0 products with AVX512-VNNI (vpdpbusd), built
- * with its own flags and chosen at run time by quant.c: the file layout
- * (256-bit vectors, below) for matrices left as the file has them, and
- * Q8_0_R8 (512-bit, further down), the layout the loader gives Q8_0
- * matrices whose rows come in whole eights: 3.5-4x the AVX2 Q8_0_R8 kernel
- * and 4-6x the file layout's kernel below at M = 64..256 (bench_quant, one
- * thread, in cache).
+ * model/quant_avx512.c — quantized products with AVX512-VNNI (vpdpbusd),
+ * built with its own flags and chosen at run time by quant.c: Q8_0 in its
+ * file layout (256-bit vectors, below) for matrices left as the file has
+ * them, and the load-time layouts Q8_0_R8 and Q4_K_R8 (512-bit, further
+ * down), which the loader gives Q8_0 and Q4_K matrices whose rows come in
+ * whole eights.  In cache, one thread, M = 64..256 (bench_quant): Q8_0_R8
+ * 3.5-4x the AVX2 Q8_0_R8 kernel and 4-6x the file layout's kernel below;
+ * Q4_K_R8 2.1x its AVX2 kernel.
  *
  * The file layout:
  * vpdpbusd multiplies unsigned by signed bytes.  Both Q8_0 operands are
@@ -301,6 +302,194 @@ void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
                                          (const uint8_t *)Xq + (size_t)m * xstride, xstride,
                                          xi + (m - mc) * nb, out);
                 store_cols(out, mr, cb, c0, c1, Y + m * ldy, ldy, beta);
+            }
+        }
+    }
+}
+
+/* ---- Q4_K_R8: eight Q4_K rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * As Q8_0_R8 above, two groups of eight rows side by side in one 512-bit
+ * vector (group g in lanes 0-7, g + 1 in lanes 8-15), a tile of K4_MR rows
+ * of X by those sixteen weight rows.  The codes (0..15) are unsigned
+ * already, so vpdpbusd takes them as they are against the signed Q8_K
+ * activations: per sub-block j (32 columns) and row of X, eight vpdpbusd
+ * (low nibbles against columns 4t.., high against 16 + 4t..) give each
+ * row's 32-bit sum, which one vpmulld by the sub-block's scales (row r's
+ * in lane r) adds into the block's sum.  The mins meet the activations'
+ * 32-column sums as 16-bit pairs (mins of sub-blocks 2p, 2p + 1 in a lane,
+ * against the pair of sums broadcast: four vpdpwssd per block), those sums
+ * prepared once per pass of X (kinfo).  Per block and row: acc = fma(isum,
+ * d x_d, acc), acc = fma(-msum, dmin x_d, acc), as the scalar kernel in
+ * model/quant.c: bit for bit its result, row m of Y never depending on M.
+ */
+#define K4_MR     4
+#define K4_PF     4 /* blocks (1152 bytes per group) ahead */
+#define K4_CHUNK  64
+#define KINFO_MAX 4096 /* (row, block) entries of one pass of X */
+
+struct kinfo {
+    float d;
+    int32_t pair[4]; /* 32-column sums of sub-blocks 2p (low 16 bits), 2p + 1 */
+};
+static _Thread_local struct kinfo kinfo_tls[KINFO_MAX];
+
+static void kinfo_fill(struct kinfo *ki, const uint8_t *X, size_t xstride, int64_t rows, int64_t nb)
+{
+    for (int64_t m = 0; m < rows; m++)
+        for (int64_t b = 0; b < nb; b++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            struct kinfo *k = &ki[m * nb + b];
+            k->d = x->d;
+            for (int p = 0; p < 4; p++) {
+                const int16_t lo = (int16_t)(x->bsums[4 * p] + x->bsums[4 * p + 1]);
+                const int16_t hi = (int16_t)(x->bsums[4 * p + 2] + x->bsums[4 * p + 3]);
+                k->pair[p] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+            }
+        }
+}
+
+/* The 64 six-bit values (v = 8 j + r) of two groups' blocks: out[p] holds
+ * sub-blocks 2p (bytes 0-7: rows 0-7) and 2p + 1 (bytes 8-15) of group a
+ * in its low 128 bits, of group b in its high ones (model/quant.c packs
+ * them: low four bits in lo, the top two in hi). */
+static inline void six_pair(const uint8_t *alo, const uint8_t *ahi, const uint8_t *blo,
+                            const uint8_t *bhi, __m256i out[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
+    const __m256i a = _mm256_loadu2_m128i((const __m128i *)blo, (const __m128i *)alo);
+    const __m256i b = _mm256_loadu2_m128i((const __m128i *)(blo + 16), (const __m128i *)(alo + 16));
+    const __m256i h = _mm256_loadu2_m128i((const __m128i *)bhi, (const __m128i *)ahi);
+    out[0] =
+        _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m2));
+    out[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4),
+                             _mm256_and_si256(_mm256_slli_epi16(h, 2), m2));
+    out[2] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(h, m2));
+    out[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(h, 2), m2));
+}
+
+static inline __attribute__((always_inline)) void
+tile_q4kr8(const int MR, const bool pf, const struct blk_q4_k_r8 *ga, const struct blk_q4_k_r8 *gb,
+           int64_t nb, const uint8_t *X, size_t xstride, const struct kinfo *ki,
+           float out[K4_MR][16])
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc[K4_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q4_k_r8 *wa = ga + b, *wb = gb + b;
+        if (pf)
+            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
+                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
+            }
+        __m256i sv[4], mv[4];
+        six_pair(wa->sl, wa->sh, wb->sl, wb->sh, sv);
+        six_pair(wa->ml, wa->mh, wb->ml, wb->mh, mv);
+        __m512i isum[K4_MR], msum[K4_MR];
+        for (int m = 0; m < MR; m++)
+            isum[m] = msum[m] = _mm512_setzero_si512();
+        /* mins: 16-bit pairs (sub-blocks 2p, 2p + 1) per row lane */
+        for (int p = 0; p < 4; p++) {
+            const __m512i mp =
+                _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(mv[p], _mm256_srli_si256(mv[p], 8)));
+            for (int m = 0; m < MR; m++)
+                msum[m] =
+                    _mm512_dpwssd_epi32(msum[m], mp, _mm512_set1_epi32(ki[m * nb + b].pair[p]));
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            /* sub-block j's scales: qwords (j & 1) of both halves */
+            const __m256i sq = _mm256_permute4x64_epi64(sv[j >> 1], (j & 1) ? 0x0d : 0x08);
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(sq));
+            __m512i lo[4], hi[4];
+            for (int t = 0; t < 4; t++) {
+                const __m512i v = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(
+                        _mm256_loadu_si256((const __m256i *)(wa->qs + 128 * j + 32 * t))),
+                    _mm256_loadu_si256((const __m256i *)(wb->qs + 128 * j + 32 * t)), 1);
+                lo[t] = _mm512_and_si512(v, m4);
+                hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            for (int m = 0; m < MR; m++) {
+                const int8_t *xq =
+                    ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
+                __m512i s = _mm512_setzero_si512();
+                for (int t = 0; t < 4; t++) {
+                    int32_t x4lo, x4hi;
+                    memcpy(&x4lo, xq + 4 * t, 4);
+                    memcpy(&x4hi, xq + 16 + 4 * t, 4);
+                    s = _mm512_dpbusd_epi32(s, lo[t], _mm512_set1_epi32(x4lo));
+                    s = _mm512_dpbusd_epi32(s, hi[t], _mm512_set1_epi32(x4hi));
+                }
+                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(s, sc));
+            }
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
+        const __m512 dm = _mm512_cvtph_ps(
+            _mm256_loadu2_m128i((const __m128i *)wb->dmin, (const __m128i *)wa->dmin));
+        for (int m = 0; m < MR; m++) {
+            const __m512 dx = _mm512_set1_ps(ki[m * nb + b].d);
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_mul_ps(dw, dx), acc[m]);
+            acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[m]), _mm512_mul_ps(dm, dx), acc[m]);
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        _mm512_storeu_ps(out[m], acc[m]);
+}
+
+typedef void (*q4kr8_fn)(bool pf, const struct blk_q4_k_r8 *ga, const struct blk_q4_k_r8 *gb,
+                         int64_t nb, const uint8_t *X, size_t xstride, const struct kinfo *ki,
+                         float out[K4_MR][16]);
+#define Q4KR8_FN(mr)                                                                               \
+    static void q4kr8_##mr(bool pf, const struct blk_q4_k_r8 *ga, const struct blk_q4_k_r8 *gb,    \
+                           int64_t nb, const uint8_t *X, size_t xs, const struct kinfo *ki,        \
+                           float out[K4_MR][16])                                                   \
+    {                                                                                              \
+        tile_q4kr8(mr, pf, ga, gb, nb, X, xs, ki, out);                                            \
+    }
+Q4KR8_FN(1)
+Q4KR8_FN(2)
+Q4KR8_FN(3)
+Q4KR8_FN(4)
+static const q4kr8_fn q4kr8_fns[K4_MR] = {q4kr8_1, q4kr8_2, q4kr8_3, q4kr8_4};
+
+/* The groups of [n0, n1) two at a time (an odd last group paired with
+ * itself), X in passes of at most K4_CHUNK rows, K4_MR rows at a time. */
+void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
+{
+    const int64_t nb = K / QK_K;
+    int64_t chunk = KINFO_MAX / nb < K4_CHUNK ? KINFO_MAX / nb : K4_CHUNK;
+    if (chunk < 1)
+        chunk = 1; /* K > 1M: never in a model; kinfo below would overflow */
+    struct kinfo *ki = kinfo_tls;
+    const uint8_t *Wb = (const uint8_t *)W;
+    for (int64_t mc = 0; mc < M; mc += chunk) {
+        const int64_t me = M - mc < chunk ? M : mc + chunk;
+        kinfo_fill(ki, (const uint8_t *)Xq + (size_t)mc * xstride, xstride, me - mc, nb);
+        for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2) {
+            const int64_t ng = 8 * (g0 + 1) < n1 ? 2 : 1;
+            const struct blk_q4_k_r8 *ga =
+                (const struct blk_q4_k_r8 *)(Wb + (size_t)g0 * 8 * wstride);
+            const struct blk_q4_k_r8 *gb =
+                (const struct blk_q4_k_r8 *)(Wb + (size_t)(g0 + ng - 1) * 8 * wstride);
+            const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
+            const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
+            for (int64_t m = mc; m < me; m += K4_MR) {
+                const int mr = me - m < K4_MR ? (int)(me - m) : K4_MR;
+                float out[K4_MR][16];
+                q4kr8_fns[mr - 1](m == mc, ga, gb, nb, (const uint8_t *)Xq + (size_t)m * xstride,
+                                  xstride, ki + (m - mc) * nb, out);
+                for (int i = 0; i < mr; i++)
+                    for (int64_t c = c0; c < c1; c++) {
+                        float *y = &Y[(m + i) * ldy + c];
+                        const float v = out[i][c - cb];
+                        *y = beta != 0.0f ? *y + v : v;
+                    }
             }
         }
     }
