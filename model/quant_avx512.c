@@ -2,11 +2,12 @@
  * model/quant_avx512.c — quantized products with AVX512-VNNI (vpdpbusd),
  * built with its own flags and chosen at run time by quant.c: Q8_0 in its
  * file layout (256-bit vectors, below) for matrices left as the file has
- * them, and the load-time layouts Q8_0_R8 and Q4_K_R8 (512-bit, further
- * down), which the loader gives Q8_0 and Q4_K matrices whose rows come in
- * whole eights.  In cache, one thread, M = 64..256 (bench_quant): Q8_0_R8
- * 3.5-4x the AVX2 Q8_0_R8 kernel and 4-6x the file layout's kernel below;
- * Q4_K_R8 2.1x its AVX2 kernel.
+ * them, and the load-time layouts Q8_0_R8, Q4_K_R8 and Q6_K_R8 (512-bit,
+ * further down), which the loader gives Q8_0, Q4_K and Q6_K matrices whose
+ * rows come in whole eights.  In cache, one thread, M = 64..256
+ * (bench_quant): Q8_0_R8 3.5-4x the AVX2 Q8_0_R8 kernel and 4-6x the file
+ * layout's kernel below; Q4_K_R8 2.1x its AVX2 kernel; Q6_K_R8 2.8x its
+ * AVX2 kernel and 4-6x Q6_K's file layout (AVX2).
  *
  * The file layout:
  * vpdpbusd multiplies unsigned by signed bytes.  Both Q8_0 operands are
@@ -484,6 +485,149 @@ void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
                 float out[K4_MR][16];
                 q4kr8_fns[mr - 1](m == mc, ga, gb, nb, (const uint8_t *)Xq + (size_t)m * xstride,
                                   xstride, ki + (m - mc) * nb, out);
+                for (int i = 0; i < mr; i++)
+                    for (int64_t c = c0; c < c1; c++) {
+                        float *y = &Y[(m + i) * ldy + c];
+                        const float v = out[i][c - cb];
+                        *y = beta != 0.0f ? *y + v : v;
+                    }
+            }
+        }
+    }
+}
+
+/* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * As Q4_K_R8 above: two groups per 512-bit vector, codes 0..63 (the
+ * file's q + 32) unsigned for vpdpbusd.  Per 32-column chunk c (sub-blocks
+ * 2c, 2c + 1) and row of X: four vpdpbusd per sub-block, one vpmulld each by
+ * its scales (signed bytes, sign-extended), and the codes' offset, 32 sc_j
+ * bsum_j, through one vpdpwssd of the pair of scales (16-bit, per row
+ * lane) against the pair of 16-column sums broadcast, taken off once per
+ * block.  acc = fma(isum, d x_d, acc) per block, as the scalar kernel.
+ */
+static inline __attribute__((always_inline)) void
+tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const struct blk_q6_k_r8 *gb,
+           int64_t nb, const uint8_t *X, size_t xstride, float out[K4_MR][16])
+{
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[K4_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q6_k_r8 *wa = ga + b, *wb = gb + b;
+        if (pf)
+            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
+                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
+            }
+        const struct blk_q8_k *x[K4_MR];
+        __m512i isum[K4_MR], off[K4_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = off[m] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            /* scales of sub-blocks 2c (bytes 0-7: rows 0-7) and 2c + 1 */
+            const __m256i s2 = _mm256_loadu2_m128i((const __m128i *)(wb->sc + 16 * c),
+                                                   (const __m128i *)(wa->sc + 16 * c));
+            const __m256i sq = _mm256_permute4x64_epi64(s2, 0xd8); /* a0 b0 | a1 b1 */
+            const __m512i sa = _mm512_cvtepi8_epi32(_mm256_castsi256_si128(sq));
+            const __m512i sb = _mm512_cvtepi8_epi32(_mm256_extracti128_si256(sq, 1));
+            const __m512i sp =
+                _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(s2, _mm256_srli_si256(s2, 8)));
+            const __m512i h0 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wa->qh + 64 * c))),
+                _mm256_loadu_si256((const __m256i *)(wb->qh + 64 * c)), 1);
+            const __m512i h1 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wa->qh + 64 * c + 32))),
+                _mm256_loadu_si256((const __m256i *)(wb->qh + 64 * c + 32)), 1);
+            __m512i lo[4], hi[4];
+            for (int t = 0; t < 4; t++) {
+                const __m512i v = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(
+                        _mm256_loadu_si256((const __m256i *)(wa->ql + 128 * c + 32 * t))),
+                    _mm256_loadu_si256((const __m256i *)(wb->ql + 128 * c + 32 * t)), 1);
+                /* bits 2t, 2t + 1 of the qh bytes to bits 4, 5 */
+                __m512i a0, a1;
+                if (t == 0)
+                    a0 = _mm512_slli_epi16(h0, 4), a1 = _mm512_slli_epi16(h1, 4);
+                else if (t == 1)
+                    a0 = _mm512_slli_epi16(h0, 2), a1 = _mm512_slli_epi16(h1, 2);
+                else if (t == 2)
+                    a0 = h0, a1 = h1;
+                else
+                    a0 = _mm512_srli_epi16(h0, 2), a1 = _mm512_srli_epi16(h1, 2);
+                lo[t] = _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(a0, m30));
+                hi[t] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                        _mm512_and_si512(a1, m30));
+            }
+            for (int m = 0; m < MR; m++) {
+                const int8_t *xq = x[m]->qs + 32 * c;
+                __m512i s_a = _mm512_setzero_si512(), s_b = _mm512_setzero_si512();
+                for (int t = 0; t < 4; t++) {
+                    int32_t x4lo, x4hi;
+                    memcpy(&x4lo, xq + 4 * t, 4);
+                    memcpy(&x4hi, xq + 16 + 4 * t, 4);
+                    s_a = _mm512_dpbusd_epi32(s_a, lo[t], _mm512_set1_epi32(x4lo));
+                    s_b = _mm512_dpbusd_epi32(s_b, hi[t], _mm512_set1_epi32(x4hi));
+                }
+                isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(s_a, sa),
+                                                                     _mm512_mullo_epi32(s_b, sb)));
+                int32_t bs2;
+                memcpy(&bs2, x[m]->bsums + 2 * c, 4);
+                off[m] = _mm512_dpwssd_epi32(off[m], sp, _mm512_set1_epi32(bs2));
+            }
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
+        for (int m = 0; m < MR; m++) {
+            const __m512i is = _mm512_sub_epi32(isum[m], _mm512_slli_epi32(off[m], 5));
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        _mm512_storeu_ps(out[m], acc[m]);
+}
+
+typedef void (*q6kr8_fn)(bool pf, const struct blk_q6_k_r8 *ga, const struct blk_q6_k_r8 *gb,
+                         int64_t nb, const uint8_t *X, size_t xstride, float out[K4_MR][16]);
+#define Q6KR8_FN(mr)                                                                               \
+    static void q6kr8_##mr(bool pf, const struct blk_q6_k_r8 *ga, const struct blk_q6_k_r8 *gb,    \
+                           int64_t nb, const uint8_t *X, size_t xs, float out[K4_MR][16])          \
+    {                                                                                              \
+        tile_q6kr8(mr, pf, ga, gb, nb, X, xs, out);                                                \
+    }
+Q6KR8_FN(1)
+Q6KR8_FN(2)
+Q6KR8_FN(3)
+Q6KR8_FN(4)
+static const q6kr8_fn q6kr8_fns[K4_MR] = {q6kr8_1, q6kr8_2, q6kr8_3, q6kr8_4};
+
+/* As quant__gemm_q4_k_r8_avx512, without the prepared activation sums
+ * (the bsums are read in the pairs the tile needs). */
+void quant__gemm_q6_k_r8_avx512(QUANT__GEMM_ARGS)
+{
+    const int64_t nb = K / QK_K;
+    const uint8_t *Wb = (const uint8_t *)W;
+    for (int64_t mc = 0; mc < M; mc += K4_CHUNK) {
+        const int64_t me = M - mc < K4_CHUNK ? M : mc + K4_CHUNK;
+        for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2) {
+            const int64_t ng = 8 * (g0 + 1) < n1 ? 2 : 1;
+            const struct blk_q6_k_r8 *ga =
+                (const struct blk_q6_k_r8 *)(Wb + (size_t)g0 * 8 * wstride);
+            const struct blk_q6_k_r8 *gb =
+                (const struct blk_q6_k_r8 *)(Wb + (size_t)(g0 + ng - 1) * 8 * wstride);
+            const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
+            const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
+            for (int64_t m = mc; m < me; m += K4_MR) {
+                const int mr = me - m < K4_MR ? (int)(me - m) : K4_MR;
+                float out[K4_MR][16];
+                q6kr8_fns[mr - 1](m == mc, ga, gb, nb, (const uint8_t *)Xq + (size_t)m * xstride,
+                                  xstride, out);
                 for (int i = 0; i < mr; i++)
                     for (int64_t c = c0; c < c1; c++) {
                         float *y = &Y[(m + i) * ldy + c];
