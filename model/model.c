@@ -240,10 +240,11 @@ void model__fill_random(struct model *m, uint64_t seed)
 static int repack_mat(struct matmul_mat *mt, bool q6_k)
 {
     const enum gguf_tensor_type rt = quant_repack_type(mt->type);
-    /* Q6_K only when asked (FOLIO_REPACK=all): Q6_K_R8 is 1.5-2x faster
-     * batched and 1.3-1.5x in cache at one row, but single-stream decode
-     * from memory ran at 0.81-0.98x the file layout's in paired runs
-     * (BENCHMARKS.md), so by default Q6_K keeps the file's layout */
+    /* Q6_K only when q6_k: with AVX2, Q6_K_R8 is 1.5-2x faster batched
+     * and 1.3-1.5x in cache at one row, but single-stream decode from
+     * memory ran at 0.81-0.98x the file layout's in paired runs
+     * (BENCHMARKS.md), so there Q6_K keeps the file's layout unless
+     * FOLIO_REPACK=all */
     if (!mt->data || rt == mt->type ||
         (mt->type != GGUF_TENSOR_Q4_K && mt->type != GGUF_TENSOR_Q8_0 &&
          !(q6_k && mt->type == GGUF_TENSOR_Q6_K)) ||
@@ -260,7 +261,10 @@ int model__repack(struct model *m)
     const char *env = getenv("FOLIO_REPACK");
     if (env && !strcmp(env, "0"))
         return 0;
-    const bool q6_k = env && !strcmp(env, "all");
+    /* Q6_K: with FOLIO_REPACK=all, and by default where its load-time
+     * layout runs the AVX-512 kernel (2.8x the AVX2 one batched, 2x the
+     * file layout's at one row in cache: BENCHMARKS.md) */
+    const bool q6_k = (env && !strcmp(env, "all")) || !strcmp(quant_isa_name(), "avx512");
     const bool tied = m->output.data == m->tok_embd.data;
     int rc = repack_mat(&m->tok_embd, q6_k);
     if (tied)
