@@ -1151,6 +1151,34 @@ static void job_convert(void *arg, int ith, int nth)
     }
 }
 
+/* M <= MM_FUSED_M rows of A against 16-bit W's rows [n0, n1), read in
+ * place (the fused dot products above). */
+static void fused16_rows(bool bf16, const uint16_t *W, int32_t K, int32_t n0, int32_t n1, int32_t M,
+                         const float *A, int32_t lda, float beta, float *C, int32_t ldc)
+{
+#if defined(__x86_64__)
+    if (use_avx2() && M == 1)
+        fused16_m1_avx2(bf16, W, K, n0, n1, A, beta, C);
+    else if (use_avx2())
+        fused16_avx2(bf16, W, K, n0, n1, M, A, lda, beta, C, ldc);
+    else
+#endif
+        fused16(bf16, W, K, n0, n1, M, A, lda, beta, C, ldc);
+}
+
+#ifdef FOLIO_HAVE_DNNL
+/* Whether a oneDNN weight's product of M rows reads W's rows in place
+ * instead (they stay in memory beside oneDNN's copy): one F32 row through
+ * sgemv, up to MM_FUSED_M BF16 rows through the fused dot products.
+ * oneDNN 2.6's matmul at M = 1 is its gemm:jit, which ran at 20-45 GFLOP/s
+ * per core on `small`'s shapes (memory speed is 55-65 GB/s: sgemv and the
+ * fused bf16 rows run at it). */
+static bool dnnl_by_rows(const struct mm_weight *w, int32_t M)
+{
+    return w->kind == MM_DNNL && (M == 1 || (w->bf16 && M <= MM_FUSED_M && use_avx2()));
+}
+#endif
+
 static void job_band(void *arg, int ith, int nth)
 {
     struct mm_job *j = arg;
@@ -1192,17 +1220,9 @@ static void job_band(void *arg, int ith, int nth)
         break;
     }
     case MM_16_PORTABLE:
-        if (j->M <= MM_FUSED_M) {
-#if defined(__x86_64__)
-            if (use_avx2() && j->M == 1)
-                fused16_m1_avx2(w->bf16, w->w.data, K, n0, n1, j->A, j->beta, j->C);
-            else if (use_avx2())
-                fused16_avx2(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C,
-                             j->ldc);
-            else
-#endif
-                fused16(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
-        } else
+        if (j->M <= MM_FUSED_M)
+            fused16_rows(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        else
             widened(j->mm, w, ith, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
         break;
     case MM_QUANT:
@@ -1214,7 +1234,14 @@ static void job_band(void *arg, int ith, int nth)
         break;
     case MM_DNNL:
 #ifdef FOLIO_HAVE_DNNL
-        if (w->bf16)
+        if (dnnl_by_rows(w, j->M)) {
+            if (w->bf16)
+                fused16_rows(true, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+            else
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, n1 - n0, K, 1.0f,
+                            (const float *)w->w.data + (size_t)n0 * K, K, j->A, 1, j->beta,
+                            j->C + n0, 1);
+        } else if (w->bf16)
             dnnl_band_run(j->mm, w, &w->bands[ith], ith, j->M, j->mm->xcvt, K, j->beta, j->C,
                           j->ldc);
         else
@@ -1240,7 +1267,11 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
         .mm = mm, .w = w, .M = M, .lda = lda, .ldc = ldc, .A = A, .beta = beta, .C = C};
     j.widened = w->kind == MM_QUANT && w->widen_avx2 && !mm->cfg.batch_invariant && use_avx2() &&
                 M >= (mm->cfg.widen_min_m ? mm->cfg.widen_min_m : widen_min_m(w->w.type));
-    if ((w->kind == MM_QUANT && !j.widened) || (w->kind == MM_DNNL && w->bf16)) {
+    bool by_rows = false;
+#ifdef FOLIO_HAVE_DNNL
+    by_rows = dnnl_by_rows(w, M);
+#endif
+    if ((w->kind == MM_QUANT && !j.widened) || (w->kind == MM_DNNL && w->bf16 && !by_rows)) {
         if (M < 4)
             job_convert(&j, 0, 1); /* a few rows: cheaper than a dispatch */
         else
