@@ -12,9 +12,10 @@
  *
  *   type   backend OPENBLAS                 backend ONEDNN
  *   F32    sgemv (M = 1), packed gemm       oneDNN f32 matmul, W reordered
- *          (M = 2..192, model/gemm.h, W
+ *          (M = 2..192, model/gemm.h, W     (M = 1: sgemv on W in place)
  *          packed once), sgemm (M > 192)
  *   BF16   portable 16-bit path             oneDNN bf16 matmul, A → bf16
+ *                                           (M <= 4: fused rows in place)
  *   F16    portable 16-bit path             portable 16-bit path (oneDNN
  *                                           bf16 if MM_F16_AS_BF16)
  *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
@@ -23,7 +24,9 @@
  *          with AVX2: widened tiles and sgemm (below)
  *   Q4_K_R8, Q6_K_R8, Q8_0_R8 (Q4_K, Q6_K, Q8_0 in their load-time
  *          layouts; model__repack gives Q4_K and Q8_0 matrices of rows in
- *          eights theirs, and Q6_K ones with FOLIO_REPACK=all)
+ *          eights theirs, and Q6_K ones with AVX-512 VNNI or
+ *          FOLIO_REPACK=all; model/quant_avx512.c has their AVX-512
+ *          kernels)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
  *          the widened tiles at every M measured (bench_quant --layer,
  *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's; Q8_0:
