@@ -1173,9 +1173,12 @@ static void fused16_rows(bool bf16, const uint16_t *W, int32_t K, int32_t n0, in
 /* Whether a oneDNN weight's product of M rows reads W's rows in place
  * instead (they stay in memory beside oneDNN's copy): one F32 row through
  * sgemv, up to MM_FUSED_M BF16 rows through the fused dot products.
- * oneDNN 2.6's matmul at M = 1 is its gemm:jit, which ran at 20-45 GFLOP/s
- * per core on `small`'s shapes (memory speed is 55-65 GB/s: sgemv and the
- * fused bf16 rows run at it). */
+ * oneDNN 2.6's matmul at M = 1 is its gemm:jit on W's reordered copy:
+ * one layer of `small` in BF16 at M = 1 (bench_gemm, 2 threads) ran at
+ * 20-30 GFLOP/s there against 29-39 for the rows read in place, and
+ * bench_model --single read BF16 weights at a median 70-82% of the
+ * bandwidth against 64-67% (AVX-512 BF16 Zen 5, two alternated rounds);
+ * F32 moved within noise (69-77% against 72-73%). */
 static bool dnnl_by_rows(const struct mm_weight *w, int32_t M)
 {
     return w->kind == MM_DNNL && (M == 1 || (w->bf16 && M <= MM_FUSED_M && use_avx2()));
