@@ -325,6 +325,11 @@ void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
  * d x_d, acc), acc = fma(-msum, dmin x_d, acc), as the scalar kernel in
  * model/quant.c: bit for bit its result, row m of Y never depending on M.
  */
+/* K4_M1: one row of X (single-stream decode, W streamed from memory) goes
+ * to the AVX2 kernels of Q4_K_R8 and Q6_K_R8 (bit for bit the same
+ * results): one thread, bench_quant, they read W at 83-95% of the
+ * bandwidth there against 52-63% for the tiles below, whose per-block
+ * unpacking of two groups' scales is paid for one row only. */
 #define K4_MR     4
 #define K4_PF     4 /* blocks (1152 bytes per group) ahead */
 #define K4_CHUNK  64
@@ -463,6 +468,10 @@ static const q4kr8_fn q4kr8_fns[K4_MR] = {q4kr8_1, q4kr8_2, q4kr8_3, q4kr8_4};
  * itself), X in passes of at most K4_CHUNK rows, K4_MR rows at a time. */
 void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
 {
+    if (M == 1) { /* see K4_M1 */
+        quant__gemm_q4_k_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+        return;
+    }
     const int64_t nb = K / QK_K;
     int64_t chunk = KINFO_MAX / nb < K4_CHUNK ? KINFO_MAX / nb : K4_CHUNK;
     if (chunk < 1)
@@ -611,6 +620,10 @@ static const q6kr8_fn q6kr8_fns[K4_MR] = {q6kr8_1, q6kr8_2, q6kr8_3, q6kr8_4};
  * (the bsums are read in the pairs the tile needs). */
 void quant__gemm_q6_k_r8_avx512(QUANT__GEMM_ARGS)
 {
+    if (M == 1) { /* see K4_M1 */
+        quant__gemm_q6_k_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+        return;
+    }
     const int64_t nb = K / QK_K;
     const uint8_t *Wb = (const uint8_t *)W;
     for (int64_t mc = 0; mc < M; mc += K4_CHUNK) {
