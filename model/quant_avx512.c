@@ -4,10 +4,11 @@
  * file layout (256-bit vectors, below) for matrices left as the file has
  * them, and the load-time layouts Q8_0_R8, Q4_K_R8 and Q6_K_R8 (512-bit,
  * further down), which the loader gives Q8_0, Q4_K and Q6_K matrices whose
- * rows come in whole eights.  In cache, one thread, M = 64..256
- * (bench_quant): Q8_0_R8 3.5-4x the AVX2 Q8_0_R8 kernel and 4-6x the file
- * layout's kernel below; Q4_K_R8 2.1x its AVX2 kernel; Q6_K_R8 2.8x its
- * AVX2 kernel and 4-6x Q6_K's file layout (AVX2).
+ * rows come in whole eights.  One thread, M = 64 and 256, `small`'s
+ * shapes (bench_quant --reps 7 on a Zen 5, quiet): Q8_0_R8 518-555 GOP/s,
+ * 3.7-3.9x the AVX2 Q8_0_R8 kernel and 4.7-5.0x the file layout's kernel
+ * below; Q4_K_R8 457-495, 2.3-2.4x its AVX2 kernel; Q6_K_R8 296-339,
+ * 1.9-2.1x its AVX2 kernel and 3.6-4.2x Q6_K's file layout (AVX2).
  *
  * The file layout:
  * vpdpbusd multiplies unsigned by signed bytes.  Both Q8_0 operands are
