@@ -410,7 +410,8 @@ tile_q4kr8(const int MR, const bool pf, const struct blk_q4_k_r8 *ga, const stru
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             /* sub-block j's scales: qwords (j & 1) of both halves */
-            const __m256i sq = _mm256_permute4x64_epi64(sv[j >> 1], (j & 1) ? 0x0d : 0x08);
+            const __m256i sq = (j & 1) ? _mm256_permute4x64_epi64(sv[j >> 1], 0x0d)
+                                       : _mm256_permute4x64_epi64(sv[j >> 1], 0x08);
             const __m512i sc = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(sq));
             __m512i lo[4], hi[4];
             for (int t = 0; t < 4; t++) {
