@@ -36,7 +36,7 @@
 
 #include "folio/attention.h"
 
-#define ATTN__KC          16  /* keys per chunk */
+#define ATTN__KC          32  /* keys per chunk */
 #define ATTN__MQ          16  /* query vectors per tile (at least one row's group) */
 #define ATTN__HD_MAX      512 /* largest head_dim the kernels take */
 #define ATTN__PSTRIDE(hd) ((size_t)(hd) + 16)

@@ -26,9 +26,15 @@
  * piece takes all KV heads of the layer at once, so each block is read as
  * one contiguous run of K and one of V rather than n_kv_heads short tiles.
  * For each tile the visible key range is walked in chunks of at most KC =
- * 16 keys that never cross a block boundary; a chunk is worked KV head by
- * KV head, and within one, row by row in passes of up to GS = 3 query
- * heads of the row's group (a "head pass"):
+ * 32 keys, which may span blocks: a chunk's rows are reached through a
+ * table of row pointers (chunk_rows: one per key, built once per chunk
+ * from the page table), so the chunk grid does not depend on the block
+ * size and a block of 16 costs no shorter chunks (KC 16 within blocks
+ * before; KC 32 across them measured 1.1-1.4x faster for q8 and 1.0-1.2x
+ * for f16/bf16 decode from memory on a Zen 5, and 8-30% from cache:
+ * BENCHMARKS.md); a chunk is worked KV head by KV head, and within one,
+ * row by row in passes of up to GS = 3 query heads of the row's group (a
+ * "head pass"):
  *
  *   chunk rows  read in place from the block's tiles in every dtype and
  *               widened to f32 in registers as they are used (f16 by F16C,
@@ -335,9 +341,10 @@ AI vf vmax(vf a, vf b)
  * operand); the KB dot-product vectors of a query are folded into KB
  * scores at once.  A partial step reads row nvis - 1 again in place of the
  * keys it masks, so no row past the chunk is touched. */
-AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s, const char *kh,
-                     int32_t nvis, size_t rb, const float *ks, const char *pf, int32_t pfn,
-                     size_t v_bytes, const int hd, const int dt, const int G)
+AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
+                     const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,
+                     const char *const *pf, int32_t pfn, size_t v_bytes, const int hd, const int dt,
+                     const int G)
 {
     const int nv = hd / VW;
 #ifndef KQ8_W
@@ -345,14 +352,12 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
 #endif
     for (int kb = 0; kb < KC; kb += KB) {
 #if PF_SPREAD
-        if (pf && kb < pfn) { /* the future chunk's rows [kb, kb + KB) */
-            const char *pr = pf + (size_t)kb * rb;
-            const size_t len = (size_t)FOLIO_MIN(KB, pfn - kb) * rb;
-            for (size_t off = 0; off < len; off += 64) {
-                __builtin_prefetch(pr + off, 0, PF_HINT);
-                __builtin_prefetch(pr + v_bytes + off, 0, PF_HINT);
-            }
-        }
+        if (pf && kb < pfn) /* the future chunk's rows [kb, kb + KB) */
+            for (int32_t k = kb; k < FOLIO_MIN(kb + KB, pfn); k++)
+                for (size_t off = 0; off < rb; off += 64) {
+                    __builtin_prefetch(pf[k] + hoff + off, 0, PF_HINT);
+                    __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
+                }
 #endif
         if (kb >= nvis) {
             UNROLL
@@ -363,7 +368,7 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
         const char *kr[KB];
         UNROLL
         for (int k = 0; k < KB; k++)
-            kr[k] = kh + (size_t)FOLIO_MIN(kb + k, nvis - 1) * rb;
+            kr[k] = rows[FOLIO_MIN(kb + k, nvis - 1)] + hoff;
         v4f dot[GS];
 #ifdef KQ8_W
         if (dt == FOLIO_Q8 && hd % KQ8_W == 0) {
@@ -413,8 +418,8 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
  * query heads of one KV head (p rows KC apart, acc rows hd apart): each V
  * vector is widened once and used by all G heads, with G x CB
  * accumulators in registers. */
-AI void values_heads(const float *p, float *acc, v4f corr, const char *vh, int32_t nvis, size_t rb,
-                     const int hd, const int dt, const int G)
+AI void values_heads(const float *p, float *acc, v4f corr, const char *const *rows, size_t voff,
+                     int32_t nvis, const int hd, const int dt, const int G)
 {
     const int nv = hd / VW;
     for (int c0 = 0; c0 < nv; c0 += CB) {
@@ -426,7 +431,7 @@ AI void values_heads(const float *p, float *acc, v4f corr, const char *vh, int32
             a[g][c] =
                 c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) * corr[g] : vsplat(0.0f);
         for (int32_t k = 0; k < nvis; k++) {
-            const char *vr = vh + (size_t)k * rb;
+            const char *vr = rows[k] + voff;
             vf pk[GS];
             UNROLL
             for (int g = 0; g < G; g++)
@@ -450,22 +455,29 @@ AI void values_heads(const float *p, float *acc, v4f corr, const char *vh, int32
     }
 }
 
-/* Lane k of the result is the largest lane of d[k]. */
+/* Lane k of the result is the largest lane of d[k]: fold4's shape with
+ * max for add. */
 AI v4f fold4_max(const vf *d)
 {
 #if VW == 1
     return (v4f){d[0][0], d[1][0], d[2][0], d[3][0]};
 #else
-    v4f r;
-    UNROLL
-    for (int k = 0; k < 4; k++) {
-        float x = d[k][0];
-        UNROLL
-        for (int i = 1; i < VW; i++)
-            x = d[k][i] > x ? d[k][i] : x;
-        r[k] = x;
-    }
-    return r;
+    const vi lo = PAIR_MASK(0), hi = PAIR_MASK(1);
+#define PAIR_MAX(a, b) vmax(__builtin_shuffle(a, b, lo), __builtin_shuffle(a, b, hi))
+    const vf u = PAIR_MAX(PAIR_MAX(d[0], d[1]), PAIR_MAX(d[2], d[3]));
+#undef PAIR_MAX
+#if VW == 4
+    return u;
+#elif VW == 8
+    const v4f a = {u[0], u[1], u[2], u[3]}, b = {u[4], u[5], u[6], u[7]};
+    return (v4f)(((v4i)a & (a > b)) | ((v4i)b & ~(a > b)));
+#else
+    const v4f a = {u[0], u[1], u[2], u[3]}, b = {u[4], u[5], u[6], u[7]};
+    const v4f c = {u[8], u[9], u[10], u[11]}, e = {u[12], u[13], u[14], u[15]};
+    const v4f ab = (v4f)(((v4i)a & (a > b)) | ((v4i)b & ~(a > b)));
+    const v4f ce = (v4f)(((v4i)c & (c > e)) | ((v4i)e & ~(c > e)));
+    return (v4f)(((v4i)ab & (ab > ce)) | ((v4i)ce & ~(ab > ce)));
+#endif
 #endif
 }
 
@@ -528,34 +540,74 @@ AI v4f softmax_heads(float *s, float *m, float *l, const float *vs, const int dt
     return corr;
 }
 
-/* Prefetch rows [0, np) of one KV head's K and V tiles at t (q8: and their
- * row scales, at sc). */
-AI void prefetch_rows(const char *t, size_t v_bytes, size_t len, const char *sc, int32_t np,
-                      const int dt)
+/* Keys [k0, k0 + len) of a chunk sit in consecutive slots of one block;
+ * sc: the q8 row scale of key k0 in the piece's first KV head's K tile. */
+struct kv_run {
+    int32_t k0, len;
+    const char *sc;
+};
+
+/* The rows of the n keys from position pos (rows[k]: K row of the piece's
+ * first KV head), positions before lo_ok read as lo_ok's row; the runs of
+ * the chunk (returned: how many). */
+AI int chunk_rows(const struct attn__piece *pc, int32_t pos, int32_t n, int32_t lo_ok,
+                  const char **rows, struct kv_run *runs)
 {
-    for (size_t off = 0; off < len; off += 64) {
-        __builtin_prefetch(t + off, 0, PF_HINT);
-        __builtin_prefetch(t + v_bytes + off, 0, PF_HINT);
+    const int32_t bs = pc->block_size;
+    const size_t rb = pc->row_bytes;
+    int nrun = 0;
+    for (int32_t k = 0; k < n;) {
+        const int32_t p = FOLIO_MAX(pos + k, lo_ok), slot = p % bs;
+        const int32_t len = pos + k < lo_ok ? 1 : FOLIO_MIN(n - k, bs - slot);
+        const char *t = pc->kbase + (size_t)pc->block_table[p / bs] * pc->block_bytes;
+        for (int32_t i = 0; i < len; i++)
+            rows[k + i] = t + (size_t)(slot + i) * rb;
+        runs[nrun++] = (struct kv_run){k, len, t + pc->scale_off + (size_t)slot * 4};
+        k += len;
     }
-    if (dt == FOLIO_Q8) {
-        __builtin_prefetch(sc, 0, PF_HINT);
-        __builtin_prefetch(sc + v_bytes, 0, PF_HINT);
-        if (np > 16) {
-            __builtin_prefetch(sc + 4 * (size_t)np - 4, 0, PF_HINT);
-            __builtin_prefetch(sc + v_bytes + 4 * (size_t)np - 4, 0, PF_HINT);
+    return nrun;
+}
+
+/* Prefetch for one KV head (hoff) of the chunk PF_CHUNKS ahead: q8 row
+ * scales, and without PF_SPREAD its K and V rows (with it, scores_heads
+ * spreads those over the score loop). */
+AI void prefetch_chunk(const struct attn__piece *pc, const char *const *frows,
+                       const struct kv_run *fruns, int nfrun, int32_t fnp, size_t hoff,
+                       const int dt)
+{
+#if !PF_SPREAD
+    for (int32_t k = 0; k < fnp; k++)
+        for (size_t off = 0; off < pc->row_bytes; off += 64) {
+            __builtin_prefetch(frows[k] + hoff + off, 0, PF_HINT);
+            __builtin_prefetch(frows[k] + hoff + pc->v_bytes + off, 0, PF_HINT);
         }
-    }
+#else
+    (void)frows;
+    (void)fnp;
+#endif
+    if (dt == FOLIO_Q8)
+        for (int i = 0; i < nfrun; i++) {
+            const char *sc = fruns[i].sc + hoff;
+            const size_t last = 4 * (size_t)fruns[i].len - 4;
+            __builtin_prefetch(sc, 0, PF_HINT);
+            __builtin_prefetch(sc + pc->v_bytes, 0, PF_HINT);
+            if (last >= 64) {
+                __builtin_prefetch(sc + last, 0, PF_HINT);
+                __builtin_prefetch(sc + pc->v_bytes + last, 0, PF_HINT);
+            }
+        }
 }
 
 /* One chunk for G query heads of one KV head (a row's GQA group or part
  * of it): scores, the sliding window's mask (rel: the row's position
  * minus the chunk's first), softmax, values. */
 AI void head_pass(const struct attn__piece *pc, const float *qs, const int8_t *qq, const float *qsc,
-                  float *s, float *m, float *l, float *acc, const char *kh, const char *vh,
-                  int32_t nvis, int32_t rel, const float *ksc, const float *vsc, const char *pf,
-                  int32_t pfn, const int hd, const int dt, const int G)
+                  float *s, float *m, float *l, float *acc, const char *const *rows, size_t hoff,
+                  int32_t nvis, int32_t rel, const float *ksc, const float *vsc,
+                  const char *const *pf, int32_t pfn, const int hd, const int dt, const int G)
 {
-    scores_heads(qs, qq, qsc, s, kh, nvis, pc->row_bytes, ksc, pf, pfn, pc->v_bytes, hd, dt, G);
+    scores_heads(qs, qq, qsc, s, rows, hoff, nvis, pc->row_bytes, ksc, pf, pfn, pc->v_bytes, hd, dt,
+                 G);
     if (pc->window > 0) { /* keys before the row's window out */
         const int32_t cut = rel - pc->window + 1;
         for (int g = 0; cut > 0 && g < G; g++)
@@ -563,7 +615,7 @@ AI void head_pass(const struct attn__piece *pc, const float *qs, const int8_t *q
                 s[(size_t)g * KC + k] = -INFINITY;
     }
     const v4f corr = softmax_heads(s, m, l, vsc, dt, G);
-    values_heads(s, acc, corr, vh, nvis, pc->row_bytes, hd, dt, G);
+    values_heads(s, acc, corr, rows, hoff + pc->v_bytes, nvis, hd, dt, G);
 }
 
 /* qs[] / a[] are filled for c < nv before use; GCC cannot see that for a
@@ -586,8 +638,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
     float *qsc = vsc + ATTN__ALIGN_F((size_t)KC * nkvh);
     int8_t *qq = (int8_t *)(qsc + ATTN__ALIGN_F(mcap));
-    const size_t rb = pc->row_bytes;
-    const size_t hstride = pc->head_bytes; /* row k of KV head j: kp + j * hstride + k * rb */
+    const size_t hstride = pc->head_bytes; /* row k of KV head j: rows[k] + j * hstride */
     const float scale = pc->scale;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
@@ -613,49 +664,49 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
         }
         const int32_t pos0r = pc->pos0 + r; /* position of the tile's first row */
         const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
-        /* sliding window: the tile's first row sees nothing before wlo;
-         * start at that block (whole blocks keep the chunk grid) */
-        int32_t start = pc->c0;
+        /* sliding window: the tile's first row sees nothing before wlo.
+         * Start at the chunk of the grid (KC keys from c0) that holds it;
+         * rows of that chunk in blocks wholly before wlo's block (which
+         * the pager may have released) are read from the first row of
+         * wlo's block instead: they are masked for every row of the tile,
+         * so only where they are read from changes. */
+        int32_t start = pc->c0, lo_ok = pc->c0;
         if (pc->window > 0) {
-            const int32_t wlo = pc->pos0 + r - pc->window + 1;
-            if (wlo > start)
-                start = FOLIO_MAX(start, wlo / bs * bs);
+            const int32_t wlo = pos0r - pc->window + 1;
+            if (wlo > start) {
+                start += (wlo - start) / KC * KC;
+                lo_ok = FOLIO_MAX(lo_ok, wlo / bs * bs);
+            }
         }
+        /* rows[k]: key k's K row of the piece's first KV head (V: v_bytes
+         * further), for the chunk at pos and the one PF_CHUNKS ahead
+         * (frows); q8: runs of consecutive slots of one block, for the
+         * row scales */
+        const char *rows[KC], *frows[KC];
+        struct kv_run runs[KC], fruns[KC];
         int32_t n;
         for (int32_t pos = start; pos < cend; pos += n) {
-            const int32_t bi = pos / bs, slot = pos % bs;
-            n = FOLIO_MIN(FOLIO_MIN(KC, cend - pos), bs - slot);
-            const char *t = pc->kbase + (size_t)pc->block_table[bi] * pc->block_bytes;
-            const char *kp = t + (size_t)slot * rb;
-            const char *vp = kp + pc->v_bytes;
-            /* the chunk PF_CHUNKS ahead: its rows are prefetched head by
-             * head, each while the same head of this chunk is worked on */
+            n = FOLIO_MIN(KC, cend - pos);
+            const int nrun = chunk_rows(pc, pos, n, lo_ok, rows, runs);
             const int32_t pp = pos + PF_CHUNKS * KC;
-            const char *ft = NULL, *fsc = NULL;
             int32_t fnp = 0;
+            int nfrun = 0;
             if (pp < cend) {
-                const int32_t sp = pp % bs;
-                const char *tp = pc->kbase + (size_t)pc->block_table[pp / bs] * pc->block_bytes;
-                fnp = FOLIO_MIN(FOLIO_MIN(KC, bs - sp), cend - pp);
-                ft = tp + (size_t)sp * rb;
-                fsc = tp + pc->scale_off + (size_t)sp * 4;
+                fnp = FOLIO_MIN(KC, cend - pp);
+                nfrun = chunk_rows(pc, pp, fnp, lo_ok, frows, fruns);
             }
             for (int32_t j = 0; j < nkvh; j++) {
-                const char *kh = kp + (size_t)j * hstride;
-                const char *vh = vp + (size_t)j * hstride;
-                const char *pf = ft ? ft + (size_t)j * hstride : NULL;
-#if PF_SPREAD
-                if (pf && dt == FOLIO_Q8)
-                    prefetch_rows(pf, pc->v_bytes, 0, fsc + (size_t)j * hstride, fnp, dt);
-#else
-                if (pf)
-                    prefetch_rows(pf, pc->v_bytes, (size_t)fnp * rb, fsc + (size_t)j * hstride, fnp,
-                                  dt);
-#endif
+                const size_t hoff = (size_t)j * hstride;
+                if (fnp > 0)
+                    prefetch_chunk(pc, frows, fruns, nfrun, fnp, hoff, dt);
+                /* q8: the chunk's row scales, zeros after n */
                 if (dt == FOLIO_Q8) {
-                    const char *sk = t + (size_t)j * hstride + pc->scale_off + (size_t)slot * 4;
-                    memcpy(ksc, sk, sizeof(float) * (size_t)n);
-                    memcpy(vsc, sk + pc->v_bytes, sizeof(float) * (size_t)n);
+                    for (int i = 0; i < nrun; i++) {
+                        const char *sk = runs[i].sc + hoff;
+                        memcpy(ksc + runs[i].k0, sk, sizeof(float) * (size_t)runs[i].len);
+                        memcpy(vsc + runs[i].k0, sk + pc->v_bytes,
+                               sizeof(float) * (size_t)runs[i].len);
+                    }
                     for (int32_t k = n; k < KC; k++)
                         ksc[k] = vsc[k] = 0;
                 }
@@ -664,26 +715,28 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                     if (nvis == 0)
                         continue;
                     const int32_t qi0 = rr * hv + j * group;
+                    const char *const *pf = rr == 0 && fnp > 0 ? frows : NULL;
                     /* GS query heads of the group at a time: scores,
                      * softmax, values */
                     for (int32_t g0 = 0; g0 < group; g0 += GS) {
                         const int gs = FOLIO_MIN(GS, group - g0);
                         const int32_t qg = qi0 + g0;
+                        const char *const *pfg = g0 == 0 ? pf : NULL;
                         if (gs == 3)
                             head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
                                       s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
-                                      kh, vh, nvis, pos0r + rr - pos, ksc, vsc,
-                                      rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 3);
+                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
+                                      dt, 3);
                         else if (gs == 2)
                             head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
                                       s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
-                                      kh, vh, nvis, pos0r + rr - pos, ksc, vsc,
-                                      rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 2);
+                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
+                                      dt, 2);
                         else
                             head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
                                       s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
-                                      kh, vh, nvis, pos0r + rr - pos, ksc, vsc,
-                                      rr == 0 && g0 == 0 ? pf : NULL, fnp, hd, dt, 1);
+                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
+                                      dt, 1);
                     }
                 }
             }

@@ -27,23 +27,24 @@
 
 #define KQ8_W 32 /* head_dim multiple the int8 path takes */
 
-/* out[g] lane k = sum_e q[g * hd + e] * kr[k][e], for G <= 3 int8 query
- * vectors (hd apart) and 4 int8 key rows. */
-static inline __attribute__((always_inline)) void kq8_dot4(const int8_t *q, const char *const *kr,
-                                                           const int hd, const int G, __m128i *out)
+/* Per 128-bit half, lanes of key a's and key b's dot-product vectors for
+ * G query heads: [a0 + a2, b0 + b2, a1 + a3, b1 + b3] (the first level of
+ * the fold), so only one vector per head is live per pair of keys. */
+static inline __attribute__((always_inline)) void kq8_dot2(const int8_t *q, const char *ka_row,
+                                                           const char *kb_row, const int hd,
+                                                           const int G, __m256i *t)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i d[3][4];
+    __m256i d[3][2];
 #pragma GCC unroll 4
     for (int g = 0; g < G; g++)
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-            d[g][k] = _mm256_setzero_si256();
+        d[g][0] = d[g][1] = _mm256_setzero_si256();
 #pragma GCC unroll 16
     for (int c = 0; c < hd / KQ8_W; c++) {
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m256i kv = _mm256_loadu_si256((const __m256i *)(const void *)(kr[k] + 32 * c));
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) {
+            const __m256i kv =
+                _mm256_loadu_si256((const __m256i *)(const void *)((k ? kb_row : ka_row) + 32 * c));
             const __m256i ka = _mm256_abs_epi8(kv);
 #pragma GCC unroll 4
             for (int g = 0; g < G; g++) {
@@ -55,15 +56,25 @@ static inline __attribute__((always_inline)) void kq8_dot4(const int8_t *q, cons
         }
     }
 #pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+        t[g] = _mm256_add_epi32(_mm256_unpacklo_epi32(d[g][0], d[g][1]),
+                                _mm256_unpackhi_epi32(d[g][0], d[g][1]));
+}
+
+/* out[g] lane k = sum_e q[g * hd + e] * kr[k][e], for G <= 3 int8 query
+ * vectors (hd apart) and 4 int8 key rows: two pairs of keys, each folded
+ * once as it is done, so at most G x 2 sums are live (no spills). */
+static inline __attribute__((always_inline)) void kq8_dot4(const int8_t *q, const char *const *kr,
+                                                           const int hd, const int G, __m128i *out)
+{
+    __m256i t0[3], t1[3];
+    kq8_dot2(q, kr[0], kr[1], hd, G, t0);
+    kq8_dot2(q, kr[2], kr[3], hd, G, t1);
+#pragma GCC unroll 4
     for (int g = 0; g < G; g++) {
-        /* per 128-bit half: [a0 + a2, b0 + b2, a1 + a3, b1 + b3] */
-        const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(d[g][0], d[g][1]),
-                                            _mm256_unpackhi_epi32(d[g][0], d[g][1]));
-        const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(d[g][2], d[g][3]),
-                                            _mm256_unpackhi_epi32(d[g][2], d[g][3]));
         /* per half: the four keys' partial sums */
-        const __m256i u =
-            _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+        const __m256i u = _mm256_add_epi32(_mm256_unpacklo_epi64(t0[g], t1[g]),
+                                           _mm256_unpackhi_epi64(t0[g], t1[g]));
         out[g] = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
     }
 }

@@ -654,7 +654,7 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
-                "       [--only decode|prefill|chunk] [--dtype f32|f16|bf16|q8] [--run N] "
+                "       [--only decode|prefill|chunk|cache] [--dtype f32|f16|bf16|q8] [--run N] "
                 "[--replay]\n",
                 argv[0]);
             return 2;
@@ -666,8 +666,12 @@ int main(int argc, char **argv)
     printf("paged attention bench: %d threads, isa %s, median of %d (best)\n", nth, attn_isa_name(),
            reps);
 
-    double bw = bandwidth_gbs(reps);
-    printf("streaming read bandwidth (sum over 512 MiB, %d threads): %.1f GB/s\n\n", nth, bw);
+    const int cache_only = only && !strcmp(only, "cache"); /* (e) alone, e.g. under perf */
+    double bw = 0;
+    if (!cache_only) {
+        bw = bandwidth_gbs(reps);
+        printf("streaming read bandwidth (sum over 512 MiB, %d threads): %.1f GB/s\n\n", nth, bw);
+    }
 
     const int32_t dec_seqs = quick ? 8 : 32, dec_ctx = quick ? 1024 : 4096;
     if (replay) {
@@ -675,11 +679,14 @@ int main(int argc, char **argv)
         team_stop();
         return 0;
     }
-    printf("(a) paged vs contiguous, 12 heads / 4 KV heads / hd 64, %d rounds\n", reps);
-    printf("    median times; speed ratios paged (shuffled) / identity table and / whole-sequence\n"
-           "    blocks: median of the per-round ratios, [ratios of best times]\n");
-    printf("%-28s %-4s %10s %10s %10s %9s %9s  %s\n", "batch", "kv", "shuffled", "identity",
-           "whole", "sh/ident", "sh/whole", "[best]");
+    if (!cache_only) {
+        printf("(a) paged vs contiguous, 12 heads / 4 KV heads / hd 64, %d rounds\n", reps);
+        printf("    median times; speed ratios paged (shuffled) / identity table and / "
+               "whole-sequence\n"
+               "    blocks: median of the per-round ratios, [ratios of best times]\n");
+        printf("%-28s %-4s %10s %10s %10s %9s %9s  %s\n", "batch", "kv", "shuffled", "identity",
+               "whole", "sh/ident", "sh/whole", "[best]");
+    }
     struct {
         const char *name;
         int32_t n_seqs, ctx, n_q, bs;
@@ -695,7 +702,7 @@ int main(int argc, char **argv)
     int exact = 0;
     for (size_t c = 0; only && c < sizeof(cases) / sizeof(cases[0]); c++)
         exact |= strcmp(cases[c].name, only) == 0;
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !cache_only; c++) {
         if (only && (exact ? strcmp(cases[c].name, only) != 0
                            : strncmp(cases[c].name, only, strlen(only)) != 0))
             continue;
@@ -755,14 +762,15 @@ int main(int argc, char **argv)
                    r_id[nr / 2], r_wh[nr / 2], best[1] / best[0], best[2] / best[0]);
         }
     }
-    if (only) {
+    if (only && !cache_only) {
         team_stop();
         return 0;
     }
 
-    printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages)\n",
-           dec_seqs, dec_ctx);
-    for (int dt = 0; dt < N_DTYPES; dt++) {
+    if (!cache_only)
+        printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages)\n",
+               dec_seqs, dec_ctx);
+    for (int dt = 0; dt < N_DTYPES && !cache_only; dt++) {
         if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
             continue;
         struct setup st = small_setup(dec_seqs, dec_ctx, 1, dtypes[dt], LAYOUT_SHUFFLED);
@@ -790,6 +798,10 @@ int main(int argc, char **argv)
                folio_dtype_name(dtypes[dt]), t * 1e6, t * 1e9 / key_heads(&st),
                kv_bytes(&st) / t * 1e-9);
         setup_free(&st);
+    }
+    if (cache_only) {
+        team_stop();
+        return 0;
     }
 
     printf("\n(c) prefill 512 tokens (fresh), 12/4 heads, hd 64, block 16 (shuffled pages)\n");
