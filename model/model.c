@@ -262,8 +262,9 @@ int model__repack(struct model *m)
     if (env && !strcmp(env, "0"))
         return 0;
     /* Q6_K: with FOLIO_REPACK=all, and by default where its load-time
-     * layout runs the AVX-512 kernel (2.8x the AVX2 one batched, 2x the
-     * file layout's at one row in cache: BENCHMARKS.md) */
+     * layout runs the AVX-512 kernel (batched 3.6-4.2x the file layout's
+     * AVX2 kernel; one row, on Q6_K_R8's AVX2 kernel, 83-85% of the
+     * bandwidth against the file layout's 57%: BENCHMARKS.md) */
     const bool q6_k = (env && !strcmp(env, "all")) || !strcmp(quant_isa_name(), "avx512");
     const bool tied = m->output.data == m->tok_embd.data;
     int rc = repack_mat(&m->tok_embd, q6_k);
