@@ -255,14 +255,15 @@ static const q8r8_fn q8r8_fns[Q8R_NV][Q8R_MR] = {
     {q8r8_1_2, q8r8_2_2, q8r8_3_2, q8r8_4_2},
 };
 
-/* Y's columns [c0, c1) from out (column cb of the tile first), rows < mr. */
-static void store_cols(float out[Q8R_MR][16 * Q8R_NV], int mr, int64_t cb, int64_t c0, int64_t c1,
+/* Y's columns [c0, c1) from a tile's out (ostride floats a row, column
+ * cb of the tile first), rows < mr: added to Y when beta != 0. */
+static void store_cols(const float *out, size_t ostride, int mr, int64_t cb, int64_t c0, int64_t c1,
                        float *Y, int64_t ldy, float beta)
 {
     for (int m = 0; m < mr; m++)
         for (int64_t c = c0; c < c1; c++) {
             float *y = &Y[m * ldy + c];
-            const float v = out[m][c - cb];
+            const float v = out[(size_t)m * ostride + (size_t)(c - cb)];
             *y = beta != 0.0f ? *y + v : v;
         }
 }
@@ -303,7 +304,7 @@ void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
                 q8r8_fns[nv - 1][mr - 1](m == mc, grp, nb,
                                          (const uint8_t *)Xq + (size_t)m * xstride, xstride,
                                          xi + (m - mc) * nb, out);
-                store_cols(out, mr, cb, c0, c1, Y + m * ldy, ldy, beta);
+                store_cols(&out[0][0], 16 * Q8R_NV, mr, cb, c0, c1, Y + m * ldy, ldy, beta);
             }
         }
     }
@@ -450,30 +451,32 @@ tile_q4kr8(const int MR, const bool pf, const struct blk_q4_k_r8 *ga, const stru
         _mm512_storeu_ps(out[m], acc[m]);
 }
 
-typedef void (*q4kr8_fn)(bool pf, const struct blk_q4_k_r8 *ga, const struct blk_q4_k_r8 *gb,
-                         int64_t nb, const uint8_t *X, size_t xstride, const struct kinfo *ki,
+/* The tile of a K-quant layout in rows of eights: MR rows of X by the
+ * groups ga, gb (an odd last group: gb = ga), ki the pass's kinfo at the
+ * tile's first row (Q4_K_R8; Q6_K_R8 reads its bsums itself). */
+typedef void (*kpair_fn)(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,
+                         const uint8_t *X, size_t xstride, const struct kinfo *ki,
                          float out[K4_MR][16]);
 #define Q4KR8_FN(mr)                                                                               \
-    static void q4kr8_##mr(bool pf, const struct blk_q4_k_r8 *ga, const struct blk_q4_k_r8 *gb,    \
-                           int64_t nb, const uint8_t *X, size_t xs, const struct kinfo *ki,        \
+    static void q4kr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,              \
+                           const uint8_t *X, size_t xs, const struct kinfo *ki,                    \
                            float out[K4_MR][16])                                                   \
     {                                                                                              \
-        tile_q4kr8(mr, pf, ga, gb, nb, X, xs, ki, out);                                            \
+        tile_q4kr8(mr, pf, (const struct blk_q4_k_r8 *)ga, (const struct blk_q4_k_r8 *)gb, nb, X,  \
+                   xs, ki, out);                                                                   \
     }
 Q4KR8_FN(1)
 Q4KR8_FN(2)
 Q4KR8_FN(3)
 Q4KR8_FN(4)
-static const q4kr8_fn q4kr8_fns[K4_MR] = {q4kr8_1, q4kr8_2, q4kr8_3, q4kr8_4};
+static const kpair_fn q4kr8_fns[K4_MR] = {q4kr8_1, q4kr8_2, q4kr8_3, q4kr8_4};
 
 /* The groups of [n0, n1) two at a time (an odd last group paired with
- * itself), X in passes of at most K4_CHUNK rows, K4_MR rows at a time. */
-void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
+ * itself), X in passes of at most K4_CHUNK rows (fewer when K is so long
+ * that kinfo would not fit; filled when with_kinfo), K4_MR rows at a
+ * time: Q4_K_R8's and Q6_K_R8's products of more than one row. */
+static void gemm_kpairs(const kpair_fn *fns, bool with_kinfo, QUANT__GEMM_ARGS)
 {
-    if (M == 1) { /* see K4_M1 */
-        quant__gemm_q4_k_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-        return;
-    }
     const int64_t nb = K / QK_K;
     int64_t chunk = KINFO_MAX / nb < K4_CHUNK ? KINFO_MAX / nb : K4_CHUNK;
     if (chunk < 1)
@@ -482,29 +485,31 @@ void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
     const uint8_t *Wb = (const uint8_t *)W;
     for (int64_t mc = 0; mc < M; mc += chunk) {
         const int64_t me = M - mc < chunk ? M : mc + chunk;
-        kinfo_fill(ki, (const uint8_t *)Xq + (size_t)mc * xstride, xstride, me - mc, nb);
+        if (with_kinfo)
+            kinfo_fill(ki, (const uint8_t *)Xq + (size_t)mc * xstride, xstride, me - mc, nb);
         for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2) {
             const int64_t ng = 8 * (g0 + 1) < n1 ? 2 : 1;
-            const struct blk_q4_k_r8 *ga =
-                (const struct blk_q4_k_r8 *)(Wb + (size_t)g0 * 8 * wstride);
-            const struct blk_q4_k_r8 *gb =
-                (const struct blk_q4_k_r8 *)(Wb + (size_t)(g0 + ng - 1) * 8 * wstride);
+            const uint8_t *ga = Wb + (size_t)g0 * 8 * wstride;
+            const uint8_t *gb = Wb + (size_t)(g0 + ng - 1) * 8 * wstride;
             const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
             const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
             for (int64_t m = mc; m < me; m += K4_MR) {
                 const int mr = me - m < K4_MR ? (int)(me - m) : K4_MR;
                 float out[K4_MR][16];
-                q4kr8_fns[mr - 1](m == mc, ga, gb, nb, (const uint8_t *)Xq + (size_t)m * xstride,
-                                  xstride, ki + (m - mc) * nb, out);
-                for (int i = 0; i < mr; i++)
-                    for (int64_t c = c0; c < c1; c++) {
-                        float *y = &Y[(m + i) * ldy + c];
-                        const float v = out[i][c - cb];
-                        *y = beta != 0.0f ? *y + v : v;
-                    }
+                fns[mr - 1](m == mc, ga, gb, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,
+                            ki + (m - mc) * nb, out);
+                store_cols(&out[0][0], 16, mr, cb, c0, c1, Y + m * ldy, ldy, beta);
             }
         }
     }
+}
+
+void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
+{
+    if (M == 1) /* see K4_M1 */
+        quant__gemm_q4_k_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    else
+        gemm_kpairs(q4kr8_fns, true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
@@ -604,52 +609,25 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
         _mm512_storeu_ps(out[m], acc[m]);
 }
 
-typedef void (*q6kr8_fn)(bool pf, const struct blk_q6_k_r8 *ga, const struct blk_q6_k_r8 *gb,
-                         int64_t nb, const uint8_t *X, size_t xstride, float out[K4_MR][16]);
 #define Q6KR8_FN(mr)                                                                               \
-    static void q6kr8_##mr(bool pf, const struct blk_q6_k_r8 *ga, const struct blk_q6_k_r8 *gb,    \
-                           int64_t nb, const uint8_t *X, size_t xs, float out[K4_MR][16])          \
+    static void q6kr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,              \
+                           const uint8_t *X, size_t xs, const struct kinfo *ki,                    \
+                           float out[K4_MR][16])                                                   \
     {                                                                                              \
-        tile_q6kr8(mr, pf, ga, gb, nb, X, xs, out);                                                \
+        (void)ki;                                                                                  \
+        tile_q6kr8(mr, pf, (const struct blk_q6_k_r8 *)ga, (const struct blk_q6_k_r8 *)gb, nb, X,  \
+                   xs, out);                                                                       \
     }
 Q6KR8_FN(1)
 Q6KR8_FN(2)
 Q6KR8_FN(3)
 Q6KR8_FN(4)
-static const q6kr8_fn q6kr8_fns[K4_MR] = {q6kr8_1, q6kr8_2, q6kr8_3, q6kr8_4};
+static const kpair_fn q6kr8_fns[K4_MR] = {q6kr8_1, q6kr8_2, q6kr8_3, q6kr8_4};
 
-/* As quant__gemm_q4_k_r8_avx512, without the prepared activation sums
- * (the bsums are read in the pairs the tile needs). */
 void quant__gemm_q6_k_r8_avx512(QUANT__GEMM_ARGS)
 {
-    if (M == 1) { /* see K4_M1 */
+    if (M == 1) /* see K4_M1 */
         quant__gemm_q6_k_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-        return;
-    }
-    const int64_t nb = K / QK_K;
-    const uint8_t *Wb = (const uint8_t *)W;
-    for (int64_t mc = 0; mc < M; mc += K4_CHUNK) {
-        const int64_t me = M - mc < K4_CHUNK ? M : mc + K4_CHUNK;
-        for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2) {
-            const int64_t ng = 8 * (g0 + 1) < n1 ? 2 : 1;
-            const struct blk_q6_k_r8 *ga =
-                (const struct blk_q6_k_r8 *)(Wb + (size_t)g0 * 8 * wstride);
-            const struct blk_q6_k_r8 *gb =
-                (const struct blk_q6_k_r8 *)(Wb + (size_t)(g0 + ng - 1) * 8 * wstride);
-            const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
-            const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
-            for (int64_t m = mc; m < me; m += K4_MR) {
-                const int mr = me - m < K4_MR ? (int)(me - m) : K4_MR;
-                float out[K4_MR][16];
-                q6kr8_fns[mr - 1](m == mc, ga, gb, nb, (const uint8_t *)Xq + (size_t)m * xstride,
-                                  xstride, out);
-                for (int i = 0; i < mr; i++)
-                    for (int64_t c = c0; c < c1; c++) {
-                        float *y = &Y[(m + i) * ldy + c];
-                        const float v = out[i][c - cb];
-                        *y = beta != 0.0f ? *y + v : v;
-                    }
-            }
-        }
-    }
+    else
+        gemm_kpairs(q6kr8_fns, false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
