@@ -455,6 +455,13 @@ AI void values_heads(const float *p, float *acc, v4f corr, const char *const *ro
     }
 }
 
+/* Lane by lane the larger of a and b. */
+AI v4f max4(v4f a, v4f b)
+{
+    const v4i gt = a > b;
+    return (v4f)(((v4i)a & gt) | ((v4i)b & ~gt));
+}
+
 /* Lane k of the result is the largest lane of d[k]: fold4's shape with
  * max for add. */
 AI v4f fold4_max(const vf *d)
@@ -469,14 +476,10 @@ AI v4f fold4_max(const vf *d)
 #if VW == 4
     return u;
 #elif VW == 8
-    const v4f a = {u[0], u[1], u[2], u[3]}, b = {u[4], u[5], u[6], u[7]};
-    return (v4f)(((v4i)a & (a > b)) | ((v4i)b & ~(a > b)));
+    return max4((v4f){u[0], u[1], u[2], u[3]}, (v4f){u[4], u[5], u[6], u[7]});
 #else
-    const v4f a = {u[0], u[1], u[2], u[3]}, b = {u[4], u[5], u[6], u[7]};
-    const v4f c = {u[8], u[9], u[10], u[11]}, e = {u[12], u[13], u[14], u[15]};
-    const v4f ab = (v4f)(((v4i)a & (a > b)) | ((v4i)b & ~(a > b)));
-    const v4f ce = (v4f)(((v4i)c & (c > e)) | ((v4i)e & ~(c > e)));
-    return (v4f)(((v4i)ab & (ab > ce)) | ((v4i)ce & ~(ab > ce)));
+    return max4(max4((v4f){u[0], u[1], u[2], u[3]}, (v4f){u[4], u[5], u[6], u[7]}),
+                max4((v4f){u[8], u[9], u[10], u[11]}, (v4f){u[12], u[13], u[14], u[15]}));
 #endif
 #endif
 }
