@@ -9,12 +9,19 @@
  * Fault injection: a single atomic countdown.  folio_alloc_fail_at(n) arms
  * it; the allocation that brings it from 1 to 0 fails and disarms it.  The
  * counter is global, so a sweep test must run single-threaded.
+ *
+ * Regions (folio_region_alloc) bypass both allocators: one anonymous
+ * mapping each, over-mapped by 2 MiB and trimmed so the region starts on a
+ * 2 MiB boundary, which is what lets the kernel back it with huge pages.
  */
 #include "folio/common.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #if FOLIO_USE_MIMALLOC
 #include <mimalloc.h>
@@ -95,4 +102,46 @@ char *folio_strdup(const char *s)
     if (d)
         memcpy(d, s, n);
     return d;
+}
+
+#define REGION_ALIGN ((size_t)2 << 20)
+
+static size_t region_span(size_t size)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return size ? (size + page - 1) / page * page : page;
+}
+
+void *folio_region_alloc(size_t size, int flags)
+{
+    if (should_fail())
+        return NULL;
+    const size_t span = region_span(size);
+    if (span > SIZE_MAX - REGION_ALIGN)
+        return NULL;
+    char *raw =
+        mmap(NULL, span + REGION_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)raw + REGION_ALIGN - 1) & ~(uintptr_t)(REGION_ALIGN - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (p + span < raw + span + REGION_ALIGN)
+        munmap(p + span, (size_t)(raw + span + REGION_ALIGN - (p + span)));
+#ifdef MADV_HUGEPAGE
+    if (flags & FOLIO_REGION_HUGE)
+        (void)madvise(p, span, MADV_HUGEPAGE); /* a hint: refused is fine */
+#endif
+    if (flags & FOLIO_REGION_RESIDENT) {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        for (size_t o = 0; o < span; o += page)
+            ((volatile char *)p)[o] = 0;
+    }
+    return p;
+}
+
+void folio_region_free(void *p, size_t size)
+{
+    if (p)
+        munmap(p, region_span(size));
 }

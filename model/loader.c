@@ -645,7 +645,7 @@ static int load_weights(struct ld *ld, struct model *m)
     int rc = walk_weights(ld, m, NULL, &bytes);
     if (rc)
         return rc;
-    m->storage = folio_aligned_alloc(64, bytes);
+    m->storage = folio_region_alloc(bytes, FOLIO_REGION_HUGE);
     if (!m->storage)
         return fail(ld, -ENOMEM, "cannot allocate the model's weights (%zu bytes)", bytes);
     m->storage_bytes = bytes;

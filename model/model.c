@@ -3,9 +3,10 @@
  * weight generator, the embedded default model and the accessors.
  *
  * Owns: struct model (model_internal.h) for models built in memory.  A
- * model built here holds every tensor in one folio_aligned_alloc block
- * (`storage`), laid out tensor after tensor in the order of
- * model_internal.h, each tensor starting on a 64-byte boundary:
+ * model built here holds every tensor in one region (`storage`,
+ * folio_region_alloc, on huge pages where the kernel offers them), laid
+ * out tensor after tensor in the order of model_internal.h, each tensor
+ * starting on a 64-byte boundary:
  *
  *   storage ─ tok_embd ─ [layer 0: attn_norm wqkv wo ffn_norm w_gate_up w_down]
  *           ─ ... ─ [layer L-1] ─ out_norm ─ output
@@ -113,13 +114,12 @@ int model__alloc(const struct model_hparams *hp, struct model **out)
     if (!m)
         return -ENOMEM;
     m->layers = folio_calloc((size_t)hp->n_layers, sizeof(*m->layers));
-    m->storage = folio_aligned_alloc(64, total);
+    m->storage = folio_region_alloc(total, FOLIO_REGION_HUGE); /* zeroed */
+    m->storage_bytes = total;
     if (!m->layers || !m->storage) {
         model_free(m);
         return -ENOMEM;
     }
-    memset(m->storage, 0, total);
-    m->storage_bytes = total;
     m->hp = *hp;
     snprintf(m->name, sizeof(m->name), "folio-synthetic");
 
@@ -405,7 +405,7 @@ void model_free(model_t *m)
 {
     if (!m)
         return;
-    folio_free(m->storage);
+    folio_region_free(m->storage, m->storage_bytes);
     folio_free(m->layers);
     folio_free(m);
 }

@@ -27,9 +27,10 @@
  * adjacent pairs (x[2i], x[2i+1]) of each head for llama, the halves
  * (x[i], x[i + d/2]) for qwen2/qwen3 (hp.rope_neox), as llama.cpp does.
  *
- * Memory: one aligned allocation (`storage`) holds every tensor, in its
- * file type (a loaded model's resident size is about its file's tensor
- * bytes: the loader releases the mapping's pages it copied from).
+ * Memory: one region (`storage`, folio_region_alloc, on huge pages where
+ * the kernel offers them) holds every tensor, in its file type (a loaded
+ * model's resident size is about its file's tensor bytes: the loader
+ * releases the mapping's pages it copied from).
  */
 #ifndef FOLIO_MODEL_INTERNAL_H
 #define FOLIO_MODEL_INTERNAL_H
@@ -59,7 +60,7 @@ struct model {
     const float *out_norm;
     struct matmul_mat output;
     const float *rope_freqs; /* [head_dim / 2] frequency divisors, or NULL */
-    void *storage;           /* owned weight memory (folio_aligned_alloc) */
+    void *storage;           /* owned weight memory (folio_region_alloc) */
     size_t storage_bytes;
 };
 

@@ -2,10 +2,11 @@
  * pager/pager.c — the KV block pool, page tables, prefix cache and
  * copy-on-write (contract: include/folio/pager.h).
  *
- * What it owns.  One arena of N blocks (64-byte aligned, allocated once),
- * the metadata of every block (struct pager_block, pager_internal.h), the
- * token ids written into every slot (btok[N][B]), a chained hash of fixed
- * capacity (the prefix cache) and every live page table (struct pager_seq).
+ * What it owns.  One arena of N blocks (a region on huge pages, all of it
+ * resident from pager_init on), the metadata of every block (struct
+ * pager_block, pager_internal.h), the token ids written into every slot
+ * (btok[N][B]), a chained hash of fixed capacity (the prefix cache) and
+ * every live page table (struct pager_seq).
  *
  * Block life cycle.
  *
@@ -660,9 +661,13 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
         goto nomem;
     pg->stamp_now = &pg->stamp[n];
     if (!cfg->no_arena) {
-        pg->arena = folio_aligned_alloc(64, arena_bytes);
+        /* resident from the start, on huge pages where the kernel has them:
+         * a step never page-faults on K/V, and a pool the machine cannot
+         * hold fails here rather than under load */
+        pg->arena = folio_region_alloc(arena_bytes, FOLIO_REGION_HUGE | FOLIO_REGION_RESIDENT);
         if (!pg->arena)
             goto nomem;
+        pg->arena_bytes = arena_bytes;
     }
     for (uint32_t h = 0; h < nbuckets; h++)
         pg->buckets[h] = NIL;
@@ -696,7 +701,7 @@ void pager_free(pager_t *pg)
         pg->seqs = s->next;
         seq_destroy(s);
     }
-    folio_free(pg->arena);
+    folio_region_free(pg->arena, pg->arena_bytes);
     folio_free(pg->blk);
     folio_free(pg->btok);
     folio_free(pg->buckets);

@@ -81,8 +81,8 @@ struct pager {
     int64_t tokens_held, nseqs;
     int64_t prefix_queries, prefix_hits, evictions, cow_copies, window_frees;
     pager_seq_t *seqs;
-    unsigned char *arena;
-    size_t block_bytes;
+    unsigned char *arena; /* a region (folio_region_alloc) of arena_bytes */
+    size_t arena_bytes, block_bytes;
     /* Scratch for pager_check / pager_stats_get (both take a const pager;
      * they write only here). */
     int32_t *scratch;    /* [2N] */

@@ -31,6 +31,22 @@ void *folio_aligned_alloc(size_t align, size_t size);
 void folio_free(void *p);
 char *folio_strdup(const char *s);
 
+/* A large region that lives as long as its owner (the model's weights, the
+ * KV pool), taken straight from the kernel: zeroed, 2 MiB aligned (so it
+ * can be backed by huge pages), never NULL for size 0.  Flags:
+ *   FOLIO_REGION_HUGE      transparent huge pages where the kernel offers
+ *                          them (madvise): fewer TLB misses on the streams
+ *                          a step reads, one fault per 2 MiB;
+ *   FOLIO_REGION_RESIDENT  every page faulted in before the call returns,
+ *                          so using the region never takes a page fault
+ *                          (and a pool too big for the machine fails here,
+ *                          at start-up, not under load).
+ * Free with folio_region_free(p, size), size as given.  Counts as one
+ * allocation for folio_alloc_fail_at. */
+enum { FOLIO_REGION_HUGE = 1, FOLIO_REGION_RESIDENT = 2 };
+void *folio_region_alloc(size_t size, int flags);
+void folio_region_free(void *p, size_t size);
+
 /* Test hook: the n-th allocation from now (n >= 1) returns NULL, once.
  * n = 0 disables.  Affects folio_malloc, folio_calloc, folio_realloc,
  * folio_aligned_alloc and folio_strdup in every thread. */
