@@ -16,7 +16,9 @@
  *          packed once), sgemm (M > 192)
  *   BF16   portable 16-bit path             oneDNN bf16 matmul, A → bf16
  *                                           (M <= 4: fused rows in place)
- *   F16    portable 16-bit path             portable 16-bit path (oneDNN
+ *   F16    portable 16-bit path             oneDNN f32 matmul, W widened
+ *                                           and reordered once (M <= 4:
+ *                                           fused rows on the f16 in place;
  *                                           bf16 if MM_F16_AS_BF16)
  *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
@@ -55,7 +57,14 @@
  * test_types_backends: F16 as bf16 on oneDNN differed from the dense f32
  * reference by 6.9e-2 (a BF16 file: 4.7e-2; llama.cpp computes F16 with
  * f16 activations, closer to f32 than bf16 ones), so MM_F16_AS_BF16 stays
- * 0 and F16 stays exact (widened per tile).
+ * 0 and F16 stays exact: on oneDNN its rows are widened to f32 once, at
+ * load, into the f32 primitive's format (the prepared copy is twice the
+ * file's bytes; decode, M <= 4, still reads the f16 rows).  Against the
+ * portable path's per-tile widening and the AVX2 packed gemm, `small`'s
+ * F16 file served 256 requests at 64 concurrent at 744-755 output tok/s
+ * against 379-381 (AVX-512 Zen 5, alternated pairs; about 6% of that is
+ * the huge-page arenas of the commit before), above its F32 file: the
+ * memory buys F32's speed, and decode reads half F32's bytes.
  *
  * oneDNN paths fall back to the OpenBLAS column of the table when oneDNN
  * has no kernel for this CPU (oneDNN 2.6's bf16 matmul needs AVX-512; a
@@ -165,7 +174,7 @@ struct mm_band {
 struct mm_weight {
     struct matmul_mat w;
     enum mm_kind kind;
-    bool bf16;             /* oneDNN: A and W in bf16 */
+    bool bf16;             /* oneDNN: A and W in bf16 (else f32); portable: W is BF16 */
     bool widen_avx2;       /* widen_supports(): model/widen.h widens it */
     struct mm_band *bands; /* [n_threads] for MM_DNNL */
     float *packed;         /* MM_F32_BLAS: W in model/gemm.h's panels, or NULL */
@@ -1055,7 +1064,7 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
     case GGUF_TENSOR_F16:
     case GGUF_TENSOR_BF16:
         w->kind = MM_16_PORTABLE;
-        w->bf16 = true;
+        w->bf16 = mt->type == GGUF_TENSOR_BF16 || MM_F16_AS_BF16; /* oneDNN's type */
         break;
     default: { /* every quantized type of model/quant.c's table */
         const struct quant_traits *qt = quant_traits_of(mt->type);
@@ -1074,8 +1083,7 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
         return 0;
     }
 #ifdef FOLIO_HAVE_DNNL
-    if (mm->used == MODEL_MATMUL_ONEDNN && w->kind != MM_QUANT &&
-        (mt->type != GGUF_TENSOR_F16 || MM_F16_AS_BF16)) {
+    if (mm->used == MODEL_MATMUL_ONEDNN && w->kind != MM_QUANT) {
         const int nth = mm->cfg.n_threads;
         w->bands = folio_calloc((size_t)nth, sizeof(*w->bands));
         if (!w->bands)
@@ -1172,7 +1180,7 @@ static void fused16_rows(bool bf16, const uint16_t *W, int32_t K, int32_t n0, in
 #ifdef FOLIO_HAVE_DNNL
 /* Whether a oneDNN weight's product of M rows reads W's rows in place
  * instead (they stay in memory beside oneDNN's copy): one F32 row through
- * sgemv, up to MM_FUSED_M BF16 rows through the fused dot products.
+ * sgemv, up to MM_FUSED_M F16/BF16 rows through the fused dot products.
  * oneDNN 2.6's matmul at M = 1 is its gemm:jit on W's reordered copy:
  * one layer of `small` in BF16 at M = 1 (bench_gemm, 2 threads) ran at
  * 20-30 GFLOP/s there against 29-39 for the rows read in place, and
@@ -1181,7 +1189,8 @@ static void fused16_rows(bool bf16, const uint16_t *W, int32_t K, int32_t n0, in
  * F32 moved within noise (69-77% against 72-73%). */
 static bool dnnl_by_rows(const struct mm_weight *w, int32_t M)
 {
-    return w->kind == MM_DNNL && (M == 1 || (w->bf16 && M <= MM_FUSED_M && use_avx2()));
+    return w->kind == MM_DNNL &&
+           (M == 1 || (w->w.type != GGUF_TENSOR_F32 && M <= MM_FUSED_M && use_avx2()));
 }
 #endif
 
@@ -1241,8 +1250,9 @@ static void job_band(void *arg, int ith, int nth)
     case MM_DNNL:
 #ifdef FOLIO_HAVE_DNNL
         if (dnnl_by_rows(w, j->M)) {
-            if (w->bf16)
-                fused16_rows(true, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+            if (w->w.type != GGUF_TENSOR_F32)
+                fused16_rows(w->w.type == GGUF_TENSOR_BF16, w->w.data, K, n0, n1, j->M, j->A,
+                             j->lda, j->beta, j->C, j->ldc);
             else
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, n1 - n0, K, 1.0f,
                             (const float *)w->w.data + (size_t)n0 * K, K, j->A, 1, j->beta,

@@ -138,8 +138,9 @@ static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
     float *C0 = malloc(sizeof(float) * (size_t)max_m * ldc);
     for (size_t i = 0; i < (size_t)max_m * lda; i++)
         A[i] = (float)urand();
+    /* bf16 arithmetic on oneDNN; F16 goes there widened to f32, exact */
     const bool narrows =
-        t == GGUF_TENSOR_Q8_0 || (be == MODEL_MATMUL_ONEDNN && !g_inv && t != GGUF_TENSOR_F32 &&
+        t == GGUF_TENSOR_Q8_0 || (be == MODEL_MATMUL_ONEDNN && !g_inv && t == GGUF_TENSOR_BF16 &&
                                   matmul_prepared_bytes(mm) > 0);
     const double tol = narrows ? 2e-2 : 1e-4;
     for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++) {
@@ -172,8 +173,9 @@ static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
                 }
         }
     }
-    /* oneDNN really ran F32 (it has f32 kernels on every x86-64 ISA) */
-    if (be == MODEL_MATMUL_ONEDNN && t == GGUF_TENSOR_F32)
+    /* oneDNN really ran F32 and F16 (it has f32 kernels on every x86-64
+     * ISA; F16 is widened to f32 for it) */
+    if (be == MODEL_MATMUL_ONEDNN && (t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16))
         assert_true((matmul_prepared_bytes(mm) > 0) == !g_inv);
     /* no oversubscription: the products started no thread (OpenMP held to
      * the calling pool thread, OpenBLAS to one thread).  Fewer is fine: a
