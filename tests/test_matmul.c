@@ -104,12 +104,14 @@ static int n_tasks(void)
     return n;
 }
 
-static bool g_inv; /* run_case with cfg.batch_invariant */
+static bool g_inv;   /* run_case with cfg.batch_invariant */
+static bool g_any_k; /* run_case with K of any size (the one-row kernels' tails) */
 
 static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
 {
     const int32_t N = 16 * (1 + (int32_t)((urand() + 1) * 8)) + 5; /* 21 .. 277 */
-    const int32_t K = 32 * (1 + (int32_t)((urand() + 1) * 4));     /* 32 .. 288 */
+    const int32_t K = g_any_k ? 1 + (int32_t)((urand() + 1) * 150)  /* 1 .. 300 */
+                              : 32 * (1 + (int32_t)((urand() + 1) * 4)); /* 32 .. 288 */
     const int32_t Ms[] = {1, 2, 4, 5, 17, 40};
     const int32_t max_m = 40, lda = K + 3, ldc = N + 7;
     void *wdata = make_weight(t, N, K);
@@ -206,6 +208,9 @@ static void test_products(void **state)
                     if (types[t] != GGUF_TENSOR_Q8_0) { /* the batch-invariant kernels */
                         g_inv = true;
                         run_case(bes[b], types[t], nth);
+                        g_inv = false, g_any_k = true; /* K that is no multiple of 32 */
+                        run_case(bes[b], types[t], nth);
+                        g_any_k = false;
                     }
                 }
     g_inv = false;
