@@ -109,8 +109,8 @@ static bool g_any_k; /* run_case with K of any size (the one-row kernels' tails)
 
 static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
 {
-    const int32_t N = 16 * (1 + (int32_t)((urand() + 1) * 8)) + 5; /* 21 .. 277 */
-    const int32_t K = g_any_k ? 1 + (int32_t)((urand() + 1) * 150)  /* 1 .. 300 */
+    const int32_t N = 16 * (1 + (int32_t)((urand() + 1) * 8)) + 5;       /* 21 .. 277 */
+    const int32_t K = g_any_k ? 1 + (int32_t)((urand() + 1) * 150)       /* 1 .. 300 */
                               : 32 * (1 + (int32_t)((urand() + 1) * 4)); /* 32 .. 288 */
     const int32_t Ms[] = {1, 2, 4, 5, 17, 40};
     const int32_t max_m = 40, lda = K + 3, ldc = N + 7;
