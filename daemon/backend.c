@@ -76,6 +76,7 @@ const struct eng_req *eng_slice_req(const struct sched_slice *s, struct sampler_
 struct eng_backend {
     const struct srv_config *cfg;
     pager_t *pg;
+    enum folio_dtype kv_dtype; /* the pool's (--kv-dtype, auto resolved) */
     sched_t *sched;
     struct sched_batch batch;
     int32_t *sampled;            /* [max_seqs] */
@@ -264,7 +265,7 @@ static void be_stats(void *p, struct eng_stats *st)
     pager_stats_get(b->pg, &st->pager);
     sched_stats_get(b->sched, &st->sched);
     st->block_size = pager_block_size(b->pg);
-    st->kv_dtype = b->cfg->kv_dtype;
+    st->kv_dtype = folio_dtype_name(b->kv_dtype);
 }
 
 static int be_tenant_set(void *p, int t, const struct srv_tenant_cfg *tc)
@@ -365,7 +366,9 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
         return -ENOMEM;
     b->cfg = cfg;
     int rc;
-    const enum folio_dtype dt = (enum folio_dtype)cfg->kv_dtype_id;
+    const enum folio_dtype dt =
+        cfg->kv_dtype_id == SRV_KV_DTYPE_AUTO ? g->kv_auto : (enum folio_dtype)cfg->kv_dtype_id;
+    b->kv_dtype = dt;
     int64_t bpb =
         pager_kv_bytes_per_token(dt, g->n_layers, g->n_kv_heads, g->head_dim) * cfg->block_size;
     int64_t nb = cfg->kv_blocks ? cfg->kv_blocks : cfg->kv_mem / bpb;

@@ -40,6 +40,7 @@ struct eng_geom {
     int32_t ctx_len;                        /* the scheduler's max_ctx */
     bool no_arena;                          /* bookkeeping only (test double) */
     int32_t window;                         /* sliding window of every layer (0: none) */
+    enum folio_dtype kv_auto;               /* what --kv-dtype auto means here */
 };
 
 struct eng_step {
@@ -64,9 +65,9 @@ struct eng_step {
 const struct eng_req *eng_slice_req(const struct sched_slice *s, struct sampler_params *sp,
                                     struct sampler_history *h);
 
-/* Creates the pool (kv_mem / kv_blocks, block_size, kv_dtype from cfg) and
- * the scheduler (max_batch_tokens, max_seqs, tenants).  err gets a
- * message on failure. */
+/* Creates the pool (kv_mem / kv_blocks, block_size, kv_dtype from cfg; auto
+ * is g->kv_auto) and the scheduler (max_batch_tokens, max_seqs, tenants).
+ * err gets a message on failure. */
 int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
                     struct eng_backend **out, char *err, size_t errlen);
 pager_t *eng_backend_pager(struct eng_backend *b);

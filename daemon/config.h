@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "folio/common.h"
+
 #define SRV_MAX_TENANTS 64
 
 struct srv_tenant_cfg {
@@ -35,6 +37,8 @@ struct srv_tenant_cfg {
 
 /* Socket peers whose uid names no tenant: each its own tenant, or 403. */
 enum srv_unknown_uid { SRV_UNKNOWN_UID_OWN, SRV_UNKNOWN_UID_REFUSE };
+/* kv_dtype_id of "auto" (the ids before it are enum folio_dtype's) */
+#define SRV_KV_DTYPE_AUTO (FOLIO_Q8 + 1)
 /* What a tenant (not the operator) gets from /metrics, /v1/kv, /dashboard. */
 enum srv_tenant_views { SRV_TENANT_VIEWS_DENY, SRV_TENANT_VIEWS_OWN };
 
@@ -52,7 +56,8 @@ struct srv_config {
     char *replica_id; /* X-Folio-Replica header value; NULL: the host name */
     /* the enum options as C enums, parsed with their strings (the index of
      * the value in the option's list of choices) */
-    int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices */
+    int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices;
+                             SRV_KV_DTYPE_AUTO: the model's (model_kv_dtype_auto) */
     int unknown_uid_id;   /* enum srv_unknown_uid */
     int tenant_views_id;  /* enum srv_tenant_views */
     int log_level_id;     /* enum srv_log_level (log.h): error, info, debug */

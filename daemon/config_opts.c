@@ -57,8 +57,10 @@ const struct opt srv__opts[] = {
     {"kv-blocks", OPT_INT, 0, 1 << 24, "0", NULL, F(kv_blocks), "N",
      "KV cache size in blocks (0: from --kv-mem)", 0},
     {"block-size", OPT_INT, 1, 1024, "16", NULL, F(block_size), "N", "token slots per KV block", 0},
-    {"kv-dtype", OPT_ENUM, 0, 0, "f32", "f32|f16|bf16|q8", F(kv_dtype), "f32|f16|bf16|q8",
-     "KV element type (q8: int8 with a scale per token and KV head, ~3.8x the tokens of f32)",
+    {"kv-dtype", OPT_ENUM, 0, 0, "auto", "f32|f16|bf16|q8|auto", F(kv_dtype),
+     "f32|f16|bf16|q8|auto",
+     "KV element type (q8: int8 with a scale per token and KV head, ~3.8x the tokens of f32; "
+     "auto: the model's F32/F16/BF16, f16 for quantized models)",
      F(kv_dtype_id)},
     {"max-batch-tokens", OPT_INT, 1, 1 << 20, "512", NULL, F(max_batch_tokens), "N",
      "token budget of one step", 0},

@@ -234,8 +234,13 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         goto fail;
     m->hp = *model_hparams(m->model);
     snprintf(m->name, sizeof(m->name), "%s", model_name(m->model));
-    struct eng_geom g = {m->hp.n_layers, m->hp.n_kv_heads, m->hp.head_dim, m->hp.ctx_len,
-                         false,          m->hp.n_swa};
+    struct eng_geom g = {m->hp.n_layers,
+                         m->hp.n_kv_heads,
+                         m->hp.head_dim,
+                         m->hp.ctx_len,
+                         false,
+                         m->hp.n_swa,
+                         model_kv_dtype_auto(m->model)};
     if ((rc = eng_backend_new(cfg, &g, &be, err, errlen)))
         goto fail;
     struct pager_kv_view view;

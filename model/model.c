@@ -419,3 +419,14 @@ const char *model_name(const model_t *m)
 {
     return m->name;
 }
+
+enum folio_dtype model_kv_dtype_for(enum gguf_tensor_type t)
+{
+    return t == GGUF_TENSOR_F32 ? FOLIO_F32 : t == GGUF_TENSOR_BF16 ? FOLIO_BF16 : FOLIO_F16;
+}
+
+enum folio_dtype model_kv_dtype_auto(const model_t *m)
+{
+    const struct model_layer *L = &m->layers[0];
+    return model_kv_dtype_for(L->wqkv.data ? L->wqkv.type : L->qkv_part[0].type);
+}

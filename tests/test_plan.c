@@ -160,7 +160,17 @@ static void test_table_output(void **state)
     assert_non_null(strstr(out, "sequences, prealloc 0 (2048 tokens each"));
 }
 
+/* q_type: the type of a blk.0.attn_q.weight tensor to write (-1: none). */
+static void write_gguf_q(const char *path, int kv_heads, int key_len, int val_len, bool with_blocks,
+                         int q_type);
+
 static void write_gguf(const char *path, int kv_heads, int key_len, int val_len, bool with_blocks)
+{
+    write_gguf_q(path, kv_heads, key_len, val_len, with_blocks, -1);
+}
+
+static void write_gguf_q(const char *path, int kv_heads, int key_len, int val_len, bool with_blocks,
+                         int q_type)
 {
     gguf_writer_t *w;
     assert_int_equal(gguf_writer_new(&w), 0);
@@ -177,6 +187,11 @@ static void write_gguf(const char *path, int kv_heads, int key_len, int val_len,
         assert_int_equal(gguf_w_u32(w, "llama.attention.key_length", (uint32_t)key_len), 0);
     if (val_len)
         assert_int_equal(gguf_w_u32(w, "llama.attention.value_length", (uint32_t)val_len), 0);
+    static uint8_t q[384 * 384 * 4]; /* zeros: a Q matrix of any type fits */
+    const int64_t ne[2] = {384, 384};
+    if (q_type >= 0)
+        assert_int_equal(
+            gguf_w_tensor(w, "blk.0.attn_q.weight", (enum gguf_tensor_type)q_type, 2, ne, q), 0);
     char err[256];
     assert_int_equal(gguf_writer_write(w, path, err, sizeof(err)), 0);
     gguf_writer_free(w);
@@ -210,6 +225,28 @@ static void test_gguf_metadata(void **state)
     assert_int_equal(jget(j, "blocks"), (1 << 20) / (2 * 3 * 2 * 64 * 4 * 16));
     assert_int_equal(jget(j, "seq_len"), 256); /* a quarter of the context */
     cJSON_Delete(j);
+
+    /* --kv-dtype auto (the default) follows layer 0's Q matrix: F32, F16
+     * and BF16 their own type, a quantized one f16 */
+    const struct {
+        enum gguf_tensor_type q;
+        const char *kv;
+        int bytes;
+    } autos[] = {{GGUF_TENSOR_F32, "f32", 4},
+                 {GGUF_TENSOR_F16, "f16", 2},
+                 {GGUF_TENSOR_BF16, "bf16", 2},
+                 {GGUF_TENSOR_Q8_0, "f16", 2}};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(autos); i++) {
+        write_gguf_q(path, 2, 0, 0, true, (int)autos[i].q);
+        assert_int_equal(run_plan(out, sizeof(out), 6, argv), 0);
+        j = cJSON_Parse(out);
+        assert_non_null(j);
+        const cJSON *kd = cJSON_GetObjectItemCaseSensitive(j, "kv_dtype");
+        assert_true(cJSON_IsString(kd));
+        assert_string_equal(kd->valuestring, autos[i].kv);
+        assert_int_equal(jget(j, "bytes_per_token"), 2 * 3 * 2 * 64 * autos[i].bytes);
+        cJSON_Delete(j);
+    }
 
     /* no head_count_kv: multi-head attention (KV heads = heads) */
     write_gguf(path, 0, 0, 0, true);

@@ -47,7 +47,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.block_size, 16);
     assert_int_equal(c.kv_mem, 256ll << 20);
     assert_int_equal(c.kv_blocks, 0);
-    assert_string_equal(c.kv_dtype, "f32");
+    assert_string_equal(c.kv_dtype, "auto");
     assert_string_equal(c.unknown_uid, "own");
     assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_OWN);
     assert_int_equal(c.tenant_views_id, SRV_TENANT_VIEWS_DENY); /* the safe default */
@@ -318,7 +318,7 @@ static void test_enum_ids(void **state)
     struct srv_config c;
     char err[256];
     assert_int_equal(parse(&c, err, sizeof(err), NULL), 0);
-    assert_int_equal(c.kv_dtype_id, FOLIO_F32);
+    assert_int_equal(c.kv_dtype_id, SRV_KV_DTYPE_AUTO);
     assert_int_equal(c.unknown_uid_id, SRV_UNKNOWN_UID_OWN);
     assert_int_equal(c.log_level_id, SRV_LOG_INFO);
     assert_int_equal(c.chat_template_id, 0);

@@ -4,14 +4,15 @@
  *
  *   folio plan --model FILE|default | --preset tiny|small|medium
  *              [--kv-mem SIZE | --kv-blocks N] [--block-size N]
- *              [--kv-dtype f32|f16|bf16|q8] [--seq-len L] [--json]
+ *              [--kv-dtype f32|f16|bf16|q8|auto] [--seq-len L] [--json]
  *
  * Prints bytes of K+V per token and per block, the blocks and tokens a
  * pool holds, and how many sequences of --seq-len tokens fit with paging
  * (ceil(L / block size) blocks each) versus with a whole context window
  * preallocated per sequence.  Defaults follow foliod's: 256 MiB of KV,
- * blocks of 16 tokens, f32; --seq-len defaults to a quarter of the
- * context length.
+ * blocks of 16 tokens, the KV type `auto` gives the model (its matrices'
+ * F32/F16/BF16, f16 for a quantized file; presets are F32); --seq-len
+ * defaults to a quarter of the context length.
  *
  * The arithmetic is plan_compute (cmd_plan.h) so tests check it directly.
  * Only the file's metadata is read (gguf_open maps the file; tensors are
@@ -103,6 +104,7 @@ int plan_model_preset(const char *name, struct plan_model *m)
     m->n_kv_heads = hp.n_kv_heads;
     m->head_dim_k = m->head_dim_v = hp.head_dim;
     m->ctx_len = hp.ctx_len;
+    m->kv_auto = FOLIO_F32; /* foliod's presets are generated in F32 */
     return 0;
 }
 
@@ -173,6 +175,14 @@ int plan_model_gguf(const char *path, struct plan_model *m, char *err, size_t er
             snprintf(err, errlen, "%s: embedding_length < head_count", path);
         rc = -EINVAL;
     }
+    /* the matrices' type, as foliod's loader will see it: layer 0's Q */
+    idx = gguf_find_tensor(f, "blk.0.attn_q.weight");
+    if (idx < 0)
+        idx = gguf_find_tensor(f, "blk.0.attn_qkv.weight");
+    struct gguf_tensor_info ti;
+    if (idx >= 0)
+        gguf_tensor_get(f, idx, &ti);
+    m->kv_auto = model_kv_dtype_for(idx >= 0 ? ti.type : GGUF_TENSOR_F32);
 out:
     gguf_close(f);
     return rc;
@@ -213,7 +223,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: folio plan (--model FILE|default | --preset tiny|small|medium)\n"
                  "                  [--kv-mem SIZE | --kv-blocks N] [--block-size N]\n"
-                 "                  [--kv-dtype f32|f16|bf16|q8] [--seq-len L] [--json]\n"
+                 "                  [--kv-dtype f32|f16|bf16|q8|auto] [--seq-len L] [--json]\n"
                  "\n"
                  "The KV-cache budget of a model, from its GGUF metadata only:\n"
                  "bytes per token = 2 x layers x KV heads x (head dim x bytes per element\n"
@@ -223,7 +233,9 @@ static void usage(FILE *out)
                  "  --kv-mem SIZE  KV pool size, k/M/G/T suffixes (default 256M, as foliod)\n"
                  "  --kv-blocks N  or the pool in blocks\n"
                  "  --block-size N tokens per block (default 16)\n"
-                 "  --kv-dtype T   f32 (default), f16, bf16 or q8 (int8, a scale per row)\n"
+                 "  --kv-dtype T   f32, f16, bf16, q8 (int8, a scale per row) or auto\n"
+                 "                 (default, as foliod: the model's F32/F16/BF16, f16 when\n"
+                 "                 quantized)\n"
                  "  --seq-len L    tokens per sequence for the fit (default: context / 4)\n"
                  "  --json         one JSON object instead of the table\n");
 }
@@ -250,7 +262,7 @@ static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 
 int cmd_plan(int argc, char **argv)
 {
-    const char *model = NULL, *preset = NULL, *dtype = "f32";
+    const char *model = NULL, *preset = NULL, *dtype = "auto";
     int64_t kv_mem = 256LL << 20, kv_blocks = 0, block_size = 16, seq_len = 0;
     bool have_mem = false, json = false;
     for (int i = 1; i < argc; i++) {
@@ -294,17 +306,13 @@ int cmd_plan(int argc, char **argv)
         return bad("give exactly one of --model FILE and --preset NAME%s", "");
     if (have_mem && kv_blocks)
         return bad("--kv-mem and --kv-blocks exclude each other%s", "");
-    enum folio_dtype dt;
-    if (folio_dtype_parse(dtype, &dt))
-        return bad("bad --kv-dtype '%s' (f32, f16, bf16 or q8)", dtype);
-    const int dtype_bytes = (int)folio_dtype_size(dt);
-    const int row_extra = dt == FOLIO_Q8 ? PAGER_Q8_SCALE_BYTES : 0;
+    enum folio_dtype dt = FOLIO_F32;
+    const bool dt_auto = !strcmp(dtype, "auto");
+    if (!dt_auto && folio_dtype_parse(dtype, &dt))
+        return bad("bad --kv-dtype '%s' (f32, f16, bf16, q8 or auto)", dtype);
 
-    struct plan_in in = {.kv_mem = kv_mem,
-                         .kv_blocks = kv_blocks,
-                         .block_size = (int32_t)block_size,
-                         .dtype_bytes = dtype_bytes,
-                         .row_extra = row_extra};
+    struct plan_in in = {
+        .kv_mem = kv_mem, .kv_blocks = kv_blocks, .block_size = (int32_t)block_size};
     char err[512];
     if (preset || !strcmp(model, "default")) {
         const char *p = preset ? preset : "default";
@@ -314,6 +322,11 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "folio plan: %s\n", err);
         return 1;
     }
+    if (dt_auto)
+        dt = in.m.kv_auto, dtype = folio_dtype_name(dt);
+    const int dtype_bytes = (int)folio_dtype_size(dt);
+    const int row_extra = dt == FOLIO_Q8 ? PAGER_Q8_SCALE_BYTES : 0;
+    in.dtype_bytes = dtype_bytes, in.row_extra = row_extra;
     in.seq_len = (int32_t)(seq_len ? seq_len : FOLIO_MAX(1, in.m.ctx_len / 4));
     if (in.seq_len > in.m.ctx_len) {
         fprintf(stderr, "folio plan: --seq-len %d exceeds the context length %d\n", in.seq_len,

@@ -18,9 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "folio/common.h"
+
 struct plan_model {
     char name[128];
     int32_t n_layers, n_kv_heads, head_dim_k, head_dim_v, ctx_len;
+    enum folio_dtype kv_auto; /* what --kv-dtype auto means for it (model_kv_dtype_for) */
 };
 
 struct plan_in {

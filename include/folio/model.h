@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "folio/gguf.h"
 #include "folio/pager.h"
 
 #ifdef __cplusplus
@@ -119,6 +120,13 @@ struct model_gen_opts {
 int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);
 const struct model_hparams *model_hparams(const model_t *m);
 const char *model_name(const model_t *m);
+/* The KV element type `--kv-dtype auto` takes for a model whose attention
+ * matrices are of type t: F32, F16 and BF16 keep their own precision (as
+ * vLLM's "auto" takes the model's dtype), quantized types f16 (as
+ * llama.cpp's cache defaults to). */
+enum folio_dtype model_kv_dtype_for(enum gguf_tensor_type t);
+/* model_kv_dtype_for the type of the model's first layer's Q matrix. */
+enum folio_dtype model_kv_dtype_auto(const model_t *m);
 
 /* The hyperparameters of a synthetic preset: "tiny" (the embedded default
  * model), "small", "medium" (`folio gen-model --preset`, `folio plan`).

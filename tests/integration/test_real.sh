@@ -80,6 +80,23 @@ done
   [ $(( nb[q8] * 10 )) -ge $(( nb[f32] * 35 )) ] || fail "blocks per 16M: f32 ${nb[f32]} f16 ${nb[f16]} bf16 ${nb[bf16]} q8 ${nb[q8]}"
 ok "real engine: --kv-dtype f32/f16/bf16/q8 (blocks in 16M: ${nb[f32]} / ${nb[f16]} / ${nb[bf16]} / ${nb[q8]}), /v1/kv and /metrics fields"
 
+# --kv-dtype auto (the default): the embedded model is F32, so f32; a BF16
+# file's cache is bf16, a Q8_0 file's f16
+start_daemon "$FOLIOD" --kv-mem 16M
+r=$(req GET /v1/kv); body_of "$r" | jq -e '.dtype == "f32"' >/dev/null || fail "auto KV dtype of the embedded model: $(body_of "$r" | jq -c .dtype)"
+stop_daemon || fail "exit status"
+for pair in bf16:bf16 q8_0:f16; do
+  wt=${pair%%:*} want=${pair##*:}
+  "$FOLIO" gen-model --preset tiny --seed 3 --dtype $wt -o "$T/auto-$wt.gguf" >/dev/null || fail "gen-model $wt"
+  start_daemon "$FOLIOD" --model "$T/auto-$wt.gguf" --kv-mem 16M
+  r=$(req GET /v1/kv)
+  body_of "$r" | jq -e --arg dt $want '.dtype == $dt' >/dev/null || fail "auto KV dtype of a $wt file: $(body_of "$r" | jq -c .dtype), want $want"
+  r=$(req POST /v1/completions '{"prompt":[1,2,3],"max_tokens":5,"temperature":0,"ignore_eos":true}')
+  body_of "$r" | jq -e '.usage.completion_tokens == 5' >/dev/null || fail "completion, $wt file: $r"
+  stop_daemon || fail "exit status"
+done
+ok "real engine: --kv-dtype auto is f32 for the embedded model, bf16 for a BF16 file, f16 for a Q8_0 file"
+
 # two tenants by API key on TCP: metrics separated, 429 over max_waiting
 port=$(( 20000 + RANDOM % 20000 ))
 printf '[foliod]\nkv-blocks = 1024\n[tenant.a]\napi_key = key-a\n[tenant.b]\napi_key = key-b\nmax_running = 1\nmax_waiting = 2\n' >"$T/tenants.ini"
