@@ -15,8 +15,8 @@
 # LLAMA_SERVER=/path/to/llama-server skips the build.  FOLIO_BUILD names
 # foliod's release build directory (default build-rel; built if missing).
 # FOLIOD_ARGS adds options to foliod's command line, e.g. FOLIOD_ARGS=
-# "--kv-dtype f16" for the KV precision llama-server uses by default (f16;
-# foliod's default is f32).
+# "--kv-dtype f32" (foliod's default, auto, gives a BF16 file bf16 KV, an
+# F16 file f16, a quantized one f16 as llama-server does, an F32 one f32).
 #
 # Prints one line per server and round, and the medians; the per-request
 # records stay in bench/peer/.npm/ab-*.json.
