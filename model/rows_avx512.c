@@ -13,16 +13,19 @@
  * (16 floats, or 32 16-bit values) into two accumulators, so a group has
  * eight independent FMA chains and four streams in flight, and the next
  * group's lines are prefetched in step with the current ones.  The tail of
- * K (K % 32, or % 16 for F32) is a masked load: masked-off lanes read as
- * zero and add nothing.  Each row's sum is its two accumulators added,
+ * K (its last K % 32 columns, and every column of a last group of fewer
+ * than four rows) goes through masked loads: masked-off lanes read as
+ * zero and add nothing, and the sums run in the same order as the main
+ * loop's, so a row's result does not depend on its group.  Each row's sum is its two accumulators added,
  * then reduced across lanes; the order differs from the AVX2 and plain
  * kernels', so results agree with theirs to rounding, not bit for bit
  * (this path is never used with cfg.batch_invariant).
  *
- * Measured on the AVX-512 Zen 5 (2 threads, a 200 MB band of BF16 rows of
- * 2048, 8 alternated rounds): 45-52 GB/s where a plain sum of the same
- * bytes read 50-58; walking one row at a time instead (one sequential
- * stream, four accumulators) read 37-44.
+ * Measured on the AVX-512 Zen 5 (2 threads, a 200 MB band of rows of 2048,
+ * 8 alternated rounds): BF16 and F16 at 45-59 GB/s where a plain sum of
+ * the same bytes read 48-58, F32 at 85-95% of it; walking one row at a
+ * time instead (one sequential stream, four accumulators) read 37-44, and
+ * two lines per row per step 34-47.
  */
 #include "rows_avx512.h"
 
