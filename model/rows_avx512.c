@@ -16,14 +16,14 @@
  * K (its last K % 32 columns, and every column of a last group of fewer
  * than four rows) goes through masked loads: masked-off lanes read as
  * zero and add nothing, and the sums run in the same order as the main
- * loop's, so a row's result does not depend on its group.  Each row's sum is its two accumulators added,
- * then reduced across lanes; the order differs from the AVX2 and plain
- * kernels', so results agree with theirs to rounding, not bit for bit
- * (this path is never used with cfg.batch_invariant).
+ * loop's, so a row's result does not depend on its group.  Each row's sum is its two accumulators
+ * added, then reduced across lanes; the order differs from the AVX2 and plain kernels', so results
+ * agree with theirs to rounding, not bit for bit (this path is never used with
+ * cfg.batch_invariant).
  *
  * Measured on the AVX-512 Zen 5 (2 threads, a 200 MB band of rows of 2048,
  * 8 alternated rounds): BF16 and F16 at 45-59 GB/s where a plain sum of
- * the same bytes read 48-58, F32 at 85-95% of it; walking one row at a
+ * the same bytes read 48-58, F32 at 65-96% of it (median 86%); walking one row at a
  * time instead (one sequential stream, four accumulators) read 37-44, and
  * two lines per row per step 34-47.
  */
