@@ -23,9 +23,9 @@
  *
  * Measured on the AVX-512 Zen 5 (2 threads, a 200 MB band of rows of 2048,
  * 8 alternated rounds): BF16 and F16 at 45-59 GB/s where a plain sum of
- * the same bytes read 48-58, F32 at 65-96% of it (median 86%); walking one row at a
- * time instead (one sequential stream, four accumulators) read 37-44, and
- * two lines per row per step 34-47.
+ * the same bytes read 48-58, F32 at 65-96% of it (median 86%); walking
+ * one row at a time instead (one sequential stream, four accumulators)
+ * read 37-44, and two lines per row per step 34-47.
  */
 #include "rows_avx512.h"
 
