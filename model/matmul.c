@@ -1267,16 +1267,14 @@ static void job_band(void *arg, int ith, int nth)
         /* One row is a matrix-vector product: sgemv streams W at memory
          * speed, where sgemm with M = 1 does not. */
         const bool packed = w->packed && use_packed(j->mm, GGUF_TENSOR_F32, j->M);
-        if (j->M == 1 && use_avx512()) {
+        if (j->M == 1 && (use_avx512() || !packed)) {
             f32_row(w->w.data, K, n0, n1, j->A, j->beta, j->C);
-        } else if (packed && j->M == 1) {
+        } else if (j->M == 1) { /* AVX2: the packed copy's one-row kernel */
             gemm_gemv(w->packed, w->w.rows, K, n0, n1, j->A, j->beta, j->C);
         } else if (packed) {
             gemm_run(w->packed, w->w.rows, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc,
                      j->mm->gws + (size_t)ith * gemm_ws_floats());
-        } else if (j->M == 1)
-            f32_row(w->w.data, K, n0, n1, j->A, j->beta, j->C);
-        else /* C[M][n0:n1] = A[M][K] · W[n0:n1][K]ᵀ + beta C */
+        } else /* C[M][n0:n1] = A[M][K] · W[n0:n1][K]ᵀ + beta C */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->M, n1 - n0, K, 1.0f, j->A,
                         j->lda, W, K, j->beta, j->C + n0, j->ldc);
         break;
