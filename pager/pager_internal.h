@@ -9,7 +9,7 @@
  *          │                refcount, state, prefix-cache identity
  *          ├─ btok[N][B]    token id written into each slot of each block
  *          ├─ buckets[H]    heads of the prefix-cache hash chains (H = 2^k >= N)
- *          ├─ arena         N * bytes_per_block, 64-byte aligned (or NULL)
+ *          ├─ arena         N * bytes_per_block, a resident region (or NULL)
  *          ├─ free list     intrusive, LIFO through blk[].prev/next
  *          ├─ runs[2P]      run tree over block ids (P = 2^k >= N leaves):
  *          │                longest run of free or cached ids per node

@@ -23,7 +23,8 @@
  * so one block is one contiguous run of bytes (copy-on-write is a single
  * memcpy) and one (block, layer, head) K or V tile is contiguous
  * [block_size][head_dim] (what the attention kernel streams).  The arena is
- * 64-byte aligned and allocated once at pager_init.
+ * allocated once at pager_init, 2 MiB aligned (huge pages where the kernel
+ * offers them) and resident from then on (folio_region_alloc).
  *
  * Element types (dtype): f32; f16 (IEEE binary16); bf16 (upper half of a
  * binary32); q8.  A q8 tile is the int8 values followed by one f32 scale per
