@@ -695,6 +695,7 @@ int main(int argc, char **argv)
         {"decode 32 x 4096, block 32", dec_seqs, dec_ctx, 1, 32},
         {"decode 32 x 4096, block 64", dec_seqs, dec_ctx, 1, 64},
         {"decode 32 x 4096, block 128", dec_seqs, dec_ctx, 1, 128},
+        {"decode 64 x 128", 64, 128, 1, 16}, /* bench_model's batched decode, one layer */
         {"prefill 512", 1, 512, 512, 16},
         {"chunk 256 after 2048", 1, 2304, 256, 16},
     };

@@ -5,10 +5,12 @@
  *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
  *               [--single TOKENS] [--matmul auto|openblas|onednn]
  *               [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]
+ *               [--kv-dtype auto|f32|f16|bf16|q8]
  *
  * For each weight type (--dtype all: F32, F16, BF16, Q8_0, the Q4_K_M mix,
  * Q6_K; see retype()), on the backend
- * --matmul resolves to:
+ * --matmul resolves to, with K/V pages of --kv-dtype (auto, the default:
+ * what foliod's --kv-dtype auto picks for those weights, model_kv_dtype_auto):
  * Prints, in one run (first):
  *   - this machine's cblas_sgemm peak for C = A·Bᵀ at 2048³ and at the
  *     64x2048x768 shape of a decode batch's gate|up product (OpenBLAS at
@@ -70,6 +72,7 @@
 
 static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0, single = 0;
 static enum model_matmul matmul = MODEL_MATMUL_AUTO;
+static int kv_dtype = -1; /* --kv-dtype; -1: what foliod's auto picks for the weights */
 static double read_bw; /* bytes/s, measured at start */
 
 struct bw_arg {
@@ -166,17 +169,18 @@ static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32
     e->m = m;
     e->per_seq = (max_len + BLOCK - 1) / BLOCK;
     struct pager_kv_view *kv = &e->kv;
-    *kv = (struct pager_kv_view){.dtype = FOLIO_F32,
+    const enum folio_dtype dt = kv_dtype >= 0 ? (enum folio_dtype)kv_dtype : model_kv_dtype_auto(m);
+    *kv = (struct pager_kv_view){.dtype = dt,
                                  .num_blocks = e->per_seq * n_seqs,
                                  .block_size = BLOCK,
                                  .n_layers = hp->n_layers,
                                  .n_kv_heads = hp->n_kv_heads,
                                  .head_dim = hp->head_dim};
-    kv->head_stride = (size_t)BLOCK * kv->head_dim;
+    kv->head_stride = pager_kv_head_stride(dt, BLOCK, kv->head_dim);
     kv->v_offset = kv->n_kv_heads * kv->head_stride;
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = kv->n_layers * kv->layer_stride;
-    size_t bytes = kv->block_stride * kv->num_blocks * sizeof(float);
+    size_t bytes = kv->block_stride * kv->num_blocks * folio_dtype_size(dt);
     kv->base = folio_aligned_alloc(64, bytes);
     if (!kv->base) {
         fprintf(stderr, "bench_model: no memory for %zu MiB of K/V\n", bytes >> 20);
@@ -503,8 +507,8 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
     struct env e;
     env_init(&e, m, 1, 16);
     model_ctx_t *ctx = ctx_new(&e, 1, 1);
-    printf("\n## %s weights, matmul %s\n\n", gguf_tensor_type_name(t),
-           model_matmul_name(model_ctx_matmul(ctx)));
+    printf("\n## %s weights, matmul %s, KV %s\n\n", gguf_tensor_type_name(t),
+           model_matmul_name(model_ctx_matmul(ctx)), folio_dtype_name(e.kv.dtype));
     model_ctx_free(ctx);
     env_free(&e);
     printf("| %-28s | %9s | %7s | %8s | %6s | %6s | %6s | %8s |\n", "workload", "tokens/s",
@@ -596,10 +600,23 @@ int main(int argc, char **argv)
             i++;
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc)
             dtype = argv[++i];
+        else if (!strcmp(argv[i], "--kv-dtype") && i + 1 < argc) {
+            enum folio_dtype t;
+            if (!strcmp(argv[++i], "auto"))
+                kv_dtype = -1;
+            else if (folio_dtype_parse(argv[i], &t) == 0)
+                kv_dtype = (int)t;
+            else {
+                fprintf(stderr, "bench_model: --kv-dtype %s: f32, f16, bf16, q8 or auto\n",
+                        argv[i]);
+                return 2;
+            }
+        }
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
                             "[--quick] [--single TOKENS] [--matmul auto|openblas|onednn] "
-                            "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]\n");
+                            "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k] "
+                            "[--kv-dtype auto|f32|f16|bf16|q8]\n");
             return 2;
         }
     }

@@ -1538,8 +1538,7 @@ void pager_kv_row_put(const struct pager_kv_view *kv, int32_t block, int32_t lay
         memcpy((float *)kv->base + e, x, sizeof(float) * (size_t)hd);
         break;
     case FOLIO_F16:
-        for (int32_t d = 0; d < hd; d++)
-            ((uint16_t *)kv->base)[e + d] = folio_f32_to_f16(x[d]);
+        folio_f32_to_f16_row(x, (uint16_t *)kv->base + e, (size_t)hd);
         break;
     case FOLIO_BF16:
         for (int32_t d = 0; d < hd; d++)

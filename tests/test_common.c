@@ -75,6 +75,43 @@ static void test_f32_to_f16_rounding(void **state)
     }
 }
 
+/* The row conversion (F16C where present) gives the scalar's bits for
+ * every non-NaN input of a sweep, at every length and alignment its
+ * 8-wide body and scalar tail split differently; a NaN stays a NaN of the
+ * same sign. */
+static void test_f32_to_f16_row(void **state)
+{
+    (void)state;
+    enum { N = 4099 };
+    float *x = folio_malloc(sizeof(float) * (N + 8));
+    uint16_t *y = folio_malloc(sizeof(uint16_t) * (N + 8));
+    assert_non_null(x);
+    assert_non_null(y);
+    for (uint64_t base = 0; base < 0x100000000ull; base += 0x100000000ull / 64) {
+        for (int i = 0; i < N + 8; i++) {
+            uint32_t u = (uint32_t)(base + (uint64_t)i * 1048573u);
+            memcpy(&x[i], &u, 4);
+        }
+        x[5] = 65520.0f, x[6] = -65519.0f, x[7] = 1.0f + 1.0f / 2048; /* overflow, ties */
+        for (size_t off = 0; off < 8; off += 3)
+            for (size_t n = 0; n <= 40; n += n < 20 ? 1 : 13) {
+                folio_f32_to_f16_row(x + off, y, n == 40 ? N : n);
+                for (size_t i = 0; i < (n == 40 ? N : n); i++) {
+                    const float f = x[off + i];
+                    if (f != f) {
+                        assert_int_equal(y[i] & 0x7c00, 0x7c00);
+                        assert_true((y[i] & 0x3ff) != 0);
+                        assert_int_equal(y[i] >> 15, f32_bits(f) >> 31);
+                    } else {
+                        assert_int_equal(y[i], folio_f32_to_f16(f));
+                    }
+                }
+            }
+    }
+    folio_free(x);
+    folio_free(y);
+}
+
 static void test_alloc_fail_at(void **state)
 {
     (void)state;
@@ -170,6 +207,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_all_patterns),
         cmocka_unit_test(test_f32_to_f16_rounding),
+        cmocka_unit_test(test_f32_to_f16_row),
         cmocka_unit_test(test_alloc_fail_at),
         cmocka_unit_test(test_check_prints_reason),
         cmocka_unit_test(test_buf),

@@ -79,6 +79,10 @@ int folio_dtype_parse(const char *name, enum folio_dtype *t);
  * preserved.  Scalar versions; kernels may use F16C where available. */
 float folio_f16_to_f32(uint16_t h);
 uint16_t folio_f32_to_f16(float f);
+/* y[i] = folio_f32_to_f16(x[i]) for i < n, by F16C where the CPU has it
+ * (the same value for every input but NaN, which stays a NaN of the same
+ * sign: F16C keeps the top bits of its payload). */
+void folio_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
 /* binary32 -> bfloat16, round to nearest even; NaN stays NaN. */
 static inline uint16_t folio_f32_to_bf16(float f)
 {
