@@ -31,6 +31,7 @@
 #ifndef FOLIO_ATTN_INTERNAL_H
 #define FOLIO_ATTN_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,7 @@
 #define ATTN__HD_MAX      512 /* largest head_dim the kernels take */
 #define ATTN__PSTRIDE(hd) ((size_t)(hd) + 16)
 #define ATTN__ALIGN_F(n)  (((size_t)(n) + 15) & ~(size_t)15) /* 64 bytes */
+#define ATTN__QT          48  /* query vectors of a tile-path tile: 3 vectors of 16 lanes */
 
 struct attn__piece {
     /* queries: q[r * q_stride + g * hd + d], r < n_rows, g < group */
@@ -68,6 +70,9 @@ struct attn__piece {
     size_t out_stride;
     float *part;
     float *scratch;
+    /* the tile path (attn_kern_tile.h) may take the piece: false when
+     * the batch asks for batch invariance */
+    bool tile_ok;
 };
 
 /* Query vectors of one tile, for hv query heads per row. */
@@ -76,13 +81,25 @@ static inline int32_t attn__mcap(int32_t hv)
     return hv >= ATTN__MQ ? hv : (ATTN__MQ / hv) * hv;
 }
 
-/* Scratch for pieces of at most hv query heads and n_kvh KV heads. */
+/* Scratch of the tile path (attn_kern_tile.h's layout). */
+static inline size_t attn__tile_scratch_floats(int32_t hd)
+{
+    return 2 * ATTN__ALIGN_F((size_t)hd * ATTN__QT) + ATTN__ALIGN_F((size_t)ATTN__KC * ATTN__QT) +
+           5 * ATTN__ALIGN_F(ATTN__QT) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * hd) +
+           2 * ATTN__ALIGN_F(ATTN__KC) + ATTN__ALIGN_F(((size_t)hd + 3) / 4);
+}
+
+/* Scratch for pieces of at most hv query heads and n_kvh KV heads, by
+ * either path. */
 static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
 {
     size_t mcap = (size_t)(hv > ATTN__MQ ? hv : ATTN__MQ);
-    return 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
-           2 * ATTN__ALIGN_F(mcap * (size_t)hd) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh) +
-           ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F((mcap * (size_t)hd + 3) / 4);
+    size_t rows = 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
+                  2 * ATTN__ALIGN_F(mcap * (size_t)hd) +
+                  2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh) + ATTN__ALIGN_F(mcap) +
+                  ATTN__ALIGN_F((mcap * (size_t)hd + 3) / 4);
+    size_t tile = attn__tile_scratch_floats(hd);
+    return rows > tile ? rows : tile;
 }
 
 void attn__kern_portable(const struct attn__piece *pc);

@@ -768,6 +768,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 }
 #pragma GCC diagnostic pop
 
+#include "attn_kern_tile.h"
+
 /* constant head_dim lets the compiler keep q / acc rows in registers; a
  * constant dtype picks the widening load */
 #define KERN_HD(dt)                                                                                \
@@ -782,6 +784,23 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 
 void KERN_NAME(const struct attn__piece *pc)
 {
+    if (tile_takes(pc)) {
+        switch (pc->dtype) {
+        case FOLIO_F16:
+            KERN_TILE(FOLIO_F16);
+            break;
+        case FOLIO_BF16:
+            KERN_TILE(FOLIO_BF16);
+            break;
+        case FOLIO_Q8:
+            KERN_TILE(FOLIO_Q8);
+            break;
+        default:
+            KERN_TILE(FOLIO_F32);
+            break;
+        }
+        return;
+    }
     switch (pc->dtype) {
     case FOLIO_F16:
         KERN_HD(FOLIO_F16);

@@ -447,6 +447,7 @@ static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
         .out_stride = row_stride,
         .part = NULL,
         .scratch = rc->scratch,
+        .tile_ok = !b->batch_invariant,
     };
     if (p->n_split > 1)
         pc.part = rc->parts + p->part_off +
