@@ -24,7 +24,9 @@
  *                                    the chunk, in the first KC of each)
  *   qsc[mcap]  qq[mcap][hd] int8    (q8: the tile's queries quantized by
  *                                    attn_q8_quantize_q, and their scales)
- * where mcap is the largest tile of query vectors (rows x query heads).
+ * where mcap is the largest tile of query vectors (rows x query heads);
+ * the tile path lays the same scratch out its own way (attn_kern_tile.h),
+ * and attn__scratch_floats is the larger of the two.
  * K/V are read in place from the arena in every dtype and widened in
  * registers; nothing is copied to scratch.
  */

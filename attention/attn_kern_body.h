@@ -19,6 +19,13 @@
  * and may include attn_kern_q8dot.h (KQ8_W, kq8_dot4: q8 scores as int8
  * dot products, for head_dim a multiple of KQ8_W).
  *
+ * A piece of one KV head whose rows bring at least VW query vectors (a
+ * prefill chunk) runs attn_kern_tile.h's path instead, outside batch
+ * invariance: the tile's query vectors in lanes, scores and values as
+ * small products, 1.6-2.3x the per-row path below on prefills.  What
+ * follows is the per-row path: decodes, and everything in batch-invariant
+ * batches.
+ *
  * One call runs one piece (attn_internal.h): n_kvh consecutive KV heads
  * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
  * rows x hv heads (mcap query vectors, at most 32 unless hv is larger),

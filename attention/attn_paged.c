@@ -36,9 +36,13 @@
  * Batch invariance (b->batch_invariant): the cut points of a context split
  * follow the batch's total cost, so a row's sums would be grouped
  * differently in another batch; in this mode no item is split and items
- * take one KV head each (threads then share a batch by slices and heads).
- * Rows split and tile composition never change a row's arithmetic: every
- * row walks the same grid of key chunks (block-aligned, KC keys) in order.
+ * take one KV head each (threads then share a batch by slices and heads),
+ * and every piece takes the per-row path: the tile path (prefill pieces,
+ * attn_kern_tile.h) sums a score's products in another order, and whether
+ * a row's piece is a prefill's depends on where the scheduler cut its
+ * chunk.  Within either path, rows split and tile composition never change
+ * a row's arithmetic: every row walks the same grid of key chunks
+ * (block-aligned, KC keys) in order.
  *
  * Sliding window (b->window > 0): a tile starts at the block holding its
  * first row's window start (whole blocks keep the chunk grid), and keys
