@@ -44,7 +44,7 @@
 #define ATTN__HD_MAX      512 /* largest head_dim the kernels take */
 #define ATTN__PSTRIDE(hd) ((size_t)(hd) + 16)
 #define ATTN__ALIGN_F(n)  (((size_t)(n) + 15) & ~(size_t)15) /* 64 bytes */
-#define ATTN__QT          48  /* query vectors of a tile-path tile: 3 vectors of 16 lanes */
+#define ATTN__QT          48 /* query vectors of a tile-path tile: 3 vectors of 16 lanes */
 
 struct attn__piece {
     /* queries: q[r * q_stride + g * hd + d], r < n_rows, g < group */

@@ -49,8 +49,8 @@
 
 #define QT (3 * VW) /* lanes of a tile */
 #if VW >= 16
-#define KS  8 /* keys per step of the score loop */
-#define VG  6 /* query vectors per pass of the values loop */
+#define KS 8 /* keys per step of the score loop */
+#define VG 6 /* query vectors per pass of the values loop */
 #else
 #define KS 4
 #define VG 2
@@ -99,9 +99,9 @@ AI void tile_values(const float *st, const float *cr, float *acc, int32_t qi,
         for (int g = 0; g < G; g++)
             UNROLL
         for (int c = 0; c < CBV; c++)
-            a[g][c] = c0 + c < nv ? vload(acc + (size_t)(qi + g) * hd + (c0 + c) * VW) *
-                                        vsplat(cr[qi + g])
-                                  : vsplat(0.0f);
+            a[g][c] = c0 + c < nv
+                          ? vload(acc + (size_t)(qi + g) * hd + (c0 + c) * VW) * vsplat(cr[qi + g])
+                          : vsplat(0.0f);
         for (int32_t k = 0; k < n; k++) {
             const float *vr = vrow[k];
             const float *pk = st + (size_t)k * QT + qi;
@@ -301,26 +301,30 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
 }
 #pragma GCC diagnostic pop
 
-/* The tile path's vectors of lanes for pieces of this group: NV = 3 but
- * for tiles smaller than that (a group wider than VW lanes fills whole
- * vectors). */
+/* Whether the tile path takes pc: one KV head, a group that fits a tile,
+ * at least VW query vectors, the batch not batch-invariant. */
 AI bool tile_takes(const struct attn__piece *pc)
 {
     return pc->tile_ok && pc->n_kvh == 1 && pc->group <= QT && pc->n_rows * pc->group >= VW &&
            pc->hd % VW == 0;
 }
 
+/* NV: the vectors of lanes the piece's largest tile fills (3, fewer for a
+ * piece of few rows); constant head_dim 64 and 128 as KERN_HD */
 #define KERN_TILE(dt)                                                                              \
     do {                                                                                           \
         const int32_t nq_max = FOLIO_MIN(QT / pc->group, pc->n_rows) * pc->group;                  \
         const int nvec = (int)((nq_max + VW - 1) / VW);                                            \
         if (pc->hd == 64)                                                                          \
-            nvec >= 3 ? kern_tile(pc, 64, dt, 3) : nvec == 2 ? kern_tile(pc, 64, dt, 2)            \
-                                                             : kern_tile(pc, 64, dt, 1);           \
+            nvec >= 3   ? kern_tile(pc, 64, dt, 3)                                                 \
+            : nvec == 2 ? kern_tile(pc, 64, dt, 2)                                                 \
+                        : kern_tile(pc, 64, dt, 1);                                                \
         else if (pc->hd == 128)                                                                    \
-            nvec >= 3 ? kern_tile(pc, 128, dt, 3) : nvec == 2 ? kern_tile(pc, 128, dt, 2)          \
-                                                              : kern_tile(pc, 128, dt, 1);         \
+            nvec >= 3   ? kern_tile(pc, 128, dt, 3)                                                \
+            : nvec == 2 ? kern_tile(pc, 128, dt, 2)                                                \
+                        : kern_tile(pc, 128, dt, 1);                                               \
         else                                                                                       \
-            nvec >= 3 ? kern_tile(pc, pc->hd, dt, 3) : nvec == 2 ? kern_tile(pc, pc->hd, dt, 2)    \
-                                                                 : kern_tile(pc, pc->hd, dt, 1);   \
+            nvec >= 3   ? kern_tile(pc, pc->hd, dt, 3)                                             \
+            : nvec == 2 ? kern_tile(pc, pc->hd, dt, 2)                                             \
+                        : kern_tile(pc, pc->hd, dt, 1);                                            \
     } while (0)

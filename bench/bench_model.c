@@ -73,7 +73,7 @@
 static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0, single = 0;
 static enum model_matmul matmul = MODEL_MATMUL_AUTO;
 static int kv_dtype = -1; /* --kv-dtype; -1: what foliod's auto picks for the weights */
-static double read_bw; /* bytes/s, measured at start */
+static double read_bw;    /* bytes/s, measured at start */
 
 struct bw_arg {
     const float *p;
@@ -323,8 +323,7 @@ static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int3
                                      .block_table = e.bt + (size_t)s * e.per_seq,
                                      .sample = true};
     }
-    struct model_batch warm = {
-        .n_tokens = n_seqs, .tokens = tok, .n_slices = n_seqs, .slices = sl};
+    struct model_batch warm = {.n_tokens = n_seqs, .tokens = tok, .n_slices = n_seqs, .slices = sl};
     if (model_forward(ctx, &warm, logits) < 0)
         exit(1);
     model_ctx_stats_get(ctx, &s0);
@@ -611,8 +610,7 @@ int main(int argc, char **argv)
                         argv[i]);
                 return 2;
             }
-        }
-        else {
+        } else {
             fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
                             "[--quick] [--single TOKENS] [--matmul auto|openblas|onednn] "
                             "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k] "

@@ -105,8 +105,7 @@ uint16_t folio_f32_to_f16(float f)
 #include <immintrin.h>
 
 /* eight at a time by vcvtps2ph, rounding to nearest even as the scalar */
-__attribute__((target("avx,f16c"))) static void f16_row_f16c(const float *x, uint16_t *y,
-                                                              size_t n)
+__attribute__((target("avx,f16c"))) static void f16_row_f16c(const float *x, uint16_t *y, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)

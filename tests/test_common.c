@@ -205,12 +205,9 @@ static void test_buf(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_all_patterns),
-        cmocka_unit_test(test_f32_to_f16_rounding),
-        cmocka_unit_test(test_f32_to_f16_row),
-        cmocka_unit_test(test_alloc_fail_at),
-        cmocka_unit_test(test_check_prints_reason),
-        cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_f16_all_patterns),    cmocka_unit_test(test_f32_to_f16_rounding),
+        cmocka_unit_test(test_f32_to_f16_row),      cmocka_unit_test(test_alloc_fail_at),
+        cmocka_unit_test(test_check_prints_reason), cmocka_unit_test(test_buf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
