@@ -161,6 +161,7 @@ struct env {
     int32_t per_seq;      /* blocks per sequence */
     int32_t *bt;          /* sequence s: bt[s * per_seq ...] */
     double mat_flops_tok; /* 2 x matrix params of the layers */
+    size_t kv_bytes;      /* of kv.base */
 };
 
 static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32_t max_len)
@@ -181,7 +182,10 @@ static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = kv->n_layers * kv->layer_stride;
     size_t bytes = kv->block_stride * kv->num_blocks * folio_dtype_size(dt);
-    kv->base = folio_aligned_alloc(64, bytes);
+    /* as the pager's arena: resident, on huge pages where the kernel
+     * gives them */
+    kv->base = folio_region_alloc(bytes, FOLIO_REGION_HUGE | FOLIO_REGION_RESIDENT);
+    e->kv_bytes = bytes;
     if (!kv->base) {
         fprintf(stderr, "bench_model: no memory for %zu MiB of K/V\n", bytes >> 20);
         exit(1);
@@ -197,7 +201,7 @@ static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32
 
 static void env_free(struct env *e)
 {
-    folio_free(e->kv.base);
+    folio_region_free(e->kv.base, e->kv_bytes);
     free(e->bt);
 }
 
