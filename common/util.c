@@ -102,6 +102,7 @@ uint16_t folio_f32_to_f16(float f)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* eight at a time by vcvtps2ph, rounding to nearest even as the scalar */
@@ -120,8 +121,11 @@ static bool have_f16c(void)
     static int known = -1; /* racing first calls compute the same answer */
     int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (k < 0) {
+        /* AVX with the OS's support for it, and the F16C bit of CPUID
+         * leaf 1 (clang's __builtin_cpu_supports has no "f16c") */
+        unsigned a, b, c, d;
         __builtin_cpu_init();
-        k = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+        k = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
         __atomic_store_n(&known, k, __ATOMIC_RELAXED);
     }
     return k;
