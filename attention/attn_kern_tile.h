@@ -310,7 +310,9 @@ AI bool tile_takes(const struct attn__piece *pc)
 }
 
 /* NV: the vectors of lanes the piece's largest tile fills (3, fewer for a
- * piece of few rows); constant head_dim 64 and 128 as KERN_HD */
+ * piece of few rows); a constant head_dim 64 (the small preset's; other
+ * head dims take the run-time loop, which keeps this file's compile time
+ * in check: every instance is built for each ISA and build) */
 #define KERN_TILE(dt)                                                                              \
     do {                                                                                           \
         const int32_t nq_max = FOLIO_MIN(QT / pc->group, pc->n_rows) * pc->group;                  \
@@ -319,10 +321,6 @@ AI bool tile_takes(const struct attn__piece *pc)
             nvec >= 3   ? kern_tile(pc, 64, dt, 3)                                                 \
             : nvec == 2 ? kern_tile(pc, 64, dt, 2)                                                 \
                         : kern_tile(pc, 64, dt, 1);                                                \
-        else if (pc->hd == 128)                                                                    \
-            nvec >= 3   ? kern_tile(pc, 128, dt, 3)                                                \
-            : nvec == 2 ? kern_tile(pc, 128, dt, 2)                                                \
-                        : kern_tile(pc, 128, dt, 1);                                               \
         else                                                                                       \
             nvec >= 3   ? kern_tile(pc, pc->hd, dt, 3)                                             \
             : nvec == 2 ? kern_tile(pc, pc->hd, dt, 2)                                             \
