@@ -628,6 +628,51 @@ AI void head_pass(const struct attn__piece *pc, const float *qs, const int8_t *q
     values_heads(s, acc, corr, rows, hoff + pc->v_bytes, nvis, hd, dt, G);
 }
 
+/* The results of a tile of nq = rows x hv query vectors (qi = row * hv +
+ * head) from row r of the piece: normalised rows of out, or the partial
+ * records (m, l, acc) of a context split. */
+AI void tile_results(const struct attn__piece *pc, int32_t r, int32_t nq, int32_t hv,
+                     const float *m, const float *l, const float *acc, const int hd)
+{
+    const int nv = hd / VW;
+    for (int32_t qi = 0; qi < nq; qi++) {
+        const int32_t rr = qi / hv, h = qi % hv;
+        const float *ar = acc + (size_t)qi * hd;
+        if (pc->out) {
+            float *o = pc->out + (size_t)(r + rr) * pc->out_stride + (size_t)h * hd;
+            const float inv = 1.0f / l[qi];
+            UNROLL
+            for (int c = 0; c < nv; c++)
+                vstore(o + c * VW, vload(ar + c * VW) * inv);
+        } else {
+            float *rec = pc->part + ((size_t)(r + rr) * hv + h) * ATTN__PSTRIDE(hd);
+            rec[0] = m[qi];
+            rec[1] = l[qi];
+            memcpy(rec + 16, ar, sizeof(float) * (size_t)hd);
+        }
+    }
+}
+
+/* Where a tile whose first row is at position pos0r starts walking keys
+ * (*start, on the chunk grid from c0) and the first position read in place
+ * (*lo_ok): with a sliding window, the tile's first row sees nothing before
+ * wlo, so the walk starts at the chunk of the grid that holds it; rows of
+ * that chunk in blocks wholly before wlo's block (which the pager may have
+ * released) are read from the first row of wlo's block instead: they are
+ * masked for every row of the tile, so only where they are read from
+ * changes. */
+AI void tile_start(const struct attn__piece *pc, int32_t pos0r, int32_t *start, int32_t *lo_ok)
+{
+    *start = pc->c0, *lo_ok = pc->c0;
+    if (pc->window > 0) {
+        const int32_t wlo = pos0r - pc->window + 1;
+        if (wlo > *start) {
+            *start += (wlo - *start) / KC * KC;
+            *lo_ok = FOLIO_MAX(*lo_ok, wlo / pc->block_size * pc->block_size);
+        }
+    }
+}
+
 /* qs[] / a[] are filled for c < nv before use; GCC cannot see that for a
  * run-time head_dim */
 #pragma GCC diagnostic push
@@ -636,7 +681,6 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 {
     const int nv = hd / VW;
     const int32_t group = pc->group, nkvh = pc->n_kvh, hv = nkvh * group;
-    const int32_t bs = pc->block_size;
     const int32_t mcap = attn__mcap(hv);
     const int32_t rt = mcap / hv;
     float *m = pc->scratch;
@@ -674,20 +718,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
         }
         const int32_t pos0r = pc->pos0 + r; /* position of the tile's first row */
         const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
-        /* sliding window: the tile's first row sees nothing before wlo.
-         * Start at the chunk of the grid (KC keys from c0) that holds it;
-         * rows of that chunk in blocks wholly before wlo's block (which
-         * the pager may have released) are read from the first row of
-         * wlo's block instead: they are masked for every row of the tile,
-         * so only where they are read from changes. */
-        int32_t start = pc->c0, lo_ok = pc->c0;
-        if (pc->window > 0) {
-            const int32_t wlo = pos0r - pc->window + 1;
-            if (wlo > start) {
-                start += (wlo - start) / KC * KC;
-                lo_ok = FOLIO_MAX(lo_ok, wlo / bs * bs);
-            }
-        }
+        int32_t start, lo_ok;
+        tile_start(pc, pos0r, &start, &lo_ok);
         /* rows[k]: key k's K row of the piece's first KV head (V: v_bytes
          * further), for the chunk at pos and the one PF_CHUNKS ahead
          * (frows); q8: runs of consecutive slots of one block, for the
@@ -752,25 +784,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             }
         }
 
-        /* results of the tile */
-        for (int32_t rr = 0; rr < nr; rr++) {
-            for (int32_t h = 0; h < hv; h++) {
-                const int32_t qi = rr * hv + h;
-                const float *ar = acc + (size_t)qi * hd;
-                if (pc->out) {
-                    float *o = pc->out + (size_t)(r + rr) * pc->out_stride + (size_t)h * hd;
-                    const float inv = 1.0f / l[qi];
-                    UNROLL
-                    for (int c = 0; c < nv; c++)
-                        vstore(o + c * VW, vload(ar + c * VW) * inv);
-                } else {
-                    float *rec = pc->part + ((size_t)(r + rr) * hv + h) * ATTN__PSTRIDE(hd);
-                    rec[0] = m[qi];
-                    rec[1] = l[qi];
-                    memcpy(rec + 16, ar, sizeof(float) * (size_t)hd);
-                }
-            }
-        }
+        tile_results(pc, r, nq, hv, m, l, acc, hd);
     }
 }
 #pragma GCC diagnostic pop

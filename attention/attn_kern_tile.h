@@ -129,7 +129,7 @@ AI void tile_values(const float *st, const float *cr, float *acc, int32_t qi,
 AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, const int NV)
 {
     const int nv = hd / VW;
-    const int32_t group = pc->group, bs = pc->block_size;
+    const int32_t group = pc->group;
     const int32_t rt = QT / group; /* rows per tile */
     float *qt = pc->scratch;
     float *acc = qt + ATTN__ALIGN_F((size_t)hd * ATTN__QT);
@@ -180,15 +180,8 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
             for (int i = 0; i < VW; i++)
                 rp[v][i] = rpos[v * VW + i];
         const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
-        /* the sliding window's start, as kern_body */
-        int32_t start = pc->c0, lo_ok = pc->c0;
-        if (pc->window > 0) {
-            const int32_t wlo = pos0r - pc->window + 1;
-            if (wlo > start) {
-                start += (wlo - start) / KC * KC;
-                lo_ok = FOLIO_MAX(lo_ok, wlo / bs * bs);
-            }
-        }
+        int32_t start, lo_ok;
+        tile_start(pc, pos0r, &start, &lo_ok);
         const char *rows[KC], *frows[KC];
         struct kv_run runs[KC], fruns[KC];
         const float *krow[KC], *vrow[KC];
@@ -280,23 +273,7 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
                 tile_values(st, cr, acc, qi, vrow, n, hd, 1);
         }
 
-        /* results of the tile: row r + qi / group, head qi % group */
-        for (int32_t qi = 0; qi < nq; qi++) {
-            const int32_t rr = qi / group, h = qi % group;
-            const float *ar = acc + (size_t)qi * hd;
-            if (pc->out) {
-                float *o = pc->out + (size_t)(r + rr) * pc->out_stride + (size_t)h * hd;
-                const float inv = 1.0f / l[qi];
-                UNROLL
-                for (int c = 0; c < nv; c++)
-                    vstore(o + c * VW, vload(ar + c * VW) * inv);
-            } else {
-                float *rec = pc->part + ((size_t)(r + rr) * group + h) * ATTN__PSTRIDE(hd);
-                rec[0] = m[qi];
-                rec[1] = l[qi];
-                memcpy(rec + 16, ar, sizeof(float) * (size_t)hd);
-            }
-        }
+        tile_results(pc, r, nq, group, m, l, acc, hd);
     }
 }
 #pragma GCC diagnostic pop
