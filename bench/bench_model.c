@@ -30,6 +30,8 @@
  *     its buffers and oneDNN's scratch are first touched then; a server
  *     pays that once).  K/V contents are arbitrary: the arithmetic does
  *     not depend on them.
+ * --decode B,B,... runs only the batched decodes of those batch sizes, 16
+ * steps each (for profiling one of them).
  * --single TOKENS runs only the single-stream decode, TOKENS tokens, and
  * measures the read bandwidth again before every 16 of them: each chunk's
  * weight read rate is set against the bandwidth measured just before it,
@@ -71,6 +73,9 @@
 #define BLOCK 16
 
 static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0, single = 0;
+/* --decode LIST: only these batched decodes (no prefill, no single stream), 16 steps each */
+static int32_t only_batch[8];
+static int n_only_batch = 0;
 static enum model_matmul matmul = MODEL_MATMUL_AUTO;
 static int kv_dtype = -1; /* --kv-dtype; -1: what foliod's auto picks for the weights */
 static double read_bw;    /* bytes/s, measured at start */
@@ -524,6 +529,13 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
         bench_products(m, single);
         return;
     }
+    if (n_only_batch > 0) {
+        for (int i = 0; i < n_only_batch; i++) {
+            snprintf(what, sizeof(what), "decode %d seqs @128 ctx", only_batch[i]);
+            bench_decode(m, only_batch[i], 128, 16, what);
+        }
+        return;
+    }
     bench_prefill(m, quick ? 128 : 512);
     snprintf(what, sizeof(what), "decode 1 stream, %d tokens", quick ? 16 : 128);
     bench_decode(m, 1, 16, quick ? 16 : 128, what);
@@ -594,7 +606,17 @@ int main(int argc, char **argv)
             quick = 1;
         else if (!strcmp(argv[i], "--single") && i + 1 < argc)
             single = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch-invariant"))
+        else if (!strcmp(argv[i], "--decode") && i + 1 < argc) {
+            char *p = argv[++i];
+            while (*p && n_only_batch < (int)FOLIO_ARRAY_LEN(only_batch)) {
+                long b = strtol(p, &p, 10);
+                if (b >= 1 && b <= 1024)
+                    only_batch[n_only_batch++] = (int32_t)b;
+                p += *p == ',';
+                if (b < 1 || b > 1024)
+                    break;
+            }
+        } else if (!strcmp(argv[i], "--batch-invariant"))
             invariant = 1;
         else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
             preset = argv[++i];
@@ -615,10 +637,12 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
-                            "[--quick] [--single TOKENS] [--matmul auto|openblas|onednn] "
-                            "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k] "
-                            "[--kv-dtype auto|f32|f16|bf16|q8]\n");
+            fprintf(
+                stderr,
+                "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
+                "[--quick] [--single TOKENS] [--decode B,B,...] [--matmul auto|openblas|onednn] "
+                "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k] "
+                "[--kv-dtype auto|f32|f16|bf16|q8]\n");
             return 2;
         }
     }

@@ -16,6 +16,9 @@
  *          packed once), sgemm (M > 192)
  *   BF16   portable 16-bit path             oneDNN bf16 matmul, A → bf16
  *                                           (M <= 4: fused rows in place)
+ *          with AVX512-BF16, unless oneDNN is named (--matmul onednn):
+ *          model/gemm_bf16.h's kernel on W packed once, A → bf16 (M <= 4:
+ *          fused rows in place), under openblas and auto alike
  *   F16    portable 16-bit path             oneDNN f32 matmul, W widened
  *                                           and reordered once (M <= 4:
  *                                           fused rows on the f16 in place;
@@ -66,6 +69,15 @@
  * the huge-page arenas of the commit before), above its F32 file: the
  * memory buys F32's speed, and decode reads half F32's bytes.
  *
+ * Why BF16 leaves oneDNN where the CPU has AVX512-BF16: oneDNN 2.6's bf16
+ * matmul with a run-time M reached 430 GFLOP/s on one layer of `small` at
+ * M = 64 and 130-320 at M = 8..32 (bench_gemm, 2 threads), where its
+ * peak is ~900; model/gemm_bf16.h's 12 x 32 vdpbf16ps kernel on panels
+ * packed once ran 1.35-1.4x oneDNN's batched decode of 8 sequences in
+ * bench_model, 1.25x at 32, 1.11-1.16x at 64, 1.06-1.10x at 128, and
+ * prefill 512 within noise (AVX-512 Zen 5, alternated runs; BENCHMARKS.md).
+ * Naming oneDNN keeps its primitive, for comparisons.
+ *
  * oneDNN paths fall back to the OpenBLAS column of the table when oneDNN
  * has no kernel for this CPU (oneDNN 2.6's bf16 matmul needs AVX-512; a
  * primitive that cannot be created is how that shows).  The portable
@@ -104,7 +116,8 @@
  *
  * Still through OpenBLAS: F32 products of one row (sgemv) and of more
  * than MM_PACKED_MAX_M rows, F16/BF16 ones of more than MM_PACKED_MAX_M
- * rows (widened tiles), quantized ones from widen_min_m() rows on (above),
+ * rows (widened tiles; BF16 only without AVX512-BF16), quantized ones from widen_min_m() rows on
+ (above),
  * and every product with cfg.gemm = MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0,
  * Q5_1 and Q5_K have no AVX2 widening and stay on the int8 kernels at
  * every M.
@@ -129,6 +142,7 @@
  */
 #include "matmul.h"
 #include "gemm.h"
+#include "gemm_bf16.h"
 #include "quant.h"
 #ifdef FOLIO_WIDEN_X86
 #include "widen.h"
@@ -164,6 +178,7 @@ enum mm_kind {
     MM_16_PORTABLE, /* widen F16/BF16 */
     MM_QUANT,       /* model/quant.h */
     MM_DNNL,        /* oneDNN primitive per band */
+    MM_BF16_PACKED, /* BF16, AVX512-BF16: model/gemm_bf16.h on packed panels */
 };
 
 struct mm_band {
@@ -181,6 +196,7 @@ struct mm_weight {
     bool widen_avx2;       /* widen_supports(): model/widen.h widens it */
     struct mm_band *bands; /* [n_threads] for MM_DNNL */
     float *packed;         /* MM_F32_BLAS: W in model/gemm.h's panels, or NULL */
+    uint16_t *packed16;    /* MM_BF16_PACKED: W in model/gemm_bf16.h's panels */
 };
 
 struct matmul {
@@ -1052,6 +1068,7 @@ void matmul_free(matmul_t *mm)
 #endif
         folio_free(mm->w[i].bands);
         folio_free(mm->w[i].packed);
+        folio_free(mm->w[i].packed16);
     }
 #ifdef FOLIO_HAVE_DNNL
     if (mm->streams)
@@ -1089,6 +1106,21 @@ static void band_of(int32_t N, int ith, int nth, int32_t *n0, int32_t *n1)
     *n1 = (int32_t)FOLIO_MIN(per * ith + per, (int64_t)N);
 }
 
+/* Whether a weight of type t runs model/gemm_bf16.h's kernel on packed
+ * panels: BF16 where the CPU has AVX512-BF16, unless oneDNN was asked for
+ * by name (so its bf16 primitive stays measurable) or cfg.gemm forces the
+ * library path (above). */
+bool matmul_bf16_kernel(enum model_matmul b)
+{
+    return b != MODEL_MATMUL_ONEDNN && use_avx512() && gemm_bf16_supported();
+}
+
+static bool bf16_packed(const struct matmul *mm, enum gguf_tensor_type t)
+{
+    return t == GGUF_TENSOR_BF16 && mm->cfg.gemm != MATMUL_GEMM_SGEMM &&
+           matmul_bf16_kernel(mm->cfg.backend);
+}
+
 int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 {
     if (!mt || !mt->data || mt->rows < 1 || mt->cols < 1 || mt->cols > mm->cfg.max_k ||
@@ -1119,6 +1151,17 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
     if (mm->cfg.batch_invariant && w->kind != MM_QUANT) {
         w->kind = MM_ROWDOT;
         w->bf16 = mt->type == GGUF_TENSOR_BF16;
+        *id = mm->n_w++;
+        return 0;
+    }
+    if (bf16_packed(mm, mt->type)) {
+        const size_t n = gemm_bf16_packed_bytes(mt->rows, mt->cols);
+        if (!(w->packed16 = folio_aligned_alloc(64, n)))
+            return -ENOMEM;
+        gemm_bf16_pack(mt->data, mt->rows, mt->cols, w->packed16);
+        mm->prepared += n;
+        w->kind = MM_BF16_PACKED;
+        w->bf16 = true;
         *id = mm->n_w++;
         return 0;
     }
@@ -1191,9 +1234,14 @@ static void job_convert(void *arg, int ith, int nth)
         quant_rows(j->w->w.type, j->A, j->lda, K, m0, m1, j->mm->xcvt);
         return;
     }
-    for (int64_t m = m0; m < m1; m++) { /* f32 -> bf16, round to nearest even */
+    /* f32 -> bf16, round to nearest even; model/gemm_bf16.h's rows are
+     * Kp apart with a zero pad */
+    const int32_t ld = j->w->kind == MM_BF16_PACKED ? gemm_bf16_kp(K) : K;
+    for (int64_t m = m0; m < m1; m++) {
         const float *a = j->A + m * j->lda;
-        uint16_t *x = (uint16_t *)j->mm->xcvt + m * K;
+        uint16_t *x = (uint16_t *)j->mm->xcvt + m * ld;
+        if (ld > K)
+            x[K] = 0;
         for (int32_t k = 0; k < K; k++) {
             uint32_t u;
             memcpy(&u, &a[k], sizeof(u));
@@ -1292,6 +1340,13 @@ static void job_band(void *arg, int ith, int nth)
         }
         quant_gemm(w->w.type, w->w.data, K, n0, n1, j->mm->xcvt, j->M, j->C, j->ldc, j->beta);
         break;
+    case MM_BF16_PACKED: /* a few rows read W's rows in place, as MM_DNNL */
+        if (j->M <= MM_FUSED_M)
+            fused16_rows(true, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        else
+            gemm_bf16_run(w->packed16, w->w.rows, K, n0, n1, j->M, j->mm->xcvt, gemm_bf16_kp(K),
+                          j->beta, j->C, j->ldc);
+        break;
     case MM_DNNL:
 #ifdef FOLIO_HAVE_DNNL
         if (dnnl_by_rows(w, j->M)) {
@@ -1330,7 +1385,8 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
 #ifdef FOLIO_HAVE_DNNL
     by_rows = dnnl_by_rows(w, M);
 #endif
-    if ((w->kind == MM_QUANT && !j.widened) || (w->kind == MM_DNNL && w->bf16 && !by_rows)) {
+    if ((w->kind == MM_QUANT && !j.widened) || (w->kind == MM_DNNL && w->bf16 && !by_rows) ||
+        (w->kind == MM_BF16_PACKED && M > MM_FUSED_M)) {
         if (M < 4)
             job_convert(&j, 0, 1); /* a few rows: cheaper than a dispatch */
         else

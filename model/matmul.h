@@ -95,6 +95,12 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
  * place). */
 size_t matmul_prepared_bytes(const matmul_t *mm);
 
+/* Whether BF16 weights run model/gemm_bf16.h's AVX512-BF16 kernel (A
+ * rounded to bf16) for more than a few rows under backend b in this
+ * process: the CPU has it, matmul.c's AVX-512 paths are not held back
+ * (FOLIO_MATMUL_ISA), and b is not oneDNN by name. */
+bool matmul_bf16_kernel(enum model_matmul b);
+
 /* Rows [r0, r0 + n) of w dequantized to f32 into dst[n][cols]. */
 void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst);
 /* Bytes of one row of w. */

@@ -40,6 +40,7 @@
 
 #include <cblas.h>
 
+#include "../model/gemm_bf16.h"
 #include "../model/matmul.h"
 #include "../model/quant.h"
 #include "test_isa.h"
@@ -140,10 +141,11 @@ static void run_case(enum model_matmul be, enum gguf_tensor_type t, int nth)
     float *C0 = malloc(sizeof(float) * (size_t)max_m * ldc);
     for (size_t i = 0; i < (size_t)max_m * lda; i++)
         A[i] = (float)urand();
-    /* bf16 arithmetic on oneDNN; F16 goes there widened to f32, exact */
+    /* bf16 arithmetic on oneDNN and in model/gemm_bf16.h's kernel (a
+     * prepared copy of a BF16 W is one of those); F16 goes to oneDNN
+     * widened to f32, exact */
     const bool narrows =
-        t == GGUF_TENSOR_Q8_0 || (be == MODEL_MATMUL_ONEDNN && !g_inv && t == GGUF_TENSOR_BF16 &&
-                                  matmul_prepared_bytes(mm) > 0);
+        t == GGUF_TENSOR_Q8_0 || (!g_inv && t == GGUF_TENSOR_BF16 && matmul_prepared_bytes(mm) > 0);
     const double tol = narrows ? 2e-2 : 1e-4;
     for (size_t mi = 0; mi < FOLIO_ARRAY_LEN(Ms); mi++) {
         const int32_t M = Ms[mi];
@@ -534,6 +536,109 @@ static void test_packed_vs_sgemm(void **state)
     pool_free(pool);
 }
 
+/* model/gemm_bf16.h: the AVX512-BF16 kernel (where the CPU has it) and the
+ * plain one against a double product of the same bf16 values, over row
+ * counts through every microkernel height and past it, odd K (the pad),
+ * N and bands that end inside a panel or a panel pair, beta 0 and 1; C
+ * outside the band's rows and columns untouched.  The sums are f32 over
+ * exact products: 1e-5 of the row's sum of |products|.  Then a BF16
+ * weight in the matmul layer runs the kernel (its packed copy) where
+ * supported, unless oneDNN is asked for by name. */
+static void test_gemm_bf16(void **state)
+{
+    (void)state;
+    const int32_t Ks[] = {1, 2, 7, 64, 130}, Ns[] = {16, 21, 33, 64, 100};
+    const bool fast = gemm_bf16_supported() && avx2_paths();
+    int cases = 0;
+    for (size_t ki = 0; ki < FOLIO_ARRAY_LEN(Ks); ki++)
+        for (size_t ni = 0; ni < FOLIO_ARRAY_LEN(Ns); ni++) {
+            const int32_t K = Ks[ki], N = Ns[ni], Kp = gemm_bf16_kp(K), lda = Kp + 4, ldc = N + 3,
+                          max_m = 30;
+            uint16_t *W = make_weight(GGUF_TENSOR_BF16, N, K);
+            uint16_t *P = malloc(gemm_bf16_packed_bytes(N, K));
+            uint16_t *A = malloc(sizeof(uint16_t) * (size_t)max_m * lda);
+            float *C = malloc(sizeof(float) * (size_t)max_m * ldc),
+                  *C0 = malloc(sizeof(float) * (size_t)max_m * ldc);
+            assert_true(W && P && A && C && C0);
+            gemm_bf16_pack(W, N, K, P);
+            for (int32_t m = 0; m < max_m; m++)
+                for (int32_t k = 0; k < lda; k++)
+                    A[(size_t)m * lda + k] = k < K ? to_bf16((float)urand()) : 0;
+            /* bands as the layer cuts them: whole, from a panel boundary,
+             * ending inside a panel */
+            const int32_t bands[][2] = {{0, N}, {16, N}, {0, N < 20 ? N : 20}};
+            for (int32_t M = 1; M <= max_m; M += M < 14 ? 1 : 8)
+                for (size_t bi = 0; bi < FOLIO_ARRAY_LEN(bands); bi++)
+                    for (int beta = 0; beta < 2; beta++)
+                        for (int v = 0; v < 1 + fast; v++) {
+                            const int32_t n0 = bands[bi][0], n1 = bands[bi][1];
+                            if (n0 >= n1)
+                                continue;
+                            for (size_t i = 0; i < (size_t)max_m * ldc; i++)
+                                C[i] = C0[i] = (float)urand();
+                            if (v)
+                                gemm_bf16_run(P, N, K, n0, n1, M, A, lda, (float)beta, C, ldc);
+                            else
+                                gemm_bf16_run_plain(P, N, K, n0, n1, M, A, lda, (float)beta, C,
+                                                    ldc);
+                            cases++;
+                            for (int32_t m = 0; m < max_m; m++)
+                                for (int32_t n = 0; n < ldc; n++) {
+                                    const size_t i = (size_t)m * ldc + n;
+                                    if (m >= M || n < n0 || n >= n1) {
+                                        if (C[i] != C0[i])
+                                            fail_msg("%s K %d N %d M %d band [%d, %d): C[%d][%d] "
+                                                     "written outside",
+                                                     v ? "avx512" : "plain", K, N, M, n0, n1, m, n);
+                                        continue;
+                                    }
+                                    double s = beta ? C0[i] : 0, scale = 0;
+                                    for (int32_t k = 0; k < K; k++) {
+                                        uint32_t ua = (uint32_t)A[(size_t)m * lda + k] << 16,
+                                                 uw = (uint32_t)W[(size_t)n * K + k] << 16;
+                                        float fa, fw;
+                                        memcpy(&fa, &ua, 4), memcpy(&fw, &uw, 4);
+                                        s += (double)fa * fw;
+                                        scale += fabs((double)fa * fw);
+                                    }
+                                    if (!(fabs(C[i] - s) <= 1e-5 * (scale + fabs(C0[i]) + 1e-6)))
+                                        fail_msg("%s K %d N %d M %d band [%d, %d) beta %d: "
+                                                 "C[%d][%d] = %g, want %g",
+                                                 v ? "avx512" : "plain", K, N, M, n0, n1, beta, m,
+                                                 n, (double)C[i], s);
+                                }
+                        }
+            free(W), free(P), free(A), free(C), free(C0);
+        }
+    print_message("gemm_bf16: %d products (%s)\n", cases,
+                  fast ? "avx512-bf16 and plain" : "plain only: no AVX512-BF16 here");
+
+    /* the layer: a BF16 weight on OpenBLAS gets a packed copy of its bytes
+     * where the kernel runs, none where it does not */
+    const int32_t N = 40, K = 64;
+    uint16_t *W = make_weight(GGUF_TENSOR_BF16, N, K);
+    struct matmul_mat w = {.type = GGUF_TENSOR_BF16, .rows = N, .cols = K, .data = W};
+    {
+        matmul_t *mm;
+        struct matmul_config cfg = {.backend = MODEL_MATMUL_OPENBLAS,
+                                    .n_threads = 2,
+                                    .max_m = 8,
+                                    .max_k = K,
+                                    .max_weights = 1};
+        assert_int_equal(matmul_new(&cfg, &mm), 0);
+        int32_t id;
+        assert_int_equal(matmul_add(mm, &w, &id), 0);
+        const bool layer = matmul_bf16_kernel(MODEL_MATMUL_OPENBLAS);
+        const char *e = getenv("FOLIO_MATMUL_ISA"); /* holds matmul.c's AVX-512 paths back */
+        assert_true(!layer ||
+                    (gemm_bf16_supported() && !(e && (!strcmp(e, "plain") || !strcmp(e, "avx2")))));
+        assert_int_equal(matmul_prepared_bytes(mm),
+                         layer ? gemm_bf16_packed_bytes(N, K) : (size_t)0);
+        matmul_free(mm);
+    }
+    free(W);
+}
+
 static void test_names_and_resolve(void **state)
 {
     (void)state;
@@ -578,6 +683,7 @@ int main(void)
         cmocka_unit_test(test_names_and_resolve), cmocka_unit_test(test_products),
         cmocka_unit_test(test_row_invariance),    cmocka_unit_test(test_widened_quant),
         cmocka_unit_test(test_packed_vs_sgemm),   cmocka_unit_test(test_repacked_q8_0),
+        cmocka_unit_test(test_gemm_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
