@@ -13,6 +13,10 @@
  * call straight into that layout, a tile of panels at a time
  * (gemm_transpose_panel on 16 widened rows, model/matmul.c).
  *
+ * With AVX-512, gemm_run_avx512 (model/gemm_avx512.c) runs the same
+ * panels two at a time against A's rows in place (12 x 32 tiles, k in
+ * blocks, no workspace); model/matmul.c picks it.
+ *
  * Kernels never allocate: gemm_run takes a per-thread workspace of
  * gemm_ws_floats() floats.  Reentrant; the ISA is chosen by gemm_isa_init.
  */
@@ -70,6 +74,11 @@ void gemm_ukr_plain(int32_t kc, const float *Ap, const float *Bp, float *C, int3
 #if defined(__x86_64__)
 void gemm_ukr_avx2(int32_t kc, const float *Ap, const float *Bp, float *C, int32_t ldc, int mr,
                    int nr, bool acc, const float *pf);
+/* C[M][n0:n1] = A[M][K] · W[n0:n1]ᵀ + beta C as gemm_run, with AVX-512F
+ * (model/gemm_avx512.c: 12 x 32 tiles, A read in place, no workspace);
+ * the caller checks the CPU (matmul.c's use_avx512). */
+void gemm_run_avx512(const float *P, int32_t K, int32_t n0, int32_t n1, int32_t M, const float *A,
+                     int32_t lda, float beta, float *C, int32_t ldc);
 /* gemm_gemv's panels [n0, n1) (n1 - n0 <= nr of the last one). */
 void gemm_gemv_avx2(const float *P, int32_t K, int32_t n0, int32_t n1, const float *a, float beta,
                     float *c);

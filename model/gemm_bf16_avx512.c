@@ -26,7 +26,8 @@
 #define NR GEMM_BF16_NR
 
 AI void ukr(int32_t kh, const uint16_t *A, int32_t lda, const uint16_t *B0, const uint16_t *B1,
-            float *C, int32_t ldc, bool acc, __mmask16 k0, __mmask16 k1, const int mr, const int np)
+            float *C, int32_t ldc, bool acc, __mmask16 k0, __mmask16 k1, const uint16_t *pf0,
+            const uint16_t *pf1, const int mr, const int np)
 {
     __m512 c0[MR], c1[MR];
     for (int i = 0; i < mr; i++) {
@@ -35,6 +36,8 @@ AI void ukr(int32_t kh, const uint16_t *A, int32_t lda, const uint16_t *B0, cons
                                : _mm512_setzero_ps();
     }
     for (int32_t kp = 0; kp < kh; kp++) {
+        _mm_prefetch((const char *)(pf0 + (size_t)kp * 2 * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(pf1 + (size_t)kp * 2 * NR), _MM_HINT_T0);
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B0 + (size_t)kp * 2 * NR);
         const __m512bh b1 = np == 2 ? (__m512bh)_mm512_loadu_si512(B1 + (size_t)kp * 2 * NR) : b0;
         for (int i = 0; i < mr; i++) {
@@ -55,14 +58,14 @@ AI void ukr(int32_t kh, const uint16_t *A, int32_t lda, const uint16_t *B0, cons
 
 typedef void (*ukr_fn)(int32_t kh, const uint16_t *A, int32_t lda, const uint16_t *B0,
                        const uint16_t *B1, float *C, int32_t ldc, bool acc, __mmask16 k0,
-                       __mmask16 k1);
+                       __mmask16 k1, const uint16_t *pf0, const uint16_t *pf1);
 
 #define UKR(mr, np)                                                                                \
     static void ukr_##mr##_##np(int32_t kh, const uint16_t *A, int32_t lda, const uint16_t *B0,    \
                                 const uint16_t *B1, float *C, int32_t ldc, bool acc, __mmask16 k0, \
-                                __mmask16 k1)                                                      \
+                                __mmask16 k1, const uint16_t *pf0, const uint16_t *pf1)            \
     {                                                                                              \
-        ukr(kh, A, lda, B0, B1, C, ldc, acc, k0, k1, mr, np);                                      \
+        ukr(kh, A, lda, B0, B1, C, ldc, acc, k0, k1, pf0, pf1, mr, np);                            \
     }
 #define UKR_NP(mr) UKR(mr, 1) UKR(mr, 2)
 UKR_NP(1)
@@ -101,13 +104,19 @@ void gemm_bf16_run_avx512(const uint16_t *P, int32_t K, int32_t n0, int32_t n1, 
         const int np = n1 - n > NR ? 2 : 1;
         const uint16_t *B0 = P + (size_t)(n / NR) * pstride, *B1 = np == 2 ? B0 + pstride : B0;
         const __mmask16 k0 = lanes(n1 - n), k1 = lanes(n1 - n - NR);
+        /* the first row block prefetches the next panel pair (W streams
+         * from memory: the first block's reads would otherwise wait on it),
+         * the others their own, already in cache */
+        const int npn = n1 - n - 2 * NR > NR ? 2 : 1;
+        const uint16_t *N0 = n + 2 * NR < n1 ? B0 + 2 * pstride : B0;
+        const uint16_t *N1 = n + 2 * NR < n1 ? N0 + (npn - 1) * pstride : B1;
         /* rows in nb blocks of near equal size (64 = 6 x 10-11, not
          * 5 x 12 + 4: a short block runs at a fraction of the rate) */
         const int32_t nb = (M + MR - 1) / MR, base = M / nb, extra = M % nb;
         for (int32_t b = 0, m = 0; b < nb; b++) {
             const int mr = (int)(base + (b < extra));
             ukrs[np - 1][mr - 1](Kp / 2, A + (size_t)m * lda, lda, B0, B1, C + (size_t)m * ldc + n,
-                                 ldc, beta != 0.0f, k0, k1);
+                                 ldc, beta != 0.0f, k0, k1, b ? B0 : N0, b ? B1 : N1);
             m += mr;
         }
     }

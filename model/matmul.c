@@ -23,6 +23,10 @@
  *                                           and reordered once (M <= 4:
  *                                           fused rows on the f16 in place;
  *                                           bf16 if MM_F16_AS_BF16)
+ *   F32 and F16 with AVX-512, unless oneDNN is named: W (F16 widened) in
+ *          model/gemm.h's panels, packed once, and its AVX-512 12 x 32
+ *          kernel for M > 1 (F16: M > 4; fewer rows as above), under
+ *          openblas and auto alike
  *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
@@ -76,7 +80,12 @@
  * packed once ran 1.35-1.4x oneDNN's batched decode of 8 sequences in
  * bench_model, 1.25x at 32, 1.11-1.16x at 64, 1.06-1.10x at 128, and
  * prefill 512 within noise (AVX-512 Zen 5, alternated runs; BENCHMARKS.md).
- * Naming oneDNN keeps its primitive, for comparisons.
+ * Naming oneDNN keeps its primitive, for comparisons.  The same holds for
+ * F32 and F16 (widened at load, as for oneDNN) on the AVX-512 f32 kernel
+ * (model/gemm_avx512.c) over model/gemm.h's panels: against oneDNN's f32
+ * primitive in bench_model, batched decode of 8 ran 1.15-1.5x, of 64
+ * within noise (1095-1335 against 1150-1290 tok/s over alternated runs),
+ * one layer at M = 64..512 in bench_gemm within noise too.
  *
  * oneDNN paths fall back to the OpenBLAS column of the table when oneDNN
  * has no kernel for this CPU (oneDNN 2.6's bf16 matmul needs AVX-512; a
@@ -195,7 +204,9 @@ struct mm_weight {
     bool bf16;             /* oneDNN: A and W in bf16 (else f32); portable: W is BF16 */
     bool widen_avx2;       /* widen_supports(): model/widen.h widens it */
     struct mm_band *bands; /* [n_threads] for MM_DNNL */
-    float *packed;         /* MM_F32_BLAS: W in model/gemm.h's panels, or NULL */
+    float *packed;         /* MM_F32_BLAS, MM_16_PORTABLE (F16): W in model/gemm.h's
+                              panels (F16 widened), or NULL */
+    bool avx512;           /* packed runs gemm_run_avx512 (own_avx512) */
     uint16_t *packed16;    /* MM_BF16_PACKED: W in model/gemm_bf16.h's panels */
 };
 
@@ -1121,6 +1132,44 @@ static bool bf16_packed(const struct matmul *mm, enum gguf_tensor_type t)
            matmul_bf16_kernel(mm->cfg.backend);
 }
 
+bool matmul_f32_avx512(enum model_matmul b)
+{
+    return b != MODEL_MATMUL_ONEDNN && use_avx512();
+}
+
+/* Whether F32 and F16 weights run model/gemm.h's panels on the AVX-512
+ * kernel (gemm_run_avx512) for more than one row (F16: more than
+ * MM_FUSED_M), F16 widened once at load: with AVX-512, unless oneDNN is
+ * named or cfg.gemm forces the library path. */
+static bool own_avx512(const struct matmul *mm, enum gguf_tensor_type t)
+{
+    return (t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16) && mm->cfg.gemm != MATMUL_GEMM_SGEMM &&
+           matmul_f32_avx512(mm->cfg.backend);
+}
+
+/* W (F32 or F16) into model/gemm.h's panels, 16 rows at a time through
+ * rows[16][K] (F16 widened there). */
+static int pack_f32_panels(struct matmul *mm, struct mm_weight *w)
+{
+    const struct matmul_mat *mt = &w->w;
+    const int32_t N = mt->rows, K = mt->cols;
+    const size_t n = gemm_packed_floats(N, K);
+    if (!(w->packed = folio_aligned_alloc(64, n * sizeof(float))))
+        return -ENOMEM;
+    if (mt->type == GGUF_TENSOR_F32) {
+        gemm_pack_f32(mt->data, N, K, w->packed);
+    } else {
+        for (int32_t r = 0; r < N; r += GEMM_NR) {
+            const int32_t nr = FOLIO_MIN(GEMM_NR, N - r);
+            matmul_mat_rows_f32(mt, r, nr, mm->wrows);
+            gemm_transpose_panel(mm->wrows, nr, K, w->packed + (size_t)r * K);
+        }
+    }
+    mm->prepared += n * sizeof(float);
+    w->avx512 = true;
+    return 0;
+}
+
 int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
 {
     if (!mt || !mt->data || mt->rows < 1 || mt->cols < 1 || mt->cols > mm->cfg.max_k ||
@@ -1162,6 +1211,14 @@ int matmul_add(matmul_t *mm, const struct matmul_mat *mt, int32_t *id)
         mm->prepared += n;
         w->kind = MM_BF16_PACKED;
         w->bf16 = true;
+        *id = mm->n_w++;
+        return 0;
+    }
+    if (own_avx512(mm, mt->type)) {
+        int rc = pack_f32_panels(mm, w);
+        if (rc)
+            return rc;
+        w->bf16 = false;
         *id = mm->n_w++;
         return 0;
     }
@@ -1315,7 +1372,9 @@ static void job_band(void *arg, int ith, int nth)
         /* One row is a matrix-vector product: sgemv streams W at memory
          * speed, where sgemm with M = 1 does not. */
         const bool packed = w->packed && use_packed(j->mm, GGUF_TENSOR_F32, j->M);
-        if (j->M == 1 && (use_avx512() || !packed)) {
+        if (w->avx512 && j->M > 1) {
+            gemm_run_avx512(w->packed, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        } else if (j->M == 1 && (use_avx512() || !packed)) {
             f32_row(w->w.data, K, n0, n1, j->A, j->beta, j->C);
         } else if (j->M == 1) { /* AVX2: the packed copy's one-row kernel */
             gemm_gemv(w->packed, w->w.rows, K, n0, n1, j->A, j->beta, j->C);
@@ -1328,7 +1387,9 @@ static void job_band(void *arg, int ith, int nth)
         break;
     }
     case MM_16_PORTABLE:
-        if (j->M <= MM_FUSED_M)
+        if (w->avx512 && j->M > MM_FUSED_M)
+            gemm_run_avx512(w->packed, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
+        else if (j->M <= MM_FUSED_M)
             fused16_rows(w->bf16, w->w.data, K, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);
         else
             widened(j->mm, w, ith, n0, n1, j->M, j->A, j->lda, j->beta, j->C, j->ldc);

@@ -101,6 +101,12 @@ size_t matmul_prepared_bytes(const matmul_t *mm);
  * (FOLIO_MATMUL_ISA), and b is not oneDNN by name. */
 bool matmul_bf16_kernel(enum model_matmul b);
 
+/* Whether F32 and F16 weights run model/gemm.h's AVX-512 kernel on packed
+ * panels (f32 arithmetic, F16 widened once at load) under backend b in
+ * this process: the CPU has AVX-512, matmul.c's AVX-512 paths are not held
+ * back, and b is not oneDNN by name. */
+bool matmul_f32_avx512(enum model_matmul b);
+
 /* Rows [r0, r0 + n) of w dequantized to f32 into dst[n][cols]. */
 void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst);
 /* Bytes of one row of w. */

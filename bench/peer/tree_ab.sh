@@ -7,7 +7,8 @@
 # requests at 64 concurrent, 128 prompt tokens, 128 output, greedy, EOS
 # ignored, 2 compute threads), driven by this tree's `folio bench` (so both
 # builds see the same client).  Each build runs with its own defaults;
-# FOLIOD_ARGS adds options to both.  Prints one line per build and round,
+# FOLIOD_ARGS adds options to both.  MODEL_A=FILE gives build A another
+# file (e.g. an F32 yardstick for B's BF16 run).  Prints one line per build and round,
 # then each build's median and the median of the per-round ratios B / A.
 #
 #   git worktree add /tmp/base 3b3b74e
@@ -17,6 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 a=$(realpath "$1") b=$(realpath "$2") model=$(realpath "$3")
+model_a=$(realpath "${MODEL_A:-$3}")
 rounds=${4:-2}
 folio=$root/build-rel/tools/folio
 [ -x "$folio" ] || { echo "tree_ab.sh: build this tree first (meson setup build-rel ...; ninja -C build-rel)" >&2; exit 2; }
@@ -30,9 +32,9 @@ load=(--num-prompts 256 --max-concurrency 64 --input-len 128 --output-len 128
 field() { sed -n "s/^$2:[[:space:]]*\([0-9.]*\).*/\1/p" "$1"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-run() { # BUILD OUT
+run() { # BUILD OUT MODEL
   rm -f "$sock"
-  "$1/daemon/foliod" --model "$model" --socket "$sock" --kv-mem 1G --threads 2 \
+  "$1/daemon/foliod" --model "$3" --socket "$sock" --kv-mem 1G --threads 2 \
     "${foliod_args[@]}" >"$work/foliod.log" 2>&1 &
   local pid=$! up=0
   for _ in $(seq 1 1200); do
@@ -45,8 +47,8 @@ run() { # BUILD OUT
 }
 
 for r in $(seq 1 "$rounds"); do
-  run "$a" "$work/a-$r.txt"
-  run "$b" "$work/b-$r.txt"
+  run "$a" "$work/a-$r.txt" "$model_a"
+  run "$b" "$work/b-$r.txt" "$model"
   for s in a b; do
     f=$work/$s-$r.txt
     printf 'round %d %s output %8s tok/s  TTFT mean %8s ms  p99 %8s ms  ok %s\n' "$r" "$s" \
