@@ -21,12 +21,14 @@
  * K is odd.
  *
  * The microkernel keeps up to 12 rows x 32 columns (two panels) of C in
- * 24 registers and walks all of K; the driver walks panel pairs of the
- * band, and within each the rows of A in twelves (the panel pair stays in
- * L1/L2 while every row block reads it; A stays in L2).  The sum for one
- * element of C runs k-pair by k-pair from k = 0 in every path, so the
- * plain reference gives the same sums up to the order of the two products
- * of one pair inside the instruction and its handling of denormals.
+ * 24 registers over one k-block; the driver takes k in blocks of 768 and
+ * A's rows in blocks of at most 192 (288 KiB of A, held in L2), and for
+ * each walks the band's panel pairs, each against the block's rows in
+ * twelves (the pair's k-block stays in L1/L2 while they read it).  The
+ * sum for one element of C runs k-pair by k-pair from k = 0 in every path
+ * (a later k-block adds to C), so the plain reference gives the same sums
+ * up to the order of the two products of one pair inside the instruction,
+ * its handling of denormals, and the rounding of C between k-blocks.
  *
  * Reentrant; never allocates; threads give disjoint bands [n0, n1).
  */

@@ -12,9 +12,11 @@
  * same code with mr / np constant (one instance each); the columns past
  * the band's end are masked out of C's loads and stores.
  *
- * Measured on the AVX-512 Zen 5 (one thread, `small`'s shapes, W in
- * cache): 370-390 GFLOP/s at M = 64..512 of the core's ~450 for
- * vdpbf16ps.
+ * Measured on the AVX-512 Zen 5: one thread, `small`'s shapes with W in
+ * cache, 370-390 GFLOP/s at M = 64..512 of the core's ~450 for vdpbf16ps;
+ * one layer of `small` on 2 threads (bench_gemm --type bf16), 320 at
+ * M = 8, 550-620 at 64 (oneDNN 460-500), 585-595 at 512 (oneDNN 690-700:
+ * ahead there).  k-blocks of 256 or 384 ran 5-15% slower than 768.
  */
 #include "gemm_bf16.h"
 
@@ -95,29 +97,55 @@ static __mmask16 lanes(int32_t n)
     return n >= NR ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
+#ifndef MC
+#define MC 192 /* rows of A per block */
+#endif
+#ifndef KCB
+#define KCB 768 /* k per block (even): MC x KCB of A is 288 KiB, in L2 */
+#endif
+
+/* The band's panel pairs against rows [0, M) of A (M <= MC) over the
+ * k-pairs of one k-block: P, A at the block's first k. */
+static void band(const uint16_t *P, size_t pstride, int32_t kh, int32_t n0, int32_t n1, int32_t M,
+                 const uint16_t *A, int32_t lda, bool acc, float *C, int32_t ldc)
+{
+    /* rows in nb blocks of near equal size (64 = 6 x 10-11, not
+     * 5 x 12 + 4: a short block runs at a fraction of the rate) */
+    const int32_t nb = (M + MR - 1) / MR, base = M / nb, extra = M % nb;
+    for (int32_t n = n0; n < n1; n += 2 * NR) {
+        const int np = n1 - n > NR ? 2 : 1;
+        const uint16_t *B0 = P + (size_t)(n / NR) * pstride, *B1 = np == 2 ? B0 + pstride : B0;
+        const __mmask16 k0 = lanes(n1 - n), k1 = lanes(n1 - n - NR);
+        /* the first row block prefetches the next panel pair's k-block (W
+         * streams from memory: the first block's reads would otherwise
+         * wait on it), the others their own, already in cache */
+        const int npn = n1 - n - 2 * NR > NR ? 2 : 1;
+        const uint16_t *N0 = n + 2 * NR < n1 ? B0 + 2 * pstride : B0;
+        const uint16_t *N1 = n + 2 * NR < n1 ? N0 + (npn - 1) * pstride : B1;
+        for (int32_t b = 0, m = 0; b < nb; b++) {
+            const int mr = (int)(base + (b < extra));
+            ukrs[np - 1][mr - 1](kh, A + (size_t)m * lda, lda, B0, B1, C + (size_t)m * ldc + n, ldc,
+                                 acc, k0, k1, b ? B0 : N0, b ? B1 : N1);
+            m += mr;
+        }
+    }
+}
+
 void gemm_bf16_run_avx512(const uint16_t *P, int32_t K, int32_t n0, int32_t n1, int32_t M,
                           const uint16_t *A, int32_t lda, float beta, float *C, int32_t ldc)
 {
     const int32_t Kp = gemm_bf16_kp(K);
     const size_t pstride = (size_t)NR * Kp; /* elements of one panel */
-    for (int32_t n = n0; n < n1; n += 2 * NR) {
-        const int np = n1 - n > NR ? 2 : 1;
-        const uint16_t *B0 = P + (size_t)(n / NR) * pstride, *B1 = np == 2 ? B0 + pstride : B0;
-        const __mmask16 k0 = lanes(n1 - n), k1 = lanes(n1 - n - NR);
-        /* the first row block prefetches the next panel pair (W streams
-         * from memory: the first block's reads would otherwise wait on it),
-         * the others their own, already in cache */
-        const int npn = n1 - n - 2 * NR > NR ? 2 : 1;
-        const uint16_t *N0 = n + 2 * NR < n1 ? B0 + 2 * pstride : B0;
-        const uint16_t *N1 = n + 2 * NR < n1 ? N0 + (npn - 1) * pstride : B1;
-        /* rows in nb blocks of near equal size (64 = 6 x 10-11, not
-         * 5 x 12 + 4: a short block runs at a fraction of the rate) */
-        const int32_t nb = (M + MR - 1) / MR, base = M / nb, extra = M % nb;
-        for (int32_t b = 0, m = 0; b < nb; b++) {
-            const int mr = (int)(base + (b < extra));
-            ukrs[np - 1][mr - 1](Kp / 2, A + (size_t)m * lda, lda, B0, B1, C + (size_t)m * ldc + n,
-                                 ldc, beta != 0.0f, k0, k1, b ? B0 : N0, b ? B1 : N1);
-            m += mr;
+    /* GotoBLAS's order: a k-block, a block of rows, the band's panels; row
+     * blocks of near equal size, at most MC */
+    const int32_t nmb = (M + MC - 1) / MC;
+    for (int32_t kb = 0; kb < Kp; kb += KCB) {
+        const int32_t kc = Kp - kb < KCB ? Kp - kb : KCB;
+        for (int32_t i = 0, m0 = 0; i < nmb; i++) {
+            const int32_t mc = M / nmb + (i < M % nmb);
+            band(P + (size_t)kb * NR, pstride, kc / 2, n0, n1, mc, A + (size_t)m0 * lda + kb, lda,
+                 beta != 0.0f || kb > 0, C + (size_t)m0 * ldc, ldc);
+            m0 += mc;
         }
     }
 }

@@ -23,10 +23,9 @@
  *                                           and reordered once (M <= 4:
  *                                           fused rows on the f16 in place;
  *                                           bf16 if MM_F16_AS_BF16)
- *   F32 and F16 with AVX-512, unless oneDNN is named: W (F16 widened) in
+ *   F32 and F16 on OPENBLAS with AVX-512: W (F16 widened) in
  *          model/gemm.h's panels, packed once, and its AVX-512 12 x 32
- *          kernel for M > 1 (F16: M > 4; fewer rows as above), under
- *          openblas and auto alike
+ *          kernel for M > 1 (F16: M > 4; fewer rows as above)
  *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
@@ -80,12 +79,16 @@
  * packed once ran 1.35-1.4x oneDNN's batched decode of 8 sequences in
  * bench_model, 1.25x at 32, 1.11-1.16x at 64, 1.06-1.10x at 128, and
  * prefill 512 within noise (AVX-512 Zen 5, alternated runs; BENCHMARKS.md).
- * Naming oneDNN keeps its primitive, for comparisons.  The same holds for
- * F32 and F16 (widened at load, as for oneDNN) on the AVX-512 f32 kernel
- * (model/gemm_avx512.c) over model/gemm.h's panels: against oneDNN's f32
- * primitive in bench_model, batched decode of 8 ran 1.15-1.5x, of 64
- * within noise (1095-1335 against 1150-1290 tok/s over alternated runs),
- * one layer at M = 64..512 in bench_gemm within noise too.
+ * Naming oneDNN keeps its primitive, for comparisons.
+ *
+ * F32 and F16 (widened at load) have an AVX-512 f32 kernel too
+ * (model/gemm_avx512.c, over model/gemm.h's panels), but only the OpenBLAS
+ * backend runs it, in place of the AVX2 packed gemm (2x that on one layer
+ * at M = 64..512): against oneDNN's f32 primitive it ran batched decode of
+ * 8 at 1.15-1.5x and of 64 within noise in bench_model, yet the end-to-end
+ * load (256 requests at 64 concurrent) at 0.93x (F32) and 0.89x (F16),
+ * with p99 TTFT 1.11-1.15x: oneDNN is ahead on the prefill steps' 512
+ * rows.
  *
  * oneDNN paths fall back to the OpenBLAS column of the table when oneDNN
  * has no kernel for this CPU (oneDNN 2.6's bf16 matmul needs AVX-512; a
@@ -1132,19 +1135,20 @@ static bool bf16_packed(const struct matmul *mm, enum gguf_tensor_type t)
            matmul_bf16_kernel(mm->cfg.backend);
 }
 
-bool matmul_f32_avx512(enum model_matmul b)
+bool matmul_f32_avx512(enum model_matmul used)
 {
-    return b != MODEL_MATMUL_ONEDNN && use_avx512();
+    return used == MODEL_MATMUL_OPENBLAS && use_avx512();
 }
 
 /* Whether F32 and F16 weights run model/gemm.h's panels on the AVX-512
  * kernel (gemm_run_avx512) for more than one row (F16: more than
- * MM_FUSED_M), F16 widened once at load: with AVX-512, unless oneDNN is
- * named or cfg.gemm forces the library path. */
+ * MM_FUSED_M), F16 widened once at load: with AVX-512 on the OpenBLAS
+ * backend (oneDNN's f32 primitive, where auto goes with AVX-512, served
+ * the end-to-end load 7-11% faster), unless cfg.gemm forces sgemm. */
 static bool own_avx512(const struct matmul *mm, enum gguf_tensor_type t)
 {
     return (t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16) && mm->cfg.gemm != MATMUL_GEMM_SGEMM &&
-           matmul_f32_avx512(mm->cfg.backend);
+           matmul_f32_avx512(mm->used);
 }
 
 /* W (F32 or F16) into model/gemm.h's panels, 16 rows at a time through

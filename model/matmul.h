@@ -102,10 +102,10 @@ size_t matmul_prepared_bytes(const matmul_t *mm);
 bool matmul_bf16_kernel(enum model_matmul b);
 
 /* Whether F32 and F16 weights run model/gemm.h's AVX-512 kernel on packed
- * panels (f32 arithmetic, F16 widened once at load) under backend b in
- * this process: the CPU has AVX-512, matmul.c's AVX-512 paths are not held
- * back, and b is not oneDNN by name. */
-bool matmul_f32_avx512(enum model_matmul b);
+ * panels (f32 arithmetic, F16 widened once at load) where the backend
+ * resolved to `used`: the OpenBLAS one, on a CPU with AVX-512 whose paths
+ * matmul.c does not hold back. */
+bool matmul_f32_avx512(enum model_matmul used);
 
 /* Rows [r0, r0 + n) of w dequantized to f32 into dst[n][cols]. */
 void matmul_mat_rows_f32(const struct matmul_mat *w, int64_t r0, int64_t n, float *dst);

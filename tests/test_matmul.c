@@ -610,6 +610,32 @@ static void test_gemm_bf16(void **state)
                         }
             free(W), free(P), free(A), free(C), free(C0);
         }
+    /* the driver's blocks: K over two k-blocks of 768 (odd: the pad in
+     * the last), M over two row blocks of at most 192 */
+    if (fast) {
+        const int32_t K = 1601, N = 40, Kp = gemm_bf16_kp(K), M = 200;
+        uint16_t *W = make_weight(GGUF_TENSOR_BF16, N, K);
+        uint16_t *P = malloc(gemm_bf16_packed_bytes(N, K));
+        uint16_t *A = malloc(sizeof(uint16_t) * (size_t)M * Kp);
+        float *C = malloc(sizeof(float) * (size_t)M * N),
+              *C1 = malloc(sizeof(float) * (size_t)M * N);
+        assert_true(W && P && A && C && C1);
+        gemm_bf16_pack(W, N, K, P);
+        for (size_t i = 0; i < (size_t)M * Kp; i++)
+            A[i] = (int32_t)(i % Kp) < K ? to_bf16((float)urand()) : 0;
+        for (int beta = 0; beta < 2; beta++) {
+            for (size_t i = 0; i < (size_t)M * N; i++)
+                C[i] = C1[i] = (float)urand();
+            gemm_bf16_run(P, N, K, 0, N, M, A, Kp, (float)beta, C, N);
+            gemm_bf16_run_plain(P, N, K, 0, N, M, A, Kp, (float)beta, C1, N);
+            for (size_t i = 0; i < (size_t)M * N; i++) /* |A|, |W| < 1: sums of |products| < K */
+                if (!(fabs((double)C[i] - C1[i]) <= 1e-5 * K))
+                    fail_msg("blocks: beta %d C[%d][%d] = %g, plain %g", beta, (int)(i / N),
+                             (int)(i % N), (double)C[i], (double)C1[i]);
+            cases++;
+        }
+        free(W), free(P), free(A), free(C), free(C1);
+    }
     print_message("gemm_bf16: %d products (%s)\n", cases,
                   fast ? "avx512-bf16 and plain" : "plain only: no AVX512-BF16 here");
 
