@@ -11,13 +11,16 @@
  * treats A:
  *   - f32 arithmetic on W's exact values (F32, the portable 16-bit path):
  *     1e-4 relative to the row's scale;
- *   - A rounded to bf16 (oneDNN bf16): 2e-2;
+ *   - A rounded to bf16 (oneDNN bf16, model/gemm_bf16.h's kernel): 2e-2;
  *   - A quantized to 8 bits per 32-block (Q8_0): 2e-2.
  * Run it again with DNNL_MAX_CPU_ISA set (meson does, as test_matmul_isa)
  * to force oneDNN's lower ISA paths.
  *
- * F32 through the packed-weight gemm (model/gemm.h, the default) is also
- * compared with sgemm directly on `small`'s K (test_packed_vs_sgemm).
+ * F32 through the packed-weight gemm (model/gemm.h, the default; its
+ * AVX-512 kernel where the CPU has it) is also compared with sgemm
+ * directly on `small`'s K (test_packed_vs_sgemm).  model/gemm_bf16.h's
+ * AVX512-BF16 kernel and its plain reference are held to a double product
+ * on their own (test_gemm_bf16).
  *
  * Quantized weights of many rows (Q8_0, Q4_K, Q6_K from 256, 128, 32 rows
  * of A) run as widened tiles and sgemm with AVX2 (model/matmul.c): those
