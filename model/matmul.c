@@ -113,10 +113,9 @@
  * it at M >= 32); what costs is sgemm packing all of A again for every
  * tile.  (The packed gemm below now does what that kernel attempted, at
  * 1.0-2.0x sgemm for M <= 192.)  One layer of `small` at M = 512
- * (bench_quant --layer): F16 in 128 KiB tiles (about the 32 rows before) ran at 0.65x F32's sgemm,
- in
- * 2 MiB tiles
- * (hundreds of rows, still in the last-level cache) at 0.9-0.95x, and at
+ * (bench_quant --layer): F16 in 128 KiB tiles (about the 32 rows
+ * before) ran at 0.65x F32's sgemm, in 2 MiB tiles (hundreds of rows,
+ * still in the last-level cache) at 0.9-0.95x, and at
  * 0.95-1.0x for M = 32..128.  For quantized W the int8 kernels
  * (quant_gemm) are faster at small M (they read a quarter of F32's bytes
  * and need no widening: 2-3x sgemm at M = 8..16), sgemm on widened tiles
@@ -128,11 +127,10 @@
  *
  * Still through OpenBLAS: F32 products of one row (sgemv) and of more
  * than MM_PACKED_MAX_M rows, F16/BF16 ones of more than MM_PACKED_MAX_M
- * rows (widened tiles; BF16 only without AVX512-BF16), quantized ones from widen_min_m() rows on
- (above),
- * and every product with cfg.gemm = MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0,
- * Q5_1 and Q5_K have no AVX2 widening and stay on the int8 kernels at
- * every M.
+ * rows (widened tiles; BF16 only without AVX512-BF16), quantized ones
+ * from widen_min_m() rows on (above), and every product with cfg.gemm =
+ * MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K have no AVX2
+ * widening and stay on the int8 kernels at every M.
  *
  * Work split: thread ith of nth owns band ith of the N output columns,
  * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole
@@ -1120,15 +1118,15 @@ static void band_of(int32_t N, int ith, int nth, int32_t *n0, int32_t *n1)
     *n1 = (int32_t)FOLIO_MIN(per * ith + per, (int64_t)N);
 }
 
-/* Whether a weight of type t runs model/gemm_bf16.h's kernel on packed
- * panels: BF16 where the CPU has AVX512-BF16, unless oneDNN was asked for
- * by name (so its bf16 primitive stays measurable) or cfg.gemm forces the
- * library path (above). */
 bool matmul_bf16_kernel(enum model_matmul b)
 {
     return b != MODEL_MATMUL_ONEDNN && use_avx512() && gemm_bf16_supported();
 }
 
+/* Whether a weight of type t runs model/gemm_bf16.h's kernel on packed
+ * panels: BF16 where the CPU has AVX512-BF16, unless oneDNN was asked for
+ * by name (so its bf16 primitive stays measurable) or cfg.gemm forces the
+ * library path (above). */
 static bool bf16_packed(const struct matmul *mm, enum gguf_tensor_type t)
 {
     return t == GGUF_TENSOR_BF16 && mm->cfg.gemm != MATMUL_GEMM_SGEMM &&
