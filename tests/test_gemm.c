@@ -13,7 +13,7 @@
  * layout itself is checked element by element, and gemm_transpose_panel
  * (how model/matmul.c widens 16-bit and quantized tiles into it) against
  * its definition.  The whole test runs with each microkernel the CPU has (AVX2 + FMA, and
- * the plain C reference).
+ * the plain C reference), and with the AVX-512 driver (gemm_run_avx512).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +30,7 @@
 #include "folio/common.h"
 
 static uint64_t rng = 11;
+static bool g_avx512;    /* run_shape calls gemm_run_avx512 for M > 1 */
 static float urand(void) /* [-1, 1) */
 {
     uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
@@ -62,6 +63,10 @@ static void run_shape(int32_t M, int32_t N, int32_t K, int32_t n0, int32_t n1, i
                 (n < N ? W[(size_t)n * K + k] : 0.0f));
     if (M == 1) /* the decode kernel */
         gemm_gemv(P, N, K, n0, n1, A, (float)beta, C1);
+#if defined(__x86_64__)
+    else if (g_avx512)
+        gemm_run_avx512(P, K, n0, n1, M, A, lda, (float)beta, C1, ldc);
+#endif
     else
         gemm_run(P, N, K, n0, n1, M, A, lda, (float)beta, C1, ldc, ws);
     for (int32_t m = 0; m < M; m++)
@@ -151,6 +156,29 @@ static void test_ukr_vs_plain(void **state)
 #endif
 }
 
+/* The AVX-512 driver (gemm_run_avx512: 12 x 32 tiles, k-blocks of 512,
+ * A read in place) on the same shapes: row blocks of every height, bands
+ * ending inside a panel or a panel pair, K over several k-blocks. */
+static void test_avx512(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f"))
+        skip();
+    g_avx512 = true;
+    shapes();
+    for (int32_t M = 2; M <= 26; M++) /* every microkernel height, one and two panels */
+        for (int beta = 0; beta < 2; beta++) {
+            run_shape(M, 45, 1100, 0, 45, beta);
+            run_shape(M, 45, 33, 16, 45, beta);
+        }
+    g_avx512 = false;
+#else
+    skip();
+#endif
+}
+
 /* gemm_transpose_panel (the AVX2 8 x 8 blocks when nr = 16 and kc % 8 = 0,
  * else plain) against the definition. */
 static void transpose_check(void)
@@ -182,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_plain),
         cmocka_unit_test(test_ukr_vs_plain),
         cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_avx512),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
