@@ -525,9 +525,10 @@ static void rope_init(struct model_ctx *ctx, const struct model_hparams *hp)
         (hp->yarn_attn > 0 ? hp->yarn_attn : 1.0) * (1.0 + 0.1 * log((double)hp->rope_factor));
 }
 
-/* Whether every product weight of m is in a quantized type (none runs on
- * the float backend). */
-static bool all_products_quantized(const struct model *m)
+/* Whether every product weight of m runs foliod's own kernels whatever
+ * the backend: quantized types, and BF16 too when bf16 (model/gemm_bf16.h's
+ * kernel runs here).  None of them calls the float backend. */
+static bool all_products_own(const struct model *m, bool bf16)
 {
     const struct matmul_mat *list[9];
     for (int32_t l = -1; l < m->hp.n_layers; l++) {
@@ -545,7 +546,7 @@ static bool all_products_quantized(const struct model *m)
         }
         for (int i = 0; i < n; i++)
             if (list[i]->type == GGUF_TENSOR_F32 || list[i]->type == GGUF_TENSOR_F16 ||
-                list[i]->type == GGUF_TENSOR_BF16)
+                (list[i]->type == GGUF_TENSOR_BF16 && !bf16))
                 return false;
     }
     return true;
@@ -636,11 +637,14 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         goto fail;
     openblas_set_num_threads(ctx->cfg.blas_threads ? ctx->cfg.n_threads : 1);
     /* the products' weights, prepared once for the backend; a model whose
-     * every product is quantized never calls the float backend, so "auto"
-     * does not calibrate one (that would only grow the resident set) */
+     * every product runs foliod's own kernels (quantized, or BF16 with
+     * AVX512-BF16) never calls the float backend, so "auto" takes OpenBLAS
+     * and names it: it neither calibrates nor starts oneDNN (that would
+     * only grow the resident set) */
     const int32_t n_mm = MM_PER_LAYER * hp->n_layers + 1;
     const struct matmul_config mc = {
-        .backend = ctx->cfg.matmul == MODEL_MATMUL_AUTO && all_products_quantized(m)
+        .backend = ctx->cfg.matmul == MODEL_MATMUL_AUTO &&
+                           all_products_own(m, matmul_bf16_kernel(MODEL_MATMUL_AUTO))
                        ? MODEL_MATMUL_OPENBLAS
                        : ctx->cfg.matmul,
         .n_threads = ctx->cfg.n_threads,
