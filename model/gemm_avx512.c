@@ -7,16 +7,17 @@
  * zmm accumulators.  Each k loads one 64-byte vector from each panel and
  * broadcasts A[i][k] straight from A's row-major rows (no packing of A:
  * the twelve rows' current cache lines stay in L1), then issues two FMAs
- * per row.  All of K is walked in one pass: the panel pair (K x 128
- * bytes: 96 KiB at K = 768, 256 KiB at 2048) stays in L2 while each block
- * of rows reads it, and A's rows stay in L1/L2.  The rows are cut into
- * blocks of near equal size (64 = 6 x 10-11, not 5 x 12 + 4: a short block
- * runs at a fraction of the rate); the band's last 16 or fewer columns run
- * one panel, the columns past the band's end masked out of C.
+ * per row.  K is walked in blocks of 512 per panel pair: the pair's
+ * k-block (64 KiB) stays in L2 while each block of rows reads it, A's rows
+ * stay in L1/L2, and the first block of rows prefetches the next k-block
+ * (or the next pair's first; W streams from memory).  The rows are cut
+ * into blocks of near equal size (64 = 6 x 10-11, not 5 x 12 + 4: a short
+ * block runs at a fraction of the rate); the band's last 16 or fewer
+ * columns run one panel, the columns past the band's end masked out of C.
  *
- * Each C element is one chain of FMAs over k from k = 0, as the plain
- * microkernel's over a single k-block; only the k-blocking of gemm_run
- * (sums added block by block) differs.
+ * Each C element is one chain of FMAs over k within a k-block, later
+ * blocks adding to C, as in gemm_run; the blocks' lengths differ (512
+ * here, GEMM_KC there), so the two round differently.
  *
  * Measured on the AVX-512 Zen 5 (one thread, `small`'s shapes, W in
  * cache): 185-205 GFLOP/s at M = 64..512, of the core's ~224.
