@@ -342,18 +342,14 @@ AI void pf_add(struct pf_list *f, const char *p, size_t n)
 /* Up to `lines` more prefetches of f's ranges. */
 AI void pf_step(struct pf_list *f, size_t lines)
 {
-    int r = f->r;
-    size_t off = f->off;
-    for (; lines > 0 && r < f->nreg; lines--) {
-        __builtin_prefetch(f->p[r] + off, 0, PF_HINT);
-        off += 64;
-        if (off >= f->n[r]) {
-            r++;
-            off = 0;
+    for (; lines > 0 && f->r < f->nreg; lines--) {
+        __builtin_prefetch(f->p[f->r] + f->off, 0, PF_HINT);
+        f->off += 64;
+        if (f->off >= f->n[f->r]) {
+            f->r++;
+            f->off = 0;
         }
     }
-    f->r = r;
-    f->off = off;
 }
 
 /* s[g * KC + k] = qs[g] . K[k] (q8: times qsc[g], then ks[k]) for G query
