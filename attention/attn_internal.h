@@ -24,14 +24,11 @@
  *                                    the chunk, in the first KC of each)
  *   qsc[mcap]  qq[mcap][hd] int8    (q8: the tile's queries quantized by
  *                                    attn_q8_quantize_q, and their scales)
- *   kraw[hd][KC] elements           (one KV head's K of a chunk gathered
- *                                    keys in lanes, when blocks are smaller
- *                                    than a vector)
  * where mcap is the largest tile of query vectors (rows x query heads);
  * the tile path lays the same scratch out its own way (attn_kern_tile.h),
  * and attn__scratch_floats is the larger of the two.
  * K/V are read in place from the arena in every dtype and widened in
- * registers; only K tiles of blocks smaller than a vector are gathered.
+ * registers; nothing is copied to scratch.
  */
 #ifndef FOLIO_ATTN_INTERNAL_H
 #define FOLIO_ATTN_INTERNAL_H
@@ -102,7 +99,7 @@ static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
     size_t rows = 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
                   2 * ATTN__ALIGN_F(mcap * (size_t)hd) +
                   2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh) + ATTN__ALIGN_F(mcap) +
-                  ATTN__ALIGN_F((mcap * (size_t)hd + 3) / 4) + ATTN__ALIGN_F((size_t)ATTN__KC * hd);
+                  ATTN__ALIGN_F((mcap * (size_t)hd + 3) / 4);
     size_t tile = attn__tile_scratch_floats(hd);
     return rows > tile ? rows : tile;
 }

@@ -3,7 +3,8 @@
  * (attn_kern_body.h with 8-lane vectors).  Built with -mavx2 -mfma -mf16c
  * -mno-avx512f; only called after the dispatcher saw those at run time.
  * K/V widen in registers: f16 by vcvtph2ps, bf16 by zero extension and a
- * 16-bit shift, q8 by vpmovsxbd + vcvtdq2ps.
+ * 16-bit shift, q8 by vpmovsxbd + vcvtdq2ps; q8 scores are int8 dot
+ * products (attn_kern_q8dot.h: vpmaddubsw + vpmaddwd).
  */
 #include <immintrin.h>
 
@@ -26,5 +27,7 @@ static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(x);
 }
 #define vhsum(v) hsum8((__m256)(v))
+
+#include "attn_kern_q8dot.h"
 
 #include "attn_kern_body.h"

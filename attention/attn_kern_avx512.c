@@ -2,7 +2,9 @@
  * attention/attn_kern_avx512.c — the inner kernel for AVX-512F (with its
  * F16C-style _mm512_cvtph_ps): attn_kern_body.h with 16-lane vectors.
  * Built with -mavx512f -mfma -mf16c; only called after the dispatcher saw
- * AVX-512F at run time.  K/V widen in registers as in the AVX2 kernel.
+ * AVX-512F at run time.  K/V widen in registers as in the AVX2 kernel;
+ * q8 scores are the AVX2 int8 dot products (attn_kern_q8dot.h), since
+ * AVX-512F alone has no byte multiply.
  */
 #include <immintrin.h>
 
@@ -17,5 +19,7 @@
     ((vf)_mm512_cvtepi32_ps(                                                                       \
         _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))))
 #define vhsum(v) _mm512_reduce_add_ps((__m512)(v))
+
+#include "attn_kern_q8dot.h"
 
 #include "attn_kern_body.h"

@@ -16,6 +16,8 @@
  *   vload_h(p)         VW binary16 values at p -> vf
  *   vload_bf(p)        VW bfloat16 values at p -> vf
  *   vload_q8(p)        VW int8 values at p -> vf
+ * and may include attn_kern_q8dot.h (KQ8_W, kq8_dot4: q8 scores as int8
+ * dot products, for head_dim a multiple of KQ8_W).
  *
  * A piece of one KV head whose rows bring at least VW query vectors (a
  * prefill chunk) runs attn_kern_tile.h's path instead, outside batch
@@ -31,35 +33,35 @@
  * piece takes all KV heads of the layer at once, so each block is read as
  * one contiguous run of K and one of V rather than n_kv_heads short tiles.
  * For each tile the visible key range is walked in chunks of at most KC =
- * 32 keys, which may span blocks: a chunk's V rows are reached through a
- * table of row pointers and its K through its runs of consecutive slots
- * (chunk_rows, built once per chunk from the page table), so the chunk
- * grid does not depend on the block size and a block of 16 costs no
- * shorter chunks (KC 16 within blocks before; KC 32 across them measured
- * 1.1-1.4x faster for q8 and 1.0-1.2x for f16/bf16 decode from memory on a
- * Zen 5, and 8-30% from cache: BENCHMARKS.md); a chunk is worked KV head
- * by KV head, and within one, row by row in passes of up to GS = 3 query
- * heads of the row's group (a "head pass"):
+ * 32 keys, which may span blocks: a chunk's rows are reached through a
+ * table of row pointers (chunk_rows: one per key, built once per chunk
+ * from the page table), so the chunk grid does not depend on the block
+ * size and a block of 16 costs no shorter chunks (KC 16 within blocks
+ * before; KC 32 across them measured 1.1-1.4x faster for q8 and 1.0-1.2x
+ * for f16/bf16 decode from memory on a Zen 5, and 8-30% from cache:
+ * BENCHMARKS.md); a chunk is worked KV head by KV head, and within one,
+ * row by row in passes of up to GS = 3 query heads of the row's group (a
+ * "head pass"):
  *
- *   K, V        read in place from the block's tiles in every dtype and
+ *   chunk rows  read in place from the block's tiles in every dtype and
  *               widened to f32 in registers as they are used (f16 by F16C,
  *               bf16 by a 16-bit shift, q8 by sign extension and int->float
- *               conversion); each K and V vector is widened once per head
- *               pass and used by all its heads.  K tiles are transposed
- *               (folio/pager.h): a vector of K is one dimension of VW
- *               consecutive keys (chunk_kcols; gathered to scratch only
- *               where a block is smaller than a vector).  q8: the KV head's
- *               row scales of the chunk go to ksc / vsc
+ *               conversion), never through a copy; each K and V vector is
+ *               widened once per head pass and used by all its heads;
+ *               q8: the KV head's row scales of the chunk go to ksc / vsc
  *   scores      s[g][k] = qs_g . K[k], -inf where k is not visible to the
- *               row (causal, window) or past the chunk: keys in lanes, each
- *               K vector times a broadcast element of each head's query,
- *               G x 2 key vectors x 2 (even and odd dimensions) accumulator
- *               vectors, no sum across lanes.  q8: the query is quantized
- *               to int8 once per tile (attn_q8_quantize_q, as the reference
- *               does, the softmax scale in its scale qsc) and multiplied
- *               as floats: s = (qq_g . K[k]) * qsc_g * K's row scale, the
- *               dot product exact (integers below 2^24), so every path
- *               gives the same q8 scores bit for bit
+ *               row (causal, window) or past the chunk; q8: the query is
+ *               quantized to int8 once per tile (attn_q8_quantize_q, as
+ *               the reference does, the softmax scale in its scale qsc),
+ *               s = (qq_g . K[k]) * qsc_g * K's row scale, the dot product
+ *               exact in every path: int8 vpmaddubsw / vpmaddwd where the
+ *               ISA file includes attn_kern_q8dot.h, else f32 FMAs on the
+ *               int8 values (exact integers below 2^24).  KB = 4 keys at a
+ *               time: GS x KB dot-product vectors in registers, q read as
+ *               the FMA's memory operand; each head's 4 dot-product
+ *               vectors are folded into 4 scores by two levels of in-lane
+ *               pair sums and one add across 128-bit lanes (no horizontal
+ *               sum per key)
  *   softmax     online, the pass's heads as lanes of one 4-vector:
  *               m_new = max(m, max_k s), corr = exp(m - m_new),
  *               p = exp(s - m_new), l = l * corr + sum p
@@ -67,24 +69,37 @@
  *               accumulator vectors in registers, the rescale applied as
  *               they are loaded (q8: p times V's row scale)
  *
- * While a chunk is used, the K tiles and V rows PF_CHUNKS chunks ahead are
+ * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
  * prefetched through the page table (the jump between pages is where the
- * hardware prefetcher loses the stream): head by head, a few lines per
- * step of the score loop of the same head of this chunk (pf_step), so the
- * prefetches are spread over the work instead of issued in one burst.
+ * hardware prefetcher loses the stream): head by head, KB rows at a time
+ * inside the score loop of the same head of this chunk, so the prefetches
+ * are spread over the work instead of issued in one burst per block.
  *
- * Measured on a Zen 5 (AVX-512; bench_attention, BENCHMARKS.md "Decode
- * attention: K transposed"): keys in lanes took the kernel's time per
- * (key, KV head) with the K/V in cache from 9.5-9.9 to 8.1-8.5 ns (f16,
- * bf16, q8) and attention's share of a Q8_0 model's 64-sequence decode
- * step from 25-27% to 20-21%; from DRAM (32 x 4096) f32 went 15-20%
- * faster, q8 stayed level and f16 lost 5-10%.  The same prefetches in one
- * burst per head were 10-20% slower from DRAM than spread; none at all
- * was slower still for q8 and f16.
- * Earlier, on a Zen 3 (rows layout): an integer P.V for q8 (each chunk's
- * weights rounded to int16, rows k and k + 1 interleaved by vpunpcklbw /
- * vpunpckhbw and sign-extended to 16-bit pairs, two keys per vpmaddwd)
- * ran 18% slower with the K/V in cache: the interleave's shuffles and the
+ * Measured on the 2-core EPYC VM (bench_attention decode 32 x 4096, block
+ * 16; BENCHMARKS.md "KV dtypes"): sharing each widened K vector across the
+ * head pass, the 4-key fold, the vector softmax with the rescale folded
+ * into the values loop and CB = 4 took q8 from ~9.5 to ~6 ms and f16 from
+ * ~11 to ~8 ms.  Prefetch distance 1 or 2 chunks, prefetcht0 or
+ * prefetcht2, spread or one burst per head, and transparent huge pages
+ * under the K/V all left shuffled / identity at 0.8-0.9 for f16, bf16 and
+ * q8 within that machine's noise; no prefetch at all was clearly worse.
+ * That gap is not this kernel's per-block work: with the K/V in L3 the
+ * layouts run alike, and page tables shuffled in runs of consecutive ids
+ * (bench_attention --run) close it as the runs grow (q8 block 16: 0.88
+ * jumping every block, 0.96 every 4) — it follows how often the memory
+ * stream jumps.
+ * q8 scores by int8 dot products take 32 K elements per load and, per
+ * head, a vpsignb, a vpmaddubsw and a vpmaddwd, where the f32 path needs
+ * four widenings (shared by the pass) and four FMAs per head; quantizing
+ * q moves q8 results by ~2e-3 (normalised) against the unquantized query.
+ * Measured on the EPYC VM: q8 decode 1.0-1.2x faster with the K/V in L3,
+ * no difference outside that machine's noise from DRAM, where q8 waits on
+ * memory as much as on arithmetic.  P.V stays f32: an integer P.V (each
+ * chunk's weights rounded to int16, rows k and k + 1 interleaved by
+ * vpunpcklbw / vpunpckhbw and sign-extended to 16-bit pairs, two keys per
+ * vpmaddwd, one conversion per chunk) ran 18% slower with the K/V in cache
+ * (24 against 20 ns per (key, KV head), 8 x 256 decode, one thread, as
+ * bench_attention (e)): on this Zen 3 the interleave's shuffles and the
  * multiplies outweigh the conversions they save.  It would want V stored
  * interleaved in token pairs (one vpmovsxbw per 8 elements of two keys).
  *
@@ -108,13 +123,17 @@
 #ifndef PF_CHUNKS
 #define PF_CHUNKS 2 /* prefetch distance, in chunks */
 #endif
+#ifndef PF_SPREAD
+#define PF_SPREAD 1 /* prefetch inside the score loop, KB rows at a time */
+#endif
 #ifndef PF_HINT
 #define PF_HINT 1 /* __builtin_prefetch locality: 1 = prefetcht2 */
 #endif
 /* GS query heads of one KV head share each widened K and V vector.  Score
- * loop: GS x 4 accumulators + 4 K vectors; values loop: GS x CB
+ * loop: GS x KB dot-product vectors in registers; values loop: GS x CB
  * accumulators + GS weights + the V vector. */
 #define GS 3
+#define KB 4 /* keys per step of the score loop (KC a multiple) */
 #if VW == 1
 #define CB 1
 #else
@@ -264,7 +283,7 @@ AI vf kv_load(const char *row, int i, const int dt)
     return vload((const float *)(const void *)row + i);
 }
 
-/* ---- four vectors' sums (the softmax's per-head sums) -> 4 lanes ------- */
+/* ---- 4 keys' dot products -> 4 scores ---------------------------------- */
 
 #if VW >= 4
 /* Lanes of a 2-source shuffle that picks, in every 128-bit lane L, lanes
@@ -321,115 +340,83 @@ AI vf vmax(vf a, vf b)
     return (vf)(((vi)a & gt) | ((vi)b & ~gt));
 }
 
-/* Byte ranges of a chunk ahead to prefetch, issued a few lines at a time
- * from inside the score loop (pf_step), so the prefetches are spread over
- * the work instead of issued in one burst per chunk. */
-struct pf_list {
-    const char *p[2 * KC];
-    size_t n[2 * KC];
-    int nreg, r;
-    size_t off, lines;
-};
-
-AI void pf_add(struct pf_list *f, const char *p, size_t n)
+/* s[g * KC + k] = qs[g] . K[k] (q8: times ks[k]) for G query vectors qs
+ * (hd apart, already times the softmax scale) and the keys k < nvis of the
+ * chunk's rows kh + k * rb; -inf for k >= nvis.  KB keys at a time: each
+ * K vector is widened once and used by all G query vectors (G x KB
+ * dot-product vectors in registers; q is read from L1 as the FMA's memory
+ * operand); the KB dot-product vectors of a query are folded into KB
+ * scores at once.  A partial step reads row nvis - 1 again in place of the
+ * keys it masks, so no row past the chunk is touched. */
+AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
+                     const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,
+                     const char *const *pf, int32_t pfn, size_t v_bytes, const int hd, const int dt,
+                     const int G)
 {
-    const size_t lead = (uintptr_t)p & 63;
-    f->p[f->nreg] = p - lead;
-    f->n[f->nreg++] = n + lead;
-    f->lines += (n + lead + 63) / 64;
-}
-
-/* Up to `lines` more prefetches of f's ranges. */
-AI void pf_step(struct pf_list *f, size_t lines)
-{
-    for (; lines > 0 && f->r < f->nreg; lines--) {
-        __builtin_prefetch(f->p[f->r] + f->off, 0, PF_HINT);
-        f->off += 64;
-        if (f->off >= f->n[f->r]) {
-            f->r++;
-            f->off = 0;
+    const int nv = hd / VW;
+#ifndef KQ8_W
+    (void)qq; /* the f32 path takes the int8 query as floats, from qs */
+#endif
+    for (int kb = 0; kb < KC; kb += KB) {
+#if PF_SPREAD
+        if (pf && kb < pfn) /* the future chunk's rows [kb, kb + KB) */
+            for (int32_t k = kb; k < FOLIO_MIN(kb + KB, pfn); k++)
+                for (size_t off = 0; off < rb; off += 64) {
+                    __builtin_prefetch(pf[k] + hoff + off, 0, PF_HINT);
+                    __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
+                }
+#endif
+        if (kb >= nvis) {
+            UNROLL
+            for (int g = 0; g < G; g++)
+                vstore4(s + (size_t)g * KC + kb, (v4f){-INFINITY, -INFINITY, -INFINITY, -INFINITY});
+            continue;
         }
-    }
-}
-
-/* s[g * KC + k] = qs[g] . K[k] (q8: times qsc[g], then ks[k]) for G query
- * vectors qs (hd apart, already times the softmax scale) and the keys
- * k < nvis of the chunk; -inf for k >= nvis.  Keys in lanes: vector v of
- * the chunk's keys has dimension d at kvec[v] + d * kds (chunk_kcols), so
- * the scores of 2 VW keys for G heads are G x 2 x 2 accumulator vectors
- * (even and odd dimensions apart, for independent FMA chains), each K
- * vector widened once and multiplied by a broadcast query element of every
- * head: no sum across lanes.  q8: q is the int8 query as floats, so the
- * products and their sums are integers below 2^24, exact in any order. */
-AI void scores_heads(const float *qs, const float *qsc, float *s, const char *const *kvec,
-                     size_t kds, int32_t nvis, const float *ks, struct pf_list *pf, const int hd,
-                     const int dt, const int G)
-{
-    /* prefetches per step of dimension pairs: f's lines over the loop */
-    const size_t per = pf ? (pf->lines + (size_t)(KC / VW / 2 * (hd / 2)) - 1) /
-                                (size_t)FOLIO_MAX(1, KC / VW / 2 * (hd / 2))
-                          : 0;
-    vi iota;
-    for (int i = 0; i < VW; i++)
-        iota[i] = i;
-    for (int v0 = 0; v0 < KC / VW; v0 += 2) {
-        const int32_t k0 = v0 * VW;
-        if (k0 >= nvis) {
+        const char *kr[KB];
+        UNROLL
+        for (int k = 0; k < KB; k++)
+            kr[k] = rows[FOLIO_MIN(kb + k, nvis - 1)] + hoff;
+        v4f dot[GS];
+#ifdef KQ8_W
+        if (dt == FOLIO_Q8 && hd % KQ8_W == 0) {
+            __m128i di[GS];
+            kq8_dot4(qq, kr, hd, G, di);
+            UNROLL
+            for (int g = 0; g < G; g++)
+                dot[g] = __builtin_convertvector((v4i)di[g], v4f);
+        } else
+#endif
+        {
+            vf d[GS][KB];
             UNROLL
             for (int g = 0; g < G; g++)
                 UNROLL
-            for (int j = 0; j < 2; j++)
-                vstore(s + (size_t)g * KC + k0 + j * VW, vsplat(-INFINITY));
-            continue;
+            for (int k = 0; k < KB; k++)
+                d[g][k] = vsplat(0.0f);
+            UNROLL
+            for (int c = 0; c < nv; c++) {
+                UNROLL
+                for (int k = 0; k < KB; k++) {
+                    const vf x = kv_load(kr[k], c * VW, dt);
+                    UNROLL
+                    for (int g = 0; g < G; g++)
+                        d[g][k] += vload(qs + (size_t)g * hd + c * VW) * x;
+                }
+            }
+            UNROLL
+            for (int g = 0; g < G; g++)
+                dot[g] = fold4(d[g]);
         }
-        /* a second vector wholly past nvis repeats the first (masked) */
-        const char *p0 = kvec[v0], *p1 = k0 + VW < nvis ? kvec[v0 + 1] : p0;
-        vf a[GS][2][2];
+        const v4i keep = (v4i){0, 1, 2, 3} < (v4i){0, 0, 0, 0} + (nvis - kb);
+        const v4f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
         UNROLL
-        for (int g = 0; g < G; g++)
-            UNROLL
-        for (int j = 0; j < 4; j++)
-            a[g][j / 2][j % 2] = vsplat(0.0f);
-        int d = 0;
-#pragma GCC unroll 4
-        for (; d + 2 <= hd; d += 2) {
-            if (pf)
-                pf_step(pf, per);
-            const size_t o = (size_t)d * kds;
-            const vf x00 = kv_load(p0 + o, 0, dt), x01 = kv_load(p0 + o + kds, 0, dt);
-            const vf x10 = kv_load(p1 + o, 0, dt), x11 = kv_load(p1 + o + kds, 0, dt);
-            UNROLL
-            for (int g = 0; g < G; g++) {
-                const vf qa = vsplat(qs[(size_t)g * hd + d]),
-                         qb = vsplat(qs[(size_t)g * hd + d + 1]);
-                a[g][0][0] += qa * x00;
-                a[g][0][1] += qb * x01;
-                a[g][1][0] += qa * x10;
-                a[g][1][1] += qb * x11;
-            }
-        }
-        if (d < hd) { /* odd head_dim (portable paths) */
-            const size_t o = (size_t)d * kds;
-            const vf x00 = kv_load(p0 + o, 0, dt), x10 = kv_load(p1 + o, 0, dt);
-            UNROLL
-            for (int g = 0; g < G; g++) {
-                const vf qa = vsplat(qs[(size_t)g * hd + d]);
-                a[g][0][0] += qa * x00;
-                a[g][1][0] += qa * x10;
-            }
-        }
-        UNROLL
-        for (int j = 0; j < 2; j++) {
-            const int32_t kj = k0 + j * VW;
-            const vi keep = iota + kj < vsplat_i(nvis);
-            UNROLL
-            for (int g = 0; g < G; g++) {
-                vf sc = a[g][j][0] + a[g][j][1];
-                if (dt == FOLIO_Q8) /* int8 q: its scale, then K's row scales */
-                    sc = sc * qsc[g] * vload(ks + kj);
-                sc = (vf)(((vi)sc & keep) | ((vi)vsplat(-INFINITY) & ~keep));
-                vstore(s + (size_t)g * KC + kj, sc);
-            }
+        for (int g = 0; g < G; g++) {
+            v4f sc = dot[g];
+            if (dt == FOLIO_Q8) /* int8 q: its scale, then K's row scales */
+                sc = sc * qsc[g] * vload4(ks + kb);
+            if (kb + KB > nvis)
+                sc = (v4f)(((v4i)sc & keep) | ((v4i)ninf & ~keep));
+            vstore4(s + (size_t)g * KC + kb, sc);
         }
     }
 }
@@ -563,17 +550,16 @@ AI v4f softmax_heads(float *s, float *m, float *l, const float *vs, const int dt
     return corr;
 }
 
-/* Keys [k0, k0 + len) of a chunk sit in consecutive slots from `slot` of
- * one block, whose tiles for the piece's first KV head start at t (K; V
- * v_bytes further); sc: the q8 row scale of key k0 in that K tile. */
+/* Keys [k0, k0 + len) of a chunk sit in consecutive slots of one block;
+ * sc: the q8 row scale of key k0 in the piece's first KV head's K tile. */
 struct kv_run {
-    int32_t k0, len, slot;
-    const char *t, *sc;
+    int32_t k0, len;
+    const char *sc;
 };
 
-/* The V rows of the n keys from position pos (rows[k]: V row of the
- * piece's first KV head, less v_bytes), positions before lo_ok read as
- * lo_ok's row; the runs of the chunk (returned: how many). */
+/* The rows of the n keys from position pos (rows[k]: K row of the piece's
+ * first KV head), positions before lo_ok read as lo_ok's row; the runs of
+ * the chunk (returned: how many). */
 AI int chunk_rows(const struct attn__piece *pc, int32_t pos, int32_t n, int32_t lo_ok,
                   const char **rows, struct kv_run *runs)
 {
@@ -586,86 +572,33 @@ AI int chunk_rows(const struct attn__piece *pc, int32_t pos, int32_t n, int32_t 
         const char *t = pc->kbase + (size_t)pc->block_table[p / bs] * pc->block_bytes;
         for (int32_t i = 0; i < len; i++)
             rows[k + i] = t + (size_t)(slot + i) * rb;
-        runs[nrun++] = (struct kv_run){k, len, slot, t, t + pc->scale_off + (size_t)slot * 4};
+        runs[nrun++] = (struct kv_run){k, len, t + pc->scale_off + (size_t)slot * 4};
         k += len;
     }
     return nrun;
 }
 
-/* Bytes of one stored K/V element (q8: the int8 value). */
-AI size_t elem_bytes(const int dt)
+/* Prefetch for one KV head (hoff) of the chunk PF_CHUNKS ahead: q8 row
+ * scales, and without PF_SPREAD its K and V rows (with it, scores_heads
+ * spreads those over the score loop). */
+AI void prefetch_chunk(const struct attn__piece *pc, const char *const *frows,
+                       const struct kv_run *fruns, int nfrun, int32_t fnp, size_t hoff,
+                       const int dt)
 {
-    return dt == FOLIO_F32 ? 4 : dt == FOLIO_Q8 ? 1 : 2;
-}
-
-/* The chunk's K of one KV head (hoff) as KC / VW vectors of keys for
- * scores_heads: dimension d of vector v at kvec[v] + d * (returned stride).
- * In place (the K tile's own rows, stride block_size elements) when every
- * vector holding a key below n starts a run's VW-aligned piece within one
- * block: block_size a multiple of VW, the chunk on the block grid.  Else
- * (small blocks, the rows before a window) the chunk's K elements are
- * gathered into kraw[hd][KC] first, zeros past n.  A vector's lanes past n
- * read slots of the same block (written or not, they are masked). */
-AI size_t chunk_kcols(const struct attn__piece *pc, const struct kv_run *runs, int nrun, int32_t n,
-                      size_t hoff, char *kraw, const char **kvec, const int hd, const int dt)
-{
-    const size_t es = elem_bytes(dt);
-    bool direct = true;
-    for (int i = 0; i < nrun && direct; i++)
-        direct = runs[i].k0 % VW == 0 && (i == nrun - 1 || runs[i].len % VW == 0) &&
-                 runs[i].slot + (runs[i].len + VW - 1) / VW * VW <= pc->block_size;
-    if (direct) {
-        int i = 0;
-        for (int v = 0; v < KC / VW; v++) {
-            const int32_t k = FOLIO_MIN(v * VW, (n - 1) / VW * VW);
-            while (k >= runs[i].k0 + runs[i].len)
-                i++;
-            kvec[v] = runs[i].t + hoff + (size_t)(runs[i].slot + k - runs[i].k0) * es;
+#if !PF_SPREAD
+    for (int32_t k = 0; k < fnp; k++)
+        for (size_t off = 0; off < pc->row_bytes; off += 64) {
+            __builtin_prefetch(frows[k] + hoff + off, 0, PF_HINT);
+            __builtin_prefetch(frows[k] + hoff + pc->v_bytes + off, 0, PF_HINT);
         }
-        return (size_t)pc->block_size * es;
-    }
-    const size_t kds = (size_t)KC * es;
-    memset(kraw, 0, (size_t)hd * kds);
-    for (int i = 0; i < nrun; i++)
-        for (int32_t k = runs[i].k0; k < runs[i].k0 + runs[i].len; k++) {
-            const char *col = runs[i].t + hoff + (size_t)(runs[i].slot + k - runs[i].k0) * es;
-            for (int d = 0; d < hd; d++)
-                memcpy(kraw + (size_t)d * kds + (size_t)k * es,
-                       col + (size_t)d * pc->block_size * es, es);
-        }
-    for (int v = 0; v < KC / VW; v++)
-        kvec[v] = kraw + (size_t)v * VW * es;
-    return kds;
-}
-
-/* The ranges of one KV head (hoff) of the chunk PF_CHUNKS ahead, run by
- * run: its K tile (the tile when the run fills the block; else its columns,
- * prefetched at once), its V rows; q8 row scales at once. */
-AI void prefetch_chunk(const struct attn__piece *pc, const struct kv_run *fruns, int nfrun,
-                       size_t hoff, struct pf_list *f, const int hd, const int dt)
-{
-    const size_t es = elem_bytes(dt), kds = (size_t)pc->block_size * es;
-    f->nreg = f->r = 0;
-    f->off = f->lines = 0;
-    for (int i = 0; i < nfrun; i++) {
-        const struct kv_run *r = &fruns[i];
-        const char *kt = r->t + hoff + (size_t)r->slot * es;
-        const size_t w = (size_t)r->len * es;
-        if (w == kds) {
-            pf_add(f, kt, (size_t)hd * kds);
-        } else {
-            for (int d = 0; d < hd; d++) {
-                const char *a = kt + (size_t)d * kds;
-                __builtin_prefetch(a, 0, PF_HINT);
-                if (((uintptr_t)a ^ ((uintptr_t)a + w - 1)) >= 64)
-                    __builtin_prefetch(a + w - 1, 0, PF_HINT);
-            }
-        }
-        pf_add(f, r->t + hoff + pc->v_bytes + (size_t)r->slot * pc->row_bytes,
-               (size_t)r->len * pc->row_bytes);
-        if (dt == FOLIO_Q8) {
-            const char *sc = r->sc + hoff;
-            const size_t last = 4 * (size_t)r->len - 4;
+#else
+    (void)frows;
+    (void)fnp;
+#endif
+    if (dt == FOLIO_Q8)
+        for (int i = 0; i < nfrun; i++) {
+            const char *sc = fruns[i].sc + hoff;
+            const size_t last = 4 * (size_t)fruns[i].len - 4;
             __builtin_prefetch(sc, 0, PF_HINT);
             __builtin_prefetch(sc + pc->v_bytes, 0, PF_HINT);
             if (last >= 64) {
@@ -673,18 +606,18 @@ AI void prefetch_chunk(const struct attn__piece *pc, const struct kv_run *fruns,
                 __builtin_prefetch(sc + pc->v_bytes + last, 0, PF_HINT);
             }
         }
-    }
 }
 
 /* One chunk for G query heads of one KV head (a row's GQA group or part
  * of it): scores, the sliding window's mask (rel: the row's position
  * minus the chunk's first), softmax, values. */
-AI void head_pass(const struct attn__piece *pc, const float *qs, const float *qsc, float *s,
-                  float *m, float *l, float *acc, const char *const *kvec, size_t kds,
-                  const char *const *rows, size_t hoff, int32_t nvis, int32_t rel, const float *ksc,
-                  const float *vsc, struct pf_list *pf, const int hd, const int dt, const int G)
+AI void head_pass(const struct attn__piece *pc, const float *qs, const int8_t *qq, const float *qsc,
+                  float *s, float *m, float *l, float *acc, const char *const *rows, size_t hoff,
+                  int32_t nvis, int32_t rel, const float *ksc, const float *vsc,
+                  const char *const *pf, int32_t pfn, const int hd, const int dt, const int G)
 {
-    scores_heads(qs, qsc, s, kvec, kds, nvis, ksc, pf, hd, dt, G);
+    scores_heads(qs, qq, qsc, s, rows, hoff, nvis, pc->row_bytes, ksc, pf, pfn, pc->v_bytes, hd, dt,
+                 G);
     if (pc->window > 0) { /* keys before the row's window out */
         const int32_t cut = rel - pc->window + 1;
         for (int g = 0; cut > 0 && g < G; g++)
@@ -759,7 +692,6 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
     float *qsc = vsc + ATTN__ALIGN_F((size_t)KC * nkvh);
     int8_t *qq = (int8_t *)(qsc + ATTN__ALIGN_F(mcap));
-    char *kraw = (char *)(qq + 4 * ATTN__ALIGN_F(((size_t)mcap * hd + 3) / 4));
     const size_t hstride = pc->head_bytes; /* row k of KV head j: rows[k] + j * hstride */
     const float scale = pc->scale;
 
@@ -788,25 +720,27 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
         const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
         int32_t start, lo_ok;
         tile_start(pc, pos0r, &start, &lo_ok);
-        /* rows[k]: key k's V row of the piece's first KV head, less
-         * v_bytes; runs: the chunk's runs of consecutive slots, for the
-         * K columns and the q8 row scales; fruns: the runs of the chunk
-         * PF_CHUNKS ahead */
-        const char *rows[KC], *frows[KC], *kvec[KC / VW];
+        /* rows[k]: key k's K row of the piece's first KV head (V: v_bytes
+         * further), for the chunk at pos and the one PF_CHUNKS ahead
+         * (frows); q8: runs of consecutive slots of one block, for the
+         * row scales */
+        const char *rows[KC], *frows[KC];
         struct kv_run runs[KC], fruns[KC];
-        struct pf_list pfl;
         int32_t n;
         for (int32_t pos = start; pos < cend; pos += n) {
             n = FOLIO_MIN(KC, cend - pos);
             const int nrun = chunk_rows(pc, pos, n, lo_ok, rows, runs);
             const int32_t pp = pos + PF_CHUNKS * KC;
+            int32_t fnp = 0;
             int nfrun = 0;
-            if (pp < cend)
-                nfrun = chunk_rows(pc, pp, FOLIO_MIN(KC, cend - pp), lo_ok, frows, fruns);
+            if (pp < cend) {
+                fnp = FOLIO_MIN(KC, cend - pp);
+                nfrun = chunk_rows(pc, pp, fnp, lo_ok, frows, fruns);
+            }
             for (int32_t j = 0; j < nkvh; j++) {
                 const size_t hoff = (size_t)j * hstride;
-                prefetch_chunk(pc, fruns, nfrun, hoff, &pfl, hd, dt);
-                const size_t kds = chunk_kcols(pc, runs, nrun, n, hoff, kraw, kvec, hd, dt);
+                if (fnp > 0)
+                    prefetch_chunk(pc, frows, fruns, nfrun, fnp, hoff, dt);
                 /* q8: the chunk's row scales, zeros after n */
                 if (dt == FOLIO_Q8) {
                     for (int i = 0; i < nrun; i++) {
@@ -823,29 +757,30 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                     if (nvis == 0)
                         continue;
                     const int32_t qi0 = rr * hv + j * group;
+                    const char *const *pf = rr == 0 && fnp > 0 ? frows : NULL;
                     /* GS query heads of the group at a time: scores,
                      * softmax, values */
                     for (int32_t g0 = 0; g0 < group; g0 += GS) {
                         const int gs = FOLIO_MIN(GS, group - g0);
                         const int32_t qg = qi0 + g0;
-                        /* the first pass of the tile's first row
-                         * prefetches */
-                        struct pf_list *pf = rr == 0 && g0 == 0 ? &pfl : NULL;
-#define HEAD_PASS(G)                                                                               \
-    head_pass(pc, qs + (size_t)qg * hd, qsc + qg, s + (size_t)qg * KC, m + qg, l + qg,             \
-              acc + (size_t)qg * hd, kvec, kds, rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pf,  \
-              hd, dt, G)
+                        const char *const *pfg = g0 == 0 ? pf : NULL;
                         if (gs == 3)
-                            HEAD_PASS(3);
+                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
+                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
+                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
+                                      dt, 3);
                         else if (gs == 2)
-                            HEAD_PASS(2);
+                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
+                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
+                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
+                                      dt, 2);
                         else
-                            HEAD_PASS(1);
-#undef HEAD_PASS
+                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
+                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
+                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
+                                      dt, 1);
                     }
                 }
-                pf_step(&pfl, SIZE_MAX); /* what the passes left (rows that
-                                            saw nothing) */
             }
         }
 

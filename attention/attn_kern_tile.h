@@ -22,8 +22,7 @@
  *   st[KC][QT]    the chunk's scores, key-major, then their weights p
  *   m, l, cr, qsc [QT] running max, sum, the chunk's rescale, q8 scale
  *   rpos[QT]      each lane's row position (int32)
- *   kw [hd][KC], vw [KC][hd]  the chunk's K (transposed, as in its tiles)
- *                 and V rows widened to f32 (every dtype
+ *   kw, vw [KC][hd]  the chunk's K and V rows widened to f32 (every dtype
  *                 but f32, which is read in place)
  *   ksc, vsc [KC] q8: the chunk's K and V row scales
  *   qq[hd]        q8: one query quantized
@@ -58,10 +57,9 @@
 #endif
 #define CBV 4 /* head_dim vectors per pass of the values loop */
 
-/* st[k][lane] for the KS keys from kb: NV vectors of lanes per key; K
- * element (k, d) at kcol[k][d * kst]. */
-AI void tile_scores(const float *qt, const float *const *kcol, size_t kst, int32_t kb, float *st,
-                    int hd, const int NV)
+/* st[k][lane] for the KS keys from kb: NV vectors of lanes per key. */
+AI void tile_scores(const float *qt, const float *const *krow, int32_t kb, float *st, int hd,
+                    const int NV)
 {
     vf s[KS][3];
     UNROLL
@@ -76,7 +74,7 @@ AI void tile_scores(const float *qt, const float *const *kcol, size_t kst, int32
             q[v] = vload(qt + (size_t)d * QT + v * VW);
         UNROLL
         for (int k = 0; k < KS; k++) {
-            const vf b = vsplat(kcol[kb + k][(size_t)d * kst]);
+            const vf b = vsplat(krow[kb + k][d]);
             UNROLL
             for (int v = 0; v < NV; v++)
                 s[k][v] += b * q[v];
@@ -87,18 +85,6 @@ AI void tile_scores(const float *qt, const float *const *kcol, size_t kst, int32
         UNROLL
     for (int v = 0; v < NV; v++)
         vstore(st + (size_t)(kb + k) * QT + v * VW, s[k][v]);
-}
-
-/* Element i at p of dtype dt, as f32. */
-AI float kv_scalar(const char *p, int i, const int dt)
-{
-    if (dt == FOLIO_F16)
-        return folio_f16_to_f32(((const uint16_t *)(const void *)p)[i]);
-    if (dt == FOLIO_BF16)
-        return folio_bf16_to_f32(((const uint16_t *)(const void *)p)[i]);
-    if (dt == FOLIO_Q8)
-        return (float)((const int8_t *)p)[i];
-    return ((const float *)(const void *)p)[i];
 }
 
 /* acc[qi + g] = acc[qi + g] * cr[qi + g] + sum_{k < n} p[k][qi + g] V[k]
@@ -198,58 +184,37 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
         tile_start(pc, pos0r, &start, &lo_ok);
         const char *rows[KC], *frows[KC];
         struct kv_run runs[KC], fruns[KC];
-        const float *kcol[KC], *vrow[KC];
-        const size_t es = elem_bytes(dt);
+        const float *krow[KC], *vrow[KC];
         int32_t n;
         for (int32_t pos = start; pos < cend; pos += n) {
             n = FOLIO_MIN(KC, cend - pos);
             const int nrun = chunk_rows(pc, pos, n, lo_ok, rows, runs);
             const int32_t pp = pos + PF_CHUNKS * KC;
-            if (pp < cend) { /* the chunk PF_CHUNKS ahead */
-                const int nfrun = chunk_rows(pc, pp, FOLIO_MIN(KC, cend - pp), lo_ok, frows, fruns);
-                struct pf_list pfl;
-                prefetch_chunk(pc, fruns, nfrun, 0, &pfl, hd, dt);
-                pf_step(&pfl, SIZE_MAX);
-            }
-            /* K: in place (f32), else widened to kw[hd][KC] run by run;
-             * V rows: in place (f32), else widened to vw[KC][hd]; keys
-             * past n repeat key n - 1 */
-            size_t kst = (size_t)pc->block_size;
-            if (dt != FOLIO_F32) {
-                kst = KC;
-                for (int i = 0; i < nrun; i++) {
-                    const struct kv_run *ru = &runs[i];
-                    for (int d = 0; d < hd; d++) {
-                        const char *src = ru->t + ((size_t)d * pc->block_size + ru->slot) * es;
-                        float *dst = kw + (size_t)d * KC + ru->k0;
-                        int32_t e = 0;
-                        for (; e + VW <= ru->len; e += VW)
-                            vstore(dst + e, kv_load(src, e, dt));
-                        for (; e < ru->len; e++)
-                            dst[e] = kv_scalar(src, e, dt);
+            if (pp < cend) { /* the rows PF_CHUNKS chunks ahead */
+                const int32_t fnp = FOLIO_MIN(KC, cend - pp);
+                (void)chunk_rows(pc, pp, fnp, lo_ok, frows, fruns);
+                for (int32_t k = 0; k < fnp; k++)
+                    for (size_t off = 0; off < pc->row_bytes; off += 64) {
+                        __builtin_prefetch(frows[k] + off, 0, PF_HINT);
+                        __builtin_prefetch(frows[k] + pc->v_bytes + off, 0, PF_HINT);
                     }
-                }
             }
-            for (int i = 0; i < nrun; i++)
-                for (int32_t k = runs[i].k0; k < runs[i].k0 + runs[i].len; k++)
-                    kcol[k] =
-                        dt == FOLIO_F32
-                            ? (const float *)(const void *)(runs[i].t + (size_t)(runs[i].slot + k -
-                                                                                 runs[i].k0) *
-                                                                            es)
-                            : kw + k;
             for (int32_t k = 0; k < KC; k++) {
-                const char *vr = rows[FOLIO_MIN(k, n - 1)] + pc->v_bytes;
-                if (k >= n) {
-                    kcol[k] = kcol[n - 1];
-                    vrow[k] = vrow[n - 1];
-                } else if (dt == FOLIO_F32) {
-                    vrow[k] = (const float *)(const void *)vr;
-                } else {
+                const char *kr = rows[FOLIO_MIN(k, n - 1)];
+                if (dt == FOLIO_F32) {
+                    krow[k] = (const float *)(const void *)kr;
+                    vrow[k] = (const float *)(const void *)(kr + pc->v_bytes);
+                } else if (k < n) {
                     UNROLL
-                    for (int c = 0; c < nv; c++)
-                        vstore(vw + (size_t)k * hd + c * VW, kv_load(vr, c * VW, dt));
+                    for (int c = 0; c < nv; c++) {
+                        vstore(kw + (size_t)k * hd + c * VW, kv_load(kr, c * VW, dt));
+                        vstore(vw + (size_t)k * hd + c * VW, kv_load(kr + pc->v_bytes, c * VW, dt));
+                    }
+                    krow[k] = kw + (size_t)k * hd;
                     vrow[k] = vw + (size_t)k * hd;
+                } else {
+                    krow[k] = krow[n - 1];
+                    vrow[k] = vrow[n - 1];
                 }
             }
             if (dt == FOLIO_Q8) {
@@ -264,7 +229,7 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
 
             /* scores, masked by position */
             for (int32_t kb = 0; kb < n; kb += KS)
-                tile_scores(qt, kcol, kst, kb, st, hd, NV);
+                tile_scores(qt, krow, kb, st, hd, NV);
             for (int32_t k = 0; k < n; k++) {
                 const vi kp = vsplat_i(pos + k);
                 UNROLL

@@ -26,9 +26,7 @@ static double kv_elem(const struct pager_kv_view *kv, int32_t layer, int kvsel,
     int32_t slot = pos % kv->block_size;
     size_t tile = (size_t)blk * kv->block_stride + (size_t)layer * kv->layer_stride +
                   (size_t)kvsel * kv->v_offset + (size_t)head * kv->head_stride;
-    /* K tiles are [head_dim][block_size], V tiles [block_size][head_dim] */
-    size_t idx = tile + (kvsel ? (size_t)slot * kv->head_dim + (size_t)e
-                               : (size_t)e * kv->block_size + (size_t)slot);
+    size_t idx = tile + (size_t)slot * kv->head_dim + (size_t)e;
     switch (kv->dtype) {
     case FOLIO_F16:
         return folio_f16_to_f32(((const uint16_t *)kv->base)[idx]);

@@ -249,9 +249,17 @@ static void job_rope_kv(void *arg, int ith, int nth)
         for (int32_t h = 0; h < Hk; h++) {
             const float *k = row + ctx->n_q + (size_t)h * d;
             const float *v = row + ctx->n_q + ctx->n_kv + (size_t)h * d;
-            rope_head(kbuf, k, cs, d, neox);
-            pager_kv_row_put(kv, blk, j->layer, 0, h, slot, kbuf);
-            pager_kv_row_put(kv, blk, j->layer, 1, h, slot, v);
+            if (kv->dtype == FOLIO_F32) { /* rotate straight into the arena */
+                const size_t ki = (size_t)blk * kv->block_stride +
+                                  (size_t)j->layer * kv->layer_stride +
+                                  (size_t)h * kv->head_stride + (size_t)slot * d;
+                rope_head((float *)kv->base + ki, k, cs, d, neox);
+                memcpy((float *)kv->base + ki + kv->v_offset, v, (size_t)d * sizeof(float));
+            } else {
+                rope_head(kbuf, k, cs, d, neox);
+                pager_kv_row_put(kv, blk, j->layer, 0, h, slot, kbuf);
+                pager_kv_row_put(kv, blk, j->layer, 1, h, slot, v);
+            }
         }
     }
 }

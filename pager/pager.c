@@ -1527,50 +1527,23 @@ static size_t row_index(const struct pager_kv_view *kv, int32_t block, int32_t l
            (size_t)(kv_sel ? 1 : 0) * kv->v_offset + (size_t)head * kv->head_stride;
 }
 
-/* Where element d of a row sits, from its tile, in elements: a V row is
- * contiguous, a K row runs down the tile's column `slot` (folio/pager.h). */
-static inline size_t elem_at(const struct pager_kv_view *kv, int kv_sel, int32_t slot, int32_t d)
-{
-    return kv_sel ? (size_t)slot * kv->head_dim + (size_t)d
-                  : (size_t)d * kv->block_size + (size_t)slot;
-}
-
 void pager_kv_row_put(const struct pager_kv_view *kv, int32_t block, int32_t layer, int kv_sel,
                       int32_t head, int32_t slot, const float *x)
 {
     const size_t tile = row_index(kv, block, layer, kv_sel, head, slot);
+    const size_t e = tile + (size_t)slot * kv->head_dim;
     const int32_t hd = kv->head_dim;
     switch (kv->dtype) {
-    case FOLIO_F32: {
-        float *t = (float *)kv->base + tile;
-        if (kv_sel)
-            memcpy(t + (size_t)slot * hd, x, sizeof(float) * (size_t)hd);
-        else
-            for (int32_t d = 0; d < hd; d++)
-                t[elem_at(kv, 0, slot, d)] = x[d];
+    case FOLIO_F32:
+        memcpy((float *)kv->base + e, x, sizeof(float) * (size_t)hd);
         break;
-    }
-    case FOLIO_F16: {
-        uint16_t *t = (uint16_t *)kv->base + tile;
-        if (kv_sel) {
-            folio_f32_to_f16_row(x, t + (size_t)slot * hd, (size_t)hd);
-        } else {
-            uint16_t h[64];
-            for (int32_t d0 = 0; d0 < hd; d0 += 64) {
-                const int32_t n = FOLIO_MIN(64, hd - d0);
-                folio_f32_to_f16_row(x + d0, h, (size_t)n);
-                for (int32_t d = 0; d < n; d++)
-                    t[elem_at(kv, 0, slot, d0 + d)] = h[d];
-            }
-        }
+    case FOLIO_F16:
+        folio_f32_to_f16_row(x, (uint16_t *)kv->base + e, (size_t)hd);
         break;
-    }
-    case FOLIO_BF16: {
-        uint16_t *t = (uint16_t *)kv->base + tile;
+    case FOLIO_BF16:
         for (int32_t d = 0; d < hd; d++)
-            t[elem_at(kv, kv_sel, slot, d)] = folio_f32_to_bf16(x[d]);
+            ((uint16_t *)kv->base)[e + d] = folio_f32_to_bf16(x[d]);
         break;
-    }
     case FOLIO_Q8: {
         float amax = 0;
         for (int32_t d = 0; d < hd; d++) {
@@ -1580,13 +1553,10 @@ void pager_kv_row_put(const struct pager_kv_view *kv, int32_t block, int32_t lay
         }
         const float scale = amax / 127.0f;
         const float inv = amax > 0 && isfinite(amax) ? 127.0f / amax : 0.0f;
-        int8_t *t = (int8_t *)kv->base + tile;
+        int8_t *q = (int8_t *)kv->base + e;
         for (int32_t d = 0; d < hd; d++) {
             float r = rintf(x[d] * inv);
-            t[elem_at(kv, kv_sel, slot, d)] = (int8_t)(r > 127.0f    ? 127
-                                                       : r < -127.0f ? -127
-                                                       : r == r      ? r
-                                                                     : 0);
+            q[d] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? r : 0);
         }
         memcpy((char *)kv->base + tile + (size_t)kv->block_size * hd +
                    (size_t)slot * PAGER_Q8_SCALE_BYTES,
@@ -1600,21 +1570,19 @@ void pager_kv_row_get(const struct pager_kv_view *kv, int32_t block, int32_t lay
                       int32_t head, int32_t slot, float *x)
 {
     const size_t tile = row_index(kv, block, layer, kv_sel, head, slot);
+    const size_t e = tile + (size_t)slot * kv->head_dim;
     const int32_t hd = kv->head_dim;
     switch (kv->dtype) {
     case FOLIO_F32:
-        for (int32_t d = 0; d < hd; d++)
-            x[d] = ((const float *)kv->base)[tile + elem_at(kv, kv_sel, slot, d)];
+        memcpy(x, (const float *)kv->base + e, sizeof(float) * (size_t)hd);
         break;
     case FOLIO_F16:
         for (int32_t d = 0; d < hd; d++)
-            x[d] =
-                folio_f16_to_f32(((const uint16_t *)kv->base)[tile + elem_at(kv, kv_sel, slot, d)]);
+            x[d] = folio_f16_to_f32(((const uint16_t *)kv->base)[e + d]);
         break;
     case FOLIO_BF16:
         for (int32_t d = 0; d < hd; d++)
-            x[d] = folio_bf16_to_f32(
-                ((const uint16_t *)kv->base)[tile + elem_at(kv, kv_sel, slot, d)]);
+            x[d] = folio_bf16_to_f32(((const uint16_t *)kv->base)[e + d]);
         break;
     case FOLIO_Q8: {
         float scale;
@@ -1622,8 +1590,9 @@ void pager_kv_row_get(const struct pager_kv_view *kv, int32_t block, int32_t lay
                (const char *)kv->base + tile + (size_t)kv->block_size * hd +
                    (size_t)slot * PAGER_Q8_SCALE_BYTES,
                sizeof scale);
+        const int8_t *q = (const int8_t *)kv->base + e;
         for (int32_t d = 0; d < hd; d++)
-            x[d] = (float)((const int8_t *)kv->base)[tile + elem_at(kv, kv_sel, slot, d)] * scale;
+            x[d] = (float)q[d] * scale;
         break;
     }
     }

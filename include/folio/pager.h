@@ -10,38 +10,27 @@
  * Arena layout (elements of `dtype`; all strides in elements, see
  * struct pager_kv_view):
  *
- *   arena ─┬─ block 0 ─┬─ layer 0 ─┬─ K ─┬─ kv head 0: [head_dim][block_size]
+ *   arena ─┬─ block 0 ─┬─ layer 0 ─┬─ K ─┬─ kv head 0: [block_size][head_dim]
  *          │           │           │     └─ kv head 1 ...
- *          │           │           └─ V ─┬─ kv head 0: [block_size][head_dim]
- *          │           │                 └─ kv head 1 ...
+ *          │           │           └─ V ── (same shape as K)
  *          │           └─ layer 1 ...
  *          └─ block 1 ...
  *
- *   tile(block, layer, kv, head) =
+ *   elem(block, layer, kv, head, slot, d) =
  *       block * block_stride + layer * layer_stride + kv * v_offset
- *     + head * head_stride                             (kv: 0 = K, 1 = V)
- *   K element (slot, d) = tile + d * block_size + slot
- *   V element (slot, d) = tile + slot * head_dim + d
+ *     + head * head_stride + slot * head_dim + d        (kv: 0 = K, 1 = V)
  *
  * so one block is one contiguous run of bytes (copy-on-write is a single
- * memcpy) and one (block, layer, head) K or V tile is contiguous (what the
- * attention kernel streams).  K tiles are transposed: a dimension's values
- * for the block's consecutive tokens are adjacent, so the kernel computes
- * the scores of a vector's worth of keys at once, keys in lanes, with no
- * sum across lanes (q . k for 16 keys is head_dim FMAs of a broadcast
- * query element into 16 key lanes, where the rows' layout needs 16 dot
- * products folded).  V stays row-major: a weighted sum of value rows is
- * FMAs of whole rows.  A token's K row is written strided, once, by
- * pager_kv_row_put.  The arena is allocated once at pager_init, 2 MiB
- * aligned (huge pages where the kernel offers them) and resident from then
- * on (folio_region_alloc).
+ * memcpy) and one (block, layer, head) K or V tile is contiguous
+ * [block_size][head_dim] (what the attention kernel streams).  The arena is
+ * allocated once at pager_init, 2 MiB aligned (huge pages where the kernel
+ * offers them) and resident from then on (folio_region_alloc).
  *
  * Element types (dtype): f32; f16 (IEEE binary16); bf16 (upper half of a
  * binary32); q8.  A q8 tile is the int8 values followed by one f32 scale per
  * slot (strides count bytes, the q8 "element"):
  *
- *   q8 tile (block, layer, K|V, head):  [head_dim][block_size] int8 (K)
- *                                       or [block_size][head_dim] int8 (V)
+ *   q8 tile (block, layer, K|V, head):  [block_size][head_dim] int8
  *                                       [block_size] f32 scale
  *   head_stride = block_size * (head_dim + 4)       value = int8 * scale
  *
@@ -54,7 +43,7 @@
  * absmax scaling (scale = max|x| / 127) keeps the row's largest value exact
  * and costs 4 bytes per row: 68 bytes per 64-value row (3.8x fewer than
  * f32), 132 per 128.  The scales sit after the values so the values keep
- * the float types' addressing and stay 64-byte
+ * the float types' addressing (slot * head_dim + d) and stay 64-byte
  * aligned for head_dim a multiple of 4 and block_size a multiple of 16.  A
  * row holding a NaN gets a NaN scale (it reads as NaN, like f32 would).
  *
