@@ -59,44 +59,8 @@ AI void ukr(int32_t K, const float *A, int32_t lda, const float *B0, const float
     }
 }
 
-typedef void (*ukr_fn)(int32_t K, const float *A, int32_t lda, const float *B0, const float *B1,
-                       float *C, int32_t ldc, bool acc, __mmask16 k0, __mmask16 k1,
-                       const float *pf0, const float *pf1);
-
-#define UKR(mr, np)                                                                                \
-    static void ukr_##mr##_##np(int32_t K, const float *A, int32_t lda, const float *B0,           \
-                                const float *B1, float *C, int32_t ldc, bool acc, __mmask16 k0,    \
-                                __mmask16 k1, const float *pf0, const float *pf1)                  \
-    {                                                                                              \
-        ukr(K, A, lda, B0, B1, C, ldc, acc, k0, k1, pf0, pf1, mr, np);                             \
-    }
-#define UKR_NP(mr) UKR(mr, 1) UKR(mr, 2)
-UKR_NP(1)
-UKR_NP(2)
-UKR_NP(3)
-UKR_NP(4)
-UKR_NP(5)
-UKR_NP(6)
-UKR_NP(7)
-UKR_NP(8)
-UKR_NP(9)
-UKR_NP(10)
-UKR_NP(11)
-UKR_NP(12)
-
-/* [np - 1][mr - 1] */
-static const ukr_fn ukrs[2][MR] = {
-    {ukr_1_1, ukr_2_1, ukr_3_1, ukr_4_1, ukr_5_1, ukr_6_1, ukr_7_1, ukr_8_1, ukr_9_1, ukr_10_1,
-     ukr_11_1, ukr_12_1},
-    {ukr_1_2, ukr_2_2, ukr_3_2, ukr_4_2, ukr_5_2, ukr_6_2, ukr_7_2, ukr_8_2, ukr_9_2, ukr_10_2,
-     ukr_11_2, ukr_12_2},
-};
-
-/* the first n (0..16, else 16) lanes */
-static __mmask16 lanes(int32_t n)
-{
-    return n >= NR ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
+#define GEMM_UKR_T float
+#include "gemm_ukr_avx512.h"
 
 #ifndef KCB
 #define KCB 512 /* k per block */
