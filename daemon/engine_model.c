@@ -220,6 +220,36 @@ static const struct eng_step em_step = {
     .free = em_free,
 };
 
+/* One forward step of the full token budget before serving (unless
+ * --no-warmup): it touches the context's buffers and sets up the product
+ * libraries' kernels and scratch, which made the first step of a fresh
+ * context run at about half the rate of the next ones (BENCHMARKS.md), so
+ * the first requests no longer pay for it.  Its K/V go to the pool's first
+ * blocks, all free at this point: a slot is always written before any
+ * step reads it, so nothing ever sees these values. */
+static void warm_up(struct em *m, const struct pager_kv_view *kv)
+{
+    const int64_t cap = (int64_t)kv->num_blocks * kv->block_size;
+    const int32_t n =
+        (int32_t)FOLIO_MIN(FOLIO_MIN(m->cfg->max_batch_tokens, cap), (int64_t)m->hp.ctx_len);
+    if (n < 1)
+        return;
+    const int32_t nb = FOLIO_DIV_CEIL(n, kv->block_size);
+    int32_t *tokens = folio_calloc((size_t)n, sizeof(*tokens));
+    int32_t *table = folio_malloc((size_t)nb * sizeof(*table));
+    if (tokens && table) {
+        for (int32_t i = 0; i < nb; i++)
+            table[i] = i;
+        const struct model_slice sl = {
+            .first_pos = 0, .n_tokens = n, .block_table = table, .sample = true};
+        const struct model_batch mb = {
+            .n_tokens = n, .tokens = tokens, .n_slices = 1, .slices = &sl};
+        (void)model_forward(m->mctx, &mb, m->logits);
+    }
+    folio_free(tokens);
+    folio_free(table);
+}
+
 int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops, void **out,
                       char *err, size_t errlen)
 {
@@ -265,6 +295,8 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    if (!cfg->no_warmup)
+        warm_up(m, &view);
     /* Without a usable tokenizer the server still serves token ids; but a
      * tokenizer the file names and foliod lacks (model, pre-tokenizer) is
      * a refusal: text through it would be garbage. */
