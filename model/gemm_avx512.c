@@ -30,16 +30,15 @@
 #define MR 12
 #define NR GEMM_NR
 
+#define GEMM_UKR_T float
+#include "gemm_ukr_avx512.h"
+
 AI void ukr(int32_t K, const float *A, int32_t lda, const float *B0, const float *B1, float *C,
             int32_t ldc, bool acc, __mmask16 k0, __mmask16 k1, const float *pf0, const float *pf1,
             const int mr, const int np)
 {
     __m512 c0[MR], c1[MR];
-    for (int i = 0; i < mr; i++) {
-        c0[i] = acc ? _mm512_maskz_loadu_ps(k0, C + (size_t)i * ldc) : _mm512_setzero_ps();
-        c1[i] = np == 2 && acc ? _mm512_maskz_loadu_ps(k1, C + (size_t)i * ldc + NR)
-                               : _mm512_setzero_ps();
-    }
+    ukr_c_load(c0, c1, C, ldc, acc, k0, k1, mr, np);
     for (int32_t k = 0; k < K; k++) {
         _mm_prefetch((const char *)(pf0 + (size_t)k * NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(pf1 + (size_t)k * NR), _MM_HINT_T0);
@@ -52,15 +51,10 @@ AI void ukr(int32_t K, const float *A, int32_t lda, const float *B0, const float
                 c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
         }
     }
-    for (int i = 0; i < mr; i++) {
-        _mm512_mask_storeu_ps(C + (size_t)i * ldc, k0, c0[i]);
-        if (np == 2)
-            _mm512_mask_storeu_ps(C + (size_t)i * ldc + NR, k1, c1[i]);
-    }
+    ukr_c_store(c0, c1, C, ldc, k0, k1, mr, np);
 }
 
-#define GEMM_UKR_T float
-#include "gemm_ukr_avx512.h"
+GEMM_UKR_TABLE
 
 #ifndef KCB
 #define KCB 512 /* k per block */

@@ -27,16 +27,15 @@
 #define MR GEMM_BF16_MR
 #define NR GEMM_BF16_NR
 
+#define GEMM_UKR_T uint16_t
+#include "gemm_ukr_avx512.h"
+
 AI void ukr(int32_t kh, const uint16_t *A, int32_t lda, const uint16_t *B0, const uint16_t *B1,
             float *C, int32_t ldc, bool acc, __mmask16 k0, __mmask16 k1, const uint16_t *pf0,
             const uint16_t *pf1, const int mr, const int np)
 {
     __m512 c0[MR], c1[MR];
-    for (int i = 0; i < mr; i++) {
-        c0[i] = acc ? _mm512_maskz_loadu_ps(k0, C + (size_t)i * ldc) : _mm512_setzero_ps();
-        c1[i] = np == 2 && acc ? _mm512_maskz_loadu_ps(k1, C + (size_t)i * ldc + NR)
-                               : _mm512_setzero_ps();
-    }
+    ukr_c_load(c0, c1, C, ldc, acc, k0, k1, mr, np);
     for (int32_t kp = 0; kp < kh; kp++) {
         _mm_prefetch((const char *)(pf0 + (size_t)kp * 2 * NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(pf1 + (size_t)kp * 2 * NR), _MM_HINT_T0);
@@ -51,15 +50,10 @@ AI void ukr(int32_t kh, const uint16_t *A, int32_t lda, const uint16_t *B0, cons
                 c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
         }
     }
-    for (int i = 0; i < mr; i++) {
-        _mm512_mask_storeu_ps(C + (size_t)i * ldc, k0, c0[i]);
-        if (np == 2)
-            _mm512_mask_storeu_ps(C + (size_t)i * ldc + NR, k1, c1[i]);
-    }
+    ukr_c_store(c0, c1, C, ldc, k0, k1, mr, np);
 }
 
-#define GEMM_UKR_T uint16_t
-#include "gemm_ukr_avx512.h"
+GEMM_UKR_TABLE
 
 #ifndef MC
 #define MC 192 /* rows of A per block */
