@@ -75,6 +75,10 @@ struct attn__piece {
     /* the tile path (attn_kern_tile.h) may take the piece: false when
      * the batch asks for batch invariance */
     bool tile_ok;
+    /* the piece this thread runs next, or NULL: the per-row path's
+     * prefetch runs on into its first chunks while this one ends (its
+     * rows only, never its results) */
+    const struct attn__piece *next;
 };
 
 /* Query vectors of one tile, for hv query heads per row. */

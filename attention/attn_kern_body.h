@@ -73,7 +73,13 @@
  * prefetched through the page table (the jump between pages is where the
  * hardware prefetcher loses the stream): head by head, KB rows at a time
  * inside the score loop of the same head of this chunk, so the prefetches
- * are spread over the work instead of issued in one burst per block.
+ * are spread over the work instead of issued in one burst per block.  Near
+ * the end of a piece the stream runs on into the first chunks of the
+ * piece this thread runs next (pc->next, when it has the same KV heads and
+ * no sliding window), so a short context does not start cold: with 128
+ * keys a piece is 4 chunks, and before this its first 2 were never
+ * prefetched (bench_model F32 decode 64 x 128: attention 19.5-20.6% of
+ * the step before, 16.5-18.3% after; BENCHMARKS.md).
  *
  * Measured on the 2-core EPYC VM (bench_attention decode 32 x 4096, block
  * 16; BENCHMARKS.md "KV dtypes"): sharing each widened K vector across the
@@ -720,6 +726,11 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
         const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
         int32_t start, lo_ok;
         tile_start(pc, pos0r, &start, &lo_ok);
+        /* the last tile prefetches on into the next piece when it has the
+         * same KV heads and no window (its first rows are then c0 on) */
+        const struct attn__piece *nx = pc->next;
+        if (!nx || r + rt < pc->n_rows || nx->n_kvh != nkvh || nx->window > 0 || pc->window > 0)
+            nx = NULL;
         /* rows[k]: key k's K row of the piece's first KV head (V: v_bytes
          * further), for the chunk at pos and the one PF_CHUNKS ahead
          * (frows); q8: runs of consecutive slots of one block, for the
@@ -736,6 +747,12 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             if (pp < cend) {
                 fnp = FOLIO_MIN(KC, cend - pp);
                 nfrun = chunk_rows(pc, pp, fnp, lo_ok, frows, fruns);
+            } else if (nx) { /* the next piece's chunk that far ahead */
+                const int32_t np = nx->c0 + (PF_CHUNKS - (cend - pos + KC - 1) / KC) * KC;
+                if (np < nx->c1) {
+                    fnp = FOLIO_MIN(KC, nx->c1 - np);
+                    nfrun = chunk_rows(nx, np, fnp, nx->c0, frows, fruns);
+                }
             }
             for (int32_t j = 0; j < nkvh; j++) {
                 const size_t hoff = (size_t)j * hstride;

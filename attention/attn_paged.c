@@ -412,7 +412,21 @@ struct run_ctx {
     kern_fn kern;
     float *scratch;
     float *parts;
+    /* the thread's piece waiting for its successor (so that it can
+     * prefetch into it), if has_pend */
+    struct attn__piece pend;
+    bool has_pend;
 };
+
+/* Runs the pending piece, which prefetches on into next (NULL: none). */
+static void run_pending(struct run_ctx *rc, const struct attn__piece *next)
+{
+    if (!rc->has_pend)
+        return;
+    rc->pend.next = next;
+    rc->kern(&rc->pend);
+    rc->has_pend = false;
+}
 
 static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
 {
@@ -452,13 +466,16 @@ static void piece_run(const struct plan *pl, const struct piece *p, void *vctx)
         .part = NULL,
         .scratch = rc->scratch,
         .tile_ok = !b->batch_invariant,
+        .next = NULL,
     };
     if (p->n_split > 1)
         pc.part = rc->parts + p->part_off +
                   (size_t)p->split * sq->n_q * p->n_kvh * pl->group * ATTN__PSTRIDE(pl->hd);
     else
         pc.out = b->out + (size_t)(sq->q_row + p->r0) * row_stride + head0;
-    rc->kern(&pc);
+    run_pending(rc, &pc);
+    rc->pend = pc;
+    rc->has_pend = true;
 }
 
 struct merge_ctx {
@@ -522,8 +539,10 @@ void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int 
         struct run_ctx rc = {.ith = ith,
                              .kern = kern_for(pl.hd),
                              .scratch = wf + (size_t)ith * pl.scratch,
-                             .parts = parts};
+                             .parts = parts,
+                             .has_pend = false};
         plan_walk(&pl, piece_run, &rc);
+        run_pending(&rc, NULL);
         return;
     }
     /* phase 1: count the records to merge, take this thread's share */
