@@ -8,9 +8,10 @@
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
  * jumps only every N blocks).  --only NAME runs just the (a) case of that name, or every case whose
- * name begins so (and --dtype just one type), for profiling.  --cputime times by process CPU time /
- * threads instead of wall time: on a machine shared with other jobs it leaves out time spent
- * descheduled (useful for comparing kernel variants; the figures to publish are wall).
+ * name begins so (and --dtype just one type), for profiling; --only read runs (b) alone and --only
+ * cache (e).  --cputime times by process CPU time / threads instead of wall time: on a machine
+ * shared with other jobs it leaves out time spent descheduled (useful for comparing kernel
+ * variants; the figures to publish are wall).
  *
  * (a) paged vs contiguous: the same kernel on the same K/V values, once
  *     through page tables of shuffled block ids, once through an identity
@@ -30,7 +31,11 @@
  * (b) decode: 32 sequences x 4096 context, the small model's geometry (12
  *     heads, 4 KV heads, head_dim 64, block 16), f32, f16, bf16 and q8:
  *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
- * measured in the same run by a streaming sum over 512 MiB with the same number of threads. (c)
+ * measured in the same run by a streaming sum over 512 MiB with the same number of threads; and
+ * beside each, "touch": the same lines read in the kernel's order (its split of sequences over
+ * threads, 32-key chunks, per chunk KV head by KV head, K rows then V rows) with one load per
+ * line and no arithmetic, without and with the kernel's prefetch two chunks ahead — the rate
+ * this access pattern allows on the machine, which the kernel's rate is held against. (c)
  * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
  * q.k and each p*v over the causal triangle.  (b) also gives the time per (key, KV head) per
  * thread, and (e) the same for a decode batch small enough to stay in cache (8 x 256, one thread,
@@ -190,7 +195,7 @@ static void setup_free(struct setup *st)
 
 /* ---- a tiny thread team ------------------------------------------------ */
 
-enum job { JOB_ATTN, JOB_SUM, JOB_QUIT };
+enum job { JOB_ATTN, JOB_SUM, JOB_TOUCH, JOB_QUIT };
 
 struct team {
     int nth;
@@ -202,9 +207,69 @@ struct team {
     const float *buf;
     size_t buf_n;
     double sums[64];
+    const struct setup *touch; /* JOB_TOUCH's batch */
+    int touch_pf;              /* JOB_TOUCH: prefetch as the kernel does */
 };
 
 static struct team team;
+
+/* The line at p (one load), and each following line to p + n. */
+static float touch_run(const char *p, size_t n)
+{
+    float acc = 0;
+    for (size_t off = 0; off < n; off += 64)
+        acc += *(const volatile float *)(const void *)(p + off);
+    return acc;
+}
+
+/* Touch: the bytes a decode batch's kernel reads, in its order, with no
+ * arithmetic: this thread's share of the sequences (the kernel's plan cuts
+ * equal pieces into equal runs), each walked in chunks of ATTN_TOUCH_KC
+ * keys, and per chunk, KV head by KV head, the K rows then the V rows (q8:
+ * then their scales), one load per 64-byte line.  touch_pf: also prefetch
+ * the rows two chunks ahead, as the kernel does. */
+#define ATTN_TOUCH_KC 32
+static double touch_job(int ith)
+{
+    const struct setup *st = team.touch;
+    const struct pager_kv_view *kv = &st->kv;
+    const size_t esz = folio_dtype_size(kv->dtype);
+    const size_t rb = (size_t)st->hd * esz, tile = (size_t)kv->head_stride * esz;
+    const size_t vb = kv->v_offset * esz, bb = kv->block_stride * esz;
+    const size_t sc_off = (size_t)kv->block_size * rb;
+    const int32_t bs = kv->block_size;
+    float acc = 0;
+    const int32_t s0 = st->n_seqs * ith / team.nth, s1 = st->n_seqs * (ith + 1) / team.nth;
+    for (int32_t s = s0; s < s1; s++) {
+        const int32_t *tab = st->seqs[s].block_table;
+        for (int32_t pos = 0; pos < st->ctx; pos += ATTN_TOUCH_KC) {
+            const int32_t n = FOLIO_MIN(ATTN_TOUCH_KC, st->ctx - pos);
+            const int32_t pp = pos + 2 * ATTN_TOUCH_KC;
+            for (int32_t j = 0; j < st->n_kv; j++) {
+                if (team.touch_pf && pp < st->ctx)
+                    for (int32_t k = pp; k < FOLIO_MIN(pp + ATTN_TOUCH_KC, st->ctx); k++) {
+                        const char *r = (const char *)kv->base + (size_t)tab[k / bs] * bb +
+                                        (size_t)j * tile + (size_t)(k % bs) * rb;
+                        for (size_t off = 0; off < rb; off += 64) {
+                            __builtin_prefetch(r + off, 0, 1);
+                            __builtin_prefetch(r + vb + off, 0, 1);
+                        }
+                    }
+                for (int v = 0; v < 2; v++)
+                    for (int32_t k = pos; k < pos + n;) { /* a run within one block */
+                        const int32_t len = FOLIO_MIN(pos + n - k, bs - k % bs);
+                        const char *t = (const char *)kv->base + (size_t)tab[k / bs] * bb +
+                                        (size_t)j * tile + (size_t)v * vb;
+                        acc += touch_run(t + (size_t)(k % bs) * rb, (size_t)len * rb);
+                        if (kv->dtype == FOLIO_Q8)
+                            acc += touch_run(t + sc_off + (size_t)(k % bs) * 4, (size_t)len * 4);
+                        k += len;
+                    }
+            }
+        }
+    }
+    return acc;
+}
 
 static void do_job(int ith)
 {
@@ -223,6 +288,9 @@ static void do_job(int ith)
         for (int k = 0; k < 16; k++)
             s += acc[k];
         team.sums[ith] = s;
+        pthread_barrier_wait(&team.bar);
+    } else if (team.job == JOB_TOUCH) {
+        team.sums[ith] = touch_job(ith);
         pthread_barrier_wait(&team.bar);
     }
 }
@@ -318,6 +386,20 @@ static double bandwidth_gbs(int reps)
     }
     folio_free(buf);
     return (double)n * sizeof(float) / best * 1e-9;
+}
+
+/* Median time of JOB_TOUCH over st (after one warm-up run). */
+static double time_touch(const struct setup *st, int pf, int reps)
+{
+    double t[64];
+    team.touch = st;
+    team.touch_pf = pf;
+    reps = FOLIO_MIN(reps, 64);
+    team_run(JOB_TOUCH);
+    for (int r = 0; r < reps; r++)
+        t[r] = team_run(JOB_TOUCH);
+    qsort(t, (size_t)reps, sizeof(double), cmp_d);
+    return t[reps / 2];
 }
 
 static double kv_bytes(const struct setup *st)
@@ -654,7 +736,8 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
-                "       [--only decode|prefill|chunk|cache] [--dtype f32|f16|bf16|q8] [--run N] "
+                "       [--only decode|prefill|chunk|read|cache] [--dtype f32|f16|bf16|q8] [--run "
+                "N] "
                 "[--replay]\n",
                 argv[0]);
             return 2;
@@ -667,6 +750,7 @@ int main(int argc, char **argv)
            reps);
 
     const int cache_only = only && !strcmp(only, "cache"); /* (e) alone, e.g. under perf */
+    const int read_only = only && !strcmp(only, "read");   /* (b) alone */
     double bw = 0;
     if (!cache_only) {
         bw = bandwidth_gbs(reps);
@@ -679,7 +763,7 @@ int main(int argc, char **argv)
         team_stop();
         return 0;
     }
-    if (!cache_only) {
+    if (!cache_only && !read_only) {
         printf("(a) paged vs contiguous, 12 heads / 4 KV heads / hd 64, %d rounds\n", reps);
         printf("    median times; speed ratios paged (shuffled) / identity table and / "
                "whole-sequence\n"
@@ -703,7 +787,7 @@ int main(int argc, char **argv)
     int exact = 0;
     for (size_t c = 0; only && c < sizeof(cases) / sizeof(cases[0]); c++)
         exact |= strcmp(cases[c].name, only) == 0;
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !cache_only; c++) {
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !cache_only && !read_only; c++) {
         if (only && (exact ? strcmp(cases[c].name, only) != 0
                            : strncmp(cases[c].name, only, strlen(only)) != 0))
             continue;
@@ -763,7 +847,7 @@ int main(int argc, char **argv)
                    r_id[nr / 2], r_wh[nr / 2], best[1] / best[0], best[2] / best[0]);
         }
     }
-    if (only && !cache_only) {
+    if (only && !cache_only && !read_only) {
         team_stop();
         return 0;
     }
@@ -782,7 +866,18 @@ int main(int argc, char **argv)
                "%.1f ns per (key, KV head) per thread\n",
                folio_dtype_name(dtypes[dt]), t.med * 1e3, kv_bytes(&st) * 1e-6, gbs, gbs_best,
                100.0 * gbs / bw, t.med * 1e9 * nth / key_heads(&st));
+        for (int pf = 0; pf < 2; pf++) {
+            const double tt = time_touch(&st, pf, reps);
+            printf("    touch%s: the same lines in the kernel's order, no arithmetic: %.3f ms, "
+                   "%.1f GB/s = %.0f%% of streaming read; the kernel at %.0f%% of it\n",
+                   pf ? "+pf" : "   ", tt * 1e3, kv_bytes(&st) / tt * 1e-9,
+                   100.0 * kv_bytes(&st) / tt * 1e-9 / bw, 100.0 * tt / t.med);
+        }
         setup_free(&st);
+    }
+    if (read_only) {
+        team_stop();
+        return 0;
     }
 
     printf(
