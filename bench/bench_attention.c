@@ -3,7 +3,7 @@
  * BENCHMARKS.md ("Paged attention").
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge] [--run N]
- *                   [--replay [--layers L]]
+ *                   [--layers L] [--replay]
  *
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
@@ -51,9 +51,13 @@
  *     prefix cache; the four table sets index one shared arena and run in
  *     rotated rounds with the identity and whole layouts.  Printed: mean
  *     run of consecutive ids, evictions, median times, and speed against
- *     whole (median of per-round ratios).  --layers L gives the paged
- *     arenas L layers, block-major like the pager's (layer 0 is read):
- *     consecutive ids are then block_stride = L layers apart in memory.
+ *     whole (median of per-round ratios).
+ *
+ * --layers L gives the paged arenas of (a) and (d) L layers, block-major
+ * like the pager's (layer 0 is read): consecutive ids are then
+ * block_stride = L layers apart in memory, and a batch's K/V are spread
+ * over L times the bytes it reads, as in a model (decode 64 x 128 with
+ * --layers 12 is bench_model's decode 64 on small, one layer of it).
  *
  * Threads are pthreads driving the phases with a barrier, as the model's
  * pool does.  (a) runs --reps rounds after a warm-up round; (b) and (c)
@@ -737,8 +741,8 @@ int main(int argc, char **argv)
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
                 "       [--only decode|prefill|chunk|read|cache] [--dtype f32|f16|bf16|q8] [--run "
-                "N] "
-                "[--replay]\n",
+                "N]\n"
+                "       [--layers L] [--replay]\n",
                 argv[0]);
             return 2;
         }
@@ -808,7 +812,8 @@ int main(int argc, char **argv)
                                          .hd = 64,
                                          .bs = cases[c].bs,
                                          .dt = dtypes[dt],
-                                         .layout = (enum layout)lay};
+                                         .layout = (enum layout)lay,
+                                         .n_layers = layers};
                 setup_build(&st[lay]);
                 work[lay] = folio_aligned_alloc(64, attn_paged_work_size(&st[lay].b, nth));
             }
