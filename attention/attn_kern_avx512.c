@@ -1,10 +1,12 @@
 /*
- * attention/attn_kern_avx512.c — the inner kernel for AVX-512F (with its
- * F16C-style _mm512_cvtph_ps): attn_kern_body.h with 16-lane vectors.
- * Built with -mavx512f -mfma -mf16c; only called after the dispatcher saw
- * AVX-512F at run time.  K/V widen in registers as in the AVX2 kernel;
- * q8 scores are the AVX2 int8 dot products (attn_kern_q8dot.h), since
- * AVX-512F alone has no byte multiply.
+ * attention/attn_kern_avx512.c — the inner kernel for AVX-512 (F, with its
+ * F16C-style _mm512_cvtph_ps, BW and VNNI): attn_kern_body.h with 16-lane
+ * vectors.  Built with -mavx512f -mavx512bw -mavx512vnni -mfma -mf16c; only
+ * called after the dispatcher saw all of them at run time (an AVX-512 CPU
+ * without VNNI, e.g. Skylake-SP, runs the AVX2 kernel).  K/V widen in
+ * registers as in the AVX2 kernel; q8 scores are int8 dot products
+ * (attn_kern_q8dot.h): vpdpbusd on 64 bytes for head_dim a multiple of 64,
+ * else the AVX2 32-byte ones.
  */
 #include <immintrin.h>
 

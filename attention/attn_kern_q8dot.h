@@ -1,9 +1,10 @@
 /*
  * attention/attn_kern_q8dot.h — q8 scores as int8 dot products with AVX2
  * integer instructions, for the kernels built with AVX2 (attn_kern_avx2.c,
- * and attn_kern_avx512.c, whose AVX-512F flags include AVX2; AVX-512F has
- * no byte multiply of its own).  Included before attn_kern_body.h, which
- * uses it for q8 K/V when head_dim is a multiple of KQ8_W.
+ * and attn_kern_avx512.c, whose AVX-512 flags include AVX2), and with
+ * AVX512-VNNI where the kernel is built for it (kq8z_dot4, below).
+ * Included before attn_kern_body.h, which uses it for q8 K/V when head_dim
+ * is a multiple of KQ8_W (KQ8_ZW for the VNNI one).
  *
  * A q8 score is sum_e qq[e] * k[e] over int8 query and key values (the
  * query quantized by attn_q8_quantize_q), then scaled in f32.  32 elements
@@ -78,5 +79,59 @@ static inline __attribute__((always_inline)) void kq8_dot4(const int8_t *q, cons
         out[g] = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
     }
 }
+
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+/* The same four keys' scores with AVX512-VNNI, 64 elements per step, for
+ * head_dim a multiple of KQ8_ZW: per key |k| (vpabsb) and k's sign as a
+ * mask (vpmovb2m) once, then per head q negated where k < 0 (a masked
+ * vpsubb) and one vpdpbusd, which multiplies |k| (unsigned, <= 128) by
+ * that signed q and adds each group of four products to an int32 lane
+ * without saturation: exact, so the scores equal kq8_dot4's bit for bit.
+ * The four keys' 16-lane sums per head are folded as in kq8_dot4.  Per
+ * key and query head: 2 instructions on 64 elements where kq8_dot4 has 8
+ * on 32.  Measured on the Zen 5 (bench_attention (e), K/V in L2, one
+ * thread): q8 decode 1.45x faster per key than with kq8_dot4. */
+#define KQ8_ZW 64
+
+static inline __attribute__((always_inline)) void kq8z_dot4(const int8_t *q, const char *const *kr,
+                                                            const int hd, const int G, __m128i *out)
+{
+    __m512i d[3][4];
+    const __m512i zero = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            d[g][k] = zero;
+#pragma GCC unroll 8
+    for (int c = 0; c < hd / KQ8_ZW; c++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i kv = _mm512_loadu_si512((const void *)(kr[k] + 64 * c));
+            const __m512i ka = _mm512_abs_epi8(kv);
+            const __mmask64 neg = _mm512_movepi8_mask(kv);
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const __m512i qv = _mm512_loadu_si512((const void *)(q + (size_t)g * hd + 64 * c));
+                d[g][k] = _mm512_dpbusd_epi32(d[g][k], ka, _mm512_mask_sub_epi8(qv, neg, zero, qv));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) {
+        /* per 128-bit lane: [a0 + a2, b0 + b2, a1 + a3, b1 + b3], then
+         * the four keys' partial sums; then the four lanes added */
+        const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(d[g][0], d[g][1]),
+                                            _mm512_unpackhi_epi32(d[g][0], d[g][1]));
+        const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(d[g][2], d[g][3]),
+                                            _mm512_unpackhi_epi32(d[g][2], d[g][3]));
+        const __m512i u =
+            _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+        const __m256i h =
+            _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+        out[g] = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    }
+}
+#endif
 
 #endif /* FOLIO_ATTN_KERN_Q8DOT_H */

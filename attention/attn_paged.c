@@ -89,7 +89,8 @@ static int isa_supported(int isa)
     case ISA_AVX512:
         __builtin_cpu_init();
         /* AVX2 too: a head_dim that is not a multiple of 16 runs the AVX2 path */
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
                __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #endif
     default:

@@ -95,7 +95,7 @@ size_t attn_paged_work_bound(const struct pager_kv_view *kv, int32_t n_heads, in
 void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int nth);
 
 /* Instruction set of the fast kernel's inner loops: "portable" (plain C, any
- * CPU), "avx2" (AVX2 + FMA + F16C), "avx512" (AVX-512F), or "auto" / NULL
+ * CPU), "avx2" (AVX2 + FMA + F16C), "avx512" (AVX-512F + BW + VNNI), or "auto" / NULL
  * for the best this CPU supports (the default; the environment variable
  * FOLIO_ATTN_ISA, read at first use, may name another).  -EINVAL for an
  * unknown name, -ENOTSUP if this CPU or build lacks it.  A head_dim the
