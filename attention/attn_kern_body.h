@@ -105,7 +105,7 @@
  * Measured on the EPYC VM: q8 decode 1.0-1.2x faster with the K/V in L3,
  * no difference outside that machine's noise from DRAM, where q8 waits on
  * memory as much as on arithmetic.  With AVX512-VNNI (64 elements per
- * vpdpbusd, attn_kern_q8dot.h) q8 decode is 1.45x faster per key from L2
+ * vpdpbusd, attn_kern_q8dot.h) q8 decode is 1.15x faster per key from L2
  * on the Zen 5 than with the AVX2 dot products.  P.V stays f32: an integer P.V (each
  * chunk's weights rounded to int16, rows k and k + 1 interleaved by
  * vpunpcklbw / vpunpckhbw and sign-extended to 16-bit pairs, two keys per
