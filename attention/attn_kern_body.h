@@ -106,14 +106,14 @@
  * no difference outside that machine's noise from DRAM, where q8 waits on
  * memory as much as on arithmetic.  With AVX512-VNNI (64 elements per
  * vpdpbusd, attn_kern_q8dot.h) q8 decode is 1.15x faster per key from L2
- * on the Zen 5 than with the AVX2 dot products.  P.V stays f32: an integer P.V (each
- * chunk's weights rounded to int16, rows k and k + 1 interleaved by
- * vpunpcklbw / vpunpckhbw and sign-extended to 16-bit pairs, two keys per
- * vpmaddwd, one conversion per chunk) ran 18% slower with the K/V in cache
- * (24 against 20 ns per (key, KV head), 8 x 256 decode, one thread, as
- * bench_attention (e)): on this Zen 3 the interleave's shuffles and the
- * multiplies outweigh the conversions they save.  It would want V stored
- * interleaved in token pairs (one vpmovsxbw per 8 elements of two keys).
+ * on the Zen 5 than with the AVX2 dot products.  P.V stays f32: an
+ * integer P.V (each chunk's weights rounded to int16, rows k and k + 1
+ * interleaved by vpunpcklbw / vpunpckhbw and sign-extended to 16-bit
+ * pairs, two keys per vpmaddwd, one conversion per chunk) ran 18% slower
+ * with the K/V in cache (24 against 20 ns per (key, KV head), 8 x 256
+ * decode, one thread, as bench_attention (e) was then): on this Zen 3 the interleave's shuffles and
+ * the multiplies outweigh the conversions they save.  It would want V stored interleaved in token
+ * pairs (one vpmovsxbw per 8 elements of two keys).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -357,8 +357,8 @@ AI vf vmax(vf a, vf b)
  * chunk's rows kh + k * rb; -inf for k >= nvis.  KB keys at a time: each
  * K vector is widened once and used by all G query vectors (G x KB
  * dot-product vectors in registers; q in registers too, or read from L1
- * as the FMA's memory operand); the KB dot-product vectors of a query are folded into KB
- * scores at once.  A partial step reads row nvis - 1 again in place of the
+ * as the FMA's memory operand); the KB dot-product vectors of a query are
+ * folded into KB scores at once.  A partial step reads row nvis - 1 again in place of the
  * keys it masks, so no row past the chunk is touched. */
 AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
                      const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,

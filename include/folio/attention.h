@@ -95,9 +95,10 @@ size_t attn_paged_work_bound(const struct pager_kv_view *kv, int32_t n_heads, in
 void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int nth);
 
 /* Instruction set of the fast kernel's inner loops: "portable" (plain C, any
- * CPU), "avx2" (AVX2 + FMA + F16C), "avx512" (AVX-512F + BW + VNNI), or "auto" / NULL
- * for the best this CPU supports (the default; the environment variable
- * FOLIO_ATTN_ISA, read at first use, may name another).  -EINVAL for an
+ * CPU), "avx2" (AVX2 + FMA + F16C), "avx512" (AVX-512F + BW + VNNI), or
+ * "auto" / NULL for the best this CPU supports (the default; the
+ * environment variable FOLIO_ATTN_ISA, read at first use, may name
+ * another).  -EINVAL for an
  * unknown name, -ENOTSUP if this CPU or build lacks it.  A head_dim the
  * chosen path cannot take (not a multiple of 16 / 8) runs the next one down.
  * For tests and benchmarks: must not race a running kernel. */
