@@ -41,7 +41,8 @@
  * thread, and (e) the same for a decode batch small enough to stay in L2 (2 x 128: 512 KB of
  * K/V at f32; one thread, best of --reps runs of 400 back to back): what the kernel's arithmetic
  * costs with no memory stalls, so (b) against (e) says whether decode waits on memory or on the
- * arithmetic.  (Until this session (e) was 8 x 256, 2 MB at f32, which sits in L3 on a 1 MB L2.)
+ * arithmetic.  (BENCHMARKS.md's (e) figures before its sixth AVX-512 section are of 8 x 256: 2 MB
+ * at f32, in L3 on a 1 MB L2.)
  *
  * (d) --replay (only this): decode 32 x 4096, block 16, over page tables
  *     the real pager produced: replay_tables runs a serving pattern (64
