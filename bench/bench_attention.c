@@ -228,6 +228,16 @@ static float touch_run(const char *p, size_t n)
     return acc;
 }
 
+/* The K tile of KV head j in the block holding position k of table tab
+ * (V: v_offset further): row k is at (k % block_size) rows in. */
+static const char *touch_tile(const struct pager_kv_view *kv, const int32_t *tab, int32_t k,
+                              int32_t j)
+{
+    const size_t esz = folio_dtype_size(kv->dtype);
+    return (const char *)kv->base +
+           ((size_t)tab[k / kv->block_size] * kv->block_stride + (size_t)j * kv->head_stride) * esz;
+}
+
 /* Touch: the bytes a decode batch's kernel reads, in its order, with no
  * arithmetic: this thread's share of the sequences (the kernel's plan cuts
  * equal pieces into equal runs), each walked in chunks of ATTN_TOUCH_KC
@@ -240,8 +250,7 @@ static double touch_job(int ith)
     const struct setup *st = team.touch;
     const struct pager_kv_view *kv = &st->kv;
     const size_t esz = folio_dtype_size(kv->dtype);
-    const size_t rb = (size_t)st->hd * esz, tile = (size_t)kv->head_stride * esz;
-    const size_t vb = kv->v_offset * esz, bb = kv->block_stride * esz;
+    const size_t rb = (size_t)st->hd * esz, vb = kv->v_offset * esz;
     const size_t sc_off = (size_t)kv->block_size * rb;
     const int32_t bs = kv->block_size;
     float acc = 0;
@@ -254,8 +263,7 @@ static double touch_job(int ith)
             for (int32_t j = 0; j < st->n_kv; j++) {
                 if (team.touch_pf && pp < st->ctx)
                     for (int32_t k = pp; k < FOLIO_MIN(pp + ATTN_TOUCH_KC, st->ctx); k++) {
-                        const char *r = (const char *)kv->base + (size_t)tab[k / bs] * bb +
-                                        (size_t)j * tile + (size_t)(k % bs) * rb;
+                        const char *r = touch_tile(kv, tab, k, j) + (size_t)(k % bs) * rb;
                         for (size_t off = 0; off < rb; off += 64) {
                             __builtin_prefetch(r + off, 0, 1);
                             __builtin_prefetch(r + vb + off, 0, 1);
@@ -264,10 +272,9 @@ static double touch_job(int ith)
                 for (int v = 0; v < 2; v++)
                     for (int32_t k = pos; k < pos + n;) { /* a run within one block */
                         const int32_t len = FOLIO_MIN(pos + n - k, bs - k % bs);
-                        const char *t = (const char *)kv->base + (size_t)tab[k / bs] * bb +
-                                        (size_t)j * tile + (size_t)v * vb;
+                        const char *t = touch_tile(kv, tab, k, j) + (size_t)v * vb;
                         acc += touch_run(t + (size_t)(k % bs) * rb, (size_t)len * rb);
-                        if (kv->dtype == FOLIO_Q8)
+                        if (kv->dtype == FOLIO_Q8) /* the run's row scales */
                             acc += touch_run(t + sc_off + (size_t)(k % bs) * 4, (size_t)len * 4);
                         k += len;
                     }
