@@ -192,8 +192,12 @@ static void check_batch(const struct attn_batch *b)
     FOLIO_CHECK(kv->v_offset >= (size_t)kv->n_kv_heads * kv->head_stride, "v_offset %zu",
                 kv->v_offset);
     FOLIO_CHECK(kv->layer_stride >= 2 * kv->v_offset, "layer_stride %zu", kv->layer_stride);
-    FOLIO_CHECK(kv->block_stride >= (size_t)kv->n_layers * kv->layer_stride, "block_stride %zu",
-                kv->block_stride);
+    /* tiles of different (block, layer) never overlap: block-major (the
+     * pager's arena) or layer-major (each layer's blocks adjacent) */
+    FOLIO_CHECK(kv->block_stride >= (size_t)kv->n_layers * kv->layer_stride ||
+                    (kv->block_stride >= 2 * kv->v_offset &&
+                     kv->layer_stride >= (size_t)kv->num_blocks * kv->block_stride),
+                "block_stride %zu layer_stride %zu", kv->block_stride, kv->layer_stride);
     FOLIO_CHECK(b->n_heads >= 1 && b->n_heads % kv->n_kv_heads == 0,
                 "n_heads %d not a multiple of n_kv_heads %d", (int)b->n_heads, (int)kv->n_kv_heads);
     FOLIO_CHECK(b->n_seqs >= 0 && (b->n_seqs == 0 || b->seqs), "n_seqs %d", (int)b->n_seqs);

@@ -3,8 +3,9 @@
  *
  * Oracle: dense_attn(), plain loops over contiguous K/V [ctx][kv_head][hd]
  * per slice with a two-pass softmax in double.  The same K/V are scattered
- * into a block-major arena (struct pager_kv_view layout) through page tables
- * in shuffled, non-contiguous block order, in layer 1 of 2; every slot no
+ * into an arena (struct pager_kv_view layout: block-major as the pager's, or
+ * in a third of the cases layer-major, which the kernel accepts too) through
+ * page tables in shuffled, non-contiguous block order, in layer 1 of 2; every slot no
  * page table maps, and all of layer 0, hold NaN, so a read through a wrong
  * block id, slot, layer or head poisons the output.  out is NaN-filled
  * before each run, so a row nobody writes fails too.
@@ -204,6 +205,10 @@ static void tc_build(struct tcase *tc)
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = (size_t)n_layers * kv->layer_stride;
     const size_t n_elem = (size_t)kv->num_blocks * kv->block_stride;
+    if (rng_int(0, 2) == 0) { /* layer-major: each layer's blocks adjacent */
+        kv->block_stride = kv->layer_stride;
+        kv->layer_stride = (size_t)kv->num_blocks * kv->block_stride;
+    }
     const size_t esz = folio_dtype_size(tc->dt);
     kv->base = folio_aligned_alloc(64, n_elem * esz + 64);
     assert_non_null(kv->base);
