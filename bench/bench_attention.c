@@ -3,7 +3,7 @@
  * BENCHMARKS.md ("Paged attention").
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge] [--run N]
- *                   [--layers L] [--replay]
+ *                   [--layers L] [--rotate] [--layer-major] [--replay]
  *
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
@@ -60,6 +60,16 @@
  * block_stride = L layers apart in memory, and a batch's K/V are spread
  * over L times the bytes it reads, as in a model (decode 64 x 128 with
  * --layers 12 is bench_model's decode 64 on small, one layer of it).
+ * --rotate (with --layers L) fills every layer and has each timed call
+ * read the next one, as a model step does: a layer is read again only
+ * after the other L - 1, so with L x the batch's bytes beyond the last
+ * level cache it comes from memory (without it, decode 64 x 128 reads the
+ * same 4-17 MB every call, from L3); the whole layout then has L layers
+ * too (each (sequence, layer, head) still one [ctx][head_dim] run).
+ * --layer-major lays the arenas out layer by layer (a layer's blocks
+ * adjacent: block_stride one layer's K and V, layer_stride num_blocks
+ * times that), the layout vLLM's and llama.cpp's caches use, against the
+ * pager's block-major one.
  *
  * Threads are pthreads driving the phases with a barrier, as the model's
  * pool does.  (a) runs --reps rounds after a warm-up round; (b) and (c)
@@ -79,6 +89,8 @@
 static uint64_t rng_s = 42;
 static int use_huge;            /* --huge: K/V buffers on transparent huge pages */
 static int32_t shuffle_run = 1; /* --run N: shuffle runs of N consecutive block ids */
+static int rotate;              /* --rotate: each timed call reads the next layer */
+static int layer_major;         /* --layer-major: arenas layer by layer */
 
 static const enum folio_dtype dtypes[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
 #define N_DTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
@@ -104,7 +116,8 @@ struct setup {
     const int32_t *given;
     int32_t given_blocks;
     void *shared_base;
-    int32_t n_layers; /* paged layouts: layers of the arena (0 = 1); layer 0 is read */
+    int32_t n_layers; /* layers of the arena (0 = 1; whole: 1 unless --rotate); layer 0 is
+                         read (--rotate: each call the next) */
     struct pager_kv_view kv;
     struct attn_seq *seqs;
     int32_t *tables;
@@ -121,7 +134,8 @@ static void setup_build(struct setup *st)
     kv->dtype = st->dt;
     kv->num_blocks = nb;
     kv->block_size = bs;
-    const int32_t nl = st->layout == LAYOUT_WHOLE || st->n_layers < 1 ? 1 : st->n_layers;
+    const int32_t nl =
+        (st->layout == LAYOUT_WHOLE && !rotate) || st->n_layers < 1 ? 1 : st->n_layers;
     kv->n_layers = nl;
     kv->n_kv_heads = st->n_kv;
     kv->head_dim = st->hd;
@@ -130,6 +144,10 @@ static void setup_build(struct setup *st)
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = (size_t)nl * kv->layer_stride; /* block-major, as the pager's arena */
     const size_t n_elem = (size_t)nb * kv->block_stride;
+    if (layer_major) {
+        kv->block_stride = kv->layer_stride;
+        kv->layer_stride = (size_t)nb * kv->block_stride;
+    }
     const size_t esz = folio_dtype_size(st->dt);
     kv->base = st->shared_base ? st->shared_base : folio_aligned_alloc(64, n_elem * esz);
     if (kv->base && use_huge) { /* the whole 2 MiB pages inside the buffer */
@@ -145,14 +163,16 @@ static void setup_build(struct setup *st)
         exit(1);
     }
     float row[512];
+    const int32_t nl_fill = rotate ? nl : 1; /* the layers read */
     for (int32_t blk = 0; blk < nb && !st->shared_base; blk++)
-        for (int kvsel = 0; kvsel < 2; kvsel++)
-            for (int32_t h = 0; h < st->n_kv; h++)
-                for (int32_t slot = 0; slot < bs; slot++) {
-                    for (int32_t e = 0; e < st->hd; e++)
-                        row[e] = rnd();
-                    pager_kv_row_put(kv, blk, 0, kvsel, h, slot, row); /* layer 0 only */
-                }
+        for (int32_t layer = 0; layer < nl_fill; layer++)
+            for (int kvsel = 0; kvsel < 2; kvsel++)
+                for (int32_t h = 0; h < st->n_kv; h++)
+                    for (int32_t slot = 0; slot < bs; slot++) {
+                        for (int32_t e = 0; e < st->hd; e++)
+                            row[e] = rnd();
+                        pager_kv_row_put(kv, blk, layer, kvsel, h, slot, row);
+                    }
     for (int32_t i = 0; i < nb; i++)
         st->tables[i] = i;
     if (st->layout == LAYOUT_GIVEN)
@@ -375,9 +395,14 @@ static struct timing time_attn(struct setup *st, int reps)
     double t[64];
     if (reps > 64)
         reps = 64;
+    static int32_t call; /* --rotate: the layer of the next call */
+    const int32_t nl = rotate ? st->kv.n_layers : 1;
+    st->b.layer = call++ % nl;
     team_run(JOB_ATTN); /* warm-up */
-    for (int r = 0; r < reps; r++)
+    for (int r = 0; r < reps; r++) {
+        st->b.layer = call++ % nl;
         t[r] = team_run(JOB_ATTN);
+    }
     qsort(t, (size_t)reps, sizeof(double), cmp_d);
     folio_free(work);
     return (struct timing){t[reps / 2], t[0]};
@@ -734,6 +759,10 @@ int main(int argc, char **argv)
             replay = 1;
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             layers = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
+        else if (!strcmp(argv[i], "--rotate"))
+            rotate = 1;
+        else if (!strcmp(argv[i], "--layer-major"))
+            layer_major = 1;
         else if (!strcmp(argv[i], "--run") && i + 1 < argc)
             shuffle_run = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
@@ -751,7 +780,7 @@ int main(int argc, char **argv)
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
                 "       [--only decode|prefill|chunk|read|cache] [--dtype f32|f16|bf16|q8] [--run "
                 "N]\n"
-                "       [--layers L] [--replay]\n",
+                "       [--layers L] [--rotate] [--layer-major] [--replay]\n",
                 argv[0]);
             return 2;
         }
