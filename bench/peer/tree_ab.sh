@@ -7,7 +7,8 @@
 # requests at 64 concurrent, 128 prompt tokens, 128 output, greedy, EOS
 # ignored, 2 compute threads), driven by this tree's `folio bench` (so both
 # builds see the same client).  Each build runs with its own defaults;
-# FOLIOD_ARGS adds options to both.  MODEL_A=FILE gives build A another
+# FOLIOD_ARGS adds options to both, FOLIOD_ARGS_A and FOLIOD_ARGS_B to one
+# (the same build twice with two settings: BUILD_A = BUILD_B).  MODEL_A=FILE gives build A another
 # file (e.g. an F32 yardstick for B's BF16 run).  Prints one line per build and round,
 # then each build's median and the median of the per-round ratios B / A.
 #
@@ -26,29 +27,33 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sock=$work/foliod.sock
 read -r -a foliod_args <<<"${FOLIOD_ARGS:-}"
+read -r -a args_a <<<"${FOLIOD_ARGS_A:-}"
+read -r -a args_b <<<"${FOLIOD_ARGS_B:-}"
 load=(--num-prompts 256 --max-concurrency 64 --input-len 128 --output-len 128
       --temperature 0 --ignore-eos --vocab-size 32000 --seed 1)
 
 field() { sed -n "s/^$2:[[:space:]]*\([0-9.]*\).*/\1/p" "$1"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-run() { # BUILD OUT MODEL
+run() { # BUILD OUT MODEL [EXTRA ARGS...]
+  local build=$1 out=$2 file=$3
+  shift 3
   rm -f "$sock"
-  "$1/daemon/foliod" --model "$3" --socket "$sock" --kv-mem 1G --threads 2 \
-    "${foliod_args[@]}" >"$work/foliod.log" 2>&1 &
+  "$build/daemon/foliod" --model "$file" --socket "$sock" --kv-mem 1G --threads 2 \
+    "${foliod_args[@]}" "$@" >"$work/foliod.log" 2>&1 &
   local pid=$! up=0
   for _ in $(seq 1 1200); do
     curl -sf --unix-socket "$sock" http://x/health >/dev/null 2>&1 && { up=1; break; }
     sleep 0.1
   done
-  [ "$up" = 1 ] || { echo "tree_ab.sh: foliod of $1 did not come up:" >&2; cat "$work/foliod.log" >&2; exit 1; }
-  "$folio" bench --socket "$sock" "${load[@]}" >"$2" 2>&1
+  [ "$up" = 1 ] || { echo "tree_ab.sh: foliod of $build did not come up:" >&2; cat "$work/foliod.log" >&2; exit 1; }
+  "$folio" bench --socket "$sock" "${load[@]}" >"$out" 2>&1
   kill -TERM "$pid"; wait "$pid" || true
 }
 
 for r in $(seq 1 "$rounds"); do
-  run "$a" "$work/a-$r.txt" "$model_a"
-  run "$b" "$work/b-$r.txt" "$model"
+  run "$a" "$work/a-$r.txt" "$model_a" "${args_a[@]}"
+  run "$b" "$work/b-$r.txt" "$model" "${args_b[@]}"
   for s in a b; do
     f=$work/$s-$r.txt
     printf 'round %d %s output %8s tok/s  TTFT mean %8s ms  p99 %8s ms  ok %s\n' "$r" "$s" \
