@@ -78,7 +78,6 @@
  * call model_forward on a ctx.
  */
 #include "model_internal.h"
-#include "fastmath.h"
 #include "matmul.h"
 
 #include <cblas.h>
@@ -262,57 +261,6 @@ static void job_rope_kv(void *arg, int ith, int nth)
             }
         }
     }
-}
-
-void model__swiglu_ref(float *g, const float *u, int32_t n)
-{
-    for (int32_t i = 0; i < n; i++)
-        g[i] = g[i] / (1.0f + model__exp_approx(-g[i])) * u[i];
-}
-
-/* Eight lanes of model__swiglu.  The plain loop is not vectorised by GCC
- * (exp's clamp is a compare-and-select that it will not if-convert while
- * floating-point exceptions must be kept), so the lanes are spelled out:
- * model__exp_approx's operations in the same order, the clamp as a
- * bitwise select. */
-typedef float fwd_v8f __attribute__((vector_size(32)));
-typedef int32_t fwd_v8i __attribute__((vector_size(32)));
-
-static inline fwd_v8f v8_select(fwd_v8i mask, fwd_v8f a, fwd_v8f b)
-{
-    return (fwd_v8f)((mask & (fwd_v8i)a) | (~mask & (fwd_v8i)b));
-}
-
-static inline fwd_v8f v8_exp_approx(fwd_v8f x)
-{
-    const fwd_v8f lo = {-87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f, -87.0f};
-    const fwd_v8f hi = {88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f, 88.0f};
-    x = v8_select(x < lo, lo, x);
-    x = v8_select(x > hi, hi, x);
-    const float magic = 12582912.0f;
-    fwd_v8f t = x * 1.44269504f + magic;
-    fwd_v8f kf = t - magic;
-    fwd_v8i k = (fwd_v8i)t - 0x4B400000;
-    fwd_v8f r = x - kf * 0.693145752f - kf * 1.42860677e-6f;
-    fwd_v8f p =
-        1.0f +
-        r * (1.0f +
-             r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    fwd_v8i bits = (k + 127) << 23; /* k + 127 in [1, 254]: no overflow */
-    return p * (fwd_v8f)bits;
-}
-
-void model__swiglu(float *restrict g, const float *restrict u, int32_t n)
-{
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        fwd_v8f x, y;
-        memcpy(&x, g + i, sizeof(x));
-        memcpy(&y, u + i, sizeof(y));
-        x = x / (1.0f + v8_exp_approx(-x)) * y;
-        memcpy(g + i, &x, sizeof(x));
-    }
-    model__swiglu_ref(g + i, u + i, n - i);
 }
 
 /* gu[r][i] = silu(gate) * up for i < F, in place over the gate half. */

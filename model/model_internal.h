@@ -102,10 +102,16 @@ void model__fill_random(struct model *m, uint64_t seed);
 
 /* SwiGLU over one row, in place: g[i] = silu(g[i]) * u[i] for i < n, with
  * model__exp_approx (g and u never overlap).  model__swiglu_ref is the
- * plain loop; model__swiglu does the same operations 8 lanes at a time
- * (GCC vector extensions, so any x86-64 or other target builds it) and
- * gives the same bits. */
+ * plain loop; the others do the same operations several lanes at a time
+ * (model/swiglu_body.h) and give the same bits: _generic 8 lanes at the
+ * build's baseline flags (any target), _avx2 8 and _avx512 16 (x86-64,
+ * FOLIO_SWIGLU_X86; call only where the CPU has the ISA).  model__swiglu
+ * runs the widest one this CPU has (FOLIO_MATMUL_ISA=plain: _generic,
+ * =avx2: at most _avx2). */
 void model__swiglu(float *restrict g, const float *restrict u, int32_t n);
 void model__swiglu_ref(float *g, const float *u, int32_t n);
+void model__swiglu_generic(float *restrict g, const float *restrict u, int32_t n);
+void model__swiglu_avx2(float *restrict g, const float *restrict u, int32_t n);
+void model__swiglu_avx512(float *restrict g, const float *restrict u, int32_t n);
 
 #endif

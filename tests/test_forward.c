@@ -1209,34 +1209,49 @@ static int teardown(void **state)
     return 0;
 }
 
-/* The vectorised SwiGLU against the plain loop: the same bits for every
+/* The vectorised SwiGLUs against the plain loop: the same bits for every
  * length (the tail), values across exp's whole range and its clamp, zeros,
- * infinities and NaN. */
+ * infinities and NaN; model__swiglu (the one this run picks), the generic
+ * lanes, and each x86 ISA's where this CPU has it. */
 static void test_swiglu_lanes(void **state)
 {
     (void)state;
     enum { N = 4099 };
     static float g[N], u[N], g_ref[N];
+    void (*fns[4])(float *restrict, const float *restrict, int32_t) = {model__swiglu,
+                                                                       model__swiglu_generic};
+    int n_fns = 2;
+#ifdef FOLIO_SWIGLU_X86
+    if (__builtin_cpu_supports("avx2"))
+        fns[n_fns++] = model__swiglu_avx2;
+    if (__builtin_cpu_supports("avx512f"))
+        fns[n_fns++] = model__swiglu_avx512;
+#endif
     uint64_t rng = 0x5eed;
-    for (int round = 0; round < 4; round++) {
+    for (int round = 0; round < 16 * n_fns; round++) {
+        const int sc = round % 4;
         for (int i = 0; i < N; i++) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             float a = (float)((double)(rng >> 11) * 0x1.0p-53);
-            float scale = round == 0 ? 8.0f : round == 1 ? 40.0f : round == 2 ? 200.0f : 1e-3f;
+            float scale = sc == 0 ? 8.0f : sc == 1 ? 40.0f : sc == 2 ? 200.0f : 1e-3f;
             g[i] = (2.0f * a - 1.0f) * scale;
             u[i] = (1.0f - 2.0f * a) * 3.0f + 0.25f;
         }
         const float special[] = {0.0f,  -0.0f,  87.0f,    -87.0f,    88.5f, -88.5f,
                                  1e30f, -1e30f, INFINITY, -INFINITY, NAN,   1e-40f};
         for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
-            g[i * 7 + (size_t)round] = special[i];
+            g[i * 7 + (size_t)(round % 16)] = special[i];
         memcpy(g_ref, g, sizeof(g));
-        int32_t n = N - round * 3; /* 4099, 4096, 4093, 4090: every tail length mod 8 */
-        model__swiglu(g, u, n);
+        /* function round / 16 on 4099 - 3k values, k = round % 16: every
+         * tail length mod 16, each scale four times */
+        const int f = round / 16;
+        int32_t n = N - (round % 16) * 3;
+        fns[f](g, u, n);
         model__swiglu_ref(g_ref, u, n);
         for (int32_t i = 0; i < n; i++)
             if (memcmp(&g[i], &g_ref[i], sizeof(float)) && !(isnan(g[i]) && isnan(g_ref[i])))
-                fail_msg("round %d, i %d: %a vs %a", round, i, (double)g[i], (double)g_ref[i]);
+                fail_msg("round %d (function %d), i %d: %a vs %a", round, f, i, (double)g[i],
+                         (double)g_ref[i]);
     }
 }
 
