@@ -29,45 +29,38 @@ typedef int32_t swiglu_vi __attribute__((vector_size(SW * 4)));
 
 void model__swiglu_ref(float *g, const float *u, int32_t n);
 
-static inline swiglu_vf swiglu_select(swiglu_vi mask, swiglu_vf a, swiglu_vf b)
-{
-    return (swiglu_vf)((mask & (swiglu_vi)a) | (~mask & (swiglu_vi)b));
-}
+/* Lanes of m set: a, else b (a bitwise select: no branch, no exception). */
+#define SWIGLU_SELECT(m, a, b) ((swiglu_vf)(((m) & (swiglu_vi)(a)) | (~(m) & (swiglu_vi)(b))))
 
-static inline swiglu_vf swiglu_splat(float x)
-{
-    swiglu_vf v;
-    for (int i = 0; i < SW; i++)
-        v[i] = x;
-    return v;
-}
-
-static inline swiglu_vf swiglu_exp(swiglu_vf x)
-{
-    const swiglu_vf lo = swiglu_splat(-87.0f), hi = swiglu_splat(88.0f);
-    x = swiglu_select(x < lo, lo, x);
-    x = swiglu_select(x > hi, hi, x);
-    const float magic = 12582912.0f;
-    swiglu_vf t = x * 1.44269504f + magic;
-    swiglu_vf kf = t - magic;
-    swiglu_vi k = (swiglu_vi)t - 0x4B400000;
-    swiglu_vf r = x - kf * 0.693145752f - kf * 1.42860677e-6f;
-    swiglu_vf p =
-        1.0f +
-        r * (1.0f +
-             r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    swiglu_vi bits = (k + 127) << 23; /* k + 127 in [1, 254]: no overflow */
-    return p * (swiglu_vf)bits;
-}
-
+/* Written out in the loop rather than in helper functions taking vectors:
+ * a vector argument wider than the baseline ABI's draws -Wpsabi where the
+ * build's flags lack AVX. */
 void SWIGLU_NAME(float *restrict g, const float *restrict u, int32_t n)
 {
+    swiglu_vf lo, hi;
+    for (int i = 0; i < SW; i++)
+        lo[i] = -87.0f, hi[i] = 88.0f;
+    const float magic = 12582912.0f;
     int32_t i = 0;
     for (; i + SW <= n; i += SW) {
         swiglu_vf x, y;
         memcpy(&x, g + i, sizeof(x));
         memcpy(&y, u + i, sizeof(y));
-        x = x / (1.0f + swiglu_exp(-x)) * y;
+        /* e = exp(-x), model__exp_approx's operations */
+        swiglu_vf z = -x;
+        z = SWIGLU_SELECT(z < lo, lo, z);
+        z = SWIGLU_SELECT(z > hi, hi, z);
+        const swiglu_vf t = z * 1.44269504f + magic;
+        const swiglu_vf kf = t - magic;
+        const swiglu_vi k = (swiglu_vi)t - 0x4B400000;
+        const swiglu_vf r = z - kf * 0.693145752f - kf * 1.42860677e-6f;
+        const swiglu_vf p =
+            1.0f +
+            r * (1.0f + r * (0.5f + r * (1.0f / 6 +
+                                         r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+        const swiglu_vi bits = (k + 127) << 23; /* k + 127 in [1, 254]: no overflow */
+        const swiglu_vf e = p * (swiglu_vf)bits;
+        x = x / (1.0f + e) * y;
         memcpy(g + i, &x, sizeof(x));
     }
     model__swiglu_ref(g + i, u + i, n - i);
