@@ -2,7 +2,7 @@
  * model/swiglu_body.h — SwiGLU over one row, SW lanes at a time, written
  * once with GCC vector extensions and compiled once per instruction set:
  *
- *   forward.c         SW = 8, the build's baseline flags (any target)
+ *   swiglu.c          SW = 8, the build's own flags (any target)
  *   swiglu_avx2.c     SW = 8, AVX2
  *   swiglu_avx512.c   SW = 16, AVX-512F
  *
@@ -13,7 +13,7 @@
  * vectorised by GCC: exp's clamp is a compare-and-select that it will not
  * if-convert while floating-point exceptions must be kept, so the lanes
  * are spelled out, the clamp as a bitwise select).  Every operation is an
- * IEEE single one (the ISA files build with -ffp-contract=off, so no
+ * IEEE single one (all three build with -ffp-contract=off, so no
  * multiply and add is fused), which gives the plain loop's bits in every
  * lane, on every instruction set.
  */
