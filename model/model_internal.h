@@ -104,7 +104,7 @@ void model__fill_random(struct model *m, uint64_t seed);
  * model__exp_approx (g and u never overlap).  model__swiglu_ref is the
  * plain loop; the others do the same operations several lanes at a time
  * (model/swiglu_body.h) and give the same bits: _generic 8 lanes at the
- * build's baseline flags (any target), _avx2 8 and _avx512 16 (x86-64,
+ * build's own flags (any target), _avx2 8 and _avx512 16 (x86-64,
  * FOLIO_SWIGLU_X86; call only where the CPU has the ISA).  model__swiglu
  * runs the widest one this CPU has (FOLIO_MATMUL_ISA=plain: _generic,
  * =avx2: at most _avx2). */
