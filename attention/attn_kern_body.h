@@ -111,9 +111,10 @@
  * interleaved by vpunpcklbw / vpunpckhbw and sign-extended to 16-bit
  * pairs, two keys per vpmaddwd, one conversion per chunk) ran 18% slower
  * with the K/V in cache (24 against 20 ns per (key, KV head), 8 x 256
- * decode, one thread, as bench_attention (e) was then): on this Zen 3 the interleave's shuffles and
- * the multiplies outweigh the conversions they save.  It would want V stored interleaved in token
- * pairs (one vpmovsxbw per 8 elements of two keys).
+ * decode, one thread, as bench_attention (e) was then): on this Zen 3 the
+ * interleave's shuffles and the multiplies outweigh the conversions they
+ * save.  It would want V stored interleaved in token pairs (one vpmovsxbw
+ * per 8 elements of two keys).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -358,8 +359,8 @@ AI vf vmax(vf a, vf b)
  * K vector is widened once and used by all G query vectors (G x KB
  * dot-product vectors in registers; q in registers too, or read from L1
  * as the FMA's memory operand); the KB dot-product vectors of a query are
- * folded into KB scores at once.  A partial step reads row nvis - 1 again in place of the
- * keys it masks, so no row past the chunk is touched. */
+ * folded into KB scores at once.  A partial step reads row nvis - 1 again
+ * in place of the keys it masks, so no row past the chunk is touched. */
 AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
                      const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,
                      const char *const *pf, int32_t pfn, size_t v_bytes, const int hd, const int dt,

@@ -98,8 +98,8 @@ void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int 
  * CPU), "avx2" (AVX2 + FMA + F16C), "avx512" (AVX-512F + BW + VNNI), or
  * "auto" / NULL for the best this CPU supports (the default; the
  * environment variable FOLIO_ATTN_ISA, read at first use, may name
- * another).  -EINVAL for an
- * unknown name, -ENOTSUP if this CPU or build lacks it.  A head_dim the
+ * another).  -EINVAL for an unknown name, -ENOTSUP if this CPU or build
+ * lacks it.  A head_dim the
  * chosen path cannot take (not a multiple of 16 / 8) runs the next one down.
  * For tests and benchmarks: must not race a running kernel. */
 int attn_force_isa(const char *name);
