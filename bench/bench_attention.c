@@ -31,11 +31,15 @@
  * (b) decode: 32 sequences x 4096 context, the small model's geometry (12
  *     heads, 4 KV heads, head_dim 64, block 16), f32, f16, bf16 and q8:
  *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
- * measured in the same run by a streaming sum over 512 MiB with the same number of threads; and
- * beside each, "touch": the same lines read in the kernel's order (its split of sequences over
- * threads, 32-key chunks, per chunk KV head by KV head, K rows then V rows) with one load per
- * line and no arithmetic, without and with the kernel's prefetch two chunks ahead — the rate
- * this access pattern allows on the machine, which the kernel's rate is held against. (c)
+ * measured by a streaming sum over 512 MiB with the same number of threads; and beside each,
+ * "touch": the same lines read in the kernel's order (its split of sequences over threads, 32-key
+ * chunks, per chunk KV head by KV head, K rows then V rows) with one load per line and no
+ * arithmetic, without and with the kernel's prefetch two chunks ahead — the rate this access
+ * pattern allows on the machine, which the kernel's rate is held against.  The four run in
+ * rounds (decode_rounds): each round one streaming pass, one kernel call, one touch and one
+ * touch+pf, in an order rotated from round to round, and the percentages are medians of the
+ * per-round rate ratios, since the VM's read bandwidth drifts by 1.5x within minutes; the line
+ * also gives the streaming read's best pass and the kernel's median rate against that. (c)
  * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
  * q.k and each p*v over the causal triangle.  (b) also gives the time per (key, KV head) per
  * thread, and (e) the same for a decode batch small enough to stay in L2 (2 x 128: 512 KB of
@@ -119,6 +123,8 @@ struct setup {
     int32_t n_layers; /* layers of the arena (0 = 1; whole: 1 unless --rotate); layer 0 is
                          read (--rotate: each call the next) */
     struct pager_kv_view kv;
+    void *map; /* --huge: the arena's own mapping (else NULL) */
+    size_t map_len;
     struct attn_seq *seqs;
     int32_t *tables;
     float *q, *out;
@@ -149,12 +155,26 @@ static void setup_build(struct setup *st)
         kv->layer_stride = (size_t)nb * kv->block_stride;
     }
     const size_t esz = folio_dtype_size(st->dt);
-    kv->base = st->shared_base ? st->shared_base : folio_aligned_alloc(64, n_elem * esz);
-    if (kv->base && use_huge) { /* the whole 2 MiB pages inside the buffer */
-        const uintptr_t lo = ((uintptr_t)kv->base + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
-        const uintptr_t hi = ((uintptr_t)kv->base + n_elem * esz) & ~(uintptr_t)((2u << 20) - 1);
-        if (hi > lo)
-            (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    st->map = NULL;
+    if (st->shared_base) {
+        kv->base = st->shared_base;
+    } else if (use_huge) {
+        /* a mapping of its own, 2 MiB aligned and advised before its first
+         * touch: memory from the allocator may already be faulted in as
+         * 4 KiB pages (the streaming buffer freed just before), which an
+         * advice after the fact leaves as they are */
+        const size_t huge = (size_t)2 << 20;
+        st->map_len = (n_elem * esz + huge - 1) / huge * huge + huge;
+        void *m =
+            mmap(NULL, st->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        kv->base = NULL;
+        if (m != MAP_FAILED) {
+            st->map = m;
+            kv->base = (void *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+            (void)madvise(kv->base, st->map_len - huge, MADV_HUGEPAGE);
+        }
+    } else {
+        kv->base = folio_aligned_alloc(64, n_elem * esz);
     }
     st->tables = folio_malloc(sizeof(int32_t) * (size_t)nb);
     st->seqs = folio_malloc(sizeof(struct attn_seq) * (size_t)st->n_seqs);
@@ -211,7 +231,9 @@ static void setup_build(struct setup *st)
 
 static void setup_free(struct setup *st)
 {
-    if (!st->shared_base)
+    if (st->map)
+        munmap(st->map, st->map_len);
+    else if (!st->shared_base)
         folio_free(st->kv.base);
     folio_free(st->tables);
     folio_free(st->seqs);
@@ -408,36 +430,39 @@ static struct timing time_attn(struct setup *st, int reps)
     return (struct timing){t[reps / 2], t[0]};
 }
 
-static double bandwidth_gbs(int reps)
+/* The streaming read's buffer (512 MiB of floats) into team.buf. */
+static void stream_buf_make(void)
 {
-    const size_t n = (size_t)512 << 20 >> 2; /* 512 MiB of floats */
+    const size_t n = (size_t)512 << 20 >> 2;
     float *buf = folio_aligned_alloc(64, n * sizeof(float));
+    if (!buf) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
     for (size_t i = 0; i < n; i++)
         buf[i] = (float)(i & 7);
     team.buf = buf;
     team.buf_n = n;
+}
+
+static void stream_buf_free(void)
+{
+    folio_free((void *)team.buf);
+    team.buf = NULL;
+}
+
+static double bandwidth_gbs(int reps)
+{
+    stream_buf_make();
     team_run(JOB_SUM);
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         double t = team_run(JOB_SUM);
         best = t < best ? t : best;
     }
-    folio_free(buf);
-    return (double)n * sizeof(float) / best * 1e-9;
-}
-
-/* Median time of JOB_TOUCH over st (after one warm-up run). */
-static double time_touch(const struct setup *st, int pf, int reps)
-{
-    double t[64];
-    team.touch = st;
-    team.touch_pf = pf;
-    reps = FOLIO_MIN(reps, 64);
-    team_run(JOB_TOUCH);
-    for (int r = 0; r < reps; r++)
-        t[r] = team_run(JOB_TOUCH);
-    qsort(t, (size_t)reps, sizeof(double), cmp_d);
-    return t[reps / 2];
+    const double bytes = (double)team.buf_n * sizeof(float);
+    stream_buf_free();
+    return bytes / best * 1e-9;
 }
 
 static double kv_bytes(const struct setup *st)
@@ -469,6 +494,70 @@ static struct setup small_setup(int32_t n_seqs, int32_t ctx, int32_t n_q, enum f
 static double key_heads(const struct setup *st)
 {
     return (double)st->n_seqs * st->ctx * st->n_kv;
+}
+
+/* (b)'s rounds.  The VM's read bandwidth moves by 1.5x within minutes
+ * (37-60 GB/s) and a decode's rate less, so a streaming figure taken once
+ * at the start says little of the moment a kernel figure is taken.  Each
+ * round here runs the streaming read (one pass over team.buf), the kernel,
+ * touch and touch+pf once each, in an order rotated from round to round;
+ * printed are the median times and the medians of the per-round rate
+ * ratios (each against that round's streaming read). */
+enum { DEC_STREAM, DEC_KERN, DEC_TOUCH, DEC_TOUCH_PF, DEC_N };
+struct dec_fig {
+    double med[DEC_N], best[DEC_N]; /* seconds */
+    double ratio[DEC_N];            /* median over rounds of rate / that round's streaming rate */
+    double kern_vs_touch[2];        /* median over rounds of the kernel's rate / touch's */
+};
+
+static struct dec_fig decode_rounds(struct setup *st, int reps)
+{
+    enum { R = 64 };
+    reps = FOLIO_MIN(reps, R);
+    size_t ws = attn_paged_work_size(&st->b, team.nth);
+    void *work = folio_aligned_alloc(64, ws);
+    team.b = &st->b;
+    team.work = work;
+    team.touch = st;
+    double t[DEC_N][R], rt[DEC_N][R], kt[2][R];
+    for (int r = -1; r < reps; r++) { /* round -1 warms up */
+        double tr[DEC_N];
+        for (int i = 0; i < DEC_N; i++) {
+            const int w = (i + (r < 0 ? 0 : r)) % DEC_N;
+            if (w == DEC_STREAM) {
+                tr[w] = team_run(JOB_SUM);
+            } else if (w == DEC_KERN) {
+                tr[w] = team_run(JOB_ATTN);
+            } else {
+                team.touch_pf = w == DEC_TOUCH_PF;
+                tr[w] = team_run(JOB_TOUCH);
+            }
+        }
+        if (r < 0)
+            continue;
+        for (int i = 0; i < DEC_N; i++) {
+            t[i][r] = tr[i];
+            /* rate ratio: the K/V bytes over the stream's bytes, inverse
+             * times */
+            rt[i][r] = (kv_bytes(st) / tr[i]) / ((double)team.buf_n * sizeof(float) / tr[0]);
+        }
+        kt[0][r] = tr[DEC_TOUCH] / tr[DEC_KERN];
+        kt[1][r] = tr[DEC_TOUCH_PF] / tr[DEC_KERN];
+    }
+    struct dec_fig f;
+    for (int i = 0; i < DEC_N; i++) {
+        qsort(t[i], (size_t)reps, sizeof(double), cmp_d);
+        qsort(rt[i], (size_t)reps, sizeof(double), cmp_d);
+        f.med[i] = t[i][reps / 2];
+        f.best[i] = t[i][0];
+        f.ratio[i] = rt[i][reps / 2];
+    }
+    for (int i = 0; i < 2; i++) {
+        qsort(kt[i], (size_t)reps, sizeof(double), cmp_d);
+        f.kern_vs_touch[i] = kt[i][reps / 2];
+    }
+    folio_free(work);
+    return f;
 }
 
 /* (e): a small decode batch run RES_INNER times back to back by the calling
@@ -895,29 +984,40 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    if (!cache_only)
-        printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages)\n",
-               dec_seqs, dec_ctx);
+    if (!cache_only) {
+        printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages), %d "
+               "rounds\n"
+               "    each round: the streaming read, the kernel, touch, touch+pf (rotated order);\n"
+               "    medians of times, %% of streaming = median of per-round rate ratios\n",
+               dec_seqs, dec_ctx, reps);
+        stream_buf_make();
+    }
     for (int dt = 0; dt < N_DTYPES && !cache_only; dt++) {
         if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
             continue;
         struct setup st = small_setup(dec_seqs, dec_ctx, 1, dtypes[dt], LAYOUT_SHUFFLED);
         setup_build(&st);
-        struct timing t = time_attn(&st, reps);
-        double gbs = kv_bytes(&st) / t.med * 1e-9, gbs_best = kv_bytes(&st) / t.best * 1e-9;
-        printf("  %s: %.3f ms, K/V %.1f MB, %.1f GB/s (best %.1f) = %.0f%% of streaming read, "
-               "%.1f ns per (key, KV head) per thread\n",
-               folio_dtype_name(dtypes[dt]), t.med * 1e3, kv_bytes(&st) * 1e-6, gbs, gbs_best,
-               100.0 * gbs / bw, t.med * 1e9 * nth / key_heads(&st));
+        const struct dec_fig f = decode_rounds(&st, reps);
+        const double kb = kv_bytes(&st), sb = (double)team.buf_n * sizeof(float);
+        printf("  %s: %.3f ms, K/V %.1f MB, %.1f GB/s (best %.1f) = %.0f%% of streaming read "
+               "(%.1f GB/s, best %.1f: the kernel's median %.0f%% of that), %.1f ns per (key, KV "
+               "head) per thread\n",
+               folio_dtype_name(dtypes[dt]), f.med[DEC_KERN] * 1e3, kb * 1e-6,
+               kb / f.med[DEC_KERN] * 1e-9, kb / f.best[DEC_KERN] * 1e-9, 100.0 * f.ratio[DEC_KERN],
+               sb / f.med[DEC_STREAM] * 1e-9, sb / f.best[DEC_STREAM] * 1e-9,
+               100.0 * (kb / f.med[DEC_KERN]) / (sb / f.best[DEC_STREAM]),
+               f.med[DEC_KERN] * 1e9 * nth / key_heads(&st));
         for (int pf = 0; pf < 2; pf++) {
-            const double tt = time_touch(&st, pf, reps);
+            const int w = pf ? DEC_TOUCH_PF : DEC_TOUCH;
             printf("    touch%s: the same lines in the kernel's order, no arithmetic: %.3f ms, "
                    "%.1f GB/s = %.0f%% of streaming read; the kernel at %.0f%% of it\n",
-                   pf ? "+pf" : "   ", tt * 1e3, kv_bytes(&st) / tt * 1e-9,
-                   100.0 * kv_bytes(&st) / tt * 1e-9 / bw, 100.0 * tt / t.med);
+                   pf ? "+pf" : "   ", f.med[w] * 1e3, kb / f.med[w] * 1e-9, 100.0 * f.ratio[w],
+                   100.0 * f.kern_vs_touch[pf]);
         }
         setup_free(&st);
     }
+    if (!cache_only)
+        stream_buf_free();
     if (read_only) {
         team_stop();
         return 0;
