@@ -62,8 +62,10 @@
  * AVX-512 BF16 CPU (Zen 5), `tiny` through test_forward's
  * test_types_backends: F16 as bf16 on oneDNN differed from the dense f32
  * reference by 6.9e-2 (a BF16 file: 4.7e-2; llama.cpp computes F16 with
- * f16 activations, closer to f32 than bf16 ones), so MM_F16_AS_BF16 stays
- * 0 and F16 stays exact: on oneDNN its rows are widened to f32 once, at
+ * f16 activations, closer to f32 than bf16 ones), and from llama.cpp
+ * itself on `small`'s F16 file by 5.16e-2 on one of six prompts
+ * (tests/integration/llamacpp/compare_logits.mjs; exact F16: 4.1e-3), so
+ * MM_F16_AS_BF16 stays 0 and F16 stays exact: on oneDNN its rows are widened to f32 once, at
  * load, into the f32 primitive's format (the prepared copy is twice the
  * file's bytes; decode, M <= 4, still reads the f16 rows).  Against the
  * portable path's per-tile widening and the AVX2 packed gemm, `small`'s
