@@ -38,7 +38,7 @@
  * pattern allows on the machine, which the kernel's rate is held against.  The four run in
  * rounds (decode_rounds): each round one streaming pass, one kernel call, one touch and one
  * touch+pf, in an order rotated from round to round, and the percentages are medians of the
- * per-round rate ratios, since the VM's read bandwidth drifts by 1.5x within minutes; the line
+ * per-round rate ratios, since the VM's read bandwidth drifts by up to 2x within minutes; the line
  * also gives the streaming read's best pass and the kernel's median rate against that. (c)
  * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
  * q.k and each p*v over the causal triangle.  (b) also gives the time per (key, KV head) per
@@ -496,13 +496,14 @@ static double key_heads(const struct setup *st)
     return (double)st->n_seqs * st->ctx * st->n_kv;
 }
 
-/* (b)'s rounds.  The VM's read bandwidth moves by 1.5x within minutes
- * (37-60 GB/s) and a decode's rate less, so a streaming figure taken once
- * at the start says little of the moment a kernel figure is taken.  Each
- * round here runs the streaming read (one pass over team.buf), the kernel,
- * touch and touch+pf once each, in an order rotated from round to round;
- * printed are the median times and the medians of the per-round rate
- * ratios (each against that round's streaming read). */
+/* (b)'s rounds.  The VM's read bandwidth moves by up to 2x within
+ * minutes (28-60 GB/s in one session) and a decode's rate much less, so a
+ * streaming figure taken once at the start says little of the moment a
+ * kernel figure is taken.  Each round here runs the streaming read (one
+ * pass over team.buf), the kernel, touch and touch+pf once each, in an
+ * order rotated from round to round; printed are the median times and the
+ * medians of the per-round rate ratios (each against that round's
+ * streaming read). */
 enum { DEC_STREAM, DEC_KERN, DEC_TOUCH, DEC_TOUCH_PF, DEC_N };
 struct dec_fig {
     double med[DEC_N], best[DEC_N]; /* seconds */
