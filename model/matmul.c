@@ -724,6 +724,22 @@ MM_AVX2 static void rowdot_avx2(int kind, const void *W, int32_t K, int32_t n0, 
 }
 #endif
 
+/* matmul.h */
+enum matmul_isa_cap matmul_isa_cap(void)
+{
+    static int cap = -1; /* threads that race store the same */
+    int c = __atomic_load_n(&cap, __ATOMIC_RELAXED);
+    if (c < 0) {
+        const char *e = getenv("FOLIO_MATMUL_ISA");
+        c = !e                    ? MATMUL_ISA_ANY
+            : !strcmp(e, "plain") ? MATMUL_ISA_PLAIN
+            : !strcmp(e, "avx2")  ? MATMUL_ISA_AVX2
+                                  : MATMUL_ISA_ANY;
+        __atomic_store_n(&cap, c, __ATOMIC_RELAXED);
+    }
+    return (enum matmul_isa_cap)c;
+}
+
 /* Which of this file's kernels run: AVX2 + FMA + F16C when the CPU has
  * them, and for one row of A (M = 1) AVX-512 F/BW/VL when it has those
  * too; FOLIO_MATMUL_ISA=plain forces the plain C ones, =avx2 stops short of
@@ -732,8 +748,7 @@ static int isa_avx2 = -1, isa_avx512 = -1;
 static bool use_avx2(void)
 {
     if (isa_avx2 < 0) {
-        const char *e = getenv("FOLIO_MATMUL_ISA");
-        bool plain = e && !strcmp(e, "plain");
+        const bool plain = matmul_isa_cap() == MATMUL_ISA_PLAIN;
 #if defined(__x86_64__)
         isa_avx2 = !plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                    __builtin_cpu_supports("f16c");
@@ -748,13 +763,11 @@ static bool use_avx2(void)
 static bool use_avx512(void)
 {
     if (isa_avx512 < 0) {
-        const char *e = getenv("FOLIO_MATMUL_ISA");
 #ifdef FOLIO_ROWS_AVX512
-        isa_avx512 = use_avx2() && !(e && !strcmp(e, "avx2")) &&
+        isa_avx512 = use_avx2() && matmul_isa_cap() == MATMUL_ISA_ANY &&
                      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                      __builtin_cpu_supports("avx512vl");
 #else
-        (void)e;
         isa_avx512 = 0;
 #endif
     }

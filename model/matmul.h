@@ -95,6 +95,14 @@ void matmul_run(matmul_t *mm, pool_t *pool, int32_t id, int32_t M, const float *
  * place). */
 size_t matmul_prepared_bytes(const matmul_t *mm);
 
+/* FOLIO_MATMUL_ISA's cap on the kernels picked at run time by the matmul
+ * layer and the forward pass's other per-ISA steps (model/swiglu.c):
+ * MATMUL_ISA_PLAIN (=plain: plain C / generic lanes), MATMUL_ISA_AVX2
+ * (=avx2: nothing past AVX2), MATMUL_ISA_ANY (unset or anything else).
+ * Read once per process. */
+enum matmul_isa_cap { MATMUL_ISA_PLAIN, MATMUL_ISA_AVX2, MATMUL_ISA_ANY };
+enum matmul_isa_cap matmul_isa_cap(void);
+
 /* Whether BF16 weights run model/gemm_bf16.h's AVX512-BF16 kernel (A
  * rounded to bf16) for more than a few rows under backend b in this
  * process: the CPU has it, matmul.c's AVX-512 paths are not held back

@@ -9,10 +9,8 @@
  * Unfused, every variant performs the same IEEE single operations in the
  * same order and gives the same bits (test_forward's test_swiglu_lanes).
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "fastmath.h"
+#include "matmul.h"
 #include "model_internal.h"
 
 void model__swiglu_ref(float *g, const float *u, int32_t n)
@@ -27,19 +25,18 @@ void model__swiglu_ref(float *g, const float *u, int32_t n)
 
 typedef void (*swiglu_fn)(float *restrict, const float *restrict, int32_t);
 
-/* AVX-512F, else AVX2, else the generic lanes; FOLIO_MATMUL_ISA=plain
- * takes the generic ones and =avx2 stops short of AVX-512, as for the
- * matmul layer's kernels (the tests run each). */
+/* AVX-512F, else AVX2, else the generic lanes, under matmul_isa_cap
+ * (matmul.h), as for the matmul layer's kernels: FOLIO_MATMUL_ISA=plain
+ * takes the generic ones and =avx2 stops short of AVX-512 (the tests run
+ * each). */
 static swiglu_fn swiglu_pick(void)
 {
 #ifdef FOLIO_SWIGLU_X86
-    const char *e = getenv("FOLIO_MATMUL_ISA");
-    if (!(e && !strcmp(e, "plain"))) {
-        if (!(e && !strcmp(e, "avx2")) && __builtin_cpu_supports("avx512f"))
-            return model__swiglu_avx512;
-        if (__builtin_cpu_supports("avx2"))
-            return model__swiglu_avx2;
-    }
+    const enum matmul_isa_cap cap = matmul_isa_cap();
+    if (cap == MATMUL_ISA_ANY && __builtin_cpu_supports("avx512f"))
+        return model__swiglu_avx512;
+    if (cap != MATMUL_ISA_PLAIN && __builtin_cpu_supports("avx2"))
+        return model__swiglu_avx2;
 #endif
     return model__swiglu_generic;
 }
