@@ -99,9 +99,9 @@ void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int 
  * "auto" / NULL for the best this CPU supports (the default; the
  * environment variable FOLIO_ATTN_ISA, read at first use, may name
  * another).  -EINVAL for an unknown name, -ENOTSUP if this CPU or build
- * lacks it.  A head_dim the
- * chosen path cannot take (not a multiple of 16 / 8) runs the next one down.
- * For tests and benchmarks: must not race a running kernel. */
+ * lacks it.  A head_dim the chosen path cannot take (not a multiple of
+ * 16 / 8) runs the next one down.  For tests and benchmarks: must not race
+ * a running kernel. */
 int attn_force_isa(const char *name);
 /* The instruction set in use now ("portable", "avx2", "avx512"). */
 const char *attn_isa_name(void);
