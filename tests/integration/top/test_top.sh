@@ -25,6 +25,10 @@ fi
 TM="tmux -L folio-top-test-$$ -f /dev/null"
 cleanup_tmux() { $TM kill-server 2>/dev/null || true; }
 trap 'cleanup_tmux; cleanup' EXIT
+# One idle session for the whole test: killing a test's last session would
+# make the tmux server exit, and the next new-session could reach the exiting
+# server ("server exited unexpectedly").
+$TM new-session -d -s keep "sleep 3600"
 
 BIN=$FOLIOD
 probe=$("$FOLIOD" --socket "$T/probe.sock" --kv-blocks 16 2>&1 & p=$!; sleep 1; kill $p 2>/dev/null; wait $p 2>/dev/null) || true
