@@ -171,6 +171,38 @@ static kern_fn kern_for(int32_t hd)
 
 /* ---- checks ----------------------------------------------------------- */
 
+/* The four tile strides (block, layer, K|V, KV head) in any order: taken
+ * from the smallest up, each must step over the whole extent of the ones
+ * below it (the first over one tile), so no two tiles overlap.  This admits
+ * the pager's block-major arena, a layer-major one and a head-major one
+ * (each (layer, K|V, head) a run of num_blocks tiles) alike. */
+static int tiles_disjoint(const struct pager_kv_view *kv)
+{
+    struct {
+        size_t stride, count;
+    } d[4] = {{kv->block_stride, (size_t)kv->num_blocks},
+              {kv->layer_stride, (size_t)kv->n_layers},
+              {kv->v_offset, 2},
+              {kv->head_stride, (size_t)kv->n_kv_heads}};
+    for (int i = 1; i < 4; i++) /* insertion sort by stride */
+        for (int j = i; j > 0 && d[j].stride < d[j - 1].stride; j--) {
+            const __typeof__(d[0]) t = d[j];
+            d[j] = d[j - 1];
+            d[j - 1] = t;
+        }
+    size_t extent = pager_kv_tile_elems(kv->dtype, kv->block_size, kv->head_dim);
+    for (int i = 0; i < 4; i++) {
+        if (d[i].count == 1)
+            continue; /* never stepped */
+        if (d[i].stride < extent)
+            return 0;
+        if (d[i].stride > SIZE_MAX / d[i].count)
+            return 0;
+        extent = d[i].stride * d[i].count;
+    }
+    return 1;
+}
+
 static void check_batch(const struct attn_batch *b)
 {
     FOLIO_CHECK(b && b->kv, "no batch or view");
@@ -186,18 +218,11 @@ static void check_batch(const struct attn_batch *b)
                 (int)kv->block_size, (int)kv->num_blocks);
     FOLIO_CHECK(b->layer >= 0 && b->layer < kv->n_layers, "layer %d of %d", (int)b->layer,
                 (int)kv->n_layers);
-    FOLIO_CHECK(kv->head_stride == pager_kv_head_stride(kv->dtype, kv->block_size, kv->head_dim),
-                "head_stride %zu for block_size %d head_dim %d %s", kv->head_stride,
-                (int)kv->block_size, (int)kv->head_dim, folio_dtype_name(kv->dtype));
-    FOLIO_CHECK(kv->v_offset >= (size_t)kv->n_kv_heads * kv->head_stride, "v_offset %zu",
-                kv->v_offset);
-    FOLIO_CHECK(kv->layer_stride >= 2 * kv->v_offset, "layer_stride %zu", kv->layer_stride);
-    /* tiles of different (block, layer) never overlap: block-major (the
-     * pager's arena) or layer-major (each layer's blocks adjacent) */
-    FOLIO_CHECK(kv->block_stride >= (size_t)kv->n_layers * kv->layer_stride ||
-                    (kv->block_stride >= 2 * kv->v_offset &&
-                     kv->layer_stride >= (size_t)kv->num_blocks * kv->block_stride),
-                "block_stride %zu layer_stride %zu", kv->block_stride, kv->layer_stride);
+    FOLIO_CHECK(tiles_disjoint(kv),
+                "tiles overlap: block_stride %zu layer_stride %zu v_offset %zu "
+                "head_stride %zu (%s, block_size %d, head_dim %d)",
+                kv->block_stride, kv->layer_stride, kv->v_offset, kv->head_stride,
+                folio_dtype_name(kv->dtype), (int)kv->block_size, (int)kv->head_dim);
     FOLIO_CHECK(b->n_heads >= 1 && b->n_heads % kv->n_kv_heads == 0,
                 "n_heads %d not a multiple of n_kv_heads %d", (int)b->n_heads, (int)kv->n_kv_heads);
     FOLIO_CHECK(b->n_seqs >= 0 && (b->n_seqs == 0 || b->seqs), "n_seqs %d", (int)b->n_seqs);

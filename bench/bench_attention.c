@@ -3,7 +3,7 @@
  * BENCHMARKS.md ("Paged attention").
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge] [--run N]
- *                   [--layers L] [--rotate] [--layer-major] [--replay]
+ *                   [--layers L] [--rotate] [--block-major | --layer-major] [--replay]
  *
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
@@ -59,21 +59,25 @@
  *     run of consecutive ids, evictions, median times, and speed against
  *     whole (median of per-round ratios).
  *
- * --layers L gives the paged arenas of (a) and (d) L layers, block-major
- * like the pager's (layer 0 is read): consecutive ids are then
- * block_stride = L layers apart in memory, and a batch's K/V are spread
- * over L times the bytes it reads, as in a model (decode 64 x 128 with
- * --layers 12 is bench_model's decode 64 on small, one layer of it).
+ * The paged arenas are laid out as the pager's (head-major: per (layer,
+ * K|V, KV head) a run of num_blocks tiles, so a run of consecutive block
+ * ids is one run of memory per head).  --block-major lays them out block
+ * by block (one block's tiles side by side, the pager's layout before
+ * head-major), --layer-major layer by layer (a layer's blocks adjacent:
+ * block_stride one layer's K and V, layer_stride num_blocks times that),
+ * the layout vLLM's and llama.cpp's caches use.
+ *
+ * --layers L gives the paged arenas of (a) and (d) L layers (layer 0 is
+ * read): block-major, consecutive ids are then L layers apart in memory;
+ * in any layout a batch's K/V are spread over L times the bytes it reads,
+ * as in a model (decode 64 x 128 with --layers 12 is bench_model's decode
+ * 64 on small, one layer of it).
  * --rotate (with --layers L) fills every layer and has each timed call
  * read the next one, as a model step does: a layer is read again only
  * after the other L - 1, so with L x the batch's bytes beyond the last
  * level cache it comes from memory (without it, decode 64 x 128 reads the
  * same 4-17 MB every call, from L3); the whole layout then has L layers
  * too (each (sequence, layer, head) still one [ctx][head_dim] run).
- * --layer-major lays the arenas out layer by layer (a layer's blocks
- * adjacent: block_stride one layer's K and V, layer_stride num_blocks
- * times that), the layout vLLM's and llama.cpp's caches use, against the
- * pager's block-major one.
  *
  * Threads are pthreads driving the phases with a barrier, as the model's
  * pool does.  (a) runs --reps rounds after a warm-up round; (b) and (c)
@@ -94,7 +98,9 @@ static uint64_t rng_s = 42;
 static int use_huge;            /* --huge: K/V buffers on transparent huge pages */
 static int32_t shuffle_run = 1; /* --run N: shuffle runs of N consecutive block ids */
 static int rotate;              /* --rotate: each timed call reads the next layer */
-static int layer_major;         /* --layer-major: arenas layer by layer */
+enum arena_order { ARENA_HEAD, ARENA_BLOCK, ARENA_LAYER };
+static enum arena_order arena_order; /* the pager's (head-major), --block-major, --layer-major */
+static const char *const arena_names[] = {"head-major (the pager's)", "block-major", "layer-major"};
 
 static const enum folio_dtype dtypes[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
 #define N_DTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
@@ -145,14 +151,19 @@ static void setup_build(struct setup *st)
     kv->n_layers = nl;
     kv->n_kv_heads = st->n_kv;
     kv->head_dim = st->hd;
-    kv->head_stride = pager_kv_head_stride(st->dt, bs, st->hd);
+    kv->head_stride = pager_kv_tile_elems(st->dt, bs, st->hd);
     kv->v_offset = (size_t)st->n_kv * kv->head_stride;
     kv->layer_stride = 2 * kv->v_offset;
-    kv->block_stride = (size_t)nl * kv->layer_stride; /* block-major, as the pager's arena */
+    kv->block_stride = (size_t)nl * kv->layer_stride; /* block-major */
     const size_t n_elem = (size_t)nb * kv->block_stride;
-    if (layer_major) {
+    if (arena_order == ARENA_LAYER) {
         kv->block_stride = kv->layer_stride;
         kv->layer_stride = (size_t)nb * kv->block_stride;
+    } else if (arena_order == ARENA_HEAD) { /* as pager_kv_layout */
+        kv->block_stride = kv->head_stride;
+        kv->head_stride = (size_t)nb * kv->block_stride;
+        kv->v_offset = (size_t)st->n_kv * kv->head_stride;
+        kv->layer_stride = 2 * kv->v_offset;
     }
     const size_t esz = folio_dtype_size(st->dt);
     st->map = NULL;
@@ -745,8 +756,8 @@ static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32
     printf("(d) decode %d x %d, block 16, page tables replayed through the pager (%d blocks,\n"
            "    64 sequences, see --replay in the file comment); policy: lifo = PAGER_ALLOC_LIFO,\n"
            "    local = the locality policy; +pc: prefix cache on (blocks marked computed);\n"
-           "    arena of %d layer(s), block-major (layer 0 read; whole: one layer, dense)\n",
-           n_seqs, ctx, nblocks, n_layers);
+           "    arena of %d layer(s), %s (layer 0 read; whole: one layer, dense)\n",
+           n_seqs, ctx, nblocks, n_layers, arena_names[arena_order]);
     for (int t = 0; t < NT; t++)
         printf("    %-9s mean run %.1f blocks (%lld jumps in %d x %d), evictions %lld of %lld "
                "allocations, %lld preempted\n",
@@ -851,8 +862,10 @@ int main(int argc, char **argv)
             layers = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--rotate"))
             rotate = 1;
+        else if (!strcmp(argv[i], "--block-major"))
+            arena_order = ARENA_BLOCK;
         else if (!strcmp(argv[i], "--layer-major"))
-            layer_major = 1;
+            arena_order = ARENA_LAYER;
         else if (!strcmp(argv[i], "--run") && i + 1 < argc)
             shuffle_run = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
@@ -870,7 +883,7 @@ int main(int argc, char **argv)
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
                 "       [--only decode|prefill|chunk|read|cache] [--dtype f32|f16|bf16|q8] [--run "
                 "N]\n"
-                "       [--layers L] [--rotate] [--layer-major] [--replay]\n",
+                "       [--layers L] [--rotate] [--block-major | --layer-major] [--replay]\n",
                 argv[0]);
             return 2;
         }
@@ -878,8 +891,8 @@ int main(int argc, char **argv)
     if (nth < 1 || nth > 64 || reps < 1)
         return 2;
     team_start(nth);
-    printf("paged attention bench: %d threads, isa %s, median of %d (best)\n", nth, attn_isa_name(),
-           reps);
+    printf("paged attention bench: %d threads, isa %s, arena %s, median of %d (best)\n", nth,
+           attn_isa_name(), arena_names[arena_order], reps);
 
     const int cache_only = only && !strcmp(only, "cache"); /* (e) alone, e.g. under perf */
     const int read_only = only && !strcmp(only, "read");   /* (b) alone */

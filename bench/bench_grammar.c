@@ -153,18 +153,16 @@ int main(int argc, char **argv)
 
     /* K/V for B sequences of up to p0 + S tokens */
     const int32_t p0 = 32, per_seq = (p0 + S + BLOCK - 1) / BLOCK;
-    struct pager_kv_view kv = {.dtype = FOLIO_F32,
-                               .num_blocks = per_seq * B,
-                               .block_size = BLOCK,
-                               .n_layers = hp.n_layers,
-                               .n_kv_heads = hp.n_kv_heads,
-                               .head_dim = hp.head_dim};
-    kv.head_stride = (size_t)BLOCK * kv.head_dim;
-    kv.v_offset = kv.n_kv_heads * kv.head_stride;
-    kv.layer_stride = 2 * kv.v_offset;
-    kv.block_stride = kv.n_layers * kv.layer_stride;
-    kv.base = folio_aligned_alloc(64, kv.block_stride * kv.num_blocks * sizeof(float));
-    memset(kv.base, 0, kv.block_stride * kv.num_blocks * sizeof(float));
+    const struct pager_config pc = {.num_blocks = per_seq * B,
+                                    .block_size = BLOCK,
+                                    .n_layers = hp.n_layers,
+                                    .n_kv_heads = hp.n_kv_heads,
+                                    .head_dim = hp.head_dim,
+                                    .dtype = FOLIO_F32};
+    struct pager_kv_view kv;
+    const size_t kv_bytes = pager_kv_layout(&pc, &kv);
+    kv.base = folio_aligned_alloc(64, kv_bytes);
+    memset(kv.base, 0, kv_bytes);
     int32_t *bt = malloc(sizeof(int32_t) * (size_t)kv.num_blocks);
     for (int32_t i = 0; i < kv.num_blocks; i++)
         bt[i] = i;

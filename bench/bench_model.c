@@ -29,7 +29,9 @@
  *     first step of a context runs at about half the rate of later ones:
  *     its buffers and oneDNN's scratch are first touched then; a server
  *     pays that once).  K/V contents are arbitrary: the arithmetic does
- *     not depend on them.
+ *     not depend on them.  The K/V arena is laid out as the pager's, and
+ *     the page tables are what the pager hands out to a batch growing a
+ *     block at a time in turn (tables_from_pager).
  * --decode B,B,... runs only the batched decodes of those batch sizes, 16
  * steps each (for profiling one of them).
  * --single TOKENS runs only the single-stream decode, TOKENS tokens, and
@@ -169,6 +171,41 @@ struct env {
     size_t kv_bytes;      /* of kv.base */
 };
 
+/* Page tables as the pager hands them out (its default, locality policy):
+ * n_seqs sequences admitted together, growing a block at a time in turn,
+ * as a batch that prefills and decodes in lockstep does.  Sequence s gets
+ * per_seq blocks at out[s * per_seq ...]. */
+static void tables_from_pager(const struct pager_config *arena, int32_t n_seqs, int32_t per_seq,
+                              int32_t *out)
+{
+    struct pager_config c = *arena;
+    c.no_arena = true;
+    pager_t *pg;
+    pager_seq_t **sq = calloc((size_t)n_seqs, sizeof *sq);
+    int32_t toks[BLOCK] = {0};
+    if (!sq || pager_init(&pg, &c) != 0) {
+        fprintf(stderr, "bench_model: no pager for the page tables\n");
+        exit(1);
+    }
+    for (int32_t s = 0; s < n_seqs; s++)
+        if (pager_seq_new(pg, (uint64_t)s, (uint64_t)s, 0, &sq[s]) != 0)
+            exit(1);
+    for (int32_t b = 0; b < per_seq; b++)
+        for (int32_t s = 0; s < n_seqs; s++)
+            if (pager_seq_append(pg, sq[s], toks, BLOCK) != 0) {
+                fprintf(stderr, "bench_model: pager out of blocks\n");
+                exit(1);
+            }
+    for (int32_t s = 0; s < n_seqs; s++) {
+        int32_t n;
+        const int32_t *t = pager_seq_block_table(sq[s], &n);
+        memcpy(out + (size_t)s * per_seq, t, sizeof(int32_t) * (size_t)per_seq);
+        pager_seq_free(pg, sq[s]);
+    }
+    pager_free(pg);
+    free(sq);
+}
+
 static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32_t max_len)
 {
     const struct model_hparams *hp = &m->hp;
@@ -176,17 +213,19 @@ static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32
     e->per_seq = (max_len + BLOCK - 1) / BLOCK;
     struct pager_kv_view *kv = &e->kv;
     const enum folio_dtype dt = kv_dtype >= 0 ? (enum folio_dtype)kv_dtype : model_kv_dtype_auto(m);
-    *kv = (struct pager_kv_view){.dtype = dt,
-                                 .num_blocks = e->per_seq * n_seqs,
-                                 .block_size = BLOCK,
-                                 .n_layers = hp->n_layers,
-                                 .n_kv_heads = hp->n_kv_heads,
-                                 .head_dim = hp->head_dim};
-    kv->head_stride = pager_kv_head_stride(dt, BLOCK, kv->head_dim);
-    kv->v_offset = kv->n_kv_heads * kv->head_stride;
-    kv->layer_stride = 2 * kv->v_offset;
-    kv->block_stride = kv->n_layers * kv->layer_stride;
-    size_t bytes = kv->block_stride * kv->num_blocks * folio_dtype_size(dt);
+    /* a quarter spare, as a serving pool has */
+    const struct pager_config pc = {.num_blocks =
+                                        e->per_seq * n_seqs + (e->per_seq * n_seqs + 3) / 4,
+                                    .block_size = BLOCK,
+                                    .n_layers = hp->n_layers,
+                                    .n_kv_heads = hp->n_kv_heads,
+                                    .head_dim = hp->head_dim,
+                                    .dtype = dt};
+    const size_t bytes = pager_kv_layout(&pc, kv); /* the pager's arena layout */
+    if (bytes == 0) {
+        fprintf(stderr, "bench_model: K/V of %d blocks does not fit\n", (int)pc.num_blocks);
+        exit(1);
+    }
     /* as the pager's arena: resident, on huge pages where the kernel
      * gives them */
     kv->base = folio_region_alloc(bytes, FOLIO_REGION_HUGE | FOLIO_REGION_RESIDENT);
@@ -196,9 +235,8 @@ static void env_init(struct env *e, const struct model *m, int32_t n_seqs, int32
         exit(1);
     }
     memset(kv->base, 0, bytes);
-    e->bt = malloc(sizeof(int32_t) * kv->num_blocks);
-    for (int32_t i = 0; i < kv->num_blocks; i++) /* interleave sequences' blocks */
-        e->bt[i] = (i % e->per_seq) * n_seqs + i / e->per_seq;
+    e->bt = malloc(sizeof(int32_t) * (size_t)e->per_seq * n_seqs);
+    tables_from_pager(&pc, n_seqs, e->per_seq, e->bt);
     const double D = hp->dim, nq = (double)hp->n_heads * hp->head_dim,
                  nkv = (double)hp->n_kv_heads * hp->head_dim, F = hp->ffn_dim;
     e->mat_flops_tok = 2.0 * hp->n_layers * (D * (nq + 2 * nkv) + nq * D + 2 * F * D + F * D);

@@ -19,7 +19,7 @@
  * with n tokens holds ceil(n / B) blocks; every block but the last is full
  * for it.  A block is written only while its refcount is 1 and it is not in
  * the hash: a shared or hashed last block is copied first (copy-on-write:
- * one memcpy of the block's arena bytes and of its token ids).
+ * its K/V tiles, one memcpy per (layer, K|V, head), and its token ids).
  *
  * Prefix cache.  When a table's block i is full and computed it enters the
  * hash with key = H(key of block i-1 (or a seed of the salt at i = 0),
@@ -69,7 +69,7 @@
  * table's full blocks stay in the prefix cache), so the wanted id usually
  * holds a cache entry: then a donor block is taken exactly as before (the
  * free list head, or when nothing is free the LRU head, evicted), the
- * wanted block's entry moves into the donor (one memcpy of the block, its
+ * wanted block's entry moves into the donor (a copy of the block's tiles, its
  * token ids, hash and LRU links, its child's parent link, its parent's kid
  * link) and the table gets the wanted id.  The prefix cache then holds the
  * same entries in the same LRU order as without the move, and the same
@@ -398,6 +398,54 @@ static bool cached_movable(const pager_t *pg, int32_t x)
     return m->state == PAGER_BLOCK_CACHED && (m->nkids == 0 || m->kid != NIL);
 }
 
+/* Bytes of one block (all its tiles); 0 when the arena's geometry
+ * overflows size_t.  With v, also the arena's strides (head-major, see
+ * pager.h): tile = one (block, layer, K|V, head) tile, a run of num_blocks
+ * tiles per (layer, K|V, head). */
+static size_t geometry(const struct pager_config *c, struct pager_kv_view *v)
+{
+    size_t tile, head, vo, layer, block, arena, bytes;
+    if (__builtin_mul_overflow((size_t)c->block_size, (size_t)c->head_dim + 4, &tile))
+        return 0;
+    tile = pager_kv_tile_elems(c->dtype, c->block_size, c->head_dim);
+    if (__builtin_mul_overflow(tile, (size_t)c->num_blocks, &head) ||
+        __builtin_mul_overflow(head, (size_t)c->n_kv_heads, &vo) ||
+        __builtin_mul_overflow(vo, (size_t)2, &layer) ||
+        __builtin_mul_overflow(layer, (size_t)c->n_layers, &arena) ||
+        __builtin_mul_overflow(arena, folio_dtype_size(c->dtype), &arena) ||
+        __builtin_mul_overflow(tile, (size_t)c->n_kv_heads * 2, &block) ||
+        __builtin_mul_overflow(block, (size_t)c->n_layers, &block) ||
+        __builtin_mul_overflow(block, folio_dtype_size(c->dtype), &bytes))
+        return 0;
+    if (v) {
+        v->block_stride = tile;
+        v->head_stride = head;
+        v->v_offset = vo;
+        v->layer_stride = layer;
+    }
+    return bytes;
+}
+
+/* Copies block src's K/V (every layer, K and V, every head: one tile each,
+ * 2 * n_layers * n_kv_heads runs of the arena) into block dst. */
+static void block_copy(const pager_t *pg, int32_t dst, int32_t src)
+{
+    if (!pg->arena)
+        return;
+    struct pager_kv_view v;
+    geometry(&pg->cfg, &v);
+    const size_t esz = folio_dtype_size(pg->cfg.dtype), tile = v.block_stride * esz;
+    for (int32_t l = 0; l < pg->cfg.n_layers; l++)
+        for (int kv = 0; kv < 2; kv++)
+            for (int32_t h = 0; h < pg->cfg.n_kv_heads; h++) {
+                unsigned char *t =
+                    pg->arena + ((size_t)l * v.layer_stride + (size_t)kv * v.v_offset +
+                                 (size_t)h * v.head_stride) *
+                                    esz;
+                memcpy(t + (size_t)dst * tile, t + (size_t)src * tile, tile);
+            }
+}
+
 /* Moves cached block x's prefix-cache entry (K/V bytes, token ids, hash
  * identity and links, LRU position, its child's parent link and its
  * parent's kid link) into block d, held by nobody and in no list, and
@@ -407,9 +455,7 @@ static bool cached_movable(const pager_t *pg, int32_t x)
 static int32_t cached_move(pager_t *pg, int32_t x, int32_t d)
 {
     struct pager_block *m = &pg->blk[x], *n = &pg->blk[d];
-    if (pg->arena)
-        memcpy(pg->arena + (size_t)d * pg->block_bytes, pg->arena + (size_t)x * pg->block_bytes,
-               pg->block_bytes);
+    block_copy(pg, d, x);
     memcpy(btok_of(pg, d), btok_of(pg, x), (size_t)pg->bs * sizeof(int32_t));
     /* LRU: d takes x's place */
     n->prev = m->prev;
@@ -605,27 +651,6 @@ static int config_valid(const struct pager_config *c)
     return 1;
 }
 
-/* Strides of the arena; 0 when the geometry overflows size_t. */
-static size_t geometry(const struct pager_config *c, struct pager_kv_view *v)
-{
-    size_t head, vo, layer, block, bytes;
-    if (__builtin_mul_overflow((size_t)c->block_size, (size_t)c->head_dim + 4, &head))
-        return 0;
-    head = pager_kv_head_stride(c->dtype, c->block_size, c->head_dim);
-    if (__builtin_mul_overflow(head, (size_t)c->n_kv_heads, &vo) ||
-        __builtin_mul_overflow(vo, (size_t)2, &layer) ||
-        __builtin_mul_overflow(layer, (size_t)c->n_layers, &block) ||
-        __builtin_mul_overflow(block, folio_dtype_size(c->dtype), &bytes))
-        return 0;
-    if (v) {
-        v->head_stride = head;
-        v->v_offset = vo;
-        v->layer_stride = layer;
-        v->block_stride = block;
-    }
-    return bytes;
-}
-
 int pager_init(pager_t **out, const struct pager_config *cfg)
 {
     if (!out || !cfg || !config_valid(cfg))
@@ -719,17 +744,32 @@ int pager__test_set_key_mask(pager_t *pg, uint64_t mask)
     return 0;
 }
 
-void pager_kv_view(const pager_t *pg, struct pager_kv_view *v)
+static void view_of(const struct pager_config *c, struct pager_kv_view *v)
 {
     memset(v, 0, sizeof *v);
-    geometry(&pg->cfg, v);
+    geometry(c, v);
+    v->dtype = c->dtype;
+    v->num_blocks = c->num_blocks;
+    v->block_size = c->block_size;
+    v->n_layers = c->n_layers;
+    v->n_kv_heads = c->n_kv_heads;
+    v->head_dim = c->head_dim;
+}
+
+void pager_kv_view(const pager_t *pg, struct pager_kv_view *v)
+{
+    view_of(&pg->cfg, v);
     v->base = pg->arena;
-    v->dtype = pg->cfg.dtype;
-    v->num_blocks = pg->nblocks;
-    v->block_size = pg->bs;
-    v->n_layers = pg->cfg.n_layers;
-    v->n_kv_heads = pg->cfg.n_kv_heads;
-    v->head_dim = pg->cfg.head_dim;
+}
+
+size_t pager_kv_layout(const struct pager_config *cfg, struct pager_kv_view *v)
+{
+    size_t block_bytes, arena_bytes;
+    if (!cfg || !v || !config_valid(cfg) || (block_bytes = geometry(cfg, NULL)) == 0 ||
+        __builtin_mul_overflow(block_bytes, (size_t)cfg->num_blocks, &arena_bytes))
+        return 0;
+    view_of(cfg, v);
+    return arena_bytes;
 }
 
 int32_t pager_block_size(const pager_t *pg)
@@ -1306,9 +1346,7 @@ static int seq_append(pager_t *pg, pager_seq_t *s, const int32_t *tokens, int32_
         b = s->table[s->nb - 1];
         if (seq_needs_cow(pg, s)) {
             int32_t c = block_alloc(pg, s, s->nb >= 2 ? s->table[s->nb - 2] : NIL);
-            if (pg->arena)
-                memcpy(pg->arena + (size_t)c * pg->block_bytes,
-                       pg->arena + (size_t)b * pg->block_bytes, pg->block_bytes);
+            block_copy(pg, c, b);
             memcpy(btok_of(pg, c), btok_of(pg, b), (size_t)(pos % bs) * sizeof(int32_t));
             block_unref(pg, b);
             s->table[s->nb - 1] = c;

@@ -3,8 +3,8 @@
  *
  * Oracle: dense_attn(), plain loops over contiguous K/V [ctx][kv_head][hd]
  * per slice with a two-pass softmax in double.  The same K/V are scattered
- * into an arena (struct pager_kv_view layout: block-major as the pager's, or
- * in a third of the cases layer-major, which the kernel accepts too) through
+ * into an arena (struct pager_kv_view layout: a third each block-major,
+ * layer-major and head-major, which the kernel accepts alike) through
  * page tables in shuffled, non-contiguous block order, in layer 1 of 2; every slot no
  * page table maps, and all of layer 0, hold NaN, so a read through a wrong
  * block id, slot, layer or head poisons the output.  out is NaN-filled
@@ -200,14 +200,20 @@ static void tc_build(struct tcase *tc)
     kv->n_layers = n_layers;
     kv->n_kv_heads = tc->n_kv;
     kv->head_dim = tc->hd;
-    kv->head_stride = pager_kv_head_stride(tc->dt, tc->bs, tc->hd);
+    kv->head_stride = pager_kv_tile_elems(tc->dt, tc->bs, tc->hd);
     kv->v_offset = (size_t)tc->n_kv * kv->head_stride;
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = (size_t)n_layers * kv->layer_stride;
     const size_t n_elem = (size_t)kv->num_blocks * kv->block_stride;
-    if (rng_int(0, 2) == 0) { /* layer-major: each layer's blocks adjacent */
+    const int arena = rng_int(0, 2);
+    if (arena == 0) { /* layer-major: each layer's blocks adjacent */
         kv->block_stride = kv->layer_stride;
         kv->layer_stride = (size_t)kv->num_blocks * kv->block_stride;
+    } else if (arena == 1) { /* head-major: each (layer, K|V, head) a run of blocks */
+        kv->block_stride = kv->head_stride;
+        kv->head_stride = (size_t)kv->num_blocks * kv->block_stride;
+        kv->v_offset = (size_t)tc->n_kv * kv->head_stride;
+        kv->layer_stride = 2 * kv->v_offset;
     }
     const size_t esz = folio_dtype_size(tc->dt);
     kv->base = folio_aligned_alloc(64, n_elem * esz + 64);
@@ -1016,7 +1022,8 @@ static void test_kv_rows(void **state)
         assert_int_equal(pager_init(&pg, &cfg), 0);
         struct pager_kv_view kv;
         pager_kv_view(pg, &kv);
-        assert_int_equal(kv.head_stride, pager_kv_head_stride(all_dt[dt], 16, 64));
+        assert_int_equal(kv.block_stride, pager_kv_tile_elems(all_dt[dt], 16, 64));
+        assert_int_equal(kv.head_stride, 3 * kv.block_stride);
         struct pager_stats st;
         pager_stats_get(pg, &st);
         assert_int_equal((int64_t)st.bytes_per_block,
@@ -1122,6 +1129,66 @@ static void test_paged_bad_block_aborts(void **state)
     tc_free(&tc);
 }
 
+/* Strides under which two tiles would share bytes abort at entry, in any
+ * stride order; the three layouts the kernel reads pass the same check. */
+static int runs_ok(const struct tcase *tc, void *work)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        attn_paged(&tc->b, work, 0, 0, 1);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st))
+        assert_int_equal(WTERMSIG(st), SIGABRT);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void test_paged_overlapping_tiles_abort(void **state)
+{
+    (void)state;
+    rng_state = 10;
+    struct tcase tc;
+    memset(&tc, 0, sizeof(tc));
+    tc.bs = 8, tc.hd = 64, tc.group = 2, tc.n_kv = 2, tc.dt = FOLIO_F16;
+    tc.n_seqs = 1, tc.p0[0] = 20, tc.n_q[0] = 1;
+    tc_build(&tc);
+    void *work = folio_aligned_alloc(64, attn_paged_work_size(&tc.b, 1));
+    assert_non_null(work);
+    const struct pager_kv_view good = tc.kv;
+    const size_t tile = pager_kv_tile_elems(tc.dt, tc.bs, tc.hd), nb = (size_t)good.num_blocks;
+    struct pager_kv_view *kv = &tc.kv;
+    /* head-major, block-major and layer-major, exactly packed: run */
+    kv->block_stride = tile, kv->head_stride = nb * tile, kv->v_offset = 2 * nb * tile;
+    kv->layer_stride = 4 * nb * tile;
+    assert_true(runs_ok(&tc, work));
+    kv->head_stride = tile, kv->v_offset = 2 * tile, kv->layer_stride = 4 * tile;
+    kv->block_stride = 4 * tile * (size_t)kv->n_layers;
+    assert_true(runs_ok(&tc, work));
+    kv->block_stride = 4 * tile, kv->layer_stride = 4 * tile * nb;
+    assert_true(runs_ok(&tc, work));
+    /* head-major with the heads' runs one tile too close: head 0's last
+     * block is head 1's first */
+    kv->block_stride = tile, kv->head_stride = (nb - 1) * tile, kv->v_offset = 2 * nb * tile;
+    kv->layer_stride = 4 * nb * tile;
+    assert_false(runs_ok(&tc, work));
+    /* K and V on the same bytes */
+    *kv = good;
+    kv->v_offset = 0;
+    assert_false(runs_ok(&tc, work));
+    /* a tile shorter than its rows (block-major, heads half a tile apart) */
+    kv->head_stride = tile / 2, kv->v_offset = 2 * tile, kv->layer_stride = 4 * tile;
+    kv->block_stride = 4 * tile * (size_t)kv->n_layers;
+    assert_false(runs_ok(&tc, work));
+    *kv = good;
+    folio_free(work);
+    tc_free(&tc);
+}
+
 int main(void)
 {
     const char *sh = getenv("FOLIO_TEST_SHORT");
@@ -1144,6 +1211,7 @@ int main(void)
         cmocka_unit_test(test_paged_threads),
         cmocka_unit_test(test_work_bound),
         cmocka_unit_test(test_paged_bad_block_aborts),
+        cmocka_unit_test(test_paged_overlapping_tiles_abort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,19 +237,16 @@ static void arena_init(struct arena *a, const struct model *m, enum folio_dtype 
 {
     struct pager_kv_view *kv = &a->kv;
     a->per_seq = FOLIO_DIV_CEIL(max_len, block_size);
-    *kv = (struct pager_kv_view){
-        .dtype = dt,
+    const struct pager_config pc = {
         .num_blocks = a->per_seq * n_seqs + 3, /* spare blocks nobody uses */
         .block_size = block_size,
         .n_layers = m->hp.n_layers,
         .n_kv_heads = m->hp.n_kv_heads,
         .head_dim = m->hp.head_dim,
+        .dtype = dt,
     };
-    kv->head_stride = (size_t)block_size * kv->head_dim;
-    kv->v_offset = kv->n_kv_heads * kv->head_stride;
-    kv->layer_stride = 2 * kv->v_offset;
-    kv->block_stride = kv->n_layers * kv->layer_stride;
-    size_t bytes = kv->block_stride * kv->num_blocks * folio_dtype_size(dt);
+    const size_t bytes = pager_kv_layout(&pc, kv); /* the pager's arena layout */
+    assert_true(bytes > 0);
     kv->base = folio_aligned_alloc(64, bytes);
     assert_non_null(kv->base);
     memset(kv->base, 0xff, bytes); /* NaN everywhere: reading an unwritten slot shows */

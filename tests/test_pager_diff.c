@@ -548,16 +548,17 @@ static uint64_t tag_next(uint64_t h, int32_t tok)
     return h ^ (h >> 31);
 }
 
-static unsigned char *tag_addr(int32_t block, int32_t layer, int kv, int32_t slot)
+static unsigned char *tag_addr(int32_t block, int32_t layer, int kv, int32_t head, int32_t slot)
 {
     size_t e = (size_t)block * KV.block_stride + (size_t)layer * KV.layer_stride +
-               (size_t)kv * KV.v_offset + (size_t)slot * (size_t)KV.head_dim;
+               (size_t)kv * KV.v_offset + (size_t)head * KV.head_stride +
+               (size_t)slot * (size_t)KV.head_dim;
     return (unsigned char *)KV.base + e * sizeof(float);
 }
 
-static uint64_t tag_variant(uint64_t h, int32_t layer, int kv)
+static uint64_t tag_variant(uint64_t h, int32_t layer, int kv, int32_t head)
 {
-    return h ^ ((uint64_t)(layer * 2 + kv) * 0x9e3779b97f4a7c15ull);
+    return h ^ ((uint64_t)((layer * 2 + kv) * KV.n_kv_heads + head) * 0x9e3779b97f4a7c15ull);
 }
 
 static void tags_write(const struct mseq *s, int32_t from)
@@ -572,10 +573,11 @@ static void tags_write(const struct mseq *s, int32_t from)
         int32_t b, off;
         pager_seq_slot(s->real, p, &b, &off);
         for (int32_t l = 0; l < KV.n_layers; l++)
-            for (int kv = 0; kv < 2; kv++) {
-                uint64_t t = tag_variant(h, l, kv);
-                memcpy(tag_addr(b, l, kv, off), &t, 8);
-            }
+            for (int kv = 0; kv < 2; kv++)
+                for (int32_t hd = 0; hd < KV.n_kv_heads; hd++) {
+                    uint64_t t = tag_variant(h, l, kv, hd);
+                    memcpy(tag_addr(b, l, kv, hd, off), &t, 8);
+                }
     }
 }
 
@@ -590,14 +592,15 @@ static void tags_verify(const struct mseq *s)
             continue; /* released by the window */
         int32_t b = s->table[p / M.bs], off = p % M.bs;
         for (int32_t l = 0; l < KV.n_layers; l++)
-            for (int kv = 0; kv < 2; kv++) {
-                uint64_t t;
-                memcpy(&t, tag_addr(b, l, kv, off), 8);
-                if (t != tag_variant(h, l, kv))
-                    fail_msg("seq %p pos %d (block %d slot %d layer %d kv %d): K/V tag "
-                             "belongs to another sequence",
-                             (void *)s->real, p, b, off, l, kv);
-            }
+            for (int kv = 0; kv < 2; kv++)
+                for (int32_t hd = 0; hd < KV.n_kv_heads; hd++) {
+                    uint64_t t;
+                    memcpy(&t, tag_addr(b, l, kv, hd, off), 8);
+                    if (t != tag_variant(h, l, kv, hd))
+                        fail_msg("seq %p pos %d (block %d slot %d layer %d kv %d head %d): K/V "
+                                 "tag belongs to another sequence",
+                                 (void *)s->real, p, b, off, l, kv, hd);
+                }
     }
 }
 
@@ -902,7 +905,7 @@ static void run_program(long ops, int collide, int windowed)
     struct pager_config cfg = {.num_blocks = n,
                                .block_size = bs,
                                .n_layers = 2,
-                               .n_kv_heads = 1,
+                               .n_kv_heads = 2,
                                .head_dim = 2,
                                .dtype = FOLIO_F32,
                                .no_arena = rn(8) == 0,

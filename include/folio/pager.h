@@ -8,23 +8,35 @@
  * (block_table[p / block_size], p % block_size).
  *
  * Arena layout (elements of `dtype`; all strides in elements, see
- * struct pager_kv_view):
+ * struct pager_kv_view): head-major, a run of every block's tile per
+ * (layer, K|V, KV head):
  *
- *   arena ─┬─ block 0 ─┬─ layer 0 ─┬─ K ─┬─ kv head 0: [block_size][head_dim]
- *          │           │           │     └─ kv head 1 ...
- *          │           │           └─ V ── (same shape as K)
- *          │           └─ layer 1 ...
- *          └─ block 1 ...
+ *   arena ─┬─ layer 0 ─┬─ K ─┬─ kv head 0 ─┬─ block 0: [block_size][head_dim]
+ *          │           │     │             ├─ block 1 ...
+ *          │           │     │             └─ block num_blocks - 1
+ *          │           │     └─ kv head 1 ...
+ *          │           └─ V ── (same shape as K)
+ *          └─ layer 1 ...
  *
  *   elem(block, layer, kv, head, slot, d) =
- *       block * block_stride + layer * layer_stride + kv * v_offset
- *     + head * head_stride + slot * head_dim + d        (kv: 0 = K, 1 = V)
+ *       layer * layer_stride + kv * v_offset + head * head_stride
+ *     + block * block_stride + slot * head_dim + d      (kv: 0 = K, 1 = V)
  *
- * so one block is one contiguous run of bytes (copy-on-write is a single
- * memcpy) and one (block, layer, head) K or V tile is contiguous
- * [block_size][head_dim] (what the attention kernel streams).  The arena is
- * allocated once at pager_init, 2 MiB aligned (huge pages where the kernel
- * offers them) and resident from then on (folio_region_alloc).
+ *   block_stride = one tile, head_stride = num_blocks tiles,
+ *   v_offset = n_kv_heads * head_stride, layer_stride = 2 * v_offset
+ *
+ * One (block, layer, K|V, head) tile is contiguous [block_size][head_dim],
+ * and a run of consecutive block ids is one contiguous run of memory per
+ * (layer, K|V, head): a sequence whose table is such a run (what the
+ * allocation policy below aims for) is read by the attention kernel as a
+ * dense cache's sequence is, one long stream per head, with no jump at a
+ * block boundary.  (Block-major, one block's tiles side by side, made a
+ * layer's consecutive blocks n_layers * 2 * n_kv_heads tiles apart, so a
+ * decode jumped at every block; bench_attention --head-major measures the
+ * two.)  Copying a block (copy-on-write, a cache entry moving) is then
+ * 2 * n_layers * n_kv_heads tile copies.  The arena is allocated once at
+ * pager_init, 2 MiB aligned (huge pages where the kernel offers them) and
+ * resident from then on (folio_region_alloc).
  *
  * Element types (dtype): f32; f16 (IEEE binary16); bf16 (upper half of a
  * binary32); q8.  A q8 tile is the int8 values followed by one f32 scale per
@@ -32,7 +44,7 @@
  *
  *   q8 tile (block, layer, K|V, head):  [block_size][head_dim] int8
  *                                       [block_size] f32 scale
- *   head_stride = block_size * (head_dim + 4)       value = int8 * scale
+ *   tile = block_size * (head_dim + 4) bytes         value = int8 * scale
  *
  * Why a scale per (token, KV head) row rather than per group of 32 values
  * (llama.cpp's q8_0): a row is written once, by one token, so quantizing on
@@ -148,17 +160,17 @@ struct pager_kv_view {
     void *base; /* arena; NULL when no_arena */
     enum folio_dtype dtype;
     int32_t num_blocks, block_size, n_layers, n_kv_heads, head_dim;
-    size_t block_stride; /* n_layers * layer_stride */
+    size_t block_stride; /* one tile: pager_kv_tile_elems(dtype, block_size, head_dim) */
     size_t layer_stride; /* 2 * v_offset */
     size_t v_offset;     /* n_kv_heads * head_stride */
-    size_t head_stride;  /* pager_kv_head_stride(dtype, block_size, head_dim) */
+    size_t head_stride;  /* num_blocks * block_stride */
 };
 
 #define PAGER_Q8_SCALE_BYTES 4 /* one f32 scale per q8 row */
 
 /* Elements of one (block, layer, K|V, head) tile: block_size * head_dim,
  * plus the scales for q8. */
-static inline size_t pager_kv_head_stride(enum folio_dtype dt, int32_t block_size, int32_t head_dim)
+static inline size_t pager_kv_tile_elems(enum folio_dtype dt, int32_t block_size, int32_t head_dim)
 {
     size_t n = (size_t)block_size * (size_t)head_dim;
     return dt == FOLIO_Q8 ? n + (size_t)block_size * PAGER_Q8_SCALE_BYTES : n;
@@ -223,6 +235,11 @@ int pager_init(pager_t **out, const struct pager_config *cfg);
 void pager_free(pager_t *pg);
 
 void pager_kv_view(const pager_t *pg, struct pager_kv_view *view);
+/* The view a pool of cfg would give (its arena's layout), with base NULL,
+ * without a pool: for code that lays out K/V of its own the pager's way
+ * (benches, tests).  Returns the arena's bytes; 0 (view untouched) when cfg
+ * is invalid or its arena would overflow size_t. */
+size_t pager_kv_layout(const struct pager_config *cfg, struct pager_kv_view *view);
 void pager_stats_get(const pager_t *pg, struct pager_stats *st);
 int32_t pager_block_size(const pager_t *pg);
 /* The sliding window (cfg->window; 0: none). */
