@@ -30,8 +30,10 @@
  * and their hv = n_kvh * group query heads.  Rows are taken in tiles of rt
  * rows x hv heads (mcap query vectors, at most 32 unless hv is larger),
  * whose queries times the softmax scale are copied to qs once.  A decode
- * piece takes all KV heads of the layer at once, so each block is read as
- * one contiguous run of K and one of V rather than n_kv_heads short tiles.
+ * piece takes all KV heads of the layer at once: the chunk's row pointers
+ * (and q8 scale runs) are built once for all of them, and each head's K
+ * and V are read head by head, hstride apart (in the pager's head-major
+ * arena, n_kv_heads streams of K and as many of V per sequence).
  * For each tile the visible key range is walked in chunks of at most KC =
  * 32 keys, which may span blocks: a chunk's rows are reached through a
  * table of row pointers (chunk_rows: one per key, built once per chunk

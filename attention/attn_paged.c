@@ -6,7 +6,7 @@
  * slice's n_q rows, each with the n_kvh * group query heads of those KV
  * heads, so a K/V tile is read once per group.  n_kvh is 1 for prefills;
  * for decodes it is all KV heads when their query heads fit one tile, so
- * each block's K (and V) of the layer is streamed as one contiguous run.
+ * a chunk's row table (and q8 row scales' runs) serve every head.
  * An item's cost is estimated as n_kvh * group * sum_i (p0 + i + 1 + C0)
  * (keys visited plus a per-row overhead).  With T the batch's total and
  * nth threads, an item costing more than max(T / (4 nth), a floor) is cut
@@ -272,8 +272,8 @@ static double row_cost(const struct plan *pl, int32_t p0, int32_t i)
 }
 
 /* KV heads one item takes: all of them at once while the query vectors
- * of a row tile still fit (decodes), so a block's K (and V) of the layer
- * is read as one contiguous run; else one. */
+ * of a row tile still fit (decodes), so a chunk's row table serves every
+ * head; else one. */
 static int32_t item_kvh(const struct plan *pl, const struct attn_seq *sq)
 {
     const int32_t n_kv = pl->b->kv->n_kv_heads;
