@@ -3,7 +3,8 @@
  * BENCHMARKS.md ("Paged attention").
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge] [--run N]
- *                   [--layers L] [--rotate] [--block-major | --layer-major] [--replay]
+ *                   [--layers L] [--rotate] [--block-major | --layer-major | --head-major]
+ *                   [--replay]
  *
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
@@ -59,13 +60,14 @@
  *     run of consecutive ids, evictions, median times, and speed against
  *     whole (median of per-round ratios).
  *
- * The paged arenas are laid out as the pager's (head-major: per (layer,
- * K|V, KV head) a run of num_blocks tiles, so a run of consecutive block
- * ids is one run of memory per head).  --block-major lays them out block
- * by block (one block's tiles side by side, the pager's layout before
- * head-major), --layer-major layer by layer (a layer's blocks adjacent:
- * block_stride one layer's K and V, layer_stride num_blocks times that),
- * the layout vLLM's and llama.cpp's caches use.
+ * The paged arenas are laid out as the pager's (layer-major, K and V
+ * apart: per (layer, K|V) a run of num_blocks blocks of n_kv_heads tiles,
+ * so a run of consecutive block ids is one run of K and one of V per
+ * layer).  For comparison: --block-major lays them out block by block
+ * (one block's tiles side by side, the pager's layout before), --layer-major
+ * layer by layer with each block's K and V together (block_stride one
+ * layer's K and V, layer_stride num_blocks times that), --head-major by
+ * (layer, K|V, KV head), each a run of num_blocks tiles.
  *
  * --layers L gives the paged arenas of (a) and (d) L layers (layer 0 is
  * read): block-major, consecutive ids are then L layers apart in memory;
@@ -98,9 +100,10 @@ static uint64_t rng_s = 42;
 static int use_huge;            /* --huge: K/V buffers on transparent huge pages */
 static int32_t shuffle_run = 1; /* --run N: shuffle runs of N consecutive block ids */
 static int rotate;              /* --rotate: each timed call reads the next layer */
-enum arena_order { ARENA_HEAD, ARENA_BLOCK, ARENA_LAYER };
-static enum arena_order arena_order; /* the pager's (head-major), --block-major, --layer-major */
-static const char *const arena_names[] = {"head-major (the pager's)", "block-major", "layer-major"};
+enum arena_order { ARENA_PAGER, ARENA_BLOCK, ARENA_LAYER, ARENA_HEAD };
+static enum arena_order arena_order; /* the pager's, --block-major, --layer-major, --head-major */
+static const char *const arena_names[] = {"layer-major, K and V apart (the pager's)", "block-major",
+                                          "layer-major", "head-major"};
 
 static const enum folio_dtype dtypes[] = {FOLIO_F32, FOLIO_F16, FOLIO_BF16, FOLIO_Q8};
 #define N_DTYPES ((int)(sizeof(dtypes) / sizeof(dtypes[0])))
@@ -159,7 +162,11 @@ static void setup_build(struct setup *st)
     if (arena_order == ARENA_LAYER) {
         kv->block_stride = kv->layer_stride;
         kv->layer_stride = (size_t)nb * kv->block_stride;
-    } else if (arena_order == ARENA_HEAD) { /* as pager_kv_layout */
+    } else if (arena_order == ARENA_PAGER) { /* as pager_kv_layout */
+        kv->block_stride = kv->v_offset;
+        kv->v_offset = (size_t)nb * kv->block_stride;
+        kv->layer_stride = 2 * kv->v_offset;
+    } else if (arena_order == ARENA_HEAD) {
         kv->block_stride = kv->head_stride;
         kv->head_stride = (size_t)nb * kv->block_stride;
         kv->v_offset = (size_t)st->n_kv * kv->head_stride;
@@ -866,6 +873,8 @@ int main(int argc, char **argv)
             arena_order = ARENA_BLOCK;
         else if (!strcmp(argv[i], "--layer-major"))
             arena_order = ARENA_LAYER;
+        else if (!strcmp(argv[i], "--head-major"))
+            arena_order = ARENA_HEAD;
         else if (!strcmp(argv[i], "--run") && i + 1 < argc)
             shuffle_run = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
@@ -883,7 +892,8 @@ int main(int argc, char **argv)
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--huge]\n"
                 "       [--only decode|prefill|chunk|read|cache] [--dtype f32|f16|bf16|q8] [--run "
                 "N]\n"
-                "       [--layers L] [--rotate] [--block-major | --layer-major] [--replay]\n",
+                "       [--layers L] [--rotate] [--block-major | --layer-major | --head-major]\n"
+                "       [--replay]\n",
                 argv[0]);
             return 2;
         }

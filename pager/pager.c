@@ -19,7 +19,7 @@
  * with n tokens holds ceil(n / B) blocks; every block but the last is full
  * for it.  A block is written only while its refcount is 1 and it is not in
  * the hash: a shared or hashed last block is copied first (copy-on-write:
- * its K/V tiles, one memcpy per (layer, K|V, head), and its token ids).
+ * its K and V, one memcpy per (layer, K|V), and its token ids).
  *
  * Prefix cache.  When a table's block i is full and computed it enters the
  * hash with key = H(key of block i-1 (or a seed of the salt at i = 0),
@@ -399,51 +399,47 @@ static bool cached_movable(const pager_t *pg, int32_t x)
 }
 
 /* Bytes of one block (all its tiles); 0 when the arena's geometry
- * overflows size_t.  With v, also the arena's strides (head-major, see
- * pager.h): tile = one (block, layer, K|V, head) tile, a run of num_blocks
- * tiles per (layer, K|V, head). */
+ * overflows size_t.  With v, also the arena's strides (see pager.h): tile =
+ * one (block, layer, K|V, head) tile; per (layer, K|V), a run of
+ * num_blocks blocks of n_kv_heads tiles each. */
 static size_t geometry(const struct pager_config *c, struct pager_kv_view *v)
 {
-    size_t tile, head, vo, layer, block, arena, bytes;
+    size_t tile, blk, vo, layer, arena, bytes;
     if (__builtin_mul_overflow((size_t)c->block_size, (size_t)c->head_dim + 4, &tile))
         return 0;
     tile = pager_kv_tile_elems(c->dtype, c->block_size, c->head_dim);
-    if (__builtin_mul_overflow(tile, (size_t)c->num_blocks, &head) ||
-        __builtin_mul_overflow(head, (size_t)c->n_kv_heads, &vo) ||
+    if (__builtin_mul_overflow(tile, (size_t)c->n_kv_heads, &blk) ||
+        __builtin_mul_overflow(blk, (size_t)c->num_blocks, &vo) ||
         __builtin_mul_overflow(vo, (size_t)2, &layer) ||
         __builtin_mul_overflow(layer, (size_t)c->n_layers, &arena) ||
         __builtin_mul_overflow(arena, folio_dtype_size(c->dtype), &arena) ||
-        __builtin_mul_overflow(tile, (size_t)c->n_kv_heads * 2, &block) ||
-        __builtin_mul_overflow(block, (size_t)c->n_layers, &block) ||
-        __builtin_mul_overflow(block, folio_dtype_size(c->dtype), &bytes))
+        __builtin_mul_overflow(blk, (size_t)c->n_layers * 2, &bytes) ||
+        __builtin_mul_overflow(bytes, folio_dtype_size(c->dtype), &bytes))
         return 0;
     if (v) {
-        v->block_stride = tile;
-        v->head_stride = head;
+        v->head_stride = tile;
+        v->block_stride = blk;
         v->v_offset = vo;
         v->layer_stride = layer;
     }
     return bytes;
 }
 
-/* Copies block src's K/V (every layer, K and V, every head: one tile each,
- * 2 * n_layers * n_kv_heads runs of the arena) into block dst. */
+/* Copies block src's K/V into block dst: per layer, its K (every head's
+ * tile, one run) and its V, 2 * n_layers runs of the arena. */
 static void block_copy(const pager_t *pg, int32_t dst, int32_t src)
 {
     if (!pg->arena)
         return;
     struct pager_kv_view v;
     geometry(&pg->cfg, &v);
-    const size_t esz = folio_dtype_size(pg->cfg.dtype), tile = v.block_stride * esz;
+    const size_t esz = folio_dtype_size(pg->cfg.dtype), run = v.block_stride * esz;
     for (int32_t l = 0; l < pg->cfg.n_layers; l++)
-        for (int kv = 0; kv < 2; kv++)
-            for (int32_t h = 0; h < pg->cfg.n_kv_heads; h++) {
-                unsigned char *t =
-                    pg->arena + ((size_t)l * v.layer_stride + (size_t)kv * v.v_offset +
-                                 (size_t)h * v.head_stride) *
-                                    esz;
-                memcpy(t + (size_t)dst * tile, t + (size_t)src * tile, tile);
-            }
+        for (int kv = 0; kv < 2; kv++) {
+            unsigned char *t =
+                pg->arena + ((size_t)l * v.layer_stride + (size_t)kv * v.v_offset) * esz;
+            memcpy(t + (size_t)dst * run, t + (size_t)src * run, run);
+        }
 }
 
 /* Moves cached block x's prefix-cache entry (K/V bytes, token ids, hash

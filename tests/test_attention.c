@@ -3,8 +3,8 @@
  *
  * Oracle: dense_attn(), plain loops over contiguous K/V [ctx][kv_head][hd]
  * per slice with a two-pass softmax in double.  The same K/V are scattered
- * into an arena (struct pager_kv_view layout: a third each block-major,
- * layer-major and head-major, which the kernel accepts alike) through
+ * into an arena (struct pager_kv_view layout: a quarter each the pager's,
+ * block-major, layer-major and head-major, which the kernel accepts alike) through
  * page tables in shuffled, non-contiguous block order, in layer 1 of 2; every slot no
  * page table maps, and all of layer 0, hold NaN, so a read through a wrong
  * block id, slot, layer or head poisons the output.  out is NaN-filled
@@ -205,7 +205,7 @@ static void tc_build(struct tcase *tc)
     kv->layer_stride = 2 * kv->v_offset;
     kv->block_stride = (size_t)n_layers * kv->layer_stride;
     const size_t n_elem = (size_t)kv->num_blocks * kv->block_stride;
-    const int arena = rng_int(0, 2);
+    const int arena = rng_int(0, 3);
     if (arena == 0) { /* layer-major: each layer's blocks adjacent */
         kv->block_stride = kv->layer_stride;
         kv->layer_stride = (size_t)kv->num_blocks * kv->block_stride;
@@ -213,6 +213,10 @@ static void tc_build(struct tcase *tc)
         kv->block_stride = kv->head_stride;
         kv->head_stride = (size_t)kv->num_blocks * kv->block_stride;
         kv->v_offset = (size_t)tc->n_kv * kv->head_stride;
+        kv->layer_stride = 2 * kv->v_offset;
+    } else if (arena == 2) { /* the pager's: per (layer, K|V) a run of blocks */
+        kv->block_stride = kv->v_offset;
+        kv->v_offset = (size_t)kv->num_blocks * kv->block_stride;
         kv->layer_stride = 2 * kv->v_offset;
     }
     const size_t esz = folio_dtype_size(tc->dt);
@@ -1022,8 +1026,9 @@ static void test_kv_rows(void **state)
         assert_int_equal(pager_init(&pg, &cfg), 0);
         struct pager_kv_view kv;
         pager_kv_view(pg, &kv);
-        assert_int_equal(kv.block_stride, pager_kv_tile_elems(all_dt[dt], 16, 64));
-        assert_int_equal(kv.head_stride, 3 * kv.block_stride);
+        assert_int_equal(kv.head_stride, pager_kv_tile_elems(all_dt[dt], 16, 64));
+        assert_int_equal(kv.block_stride, 2 * kv.head_stride);
+        assert_int_equal(kv.v_offset, 3 * kv.block_stride);
         struct pager_stats st;
         pager_stats_get(pg, &st);
         assert_int_equal((int64_t)st.bytes_per_block,
@@ -1162,7 +1167,8 @@ static void test_paged_overlapping_tiles_abort(void **state)
     const struct pager_kv_view good = tc.kv;
     const size_t tile = pager_kv_tile_elems(tc.dt, tc.bs, tc.hd), nb = (size_t)good.num_blocks;
     struct pager_kv_view *kv = &tc.kv;
-    /* head-major, block-major and layer-major, exactly packed: run */
+    /* head-major, block-major, layer-major and the pager's layer-major with
+     * K and V apart, exactly packed: run */
     kv->block_stride = tile, kv->head_stride = nb * tile, kv->v_offset = 2 * nb * tile;
     kv->layer_stride = 4 * nb * tile;
     assert_true(runs_ok(&tc, work));
@@ -1170,6 +1176,8 @@ static void test_paged_overlapping_tiles_abort(void **state)
     kv->block_stride = 4 * tile * (size_t)kv->n_layers;
     assert_true(runs_ok(&tc, work));
     kv->block_stride = 4 * tile, kv->layer_stride = 4 * tile * nb;
+    assert_true(runs_ok(&tc, work));
+    kv->block_stride = 2 * tile, kv->v_offset = 2 * tile * nb, kv->layer_stride = 4 * tile * nb;
     assert_true(runs_ok(&tc, work));
     /* head-major with the heads' runs one tile too close: head 0's last
      * block is head 1's first */

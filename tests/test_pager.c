@@ -192,11 +192,11 @@ static void test_geometry(void **state)
     assert_int_equal(v.dtype, FOLIO_F16);
     assert_int_equal(v.num_blocks, 5);
     assert_int_equal(v.block_size, 16);
-    /* head-major: per (layer, K|V, head) a run of the 5 blocks' tiles */
-    assert_int_equal(v.block_stride, 16 * 8);
-    assert_int_equal(v.head_stride, 5 * 16 * 8);
-    assert_int_equal(v.v_offset, 2 * 5 * 16 * 8);
-    assert_int_equal(v.layer_stride, 2 * 2 * 5 * 16 * 8);
+    /* layer-major, K and V apart: per (layer, K|V) the 5 blocks' 2 tiles */
+    assert_int_equal(v.head_stride, 16 * 8);
+    assert_int_equal(v.block_stride, 2 * 16 * 8);
+    assert_int_equal(v.v_offset, 5 * 2 * 16 * 8);
+    assert_int_equal(v.layer_stride, 2 * 5 * 2 * 16 * 8);
     struct pager_stats st;
     pager_stats_get(pg, &st);
     assert_int_equal(st.bytes_per_block, 3 * 2 * 2 * 16 * 8 * 2);
@@ -212,8 +212,8 @@ static void test_geometry(void **state)
     assert_int_equal(pager_init(&pg, &c), 0);
     pager_kv_view(pg, &v);
     assert_null(v.base);
-    assert_int_equal(v.block_stride, 16 * 8);
-    assert_int_equal(v.layer_stride, 2 * 2 * 5 * 16 * 8);
+    assert_int_equal(v.block_stride, 2 * 16 * 8);
+    assert_int_equal(v.layer_stride, 2 * 5 * 2 * 16 * 8);
     pager_free(pg);
 }
 

@@ -8,35 +8,39 @@
  * (block_table[p / block_size], p % block_size).
  *
  * Arena layout (elements of `dtype`; all strides in elements, see
- * struct pager_kv_view): head-major, a run of every block's tile per
- * (layer, K|V, KV head):
+ * struct pager_kv_view): layer-major, K and V apart; per (layer, K|V) a
+ * run of every block's n_kv_heads tiles:
  *
- *   arena ─┬─ layer 0 ─┬─ K ─┬─ kv head 0 ─┬─ block 0: [block_size][head_dim]
- *          │           │     │             ├─ block 1 ...
- *          │           │     │             └─ block num_blocks - 1
- *          │           │     └─ kv head 1 ...
+ *   arena ─┬─ layer 0 ─┬─ K ─┬─ block 0 ─┬─ kv head 0: [block_size][head_dim]
+ *          │           │     │           └─ kv head 1 ...
+ *          │           │     ├─ block 1 ...
+ *          │           │     └─ block num_blocks - 1
  *          │           └─ V ── (same shape as K)
  *          └─ layer 1 ...
  *
  *   elem(block, layer, kv, head, slot, d) =
- *       layer * layer_stride + kv * v_offset + head * head_stride
- *     + block * block_stride + slot * head_dim + d      (kv: 0 = K, 1 = V)
+ *       layer * layer_stride + kv * v_offset + block * block_stride
+ *     + head * head_stride + slot * head_dim + d        (kv: 0 = K, 1 = V)
  *
- *   block_stride = one tile, head_stride = num_blocks tiles,
- *   v_offset = n_kv_heads * head_stride, layer_stride = 2 * v_offset
+ *   head_stride = one tile, block_stride = n_kv_heads tiles,
+ *   v_offset = num_blocks * block_stride, layer_stride = 2 * v_offset
  *
- * One (block, layer, K|V, head) tile is contiguous [block_size][head_dim],
- * and a run of consecutive block ids is one contiguous run of memory per
- * (layer, K|V, head): a sequence whose table is such a run (what the
- * allocation policy below aims for) is read by the attention kernel as a
- * dense cache's sequence is, one long stream per head, with no jump at a
- * block boundary.  (Block-major, one block's tiles side by side, made a
- * layer's consecutive blocks n_layers * 2 * n_kv_heads tiles apart, so a
- * decode jumped at every block; bench_attention --head-major measures the
- * two.)  Copying a block (copy-on-write, a cache entry moving) is then
- * 2 * n_layers * n_kv_heads tile copies.  The arena is allocated once at
- * pager_init, 2 MiB aligned (huge pages where the kernel offers them) and
- * resident from then on (folio_region_alloc).
+ * One (block, layer, K|V, head) tile is contiguous [block_size][head_dim];
+ * one block's K of a layer (every head) is one run, and so is its V; and a
+ * run of consecutive block ids is one run of K and one of V per layer.  A
+ * sequence whose table is such a run (what the allocation policy below
+ * aims for) is read by decode attention as two long streams per layer, and
+ * a table that jumps at every block still reads whole blocks' K and V as
+ * runs.  (The layouts measured against it, bench_attention --block-major,
+ * --layer-major and --head-major: block-major, one block's tiles side by
+ * side, put a layer's consecutive blocks n_layers x K and V apart, so a
+ * decode jumped at every block; head-major, a run of blocks per (layer,
+ * K|V, head), reads runs as well but splits every jump into 2 x n_kv_heads
+ * short tiles, 0.6-0.75x of a dense cache on fragmented tables.)  Copying
+ * a block (copy-on-write, a cache entry moving) is 2 * n_layers copies.
+ * The arena is allocated once at pager_init, 2 MiB aligned (huge pages
+ * where the kernel offers them) and resident from then on
+ * (folio_region_alloc).
  *
  * Element types (dtype): f32; f16 (IEEE binary16); bf16 (upper half of a
  * binary32); q8.  A q8 tile is the int8 values followed by one f32 scale per
@@ -160,10 +164,10 @@ struct pager_kv_view {
     void *base; /* arena; NULL when no_arena */
     enum folio_dtype dtype;
     int32_t num_blocks, block_size, n_layers, n_kv_heads, head_dim;
-    size_t block_stride; /* one tile: pager_kv_tile_elems(dtype, block_size, head_dim) */
+    size_t block_stride; /* n_kv_heads * head_stride */
     size_t layer_stride; /* 2 * v_offset */
-    size_t v_offset;     /* n_kv_heads * head_stride */
-    size_t head_stride;  /* num_blocks * block_stride */
+    size_t v_offset;     /* num_blocks * block_stride */
+    size_t head_stride;  /* one tile: pager_kv_tile_elems(dtype, block_size, head_dim) */
 };
 
 #define PAGER_Q8_SCALE_BYTES 4 /* one f32 scale per q8 row */
