@@ -174,8 +174,8 @@ static kern_fn kern_for(int32_t hd)
 /* The four tile strides (block, layer, K|V, KV head) in any order: taken
  * from the smallest up, each must step over the whole extent of the ones
  * below it (the first over one tile), so no two tiles overlap.  This admits
- * the pager's block-major arena, a layer-major one and a head-major one
- * (each (layer, K|V, head) a run of num_blocks tiles) alike. */
+ * the pager's arena (layer-major, K and V apart) and block-major,
+ * layer-major and head-major ones alike (bench_attention compares them). */
 static int tiles_disjoint(const struct pager_kv_view *kv)
 {
     struct {

@@ -69,7 +69,7 @@
  * table's full blocks stay in the prefix cache), so the wanted id usually
  * holds a cache entry: then a donor block is taken exactly as before (the
  * free list head, or when nothing is free the LRU head, evicted), the
- * wanted block's entry moves into the donor (a copy of the block's tiles, its
+ * wanted block's entry moves into the donor (a copy of the block's K/V, its
  * token ids, hash and LRU links, its child's parent link, its parent's kid
  * link) and the table gets the wanted id.  The prefix cache then holds the
  * same entries in the same LRU order as without the move, and the same

@@ -33,10 +33,11 @@
  * a table that jumps at every block still reads whole blocks' K and V as
  * runs.  (The layouts measured against it, bench_attention --block-major,
  * --layer-major and --head-major: block-major, one block's tiles side by
- * side, put a layer's consecutive blocks n_layers x K and V apart, so a
- * decode jumped at every block; head-major, a run of blocks per (layer,
- * K|V, head), reads runs as well but splits every jump into 2 x n_kv_heads
- * short tiles, 0.6-0.75x of a dense cache on fragmented tables.)  Copying
+ * side, put a layer's consecutive blocks a whole block, every layer's K
+ * and V, apart, so a decode jumped at every block; head-major, a run of
+ * blocks per (layer, K|V, head), reads runs as well but splits every jump
+ * into 2 x n_kv_heads short tiles, 0.58-0.76x of a dense cache on
+ * fragmented tables; BENCHMARKS.md has the figures.)  Copying
  * a block (copy-on-write, a cache entry moving) is 2 * n_layers copies.
  * The arena is allocated once at pager_init, 2 MiB aligned (huge pages
  * where the kernel offers them) and resident from then on
