@@ -4,11 +4,11 @@
  * Oracle: dense_attn(), plain loops over contiguous K/V [ctx][kv_head][hd]
  * per slice with a two-pass softmax in double.  The same K/V are scattered
  * into an arena (struct pager_kv_view layout: a quarter each the pager's,
- * block-major, layer-major and head-major, which the kernel accepts alike) through
- * page tables in shuffled, non-contiguous block order, in layer 1 of 2; every slot no
- * page table maps, and all of layer 0, hold NaN, so a read through a wrong
- * block id, slot, layer or head poisons the output.  out is NaN-filled
- * before each run, so a row nobody writes fails too.
+ * block-major, layer-major and head-major, which the kernel accepts alike)
+ * through page tables in shuffled, non-contiguous block order, in layer 1
+ * of 2; every slot no page table maps, and all of layer 0, hold NaN, so a
+ * read through a wrong block id, slot, layer or head poisons the output.
+ * out is NaN-filled before each run, so a row nobody writes fails too.
  *
  * Checked: attn_paged_ref == dense; attn_paged == dense (and == ref on the
  * smaller cases) for block sizes 1, 8, 16, 32, 128; head_dim 64, 128 (and
@@ -1135,7 +1135,7 @@ static void test_paged_bad_block_aborts(void **state)
 }
 
 /* Strides under which two tiles would share bytes abort at entry, in any
- * stride order; the three layouts the kernel reads pass the same check. */
+ * stride order; the four packed layouts pass the same check. */
 static int runs_ok(const struct tcase *tc, void *work)
 {
     fflush(NULL);
