@@ -1105,6 +1105,28 @@ static void test_force_isa(void **state)
     print_message("best isa here: %s\n", attn_isa_name());
 }
 
+/* Runs the batch in a child process: 1 when it returns, 0 when it aborts
+ * (any other end fails the test). */
+static int runs_ok(const struct tcase *tc, void *work)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        attn_paged(&tc->b, work, 0, 0, 1);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st)) {
+        assert_int_equal(WTERMSIG(st), SIGABRT);
+        return 0;
+    }
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return 1;
+}
+
 /* A block id out of range aborts at entry (always-on check). */
 static void test_paged_bad_block_aborts(void **state)
 {
@@ -1119,40 +1141,13 @@ static void test_paged_bad_block_aborts(void **state)
     void *work = folio_aligned_alloc(64, ws);
     assert_non_null(work);
     tc.tables[0][2] = tc.kv.num_blocks; /* one past the end */
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        freopen("/dev/null", "w", stderr);
-        attn_paged(&tc.b, work, 0, 0, 1);
-        _exit(0);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    assert_false(runs_ok(&tc, work));
     folio_free(work);
     tc_free(&tc);
 }
 
 /* Strides under which two tiles would share bytes abort at entry, in any
  * stride order; the four packed layouts pass the same check. */
-static int runs_ok(const struct tcase *tc, void *work)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        freopen("/dev/null", "w", stderr);
-        attn_paged(&tc->b, work, 0, 0, 1);
-        _exit(0);
-    }
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    if (WIFSIGNALED(st))
-        assert_int_equal(WTERMSIG(st), SIGABRT);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
 static void test_paged_overlapping_tiles_abort(void **state)
 {
     (void)state;
