@@ -441,7 +441,7 @@ static int parse_class(struct parser *p, struct u32v *items)
         p->s++;
     uint64_t b[4] = {0};
     while (p->s < p->end && *p->s != ']') {
-        unsigned lo, hi;
+        unsigned lo = 0, hi; /* set by class_byte unless it fails */
         if (class_byte(p, &lo))
             return p->rc;
         hi = lo;
