@@ -6,9 +6,9 @@
  * scores, a max-subtracted softmax and the weighted sum of values, in
  * double precision.  Every faster kernel is tested against this one, and
  * this one is tested against dense attention over contiguous K/V.  With q8
- * K/V the query vector is quantized to int8 first (attn_q8_quantize_q, the
- * softmax scale folded into its scale), as the fast kernels do: that is
- * part of what q8 attention computes.
+ * K/V the query vector is quantized to int8 first (attn_q8_quantize_q,
+ * attn_quant_q.c, the softmax scale folded into its scale), as the fast
+ * kernels do: that is part of what q8 attention computes.
  */
 #include "folio/attention.h"
 
@@ -44,23 +44,6 @@ static double kv_elem(const struct pager_kv_view *kv, int32_t layer, int kvsel,
     default:
         return ((const float *)kv->base)[idx];
     }
-}
-
-float attn_q8_quantize_q(const float *x, int32_t n, float scale, int8_t *out)
-{
-    float amax = 0;
-    int finite = 1;
-    for (int32_t e = 0; e < n; e++) {
-        const float a = fabsf(x[e] * scale);
-        finite &= isfinite(a);
-        amax = a > amax ? a : amax;
-    }
-    const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
-    for (int32_t e = 0; e < n; e++) {
-        const float r = rintf(x[e] * scale * inv);
-        out[e] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? r : 0);
-    }
-    return finite ? amax / 127.0f : NAN;
 }
 
 void attn_paged_ref(const struct attn_batch *b)

@@ -501,6 +501,56 @@ static void test_q8_quantize_q(void **state)
     assert_true(isnan(attn_q8_quantize_q(x, 64, 1.0f, q)));
 }
 
+/* attn_q8_quantize_q as one plain loop per pass, to hold its vectorized
+ * passes to: the same bytes and the same scale bit for bit. */
+static float quantize_q_plain(const float *x, int32_t n, float scale, int8_t *out)
+{
+    float amax = 0;
+    int finite = 1;
+    for (int32_t e = 0; e < n; e++) {
+        const float a = fabsf(x[e] * scale);
+        finite &= isfinite(a);
+        amax = a > amax ? a : amax;
+    }
+    const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
+    for (int32_t e = 0; e < n; e++) {
+        const float r = rintf(x[e] * scale * inv);
+        out[e] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? r : 0);
+    }
+    return finite ? amax / 127.0f : NAN;
+}
+
+/* attn_q8_quantize_q against quantize_q_plain: every length (vector body
+ * and tail), magnitudes down to subnormal maxima (127 / amax overflows to
+ * inf), inf and NaN in the body or the tail, exact ties (x.5 steps). */
+static void test_q8_quantize_q_plain(void **state)
+{
+    (void)state;
+    rng_state = 12;
+    float x[ATTN_TEST_HD_MAX];
+    int8_t q[ATTN_TEST_HD_MAX], want[ATTN_TEST_HD_MAX];
+    for (int it = 0; it < 3000; it++) {
+        const int32_t n = it < ATTN_TEST_HD_MAX ? it + 1 : rng_int(1, ATTN_TEST_HD_MAX);
+        const int kind = it % 6;
+        const float mag = kind == 0 ? 1e-3f : kind == 1 ? 300.0f : kind == 2 ? 1e-39f : 1.0f;
+        const float scale = it % 2 ? 0.125f : 1.0f;
+        for (int32_t e = 0; e < n; e++)
+            x[e] = rng_unit() * mag;
+        if (kind == 3) /* ties: amax 127 at scale 1, other elements on half steps */
+            for (int32_t e = 0; e < n; e++)
+                x[e] = e == 0 ? 127.0f : (float)rng_int(-254, 254) * 0.5f;
+        if (kind == 4) /* a non-finite value anywhere */
+            x[rng_int(0, n - 1)] = rng_int(0, 1) ? NAN : -INFINITY;
+        if (kind == 5 && it % 4 == 1)
+            for (int32_t e = 0; e < n; e++)
+                x[e] = 0;
+        const float got = attn_q8_quantize_q(x, n, scale, q);
+        const float exp = quantize_q_plain(x, n, scale, want);
+        assert_true(isnan(exp) ? isnan(got) : memcmp(&got, &exp, sizeof got) == 0);
+        assert_memory_equal(q, want, (size_t)n);
+    }
+}
+
 /* q8 against an oracle with the unquantized query: what quantizing q
  * costs (the other tests' oracle quantizes q as the kernels do).  Bound:
  * a q element moves by at most half a step, amax / 254, so a score moves
@@ -1201,6 +1251,7 @@ int main(void)
         cmocka_unit_test(test_kv_rows),
         cmocka_unit_test(test_ref_vs_dense),
         cmocka_unit_test(test_q8_quantize_q),
+        cmocka_unit_test(test_q8_quantize_q_plain),
         cmocka_unit_test(test_paged_q8_exact_q),
         cmocka_unit_test(test_paged_edges),
         cmocka_unit_test(test_paged_equal_scores),
