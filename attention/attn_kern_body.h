@@ -32,8 +32,9 @@
  * whose queries times the softmax scale are copied to qs once.  A decode
  * piece takes all KV heads of the layer at once: the chunk's row pointers
  * (and q8 scale runs) are built once for all of them, and each head's K
- * and V are read head by head, hstride apart (in the pager's head-major
- * arena, n_kv_heads streams of K and as many of V per sequence).
+ * and V are read head by head, hstride apart (in the pager's arena a
+ * block's head tiles are adjacent, so over a run of block ids a
+ * sequence's K of the layer is one stream of memory and its V another).
  * For each tile the visible key range is walked in chunks of at most KC =
  * 32 keys, which may span blocks: a chunk's rows are reached through a
  * table of row pointers (chunk_rows: one per key, built once per chunk
