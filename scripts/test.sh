@@ -18,6 +18,7 @@ if [ ! -f "$dir/build.ninja" ]; then
   meson setup "$dir" --werror -Dbuildtype=debugoptimized -Dchecks=true ${MESON_ARGS:-}
 fi
 ninja -C "$dir"
+echo "== $dir built; ${SECONDS} s since scripts/test.sh started"
 args=(--print-errorlogs --num-processes "$(nproc)")
 [ -n "${SUITE:-}" ] && args+=(--suite "$SUITE")
 status=0
