@@ -55,10 +55,10 @@ float attn_q8_quantize_q(const float *x, int32_t n, float scale, int8_t *out)
     }
     const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
     if (inv > 0 && inv <= FLT_MAX) {
-        /* every y * inv is finite, within 127 and a rounding of it: no
-         * NaN case, so the loop vectorizes as plain clamps.  With AVX2,
-         * 8 at a time by vcvtps2dq, which rounds in the current mode as
-         * rintf does, and two saturating packs. */
+        /* every y * inv is finite and at most 127 give or take a
+         * rounding: no NaN case, so the loop vectorizes as plain clamps.
+         * With AVX2, 8 at a time by vcvtps2dq, which rounds in the
+         * current mode as rintf does, and two saturating packs. */
         e = 0;
 #ifdef __AVX2__
         const __m256 vs = _mm256_set1_ps(scale), vinv = _mm256_set1_ps(inv);
