@@ -68,6 +68,44 @@ static void test_greedy(void **state)
     assert_int_equal(r.n_top, 3);
 }
 
+/* Greedy against a plain scan, on logits with many ties, NaN and -inf:
+ * the token is the lowest id of the largest logit, NaN counting as -inf,
+ * over every length from 1 to 80 (the vector body and its tail) and a
+ * full vocabulary; all -inf or NaN is -EINVAL. */
+static void test_greedy_plain(void **state)
+{
+    (void)state;
+    struct sampler_params p = {.temperature = 0};
+    uint64_t st = 77;
+    float *l = malloc(sizeof(float) * NV);
+    assert_non_null(l);
+    for (int it = 0; it < 600; it++) {
+        const int32_t n = it < 480 ? it / 6 + 1 : NV;
+        for (int32_t i = 0; i < n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            const uint32_t r = (uint32_t)(st >> 33);
+            /* a few values, so the maximum repeats; NaN and -inf often */
+            l[i] = r % 7 == 0 ? NAN : r % 7 == 1 ? -INFINITY : (float)(r % 5) - (it % 3 ? 0 : 9);
+        }
+        if (it % 50 == 7) /* nothing usable */
+            for (int32_t i = 0; i < n; i++)
+                l[i] = i % 2 ? NAN : -INFINITY;
+        int32_t want = -1;
+        for (int32_t i = 0; i < n; i++)
+            if (l[i] == l[i] && l[i] > -INFINITY && (want < 0 || l[i] > l[want]))
+                want = i;
+        int32_t tok = -1;
+        const int rc = sampler_sample(&p, l, n, 0, g_work, 0, &tok, NULL);
+        if (want < 0) {
+            assert_int_equal(rc, -EINVAL);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        assert_int_equal(tok, want);
+    }
+    free(l);
+}
+
 /* With top_k = 5 every draw is one of the 5 best logits, and each appears. */
 static void test_top_k_support(void **state)
 {
@@ -328,6 +366,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_greedy_plain),
         cmocka_unit_test(test_top_k_support),
         cmocka_unit_test(test_top_p_support),
         cmocka_unit_test(test_temperature_distribution),
