@@ -167,19 +167,53 @@ static int32_t ranked(struct ranker *r, int32_t k)
     return r->idx[r->nc - 1 - k];
 }
 
+/* 8 floats as GCC vectors (AVX in a native build, SSE pairs otherwise) */
+typedef float f8 __attribute__((vector_size(32)));
+typedef float f8_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t i8 __attribute__((vector_size(32)));
+
+/* x in every lane (a macro: a function returning a vector has an ABI
+ * that depends on the build's ISA flags, which GCC warns about) */
+#define F8_SPLAT(x) ((f8){(x), (x), (x), (x), (x), (x), (x), (x)})
+
+/* *px = model__exp_approx of each lane: the same operations in the same
+ * order, so the same value in every lane as the scalar function gives
+ * (test_sampler compares the weights with it). */
+static inline void exp8(f8 *px)
+{
+    f8 x = *px;
+    const i8 lo = (x < -87.0f);
+    const i8 hi = (x > 88.0f);
+    x = (f8)(((i8)x & ~(lo | hi)) | ((i8)F8_SPLAT(-87.0f) & lo) | ((i8)F8_SPLAT(88.0f) & hi));
+    const float magic = 12582912.0f;
+    const f8 t = x * 1.44269504f + magic;
+    const f8 kf = t - magic;
+    const i8 k = (i8)t - 0x4B400000;
+    const f8 r = x - kf * 0.693145752f - kf * 1.42860677e-6f;
+    const f8 p =
+        1.0f +
+        r * (1.0f +
+             r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    *px = p * (f8)((k + 127) << 23);
+}
+
 /* sum over i of exp((l[i] - mx) * inv_t), 0 for -inf; w (may be NULL)
- * receives each term. */
+ * receives each term.  16 partial sums, element i in sum i % 16 (two
+ * 8-lane vectors), then the tail and the partial sums in double. */
 static double exp_sum(const float *l, float *w, int32_t n, float mx, float inv_t)
 {
-    float acc[16] = {0};
+    f8 acc[2] = {F8_SPLAT(0.0f), F8_SPLAT(0.0f)};
     int32_t i = 0;
     for (; i + 16 <= n; i += 16)
-        for (int k = 0; k < 16; k++) {
-            float v = l[i + k];
-            float e = v == -INFINITY ? 0.0f : model__exp_approx((v - mx) * inv_t);
+        for (int h = 0; h < 2; h++) {
+            const f8 v = *(const f8_u *)(const void *)(l + i + 8 * h);
+            const i8 dead = v == -INFINITY;
+            f8 e = (v - mx) * inv_t;
+            exp8(&e);
+            e = (f8)((i8)e & ~dead);
             if (w)
-                w[i + k] = e;
-            acc[k] += e;
+                *(f8_u *)(void *)(w + i + 8 * h) = e;
+            acc[h] += e;
         }
     double s = 0;
     for (; i < n; i++) {
@@ -188,8 +222,9 @@ static double exp_sum(const float *l, float *w, int32_t n, float mx, float inv_t
             w[i] = e;
         s += e;
     }
-    for (int k = 0; k < 16; k++)
-        s += acc[k];
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 8; k++)
+            s += acc[h][k];
     return s;
 }
 
@@ -390,9 +425,6 @@ static int logits_prepare(const struct sampler_params *p, const float *logits, i
      * then give the lowest id over all.  (A plain loop with 16 maxima,
      * which GCC left scalar, then a scan for the id took 32-41 us of a
      * greedy call over 32000 logits on a Zen 3.) */
-    typedef float f8 __attribute__((vector_size(32)));
-    typedef float f8_u __attribute__((vector_size(32), aligned(4), may_alias));
-    typedef int32_t i8 __attribute__((vector_size(32)));
     const f8 ninf8 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     f8 m8 = ninf8;

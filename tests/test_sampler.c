@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "../model/fastmath.h"
 #include "folio/sampler.h"
 
 #define NV 32000
@@ -104,6 +105,41 @@ static void test_greedy_plain(void **state)
         assert_int_equal(tok, want);
     }
     free(l);
+}
+
+/* A temperature draw's weights, read from the workspace (model/sampler.c:
+ * l, the cleaned logits, then w), equal model__exp_approx((l - max) / T)
+ * bit for bit, 0 for -inf: the 8-lane exp of the weights pass against the
+ * scalar one its tail uses. */
+static void test_weights_exact(void **state)
+{
+    (void)state;
+    uint64_t st = 91;
+    float *src = malloc(sizeof(float) * NV);
+    assert_non_null(src);
+    const int32_t lens[] = {NV, 37, 16, 15, 1000};
+    const float temps[] = {0.8f, 1.3f, 1.0f, 0.05f, 7.0f};
+    for (int c = 0; c < 5; c++) {
+        const int32_t n = lens[c];
+        for (int32_t i = 0; i < n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            const double u = (double)(st >> 11) * 0x1.0p-53;
+            src[i] = i % 13 == 5 ? -INFINITY : (float)(u * 40.0 - 30.0);
+        }
+        struct sampler_params p = {.temperature = temps[c]};
+        int32_t tok;
+        assert_int_equal(sampler_sample(&p, src, n, 3, g_work, 0, &tok, NULL), 0);
+        const float *l = g_work, *w = l + n;
+        float mx = -INFINITY;
+        for (int32_t i = 0; i < n; i++)
+            mx = l[i] > mx ? l[i] : mx;
+        const float inv_t = 1.0f / temps[c];
+        for (int32_t i = 0; i < n; i++) {
+            const float want = l[i] == -INFINITY ? 0.0f : model__exp_approx((l[i] - mx) * inv_t);
+            assert_memory_equal(&w[i], &want, sizeof want);
+        }
+    }
+    free(src);
 }
 
 /* With top_k = 5 every draw is one of the 5 best logits, and each appears. */
@@ -367,6 +403,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_greedy_plain),
+        cmocka_unit_test(test_weights_exact),
         cmocka_unit_test(test_top_k_support),
         cmocka_unit_test(test_top_p_support),
         cmocka_unit_test(test_temperature_distribution),
