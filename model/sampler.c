@@ -30,11 +30,12 @@
  * order.  Its cost is the sort of the survivors, so min_p alone (which
  * usually leaves few) stays cheap.
  *
- * The passes over the whole vocabulary are branch-free: the clean-up,
- * max and greedy id in 8-lane GCC vectors (logits_prepare), the exp
- * weights and their sum and the log-sum-exp with 16 partial sums; exp is
- * model__exp_approx (relative error < 2e-7, far below what sampling or
- * reported logprobs can notice).
+ * The passes over the whole vocabulary run in 8-lane GCC vectors,
+ * branch-free: the clean-up, max and greedy id (logits_prepare), and the
+ * exp weights with their 16 partial sums, which also give the
+ * log-sum-exp (exp_sum).  exp is model__exp_approx lane by lane (relative
+ * error < 2e-7, far below what sampling or reported logprobs can
+ * notice).
  *
  * The random number for token t of a request is
  *   u = (splitmix64(seed ^ (t * 0x9E3779B97F4A7C15)) >> 11) * 2^-53,
@@ -423,7 +424,7 @@ static int logits_prepare(const struct sampler_params *p, const float *logits, i
      * time.  Lane k keeps its largest value and, as it moves only to a
      * strictly larger one, the lowest id of lane k holding it; the lanes
      * then give the lowest id over all.  (A plain loop with 16 maxima,
-     * which GCC left scalar, then a scan for the id took 32-41 us of a
+     * which GCC left scalar, then a scan for the id took 32-49 us of a
      * greedy call over 32000 logits on a Zen 3.) */
     const f8 ninf8 = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
