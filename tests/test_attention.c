@@ -21,7 +21,9 @@
  * takes them back through pager_kv_row_get, so it sees exactly the stored
  * (rounded, quantized) values; the reference reads the arena by its own
  * code, so put/get and the reference check each other.  Poison: a NaN row
- * put in q8 gets a NaN scale, which poisons like a NaN value.
+ * put in q8 gets a NaN scale, which poisons like a NaN value.  The q8
+ * query quantizer, which runs in vectors, is held bit for bit to plain
+ * loops (test_q8_quantize_q_plain).
  *
  * Error measure: normalised max error  max|out - want| / max|want|  over the
  * whole batch.  Bounds: 1e-5 for every dtype (the stored values are exact

@@ -1,8 +1,11 @@
 /*
- * tests/test_sampler.c — the sampler: greedy and its tie rule, the support
- * of top-k and top-p, the temperature distribution (chi-square over counts
- * from a fixed seed), independence of the random stream from anything but
- * (seed, t), logit bias and bans, and the reported log-probabilities.
+ * tests/test_sampler.c — the sampler: greedy and its tie rule (also
+ * against a plain scan, with NaN and -inf), the weights of a draw against
+ * the scalar exp bit for bit (the sampler computes them in vectors), the
+ * support of top-k and top-p, the temperature distribution (chi-square
+ * over counts from a fixed seed), independence of the random stream from
+ * anything but (seed, t), logit bias and bans, and the reported
+ * log-probabilities.
  */
 #include <setjmp.h>
 #include <stdarg.h>
