@@ -177,27 +177,6 @@ typedef int32_t i8 __attribute__((vector_size(32)));
  * that depends on the build's ISA flags, which GCC warns about) */
 #define F8_SPLAT(x) ((f8){(x), (x), (x), (x), (x), (x), (x), (x)})
 
-/* *px = model__exp_approx of each lane: the same operations in the same
- * order, so the same value in every lane as the scalar function gives
- * (test_sampler compares the weights with it). */
-static inline void exp8(f8 *px)
-{
-    f8 x = *px;
-    const i8 lo = (x < -87.0f);
-    const i8 hi = (x > 88.0f);
-    x = (f8)(((i8)x & ~(lo | hi)) | ((i8)F8_SPLAT(-87.0f) & lo) | ((i8)F8_SPLAT(88.0f) & hi));
-    const float magic = 12582912.0f;
-    const f8 t = x * 1.44269504f + magic;
-    const f8 kf = t - magic;
-    const i8 k = (i8)t - 0x4B400000;
-    const f8 r = x - kf * 0.693145752f - kf * 1.42860677e-6f;
-    const f8 p =
-        1.0f +
-        r * (1.0f +
-             r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    *px = p * (f8)((k + 127) << 23);
-}
-
 /* sum over i of exp((l[i] - mx) * inv_t), 0 for -inf; w (may be NULL)
  * receives each term.  16 partial sums, element i in sum i % 16 (two
  * 8-lane vectors), then the tail and the partial sums in double. */
@@ -210,7 +189,7 @@ static double exp_sum(const float *l, float *w, int32_t n, float mx, float inv_t
             const f8 v = *(const f8_u *)(const void *)(l + i + 8 * h);
             const i8 dead = v == -INFINITY;
             f8 e = (v - mx) * inv_t;
-            exp8(&e);
+            MODEL__EXP_LANES(f8, i8, e); /* the scalar exp's bits (test_sampler) */
             e = (f8)((i8)e & ~dead);
             if (w)
                 *(f8_u *)(void *)(w + i + 8 * h) = e;
