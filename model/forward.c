@@ -799,6 +799,16 @@ enum model_matmul model_ctx_matmul(const model_ctx_t *ctx)
     return ctx->cfg.matmul;
 }
 
+int model_ctx_threads(const model_ctx_t *ctx)
+{
+    return pool_size(ctx->pool);
+}
+
+void model_ctx_run(model_ctx_t *ctx, pool_fn fn, void *arg)
+{
+    pool_run(ctx->pool, fn, arg);
+}
+
 void model_ctx_stats_get(const model_ctx_t *ctx, struct model_ctx_stats *st)
 {
     *st = ctx->stats;

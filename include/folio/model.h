@@ -33,6 +33,7 @@
 
 #include "folio/gguf.h"
 #include "folio/pager.h"
+#include "folio/pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -194,6 +195,13 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
 void model_ctx_free(model_ctx_t *ctx);
 /* The backend the ctx's products run on (never AUTO). */
 enum model_matmul model_ctx_matmul(const model_ctx_t *ctx);
+/* Threads of the ctx's pool (cfg.n_threads). */
+int model_ctx_threads(const model_ctx_t *ctx);
+/* Runs fn(arg, ith, nth) once on every thread of the ctx's pool (ith 0 on
+ * the caller; folio/pool.h), for the caller's own per-row work on a
+ * step's output between steps (foliod samples its rows this way).  The
+ * ctx's thread only, never inside model_forward. */
+void model_ctx_run(model_ctx_t *ctx, pool_fn fn, void *arg);
 
 /* Runs one step.  logits: [number of sampling slices][n_vocab], in slice
  * order.  Never allocates.  -EINVAL for a batch beyond the ctx's limits. */

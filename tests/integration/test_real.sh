@@ -3,6 +3,7 @@
 # the embedded default model): endpoints, promtool, stream == non-stream,
 # 64 concurrent streams, 200 mid-stream disconnects then no used block,
 # a small pool forcing preemption (each stream identical to it alone),
+# sampled draws on the thread pool (each identical alone and among 16),
 # SIGTERM under load, 50+ hostile requests beside a good stream, two
 # tenants by API key (429), the openai SDK.  Skips (77) while foliod is built
 # without its engine.
@@ -56,6 +57,32 @@ start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-
 # the forward pass is not bit-identical across batch compositions.
 $C preempt "$SOCK" 32 0 || fail preempt
 stop_daemon || fail "exit status"
+
+# Sampled draws run on the model's thread pool, rows dealt out over the
+# threads, each with its own workspace: with batch-invariant logits a
+# sampled request (top-p, top-k with logprobs, plain temperature) gives
+# the same tokens alone as among 15 others drawn in the same steps.
+start_daemon "$FOLIOD" --kv-blocks 1024 --max-seqs 32 --threads 2 --batch-invariant
+draw_req() { # SEED: one sampled completion's token ids and top logprobs
+  case $(( $1 % 3 )) in
+    0) extra='"temperature":0.8,"top_p":0.9' ;;
+    1) extra='"temperature":0.8,"top_k":40,"logprobs":3' ;;
+    *) extra='"temperature":1.3' ;;
+  esac
+  curl -s --unix-socket "$SOCK" -d "{\"prompt\":[$(( $1 % 7 + 2 )),5,9,4],\"max_tokens\":16,\"seed\":$1,\"ignore_eos\":true,$extra}" \
+    http://x/v1/completions | jq -c '[.choices[0].token_ids, .choices[0].logprobs.top_logprobs]'
+}
+for s in 11 12 13; do draw_req $s >"$T/alone-$s.txt"; done
+pids=()
+for s in $(seq 11 26); do draw_req $s >"$T/many-$s.txt" & pids+=($!); done
+wait "${pids[@]}"
+for s in 11 12 13; do
+  grep -q '^\[\[[0-9]' "$T/alone-$s.txt" || fail "sampled request $s: $(cat "$T/alone-$s.txt")"
+  cmp -s "$T/alone-$s.txt" "$T/many-$s.txt" ||
+    fail "sampled request $s differs among 16: $(cat "$T/alone-$s.txt") vs $(cat "$T/many-$s.txt")"
+done
+stop_daemon || fail "exit status"
+ok "real engine: sampled draws on the thread pool (top-p, top-k + logprobs, T) equal alone and among 16"
 
 # KV dtypes: the same --kv-mem holds 2x (f16, bf16) / (4 hd)/(hd + 4)x (q8)
 # the blocks of f32; /v1/kv and /metrics name the dtype and bytes per
