@@ -36,6 +36,9 @@ struct opts {
     bool ignore_eos;
     double temperature;
     bool temperature_set;
+    double top_p; /* sent when set */
+    bool top_p_set;
+    int32_t top_k; /* sent when > 0 */
     uint64_t seed;
     bool seed_set;
     int32_t bias_tok[MAX_BIAS];

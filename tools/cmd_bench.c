@@ -73,6 +73,8 @@ static void usage(FILE *out)
             "  --seed N                workload seed (default 0); also sent as 'seed'\n"
             "  --ignore-eos            send ignore_eos: true\n"
             "  --temperature T         send temperature\n"
+            "  --top-p P               send top_p (0 < P <= 1)\n"
+            "  --top-k K               send top_k (K >= 1)\n"
             "  --logit-bias TOK:BIAS,...   send logit_bias\n"
             "arrivals and bounds:\n"
             "  --num-prompts N         requests (default 100)\n"
@@ -285,6 +287,10 @@ static int build_body(const struct opts *o, struct workload *w, struct bench_rng
         folio_buf_printf(&b, ",\"ignore_eos\":true");
     if (o->temperature_set)
         folio_buf_printf(&b, ",\"temperature\":%.17g", o->temperature);
+    if (o->top_p_set)
+        folio_buf_printf(&b, ",\"top_p\":%.17g", o->top_p);
+    if (o->top_k > 0)
+        folio_buf_printf(&b, ",\"top_k\":%d", (int)o->top_k);
     if (o->seed_set)
         folio_buf_printf(&b, ",\"seed\":%llu", (unsigned long long)(o->seed & ((1ull << 53) - 1)));
     if (o->n_bias) {
@@ -430,6 +436,8 @@ enum opt_id {
     O_TRACE,
     O_EOS,
     O_TEMP,
+    O_TOP_P,
+    O_TOP_K,
     O_SEED,
     O_BIAS,
     O_TENANTS,
@@ -515,6 +523,16 @@ static const char *apply_opt(struct opts *o, enum opt_id id, const char *arg)
         if (parse_num(arg, 0, 100, &o->temperature))
             return "--temperature: a number >= 0";
         o->temperature_set = true;
+        break;
+    case O_TOP_P:
+        if (parse_num(arg, 0, 1, &o->top_p) || !(o->top_p > 0))
+            return "--top-p: a number in (0, 1]";
+        o->top_p_set = true;
+        break;
+    case O_TOP_K:
+        if (parse_int(arg, 1, INT32_MAX, &v))
+            return "--top-k: an integer >= 1";
+        o->top_k = (int32_t)v;
         break;
     case O_SEED:
         if (parse_int(arg, 0, LLONG_MAX, &v))
@@ -627,6 +645,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"trace", required_argument, 0, O_TRACE},
         {"ignore-eos", no_argument, 0, O_EOS},
         {"temperature", required_argument, 0, O_TEMP},
+        {"top-p", required_argument, 0, O_TOP_P},
+        {"top-k", required_argument, 0, O_TOP_K},
         {"seed", required_argument, 0, O_SEED},
         {"logit-bias", required_argument, 0, O_BIAS},
         {"tenants", required_argument, 0, O_TENANTS},
