@@ -1,6 +1,6 @@
 /*
  * tests/test_sampler_filters.c — the sampler's min_p and typical_p cuts
- * (alone and with top-k / top-p) and sampler_penalize (repetition over a
+ * (alone and with top-k / top-p), top-p's kept set, and sampler_penalize (repetition over a
  * last-N window of prompt ++ generated, presence and frequency over the
  * generated tokens), each against a plain reference written here from
  * the definitions in folio/sampler.h: full sorts, doubles, one loop per
@@ -182,6 +182,77 @@ static void test_min_p_typical_against_reference(void **state)
     free(work);
 }
 
+/* top-p (and top-p with a top-k beyond the selection limit) on random
+ * logits with ties and bans, the cut landing anywhere: every drawn token
+ * is in the reference's kept set (the rank prefix whose mass first
+ * reaches top_p, at most top_k long), allowing the one token either side
+ * of the cut where the prefix mass is within 1e-5 of top_p (exp is
+ * approximated in the sampler); the kept set's tokens are each drawn
+ * when it is small. */
+static void test_top_p_kept_set_against_reference(void **state)
+{
+    (void)state;
+    enum { NV = 4000, DRAWS = 300 };
+    static float l[NV];
+    static struct ref_tok t[NV];
+    static int32_t rank_of[NV], seen[NV];
+    void *work = malloc(sampler_work_size(NV));
+    const int rounds = getenv("FOLIO_TEST_SHORT") ? 30 : 120;
+    for (int round = 0; round < rounds; round++) {
+        int32_t n = 2 + (int32_t)(next_u64() % (round % 2 ? NV - 2 : 300));
+        double scale = 0.2 + 8 * next_unit();
+        for (int32_t i = 0; i < n; i++)
+            l[i] = (float)(scale * (next_unit() - 0.5) * 4);
+        for (int32_t i = 0; i < n / 8; i++) /* ties and bans */
+            l[next_u64() % (uint64_t)n] = i % 4 ? l[next_u64() % (uint64_t)n] : -INFINITY;
+        struct sampler_params sp = {.temperature = (float)(0.2 + 1.6 * next_unit()),
+                                    .top_p = (float)(0.05 + 0.94 * next_unit()),
+                                    .seed = next_u64()};
+        if (round % 3 == 0)
+            sp.top_k = 257 + (int32_t)(next_u64() % 2000); /* past the selection */
+        double mx = -INFINITY;
+        for (int32_t i = 0; i < n; i++)
+            mx = fmax(mx, l[i]);
+        int32_t m = 0;
+        double mass = 0;
+        for (int32_t i = 0; i < n; i++) {
+            double w = exp(((double)l[i] - mx) / sp.temperature);
+            if (w > 0) {
+                t[m++] = (struct ref_tok){i, l[i], w, 0};
+                mass += w;
+            }
+        }
+        qsort(t, (size_t)m, sizeof(*t), by_rank);
+        int32_t lim = sp.top_k > 0 && sp.top_k < m ? sp.top_k : m, kept = 0;
+        double acc = 0, near = INFINITY;
+        while (kept < lim) {
+            acc += t[kept++].p;
+            near = fmin(near, fabs(acc - sp.top_p * mass) / mass);
+            if (acc >= sp.top_p * mass)
+                break;
+        }
+        for (int32_t k = 0; k < m; k++)
+            rank_of[t[k].id] = k;
+        memset(seen, 0, sizeof(seen));
+        for (uint64_t d = 0; d < DRAWS; d++) {
+            int32_t tok = -1;
+            assert_int_equal(sampler_sample(&sp, l, n, d, work, 0, &tok, NULL), 0);
+            assert_true(tok >= 0 && tok < n && l[tok] != -INFINITY);
+            const int32_t rk = rank_of[tok];
+            if (rk >= kept && !(near < 1e-5 && rk == kept))
+                fail_msg("round %d draw %llu: token %d of rank %d, the reference keeps %d (n %d "
+                         "top_p %g top_k %d T %g)",
+                         round, (unsigned long long)d, tok, rk, kept, n, (double)sp.top_p, sp.top_k,
+                         (double)sp.temperature);
+            seen[tok] = 1;
+        }
+        if (kept <= 3 && t[kept - 1].p / acc > 0.05) /* few, none rare: each drawn */
+            for (int32_t k = 0; k < kept - (near < 1e-5); k++)
+                assert_true(seen[t[k].id]);
+    }
+    free(work);
+}
+
 /* min_p = 1 keeps only the maxima; typical_p near 0 keeps the one token
  * closest to the entropy. */
 static void test_filter_extremes(void **state)
@@ -311,6 +382,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_min_p_typical_against_reference),
+        cmocka_unit_test(test_top_p_kept_set_against_reference),
         cmocka_unit_test(test_filter_extremes),
         cmocka_unit_test(test_penalties_against_reference),
         cmocka_unit_test(test_penalty_changes_greedy),
