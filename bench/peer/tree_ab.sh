@@ -9,7 +9,9 @@
 # builds see the same client).  Each build runs with its own defaults;
 # FOLIOD_ARGS adds options to both, FOLIOD_ARGS_A and FOLIOD_ARGS_B to one
 # (the same build twice with two settings: BUILD_A = BUILD_B).  MODEL_A=FILE gives build A another
-# file (e.g. an F32 yardstick for B's BF16 run).  Prints one line per build and round,
+# file (e.g. an F32 yardstick for B's BF16 run).  BENCH_LOAD replaces the
+# `folio bench` options of the load (e.g. a sampled one: "... --temperature
+# 0.8 --top-p 0.9").  Prints one line per build and round,
 # then each build's median and the median of the per-round ratios B / A.
 #
 #   git worktree add /tmp/base 3b3b74e
@@ -29,8 +31,7 @@ sock=$work/foliod.sock
 read -r -a foliod_args <<<"${FOLIOD_ARGS:-}"
 read -r -a args_a <<<"${FOLIOD_ARGS_A:-}"
 read -r -a args_b <<<"${FOLIOD_ARGS_B:-}"
-load=(--num-prompts 256 --max-concurrency 64 --input-len 128 --output-len 128
-      --temperature 0 --ignore-eos --vocab-size 32000 --seed 1)
+read -r -a load <<<"${BENCH_LOAD:---num-prompts 256 --max-concurrency 64 --input-len 128 --output-len 128 --temperature 0 --ignore-eos --vocab-size 32000 --seed 1}"
 
 field() { sed -n "s/^$2:[[:space:]]*\([0-9.]*\).*/\1/p" "$1"; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
