@@ -82,7 +82,7 @@ struct em_draw {
     struct sampler_params sp;
     const float *row;
     uint64_t t;
-    int32_t n_top; /* < 0: no sampler_result wanted */
+    int32_t n_top; /* < 0: no sampler_result wanted (res NULL) */
     int32_t *token;
     struct sampler_result *res;
     int rc;
@@ -100,9 +100,8 @@ static void em_draw_rows(void *arg, int ith, int nth)
     void *work = (char *)m->work + (size_t)ith * m->work_size;
     for (int32_t j = ith; j < d->n; j += nth) {
         struct em_draw *x = &m->draws[j];
-        x->rc =
-            sampler_sample(&x->sp, x->row, m->hp.n_vocab, x->t, work, x->n_top >= 0 ? x->n_top : 0,
-                           x->token, x->n_top >= 0 ? x->res : NULL);
+        x->rc = sampler_sample(&x->sp, x->row, m->hp.n_vocab, x->t, work,
+                               x->n_top >= 0 ? x->n_top : 0, x->token, x->res);
     }
 }
 
@@ -139,7 +138,7 @@ static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
         x->t = (uint64_t)s->token_index;
         x->n_top = r->g.n_logprobs;
         x->token = &sampled[s->sample_row];
-        x->res = &res[s->sample_row];
+        x->res = x->n_top >= 0 ? &res[s->sample_row] : NULL;
         x->slice = i;
         x->req = r;
         nd++;
@@ -156,7 +155,7 @@ static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
         if (r->gm && m->gv && !x->rc) {
             slice_rc[x->slice] = gram_matcher_accept(r->gm, m->gv, *x->token);
             /* masked tokens are not alternatives: no -inf in top_logprobs */
-            struct sampler_result *lp = x->n_top >= 0 ? x->res : NULL;
+            struct sampler_result *lp = x->res;
             while (lp && lp->n_top > 0 && isinf(lp->top_logprobs[lp->n_top - 1]))
                 lp->n_top--;
         }

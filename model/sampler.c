@@ -215,9 +215,8 @@ static double exp_sum(const float *l, float *w, int32_t n, float mx, float inv_t
  * (bits of 1.0f - bits of w) / 2^20, so bucket 0 holds (15/16, 1], and
  * each power of two below 1 is cut into 8 equal steps of its mantissa;
  * the tail below about 2^-63 shares NB - 1; 0 (not a candidate) goes to
- * NB.  For positive
- * floats the bits order as the values, so bucket order is rank order: a
- * lower bucket's tokens all rank first. */
+ * NB.  For positive floats the bits order as the values, so bucket order
+ * is rank order: a lower bucket's tokens all rank first. */
 #define NB 512
 static inline int32_t bucket_of(float w)
 {
