@@ -15,9 +15,10 @@
  * the draws between them run on the model's thread pool, rows dealt out
  * in turn (row j to thread j mod n), each thread with its own sampler
  * workspace.  A draw is a function of the row's logits, its parameters
- * and token_index alone, so which thread draws it changes nothing; at 64
- * rows of 32000 logits a top-p draw costs 0.3-0.45 ms a row on the Zen 3
- * VM, 20-30 ms of a 80-110 ms decode step on one thread.
+ * and token_index alone, so which thread draws it changes nothing.  On
+ * the Zen 3 VM a top-p draw over 32000 logits costs 0.12-0.19 ms (0.4 ms
+ * before model/sampler.c's finer buckets): at 64 rows, 8-12 ms of an
+ * 80-110 ms decode step on one thread, half that on two.
  *
  * The tokenizer: the model file's, or for the default model the
  * synthetic vocabulary; chat template read from the file's
