@@ -116,8 +116,13 @@
  * with the K/V in cache (24 against 20 ns per (key, KV head), 8 x 256
  * decode, one thread, as bench_attention (e) was then): on this Zen 3 the
  * interleave's shuffles and the multiplies outweigh the conversions they
- * save.  It would want V stored interleaved in token pairs (one vpmovsxbw
- * per 8 elements of two keys).
+ * save.  With V stored interleaved in token pairs (one vpmovsxbw per 8
+ * elements of two keys; timed on the arena read as if it were so) it runs
+ * at the f32 path's speed on that Zen 3, no faster (15.8-16.4 against
+ * 15.9-16.1 ns, bench_attention (e)): vpmaddwd has the FMA's throughput
+ * there (2 per cycle), so per head a vpmaddwd and a vpaddd on two keys' 8
+ * elements cost what the two FMAs they replace do, and the pager keeps its
+ * row layout.
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
