@@ -845,12 +845,24 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 #include "attn_kern_tile.h"
 
 /* constant head_dim lets the compiler keep q / acc rows in registers; a
- * constant dtype picks the widening load */
+ * constant dtype picks the widening load.  The portable kernels (VW 1 and
+ * 4) take head_dim at run time only: their constant instances took about
+ * three of the four minutes these kernels cost each build to compile, and
+ * ran no faster (x86-64 baseline, bench_attention with
+ * FOLIO_ATTN_ISA=portable: decode from cache and prefill 512 alike within
+ * noise; BENCHMARKS.md).  KERN_CONST_HD=0|1 with -D overrides, to measure. */
+#ifndef KERN_CONST_HD
+#if VW <= 4
+#define KERN_CONST_HD 0
+#else
+#define KERN_CONST_HD 1
+#endif
+#endif
 #define KERN_HD(dt)                                                                                \
     do {                                                                                           \
-        if (pc->hd == 64)                                                                          \
+        if (KERN_CONST_HD && pc->hd == 64)                                                         \
             kern_body(pc, 64, dt);                                                                 \
-        else if (pc->hd == 128)                                                                    \
+        else if (KERN_CONST_HD && pc->hd == 128)                                                   \
             kern_body(pc, 128, dt);                                                                \
         else                                                                                       \
             kern_body(pc, pc->hd, dt);                                                             \

@@ -288,13 +288,14 @@ AI bool tile_takes(const struct attn__piece *pc)
 
 /* NV: the vectors of lanes the piece's largest tile fills (3, fewer for a
  * piece of few rows); a constant head_dim 64 (the small preset's; other
- * head dims take the run-time loop, which keeps this file's compile time
- * in check: every instance is built for each ISA and build) */
+ * head dims, and the one-lane kernel, take the run-time loop, which keeps
+ * this file's compile time in check: every instance is built for each ISA
+ * and build) */
 #define KERN_TILE(dt)                                                                              \
     do {                                                                                           \
         const int32_t nq_max = FOLIO_MIN(QT / pc->group, pc->n_rows) * pc->group;                  \
         const int nvec = (int)((nq_max + VW - 1) / VW);                                            \
-        if (pc->hd == 64)                                                                          \
+        if (KERN_CONST_HD && pc->hd == 64)                                                         \
             nvec >= 3   ? kern_tile(pc, 64, dt, 3)                                                 \
             : nvec == 2 ? kern_tile(pc, 64, dt, 2)                                                 \
                         : kern_tile(pc, 64, dt, 1);                                                \
