@@ -846,11 +846,12 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 
 /* constant head_dim lets the compiler keep q / acc rows in registers; a
  * constant dtype picks the widening load.  The portable kernels (VW 1 and
- * 4) take head_dim at run time only: their constant instances took about
- * three of the four minutes these kernels cost each build to compile, and
- * ran no faster (x86-64 baseline, bench_attention with
- * FOLIO_ATTN_ISA=portable: decode from cache and prefill 512 alike within
- * noise; BENCHMARKS.md).  KERN_CONST_HD=0|1 with -D overrides, to measure. */
+ * 4) take head_dim at run time only: their constant instances were most of
+ * those two files' compile time (a fresh debugoptimized build took 200 s
+ * with them, 148 s without, on 2 cores) and ran no faster (x86-64
+ * baseline, bench_attention with FOLIO_ATTN_ISA=portable: decode from
+ * cache and prefill 512 alike within noise; BENCHMARKS.md).
+ * -DKERN_CONST_HD=0|1 overrides, to measure. */
 #ifndef KERN_CONST_HD
 #if VW <= 4
 #define KERN_CONST_HD 0

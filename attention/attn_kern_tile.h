@@ -287,10 +287,10 @@ AI bool tile_takes(const struct attn__piece *pc)
 }
 
 /* NV: the vectors of lanes the piece's largest tile fills (3, fewer for a
- * piece of few rows); a constant head_dim 64 (the small preset's; other
- * head dims, and the one-lane kernel, take the run-time loop, which keeps
- * this file's compile time in check: every instance is built for each ISA
- * and build) */
+ * piece of few rows); a constant head_dim 64 (the small preset's) where
+ * the ISA has constant instances (KERN_CONST_HD, attn_kern_body.h); other
+ * head dims take the run-time loop, which keeps this file's compile time
+ * in check: every instance is built for each ISA and build */
 #define KERN_TILE(dt)                                                                              \
     do {                                                                                           \
         const int32_t nq_max = FOLIO_MIN(QT / pc->group, pc->n_rows) * pc->group;                  \
