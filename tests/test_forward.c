@@ -995,12 +995,15 @@ static void test_archs(void **state)
         int32_t len[] = {g_short ? 30 : 45, 17, 33};
         double e = run_paged_on(m, m, MODEL_MATMUL_AUTO, FOLIO_F32, 8, 3, len, 5, 2, 0);
         double ei = 0;
-        if (!g_short || v[i].inv) {
+        const bool inv = !g_short || v[i].inv;
+        if (inv) {
             g_inv = true;
             ei = run_paged_on(m, m, MODEL_MATMUL_AUTO, FOLIO_F32, 8, 3, len, 5, 2, 0);
             g_inv = false;
+            printf("# %s: max |diff| = %.3g (batch invariant %.3g)\n", v[i].what, e, ei);
+        } else {
+            printf("# %s: max |diff| = %.3g (batch invariant: not in short runs)\n", v[i].what, e);
         }
-        printf("# %s: max |diff| = %.3g (batch invariant %.3g)\n", v[i].what, e, ei);
         if (!(e < F32_TOL) || !(ei < F32_TOL))
             fail_msg("%s: paged vs reference %g / %g", v[i].what, e, ei);
         model_free(m);
