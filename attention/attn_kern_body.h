@@ -96,6 +96,14 @@
  * prefetcht2, spread or one burst per head, and transparent huge pages
  * under the K/V all left shuffled / identity at 0.8-0.9 for f16, bf16 and
  * q8 within that machine's noise; no prefetch at all was clearly worse.
+ * On the Zen 3 VM (q8, huge pages): prefetching only every 2nd or 4th
+ * row (the hardware prefetcher does not fill the rest in) was 1.2-1.5x
+ * slower; 4 chunks ahead, or V's rows prefetched in the values loop
+ * instead of the score loop, no faster.  Nor is the softmax's dependency
+ * chain what its time is: running each head pass's scores before the
+ * previous pass's softmax and values, so the chain could overlap them,
+ * was slower from L2 there (q8 16.5 against 16.1 ns per (key, KV head),
+ * f16 17.5 against 15.5).
  * That gap is not this kernel's per-block work: with the K/V in L3 the
  * layouts run alike, and page tables shuffled in runs of consecutive ids
  * (bench_attention --run) close it as the runs grow (q8 block 16: 0.88
