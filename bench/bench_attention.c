@@ -150,8 +150,10 @@ struct setup {
     struct attn_batch b;
 };
 
-/* Adds to huge_kb / arena_kb the AnonHugePages and the size of the
- * mapping(s) of [p, p + len), from /proc/self/smaps (where it can be read). */
+/* Adds to huge_kb / arena_kb the AnonHugePages of the mappings that lie
+ * within [p, p + len), from /proc/self/smaps (where it can be read), and
+ * len.  A mapping the kernel merged with a neighbour reaches outside and
+ * is not counted, so the share printed is never more than what is. */
 static void count_huge(const void *p, size_t len)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -164,7 +166,7 @@ static void count_huge(const void *p, size_t len)
         unsigned long a, b;
         size_t kb;
         if (sscanf(line, "%lx-%lx ", &a, &b) == 2) /* a mapping's first line */
-            in = a < hi && b > lo;
+            in = a >= lo && b <= hi;
         else if (in && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1)
             huge_kb += kb;
     }
