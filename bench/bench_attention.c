@@ -100,8 +100,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "folio/attention.h"
 
@@ -142,8 +142,7 @@ struct setup {
     int32_t n_layers; /* layers of the arena (0 = 1; whole: 1 unless --rotate); layer 0 is
                          read (--rotate: each call the next) */
     struct pager_kv_view kv;
-    void *map; /* the arena's own mapping (--4k: NULL) */
-    size_t map_len;
+    size_t region; /* bytes of the arena's folio_region_alloc (--4k: 0) */
     struct attn_seq *seqs;
     int32_t *tables;
     float *q, *out;
@@ -159,7 +158,8 @@ static void count_huge(const void *p, size_t len)
     FILE *f = fopen("/proc/self/smaps", "r");
     if (!f)
         return;
-    const uintptr_t lo = (uintptr_t)p, hi = lo + len;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)p, hi = lo + (len + page - 1) / page * page;
     char line[256];
     int in = 0;
     while (fgets(line, sizeof line, f)) {
@@ -178,8 +178,9 @@ static void count_huge(const void *p, size_t len)
 static void print_huge(void)
 {
     if (use_huge && arena_kb)
-        printf("\nK/V arenas on 2 MiB pages: %zu of %zu MB (%.0f%%; --4k: 4 KiB pages)\n",
-               huge_kb / 1024, arena_kb / 1024, 100.0 * (double)huge_kb / (double)arena_kb);
+        printf("\nK/V arenas on 2 MiB pages: %.1f of %.1f MB (%.0f%%; --4k: 4 KiB pages)\n",
+               (double)huge_kb / 1024, (double)arena_kb / 1024,
+               100.0 * (double)huge_kb / (double)arena_kb);
     else if (!use_huge)
         printf("\nK/V arenas on 4 KiB pages (--4k)\n");
 }
@@ -217,24 +218,15 @@ static void setup_build(struct setup *st)
         kv->layer_stride = 2 * kv->v_offset;
     }
     const size_t esz = folio_dtype_size(st->dt);
-    st->map = NULL;
+    st->region = 0;
     if (st->shared_base) {
         kv->base = st->shared_base;
     } else if (use_huge) {
-        /* a mapping of its own, 2 MiB aligned and advised before its first
-         * touch: memory from the allocator may already be faulted in as
-         * 4 KiB pages (the streaming buffer freed just before), which an
-         * advice after the fact leaves as they are */
-        const size_t huge = (size_t)2 << 20;
-        st->map_len = (n_elem * esz + huge - 1) / huge * huge + huge;
-        void *m =
-            mmap(NULL, st->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        kv->base = NULL;
-        if (m != MAP_FAILED) {
-            st->map = m;
-            kv->base = (void *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
-            (void)madvise(kv->base, st->map_len - huge, MADV_HUGEPAGE);
-        }
+        /* the pager's own allocation: a mapping advised before its first
+         * touch (memory from the heap may already be faulted in as 4 KiB
+         * pages, which an advice after the fact leaves as they are) */
+        st->region = n_elem * esz;
+        kv->base = folio_region_alloc(st->region, FOLIO_REGION_HUGE);
     } else {
         kv->base = folio_aligned_alloc(64, n_elem * esz);
     }
@@ -255,8 +247,8 @@ static void setup_build(struct setup *st)
                             row[e] = rnd();
                         pager_kv_row_put(kv, blk, layer, kvsel, h, slot, row);
                     }
-    if (st->map)
-        count_huge(kv->base, st->map_len - ((size_t)2 << 20));
+    if (st->region && kv->base)
+        count_huge(kv->base, st->region);
     for (int32_t i = 0; i < nb; i++)
         st->tables[i] = i;
     if (st->layout == LAYOUT_GIVEN)
@@ -295,8 +287,8 @@ static void setup_build(struct setup *st)
 
 static void setup_free(struct setup *st)
 {
-    if (st->map)
-        munmap(st->map, st->map_len);
+    if (st->region)
+        folio_region_free(st->kv.base, st->region);
     else if (!st->shared_base)
         folio_free(st->kv.base);
     folio_free(st->tables);
