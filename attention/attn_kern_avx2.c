@@ -19,15 +19,6 @@
     ((vf)_mm256_cvtepi32_ps(                                                                       \
         _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(p)))))
 
-static inline float hsum8(__m256 v)
-{
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
-#define vhsum(v) hsum8((__m256)(v))
-
 #include "attn_kern_q8dot.h"
 
 #include "attn_kern_body.h"

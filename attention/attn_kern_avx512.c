@@ -20,7 +20,6 @@
 #define vload_q8(p)                                                                                \
     ((vf)_mm512_cvtepi32_ps(                                                                       \
         _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p)))))
-#define vhsum(v) _mm512_reduce_add_ps((__m512)(v))
 
 #include "attn_kern_q8dot.h"
 

@@ -11,7 +11,6 @@
  * each built with its own compiler flags; the including file defines
  *   VW                 lanes of one vector (head_dim must be a multiple)
  *   KERN_NAME          the exported function, e.g. attn__kern_avx2
- *   vhsum(v)           sum of the lanes of v
  * and may define the widening loads (else the generic vector code below):
  *   vload_h(p)         VW binary16 values at p -> vf
  *   vload_bf(p)        VW bfloat16 values at p -> vf
@@ -315,31 +314,23 @@ AI vf kv_load(const char *row, int i, const int dt)
 /* ---- 4 keys' dot products -> 4 scores ---------------------------------- */
 
 #if VW >= 4
-/* Lanes of a 2-source shuffle that picks, in every 128-bit lane L, lanes
- * {0, 2} (o = 0) or {1, 3} (o = 1) of a's lane L then of b's lane L. */
+/* A 2-source shuffle of a and b that picks, in every 128-bit lane L, lanes
+ * {0, 2} (o = 0) or {1, 3} (o = 1) of a's lane L then of b's lane L.
+ * __builtin_shufflevector is spelled alike by GCC (12 on) and clang. */
 #define PAIR4(L, o) (L) * 4 + (o), (L)*4 + 2 + (o), VW + (L)*4 + (o), VW + (L)*4 + 2 + (o)
 #if VW == 4
-#define PAIR_MASK(o)                                                                               \
-    {                                                                                              \
-        PAIR4(0, o)                                                                                \
-    }
+#define PAIR_SHUF(a, b, o) __builtin_shufflevector(a, b, PAIR4(0, o))
 #elif VW == 8
-#define PAIR_MASK(o)                                                                               \
-    {                                                                                              \
-        PAIR4(0, o), PAIR4(1, o)                                                                   \
-    }
+#define PAIR_SHUF(a, b, o) __builtin_shufflevector(a, b, PAIR4(0, o), PAIR4(1, o))
 #else
-#define PAIR_MASK(o)                                                                               \
-    {                                                                                              \
-        PAIR4(0, o), PAIR4(1, o), PAIR4(2, o), PAIR4(3, o)                                         \
-    }
+#define PAIR_SHUF(a, b, o)                                                                         \
+    __builtin_shufflevector(a, b, PAIR4(0, o), PAIR4(1, o), PAIR4(2, o), PAIR4(3, o))
 #endif
 
 /* per 128-bit lane: [a0 + a1, a2 + a3, b0 + b1, b2 + b3] */
 AI vf pair_add(vf a, vf b)
 {
-    const vi lo = PAIR_MASK(0), hi = PAIR_MASK(1);
-    return __builtin_shuffle(a, b, lo) + __builtin_shuffle(a, b, hi);
+    return PAIR_SHUF(a, b, 0) + PAIR_SHUF(a, b, 1);
 }
 #endif
 
@@ -526,8 +517,7 @@ AI v4f fold4_max(const vf *d)
 #if VW == 1
     return (v4f){d[0][0], d[1][0], d[2][0], d[3][0]};
 #else
-    const vi lo = PAIR_MASK(0), hi = PAIR_MASK(1);
-#define PAIR_MAX(a, b) vmax(__builtin_shuffle(a, b, lo), __builtin_shuffle(a, b, hi))
+#define PAIR_MAX(a, b) vmax(PAIR_SHUF(a, b, 0), PAIR_SHUF(a, b, 1))
     const vf u = PAIR_MAX(PAIR_MAX(d[0], d[1]), PAIR_MAX(d[2], d[3]));
 #undef PAIR_MAX
 #if VW == 4
@@ -726,7 +716,9 @@ AI void tile_start(const struct attn__piece *pc, int32_t pos0r, int32_t *start, 
 /* qs[] / a[] are filled for c < nv before use; GCC cannot see that for a
  * run-time head_dim */
 #pragma GCC diagnostic push
+#ifndef __clang__ /* clang has no such warning */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 {
     const int nv = hd / VW;

@@ -13,6 +13,4 @@
 #define VW        1
 #define KERN_NAME attn__kern_portable
 
-#define vhsum(v) ((v)[0])
-
 #include "attn_kern_body.h"

@@ -13,6 +13,4 @@
 #define VW        4
 #define KERN_NAME attn__kern_portable4
 
-#define vhsum(v) ((v)[0] + (v)[1] + (v)[2] + (v)[3])
-
 #include "attn_kern_body.h"

@@ -125,7 +125,9 @@ AI void tile_values(const float *st, const float *cr, float *acc, int32_t qi,
 }
 
 #pragma GCC diagnostic push
+#ifndef __clang__ /* clang has no such warning */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, const int NV)
 {
     const int nv = hd / VW;

@@ -66,6 +66,7 @@
 #include <string.h>
 
 #include "attn_internal.h"
+#include "folio/common.h"
 
 #define ROW_OVERHEAD  16  /* C0 above, in keys */
 #define MIN_SPLIT_CTX 256 /* keys: no context piece shorter than this */
@@ -84,14 +85,13 @@ static int isa_supported(int isa)
 #if defined(__x86_64__) && defined(FOLIO_ATTN_X86)
     case ISA_AVX2:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && folio_cpu_f16c();
     case ISA_AVX512:
         __builtin_cpu_init();
         /* AVX2 too: a head_dim that is not a multiple of 16 runs the AVX2 path */
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("fma") && folio_cpu_f16c();
 #endif
     default:
         return 0;

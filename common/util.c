@@ -116,19 +116,28 @@ __attribute__((target("avx,f16c"))) static void f16_row_f16c(const float *x, uin
         y[i] = folio_f32_to_f16(x[i]);
 }
 
+bool folio_cpu_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 static bool have_f16c(void)
 {
     static int known = -1; /* racing first calls compute the same answer */
     int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (k < 0) {
-        /* AVX with the OS's support for it, and the F16C bit of CPUID
-         * leaf 1 (clang's __builtin_cpu_supports has no "f16c") */
-        unsigned a, b, c, d;
+        /* AVX with the OS's support for it, and F16C */
         __builtin_cpu_init();
-        k = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        k = __builtin_cpu_supports("avx") && folio_cpu_f16c();
         __atomic_store_n(&known, k, __ATOMIC_RELAXED);
     }
     return k;
+}
+#else
+bool folio_cpu_f16c(void)
+{
+    return false;
 }
 #endif
 

@@ -751,7 +751,7 @@ static bool use_avx2(void)
         const bool plain = matmul_isa_cap() == MATMUL_ISA_PLAIN;
 #if defined(__x86_64__)
         isa_avx2 = !plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                   __builtin_cpu_supports("f16c");
+                   folio_cpu_f16c();
 #else
         (void)plain;
         isa_avx2 = 0;

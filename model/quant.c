@@ -38,9 +38,6 @@
  */
 #include "quant.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -1343,16 +1340,6 @@ void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K,
 static const char *const isa_names[QUANT_ISA_N] = {"scalar", "avx2", "avx512"};
 static int isa_current = -1;
 
-#if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
-/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports
- * does not know "f16c", and the fuzz build compiles this file with clang. */
-static int cpu_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-#endif
-
 static int isa_supported(int isa)
 {
     switch (isa) {
@@ -1361,12 +1348,12 @@ static int isa_supported(int isa)
 #if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
     case QUANT_ISA_AVX2:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_f16c();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && folio_cpu_f16c();
     case QUANT_ISA_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_f16c();
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && folio_cpu_f16c();
 #endif
     default:
         return 0;

@@ -227,7 +227,7 @@ static bool avx2_paths(void)
     const char *e = getenv("FOLIO_MATMUL_ISA");
 #if defined(__x86_64__)
     return !(e && !strcmp(e, "plain")) && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+           __builtin_cpu_supports("fma") && folio_cpu_f16c();
 #else
     (void)e;
     return false;

@@ -83,6 +83,11 @@ uint16_t folio_f32_to_f16(float f);
  * (the same value for every input but NaN, which stays a NaN of the same
  * sign: F16C keeps the top bits of its payload). */
 void folio_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
+/* Whether this x86-64 CPU has F16C (CPUID leaf 1, ECX bit 29), for the
+ * ISA checks beside __builtin_cpu_supports, which knows no "f16c" in
+ * clang; false on other CPUs.  The caller checks AVX (and so the OS's
+ * support for its registers) itself. */
+bool folio_cpu_f16c(void);
 /* binary32 -> bfloat16, round to nearest even; NaN stays NaN. */
 static inline uint16_t folio_f32_to_bf16(float f)
 {
