@@ -2,7 +2,8 @@
 # The same server scenarios against the real foliod (scheduler + model on
 # the embedded default model): endpoints, promtool, stream == non-stream,
 # 64 concurrent streams, 200 mid-stream disconnects then no used block,
-# a small pool forcing preemption (each stream identical to it alone),
+# a small pool forcing preemption (each stream identical to it alone; q8
+# KV pages too, batch-invariant),
 # sampled draws on the thread pool (each identical alone and among 16),
 # SIGTERM under load, 50+ hostile requests beside a good stream, two
 # tenants by API key (429), the openai SDK.  Skips (77) while foliod is built
@@ -56,6 +57,16 @@ start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-
 # Greedy: a sampled stream (temperature > 0) may flip on a near-tie when
 # the forward pass is not bit-identical across batch compositions.
 $C preempt "$SOCK" 32 0 || fail preempt
+stop_daemon || fail "exit status"
+
+# q8 KV pages under preemption: a preempted sequence's K/V is quantized
+# again as it is recomputed, and with --batch-invariant the products give
+# the bits they gave before, so nothing is lost or changed, sampled draws
+# included.  (Without it a recomputed K can land one int8 step away, and
+# greedy streams flip on near-ties: margins of 0.0003-0.0035 seen.)
+start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 32 --max-batch-tokens 256 \
+  --kv-dtype q8 --batch-invariant
+$C preempt "$SOCK" 32 0.7 || fail "preempt, q8 KV"
 stop_daemon || fail "exit status"
 
 # Sampled draws run on the model's thread pool, rows dealt out over the
