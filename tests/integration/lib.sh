@@ -14,12 +14,14 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; echo "--- daemon log (tail):" >&2; tail -n 30 "$LOG" >&2 || true; exit 1; }
 ok() { echo "ok - $*"; }
 
-# start_daemon BINARY ARGS... : starts it on $SOCK, waits for /health.
+# start_daemon BINARY ARGS... : starts it on $SOCK, waits for /health
+# (up to 60 s: the warm-up step under ThreadSanitizer, scripts/tsan.sh,
+# takes more than 10).
 start_daemon() {
   local bin=$1; shift
   "$bin" --socket "$SOCK" --log-level debug "$@" >"$LOG" 2>&1 &
   DPID=$!
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 1200); do
     if curl -s --unix-socket "$SOCK" http://x/health >/dev/null 2>&1; then return 0; fi
     kill -0 "$DPID" 2>/dev/null || fail "daemon exited at start"
     sleep 0.05
