@@ -890,6 +890,12 @@ static inline __attribute__((always_inline)) void tile_q8r8(const int MR, const 
                 const __m256i p =
                     _mm256_maddubs_epi16(wa, _mm256_sign_epi8(bcast4(x[m]->qs + 4 * t), wv));
                 isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, ones));
+                /* an empty asm holds each running sum in its register:
+                 * without it GCC 12 regrouped the block's 32 integer adds
+                 * into a tree and spilled most of the 32 products to the stack
+                 * (a store and a load each); Q8_0 decode 64 in
+                 * bench_model ran 1.08x faster with it (BENCHMARKS.md) */
+                __asm__("" : "+x"(isum[m]));
             }
         }
         const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
