@@ -894,7 +894,7 @@ static inline __attribute__((always_inline)) void tile_q8r8(const int MR, const 
                  * without it GCC 12 regrouped the block's 32 integer adds
                  * into a tree and spilled most of the 32 products to the stack
                  * (a store and a load each); Q8_0 decode 64 in
-                 * bench_model ran 1.08x faster with it (BENCHMARKS.md) */
+                 * bench_model ran 1.05-1.08x faster with it (BENCHMARKS.md) */
                 __asm__("" : "+x"(isum[m]));
             }
         }
