@@ -594,25 +594,30 @@ static inline __attribute__((always_inline)) void tile_r8(const int MR, const ui
         for (int m = 0; m < MR; m++)
             isum[m] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
-            const __m256i sc = _mm256_shuffle_epi8(sv[j >> 1], (j & 1) ? spat1 : spat0);
-            __m256i lo[4], hi[4];
+            /* loads outer, rows of X inner: one load's two code vectors
+             * meet every row's activations before the next load, so only
+             * 2 code vectors, not 8, are live beside the rows' 16-bit sums
+             * (the 8 spilled: 20 stores in the 4-row tile, none in this
+             * loop now; the kernel alone 1.13x, Q6_K_R8's the same way
+             * 1.08x, Q4_K_M decode 64 1.16x: BENCHMARKS.md) */
+            __m256i s16[KMR];
             for (int t = 0; t < 4; t++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t));
-                lo[t] = _mm256_and_si256(v, m4);
-                hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            }
-            for (int m = 0; m < MR; m++) {
-                const int8_t *xq =
-                    ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
-                __m256i s16 = _mm256_maddubs_epi16(lo[0], bcast4(xq));
-                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], bcast4(xq + 16)));
-                for (int t = 1; t < 4; t++) {
-                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[t], bcast4(xq + 4 * t)));
-                    s16 =
-                        _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[t], bcast4(xq + 16 + 4 * t)));
+                const __m256i lo = _mm256_and_si256(v, m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq =
+                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
+                    const __m256i p =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xq + 4 * t)),
+                                         _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * t)));
+                    s16[m] = t == 0 ? p : _mm256_add_epi16(s16[m], p);
+                    __asm__("" : "+x"(s16[m])); /* as in tile_q8r8 below */
                 }
-                isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16, sc));
             }
+            const __m256i sc = _mm256_shuffle_epi8(sv[j >> 1], (j & 1) ? spat1 : spat0);
+            for (int m = 0; m < MR; m++)
+                isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], sc));
         }
         r8_six(w->ml, w->mh, mv);
         __m256i mp[4];
@@ -763,42 +768,42 @@ static inline __attribute__((always_inline)) void tile_r6(const int MR, const ui
             const __m256i so = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, pato), 3); /* 32 sc */
             const __m256i h0 = _mm256_loadu_si256((const __m256i *)(w->qh + 64 * c));
             const __m256i h1 = _mm256_loadu_si256((const __m256i *)(w->qh + 64 * c + 32));
-            __m256i lo[4], hi[4];
-            for (int t = 0; t < 4; t++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->ql + 128 * c + 32 * t));
-                /* bits 2t, 2t + 1 of the qh bytes to bits 4, 5 */
-                __m256i a0, a1;
-                if (t == 0)
-                    a0 = _mm256_slli_epi16(h0, 4), a1 = _mm256_slli_epi16(h1, 4);
-                else if (t == 1)
-                    a0 = _mm256_slli_epi16(h0, 2), a1 = _mm256_slli_epi16(h1, 2);
-                else if (t == 2)
-                    a0 = h0, a1 = h1;
-                else
-                    a0 = _mm256_srli_epi16(h0, 2), a1 = _mm256_srli_epi16(h1, 2);
-                lo[t] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(a0, m30));
-                hi[t] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                        _mm256_and_si256(a1, m30));
+            /* four passes over the rows of X, each with two code vectors:
+             * g = 0, 1 the low nibbles of loads 2g, 2g + 1 (scales sa), g =
+             * 2, 3 the high nibbles of loads 2g - 4, 2g - 3 (sb); only those
+             * two are live beside the rows' sums, not all eight (which
+             * spilled) */
+            for (int g = 0; g < 4; g++) {
+                __m256i cv[2];
+                for (int u = 0; u < 2; u++) {
+                    const int t = 2 * (g & 1) + u;
+                    const __m256i v =
+                        _mm256_loadu_si256((const __m256i *)(w->ql + 128 * c + 32 * t));
+                    /* bits 2t, 2t + 1 of the qh bytes to bits 4, 5 */
+                    const __m256i h = g < 2 ? h0 : h1;
+                    const __m256i a = t == 0   ? _mm256_slli_epi16(h, 4)
+                                      : t == 1 ? _mm256_slli_epi16(h, 2)
+                                      : t == 2 ? h
+                                               : _mm256_srli_epi16(h, 2);
+                    const __m256i n = g < 2 ? v : _mm256_srli_epi16(v, 4);
+                    cv[u] = _mm256_or_si256(_mm256_and_si256(n, m4), _mm256_and_si256(a, m30));
+                }
+                const __m256i sg = g < 2 ? sa : sb;
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq =
+                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * c +
+                        8 * g;
+                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(cv[0], bcast4(xq)),
+                                                       _mm256_maddubs_epi16(cv[1], bcast4(xq + 4)));
+                    isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, sg));
+                    __asm__("" : "+x"(isum[m])); /* as in tile_q8r8 below */
+                }
             }
             for (int m = 0; m < MR; m++) {
                 const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
-                const int8_t *xq = x->qs + 32 * c;
-                __m256i p, sum = isum[m];
-                p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(xq)),
-                                     _mm256_maddubs_epi16(lo[1], bcast4(xq + 4)));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sa));
-                p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[2], bcast4(xq + 8)),
-                                     _mm256_maddubs_epi16(lo[3], bcast4(xq + 12)));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sa));
-                p = _mm256_add_epi16(_mm256_maddubs_epi16(hi[0], bcast4(xq + 16)),
-                                     _mm256_maddubs_epi16(hi[1], bcast4(xq + 20)));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sb));
-                p = _mm256_add_epi16(_mm256_maddubs_epi16(hi[2], bcast4(xq + 24)),
-                                     _mm256_maddubs_epi16(hi[3], bcast4(xq + 28)));
-                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sb));
                 /* the offset: 32 sc_j bsum_j for sub-blocks 2c, 2c + 1 */
                 isum[m] = _mm256_sub_epi32(
-                    sum, _mm256_madd_epi16(so, bcast4((const int8_t *)(x->bsums + 2 * c))));
+                    isum[m], _mm256_madd_epi16(so, bcast4((const int8_t *)(x->bsums + 2 * c))));
             }
         }
         const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
