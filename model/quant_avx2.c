@@ -598,8 +598,8 @@ static inline __attribute__((always_inline)) void tile_r8(const int MR, const ui
              * meet every row's activations before the next load, so only
              * 2 code vectors, not 8, are live beside the rows' 16-bit sums
              * (the 8 spilled: 20 stores in the 4-row tile, none in this
-             * loop now; the kernel alone 1.13x, Q6_K_R8's the same way
-             * 1.08x, Q4_K_M decode 64 1.16x: BENCHMARKS.md) */
+             * loop now; the kernel alone 1.14x, Q6_K_R8's the same way
+             * 1.06x, Q4_K_M decode 64 1.16x: BENCHMARKS.md) */
             __m256i s16[KMR];
             for (int t = 0; t < 4; t++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t));
