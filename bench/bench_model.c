@@ -4,11 +4,11 @@
  *
  *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
  *               [--single TOKENS] [--matmul auto|openblas|onednn]
- *               [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k]
+ *               [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q5_k_m|q6_k]
  *               [--kv-dtype auto|f32|f16|bf16|q8]
  *
- * For each weight type (--dtype all: F32, F16, BF16, Q8_0, the Q4_K_M mix,
- * Q6_K; see retype()), on the backend
+ * For each weight type (--dtype all: F32, F16, BF16, Q8_0, the Q4_K_M and
+ * Q5_K_M mixes, Q6_K; see retype()), on the backend
  * --matmul resolves to, with K/V pages of --kv-dtype (auto, the default:
  * what foliod's --kv-dtype auto picks for those weights, model_kv_dtype_auto):
  * Prints, in one run (first):
@@ -601,12 +601,13 @@ static bool more_bits(int32_t l, int32_t n)
 
 /* m's weights as type t: F16/BF16/Q8_0 through model__retype; the
  * K-quants from a Q8_0-shaped copy, each matrix requantized from m's F32:
- * Q6_K everywhere, or the Q4_K_M mix (Q4_K; output and the "more bits"
- * layers' ffn_down Q6_K; Q|K|V stay one Q4_K matrix here, where a file
- * gives attn_v Q6_K in those layers). */
+ * Q6_K everywhere, or the Q4_K_M (Q5_K_M) mix (Q4_K (Q5_K); output and the
+ * "more bits" layers' ffn_down Q6_K; Q|K|V stay one matrix of the mix's
+ * type here, where a file gives attn_v Q6_K in those layers). */
 static int retype(const struct model *m, enum gguf_tensor_type t, struct model **out)
 {
-    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K) { /* repacked as model_load_file does */
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q5_K &&
+        t != GGUF_TENSOR_Q6_K) { /* repacked as model_load_file does */
         int rc = model__retype(m, t, out);
         return rc ? rc : model__repack(*out);
     }
@@ -679,7 +680,7 @@ int main(int argc, char **argv)
                 stderr,
                 "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
                 "[--quick] [--single TOKENS] [--decode B,B,...] [--matmul auto|openblas|onednn] "
-                "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q6_k] "
+                "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_k_m|q5_k_m|q6_k] "
                 "[--kv-dtype auto|f32|f16|bf16|q8]\n");
             return 2;
         }
@@ -713,7 +714,8 @@ int main(int argc, char **argv)
         enum gguf_tensor_type t;
     } types[] = {{"f32", GGUF_TENSOR_F32},     {"f16", GGUF_TENSOR_F16},
                  {"bf16", GGUF_TENSOR_BF16},   {"q8_0", GGUF_TENSOR_Q8_0},
-                 {"q4_k_m", GGUF_TENSOR_Q4_K}, {"q6_k", GGUF_TENSOR_Q6_K}};
+                 {"q4_k_m", GGUF_TENSOR_Q4_K}, {"q5_k_m", GGUF_TENSOR_Q5_K},
+                 {"q6_k", GGUF_TENSOR_Q6_K}};
     int ran = 0;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         if (strcmp(dtype, "all") && strcmp(dtype, types[i].name))

@@ -30,11 +30,10 @@
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
- *   Q4_K_R8, Q6_K_R8, Q8_0_R8 (Q4_K, Q6_K, Q8_0 in their load-time
- *          layouts; model__repack gives Q4_K and Q8_0 matrices of rows in
- *          eights theirs, and Q6_K ones with AVX-512 VNNI or
- *          FOLIO_REPACK=all; model/quant_avx512.c has their AVX-512
- *          kernels)
+ *   Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8 (Q4_K, Q5_K, Q6_K, Q8_0 in
+ *          their load-time layouts, which model__repack gives their
+ *          matrices of rows in eights; model/quant_avx512.c has AVX-512
+ *          kernels for all but Q5_K_R8, which runs its AVX2 one)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
  *          the widened tiles at every M measured (bench_quant --layer,
  *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's; Q8_0:

@@ -237,18 +237,10 @@ void model__fill_random(struct model *m, uint64_t seed)
 }
 
 /* One matrix into its type's load-time layout (see model__repack). */
-static int repack_mat(struct matmul_mat *mt, bool q6_k)
+static int repack_mat(struct matmul_mat *mt)
 {
     const enum gguf_tensor_type rt = quant_repack_type(mt->type);
-    /* Q6_K only when q6_k: with AVX2, Q6_K_R8 is 1.5-2x faster batched
-     * and 1.3-1.5x in cache at one row, but single-stream decode from
-     * memory ran at 0.81-0.98x the file layout's in paired runs
-     * (BENCHMARKS.md), so there Q6_K keeps the file's layout unless
-     * FOLIO_REPACK=all */
-    if (!mt->data || rt == mt->type ||
-        (mt->type != GGUF_TENSOR_Q4_K && mt->type != GGUF_TENSOR_Q8_0 &&
-         !(q6_k && mt->type == GGUF_TENSOR_Q6_K)) ||
-        !quant_repack_pays(mt->type))
+    if (!mt->data || rt == mt->type || !quant_repack_pays(mt->type))
         return 0;
     int rc = quant_repack(mt->type, (void *)mt->data, mt->rows, mt->cols);
     if (rc == 0)
@@ -261,24 +253,23 @@ int model__repack(struct model *m)
     const char *env = getenv("FOLIO_REPACK");
     if (env && !strcmp(env, "0"))
         return 0;
-    /* Q6_K: with FOLIO_REPACK=all, and by default where its load-time
-     * layout runs the AVX-512 kernel (batched 3.6-4.2x the file layout's
-     * AVX2 kernel; one row, on Q6_K_R8's AVX2 kernel, 83-85% of the
-     * bandwidth against the file layout's 57%: BENCHMARKS.md) */
-    const bool q6_k = (env && !strcmp(env, "all")) || !strcmp(quant_isa_name(), "avx512");
+    /* Q6_K too since its AVX2 tile stopped spilling: on the AVX2 machine
+     * Q4_K_M end to end 1.25x with Q6_K_R8, one stream 1.02x (medians of
+     * alternated rounds, BENCHMARKS.md); before, one stream ran at
+     * 0.81-0.98x there and Q6_K kept the file's layout on AVX2 */
     const bool tied = m->output.data == m->tok_embd.data;
-    int rc = repack_mat(&m->tok_embd, q6_k);
+    int rc = repack_mat(&m->tok_embd);
     if (tied)
         m->output = m->tok_embd;
     else if (rc == 0)
-        rc = repack_mat(&m->output, q6_k);
+        rc = repack_mat(&m->output);
     for (int32_t l = 0; l < m->hp.n_layers && rc == 0; l++) {
         struct model_layer *L = &m->layers[l];
         struct matmul_mat *w[] = {&L->wqkv,        &L->qkv_part[0], &L->qkv_part[1],
                                   &L->qkv_part[2], &L->wo,          &L->w_gate_up,
                                   &L->gu_part[0],  &L->gu_part[1],  &L->w_down};
         for (size_t i = 0; i < FOLIO_ARRAY_LEN(w) && rc == 0; i++)
-            rc = repack_mat(w[i], q6_k);
+            rc = repack_mat(w[i]);
     }
     return rc;
 }

@@ -84,11 +84,11 @@ int model__retype(const struct model *src, enum gguf_tensor_type t, struct model
 /* Bytes of the matrices one token's forward pass reads (every layer's,
  * and the output's). */
 size_t model__weight_bytes_per_token(const struct model *m);
-/* Rearranges every Q4_K and Q8_0 matrix into its load-time layout
- * (Q4_K_R8, Q8_0_R8: quant_repack, model/quant.h), in place, and retypes
- * it, and Q6_K ones into Q6_K_R8 with FOLIO_REPACK=all (faster batched,
- * slower single-stream decode on the AVX2 machine measured); a tied
- * output follows its embedding.  Matrices whose rows do not fit the
+/* Rearranges every Q4_K, Q5_K, Q6_K and Q8_0 matrix into its load-time
+ * layout (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8: quant_repack, model/quant.h)
+ * where that layout's kernels are at least the file layout's ISA
+ * (quant_repack_pays), in place, and retypes it; a tied output follows its
+ * embedding.  Matrices whose rows do not fit the
  * layout's groups keep the file's layout.  FOLIO_REPACK=0 in the
  * environment leaves every matrix as the file has it (A/B measurements).
  * 0 or -ENOMEM. */

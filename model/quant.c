@@ -814,15 +814,43 @@ static inline int r8_hi_shift(int v)
     return 2 * (v >> 4);
 }
 
+/* The scale and min fields that Q4_K_R8 and Q5_K_R8 blocks share. */
+struct r8_scales {
+    uint8_t *sl, *ml, *sh, *mh;
+};
+#define R8_SCALES(w)                                                                               \
+    ((struct r8_scales){(uint8_t *)(w)->sl, (uint8_t *)(w)->ml, (uint8_t *)(w)->sh,                \
+                        (uint8_t *)(w)->mh})
+
+/* Row r's scales and mins (6-bit codes). */
+static void r8_scales_get(struct r8_scales f, int r, int *sc, int *mn)
+{
+    for (int j = 0; j < 8; j++) {
+        const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
+        sc[j] = ((f.sl[lb] >> ls) & 15) | (((f.sh[v & 15] >> hs) & 3) << 4);
+        mn[j] = ((f.ml[lb] >> ls) & 15) | (((f.mh[v & 15] >> hs) & 3) << 4);
+    }
+}
+
+/* Row r's scales and mins from a Q4_K or Q5_K block's 12 bytes of them. */
+static void r8_scales_put(struct r8_scales f, int r, const uint8_t *scales)
+{
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        k4_scale_min(j, scales, &sc, &mn);
+        const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
+        f.sl[lb] = (uint8_t)((f.sl[lb] & ~(15 << ls)) | ((sc & 15) << ls));
+        f.ml[lb] = (uint8_t)((f.ml[lb] & ~(15 << ls)) | ((mn & 15) << ls));
+        f.sh[v & 15] = (uint8_t)((f.sh[v & 15] & ~(3 << hs)) | ((sc >> 4) << hs));
+        f.mh[v & 15] = (uint8_t)((f.mh[v & 15] & ~(3 << hs)) | ((mn >> 4) << hs));
+    }
+}
+
 /* Row r of a Q4_K_R8 block: scales, mins (6-bit codes) and codes q[256] in
  * column order. */
 static void r8_row(const struct blk_q4_k_r8 *w, int r, int *sc, int *mn, uint8_t *q)
 {
-    for (int j = 0; j < 8; j++) {
-        const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
-        sc[j] = ((w->sl[lb] >> ls) & 15) | (((w->sh[v & 15] >> hs) & 3) << 4);
-        mn[j] = ((w->ml[lb] >> ls) & 15) | (((w->mh[v & 15] >> hs) & 3) << 4);
-    }
+    r8_scales_get(R8_SCALES(w), r, sc, mn);
     for (int j = 0; j < 8; j++)
         for (int t = 0; t < 4; t++)
             for (int i = 0; i < 4; i++) {
@@ -837,15 +865,7 @@ static void r8_put(struct blk_q4_k_r8 *w, int r, const struct blk_q4_k *x)
 {
     w->d[r] = x->d;
     w->dmin[r] = x->dmin;
-    for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        k4_scale_min(j, x->scales, &sc, &mn);
-        const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
-        w->sl[lb] = (uint8_t)((w->sl[lb] & ~(15 << ls)) | ((sc & 15) << ls));
-        w->ml[lb] = (uint8_t)((w->ml[lb] & ~(15 << ls)) | ((mn & 15) << ls));
-        w->sh[v & 15] = (uint8_t)((w->sh[v & 15] & ~(3 << hs)) | ((sc >> 4) << hs));
-        w->mh[v & 15] = (uint8_t)((w->mh[v & 15] & ~(3 << hs)) | ((mn >> 4) << hs));
-    }
+    r8_scales_put(R8_SCALES(w), r, x->scales);
     uint8_t L[QK_K];
     q4_k_codes(x, L);
     for (int j = 0; j < 8; j++)
@@ -869,13 +889,78 @@ static void r8_get(const struct blk_q4_k_r8 *w, int r, struct blk_q4_k *x)
             x->qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + 32 + l] << 4));
 }
 
+/* ---- Q5_K_R8: Q5_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * Q4_K_R8's layout with the codes' fifth bits beside them (struct
+ * blk_q5_k_r8, 1408 bytes = 8 x 176, drawn in model/quant_internal.h): the
+ * bits of the 8 code vectors of a sub-block (4 loads, low and high
+ * nibbles) sit in one 32-byte vector at the same bytes, bit 2 t and 2 t +
+ * 1, so a kernel gets each vector's fifth bits by one shift and mask of a
+ * vector it loads once per sub-block.  Products: as Q4_K_R8's, codes 0..31.
+ */
+_Static_assert(sizeof(struct blk_q5_k_r8) == R8 * sizeof(struct blk_q5_k), "q5_K_r8 layout");
+
+/* Row r of a Q5_K_R8 block: scales, mins and codes q[256] (0..31) in column
+ * order. */
+static void r5_row(const struct blk_q5_k_r8 *w, int r, int *sc, int *mn, uint8_t *q)
+{
+    r8_scales_get(R8_SCALES(w), r, sc, mn);
+    for (int j = 0; j < 8; j++)
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++) {
+                const uint8_t c = w->qs[128 * j + 32 * t + 4 * r + i];
+                const uint8_t h = w->qh[32 * j + 4 * r + i];
+                q[32 * j + 4 * t + i] = (uint8_t)((c & 15) | (((h >> (2 * t)) & 1) << 4));
+                q[32 * j + 16 + 4 * t + i] = (uint8_t)((c >> 4) | (((h >> (2 * t + 1)) & 1) << 4));
+            }
+}
+
+/* Writes row r of a Q5_K_R8 block from its file block. */
+static void r5_put(struct blk_q5_k_r8 *w, int r, const struct blk_q5_k *x)
+{
+    w->d[r] = x->d;
+    w->dmin[r] = x->dmin;
+    r8_scales_put(R8_SCALES(w), r, x->scales);
+    uint8_t L[QK_K];
+    q5_k_codes(x, L);
+    for (int j = 0; j < 8; j++)
+        for (int i = 0; i < 4; i++) {
+            uint8_t h = 0;
+            for (int t = 0; t < 4; t++) {
+                const int lo = L[32 * j + 4 * t + i], hi = L[32 * j + 16 + 4 * t + i];
+                w->qs[128 * j + 32 * t + 4 * r + i] = (uint8_t)((lo & 15) | ((hi & 15) << 4));
+                h |= (uint8_t)(((lo >> 4) << (2 * t)) | ((hi >> 4) << (2 * t + 1)));
+            }
+            w->qh[32 * j + 4 * r + i] = h;
+        }
+}
+
+/* Row r of a Q5_K_R8 block back to its file block. */
+static void r5_get(const struct blk_q5_k_r8 *w, int r, struct blk_q5_k *x)
+{
+    int sc[8], mn[8];
+    uint8_t L[QK_K];
+    r5_row(w, r, sc, mn, L);
+    x->d = w->d[r];
+    x->dmin = w->dmin[r];
+    k4_pack_scales(sc, mn, x->scales);
+    memset(x->qh, 0, sizeof x->qh);
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            const int lo = L[64 * j + l], hi = L[64 * j + 32 + l];
+            x->qs[32 * j + l] = (uint8_t)((lo & 15) | ((hi & 15) << 4));
+            x->qh[l] |= (uint8_t)(((lo >> 4) << (2 * j)) | ((hi >> 4) << (2 * j + 1)));
+        }
+}
+
 static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x);
 static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x);
 static void r80_put(struct blk_q8_0_r8 *w, int r, const struct blk_q8_0 *x);
 static void r80_get(const struct blk_q8_0_r8 *w, int r, struct blk_q8_0 *x);
 
-/* Both directions over every group of W (file type Q4_K, Q6_K or Q8_0),
- * through one group of scratch. */
+/* Both directions over every group of W (file type Q4_K, Q5_K, Q6_K or
+ * Q8_0), through one group of scratch. */
 static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, int64_t K)
 {
     const int64_t blk = t == GGUF_TENSOR_Q8_0 ? QK8_0 : QK_K;
@@ -883,6 +968,7 @@ static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, in
         return -EINVAL;
     const int64_t nb = K / blk;
     const size_t fb = t == GGUF_TENSOR_Q4_K   ? sizeof(struct blk_q4_k)
+                      : t == GGUF_TENSOR_Q5_K ? sizeof(struct blk_q5_k)
                       : t == GGUF_TENSOR_Q6_K ? sizeof(struct blk_q6_k)
                                               : sizeof(struct blk_q8_0);
     const size_t gbytes = (size_t)nb * R8 * fb;
@@ -904,6 +990,12 @@ static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, in
                 else if (t == GGUF_TENSOR_Q4_K)
                     r8_get((const struct blk_q4_k_r8 *)(tmp + ro), r,
                            (struct blk_q4_k *)(grp + fo));
+                else if (t == GGUF_TENSOR_Q5_K && pack)
+                    r5_put((struct blk_q5_k_r8 *)(grp + ro), r,
+                           (const struct blk_q5_k *)(tmp + fo));
+                else if (t == GGUF_TENSOR_Q5_K)
+                    r5_get((const struct blk_q5_k_r8 *)(tmp + ro), r,
+                           (struct blk_q5_k *)(grp + fo));
                 else if (t == GGUF_TENSOR_Q8_0 && pack)
                     r80_put((struct blk_q8_0_r8 *)(grp + ro), r,
                             (const struct blk_q8_0 *)(tmp + fo));
@@ -955,6 +1047,56 @@ static void q4_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, i
                 int sc[8], mn[8];
                 uint8_t L[QK_K];
                 r8_row(&w[b], r, sc, mn, L);
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 32; l++)
+                        s += L[32 * j + l] * x[b].qs[32 * j + l];
+                    isum += sc[j] * s;
+                    msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+                }
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
+                acc = fmaf(-(float)msum, h2f(w[b].dmin[r]) * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
+/* Row r of the Q5_K_R8 group starting at w (nb blocks) to f32, as
+ * q5_k_to_float computes the file's row. */
+static void q5_k_r8_row_to_float(const struct blk_q5_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int sc[8], mn[8];
+        uint8_t L[QK_K];
+        r5_row(&w[b], r, sc, mn, L);
+        const float d = h2f(w[b].d[r]), dmin = h2f(w[b].dmin[r]);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = d * (float)sc[j] * (float)L[32 * j + l] - dmin * (float)mn[j];
+    }
+}
+
+/* The scalar Q5_K_R8 product kernel: q4_k_r8_gemm's operations on codes
+ * 0..31, so it and the AVX2 kernel agree bit for bit. */
+static void q5_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                         float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_q5_k_r8 *w =
+            (const struct blk_q5_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int sc[8], mn[8];
+                uint8_t L[QK_K];
+                r5_row(&w[b], r, sc, mn, L);
                 int32_t isum = 0, msum = 0;
                 for (int j = 0; j < 8; j++) {
                     int32_t s = 0;
@@ -1194,6 +1336,9 @@ static const struct quant_traits traits[] = {
                        NULL, NULL, NULL, {q4_k_r8_gemm, X86(quant__gemm_q4_k_r8_avx2),
                         X86(quant__gemm_q4_k_r8_avx512)},
                        R8, GGUF_TENSOR_Q4_K},
+    [QUANT_Q5_K_R8] = {"Q5_K_R8", QK_K, sizeof(struct blk_q5_k), false, GGUF_TENSOR_Q8_K,
+                       NULL, NULL, NULL, {q5_k_r8_gemm, X86(quant__gemm_q5_k_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q5_K},
     [QUANT_Q6_K_R8] = {"Q6_K_R8", QK_K, sizeof(struct blk_q6_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL, {q6_k_r8_gemm, X86(quant__gemm_q6_k_r8_avx2),
                         X86(quant__gemm_q6_k_r8_avx512)},
@@ -1227,6 +1372,7 @@ enum gguf_tensor_type quant_dot_type(enum gguf_tensor_type t)
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
 {
     return t == GGUF_TENSOR_Q4_K   ? QUANT_Q4_K_R8
+           : t == GGUF_TENSOR_Q5_K ? QUANT_Q5_K_R8
            : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8
            : t == GGUF_TENSOR_Q8_0 ? QUANT_Q8_0_R8
                                    : t;
@@ -1234,7 +1380,8 @@ enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
 
 int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
 {
-    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q6_K && t != GGUF_TENSOR_Q8_0)
+    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q5_K && t != GGUF_TENSOR_Q6_K &&
+        t != GGUF_TENSOR_Q8_0)
         return -EINVAL;
     return r8_convert(t, true, W, N, K);
 }
@@ -1280,6 +1427,9 @@ void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int6
         const uint8_t *g = (const uint8_t *)W + (size_t)(row / R8) * R8 * rb;
         if (t == QUANT_Q4_K_R8)
             q4_k_r8_row_to_float((const struct blk_q4_k_r8 *)g, K / QK_K, (int)(row % R8),
+                                 dst + i * K);
+        else if (t == QUANT_Q5_K_R8)
+            q5_k_r8_row_to_float((const struct blk_q5_k_r8 *)g, K / QK_K, (int)(row % R8),
                                  dst + i * K);
         else if (t == QUANT_Q8_0_R8)
             q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, (int)(row % R8),

@@ -68,6 +68,7 @@ struct quant_traits {
 #define QUANT_Q4_K_R8 ((enum gguf_tensor_type)64)
 #define QUANT_Q6_K_R8 ((enum gguf_tensor_type)65) /* Q6_K's, the same way */
 #define QUANT_Q8_0_R8 ((enum gguf_tensor_type)66) /* Q8_0's, the same way */
+#define QUANT_Q5_K_R8 ((enum gguf_tensor_type)67) /* Q5_K's, the same way */
 
 /* One row of the type table. */
 const struct quant_traits *quant_traits_of(enum gguf_tensor_type t);
@@ -99,8 +100,8 @@ void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n
                     const void *Xq, int64_t M, float *Y, int64_t ldy, float beta);
 
 /* The load-time layout of file type t (QUANT_Q4_K_R8 for Q4_K,
- * QUANT_Q6_K_R8 for Q6_K, QUANT_Q8_0_R8 for Q8_0), or t itself when it
- * has none. */
+ * QUANT_Q5_K_R8 for Q5_K, QUANT_Q6_K_R8 for Q6_K, QUANT_Q8_0_R8 for
+ * Q8_0), or t itself when it has none. */
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t);
 
 /* Rearranges W (N rows of K elements of file type t) in place into

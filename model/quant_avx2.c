@@ -722,6 +722,115 @@ void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
+/* ---- Q5_K_R8: eight Q5_K rows interleaved (model/quant.c draws it) ------ */
+
+/*
+ * As Q4_K_R8, with each code vector's fifth bit from the sub-block's qh
+ * vector (one load): the bit of vector (t, low | high nibble) sits at bit
+ * 2 t (+ 1) of the code's byte, and a 16-bit shift and a mask move it to
+ * bit 4.  Codes are 0..31, so a vpmaddubsw pair is at most 2 * 31 * 128 =
+ * 7936 and only four products sum in 16 bits: the sub-block's scale is
+ * applied (vpmaddwd) after loads 0-1 and after loads 2-3.  Mins, scales and
+ * the accumulation as Q4_K_R8, so the scalar kernel agrees bit for bit.
+ */
+static inline __attribute__((always_inline)) __m256i r5_bit4(__m256i h, int b)
+{
+    return b < 4 ? _mm256_slli_epi16(h, 4 - b) : b == 4 ? h : _mm256_srli_epi16(h, b - 4);
+}
+
+static inline __attribute__((always_inline)) void tile_r5(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16);
+    const int8_t Z = -1;
+    const __m256i spat0 = _mm256_setr_epi8(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z, 4,
+                                           Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z);
+    const __m256i spat1 = _mm256_add_epi8(spat0, _mm256_set1_epi16(8));
+    const __m256i mpat = _mm256_setr_epi8(0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
+                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15, Z);
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q5_k_r8 *w = (const struct blk_q5_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        __m256i sv[4], mv[4], isum[KMR];
+        r8_six(w->sl, w->sh, sv);
+        for (int m = 0; m < MR; m++)
+            isum[m] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m256i sc = _mm256_shuffle_epi8(sv[j >> 1], (j & 1) ? spat1 : spat0);
+            const __m256i hv = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * j));
+            __m256i s16[KMR];
+            for (int m = 0; m < MR; m++) /* set below before use; for the compiler */
+                s16[m] = _mm256_setzero_si256();
+            for (int t = 0; t < 4; t++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t));
+                const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4),
+                                                   _mm256_and_si256(r5_bit4(hv, 2 * t), m10));
+                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                   _mm256_and_si256(r5_bit4(hv, 2 * t + 1), m10));
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq =
+                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
+                    const __m256i p =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xq + 4 * t)),
+                                         _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * t)));
+                    s16[m] = (t & 1) == 0 ? p : _mm256_add_epi16(s16[m], p);
+                    __asm__("" : "+x"(s16[m])); /* as in tile_q8r8 below */
+                    if (t & 1) {
+                        isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], sc));
+                        __asm__("" : "+x"(isum[m]));
+                    }
+                }
+            }
+        }
+        r8_six(w->ml, w->mh, mv);
+        __m256i mp[4];
+        for (int p = 0; p < 4; p++)
+            mp[p] = _mm256_shuffle_epi8(mv[p], mpat);
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+        for (int m = 0; m < MR; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+            const __m256i s2 = _mm256_hadd_epi16(bs, bs);
+            __m256i msum =
+                _mm256_madd_epi16(mp[0], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(0)));
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[1], _mm256_permutevar8x32_epi32(
+                                                                       s2, _mm256_set1_epi32(1))));
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[2], _mm256_permutevar8x32_epi32(
+                                                                       s2, _mm256_set1_epi32(4))));
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[3], _mm256_permutevar8x32_epi32(
+                                                                       s2, _mm256_set1_epi32(5))));
+            const __m256 dx = _mm256_set1_ps(x->d);
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d8, dx), acc[m]);
+            acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(m8, dx), acc[m]);
+        }
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+#define R5_FN(mr)                                                                                  \
+    static void r5_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
+                        float *Y, int64_t ldy, float beta)                                         \
+    {                                                                                              \
+        (void)first; /* the K-quant tiles prefetch on every pass */                                \
+        tile_r5(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
+    }
+R5_FN(1)
+R5_FN(2)
+R5_FN(3)
+R5_FN(4)
+
+void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r5_1, r5_2, r5_3, r5_4};
+    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
 /* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
 
 /*

@@ -91,6 +91,20 @@ struct blk_q4_k_r8 {
     uint8_t qs[8 * QK_K / 2];
 };
 
+/* Q5_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
+ * Q5_K rows.  d, dmin, sl, ml, sh, mh and qs as Q4_K_R8's (qs: the codes'
+ * low 4 bits); qh + 32 j: sub-block j's fifth bits, byte 4 r + i holding
+ * at bit 2 t (2 t + 1) that of row r's code of column 32 j + 4 t + i
+ * (32 j + 16 + 4 t + i): the same byte as the code's low bits in qs
+ * vector t, the bit the vector's low (high) nibble. */
+struct blk_q5_k_r8 {
+    uint16_t d[8], dmin[8];
+    uint8_t sl[32], ml[32];
+    uint8_t sh[16], mh[16];
+    uint8_t qs[8 * QK_K / 2];
+    uint8_t qh[8 * QK_K / 8];
+};
+
 /* Q6_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
  * Q6_K rows.  sc[8 j + r]: sub-block j's scale of row r.  Codes 0..63 (the
  * file's q + 32) by 32-column chunks c: ql + 128 c holds four 32-byte
@@ -139,6 +153,7 @@ void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS);
 

@@ -11,7 +11,7 @@
  *   quant_gemm_ref (dequantize, dot in double) on random raw blocks (every
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
- * - load-time layouts (Q4_K_R8, Q6_K_R8): exact round trip through quant_repack /
+ * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8): exact round trip through quant_repack /
  *   quant_unpack, rows dequantized as the file's, products against the
  *   reference on the file's layout, scalar = AVX2 bit for bit.
  */
@@ -485,7 +485,7 @@ static void test_gemm_all_isas(void **state)
     assert_int_equal(quant_force_isa("nonsense"), -EINVAL);
 }
 
-/* Q4_K_R8 and Q6_K_R8, the load-time layouts of Q4_K and Q6_K:
+/* Q4_K_R8, Q5_K_R8 and Q6_K_R8, the load-time layouts of the K-quants:
  * quant_repack keeps the bytes'
  * count and quant_unpack restores them exactly; every row dequantizes to
  * the file row's floats; a matrix of rows not in whole groups is refused
@@ -528,7 +528,7 @@ static void check_repack(enum gguf_tensor_type t)
     fill_weights(t, W, 12, 256);
     memcpy(C, W, quant_row_bytes(t, 256) * 12);
     assert_int_equal(quant_repack(t, W, 12, 256), -EINVAL);
-    assert_int_equal(quant_repack(GGUF_TENSOR_Q5_K, W, 8, 256), -EINVAL);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q5_0, W, 8, 256), -EINVAL);
     assert_memory_equal(W, C, quant_row_bytes(t, 256) * 12);
     free(W);
     free(C);
@@ -582,8 +582,10 @@ static void test_repack(void **state)
     (void)state;
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_K), QUANT_Q4_K_R8);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q6_K), QUANT_Q6_K_R8);
-    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_K), GGUF_TENSOR_Q5_K);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_K), QUANT_Q5_K_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_0), GGUF_TENSOR_Q5_0);
     check_repack(GGUF_TENSOR_Q4_K);
+    check_repack(GGUF_TENSOR_Q5_K);
     check_repack(GGUF_TENSOR_Q6_K);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q8_0), QUANT_Q8_0_R8);
     check_repack(GGUF_TENSOR_Q8_0);
@@ -602,6 +604,7 @@ static void test_repack_pays(void **state)
             continue; /* not on this CPU */
         assert_true(quant_repack_pays(GGUF_TENSOR_Q8_0));
         assert_true(quant_repack_pays(GGUF_TENSOR_Q4_K));
+        assert_true(quant_repack_pays(GGUF_TENSOR_Q5_K));
         assert_false(quant_repack_pays(GGUF_TENSOR_F32));
         assert_false(quant_repack_pays(GGUF_TENSOR_Q5_0));
     }
@@ -657,6 +660,49 @@ static void test_q8_0_r8_extremes(void **state)
                     fail_msg("Q8_0_R8 at %s: y[%lld][%lld] = %.1f, want %lld", isas[a],
                              (long long)m, (long long)n, Y[m * N + n], (long long)want);
             }
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+    free(W);
+    free(Xq);
+}
+
+/* Q5_K_R8 at the edge of its AVX2 kernel's 16-bit sums: every code 31
+ * (qs and qh all ones), every scale 63, activation codes +-127, so four
+ * vpmaddubsw pairs sum to 4 * 2 * 31 * 127 = 31496 (eight would wrap).
+ * Each 256-column block adds d * x_d * 63 * 31 * 127 * 256 = +-499968 (d
+ * 1, x_d 1/127; dmin 0, so the mins, 63, add nothing), at every ISA. */
+static void test_q5_k_r8_extremes(void **state)
+{
+    (void)state;
+    const int64_t N = 8, K = 512, M = 2;
+    const size_t ws = quant_row_bytes(GGUF_TENSOR_Q5_K, K);
+    const size_t xs = quant_row_bytes(GGUF_TENSOR_Q8_K, K);
+    uint8_t *W = malloc(ws * N), *Xq = malloc(xs * M);
+    memset(W, 0xff, ws * N); /* scales, mins 63; qh, qs: codes 31 */
+    for (int64_t b = 0; b < N * K / 256; b++) {
+        const uint16_t one = 0x3c00, zero = 0; /* f16 d 1.0, dmin 0 */
+        memcpy(W + (size_t)b * 176, &one, 2);
+        memcpy(W + (size_t)b * 176 + 2, &zero, 2);
+    }
+    float X[2 * 512];
+    for (int64_t k = 0; k < K; k++) {
+        X[k] = 1.0f;
+        X[K + k] = -1.0f;
+    }
+    quant_rows(GGUF_TENSOR_Q5_K, X, K, K, 0, M, Xq);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q5_K, W, N, K), 0);
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+        if (quant_force_isa(isas[a]))
+            continue;
+        float Y[2 * 8];
+        quant_gemm(QUANT_Q5_K_R8, W, K, 0, N, Xq, M, Y, N, 0.0f);
+        for (int64_t i = 0; i < M * N; i++) {
+            const double want = (i < N ? 1.0 : -1.0) * 2 * 499968.0;
+            if (fabs(Y[i] - want) > 1e-6 * fabs(want))
+                fail_msg("Q5_K_R8 at %s: y[%lld] = %.1f, want %.1f", isas[a], (long long)i, Y[i],
+                         want);
+        }
     }
     assert_int_equal(quant_force_isa("auto"), 0);
     free(W);
@@ -752,6 +798,7 @@ int main(void)
         cmocka_unit_test(test_gemm_all_isas),
         cmocka_unit_test(test_repack),
         cmocka_unit_test(test_q8_0_r8_extremes),
+        cmocka_unit_test(test_q5_k_r8_extremes),
         cmocka_unit_test(test_repack_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
