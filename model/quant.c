@@ -814,35 +814,31 @@ static inline int r8_hi_shift(int v)
     return 2 * (v >> 4);
 }
 
-/* The scale and min fields that Q4_K_R8 and Q5_K_R8 blocks share. */
-struct r8_scales {
-    uint8_t *sl, *ml, *sh, *mh;
-};
-#define R8_SCALES(w)                                                                               \
-    ((struct r8_scales){(uint8_t *)(w)->sl, (uint8_t *)(w)->ml, (uint8_t *)(w)->sh,                \
-                        (uint8_t *)(w)->mh})
-
-/* Row r's scales and mins (6-bit codes). */
-static void r8_scales_get(struct r8_scales f, int r, int *sc, int *mn)
+/* Row r's scales and mins (6-bit codes) from the sl, ml, sh, mh fields
+ * that Q4_K_R8 and Q5_K_R8 blocks share. */
+static void r8_scales_get(const uint8_t *sl, const uint8_t *ml, const uint8_t *sh,
+                          const uint8_t *mh, int r, int *sc, int *mn)
 {
     for (int j = 0; j < 8; j++) {
         const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
-        sc[j] = ((f.sl[lb] >> ls) & 15) | (((f.sh[v & 15] >> hs) & 3) << 4);
-        mn[j] = ((f.ml[lb] >> ls) & 15) | (((f.mh[v & 15] >> hs) & 3) << 4);
+        sc[j] = ((sl[lb] >> ls) & 15) | (((sh[v & 15] >> hs) & 3) << 4);
+        mn[j] = ((ml[lb] >> ls) & 15) | (((mh[v & 15] >> hs) & 3) << 4);
     }
 }
 
-/* Row r's scales and mins from a Q4_K or Q5_K block's 12 bytes of them. */
-static void r8_scales_put(struct r8_scales f, int r, const uint8_t *scales)
+/* Row r's scales and mins into those fields from a Q4_K or Q5_K block's
+ * 12 bytes of them. */
+static void r8_scales_put(uint8_t *sl, uint8_t *ml, uint8_t *sh, uint8_t *mh, int r,
+                          const uint8_t *scales)
 {
     for (int j = 0; j < 8; j++) {
         int sc, mn;
         k4_scale_min(j, scales, &sc, &mn);
         const int v = 8 * j + r, lb = r8_lo_byte(v), ls = r8_lo_shift(v), hs = r8_hi_shift(v);
-        f.sl[lb] = (uint8_t)((f.sl[lb] & ~(15 << ls)) | ((sc & 15) << ls));
-        f.ml[lb] = (uint8_t)((f.ml[lb] & ~(15 << ls)) | ((mn & 15) << ls));
-        f.sh[v & 15] = (uint8_t)((f.sh[v & 15] & ~(3 << hs)) | ((sc >> 4) << hs));
-        f.mh[v & 15] = (uint8_t)((f.mh[v & 15] & ~(3 << hs)) | ((mn >> 4) << hs));
+        sl[lb] = (uint8_t)((sl[lb] & ~(15 << ls)) | ((sc & 15) << ls));
+        ml[lb] = (uint8_t)((ml[lb] & ~(15 << ls)) | ((mn & 15) << ls));
+        sh[v & 15] = (uint8_t)((sh[v & 15] & ~(3 << hs)) | ((sc >> 4) << hs));
+        mh[v & 15] = (uint8_t)((mh[v & 15] & ~(3 << hs)) | ((mn >> 4) << hs));
     }
 }
 
@@ -850,7 +846,7 @@ static void r8_scales_put(struct r8_scales f, int r, const uint8_t *scales)
  * column order. */
 static void r8_row(const struct blk_q4_k_r8 *w, int r, int *sc, int *mn, uint8_t *q)
 {
-    r8_scales_get(R8_SCALES(w), r, sc, mn);
+    r8_scales_get(w->sl, w->ml, w->sh, w->mh, r, sc, mn);
     for (int j = 0; j < 8; j++)
         for (int t = 0; t < 4; t++)
             for (int i = 0; i < 4; i++) {
@@ -865,7 +861,7 @@ static void r8_put(struct blk_q4_k_r8 *w, int r, const struct blk_q4_k *x)
 {
     w->d[r] = x->d;
     w->dmin[r] = x->dmin;
-    r8_scales_put(R8_SCALES(w), r, x->scales);
+    r8_scales_put(w->sl, w->ml, w->sh, w->mh, r, x->scales);
     uint8_t L[QK_K];
     q4_k_codes(x, L);
     for (int j = 0; j < 8; j++)
@@ -905,7 +901,7 @@ _Static_assert(sizeof(struct blk_q5_k_r8) == R8 * sizeof(struct blk_q5_k), "q5_K
  * order. */
 static void r5_row(const struct blk_q5_k_r8 *w, int r, int *sc, int *mn, uint8_t *q)
 {
-    r8_scales_get(R8_SCALES(w), r, sc, mn);
+    r8_scales_get(w->sl, w->ml, w->sh, w->mh, r, sc, mn);
     for (int j = 0; j < 8; j++)
         for (int t = 0; t < 4; t++)
             for (int i = 0; i < 4; i++) {
@@ -921,7 +917,7 @@ static void r5_put(struct blk_q5_k_r8 *w, int r, const struct blk_q5_k *x)
 {
     w->d[r] = x->d;
     w->dmin[r] = x->dmin;
-    r8_scales_put(R8_SCALES(w), r, x->scales);
+    r8_scales_put(w->sl, w->ml, w->sh, w->mh, r, x->scales);
     uint8_t L[QK_K];
     q5_k_codes(x, L);
     for (int j = 0; j < 8; j++)
@@ -1014,104 +1010,83 @@ static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, in
     return 0;
 }
 
-/* Row r of the group starting at w (nb blocks) to f32, as q4_k_to_float
- * computes the file's row. */
-static void q4_k_r8_row_to_float(const struct blk_q4_k_r8 *w, int64_t nb, int r, float *y)
+/* Row r of block b of a Q4_K_R8 (q5 false) or Q5_K_R8 group at g: its
+ * scales, mins, codes (column order) and f16 d, dmin. */
+static void kr8_block(bool q5, const uint8_t *g, int64_t b, int r, int *sc, int *mn, uint8_t *L,
+                      float *d, float *dmin)
+{
+    if (q5) {
+        const struct blk_q5_k_r8 *w = (const struct blk_q5_k_r8 *)g + b;
+        r5_row(w, r, sc, mn, L);
+        *d = h2f(w->d[r]), *dmin = h2f(w->dmin[r]);
+    } else {
+        const struct blk_q4_k_r8 *w = (const struct blk_q4_k_r8 *)g + b;
+        r8_row(w, r, sc, mn, L);
+        *d = h2f(w->d[r]), *dmin = h2f(w->dmin[r]);
+    }
+}
+
+/* Row r of the Q4_K_R8 / Q5_K_R8 group at g (nb blocks) to f32, as
+ * q4_k_to_float / q5_k_to_float compute the file's row. */
+static void kr8_row_to_float(bool q5, const uint8_t *g, int64_t nb, int r, float *y)
 {
     for (int64_t b = 0; b < nb; b++, y += QK_K) {
         int sc[8], mn[8];
         uint8_t L[QK_K];
-        r8_row(&w[b], r, sc, mn, L);
-        const float d = h2f(w[b].d[r]), dmin = h2f(w[b].dmin[r]);
+        float d, dmin;
+        kr8_block(q5, g, b, r, sc, mn, L, &d, &dmin);
         for (int j = 0; j < 8; j++)
             for (int l = 0; l < 32; l++)
                 y[32 * j + l] = d * (float)sc[j] * (float)L[32 * j + l] - dmin * (float)mn[j];
     }
 }
 
-/* The scalar product kernel (signature of quant_gemm_fn); the operations
- * of the AVX2 one, in the same order (see above). */
+/* The scalar Q4_K_R8 / Q5_K_R8 product kernel; the operations of the AVX2
+ * ones, in the same order (see above). */
+static void kr8_gemm(bool q5, const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                     const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int sc[8], mn[8];
+                uint8_t L[QK_K];
+                float d, dmin;
+                kr8_block(q5, g, b, r, sc, mn, L, &d, &dmin);
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 32; l++)
+                        s += L[32 * j + l] * x[b].qs[32 * j + l];
+                    isum += sc[j] * s;
+                    msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+                }
+                acc = fmaf((float)isum, d * x[b].d, acc);
+                acc = fmaf(-(float)msum, dmin * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
 static void q4_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
                          const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
                          float beta)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q4_k_r8 *w =
-            (const struct blk_q4_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int sc[8], mn[8];
-                uint8_t L[QK_K];
-                r8_row(&w[b], r, sc, mn, L);
-                int32_t isum = 0, msum = 0;
-                for (int j = 0; j < 8; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 32; l++)
-                        s += L[32 * j + l] * x[b].qs[32 * j + l];
-                    isum += sc[j] * s;
-                    msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-                }
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
-                acc = fmaf(-(float)msum, h2f(w[b].dmin[r]) * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
-    }
+    kr8_gemm(false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
-/* Row r of the Q5_K_R8 group starting at w (nb blocks) to f32, as
- * q5_k_to_float computes the file's row. */
-static void q5_k_r8_row_to_float(const struct blk_q5_k_r8 *w, int64_t nb, int r, float *y)
-{
-    for (int64_t b = 0; b < nb; b++, y += QK_K) {
-        int sc[8], mn[8];
-        uint8_t L[QK_K];
-        r5_row(&w[b], r, sc, mn, L);
-        const float d = h2f(w[b].d[r]), dmin = h2f(w[b].dmin[r]);
-        for (int j = 0; j < 8; j++)
-            for (int l = 0; l < 32; l++)
-                y[32 * j + l] = d * (float)sc[j] * (float)L[32 * j + l] - dmin * (float)mn[j];
-    }
-}
-
-/* The scalar Q5_K_R8 product kernel: q4_k_r8_gemm's operations on codes
- * 0..31, so it and the AVX2 kernel agree bit for bit. */
 static void q5_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
                          const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
                          float beta)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q5_k_r8 *w =
-            (const struct blk_q5_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int sc[8], mn[8];
-                uint8_t L[QK_K];
-                r5_row(&w[b], r, sc, mn, L);
-                int32_t isum = 0, msum = 0;
-                for (int j = 0; j < 8; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 32; l++)
-                        s += L[32 * j + l] * x[b].qs[32 * j + l];
-                    isum += sc[j] * s;
-                    msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-                }
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
-                acc = fmaf(-(float)msum, h2f(w[b].dmin[r]) * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
-    }
+    kr8_gemm(true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- Q6_K_R8: Q6_K rows interleaved in eights (load-time layout) ------ */
@@ -1425,12 +1400,8 @@ void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int6
     for (int64_t i = 0; i < n; i++) { /* a load-time layout: its group, its row */
         const int64_t row = r0 + i;
         const uint8_t *g = (const uint8_t *)W + (size_t)(row / R8) * R8 * rb;
-        if (t == QUANT_Q4_K_R8)
-            q4_k_r8_row_to_float((const struct blk_q4_k_r8 *)g, K / QK_K, (int)(row % R8),
-                                 dst + i * K);
-        else if (t == QUANT_Q5_K_R8)
-            q5_k_r8_row_to_float((const struct blk_q5_k_r8 *)g, K / QK_K, (int)(row % R8),
-                                 dst + i * K);
+        if (t == QUANT_Q4_K_R8 || t == QUANT_Q5_K_R8)
+            kr8_row_to_float(t == QUANT_Q5_K_R8, g, K / QK_K, (int)(row % R8), dst + i * K);
         else if (t == QUANT_Q8_0_R8)
             q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, (int)(row % R8),
                                  dst + i * K);

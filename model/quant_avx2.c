@@ -567,6 +567,57 @@ static inline __attribute__((always_inline)) void store_r8(const int MR, const _
     }
 }
 
+/* Sub-block j's scales from r8_six's out (sv): rows 0-3 in the low half,
+ * 4-7 in the high one, each row's twice (16-bit lanes 2r, 2r + 1), for
+ * one vpmaddwd against the sub-block's 16-bit sums. */
+static inline __attribute__((always_inline)) __m256i r8_sub_scales(const __m256i *sv, int j)
+{
+    const int8_t Z = -1;
+    const __m256i spat0 = _mm256_setr_epi8(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z, 4,
+                                           Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z);
+    const __m256i spat1 = _mm256_add_epi8(spat0, _mm256_set1_epi16(8));
+    return _mm256_shuffle_epi8(sv[j >> 1], (j & 1) ? spat1 : spat0);
+}
+
+/* The end of a Q4_K_R8 / Q5_K_R8 block (mins ml, mh, f16 scales d, dmin)
+ * for rows m < MR of X: the mins meet the activations' 32-column sums
+ * (pairs of bsums) in four vpmaddwd, then acc = fma(isum, d x_d, acc),
+ * acc = fma(-msum, dmin x_d, acc), as the scalar kernel. */
+static inline __attribute__((always_inline)) void
+r8_block_end(const int MR, const uint8_t *ml, const uint8_t *mh, const uint16_t *d,
+             const uint16_t *dmin, const uint8_t *X, size_t xstride, int64_t b, const __m256i *isum,
+             __m256 *acc)
+{
+    const int8_t Z = -1;
+    /* sub-blocks 2p and 2p + 1's mins of row r in 16-bit lanes 2r, 2r + 1 */
+    const __m256i mpat = _mm256_setr_epi8(0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
+                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15, Z);
+    __m256i mv[4], mp[4];
+    r8_six(ml, mh, mv);
+    for (int p = 0; p < 4; p++)
+        mp[p] = _mm256_shuffle_epi8(mv[p], mpat);
+    const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmin));
+    for (int m = 0; m < MR; m++) {
+        const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+        /* 32-bit lanes 0, 1 | 4, 5: column sums of sub-blocks (0, 1),
+         * (2, 3) | (4, 5), (6, 7) */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+        const __m256i s2 = _mm256_hadd_epi16(bs, bs);
+        __m256i msum =
+            _mm256_madd_epi16(mp[0], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(0)));
+        msum = _mm256_add_epi32(
+            msum, _mm256_madd_epi16(mp[1], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(1))));
+        msum = _mm256_add_epi32(
+            msum, _mm256_madd_epi16(mp[2], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(4))));
+        msum = _mm256_add_epi32(
+            msum, _mm256_madd_epi16(mp[3], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(5))));
+        const __m256 dx = _mm256_set1_ps(x->d);
+        acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d8, dx), acc[m]);
+        acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(m8, dx), acc[m]);
+    }
+}
+
 /* MR rows of X (xstride apart) by the group G (nb blocks): Y[m][0..8). */
 static inline __attribute__((always_inline)) void tile_r8(const int MR, const uint8_t *G,
                                                           int64_t nb, const uint8_t *X,
@@ -574,22 +625,13 @@ static inline __attribute__((always_inline)) void tile_r8(const int MR, const ui
                                                           float beta)
 {
     const __m256i m4 = _mm256_set1_epi8(15);
-    const int8_t Z = -1;
-    /* sub-block j's scales, rows 0-3 in the low half, 4-7 in the high one,
-     * each row's twice (16-bit lanes 2r, 2r + 1): from out[j / 2] */
-    const __m256i spat0 = _mm256_setr_epi8(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z, 4,
-                                           Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z);
-    const __m256i spat1 = _mm256_add_epi8(spat0, _mm256_set1_epi16(8));
-    /* sub-blocks 2p and 2p + 1's mins of row r in 16-bit lanes 2r, 2r + 1 */
-    const __m256i mpat = _mm256_setr_epi8(0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
-                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15, Z);
     __m256 acc[KMR];
     for (int m = 0; m < MR; m++)
         acc[m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q4_k_r8 *w = (const struct blk_q4_k_r8 *)G + b;
         prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
-        __m256i sv[4], mv[4], isum[KMR];
+        __m256i sv[4], isum[KMR];
         r8_six(w->sl, w->sh, sv);
         for (int m = 0; m < MR; m++)
             isum[m] = _mm256_setzero_si256();
@@ -615,34 +657,11 @@ static inline __attribute__((always_inline)) void tile_r8(const int MR, const ui
                     __asm__("" : "+x"(s16[m])); /* as in tile_q8r8 below */
                 }
             }
-            const __m256i sc = _mm256_shuffle_epi8(sv[j >> 1], (j & 1) ? spat1 : spat0);
+            const __m256i sc = r8_sub_scales(sv, j);
             for (int m = 0; m < MR; m++)
                 isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], sc));
         }
-        r8_six(w->ml, w->mh, mv);
-        __m256i mp[4];
-        for (int p = 0; p < 4; p++)
-            mp[p] = _mm256_shuffle_epi8(mv[p], mpat);
-        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
-        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
-        for (int m = 0; m < MR; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
-            /* 32-bit lanes 0, 1 | 4, 5: column sums of sub-blocks (0, 1),
-             * (2, 3) | (4, 5), (6, 7) */
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-            const __m256i s2 = _mm256_hadd_epi16(bs, bs);
-            __m256i msum =
-                _mm256_madd_epi16(mp[0], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(0)));
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[1], _mm256_permutevar8x32_epi32(
-                                                                       s2, _mm256_set1_epi32(1))));
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[2], _mm256_permutevar8x32_epi32(
-                                                                       s2, _mm256_set1_epi32(4))));
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[3], _mm256_permutevar8x32_epi32(
-                                                                       s2, _mm256_set1_epi32(5))));
-            const __m256 dx = _mm256_set1_ps(x->d);
-            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d8, dx), acc[m]);
-            acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(m8, dx), acc[m]);
-        }
+        r8_block_end(MR, w->ml, w->mh, w->d, w->dmin, X, xstride, b, isum, acc);
     }
     store_r8(MR, acc, Y, ldy, beta);
 }
@@ -744,24 +763,18 @@ static inline __attribute__((always_inline)) void tile_r5(const int MR, const ui
                                                           float beta)
 {
     const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16);
-    const int8_t Z = -1;
-    const __m256i spat0 = _mm256_setr_epi8(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z, 4,
-                                           Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z);
-    const __m256i spat1 = _mm256_add_epi8(spat0, _mm256_set1_epi16(8));
-    const __m256i mpat = _mm256_setr_epi8(0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
-                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15, Z);
     __m256 acc[KMR];
     for (int m = 0; m < MR; m++)
         acc[m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q5_k_r8 *w = (const struct blk_q5_k_r8 *)G + b;
         prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
-        __m256i sv[4], mv[4], isum[KMR];
+        __m256i sv[4], isum[KMR];
         r8_six(w->sl, w->sh, sv);
         for (int m = 0; m < MR; m++)
             isum[m] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
-            const __m256i sc = _mm256_shuffle_epi8(sv[j >> 1], (j & 1) ? spat1 : spat0);
+            const __m256i sc = r8_sub_scales(sv, j);
             const __m256i hv = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * j));
             __m256i s16[KMR];
             for (int m = 0; m < MR; m++) /* set below before use; for the compiler */
@@ -787,28 +800,7 @@ static inline __attribute__((always_inline)) void tile_r5(const int MR, const ui
                 }
             }
         }
-        r8_six(w->ml, w->mh, mv);
-        __m256i mp[4];
-        for (int p = 0; p < 4; p++)
-            mp[p] = _mm256_shuffle_epi8(mv[p], mpat);
-        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
-        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
-        for (int m = 0; m < MR; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-            const __m256i s2 = _mm256_hadd_epi16(bs, bs);
-            __m256i msum =
-                _mm256_madd_epi16(mp[0], _mm256_permutevar8x32_epi32(s2, _mm256_set1_epi32(0)));
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[1], _mm256_permutevar8x32_epi32(
-                                                                       s2, _mm256_set1_epi32(1))));
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[2], _mm256_permutevar8x32_epi32(
-                                                                       s2, _mm256_set1_epi32(4))));
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mp[3], _mm256_permutevar8x32_epi32(
-                                                                       s2, _mm256_set1_epi32(5))));
-            const __m256 dx = _mm256_set1_ps(x->d);
-            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d8, dx), acc[m]);
-            acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(m8, dx), acc[m]);
-        }
+        r8_block_end(MR, w->ml, w->mh, w->d, w->dmin, X, xstride, b, isum, acc);
     }
     store_r8(MR, acc, Y, ldy, beta);
 }

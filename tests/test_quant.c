@@ -11,9 +11,10 @@
  *   quant_gemm_ref (dequantize, dot in double) on random raw blocks (every
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
- * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8): exact round trip through quant_repack /
- *   quant_unpack, rows dequantized as the file's, products against the
- *   reference on the file's layout, scalar = AVX2 bit for bit.
+ * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8): exact round
+ *   trip through quant_repack / quant_unpack, rows dequantized as the
+ *   file's, products against the reference on the file's layout, scalar =
+ *   AVX2 bit for bit, and the AVX2 kernels' 16-bit sums at their edges.
  */
 #include <errno.h>
 #include <math.h>
