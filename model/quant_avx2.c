@@ -618,78 +618,103 @@ r8_block_end(const int MR, const uint8_t *ml, const uint8_t *mh, const uint16_t 
     }
 }
 
-/* MR rows of X (xstride apart) by the group G (nb blocks): Y[m][0..8). */
-static inline __attribute__((always_inline)) void tile_r8(const int MR, const uint8_t *G,
-                                                          int64_t nb, const uint8_t *X,
-                                                          size_t xstride, float *Y, int64_t ldy,
-                                                          float beta)
+/* The fifth bit of Q5_K_R8 code vector (t, low | high nibble) at bit b =
+ * 2 t (+ 1) of each byte of h, moved to bit 4 (within each byte: 16-bit
+ * shifts by at most 4 left or 3 right, then the caller's mask). */
+static inline __attribute__((always_inline)) __m256i r5_bit4(__m256i h, int b)
 {
-    const __m256i m4 = _mm256_set1_epi8(15);
+    return b < 4 ? _mm256_slli_epi16(h, 4 - b) : b == 4 ? h : _mm256_srli_epi16(h, b - 4);
+}
+
+/* MR rows of X (xstride apart) by the group G (nb blocks) of Q4_K_R8, or
+ * Q5_K_R8 when q5: Y[m][0..8). */
+static inline __attribute__((always_inline)) void tile_k(const int MR, const bool q5,
+                                                         const uint8_t *G, int64_t nb,
+                                                         const uint8_t *X, size_t xstride, float *Y,
+                                                         int64_t ldy, float beta)
+{
+    const size_t bb = q5 ? sizeof(struct blk_q5_k_r8) : sizeof(struct blk_q4_k_r8);
+    const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16);
     __m256 acc[KMR];
     for (int m = 0; m < MR; m++)
         acc[m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const struct blk_q4_k_r8 *w = (const struct blk_q4_k_r8 *)G + b;
-        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        const uint8_t *blk = G + (size_t)b * bb;
+        /* d, dmin, the scales, mins and qs: at the same offsets in both
+         * layouts (model/quant_internal.h) */
+        const struct blk_q4_k_r8 *w = (const struct blk_q4_k_r8 *)blk;
+        prefetch_span(blk + R8_PF * bb, (int64_t)bb);
         __m256i sv[4], isum[KMR];
         r8_six(w->sl, w->sh, sv);
         for (int m = 0; m < MR; m++)
             isum[m] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
+            const __m256i sc = r8_sub_scales(sv, j);
+            const __m256i hv =
+                q5 ? _mm256_loadu_si256(
+                         (const __m256i *)(((const struct blk_q5_k_r8 *)blk)->qh + 32 * j))
+                   : _mm256_setzero_si256();
             /* loads outer, rows of X inner: one load's two code vectors
              * meet every row's activations before the next load, so only
              * 2 code vectors, not 8, are live beside the rows' 16-bit sums
-             * (the 8 spilled: 20 stores in the 4-row tile, none in this
-             * loop now; the kernel alone 1.14x, Q6_K_R8's the same way
-             * 1.06x, Q4_K_M decode 64 1.16x: BENCHMARKS.md) */
+             * (the 8 spilled: 20 stores in the 4-row Q4_K tile, none in
+             * this loop now; the kernel alone 1.14x, Q6_K_R8's the same
+             * way 1.06x, Q4_K_M decode 64 1.16x: BENCHMARKS.md) */
             __m256i s16[KMR];
+            for (int m = 0; m < MR; m++) /* set below before use; for the compiler */
+                s16[m] = _mm256_setzero_si256();
             for (int t = 0; t < 4; t++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t));
-                const __m256i lo = _mm256_and_si256(v, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                __m256i lo = _mm256_and_si256(v, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (q5) {
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(r5_bit4(hv, 2 * t), m10));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(r5_bit4(hv, 2 * t + 1), m10));
+                }
                 for (int m = 0; m < MR; m++) {
                     const int8_t *xq =
                         ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
                     const __m256i p =
                         _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xq + 4 * t)),
                                          _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * t)));
-                    s16[m] = t == 0 ? p : _mm256_add_epi16(s16[m], p);
+                    /* Q4_K's codes (0..15): all eight products of the
+                     * sub-block sum in 16 bits; Q5_K's (0..31): four */
+                    const bool start = q5 ? (t & 1) == 0 : t == 0;
+                    s16[m] = start ? p : _mm256_add_epi16(s16[m], p);
                     __asm__("" : "+x"(s16[m])); /* as in tile_q8r8 below */
+                    if (q5 && (t & 1)) {
+                        isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], sc));
+                        __asm__("" : "+x"(isum[m]));
+                    }
                 }
             }
-            const __m256i sc = r8_sub_scales(sv, j);
-            for (int m = 0; m < MR; m++)
-                isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], sc));
+            if (!q5)
+                for (int m = 0; m < MR; m++)
+                    isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], sc));
         }
         r8_block_end(MR, w->ml, w->mh, w->d, w->dmin, X, xstride, b, isum, acc);
     }
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-static void r8_1(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r8(1, G, nb, X, xs, Y, ldy, beta);
-}
-static void r8_2(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r8(2, G, nb, X, xs, Y, ldy, beta);
-}
-static void r8_3(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r8(3, G, nb, X, xs, Y, ldy, beta);
-}
-static void r8_4(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r8(4, G, nb, X, xs, Y, ldy, beta);
-}
+/* the tiles of 1..KMR rows of X: r8_* Q4_K_R8, r5_* Q5_K_R8 */
+#define TILE_K_FNS(mr)                                                                             \
+    static void r8_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
+                        float *Y, int64_t ldy, float beta)                                         \
+    {                                                                                              \
+        (void)first; /* the K-quant tiles prefetch on every pass */                                \
+        tile_k(mr, false, G, nb, X, xs, Y, ldy, beta);                                             \
+    }                                                                                              \
+    static void r5_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
+                        float *Y, int64_t ldy, float beta)                                         \
+    {                                                                                              \
+        (void)first;                                                                               \
+        tile_k(mr, true, G, nb, X, xs, Y, ldy, beta);                                              \
+    }
+TILE_K_FNS(1)
+TILE_K_FNS(2)
+TILE_K_FNS(3)
+TILE_K_FNS(4)
 
 /* A tile of a load-time layout: MR rows of X (xs bytes apart) by the
  * group G of eight weight rows, nb blocks: Y[m][0..8) (ldy apart), added
@@ -744,79 +769,15 @@ void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
 /* ---- Q5_K_R8: eight Q5_K rows interleaved (model/quant.c draws it) ------ */
 
 /*
- * As Q4_K_R8, with each code vector's fifth bit from the sub-block's qh
- * vector (one load): the bit of vector (t, low | high nibble) sits at bit
- * 2 t (+ 1) of the code's byte, and a 16-bit shift and a mask move it to
- * bit 4.  Codes are 0..31, so a vpmaddubsw pair is at most 2 * 31 * 128 =
- * 7936 and only four products sum in 16 bits: the sub-block's scale is
- * applied (vpmaddwd) after loads 0-1 and after loads 2-3.  Mins, scales and
- * the accumulation as Q4_K_R8, so the scalar kernel agrees bit for bit.
+ * Q4_K_R8's tile (tile_k above, q5 true), with each code vector's fifth
+ * bit from the sub-block's qh vector (one load): the bit of vector (t, low
+ * | high nibble) sits at bit 2 t (+ 1) of the code's byte, and a 16-bit
+ * shift and a mask move it to bit 4.  Codes are 0..31, so a vpmaddubsw
+ * pair is at most 2 * 31 * 128 = 7936 and only four products sum in 16
+ * bits: the sub-block's scale is applied (vpmaddwd) after loads 0-1 and
+ * after loads 2-3.  Mins, scales and the accumulation as Q4_K_R8, so the
+ * scalar kernel agrees bit for bit.
  */
-static inline __attribute__((always_inline)) __m256i r5_bit4(__m256i h, int b)
-{
-    return b < 4 ? _mm256_slli_epi16(h, 4 - b) : b == 4 ? h : _mm256_srli_epi16(h, b - 4);
-}
-
-static inline __attribute__((always_inline)) void tile_r5(const int MR, const uint8_t *G,
-                                                          int64_t nb, const uint8_t *X,
-                                                          size_t xstride, float *Y, int64_t ldy,
-                                                          float beta)
-{
-    const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16);
-    __m256 acc[KMR];
-    for (int m = 0; m < MR; m++)
-        acc[m] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const struct blk_q5_k_r8 *w = (const struct blk_q5_k_r8 *)G + b;
-        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
-        __m256i sv[4], isum[KMR];
-        r8_six(w->sl, w->sh, sv);
-        for (int m = 0; m < MR; m++)
-            isum[m] = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j++) {
-            const __m256i sc = r8_sub_scales(sv, j);
-            const __m256i hv = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * j));
-            __m256i s16[KMR];
-            for (int m = 0; m < MR; m++) /* set below before use; for the compiler */
-                s16[m] = _mm256_setzero_si256();
-            for (int t = 0; t < 4; t++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t));
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4),
-                                                   _mm256_and_si256(r5_bit4(hv, 2 * t), m10));
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                                   _mm256_and_si256(r5_bit4(hv, 2 * t + 1), m10));
-                for (int m = 0; m < MR; m++) {
-                    const int8_t *xq =
-                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
-                    const __m256i p =
-                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xq + 4 * t)),
-                                         _mm256_maddubs_epi16(hi, bcast4(xq + 16 + 4 * t)));
-                    s16[m] = (t & 1) == 0 ? p : _mm256_add_epi16(s16[m], p);
-                    __asm__("" : "+x"(s16[m])); /* as in tile_q8r8 below */
-                    if (t & 1) {
-                        isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], sc));
-                        __asm__("" : "+x"(isum[m]));
-                    }
-                }
-            }
-        }
-        r8_block_end(MR, w->ml, w->mh, w->d, w->dmin, X, xstride, b, isum, acc);
-    }
-    store_r8(MR, acc, Y, ldy, beta);
-}
-
-#define R5_FN(mr)                                                                                  \
-    static void r5_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
-                        float *Y, int64_t ldy, float beta)                                         \
-    {                                                                                              \
-        (void)first; /* the K-quant tiles prefetch on every pass */                                \
-        tile_r5(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
-    }
-R5_FN(1)
-R5_FN(2)
-R5_FN(3)
-R5_FN(4)
-
 void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS)
 {
     static const group_fn fns[KMR] = {r5_1, r5_2, r5_3, r5_4};

@@ -104,6 +104,9 @@ struct blk_q5_k_r8 {
     uint8_t qs[8 * QK_K / 2];
     uint8_t qh[8 * QK_K / 8];
 };
+/* the AVX2 tile reads both layouts' shared fields through blk_q4_k_r8 */
+_Static_assert(offsetof(struct blk_q5_k_r8, qs) == offsetof(struct blk_q4_k_r8, qs),
+               "Q5_K_R8 and Q4_K_R8 share their leading fields");
 
 /* Q6_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
  * Q6_K rows.  sc[8 j + r]: sub-block j's scale of row r.  Codes 0..63 (the
