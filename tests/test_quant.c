@@ -593,9 +593,9 @@ static void test_repack(void **state)
 }
 
 /* The loader repacks a type only where its load-time layout has a kernel
- * at least as high as the file layout's: Q8_0 and Q4_K at every ISA (their
- * load-time layouts have kernels as high as their file layouts'), types
- * without a load-time layout never. */
+ * at least as high as the file layout's: Q8_0, Q4_K and Q5_K at every ISA
+ * (their load-time layouts have kernels as high as their file layouts'),
+ * types without a load-time layout never. */
 static void test_repack_pays(void **state)
 {
     (void)state;
