@@ -17,6 +17,7 @@
  *   Q5_K  ... + [qh 32 B]                      176 B / 256
  *   Q6_K  [ql 128 B][qh 64 B][sc:i8 x16][d]    210 B / 256 (16 x 16)
  *   Q8_K  [d:f32][q:i8 x256][bsums:i16 x16]    292 B / 256 (activations only)
+ *   Q8_0S [d:f16][s:i16][q:i8 x32]             36 B / 32 (activations only)
  *
  * Rounding.  The weight quantizers follow llama.cpp's reference rounding
  * where it is a closed formula (Q8_0: d = amax/127, q = round(x/d); Q4_0:
@@ -27,7 +28,8 @@
  * codes re-rounded against the stored scales); their files are the same
  * format and llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
  * (amax/127 per 32, round to nearest); Q8_K with amax/127 per 256 and the
- * 16-element sums the K-quant kernels use for their mins.
+ * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
+ * with the sum of its codes (for the Q4_0_R8 / Q5_0_R8 kernels).
  *
  * ISA.  quant_gemm takes the kernel of the chosen ISA from the type's row;
  * a row without one at that ISA falls back to the next lower ISA, and
@@ -56,6 +58,7 @@ _Static_assert(sizeof(struct blk_q4_k) == 144, "q4_K layout");
 _Static_assert(sizeof(struct blk_q5_k) == 176, "q5_K layout");
 _Static_assert(sizeof(struct blk_q6_k) == 210, "q6_K layout");
 _Static_assert(sizeof(struct blk_q8_k) == 292, "q8_K layout");
+_Static_assert(sizeof(struct blk_q8_0s) == 36, "q8_0s layout");
 
 /* IEEE half -> float, exact (inline: the scalar kernels call it per block) */
 static inline float h2f(uint16_t h)
@@ -217,6 +220,29 @@ static void q8_1_to_float(const void *src, float *y, int64_t n)
         const float d = h2f(x[b].d);
         for (int j = 0; j < QK8_1; j++)
             y[b * QK8_1 + j] = d * (float)x[b].qs[j];
+    }
+}
+
+/* Q8_0S: Q8_0's d and codes, and s = the sum of the codes (exact) */
+static void q8_0s_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_0s *y = dst;
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        y[b].d = f2h(q8_block(x + b * QK8_0, y[b].qs, QK8_0));
+        int32_t s = 0;
+        for (int j = 0; j < QK8_0; j++)
+            s += y[b].qs[j];
+        y[b].s = (int16_t)s;
+    }
+}
+
+static void q8_0s_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q8_0s *x = src;
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK8_0; j++)
+            y[b * QK8_0 + j] = d * (float)x[b].qs[j];
     }
 }
 
@@ -857,8 +883,10 @@ static void r8_row(const struct blk_q4_k_r8 *w, int r, int *sc, int *mn, uint8_t
 }
 
 /* Writes row r of a Q4_K_R8 block from its file block. */
-static void r8_put(struct blk_q4_k_r8 *w, int r, const struct blk_q4_k *x)
+static void r8_put(void *wp, int r, const void *xp)
 {
+    struct blk_q4_k_r8 *w = wp;
+    const struct blk_q4_k *x = xp;
     w->d[r] = x->d;
     w->dmin[r] = x->dmin;
     r8_scales_put(w->sl, w->ml, w->sh, w->mh, r, x->scales);
@@ -872,8 +900,10 @@ static void r8_put(struct blk_q4_k_r8 *w, int r, const struct blk_q4_k *x)
 }
 
 /* Row r of a Q4_K_R8 block back to its file block. */
-static void r8_get(const struct blk_q4_k_r8 *w, int r, struct blk_q4_k *x)
+static void r8_get(const void *wp, int r, void *xp)
 {
+    const struct blk_q4_k_r8 *w = wp;
+    struct blk_q4_k *x = xp;
     int sc[8], mn[8];
     uint8_t L[QK_K];
     r8_row(w, r, sc, mn, L);
@@ -913,8 +943,10 @@ static void r5_row(const struct blk_q5_k_r8 *w, int r, int *sc, int *mn, uint8_t
 }
 
 /* Writes row r of a Q5_K_R8 block from its file block. */
-static void r5_put(struct blk_q5_k_r8 *w, int r, const struct blk_q5_k *x)
+static void r5_put(void *wp, int r, const void *xp)
 {
+    struct blk_q5_k_r8 *w = wp;
+    const struct blk_q5_k *x = xp;
     w->d[r] = x->d;
     w->dmin[r] = x->dmin;
     r8_scales_put(w->sl, w->ml, w->sh, w->mh, r, x->scales);
@@ -933,8 +965,10 @@ static void r5_put(struct blk_q5_k_r8 *w, int r, const struct blk_q5_k *x)
 }
 
 /* Row r of a Q5_K_R8 block back to its file block. */
-static void r5_get(const struct blk_q5_k_r8 *w, int r, struct blk_q5_k *x)
+static void r5_get(const void *wp, int r, void *xp)
 {
+    const struct blk_q5_k_r8 *w = wp;
+    struct blk_q5_k *x = xp;
     int sc[8], mn[8];
     uint8_t L[QK_K];
     r5_row(w, r, sc, mn, L);
@@ -950,23 +984,50 @@ static void r5_get(const struct blk_q5_k_r8 *w, int r, struct blk_q5_k *x)
         }
 }
 
-static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x);
-static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x);
-static void r80_put(struct blk_q8_0_r8 *w, int r, const struct blk_q8_0 *x);
-static void r80_get(const struct blk_q8_0_r8 *w, int r, struct blk_q8_0 *x);
+static void r6_put(void *wp, int r, const void *xp);
+static void r6_get(const void *wp, int r, void *xp);
+static void r80_put(void *wp, int r, const void *xp);
+static void r80_get(const void *wp, int r, void *xp);
+static void r40_put(void *wp, int r, const void *xp);
+static void r40_get(const void *wp, int r, void *xp);
+static void r50_put(void *wp, int r, const void *xp);
+static void r50_get(const void *wp, int r, void *xp);
 
-/* Both directions over every group of W (file type Q4_K, Q5_K, Q6_K or
- * Q8_0), through one group of scratch. */
+/* The load-time layouts' codecs: file type, its block (elements) and block
+ * bytes, and row r of a layout block written from its file block (put) or
+ * back (get). */
+static const struct r8_codec {
+    enum gguf_tensor_type t;
+    int32_t blk;
+    size_t fb;
+    void (*put)(void *w, int r, const void *x);
+    void (*get)(const void *w, int r, void *x);
+} r8_codecs[] = {
+    {GGUF_TENSOR_Q4_K, QK_K, sizeof(struct blk_q4_k), r8_put, r8_get},
+    {GGUF_TENSOR_Q5_K, QK_K, sizeof(struct blk_q5_k), r5_put, r5_get},
+    {GGUF_TENSOR_Q6_K, QK_K, sizeof(struct blk_q6_k), r6_put, r6_get},
+    {GGUF_TENSOR_Q8_0, QK8_0, sizeof(struct blk_q8_0), r80_put, r80_get},
+    {GGUF_TENSOR_Q4_0, QK4_0, sizeof(struct blk_q4_0), r40_put, r40_get},
+    {GGUF_TENSOR_Q5_0, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
+};
+
+static const struct r8_codec *r8_codec_of(enum gguf_tensor_type t)
+{
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(r8_codecs); i++)
+        if (r8_codecs[i].t == t)
+            return &r8_codecs[i];
+    return NULL;
+}
+
+/* Both directions over every group of W (a file type of r8_codecs),
+ * through one group of scratch. */
 static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, int64_t K)
 {
-    const int64_t blk = t == GGUF_TENSOR_Q8_0 ? QK8_0 : QK_K;
-    if (N < 0 || N % R8 || K <= 0 || K % blk)
+    const struct r8_codec *c = r8_codec_of(t);
+    if (!c || N < 0 || N % R8 || K <= 0 || K % c->blk)
         return -EINVAL;
-    const int64_t nb = K / blk;
-    const size_t fb = t == GGUF_TENSOR_Q4_K   ? sizeof(struct blk_q4_k)
-                      : t == GGUF_TENSOR_Q5_K ? sizeof(struct blk_q5_k)
-                      : t == GGUF_TENSOR_Q6_K ? sizeof(struct blk_q6_k)
-                                              : sizeof(struct blk_q8_0);
+    const int64_t nb = K / c->blk;
+    const size_t fb = c->fb;
     const size_t gbytes = (size_t)nb * R8 * fb;
     uint8_t *tmp = malloc(gbytes);
     if (!tmp)
@@ -980,30 +1041,10 @@ static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, in
             for (int64_t b = 0; b < nb; b++) {
                 const size_t fo = ((size_t)r * (size_t)nb + (size_t)b) * fb,
                              ro = (size_t)b * R8 * fb;
-                if (t == GGUF_TENSOR_Q4_K && pack)
-                    r8_put((struct blk_q4_k_r8 *)(grp + ro), r,
-                           (const struct blk_q4_k *)(tmp + fo));
-                else if (t == GGUF_TENSOR_Q4_K)
-                    r8_get((const struct blk_q4_k_r8 *)(tmp + ro), r,
-                           (struct blk_q4_k *)(grp + fo));
-                else if (t == GGUF_TENSOR_Q5_K && pack)
-                    r5_put((struct blk_q5_k_r8 *)(grp + ro), r,
-                           (const struct blk_q5_k *)(tmp + fo));
-                else if (t == GGUF_TENSOR_Q5_K)
-                    r5_get((const struct blk_q5_k_r8 *)(tmp + ro), r,
-                           (struct blk_q5_k *)(grp + fo));
-                else if (t == GGUF_TENSOR_Q8_0 && pack)
-                    r80_put((struct blk_q8_0_r8 *)(grp + ro), r,
-                            (const struct blk_q8_0 *)(tmp + fo));
-                else if (t == GGUF_TENSOR_Q8_0)
-                    r80_get((const struct blk_q8_0_r8 *)(tmp + ro), r,
-                            (struct blk_q8_0 *)(grp + fo));
-                else if (pack)
-                    r6_put((struct blk_q6_k_r8 *)(grp + ro), r,
-                           (const struct blk_q6_k *)(tmp + fo));
+                if (pack)
+                    c->put(grp + ro, r, tmp + fo);
                 else
-                    r6_get((const struct blk_q6_k_r8 *)(tmp + ro), r,
-                           (struct blk_q6_k *)(grp + fo));
+                    c->get(tmp + ro, r, grp + fo);
             }
     }
     free(tmp);
@@ -1118,8 +1159,10 @@ static void r6_row(const struct blk_q6_k_r8 *w, int r, int *sc, uint8_t *q)
             }
 }
 
-static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x)
+static void r6_put(void *wp, int r, const void *xp)
 {
+    struct blk_q6_k_r8 *w = wp;
+    const struct blk_q6_k *x = xp;
     int8_t q[QK_K];
     q6_k_codes(x, q);
     w->d[r] = x->d;
@@ -1136,8 +1179,10 @@ static void r6_put(struct blk_q6_k_r8 *w, int r, const struct blk_q6_k *x)
             }
 }
 
-static void r6_get(const struct blk_q6_k_r8 *w, int r, struct blk_q6_k *x)
+static void r6_get(const void *wp, int r, void *xp)
 {
+    const struct blk_q6_k_r8 *w = wp;
+    struct blk_q6_k *x = xp;
     int sc[16];
     uint8_t L[QK_K];
     r6_row(w, r, sc, L);
@@ -1220,16 +1265,20 @@ static void q6_k_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, i
  */
 _Static_assert(sizeof(struct blk_q8_0_r8) == R8 * sizeof(struct blk_q8_0), "q8_0_r8 layout");
 
-static void r80_put(struct blk_q8_0_r8 *w, int r, const struct blk_q8_0 *x)
+static void r80_put(void *wp, int r, const void *xp)
 {
+    struct blk_q8_0_r8 *w = wp;
+    const struct blk_q8_0 *x = xp;
     w->d[r] = x->d;
     for (int t = 0; t < 8; t++)
         for (int i = 0; i < 4; i++)
             w->qs[32 * t + 4 * r + i] = x->qs[4 * t + i];
 }
 
-static void r80_get(const struct blk_q8_0_r8 *w, int r, struct blk_q8_0 *x)
+static void r80_get(const void *wp, int r, void *xp)
 {
+    const struct blk_q8_0_r8 *w = wp;
+    struct blk_q8_0 *x = xp;
     x->d = w->d[r];
     for (int t = 0; t < 8; t++)
         for (int i = 0; i < 4; i++)
@@ -1268,6 +1317,169 @@ static void q8_0_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, i
             *y = beta != 0.0f ? *y + acc : acc;
         }
     }
+}
+
+/* ---- Q4_0_R8 / Q5_0_R8: Q4_0 and Q5_0 rows interleaved in eights ----- */
+
+/*
+ * Why.  On the file's layout a Q4_0 block's 16 bytes are one row's: the
+ * AVX2 kernel unpacked them to 32 signed bytes (code - 8) and ran Q8_0's
+ * sign trick, vpsignb + vpmaddubsw + vpmaddwd per 32 products of one row,
+ * at about a third of the Q4_K_R8 kernel's rate.  Interleaved by eight as
+ * Q4_K_R8's sub-blocks are (row r in 32-bit lane r), the codes stay
+ * unsigned (0..15, Q5_0's 0..31) and vpmaddubsw multiplies them by the
+ * activations as they are: a block's eight (Q5_0: four) products of eight
+ * rows sum in 16 bits before one vpmaddwd widens them.  The codes' offset
+ * o (8, 16) comes off through the activations' code sums, sum_k (c - o) x
+ * = sum_k c x - o s, s carried in the activation block (Q8_0S: Q8_0's d
+ * and codes, and s).
+ *
+ * Layout (struct blk_q4_0_r8, 144 bytes = 8 x 18; blk_q5_0_r8, 176 = 8 x
+ * 22): a group of rows 8g..8g+7 occupies the same bytes its eight file
+ * rows did, its blocks in column order:
+ *
+ *   Q4_0_R8  [d x8 f16][qs 128: vector t = 0..3, byte 4 r + i = row r's
+ *            codes of columns 4 t + i (low nibble), 16 + 4 t + i (high)]
+ *   Q5_0_R8  [d x8 f16][qs 128][qh 32: byte 4 r + i, bit 2 t (2 t + 1) =
+ *            the fifth bit of the code in qs vector t's low (high) nibble]
+ *
+ * A Q4_0_R8 byte is the file's byte 4 t + i of row r as it is (the file
+ * holds column j in byte j's low nibble, j + 16 in its high one).  Scales
+ * and codes are the file's: quant_unpack restores its bytes exactly and a
+ * row dequantizes to the same floats.
+ *
+ * Products: per block, row r and activation row, the integer isum = sum_k
+ * c x - o s (exact: the file layout's sum_k (c - o) x), then acc =
+ * fma(isum, d_w x_d, acc) in block order.  The scalar kernel below and the
+ * AVX2 one (quant_avx2.c) do exactly these operations, so they agree bit
+ * for bit and row m of Y never depends on M.
+ */
+_Static_assert(sizeof(struct blk_q4_0_r8) == R8 * sizeof(struct blk_q4_0), "q4_0_r8 layout");
+_Static_assert(sizeof(struct blk_q5_0_r8) == R8 * sizeof(struct blk_q5_0), "q5_0_r8 layout");
+
+static void r40_put(void *wp, int r, const void *xp)
+{
+    struct blk_q4_0_r8 *w = wp;
+    const struct blk_q4_0 *x = xp;
+    w->d[r] = x->d;
+    for (int t = 0; t < 4; t++)
+        memcpy(w->qs + 32 * t + 4 * r, x->qs + 4 * t, 4);
+}
+
+static void r40_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q4_0_r8 *w = wp;
+    struct blk_q4_0 *x = xp;
+    x->d = w->d[r];
+    for (int t = 0; t < 4; t++)
+        memcpy(x->qs + 4 * t, w->qs + 32 * t + 4 * r, 4);
+}
+
+static void r50_put(void *wp, int r, const void *xp)
+{
+    struct blk_q5_0_r8 *w = wp;
+    const struct blk_q5_0 *x = xp;
+    uint32_t h;
+    memcpy(&h, x->qh, 4); /* bit j: column j's fifth bit */
+    w->d[r] = x->d;
+    for (int t = 0; t < 4; t++)
+        memcpy(w->qs + 32 * t + 4 * r, x->qs + 4 * t, 4);
+    for (int i = 0; i < 4; i++) {
+        uint8_t b = 0;
+        for (int t = 0; t < 4; t++)
+            b |= (uint8_t)(((h >> (4 * t + i)) & 1) << (2 * t) | ((h >> (16 + 4 * t + i)) & 1)
+                                                                     << (2 * t + 1));
+        w->qh[4 * r + i] = b;
+    }
+}
+
+static void r50_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q5_0_r8 *w = wp;
+    struct blk_q5_0 *x = xp;
+    uint32_t h = 0;
+    x->d = w->d[r];
+    for (int t = 0; t < 4; t++)
+        memcpy(x->qs + 4 * t, w->qs + 32 * t + 4 * r, 4);
+    for (int i = 0; i < 4; i++)
+        for (int t = 0; t < 4; t++) {
+            const uint32_t b = w->qh[4 * r + i];
+            h |= ((b >> (2 * t)) & 1) << (4 * t + i) | ((b >> (2 * t + 1)) & 1) << (16 + 4 * t + i);
+        }
+    memcpy(x->qh, &h, 4);
+}
+
+/* Block b of a Q4_0_R8 (q5 false) or Q5_0_R8 group at g: row r's scale
+ * and its 32 codes minus the offset (the file block's values / d), in
+ * column order. */
+static float r0_block(bool q5, const uint8_t *g, int64_t b, int r, int *v)
+{
+    if (q5) {
+        struct blk_q5_0 x;
+        r50_get((const struct blk_q5_0_r8 *)g + b, r, &x);
+        q5_unpack(x.qs, x.qh, v);
+        for (int k = 0; k < QK5_0; k++)
+            v[k] -= 16;
+        return h2f(x.d);
+    }
+    const struct blk_q4_0_r8 *w = (const struct blk_q4_0_r8 *)g + b;
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 4; i++) {
+            const int c = w->qs[32 * t + 4 * r + i];
+            v[4 * t + i] = (c & 15) - 8;
+            v[16 + 4 * t + i] = (c >> 4) - 8;
+        }
+    return h2f(w->d[r]);
+}
+
+static void r0_row_to_float(bool q5, const uint8_t *g, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK4_0) {
+        int v[QK4_0];
+        const float d = r0_block(q5, g, b, r, v);
+        for (int k = 0; k < QK4_0; k++)
+            y[k] = d * (float)v[k];
+    }
+}
+
+/* The scalar Q4_0_R8 / Q5_0_R8 product kernel (see above). */
+static void r0_gemm(bool q5, const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                    const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)
+{
+    const int64_t nb = K / QK4_0;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_0s *x =
+                (const struct blk_q8_0s *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int v[QK4_0];
+                const float d = r0_block(q5, g, b, r, v);
+                int32_t isum = 0;
+                for (int k = 0; k < QK4_0; k++)
+                    isum += v[k] * x[b].qs[k];
+                acc = fmaf((float)isum, d * h2f(x[b].d), acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
+static void q4_0_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                         float beta)
+{
+    r0_gemm(false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+static void q5_0_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                         float beta)
+{
+    r0_gemm(true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- the table -------------------------------------------------------- */
@@ -1322,6 +1534,15 @@ static const struct quant_traits traits[] = {
                        NULL, NULL, NULL, {q8_0_r8_gemm, X86(quant__gemm_q8_0_r8_avx2),
                         X86(quant__gemm_q8_0_r8_avx512)},
                        R8, GGUF_TENSOR_Q8_0},
+    [QUANT_Q4_0_R8] = {"Q4_0_R8", QK4_0, sizeof(struct blk_q4_0), false, QUANT_Q8_0S,
+                       NULL, NULL, NULL, {q4_0_r8_gemm, X86(quant__gemm_q4_0_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q4_0},
+    [QUANT_Q5_0_R8] = {"Q5_0_R8", QK5_0, sizeof(struct blk_q5_0), false, QUANT_Q8_0S,
+                       NULL, NULL, NULL, {q5_0_r8_gemm, X86(quant__gemm_q5_0_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q5_0},
+    /* the activations of the two above */
+    [QUANT_Q8_0S] = {"Q8_0S", QK8_0, sizeof(struct blk_q8_0s), false, QUANT_Q8_0S,
+                     q8_0s_to_float, q8_0s_from_float, NULL, {NULL, NULL, NULL}, 0, QUANT_Q8_0S},
 };
 // clang-format on
 
@@ -1350,15 +1571,14 @@ enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
            : t == GGUF_TENSOR_Q5_K ? QUANT_Q5_K_R8
            : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8
            : t == GGUF_TENSOR_Q8_0 ? QUANT_Q8_0_R8
+           : t == GGUF_TENSOR_Q4_0 ? QUANT_Q4_0_R8
+           : t == GGUF_TENSOR_Q5_0 ? QUANT_Q5_0_R8
                                    : t;
 }
 
 int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
 {
-    if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q5_K && t != GGUF_TENSOR_Q6_K &&
-        t != GGUF_TENSOR_Q8_0)
-        return -EINVAL;
-    return r8_convert(t, true, W, N, K);
+    return r8_convert(t, true, W, N, K); /* -EINVAL: no load-time layout */
 }
 
 static int isa_get(void);
@@ -1405,6 +1625,8 @@ void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int6
         else if (t == QUANT_Q8_0_R8)
             q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, (int)(row % R8),
                                  dst + i * K);
+        else if (t == QUANT_Q4_0_R8 || t == QUANT_Q5_0_R8)
+            r0_row_to_float(t == QUANT_Q5_0_R8, g, K / QK4_0, (int)(row % R8), dst + i * K);
         else
             q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, (int)(row % R8),
                                  dst + i * K);
@@ -1451,6 +1673,8 @@ void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K,
         from = quant__rows_q8_0_avx2;
     else if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_K)
         from = quant__rows_q8_k_avx2;
+    else if (isa_get() >= QUANT_ISA_AVX2 && dt == QUANT_Q8_0S)
+        from = quant__rows_q8_0s_avx2;
 #endif
     for (int64_t m = m0; m < m1; m++)
         from(X + m * ldx, (uint8_t *)Xq + (size_t)m * stride, K);

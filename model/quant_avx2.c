@@ -990,6 +990,113 @@ void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, Q8R_MR, QK8_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
+/* ---- Q4_0_R8 / Q5_0_R8: Q4_0 / Q5_0 rows interleaved in eights -------- */
+
+/*
+ * As Q4_K_R8's sub-blocks (model/quant.c draws the layouts): per 32-column
+ * block, four loads give eight vectors of unsigned codes (Q4_0 0..15, Q5_0
+ * 0..31 with the fifth bit from one qh load, moved as Q5_K_R8's), row r in
+ * 32-bit lane r, each meeting one broadcast of four activation bytes in a
+ * vpmaddubsw.  A pair is at most 2 * 15 * 127 (Q5_0: 2 * 31 * 127), so all
+ * eight products of a Q4_0 block sum in 16 bits (30480), Q5_0's in two
+ * halves of four (31496), before vpmaddwd by ones widens them.  The
+ * offset comes off in the integer sum, isum - o s (s: the activation
+ * block's code sum, Q8_0S), then acc = fma(isum, d_w x_d, acc) per block,
+ * as the scalar kernel, so the two agree bit for bit.  Codes are unpacked
+ * once per block and shared by up to Q0R_MR rows of X; the first pass
+ * over a group (decode) prefetches Q0R_PF blocks ahead.
+ */
+#define Q0R_MR 4
+/* blocks ahead: about 1.1 KiB, as the other layouts */
+#define Q0R_PF 8
+
+static inline __attribute__((always_inline)) void
+tile_r0(const int MR, const bool q5, const bool pf, const uint8_t *G, int64_t nb, const uint8_t *X,
+        size_t xstride, float *Y, int64_t ldy, float beta)
+{
+    const size_t bb = q5 ? sizeof(struct blk_q5_0_r8) : sizeof(struct blk_q4_0_r8);
+    const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16),
+                  ones = _mm256_set1_epi16(1);
+    __m256 acc[Q0R_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = G + (size_t)b * bb;
+        /* d and qs: at the same offsets in both layouts (quant_internal.h) */
+        const struct blk_q4_0_r8 *w = (const struct blk_q4_0_r8 *)blk;
+        if (pf)
+            prefetch_span(blk + Q0R_PF * bb, (int64_t)bb);
+        const struct blk_q8_0s *x[Q0R_MR];
+        __m256i s16[Q0R_MR], isum[Q0R_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_0s *)(X + (size_t)m * xstride) + b;
+            s16[m] = isum[m] = _mm256_setzero_si256();
+        }
+        const __m256i hv =
+            q5 ? _mm256_loadu_si256((const __m256i *)((const struct blk_q5_0_r8 *)blk)->qh)
+               : _mm256_setzero_si256();
+        for (int t = 0; t < 4; t++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * t));
+            __m256i lo = _mm256_and_si256(v, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_and_si256(r5_bit4(hv, 2 * t), m10));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(r5_bit4(hv, 2 * t + 1), m10));
+            }
+            for (int m = 0; m < MR; m++) {
+                const __m256i p =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x[m]->qs + 4 * t)),
+                                     _mm256_maddubs_epi16(hi, bcast4(x[m]->qs + 16 + 4 * t)));
+                const bool start = q5 ? (t & 1) == 0 : t == 0;
+                s16[m] = start ? p : _mm256_add_epi16(s16[m], p);
+                __asm__("" : "+x"(s16[m])); /* as in tile_q8r8 */
+                if (q5 && (t & 1)) {
+                    isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(s16[m], ones));
+                    __asm__("" : "+x"(isum[m]));
+                }
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++) {
+            if (!q5)
+                isum[m] = _mm256_madd_epi16(s16[m], ones);
+            const __m256i off = _mm256_set1_epi32((q5 ? 16 : 8) * (int32_t)x[m]->s);
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[m], off)),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x[m]->d))), acc[m]);
+        }
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+/* the tiles of 1..Q0R_MR rows of X: r40_* Q4_0_R8, r50_* Q5_0_R8 */
+#define TILE_R0_FNS(mr)                                                                            \
+    static void r40_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,    \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_r0(mr, false, first, G, nb, X, xs, Y, ldy, beta);                                     \
+    }                                                                                              \
+    static void r50_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,    \
+                         float *Y, int64_t ldy, float beta)                                        \
+    {                                                                                              \
+        tile_r0(mr, true, first, G, nb, X, xs, Y, ldy, beta);                                      \
+    }
+TILE_R0_FNS(1)
+TILE_R0_FNS(2)
+TILE_R0_FNS(3)
+TILE_R0_FNS(4)
+
+void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[Q0R_MR] = {r40_1, r40_2, r40_3, r40_4};
+    gemm_groups(fns, Q0R_MR, QK4_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[Q0R_MR] = {r50_1, r50_2, r50_3, r50_4};
+    gemm_groups(fns, Q0R_MR, QK5_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
 /* ---- activation rows ---------------------------------------------------- */
 
 /* max |x| over n (a multiple of 8) floats */
@@ -1031,14 +1138,35 @@ static inline void codes8n(const float *x, float id, int8_t *q, int n)
     }
 }
 
+/* One Q8_0 block of 32 floats: its codes into qs, its f16 scale returned. */
+static inline uint16_t q8_0_block(const float *x, int8_t *qs)
+{
+    const float amax = absmax8n(x, QK8_0);
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    codes8n(x, id, qs, QK8_0);
+    return _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+}
+
 void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n)
 {
     struct blk_q8_0 *y = dst;
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0)
+        y[b].d = q8_0_block(x, y[b].qs);
+}
+
+void quant__rows_q8_0s_avx2(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_0s *y = dst;
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
-        const float amax = absmax8n(x, QK8_0);
-        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-        codes8n(x, id, y[b].qs, QK8_0);
+        y[b].d = q8_0_block(x, y[b].qs);
+        /* the codes' sum: byte pairs, then 16-bit pairs, then the lanes */
+        const __m256i q = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        const __m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        y[b].s = (int16_t)_mm_cvtsi128_si32(h);
     }
 }
 

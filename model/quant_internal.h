@@ -131,6 +131,38 @@ struct blk_q8_0_r8 {
     int8_t qs[8 * QK8_0];
 };
 
+/* Q4_0_R8 (load-time layout, model/quant.c): one 32-column block of eight
+ * Q4_0 rows r = 0..7 of a group: their eight scales, then four 32-byte
+ * vectors t = 0..3 whose byte 4 r + i holds row r's code (the file's,
+ * 0..15, value d (code - 8)) of column 4 t + i in its low nibble and of
+ * column 16 + 4 t + i in its high one. */
+struct blk_q4_0_r8 {
+    uint16_t d[8];
+    uint8_t qs[8 * QK4_0 / 2];
+};
+
+/* Q5_0_R8 (load-time layout, model/quant.c): one 32-column block of eight
+ * Q5_0 rows.  d and qs (the codes' low 4 bits) as Q4_0_R8's; qh: byte
+ * 4 r + i holds at bit 2 t (2 t + 1) the fifth bit of row r's code of
+ * column 4 t + i (16 + 4 t + i), the same byte as the code's low bits in
+ * qs vector t (Q5_K_R8's sub-block qh).  Codes 0..31, value d (code - 16). */
+struct blk_q5_0_r8 {
+    uint16_t d[8];
+    uint8_t qs[8 * QK5_0 / 2];
+    uint8_t qh[8 * 4];
+};
+_Static_assert(offsetof(struct blk_q5_0_r8, qs) == offsetof(struct blk_q4_0_r8, qs),
+               "Q5_0_R8 and Q4_0_R8 share their leading fields");
+
+/* activations of Q4_0_R8 and Q5_0_R8 products: Q8_0's block (x = d * qs,
+ * the same d and codes) with s = sum(qs), exact, which takes the codes'
+ * offset (8, 16) off: sum (c - o) x = sum c x - o s */
+struct blk_q8_0s {
+    uint16_t d;
+    int16_t s;
+    int8_t qs[QK8_0];
+};
+
 /* activations of K-quant products: x = d * qs, bsums = sums of 16 qs */
 struct blk_q8_k {
     float d;
@@ -151,6 +183,7 @@ void quant__gemm_q4_0_avx2(QUANT__GEMM_ARGS);
 /* activation rows (from_float of Q8_0 / Q8_K), bit-identical to scalar */
 void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_k_avx2(const float *x, void *dst, int64_t n);
+void quant__rows_q8_0s_avx2(const float *x, void *dst, int64_t n);
 void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
@@ -159,5 +192,7 @@ void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

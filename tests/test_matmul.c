@@ -422,21 +422,22 @@ static void test_widened_quant(void **state)
     free(A), free(C), free(R), free(wf);
 }
 
-/* Q8_0 in its load-time layout (Q8_0_R8, as model__repack leaves it)
- * through matmul_run: the int8 kernel at every M, past where the file's
- * layout widens (256), within 2e-2 of the double product; row m of C the
- * same bit for bit as the row alone (no widening, so no batch_invariant
- * needed); 1 to 3 threads (bands of whole groups of eight rows). */
-static void test_repacked_q8_0(void **state)
+/* Q8_0 and Q4_0 in their load-time layouts (Q8_0_R8, Q4_0_R8, as
+ * model__repack leaves them; Q4_0_R8's activations are Q8_0S, not its file
+ * type's Q8_0) through matmul_run: the int8 kernel at every M, past where
+ * Q8_0's file layout widens (256), within 2e-2 of the double product; row
+ * m of C the same bit for bit as the row alone (no widening, so no
+ * batch_invariant needed); 1 to 3 threads (bands of whole groups of eight
+ * rows). */
+static void check_repacked(enum gguf_tensor_type t)
 {
-    (void)state;
     const int32_t N = 40, K = 96, Ms[] = {1, 5, 40, 300}, max_m = 300;
-    void *wdata = make_weight(GGUF_TENSOR_Q8_0, N, K);
+    void *wdata = make_weight(t, N, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K);
-    struct matmul_mat w = {.type = GGUF_TENSOR_Q8_0, .rows = N, .cols = K, .data = wdata};
+    struct matmul_mat w = {.type = t, .rows = N, .cols = K, .data = wdata};
     matmul_mat_rows_f32(&w, 0, N, wf);
-    assert_int_equal(quant_repack(GGUF_TENSOR_Q8_0, wdata, N, K), 0);
-    w.type = QUANT_Q8_0_R8;
+    assert_int_equal(quant_repack(t, wdata, N, K), 0);
+    w.type = quant_repack_type(t);
     float *A = malloc(sizeof(float) * (size_t)max_m * K);
     float *C = malloc(sizeof(float) * (size_t)max_m * N);
     for (size_t i = 0; i < (size_t)max_m * K; i++)
@@ -464,8 +465,9 @@ static void test_repacked_q8_0(void **state)
                         s += p, scale += fabs(p);
                     }
                     if (!(fabs(C[(size_t)m * N + n] - s) / (scale + 1e-6) <= 2e-2))
-                        fail_msg("Q8_0_R8 nth=%d M=%d: C[%d][%d] = %g, want %g", nth, M, m, n,
-                                 C[(size_t)m * N + n], s);
+                        fail_msg("%s nth=%d M=%d: C[%d][%d] = %g, want %g",
+                                 quant_traits_of(w.type)->name, nth, M, m, n, C[(size_t)m * N + n],
+                                 s);
                 }
             for (int32_t m = 0; m < M; m += 7) {
                 float row[40];
@@ -477,6 +479,13 @@ static void test_repacked_q8_0(void **state)
         pool_free(pool);
     }
     free(A), free(C), free(wf), free(wdata);
+}
+
+static void test_repacked(void **state)
+{
+    (void)state;
+    check_repacked(GGUF_TENSOR_Q8_0);
+    check_repacked(GGUF_TENSOR_Q4_0);
 }
 
 /* F32 through the packed-weight gemm (the default) against sgemm on the
@@ -711,7 +720,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names_and_resolve), cmocka_unit_test(test_products),
         cmocka_unit_test(test_row_invariance),    cmocka_unit_test(test_widened_quant),
-        cmocka_unit_test(test_packed_vs_sgemm),   cmocka_unit_test(test_repacked_q8_0),
+        cmocka_unit_test(test_packed_vs_sgemm),   cmocka_unit_test(test_repacked),
         cmocka_unit_test(test_gemm_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

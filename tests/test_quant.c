@@ -11,10 +11,12 @@
  *   quant_gemm_ref (dequantize, dot in double) on random raw blocks (every
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
- * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8): exact round
- *   trip through quant_repack / quant_unpack, rows dequantized as the
- *   file's, products against the reference on the file's layout, scalar =
- *   AVX2 bit for bit, and the AVX2 kernels' 16-bit sums at their edges.
+ * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
+ *   Q5_0_R8): exact round trip through quant_repack / quant_unpack, rows
+ *   dequantized as the file's, products (on the layout's own activations,
+ *   Q8_0S for Q4_0_R8 / Q5_0_R8, the same values as the file type's)
+ *   against the reference on the file's layout, scalar = AVX2 bit for bit,
+ *   and the AVX2 kernels' 16-bit sums at their edges.
  */
 #include <errno.h>
 #include <math.h>
@@ -89,6 +91,11 @@ static void test_table(void **state)
     assert_null(quant_traits_of((enum gguf_tensor_type)11)); /* q3_K */
     assert_int_equal(quant_from_float((enum gguf_tensor_type)11, NULL, NULL, 256), -EINVAL);
     assert_false(quant_traits_of(GGUF_TENSOR_Q8_K)->in_files);
+    /* Q8_0S: Q8_0's block and a 16-bit code sum, in products only */
+    assert_int_equal(quant_dot_type(QUANT_Q4_0_R8), QUANT_Q8_0S);
+    assert_int_equal(quant_dot_type(QUANT_Q5_0_R8), QUANT_Q8_0S);
+    assert_int_equal(quant_row_bytes(QUANT_Q8_0S, 64), 72);
+    assert_false(quant_traits_of(QUANT_Q8_0S)->in_files);
 }
 
 /* the table's F16 conversion is exact: every half against common's */
@@ -386,7 +393,8 @@ static void check_gemm_as(enum gguf_tensor_type t, bool repack, int64_t M, int64
     const int64_t ldy = N + 3;
     float *Y = malloc((size_t)(M * ldy) * sizeof(float)),
           *R = malloc((size_t)(M * ldy) * sizeof(float));
-    float *wf = malloc((size_t)K * sizeof(float)), *xf = malloc((size_t)K * sizeof(float));
+    float *wf = malloc((size_t)K * sizeof(float)), *xf = malloc((size_t)K * sizeof(float)),
+          *xr = malloc((size_t)K * sizeof(float));
     fill_weights(t, W, N, K);
     for (int64_t m = 0; m < M; m++)
         for (int64_t k = 0; k < K; k++)
@@ -396,11 +404,22 @@ static void check_gemm_as(enum gguf_tensor_type t, bool repack, int64_t M, int64
         R[i] = Y[i] = beta != 0.0f ? urand() : NAN;
     quant_gemm_ref(t, W, K, n0, n1, Xq, M, R, ldy, beta);
     if (repack) {
-        uint8_t *Wr = malloc(ws * (size_t)N);
+        /* the layout's own activations (Q8_0S for Q4_0_R8 / Q5_0_R8): the
+         * same values as the file type's */
+        const enum gguf_tensor_type rt = quant_repack_type(t), rdt = quant_dot_type(rt);
+        const size_t rxs = quant_row_bytes(rdt, K);
+        uint8_t *Wr = malloc(ws * (size_t)N), *Xr = malloc(rxs * (size_t)M);
         memcpy(Wr, W, ws * (size_t)N);
         assert_int_equal(quant_repack(t, Wr, N, K), 0);
-        quant_gemm(quant_repack_type(t), Wr, K, n0, n1, Xq, M, Y, ldy, beta);
+        quant_rows(rt, X, K, K, 0, M, Xr);
+        for (int64_t m = 0; m < M; m++) {
+            quant_to_float(dt, Xq + (size_t)m * xs, xf, K);
+            quant_to_float(rdt, Xr + (size_t)m * rxs, xr, K);
+            assert_memory_equal(xf, xr, (size_t)K * sizeof(float));
+        }
+        quant_gemm(rt, Wr, K, n0, n1, Xr, M, Y, ldy, beta);
         free(Wr);
+        free(Xr);
     } else {
         quant_gemm(t, W, K, n0, n1, Xq, M, Y, ldy, beta);
     }
@@ -445,6 +464,7 @@ static void check_gemm_as(enum gguf_tensor_type t, bool repack, int64_t M, int64
     free(R);
     free(wf);
     free(xf);
+    free(xr);
 }
 
 static void check_gemm(enum gguf_tensor_type t, int64_t M, int64_t N, int64_t K, int64_t n0,
@@ -486,9 +506,9 @@ static void test_gemm_all_isas(void **state)
     assert_int_equal(quant_force_isa("nonsense"), -EINVAL);
 }
 
-/* Q4_K_R8, Q5_K_R8 and Q6_K_R8, the load-time layouts of the K-quants:
- * quant_repack keeps the bytes'
- * count and quant_unpack restores them exactly; every row dequantizes to
+/* The load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
+ * Q5_0_R8): quant_repack keeps the bytes' count and quant_unpack restores
+ * them exactly; every row dequantizes to
  * the file row's floats; a matrix of rows not in whole groups is refused
  * untouched; products at every ISA against the reference on the file's
  * layout, with ranges that cut groups; the scalar and AVX2 kernels agree
@@ -529,7 +549,7 @@ static void check_repack(enum gguf_tensor_type t)
     fill_weights(t, W, 12, 256);
     memcpy(C, W, quant_row_bytes(t, 256) * 12);
     assert_int_equal(quant_repack(t, W, 12, 256), -EINVAL);
-    assert_int_equal(quant_repack(GGUF_TENSOR_Q5_0, W, 8, 256), -EINVAL);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q4_1, W, 8, 256), -EINVAL);
     assert_memory_equal(W, C, quant_row_bytes(t, 256) * 12);
     free(W);
     free(C);
@@ -550,7 +570,7 @@ static void check_repack(enum gguf_tensor_type t)
 
     /* bit for bit: scalar = AVX2 (when the CPU has it), and M = 1 = row m */
     const int64_t N = 40, K = 512, M = 6;
-    const size_t ws = quant_row_bytes(t, K), xs = quant_row_bytes(quant_dot_type(t), K);
+    const size_t ws = quant_row_bytes(t, K), xs = quant_row_bytes(quant_dot_type(rt), K);
     uint8_t *Wr = malloc(ws * N), *Xq = malloc(xs * M);
     float *X = malloc((size_t)(M * K) * sizeof(float));
     float Y[3][6 * 40], Y1[40];
@@ -558,7 +578,7 @@ static void check_repack(enum gguf_tensor_type t)
     assert_int_equal(quant_repack(t, Wr, N, K), 0);
     for (int64_t i = 0; i < M * K; i++)
         X[i] = grand();
-    quant_rows(t, X, K, K, 0, M, Xq);
+    quant_rows(rt, X, K, K, 0, M, Xq);
     int runs = 0;
     for (size_t ai = 0; ai < FOLIO_ARRAY_LEN(isas); ai++) {
         if (quant_force_isa(isas[ai]))
@@ -584,18 +604,22 @@ static void test_repack(void **state)
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_K), QUANT_Q4_K_R8);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q6_K), QUANT_Q6_K_R8);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_K), QUANT_Q5_K_R8);
-    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_0), GGUF_TENSOR_Q5_0);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_1), GGUF_TENSOR_Q4_1);
     check_repack(GGUF_TENSOR_Q4_K);
     check_repack(GGUF_TENSOR_Q5_K);
     check_repack(GGUF_TENSOR_Q6_K);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q8_0), QUANT_Q8_0_R8);
     check_repack(GGUF_TENSOR_Q8_0);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_0), QUANT_Q4_0_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_0), QUANT_Q5_0_R8);
+    check_repack(GGUF_TENSOR_Q4_0);
+    check_repack(GGUF_TENSOR_Q5_0);
 }
 
 /* The loader repacks a type only where its load-time layout has a kernel
- * at least as high as the file layout's: Q8_0, Q4_K and Q5_K at every ISA
- * (their load-time layouts have kernels as high as their file layouts'),
- * types without a load-time layout never. */
+ * at least as high as the file layout's: Q8_0, Q4_K, Q5_K, Q4_0 and Q5_0
+ * at every ISA (their load-time layouts have kernels as high as their file
+ * layouts'), types without a load-time layout never. */
 static void test_repack_pays(void **state)
 {
     (void)state;
@@ -607,7 +631,9 @@ static void test_repack_pays(void **state)
         assert_true(quant_repack_pays(GGUF_TENSOR_Q4_K));
         assert_true(quant_repack_pays(GGUF_TENSOR_Q5_K));
         assert_false(quant_repack_pays(GGUF_TENSOR_F32));
-        assert_false(quant_repack_pays(GGUF_TENSOR_Q5_0));
+        assert_true(quant_repack_pays(GGUF_TENSOR_Q4_0));
+        assert_true(quant_repack_pays(GGUF_TENSOR_Q5_0));
+        assert_false(quant_repack_pays(GGUF_TENSOR_Q4_1));
     }
     assert_int_equal(quant_force_isa("auto"), 0);
 }
@@ -710,6 +736,78 @@ static void test_q5_k_r8_extremes(void **state)
     free(Xq);
 }
 
+/* Q4_0_R8 and Q5_0_R8 at the edges of their AVX2 kernel's 16-bit sums:
+ * codes 15 (Q5_0: 31), 0 and mixed against activation codes +-127, so
+ * eight (Q5_0: four) vpmaddubsw pairs sum to 8 * 2 * 15 * 127 = 30480 (4 *
+ * 2 * 31 * 127 = 31496), the offset coming off through the code sums;
+ * scales 1, so every output is the exact integer sum_k (c - o) x_k at
+ * every ISA. */
+static void check_r0_extremes(enum gguf_tensor_type t)
+{
+    const bool q5 = t == GGUF_TENSOR_Q5_0;
+    const int64_t N = 16, K = 96, M = 3, nb = K / 32;
+    const int cmax = q5 ? 31 : 15, off = q5 ? 16 : 8;
+    const size_t bb = q5 ? 22 : 18, ws = quant_row_bytes(t, K);
+    const enum gguf_tensor_type rt = quant_repack_type(t);
+    const size_t xs = quant_row_bytes(quant_dot_type(rt), K);
+    uint8_t *W = calloc(N, ws), *Xq = malloc(xs * M);
+    int code[16][96];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++)
+            code[n][k] = n == 0   ? cmax
+                         : n == 1 ? 0
+                         : n == 2 ? (k % 2 ? 0 : cmax)
+                                  : (int)(rnd() % (uint32_t)(cmax + 1));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = W + (size_t)n * ws + (size_t)b * bb, *qs = blk + (q5 ? 6 : 2);
+            const uint16_t one = 0x3c00; /* f16 1.0 */
+            uint32_t qh = 0;
+            memcpy(blk, &one, 2);
+            for (int j = 0; j < 16; j++) {
+                const int lo = code[n][32 * b + j], hi = code[n][32 * b + 16 + j];
+                qs[j] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+                qh |= (uint32_t)(lo >> 4) << j | (uint32_t)(hi >> 4) << (16 + j);
+            }
+            if (q5)
+                memcpy(blk + 2, &qh, 4);
+        }
+    float X[3 * 96];
+    for (int64_t k = 0; k < K; k++) {
+        X[k] = 127.0f;                           /* d = 1, codes 127 */
+        X[K + k] = -127.0f;                      /* codes -127 */
+        X[2 * K + k] = k % 2 ? 127.0f : -127.0f; /* against row 2's pattern */
+    }
+    assert_int_equal(quant_repack(t, W, N, K), 0);
+    quant_rows(rt, X, K, K, 0, M, Xq);
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+        if (quant_force_isa(isas[a]))
+            continue;
+        float Y[3 * 16];
+        quant_gemm(rt, W, K, 0, N, Xq, M, Y, N, 0.0f);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                int64_t want = 0;
+                for (int64_t k = 0; k < K; k++)
+                    want += (int64_t)(code[n][k] - off) * (int64_t)X[m * K + k];
+                if (Y[m * N + n] != (float)want)
+                    fail_msg("%s at %s: y[%lld][%lld] = %.1f, want %lld", quant_traits_of(rt)->name,
+                             isas[a], (long long)m, (long long)n, Y[m * N + n], (long long)want);
+            }
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+    free(W);
+    free(Xq);
+}
+
+static void test_r0_extremes(void **state)
+{
+    (void)state;
+    check_r0_extremes(GGUF_TENSOR_Q4_0);
+    check_r0_extremes(GGUF_TENSOR_Q5_0);
+}
+
 /* quant_rows writes exactly rows [m0, m1) */
 static void test_rows_range(void **state)
 {
@@ -761,8 +859,10 @@ static void test_rows_isas(void **state)
          * is the half itself, which rounds away from zero */
         X[6 * K + k] = k % 32 == 0 ? 127.0f : (float)((int)(rnd() % 252) - 126) + 0.5f;
     }
-    for (size_t i = 0; i < FOLIO_ARRAY_LEN(wtypes); i++) {
-        const enum gguf_tensor_type t = wtypes[i], dt = quant_dot_type(t);
+    /* the file types' activations, and Q8_0S (Q4_0_R8's) */
+    for (size_t i = 0; i <= FOLIO_ARRAY_LEN(wtypes); i++) {
+        const enum gguf_tensor_type t = i < FOLIO_ARRAY_LEN(wtypes) ? wtypes[i] : QUANT_Q4_0_R8,
+                                    dt = quant_dot_type(t);
         const size_t xs = quant_row_bytes(dt, K);
         uint8_t *want = malloc(xs * M), *got = malloc(xs * M);
         for (int64_t m = 0; m < M; m++)
@@ -800,6 +900,7 @@ int main(void)
         cmocka_unit_test(test_repack),
         cmocka_unit_test(test_q8_0_r8_extremes),
         cmocka_unit_test(test_q5_k_r8_extremes),
+        cmocka_unit_test(test_r0_extremes),
         cmocka_unit_test(test_repack_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
