@@ -30,9 +30,9 @@
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
- *   Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8, Q5_0_R8 (Q4_K, Q5_K,
- *          Q6_K, Q8_0, Q4_0, Q5_0 in their load-time layouts, which
- *          model__repack gives their matrices of rows in eights;
+ *   Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8 .. Q5_1_R8 (every
+ *          quantized file type in its load-time layout, which
+ *          model__repack gives its matrices of rows in eights;
  *          model/quant_avx512.c has AVX-512 kernels for Q4_K_R8, Q6_K_R8
  *          and Q8_0_R8, the others run their AVX2 ones)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
@@ -132,8 +132,8 @@
  * rows (widened tiles; BF16 only without AVX512-BF16), quantized ones
  * from widen_min_m() rows on (above), and every product with cfg.gemm =
  * MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K have no AVX2
- * widening and stay on the int8 kernels at every M (Q4_0, Q5_0 and Q5_K
- * in their load-time layouts).
+ * widening and stay on the int8 kernels at every M (in their load-time
+ * layouts).
  *
  * Work split: thread ith of nth owns band ith of the N output columns,
  * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole

@@ -84,9 +84,9 @@ int model__retype(const struct model *src, enum gguf_tensor_type t, struct model
 /* Bytes of the matrices one token's forward pass reads (every layer's,
  * and the output's). */
 size_t model__weight_bytes_per_token(const struct model *m);
-/* Rearranges every Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 and Q5_0 matrix into its
- * load-time layout (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8, Q5_0_R8:
- * quant_repack, model/quant.h)
+/* Rearranges every quantized matrix (Q4_0 .. Q8_0, Q4_K .. Q6_K) into its
+ * type's load-time layout (Q4_0_R8 .. Q6_K_R8: quant_repack,
+ * model/quant.h)
  * where that layout's kernels are at least the file layout's ISA
  * (quant_repack_pays), in place, and retypes it; a tied output follows its
  * embedding.  Matrices whose rows do not fit the

@@ -29,7 +29,7 @@
  * format and llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
  * (amax/127 per 32, round to nearest); Q8_K with amax/127 per 256 and the
  * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
- * with the sum of its codes (for the Q4_0_R8 / Q5_0_R8 kernels).
+ * with the sum of its codes (for the Q4_0_R8 .. Q5_1_R8 kernels).
  *
  * ISA.  quant_gemm takes the kernel of the chosen ISA from the type's row;
  * a row without one at that ISA falls back to the next lower ISA, and
@@ -992,6 +992,10 @@ static void r40_put(void *wp, int r, const void *xp);
 static void r40_get(const void *wp, int r, void *xp);
 static void r50_put(void *wp, int r, const void *xp);
 static void r50_get(const void *wp, int r, void *xp);
+static void r41_put(void *wp, int r, const void *xp);
+static void r41_get(const void *wp, int r, void *xp);
+static void r51_put(void *wp, int r, const void *xp);
+static void r51_get(const void *wp, int r, void *xp);
 
 /* The load-time layouts' codecs: file type, its block (elements) and block
  * bytes, and row r of a layout block written from its file block (put) or
@@ -1009,6 +1013,8 @@ static const struct r8_codec {
     {GGUF_TENSOR_Q8_0, QK8_0, sizeof(struct blk_q8_0), r80_put, r80_get},
     {GGUF_TENSOR_Q4_0, QK4_0, sizeof(struct blk_q4_0), r40_put, r40_get},
     {GGUF_TENSOR_Q5_0, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
+    {GGUF_TENSOR_Q4_1, QK4_1, sizeof(struct blk_q4_1), r41_put, r41_get},
+    {GGUF_TENSOR_Q5_1, QK5_1, sizeof(struct blk_q5_1), r51_put, r51_get},
 };
 
 static const struct r8_codec *r8_codec_of(enum gguf_tensor_type t)
@@ -1319,51 +1325,94 @@ static void q8_0_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, i
     }
 }
 
-/* ---- Q4_0_R8 / Q5_0_R8: Q4_0 and Q5_0 rows interleaved in eights ----- */
+/* ---- Q4_0_R8 .. Q5_1_R8: the 32-blocks of four bits, rows in eights ---- */
 
 /*
  * Why.  On the file's layout a Q4_0 block's 16 bytes are one row's: the
  * AVX2 kernel unpacked them to 32 signed bytes (code - 8) and ran Q8_0's
  * sign trick, vpsignb + vpmaddubsw + vpmaddwd per 32 products of one row,
- * at about a third of the Q4_K_R8 kernel's rate.  Interleaved by eight as
- * Q4_K_R8's sub-blocks are (row r in 32-bit lane r), the codes stay
- * unsigned (0..15, Q5_0's 0..31) and vpmaddubsw multiplies them by the
- * activations as they are: a block's eight (Q5_0: four) products of eight
- * rows sum in 16 bits before one vpmaddwd widens them.  The codes' offset
- * o (8, 16) comes off through the activations' code sums, sum_k (c - o) x
- * = sum_k c x - o s, s carried in the activation block (Q8_0S: Q8_0's d
- * and codes, and s).
+ * at about a third of the Q4_K_R8 kernel's rate; Q4_1 and Q5_1 had no
+ * AVX2 kernel at all.  Interleaved by eight as Q4_K_R8's sub-blocks are
+ * (row r in 32-bit lane r), the codes stay unsigned (0..15; the five-bit
+ * types' 0..31) and vpmaddubsw multiplies them by the activations as they
+ * are: a block's eight (five bits: four) products of eight rows sum in 16
+ * bits before one vpmaddwd widens them.  The activations' code sums do the
+ * rest: Q4_0's and Q5_0's offset o (8, 16) comes off as sum_k (c - o) x =
+ * sum_k c x - o s, and Q4_1's and Q5_1's mins meet s, sum_k (d c + m) x =
+ * d sum_k c x + m s, with s carried in the activation block (Q8_0S: Q8_0's
+ * d and codes, and s).
  *
- * Layout (struct blk_q4_0_r8, 144 bytes = 8 x 18; blk_q5_0_r8, 176 = 8 x
- * 22): a group of rows 8g..8g+7 occupies the same bytes its eight file
- * rows did, its blocks in column order:
+ * Layout (blk_q4_0_r8 144 bytes = 8 x 18, blk_q5_0_r8 176 = 8 x 22,
+ * blk_q4_1_r8 160 = 8 x 20, blk_q5_1_r8 192 = 8 x 24): a group of rows
+ * 8g..8g+7 occupies the same bytes its eight file rows did, its blocks in
+ * column order:
  *
  *   Q4_0_R8  [d x8 f16][qs 128: vector t = 0..3, byte 4 r + i = row r's
  *            codes of columns 4 t + i (low nibble), 16 + 4 t + i (high)]
  *   Q5_0_R8  [d x8 f16][qs 128][qh 32: byte 4 r + i, bit 2 t (2 t + 1) =
  *            the fifth bit of the code in qs vector t's low (high) nibble]
+ *   Q4_1_R8  [d x8 f16][m x8 f16][qs 128]
+ *   Q5_1_R8  [d x8 f16][m x8 f16][qs 128][qh 32]
  *
- * A Q4_0_R8 byte is the file's byte 4 t + i of row r as it is (the file
- * holds column j in byte j's low nibble, j + 16 in its high one).  Scales
+ * A qs byte is the file's byte 4 t + i of row r as it is (the file holds
+ * column j in byte j's low nibble, j + 16 in its high one).  Scales, mins
  * and codes are the file's: quant_unpack restores its bytes exactly and a
  * row dequantizes to the same floats.
  *
  * Products: per block, row r and activation row, the integer isum = sum_k
- * c x - o s (exact: the file layout's sum_k (c - o) x), then acc =
- * fma(isum, d_w x_d, acc) in block order.  The scalar kernel below and the
- * AVX2 one (quant_avx2.c) do exactly these operations, so they agree bit
- * for bit and row m of Y never depends on M.
+ * c x (minus o s for Q4_0, Q5_0: exactly the file layout's sum_k (c - o)
+ * x), then acc = fma(isum, d_w x_d, acc), and for Q4_1, Q5_1 acc = fma(s,
+ * m_w x_d, acc), in block order.  (Their file layout's kernel takes m s
+ * from Q8_1's half-float d s instead; s is exact here.)  The scalar kernel
+ * below and the AVX2 one (quant_avx2.c) do exactly these operations, so
+ * they agree bit for bit and row m of Y never depends on M.
  */
 _Static_assert(sizeof(struct blk_q4_0_r8) == R8 * sizeof(struct blk_q4_0), "q4_0_r8 layout");
 _Static_assert(sizeof(struct blk_q5_0_r8) == R8 * sizeof(struct blk_q5_0), "q5_0_r8 layout");
+_Static_assert(sizeof(struct blk_q4_1_r8) == R8 * sizeof(struct blk_q4_1), "q4_1_r8 layout");
+_Static_assert(sizeof(struct blk_q5_1_r8) == R8 * sizeof(struct blk_q5_1), "q5_1_r8 layout");
+
+/* Row r's codes into a layout block's qs (and qh, for the five-bit types;
+ * else NULL) from its file block's qs (qh). */
+static void r0_put_codes(uint8_t *qs, uint8_t *qh, int r, const uint8_t *fqs, const uint8_t *fqh)
+{
+    for (int t = 0; t < 4; t++)
+        memcpy(qs + 32 * t + 4 * r, fqs + 4 * t, 4);
+    if (!qh)
+        return;
+    uint32_t h;
+    memcpy(&h, fqh, 4); /* bit j: column j's fifth bit */
+    for (int i = 0; i < 4; i++) {
+        uint8_t b = 0;
+        for (int t = 0; t < 4; t++)
+            b |= (uint8_t)(((h >> (4 * t + i)) & 1) << (2 * t) | ((h >> (16 + 4 * t + i)) & 1)
+                                                                     << (2 * t + 1));
+        qh[4 * r + i] = b;
+    }
+}
+
+/* The inverse: row r's codes back into a file block's qs (qh). */
+static void r0_get_codes(const uint8_t *qs, const uint8_t *qh, int r, uint8_t *fqs, uint8_t *fqh)
+{
+    for (int t = 0; t < 4; t++)
+        memcpy(fqs + 4 * t, qs + 32 * t + 4 * r, 4);
+    if (!qh)
+        return;
+    uint32_t h = 0;
+    for (int i = 0; i < 4; i++)
+        for (int t = 0; t < 4; t++) {
+            const uint32_t b = qh[4 * r + i];
+            h |= ((b >> (2 * t)) & 1) << (4 * t + i) | ((b >> (2 * t + 1)) & 1) << (16 + 4 * t + i);
+        }
+    memcpy(fqh, &h, 4);
+}
 
 static void r40_put(void *wp, int r, const void *xp)
 {
     struct blk_q4_0_r8 *w = wp;
     const struct blk_q4_0 *x = xp;
     w->d[r] = x->d;
-    for (int t = 0; t < 4; t++)
-        memcpy(w->qs + 32 * t + 4 * r, x->qs + 4 * t, 4);
+    r0_put_codes(w->qs, NULL, r, x->qs, NULL);
 }
 
 static void r40_get(const void *wp, int r, void *xp)
@@ -1371,80 +1420,111 @@ static void r40_get(const void *wp, int r, void *xp)
     const struct blk_q4_0_r8 *w = wp;
     struct blk_q4_0 *x = xp;
     x->d = w->d[r];
-    for (int t = 0; t < 4; t++)
-        memcpy(x->qs + 4 * t, w->qs + 32 * t + 4 * r, 4);
+    r0_get_codes(w->qs, NULL, r, x->qs, NULL);
 }
 
 static void r50_put(void *wp, int r, const void *xp)
 {
     struct blk_q5_0_r8 *w = wp;
     const struct blk_q5_0 *x = xp;
-    uint32_t h;
-    memcpy(&h, x->qh, 4); /* bit j: column j's fifth bit */
     w->d[r] = x->d;
-    for (int t = 0; t < 4; t++)
-        memcpy(w->qs + 32 * t + 4 * r, x->qs + 4 * t, 4);
-    for (int i = 0; i < 4; i++) {
-        uint8_t b = 0;
-        for (int t = 0; t < 4; t++)
-            b |= (uint8_t)(((h >> (4 * t + i)) & 1) << (2 * t) | ((h >> (16 + 4 * t + i)) & 1)
-                                                                     << (2 * t + 1));
-        w->qh[4 * r + i] = b;
-    }
+    r0_put_codes(w->qs, w->qh, r, x->qs, x->qh);
 }
 
 static void r50_get(const void *wp, int r, void *xp)
 {
     const struct blk_q5_0_r8 *w = wp;
     struct blk_q5_0 *x = xp;
-    uint32_t h = 0;
     x->d = w->d[r];
-    for (int t = 0; t < 4; t++)
-        memcpy(x->qs + 4 * t, w->qs + 32 * t + 4 * r, 4);
-    for (int i = 0; i < 4; i++)
-        for (int t = 0; t < 4; t++) {
-            const uint32_t b = w->qh[4 * r + i];
-            h |= ((b >> (2 * t)) & 1) << (4 * t + i) | ((b >> (2 * t + 1)) & 1) << (16 + 4 * t + i);
-        }
-    memcpy(x->qh, &h, 4);
+    r0_get_codes(w->qs, w->qh, r, x->qs, x->qh);
 }
 
-/* Block b of a Q4_0_R8 (q5 false) or Q5_0_R8 group at g: row r's scale
- * and its 32 codes minus the offset (the file block's values / d), in
- * column order. */
-static float r0_block(bool q5, const uint8_t *g, int64_t b, int r, int *v)
+static void r41_put(void *wp, int r, const void *xp)
 {
-    if (q5) {
-        struct blk_q5_0 x;
-        r50_get((const struct blk_q5_0_r8 *)g + b, r, &x);
-        q5_unpack(x.qs, x.qh, v);
-        for (int k = 0; k < QK5_0; k++)
-            v[k] -= 16;
-        return h2f(x.d);
-    }
-    const struct blk_q4_0_r8 *w = (const struct blk_q4_0_r8 *)g + b;
-    for (int t = 0; t < 4; t++)
-        for (int i = 0; i < 4; i++) {
-            const int c = w->qs[32 * t + 4 * r + i];
-            v[4 * t + i] = (c & 15) - 8;
-            v[16 + 4 * t + i] = (c >> 4) - 8;
-        }
-    return h2f(w->d[r]);
+    struct blk_q4_1_r8 *w = wp;
+    const struct blk_q4_1 *x = xp;
+    w->d[r] = x->d;
+    w->m[r] = x->m;
+    r0_put_codes(w->qs, NULL, r, x->qs, NULL);
 }
 
-static void r0_row_to_float(bool q5, const uint8_t *g, int64_t nb, int r, float *y)
+static void r41_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q4_1_r8 *w = wp;
+    struct blk_q4_1 *x = xp;
+    x->d = w->d[r];
+    x->m = w->m[r];
+    r0_get_codes(w->qs, NULL, r, x->qs, NULL);
+}
+
+static void r51_put(void *wp, int r, const void *xp)
+{
+    struct blk_q5_1_r8 *w = wp;
+    const struct blk_q5_1 *x = xp;
+    w->d[r] = x->d;
+    w->m[r] = x->m;
+    r0_put_codes(w->qs, w->qh, r, x->qs, x->qh);
+}
+
+static void r51_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q5_1_r8 *w = wp;
+    struct blk_q5_1 *x = xp;
+    x->d = w->d[r];
+    x->m = w->m[r];
+    r0_get_codes(w->qs, w->qh, r, x->qs, x->qh);
+}
+
+/* Row r of block b of a group at g of layout t (Q4_0_R8 .. Q5_1_R8). */
+struct r0_row {
+    float d, m; /* scale, and min (Q4_1, Q5_1; else 0) */
+    int o;      /* the codes' offset (Q4_0 8, Q5_0 16; else 0) */
+    int c[32];  /* codes, column order */
+};
+
+static void r0_block(enum gguf_tensor_type t, const uint8_t *g, int64_t b, int r, struct r0_row *o)
+{
+    const bool q5 = t == QUANT_Q5_0_R8 || t == QUANT_Q5_1_R8;
+    const bool asym = t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8;
+    const size_t bb = t == QUANT_Q4_0_R8   ? sizeof(struct blk_q4_0_r8)
+                      : t == QUANT_Q5_0_R8 ? sizeof(struct blk_q5_0_r8)
+                      : t == QUANT_Q4_1_R8 ? sizeof(struct blk_q4_1_r8)
+                                           : sizeof(struct blk_q5_1_r8);
+    const uint8_t *blk = g + (size_t)b * bb;
+    const uint8_t *qs =
+        blk + (asym ? offsetof(struct blk_q4_1_r8, qs) : offsetof(struct blk_q4_0_r8, qs));
+    uint16_t d, m = 0;
+    memcpy(&d, blk + 2 * r, 2);
+    if (asym)
+        memcpy(&m, blk + offsetof(struct blk_q4_1_r8, m) + 2 * r, 2);
+    o->d = h2f(d);
+    o->m = asym ? h2f(m) : 0.0f;
+    o->o = asym ? 0 : q5 ? 16 : 8;
+    for (int tt = 0; tt < 4; tt++)
+        for (int i = 0; i < 4; i++) {
+            const int v = qs[32 * tt + 4 * r + i];
+            const int h = q5 ? qs[128 + 4 * r + i] >> (2 * tt) : 0; /* qh follows qs */
+            o->c[4 * tt + i] = (v & 15) | (h & 1) << 4;
+            o->c[16 + 4 * tt + i] = (v >> 4) | (h >> 1 & 1) << 4;
+        }
+}
+
+/* Row r of the group at g (nb blocks of layout t) to f32, as the file
+ * type's to_float computes it. */
+static void r0_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t nb, int r, float *y)
 {
     for (int64_t b = 0; b < nb; b++, y += QK4_0) {
-        int v[QK4_0];
-        const float d = r0_block(q5, g, b, r, v);
+        struct r0_row w;
+        r0_block(t, g, b, r, &w);
         for (int k = 0; k < QK4_0; k++)
-            y[k] = d * (float)v[k];
+            y[k] = w.o ? w.d * (float)(w.c[k] - w.o) : w.d * (float)w.c[k] + w.m;
     }
 }
 
-/* The scalar Q4_0_R8 / Q5_0_R8 product kernel (see above). */
-static void r0_gemm(bool q5, const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                    const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)
+/* The scalar Q4_0_R8 .. Q5_1_R8 product kernel (see above). */
+static void r0_gemm(enum gguf_tensor_type t, const void *W, size_t wstride, int64_t K, int64_t n0,
+                    int64_t n1, const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                    float beta)
 {
     const int64_t nb = K / QK4_0;
     for (int64_t n = n0; n < n1; n++) {
@@ -1455,12 +1535,15 @@ static void r0_gemm(bool q5, const void *W, size_t wstride, int64_t K, int64_t n
                 (const struct blk_q8_0s *)((const uint8_t *)Xq + m * xstride);
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                int v[QK4_0];
-                const float d = r0_block(q5, g, b, r, v);
+                struct r0_row w;
+                r0_block(t, g, b, r, &w);
                 int32_t isum = 0;
                 for (int k = 0; k < QK4_0; k++)
-                    isum += v[k] * x[b].qs[k];
-                acc = fmaf((float)isum, d * h2f(x[b].d), acc);
+                    isum += w.c[k] * x[b].qs[k];
+                const float dx = h2f(x[b].d);
+                acc = fmaf((float)(isum - w.o * x[b].s), w.d * dx, acc);
+                if (t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8)
+                    acc = fmaf((float)x[b].s, w.m * dx, acc);
             }
             float *y = &Y[m * ldy + n];
             *y = beta != 0.0f ? *y + acc : acc;
@@ -1468,19 +1551,16 @@ static void r0_gemm(bool q5, const void *W, size_t wstride, int64_t K, int64_t n
     }
 }
 
-static void q4_0_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                         float beta)
-{
-    r0_gemm(false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
-
-static void q5_0_r8_gemm(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                         const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                         float beta)
-{
-    r0_gemm(true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+#define R0_GEMM(name, T)                                                                           \
+    static void name(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,             \
+                     const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy, float beta) \
+    {                                                                                              \
+        r0_gemm(T, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                           \
+    }
+R0_GEMM(q4_0_r8_gemm, QUANT_Q4_0_R8)
+R0_GEMM(q5_0_r8_gemm, QUANT_Q5_0_R8)
+R0_GEMM(q4_1_r8_gemm, QUANT_Q4_1_R8)
+R0_GEMM(q5_1_r8_gemm, QUANT_Q5_1_R8)
 
 /* ---- the table -------------------------------------------------------- */
 
@@ -1540,7 +1620,13 @@ static const struct quant_traits traits[] = {
     [QUANT_Q5_0_R8] = {"Q5_0_R8", QK5_0, sizeof(struct blk_q5_0), false, QUANT_Q8_0S,
                        NULL, NULL, NULL, {q5_0_r8_gemm, X86(quant__gemm_q5_0_r8_avx2), NULL},
                        R8, GGUF_TENSOR_Q5_0},
-    /* the activations of the two above */
+    [QUANT_Q4_1_R8] = {"Q4_1_R8", QK4_1, sizeof(struct blk_q4_1), false, QUANT_Q8_0S,
+                       NULL, NULL, NULL, {q4_1_r8_gemm, X86(quant__gemm_q4_1_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q4_1},
+    [QUANT_Q5_1_R8] = {"Q5_1_R8", QK5_1, sizeof(struct blk_q5_1), false, QUANT_Q8_0S,
+                       NULL, NULL, NULL, {q5_1_r8_gemm, X86(quant__gemm_q5_1_r8_avx2), NULL},
+                       R8, GGUF_TENSOR_Q5_1},
+    /* the activations of the four above */
     [QUANT_Q8_0S] = {"Q8_0S", QK8_0, sizeof(struct blk_q8_0s), false, QUANT_Q8_0S,
                      q8_0s_to_float, q8_0s_from_float, NULL, {NULL, NULL, NULL}, 0, QUANT_Q8_0S},
 };
@@ -1573,6 +1659,8 @@ enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
            : t == GGUF_TENSOR_Q8_0 ? QUANT_Q8_0_R8
            : t == GGUF_TENSOR_Q4_0 ? QUANT_Q4_0_R8
            : t == GGUF_TENSOR_Q5_0 ? QUANT_Q5_0_R8
+           : t == GGUF_TENSOR_Q4_1 ? QUANT_Q4_1_R8
+           : t == GGUF_TENSOR_Q5_1 ? QUANT_Q5_1_R8
                                    : t;
 }
 
@@ -1625,8 +1713,9 @@ void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int6
         else if (t == QUANT_Q8_0_R8)
             q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, (int)(row % R8),
                                  dst + i * K);
-        else if (t == QUANT_Q4_0_R8 || t == QUANT_Q5_0_R8)
-            r0_row_to_float(t == QUANT_Q5_0_R8, g, K / QK4_0, (int)(row % R8), dst + i * K);
+        else if (t == QUANT_Q4_0_R8 || t == QUANT_Q5_0_R8 || t == QUANT_Q4_1_R8 ||
+                 t == QUANT_Q5_1_R8)
+            r0_row_to_float(t, g, K / QK4_0, (int)(row % R8), dst + i * K);
         else
             q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, (int)(row % R8),
                                  dst + i * K);

@@ -990,40 +990,46 @@ void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, Q8R_MR, QK8_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
-/* ---- Q4_0_R8 / Q5_0_R8: Q4_0 / Q5_0 rows interleaved in eights -------- */
+/* ---- Q4_0_R8 .. Q5_1_R8: the 32-blocks of four bits, rows in eights ---- */
 
 /*
  * As Q4_K_R8's sub-blocks (model/quant.c draws the layouts): per 32-column
- * block, four loads give eight vectors of unsigned codes (Q4_0 0..15, Q5_0
- * 0..31 with the fifth bit from one qh load, moved as Q5_K_R8's), row r in
- * 32-bit lane r, each meeting one broadcast of four activation bytes in a
- * vpmaddubsw.  A pair is at most 2 * 15 * 127 (Q5_0: 2 * 31 * 127), so all
- * eight products of a Q4_0 block sum in 16 bits (30480), Q5_0's in two
- * halves of four (31496), before vpmaddwd by ones widens them.  The
- * offset comes off in the integer sum, isum - o s (s: the activation
- * block's code sum, Q8_0S), then acc = fma(isum, d_w x_d, acc) per block,
- * as the scalar kernel, so the two agree bit for bit.  Codes are unpacked
- * once per block and shared by up to Q0R_MR rows of X; the first pass
- * over a group (decode) prefetches Q0R_PF blocks ahead.
+ * block, four loads give eight vectors of unsigned codes (0..15, the
+ * five-bit types' 0..31 with the fifth bit from one qh load, moved as
+ * Q5_K_R8's), row r in 32-bit lane r, each meeting one broadcast of four
+ * activation bytes in a vpmaddubsw.  A pair is at most 2 * 15 * 127 (five
+ * bits: 2 * 31 * 127), so all eight products of a four-bit block sum in
+ * 16 bits (30480), a five-bit one's in two halves of four (31496), before
+ * vpmaddwd by ones widens them.  Q4_0's and Q5_0's offset comes off in the
+ * integer sum, isum - o s (s: the activation block's code sum, Q8_0S),
+ * then acc = fma(isum, d_w x_d, acc) per block; Q4_1's and Q5_1's mins
+ * add acc = fma(s, m_w x_d, acc): the scalar kernel's operations, so the
+ * two agree bit for bit.  Codes are unpacked once per block and shared by
+ * up to Q0R_MR rows of X; the first pass over a group (decode) prefetches
+ * Q0R_PF blocks ahead.
  */
 #define Q0R_MR 4
 /* blocks ahead: about 1.1 KiB, as the other layouts */
 #define Q0R_PF 8
 
+/* q5: five-bit codes (Q5_0, Q5_1); asym: mins, not an offset (Q4_1, Q5_1) */
 static inline __attribute__((always_inline)) void
-tile_r0(const int MR, const bool q5, const bool pf, const uint8_t *G, int64_t nb, const uint8_t *X,
-        size_t xstride, float *Y, int64_t ldy, float beta)
+tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8_t *G, int64_t nb,
+        const uint8_t *X, size_t xstride, float *Y, int64_t ldy, float beta)
 {
-    const size_t bb = q5 ? sizeof(struct blk_q5_0_r8) : sizeof(struct blk_q4_0_r8);
+    const size_t bb = asym ? (q5 ? sizeof(struct blk_q5_1_r8) : sizeof(struct blk_q4_1_r8))
+                           : (q5 ? sizeof(struct blk_q5_0_r8) : sizeof(struct blk_q4_0_r8));
+    /* d first in every layout, then m (asym), then qs, then qh (q5):
+     * model/quant_internal.h */
+    const size_t qs_at = asym ? offsetof(struct blk_q4_1_r8, qs) : offsetof(struct blk_q4_0_r8, qs);
+    const int off = asym ? 0 : q5 ? 16 : 8;
     const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16),
                   ones = _mm256_set1_epi16(1);
     __m256 acc[Q0R_MR];
     for (int m = 0; m < MR; m++)
         acc[m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = G + (size_t)b * bb;
-        /* d and qs: at the same offsets in both layouts (quant_internal.h) */
-        const struct blk_q4_0_r8 *w = (const struct blk_q4_0_r8 *)blk;
+        const uint8_t *blk = G + (size_t)b * bb, *qs = blk + qs_at;
         if (pf)
             prefetch_span(blk + Q0R_PF * bb, (int64_t)bb);
         const struct blk_q8_0s *x[Q0R_MR];
@@ -1033,10 +1039,9 @@ tile_r0(const int MR, const bool q5, const bool pf, const uint8_t *G, int64_t nb
             s16[m] = isum[m] = _mm256_setzero_si256();
         }
         const __m256i hv =
-            q5 ? _mm256_loadu_si256((const __m256i *)((const struct blk_q5_0_r8 *)blk)->qh)
-               : _mm256_setzero_si256();
+            q5 ? _mm256_loadu_si256((const __m256i *)(qs + 128)) : _mm256_setzero_si256();
         for (int t = 0; t < 4; t++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * t));
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * t));
             __m256i lo = _mm256_and_si256(v, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             if (q5) {
@@ -1056,46 +1061,46 @@ tile_r0(const int MR, const bool q5, const bool pf, const uint8_t *G, int64_t nb
                 }
             }
         }
-        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        const __m256 m8 = asym ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)))
+                               : _mm256_setzero_ps();
         for (int m = 0; m < MR; m++) {
             if (!q5)
                 isum[m] = _mm256_madd_epi16(s16[m], ones);
-            const __m256i off = _mm256_set1_epi32((q5 ? 16 : 8) * (int32_t)x[m]->s);
-            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[m], off)),
-                                     _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x[m]->d))), acc[m]);
+            const __m256 dx = _mm256_set1_ps(h2f(x[m]->d));
+            if (!asym)
+                isum[m] = _mm256_sub_epi32(isum[m], _mm256_set1_epi32(off * (int32_t)x[m]->s));
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d8, dx), acc[m]);
+            if (asym)
+                acc[m] =
+                    _mm256_fmadd_ps(_mm256_set1_ps((float)x[m]->s), _mm256_mul_ps(m8, dx), acc[m]);
         }
     }
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-/* the tiles of 1..Q0R_MR rows of X: r40_* Q4_0_R8, r50_* Q5_0_R8 */
-#define TILE_R0_FNS(mr)                                                                            \
-    static void r40_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,    \
-                         float *Y, int64_t ldy, float beta)                                        \
+/* the tiles of 1..Q0R_MR rows of X: r40_* Q4_0_R8, r50_* Q5_0_R8, r41_*
+ * Q4_1_R8, r51_* Q5_1_R8 */
+#define TILE_R0_FN(name, mr, q5, asym)                                                             \
+    static void name##_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, \
+                            float *Y, int64_t ldy, float beta)                                     \
     {                                                                                              \
-        tile_r0(mr, false, first, G, nb, X, xs, Y, ldy, beta);                                     \
-    }                                                                                              \
-    static void r50_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,    \
-                         float *Y, int64_t ldy, float beta)                                        \
-    {                                                                                              \
-        tile_r0(mr, true, first, G, nb, X, xs, Y, ldy, beta);                                      \
+        tile_r0(mr, q5, asym, first, G, nb, X, xs, Y, ldy, beta);                                  \
     }
-TILE_R0_FNS(1)
-TILE_R0_FNS(2)
-TILE_R0_FNS(3)
-TILE_R0_FNS(4)
-
-void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[Q0R_MR] = {r40_1, r40_2, r40_3, r40_4};
-    gemm_groups(fns, Q0R_MR, QK4_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
-
-void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[Q0R_MR] = {r50_1, r50_2, r50_3, r50_4};
-    gemm_groups(fns, Q0R_MR, QK5_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+#define TILE_R0_FNS(name, q5, asym)                                                                \
+    TILE_R0_FN(name, 1, q5, asym)                                                                  \
+    TILE_R0_FN(name, 2, q5, asym)                                                                  \
+    TILE_R0_FN(name, 3, q5, asym)                                                                  \
+    TILE_R0_FN(name, 4, q5, asym)                                                                  \
+    void quant__gemm_##name##_avx2(QUANT__GEMM_ARGS)                                               \
+    {                                                                                              \
+        static const group_fn fns[Q0R_MR] = {name##_1, name##_2, name##_3, name##_4};              \
+        gemm_groups(fns, Q0R_MR, QK4_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);      \
+    }
+TILE_R0_FNS(q4_0_r8, false, false)
+TILE_R0_FNS(q5_0_r8, true, false)
+TILE_R0_FNS(q4_1_r8, false, true)
+TILE_R0_FNS(q5_1_r8, true, true)
 
 /* ---- activation rows ---------------------------------------------------- */
 

@@ -154,9 +154,28 @@ struct blk_q5_0_r8 {
 _Static_assert(offsetof(struct blk_q5_0_r8, qs) == offsetof(struct blk_q4_0_r8, qs),
                "Q5_0_R8 and Q4_0_R8 share their leading fields");
 
-/* activations of Q4_0_R8 and Q5_0_R8 products: Q8_0's block (x = d * qs,
- * the same d and codes) with s = sum(qs), exact, which takes the codes'
- * offset (8, 16) off: sum (c - o) x = sum c x - o s */
+/* Q4_1_R8 and Q5_1_R8 (load-time layouts, model/quant.c): Q4_0_R8's and
+ * Q5_0_R8's with the eight rows' mins m after their scales (value d code
+ * + m, codes 0..15 and 0..31). */
+struct blk_q4_1_r8 {
+    uint16_t d[8], m[8];
+    uint8_t qs[8 * QK4_1 / 2];
+};
+struct blk_q5_1_r8 {
+    uint16_t d[8], m[8];
+    uint8_t qs[8 * QK5_1 / 2];
+    uint8_t qh[8 * 4];
+};
+_Static_assert(offsetof(struct blk_q5_1_r8, qs) == offsetof(struct blk_q4_1_r8, qs),
+               "Q5_1_R8 and Q4_1_R8 share their leading fields");
+_Static_assert(offsetof(struct blk_q5_0_r8, qh) == offsetof(struct blk_q5_0_r8, qs) + 128 &&
+                   offsetof(struct blk_q5_1_r8, qh) == offsetof(struct blk_q5_1_r8, qs) + 128,
+               "a five-bit layout's qh follows its qs");
+
+/* activations of the Q4_0_R8, Q5_0_R8, Q4_1_R8 and Q5_1_R8 products:
+ * Q8_0's block (x = d * qs, the same d and codes) with s = sum(qs),
+ * exact, which takes the codes' offset o (8, 16) off, sum (c - o) x =
+ * sum c x - o s, or meets the mins: sum (d c + m) x = d sum c x + m s */
 struct blk_q8_0s {
     uint16_t d;
     int16_t s;
@@ -194,5 +213,7 @@ void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q4_1_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q5_1_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

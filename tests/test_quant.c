@@ -12,9 +12,10 @@
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
  * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- *   Q5_0_R8): exact round trip through quant_repack / quant_unpack, rows
- *   dequantized as the file's, products (on the layout's own activations,
- *   Q8_0S for Q4_0_R8 / Q5_0_R8, the same values as the file type's)
+ *   Q5_0_R8, Q4_1_R8, Q5_1_R8): exact round trip through quant_repack /
+ *   quant_unpack, rows dequantized as the file's, products (on the
+ *   layout's own activations, Q8_0S for the last four, the same values as
+ *   the file type's)
  *   against the reference on the file's layout, scalar = AVX2 bit for bit,
  *   and the AVX2 kernels' 16-bit sums at their edges.
  */
@@ -507,7 +508,7 @@ static void test_gemm_all_isas(void **state)
 }
 
 /* The load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- * Q5_0_R8): quant_repack keeps the bytes' count and quant_unpack restores
+ * Q5_0_R8, Q4_1_R8, Q5_1_R8): quant_repack keeps the bytes' count and quant_unpack restores
  * them exactly; every row dequantizes to
  * the file row's floats; a matrix of rows not in whole groups is refused
  * untouched; products at every ISA against the reference on the file's
@@ -549,7 +550,7 @@ static void check_repack(enum gguf_tensor_type t)
     fill_weights(t, W, 12, 256);
     memcpy(C, W, quant_row_bytes(t, 256) * 12);
     assert_int_equal(quant_repack(t, W, 12, 256), -EINVAL);
-    assert_int_equal(quant_repack(GGUF_TENSOR_Q4_1, W, 8, 256), -EINVAL);
+    assert_int_equal(quant_repack(GGUF_TENSOR_F16, W, 8, 256), -EINVAL);
     assert_memory_equal(W, C, quant_row_bytes(t, 256) * 12);
     free(W);
     free(C);
@@ -604,7 +605,7 @@ static void test_repack(void **state)
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_K), QUANT_Q4_K_R8);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q6_K), QUANT_Q6_K_R8);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_K), QUANT_Q5_K_R8);
-    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_1), GGUF_TENSOR_Q4_1);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_F16), GGUF_TENSOR_F16);
     check_repack(GGUF_TENSOR_Q4_K);
     check_repack(GGUF_TENSOR_Q5_K);
     check_repack(GGUF_TENSOR_Q6_K);
@@ -614,12 +615,16 @@ static void test_repack(void **state)
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_0), QUANT_Q5_0_R8);
     check_repack(GGUF_TENSOR_Q4_0);
     check_repack(GGUF_TENSOR_Q5_0);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q4_1), QUANT_Q4_1_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_1), QUANT_Q5_1_R8);
+    check_repack(GGUF_TENSOR_Q4_1);
+    check_repack(GGUF_TENSOR_Q5_1);
 }
 
 /* The loader repacks a type only where its load-time layout has a kernel
- * at least as high as the file layout's: Q8_0, Q4_K, Q5_K, Q4_0 and Q5_0
- * at every ISA (their load-time layouts have kernels as high as their file
- * layouts'), types without a load-time layout never. */
+ * at least as high as the file layout's: every quantized file type at
+ * every ISA (their load-time layouts have kernels as high as their file
+ * layouts'), types without a load-time layout (the float types) never. */
 static void test_repack_pays(void **state)
 {
     (void)state;
@@ -631,9 +636,9 @@ static void test_repack_pays(void **state)
         assert_true(quant_repack_pays(GGUF_TENSOR_Q4_K));
         assert_true(quant_repack_pays(GGUF_TENSOR_Q5_K));
         assert_false(quant_repack_pays(GGUF_TENSOR_F32));
-        assert_true(quant_repack_pays(GGUF_TENSOR_Q4_0));
-        assert_true(quant_repack_pays(GGUF_TENSOR_Q5_0));
-        assert_false(quant_repack_pays(GGUF_TENSOR_Q4_1));
+        for (size_t i = 0; i < FOLIO_ARRAY_LEN(wtypes); i++)
+            assert_true(quant_repack_pays(wtypes[i]));
+        assert_false(quant_repack_pays(GGUF_TENSOR_F16));
     }
     assert_int_equal(quant_force_isa("auto"), 0);
 }
@@ -736,18 +741,21 @@ static void test_q5_k_r8_extremes(void **state)
     free(Xq);
 }
 
-/* Q4_0_R8 and Q5_0_R8 at the edges of their AVX2 kernel's 16-bit sums:
- * codes 15 (Q5_0: 31), 0 and mixed against activation codes +-127, so
- * eight (Q5_0: four) vpmaddubsw pairs sum to 8 * 2 * 15 * 127 = 30480 (4 *
- * 2 * 31 * 127 = 31496), the offset coming off through the code sums;
- * scales 1, so every output is the exact integer sum_k (c - o) x_k at
- * every ISA. */
+/* Q4_0_R8 .. Q5_1_R8 at the edges of their AVX2 kernel's 16-bit sums:
+ * codes 15 (five bits: 31), 0 and mixed against activation codes +-127,
+ * so eight (five bits: four) vpmaddubsw pairs sum to 8 * 2 * 15 * 127 =
+ * 30480 (4 * 2 * 31 * 127 = 31496), the offset o (8, 16) coming off
+ * through the code sums; scales 1 and Q4_1's / Q5_1's mins -o (the same
+ * values), so every output is the exact integer sum_k (c - o) x_k at every
+ * ISA. */
 static void check_r0_extremes(enum gguf_tensor_type t)
 {
-    const bool q5 = t == GGUF_TENSOR_Q5_0;
+    const bool q5 = t == GGUF_TENSOR_Q5_0 || t == GGUF_TENSOR_Q5_1;
+    const bool asym = t == GGUF_TENSOR_Q4_1 || t == GGUF_TENSOR_Q5_1;
     const int64_t N = 16, K = 96, M = 3, nb = K / 32;
     const int cmax = q5 ? 31 : 15, off = q5 ? 16 : 8;
-    const size_t bb = q5 ? 22 : 18, ws = quant_row_bytes(t, K);
+    const size_t bb = quant_traits_of(t)->block_bytes, ws = quant_row_bytes(t, K);
+    const int qh_at = asym ? 4 : 2, qs_at = qh_at + (q5 ? 4 : 0);
     const enum gguf_tensor_type rt = quant_repack_type(t);
     const size_t xs = quant_row_bytes(quant_dot_type(rt), K);
     uint8_t *W = calloc(N, ws), *Xq = malloc(xs * M);
@@ -760,17 +768,19 @@ static void check_r0_extremes(enum gguf_tensor_type t)
                                   : (int)(rnd() % (uint32_t)(cmax + 1));
     for (int64_t n = 0; n < N; n++)
         for (int64_t b = 0; b < nb; b++) {
-            uint8_t *blk = W + (size_t)n * ws + (size_t)b * bb, *qs = blk + (q5 ? 6 : 2);
-            const uint16_t one = 0x3c00; /* f16 1.0 */
+            uint8_t *blk = W + (size_t)n * ws + (size_t)b * bb, *qs = blk + qs_at;
+            const uint16_t one = 0x3c00, min = folio_f32_to_f16((float)-off); /* f16 1.0, -o */
             uint32_t qh = 0;
             memcpy(blk, &one, 2);
+            if (asym)
+                memcpy(blk + 2, &min, 2);
             for (int j = 0; j < 16; j++) {
                 const int lo = code[n][32 * b + j], hi = code[n][32 * b + 16 + j];
                 qs[j] = (uint8_t)((lo & 15) | (hi & 15) << 4);
                 qh |= (uint32_t)(lo >> 4) << j | (uint32_t)(hi >> 4) << (16 + j);
             }
             if (q5)
-                memcpy(blk + 2, &qh, 4);
+                memcpy(blk + qh_at, &qh, 4);
         }
     float X[3 * 96];
     for (int64_t k = 0; k < K; k++) {
@@ -806,6 +816,8 @@ static void test_r0_extremes(void **state)
     (void)state;
     check_r0_extremes(GGUF_TENSOR_Q4_0);
     check_r0_extremes(GGUF_TENSOR_Q5_0);
+    check_r0_extremes(GGUF_TENSOR_Q4_1);
+    check_r0_extremes(GGUF_TENSOR_Q5_1);
 }
 
 /* quant_rows writes exactly rows [m0, m1) */
