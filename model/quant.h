@@ -64,7 +64,7 @@ struct quant_traits {
  * kernels, never in a file (quant_traits.in_files false).  Q4_K_R8 holds a
  * Q4_K matrix's rows interleaved in groups of eight, in the same bytes (so
  * it replaces the file's layout in place; quant_row_bytes is the file
- * type's): model/quant.c draws it.  The number is outside ggml's types. */
+ * type's): model/quant_r8.c draws it.  The number is outside ggml's types. */
 #define QUANT_Q4_K_R8 ((enum gguf_tensor_type)64)
 #define QUANT_Q6_K_R8 ((enum gguf_tensor_type)65) /* Q6_K's, the same way */
 #define QUANT_Q8_0_R8 ((enum gguf_tensor_type)66) /* Q8_0's, the same way */

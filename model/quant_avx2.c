@@ -1,7 +1,8 @@
 /*
  * model/quant_avx2.c — quantized products with AVX2 (vpmaddubsw), built with
  * its own flags and chosen at run time by quant.c; the scalar kernels of
- * quant.c and quant_gemm_ref are the references the tests hold them to.
+ * quant.c and quant_r8.c and quant_gemm_ref are the references the tests
+ * hold them to.
  *
  * vpmaddubsw multiplies unsigned by signed bytes and adds pairs into int16
  * with saturation.  The usual sign trick keeps it exact: |w| (unsigned) times
@@ -504,7 +505,7 @@ KTILE_FNS(q4_k)
 KTILE_FNS(q5_k)
 KTILE_FNS(q6_k)
 
-/* ---- Q4_K_R8: eight Q4_K rows interleaved (model/quant.c draws it) ------ */
+/* ---- Q4_K_R8: eight Q4_K rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
  * Row r of the group lives in 32-bit lane r of every vector.  Per
@@ -519,7 +520,7 @@ KTILE_FNS(q6_k)
  * four vpmaddwd per block.  Scales and mins of the eight rows are unpacked
  * once per block (r8_six) and shared by up to KMR rows of X.  Per block and
  * row: acc = fma(isum, d x_d, acc), acc = fma(-msum, dmin x_d, acc), as the
- * scalar kernel in model/quant.c, so the two agree bit for bit.  The group
+ * scalar kernel in model/quant_r8.c, so the two agree bit for bit.  The group
  * is one contiguous run of bytes; R8_PF blocks ahead of it are prefetched.
  */
 /* blocks (1152 bytes each) ahead: without it the group read from memory
@@ -766,7 +767,7 @@ void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
-/* ---- Q5_K_R8: eight Q5_K rows interleaved (model/quant.c draws it) ------ */
+/* ---- Q5_K_R8: eight Q5_K rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
  * Q4_K_R8's tile (tile_k above, q5 true), with each code vector's fifth
@@ -784,7 +785,7 @@ void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
-/* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
+/* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
  * As Q4_K_R8: row r in 32-bit lane r, four codes per row meeting one
@@ -909,7 +910,7 @@ void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
-/* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant.c draws it) ------ */
+/* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
  * Row r of the group lives in 32-bit lane r of every vector.  Per 32-column
@@ -922,7 +923,7 @@ void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
  * row's 32-bit sums: the sums come out one lane per weight row, with no
  * horizontal adds, and the eight scales of the block convert in one
  * vcvtph2ps.  Per block and row of X: acc = fma(isum, d_w x_d, acc), as the
- * scalar kernel in model/quant.c, so the two agree bit for bit and row m of
+ * scalar kernel in model/quant_r8.c, so the two agree bit for bit and row m of
  * Y never depends on M.  The group is one contiguous run of bytes; the
  * first pass of X over it prefetches Q8R_PF blocks ahead (the decode case:
  * the one pass of one row, W streamed from memory).
@@ -993,7 +994,7 @@ void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
 /* ---- Q4_0_R8 .. Q5_1_R8: the 32-blocks of four bits, rows in eights ---- */
 
 /*
- * As Q4_K_R8's sub-blocks (model/quant.c draws the layouts): per 32-column
+ * As Q4_K_R8's sub-blocks (model/quant_r8.c draws the layouts): per 32-column
  * block, four loads give eight vectors of unsigned codes (0..15, the
  * five-bit types' 0..31 with the fifth bit from one qh load, moved as
  * Q5_K_R8's), row r in 32-bit lane r, each meeting one broadcast of four

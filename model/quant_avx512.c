@@ -112,7 +112,7 @@ void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS)
     }
 }
 
-/* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant.c draws it) ------ */
+/* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
  * Two groups of eight weight rows side by side in one 512-bit vector: per
@@ -310,7 +310,7 @@ void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
     }
 }
 
-/* ---- Q4_K_R8: eight Q4_K rows interleaved (model/quant.c draws it) ------ */
+/* ---- Q4_K_R8: eight Q4_K rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
  * As Q8_0_R8 above, two groups of eight rows side by side in one 512-bit
@@ -512,7 +512,7 @@ void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
         gemm_kpairs(q4kr8_fns, true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
-/* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant.c draws it) ------ */
+/* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
  * As Q4_K_R8 above: two groups per 512-bit vector, codes 0..63 (the

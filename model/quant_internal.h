@@ -76,7 +76,7 @@ struct blk_q6_k {
     int8_t scales[QK_K / 16];
     uint16_t d;
 };
-/* Q4_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
+/* Q4_K_R8 (load-time layout, model/quant_r8.c): one 256-column block of eight
  * Q4_K rows r = 0..7 of a group.  Scale and min v = 8 j + r (sub-block j,
  * row r) keep their 6 bits: the low 4 in sl / ml (byte i < 16: value i in
  * the low nibble, 16 + i in the high; byte 16 + i: 32 + i and 48 + i), the
@@ -91,7 +91,7 @@ struct blk_q4_k_r8 {
     uint8_t qs[8 * QK_K / 2];
 };
 
-/* Q5_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
+/* Q5_K_R8 (load-time layout, model/quant_r8.c): one 256-column block of eight
  * Q5_K rows.  d, dmin, sl, ml, sh, mh and qs as Q4_K_R8's (qs: the codes'
  * low 4 bits); qh + 32 j: sub-block j's fifth bits, byte 4 r + i holding
  * at bit 2 t (2 t + 1) that of row r's code of column 32 j + 4 t + i
@@ -108,7 +108,7 @@ struct blk_q5_k_r8 {
 _Static_assert(offsetof(struct blk_q5_k_r8, qs) == offsetof(struct blk_q4_k_r8, qs),
                "Q5_K_R8 and Q4_K_R8 share their leading fields");
 
-/* Q6_K_R8 (load-time layout, model/quant.c): one 256-column block of eight
+/* Q6_K_R8 (load-time layout, model/quant_r8.c): one 256-column block of eight
  * Q6_K rows.  sc[8 j + r]: sub-block j's scale of row r.  Codes 0..63 (the
  * file's q + 32) by 32-column chunks c: ql + 128 c holds four 32-byte
  * vectors t whose byte 4 r + i has the low 4 bits of row r's code of column
@@ -122,7 +122,7 @@ struct blk_q6_k_r8 {
     uint8_t qh[8 * QK_K / 4];
 };
 
-/* Q8_0_R8 (load-time layout, model/quant.c): one 32-column block of eight
+/* Q8_0_R8 (load-time layout, model/quant_r8.c): one 32-column block of eight
  * Q8_0 rows r = 0..7 of a group: their eight scales, then eight 32-byte
  * vectors t = 0..7 whose byte 4 r + i holds row r's code of column
  * 4 t + i. */
@@ -131,7 +131,7 @@ struct blk_q8_0_r8 {
     int8_t qs[8 * QK8_0];
 };
 
-/* Q4_0_R8 (load-time layout, model/quant.c): one 32-column block of eight
+/* Q4_0_R8 (load-time layout, model/quant_r8.c): one 32-column block of eight
  * Q4_0 rows r = 0..7 of a group: their eight scales, then four 32-byte
  * vectors t = 0..3 whose byte 4 r + i holds row r's code (the file's,
  * 0..15, value d (code - 8)) of column 4 t + i in its low nibble and of
@@ -141,7 +141,7 @@ struct blk_q4_0_r8 {
     uint8_t qs[8 * QK4_0 / 2];
 };
 
-/* Q5_0_R8 (load-time layout, model/quant.c): one 32-column block of eight
+/* Q5_0_R8 (load-time layout, model/quant_r8.c): one 32-column block of eight
  * Q5_0 rows.  d and qs (the codes' low 4 bits) as Q4_0_R8's; qh: byte
  * 4 r + i holds at bit 2 t (2 t + 1) the fifth bit of row r's code of
  * column 4 t + i (16 + 4 t + i), the same byte as the code's low bits in
@@ -154,7 +154,7 @@ struct blk_q5_0_r8 {
 _Static_assert(offsetof(struct blk_q5_0_r8, qs) == offsetof(struct blk_q4_0_r8, qs),
                "Q5_0_R8 and Q4_0_R8 share their leading fields");
 
-/* Q4_1_R8 and Q5_1_R8 (load-time layouts, model/quant.c): Q4_0_R8's and
+/* Q4_1_R8 and Q5_1_R8 (load-time layouts, model/quant_r8.c): Q4_0_R8's and
  * Q5_0_R8's with the eight rows' mins m after their scales (value d code
  * + m, codes 0..15 and 0..31). */
 struct blk_q4_1_r8 {
@@ -189,10 +189,22 @@ struct blk_q8_k {
     int16_t bsums[QK_K / 16];
 };
 
+/* rows per group of every load-time layout above */
+#define QUANT_GROUP 8
+
 /* Per-ISA product kernels (signature of quant_gemm_fn). */
 #define QUANT__GEMM_ARGS                                                                           \
     const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1, const void *Xq,              \
         size_t xstride, int64_t M, float *Y, int64_t ldy, float beta
+/* the load-time layouts' plain C kernels (model/quant_r8.c) */
+void quant__gemm_q4_k_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q5_k_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q6_k_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q8_0_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q4_0_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q5_0_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q4_1_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q5_1_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS);

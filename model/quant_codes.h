@@ -1,0 +1,66 @@
+/*
+ * model/quant_codes.h — the scalar pieces of the file types' blocks that
+ * model/quant.c (the file types) and model/quant_r8.c (their load-time
+ * layouts) share: half floats, and the K-quants' packed scales and codes.
+ * Private to those two files; the x86 kernel files have their own
+ * (quant_x86.h).
+ */
+#ifndef FOLIO_MODEL_QUANT_CODES_H
+#define FOLIO_MODEL_QUANT_CODES_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "folio/common.h"
+#include "quant.h"
+#include "quant_internal.h"
+
+/* IEEE half -> float, exact (inline: the scalar kernels call it per block) */
+static inline float h2f(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t u;
+    float f;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0) {
+        f = (float)man * 0x1p-24f; /* zero or subnormal: exact */
+        memcpy(&u, &f, 4);
+        u |= sign;
+    } else {
+        u = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f2h(float f)
+{
+    return folio_f32_to_f16(f);
+}
+
+/* scale and min codes (6 bits each) of sub-block j of a Q4_K/Q5_K block */
+static inline void k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Q4_K / Q5_K: the 6-bit scale and min codes ls[8], lm[8] into q[12] */
+void quant__k4_pack_scales(const int *ls, const int *lm, uint8_t *q);
+/* a block's codes in column order: Q4_K 0..15, Q5_K 0..31 */
+void quant__q4_k_codes(const struct blk_q4_k *x, uint8_t *L);
+void quant__q5_k_codes(const struct blk_q5_k *x, uint8_t *L);
+/* Q6_K: codes L[256] (0..63) into ql[128], qh[64]; and back as q - 32 */
+void quant__q6_k_pack(const uint8_t *L, uint8_t *ql_out, uint8_t *qh_out);
+void quant__q6_k_codes(const struct blk_q6_k *x, int8_t *q);
+/* Row r of the group at g of load-time layout t, K columns, to f32
+ * (model/quant_r8.c) */
+void quant__r8_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t K, int r, float *y);
+
+#endif /* FOLIO_MODEL_QUANT_CODES_H */
