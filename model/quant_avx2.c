@@ -627,6 +627,21 @@ static inline __attribute__((always_inline)) __m256i r5_bit4(__m256i h, int b)
     return b < 4 ? _mm256_slli_epi16(h, 4 - b) : b == 4 ? h : _mm256_srli_epi16(h, b - 4);
 }
 
+/* A 32-byte vector v of packed codes (Q4_K_R8 / Q4_0_R8 vector t) as its
+ * low and high nibbles, with their fifth bits from hv when q5 (Q5_K_R8,
+ * Q5_0_R8, Q5_1_R8: bits 2 t and 2 t + 1 of each byte). */
+static inline __attribute__((always_inline)) void r4_codes(const bool q5, __m256i v, __m256i hv,
+                                                           int t, __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16);
+    *lo = _mm256_and_si256(v, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (q5) {
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(r5_bit4(hv, 2 * t), m10));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(r5_bit4(hv, 2 * t + 1), m10));
+    }
+}
+
 /* MR rows of X (xstride apart) by the group G (nb blocks) of Q4_K_R8, or
  * Q5_K_R8 when q5: Y[m][0..8). */
 static inline __attribute__((always_inline)) void tile_k(const int MR, const bool q5,
@@ -635,7 +650,6 @@ static inline __attribute__((always_inline)) void tile_k(const int MR, const boo
                                                          int64_t ldy, float beta)
 {
     const size_t bb = q5 ? sizeof(struct blk_q5_k_r8) : sizeof(struct blk_q4_k_r8);
-    const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16);
     __m256 acc[KMR];
     for (int m = 0; m < MR; m++)
         acc[m] = _mm256_setzero_ps();
@@ -665,13 +679,9 @@ static inline __attribute__((always_inline)) void tile_k(const int MR, const boo
             for (int m = 0; m < MR; m++) /* set below before use; for the compiler */
                 s16[m] = _mm256_setzero_si256();
             for (int t = 0; t < 4; t++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t));
-                __m256i lo = _mm256_and_si256(v, m4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                if (q5) {
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(r5_bit4(hv, 2 * t), m10));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(r5_bit4(hv, 2 * t + 1), m10));
-                }
+                __m256i lo, hi;
+                r4_codes(q5, _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t)), hv, t,
+                         &lo, &hi);
                 for (int m = 0; m < MR; m++) {
                     const int8_t *xq =
                         ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
@@ -1024,8 +1034,7 @@ tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8
      * model/quant_internal.h */
     const size_t qs_at = asym ? offsetof(struct blk_q4_1_r8, qs) : offsetof(struct blk_q4_0_r8, qs);
     const int off = asym ? 0 : q5 ? 16 : 8;
-    const __m256i m4 = _mm256_set1_epi8(15), m10 = _mm256_set1_epi8(16),
-                  ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[Q0R_MR];
     for (int m = 0; m < MR; m++)
         acc[m] = _mm256_setzero_ps();
@@ -1042,13 +1051,8 @@ tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8
         const __m256i hv =
             q5 ? _mm256_loadu_si256((const __m256i *)(qs + 128)) : _mm256_setzero_si256();
         for (int t = 0; t < 4; t++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * t));
-            __m256i lo = _mm256_and_si256(v, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (q5) {
-                lo = _mm256_or_si256(lo, _mm256_and_si256(r5_bit4(hv, 2 * t), m10));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(r5_bit4(hv, 2 * t + 1), m10));
-            }
+            __m256i lo, hi;
+            r4_codes(q5, _mm256_loadu_si256((const __m256i *)(qs + 32 * t)), hv, t, &lo, &hi);
             for (int m = 0; m < MR; m++) {
                 const __m256i p =
                     _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x[m]->qs + 4 * t)),

@@ -643,6 +643,32 @@ static void test_repack_pays(void **state)
     assert_int_equal(quant_force_isa("auto"), 0);
 }
 
+/* quant_gemm of layout rt (W repacked, Xq its activations of X) at every
+ * ISA the CPU has: each output exactly sum_k v[n][k] x[m][k] (v: the
+ * weights' values, whole numbers; scales 1, so x's codes are X). */
+static void check_exact(enum gguf_tensor_type rt, const uint8_t *W, const uint8_t *Xq, int64_t M,
+                        int64_t N, int64_t K, const float *X, const int *v)
+{
+    const char *isas[] = {"scalar", "avx2", "avx512"};
+    float Y[64];
+    assert_true(M * N <= 64);
+    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
+        if (quant_force_isa(isas[a]))
+            continue;
+        quant_gemm(rt, W, K, 0, N, Xq, M, Y, N, 0.0f);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                int64_t want = 0;
+                for (int64_t k = 0; k < K; k++)
+                    want += (int64_t)v[n * K + k] * (int64_t)X[m * K + k];
+                if (Y[m * N + n] != (float)want)
+                    fail_msg("%s at %s: y[%lld][%lld] = %.1f, want %lld", quant_traits_of(rt)->name,
+                             isas[a], (long long)m, (long long)n, Y[m * N + n], (long long)want);
+            }
+    }
+    assert_int_equal(quant_force_isa("auto"), 0);
+}
+
 /* Q8_0_R8 at the edges of its kernels' ranges: codes -128 and 127 against
  * activation codes +-127 (AVX2: pairs of 2 * 128 * 127, just below
  * vpmaddubsw's int16 saturation; AVX-512: weight bytes w + 128 at 0 and
@@ -677,23 +703,10 @@ static void test_q8_0_r8_extremes(void **state)
     }
     quant_rows(GGUF_TENSOR_Q8_0, X, K, K, 0, M, Xq);
     assert_int_equal(quant_repack(GGUF_TENSOR_Q8_0, W, N, K), 0);
-    const char *isas[] = {"scalar", "avx2", "avx512"};
-    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
-        if (quant_force_isa(isas[a]))
-            continue;
-        float Y[3 * 8];
-        quant_gemm(QUANT_Q8_0_R8, W, K, 0, N, Xq, M, Y, N, 0.0f);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) {
-                int64_t want = 0;
-                for (int64_t k = 0; k < K; k++)
-                    want += (int64_t)code[n][k] * (int64_t)X[m * K + k];
-                if (Y[m * N + n] != (float)want)
-                    fail_msg("Q8_0_R8 at %s: y[%lld][%lld] = %.1f, want %lld", isas[a],
-                             (long long)m, (long long)n, Y[m * N + n], (long long)want);
-            }
-    }
-    assert_int_equal(quant_force_isa("auto"), 0);
+    int v[8 * 96];
+    for (int64_t i = 0; i < N * K; i++)
+        v[i] = code[i / K][i % K];
+    check_exact(QUANT_Q8_0_R8, W, Xq, M, N, K, X, v);
     free(W);
     free(Xq);
 }
@@ -790,23 +803,10 @@ static void check_r0_extremes(enum gguf_tensor_type t)
     }
     assert_int_equal(quant_repack(t, W, N, K), 0);
     quant_rows(rt, X, K, K, 0, M, Xq);
-    const char *isas[] = {"scalar", "avx2", "avx512"};
-    for (size_t a = 0; a < FOLIO_ARRAY_LEN(isas); a++) {
-        if (quant_force_isa(isas[a]))
-            continue;
-        float Y[3 * 16];
-        quant_gemm(rt, W, K, 0, N, Xq, M, Y, N, 0.0f);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) {
-                int64_t want = 0;
-                for (int64_t k = 0; k < K; k++)
-                    want += (int64_t)(code[n][k] - off) * (int64_t)X[m * K + k];
-                if (Y[m * N + n] != (float)want)
-                    fail_msg("%s at %s: y[%lld][%lld] = %.1f, want %lld", quant_traits_of(rt)->name,
-                             isas[a], (long long)m, (long long)n, Y[m * N + n], (long long)want);
-            }
-    }
-    assert_int_equal(quant_force_isa("auto"), 0);
+    int v[16 * 96];
+    for (int64_t i = 0; i < N * K; i++)
+        v[i] = code[i / K][i % K] - off;
+    check_exact(rt, W, Xq, M, N, K, X, v);
     free(W);
     free(Xq);
 }
