@@ -29,7 +29,7 @@
  * format and llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
  * (amax/127 per 32, round to nearest); Q8_K with amax/127 per 256 and the
  * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
- * with the sum of its codes (for the Q4_0_R8 .. Q5_1_R8 kernels).
+ * with the sum of its codes (for the Q4_0_R8 and Q5_0_R8 kernels).
  *
  * The load-time layouts (Q4_K_R8 .. Q5_1_R8: rows in eights) have rows in
  * the table here; model/quant_r8.c draws them and holds their conversions
@@ -813,13 +813,13 @@ static const struct quant_traits traits[] = {
     [QUANT_Q5_0_R8] = {"Q5_0_R8", QK5_0, sizeof(struct blk_q5_0), false, QUANT_Q8_0S,
                        NULL, NULL, NULL, {quant__gemm_q5_0_r8_scalar, X86(quant__gemm_q5_0_r8_avx2), NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q5_0},
-    [QUANT_Q4_1_R8] = {"Q4_1_R8", QK4_1, sizeof(struct blk_q4_1), false, QUANT_Q8_0S,
+    [QUANT_Q4_1_R8] = {"Q4_1_R8", QK4_1, sizeof(struct blk_q4_1), false, GGUF_TENSOR_Q8_1,
                        NULL, NULL, NULL, {quant__gemm_q4_1_r8_scalar, X86(quant__gemm_q4_1_r8_avx2), NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q4_1},
-    [QUANT_Q5_1_R8] = {"Q5_1_R8", QK5_1, sizeof(struct blk_q5_1), false, QUANT_Q8_0S,
+    [QUANT_Q5_1_R8] = {"Q5_1_R8", QK5_1, sizeof(struct blk_q5_1), false, GGUF_TENSOR_Q8_1,
                        NULL, NULL, NULL, {quant__gemm_q5_1_r8_scalar, X86(quant__gemm_q5_1_r8_avx2), NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q5_1},
-    /* the activations of the four above */
+    /* the activations of Q4_0_R8 and Q5_0_R8 (Q4_1_R8 and Q5_1_R8 take Q8_1, as their file types) */
     [QUANT_Q8_0S] = {"Q8_0S", QK8_0, sizeof(struct blk_q8_0s), false, QUANT_Q8_0S,
                      q8_0s_to_float, q8_0s_from_float, NULL, {NULL, NULL, NULL}, 0, QUANT_Q8_0S},
 };
@@ -920,6 +920,8 @@ void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K,
         from = quant__rows_q8_k_avx2;
     else if (isa_get() >= QUANT_ISA_AVX2 && dt == QUANT_Q8_0S)
         from = quant__rows_q8_0s_avx2;
+    else if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_1)
+        from = quant__rows_q8_1_avx2;
 #endif
     for (int64_t m = m0; m < m1; m++)
         from(X + m * ldx, (uint8_t *)Xq + (size_t)m * stride, K);

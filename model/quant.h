@@ -71,7 +71,7 @@ struct quant_traits {
 #define QUANT_Q5_K_R8 ((enum gguf_tensor_type)67) /* Q5_K's, the same way */
 #define QUANT_Q4_0_R8 ((enum gguf_tensor_type)68) /* Q4_0's, the same way */
 #define QUANT_Q5_0_R8 ((enum gguf_tensor_type)69) /* Q5_0's, the same way */
-/* The activations of Q4_0_R8 .. Q5_1_R8 products: Q8_0 blocks that also
+/* The activations of Q4_0_R8 and Q5_0_R8 products: Q8_0 blocks that also
  * carry the sum of their codes (in products only, like Q8_1 and Q8_K). */
 #define QUANT_Q8_0S   ((enum gguf_tensor_type)70)
 #define QUANT_Q4_1_R8 ((enum gguf_tensor_type)71) /* Q4_1's, as Q4_0_R8 */
@@ -83,7 +83,7 @@ const struct quant_traits *quant_traits_of(enum gguf_tensor_type t);
 /* The activation type X is quantized to for products with weights of type
  * t (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants,
  * F32 for F32/F16/BF16; a load-time layout's may differ from its file
- * type's: Q8_0S for Q4_0_R8/Q5_0_R8/Q4_1_R8/Q5_1_R8). */
+ * type's: Q8_0S for Q4_0_R8/Q5_0_R8). */
 enum gguf_tensor_type quant_dot_type(enum gguf_tensor_type t);
 
 /* Bytes of one row of K elements of type t (0: unknown type, or K not a

@@ -1014,10 +1014,9 @@ void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
  * vpmaddwd by ones widens them.  Q4_0's and Q5_0's offset comes off in the
  * integer sum, isum - o s (s: the activation block's code sum, Q8_0S),
  * then acc = fma(isum, d_w x_d, acc) per block; Q4_1's and Q5_1's mins
- * add acc = fma(s, m_w x_d, acc): the scalar kernel's operations, so the
- * two agree bit for bit.  Codes are unpacked once per block and shared by
- * up to Q0R_MR rows of X; the first pass over a group (decode) prefetches
- * Q0R_PF blocks ahead.
+ * add acc = fma(m_w, x_d s, acc) (x_d s: Q8_1's half float): the scalar
+ * kernel's operations, so the two agree bit for bit.  Codes are unpacked once per block and shared
+ * by up to Q0R_MR rows of X; the first pass over a group (decode) prefetches Q0R_PF blocks ahead.
  */
 #define Q0R_MR 4
 /* blocks ahead: about 1.1 KiB, as the other layouts */
@@ -1042,10 +1041,18 @@ tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8
         const uint8_t *blk = G + (size_t)b * bb, *qs = blk + qs_at;
         if (pf)
             prefetch_span(blk + Q0R_PF * bb, (int64_t)bb);
-        const struct blk_q8_0s *x[Q0R_MR];
+        /* the activations: Q8_0S blocks, or Q8_1 (asym), their codes at
+         * the same offset */
+        const struct blk_q8_0s *x0[Q0R_MR];
+        const struct blk_q8_1 *x1[Q0R_MR];
+        const int8_t *xq[Q0R_MR];
         __m256i s16[Q0R_MR], isum[Q0R_MR];
         for (int m = 0; m < MR; m++) {
-            x[m] = (const struct blk_q8_0s *)(X + (size_t)m * xstride) + b;
+            const uint8_t *xr = X + (size_t)m * xstride;
+            if (asym)
+                x1[m] = (const struct blk_q8_1 *)xr + b, xq[m] = x1[m]->qs;
+            else
+                x0[m] = (const struct blk_q8_0s *)xr + b, xq[m] = x0[m]->qs;
             s16[m] = isum[m] = _mm256_setzero_si256();
         }
         const __m256i hv =
@@ -1055,8 +1062,8 @@ tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8
             r4_codes(q5, _mm256_loadu_si256((const __m256i *)(qs + 32 * t)), hv, t, &lo, &hi);
             for (int m = 0; m < MR; m++) {
                 const __m256i p =
-                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(x[m]->qs + 4 * t)),
-                                     _mm256_maddubs_epi16(hi, bcast4(x[m]->qs + 16 + 4 * t)));
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4(xq[m] + 4 * t)),
+                                     _mm256_maddubs_epi16(hi, bcast4(xq[m] + 16 + 4 * t)));
                 const bool start = q5 ? (t & 1) == 0 : t == 0;
                 s16[m] = start ? p : _mm256_add_epi16(s16[m], p);
                 __asm__("" : "+x"(s16[m])); /* as in tile_q8r8 */
@@ -1072,13 +1079,12 @@ tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8
         for (int m = 0; m < MR; m++) {
             if (!q5)
                 isum[m] = _mm256_madd_epi16(s16[m], ones);
-            const __m256 dx = _mm256_set1_ps(h2f(x[m]->d));
+            const __m256 dx = _mm256_set1_ps(h2f(asym ? x1[m]->d : x0[m]->d));
             if (!asym)
-                isum[m] = _mm256_sub_epi32(isum[m], _mm256_set1_epi32(off * (int32_t)x[m]->s));
+                isum[m] = _mm256_sub_epi32(isum[m], _mm256_set1_epi32(off * (int32_t)x0[m]->s));
             acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_mul_ps(d8, dx), acc[m]);
             if (asym)
-                acc[m] =
-                    _mm256_fmadd_ps(_mm256_set1_ps((float)x[m]->s), _mm256_mul_ps(m8, dx), acc[m]);
+                acc[m] = _mm256_fmadd_ps(m8, _mm256_set1_ps(h2f(x1[m]->s)), acc[m]);
         }
     }
     store_r8(MR, acc, Y, ldy, beta);
@@ -1149,34 +1155,54 @@ static inline void codes8n(const float *x, float id, int8_t *q, int n)
 }
 
 /* One Q8_0 block of 32 floats: its codes into qs, its f16 scale returned. */
-static inline uint16_t q8_0_block(const float *x, int8_t *qs)
+static inline uint16_t q8_0_block(const float *x, int8_t *qs, float *d_out)
 {
     const float amax = absmax8n(x, QK8_0);
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     codes8n(x, id, qs, QK8_0);
+    *d_out = d;
     return _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+}
+
+/* The sum of 32 int8 codes: byte pairs, then 16-bit pairs, then the lanes. */
+static inline int32_t sum32_i8(const int8_t *qs)
+{
+    const __m256i q = _mm256_loadu_si256((const __m256i *)qs);
+    const __m256i s8 =
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return _mm_cvtsi128_si32(h);
 }
 
 void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n)
 {
     struct blk_q8_0 *y = dst;
+    float d;
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0)
-        y[b].d = q8_0_block(x, y[b].qs);
+        y[b].d = q8_0_block(x, y[b].qs, &d);
 }
 
 void quant__rows_q8_0s_avx2(const float *x, void *dst, int64_t n)
 {
     struct blk_q8_0s *y = dst;
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    float d;
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
-        y[b].d = q8_0_block(x, y[b].qs);
-        /* the codes' sum: byte pairs, then 16-bit pairs, then the lanes */
-        const __m256i q = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        const __m256i s8 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-        y[b].s = (int16_t)_mm_cvtsi128_si32(h);
+        y[b].d = q8_0_block(x, y[b].qs, &d);
+        y[b].s = (int16_t)sum32_i8(y[b].qs);
+    }
+}
+
+/* as the scalar quantizer: s = the codes' sum times the unrounded d, as a
+ * half float */
+void quant__rows_q8_1_avx2(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_1 *y = dst;
+    float d;
+    for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
+        y[b].d = q8_0_block(x, y[b].qs, &d);
+        y[b].s = _cvtss_sh(d * (float)sum32_i8(y[b].qs), _MM_FROUND_TO_NEAREST_INT);
     }
 }
 

@@ -172,15 +172,19 @@ _Static_assert(offsetof(struct blk_q5_0_r8, qh) == offsetof(struct blk_q5_0_r8, 
                    offsetof(struct blk_q5_1_r8, qh) == offsetof(struct blk_q5_1_r8, qs) + 128,
                "a five-bit layout's qh follows its qs");
 
-/* activations of the Q4_0_R8, Q5_0_R8, Q4_1_R8 and Q5_1_R8 products:
- * Q8_0's block (x = d * qs, the same d and codes) with s = sum(qs),
- * exact, which takes the codes' offset o (8, 16) off, sum (c - o) x =
- * sum c x - o s, or meets the mins: sum (d c + m) x = d sum c x + m s */
+/* activations of the Q4_0_R8 and Q5_0_R8 products: Q8_0's block (x = d *
+ * qs, the same d and codes) with s = sum(qs), exact, which takes the
+ * codes' offset o (8, 16) off: sum (c - o) x = sum c x - o s.  (Q4_1_R8
+ * and Q5_1_R8 take Q8_1, whose s is d sum(qs) as a half float, the same
+ * field at the same offset.) */
 struct blk_q8_0s {
     uint16_t d;
     int16_t s;
     int8_t qs[QK8_0];
 };
+_Static_assert(offsetof(struct blk_q8_0s, qs) == offsetof(struct blk_q8_1, qs) &&
+                   sizeof(struct blk_q8_0s) == sizeof(struct blk_q8_1),
+               "Q8_0S and Q8_1 blocks: the same places");
 
 /* activations of K-quant products: x = d * qs, bsums = sums of 16 qs */
 struct blk_q8_k {
@@ -215,6 +219,7 @@ void quant__gemm_q4_0_avx2(QUANT__GEMM_ARGS);
 void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_k_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_0s_avx2(const float *x, void *dst, int64_t n);
+void quant__rows_q8_1_avx2(const float *x, void *dst, int64_t n);
 void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);

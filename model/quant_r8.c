@@ -579,9 +579,10 @@ void quant__gemm_q8_0_r8_scalar(const void *W, size_t wstride, int64_t K, int64_
  * are: a block's eight (five bits: four) products of eight rows sum in 16
  * bits before one vpmaddwd widens them.  The activations' code sums do the
  * rest: Q4_0's and Q5_0's offset o (8, 16) comes off as sum_k (c - o) x =
- * sum_k c x - o s, and Q4_1's and Q5_1's mins meet s, sum_k (d c + m) x =
- * d sum_k c x + m s, with s carried in the activation block (Q8_0S: Q8_0's
- * d and codes, and s).
+ * sum_k c x - o s, with s carried in the activation block (Q8_0S: Q8_0's
+ * d and codes, and s), and Q4_1's and Q5_1's mins meet Q8_1's x_d s (a
+ * half float, as llama.cpp's): sum_k (d c + m) x = d x_d sum_k c q + m
+ * x_d s.
  *
  * Layout (blk_q4_0_r8 144 bytes = 8 x 18, blk_q5_0_r8 176 = 8 x 22,
  * blk_q4_1_r8 160 = 8 x 20, blk_q5_1_r8 192 = 8 x 24): a group of rows
@@ -602,11 +603,12 @@ void quant__gemm_q8_0_r8_scalar(const void *W, size_t wstride, int64_t K, int64_
  *
  * Products: per block, row r and activation row, the integer isum = sum_k
  * c x (minus o s for Q4_0, Q5_0: exactly the file layout's sum_k (c - o)
- * x), then acc = fma(isum, d_w x_d, acc), and for Q4_1, Q5_1 acc = fma(s,
- * m_w x_d, acc), in block order.  (Their file layout's kernel takes m s
- * from Q8_1's half-float d s instead; s is exact here.)  The scalar kernel
- * below and the AVX2 one (quant_avx2.c) do exactly these operations, so
- * they agree bit for bit and row m of Y never depends on M.
+ * x), then acc = fma(isum, d_w x_d, acc), and for Q4_1, Q5_1 acc = fma(m_w,
+ * (x_d s), acc), in block order.  (Q8_1's half-float x_d s keeps Q4_1 and
+ * Q5_1 within 6e-6 of llama.cpp's logits on `tiny`; an exact s moved them
+ * 6-8e-2 away, the rounding of llama.cpp's own.)  The scalar kernel below
+ * and the AVX2 one (quant_avx2.c) do exactly these operations, so they
+ * agree bit for bit and row m of Y never depends on M.
  */
 _Static_assert(sizeof(struct blk_q4_0_r8) == R8 * sizeof(struct blk_q4_0), "q4_0_r8 layout");
 _Static_assert(sizeof(struct blk_q5_0_r8) == R8 * sizeof(struct blk_q5_0), "q5_0_r8 layout");
@@ -768,23 +770,28 @@ static void r0_gemm(enum gguf_tensor_type t, const void *W, size_t wstride, int6
                     float beta)
 {
     const int64_t nb = K / QK4_0;
+    const bool asym = t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8; /* Q8_1 activations */
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
         const int r = (int)(n % R8);
         for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_0s *x =
-                (const struct blk_q8_0s *)((const uint8_t *)Xq + m * xstride);
+            const uint8_t *xr = (const uint8_t *)Xq + m * xstride;
+            const struct blk_q8_0s *xs = (const struct blk_q8_0s *)xr;
+            const struct blk_q8_1 *x1 = (const struct blk_q8_1 *)xr;
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
                 struct r0_row w;
                 r0_block(t, g, b, r, &w);
+                const int8_t *q = asym ? x1[b].qs : xs[b].qs;
                 int32_t isum = 0;
                 for (int k = 0; k < QK4_0; k++)
-                    isum += w.c[k] * x[b].qs[k];
-                const float dx = h2f(x[b].d);
-                acc = fmaf((float)(isum - w.o * x[b].s), w.d * dx, acc);
-                if (t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8)
-                    acc = fmaf((float)x[b].s, w.m * dx, acc);
+                    isum += w.c[k] * q[k];
+                if (asym) {
+                    acc = fmaf((float)isum, w.d * h2f(x1[b].d), acc);
+                    acc = fmaf(w.m, h2f(x1[b].s), acc);
+                } else {
+                    acc = fmaf((float)(isum - w.o * xs[b].s), w.d * h2f(xs[b].d), acc);
+                }
             }
             float *y = &Y[m * ldy + n];
             *y = beta != 0.0f ? *y + acc : acc;

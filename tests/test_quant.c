@@ -14,10 +14,10 @@
  * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
  *   Q5_0_R8, Q4_1_R8, Q5_1_R8): exact round trip through quant_repack /
  *   quant_unpack, rows dequantized as the file's, products (on the
- *   layout's own activations, Q8_0S for the last four, the same values as
- *   the file type's)
- *   against the reference on the file's layout, scalar = AVX2 bit for bit,
- *   and the AVX2 kernels' 16-bit sums at their edges.
+ *   layout's own activations, Q8_0S for Q4_0_R8 and Q5_0_R8, the same
+ *   values as the file type's) against the reference on the file's
+ *   layout, scalar = AVX2 bit for bit, and the AVX2 kernels' 16-bit sums
+ *   at their edges.
  */
 #include <errno.h>
 #include <math.h>
@@ -759,8 +759,8 @@ static void test_q5_k_r8_extremes(void **state)
  * so eight (five bits: four) vpmaddubsw pairs sum to 8 * 2 * 15 * 127 =
  * 30480 (4 * 2 * 31 * 127 = 31496), the offset o (8, 16) coming off
  * through the code sums; scales 1 and Q4_1's / Q5_1's mins -o (the same
- * values), so every output is the exact integer sum_k (c - o) x_k at every
- * ISA. */
+ * values; Q8_1's half-float sums, at most 4064 here, are exact), so every
+ * output is the exact integer sum_k (c - o) x_k at every ISA. */
 static void check_r0_extremes(enum gguf_tensor_type t)
 {
     const bool q5 = t == GGUF_TENSOR_Q5_0 || t == GGUF_TENSOR_Q5_1;

@@ -13,7 +13,8 @@
  * every third one between, llama.cpp's use_more_bits):
  *
  *   f16, bf16, q8_0  every matrix that type
- *   q4_0             Q4_0; output.weight Q6_K
+ *   q4_0, q4_1,      that type; output.weight Q6_K
+ *   q5_0, q5_1
  *   q6_k             Q6_K
  *   q4_k_m           Q4_K; output.weight, and attn_v / ffn_down of the
  *                    "more bits" layers, Q6_K
@@ -49,6 +50,9 @@ static const struct mix mixes[] = {
     {"bf16", GGUF_TENSOR_BF16, GGUF_TENSOR_BF16, GGUF_TENSOR_BF16, 32},
     {"q8_0", GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q8_0, 7},
     {"q4_0", GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q4_0, 2},
+    {"q4_1", GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q4_1, 3},
+    {"q5_0", GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q5_0, 8},
+    {"q5_1", GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q5_1, 9},
     {"q4_k_m", GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 15},
     {"q5_k_m", GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 17},
     {"q6_k", GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 18},
@@ -56,21 +60,22 @@ static const struct mix mixes[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: folio quantize IN.gguf OUT.gguf --type f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k\n"
-            "\n"
-            "Rewrites a GGUF model with its matrices (2-D tensors) in another type; keys\n"
-            "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
-            "  f16, bf16, q8_0  every matrix that type\n"
-            "  q4_0             Q4_0, output.weight Q6_K\n"
-            "  q6_k             every matrix Q6_K\n"
-            "  q4_k_m           Q4_K; Q6_K for output.weight and for attn_v and ffn_down\n"
-            "                   of the first and last eighth of the layers and every\n"
-            "                   third layer between (llama.cpp's choice)\n"
-            "  q5_k_m           as q4_k_m with Q5_K in place of Q4_K\n"
-            "Tied embeddings: token_embd.weight takes output.weight's type.  Rows that\n"
-            "are not a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and\n"
-            "Q6_K to Q8_0 (as llama.cpp does); rows not a multiple of 32 stay F16.\n");
+    fprintf(out, "usage: folio quantize IN.gguf OUT.gguf --type "
+                 "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k\n"
+                 "\n"
+                 "Rewrites a GGUF model with its matrices (2-D tensors) in another type; keys\n"
+                 "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
+                 "  f16, bf16, q8_0  every matrix that type\n"
+                 "  q4_0, q4_1,      that type, output.weight Q6_K\n"
+                 "  q5_0, q5_1\n"
+                 "  q6_k             every matrix Q6_K\n"
+                 "  q4_k_m           Q4_K; Q6_K for output.weight and for attn_v and ffn_down\n"
+                 "                   of the first and last eighth of the layers and every\n"
+                 "                   third layer between (llama.cpp's choice)\n"
+                 "  q5_k_m           as q4_k_m with Q5_K in place of Q4_K\n"
+                 "Tied embeddings: token_embd.weight takes output.weight's type.  Rows that\n"
+                 "are not a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and\n"
+                 "Q6_K to Q8_0 (as llama.cpp does); rows not a multiple of 32 stay F16.\n");
 }
 
 static bool more_bits(int64_t layer, int64_t n_layers)
@@ -157,9 +162,11 @@ int cmd_quantize(int argc, char **argv)
         if (!strcasecmp(type, mixes[i].name))
             mx = &mixes[i];
     if (!in || !out || !mx) {
-        fprintf(stderr, "folio quantize: %s\n",
-                !in || !out ? "IN.gguf and OUT.gguf are required"
-                            : "--type must be f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k");
+        fprintf(
+            stderr, "folio quantize: %s\n",
+            !in || !out
+                ? "IN.gguf and OUT.gguf are required"
+                : "--type must be f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m or q6_k");
         usage(stderr);
         return 2;
     }

@@ -4,7 +4,8 @@
 # Logit agreement with llama.cpp on the same GGUF file, per weight type
 # and architecture (llama, qwen2, qwen3) and RoPE scaling:
 # generates a tiny model with `folio gen-model --dtype` (F32, F16, BF16,
-# Q8_0) and `folio quantize` (Q4_K_M, Q6_K, Q4_0, Q5_K_M from the F32 file),
+# Q8_0) and `folio quantize` (Q4_K_M, Q6_K, Q4_0, Q5_K_M, Q4_1, Q5_0, Q5_1
+# from the F32 file),
 # then compare_logits.mjs evaluates each in llama.cpp (node-llama-cpp's
 # prebuilt CPU library, installed from npm into WORKDIR) and in `folio eval`:
 # max |dlogit| on the top 10 within the type's bound, greedy 32-token
@@ -14,12 +15,14 @@
 # Bounds.  Both sides read the same quantized weights, so weight rounding
 # cancels; what differs is the arithmetic: llama.cpp multiplies F16/BF16
 # weights with activations rounded to 16 bits (5e-2), and quantizes the
-# activations of Q8_0 / Q4_0 products to Q8_0 blocks of 32 (1e-1) and of
+# activations of Q8_0 / Q4_0 / Q5_0 products to Q8_0 blocks of 32 and of
+# Q4_1 / Q5_1 ones to Q8_1 (1e-1), and of
 # K-quant products to Q8_K blocks of 256, whose step is set by the largest
 # of 256 values rather than 32: the rounding noise is larger (seen on tiny:
 # Q8_0 6-7e-2, Q4_K_M 8-9e-2, Q6_K up to 1.3e-1), hence 2e-1.  foliod's
 # int8 products (model/quant.c) quantize activations the same way, to
-# Q8_0 / Q8_K blocks.
+# Q8_0 / Q8_1 / Q8_K blocks (Q8_0 blocks with their code sums for Q4_0 and
+# Q5_0).
 # Exit 77 (skip) when npm cannot install node-llama-cpp.
 set -euo pipefail
 folio=$(realpath "$1")
@@ -39,14 +42,15 @@ fi
 cp "$here/compare_logits.mjs" .
 # Every file is made first; then one node process compares them all (cases
 # are LABEL|FILE|TOLERANCE|PROMPTS).  F32 on all six prompts; the other
-# types on fewer (CI time): a short one and a random one, Q4_0 and Q5_K_M
-# (same kernels' formats as Q8_0 / Q4_K) on the short one.
+# types on fewer (CI time): a short one and a random one, Q4_0, Q5_K_M and
+# the other 32-blocks (same kernels' formats as Q8_0 / Q4_K, Q4_0) on the
+# short one.
 "$folio" gen-model --preset tiny --seed 7 -o tiny-f32.gguf
 cases=("F32|$work/tiny-f32.gguf|1e-3|${PROMPTS:-6}")
 for dt in f16 bf16 q8_0; do
   "$folio" gen-model --preset tiny --seed 7 --dtype $dt -o tiny-$dt.gguf
 done
-for q in q4_k_m q6_k q4_0 q5_k_m; do
+for q in q4_k_m q6_k q4_0 q5_k_m q4_1 q5_0 q5_1; do
   "$folio" quantize tiny-f32.gguf tiny-$q.gguf --type $q | tee quantize-$q.txt
 done
 # tiny has 8 layers with ffn rows of 1376 (not a multiple of 256): Q4_K_M
@@ -56,7 +60,7 @@ done
 grep -q "F32 x 17 Q5_0 x 4 Q8_0 x 4 Q4_K x 45 Q6_K x 5" quantize-q4_k_m.txt ||
   { echo "FAIL: q4_k_m mix differs"; exit 1; }
 for spec in f16:5e-2:2 bf16:5e-2:2 q8_0:1e-1:2 q4_k_m:2e-1:2 q6_k:2e-1:2 q4_0:1e-1:1 \
-    q5_k_m:2e-1:1; do
+    q5_k_m:2e-1:1 q4_1:1e-1:1 q5_0:1e-1:1 q5_1:1e-1:1; do
   IFS=: read -r t tol np <<< "$spec"
   cases+=("${t^^}|$work/tiny-$t.gguf|$tol|${PROMPTS:-$np}")
 done
