@@ -1,7 +1,8 @@
 /*
  * model/quant_codes.h — the scalar pieces of the file types' blocks that
  * model/quant.c (the file types) and model/quant_r8.c (their load-time
- * layouts) share: half floats, and the K-quants' packed scales and codes.
+ * layouts) share: half floats, the K-quants' packed scales and codes, and
+ * a layout's row as f32 (for quant_rows_to_float).
  * Private to those two files; the x86 kernel files have their own
  * (quant_x86.h).
  */

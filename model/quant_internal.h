@@ -215,7 +215,8 @@ void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_avx2(QUANT__GEMM_ARGS);
-/* activation rows (from_float of Q8_0 / Q8_K), bit-identical to scalar */
+/* activation rows (from_float of Q8_0 / Q8_K / Q8_0S / Q8_1),
+ * bit-identical to scalar */
 void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_k_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_0s_avx2(const float *x, void *dst, int64_t n);
