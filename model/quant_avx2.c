@@ -1015,8 +1015,9 @@ void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
  * integer sum, isum - o s (s: the activation block's code sum, Q8_0S),
  * then acc = fma(isum, d_w x_d, acc) per block; Q4_1's and Q5_1's mins
  * add acc = fma(m_w, x_d s, acc) (x_d s: Q8_1's half float): the scalar
- * kernel's operations, so the two agree bit for bit.  Codes are unpacked once per block and shared
- * by up to Q0R_MR rows of X; the first pass over a group (decode) prefetches Q0R_PF blocks ahead.
+ * kernel's operations, so the two agree bit for bit.  Codes are unpacked
+ * once per block and shared by up to Q0R_MR rows of X; the first pass
+ * over a group (decode) prefetches Q0R_PF blocks ahead.
  */
 #define Q0R_MR 4
 /* blocks ahead: about 1.1 KiB, as the other layouts */
@@ -1090,8 +1091,8 @@ tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-/* the tiles of 1..Q0R_MR rows of X: r40_* Q4_0_R8, r50_* Q5_0_R8, r41_*
- * Q4_1_R8, r51_* Q5_1_R8 */
+/* the tiles of 1..Q0R_MR rows of X (name_1 .. name_4) and the product of
+ * each of the four layouts */
 #define TILE_R0_FN(name, mr, q5, asym)                                                             \
     static void name##_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, \
                             float *Y, int64_t ldy, float beta)                                     \
