@@ -424,11 +424,11 @@ static void test_widened_quant(void **state)
 
 /* Q8_0, Q4_0 and Q5_1 in their load-time layouts (Q8_0_R8, Q4_0_R8,
  * Q5_1_R8, as model__repack leaves them; Q4_0_R8's activations are Q8_0S,
- * not its file type's Q8_0) through matmul_run: the
- * int8 kernel at every M, past where Q8_0's file layout widens (256),
- * within 2e-2 of the double product; row m of C the same bit for bit as
- * the row alone (no widening, so no batch_invariant needed); 1 to 3
- * threads (bands of whole groups of eight rows). */
+ * not its file type's Q8_0) through matmul_run: the int8 kernel at every
+ * M, past where Q8_0's file layout widens (256), within 2e-2 of the double
+ * product; row m of C the same bit for bit as the row alone (no widening,
+ * so no batch_invariant needed); 1 to 3 threads (bands of whole groups of
+ * eight rows). */
 static void check_repacked(enum gguf_tensor_type t)
 {
     const int32_t N = 40, K = 96, Ms[] = {1, 5, 40, 300}, max_m = 300;

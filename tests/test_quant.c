@@ -508,12 +508,12 @@ static void test_gemm_all_isas(void **state)
 }
 
 /* The load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- * Q5_0_R8, Q4_1_R8, Q5_1_R8): quant_repack keeps the bytes' count and quant_unpack restores
- * them exactly; every row dequantizes to
- * the file row's floats; a matrix of rows not in whole groups is refused
- * untouched; products at every ISA against the reference on the file's
- * layout, with ranges that cut groups; the scalar and AVX2 kernels agree
- * bit for bit, and row m of Y is the same at every M. */
+ * Q5_0_R8, Q4_1_R8, Q5_1_R8): quant_repack keeps the bytes' count and
+ * quant_unpack restores them exactly; every row dequantizes to the file
+ * row's floats; a matrix of rows not in whole groups is refused untouched;
+ * products at every ISA against the reference on the file's layout, with
+ * ranges that cut groups; the scalar and AVX2 kernels agree bit for bit,
+ * and row m of Y is the same at every M. */
 static void check_repack(enum gguf_tensor_type t)
 {
     const enum gguf_tensor_type rt = quant_repack_type(t);
