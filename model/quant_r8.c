@@ -604,11 +604,12 @@ void quant__gemm_q8_0_r8_scalar(const void *W, size_t wstride, int64_t K, int64_
  * Products: per block, row r and activation row, the integer isum = sum_k
  * c x (minus o s for Q4_0, Q5_0: exactly the file layout's sum_k (c - o)
  * x), then acc = fma(isum, d_w x_d, acc), and for Q4_1, Q5_1 acc = fma(m_w,
- * (x_d s), acc), in block order.  (Q8_1's half-float x_d s keeps Q4_1 and
- * Q5_1 within 6e-6 of llama.cpp's logits on `tiny`; an exact s moved them
- * 6-8e-2 away, the rounding of llama.cpp's own.)  The scalar kernel below
- * and the AVX2 one (quant_avx2.c) do exactly these operations, so they
- * agree bit for bit and row m of Y never depends on M.
+ * (x_d s), acc), in block order.  (Q8_1's half-float x_d s, llama.cpp's
+ * too, keeps a `tiny` Q4_1 file's logits within 6e-6 of llama.cpp's; an
+ * exact s moved them 6e-2 away, the size of that rounding.)  The scalar
+ * kernel below and the AVX2 one (quant_avx2.c) do exactly these
+ * operations, so they agree bit for bit and row m of Y never depends on
+ * M.
  */
 _Static_assert(sizeof(struct blk_q4_0_r8) == R8 * sizeof(struct blk_q4_0), "q4_0_r8 layout");
 _Static_assert(sizeof(struct blk_q5_0_r8) == R8 * sizeof(struct blk_q5_0), "q5_0_r8 layout");
@@ -627,9 +628,10 @@ static void r0_put_codes(uint8_t *qs, uint8_t *qh, int r, const uint8_t *fqs, co
     memcpy(&h, fqh, 4); /* bit j: column j's fifth bit */
     for (int i = 0; i < 4; i++) {
         uint8_t b = 0;
-        for (int t = 0; t < 4; t++)
-            b |= (uint8_t)(((h >> (4 * t + i)) & 1) << (2 * t) | ((h >> (16 + 4 * t + i)) & 1)
-                                                                     << (2 * t + 1));
+        for (int t = 0; t < 4; t++) {
+            const uint32_t lo = (h >> (4 * t + i)) & 1, hi = (h >> (16 + 4 * t + i)) & 1;
+            b |= (uint8_t)(lo << (2 * t) | hi << (2 * t + 1));
+        }
         qh[4 * r + i] = b;
     }
 }
