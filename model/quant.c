@@ -13,6 +13,8 @@
  *   Q4_1  [d:f16][m:f16][nibbles x16]          20 B / 32
  *   Q5_0  [d:f16][qh:4 B][nibbles x16]         22 B / 32  bit 5 of x[j] = qh bit j
  *   Q5_1  [d:f16][m:f16][qh:4 B][nibbles x16]  24 B / 32
+ *   Q2_K  [sc|m x16][2-bit x256][d][dmin]     84 B / 256 (16 x 16, 4-bit sc/m)
+ *   Q3_K  [hmask 32][2-bit x256][scales 12 B][d] 110 B / 256 (16 x 16, 6-bit sc)
  *   Q4_K  [d][dmin][scales 12 B][nibbles x128] 144 B / 256 (8 x 32, 6-bit sc/m)
  *   Q5_K  ... + [qh 32 B]                      176 B / 256
  *   Q6_K  [ql 128 B][qh 64 B][sc:i8 x16][d]    210 B / 256 (16 x 16)
@@ -60,6 +62,8 @@ _Static_assert(sizeof(struct blk_q4_0) == 18, "q4_0 layout");
 _Static_assert(sizeof(struct blk_q4_1) == 20, "q4_1 layout");
 _Static_assert(sizeof(struct blk_q5_0) == 22, "q5_0 layout");
 _Static_assert(sizeof(struct blk_q5_1) == 24, "q5_1 layout");
+_Static_assert(sizeof(struct blk_q2_k) == 84, "q2_K layout");
+_Static_assert(sizeof(struct blk_q3_k) == 110, "q3_K layout");
 _Static_assert(sizeof(struct blk_q4_k) == 144, "q4_K layout");
 _Static_assert(sizeof(struct blk_q5_k) == 176, "q5_K layout");
 _Static_assert(sizeof(struct blk_q6_k) == 210, "q6_K layout");
@@ -477,6 +481,191 @@ static void q8_k_to_float(const void *src, float *y, int64_t n)
             y[b * QK_K + j] = x[b].d * (float)x[b].qs[j];
 }
 
+/* ---- Q2_K / Q3_K ----------------------------------------------------- */
+
+/* Both hold 2-bit codes the same way: element 128 n + 32 j + idx (idx < 32)
+ * at bits 2 j of qs[32 n + idx]; Q3_K adds a third bit at bit 4 n + j of
+ * hmask[idx]. */
+void quant__q2_pack(const uint8_t *L, uint8_t *qs)
+{
+    memset(qs, 0, QK_K / 4);
+    for (int e = 0; e < QK_K; e++)
+        qs[32 * (e / 128) + e % 32] |= (uint8_t)((L[e] & 3) << (2 * ((e / 32) % 4)));
+}
+
+void quant__q2_codes(const uint8_t *qs, uint8_t *L)
+{
+    for (int e = 0; e < QK_K; e++)
+        L[e] = (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
+
+static void q2_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q2_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16], mn[16], max_sc = 0.0f, max_mn = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float lo, hi;
+            minmax(x + 16 * j, 16, &lo, &hi);
+            mn[j] = lo < 0.0f ? -lo : 0.0f; /* x = d*q - m with m >= 0 */
+            sc[j] = (fmaxf(hi, 0.0f) + mn[j]) / 3.0f;
+            max_sc = fmaxf(max_sc, sc[j]);
+            max_mn = fmaxf(max_mn, mn[j]);
+        }
+        y[b].d = f2h(max_sc / 15.0f);
+        y[b].dmin = f2h(max_mn / 15.0f);
+        const float isc = max_sc > 0.0f ? 15.0f / max_sc : 0.0f;
+        const float imn = max_mn > 0.0f ? 15.0f / max_mn : 0.0f;
+        const float d = h2f(y[b].d), dmin = h2f(y[b].dmin);
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int ls = nearest(isc * sc[j]), lm = nearest(imn * mn[j]);
+            ls = ls > 15 ? 15 : ls;
+            lm = lm > 15 ? 15 : lm;
+            y[b].scales[j] = (uint8_t)(ls | (lm << 4));
+            const float dd = d * (float)ls, dm = dmin * (float)lm;
+            for (int l = 0; l < 16; l++) {
+                const int q = dd != 0.0f ? nearest((x[16 * j + l] + dm) / dd) : 0;
+                L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+            }
+        }
+        quant__q2_pack(L, y[b].qs);
+    }
+}
+
+static void q2_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q2_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        quant__q2_codes(x[b].qs, L);
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int e = 0; e < QK_K; e++) {
+            const int s = x[b].scales[e / 16];
+            y[e] = d * (float)(s & 15) * (float)L[e] - dmin * (float)(s >> 4);
+        }
+    }
+}
+
+static float q2_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q2_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        quant__q2_codes(a[i].qs, L);
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += L[16 * j + l] * b[i].qs[16 * j + l];
+            sumi += (a[i].scales[j] & 15) * s;
+            summ += (a[i].scales[j] >> 4) * b[i].bsums[j];
+        }
+        sum += b[i].d * (h2f(a[i].d) * (float)sumi - h2f(a[i].dmin) * (float)summ);
+    }
+    return sum;
+}
+
+/* Q3_K's sixteen 6-bit scale codes (0..63; the scale is sc - 32) */
+void quant__q3_k_scales(const uint8_t *p, int *sc)
+{
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? p[j] & 15 : p[j - 8] >> 4;
+        sc[j] = lo | (((p[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+    }
+}
+
+static void q3_k_pack_scales(const int *sc, uint8_t *p)
+{
+    memset(p, 0, K_SCALE_SIZE);
+    for (int j = 0; j < 16; j++) {
+        p[j % 8] |= (uint8_t)((sc[j] & 15) << (j < 8 ? 0 : 4));
+        p[8 + j % 4] |= (uint8_t)((sc[j] >> 4) << (2 * (j / 4)));
+    }
+}
+
+/* the codes of a Q3_K block as q + 4 (0..7), element order */
+void quant__q3_k_codes(const struct blk_q3_k *x, uint8_t *L)
+{
+    quant__q2_codes(x->qs, L);
+    for (int e = 0; e < QK_K; e++)
+        L[e] |= (uint8_t)(((x->hmask[e % 32] >> (e / 32)) & 1) << 2);
+}
+
+static void q3_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q3_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16], max_sc = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            sc[j] = signed_absmax(x + 16 * j, 16) / -4.0f;
+            if (fabsf(sc[j]) > amax) {
+                amax = fabsf(sc[j]);
+                max_sc = sc[j];
+            }
+        }
+        const float iscale = max_sc != 0.0f ? -32.0f / max_sc : 0.0f;
+        y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+        const float d = h2f(y[b].d);
+        int ls[16];
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int s = nearest(iscale * sc[j]);
+            s = s > 31 ? 31 : s < -32 ? -32 : s;
+            ls[j] = s + 32;
+            const float dd = d * (float)s;
+            for (int l = 0; l < 16; l++) {
+                int q = dd != 0.0f ? nearest(x[16 * j + l] / dd) : 0;
+                q = q < -4 ? -4 : q > 3 ? 3 : q;
+                L[16 * j + l] = (uint8_t)(q + 4);
+            }
+        }
+        q3_k_pack_scales(ls, y[b].scales);
+        quant__q2_pack(L, y[b].qs);
+        memset(y[b].hmask, 0, sizeof y[b].hmask);
+        for (int e = 0; e < QK_K; e++)
+            y[b].hmask[e % 32] |= (uint8_t)((L[e] >> 2) << (e / 32));
+    }
+}
+
+static void q3_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q3_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        int sc[16];
+        quant__q3_k_codes(&x[b], L);
+        quant__q3_k_scales(x[b].scales, sc);
+        const float d = h2f(x[b].d);
+        for (int e = 0; e < QK_K; e++)
+            y[e] = d * (float)(sc[e / 16] - 32) * (float)(L[e] - 4);
+    }
+}
+
+static float q3_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q3_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        int sc[16];
+        quant__q3_k_codes(&a[i], L);
+        quant__q3_k_scales(a[i].scales, sc);
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += (L[16 * j + l] - 4) * b[i].qs[16 * j + l];
+            sumi += (sc[j] - 32) * s;
+        }
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
+}
+
 /* ---- Q4_K / Q5_K ------------------------------------------------------ */
 
 void quant__k4_pack_scales(const int *ls, const int *lm, uint8_t *q)
@@ -782,6 +971,8 @@ static const struct quant_traits traits[] = {
     ROW(Q5_0, QK5_0, sizeof(struct blk_q5_0),  true,  Q8_0, q5_0_to_float, q5_0_from_float, q5_0_dot,
         X86(quant__gemm_q5_0_avx2), NULL),
     ROW(Q5_1, QK5_1, sizeof(struct blk_q5_1),  true,  Q8_1, q5_1_to_float, q5_1_from_float, q5_1_dot,  NULL, NULL),
+    ROW(Q2_K, QK_K,  sizeof(struct blk_q2_k),  true,  Q8_K, q2_k_to_float, q2_k_from_float, q2_k_dot,  NULL, NULL),
+    ROW(Q3_K, QK_K,  sizeof(struct blk_q3_k),  true,  Q8_K, q3_k_to_float, q3_k_from_float, q3_k_dot,  NULL, NULL),
     ROW(Q4_K, QK_K,  sizeof(struct blk_q4_k),  true,  Q8_K, q4_k_to_float, q4_k_from_float, q4_k_dot,
         X86(quant__gemm_q4_k_avx2), NULL),
     ROW(Q5_K, QK_K,  sizeof(struct blk_q5_k),  true,  Q8_K, q5_k_to_float, q5_k_from_float, q5_k_dot,

@@ -53,6 +53,27 @@ struct blk_q5_1 {
     uint8_t qh[4];
     uint8_t qs[QK5_1 / 2];
 };
+/* 16 sub-blocks of 16 with 4-bit scales and mins (scales[j]: scale in the
+ * low nibble, min in the high): x = d * sc * q - dmin * m, q in [0, 3].
+ * Element 128 n + 32 j + 16 h + l (sub-block 8 n + 2 j + h) has its code
+ * at bits 2 j of qs[32 n + 16 h + l]. */
+struct blk_q2_k {
+    uint8_t scales[QK_K / 16];
+    uint8_t qs[QK_K / 4];
+    uint16_t d, dmin;
+};
+/* 16 sub-blocks of 16 with 6-bit scales (sc - 32 signed; low 4 bits in the
+ * nibbles of scales[0..7] (j < 8: low nibble of byte j, else high nibble
+ * of byte j - 8), top 2 at bits 2 (j / 4) of scales[8 + j % 4]): x = d *
+ * (sc - 32) * q, q in [-4, 3].  Element 128 n + 32 j + 16 h + l has its
+ * low 2 bits as Q2_K's, and q = low - 4 unless bit 4 n + j of
+ * hmask[16 h + l] is set (then q = low). */
+struct blk_q3_k {
+    uint8_t hmask[QK_K / 8];
+    uint8_t qs[QK_K / 4];
+    uint8_t scales[K_SCALE_SIZE];
+    uint16_t d;
+};
 /* 8 sub-blocks of 32 with 6-bit scales and mins (packed in scales[12]):
  * x = d * sc * q - dmin * m, q in [0, 15]; qs holds sub-blocks 2i (low
  * nibbles) and 2i+1 (high nibbles) in bytes 32i..32i+31 */

@@ -36,8 +36,8 @@
 #include "quant.h"
 
 static const enum gguf_tensor_type wtypes[] = {
-    GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0,
-    GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K,
+    GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q5_1,
+    GGUF_TENSOR_Q2_K, GGUF_TENSOR_Q3_K, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K,
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -89,8 +89,8 @@ static void test_table(void **state)
     assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q5_1, 32), 24);
     assert_int_equal(quant_dot_type(GGUF_TENSOR_Q4_1), GGUF_TENSOR_Q8_1);
     assert_int_equal(quant_dot_type(GGUF_TENSOR_Q6_K), GGUF_TENSOR_Q8_K);
-    assert_null(quant_traits_of((enum gguf_tensor_type)11)); /* q3_K */
-    assert_int_equal(quant_from_float((enum gguf_tensor_type)11, NULL, NULL, 256), -EINVAL);
+    assert_null(quant_traits_of((enum gguf_tensor_type)16)); /* iq2_xxs */
+    assert_int_equal(quant_from_float((enum gguf_tensor_type)16, NULL, NULL, 256), -EINVAL);
     assert_false(quant_traits_of(GGUF_TENSOR_Q8_K)->in_files);
     /* Q8_0S: Q8_0's block and a 16-bit code sum, in products only */
     assert_int_equal(quant_dot_type(QUANT_Q4_0_R8), QUANT_Q8_0S);
@@ -273,6 +273,67 @@ static void test_layout_q6_k(void **state)
         assert_float_equal(y[e], 2.0f * (float)sc[e / 16] * (float)(q[e] - 32), 0.0f);
 }
 
+/* Q2_K layout, walked as its format's reference dequantizer walks it: per
+ * half n (qs + 32 n), four 2-bit shifts j, two runs of 16 (qs[l], qs[l +
+ * 16]), each run its own scales byte (scale low nibble, min high):
+ * x = d * sc * q - dmin * m. */
+static void test_layout_q2_k(void **state)
+{
+    (void)state;
+    uint8_t b[84];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (uint8_t)rnd();
+    const uint16_t two = 0x4000, half = 0x3800; /* d = 2, dmin = 0.5 */
+    memcpy(b + 80, &two, 2);
+    memcpy(b + 82, &half, 2);
+    float y[256], want[256];
+    quant_to_float(GGUF_TENSOR_Q2_K, b, y, 256);
+    const uint8_t *sc = b, *qs = b + 16;
+    int is = 0, e = 0;
+    for (int n = 0; n < 2; n++, qs += 32)
+        for (int j = 0; j < 4; j++)
+            for (int r = 0; r < 2; r++, is++)
+                for (int l = 0; l < 16; l++)
+                    want[e++] =
+                        2.0f * (float)(sc[is] & 15) * (float)((qs[16 * r + l] >> (2 * j)) & 3) -
+                        0.5f * (float)(sc[is] >> 4);
+    for (int i = 0; i < 256; i++)
+        assert_float_equal(y[i], want[i], 0.0f);
+}
+
+/* Q3_K layout: hmask[32], qs[64], scales[12], d.  The sixteen 6-bit scales:
+ * low 4 bits from the nibbles of bytes 0..7 (scale j < 8 the low nibble of
+ * byte j, j >= 8 the high nibble of byte j - 8), top 2 bits from bytes
+ * 8..11 (scale j: byte 8 + j % 4, bits 2 (j / 4)).  Codes walked as Q2_K's
+ * with a mask bit m (from 1, doubling per shift across both halves): q =
+ * low 2 bits - (hmask[l] & m ? 0 : 4); x = d * (sc - 32) * q. */
+static void test_layout_q3_k(void **state)
+{
+    (void)state;
+    uint8_t b[110];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (uint8_t)rnd();
+    const uint16_t two = 0x4000;
+    memcpy(b + 108, &two, 2);
+    float y[256], want[256];
+    quant_to_float(GGUF_TENSOR_Q3_K, b, y, 256);
+    const uint8_t *hm = b, *qs = b + 32, *p = b + 96;
+    int sc[16];
+    for (int j = 0; j < 16; j++)
+        sc[j] =
+            ((j < 8 ? p[j] : p[j - 8] >> 4) & 15) | (((p[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+    int is = 0, e = 0, m = 1;
+    for (int n = 0; n < 2; n++, qs += 32)
+        for (int j = 0; j < 4; j++, m <<= 1)
+            for (int r = 0; r < 2; r++, is++)
+                for (int l = 0; l < 16; l++) {
+                    const int q = ((qs[16 * r + l] >> (2 * j)) & 3) - (hm[16 * r + l] & m ? 0 : 4);
+                    want[e++] = 2.0f * (float)(sc[is] - 32) * (float)q;
+                }
+    for (int i = 0; i < 256; i++)
+        assert_float_equal(y[i], want[i], 0.0f);
+}
+
 /* RMS of the round-trip error over RMS of x, Gaussian data; the bounds are
  * about 1.5x what each type's step gives (4 bits: step ~ range/15 ...). */
 static void test_round_trip(void **state)
@@ -285,7 +346,7 @@ static void test_round_trip(void **state)
         {GGUF_TENSOR_F16, 1e-3},   {GGUF_TENSOR_BF16, 6e-3}, {GGUF_TENSOR_Q8_0, 0.01},
         {GGUF_TENSOR_Q4_0, 0.16},  {GGUF_TENSOR_Q4_1, 0.13}, {GGUF_TENSOR_Q5_0, 0.08},
         {GGUF_TENSOR_Q5_1, 0.065}, {GGUF_TENSOR_Q4_K, 0.16}, {GGUF_TENSOR_Q5_K, 0.08},
-        {GGUF_TENSOR_Q6_K, 0.04},
+        {GGUF_TENSOR_Q6_K, 0.04},  {GGUF_TENSOR_Q2_K, 0.45}, {GGUF_TENSOR_Q3_K, 0.22},
     };
     enum { N = 4096 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
@@ -328,6 +389,13 @@ static void fix_scales(enum gguf_tensor_type t, uint8_t *blk, int kind)
     case GGUF_TENSOR_Q6_K:
         off[0] = 208;
         break;
+    case GGUF_TENSOR_Q2_K:
+        off[0] = 80;
+        off[1] = 82;
+        break;
+    case GGUF_TENSOR_Q3_K:
+        off[0] = 108;
+        break;
     default:
         break;
     }
@@ -348,7 +416,7 @@ static void fix_scales(enum gguf_tensor_type t, uint8_t *blk, int kind)
         default:
             v = urand() * 0.05f;
         }
-        if (t == GGUF_TENSOR_Q4_K || t == GGUF_TENSOR_Q5_K)
+        if (t == GGUF_TENSOR_Q4_K || t == GGUF_TENSOR_Q5_K || t == GGUF_TENSOR_Q2_K)
             v = fabsf(v); /* d and dmin are positive in practice */
         uint16_t h = folio_f32_to_f16(v);
         memcpy(blk + off[i], &h, 2);
@@ -905,6 +973,8 @@ int main(void)
         cmocka_unit_test(test_round_q5_0),
         cmocka_unit_test(test_layout_q4_k),
         cmocka_unit_test(test_layout_q6_k),
+        cmocka_unit_test(test_layout_q2_k),
+        cmocka_unit_test(test_layout_q3_k),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rows_range),
         cmocka_unit_test(test_rows_isas),
