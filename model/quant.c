@@ -13,6 +13,8 @@
  *   Q4_1  [d:f16][m:f16][nibbles x16]          20 B / 32
  *   Q5_0  [d:f16][qh:4 B][nibbles x16]         22 B / 32  bit 5 of x[j] = qh bit j
  *   Q5_1  [d:f16][m:f16][qh:4 B][nibbles x16]  24 B / 32
+ *   IQ4_NL [d][nibbles x16]                   18 B / 32  codes index a table of 16
+ *   IQ4_XS [d][sh:u16][sl 4 B][nibbles x128]  136 B / 256 (8 x 32, 6-bit sc)
  *   Q2_K  [sc|m x16][2-bit x256][d][dmin]     84 B / 256 (16 x 16, 4-bit sc/m)
  *   Q3_K  [hmask 32][2-bit x256][scales 12 B][d] 110 B / 256 (16 x 16, 6-bit sc)
  *   Q4_K  [d][dmin][scales 12 B][nibbles x128] 144 B / 256 (8 x 32, 6-bit sc/m)
@@ -62,6 +64,8 @@ _Static_assert(sizeof(struct blk_q4_0) == 18, "q4_0 layout");
 _Static_assert(sizeof(struct blk_q4_1) == 20, "q4_1 layout");
 _Static_assert(sizeof(struct blk_q5_0) == 22, "q5_0 layout");
 _Static_assert(sizeof(struct blk_q5_1) == 24, "q5_1 layout");
+_Static_assert(sizeof(struct blk_iq4_nl) == 18, "iq4_nl layout");
+_Static_assert(sizeof(struct blk_iq4_xs) == 136, "iq4_xs layout");
 _Static_assert(sizeof(struct blk_q2_k) == 84, "q2_K layout");
 _Static_assert(sizeof(struct blk_q3_k) == 110, "q3_K layout");
 _Static_assert(sizeof(struct blk_q4_k) == 144, "q4_K layout");
@@ -479,6 +483,187 @@ static void q8_k_to_float(const void *src, float *y, int64_t n)
     for (int64_t b = 0; b < n / QK_K; b++)
         for (int j = 0; j < QK_K; j++)
             y[b * QK_K + j] = x[b].d * (float)x[b].qs[j];
+}
+
+/* ---- IQ4_NL / IQ4_XS -------------------------------------------------- */
+
+/* The formats' 16 values a 4-bit code selects (ascending, denser near 0). */
+const int8_t quant__iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+
+/* the code whose value is nearest x (ties to the lower) */
+static int iq4_nearest(float x)
+{
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < (float)quant__iq4_values[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return x - (float)quant__iq4_values[lo] <= (float)quant__iq4_values[hi] - x ? lo : hi;
+}
+
+/* Codes of x[0..n) against scale d; returns the squared error. */
+static float iq4_codes(const float *x, int n, float d, uint8_t *L)
+{
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float err = 0.0f;
+    for (int j = 0; j < n; j++) {
+        L[j] = (uint8_t)iq4_nearest(x[j] * id);
+        const float e = x[j] - d * (float)quant__iq4_values[L[j]];
+        err += e * e;
+    }
+    return err;
+}
+
+/* A scale for x[0..n) on the IQ4 table: the largest magnitude mapped to
+ * either end of the table, each start refined once by least squares (d =
+ * sum x v / sum v v over the codes it picked), the best of the candidates
+ * by squared error.  0 for an all-zero x. */
+static float iq4_scale(const float *x, int n)
+{
+    const float max = signed_absmax(x, n);
+    if (max == 0.0f)
+        return 0.0f;
+    uint8_t L[QK_K];
+    float best = 0.0f, best_err = INFINITY;
+    for (int t = 0; t < 10; t++) {
+        /* the extreme on -127 or on 113, stretched by up to 8% */
+        const float d0 = max / (t < 5 ? -127.0f : 113.0f) * (1.0f + 0.02f * (float)(t % 5));
+        float err = iq4_codes(x, n, d0, L);
+        if (err < best_err) {
+            best_err = err;
+            best = d0;
+        }
+        double xv = 0.0, vv = 0.0;
+        for (int j = 0; j < n; j++) {
+            xv += (double)x[j] * quant__iq4_values[L[j]];
+            vv += (double)quant__iq4_values[L[j]] * quant__iq4_values[L[j]];
+        }
+        const float d1 = vv > 0.0 ? (float)(xv / vv) : d0;
+        err = iq4_codes(x, n, d1, L);
+        if (err < best_err) {
+            best_err = err;
+            best = d1;
+        }
+    }
+    return best;
+}
+
+static void iq4_nl_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_iq4_nl *y = dst;
+    for (int64_t b = 0; b < n / QK4_NL; b++, x += QK4_NL) {
+        y[b].d = f2h(iq4_scale(x, QK4_NL));
+        uint8_t L[QK4_NL];
+        iq4_codes(x, QK4_NL, h2f(y[b].d), L);
+        for (int j = 0; j < 16; j++)
+            y[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+static void iq4_nl_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_iq4_nl *x = src;
+    for (int64_t b = 0; b < n / QK4_NL; b++, y += QK4_NL) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)quant__iq4_values[x[b].qs[j] & 15];
+            y[j + 16] = d * (float)quant__iq4_values[x[b].qs[j] >> 4];
+        }
+    }
+}
+
+/* sum over 32 elements of the table values of 16 code bytes times q */
+static int32_t iq4_dot32(const uint8_t *qs, const int8_t *q)
+{
+    int32_t s = 0;
+    for (int j = 0; j < 16; j++)
+        s += quant__iq4_values[qs[j] & 15] * q[j] + quant__iq4_values[qs[j] >> 4] * q[j + 16];
+    return s;
+}
+
+static float iq4_nl_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_iq4_nl *a = w;
+    const struct blk_q8_0 *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK4_NL; i++)
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)iq4_dot32(a[i].qs, b[i].qs);
+    return sum;
+}
+
+/* IQ4_XS's eight 6-bit scale codes (the scale is ls - 32) */
+void quant__iq4_xs_scales(const struct blk_iq4_xs *x, int *ls)
+{
+    for (int j = 0; j < 8; j++)
+        ls[j] =
+            ((x->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((x->scales_h >> (2 * j)) & 3) << 4);
+}
+
+static void iq4_xs_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_iq4_xs *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[8], max_sc = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            sc[j] = iq4_scale(x + 32 * j, 32);
+            if (fabsf(sc[j]) > amax) {
+                amax = fabsf(sc[j]);
+                max_sc = sc[j];
+            }
+        }
+        y[b].d = f2h(max_sc / -32.0f);
+        const float d = h2f(y[b].d), id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].scales_h = 0;
+        memset(y[b].scales_l, 0, sizeof y[b].scales_l);
+        for (int j = 0; j < 8; j++) {
+            int s = nearest(sc[j] * id);
+            s = s > 31 ? 31 : s < -32 ? -32 : s;
+            const int ls = s + 32;
+            y[b].scales_l[j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+            y[b].scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+            uint8_t L[32];
+            iq4_codes(x + 32 * j, 32, d * (float)s, L);
+            for (int l = 0; l < 16; l++)
+                y[b].qs[16 * j + l] = (uint8_t)(L[l] | (L[l + 16] << 4));
+        }
+    }
+}
+
+static void iq4_xs_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_iq4_xs *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int ls[8];
+        quant__iq4_xs_scales(&x[b], ls);
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 8; j++, y += 32) {
+            const float dl = d * (float)(ls[j] - 32);
+            for (int l = 0; l < 16; l++) {
+                y[l] = dl * (float)quant__iq4_values[x[b].qs[16 * j + l] & 15];
+                y[l + 16] = dl * (float)quant__iq4_values[x[b].qs[16 * j + l] >> 4];
+            }
+        }
+    }
+}
+
+static float iq4_xs_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_iq4_xs *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        int ls[8];
+        quant__iq4_xs_scales(&a[i], ls);
+        int32_t sumi = 0;
+        for (int j = 0; j < 8; j++)
+            sumi += (ls[j] - 32) * iq4_dot32(a[i].qs + 16 * j, b[i].qs + 32 * j);
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
 }
 
 /* ---- Q2_K / Q3_K ----------------------------------------------------- */
@@ -971,6 +1156,10 @@ static const struct quant_traits traits[] = {
     ROW(Q5_0, QK5_0, sizeof(struct blk_q5_0),  true,  Q8_0, q5_0_to_float, q5_0_from_float, q5_0_dot,
         X86(quant__gemm_q5_0_avx2), NULL),
     ROW(Q5_1, QK5_1, sizeof(struct blk_q5_1),  true,  Q8_1, q5_1_to_float, q5_1_from_float, q5_1_dot,  NULL, NULL),
+    ROW(IQ4_NL, QK4_NL, sizeof(struct blk_iq4_nl), true, Q8_0, iq4_nl_to_float, iq4_nl_from_float,
+        iq4_nl_dot, NULL, NULL),
+    ROW(IQ4_XS, QK_K, sizeof(struct blk_iq4_xs), true, Q8_K, iq4_xs_to_float, iq4_xs_from_float,
+        iq4_xs_dot, NULL, NULL),
     ROW(Q2_K, QK_K,  sizeof(struct blk_q2_k),  true,  Q8_K, q2_k_to_float, q2_k_from_float, q2_k_dot,  NULL, NULL),
     ROW(Q3_K, QK_K,  sizeof(struct blk_q3_k),  true,  Q8_K, q3_k_to_float, q3_k_from_float, q3_k_dot,  NULL, NULL),
     ROW(Q4_K, QK_K,  sizeof(struct blk_q4_k),  true,  Q8_K, q4_k_to_float, q4_k_from_float, q4_k_dot,

@@ -19,6 +19,7 @@
 #define QK8_0        32
 #define QK8_1        32
 #define QK_K         256
+#define QK4_NL       32
 #define K_SCALE_SIZE 12
 
 /* x[i] = d * qs[i] */
@@ -52,6 +53,21 @@ struct blk_q5_1 {
     uint16_t d, m;
     uint8_t qh[4];
     uint8_t qs[QK5_1 / 2];
+};
+/* 4-bit codes into the format's table of 16 values (quant__iq4_values):
+ * x[j] = d * v[qs[j] & 15], x[j + 16] = d * v[qs[j] >> 4] */
+struct blk_iq4_nl {
+    uint16_t d;
+    uint8_t qs[QK4_NL / 2];
+};
+/* 8 sub-blocks of 32, each as an IQ4_NL block whose scale is d * (ls - 32),
+ * ls 6 bits: low 4 in scales_l[j / 2] (nibble j % 2), top 2 at bits 2 j of
+ * scales_h; sub-block j's codes at qs + 16 j as IQ4_NL's */
+struct blk_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[QK_K / 64];
+    uint8_t qs[QK_K / 2];
 };
 /* 16 sub-blocks of 16 with 4-bit scales and mins (scales[j]: scale in the
  * low nibble, min in the high): x = d * sc * q - dmin * m, q in [0, 3].

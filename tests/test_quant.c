@@ -334,6 +334,42 @@ static void test_layout_q3_k(void **state)
         assert_float_equal(y[i], want[i], 0.0f);
 }
 
+/* IQ4_NL and IQ4_XS layouts: a code c selects the format's value v[c] =
+ * -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
+ * 113; per 32 elements, byte j of the codes holds element j (low nibble)
+ * and j + 16 (high).  IQ4_NL: [d][16 code bytes], x = d v.  IQ4_XS: [d]
+ * [scales_h: u16][scales_l: 4 B][128 code bytes], sub-block j (32
+ * elements, codes at 16 j) scaled by d (ls - 32), ls = low nibble j % 2 of
+ * scales_l[j / 2] | bits 2 j, 2 j + 1 of scales_h << 4. */
+static void test_layout_iq4(void **state)
+{
+    (void)state;
+    static const int v[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                              1,    13,   25,  38,  53,  69,  89,  113};
+    uint8_t b[136];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (uint8_t)rnd();
+    const uint16_t two = 0x4000;
+    memcpy(b, &two, 2);
+    float y[256];
+    quant_to_float(GGUF_TENSOR_IQ4_NL, b, y, 32);
+    for (int j = 0; j < 16; j++) {
+        assert_float_equal(y[j], 2.0f * (float)v[b[2 + j] & 15], 0.0f);
+        assert_float_equal(y[j + 16], 2.0f * (float)v[b[2 + j] >> 4], 0.0f);
+    }
+    quant_to_float(GGUF_TENSOR_IQ4_XS, b, y, 256);
+    const unsigned sh = b[2] | (unsigned)b[3] << 8;
+    for (int j = 0; j < 8; j++) {
+        const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
+        const uint8_t *q = b + 8 + 16 * j;
+        for (int l = 0; l < 16; l++) {
+            assert_float_equal(y[32 * j + l], 2.0f * (float)(ls - 32) * (float)v[q[l] & 15], 0.0f);
+            assert_float_equal(y[32 * j + l + 16], 2.0f * (float)(ls - 32) * (float)v[q[l] >> 4],
+                               0.0f);
+        }
+    }
+}
+
 /* RMS of the round-trip error over RMS of x, Gaussian data; the bounds are
  * about 1.5x what each type's step gives (4 bits: step ~ range/15 ...). */
 static void test_round_trip(void **state)
@@ -343,10 +379,11 @@ static void test_round_trip(void **state)
         enum gguf_tensor_type t;
         double bound;
     } cases[] = {
-        {GGUF_TENSOR_F16, 1e-3},   {GGUF_TENSOR_BF16, 6e-3}, {GGUF_TENSOR_Q8_0, 0.01},
-        {GGUF_TENSOR_Q4_0, 0.16},  {GGUF_TENSOR_Q4_1, 0.13}, {GGUF_TENSOR_Q5_0, 0.08},
-        {GGUF_TENSOR_Q5_1, 0.065}, {GGUF_TENSOR_Q4_K, 0.16}, {GGUF_TENSOR_Q5_K, 0.08},
-        {GGUF_TENSOR_Q6_K, 0.04},  {GGUF_TENSOR_Q2_K, 0.45}, {GGUF_TENSOR_Q3_K, 0.22},
+        {GGUF_TENSOR_F16, 1e-3},   {GGUF_TENSOR_BF16, 6e-3},  {GGUF_TENSOR_Q8_0, 0.01},
+        {GGUF_TENSOR_Q4_0, 0.16},  {GGUF_TENSOR_Q4_1, 0.13},  {GGUF_TENSOR_Q5_0, 0.08},
+        {GGUF_TENSOR_Q5_1, 0.065}, {GGUF_TENSOR_Q4_K, 0.16},  {GGUF_TENSOR_Q5_K, 0.08},
+        {GGUF_TENSOR_Q6_K, 0.04},  {GGUF_TENSOR_Q2_K, 0.45},  {GGUF_TENSOR_Q3_K, 0.22},
+        {GGUF_TENSOR_IQ4_NL, 0.1}, {GGUF_TENSOR_IQ4_XS, 0.1},
     };
     enum { N = 4096 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
@@ -395,6 +432,9 @@ static void fix_scales(enum gguf_tensor_type t, uint8_t *blk, int kind)
         break;
     case GGUF_TENSOR_Q3_K:
         off[0] = 108;
+        break;
+    case GGUF_TENSOR_IQ4_NL: /* d first, as Q8_0's */
+    case GGUF_TENSOR_IQ4_XS:
         break;
     default:
         break;
@@ -975,6 +1015,7 @@ int main(void)
         cmocka_unit_test(test_layout_q6_k),
         cmocka_unit_test(test_layout_q2_k),
         cmocka_unit_test(test_layout_q3_k),
+        cmocka_unit_test(test_layout_iq4),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rows_range),
         cmocka_unit_test(test_rows_isas),

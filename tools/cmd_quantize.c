@@ -27,12 +27,12 @@
  *                    output.weight Q6_K
  *   q2_k             Q2_K; attn_v, ffn_down and attn_output Q3_K;
  *                    output.weight Q6_K
+ *   iq4_nl, iq4_xs   that type; output.weight Q6_K
  *
  * With tied embeddings (no output.weight) token_embd.weight takes
  * output.weight's type.  A K-quant needs rows that are a multiple of 256:
  * a tensor whose rows are not falls back as llama.cpp does (Q4_K -> Q5_0,
- * Q5_K -> Q5_1, Q6_K -> Q8_0), except Q2_K and Q3_K, which fall back to
- * Q4_0 (llama.cpp picks IQ4_NL, a type foliod does not read); a 32-block
+ * Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K and IQ4_XS -> IQ4_NL); a 32-block
  * type on rows not a multiple of 32 leaves the tensor F16.
  *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
@@ -63,25 +63,28 @@ struct mix {
 
 // clang-format off
 static const struct mix mixes[] = {
-    /* name     base     output   attn_v   ffn_down attn_out more_bits early */
-    {"f16",    T(F16),  T(F16),  T(F16),  T(F16),  T(F16),  NONE,    NONE,    1},
-    {"bf16",   T(BF16), T(BF16), T(BF16), T(BF16), T(BF16), NONE,    NONE,    32},
-    {"q8_0",   T(Q8_0), T(Q8_0), T(Q8_0), T(Q8_0), T(Q8_0), NONE,    NONE,    7},
-    {"q4_0",   T(Q4_0), T(Q6_K), T(Q4_0), T(Q4_0), T(Q4_0), NONE,    NONE,    2},
-    {"q4_1",   T(Q4_1), T(Q6_K), T(Q4_1), T(Q4_1), T(Q4_1), NONE,    NONE,    3},
-    {"q5_0",   T(Q5_0), T(Q6_K), T(Q5_0), T(Q5_0), T(Q5_0), NONE,    NONE,    8},
-    {"q5_1",   T(Q5_1), T(Q6_K), T(Q5_1), T(Q5_1), T(Q5_1), NONE,    NONE,    9},
-    {"q2_k",   T(Q2_K), T(Q6_K), T(Q3_K), T(Q3_K), T(Q3_K), NONE,    NONE,    10},
-    {"q3_k_s", T(Q3_K), T(Q6_K), T(Q3_K), T(Q3_K), T(Q3_K), NONE,    NONE,    11},
-    {"q3_k_m", T(Q3_K), T(Q6_K), T(Q4_K), T(Q4_K), T(Q4_K), NONE,    T(Q5_K), 12},
-    {"q3_k_l", T(Q3_K), T(Q6_K), T(Q5_K), T(Q5_K), T(Q5_K), NONE,    NONE,    13},
-    {"q4_k_m", T(Q4_K), T(Q6_K), T(Q4_K), T(Q4_K), T(Q4_K), T(Q6_K), NONE,    15},
-    {"q5_k_m", T(Q5_K), T(Q6_K), T(Q5_K), T(Q5_K), T(Q5_K), T(Q6_K), NONE,    17},
-    {"q6_k",   T(Q6_K), T(Q6_K), T(Q6_K), T(Q6_K), T(Q6_K), NONE,    NONE,    18},
+    /* name       base       output     attn_v     ffn_down   attn_out   more_bits  early */
+    {"f16",     T(F16),    T(F16),    T(F16),    T(F16),    T(F16),    NONE,      NONE,      1},
+    {"bf16",    T(BF16),   T(BF16),   T(BF16),   T(BF16),   T(BF16),   NONE,      NONE,      32},
+    {"q8_0",    T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   NONE,      NONE,      7},
+    {"q4_0",    T(Q4_0),   T(Q6_K),   T(Q4_0),   T(Q4_0),   T(Q4_0),   NONE,      NONE,      2},
+    {"q4_1",    T(Q4_1),   T(Q6_K),   T(Q4_1),   T(Q4_1),   T(Q4_1),   NONE,      NONE,      3},
+    {"q5_0",    T(Q5_0),   T(Q6_K),   T(Q5_0),   T(Q5_0),   T(Q5_0),   NONE,      NONE,      8},
+    {"q5_1",    T(Q5_1),   T(Q6_K),   T(Q5_1),   T(Q5_1),   T(Q5_1),   NONE,      NONE,      9},
+    {"q2_k",    T(Q2_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      10},
+    {"q3_k_s",  T(Q3_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      11},
+    {"q3_k_m",  T(Q3_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      T(Q5_K),   12},
+    {"q3_k_l",  T(Q3_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      13},
+    {"q4_k_m",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   T(Q6_K),   NONE,      15},
+    {"q5_k_m",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   T(Q6_K),   NONE,      17},
+    {"q6_k",    T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   NONE,      NONE,      18},
+    {"iq4_nl",  T(IQ4_NL), T(Q6_K),   T(IQ4_NL), T(IQ4_NL), T(IQ4_NL), NONE,      NONE,      25},
+    {"iq4_xs",  T(IQ4_XS), T(Q6_K),   T(IQ4_XS), T(IQ4_XS), T(IQ4_XS), NONE,      NONE,      30},
 };
 // clang-format on
 
-#define TYPE_NAMES "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k_s|q3_k_m|q3_k_l|q4_k_m|q5_k_m|q6_k"
+#define TYPE_NAMES                                                                                 \
+    "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k_s|q3_k_m|q3_k_l|q4_k_m|q5_k_m|q6_k|iq4_nl|iq4_xs"
 
 static void usage(FILE *out)
 {
@@ -105,10 +108,11 @@ static void usage(FILE *out)
                  "                   output.weight Q6_K\n"
                  "  q2_k             Q2_K; Q3_K for attn_v, ffn_down and attn_output;\n"
                  "                   output.weight Q6_K\n"
+                 "  iq4_nl, iq4_xs   that type, output.weight Q6_K\n"
                  "Tied embeddings: token_embd.weight takes output.weight's type.  Rows that\n"
                  "are not a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and\n"
-                 "Q6_K to Q8_0 (as llama.cpp does), Q2_K and Q3_K to Q4_0; rows not a\n"
-                 "multiple of 32 stay F16.\n");
+                 "Q6_K to Q8_0, and Q2_K, Q3_K and IQ4_XS to IQ4_NL (as llama.cpp does);\n"
+                 "rows not a multiple of 32 stay F16.\n");
 }
 
 static bool more_bits(int64_t layer, int64_t n_layers)
@@ -128,7 +132,8 @@ static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
             break;
         case GGUF_TENSOR_Q2_K:
         case GGUF_TENSOR_Q3_K:
-            t = GGUF_TENSOR_Q4_0;
+        case GGUF_TENSOR_IQ4_XS:
+            t = GGUF_TENSOR_IQ4_NL;
             break;
         default:
             t = GGUF_TENSOR_Q8_0;

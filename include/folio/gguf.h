@@ -56,6 +56,8 @@ enum gguf_tensor_type {
     GGUF_TENSOR_Q5_K = 13,
     GGUF_TENSOR_Q6_K = 14,
     GGUF_TENSOR_Q8_K = 15,
+    GGUF_TENSOR_IQ4_NL = 20,
+    GGUF_TENSOR_IQ4_XS = 23,
     GGUF_TENSOR_BF16 = 30,
 };
 
