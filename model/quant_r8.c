@@ -495,20 +495,24 @@ void quant__gemm_q6_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_
  *
  *   [d x8 f16][s 96: 12 per chunk][q 768: 96 per chunk, three 32-byte vectors]
  *
- * Scales keep the file's 6 bits, 16 values per chunk in 12 bytes (value v =
- * 8 h + r: row r, sub-block 2c + h): the low 4 bits in the nibbles of bytes
- * 0..7 (byte v % 8, high nibble for v >= 8), the top 2 at bits 2 (v / 4)
- * of byte 8 + v % 4, so a kernel unpacks a chunk's 16 in one vector
- * (two nibble masks, one variable shift).  Codes: byte 4 r + i of the
- * chunk's three vectors holds row r's eight codes of columns 32 c + 4 k +
- * i (slot k = 0..7; sub-block 2c for k < 4): slots 2e and 2e + 1 whole in
- * bits 0-2 and 3-5 of vector e, slots 6 and 7 split (low 2 bits in bits
- * 6-7 of vectors 0 and 1, third bits at bits 6 and 7 of vector 2).  Six of
- * the eight code vectors are one mask (and one shift) away, where 2-bit
- * codes and a separate plane of third bits (the file's split) take four or
- * five operations each.
+ * Scales: the file's 6-bit codes as the scales themselves, sc - 32 in
+ * 6-bit two's complement (the code with its top bit flipped), 16 values
+ * per chunk in 12 bytes (value v = 8 h + r: row r, sub-block 2c + h): the
+ * low 4 bits in the nibbles of bytes 0..7 (byte v % 8, high nibble for v
+ * >= 8), the top 2 at bits 2 (v / 4) of byte 8 + v % 4.  A kernel unpacks
+ * a chunk's 16 in one vector (shifts, masks, one variable shift), each at
+ * bits 2-7 of its byte, where one arithmetic shift sign-extends it with no
+ * offset to take off.
  *
- * The values are the file's (f16 d, 6-bit codes, 3-bit codes), so
+ * Codes: byte 4 r + i of the chunk's three vectors holds row r's eight
+ * codes of columns 32 c + 4 k + i (slot k = 0..7; sub-block 2c for k <
+ * 4): slots 2e and 2e + 1 whole in bits 0-2 and 3-5 of vector e, slots 6
+ * and 7 split (low 2 bits in bits 6-7 of vectors 0 and 1, third bits at
+ * bits 6 and 7 of vector 2).  Six of the eight code vectors are a mask
+ * (and a shift) away, where 2-bit codes and a plane of third bits (the
+ * file's split) took four or five operations each.
+ *
+ * The values are the file's (f16 d, 6-bit scales, 3-bit codes), so
  * quant_unpack restores its bytes exactly and a row dequantizes to the
  * same floats.  Products: per 256-column block, row and activation row,
  * isum = sum_j s_j (sum_k c x - 4 bsum_j) with s_j = sc_j - 32 (exact),
@@ -534,7 +538,7 @@ static void r3_row(const struct blk_q3_k_r8 *w, int r, int *sc, uint8_t *L)
         for (int h = 0; h < 2; h++) {
             const int v = 8 * h + r;
             sc[2 * c + h] =
-                ((s[v % 8] >> (4 * h)) & 15) | (((s[8 + v % 4] >> (2 * (v / 4))) & 3) << 4);
+                (((s[v % 8] >> (4 * h)) & 15) | (((s[8 + v % 4] >> (2 * (v / 4))) & 3) << 4)) ^ 32;
         }
         for (int k = 0; k < 8; k++)
             for (int i = 0; i < 4; i++)
@@ -555,7 +559,7 @@ static void r3_put(void *wp, int r, const void *xp)
     for (int c = 0; c < 8; c++) {
         uint8_t *s = w->s + 12 * c, *q = w->q + 96 * c;
         for (int h = 0; h < 2; h++) {
-            const int v = 8 * h + r, code = sc[2 * c + h];
+            const int v = 8 * h + r, code = sc[2 * c + h] ^ 32; /* sc - 32, 6 bits */
             uint8_t *lo = &s[v % 8], *hi = &s[8 + v % 4];
             *lo = (uint8_t)((*lo & ~(15 << (4 * h))) | ((code & 15) << (4 * h)));
             *hi = (uint8_t)((*hi & ~(3 << (2 * (v / 4)))) | ((code >> 4) << (2 * (v / 4))));
