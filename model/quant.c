@@ -762,7 +762,7 @@ void quant__q3_k_scales(const uint8_t *p, int *sc)
     }
 }
 
-static void q3_k_pack_scales(const int *sc, uint8_t *p)
+void quant__q3_k_pack_scales(const int *sc, uint8_t *p)
 {
     memset(p, 0, K_SCALE_SIZE);
     for (int j = 0; j < 16; j++) {
@@ -807,7 +807,7 @@ static void q3_k_from_float(const float *x, void *dst, int64_t n)
                 L[16 * j + l] = (uint8_t)(q + 4);
             }
         }
-        q3_k_pack_scales(ls, y[b].scales);
+        quant__q3_k_pack_scales(ls, y[b].scales);
         quant__q2_pack(L, y[b].qs);
         memset(y[b].hmask, 0, sizeof y[b].hmask);
         for (int e = 0; e < QK_K; e++)
@@ -1212,6 +1212,11 @@ static const struct quant_traits traits[] = {
                        {quant__gemm_q5_1_r8_scalar, X86(quant__gemm_q5_1_r8_avx2),
                         NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q5_1},
+    [QUANT_Q3_K_R8] = {"Q3_K_R8", QK_K, sizeof(struct blk_q3_k), false, GGUF_TENSOR_Q8_K,
+                       NULL, NULL, NULL,
+                       {quant__gemm_q3_k_r8_scalar, X86(quant__gemm_q3_k_r8_avx2),
+                        NULL},
+                       QUANT_GROUP, GGUF_TENSOR_Q3_K},
     /* the activations of Q4_0_R8 and Q5_0_R8 (Q4_1_R8 and Q5_1_R8 take
      * Q8_1, as their file types do) */
     [QUANT_Q8_0S] = {"Q8_0S", QK8_0, sizeof(struct blk_q8_0s), false, QUANT_Q8_0S,

@@ -920,6 +920,140 @@ void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
+/* ---- Q3_K_R8: eight Q3_K rows interleaved (model/quant_r8.c draws it) --- */
+
+/*
+ * As Q6_K_R8: row r in 32-bit lane r, four codes per row meeting one
+ * activation broadcast.  Per 32-column chunk c: the sixteen 6-bit scales
+ * unpack in one vector from their 12 bytes (loaded into both halves), each
+ * to bits 2-7 of its byte (the low 4 bits by a shift and a mask of either
+ * nibble, joined by vpunpcklqdq; the top 2 by vpshufd of bytes 8-11, a
+ * variable shift by 6, 4, 2, 0 and a mask), so that tile_r6's shuffles
+ * with an arithmetic shift of 10 sign-extend each sub-block's scales into
+ * 16-bit lanes; a blend of the two and a shift by 2 give 4 s for the
+ * offset.  The codes of slots 0-5 are a mask (and a 16-bit shift) of a
+ * vector away, slots 6-7 two of each and an or.  Codes are 0..7, so a
+ * vpmaddubsw pair is at most 2 * 7 * 128 = 1792 and a sub-block's four
+ * products sum in 16 bits before one vpmaddwd by its scales; the offset 4
+ * comes off as tile_r6's 32, by vpmaddwd of 4 s with the two sub-blocks'
+ * bsums.  Per block, row and row of X: acc = fma(isum, d x_d, acc), as the
+ * scalar kernel.  In the 4-row tile (GCC 12, -O3) the chunk loop holds
+ * the sums and code vectors in registers and reloads only three byte masks
+ * from the stack; acc goes to the stack and back once per block.
+ */
+static inline __attribute__((always_inline)) void tile_r3(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4), m7 = _mm256_set1_epi8(7);
+    const __m256i m3c = _mm256_set1_epi8(0x3c), mc0 = _mm256_set1_epi8((char)0xc0);
+    /* the top 2 bits of value 4 k + i at bits 2 k of byte 8 + i: dword k
+     * of each half shifted to bits 6-7 */
+    const __m256i tops = _mm256_setr_epi32(6, 4, 2, 0, 6, 4, 2, 0);
+    const int8_t Z = -1;
+    /* as tile_r6's: sub-block 2c's scale of row r (byte r) in the high
+     * byte of 16-bit lanes 2r, 2r + 1; patb sub-block 2c + 1's (byte 8 +
+     * r) */
+    const __m256i pata = _mm256_setr_epi8(Z, 0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z,
+                                          4, Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7);
+    const __m256i patb = _mm256_add_epi8(pata, _mm256_set1_epi16(0x0800));
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q3_k_r8 *w = (const struct blk_q3_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        __m256i isum[KMR];
+        for (int m = 0; m < MR; m++)
+            isum[m] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            /* the chunk's 12 bytes of scales (and 4 it does not use: the
+             * next chunk's, the codes' at c = 7) in both halves */
+            const __m256i sv =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w->s + 12 * c)));
+            const __m256i lo =
+                _mm256_unpacklo_epi64(_mm256_and_si256(_mm256_slli_epi16(sv, 2), m3c),
+                                      _mm256_and_si256(_mm256_srli_epi16(sv, 2), m3c));
+            const __m256i hi =
+                _mm256_and_si256(_mm256_sllv_epi32(_mm256_shuffle_epi32(sv, 0xaa), tops), mc0);
+            /* byte v = 8 h + r: row r's scale of sub-block 2c + h, times 4 */
+            const __m256i s2 = _mm256_or_si256(lo, hi);
+            const __m256i sa = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, pata), 10);
+            const __m256i sb = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, patb), 10);
+            /* 4 s: row r's of sub-blocks 2c, 2c + 1 in lanes 2r, 2r + 1 */
+            const __m256i so = _mm256_slli_epi16(_mm256_blend_epi16(sa, sb, 0xaa), 2);
+            for (int m = 0; m < MR; m++) {
+                const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+                /* the offset: 4 s_j bsum_j for sub-blocks 2c, 2c + 1 */
+                isum[m] = _mm256_sub_epi32(
+                    isum[m], _mm256_madd_epi16(so, bcast4((const int8_t *)(x->bsums + 2 * c))));
+                __asm__("" : "+x"(isum[m]));
+            }
+            const uint8_t *q = w->q + 96 * c;
+            /* sub-block 2c + u: slots 4u .. 4u + 3, their four code
+             * vectors meeting every row of X before the next sub-block's */
+            for (int u = 0; u < 2; u++) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)q);
+                const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 32));
+                const __m256i v2 = _mm256_loadu_si256((const __m256i *)(q + 64));
+                __m256i cv[4];
+                if (u == 0) {
+                    cv[0] = _mm256_and_si256(v0, m7);
+                    cv[1] = _mm256_and_si256(_mm256_srli_epi16(v0, 3), m7);
+                    cv[2] = _mm256_and_si256(v1, m7);
+                    cv[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 3), m7);
+                } else {
+                    cv[0] = _mm256_and_si256(v2, m7);
+                    cv[1] = _mm256_and_si256(_mm256_srli_epi16(v2, 3), m7);
+                    /* slots 6, 7: bits 6-7 of v0, v1 and bits 6, 7 of v2 */
+                    cv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 6), m3),
+                                            _mm256_and_si256(_mm256_srli_epi16(v2, 4), m4));
+                    cv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 6), m3),
+                                            _mm256_and_si256(_mm256_srli_epi16(v2, 5), m4));
+                }
+                const __m256i sg = u ? sb : sa;
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq =
+                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * c +
+                        16 * u;
+                    __m256i p = _mm256_maddubs_epi16(cv[0], bcast4(xq));
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[1], bcast4(xq + 4)));
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[2], bcast4(xq + 8)));
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[3], bcast4(xq + 12)));
+                    isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, sg));
+                    __asm__("" : "+x"(isum[m])); /* as in tile_q8r8 below */
+                }
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x->d)), acc[m]);
+        }
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+#define TILE_R3_FN(mr)                                                                             \
+    static void r3_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
+                        float *Y, int64_t ldy, float beta)                                         \
+    {                                                                                              \
+        (void)first; /* the K-quant tiles prefetch on every pass */                                \
+        tile_r3(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
+    }
+TILE_R3_FN(1)
+TILE_R3_FN(2)
+TILE_R3_FN(3)
+TILE_R3_FN(4)
+
+void quant__gemm_q3_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r3_1, r3_2, r3_3, r3_4};
+    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
 /* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant_r8.c draws it) --- */
 
 /*

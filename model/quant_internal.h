@@ -159,6 +159,23 @@ struct blk_q6_k_r8 {
     uint8_t qh[8 * QK_K / 4];
 };
 
+/* Q3_K_R8 (load-time layout, model/quant_r8.c): one 256-column block of eight
+ * Q3_K rows, by 32-column chunks c = 0..7 (sub-blocks 2c, 2c + 1).  s +
+ * 12 c: the chunk's sixteen scales sc - 32 as 6-bit two's complement (the
+ * file's code sc with bit 5 flipped), value v = 8 h + r row r's of
+ * sub-block 2c + h: its low 4 bits in byte v % 8 (low nibble for h = 0,
+ * high for h = 1), its top 2 at bits 2 (v / 4) of byte 8 + v % 4.  q +
+ * 96 c: the codes (the file's q + 4, 0..7) as three 32-byte vectors e =
+ * 0..2; slot k = 0..7 of byte 4 r + i is row r's code of column 32 c +
+ * 4 k + i (sub-block 2c + k / 4): slots 2e and 2e + 1 whole at bits 0-2
+ * and 3-5 of vector e; slots 6 and 7 split, their low 2 bits at bits 6-7
+ * of vectors 0 and 1, their third bits at bits 6 and 7 of vector 2. */
+struct blk_q3_k_r8 {
+    uint16_t d[8];
+    uint8_t s[8 * 12];
+    uint8_t q[8 * 96];
+};
+
 /* Q8_0_R8 (load-time layout, model/quant_r8.c): one 32-column block of eight
  * Q8_0 rows r = 0..7 of a group: their eight scales, then eight 32-byte
  * vectors t = 0..7 whose byte 4 r + i holds row r's code of column
@@ -241,6 +258,7 @@ struct blk_q8_k {
 void quant__gemm_q4_k_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q3_k_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_scalar(QUANT__GEMM_ARGS);
@@ -265,6 +283,7 @@ void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q3_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS);

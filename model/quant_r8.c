@@ -1,6 +1,6 @@
 /*
  * model/quant_r8.c — the load-time layouts of the quantized types: each
- * file type's rows interleaved in groups of eight (Q4_K_R8 .. Q5_1_R8,
+ * file type's rows interleaved in groups of eight (Q4_K_R8 .. Q5_1_R8, Q3_K_R8,
  * model/quant.h), drawn below, with their conversion from and back to the
  * file's layout (quant_repack, quant_unpack), their rows as f32, and
  * their plain C product kernels: the references the AVX2 and AVX-512
@@ -225,6 +225,8 @@ static void r5_get(const void *wp, int r, void *xp)
 
 static void r6_put(void *wp, int r, const void *xp);
 static void r6_get(const void *wp, int r, void *xp);
+static void r3_put(void *wp, int r, const void *xp);
+static void r3_get(const void *wp, int r, void *xp);
 static void r80_put(void *wp, int r, const void *xp);
 static void r80_get(const void *wp, int r, void *xp);
 static void r40_put(void *wp, int r, const void *xp);
@@ -249,6 +251,7 @@ static const struct r8_codec {
     {GGUF_TENSOR_Q4_K, QK_K, sizeof(struct blk_q4_k), r8_put, r8_get},
     {GGUF_TENSOR_Q5_K, QK_K, sizeof(struct blk_q5_k), r5_put, r5_get},
     {GGUF_TENSOR_Q6_K, QK_K, sizeof(struct blk_q6_k), r6_put, r6_get},
+    {GGUF_TENSOR_Q3_K, QK_K, sizeof(struct blk_q3_k), r3_put, r3_get},
     {GGUF_TENSOR_Q8_0, QK8_0, sizeof(struct blk_q8_0), r80_put, r80_get},
     {GGUF_TENSOR_Q4_0, QK4_0, sizeof(struct blk_q4_0), r40_put, r40_get},
     {GGUF_TENSOR_Q5_0, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
@@ -471,6 +474,156 @@ void quant__gemm_q6_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_
                     for (int l = 0; l < 16; l++)
                         s += L[16 * j + l] * x[b].qs[16 * j + l];
                     isum += sc[j] * (s - 32 * x[b].bsums[j]);
+                }
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
+/* ---- Q3_K_R8: Q3_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * Q6_K_R8's idea for Q3_K (struct blk_q3_k_r8, 880 bytes = 8 x 110): row r
+ * in 32-bit lane r, four codes of each of eight rows per activation
+ * broadcast, codes stored as 0..7 (the file's q + 4) with the offset
+ * coming off through the activations' 16-column sums.
+ *
+ * Layout, per block and 32-column chunk c (sub-blocks 2c, 2c + 1):
+ *
+ *   [d x8 f16][s 96: 12 per chunk][q 768: 96 per chunk, three 32-byte vectors]
+ *
+ * Scales: the file's 6-bit codes as the scales themselves, sc - 32 in
+ * 6-bit two's complement (the code with its top bit flipped), 16 values
+ * per chunk in 12 bytes (value v = 8 h + r: row r, sub-block 2c + h): the
+ * low 4 bits in the nibbles of bytes 0..7 (byte v % 8, high nibble for v
+ * >= 8), the top 2 at bits 2 (v / 4) of byte 8 + v % 4.  A kernel unpacks
+ * a chunk's 16 in one vector (shifts, masks, one variable shift), each at
+ * bits 2-7 of its byte, where one arithmetic shift sign-extends it with no
+ * offset to take off.
+ *
+ * Codes: byte 4 r + i of the chunk's three vectors holds row r's eight
+ * codes of columns 32 c + 4 k + i (slot k = 0..7; sub-block 2c for k <
+ * 4): slots 2e and 2e + 1 whole in bits 0-2 and 3-5 of vector e, slots 6
+ * and 7 split (low 2 bits in bits 6-7 of vectors 0 and 1, third bits at
+ * bits 6 and 7 of vector 2).  Six of the eight code vectors are a mask
+ * (and a shift) away, where 2-bit codes and a plane of third bits (the
+ * file's split) took four or five operations each.
+ *
+ * The values are the file's (f16 d, 6-bit scales, 3-bit codes), so
+ * quant_unpack restores its bytes exactly and a row dequantizes to the
+ * same floats.  Products: per 256-column block, row and activation row,
+ * isum = sum_j s_j (sum_k c x - 4 bsum_j) with s_j = sc_j - 32 (exact),
+ * then acc = fma(isum, d x_d, acc); scalar and AVX2 agree bit for bit.
+ */
+_Static_assert(sizeof(struct blk_q3_k_r8) == R8 * sizeof(struct blk_q3_k), "q3_K_r8 layout");
+
+/* Row r's code of column 32 c + 4 k + i from chunk c's codes q (96 bytes). */
+static inline int r3_code(const uint8_t *q, int r, int k, int i)
+{
+    const int o = 4 * r + i;
+    if (k < 6)
+        return (q[32 * (k / 2) + o] >> (3 * (k % 2))) & 7;
+    return (q[32 * (k - 6) + o] >> 6) | (((q[64 + o] >> k) & 1) << 2);
+}
+
+/* Row r of a Q3_K_R8 block: scale codes sc[16] (0..63) and codes L[256]
+ * (0..7) in column order. */
+static void r3_row(const struct blk_q3_k_r8 *w, int r, int *sc, uint8_t *L)
+{
+    for (int c = 0; c < 8; c++) {
+        const uint8_t *s = w->s + 12 * c;
+        for (int h = 0; h < 2; h++) {
+            const int v = 8 * h + r;
+            sc[2 * c + h] =
+                (((s[v % 8] >> (4 * h)) & 15) | (((s[8 + v % 4] >> (2 * (v / 4))) & 3) << 4)) ^ 32;
+        }
+        for (int k = 0; k < 8; k++)
+            for (int i = 0; i < 4; i++)
+                L[32 * c + 4 * k + i] = (uint8_t)r3_code(w->q + 96 * c, r, k, i);
+    }
+}
+
+/* Writes row r of a Q3_K_R8 block from its file block. */
+static void r3_put(void *wp, int r, const void *xp)
+{
+    struct blk_q3_k_r8 *w = wp;
+    const struct blk_q3_k *x = xp;
+    int sc[16];
+    uint8_t L[QK_K];
+    quant__q3_k_scales(x->scales, sc);
+    quant__q3_k_codes(x, L);
+    w->d[r] = x->d;
+    for (int c = 0; c < 8; c++) {
+        uint8_t *s = w->s + 12 * c, *q = w->q + 96 * c;
+        for (int h = 0; h < 2; h++) {
+            const int v = 8 * h + r, code = sc[2 * c + h] ^ 32; /* sc - 32, 6 bits */
+            uint8_t *lo = &s[v % 8], *hi = &s[8 + v % 4];
+            *lo = (uint8_t)((*lo & ~(15 << (4 * h))) | ((code & 15) << (4 * h)));
+            *hi = (uint8_t)((*hi & ~(3 << (2 * (v / 4)))) | ((code >> 4) << (2 * (v / 4))));
+        }
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *l = &L[32 * c + i]; /* slot k: l[4 k] */
+            const int o = 4 * r + i;
+            q[o] = (uint8_t)(l[0] | l[4] << 3 | (l[24] & 3) << 6);
+            q[32 + o] = (uint8_t)(l[8] | l[12] << 3 | (l[28] & 3) << 6);
+            q[64 + o] = (uint8_t)(l[16] | l[20] << 3 | (l[24] >> 2) << 6 | (l[28] >> 2) << 7);
+        }
+    }
+}
+
+/* Row r of a Q3_K_R8 block back to its file block. */
+static void r3_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q3_k_r8 *w = wp;
+    struct blk_q3_k *x = xp;
+    int sc[16];
+    uint8_t L[QK_K];
+    r3_row(w, r, sc, L);
+    x->d = w->d[r];
+    quant__q3_k_pack_scales(sc, x->scales);
+    quant__q2_pack(L, x->qs);
+    memset(x->hmask, 0, sizeof x->hmask);
+    for (int e = 0; e < QK_K; e++)
+        x->hmask[e % 32] |= (uint8_t)((L[e] >> 2) << (e / 32));
+}
+
+static void q3_k_r8_row_to_float(const struct blk_q3_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int sc[16];
+        uint8_t L[QK_K];
+        r3_row(&w[b], r, sc, L);
+        const float d = h2f(w[b].d[r]);
+        for (int e = 0; e < QK_K; e++)
+            y[e] = d * (float)(sc[e / 16] - 32) * (float)(L[e] - 4);
+    }
+}
+
+void quant__gemm_q3_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                                float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_q3_k_r8 *w =
+            (const struct blk_q3_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int sc[16];
+                uint8_t L[QK_K];
+                r3_row(&w[b], r, sc, L);
+                int32_t isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 16; l++)
+                        s += L[16 * j + l] * x[b].qs[16 * j + l];
+                    isum += (sc[j] - 32) * (s - 4 * x[b].bsums[j]);
                 }
                 acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
             }
@@ -819,6 +972,7 @@ enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
     return t == GGUF_TENSOR_Q4_K   ? QUANT_Q4_K_R8
            : t == GGUF_TENSOR_Q5_K ? QUANT_Q5_K_R8
            : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8
+           : t == GGUF_TENSOR_Q3_K ? QUANT_Q3_K_R8
            : t == GGUF_TENSOR_Q8_0 ? QUANT_Q8_0_R8
            : t == GGUF_TENSOR_Q4_0 ? QUANT_Q4_0_R8
            : t == GGUF_TENSOR_Q5_0 ? QUANT_Q5_0_R8
@@ -846,6 +1000,8 @@ void quant__r8_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t K
 {
     if (t == QUANT_Q4_K_R8 || t == QUANT_Q5_K_R8)
         kr8_row_to_float(t == QUANT_Q5_K_R8, g, K / QK_K, r, y);
+    else if (t == QUANT_Q3_K_R8)
+        q3_k_r8_row_to_float((const struct blk_q3_k_r8 *)g, K / QK_K, r, y);
     else if (t == QUANT_Q8_0_R8)
         q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, r, y);
     else if (t == QUANT_Q4_0_R8 || t == QUANT_Q5_0_R8 || t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8)

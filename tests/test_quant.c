@@ -12,7 +12,7 @@
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
  * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- *   Q5_0_R8, Q4_1_R8, Q5_1_R8): exact round trip through quant_repack /
+ *   Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8): exact round trip through quant_repack /
  *   quant_unpack, rows dequantized as the file's, products (on the
  *   layout's own activations, Q8_0S for Q4_0_R8 and Q5_0_R8, the same
  *   values as the file type's) against the reference on the file's
@@ -616,7 +616,7 @@ static void test_gemm_all_isas(void **state)
 }
 
 /* The load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- * Q5_0_R8, Q4_1_R8, Q5_1_R8): quant_repack keeps the bytes' count and
+ * Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8): quant_repack keeps the bytes' count and
  * quant_unpack restores them exactly; every row dequantizes to the file
  * row's floats; a matrix of rows not in whole groups is refused untouched;
  * products at every ISA against the reference on the file's layout, with
@@ -727,6 +727,8 @@ static void test_repack(void **state)
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_1), QUANT_Q5_1_R8);
     check_repack(GGUF_TENSOR_Q4_1);
     check_repack(GGUF_TENSOR_Q5_1);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q3_K), QUANT_Q3_K_R8);
+    check_repack(GGUF_TENSOR_Q3_K);
 }
 
 /* The loader repacks a type only where its load-time layout has a kernel
@@ -858,6 +860,92 @@ static void test_q5_k_r8_extremes(void **state)
         }
     }
     assert_int_equal(quant_force_isa("auto"), 0);
+    free(W);
+    free(Xq);
+}
+
+/* Q3_K_R8 at the edges of its AVX2 kernel's 16-bit sums and of the
+ * scales: codes 7 (q = 3), 0 (q = -4) and mixed against activation codes
+ * +127 and -128 (a vpmaddubsw pair at most 2 * 7 * 128 = 1792, four of
+ * them summed in 16 bits), scale codes 63 and 0 (scales +31 and -32,
+ * their four times -128 in 16 bits for the offset), d 1 and x_d 1, so
+ * every output is the exact integer sum_k (sc - 32) (c - 4) x_k at every
+ * ISA (at most 2^23 here, and 2^22 per block: exact in a float). */
+static void test_q3_k_r8_extremes(void **state)
+{
+    (void)state;
+    const int64_t N = 16, K = 512, M = 3, nb = K / 256;
+    const size_t ws = quant_row_bytes(GGUF_TENSOR_Q3_K, K);
+    const size_t xs = quant_row_bytes(GGUF_TENSOR_Q8_K, K);
+    uint8_t *W = calloc(N, ws), *Xq = malloc(xs * M);
+    static int code[16][512], v[16 * 512];
+    int sc[16][32];
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++)
+            code[n][k] = n % 4 == 0   ? 7
+                         : n % 4 == 1 ? 0
+                         : n % 4 == 2 ? (k % 2 ? 0 : 7)
+                                      : (int)(rnd() % 8);
+        for (int j = 0; j < 32; j++) /* rows 0-7: all 63 or all 0; then mixed */
+            sc[n][j] = n < 8              ? (n / 4 ? 0 : 63)
+                       : (n + j) % 3 == 0 ? 63
+                       : (n + j) % 3 == 1 ? 0
+                                          : (int)(rnd() % 64);
+    }
+    /* the file's block: hmask[32], qs[64], scales[12], d (test_layout_q3_k) */
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = W + (size_t)n * ws + (size_t)b * 110;
+            const int *c = &code[n][256 * b], *s = &sc[n][16 * b];
+            for (int e = 0; e < 256; e++) {
+                const int half = e / 128, j = (e / 32) % 4, l = e % 32;
+                blk[32 + 32 * half + l] |= (uint8_t)((c[e] & 3) << (2 * j));
+                blk[l] |= (uint8_t)((c[e] >> 2) << (e / 32));
+            }
+            for (int j = 0; j < 16; j++) {
+                blk[96 + j % 8] |= (uint8_t)((s[j] & 15) << (j < 8 ? 0 : 4));
+                blk[96 + 8 + j % 4] |= (uint8_t)((s[j] >> 4) << (2 * (j / 4)));
+            }
+            const uint16_t one = 0x3c00; /* f16 1.0 */
+            memcpy(blk + 108, &one, 2);
+        }
+    /* activation codes 127 and -128 (the quantizer's amax / 127 gives
+     * -127 at most, so the Q8_K blocks are written here: d[f32],
+     * qs[256], bsums[16]), x_d 1 */
+    float X[3 * 512];
+    for (int64_t k = 0; k < K; k++) {
+        X[k] = 127.0f;
+        X[K + k] = -128.0f;
+        X[2 * K + k] = k % 2 ? 127.0f : -128.0f; /* against the mixed rows */
+    }
+    assert_int_equal(xs, 292 * (size_t)nb);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = Xq + (size_t)m * xs + (size_t)b * 292;
+            const float one = 1.0f;
+            memcpy(blk, &one, 4);
+            for (int j = 0; j < 16; j++) {
+                int16_t sum = 0;
+                for (int l = 0; l < 16; l++) {
+                    const int8_t q = (int8_t)X[m * K + 256 * b + 16 * j + l];
+                    blk[4 + 16 * j + l] = (uint8_t)q;
+                    sum = (int16_t)(sum + q);
+                }
+                memcpy(blk + 260 + 2 * j, &sum, 2);
+            }
+        }
+    for (int64_t i = 0; i < N * K; i++)
+        v[i] = (sc[i / K][(i % K) / 16] - 32) * (code[i / K][i % K] - 4);
+    /* the file layout's values are those */
+    float *wf = malloc((size_t)K * sizeof(float));
+    for (int64_t n = 0; n < N; n++) {
+        quant_to_float(GGUF_TENSOR_Q3_K, W + (size_t)n * ws, wf, K);
+        for (int64_t k = 0; k < K; k++)
+            assert_true(wf[k] == (float)v[n * K + k]);
+    }
+    free(wf);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q3_K, W, N, K), 0);
+    check_exact(QUANT_Q3_K_R8, W, Xq, M, N, K, X, v);
     free(W);
     free(Xq);
 }
@@ -1024,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_q8_0_r8_extremes),
         cmocka_unit_test(test_q5_k_r8_extremes),
         cmocka_unit_test(test_r0_extremes),
+        cmocka_unit_test(test_q3_k_r8_extremes),
         cmocka_unit_test(test_repack_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
