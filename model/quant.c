@@ -1025,7 +1025,7 @@ static const struct quant_traits traits[] = {
                        QUANT_GROUP, GGUF_TENSOR_Q5_1},
     [QUANT_Q2_K_R8] = {"Q2_K_R8", QK_K, sizeof(struct blk_q2_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL,
-                       {quant__gemm_q2_k_r8_scalar, NULL,
+                       {quant__gemm_q2_k_r8_scalar, X86(quant__gemm_q2_k_r8_avx2),
                         NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q2_K},
     /* the activations of Q4_0_R8 and Q5_0_R8 (Q4_1_R8 and Q5_1_R8 take

@@ -268,5 +268,6 @@ void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_1_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

@@ -849,7 +849,9 @@ R0_GEMM(quant__gemm_q5_1_r8_scalar, QUANT_Q5_1_R8)
  * sums isum = sum_j sc_j sum_k q x and msum = sum_j m_j bsum_j (Q8_K's
  * 16-column code sums), exact, then acc = fma(isum, d x_d, acc), acc =
  * fma(-msum, dmin x_d, acc) in block order, one float accumulator per
- * output (Q4_K_R8's order), so row m of Y never depends on M.
+ * output (Q4_K_R8's order).  The scalar kernel below and the AVX2 one
+ * (quant_avx2.c) do exactly these operations, so they agree bit for bit
+ * and row m of Y never depends on M.
  */
 _Static_assert(sizeof(struct blk_q2_k_r8) == R8 * sizeof(struct blk_q2_k), "q2_K_r8 layout");
 
