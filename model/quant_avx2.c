@@ -1248,6 +1248,128 @@ TILE_R0_FNS(q5_0_r8, true, false)
 TILE_R0_FNS(q4_1_r8, false, true)
 TILE_R0_FNS(q5_1_r8, true, true)
 
+/* ---- Q2_K_R8: eight Q2_K rows interleaved (model/quant_r8.c draws it) --- */
+
+/*
+ * As Q6_K_R8: row r in 32-bit lane r, four codes per row meeting one
+ * activation broadcast.  Per sub-block j (16 columns of the eight rows):
+ * one 32-byte load of qs + 32 j gives its four code vectors t = 0..3 by a
+ * 16-bit shift by 2 t and a byte mask of 3, and a broadcast 16-byte load
+ * of the scales bytes of its chunk (sub-blocks 2c, 2c + 1) one vpshufb
+ * and mask of 15 gives its scales, row r's in 16-bit lanes 2r, 2r + 1.
+ * Per row of X the four vpmaddubsw (codes 0..3 by activation codes: a
+ * pair is at most 2 * 3 * 128 = 768) sum in 16 bits, then one vpmaddwd by
+ * the scales adds the sub-block into the row's isum.  Per block and row
+ * of X: acc = fma(isum, d x_d, acc), then the mins: per chunk one vpshufb
+ * and a shift by 4 put the pair's mins of row r in lanes 2r, 2r + 1,
+ * which meet bsums[2c], bsums[2c + 1] (one broadcast) in one vpmaddwd per
+ * row of X into msum, and acc = fma(-msum, dmin x_d, acc): the scalar
+ * kernel's operations in its order (model/quant_r8.c), so the two agree
+ * bit for bit.  The mins are summed after the codes, not beside them (the
+ * rows' msum would be MR more live vectors in the codes' loop, where the
+ * 4-row tile has none to spare), and after acc has taken isum (with isum
+ * still live there, GCC 12 -O3 kept a row's isum on the stack through the
+ * codes' loop: a store and a load per sub-block).  R8_PF blocks ahead of
+ * the group are prefetched on every pass, as Q6_K_R8's.
+ */
+static inline __attribute__((always_inline)) void tile_r2(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
+    const int8_t Z = -1;
+    /* a chunk's 16 scales bytes: sub-block 2c's of row r (byte r) in the
+     * low byte of 16-bit lanes 2r, 2r + 1, rows 0-3 in the low half, 4-7
+     * in the high one; patb: sub-block 2c + 1's (byte 8 + r) */
+    const __m256i pata = _mm256_setr_epi8(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z, 4,
+                                          Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z);
+    const __m256i patb = _mm256_add_epi8(pata, _mm256_set1_epi16(8));
+    /* the pair's two bytes of row r in 16-bit lanes 2r, 2r + 1 */
+    const __m256i pato = _mm256_setr_epi8(0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
+                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15, Z);
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q2_k_r8 *w = (const struct blk_q2_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        const struct blk_q8_k *x[KMR];
+        __m256i isum[KMR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 16; j++) {
+            const __m256i s2 = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(w->sc + 8 * (j & ~1))));
+            const __m256i sc =
+                _mm256_and_si256(_mm256_shuffle_epi8(s2, (j & 1) ? patb : pata), m15);
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * j));
+            __m256i cv[4];
+            for (int t = 0; t < 4; t++)
+                cv[t] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * t), m3);
+            for (int m = 0; m < MR; m++) {
+                const int8_t *xq = x[m]->qs + 16 * j;
+                /* at most 4 * 768 in each 16-bit lane; the empty asm keeps
+                 * the four products summed one after another (without it
+                 * GCC 12 -O3 left 6 stack moves in the 2-row tile and 23 in
+                 * the 4-row one; with it 0 and 19, and no store in this
+                 * loop) */
+                __m256i p = _mm256_maddubs_epi16(cv[0], bcast4(xq));
+                for (int t = 1; t < 4; t++) {
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[t], bcast4(xq + 4 * t)));
+                    __asm__("" : "+x"(p));
+                }
+                isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, sc));
+                __asm__("" : "+x"(isum[m])); /* as in tile_q8r8 */
+            }
+        }
+        /* the codes' part of acc, then the mins' (the scalar kernel's
+         * order): isum dies before msum is summed */
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x[m]->d)), acc[m]);
+        __m256i msum[KMR];
+        for (int m = 0; m < MR; m++)
+            msum[m] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            const __m256i s2 =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w->sc + 16 * c)));
+            const __m256i mn = _mm256_srli_epi16(_mm256_shuffle_epi8(s2, pato), 4);
+            for (int m = 0; m < MR; m++) {
+                msum[m] = _mm256_add_epi32(
+                    msum[m], _mm256_madd_epi16(mn, bcast4((const int8_t *)(x[m]->bsums + 2 * c))));
+                __asm__("" : "+x"(msum[m]));
+            }
+        }
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[m]),
+                                      _mm256_mul_ps(m8, _mm256_set1_ps(x[m]->d)), acc[m]);
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+#define TILE_R2_FN(mr)                                                                             \
+    static void r2_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
+                        float *Y, int64_t ldy, float beta)                                         \
+    {                                                                                              \
+        (void)first; /* the K-quant tiles prefetch on every pass */                                \
+        tile_r2(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
+    }
+TILE_R2_FN(1)
+TILE_R2_FN(2)
+TILE_R2_FN(3)
+TILE_R2_FN(4)
+
+void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r2_1, r2_2, r2_3, r2_4};
+    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
 /* ---- activation rows ---------------------------------------------------- */
 
 /* max |x| over n (a multiple of 8) floats */

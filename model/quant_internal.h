@@ -176,6 +176,19 @@ struct blk_q3_k_r8 {
     uint8_t q[8 * 96];
 };
 
+/* Q2_K_R8 (load-time layout, model/quant_r8.c): one 256-column block of eight
+ * Q2_K rows r = 0..7 of a group.  d, dmin: row r's f16 scales; sc[8 j + r]:
+ * row r's scales byte of sub-block j as in its file block (scale in the low
+ * nibble, min in the high).  Codes by 32-column chunks c: qs + 64 c holds
+ * two 32-byte vectors u = 0, 1 whose byte 4 r + i has, at bits 2 t (t =
+ * 0..3), row r's code of column 32 c + 16 u + 4 t + i: vector u is
+ * sub-block 2 c + u of the eight rows. */
+struct blk_q2_k_r8 {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8 * QK_K / 16];
+    uint8_t qs[8 * QK_K / 4];
+};
+
 /* Q8_0_R8 (load-time layout, model/quant_r8.c): one 32-column block of eight
  * Q8_0 rows r = 0..7 of a group: their eight scales, then eight 32-byte
  * vectors t = 0..7 whose byte 4 r + i holds row r's code of column
@@ -264,6 +277,7 @@ void quant__gemm_q4_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q4_1_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q2_k_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS);
@@ -289,5 +303,6 @@ void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_1_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

@@ -1,6 +1,6 @@
 /*
  * model/quant_r8.c — the load-time layouts of the quantized types: each
- * file type's rows interleaved in groups of eight (Q4_K_R8 .. Q5_1_R8, Q3_K_R8,
+ * file type's rows interleaved in groups of eight (Q4_K_R8 .. Q2_K_R8,
  * model/quant.h), drawn below, with their conversion from and back to the
  * file's layout (quant_repack, quant_unpack), their rows as f32, and
  * their plain C product kernels: the references the AVX2 and AVX-512
@@ -237,6 +237,8 @@ static void r41_put(void *wp, int r, const void *xp);
 static void r41_get(const void *wp, int r, void *xp);
 static void r51_put(void *wp, int r, const void *xp);
 static void r51_get(const void *wp, int r, void *xp);
+static void r2_put(void *wp, int r, const void *xp);
+static void r2_get(const void *wp, int r, void *xp);
 
 /* The load-time layouts' codecs: file type, its block (elements) and block
  * bytes, and row r of a layout block written from its file block (put) or
@@ -257,6 +259,7 @@ static const struct r8_codec {
     {GGUF_TENSOR_Q5_0, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
     {GGUF_TENSOR_Q4_1, QK4_1, sizeof(struct blk_q4_1), r41_put, r41_get},
     {GGUF_TENSOR_Q5_1, QK5_1, sizeof(struct blk_q5_1), r51_put, r51_get},
+    {GGUF_TENSOR_Q2_K, QK_K, sizeof(struct blk_q2_k), r2_put, r2_get},
 };
 
 static const struct r8_codec *r8_codec_of(enum gguf_tensor_type t)
@@ -965,6 +968,139 @@ R0_GEMM(quant__gemm_q5_0_r8_scalar, QUANT_Q5_0_R8)
 R0_GEMM(quant__gemm_q4_1_r8_scalar, QUANT_Q4_1_R8)
 R0_GEMM(quant__gemm_q5_1_r8_scalar, QUANT_Q5_1_R8)
 
+/* ---- Q2_K_R8: Q2_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * Why.  Q2_K's file layout has only the scalar dot (q2_k_dot), which
+ * unpacks a block's 256 codes one at a time for every pair of weight row
+ * and activation row.  Interleaved by eight as Q6_K_R8 is (row r in
+ * 32-bit lane r), a sub-block of 16 columns of the eight rows is one
+ * 32-byte vector: byte 4 r + i holds row r's codes of columns 4 t + i (t =
+ * 0..3, at bits 2 t), so one shift and one mask give the vector t of
+ * codes, four columns of each of eight rows, which meets four activation
+ * bytes broadcast to every lane in one vpmaddubsw.  The scales bytes are
+ * the file's, the eight rows of a sub-block side by side, so one 16-byte
+ * load holds two sub-blocks' scales and mins of eight rows.
+ *
+ * Layout (struct blk_q2_k_r8, 672 bytes = 8 x 84): a group of rows
+ * 8g..8g+7 occupies the same bytes its eight file rows did, its blocks in
+ * column order:
+ *
+ *   [d x8 f16][dmin x8 f16][sc 128][qs 512]
+ *
+ *   sc byte 8 j + r: row r's scales byte of sub-block j (scale | min << 4)
+ *   qs + 64 c + 32 u (chunk c = 0..7, u = 0, 1: sub-block j = 2 c + u),
+ *   byte 4 r + i:
+ *
+ *       bits   7 6     5 4     3 2     1 0
+ *       row r  12 + i  8 + i   4 + i   i      (column of sub-block j)
+ *
+ * Scales, mins and codes are the file's: quant_unpack restores its bytes
+ * exactly and a row dequantizes to the same floats.
+ *
+ * Products: per 256-column block, row r and activation row, the integer
+ * sums isum = sum_j sc_j sum_k q x and msum = sum_j m_j bsum_j (Q8_K's
+ * 16-column code sums), exact, then acc = fma(isum, d x_d, acc), acc =
+ * fma(-msum, dmin x_d, acc) in block order, one float accumulator per
+ * output (Q4_K_R8's order).  The scalar kernel below and the AVX2 one
+ * (quant_avx2.c) do exactly these operations, so they agree bit for bit
+ * and row m of Y never depends on M.
+ */
+_Static_assert(sizeof(struct blk_q2_k_r8) == R8 * sizeof(struct blk_q2_k), "q2_K_r8 layout");
+
+/* Row r of a Q2_K_R8 block: its scales bytes sc[16] and codes q[256]
+ * (0..3) in column order. */
+static void r2_row(const struct blk_q2_k_r8 *w, int r, uint8_t *sc, uint8_t *q)
+{
+    for (int j = 0; j < 16; j++)
+        sc[j] = w->sc[8 * j + r];
+    for (int j = 0; j < 16; j++)
+        for (int i = 0; i < 4; i++) {
+            const uint8_t v = w->qs[32 * j + 4 * r + i]; /* qs + 64 c + 32 u, j = 2 c + u */
+            for (int t = 0; t < 4; t++)
+                q[16 * j + 4 * t + i] = (v >> (2 * t)) & 3;
+        }
+}
+
+/* Writes row r of a Q2_K_R8 block from its file block. */
+static void r2_put(void *wp, int r, const void *xp)
+{
+    struct blk_q2_k_r8 *w = wp;
+    const struct blk_q2_k *x = xp;
+    uint8_t L[QK_K];
+    quant__q2_codes(x->qs, L);
+    w->d[r] = x->d;
+    w->dmin[r] = x->dmin;
+    for (int j = 0; j < 16; j++) {
+        w->sc[8 * j + r] = x->scales[j];
+        for (int i = 0; i < 4; i++) {
+            uint8_t v = 0;
+            for (int t = 0; t < 4; t++)
+                v |= (uint8_t)(L[16 * j + 4 * t + i] << (2 * t));
+            w->qs[32 * j + 4 * r + i] = v;
+        }
+    }
+}
+
+/* Row r of a Q2_K_R8 block back to its file block. */
+static void r2_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q2_k_r8 *w = wp;
+    struct blk_q2_k *x = xp;
+    uint8_t L[QK_K];
+    r2_row(w, r, x->scales, L);
+    x->d = w->d[r];
+    x->dmin = w->dmin[r];
+    quant__q2_pack(L, x->qs);
+}
+
+/* Row r of the Q2_K_R8 group at g (nb blocks) to f32, as q2_k_to_float
+ * computes the file's row. */
+static void q2_k_r8_row_to_float(const struct blk_q2_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        uint8_t sc[16], L[QK_K];
+        r2_row(&w[b], r, sc, L);
+        const float d = h2f(w[b].d[r]), dmin = h2f(w[b].dmin[r]);
+        for (int e = 0; e < QK_K; e++) {
+            const int s = sc[e / 16];
+            y[e] = d * (float)(s & 15) * (float)L[e] - dmin * (float)(s >> 4);
+        }
+    }
+}
+
+void quant__gemm_q2_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                                float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_q2_k_r8 *w =
+            (const struct blk_q2_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t sc[16], L[QK_K];
+                r2_row(&w[b], r, sc, L);
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 16; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 16; l++)
+                        s += L[16 * j + l] * x[b].qs[16 * j + l];
+                    isum += (sc[j] & 15) * s;
+                    msum += (sc[j] >> 4) * x[b].bsums[j];
+                }
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
+                acc = fmaf(-(float)msum, h2f(w[b].dmin[r]) * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
 /* ---- the layouts' API ---------------------------------------------------- */
 
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
@@ -978,6 +1114,7 @@ enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
            : t == GGUF_TENSOR_Q5_0 ? QUANT_Q5_0_R8
            : t == GGUF_TENSOR_Q4_1 ? QUANT_Q4_1_R8
            : t == GGUF_TENSOR_Q5_1 ? QUANT_Q5_1_R8
+           : t == GGUF_TENSOR_Q2_K ? QUANT_Q2_K_R8
                                    : t;
 }
 
@@ -1006,6 +1143,8 @@ void quant__r8_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t K
         q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, r, y);
     else if (t == QUANT_Q4_0_R8 || t == QUANT_Q5_0_R8 || t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8)
         r0_row_to_float(t, g, K / QK4_0, r, y);
+    else if (t == QUANT_Q2_K_R8)
+        q2_k_r8_row_to_float((const struct blk_q2_k_r8 *)g, K / QK_K, r, y);
     else
         q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, r, y);
 }

@@ -12,11 +12,11 @@
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
  * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- *   Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8): exact round trip through quant_repack /
- *   quant_unpack, rows dequantized as the file's, products (on the
- *   layout's own activations, Q8_0S for Q4_0_R8 and Q5_0_R8, the same
- *   values as the file type's) against the reference on the file's
- *   layout, scalar = AVX2 bit for bit, and the AVX2 kernels' 16-bit sums
+ *   Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8): exact round trip
+ *   through quant_repack / quant_unpack, rows dequantized as the file's,
+ *   products (on the layout's own activations, Q8_0S for Q4_0_R8 and
+ *   Q5_0_R8, the same values as the file type's) against the reference on
+ *   the file's layout, scalar = AVX2 bit for bit, and the AVX2 kernels' 16-bit sums
  *   at their edges.
  */
 #include <errno.h>
@@ -616,12 +616,13 @@ static void test_gemm_all_isas(void **state)
 }
 
 /* The load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- * Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8): quant_repack keeps the bytes' count and
- * quant_unpack restores them exactly; every row dequantizes to the file
- * row's floats; a matrix of rows not in whole groups is refused untouched;
- * products at every ISA against the reference on the file's layout, with
- * ranges that cut groups; the scalar and AVX2 kernels agree bit for bit,
- * and row m of Y is the same at every M. */
+ * Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8): quant_repack keeps the
+ * bytes' count and quant_unpack restores them exactly; every row
+ * dequantizes to the file row's floats; a matrix of rows not in whole
+ * groups is refused untouched; products at every ISA against the
+ * reference on the file's layout, with ranges that cut groups; the scalar
+ * and AVX2 kernels agree bit for bit, and row m of Y is the same at every
+ * M. */
 static void check_repack(enum gguf_tensor_type t)
 {
     const enum gguf_tensor_type rt = quant_repack_type(t);
@@ -729,6 +730,8 @@ static void test_repack(void **state)
     check_repack(GGUF_TENSOR_Q5_1);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q3_K), QUANT_Q3_K_R8);
     check_repack(GGUF_TENSOR_Q3_K);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q2_K), QUANT_Q2_K_R8);
+    check_repack(GGUF_TENSOR_Q2_K);
 }
 
 /* The loader repacks a type only where its load-time layout has a kernel
@@ -1016,6 +1019,69 @@ static void test_r0_extremes(void **state)
     check_r0_extremes(GGUF_TENSOR_Q5_1);
 }
 
+/* Q2_K_R8 at the edges of its AVX2 kernel's 16-bit sums: codes 3
+ * against activation codes 127 and -128 (Q8_K blocks built by hand, d 1,
+ * so a code is its value), four vpmaddubsw pairs summing to 4 * 2 * 3 *
+ * -128 = -3072 before the scale; scales and mins 15 (rows 0-2), 0 (row
+ * 3's mins) and mixed, d and dmin 1, so every value d sc q - dmin m is a
+ * whole number and every output the exact integer sum_k v_k x_k at every
+ * ISA (the bsums reach 16 * -128 = -2048 against mins 15). */
+static void test_q2_k_r8_extremes(void **state)
+{
+    (void)state;
+    const int64_t N = 16, K = 512, M = 4, nb = K / 256;
+    const size_t ws = quant_row_bytes(GGUF_TENSOR_Q2_K, K);
+    const size_t xs = quant_row_bytes(GGUF_TENSOR_Q8_K, K);
+    uint8_t *W = calloc(N, ws), *Xq = malloc(xs * M);
+    int *v = malloc(sizeof(int) * (size_t)(N * K));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = W + (size_t)n * ws + (size_t)b * 84, *qs = blk + 16;
+            const uint16_t one = 0x3c00; /* f16 1.0: d and dmin */
+            memcpy(blk + 80, &one, 2);
+            memcpy(blk + 82, &one, 2);
+            for (int j = 0; j < 16; j++) {
+                const int sc = n < 3 ? 15 : (int)(rnd() % 16);
+                const int mn = n < 3 ? 15 : n == 3 ? 0 : (int)(rnd() % 16);
+                blk[j] = (uint8_t)(sc | mn << 4);
+                for (int l = 0; l < 16; l++) {
+                    const int e = 16 * j + l; /* element of the block */
+                    const int q = n == 0 ? 3 : n == 1 ? 0 : n == 2 ? 3 * (e % 2) : (int)(rnd() % 4);
+                    /* element 128 h + 32 s + i: bits 2 s of qs[32 h + i] */
+                    qs[32 * (e / 128) + e % 32] |= (uint8_t)(q << (2 * ((e / 32) % 4)));
+                    v[n * K + 256 * b + e] = sc * q - mn;
+                }
+            }
+        }
+    float X[4 * 512];
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++)
+            X[m * K + k] = m == 0   ? 127.0f
+                           : m == 1 ? -128.0f
+                           : m == 2 ? (k % 2 ? -128.0f : 127.0f)
+                                    : (float)((int)(rnd() % 256) - 128);
+    for (int64_t m = 0; m < M; m++) /* Q8_K blocks: d (f32) 1, codes X */
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = Xq + (size_t)m * xs + (size_t)b * 292;
+            const float one = 1.0f;
+            memcpy(blk, &one, 4);
+            for (int j = 0; j < 16; j++) {
+                int16_t s = 0;
+                for (int l = 0; l < 16; l++) {
+                    const int8_t q = (int8_t)X[m * K + 256 * b + 16 * j + l];
+                    blk[4 + 16 * j + l] = (uint8_t)q;
+                    s = (int16_t)(s + q);
+                }
+                memcpy(blk + 260 + 2 * j, &s, 2);
+            }
+        }
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q2_K, W, N, K), 0);
+    check_exact(QUANT_Q2_K_R8, W, Xq, M, N, K, X, v);
+    free(W);
+    free(Xq);
+    free(v);
+}
+
 /* quant_rows writes exactly rows [m0, m1) */
 static void test_rows_range(void **state)
 {
@@ -1113,6 +1179,7 @@ int main(void)
         cmocka_unit_test(test_q5_k_r8_extremes),
         cmocka_unit_test(test_r0_extremes),
         cmocka_unit_test(test_q3_k_r8_extremes),
+        cmocka_unit_test(test_q2_k_r8_extremes),
         cmocka_unit_test(test_repack_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
