@@ -35,10 +35,10 @@
  * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
  * with the sum of its codes (for the Q4_0_R8 and Q5_0_R8 kernels).
  *
- * The load-time layouts (Q4_K_R8 .. Q5_1_R8: rows in eights) have rows in
- * the table here; model/quant_r8.c draws them and holds their conversions
- * and plain C kernels, and model/quant_codes.h the block pieces the two
- * files share.
+ * The load-time layouts (Q4_K_R8 .. Q5_1_R8, IQ4_NL_R8 and IQ4_XS_R8:
+ * rows in eights) have rows in the table here; model/quant_r8.c draws them
+ * and holds their conversions and plain C kernels, and
+ * model/quant_codes.h the block pieces the two files share.
  *
  * ISA.  quant_gemm takes the kernel of the chosen ISA from the type's row;
  * a row without one at that ISA falls back to the next lower ISA, and
@@ -1212,6 +1212,16 @@ static const struct quant_traits traits[] = {
                        {quant__gemm_q5_1_r8_scalar, X86(quant__gemm_q5_1_r8_avx2),
                         NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q5_1},
+    [QUANT_IQ4_NL_R8] = {"IQ4_NL_R8", QK4_NL, sizeof(struct blk_iq4_nl), false, GGUF_TENSOR_Q8_0,
+                         NULL, NULL, NULL,
+                         {quant__gemm_iq4_nl_r8_scalar, X86(quant__gemm_iq4_nl_r8_avx2),
+                          NULL},
+                         QUANT_GROUP, GGUF_TENSOR_IQ4_NL},
+    [QUANT_IQ4_XS_R8] = {"IQ4_XS_R8", QK_K, sizeof(struct blk_iq4_xs), false, GGUF_TENSOR_Q8_K,
+                         NULL, NULL, NULL,
+                         {quant__gemm_iq4_xs_r8_scalar, X86(quant__gemm_iq4_xs_r8_avx2),
+                          NULL},
+                         QUANT_GROUP, GGUF_TENSOR_IQ4_XS},
     /* the activations of Q4_0_R8 and Q5_0_R8 (Q4_1_R8 and Q5_1_R8 take
      * Q8_1, as their file types do) */
     [QUANT_Q8_0S] = {"Q8_0S", QK8_0, sizeof(struct blk_q8_0s), false, QUANT_Q8_0S,
