@@ -39,9 +39,9 @@
  * measured with.
  *
  * Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_1_R8, Q5_1_R8,
- * Q3_K_R8 and Q2_K_R8 are the file types of those names in their load-time
- * layouts (quant_repack, as the loader leaves them): compare them with the
- * file types' lines.
+ * Q3_K_R8, Q2_K_R8, IQ4_NL_R8 and IQ4_XS_R8 are the file types of those
+ * names in their load-time layouts (quant_repack, as the loader leaves
+ * them): compare them with the file types' lines.
  *
  * Threads split the N rows of W as the forward pass does (quant_gemm on
  * [n0, n1) per thread, started together by a barrier).
@@ -373,10 +373,12 @@ int main(int argc, char **argv)
     const double bw = stream_gbs();
     printf("# threads %d, read bandwidth %.1f GB/s (streaming sum over 512 MiB)\n", n_threads, bw);
     const enum gguf_tensor_type types[] = {
-        GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q5_1,
-        GGUF_TENSOR_Q2_K, GGUF_TENSOR_Q3_K, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K,
-        QUANT_Q4_K_R8,    QUANT_Q5_K_R8,    QUANT_Q6_K_R8,    QUANT_Q8_0_R8,    QUANT_Q4_0_R8,
-        QUANT_Q5_0_R8,    QUANT_Q4_1_R8,    QUANT_Q5_1_R8,    QUANT_Q3_K_R8,    QUANT_Q2_K_R8};
+        GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1,   GGUF_TENSOR_Q5_0,
+        GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q2_K, GGUF_TENSOR_Q3_K,   GGUF_TENSOR_Q4_K,
+        GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_IQ4_NL, GGUF_TENSOR_IQ4_XS,
+        QUANT_Q4_K_R8,    QUANT_Q5_K_R8,    QUANT_Q6_K_R8,      QUANT_Q8_0_R8,
+        QUANT_Q4_0_R8,    QUANT_Q5_0_R8,    QUANT_Q4_1_R8,      QUANT_Q5_1_R8,
+        QUANT_Q3_K_R8,    QUANT_Q2_K_R8,    QUANT_IQ4_NL_R8,    QUANT_IQ4_XS_R8};
     const char *isas[] = {"scalar", "avx2", "avx512"};
     const int64_t Ms[] = {1, 64, 256};
     const int64_t shapes[2][2] = {{768, 2048}, {2048, 768}};

@@ -35,8 +35,8 @@
  * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
  * with the sum of its codes (for the Q4_0_R8 and Q5_0_R8 kernels).
  *
- * The load-time layouts (Q4_K_R8 .. Q5_1_R8, Q2_K_R8: rows in eights)
- * have rows in the table here; model/quant_r8.c draws them and holds their
+ * The load-time layouts (Q4_K_R8 .. IQ4_XS_R8: rows in eights) have rows
+ * in the table here; model/quant_r8.c draws them and holds their
  * conversions and plain C kernels, and model/quant_codes.h the block
  * pieces the two files share.
  *
@@ -1222,6 +1222,16 @@ static const struct quant_traits traits[] = {
                        {quant__gemm_q2_k_r8_scalar, X86(quant__gemm_q2_k_r8_avx2),
                         NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q2_K},
+    [QUANT_IQ4_NL_R8] = {"IQ4_NL_R8", QK4_NL, sizeof(struct blk_iq4_nl), false, GGUF_TENSOR_Q8_0,
+                         NULL, NULL, NULL,
+                         {quant__gemm_iq4_nl_r8_scalar, X86(quant__gemm_iq4_nl_r8_avx2),
+                          NULL},
+                         QUANT_GROUP, GGUF_TENSOR_IQ4_NL},
+    [QUANT_IQ4_XS_R8] = {"IQ4_XS_R8", QK_K, sizeof(struct blk_iq4_xs), false, GGUF_TENSOR_Q8_K,
+                         NULL, NULL, NULL,
+                         {quant__gemm_iq4_xs_r8_scalar, X86(quant__gemm_iq4_xs_r8_avx2),
+                          NULL},
+                         QUANT_GROUP, GGUF_TENSOR_IQ4_XS},
     /* the activations of Q4_0_R8 and Q5_0_R8 (Q4_1_R8 and Q5_1_R8 take
      * Q8_1, as their file types do) */
     [QUANT_Q8_0S] = {"Q8_0S", QK8_0, sizeof(struct blk_q8_0s), false, QUANT_Q8_0S,

@@ -78,6 +78,10 @@ struct quant_traits {
 #define QUANT_Q5_1_R8 ((enum gguf_tensor_type)72) /* Q5_1's, as Q5_0_R8 */
 #define QUANT_Q3_K_R8 ((enum gguf_tensor_type)73) /* Q3_K's, as Q6_K_R8 */
 #define QUANT_Q2_K_R8 ((enum gguf_tensor_type)74) /* Q2_K's, as Q6_K_R8 */
+/* IQ4_NL's, as Q4_0_R8; IQ4_XS's, as Q4_K_R8 (its scale codes packed by
+ * sub-block) */
+#define QUANT_IQ4_NL_R8 ((enum gguf_tensor_type)75)
+#define QUANT_IQ4_XS_R8 ((enum gguf_tensor_type)76)
 
 /* One row of the type table. */
 const struct quant_traits *quant_traits_of(enum gguf_tensor_type t);
@@ -112,7 +116,8 @@ void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n
 /* The load-time layout of file type t (QUANT_Q4_K_R8 for Q4_K,
  * QUANT_Q5_K_R8 for Q5_K, QUANT_Q6_K_R8 for Q6_K, QUANT_Q3_K_R8 for
  * Q3_K, QUANT_Q2_K_R8 for Q2_K, QUANT_Q8_0_R8 for Q8_0, QUANT_Q4_0_R8 ..
- * QUANT_Q5_1_R8 for Q4_0 .. Q5_1), or t itself when it has none. */
+ * QUANT_Q5_1_R8 for Q4_0 .. Q5_1, QUANT_IQ4_NL_R8 and QUANT_IQ4_XS_R8 for
+ * IQ4_NL and IQ4_XS), or t itself when it has none. */
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t);
 
 /* Rearranges W (N rows of K elements of file type t) in place into

@@ -1370,6 +1370,188 @@ void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
+/* ---- IQ4_NL_R8, IQ4_XS_R8: codes into a table, rows in eights ---------- */
+
+/*
+ * Q4_0_R8's and Q4_K_R8's code vectors (model/quant_r8.c draws the
+ * layouts): four loads per 32 columns, each split by r4_codes into two
+ * vectors of four-bit codes, row r in 32-bit lane r.  vpshufb looks each
+ * vector up in the format's 16 values v (quant__iq4_values: -127 .. 113,
+ * never 0) and vpabsb gives |v| (unsigned bytes; a second table, of |v|,
+ * would hold one more register); then per row of X, as tile_q8r8, the
+ * four activation bytes of those columns are broadcast to every lane,
+ * vpsignb moves v's sign onto them (v is never 0, so none is zeroed) and
+ * vpmaddubsw multiplies |v| by them.  That needs the activation codes
+ * within +-127 (vpsignb leaves -128 as it is): quant_rows writes no -128
+ * (Q8_0 and Q8_K: d = amax / 127).  A pair is at most 2 * 127 * 127 =
+ * 32258, so no two products may be summed in 16 bits: each vpmaddubsw
+ * gets its own vpmaddwd, by ones for IQ4_NL_R8, and for IQ4_XS_R8 by the
+ * sub-block's scale codes less 32 (row r's in 16-bit lanes 2r, 2r + 1; a
+ * lane at most 2 * 32258 * 32), which scales the products as it widens
+ * them.  The lookups and code vectors are shared by up to IQ4R_MR rows of
+ * X; each code vector meets every row before the next is used, so one
+ * load's vectors are live beside the rows' sums, not a block's.  (GCC 12
+ * -O3 spills nothing in the IQ4_NL_R8 tiles; in the 3- and 4-row
+ * IQ4_XS_R8 tiles it keeps two or three of the float accumulators on the
+ * stack around the sub-block loop, a store and a load each per 256
+ * columns, rather than reload the scale unpacking's constants per
+ * sub-block.)  Per block and row: acc = fma(isum, d_w x_d, acc), the
+ * scalar kernels' operations, so the two agree bit for bit.  IQ4_NL_R8
+ * prefetches Q0R_PF blocks ahead on the first pass over a group (decode),
+ * as Q4_0_R8; IQ4_XS_R8 R8_PF blocks ahead on every pass, as Q4_K_R8.
+ */
+#define IQ4R_MR 4
+
+/* quant__iq4_values (model/quant.c) in both 128-bit halves */
+static inline __m256i iq4_table(void)
+{
+    return _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
+                            113, -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69,
+                            89, 113);
+}
+
+/* A vector of codes c (0..15 per byte) against rows m < MR of X, whose
+ * activation bytes of its columns start at xq[m] + off (four per lane):
+ * isum[m] += vpmaddwd(vpmaddubsw(|v|, x with v's sign), mul). */
+static inline __attribute__((always_inline)) void iq4_rows(const int MR, __m256i c, __m256i tab,
+                                                           __m256i mul, const int8_t *const *xq,
+                                                           int off, __m256i *isum)
+{
+    const __m256i s = _mm256_shuffle_epi8(tab, c), a = _mm256_abs_epi8(s);
+    for (int m = 0; m < MR; m++) {
+        const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(xq[m] + off), s));
+        isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, mul));
+        __asm__("" : "+x"(isum[m])); /* as in tile_q8r8 */
+    }
+}
+
+/* IQ4_XS_R8 sub-block j's scale codes less 32 from sc = the block's sc +
+ * 6 j, row r's in 16-bit lanes 2r and 2r + 1: the 8 bytes at sc (two past
+ * the sub-block's six, still in the block) in every 64-bit lane; 32-bit
+ * lane r takes bytes k, k + 1 twice (k = 6 r / 8; row r's code is at bit
+ * s = 6 r - 8 k <= 6 of them), a shift of the lane by s puts it at bit 0
+ * of both its 16-bit halves, and a mask keeps its 6 bits. */
+static inline __attribute__((always_inline)) __m256i iq4xs_scales(const uint8_t *sc)
+{
+    int64_t v;
+    memcpy(&v, sc, 8);
+    const __m256i pick =
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 2, 3, 2, 3,  /* rows 0-3 */
+                         3, 4, 3, 4, 3, 4, 3, 4, 4, 5, 4, 5, 5, 6, 5, 6); /* 4-7 */
+    const __m256i f = _mm256_srlv_epi32(_mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick),
+                                        _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2));
+    return _mm256_sub_epi16(_mm256_and_si256(f, _mm256_set1_epi16(63)), _mm256_set1_epi16(32));
+}
+
+/* MR rows of X (Q8_0, xstride apart) by the IQ4_NL_R8 group G (nb blocks):
+ * Y[m][0..8). */
+static inline __attribute__((always_inline)) void tile_iq4nl(const int MR, const bool pf,
+                                                             const uint8_t *G, int64_t nb,
+                                                             const uint8_t *X, size_t xstride,
+                                                             float *Y, int64_t ldy, float beta)
+{
+    const __m256i tab = iq4_table(), ones = _mm256_set1_epi16(1);
+    __m256 acc[IQ4R_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_iq4_nl_r8 *w = (const struct blk_iq4_nl_r8 *)G + b;
+        if (pf)
+            prefetch_span((const uint8_t *)(w + Q0R_PF), (int64_t)sizeof(*w));
+        const struct blk_q8_0 *x[IQ4R_MR];
+        const int8_t *xq[IQ4R_MR];
+        __m256i isum[IQ4R_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_0 *)(X + (size_t)m * xstride) + b;
+            xq[m] = x[m]->qs;
+            isum[m] = _mm256_setzero_si256();
+        }
+        for (int t = 0; t < 4; t++) {
+            __m256i lo, hi;
+            r4_codes(false, _mm256_loadu_si256((const __m256i *)(w->qs + 32 * t)),
+                     _mm256_setzero_si256(), t, &lo, &hi);
+            iq4_rows(MR, lo, tab, ones, xq, 4 * t, isum);
+            iq4_rows(MR, hi, tab, ones, xq, 16 + 4 * t, isum);
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x[m]->d))), acc[m]);
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+/* MR rows of X (Q8_K, xstride apart) by the IQ4_XS_R8 group G (nb blocks):
+ * Y[m][0..8). */
+static inline __attribute__((always_inline)) void tile_iq4xs(const int MR, const uint8_t *G,
+                                                             int64_t nb, const uint8_t *X,
+                                                             size_t xstride, float *Y, int64_t ldy,
+                                                             float beta)
+{
+    const __m256i tab = iq4_table();
+    __m256 acc[IQ4R_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_iq4_xs_r8 *w = (const struct blk_iq4_xs_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        const struct blk_q8_k *x[IQ4R_MR];
+        __m256i isum[IQ4R_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 8; j++) {
+            const __m256i sc = iq4xs_scales(w->sc + 6 * j);
+            const int8_t *xq[IQ4R_MR];
+            for (int m = 0; m < MR; m++)
+                xq[m] = x[m]->qs + 32 * j;
+            for (int t = 0; t < 4; t++) {
+                __m256i lo, hi;
+                r4_codes(false, _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t)),
+                         _mm256_setzero_si256(), t, &lo, &hi);
+                iq4_rows(MR, lo, tab, sc, xq, 4 * t, isum);
+                iq4_rows(MR, hi, tab, sc, xq, 16 + 4 * t, isum);
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x[m]->d)), acc[m]);
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+/* the tiles of 1..IQ4R_MR rows of X: iqnl_* IQ4_NL_R8, iqxs_* IQ4_XS_R8 */
+#define TILE_IQ4_FNS(mr)                                                                           \
+    static void iqnl_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
+                          float *Y, int64_t ldy, float beta)                                       \
+    {                                                                                              \
+        tile_iq4nl(mr, first, G, nb, X, xs, Y, ldy, beta);                                         \
+    }                                                                                              \
+    static void iqxs_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
+                          float *Y, int64_t ldy, float beta)                                       \
+    {                                                                                              \
+        (void)first; /* prefetches on every pass, as the K-quant tiles */                          \
+        tile_iq4xs(mr, G, nb, X, xs, Y, ldy, beta);                                                \
+    }
+TILE_IQ4_FNS(1)
+TILE_IQ4_FNS(2)
+TILE_IQ4_FNS(3)
+TILE_IQ4_FNS(4)
+
+void quant__gemm_iq4_nl_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[IQ4R_MR] = {iqnl_1, iqnl_2, iqnl_3, iqnl_4};
+    gemm_groups(fns, IQ4R_MR, QK4_NL, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[IQ4R_MR] = {iqxs_1, iqxs_2, iqxs_3, iqxs_4};
+    gemm_groups(fns, IQ4R_MR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
 /* ---- activation rows ---------------------------------------------------- */
 
 /* max |x| over n (a multiple of 8) floats */

@@ -239,6 +239,33 @@ _Static_assert(offsetof(struct blk_q5_0_r8, qh) == offsetof(struct blk_q5_0_r8, 
                    offsetof(struct blk_q5_1_r8, qh) == offsetof(struct blk_q5_1_r8, qs) + 128,
                "a five-bit layout's qh follows its qs");
 
+/* IQ4_NL_R8 (load-time layout, model/quant_r8.c): one 32-column block of
+ * eight IQ4_NL rows r = 0..7 of a group: their eight scales, then four
+ * 32-byte vectors t = 0..3 whose byte 4 r + i holds row r's code (the
+ * file's, 0..15, value d v[code] with v = quant__iq4_values) of column
+ * 4 t + i in its low nibble and of column 16 + 4 t + i in its high one:
+ * Q4_0_R8's bytes, the codes selecting table values instead of code - 8. */
+struct blk_iq4_nl_r8 {
+    uint16_t d[8];
+    uint8_t qs[8 * QK4_NL / 2];
+};
+
+/* IQ4_XS_R8 (load-time layout, model/quant_r8.c): one 256-column block of
+ * eight IQ4_XS rows r = 0..7 of a group: their eight scales, then the 64
+ * six-bit scale codes (the file's ls, scale d (ls - 32)) by sub-block j,
+ * six bytes each: the 48 bits at sc + 6 j (little-endian) hold row r's
+ * code at bits 6 r .. 6 r + 5.  qs as Q4_K_R8's: sub-block j's 32 columns
+ * at qs + 128 j, as four 32-byte vectors t = 0..3 whose byte 4 r + i holds
+ * row r's code of column 32 j + 4 t + i (low nibble) and 32 j + 16 + 4 t
+ * + i (high nibble). */
+struct blk_iq4_xs_r8 {
+    uint16_t d[8];
+    uint8_t sc[6 * 8];
+    uint8_t qs[8 * QK_K / 2];
+};
+_Static_assert(offsetof(struct blk_iq4_xs_r8, sc) + 6 * 8 + 2 <= sizeof(struct blk_iq4_xs_r8),
+               "IQ4_XS_R8: an 8-byte load of sub-block 7's scale codes stays in the block");
+
 /* activations of the Q4_0_R8 and Q5_0_R8 products: Q8_0's block (x = d *
  * qs, the same d and codes) with s = sum(qs), exact, which takes the
  * codes' offset o (8, 16) off: sum (c - o) x = sum c x - o s.  (Q4_1_R8
@@ -278,6 +305,8 @@ void quant__gemm_q5_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q4_1_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q2_k_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_nl_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_xs_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS);
@@ -304,5 +333,7 @@ void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_1_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_nl_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

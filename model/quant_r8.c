@@ -1,6 +1,6 @@
 /*
  * model/quant_r8.c — the load-time layouts of the quantized types: each
- * file type's rows interleaved in groups of eight (Q4_K_R8 .. Q2_K_R8,
+ * file type's rows interleaved in groups of eight (Q4_K_R8 .. IQ4_XS_R8,
  * model/quant.h), drawn below, with their conversion from and back to the
  * file's layout (quant_repack, quant_unpack), their rows as f32, and
  * their plain C product kernels: the references the AVX2 and AVX-512
@@ -239,27 +239,33 @@ static void r51_put(void *wp, int r, const void *xp);
 static void r51_get(const void *wp, int r, void *xp);
 static void r2_put(void *wp, int r, const void *xp);
 static void r2_get(const void *wp, int r, void *xp);
+static void rnl_put(void *wp, int r, const void *xp);
+static void rnl_get(const void *wp, int r, void *xp);
+static void rxs_put(void *wp, int r, const void *xp);
+static void rxs_get(const void *wp, int r, void *xp);
 
-/* The load-time layouts' codecs: file type, its block (elements) and block
- * bytes, and row r of a layout block written from its file block (put) or
- * back (get). */
+/* The load-time layouts' codecs: file type, its layout, its block
+ * (elements) and block bytes, and row r of a layout block written from its
+ * file block (put) or back (get). */
 static const struct r8_codec {
-    enum gguf_tensor_type t;
+    enum gguf_tensor_type t, rt;
     int32_t blk;
     size_t fb;
     void (*put)(void *w, int r, const void *x);
     void (*get)(const void *w, int r, void *x);
 } r8_codecs[] = {
-    {GGUF_TENSOR_Q4_K, QK_K, sizeof(struct blk_q4_k), r8_put, r8_get},
-    {GGUF_TENSOR_Q5_K, QK_K, sizeof(struct blk_q5_k), r5_put, r5_get},
-    {GGUF_TENSOR_Q6_K, QK_K, sizeof(struct blk_q6_k), r6_put, r6_get},
-    {GGUF_TENSOR_Q3_K, QK_K, sizeof(struct blk_q3_k), r3_put, r3_get},
-    {GGUF_TENSOR_Q8_0, QK8_0, sizeof(struct blk_q8_0), r80_put, r80_get},
-    {GGUF_TENSOR_Q4_0, QK4_0, sizeof(struct blk_q4_0), r40_put, r40_get},
-    {GGUF_TENSOR_Q5_0, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
-    {GGUF_TENSOR_Q4_1, QK4_1, sizeof(struct blk_q4_1), r41_put, r41_get},
-    {GGUF_TENSOR_Q5_1, QK5_1, sizeof(struct blk_q5_1), r51_put, r51_get},
-    {GGUF_TENSOR_Q2_K, QK_K, sizeof(struct blk_q2_k), r2_put, r2_get},
+    {GGUF_TENSOR_Q4_K, QUANT_Q4_K_R8, QK_K, sizeof(struct blk_q4_k), r8_put, r8_get},
+    {GGUF_TENSOR_Q5_K, QUANT_Q5_K_R8, QK_K, sizeof(struct blk_q5_k), r5_put, r5_get},
+    {GGUF_TENSOR_Q6_K, QUANT_Q6_K_R8, QK_K, sizeof(struct blk_q6_k), r6_put, r6_get},
+    {GGUF_TENSOR_Q3_K, QUANT_Q3_K_R8, QK_K, sizeof(struct blk_q3_k), r3_put, r3_get},
+    {GGUF_TENSOR_Q8_0, QUANT_Q8_0_R8, QK8_0, sizeof(struct blk_q8_0), r80_put, r80_get},
+    {GGUF_TENSOR_Q4_0, QUANT_Q4_0_R8, QK4_0, sizeof(struct blk_q4_0), r40_put, r40_get},
+    {GGUF_TENSOR_Q5_0, QUANT_Q5_0_R8, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
+    {GGUF_TENSOR_Q4_1, QUANT_Q4_1_R8, QK4_1, sizeof(struct blk_q4_1), r41_put, r41_get},
+    {GGUF_TENSOR_Q5_1, QUANT_Q5_1_R8, QK5_1, sizeof(struct blk_q5_1), r51_put, r51_get},
+    {GGUF_TENSOR_Q2_K, QUANT_Q2_K_R8, QK_K, sizeof(struct blk_q2_k), r2_put, r2_get},
+    {GGUF_TENSOR_IQ4_NL, QUANT_IQ4_NL_R8, QK4_NL, sizeof(struct blk_iq4_nl), rnl_put, rnl_get},
+    {GGUF_TENSOR_IQ4_XS, QUANT_IQ4_XS_R8, QK_K, sizeof(struct blk_iq4_xs), rxs_put, rxs_get},
 };
 
 static const struct r8_codec *r8_codec_of(enum gguf_tensor_type t)
@@ -1101,21 +1107,217 @@ void quant__gemm_q2_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_
     }
 }
 
+/* ---- IQ4_NL_R8 and IQ4_XS_R8: the 16-value table, rows in eights ------- */
+
+/*
+ * Why.  The file layouts of IQ4_NL and IQ4_XS have only the scalar dots
+ * (a table look-up per weight).  Their codes are four bits, so the
+ * interleaving of the other four-bit types serves them: IQ4_NL's 32-blocks
+ * as Q4_0_R8's, IQ4_XS's 256-blocks of eight sub-blocks of 32 as
+ * Q4_K_R8's, row r of a group in 32-bit lane r of every vector.  A code
+ * selects a value v of quant__iq4_values (-127 .. 113, never 0), which an
+ * AVX2 kernel looks up for 32 codes at once (vpshufb), so the products are
+ * signed bytes by signed bytes, as Q8_0_R8's.
+ *
+ * Layout (blk_iq4_nl_r8 144 bytes = 8 x 18, blk_iq4_xs_r8 1088 = 8 x 136):
+ * a group of rows 8g..8g+7 occupies the same bytes its eight file rows
+ * did, its blocks in column order:
+ *
+ *   IQ4_NL_R8  [d x8 f16][qs 128: Q4_0_R8's]
+ *   IQ4_XS_R8  [d x8 f16][sc 48: 6 bytes per sub-block j, row r's 6-bit
+ *              scale code at bits 6 r .. 6 r + 5][qs 1024: Q4_K_R8's]
+ *
+ * An IQ4_NL_R8 qs byte is the file's byte 4 t + i of row r as it is; an
+ * IQ4_XS_R8 one, in sub-block j, the file's byte 16 j + 4 t + i.  A
+ * sub-block's scale codes are packed so that one 8-byte load, one byte
+ * shuffle, one shift per 32-bit lane and a mask put row r's in 16-bit
+ * lanes 2r and 2r + 1 (quant_avx2.c), with nothing kept between
+ * sub-blocks.  Scales, scale codes and codes are the file's: quant_unpack
+ * restores its bytes exactly and a row dequantizes to the same floats.
+ *
+ * Products: per block, row r and activation row, the integer isum = sum_k
+ * v[c_k] x_k (IQ4_NL), or sum_j (ls_j - 32) sum_k v[c_k] x_k over the
+ * sub-blocks j (IQ4_XS; |isum| <= 256 * 32 * 127 * 128 < 2^31), exact,
+ * then acc = fma(isum, d_w x_d, acc), in block order.  The scalar kernels
+ * below and the AVX2 ones (quant_avx2.c) do exactly these operations, so
+ * they agree bit for bit and row m of Y never depends on M.
+ */
+_Static_assert(sizeof(struct blk_iq4_nl_r8) == R8 * sizeof(struct blk_iq4_nl), "iq4_nl_r8 layout");
+_Static_assert(sizeof(struct blk_iq4_xs_r8) == R8 * sizeof(struct blk_iq4_xs), "iq4_xs_r8 layout");
+
+static void rnl_put(void *wp, int r, const void *xp)
+{
+    struct blk_iq4_nl_r8 *w = wp;
+    const struct blk_iq4_nl *x = xp;
+    w->d[r] = x->d;
+    r0_put_codes(w->qs, NULL, r, x->qs, NULL);
+}
+
+static void rnl_get(const void *wp, int r, void *xp)
+{
+    const struct blk_iq4_nl_r8 *w = wp;
+    struct blk_iq4_nl *x = xp;
+    x->d = w->d[r];
+    r0_get_codes(w->qs, NULL, r, x->qs, NULL);
+}
+
+/* Row r's 32 codes of the four vectors at qs (an IQ4_NL_R8 block's, or an
+ * IQ4_XS_R8 sub-block's), in column order. */
+static void iq4_r8_codes(const uint8_t *qs, int r, uint8_t *c)
+{
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 4; i++) {
+            const uint8_t b = qs[32 * t + 4 * r + i];
+            c[4 * t + i] = b & 15;
+            c[16 + 4 * t + i] = b >> 4;
+        }
+}
+
+/* The 48 bits of IQ4_XS_R8 sub-block j's scale codes, and back. */
+static uint64_t rxs_sc_get(const uint8_t *sc, int j)
+{
+    uint64_t f = 0;
+    for (int i = 0; i < 6; i++)
+        f |= (uint64_t)sc[6 * j + i] << (8 * i);
+    return f;
+}
+
+static void rxs_sc_put(uint8_t *sc, int j, uint64_t f)
+{
+    for (int i = 0; i < 6; i++)
+        sc[6 * j + i] = (uint8_t)(f >> (8 * i));
+}
+
+static void rxs_put(void *wp, int r, const void *xp)
+{
+    struct blk_iq4_xs_r8 *w = wp;
+    const struct blk_iq4_xs *x = xp;
+    int ls[8];
+    quant__iq4_xs_scales(x, ls);
+    w->d[r] = x->d;
+    for (int j = 0; j < 8; j++) {
+        const uint64_t f = rxs_sc_get(w->sc, j) & ~(63ull << (6 * r));
+        rxs_sc_put(w->sc, j, f | (uint64_t)ls[j] << (6 * r));
+        r0_put_codes(w->qs + 128 * j, NULL, r, x->qs + 16 * j, NULL);
+    }
+}
+
+/* Row r of an IQ4_XS_R8 block: its scale codes ls[8] and codes c[256] in
+ * column order. */
+static void rxs_row(const struct blk_iq4_xs_r8 *w, int r, int *ls, uint8_t *c)
+{
+    for (int j = 0; j < 8; j++) {
+        ls[j] = (int)((rxs_sc_get(w->sc, j) >> (6 * r)) & 63);
+        iq4_r8_codes(w->qs + 128 * j, r, c + 32 * j);
+    }
+}
+
+static void rxs_get(const void *wp, int r, void *xp)
+{
+    const struct blk_iq4_xs_r8 *w = wp;
+    struct blk_iq4_xs *x = xp;
+    x->d = w->d[r];
+    x->scales_h = 0;
+    memset(x->scales_l, 0, sizeof x->scales_l);
+    for (int j = 0; j < 8; j++) {
+        const int ls = (int)((rxs_sc_get(w->sc, j) >> (6 * r)) & 63);
+        x->scales_l[j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+        x->scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+        r0_get_codes(w->qs + 128 * j, NULL, r, x->qs + 16 * j, NULL);
+    }
+}
+
+/* Row r of the IQ4_NL_R8 / IQ4_XS_R8 group at g (nb blocks) to f32, as
+ * iq4_nl_to_float / iq4_xs_to_float compute the file's row. */
+static void iq4_nl_r8_row_to_float(const struct blk_iq4_nl_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK4_NL) {
+        uint8_t c[QK4_NL];
+        iq4_r8_codes(w[b].qs, r, c);
+        const float d = h2f(w[b].d[r]);
+        for (int k = 0; k < QK4_NL; k++)
+            y[k] = d * (float)quant__iq4_values[c[k]];
+    }
+}
+
+static void iq4_xs_r8_row_to_float(const struct blk_iq4_xs_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int ls[8];
+        uint8_t c[QK_K];
+        rxs_row(&w[b], r, ls, c);
+        const float d = h2f(w[b].d[r]);
+        for (int j = 0; j < 8; j++) {
+            const float dl = d * (float)(ls[j] - 32);
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = dl * (float)quant__iq4_values[c[32 * j + l]];
+        }
+    }
+}
+
+void quant__gemm_iq4_nl_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                                  const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                                  float beta)
+{
+    const int64_t nb = K / QK4_NL;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_iq4_nl_r8 *w =
+            (const struct blk_iq4_nl_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_0 *x = (const struct blk_q8_0 *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t c[QK4_NL];
+                iq4_r8_codes(w[b].qs, r, c);
+                int32_t isum = 0;
+                for (int k = 0; k < QK4_NL; k++)
+                    isum += quant__iq4_values[c[k]] * x[b].qs[k];
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * h2f(x[b].d), acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
+void quant__gemm_iq4_xs_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
+                                  const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
+                                  float beta)
+{
+    const int64_t nb = K / QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const struct blk_iq4_xs_r8 *w =
+            (const struct blk_iq4_xs_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                int ls[8];
+                uint8_t c[QK_K];
+                rxs_row(&w[b], r, ls, c);
+                int32_t isum = 0;
+                for (int j = 0; j < 8; j++) {
+                    int32_t s = 0;
+                    for (int l = 0; l < 32; l++)
+                        s += quant__iq4_values[c[32 * j + l]] * x[b].qs[32 * j + l];
+                    isum += (ls[j] - 32) * s;
+                }
+                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
+            }
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
 /* ---- the layouts' API ---------------------------------------------------- */
 
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
 {
-    return t == GGUF_TENSOR_Q4_K   ? QUANT_Q4_K_R8
-           : t == GGUF_TENSOR_Q5_K ? QUANT_Q5_K_R8
-           : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8
-           : t == GGUF_TENSOR_Q3_K ? QUANT_Q3_K_R8
-           : t == GGUF_TENSOR_Q8_0 ? QUANT_Q8_0_R8
-           : t == GGUF_TENSOR_Q4_0 ? QUANT_Q4_0_R8
-           : t == GGUF_TENSOR_Q5_0 ? QUANT_Q5_0_R8
-           : t == GGUF_TENSOR_Q4_1 ? QUANT_Q4_1_R8
-           : t == GGUF_TENSOR_Q5_1 ? QUANT_Q5_1_R8
-           : t == GGUF_TENSOR_Q2_K ? QUANT_Q2_K_R8
-                                   : t;
+    const struct r8_codec *c = r8_codec_of(t);
+    return c ? c->rt : t;
 }
 
 int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
@@ -1145,6 +1347,10 @@ void quant__r8_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t K
         r0_row_to_float(t, g, K / QK4_0, r, y);
     else if (t == QUANT_Q2_K_R8)
         q2_k_r8_row_to_float((const struct blk_q2_k_r8 *)g, K / QK_K, r, y);
+    else if (t == QUANT_IQ4_NL_R8)
+        iq4_nl_r8_row_to_float((const struct blk_iq4_nl_r8 *)g, K / QK4_NL, r, y);
+    else if (t == QUANT_IQ4_XS_R8)
+        iq4_xs_r8_row_to_float((const struct blk_iq4_xs_r8 *)g, K / QK_K, r, y);
     else
         q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, r, y);
 }

@@ -12,12 +12,12 @@
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
  * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- *   Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8): exact round trip
- *   through quant_repack / quant_unpack, rows dequantized as the file's,
- *   products (on the layout's own activations, Q8_0S for Q4_0_R8 and
- *   Q5_0_R8, the same values as the file type's) against the reference on
- *   the file's layout, scalar = AVX2 bit for bit, and the AVX2 kernels' 16-bit sums
- *   at their edges.
+ *   Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8, IQ4_NL_R8, IQ4_XS_R8):
+ *   exact round trip through quant_repack / quant_unpack, rows
+ *   dequantized as the file's, products (on the layout's own activations,
+ *   Q8_0S for Q4_0_R8 and Q5_0_R8, the same values as the file type's)
+ *   against the reference on the file's layout, scalar = AVX2 bit for bit,
+ *   and the AVX2 kernels' 16-bit sums at their edges.
  */
 #include <errno.h>
 #include <math.h>
@@ -36,8 +36,9 @@
 #include "quant.h"
 
 static const enum gguf_tensor_type wtypes[] = {
-    GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q5_1,
-    GGUF_TENSOR_Q2_K, GGUF_TENSOR_Q3_K, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K,
+    GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0,   GGUF_TENSOR_Q4_1,   GGUF_TENSOR_Q5_0,
+    GGUF_TENSOR_Q5_1, GGUF_TENSOR_IQ4_NL, GGUF_TENSOR_IQ4_XS, GGUF_TENSOR_Q2_K,
+    GGUF_TENSOR_Q3_K, GGUF_TENSOR_Q4_K,   GGUF_TENSOR_Q5_K,   GGUF_TENSOR_Q6_K,
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -616,13 +617,13 @@ static void test_gemm_all_isas(void **state)
 }
 
 /* The load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- * Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8): quant_repack keeps the
- * bytes' count and quant_unpack restores them exactly; every row
- * dequantizes to the file row's floats; a matrix of rows not in whole
- * groups is refused untouched; products at every ISA against the
- * reference on the file's layout, with ranges that cut groups; the scalar
- * and AVX2 kernels agree bit for bit, and row m of Y is the same at every
- * M. */
+ * Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8, IQ4_NL_R8, IQ4_XS_R8):
+ * quant_repack keeps the bytes' count and quant_unpack restores them
+ * exactly; every row dequantizes to the file row's floats; a matrix of
+ * rows not in whole groups is refused untouched; products at every ISA
+ * against the reference on the file's layout, with ranges that cut
+ * groups; the scalar and AVX2 kernels agree bit for bit, and row m of Y is
+ * the same at every M. */
 static void check_repack(enum gguf_tensor_type t)
 {
     const enum gguf_tensor_type rt = quant_repack_type(t);
@@ -732,6 +733,12 @@ static void test_repack(void **state)
     check_repack(GGUF_TENSOR_Q3_K);
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q2_K), QUANT_Q2_K_R8);
     check_repack(GGUF_TENSOR_Q2_K);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_IQ4_NL), QUANT_IQ4_NL_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_IQ4_XS), QUANT_IQ4_XS_R8);
+    assert_int_equal(quant_dot_type(QUANT_IQ4_NL_R8), GGUF_TENSOR_Q8_0);
+    assert_int_equal(quant_dot_type(QUANT_IQ4_XS_R8), GGUF_TENSOR_Q8_K);
+    check_repack(GGUF_TENSOR_IQ4_NL);
+    check_repack(GGUF_TENSOR_IQ4_XS);
 }
 
 /* The loader repacks a type only where its load-time layout has a kernel
@@ -1082,6 +1089,78 @@ static void test_q2_k_r8_extremes(void **state)
     free(v);
 }
 
+/* IQ4_NL_R8 and IQ4_XS_R8 at the edges of their AVX2 kernels' 16-bit
+ * sums: codes 0 (v = -127) and 15 (v = 113), mixed and random, against
+ * activation codes +-127 (neither Q8_0 nor Q8_K holds -128: quant_rows
+ * scales by amax / 127), so a vpmaddubsw pair reaches 2 * 127 * 127 =
+ * 32258; IQ4_XS's scale codes 0 and 63 (scales -32 and 31), mixed and
+ * random, multiply those pairs in vpmaddwd.  Scales d 1, so every output
+ * is the exact integer sum_k v_k x_k at every ISA (IQ4_XS: one 256-column
+ * block, whose one rounding is that integer's conversion to float; IQ4_NL:
+ * three blocks, every sum below 2^24). */
+static void check_iq4_extremes(enum gguf_tensor_type t)
+{
+    static const int vals[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                 1,    13,   25,  38,  53,  69,  89,  113};
+    const bool xs = t == GGUF_TENSOR_IQ4_XS;
+    const int64_t N = 16, K = xs ? 256 : 96, M = 3, blk = xs ? 256 : 32;
+    const size_t bb = quant_traits_of(t)->block_bytes, ws = quant_row_bytes(t, K);
+    const enum gguf_tensor_type rt = quant_repack_type(t);
+    const size_t xs_bytes = quant_row_bytes(quant_dot_type(rt), K);
+    uint8_t *W = calloc(N, ws), *Xq = malloc(xs_bytes * M);
+    int code[16][256], ls[16][8];
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++)
+            code[n][k] = n == 0 ? 0 : n == 1 ? 15 : n == 2 ? (k % 2 ? 15 : 0) : (int)(rnd() % 16);
+        for (int j = 0; j < 8; j++)
+            ls[n][j] = n == 0 ? 0 : n == 1 ? 63 : n == 2 ? (j % 2 ? 63 : 0) : (int)(rnd() % 64);
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < K / blk; b++) {
+            uint8_t *p = W + (size_t)n * ws + (size_t)b * bb;
+            const uint16_t one = 0x3c00; /* f16 1.0 */
+            memcpy(p, &one, 2);
+            if (xs) { /* [d][scales_h][scales_l 4][qs 128] */
+                uint16_t sh = 0;
+                for (int j = 0; j < 8; j++) {
+                    sh |= (uint16_t)((ls[n][j] >> 4) << (2 * j));
+                    p[4 + j / 2] |= (uint8_t)((ls[n][j] & 15) << (4 * (j % 2)));
+                }
+                memcpy(p + 2, &sh, 2);
+            }
+            uint8_t *qs = p + (xs ? 8 : 2);
+            for (int64_t j = 0; j < blk / 32; j++)
+                for (int l = 0; l < 16; l++) {
+                    const int *c = &code[n][b * blk + 32 * j];
+                    qs[16 * j + l] = (uint8_t)(c[l] | c[16 + l] << 4);
+                }
+        }
+    float X[3 * 256];
+    for (int64_t k = 0; k < K; k++) {
+        X[k] = 127.0f;                           /* d = 1, codes 127 */
+        X[K + k] = -127.0f;                      /* codes -127 */
+        X[2 * K + k] = k % 2 ? 127.0f : -127.0f; /* against row 2's pattern */
+    }
+    assert_int_equal(quant_repack(t, W, N, K), 0);
+    quant_rows(rt, X, K, K, 0, M, Xq);
+    int *v = malloc((size_t)(N * K) * sizeof(int));
+    for (int64_t i = 0; i < N * K; i++) {
+        const int64_t n = i / K, k = i % K;
+        v[i] = vals[code[n][k]] * (xs ? ls[n][k / 32] - 32 : 1);
+    }
+    check_exact(rt, W, Xq, M, N, K, X, v);
+    free(v);
+    free(W);
+    free(Xq);
+}
+
+static void test_iq4_extremes(void **state)
+{
+    (void)state;
+    check_iq4_extremes(GGUF_TENSOR_IQ4_NL);
+    check_iq4_extremes(GGUF_TENSOR_IQ4_XS);
+}
+
 /* quant_rows writes exactly rows [m0, m1) */
 static void test_rows_range(void **state)
 {
@@ -1180,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_r0_extremes),
         cmocka_unit_test(test_q3_k_r8_extremes),
         cmocka_unit_test(test_q2_k_r8_extremes),
+        cmocka_unit_test(test_iq4_extremes),
         cmocka_unit_test(test_repack_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
