@@ -3,8 +3,9 @@
  * quantized matrix products of the forward pass.
  *
  * Every type foliod knows (F32, F16, BF16, the legacy 32-element block
- * types Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and the 256-element K-quants Q4_K/Q5_K/
- * Q6_K, plus the activation types Q8_1 and Q8_K) is one row of a table
+ * types Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, the 256-element K-quants Q2_K .. Q6_K,
+ * the non-linear IQ4_NL (32) and IQ4_XS (256), plus the activation types
+ * Q8_1 and Q8_K) is one row of a table
  * (struct quant_traits): its name, block size, bytes per block, the type
  * activations are quantized to for products with it, conversions to and
  * from f32, and its dot kernels per instruction set.  The block layouts are
