@@ -308,6 +308,45 @@ static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, in
     return 0;
 }
 
+/* ---- the plain C kernels' frame ----------------------------------------- */
+
+/* One block's part of an output: row r of a layout block wb against an
+ * activation block xb, added into acc as the layout's AVX2 kernel adds it
+ * (the same float operations in the same order); returns the new acc. */
+typedef float (*r8_part_fn)(const uint8_t *wb, int r, const uint8_t *xb, float acc);
+
+/* The plain C product: output n of [n0, n1) is row n % 8 of the group at
+ * W + (n / 8) 8 wstride; for each row m of X the parts of its nb blocks
+ * (wbb and xbb bytes each) are summed from 0 in block order, then Y[m][n]
+ * = acc (beta 0) or Y[m][n] + acc (beta 1). */
+static void r8_gemm(r8_part_fn part, size_t wbb, size_t xbb, int64_t nb, const void *W,
+                    size_t wstride, int64_t n0, int64_t n1, const void *Xq, size_t xstride,
+                    int64_t M, float *Y, int64_t ldy, float beta)
+{
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const uint8_t *x = (const uint8_t *)Xq + (size_t)m * xstride;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++)
+                acc = part(g + (size_t)b * wbb, r, x + (size_t)b * xbb, acc);
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
+/* Defines the plain C kernel `name` of a layout of WT blocks (blk
+ * columns each) on XT activation blocks, its parts by `part`. */
+#define R8_GEMM(name, part, WT, XT, blk)                                                           \
+    void name(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1, const void *Xq,    \
+              size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)                        \
+    {                                                                                              \
+        r8_gemm(part, sizeof(WT), sizeof(XT), K / (blk), W, wstride, n0, n1, Xq, xstride, M, Y,    \
+                ldy, beta);                                                                        \
+    }
+
 /* Row r of block b of a Q4_K_R8 (q5 false) or Q5_K_R8 group at g: its
  * scales, mins, codes (column order) and f16 d, dmin. */
 static void kr8_block(bool q5, const uint8_t *g, int64_t b, int r, int *sc, int *mn, uint8_t *L,
@@ -339,53 +378,39 @@ static void kr8_row_to_float(bool q5, const uint8_t *g, int64_t nb, int r, float
     }
 }
 
-/* The scalar Q4_K_R8 / Q5_K_R8 product kernel; the operations of the AVX2
- * ones, in the same order (see above). */
-static void kr8_gemm(bool q5, const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                     const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)
+/* A Q4_K_R8 / Q5_K_R8 block's part; the operations of the AVX2 kernels, in
+ * the same order (see above). */
+static inline float kr8_part(bool q5, const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int sc[8], mn[8];
-                uint8_t L[QK_K];
-                float d, dmin;
-                kr8_block(q5, g, b, r, sc, mn, L, &d, &dmin);
-                int32_t isum = 0, msum = 0;
-                for (int j = 0; j < 8; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 32; l++)
-                        s += L[32 * j + l] * x[b].qs[32 * j + l];
-                    isum += sc[j] * s;
-                    msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-                }
-                acc = fmaf((float)isum, d * x[b].d, acc);
-                acc = fmaf(-(float)msum, dmin * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int sc[8], mn[8];
+    uint8_t L[QK_K];
+    float d, dmin;
+    kr8_block(q5, wb, 0, r, sc, mn, L, &d, &dmin);
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++)
+            s += L[32 * j + l] * x->qs[32 * j + l];
+        isum += sc[j] * s;
+        msum += mn[j] * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
     }
+    acc = fmaf((float)isum, d * x->d, acc);
+    return fmaf(-(float)msum, dmin * x->d, acc);
 }
 
-void quant__gemm_q4_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q4_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    kr8_gemm(false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    return kr8_part(false, wb, r, xb, acc);
 }
 
-void quant__gemm_q5_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q5_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    kr8_gemm(true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    return kr8_part(true, wb, r, xb, acc);
 }
+
+R8_GEMM(quant__gemm_q4_k_r8_scalar, q4_k_r8_part, struct blk_q4_k_r8, struct blk_q8_k, QK_K)
+R8_GEMM(quant__gemm_q5_k_r8_scalar, q5_k_r8_part, struct blk_q5_k_r8, struct blk_q8_k, QK_K)
 
 /* ---- Q6_K_R8: Q6_K rows interleaved in eights (load-time layout) ------ */
 
@@ -461,36 +486,24 @@ static void q6_k_r8_row_to_float(const struct blk_q6_k_r8 *w, int64_t nb, int r,
     }
 }
 
-void quant__gemm_q6_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q6_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q6_k_r8 *w =
-            (const struct blk_q6_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int sc[16];
-                uint8_t L[QK_K];
-                r6_row(&w[b], r, sc, L);
-                int32_t isum = 0;
-                for (int j = 0; j < 16; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 16; l++)
-                        s += L[16 * j + l] * x[b].qs[16 * j + l];
-                    isum += sc[j] * (s - 32 * x[b].bsums[j]);
-                }
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
+    const struct blk_q6_k_r8 *w = (const struct blk_q6_k_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int sc[16];
+    uint8_t L[QK_K];
+    r6_row(w, r, sc, L);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++)
+            s += L[16 * j + l] * x->qs[16 * j + l];
+        isum += sc[j] * (s - 32 * x->bsums[j]);
     }
+    return fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
 }
+
+R8_GEMM(quant__gemm_q6_k_r8_scalar, q6_k_r8_part, struct blk_q6_k_r8, struct blk_q8_k, QK_K)
 
 /* ---- Q3_K_R8: Q3_K rows interleaved in eights (load-time layout) ------ */
 
@@ -611,36 +624,24 @@ static void q3_k_r8_row_to_float(const struct blk_q3_k_r8 *w, int64_t nb, int r,
     }
 }
 
-void quant__gemm_q3_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q3_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q3_k_r8 *w =
-            (const struct blk_q3_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int sc[16];
-                uint8_t L[QK_K];
-                r3_row(&w[b], r, sc, L);
-                int32_t isum = 0;
-                for (int j = 0; j < 16; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 16; l++)
-                        s += L[16 * j + l] * x[b].qs[16 * j + l];
-                    isum += (sc[j] - 32) * (s - 4 * x[b].bsums[j]);
-                }
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
+    const struct blk_q3_k_r8 *w = (const struct blk_q3_k_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int sc[16];
+    uint8_t L[QK_K];
+    r3_row(w, r, sc, L);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++)
+            s += L[16 * j + l] * x->qs[16 * j + l];
+        isum += (sc[j] - 32) * (s - 4 * x->bsums[j]);
     }
+    return fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
 }
+
+R8_GEMM(quant__gemm_q3_k_r8_scalar, q3_k_r8_part, struct blk_q3_k_r8, struct blk_q8_k, QK_K)
 
 /* ---- Q8_0_R8: Q8_0 rows interleaved in eights (load-time layout) ------ */
 
@@ -703,30 +704,18 @@ static void q8_0_r8_row_to_float(const struct blk_q8_0_r8 *w, int64_t nb, int r,
     }
 }
 
-void quant__gemm_q8_0_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q8_0_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK8_0;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q8_0_r8 *w =
-            (const struct blk_q8_0_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_0 *x = (const struct blk_q8_0 *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int32_t isum = 0;
-                for (int t = 0; t < 8; t++)
-                    for (int i = 0; i < 4; i++)
-                        isum += w[b].qs[32 * t + 4 * r + i] * x[b].qs[4 * t + i];
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * h2f(x[b].d), acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
-    }
+    const struct blk_q8_0_r8 *w = (const struct blk_q8_0_r8 *)wb;
+    const struct blk_q8_0 *x = (const struct blk_q8_0 *)xb;
+    int32_t isum = 0;
+    for (int t = 0; t < 8; t++)
+        for (int i = 0; i < 4; i++)
+            isum += w->qs[32 * t + 4 * r + i] * x->qs[4 * t + i];
+    return fmaf((float)isum, h2f(w->d[r]) * h2f(x->d), acc);
 }
+
+R8_GEMM(quant__gemm_q8_0_r8_scalar, q8_0_r8_part, struct blk_q8_0_r8, struct blk_q8_0, QK8_0)
 
 /* ---- Q4_0_R8 .. Q5_1_R8: the 32-blocks of four bits, rows in eights ---- */
 
@@ -928,51 +917,40 @@ static void r0_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t n
     }
 }
 
-/* The scalar Q4_0_R8 .. Q5_1_R8 product kernel (see above). */
-static void r0_gemm(enum gguf_tensor_type t, const void *W, size_t wstride, int64_t K, int64_t n0,
-                    int64_t n1, const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                    float beta)
+/* A Q4_0_R8 .. Q5_1_R8 block's part (see above). */
+static inline float r0_part(enum gguf_tensor_type t, const uint8_t *wb, int r, const uint8_t *xb,
+                            float acc)
 {
-    const int64_t nb = K / QK4_0;
-    const bool asym = t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8; /* Q8_1 activations */
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const uint8_t *xr = (const uint8_t *)Xq + m * xstride;
-            const struct blk_q8_0s *xs = (const struct blk_q8_0s *)xr;
-            const struct blk_q8_1 *x1 = (const struct blk_q8_1 *)xr;
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                struct r0_row w;
-                r0_block(t, g, b, r, &w);
-                const int8_t *q = asym ? x1[b].qs : xs[b].qs;
-                int32_t isum = 0;
-                for (int k = 0; k < QK4_0; k++)
-                    isum += w.c[k] * q[k];
-                if (asym) {
-                    acc = fmaf((float)isum, w.d * h2f(x1[b].d), acc);
-                    acc = fmaf(w.m, h2f(x1[b].s), acc);
-                } else {
-                    acc = fmaf((float)(isum - w.o * xs[b].s), w.d * h2f(xs[b].d), acc);
-                }
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
+    struct r0_row w;
+    r0_block(t, wb, 0, r, &w);
+    if (t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8) { /* Q8_1 activations */
+        const struct blk_q8_1 *x = (const struct blk_q8_1 *)xb;
+        int32_t isum = 0;
+        for (int k = 0; k < QK4_0; k++)
+            isum += w.c[k] * x->qs[k];
+        acc = fmaf((float)isum, w.d * h2f(x->d), acc);
+        return fmaf(w.m, h2f(x->s), acc);
     }
+    const struct blk_q8_0s *x = (const struct blk_q8_0s *)xb;
+    int32_t isum = 0;
+    for (int k = 0; k < QK4_0; k++)
+        isum += w.c[k] * x->qs[k];
+    return fmaf((float)(isum - w.o * x->s), w.d * h2f(x->d), acc);
 }
 
-#define R0_GEMM(name, T)                                                                           \
-    void name(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1, const void *Xq,    \
-              size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)                        \
+#define R0_PART(name, T)                                                                           \
+    static float name(const uint8_t *wb, int r, const uint8_t *xb, float acc)                      \
     {                                                                                              \
-        r0_gemm(T, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                           \
+        return r0_part(T, wb, r, xb, acc);                                                         \
     }
-R0_GEMM(quant__gemm_q4_0_r8_scalar, QUANT_Q4_0_R8)
-R0_GEMM(quant__gemm_q5_0_r8_scalar, QUANT_Q5_0_R8)
-R0_GEMM(quant__gemm_q4_1_r8_scalar, QUANT_Q4_1_R8)
-R0_GEMM(quant__gemm_q5_1_r8_scalar, QUANT_Q5_1_R8)
+R0_PART(q4_0_r8_part, QUANT_Q4_0_R8)
+R0_PART(q5_0_r8_part, QUANT_Q5_0_R8)
+R0_PART(q4_1_r8_part, QUANT_Q4_1_R8)
+R0_PART(q5_1_r8_part, QUANT_Q5_1_R8)
+R8_GEMM(quant__gemm_q4_0_r8_scalar, q4_0_r8_part, struct blk_q4_0_r8, struct blk_q8_0s, QK4_0)
+R8_GEMM(quant__gemm_q5_0_r8_scalar, q5_0_r8_part, struct blk_q5_0_r8, struct blk_q8_0s, QK5_0)
+R8_GEMM(quant__gemm_q4_1_r8_scalar, q4_1_r8_part, struct blk_q4_1_r8, struct blk_q8_1, QK4_1)
+R8_GEMM(quant__gemm_q5_1_r8_scalar, q5_1_r8_part, struct blk_q5_1_r8, struct blk_q8_1, QK5_1)
 
 /* ---- Q2_K_R8: Q2_K rows interleaved in eights (load-time layout) ------ */
 
@@ -1075,37 +1053,25 @@ static void q2_k_r8_row_to_float(const struct blk_q2_k_r8 *w, int64_t nb, int r,
     }
 }
 
-void quant__gemm_q2_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q2_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q2_k_r8 *w =
-            (const struct blk_q2_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t sc[16], L[QK_K];
-                r2_row(&w[b], r, sc, L);
-                int32_t isum = 0, msum = 0;
-                for (int j = 0; j < 16; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 16; l++)
-                        s += L[16 * j + l] * x[b].qs[16 * j + l];
-                    isum += (sc[j] & 15) * s;
-                    msum += (sc[j] >> 4) * x[b].bsums[j];
-                }
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
-                acc = fmaf(-(float)msum, h2f(w[b].dmin[r]) * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
+    const struct blk_q2_k_r8 *w = (const struct blk_q2_k_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    uint8_t sc[16], L[QK_K];
+    r2_row(w, r, sc, L);
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++)
+            s += L[16 * j + l] * x->qs[16 * j + l];
+        isum += (sc[j] & 15) * s;
+        msum += (sc[j] >> 4) * x->bsums[j];
     }
+    acc = fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
+    return fmaf(-(float)msum, h2f(w->dmin[r]) * x->d, acc);
 }
+
+R8_GEMM(quant__gemm_q2_k_r8_scalar, q2_k_r8_part, struct blk_q2_k_r8, struct blk_q8_k, QK_K)
 
 /* ---- IQ4_NL_R8 and IQ4_XS_R8: the 16-value table, rows in eights ------- */
 
@@ -1255,62 +1221,38 @@ static void iq4_xs_r8_row_to_float(const struct blk_iq4_xs_r8 *w, int64_t nb, in
     }
 }
 
-void quant__gemm_iq4_nl_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                  const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                  float beta)
+static float iq4_nl_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK4_NL;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_iq4_nl_r8 *w =
-            (const struct blk_iq4_nl_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_0 *x = (const struct blk_q8_0 *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t c[QK4_NL];
-                iq4_r8_codes(w[b].qs, r, c);
-                int32_t isum = 0;
-                for (int k = 0; k < QK4_NL; k++)
-                    isum += quant__iq4_values[c[k]] * x[b].qs[k];
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * h2f(x[b].d), acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
-    }
+    const struct blk_iq4_nl_r8 *w = (const struct blk_iq4_nl_r8 *)wb;
+    const struct blk_q8_0 *x = (const struct blk_q8_0 *)xb;
+    uint8_t c[QK4_NL];
+    iq4_r8_codes(w->qs, r, c);
+    int32_t isum = 0;
+    for (int k = 0; k < QK4_NL; k++)
+        isum += quant__iq4_values[c[k]] * x->qs[k];
+    return fmaf((float)isum, h2f(w->d[r]) * h2f(x->d), acc);
 }
 
-void quant__gemm_iq4_xs_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                  const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                  float beta)
+R8_GEMM(quant__gemm_iq4_nl_r8_scalar, iq4_nl_r8_part, struct blk_iq4_nl_r8, struct blk_q8_0, QK4_NL)
+
+static float iq4_xs_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_iq4_xs_r8 *w =
-            (const struct blk_iq4_xs_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int ls[8];
-                uint8_t c[QK_K];
-                rxs_row(&w[b], r, ls, c);
-                int32_t isum = 0;
-                for (int j = 0; j < 8; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 32; l++)
-                        s += quant__iq4_values[c[32 * j + l]] * x[b].qs[32 * j + l];
-                    isum += (ls[j] - 32) * s;
-                }
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
+    const struct blk_iq4_xs_r8 *w = (const struct blk_iq4_xs_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int ls[8];
+    uint8_t c[QK_K];
+    rxs_row(w, r, ls, c);
+    int32_t isum = 0;
+    for (int j = 0; j < 8; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++)
+            s += quant__iq4_values[c[32 * j + l]] * x->qs[32 * j + l];
+        isum += (ls[j] - 32) * s;
     }
+    return fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
 }
+
+R8_GEMM(quant__gemm_iq4_xs_r8_scalar, iq4_xs_r8_part, struct blk_iq4_xs_r8, struct blk_q8_k, QK_K)
 
 /* ---- the layouts' API ---------------------------------------------------- */
 
