@@ -1405,9 +1405,7 @@ void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS)
 /* quant__iq4_values (model/quant.c) in both 128-bit halves */
 static inline __m256i iq4_table(void)
 {
-    return _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
-                            113, -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69,
-                            89, 113);
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant__iq4_values));
 }
 
 /* A vector of codes c (0..15 per byte) against rows m < MR of X, whose

@@ -57,9 +57,7 @@ void quant__k4_pack_scales(const int *ls, const int *lm, uint8_t *q);
 /* a block's codes in column order: Q4_K 0..15, Q5_K 0..31 */
 void quant__q4_k_codes(const struct blk_q4_k *x, uint8_t *L);
 void quant__q5_k_codes(const struct blk_q5_k *x, uint8_t *L);
-/* IQ4_NL / IQ4_XS: the 16 values a code selects; IQ4_XS's eight 6-bit
- * scale codes (the scale is ls - 32) */
-extern const int8_t quant__iq4_values[16];
+/* IQ4_XS's eight 6-bit scale codes (the scale is ls - 32) */
 void quant__iq4_xs_scales(const struct blk_iq4_xs *x, int *ls);
 
 /* Q2_K / Q3_K: 2-bit codes L[256] into qs[64] and back; Q3_K's codes as

@@ -54,6 +54,9 @@ struct blk_q5_1 {
     uint8_t qh[4];
     uint8_t qs[QK5_1 / 2];
 };
+/* The IQ4 formats' 16 values a 4-bit code selects (model/quant.c). */
+extern const int8_t quant__iq4_values[16];
+
 /* 4-bit codes into the format's table of 16 values (quant__iq4_values):
  * x[j] = d * v[qs[j] & 15], x[j + 16] = d * v[qs[j] >> 4] */
 struct blk_iq4_nl {
