@@ -4,7 +4,7 @@
  *
  *   bench_model [--threads N] [--blas-threads] [--preset small] [--quick]
  *               [--single TOKENS] [--matmul auto|openblas|onednn]
- *               [--dtype all|f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k]
+ *               [--dtype all|f32|f16|bf16|q8_0|q4_0|q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k]
  *               [--kv-dtype auto|f32|f16|bf16|q8]
  *
  * For each weight type (--dtype all: F32, F16, BF16, Q8_0, the Q4_0, Q4_K_M
@@ -603,18 +603,26 @@ static bool more_bits(int32_t l, int32_t n)
  * K-quants and Q4_0 from a Q8_0-shaped copy, each matrix requantized from
  * m's F32: Q6_K everywhere, the Q4_K_M (Q5_K_M) mix (Q4_K (Q5_K); output
  * and the "more bits" layers' ffn_down Q6_K; Q|K|V stay one matrix of the
- * mix's type here, where a file gives attn_v Q6_K in those layers), or
- * `folio quantize --type q4_0`'s (Q4_0, output Q6_K). */
+ * mix's type here, where a file gives attn_v Q6_K in those layers),
+ * `folio quantize --type q4_0`'s (Q4_0, output Q6_K), Q3_K_M's (Q3_K;
+ * attn_output and ffn_down Q4_K, output Q6_K) or Q2_K's (Q2_K; attn_output
+ * and ffn_down Q3_K, output Q6_K). */
 static int retype(const struct model *m, enum gguf_tensor_type t, struct model **out)
 {
     if (t != GGUF_TENSOR_Q4_K && t != GGUF_TENSOR_Q5_K && t != GGUF_TENSOR_Q6_K &&
-        t != GGUF_TENSOR_Q4_0) { /* repacked as model_load_file does */
+        t != GGUF_TENSOR_Q4_0 && t != GGUF_TENSOR_Q3_K &&
+        t != GGUF_TENSOR_Q2_K) { /* repacked as model_load_file does */
         int rc = model__retype(m, t, out);
         return rc ? rc : model__repack(*out);
     }
     if (m->hp.dim % 256 || m->hp.ffn_dim % 256 || (m->hp.n_heads * m->hp.head_dim) % 256)
         return -EINVAL;
-    const enum gguf_tensor_type more = t == GGUF_TENSOR_Q4_0 ? t : GGUF_TENSOR_Q6_K;
+    const enum gguf_tensor_type more = t == GGUF_TENSOR_Q4_0   ? t
+                                       : t == GGUF_TENSOR_Q3_K ? GGUF_TENSOR_Q4_K
+                                       : t == GGUF_TENSOR_Q2_K ? GGUF_TENSOR_Q3_K
+                                                               : GGUF_TENSOR_Q6_K;
+    /* Q3_K_M and Q2_K raise attn_output and every ffn_down */
+    const bool low = t == GGUF_TENSOR_Q3_K || t == GGUF_TENSOR_Q2_K;
     int rc = model__retype(m, GGUF_TENSOR_Q8_0, out);
     if (rc)
         return rc;
@@ -628,9 +636,9 @@ static int retype(const struct model *m, enum gguf_tensor_type t, struct model *
         struct model_layer *L = &q->layers[l];
         const struct model_layer *S = &m->layers[l];
         requant(&L->wqkv, &S->wqkv, t);
-        requant(&L->wo, &S->wo, t);
+        requant(&L->wo, &S->wo, low ? more : t);
         requant(&L->w_gate_up, &S->w_gate_up, t);
-        requant(&L->w_down, &S->w_down, more_bits(l, m->hp.n_layers) ? more : t);
+        requant(&L->w_down, &S->w_down, low || more_bits(l, m->hp.n_layers) ? more : t);
     }
     return model__repack(q); /* as model_load_file does */
 }
@@ -682,7 +690,8 @@ int main(int argc, char **argv)
                 stderr,
                 "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
                 "[--quick] [--single TOKENS] [--decode B,B,...] [--matmul auto|openblas|onednn] "
-                "[--batch-invariant] [--dtype all|f32|f16|bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k] "
+                "[--batch-invariant] [--dtype "
+                "all|f32|f16|bf16|q8_0|q4_0|q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k] "
                 "[--kv-dtype auto|f32|f16|bf16|q8]\n");
             return 2;
         }
@@ -716,7 +725,8 @@ int main(int argc, char **argv)
         enum gguf_tensor_type t;
     } types[] = {{"f32", GGUF_TENSOR_F32},     {"f16", GGUF_TENSOR_F16},
                  {"bf16", GGUF_TENSOR_BF16},   {"q8_0", GGUF_TENSOR_Q8_0},
-                 {"q4_0", GGUF_TENSOR_Q4_0},   {"q4_k_m", GGUF_TENSOR_Q4_K},
+                 {"q4_0", GGUF_TENSOR_Q4_0},   {"q2_k", GGUF_TENSOR_Q2_K},
+                 {"q3_k_m", GGUF_TENSOR_Q3_K}, {"q4_k_m", GGUF_TENSOR_Q4_K},
                  {"q5_k_m", GGUF_TENSOR_Q5_K}, {"q6_k", GGUF_TENSOR_Q6_K}};
     int ran = 0;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {

@@ -32,15 +32,16 @@
  *
  * --layer: instead of the above, one layer of `small` (Q|K|V, O, gate|up,
  * down) through matmul_run (model/matmul.h, OpenBLAS backend, a pool of
- * --threads) for F32, F16, BF16, Q8_0, Q4_K and Q6_K weights at M = 8 ..
+ * --threads) for F32, F16, BF16, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K
+ * weights (the quantized ones also in their load-time layouts) at M = 8 ..
  * 512: GFLOP/s of the whole layer, the median of --reps.  What
  * model/matmul.c's choice between int8 kernels and widened tiles was
  * measured with.
  *
- * Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_1_R8 and
- * Q5_1_R8 are the file types of those names in their load-time layouts
- * (quant_repack, as the loader leaves them): compare them with the file
- * types' lines.
+ * Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_1_R8, Q5_1_R8,
+ * Q3_K_R8, Q2_K_R8, IQ4_NL_R8 and IQ4_XS_R8 are the file types of those
+ * names in their load-time layouts (quant_repack, as the loader leaves
+ * them): compare them with the file types' lines.
  *
  * Threads split the N rows of W as the forward pass does (quant_gemm on
  * [n0, n1) per thread, started together by a barrier).
@@ -340,9 +341,10 @@ int main(int argc, char **argv)
     openblas_set_num_threads(1); /* one band per thread, as the forward pass runs it */
     if (layer) {
         const enum gguf_tensor_type lt[] = {GGUF_TENSOR_F32,  GGUF_TENSOR_F16,  GGUF_TENSOR_BF16,
-                                            GGUF_TENSOR_Q8_0, QUANT_Q8_0_R8,    GGUF_TENSOR_Q4_K,
-                                            QUANT_Q4_K_R8,    GGUF_TENSOR_Q5_K, QUANT_Q5_K_R8,
-                                            GGUF_TENSOR_Q6_K, QUANT_Q6_K_R8};
+                                            GGUF_TENSOR_Q8_0, QUANT_Q8_0_R8,    GGUF_TENSOR_Q2_K,
+                                            QUANT_Q2_K_R8,    GGUF_TENSOR_Q3_K, QUANT_Q3_K_R8,
+                                            GGUF_TENSOR_Q4_K, QUANT_Q4_K_R8,    GGUF_TENSOR_Q5_K,
+                                            QUANT_Q5_K_R8,    GGUF_TENSOR_Q6_K, QUANT_Q6_K_R8};
         const int32_t lm[] = {8, 16, 32, 64, 128, 256, 512};
         printf("# one layer of small through matmul_run, %d threads, GFLOP/s (median of %d)\n",
                n_threads, reps);
@@ -371,10 +373,12 @@ int main(int argc, char **argv)
     const double bw = stream_gbs();
     printf("# threads %d, read bandwidth %.1f GB/s (streaming sum over 512 MiB)\n", n_threads, bw);
     const enum gguf_tensor_type types[] = {
-        GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0,
-        GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K,
-        QUANT_Q4_K_R8,    QUANT_Q5_K_R8,    QUANT_Q6_K_R8,    QUANT_Q8_0_R8,
-        QUANT_Q4_0_R8,    QUANT_Q5_0_R8,    QUANT_Q4_1_R8,    QUANT_Q5_1_R8};
+        GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1,   GGUF_TENSOR_Q5_0,
+        GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q2_K, GGUF_TENSOR_Q3_K,   GGUF_TENSOR_Q4_K,
+        GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_IQ4_NL, GGUF_TENSOR_IQ4_XS,
+        QUANT_Q4_K_R8,    QUANT_Q5_K_R8,    QUANT_Q6_K_R8,      QUANT_Q8_0_R8,
+        QUANT_Q4_0_R8,    QUANT_Q5_0_R8,    QUANT_Q4_1_R8,      QUANT_Q5_1_R8,
+        QUANT_Q3_K_R8,    QUANT_Q2_K_R8,    QUANT_IQ4_NL_R8,    QUANT_IQ4_XS_R8};
     const char *isas[] = {"scalar", "avx2", "avx512"};
     const int64_t Ms[] = {1, 64, 256};
     const int64_t shapes[2][2] = {{768, 2048}, {2048, 768}};

@@ -621,7 +621,7 @@ static int parse_tensor_shape(gguf_file_t *f, struct cur *c, struct gguf_tensor 
         set_err(err, errlen, path,
                 "tensor '%s': unsupported tensor type %" PRIu32
                 " (%s); foliod reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,"
-                " Q4_K, Q5_K and Q6_K",
+                " Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS",
                 nm, ty, ggml_type_name(ty));
         return -EINVAL;
     }

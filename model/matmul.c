@@ -26,15 +26,14 @@
  *   F32 and F16 on OPENBLAS with AVX-512: W (F16 widened) in
  *          model/gemm.h's panels, packed once, and its AVX-512 12 x 32
  *          kernel for M > 1 (F16: M > 4; fewer rows as above)
- *   Q4_0..Q8_0, Q4_K..Q6_K (model/quant.c's table)
+ *   Q4_0..Q8_0, Q2_K..Q6_K, IQ4_NL, IQ4_XS (model/quant.c's table)
  *          quant_rows + quant_gemm (model/quant.h) on either backend,
  *          except Q8_0 from M = 256, Q4_K from 128 and Q6_K from 32
  *          with AVX2: widened tiles and sgemm (below)
- *   Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8 .. Q5_1_R8 (every
- *          quantized file type in its load-time layout, which
- *          model__repack gives its matrices of rows in eights;
- *          model/quant_avx512.c has AVX-512 kernels for Q4_K_R8, Q6_K_R8
- *          and Q8_0_R8, the others run their AVX2 ones)
+ *   Q4_K_R8 .. IQ4_XS_R8 (every quantized file type in its load-time
+ *          layout, which model__repack gives its matrices of rows in
+ *          eights; model/quant_avx512.c has AVX-512 kernels for Q4_K_R8,
+ *          Q6_K_R8 and Q8_0_R8, the others run their AVX2 ones)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
  *          the widened tiles at every M measured (bench_quant --layer,
  *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's; Q8_0:
@@ -131,9 +130,9 @@
  * than MM_PACKED_MAX_M rows, F16/BF16 ones of more than MM_PACKED_MAX_M
  * rows (widened tiles; BF16 only without AVX512-BF16), quantized ones
  * from widen_min_m() rows on (above), and every product with cfg.gemm =
- * MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0, Q5_1 and Q5_K have no AVX2
- * widening and stay on the int8 kernels at every M (in their load-time
- * layouts).
+ * MATMUL_GEMM_SGEMM.  Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL
+ * and IQ4_XS have no AVX2 widening and stay on the int8 kernels at every M
+ * (in their load-time layouts).
  *
  * Work split: thread ith of nth owns band ith of the N output columns,
  * [n0, n1) with n0 rounded to MM_BAND_ALIGN (whole cache lines of C, whole

@@ -84,12 +84,11 @@ int model__retype(const struct model *src, enum gguf_tensor_type t, struct model
 /* Bytes of the matrices one token's forward pass reads (every layer's,
  * and the output's). */
 size_t model__weight_bytes_per_token(const struct model *m);
-/* Rearranges every quantized matrix (Q4_0 .. Q8_0, Q4_K .. Q6_K) into its
- * type's load-time layout (Q4_0_R8 .. Q6_K_R8: quant_repack,
- * model/quant.h)
- * where that layout's kernels are at least the file layout's ISA
- * (quant_repack_pays), in place, and retypes it; a tied output follows its
- * embedding.  Matrices whose rows do not fit the
+/* Rearranges every quantized matrix (Q4_0 .. Q8_0, Q2_K .. Q6_K, IQ4_NL,
+ * IQ4_XS) into its type's load-time layout (quant_repack_type: Q4_K_R8 ..
+ * IQ4_XS_R8, model/quant.h) where that layout's kernels are at least the
+ * file layout's ISA (quant_repack_pays), in place, and retypes it; a tied
+ * output follows its embedding.  Matrices whose rows do not fit the
  * layout's groups keep the file's layout.  FOLIO_REPACK=0 in the
  * environment leaves every matrix as the file has it (A/B measurements).
  * 0 or -ENOMEM. */

@@ -13,6 +13,10 @@
  *   Q4_1  [d:f16][m:f16][nibbles x16]          20 B / 32
  *   Q5_0  [d:f16][qh:4 B][nibbles x16]         22 B / 32  bit 5 of x[j] = qh bit j
  *   Q5_1  [d:f16][m:f16][qh:4 B][nibbles x16]  24 B / 32
+ *   IQ4_NL [d][nibbles x16]                   18 B / 32  codes index a table of 16
+ *   IQ4_XS [d][sh:u16][sl 4 B][nibbles x128]  136 B / 256 (8 x 32, 6-bit sc)
+ *   Q2_K  [sc|m x16][2-bit x256][d][dmin]     84 B / 256 (16 x 16, 4-bit sc/m)
+ *   Q3_K  [hmask 32][2-bit x256][scales 12 B][d] 110 B / 256 (16 x 16, 6-bit sc)
  *   Q4_K  [d][dmin][scales 12 B][nibbles x128] 144 B / 256 (8 x 32, 6-bit sc/m)
  *   Q5_K  ... + [qh 32 B]                      176 B / 256
  *   Q6_K  [ql 128 B][qh 64 B][sc:i8 x16][d]    210 B / 256 (16 x 16)
@@ -31,10 +35,10 @@
  * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
  * with the sum of its codes (for the Q4_0_R8 and Q5_0_R8 kernels).
  *
- * The load-time layouts (Q4_K_R8 .. Q5_1_R8: rows in eights) have rows in
- * the table here; model/quant_r8.c draws them and holds their conversions
- * and plain C kernels, and model/quant_codes.h the block pieces the two
- * files share.
+ * The load-time layouts (Q4_K_R8 .. IQ4_XS_R8: rows in eights) have rows
+ * in the table here; model/quant_r8.c draws them and holds their
+ * conversions and plain C kernels, and model/quant_codes.h the block
+ * pieces the two files share.
  *
  * ISA.  quant_gemm takes the kernel of the chosen ISA from the type's row;
  * a row without one at that ISA falls back to the next lower ISA, and
@@ -60,6 +64,10 @@ _Static_assert(sizeof(struct blk_q4_0) == 18, "q4_0 layout");
 _Static_assert(sizeof(struct blk_q4_1) == 20, "q4_1 layout");
 _Static_assert(sizeof(struct blk_q5_0) == 22, "q5_0 layout");
 _Static_assert(sizeof(struct blk_q5_1) == 24, "q5_1 layout");
+_Static_assert(sizeof(struct blk_iq4_nl) == 18, "iq4_nl layout");
+_Static_assert(sizeof(struct blk_iq4_xs) == 136, "iq4_xs layout");
+_Static_assert(sizeof(struct blk_q2_k) == 84, "q2_K layout");
+_Static_assert(sizeof(struct blk_q3_k) == 110, "q3_K layout");
 _Static_assert(sizeof(struct blk_q4_k) == 144, "q4_K layout");
 _Static_assert(sizeof(struct blk_q5_k) == 176, "q5_K layout");
 _Static_assert(sizeof(struct blk_q6_k) == 210, "q6_K layout");
@@ -477,6 +485,372 @@ static void q8_k_to_float(const void *src, float *y, int64_t n)
             y[b * QK_K + j] = x[b].d * (float)x[b].qs[j];
 }
 
+/* ---- IQ4_NL / IQ4_XS -------------------------------------------------- */
+
+/* The formats' 16 values a 4-bit code selects (ascending, denser near 0). */
+const int8_t quant__iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+
+/* the code whose value is nearest x (ties to the lower) */
+static int iq4_nearest(float x)
+{
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < (float)quant__iq4_values[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return x - (float)quant__iq4_values[lo] <= (float)quant__iq4_values[hi] - x ? lo : hi;
+}
+
+/* Codes of x[0..n) against scale d; returns the squared error. */
+static float iq4_codes(const float *x, int n, float d, uint8_t *L)
+{
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float err = 0.0f;
+    for (int j = 0; j < n; j++) {
+        L[j] = (uint8_t)iq4_nearest(x[j] * id);
+        const float e = x[j] - d * (float)quant__iq4_values[L[j]];
+        err += e * e;
+    }
+    return err;
+}
+
+/* A scale for x[0..n) on the IQ4 table: the largest magnitude mapped to
+ * either end of the table, each start refined once by least squares (d =
+ * sum x v / sum v v over the codes it picked), the best of the candidates
+ * by squared error.  0 for an all-zero x. */
+static float iq4_scale(const float *x, int n)
+{
+    const float max = signed_absmax(x, n);
+    if (max == 0.0f)
+        return 0.0f;
+    uint8_t L[QK_K];
+    float best = 0.0f, best_err = INFINITY;
+    for (int t = 0; t < 10; t++) {
+        /* the extreme on -127 or on 113, stretched by up to 8% */
+        const float d0 = max / (t < 5 ? -127.0f : 113.0f) * (1.0f + 0.02f * (float)(t % 5));
+        float err = iq4_codes(x, n, d0, L);
+        if (err < best_err) {
+            best_err = err;
+            best = d0;
+        }
+        double xv = 0.0, vv = 0.0;
+        for (int j = 0; j < n; j++) {
+            xv += (double)x[j] * quant__iq4_values[L[j]];
+            vv += (double)quant__iq4_values[L[j]] * quant__iq4_values[L[j]];
+        }
+        const float d1 = vv > 0.0 ? (float)(xv / vv) : d0;
+        err = iq4_codes(x, n, d1, L);
+        if (err < best_err) {
+            best_err = err;
+            best = d1;
+        }
+    }
+    return best;
+}
+
+static void iq4_nl_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_iq4_nl *y = dst;
+    for (int64_t b = 0; b < n / QK4_NL; b++, x += QK4_NL) {
+        y[b].d = f2h(iq4_scale(x, QK4_NL));
+        uint8_t L[QK4_NL];
+        iq4_codes(x, QK4_NL, h2f(y[b].d), L);
+        for (int j = 0; j < 16; j++)
+            y[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+static void iq4_nl_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_iq4_nl *x = src;
+    for (int64_t b = 0; b < n / QK4_NL; b++, y += QK4_NL) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)quant__iq4_values[x[b].qs[j] & 15];
+            y[j + 16] = d * (float)quant__iq4_values[x[b].qs[j] >> 4];
+        }
+    }
+}
+
+/* sum over 32 elements of the table values of 16 code bytes times q */
+static int32_t iq4_dot32(const uint8_t *qs, const int8_t *q)
+{
+    int32_t s = 0;
+    for (int j = 0; j < 16; j++)
+        s += quant__iq4_values[qs[j] & 15] * q[j] + quant__iq4_values[qs[j] >> 4] * q[j + 16];
+    return s;
+}
+
+static float iq4_nl_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_iq4_nl *a = w;
+    const struct blk_q8_0 *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK4_NL; i++)
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)iq4_dot32(a[i].qs, b[i].qs);
+    return sum;
+}
+
+/* IQ4_XS's eight 6-bit scale codes (the scale is ls - 32) */
+void quant__iq4_xs_scales(const struct blk_iq4_xs *x, int *ls)
+{
+    for (int j = 0; j < 8; j++)
+        ls[j] =
+            ((x->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((x->scales_h >> (2 * j)) & 3) << 4);
+}
+
+static void iq4_xs_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_iq4_xs *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[8], max_sc = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            sc[j] = iq4_scale(x + 32 * j, 32);
+            if (fabsf(sc[j]) > amax) {
+                amax = fabsf(sc[j]);
+                max_sc = sc[j];
+            }
+        }
+        y[b].d = f2h(max_sc / -32.0f);
+        const float d = h2f(y[b].d), id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].scales_h = 0;
+        memset(y[b].scales_l, 0, sizeof y[b].scales_l);
+        for (int j = 0; j < 8; j++) {
+            int s = nearest(sc[j] * id);
+            s = s > 31 ? 31 : s < -32 ? -32 : s;
+            const int ls = s + 32;
+            y[b].scales_l[j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+            y[b].scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+            uint8_t L[32];
+            iq4_codes(x + 32 * j, 32, d * (float)s, L);
+            for (int l = 0; l < 16; l++)
+                y[b].qs[16 * j + l] = (uint8_t)(L[l] | (L[l + 16] << 4));
+        }
+    }
+}
+
+static void iq4_xs_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_iq4_xs *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int ls[8];
+        quant__iq4_xs_scales(&x[b], ls);
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 8; j++, y += 32) {
+            const float dl = d * (float)(ls[j] - 32);
+            for (int l = 0; l < 16; l++) {
+                y[l] = dl * (float)quant__iq4_values[x[b].qs[16 * j + l] & 15];
+                y[l + 16] = dl * (float)quant__iq4_values[x[b].qs[16 * j + l] >> 4];
+            }
+        }
+    }
+}
+
+static float iq4_xs_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_iq4_xs *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        int ls[8];
+        quant__iq4_xs_scales(&a[i], ls);
+        int32_t sumi = 0;
+        for (int j = 0; j < 8; j++)
+            sumi += (ls[j] - 32) * iq4_dot32(a[i].qs + 16 * j, b[i].qs + 32 * j);
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
+}
+
+/* ---- Q2_K / Q3_K ----------------------------------------------------- */
+
+/* Both hold 2-bit codes the same way: element 128 n + 32 j + idx (idx < 32)
+ * at bits 2 j of qs[32 n + idx]; Q3_K adds a third bit at bit 4 n + j of
+ * hmask[idx]. */
+void quant__q2_pack(const uint8_t *L, uint8_t *qs)
+{
+    memset(qs, 0, QK_K / 4);
+    for (int e = 0; e < QK_K; e++)
+        qs[32 * (e / 128) + e % 32] |= (uint8_t)((L[e] & 3) << (2 * ((e / 32) % 4)));
+}
+
+void quant__q2_codes(const uint8_t *qs, uint8_t *L)
+{
+    for (int e = 0; e < QK_K; e++)
+        L[e] = (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
+
+static void q2_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q2_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16], mn[16], max_sc = 0.0f, max_mn = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float lo, hi;
+            minmax(x + 16 * j, 16, &lo, &hi);
+            mn[j] = lo < 0.0f ? -lo : 0.0f; /* x = d*q - m with m >= 0 */
+            sc[j] = (fmaxf(hi, 0.0f) + mn[j]) / 3.0f;
+            max_sc = fmaxf(max_sc, sc[j]);
+            max_mn = fmaxf(max_mn, mn[j]);
+        }
+        y[b].d = f2h(max_sc / 15.0f);
+        y[b].dmin = f2h(max_mn / 15.0f);
+        const float isc = max_sc > 0.0f ? 15.0f / max_sc : 0.0f;
+        const float imn = max_mn > 0.0f ? 15.0f / max_mn : 0.0f;
+        const float d = h2f(y[b].d), dmin = h2f(y[b].dmin);
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int ls = nearest(isc * sc[j]), lm = nearest(imn * mn[j]);
+            ls = ls > 15 ? 15 : ls;
+            lm = lm > 15 ? 15 : lm;
+            y[b].scales[j] = (uint8_t)(ls | (lm << 4));
+            const float dd = d * (float)ls, dm = dmin * (float)lm;
+            for (int l = 0; l < 16; l++) {
+                const int q = dd != 0.0f ? nearest((x[16 * j + l] + dm) / dd) : 0;
+                L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+            }
+        }
+        quant__q2_pack(L, y[b].qs);
+    }
+}
+
+static void q2_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q2_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        quant__q2_codes(x[b].qs, L);
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int e = 0; e < QK_K; e++) {
+            const int s = x[b].scales[e / 16];
+            y[e] = d * (float)(s & 15) * (float)L[e] - dmin * (float)(s >> 4);
+        }
+    }
+}
+
+static float q2_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q2_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        quant__q2_codes(a[i].qs, L);
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += L[16 * j + l] * b[i].qs[16 * j + l];
+            sumi += (a[i].scales[j] & 15) * s;
+            summ += (a[i].scales[j] >> 4) * b[i].bsums[j];
+        }
+        sum += b[i].d * (h2f(a[i].d) * (float)sumi - h2f(a[i].dmin) * (float)summ);
+    }
+    return sum;
+}
+
+/* Q3_K's sixteen 6-bit scale codes (0..63; the scale is sc - 32) */
+void quant__q3_k_scales(const uint8_t *p, int *sc)
+{
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? p[j] & 15 : p[j - 8] >> 4;
+        sc[j] = lo | (((p[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+    }
+}
+
+void quant__q3_k_pack_scales(const int *sc, uint8_t *p)
+{
+    memset(p, 0, K_SCALE_SIZE);
+    for (int j = 0; j < 16; j++) {
+        p[j % 8] |= (uint8_t)((sc[j] & 15) << (j < 8 ? 0 : 4));
+        p[8 + j % 4] |= (uint8_t)((sc[j] >> 4) << (2 * (j / 4)));
+    }
+}
+
+/* the codes of a Q3_K block as q + 4 (0..7), element order */
+void quant__q3_k_codes(const struct blk_q3_k *x, uint8_t *L)
+{
+    quant__q2_codes(x->qs, L);
+    for (int e = 0; e < QK_K; e++)
+        L[e] |= (uint8_t)(((x->hmask[e % 32] >> (e / 32)) & 1) << 2);
+}
+
+static void q3_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q3_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16], max_sc = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            sc[j] = signed_absmax(x + 16 * j, 16) / -4.0f;
+            if (fabsf(sc[j]) > amax) {
+                amax = fabsf(sc[j]);
+                max_sc = sc[j];
+            }
+        }
+        const float iscale = max_sc != 0.0f ? -32.0f / max_sc : 0.0f;
+        y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+        const float d = h2f(y[b].d);
+        int ls[16];
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int s = nearest(iscale * sc[j]);
+            s = s > 31 ? 31 : s < -32 ? -32 : s;
+            ls[j] = s + 32;
+            const float dd = d * (float)s;
+            for (int l = 0; l < 16; l++) {
+                int q = dd != 0.0f ? nearest(x[16 * j + l] / dd) : 0;
+                q = q < -4 ? -4 : q > 3 ? 3 : q;
+                L[16 * j + l] = (uint8_t)(q + 4);
+            }
+        }
+        quant__q3_k_pack_scales(ls, y[b].scales);
+        quant__q2_pack(L, y[b].qs);
+        memset(y[b].hmask, 0, sizeof y[b].hmask);
+        for (int e = 0; e < QK_K; e++)
+            y[b].hmask[e % 32] |= (uint8_t)((L[e] >> 2) << (e / 32));
+    }
+}
+
+static void q3_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q3_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        int sc[16];
+        quant__q3_k_codes(&x[b], L);
+        quant__q3_k_scales(x[b].scales, sc);
+        const float d = h2f(x[b].d);
+        for (int e = 0; e < QK_K; e++)
+            y[e] = d * (float)(sc[e / 16] - 32) * (float)(L[e] - 4);
+    }
+}
+
+static float q3_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q3_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        int sc[16];
+        quant__q3_k_codes(&a[i], L);
+        quant__q3_k_scales(a[i].scales, sc);
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += (L[16 * j + l] - 4) * b[i].qs[16 * j + l];
+            sumi += (sc[j] - 32) * s;
+        }
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
+}
+
 /* ---- Q4_K / Q5_K ------------------------------------------------------ */
 
 void quant__k4_pack_scales(const int *ls, const int *lm, uint8_t *q)
@@ -782,6 +1156,12 @@ static const struct quant_traits traits[] = {
     ROW(Q5_0, QK5_0, sizeof(struct blk_q5_0),  true,  Q8_0, q5_0_to_float, q5_0_from_float, q5_0_dot,
         X86(quant__gemm_q5_0_avx2), NULL),
     ROW(Q5_1, QK5_1, sizeof(struct blk_q5_1),  true,  Q8_1, q5_1_to_float, q5_1_from_float, q5_1_dot,  NULL, NULL),
+    ROW(IQ4_NL, QK4_NL, sizeof(struct blk_iq4_nl), true, Q8_0, iq4_nl_to_float, iq4_nl_from_float,
+        iq4_nl_dot, NULL, NULL),
+    ROW(IQ4_XS, QK_K, sizeof(struct blk_iq4_xs), true, Q8_K, iq4_xs_to_float, iq4_xs_from_float,
+        iq4_xs_dot, NULL, NULL),
+    ROW(Q2_K, QK_K,  sizeof(struct blk_q2_k),  true,  Q8_K, q2_k_to_float, q2_k_from_float, q2_k_dot,  NULL, NULL),
+    ROW(Q3_K, QK_K,  sizeof(struct blk_q3_k),  true,  Q8_K, q3_k_to_float, q3_k_from_float, q3_k_dot,  NULL, NULL),
     ROW(Q4_K, QK_K,  sizeof(struct blk_q4_k),  true,  Q8_K, q4_k_to_float, q4_k_from_float, q4_k_dot,
         X86(quant__gemm_q4_k_avx2), NULL),
     ROW(Q5_K, QK_K,  sizeof(struct blk_q5_k),  true,  Q8_K, q5_k_to_float, q5_k_from_float, q5_k_dot,
@@ -832,6 +1212,26 @@ static const struct quant_traits traits[] = {
                        {quant__gemm_q5_1_r8_scalar, X86(quant__gemm_q5_1_r8_avx2),
                         NULL},
                        QUANT_GROUP, GGUF_TENSOR_Q5_1},
+    [QUANT_Q3_K_R8] = {"Q3_K_R8", QK_K, sizeof(struct blk_q3_k), false, GGUF_TENSOR_Q8_K,
+                       NULL, NULL, NULL,
+                       {quant__gemm_q3_k_r8_scalar, X86(quant__gemm_q3_k_r8_avx2),
+                        NULL},
+                       QUANT_GROUP, GGUF_TENSOR_Q3_K},
+    [QUANT_Q2_K_R8] = {"Q2_K_R8", QK_K, sizeof(struct blk_q2_k), false, GGUF_TENSOR_Q8_K,
+                       NULL, NULL, NULL,
+                       {quant__gemm_q2_k_r8_scalar, X86(quant__gemm_q2_k_r8_avx2),
+                        NULL},
+                       QUANT_GROUP, GGUF_TENSOR_Q2_K},
+    [QUANT_IQ4_NL_R8] = {"IQ4_NL_R8", QK4_NL, sizeof(struct blk_iq4_nl), false, GGUF_TENSOR_Q8_0,
+                         NULL, NULL, NULL,
+                         {quant__gemm_iq4_nl_r8_scalar, X86(quant__gemm_iq4_nl_r8_avx2),
+                          NULL},
+                         QUANT_GROUP, GGUF_TENSOR_IQ4_NL},
+    [QUANT_IQ4_XS_R8] = {"IQ4_XS_R8", QK_K, sizeof(struct blk_iq4_xs), false, GGUF_TENSOR_Q8_K,
+                         NULL, NULL, NULL,
+                         {quant__gemm_iq4_xs_r8_scalar, X86(quant__gemm_iq4_xs_r8_avx2),
+                          NULL},
+                         QUANT_GROUP, GGUF_TENSOR_IQ4_XS},
     /* the activations of Q4_0_R8 and Q5_0_R8 (Q4_1_R8 and Q5_1_R8 take
      * Q8_1, as their file types do) */
     [QUANT_Q8_0S] = {"Q8_0S", QK8_0, sizeof(struct blk_q8_0s), false, QUANT_Q8_0S,

@@ -3,8 +3,9 @@
  * quantized matrix products of the forward pass.
  *
  * Every type foliod knows (F32, F16, BF16, the legacy 32-element block
- * types Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 and the 256-element K-quants Q4_K/Q5_K/
- * Q6_K, plus the activation types Q8_1 and Q8_K) is one row of a table
+ * types Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, the 256-element K-quants Q2_K .. Q6_K,
+ * the non-linear IQ4_NL (32) and IQ4_XS (256), plus the activation types
+ * Q8_1 and Q8_K) is one row of a table
  * (struct quant_traits): its name, block size, bytes per block, the type
  * activations are quantized to for products with it, conversions to and
  * from f32, and its dot kernels per instruction set.  The block layouts are
@@ -76,6 +77,12 @@ struct quant_traits {
 #define QUANT_Q8_0S   ((enum gguf_tensor_type)70)
 #define QUANT_Q4_1_R8 ((enum gguf_tensor_type)71) /* Q4_1's, as Q4_0_R8 */
 #define QUANT_Q5_1_R8 ((enum gguf_tensor_type)72) /* Q5_1's, as Q5_0_R8 */
+#define QUANT_Q3_K_R8 ((enum gguf_tensor_type)73) /* Q3_K's, as Q6_K_R8 */
+#define QUANT_Q2_K_R8 ((enum gguf_tensor_type)74) /* Q2_K's, as Q6_K_R8 */
+/* IQ4_NL's, as Q4_0_R8; IQ4_XS's, as Q4_K_R8 (its scale codes packed by
+ * sub-block) */
+#define QUANT_IQ4_NL_R8 ((enum gguf_tensor_type)75)
+#define QUANT_IQ4_XS_R8 ((enum gguf_tensor_type)76)
 
 /* One row of the type table. */
 const struct quant_traits *quant_traits_of(enum gguf_tensor_type t);
@@ -108,9 +115,10 @@ void quant_gemm_ref(enum gguf_tensor_type t, const void *W, int64_t K, int64_t n
                     const void *Xq, int64_t M, float *Y, int64_t ldy, float beta);
 
 /* The load-time layout of file type t (QUANT_Q4_K_R8 for Q4_K,
- * QUANT_Q5_K_R8 for Q5_K, QUANT_Q6_K_R8 for Q6_K, QUANT_Q8_0_R8 for
- * Q8_0, QUANT_Q4_0_R8 .. QUANT_Q5_1_R8 for Q4_0 .. Q5_1), or t itself
- * when it has none. */
+ * QUANT_Q5_K_R8 for Q5_K, QUANT_Q6_K_R8 for Q6_K, QUANT_Q3_K_R8 for
+ * Q3_K, QUANT_Q2_K_R8 for Q2_K, QUANT_Q8_0_R8 for Q8_0, QUANT_Q4_0_R8 ..
+ * QUANT_Q5_1_R8 for Q4_0 .. Q5_1, QUANT_IQ4_NL_R8 and QUANT_IQ4_XS_R8 for
+ * IQ4_NL and IQ4_XS), or t itself when it has none. */
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t);
 
 /* Rearranges W (N rows of K elements of file type t) in place into

@@ -920,6 +920,140 @@ void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
     gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
+/* ---- Q3_K_R8: eight Q3_K rows interleaved (model/quant_r8.c draws it) --- */
+
+/*
+ * As Q6_K_R8: row r in 32-bit lane r, four codes per row meeting one
+ * activation broadcast.  Per 32-column chunk c: the sixteen 6-bit scales
+ * unpack in one vector from their 12 bytes (loaded into both halves), each
+ * to bits 2-7 of its byte (the low 4 bits by a shift and a mask of either
+ * nibble, joined by vpunpcklqdq; the top 2 by vpshufd of bytes 8-11, a
+ * variable shift by 6, 4, 2, 0 and a mask), so that tile_r6's shuffles
+ * with an arithmetic shift of 10 sign-extend each sub-block's scales into
+ * 16-bit lanes; a blend of the two and a shift by 2 give 4 s for the
+ * offset.  The codes of slots 0-5 are a mask (and a 16-bit shift) of a
+ * vector away, slots 6-7 two of each and an or.  Codes are 0..7, so a
+ * vpmaddubsw pair is at most 2 * 7 * 128 = 1792 and a sub-block's four
+ * products sum in 16 bits before one vpmaddwd by its scales; the offset 4
+ * comes off as tile_r6's 32, by vpmaddwd of 4 s with the two sub-blocks'
+ * bsums.  Per block, row and row of X: acc = fma(isum, d x_d, acc), as the
+ * scalar kernel.  In the 4-row tile (GCC 12, -O3) the chunk loop holds
+ * the sums and code vectors in registers and reloads only three byte masks
+ * from the stack; acc goes to the stack and back once per block.
+ */
+static inline __attribute__((always_inline)) void tile_r3(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4), m7 = _mm256_set1_epi8(7);
+    const __m256i m3c = _mm256_set1_epi8(0x3c), mc0 = _mm256_set1_epi8((char)0xc0);
+    /* the top 2 bits of value 4 k + i at bits 2 k of byte 8 + i: dword k
+     * of each half shifted to bits 6-7 */
+    const __m256i tops = _mm256_setr_epi32(6, 4, 2, 0, 6, 4, 2, 0);
+    const int8_t Z = -1;
+    /* as tile_r6's: sub-block 2c's scale of row r (byte r) in the high
+     * byte of 16-bit lanes 2r, 2r + 1; patb sub-block 2c + 1's (byte 8 +
+     * r) */
+    const __m256i pata = _mm256_setr_epi8(Z, 0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z,
+                                          4, Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7);
+    const __m256i patb = _mm256_add_epi8(pata, _mm256_set1_epi16(0x0800));
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q3_k_r8 *w = (const struct blk_q3_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        __m256i isum[KMR];
+        for (int m = 0; m < MR; m++)
+            isum[m] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            /* the chunk's 12 bytes of scales (and 4 it does not use: the
+             * next chunk's, the codes' at c = 7) in both halves */
+            const __m256i sv =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w->s + 12 * c)));
+            const __m256i lo =
+                _mm256_unpacklo_epi64(_mm256_and_si256(_mm256_slli_epi16(sv, 2), m3c),
+                                      _mm256_and_si256(_mm256_srli_epi16(sv, 2), m3c));
+            const __m256i hi =
+                _mm256_and_si256(_mm256_sllv_epi32(_mm256_shuffle_epi32(sv, 0xaa), tops), mc0);
+            /* byte v = 8 h + r: row r's scale of sub-block 2c + h, times 4 */
+            const __m256i s2 = _mm256_or_si256(lo, hi);
+            const __m256i sa = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, pata), 10);
+            const __m256i sb = _mm256_srai_epi16(_mm256_shuffle_epi8(s2, patb), 10);
+            /* 4 s: row r's of sub-blocks 2c, 2c + 1 in lanes 2r, 2r + 1 */
+            const __m256i so = _mm256_slli_epi16(_mm256_blend_epi16(sa, sb, 0xaa), 2);
+            for (int m = 0; m < MR; m++) {
+                const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+                /* the offset: 4 s_j bsum_j for sub-blocks 2c, 2c + 1 */
+                isum[m] = _mm256_sub_epi32(
+                    isum[m], _mm256_madd_epi16(so, bcast4((const int8_t *)(x->bsums + 2 * c))));
+                __asm__("" : "+x"(isum[m]));
+            }
+            const uint8_t *q = w->q + 96 * c;
+            /* sub-block 2c + u: slots 4u .. 4u + 3, their four code
+             * vectors meeting every row of X before the next sub-block's */
+            for (int u = 0; u < 2; u++) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)q);
+                const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 32));
+                const __m256i v2 = _mm256_loadu_si256((const __m256i *)(q + 64));
+                __m256i cv[4];
+                if (u == 0) {
+                    cv[0] = _mm256_and_si256(v0, m7);
+                    cv[1] = _mm256_and_si256(_mm256_srli_epi16(v0, 3), m7);
+                    cv[2] = _mm256_and_si256(v1, m7);
+                    cv[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 3), m7);
+                } else {
+                    cv[0] = _mm256_and_si256(v2, m7);
+                    cv[1] = _mm256_and_si256(_mm256_srli_epi16(v2, 3), m7);
+                    /* slots 6, 7: bits 6-7 of v0, v1 and bits 6, 7 of v2 */
+                    cv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 6), m3),
+                                            _mm256_and_si256(_mm256_srli_epi16(v2, 4), m4));
+                    cv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 6), m3),
+                                            _mm256_and_si256(_mm256_srli_epi16(v2, 5), m4));
+                }
+                const __m256i sg = u ? sb : sa;
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq =
+                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * c +
+                        16 * u;
+                    __m256i p = _mm256_maddubs_epi16(cv[0], bcast4(xq));
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[1], bcast4(xq + 4)));
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[2], bcast4(xq + 8)));
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[3], bcast4(xq + 12)));
+                    isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, sg));
+                    __asm__("" : "+x"(isum[m])); /* as in tile_q8r8 below */
+                }
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++) {
+            const struct blk_q8_k *x = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x->d)), acc[m]);
+        }
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+#define TILE_R3_FN(mr)                                                                             \
+    static void r3_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
+                        float *Y, int64_t ldy, float beta)                                         \
+    {                                                                                              \
+        (void)first; /* the K-quant tiles prefetch on every pass */                                \
+        tile_r3(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
+    }
+TILE_R3_FN(1)
+TILE_R3_FN(2)
+TILE_R3_FN(3)
+TILE_R3_FN(4)
+
+void quant__gemm_q3_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r3_1, r3_2, r3_3, r3_4};
+    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
 /* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant_r8.c draws it) --- */
 
 /*
@@ -1113,6 +1247,308 @@ TILE_R0_FNS(q4_0_r8, false, false)
 TILE_R0_FNS(q5_0_r8, true, false)
 TILE_R0_FNS(q4_1_r8, false, true)
 TILE_R0_FNS(q5_1_r8, true, true)
+
+/* ---- Q2_K_R8: eight Q2_K rows interleaved (model/quant_r8.c draws it) --- */
+
+/*
+ * As Q6_K_R8: row r in 32-bit lane r, four codes per row meeting one
+ * activation broadcast.  Per sub-block j (16 columns of the eight rows):
+ * one 32-byte load of qs + 32 j gives its four code vectors t = 0..3 by a
+ * 16-bit shift by 2 t and a byte mask of 3, and a broadcast 16-byte load
+ * of the scales bytes of its chunk (sub-blocks 2c, 2c + 1) one vpshufb
+ * and mask of 15 gives its scales, row r's in 16-bit lanes 2r, 2r + 1.
+ * Per row of X the four vpmaddubsw (codes 0..3 by activation codes: a
+ * pair is at most 2 * 3 * 128 = 768) sum in 16 bits, then one vpmaddwd by
+ * the scales adds the sub-block into the row's isum.  Per block and row
+ * of X: acc = fma(isum, d x_d, acc), then the mins: per chunk one vpshufb
+ * and a shift by 4 put the pair's mins of row r in lanes 2r, 2r + 1,
+ * which meet bsums[2c], bsums[2c + 1] (one broadcast) in one vpmaddwd per
+ * row of X into msum, and acc = fma(-msum, dmin x_d, acc): the scalar
+ * kernel's operations in its order (model/quant_r8.c), so the two agree
+ * bit for bit.  The mins are summed after the codes, not beside them (the
+ * rows' msum would be MR more live vectors in the codes' loop, where the
+ * 4-row tile has none to spare), and after acc has taken isum (with isum
+ * still live there, GCC 12 -O3 kept a row's isum on the stack through the
+ * codes' loop: a store and a load per sub-block).  R8_PF blocks ahead of
+ * the group are prefetched on every pass, as Q6_K_R8's.
+ */
+static inline __attribute__((always_inline)) void tile_r2(const int MR, const uint8_t *G,
+                                                          int64_t nb, const uint8_t *X,
+                                                          size_t xstride, float *Y, int64_t ldy,
+                                                          float beta)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
+    const int8_t Z = -1;
+    /* a chunk's 16 scales bytes: sub-block 2c's of row r (byte r) in the
+     * low byte of 16-bit lanes 2r, 2r + 1, rows 0-3 in the low half, 4-7
+     * in the high one; patb: sub-block 2c + 1's (byte 8 + r) */
+    const __m256i pata = _mm256_setr_epi8(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z, 4, Z, 4,
+                                          Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z);
+    const __m256i patb = _mm256_add_epi8(pata, _mm256_set1_epi16(8));
+    /* the pair's two bytes of row r in 16-bit lanes 2r, 2r + 1 */
+    const __m256i pato = _mm256_setr_epi8(0, Z, 8, Z, 1, Z, 9, Z, 2, Z, 10, Z, 3, Z, 11, Z, 4, Z,
+                                          12, Z, 5, Z, 13, Z, 6, Z, 14, Z, 7, Z, 15, Z);
+    __m256 acc[KMR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q2_k_r8 *w = (const struct blk_q2_k_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        const struct blk_q8_k *x[KMR];
+        __m256i isum[KMR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 16; j++) {
+            const __m256i s2 = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(w->sc + 8 * (j & ~1))));
+            const __m256i sc =
+                _mm256_and_si256(_mm256_shuffle_epi8(s2, (j & 1) ? patb : pata), m15);
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * j));
+            __m256i cv[4];
+            for (int t = 0; t < 4; t++)
+                cv[t] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * t), m3);
+            for (int m = 0; m < MR; m++) {
+                const int8_t *xq = x[m]->qs + 16 * j;
+                /* at most 4 * 768 in each 16-bit lane; the empty asm keeps
+                 * the four products summed one after another (without it
+                 * GCC 12 -O3 left 6 stack moves in the 2-row tile and 23 in
+                 * the 4-row one; with it 0 and 19, and no store in this
+                 * loop) */
+                __m256i p = _mm256_maddubs_epi16(cv[0], bcast4(xq));
+                for (int t = 1; t < 4; t++) {
+                    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(cv[t], bcast4(xq + 4 * t)));
+                    __asm__("" : "+x"(p));
+                }
+                isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, sc));
+                __asm__("" : "+x"(isum[m])); /* as in tile_q8r8 */
+            }
+        }
+        /* the codes' part of acc, then the mins' (the scalar kernel's
+         * order): isum dies before msum is summed */
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x[m]->d)), acc[m]);
+        __m256i msum[KMR];
+        for (int m = 0; m < MR; m++)
+            msum[m] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            const __m256i s2 =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w->sc + 16 * c)));
+            const __m256i mn = _mm256_srli_epi16(_mm256_shuffle_epi8(s2, pato), 4);
+            for (int m = 0; m < MR; m++) {
+                msum[m] = _mm256_add_epi32(
+                    msum[m], _mm256_madd_epi16(mn, bcast4((const int8_t *)(x[m]->bsums + 2 * c))));
+                __asm__("" : "+x"(msum[m]));
+            }
+        }
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->dmin));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[m]),
+                                      _mm256_mul_ps(m8, _mm256_set1_ps(x[m]->d)), acc[m]);
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+#define TILE_R2_FN(mr)                                                                             \
+    static void r2_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
+                        float *Y, int64_t ldy, float beta)                                         \
+    {                                                                                              \
+        (void)first; /* the K-quant tiles prefetch on every pass */                                \
+        tile_r2(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
+    }
+TILE_R2_FN(1)
+TILE_R2_FN(2)
+TILE_R2_FN(3)
+TILE_R2_FN(4)
+
+void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[KMR] = {r2_1, r2_2, r2_3, r2_4};
+    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* ---- IQ4_NL_R8, IQ4_XS_R8: codes into a table, rows in eights ---------- */
+
+/*
+ * Q4_0_R8's and Q4_K_R8's code vectors (model/quant_r8.c draws the
+ * layouts): four loads per 32 columns, each split by r4_codes into two
+ * vectors of four-bit codes, row r in 32-bit lane r.  vpshufb looks each
+ * vector up in the format's 16 values v (quant__iq4_values: -127 .. 113,
+ * never 0) and vpabsb gives |v| (unsigned bytes; a second table, of |v|,
+ * would hold one more register); then per row of X, as tile_q8r8, the
+ * four activation bytes of those columns are broadcast to every lane,
+ * vpsignb moves v's sign onto them (v is never 0, so none is zeroed) and
+ * vpmaddubsw multiplies |v| by them.  That needs the activation codes
+ * within +-127 (vpsignb leaves -128 as it is): quant_rows writes no -128
+ * (Q8_0 and Q8_K: d = amax / 127).  A pair is at most 2 * 127 * 127 =
+ * 32258, so no two products may be summed in 16 bits: each vpmaddubsw
+ * gets its own vpmaddwd, by ones for IQ4_NL_R8, and for IQ4_XS_R8 by the
+ * sub-block's scale codes less 32 (row r's in 16-bit lanes 2r, 2r + 1; a
+ * lane at most 2 * 32258 * 32), which scales the products as it widens
+ * them.  The lookups and code vectors are shared by up to IQ4R_MR rows of
+ * X; each code vector meets every row before the next is used, so one
+ * load's vectors are live beside the rows' sums, not a block's.  (GCC 12
+ * -O3 spills nothing in the IQ4_NL_R8 tiles; in the 3- and 4-row
+ * IQ4_XS_R8 tiles it keeps two or three of the float accumulators on the
+ * stack around the sub-block loop, a store and a load each per 256
+ * columns, rather than reload the scale unpacking's constants per
+ * sub-block.)  Per block and row: acc = fma(isum, d_w x_d, acc), the
+ * scalar kernels' operations, so the two agree bit for bit.  IQ4_NL_R8
+ * prefetches Q0R_PF blocks ahead on the first pass over a group (decode),
+ * as Q4_0_R8; IQ4_XS_R8 R8_PF blocks ahead on every pass, as Q4_K_R8.
+ */
+#define IQ4R_MR 4
+
+/* quant__iq4_values (model/quant.c) in both 128-bit halves */
+static inline __m256i iq4_table(void)
+{
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant__iq4_values));
+}
+
+/* A vector of codes c (0..15 per byte) against rows m < MR of X, whose
+ * activation bytes of its columns start at xq[m] + off (four per lane):
+ * isum[m] += vpmaddwd(vpmaddubsw(|v|, x with v's sign), mul). */
+static inline __attribute__((always_inline)) void iq4_rows(const int MR, __m256i c, __m256i tab,
+                                                           __m256i mul, const int8_t *const *xq,
+                                                           int off, __m256i *isum)
+{
+    const __m256i s = _mm256_shuffle_epi8(tab, c), a = _mm256_abs_epi8(s);
+    for (int m = 0; m < MR; m++) {
+        const __m256i p = _mm256_maddubs_epi16(a, _mm256_sign_epi8(bcast4(xq[m] + off), s));
+        isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(p, mul));
+        __asm__("" : "+x"(isum[m])); /* as in tile_q8r8 */
+    }
+}
+
+/* IQ4_XS_R8 sub-block j's scale codes less 32 from sc = the block's sc +
+ * 6 j, row r's in 16-bit lanes 2r and 2r + 1: the 8 bytes at sc (two past
+ * the sub-block's six, still in the block) in every 64-bit lane; 32-bit
+ * lane r takes bytes k, k + 1 twice (k = 6 r / 8; row r's code is at bit
+ * s = 6 r - 8 k <= 6 of them), a shift of the lane by s puts it at bit 0
+ * of both its 16-bit halves, and a mask keeps its 6 bits. */
+static inline __attribute__((always_inline)) __m256i iq4xs_scales(const uint8_t *sc)
+{
+    int64_t v;
+    memcpy(&v, sc, 8);
+    const __m256i pick =
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 2, 3, 2, 3,  /* rows 0-3 */
+                         3, 4, 3, 4, 3, 4, 3, 4, 4, 5, 4, 5, 5, 6, 5, 6); /* 4-7 */
+    const __m256i f = _mm256_srlv_epi32(_mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick),
+                                        _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2));
+    return _mm256_sub_epi16(_mm256_and_si256(f, _mm256_set1_epi16(63)), _mm256_set1_epi16(32));
+}
+
+/* MR rows of X (Q8_0, xstride apart) by the IQ4_NL_R8 group G (nb blocks):
+ * Y[m][0..8). */
+static inline __attribute__((always_inline)) void tile_iq4nl(const int MR, const bool pf,
+                                                             const uint8_t *G, int64_t nb,
+                                                             const uint8_t *X, size_t xstride,
+                                                             float *Y, int64_t ldy, float beta)
+{
+    const __m256i tab = iq4_table(), ones = _mm256_set1_epi16(1);
+    __m256 acc[IQ4R_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_iq4_nl_r8 *w = (const struct blk_iq4_nl_r8 *)G + b;
+        if (pf)
+            prefetch_span((const uint8_t *)(w + Q0R_PF), (int64_t)sizeof(*w));
+        const struct blk_q8_0 *x[IQ4R_MR];
+        const int8_t *xq[IQ4R_MR];
+        __m256i isum[IQ4R_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_0 *)(X + (size_t)m * xstride) + b;
+            xq[m] = x[m]->qs;
+            isum[m] = _mm256_setzero_si256();
+        }
+        for (int t = 0; t < 4; t++) {
+            __m256i lo, hi;
+            r4_codes(false, _mm256_loadu_si256((const __m256i *)(w->qs + 32 * t)),
+                     _mm256_setzero_si256(), t, &lo, &hi);
+            iq4_rows(MR, lo, tab, ones, xq, 4 * t, isum);
+            iq4_rows(MR, hi, tab, ones, xq, 16 + 4 * t, isum);
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(h2f(x[m]->d))), acc[m]);
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+/* MR rows of X (Q8_K, xstride apart) by the IQ4_XS_R8 group G (nb blocks):
+ * Y[m][0..8). */
+static inline __attribute__((always_inline)) void tile_iq4xs(const int MR, const uint8_t *G,
+                                                             int64_t nb, const uint8_t *X,
+                                                             size_t xstride, float *Y, int64_t ldy,
+                                                             float beta)
+{
+    const __m256i tab = iq4_table();
+    __m256 acc[IQ4R_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_iq4_xs_r8 *w = (const struct blk_iq4_xs_r8 *)G + b;
+        prefetch_span((const uint8_t *)(w + R8_PF), (int64_t)sizeof(*w));
+        const struct blk_q8_k *x[IQ4R_MR];
+        __m256i isum[IQ4R_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 8; j++) {
+            const __m256i sc = iq4xs_scales(w->sc + 6 * j);
+            const int8_t *xq[IQ4R_MR];
+            for (int m = 0; m < MR; m++)
+                xq[m] = x[m]->qs + 32 * j;
+            for (int t = 0; t < 4; t++) {
+                __m256i lo, hi;
+                r4_codes(false, _mm256_loadu_si256((const __m256i *)(w->qs + 128 * j + 32 * t)),
+                         _mm256_setzero_si256(), t, &lo, &hi);
+                iq4_rows(MR, lo, tab, sc, xq, 4 * t, isum);
+                iq4_rows(MR, hi, tab, sc, xq, 16 + 4 * t, isum);
+            }
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]),
+                                     _mm256_mul_ps(d8, _mm256_set1_ps(x[m]->d)), acc[m]);
+    }
+    store_r8(MR, acc, Y, ldy, beta);
+}
+
+/* the tiles of 1..IQ4R_MR rows of X: iqnl_* IQ4_NL_R8, iqxs_* IQ4_XS_R8 */
+#define TILE_IQ4_FNS(mr)                                                                           \
+    static void iqnl_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
+                          float *Y, int64_t ldy, float beta)                                       \
+    {                                                                                              \
+        tile_iq4nl(mr, first, G, nb, X, xs, Y, ldy, beta);                                         \
+    }                                                                                              \
+    static void iqxs_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
+                          float *Y, int64_t ldy, float beta)                                       \
+    {                                                                                              \
+        (void)first; /* prefetches on every pass, as the K-quant tiles */                          \
+        tile_iq4xs(mr, G, nb, X, xs, Y, ldy, beta);                                                \
+    }
+TILE_IQ4_FNS(1)
+TILE_IQ4_FNS(2)
+TILE_IQ4_FNS(3)
+TILE_IQ4_FNS(4)
+
+void quant__gemm_iq4_nl_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[IQ4R_MR] = {iqnl_1, iqnl_2, iqnl_3, iqnl_4};
+    gemm_groups(fns, IQ4R_MR, QK4_NL, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS)
+{
+    static const group_fn fns[IQ4R_MR] = {iqxs_1, iqxs_2, iqxs_3, iqxs_4};
+    gemm_groups(fns, IQ4R_MR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
 
 /* ---- activation rows ---------------------------------------------------- */
 

@@ -57,6 +57,18 @@ void quant__k4_pack_scales(const int *ls, const int *lm, uint8_t *q);
 /* a block's codes in column order: Q4_K 0..15, Q5_K 0..31 */
 void quant__q4_k_codes(const struct blk_q4_k *x, uint8_t *L);
 void quant__q5_k_codes(const struct blk_q5_k *x, uint8_t *L);
+/* IQ4_XS's eight 6-bit scale codes (the scale is ls - 32) */
+void quant__iq4_xs_scales(const struct blk_iq4_xs *x, int *ls);
+
+/* Q2_K / Q3_K: 2-bit codes L[256] into qs[64] and back; Q3_K's codes as
+ * q + 4 (0..7) and its sixteen 6-bit scale codes (the scale is sc - 32),
+ * from and into the block's 12 bytes of them */
+void quant__q2_pack(const uint8_t *L, uint8_t *qs);
+void quant__q2_codes(const uint8_t *qs, uint8_t *L);
+void quant__q3_k_codes(const struct blk_q3_k *x, uint8_t *L);
+void quant__q3_k_scales(const uint8_t *p, int *sc);
+void quant__q3_k_pack_scales(const int *sc, uint8_t *p);
+
 /* Q6_K: codes L[256] (0..63) into ql[128], qh[64]; and back as q - 32 */
 void quant__q6_k_pack(const uint8_t *L, uint8_t *ql_out, uint8_t *qh_out);
 void quant__q6_k_codes(const struct blk_q6_k *x, int8_t *q);

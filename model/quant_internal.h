@@ -19,6 +19,7 @@
 #define QK8_0        32
 #define QK8_1        32
 #define QK_K         256
+#define QK4_NL       32
 #define K_SCALE_SIZE 12
 
 /* x[i] = d * qs[i] */
@@ -52,6 +53,45 @@ struct blk_q5_1 {
     uint16_t d, m;
     uint8_t qh[4];
     uint8_t qs[QK5_1 / 2];
+};
+/* The IQ4 formats' 16 values a 4-bit code selects (model/quant.c). */
+extern const int8_t quant__iq4_values[16];
+
+/* 4-bit codes into the format's table of 16 values (quant__iq4_values):
+ * x[j] = d * v[qs[j] & 15], x[j + 16] = d * v[qs[j] >> 4] */
+struct blk_iq4_nl {
+    uint16_t d;
+    uint8_t qs[QK4_NL / 2];
+};
+/* 8 sub-blocks of 32, each as an IQ4_NL block whose scale is d * (ls - 32),
+ * ls 6 bits: low 4 in scales_l[j / 2] (nibble j % 2), top 2 at bits 2 j of
+ * scales_h; sub-block j's codes at qs + 16 j as IQ4_NL's */
+struct blk_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[QK_K / 64];
+    uint8_t qs[QK_K / 2];
+};
+/* 16 sub-blocks of 16 with 4-bit scales and mins (scales[j]: scale in the
+ * low nibble, min in the high): x = d * sc * q - dmin * m, q in [0, 3].
+ * Element 128 n + 32 j + 16 h + l (sub-block 8 n + 2 j + h) has its code
+ * at bits 2 j of qs[32 n + 16 h + l]. */
+struct blk_q2_k {
+    uint8_t scales[QK_K / 16];
+    uint8_t qs[QK_K / 4];
+    uint16_t d, dmin;
+};
+/* 16 sub-blocks of 16 with 6-bit scales (sc - 32 signed; low 4 bits in the
+ * nibbles of scales[0..7] (j < 8: low nibble of byte j, else high nibble
+ * of byte j - 8), top 2 at bits 2 (j / 4) of scales[8 + j % 4]): x = d *
+ * (sc - 32) * q, q in [-4, 3].  Element 128 n + 32 j + 16 h + l has its
+ * low 2 bits as Q2_K's, and q = low - 4 unless bit 4 n + j of
+ * hmask[16 h + l] is set (then q = low). */
+struct blk_q3_k {
+    uint8_t hmask[QK_K / 8];
+    uint8_t qs[QK_K / 4];
+    uint8_t scales[K_SCALE_SIZE];
+    uint16_t d;
 };
 /* 8 sub-blocks of 32 with 6-bit scales and mins (packed in scales[12]):
  * x = d * sc * q - dmin * m, q in [0, 15]; qs holds sub-blocks 2i (low
@@ -122,6 +162,36 @@ struct blk_q6_k_r8 {
     uint8_t qh[8 * QK_K / 4];
 };
 
+/* Q3_K_R8 (load-time layout, model/quant_r8.c): one 256-column block of eight
+ * Q3_K rows, by 32-column chunks c = 0..7 (sub-blocks 2c, 2c + 1).  s +
+ * 12 c: the chunk's sixteen scales sc - 32 as 6-bit two's complement (the
+ * file's code sc with bit 5 flipped), value v = 8 h + r row r's of
+ * sub-block 2c + h: its low 4 bits in byte v % 8 (low nibble for h = 0,
+ * high for h = 1), its top 2 at bits 2 (v / 4) of byte 8 + v % 4.  q +
+ * 96 c: the codes (the file's q + 4, 0..7) as three 32-byte vectors e =
+ * 0..2; slot k = 0..7 of byte 4 r + i is row r's code of column 32 c +
+ * 4 k + i (sub-block 2c + k / 4): slots 2e and 2e + 1 whole at bits 0-2
+ * and 3-5 of vector e; slots 6 and 7 split, their low 2 bits at bits 6-7
+ * of vectors 0 and 1, their third bits at bits 6 and 7 of vector 2. */
+struct blk_q3_k_r8 {
+    uint16_t d[8];
+    uint8_t s[8 * 12];
+    uint8_t q[8 * 96];
+};
+
+/* Q2_K_R8 (load-time layout, model/quant_r8.c): one 256-column block of eight
+ * Q2_K rows r = 0..7 of a group.  d, dmin: row r's f16 scales; sc[8 j + r]:
+ * row r's scales byte of sub-block j as in its file block (scale in the low
+ * nibble, min in the high).  Codes by 32-column chunks c: qs + 64 c holds
+ * two 32-byte vectors u = 0, 1 whose byte 4 r + i has, at bits 2 t (t =
+ * 0..3), row r's code of column 32 c + 16 u + 4 t + i: vector u is
+ * sub-block 2 c + u of the eight rows. */
+struct blk_q2_k_r8 {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8 * QK_K / 16];
+    uint8_t qs[8 * QK_K / 4];
+};
+
 /* Q8_0_R8 (load-time layout, model/quant_r8.c): one 32-column block of eight
  * Q8_0 rows r = 0..7 of a group: their eight scales, then eight 32-byte
  * vectors t = 0..7 whose byte 4 r + i holds row r's code of column
@@ -172,6 +242,33 @@ _Static_assert(offsetof(struct blk_q5_0_r8, qh) == offsetof(struct blk_q5_0_r8, 
                    offsetof(struct blk_q5_1_r8, qh) == offsetof(struct blk_q5_1_r8, qs) + 128,
                "a five-bit layout's qh follows its qs");
 
+/* IQ4_NL_R8 (load-time layout, model/quant_r8.c): one 32-column block of
+ * eight IQ4_NL rows r = 0..7 of a group: their eight scales, then four
+ * 32-byte vectors t = 0..3 whose byte 4 r + i holds row r's code (the
+ * file's, 0..15, value d v[code] with v = quant__iq4_values) of column
+ * 4 t + i in its low nibble and of column 16 + 4 t + i in its high one:
+ * Q4_0_R8's bytes, the codes selecting table values instead of code - 8. */
+struct blk_iq4_nl_r8 {
+    uint16_t d[8];
+    uint8_t qs[8 * QK4_NL / 2];
+};
+
+/* IQ4_XS_R8 (load-time layout, model/quant_r8.c): one 256-column block of
+ * eight IQ4_XS rows r = 0..7 of a group: their eight scales, then the 64
+ * six-bit scale codes (the file's ls, scale d (ls - 32)) by sub-block j,
+ * six bytes each: the 48 bits at sc + 6 j (little-endian) hold row r's
+ * code at bits 6 r .. 6 r + 5.  qs as Q4_K_R8's: sub-block j's 32 columns
+ * at qs + 128 j, as four 32-byte vectors t = 0..3 whose byte 4 r + i holds
+ * row r's code of column 32 j + 4 t + i (low nibble) and 32 j + 16 + 4 t
+ * + i (high nibble). */
+struct blk_iq4_xs_r8 {
+    uint16_t d[8];
+    uint8_t sc[6 * 8];
+    uint8_t qs[8 * QK_K / 2];
+};
+_Static_assert(offsetof(struct blk_iq4_xs_r8, sc) + 6 * 8 + 2 <= sizeof(struct blk_iq4_xs_r8),
+               "IQ4_XS_R8: an 8-byte load of sub-block 7's scale codes stays in the block");
+
 /* activations of the Q4_0_R8 and Q5_0_R8 products: Q8_0's block (x = d *
  * qs, the same d and codes) with s = sum(qs), exact, which takes the
  * codes' offset o (8, 16) off: sum (c - o) x = sum c x - o s.  (Q4_1_R8
@@ -204,11 +301,15 @@ struct blk_q8_k {
 void quant__gemm_q4_k_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q3_k_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q4_1_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_q2_k_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_nl_r8_scalar(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_xs_r8_scalar(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS);
@@ -228,10 +329,14 @@ void quant__gemm_q6_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q3_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_0_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_1_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_nl_r8_avx2(QUANT__GEMM_ARGS);
+void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

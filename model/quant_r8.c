@@ -1,6 +1,6 @@
 /*
  * model/quant_r8.c — the load-time layouts of the quantized types: each
- * file type's rows interleaved in groups of eight (Q4_K_R8 .. Q5_1_R8,
+ * file type's rows interleaved in groups of eight (Q4_K_R8 .. IQ4_XS_R8,
  * model/quant.h), drawn below, with their conversion from and back to the
  * file's layout (quant_repack, quant_unpack), their rows as f32, and
  * their plain C product kernels: the references the AVX2 and AVX-512
@@ -225,6 +225,8 @@ static void r5_get(const void *wp, int r, void *xp)
 
 static void r6_put(void *wp, int r, const void *xp);
 static void r6_get(const void *wp, int r, void *xp);
+static void r3_put(void *wp, int r, const void *xp);
+static void r3_get(const void *wp, int r, void *xp);
 static void r80_put(void *wp, int r, const void *xp);
 static void r80_get(const void *wp, int r, void *xp);
 static void r40_put(void *wp, int r, const void *xp);
@@ -235,25 +237,35 @@ static void r41_put(void *wp, int r, const void *xp);
 static void r41_get(const void *wp, int r, void *xp);
 static void r51_put(void *wp, int r, const void *xp);
 static void r51_get(const void *wp, int r, void *xp);
+static void r2_put(void *wp, int r, const void *xp);
+static void r2_get(const void *wp, int r, void *xp);
+static void rnl_put(void *wp, int r, const void *xp);
+static void rnl_get(const void *wp, int r, void *xp);
+static void rxs_put(void *wp, int r, const void *xp);
+static void rxs_get(const void *wp, int r, void *xp);
 
-/* The load-time layouts' codecs: file type, its block (elements) and block
- * bytes, and row r of a layout block written from its file block (put) or
- * back (get). */
+/* The load-time layouts' codecs: file type, its layout, its block
+ * (elements) and block bytes, and row r of a layout block written from its
+ * file block (put) or back (get). */
 static const struct r8_codec {
-    enum gguf_tensor_type t;
+    enum gguf_tensor_type t, rt;
     int32_t blk;
     size_t fb;
     void (*put)(void *w, int r, const void *x);
     void (*get)(const void *w, int r, void *x);
 } r8_codecs[] = {
-    {GGUF_TENSOR_Q4_K, QK_K, sizeof(struct blk_q4_k), r8_put, r8_get},
-    {GGUF_TENSOR_Q5_K, QK_K, sizeof(struct blk_q5_k), r5_put, r5_get},
-    {GGUF_TENSOR_Q6_K, QK_K, sizeof(struct blk_q6_k), r6_put, r6_get},
-    {GGUF_TENSOR_Q8_0, QK8_0, sizeof(struct blk_q8_0), r80_put, r80_get},
-    {GGUF_TENSOR_Q4_0, QK4_0, sizeof(struct blk_q4_0), r40_put, r40_get},
-    {GGUF_TENSOR_Q5_0, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
-    {GGUF_TENSOR_Q4_1, QK4_1, sizeof(struct blk_q4_1), r41_put, r41_get},
-    {GGUF_TENSOR_Q5_1, QK5_1, sizeof(struct blk_q5_1), r51_put, r51_get},
+    {GGUF_TENSOR_Q4_K, QUANT_Q4_K_R8, QK_K, sizeof(struct blk_q4_k), r8_put, r8_get},
+    {GGUF_TENSOR_Q5_K, QUANT_Q5_K_R8, QK_K, sizeof(struct blk_q5_k), r5_put, r5_get},
+    {GGUF_TENSOR_Q6_K, QUANT_Q6_K_R8, QK_K, sizeof(struct blk_q6_k), r6_put, r6_get},
+    {GGUF_TENSOR_Q3_K, QUANT_Q3_K_R8, QK_K, sizeof(struct blk_q3_k), r3_put, r3_get},
+    {GGUF_TENSOR_Q8_0, QUANT_Q8_0_R8, QK8_0, sizeof(struct blk_q8_0), r80_put, r80_get},
+    {GGUF_TENSOR_Q4_0, QUANT_Q4_0_R8, QK4_0, sizeof(struct blk_q4_0), r40_put, r40_get},
+    {GGUF_TENSOR_Q5_0, QUANT_Q5_0_R8, QK5_0, sizeof(struct blk_q5_0), r50_put, r50_get},
+    {GGUF_TENSOR_Q4_1, QUANT_Q4_1_R8, QK4_1, sizeof(struct blk_q4_1), r41_put, r41_get},
+    {GGUF_TENSOR_Q5_1, QUANT_Q5_1_R8, QK5_1, sizeof(struct blk_q5_1), r51_put, r51_get},
+    {GGUF_TENSOR_Q2_K, QUANT_Q2_K_R8, QK_K, sizeof(struct blk_q2_k), r2_put, r2_get},
+    {GGUF_TENSOR_IQ4_NL, QUANT_IQ4_NL_R8, QK4_NL, sizeof(struct blk_iq4_nl), rnl_put, rnl_get},
+    {GGUF_TENSOR_IQ4_XS, QUANT_IQ4_XS_R8, QK_K, sizeof(struct blk_iq4_xs), rxs_put, rxs_get},
 };
 
 static const struct r8_codec *r8_codec_of(enum gguf_tensor_type t)
@@ -296,6 +308,45 @@ static int r8_convert(enum gguf_tensor_type t, bool pack, void *W, int64_t N, in
     return 0;
 }
 
+/* ---- the plain C kernels' frame ----------------------------------------- */
+
+/* One block's part of an output: row r of a layout block wb against an
+ * activation block xb, added into acc as the layout's AVX2 kernel adds it
+ * (the same float operations in the same order); returns the new acc. */
+typedef float (*r8_part_fn)(const uint8_t *wb, int r, const uint8_t *xb, float acc);
+
+/* The plain C product: output n of [n0, n1) is row n % 8 of the group at
+ * W + (n / 8) 8 wstride; for each row m of X the parts of its nb blocks
+ * (wbb and xbb bytes each) are summed from 0 in block order, then Y[m][n]
+ * = acc (beta 0) or Y[m][n] + acc (beta 1). */
+static void r8_gemm(r8_part_fn part, size_t wbb, size_t xbb, int64_t nb, const void *W,
+                    size_t wstride, int64_t n0, int64_t n1, const void *Xq, size_t xstride,
+                    int64_t M, float *Y, int64_t ldy, float beta)
+{
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
+        const int r = (int)(n % R8);
+        for (int64_t m = 0; m < M; m++) {
+            const uint8_t *x = (const uint8_t *)Xq + (size_t)m * xstride;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++)
+                acc = part(g + (size_t)b * wbb, r, x + (size_t)b * xbb, acc);
+            float *y = &Y[m * ldy + n];
+            *y = beta != 0.0f ? *y + acc : acc;
+        }
+    }
+}
+
+/* Defines the plain C kernel `name` of a layout of WT blocks (blk
+ * columns each) on XT activation blocks, its parts by `part`. */
+#define R8_GEMM(name, part, WT, XT, blk)                                                           \
+    void name(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1, const void *Xq,    \
+              size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)                        \
+    {                                                                                              \
+        r8_gemm(part, sizeof(WT), sizeof(XT), K / (blk), W, wstride, n0, n1, Xq, xstride, M, Y,    \
+                ldy, beta);                                                                        \
+    }
+
 /* Row r of block b of a Q4_K_R8 (q5 false) or Q5_K_R8 group at g: its
  * scales, mins, codes (column order) and f16 d, dmin. */
 static void kr8_block(bool q5, const uint8_t *g, int64_t b, int r, int *sc, int *mn, uint8_t *L,
@@ -327,53 +378,39 @@ static void kr8_row_to_float(bool q5, const uint8_t *g, int64_t nb, int r, float
     }
 }
 
-/* The scalar Q4_K_R8 / Q5_K_R8 product kernel; the operations of the AVX2
- * ones, in the same order (see above). */
-static void kr8_gemm(bool q5, const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                     const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)
+/* A Q4_K_R8 / Q5_K_R8 block's part; the operations of the AVX2 kernels, in
+ * the same order (see above). */
+static inline float kr8_part(bool q5, const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int sc[8], mn[8];
-                uint8_t L[QK_K];
-                float d, dmin;
-                kr8_block(q5, g, b, r, sc, mn, L, &d, &dmin);
-                int32_t isum = 0, msum = 0;
-                for (int j = 0; j < 8; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 32; l++)
-                        s += L[32 * j + l] * x[b].qs[32 * j + l];
-                    isum += sc[j] * s;
-                    msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-                }
-                acc = fmaf((float)isum, d * x[b].d, acc);
-                acc = fmaf(-(float)msum, dmin * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int sc[8], mn[8];
+    uint8_t L[QK_K];
+    float d, dmin;
+    kr8_block(q5, wb, 0, r, sc, mn, L, &d, &dmin);
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 8; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++)
+            s += L[32 * j + l] * x->qs[32 * j + l];
+        isum += sc[j] * s;
+        msum += mn[j] * (x->bsums[2 * j] + x->bsums[2 * j + 1]);
     }
+    acc = fmaf((float)isum, d * x->d, acc);
+    return fmaf(-(float)msum, dmin * x->d, acc);
 }
 
-void quant__gemm_q4_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q4_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    kr8_gemm(false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    return kr8_part(false, wb, r, xb, acc);
 }
 
-void quant__gemm_q5_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q5_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    kr8_gemm(true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    return kr8_part(true, wb, r, xb, acc);
 }
+
+R8_GEMM(quant__gemm_q4_k_r8_scalar, q4_k_r8_part, struct blk_q4_k_r8, struct blk_q8_k, QK_K)
+R8_GEMM(quant__gemm_q5_k_r8_scalar, q5_k_r8_part, struct blk_q5_k_r8, struct blk_q8_k, QK_K)
 
 /* ---- Q6_K_R8: Q6_K rows interleaved in eights (load-time layout) ------ */
 
@@ -449,36 +486,162 @@ static void q6_k_r8_row_to_float(const struct blk_q6_k_r8 *w, int64_t nb, int r,
     }
 }
 
-void quant__gemm_q6_k_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q6_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK_K;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q6_k_r8 *w =
-            (const struct blk_q6_k_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_k *x = (const struct blk_q8_k *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int sc[16];
-                uint8_t L[QK_K];
-                r6_row(&w[b], r, sc, L);
-                int32_t isum = 0;
-                for (int j = 0; j < 16; j++) {
-                    int32_t s = 0;
-                    for (int l = 0; l < 16; l++)
-                        s += L[16 * j + l] * x[b].qs[16 * j + l];
-                    isum += sc[j] * (s - 32 * x[b].bsums[j]);
-                }
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * x[b].d, acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
+    const struct blk_q6_k_r8 *w = (const struct blk_q6_k_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int sc[16];
+    uint8_t L[QK_K];
+    r6_row(w, r, sc, L);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++)
+            s += L[16 * j + l] * x->qs[16 * j + l];
+        isum += sc[j] * (s - 32 * x->bsums[j]);
+    }
+    return fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
+}
+
+R8_GEMM(quant__gemm_q6_k_r8_scalar, q6_k_r8_part, struct blk_q6_k_r8, struct blk_q8_k, QK_K)
+
+/* ---- Q3_K_R8: Q3_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * Q6_K_R8's idea for Q3_K (struct blk_q3_k_r8, 880 bytes = 8 x 110): row r
+ * in 32-bit lane r, four codes of each of eight rows per activation
+ * broadcast, codes stored as 0..7 (the file's q + 4) with the offset
+ * coming off through the activations' 16-column sums.
+ *
+ * Layout, per block and 32-column chunk c (sub-blocks 2c, 2c + 1):
+ *
+ *   [d x8 f16][s 96: 12 per chunk][q 768: 96 per chunk, three 32-byte vectors]
+ *
+ * Scales: the file's 6-bit codes as the scales themselves, sc - 32 in
+ * 6-bit two's complement (the code with its top bit flipped), 16 values
+ * per chunk in 12 bytes (value v = 8 h + r: row r, sub-block 2c + h): the
+ * low 4 bits in the nibbles of bytes 0..7 (byte v % 8, high nibble for v
+ * >= 8), the top 2 at bits 2 (v / 4) of byte 8 + v % 4.  A kernel unpacks
+ * a chunk's 16 in one vector (shifts, masks, one variable shift), each at
+ * bits 2-7 of its byte, where one arithmetic shift sign-extends it with no
+ * offset to take off.
+ *
+ * Codes: byte 4 r + i of the chunk's three vectors holds row r's eight
+ * codes of columns 32 c + 4 k + i (slot k = 0..7; sub-block 2c for k <
+ * 4): slots 2e and 2e + 1 whole in bits 0-2 and 3-5 of vector e, slots 6
+ * and 7 split (low 2 bits in bits 6-7 of vectors 0 and 1, third bits at
+ * bits 6 and 7 of vector 2).  Six of the eight code vectors are a mask
+ * (and a shift) away, where 2-bit codes and a plane of third bits (the
+ * file's split) took four or five operations each.
+ *
+ * The values are the file's (f16 d, 6-bit scales, 3-bit codes), so
+ * quant_unpack restores its bytes exactly and a row dequantizes to the
+ * same floats.  Products: per 256-column block, row and activation row,
+ * isum = sum_j s_j (sum_k c x - 4 bsum_j) with s_j = sc_j - 32 (exact),
+ * then acc = fma(isum, d x_d, acc); scalar and AVX2 agree bit for bit.
+ */
+_Static_assert(sizeof(struct blk_q3_k_r8) == R8 * sizeof(struct blk_q3_k), "q3_K_r8 layout");
+
+/* Row r's code of column 32 c + 4 k + i from chunk c's codes q (96 bytes). */
+static inline int r3_code(const uint8_t *q, int r, int k, int i)
+{
+    const int o = 4 * r + i;
+    if (k < 6)
+        return (q[32 * (k / 2) + o] >> (3 * (k % 2))) & 7;
+    return (q[32 * (k - 6) + o] >> 6) | (((q[64 + o] >> k) & 1) << 2);
+}
+
+/* Row r of a Q3_K_R8 block: scale codes sc[16] (0..63) and codes L[256]
+ * (0..7) in column order. */
+static void r3_row(const struct blk_q3_k_r8 *w, int r, int *sc, uint8_t *L)
+{
+    for (int c = 0; c < 8; c++) {
+        const uint8_t *s = w->s + 12 * c;
+        for (int h = 0; h < 2; h++) {
+            const int v = 8 * h + r;
+            sc[2 * c + h] =
+                (((s[v % 8] >> (4 * h)) & 15) | (((s[8 + v % 4] >> (2 * (v / 4))) & 3) << 4)) ^ 32;
+        }
+        for (int k = 0; k < 8; k++)
+            for (int i = 0; i < 4; i++)
+                L[32 * c + 4 * k + i] = (uint8_t)r3_code(w->q + 96 * c, r, k, i);
+    }
+}
+
+/* Writes row r of a Q3_K_R8 block from its file block. */
+static void r3_put(void *wp, int r, const void *xp)
+{
+    struct blk_q3_k_r8 *w = wp;
+    const struct blk_q3_k *x = xp;
+    int sc[16];
+    uint8_t L[QK_K];
+    quant__q3_k_scales(x->scales, sc);
+    quant__q3_k_codes(x, L);
+    w->d[r] = x->d;
+    for (int c = 0; c < 8; c++) {
+        uint8_t *s = w->s + 12 * c, *q = w->q + 96 * c;
+        for (int h = 0; h < 2; h++) {
+            const int v = 8 * h + r, code = sc[2 * c + h] ^ 32; /* sc - 32, 6 bits */
+            uint8_t *lo = &s[v % 8], *hi = &s[8 + v % 4];
+            *lo = (uint8_t)((*lo & ~(15 << (4 * h))) | ((code & 15) << (4 * h)));
+            *hi = (uint8_t)((*hi & ~(3 << (2 * (v / 4)))) | ((code >> 4) << (2 * (v / 4))));
+        }
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *l = &L[32 * c + i]; /* slot k: l[4 k] */
+            const int o = 4 * r + i;
+            q[o] = (uint8_t)(l[0] | l[4] << 3 | (l[24] & 3) << 6);
+            q[32 + o] = (uint8_t)(l[8] | l[12] << 3 | (l[28] & 3) << 6);
+            q[64 + o] = (uint8_t)(l[16] | l[20] << 3 | (l[24] >> 2) << 6 | (l[28] >> 2) << 7);
         }
     }
 }
+
+/* Row r of a Q3_K_R8 block back to its file block. */
+static void r3_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q3_k_r8 *w = wp;
+    struct blk_q3_k *x = xp;
+    int sc[16];
+    uint8_t L[QK_K];
+    r3_row(w, r, sc, L);
+    x->d = w->d[r];
+    quant__q3_k_pack_scales(sc, x->scales);
+    quant__q2_pack(L, x->qs);
+    memset(x->hmask, 0, sizeof x->hmask);
+    for (int e = 0; e < QK_K; e++)
+        x->hmask[e % 32] |= (uint8_t)((L[e] >> 2) << (e / 32));
+}
+
+static void q3_k_r8_row_to_float(const struct blk_q3_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int sc[16];
+        uint8_t L[QK_K];
+        r3_row(&w[b], r, sc, L);
+        const float d = h2f(w[b].d[r]);
+        for (int e = 0; e < QK_K; e++)
+            y[e] = d * (float)(sc[e / 16] - 32) * (float)(L[e] - 4);
+    }
+}
+
+static float q3_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
+{
+    const struct blk_q3_k_r8 *w = (const struct blk_q3_k_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int sc[16];
+    uint8_t L[QK_K];
+    r3_row(w, r, sc, L);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++)
+            s += L[16 * j + l] * x->qs[16 * j + l];
+        isum += (sc[j] - 32) * (s - 4 * x->bsums[j]);
+    }
+    return fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
+}
+
+R8_GEMM(quant__gemm_q3_k_r8_scalar, q3_k_r8_part, struct blk_q3_k_r8, struct blk_q8_k, QK_K)
 
 /* ---- Q8_0_R8: Q8_0 rows interleaved in eights (load-time layout) ------ */
 
@@ -541,30 +704,18 @@ static void q8_0_r8_row_to_float(const struct blk_q8_0_r8 *w, int64_t nb, int r,
     }
 }
 
-void quant__gemm_q8_0_r8_scalar(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1,
-                                const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                                float beta)
+static float q8_0_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
 {
-    const int64_t nb = K / QK8_0;
-    for (int64_t n = n0; n < n1; n++) {
-        const struct blk_q8_0_r8 *w =
-            (const struct blk_q8_0_r8 *)((const uint8_t *)W + (size_t)(n / R8) * R8 * wstride);
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const struct blk_q8_0 *x = (const struct blk_q8_0 *)((const uint8_t *)Xq + m * xstride);
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                int32_t isum = 0;
-                for (int t = 0; t < 8; t++)
-                    for (int i = 0; i < 4; i++)
-                        isum += w[b].qs[32 * t + 4 * r + i] * x[b].qs[4 * t + i];
-                acc = fmaf((float)isum, h2f(w[b].d[r]) * h2f(x[b].d), acc);
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
-        }
-    }
+    const struct blk_q8_0_r8 *w = (const struct blk_q8_0_r8 *)wb;
+    const struct blk_q8_0 *x = (const struct blk_q8_0 *)xb;
+    int32_t isum = 0;
+    for (int t = 0; t < 8; t++)
+        for (int i = 0; i < 4; i++)
+            isum += w->qs[32 * t + 4 * r + i] * x->qs[4 * t + i];
+    return fmaf((float)isum, h2f(w->d[r]) * h2f(x->d), acc);
 }
+
+R8_GEMM(quant__gemm_q8_0_r8_scalar, q8_0_r8_part, struct blk_q8_0_r8, struct blk_q8_0, QK8_0)
 
 /* ---- Q4_0_R8 .. Q5_1_R8: the 32-blocks of four bits, rows in eights ---- */
 
@@ -766,65 +917,349 @@ static void r0_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t n
     }
 }
 
-/* The scalar Q4_0_R8 .. Q5_1_R8 product kernel (see above). */
-static void r0_gemm(enum gguf_tensor_type t, const void *W, size_t wstride, int64_t K, int64_t n0,
-                    int64_t n1, const void *Xq, size_t xstride, int64_t M, float *Y, int64_t ldy,
-                    float beta)
+/* A Q4_0_R8 .. Q5_1_R8 block's part (see above). */
+static inline float r0_part(enum gguf_tensor_type t, const uint8_t *wb, int r, const uint8_t *xb,
+                            float acc)
 {
-    const int64_t nb = K / QK4_0;
-    const bool asym = t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8; /* Q8_1 activations */
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *g = (const uint8_t *)W + (size_t)(n / R8) * R8 * wstride;
-        const int r = (int)(n % R8);
-        for (int64_t m = 0; m < M; m++) {
-            const uint8_t *xr = (const uint8_t *)Xq + m * xstride;
-            const struct blk_q8_0s *xs = (const struct blk_q8_0s *)xr;
-            const struct blk_q8_1 *x1 = (const struct blk_q8_1 *)xr;
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                struct r0_row w;
-                r0_block(t, g, b, r, &w);
-                const int8_t *q = asym ? x1[b].qs : xs[b].qs;
-                int32_t isum = 0;
-                for (int k = 0; k < QK4_0; k++)
-                    isum += w.c[k] * q[k];
-                if (asym) {
-                    acc = fmaf((float)isum, w.d * h2f(x1[b].d), acc);
-                    acc = fmaf(w.m, h2f(x1[b].s), acc);
-                } else {
-                    acc = fmaf((float)(isum - w.o * xs[b].s), w.d * h2f(xs[b].d), acc);
-                }
-            }
-            float *y = &Y[m * ldy + n];
-            *y = beta != 0.0f ? *y + acc : acc;
+    struct r0_row w;
+    r0_block(t, wb, 0, r, &w);
+    if (t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8) { /* Q8_1 activations */
+        const struct blk_q8_1 *x = (const struct blk_q8_1 *)xb;
+        int32_t isum = 0;
+        for (int k = 0; k < QK4_0; k++)
+            isum += w.c[k] * x->qs[k];
+        acc = fmaf((float)isum, w.d * h2f(x->d), acc);
+        return fmaf(w.m, h2f(x->s), acc);
+    }
+    const struct blk_q8_0s *x = (const struct blk_q8_0s *)xb;
+    int32_t isum = 0;
+    for (int k = 0; k < QK4_0; k++)
+        isum += w.c[k] * x->qs[k];
+    return fmaf((float)(isum - w.o * x->s), w.d * h2f(x->d), acc);
+}
+
+#define R0_PART(name, T)                                                                           \
+    static float name(const uint8_t *wb, int r, const uint8_t *xb, float acc)                      \
+    {                                                                                              \
+        return r0_part(T, wb, r, xb, acc);                                                         \
+    }
+R0_PART(q4_0_r8_part, QUANT_Q4_0_R8)
+R0_PART(q5_0_r8_part, QUANT_Q5_0_R8)
+R0_PART(q4_1_r8_part, QUANT_Q4_1_R8)
+R0_PART(q5_1_r8_part, QUANT_Q5_1_R8)
+R8_GEMM(quant__gemm_q4_0_r8_scalar, q4_0_r8_part, struct blk_q4_0_r8, struct blk_q8_0s, QK4_0)
+R8_GEMM(quant__gemm_q5_0_r8_scalar, q5_0_r8_part, struct blk_q5_0_r8, struct blk_q8_0s, QK5_0)
+R8_GEMM(quant__gemm_q4_1_r8_scalar, q4_1_r8_part, struct blk_q4_1_r8, struct blk_q8_1, QK4_1)
+R8_GEMM(quant__gemm_q5_1_r8_scalar, q5_1_r8_part, struct blk_q5_1_r8, struct blk_q8_1, QK5_1)
+
+/* ---- Q2_K_R8: Q2_K rows interleaved in eights (load-time layout) ------ */
+
+/*
+ * Why.  Q2_K's file layout has only the scalar dot (q2_k_dot), which
+ * unpacks a block's 256 codes one at a time for every pair of weight row
+ * and activation row.  Interleaved by eight as Q6_K_R8 is (row r in
+ * 32-bit lane r), a sub-block of 16 columns of the eight rows is one
+ * 32-byte vector: byte 4 r + i holds row r's codes of columns 4 t + i (t =
+ * 0..3, at bits 2 t), so one shift and one mask give the vector t of
+ * codes, four columns of each of eight rows, which meets four activation
+ * bytes broadcast to every lane in one vpmaddubsw.  The scales bytes are
+ * the file's, the eight rows of a sub-block side by side, so one 16-byte
+ * load holds two sub-blocks' scales and mins of eight rows.
+ *
+ * Layout (struct blk_q2_k_r8, 672 bytes = 8 x 84): a group of rows
+ * 8g..8g+7 occupies the same bytes its eight file rows did, its blocks in
+ * column order:
+ *
+ *   [d x8 f16][dmin x8 f16][sc 128][qs 512]
+ *
+ *   sc byte 8 j + r: row r's scales byte of sub-block j (scale | min << 4)
+ *   qs + 64 c + 32 u (chunk c = 0..7, u = 0, 1: sub-block j = 2 c + u),
+ *   byte 4 r + i:
+ *
+ *       bits   7 6     5 4     3 2     1 0
+ *       row r  12 + i  8 + i   4 + i   i      (column of sub-block j)
+ *
+ * Scales, mins and codes are the file's: quant_unpack restores its bytes
+ * exactly and a row dequantizes to the same floats.
+ *
+ * Products: per 256-column block, row r and activation row, the integer
+ * sums isum = sum_j sc_j sum_k q x and msum = sum_j m_j bsum_j (Q8_K's
+ * 16-column code sums), exact, then acc = fma(isum, d x_d, acc), acc =
+ * fma(-msum, dmin x_d, acc) in block order, one float accumulator per
+ * output (Q4_K_R8's order).  The scalar kernel below and the AVX2 one
+ * (quant_avx2.c) do exactly these operations, so they agree bit for bit
+ * and row m of Y never depends on M.
+ */
+_Static_assert(sizeof(struct blk_q2_k_r8) == R8 * sizeof(struct blk_q2_k), "q2_K_r8 layout");
+
+/* Row r of a Q2_K_R8 block: its scales bytes sc[16] and codes q[256]
+ * (0..3) in column order. */
+static void r2_row(const struct blk_q2_k_r8 *w, int r, uint8_t *sc, uint8_t *q)
+{
+    for (int j = 0; j < 16; j++)
+        sc[j] = w->sc[8 * j + r];
+    for (int j = 0; j < 16; j++)
+        for (int i = 0; i < 4; i++) {
+            const uint8_t v = w->qs[32 * j + 4 * r + i]; /* qs + 64 c + 32 u, j = 2 c + u */
+            for (int t = 0; t < 4; t++)
+                q[16 * j + 4 * t + i] = (v >> (2 * t)) & 3;
+        }
+}
+
+/* Writes row r of a Q2_K_R8 block from its file block. */
+static void r2_put(void *wp, int r, const void *xp)
+{
+    struct blk_q2_k_r8 *w = wp;
+    const struct blk_q2_k *x = xp;
+    uint8_t L[QK_K];
+    quant__q2_codes(x->qs, L);
+    w->d[r] = x->d;
+    w->dmin[r] = x->dmin;
+    for (int j = 0; j < 16; j++) {
+        w->sc[8 * j + r] = x->scales[j];
+        for (int i = 0; i < 4; i++) {
+            uint8_t v = 0;
+            for (int t = 0; t < 4; t++)
+                v |= (uint8_t)(L[16 * j + 4 * t + i] << (2 * t));
+            w->qs[32 * j + 4 * r + i] = v;
         }
     }
 }
 
-#define R0_GEMM(name, T)                                                                           \
-    void name(const void *W, size_t wstride, int64_t K, int64_t n0, int64_t n1, const void *Xq,    \
-              size_t xstride, int64_t M, float *Y, int64_t ldy, float beta)                        \
-    {                                                                                              \
-        r0_gemm(T, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);                           \
+/* Row r of a Q2_K_R8 block back to its file block. */
+static void r2_get(const void *wp, int r, void *xp)
+{
+    const struct blk_q2_k_r8 *w = wp;
+    struct blk_q2_k *x = xp;
+    uint8_t L[QK_K];
+    r2_row(w, r, x->scales, L);
+    x->d = w->d[r];
+    x->dmin = w->dmin[r];
+    quant__q2_pack(L, x->qs);
+}
+
+/* Row r of the Q2_K_R8 group at g (nb blocks) to f32, as q2_k_to_float
+ * computes the file's row. */
+static void q2_k_r8_row_to_float(const struct blk_q2_k_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        uint8_t sc[16], L[QK_K];
+        r2_row(&w[b], r, sc, L);
+        const float d = h2f(w[b].d[r]), dmin = h2f(w[b].dmin[r]);
+        for (int e = 0; e < QK_K; e++) {
+            const int s = sc[e / 16];
+            y[e] = d * (float)(s & 15) * (float)L[e] - dmin * (float)(s >> 4);
+        }
     }
-R0_GEMM(quant__gemm_q4_0_r8_scalar, QUANT_Q4_0_R8)
-R0_GEMM(quant__gemm_q5_0_r8_scalar, QUANT_Q5_0_R8)
-R0_GEMM(quant__gemm_q4_1_r8_scalar, QUANT_Q4_1_R8)
-R0_GEMM(quant__gemm_q5_1_r8_scalar, QUANT_Q5_1_R8)
+}
+
+static float q2_k_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
+{
+    const struct blk_q2_k_r8 *w = (const struct blk_q2_k_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    uint8_t sc[16], L[QK_K];
+    r2_row(w, r, sc, L);
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 16; l++)
+            s += L[16 * j + l] * x->qs[16 * j + l];
+        isum += (sc[j] & 15) * s;
+        msum += (sc[j] >> 4) * x->bsums[j];
+    }
+    acc = fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
+    return fmaf(-(float)msum, h2f(w->dmin[r]) * x->d, acc);
+}
+
+R8_GEMM(quant__gemm_q2_k_r8_scalar, q2_k_r8_part, struct blk_q2_k_r8, struct blk_q8_k, QK_K)
+
+/* ---- IQ4_NL_R8 and IQ4_XS_R8: the 16-value table, rows in eights ------- */
+
+/*
+ * Why.  The file layouts of IQ4_NL and IQ4_XS have only the scalar dots
+ * (a table look-up per weight).  Their codes are four bits, so the
+ * interleaving of the other four-bit types serves them: IQ4_NL's 32-blocks
+ * as Q4_0_R8's, IQ4_XS's 256-blocks of eight sub-blocks of 32 as
+ * Q4_K_R8's, row r of a group in 32-bit lane r of every vector.  A code
+ * selects a value v of quant__iq4_values (-127 .. 113, never 0), which an
+ * AVX2 kernel looks up for 32 codes at once (vpshufb), so the products are
+ * signed bytes by signed bytes, as Q8_0_R8's.
+ *
+ * Layout (blk_iq4_nl_r8 144 bytes = 8 x 18, blk_iq4_xs_r8 1088 = 8 x 136):
+ * a group of rows 8g..8g+7 occupies the same bytes its eight file rows
+ * did, its blocks in column order:
+ *
+ *   IQ4_NL_R8  [d x8 f16][qs 128: Q4_0_R8's]
+ *   IQ4_XS_R8  [d x8 f16][sc 48: 6 bytes per sub-block j, row r's 6-bit
+ *              scale code at bits 6 r .. 6 r + 5][qs 1024: Q4_K_R8's]
+ *
+ * An IQ4_NL_R8 qs byte is the file's byte 4 t + i of row r as it is; an
+ * IQ4_XS_R8 one, in sub-block j, the file's byte 16 j + 4 t + i.  A
+ * sub-block's scale codes are packed so that one 8-byte load, one byte
+ * shuffle, one shift per 32-bit lane and a mask put row r's in 16-bit
+ * lanes 2r and 2r + 1 (quant_avx2.c), with nothing kept between
+ * sub-blocks.  Scales, scale codes and codes are the file's: quant_unpack
+ * restores its bytes exactly and a row dequantizes to the same floats.
+ *
+ * Products: per block, row r and activation row, the integer isum = sum_k
+ * v[c_k] x_k (IQ4_NL), or sum_j (ls_j - 32) sum_k v[c_k] x_k over the
+ * sub-blocks j (IQ4_XS; |isum| <= 256 * 32 * 127 * 128 < 2^31), exact,
+ * then acc = fma(isum, d_w x_d, acc), in block order.  The scalar kernels
+ * below and the AVX2 ones (quant_avx2.c) do exactly these operations, so
+ * they agree bit for bit and row m of Y never depends on M.
+ */
+_Static_assert(sizeof(struct blk_iq4_nl_r8) == R8 * sizeof(struct blk_iq4_nl), "iq4_nl_r8 layout");
+_Static_assert(sizeof(struct blk_iq4_xs_r8) == R8 * sizeof(struct blk_iq4_xs), "iq4_xs_r8 layout");
+
+static void rnl_put(void *wp, int r, const void *xp)
+{
+    struct blk_iq4_nl_r8 *w = wp;
+    const struct blk_iq4_nl *x = xp;
+    w->d[r] = x->d;
+    r0_put_codes(w->qs, NULL, r, x->qs, NULL);
+}
+
+static void rnl_get(const void *wp, int r, void *xp)
+{
+    const struct blk_iq4_nl_r8 *w = wp;
+    struct blk_iq4_nl *x = xp;
+    x->d = w->d[r];
+    r0_get_codes(w->qs, NULL, r, x->qs, NULL);
+}
+
+/* Row r's 32 codes of the four vectors at qs (an IQ4_NL_R8 block's, or an
+ * IQ4_XS_R8 sub-block's), in column order. */
+static void iq4_r8_codes(const uint8_t *qs, int r, uint8_t *c)
+{
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 4; i++) {
+            const uint8_t b = qs[32 * t + 4 * r + i];
+            c[4 * t + i] = b & 15;
+            c[16 + 4 * t + i] = b >> 4;
+        }
+}
+
+/* The 48 bits of IQ4_XS_R8 sub-block j's scale codes, and back. */
+static uint64_t rxs_sc_get(const uint8_t *sc, int j)
+{
+    uint64_t f = 0;
+    for (int i = 0; i < 6; i++)
+        f |= (uint64_t)sc[6 * j + i] << (8 * i);
+    return f;
+}
+
+static void rxs_sc_put(uint8_t *sc, int j, uint64_t f)
+{
+    for (int i = 0; i < 6; i++)
+        sc[6 * j + i] = (uint8_t)(f >> (8 * i));
+}
+
+static void rxs_put(void *wp, int r, const void *xp)
+{
+    struct blk_iq4_xs_r8 *w = wp;
+    const struct blk_iq4_xs *x = xp;
+    int ls[8];
+    quant__iq4_xs_scales(x, ls);
+    w->d[r] = x->d;
+    for (int j = 0; j < 8; j++) {
+        const uint64_t f = rxs_sc_get(w->sc, j) & ~(63ull << (6 * r));
+        rxs_sc_put(w->sc, j, f | (uint64_t)ls[j] << (6 * r));
+        r0_put_codes(w->qs + 128 * j, NULL, r, x->qs + 16 * j, NULL);
+    }
+}
+
+/* Row r of an IQ4_XS_R8 block: its scale codes ls[8] and codes c[256] in
+ * column order. */
+static void rxs_row(const struct blk_iq4_xs_r8 *w, int r, int *ls, uint8_t *c)
+{
+    for (int j = 0; j < 8; j++) {
+        ls[j] = (int)((rxs_sc_get(w->sc, j) >> (6 * r)) & 63);
+        iq4_r8_codes(w->qs + 128 * j, r, c + 32 * j);
+    }
+}
+
+static void rxs_get(const void *wp, int r, void *xp)
+{
+    const struct blk_iq4_xs_r8 *w = wp;
+    struct blk_iq4_xs *x = xp;
+    x->d = w->d[r];
+    x->scales_h = 0;
+    memset(x->scales_l, 0, sizeof x->scales_l);
+    for (int j = 0; j < 8; j++) {
+        const int ls = (int)((rxs_sc_get(w->sc, j) >> (6 * r)) & 63);
+        x->scales_l[j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+        x->scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+        r0_get_codes(w->qs + 128 * j, NULL, r, x->qs + 16 * j, NULL);
+    }
+}
+
+/* Row r of the IQ4_NL_R8 / IQ4_XS_R8 group at g (nb blocks) to f32, as
+ * iq4_nl_to_float / iq4_xs_to_float compute the file's row. */
+static void iq4_nl_r8_row_to_float(const struct blk_iq4_nl_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK4_NL) {
+        uint8_t c[QK4_NL];
+        iq4_r8_codes(w[b].qs, r, c);
+        const float d = h2f(w[b].d[r]);
+        for (int k = 0; k < QK4_NL; k++)
+            y[k] = d * (float)quant__iq4_values[c[k]];
+    }
+}
+
+static void iq4_xs_r8_row_to_float(const struct blk_iq4_xs_r8 *w, int64_t nb, int r, float *y)
+{
+    for (int64_t b = 0; b < nb; b++, y += QK_K) {
+        int ls[8];
+        uint8_t c[QK_K];
+        rxs_row(&w[b], r, ls, c);
+        const float d = h2f(w[b].d[r]);
+        for (int j = 0; j < 8; j++) {
+            const float dl = d * (float)(ls[j] - 32);
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = dl * (float)quant__iq4_values[c[32 * j + l]];
+        }
+    }
+}
+
+static float iq4_nl_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
+{
+    const struct blk_iq4_nl_r8 *w = (const struct blk_iq4_nl_r8 *)wb;
+    const struct blk_q8_0 *x = (const struct blk_q8_0 *)xb;
+    uint8_t c[QK4_NL];
+    iq4_r8_codes(w->qs, r, c);
+    int32_t isum = 0;
+    for (int k = 0; k < QK4_NL; k++)
+        isum += quant__iq4_values[c[k]] * x->qs[k];
+    return fmaf((float)isum, h2f(w->d[r]) * h2f(x->d), acc);
+}
+
+R8_GEMM(quant__gemm_iq4_nl_r8_scalar, iq4_nl_r8_part, struct blk_iq4_nl_r8, struct blk_q8_0, QK4_NL)
+
+static float iq4_xs_r8_part(const uint8_t *wb, int r, const uint8_t *xb, float acc)
+{
+    const struct blk_iq4_xs_r8 *w = (const struct blk_iq4_xs_r8 *)wb;
+    const struct blk_q8_k *x = (const struct blk_q8_k *)xb;
+    int ls[8];
+    uint8_t c[QK_K];
+    rxs_row(w, r, ls, c);
+    int32_t isum = 0;
+    for (int j = 0; j < 8; j++) {
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++)
+            s += quant__iq4_values[c[32 * j + l]] * x->qs[32 * j + l];
+        isum += (ls[j] - 32) * s;
+    }
+    return fmaf((float)isum, h2f(w->d[r]) * x->d, acc);
+}
+
+R8_GEMM(quant__gemm_iq4_xs_r8_scalar, iq4_xs_r8_part, struct blk_iq4_xs_r8, struct blk_q8_k, QK_K)
 
 /* ---- the layouts' API ---------------------------------------------------- */
 
 enum gguf_tensor_type quant_repack_type(enum gguf_tensor_type t)
 {
-    return t == GGUF_TENSOR_Q4_K   ? QUANT_Q4_K_R8
-           : t == GGUF_TENSOR_Q5_K ? QUANT_Q5_K_R8
-           : t == GGUF_TENSOR_Q6_K ? QUANT_Q6_K_R8
-           : t == GGUF_TENSOR_Q8_0 ? QUANT_Q8_0_R8
-           : t == GGUF_TENSOR_Q4_0 ? QUANT_Q4_0_R8
-           : t == GGUF_TENSOR_Q5_0 ? QUANT_Q5_0_R8
-           : t == GGUF_TENSOR_Q4_1 ? QUANT_Q4_1_R8
-           : t == GGUF_TENSOR_Q5_1 ? QUANT_Q5_1_R8
-                                   : t;
+    const struct r8_codec *c = r8_codec_of(t);
+    return c ? c->rt : t;
 }
 
 int quant_repack(enum gguf_tensor_type t, void *W, int64_t N, int64_t K)
@@ -846,10 +1281,18 @@ void quant__r8_row_to_float(enum gguf_tensor_type t, const uint8_t *g, int64_t K
 {
     if (t == QUANT_Q4_K_R8 || t == QUANT_Q5_K_R8)
         kr8_row_to_float(t == QUANT_Q5_K_R8, g, K / QK_K, r, y);
+    else if (t == QUANT_Q3_K_R8)
+        q3_k_r8_row_to_float((const struct blk_q3_k_r8 *)g, K / QK_K, r, y);
     else if (t == QUANT_Q8_0_R8)
         q8_0_r8_row_to_float((const struct blk_q8_0_r8 *)g, K / QK8_0, r, y);
     else if (t == QUANT_Q4_0_R8 || t == QUANT_Q5_0_R8 || t == QUANT_Q4_1_R8 || t == QUANT_Q5_1_R8)
         r0_row_to_float(t, g, K / QK4_0, r, y);
+    else if (t == QUANT_Q2_K_R8)
+        q2_k_r8_row_to_float((const struct blk_q2_k_r8 *)g, K / QK_K, r, y);
+    else if (t == QUANT_IQ4_NL_R8)
+        iq4_nl_r8_row_to_float((const struct blk_iq4_nl_r8 *)g, K / QK4_NL, r, y);
+    else if (t == QUANT_IQ4_XS_R8)
+        iq4_xs_r8_row_to_float((const struct blk_iq4_xs_r8 *)g, K / QK_K, r, y);
     else
         q6_k_r8_row_to_float((const struct blk_q6_k_r8 *)g, K / QK_K, r, y);
 }

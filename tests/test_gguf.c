@@ -500,7 +500,7 @@ static void test_conversions(void **state)
     assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_F16, 3), 6);
     assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_BF16, 3), 6);
     assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_F32, 3), 12);
-    assert_int_equal(gguf_tensor_nbytes((enum gguf_tensor_type)11, 256), 0); /* q3_K */
+    assert_int_equal(gguf_tensor_nbytes((enum gguf_tensor_type)16, 256), 0); /* iq2_xxs */
     assert_int_equal(gguf_tensor_nbytes(GGUF_TENSOR_Q4_K, 512), 288);
     assert_string_equal(gguf_tensor_type_name(GGUF_TENSOR_Q8_0), "Q8_0");
     free(h);
@@ -580,7 +580,7 @@ static void test_corrupt_matrix(void **state)
         {"dim zero", "tb.f16", 4, 8, 0, "tb.f16"},
         {"element count overflow", "tb.f16", 4, 8, 1ull << 62, "tb.f16"},
         {"tensor too large for file", "tb.f16", 4, 8, 1ull << 40, "tb.f16"},
-        {"unsupported type q3_K", "tb.f16", 4 + 16, 4, 11, "q3_K"},
+        {"unsupported type iq2_xxs", "tb.f16", 4 + 16, 4, 16, "iq2_xxs"},
         {"unknown tensor type", "tb.f16", 4 + 16, 4, 200, "tb.f16"},
         {"wrong type changes size", "ta.f32", 4 + 8, 4, GGUF_TENSOR_Q8_0, "ta.f32"},
         {"misaligned offset", "tb.f16", 4 + 16 + 4, 8, 32 + 4, "alignment"},

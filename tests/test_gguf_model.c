@@ -683,7 +683,7 @@ static void test_loader_rejects(void **state)
         expect_load_fail(path, cases[c].needle);
     }
 
-    /* an unsupported tensor type (q3_K) is refused by the reader, by name */
+    /* an unsupported tensor type (iq2_xxs) is refused by the reader, by name */
     struct micro o = {.wtype = GGUF_TENSOR_F32};
     write_micro(path, &o);
     size_t n;
@@ -693,14 +693,14 @@ static void test_loader_rejects(void **state)
     bool patched = false;
     for (size_t i = 8; i + l < n && !patched; i++)
         if (!memcmp(b + i, nm, l)) {
-            uint32_t q3 = 11;
-            memcpy(b + i + l + 4 + 16, &q3, 4); /* n_dims, ne[2], type */
+            uint32_t iq2 = 16;
+            memcpy(b + i + l + 4 + 16, &iq2, 4); /* n_dims, ne[2], type */
             patched = true;
         }
     assert_true(patched);
     write_all(path, b, n);
     free(b);
-    expect_load_fail(path, "tensor 'blk.0.ffn_gate.weight': unsupported tensor type 11 (q3_K)");
+    expect_load_fail(path, "tensor 'blk.0.ffn_gate.weight': unsupported tensor type 16 (iq2_xxs)");
 
     char missing[300];
     tmp_path(missing, sizeof(missing), "nope.gguf");

@@ -422,16 +422,18 @@ static void test_widened_quant(void **state)
     free(A), free(C), free(R), free(wf);
 }
 
-/* Q8_0, Q4_0 and Q5_1 in their load-time layouts (Q8_0_R8, Q4_0_R8,
- * Q5_1_R8, as model__repack leaves them; Q4_0_R8's activations are Q8_0S,
- * not its file type's Q8_0) through matmul_run: the int8 kernel at every
- * M, past where Q8_0's file layout widens (256), within 2e-2 of the double
- * product; row m of C the same bit for bit as the row alone (no widening,
- * so no batch_invariant needed); 1 to 3 threads (bands of whole groups of
- * eight rows). */
+/* Q8_0, Q4_0, Q5_1, Q3_K, Q2_K, IQ4_NL and IQ4_XS in their load-time
+ * layouts (Q8_0_R8, Q4_0_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8, IQ4_NL_R8,
+ * IQ4_XS_R8, as model__repack leaves them; Q4_0_R8's activations are
+ * Q8_0S, not its file type's Q8_0) through matmul_run: the int8 kernel at
+ * every M, past where Q8_0's file layout widens (256), within 2e-2 of the
+ * double product; row m of C the same bit for bit as the row alone (no
+ * widening, so no batch_invariant needed); 1 to 3 threads (bands of whole
+ * groups of eight rows).  K is three blocks of 32, or two of 256. */
 static void check_repacked(enum gguf_tensor_type t)
 {
-    const int32_t N = 40, K = 96, Ms[] = {1, 5, 40, 300}, max_m = 300;
+    const int32_t N = 40, K = quant_traits_of(t)->block == 256 ? 512 : 96;
+    const int32_t Ms[] = {1, 5, 40, 300}, max_m = 300;
     void *wdata = make_weight(t, N, K);
     float *wf = malloc(sizeof(float) * (size_t)N * K);
     struct matmul_mat w = {.type = t, .rows = N, .cols = K, .data = wdata};
@@ -487,6 +489,10 @@ static void test_repacked(void **state)
     check_repacked(GGUF_TENSOR_Q8_0);
     check_repacked(GGUF_TENSOR_Q4_0);
     check_repacked(GGUF_TENSOR_Q5_1);
+    check_repacked(GGUF_TENSOR_Q3_K);
+    check_repacked(GGUF_TENSOR_Q2_K);
+    check_repacked(GGUF_TENSOR_IQ4_NL);
+    check_repacked(GGUF_TENSOR_IQ4_XS);
 }
 
 /* F32 through the packed-weight gemm (the default) against sgemm on the

@@ -12,12 +12,12 @@
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
  *   sub-ranges, beta 0 (Y poisoned with NaN) and beta 1.
  * - load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- *   Q5_0_R8, Q4_1_R8, Q5_1_R8): exact round trip through quant_repack /
- *   quant_unpack, rows dequantized as the file's, products (on the
- *   layout's own activations, Q8_0S for Q4_0_R8 and Q5_0_R8, the same
- *   values as the file type's) against the reference on the file's
- *   layout, scalar = AVX2 bit for bit, and the AVX2 kernels' 16-bit sums
- *   at their edges.
+ *   Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8, IQ4_NL_R8, IQ4_XS_R8):
+ *   exact round trip through quant_repack / quant_unpack, rows
+ *   dequantized as the file's, products (on the layout's own activations,
+ *   Q8_0S for Q4_0_R8 and Q5_0_R8, the same values as the file type's)
+ *   against the reference on the file's layout, scalar = AVX2 bit for bit,
+ *   and the AVX2 kernels' 16-bit sums at their edges.
  */
 #include <errno.h>
 #include <math.h>
@@ -36,8 +36,9 @@
 #include "quant.h"
 
 static const enum gguf_tensor_type wtypes[] = {
-    GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q5_0,
-    GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K,
+    GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q4_0,   GGUF_TENSOR_Q4_1,   GGUF_TENSOR_Q5_0,
+    GGUF_TENSOR_Q5_1, GGUF_TENSOR_IQ4_NL, GGUF_TENSOR_IQ4_XS, GGUF_TENSOR_Q2_K,
+    GGUF_TENSOR_Q3_K, GGUF_TENSOR_Q4_K,   GGUF_TENSOR_Q5_K,   GGUF_TENSOR_Q6_K,
 };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -89,8 +90,8 @@ static void test_table(void **state)
     assert_int_equal(quant_row_bytes(GGUF_TENSOR_Q5_1, 32), 24);
     assert_int_equal(quant_dot_type(GGUF_TENSOR_Q4_1), GGUF_TENSOR_Q8_1);
     assert_int_equal(quant_dot_type(GGUF_TENSOR_Q6_K), GGUF_TENSOR_Q8_K);
-    assert_null(quant_traits_of((enum gguf_tensor_type)11)); /* q3_K */
-    assert_int_equal(quant_from_float((enum gguf_tensor_type)11, NULL, NULL, 256), -EINVAL);
+    assert_null(quant_traits_of((enum gguf_tensor_type)16)); /* iq2_xxs */
+    assert_int_equal(quant_from_float((enum gguf_tensor_type)16, NULL, NULL, 256), -EINVAL);
     assert_false(quant_traits_of(GGUF_TENSOR_Q8_K)->in_files);
     /* Q8_0S: Q8_0's block and a 16-bit code sum, in products only */
     assert_int_equal(quant_dot_type(QUANT_Q4_0_R8), QUANT_Q8_0S);
@@ -273,6 +274,103 @@ static void test_layout_q6_k(void **state)
         assert_float_equal(y[e], 2.0f * (float)sc[e / 16] * (float)(q[e] - 32), 0.0f);
 }
 
+/* Q2_K layout, walked as its format's reference dequantizer walks it: per
+ * half n (qs + 32 n), four 2-bit shifts j, two runs of 16 (qs[l], qs[l +
+ * 16]), each run its own scales byte (scale low nibble, min high):
+ * x = d * sc * q - dmin * m. */
+static void test_layout_q2_k(void **state)
+{
+    (void)state;
+    uint8_t b[84];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (uint8_t)rnd();
+    const uint16_t two = 0x4000, half = 0x3800; /* d = 2, dmin = 0.5 */
+    memcpy(b + 80, &two, 2);
+    memcpy(b + 82, &half, 2);
+    float y[256], want[256];
+    quant_to_float(GGUF_TENSOR_Q2_K, b, y, 256);
+    const uint8_t *sc = b, *qs = b + 16;
+    int is = 0, e = 0;
+    for (int n = 0; n < 2; n++, qs += 32)
+        for (int j = 0; j < 4; j++)
+            for (int r = 0; r < 2; r++, is++)
+                for (int l = 0; l < 16; l++)
+                    want[e++] =
+                        2.0f * (float)(sc[is] & 15) * (float)((qs[16 * r + l] >> (2 * j)) & 3) -
+                        0.5f * (float)(sc[is] >> 4);
+    for (int i = 0; i < 256; i++)
+        assert_float_equal(y[i], want[i], 0.0f);
+}
+
+/* Q3_K layout: hmask[32], qs[64], scales[12], d.  The sixteen 6-bit scales:
+ * low 4 bits from the nibbles of bytes 0..7 (scale j < 8 the low nibble of
+ * byte j, j >= 8 the high nibble of byte j - 8), top 2 bits from bytes
+ * 8..11 (scale j: byte 8 + j % 4, bits 2 (j / 4)).  Codes walked as Q2_K's
+ * with a mask bit m (from 1, doubling per shift across both halves): q =
+ * low 2 bits - (hmask[l] & m ? 0 : 4); x = d * (sc - 32) * q. */
+static void test_layout_q3_k(void **state)
+{
+    (void)state;
+    uint8_t b[110];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (uint8_t)rnd();
+    const uint16_t two = 0x4000;
+    memcpy(b + 108, &two, 2);
+    float y[256], want[256];
+    quant_to_float(GGUF_TENSOR_Q3_K, b, y, 256);
+    const uint8_t *hm = b, *qs = b + 32, *p = b + 96;
+    int sc[16];
+    for (int j = 0; j < 16; j++)
+        sc[j] =
+            ((j < 8 ? p[j] : p[j - 8] >> 4) & 15) | (((p[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+    int is = 0, e = 0, m = 1;
+    for (int n = 0; n < 2; n++, qs += 32)
+        for (int j = 0; j < 4; j++, m <<= 1)
+            for (int r = 0; r < 2; r++, is++)
+                for (int l = 0; l < 16; l++) {
+                    const int q = ((qs[16 * r + l] >> (2 * j)) & 3) - (hm[16 * r + l] & m ? 0 : 4);
+                    want[e++] = 2.0f * (float)(sc[is] - 32) * (float)q;
+                }
+    for (int i = 0; i < 256; i++)
+        assert_float_equal(y[i], want[i], 0.0f);
+}
+
+/* IQ4_NL and IQ4_XS layouts: a code c selects the format's value v[c] =
+ * -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
+ * 113; per 32 elements, byte j of the codes holds element j (low nibble)
+ * and j + 16 (high).  IQ4_NL: [d][16 code bytes], x = d v.  IQ4_XS: [d]
+ * [scales_h: u16][scales_l: 4 B][128 code bytes], sub-block j (32
+ * elements, codes at 16 j) scaled by d (ls - 32), ls = low nibble j % 2 of
+ * scales_l[j / 2] | bits 2 j, 2 j + 1 of scales_h << 4. */
+static void test_layout_iq4(void **state)
+{
+    (void)state;
+    static const int v[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                              1,    13,   25,  38,  53,  69,  89,  113};
+    uint8_t b[136];
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (uint8_t)rnd();
+    const uint16_t two = 0x4000;
+    memcpy(b, &two, 2);
+    float y[256];
+    quant_to_float(GGUF_TENSOR_IQ4_NL, b, y, 32);
+    for (int j = 0; j < 16; j++) {
+        assert_float_equal(y[j], 2.0f * (float)v[b[2 + j] & 15], 0.0f);
+        assert_float_equal(y[j + 16], 2.0f * (float)v[b[2 + j] >> 4], 0.0f);
+    }
+    quant_to_float(GGUF_TENSOR_IQ4_XS, b, y, 256);
+    const unsigned sh = b[2] | (unsigned)b[3] << 8;
+    for (int j = 0; j < 8; j++) {
+        const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
+        const uint8_t *q = b + 8 + 16 * j;
+        for (int l = 0; l < 16; l++) {
+            assert_float_equal(y[32 * j + l], 2.0f * (float)(ls - 32) * (float)v[q[l] & 15], 0.0f);
+            assert_float_equal(y[32 * j + l + 16], 2.0f * (float)(ls - 32) * (float)v[q[l] >> 4],
+                               0.0f);
+        }
+    }
+}
+
 /* RMS of the round-trip error over RMS of x, Gaussian data; the bounds are
  * about 1.5x what each type's step gives (4 bits: step ~ range/15 ...). */
 static void test_round_trip(void **state)
@@ -282,10 +380,11 @@ static void test_round_trip(void **state)
         enum gguf_tensor_type t;
         double bound;
     } cases[] = {
-        {GGUF_TENSOR_F16, 1e-3},   {GGUF_TENSOR_BF16, 6e-3}, {GGUF_TENSOR_Q8_0, 0.01},
-        {GGUF_TENSOR_Q4_0, 0.16},  {GGUF_TENSOR_Q4_1, 0.13}, {GGUF_TENSOR_Q5_0, 0.08},
-        {GGUF_TENSOR_Q5_1, 0.065}, {GGUF_TENSOR_Q4_K, 0.16}, {GGUF_TENSOR_Q5_K, 0.08},
-        {GGUF_TENSOR_Q6_K, 0.04},
+        {GGUF_TENSOR_F16, 1e-3},   {GGUF_TENSOR_BF16, 6e-3},  {GGUF_TENSOR_Q8_0, 0.01},
+        {GGUF_TENSOR_Q4_0, 0.16},  {GGUF_TENSOR_Q4_1, 0.13},  {GGUF_TENSOR_Q5_0, 0.08},
+        {GGUF_TENSOR_Q5_1, 0.065}, {GGUF_TENSOR_Q4_K, 0.16},  {GGUF_TENSOR_Q5_K, 0.08},
+        {GGUF_TENSOR_Q6_K, 0.04},  {GGUF_TENSOR_Q2_K, 0.45},  {GGUF_TENSOR_Q3_K, 0.22},
+        {GGUF_TENSOR_IQ4_NL, 0.1}, {GGUF_TENSOR_IQ4_XS, 0.1},
     };
     enum { N = 4096 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
@@ -328,6 +427,16 @@ static void fix_scales(enum gguf_tensor_type t, uint8_t *blk, int kind)
     case GGUF_TENSOR_Q6_K:
         off[0] = 208;
         break;
+    case GGUF_TENSOR_Q2_K:
+        off[0] = 80;
+        off[1] = 82;
+        break;
+    case GGUF_TENSOR_Q3_K:
+        off[0] = 108;
+        break;
+    case GGUF_TENSOR_IQ4_NL: /* d first, as Q8_0's */
+    case GGUF_TENSOR_IQ4_XS:
+        break;
     default:
         break;
     }
@@ -348,7 +457,7 @@ static void fix_scales(enum gguf_tensor_type t, uint8_t *blk, int kind)
         default:
             v = urand() * 0.05f;
         }
-        if (t == GGUF_TENSOR_Q4_K || t == GGUF_TENSOR_Q5_K)
+        if (t == GGUF_TENSOR_Q4_K || t == GGUF_TENSOR_Q5_K || t == GGUF_TENSOR_Q2_K)
             v = fabsf(v); /* d and dmin are positive in practice */
         uint16_t h = folio_f32_to_f16(v);
         memcpy(blk + off[i], &h, 2);
@@ -508,12 +617,13 @@ static void test_gemm_all_isas(void **state)
 }
 
 /* The load-time layouts (Q4_K_R8, Q5_K_R8, Q6_K_R8, Q8_0_R8, Q4_0_R8,
- * Q5_0_R8, Q4_1_R8, Q5_1_R8): quant_repack keeps the bytes' count and
- * quant_unpack restores them exactly; every row dequantizes to the file
- * row's floats; a matrix of rows not in whole groups is refused untouched;
- * products at every ISA against the reference on the file's layout, with
- * ranges that cut groups; the scalar and AVX2 kernels agree bit for bit,
- * and row m of Y is the same at every M. */
+ * Q5_0_R8, Q4_1_R8, Q5_1_R8, Q3_K_R8, Q2_K_R8, IQ4_NL_R8, IQ4_XS_R8):
+ * quant_repack keeps the bytes' count and quant_unpack restores them
+ * exactly; every row dequantizes to the file row's floats; a matrix of
+ * rows not in whole groups is refused untouched; products at every ISA
+ * against the reference on the file's layout, with ranges that cut
+ * groups; the scalar and AVX2 kernels agree bit for bit, and row m of Y is
+ * the same at every M. */
 static void check_repack(enum gguf_tensor_type t)
 {
     const enum gguf_tensor_type rt = quant_repack_type(t);
@@ -619,6 +729,16 @@ static void test_repack(void **state)
     assert_int_equal(quant_repack_type(GGUF_TENSOR_Q5_1), QUANT_Q5_1_R8);
     check_repack(GGUF_TENSOR_Q4_1);
     check_repack(GGUF_TENSOR_Q5_1);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q3_K), QUANT_Q3_K_R8);
+    check_repack(GGUF_TENSOR_Q3_K);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_Q2_K), QUANT_Q2_K_R8);
+    check_repack(GGUF_TENSOR_Q2_K);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_IQ4_NL), QUANT_IQ4_NL_R8);
+    assert_int_equal(quant_repack_type(GGUF_TENSOR_IQ4_XS), QUANT_IQ4_XS_R8);
+    assert_int_equal(quant_dot_type(QUANT_IQ4_NL_R8), GGUF_TENSOR_Q8_0);
+    assert_int_equal(quant_dot_type(QUANT_IQ4_XS_R8), GGUF_TENSOR_Q8_K);
+    check_repack(GGUF_TENSOR_IQ4_NL);
+    check_repack(GGUF_TENSOR_IQ4_XS);
 }
 
 /* The loader repacks a type only where its load-time layout has a kernel
@@ -754,6 +874,92 @@ static void test_q5_k_r8_extremes(void **state)
     free(Xq);
 }
 
+/* Q3_K_R8 at the edges of its AVX2 kernel's 16-bit sums and of the
+ * scales: codes 7 (q = 3), 0 (q = -4) and mixed against activation codes
+ * +127 and -128 (a vpmaddubsw pair at most 2 * 7 * 128 = 1792, four of
+ * them summed in 16 bits), scale codes 63 and 0 (scales +31 and -32,
+ * their four times -128 in 16 bits for the offset), d 1 and x_d 1, so
+ * every output is the exact integer sum_k (sc - 32) (c - 4) x_k at every
+ * ISA (at most 2^23 here, and 2^22 per block: exact in a float). */
+static void test_q3_k_r8_extremes(void **state)
+{
+    (void)state;
+    const int64_t N = 16, K = 512, M = 3, nb = K / 256;
+    const size_t ws = quant_row_bytes(GGUF_TENSOR_Q3_K, K);
+    const size_t xs = quant_row_bytes(GGUF_TENSOR_Q8_K, K);
+    uint8_t *W = calloc(N, ws), *Xq = malloc(xs * M);
+    static int code[16][512], v[16 * 512];
+    int sc[16][32];
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++)
+            code[n][k] = n % 4 == 0   ? 7
+                         : n % 4 == 1 ? 0
+                         : n % 4 == 2 ? (k % 2 ? 0 : 7)
+                                      : (int)(rnd() % 8);
+        for (int j = 0; j < 32; j++) /* rows 0-7: all 63 or all 0; then mixed */
+            sc[n][j] = n < 8              ? (n / 4 ? 0 : 63)
+                       : (n + j) % 3 == 0 ? 63
+                       : (n + j) % 3 == 1 ? 0
+                                          : (int)(rnd() % 64);
+    }
+    /* the file's block: hmask[32], qs[64], scales[12], d (test_layout_q3_k) */
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = W + (size_t)n * ws + (size_t)b * 110;
+            const int *c = &code[n][256 * b], *s = &sc[n][16 * b];
+            for (int e = 0; e < 256; e++) {
+                const int half = e / 128, j = (e / 32) % 4, l = e % 32;
+                blk[32 + 32 * half + l] |= (uint8_t)((c[e] & 3) << (2 * j));
+                blk[l] |= (uint8_t)((c[e] >> 2) << (e / 32));
+            }
+            for (int j = 0; j < 16; j++) {
+                blk[96 + j % 8] |= (uint8_t)((s[j] & 15) << (j < 8 ? 0 : 4));
+                blk[96 + 8 + j % 4] |= (uint8_t)((s[j] >> 4) << (2 * (j / 4)));
+            }
+            const uint16_t one = 0x3c00; /* f16 1.0 */
+            memcpy(blk + 108, &one, 2);
+        }
+    /* activation codes 127 and -128 (the quantizer's amax / 127 gives
+     * -127 at most, so the Q8_K blocks are written here: d[f32],
+     * qs[256], bsums[16]), x_d 1 */
+    float X[3 * 512];
+    for (int64_t k = 0; k < K; k++) {
+        X[k] = 127.0f;
+        X[K + k] = -128.0f;
+        X[2 * K + k] = k % 2 ? 127.0f : -128.0f; /* against the mixed rows */
+    }
+    assert_int_equal(xs, 292 * (size_t)nb);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = Xq + (size_t)m * xs + (size_t)b * 292;
+            const float one = 1.0f;
+            memcpy(blk, &one, 4);
+            for (int j = 0; j < 16; j++) {
+                int16_t sum = 0;
+                for (int l = 0; l < 16; l++) {
+                    const int8_t q = (int8_t)X[m * K + 256 * b + 16 * j + l];
+                    blk[4 + 16 * j + l] = (uint8_t)q;
+                    sum = (int16_t)(sum + q);
+                }
+                memcpy(blk + 260 + 2 * j, &sum, 2);
+            }
+        }
+    for (int64_t i = 0; i < N * K; i++)
+        v[i] = (sc[i / K][(i % K) / 16] - 32) * (code[i / K][i % K] - 4);
+    /* the file layout's values are those */
+    float *wf = malloc((size_t)K * sizeof(float));
+    for (int64_t n = 0; n < N; n++) {
+        quant_to_float(GGUF_TENSOR_Q3_K, W + (size_t)n * ws, wf, K);
+        for (int64_t k = 0; k < K; k++)
+            assert_true(wf[k] == (float)v[n * K + k]);
+    }
+    free(wf);
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q3_K, W, N, K), 0);
+    check_exact(QUANT_Q3_K_R8, W, Xq, M, N, K, X, v);
+    free(W);
+    free(Xq);
+}
+
 /* Q4_0_R8 .. Q5_1_R8 at the edges of their AVX2 kernel's 16-bit sums:
  * codes 15 (five bits: 31), 0 and mixed against activation codes +-127,
  * so eight (five bits: four) vpmaddubsw pairs sum to 8 * 2 * 15 * 127 =
@@ -818,6 +1024,141 @@ static void test_r0_extremes(void **state)
     check_r0_extremes(GGUF_TENSOR_Q5_0);
     check_r0_extremes(GGUF_TENSOR_Q4_1);
     check_r0_extremes(GGUF_TENSOR_Q5_1);
+}
+
+/* Q2_K_R8 at the edges of its AVX2 kernel's 16-bit sums: codes 3
+ * against activation codes 127 and -128 (Q8_K blocks built by hand, d 1,
+ * so a code is its value), four vpmaddubsw pairs summing to 4 * 2 * 3 *
+ * -128 = -3072 before the scale; scales and mins 15 (rows 0-2), 0 (row
+ * 3's mins) and mixed, d and dmin 1, so every value d sc q - dmin m is a
+ * whole number and every output the exact integer sum_k v_k x_k at every
+ * ISA (the bsums reach 16 * -128 = -2048 against mins 15). */
+static void test_q2_k_r8_extremes(void **state)
+{
+    (void)state;
+    const int64_t N = 16, K = 512, M = 4, nb = K / 256;
+    const size_t ws = quant_row_bytes(GGUF_TENSOR_Q2_K, K);
+    const size_t xs = quant_row_bytes(GGUF_TENSOR_Q8_K, K);
+    uint8_t *W = calloc(N, ws), *Xq = malloc(xs * M);
+    int *v = malloc(sizeof(int) * (size_t)(N * K));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = W + (size_t)n * ws + (size_t)b * 84, *qs = blk + 16;
+            const uint16_t one = 0x3c00; /* f16 1.0: d and dmin */
+            memcpy(blk + 80, &one, 2);
+            memcpy(blk + 82, &one, 2);
+            for (int j = 0; j < 16; j++) {
+                const int sc = n < 3 ? 15 : (int)(rnd() % 16);
+                const int mn = n < 3 ? 15 : n == 3 ? 0 : (int)(rnd() % 16);
+                blk[j] = (uint8_t)(sc | mn << 4);
+                for (int l = 0; l < 16; l++) {
+                    const int e = 16 * j + l; /* element of the block */
+                    const int q = n == 0 ? 3 : n == 1 ? 0 : n == 2 ? 3 * (e % 2) : (int)(rnd() % 4);
+                    /* element 128 h + 32 s + i: bits 2 s of qs[32 h + i] */
+                    qs[32 * (e / 128) + e % 32] |= (uint8_t)(q << (2 * ((e / 32) % 4)));
+                    v[n * K + 256 * b + e] = sc * q - mn;
+                }
+            }
+        }
+    float X[4 * 512];
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++)
+            X[m * K + k] = m == 0   ? 127.0f
+                           : m == 1 ? -128.0f
+                           : m == 2 ? (k % 2 ? -128.0f : 127.0f)
+                                    : (float)((int)(rnd() % 256) - 128);
+    for (int64_t m = 0; m < M; m++) /* Q8_K blocks: d (f32) 1, codes X */
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = Xq + (size_t)m * xs + (size_t)b * 292;
+            const float one = 1.0f;
+            memcpy(blk, &one, 4);
+            for (int j = 0; j < 16; j++) {
+                int16_t s = 0;
+                for (int l = 0; l < 16; l++) {
+                    const int8_t q = (int8_t)X[m * K + 256 * b + 16 * j + l];
+                    blk[4 + 16 * j + l] = (uint8_t)q;
+                    s = (int16_t)(s + q);
+                }
+                memcpy(blk + 260 + 2 * j, &s, 2);
+            }
+        }
+    assert_int_equal(quant_repack(GGUF_TENSOR_Q2_K, W, N, K), 0);
+    check_exact(QUANT_Q2_K_R8, W, Xq, M, N, K, X, v);
+    free(W);
+    free(Xq);
+    free(v);
+}
+
+/* IQ4_NL_R8 and IQ4_XS_R8 at the edges of their AVX2 kernels' 16-bit
+ * sums: codes 0 (v = -127) and 15 (v = 113), mixed and random, against
+ * activation codes +-127 (neither Q8_0 nor Q8_K holds -128: quant_rows
+ * scales by amax / 127), so a vpmaddubsw pair reaches 2 * 127 * 127 =
+ * 32258; IQ4_XS's scale codes 0 and 63 (scales -32 and 31), mixed and
+ * random, multiply those pairs in vpmaddwd.  Scales d 1, so every output
+ * is the exact integer sum_k v_k x_k at every ISA (IQ4_XS: one 256-column
+ * block, whose one rounding is that integer's conversion to float; IQ4_NL:
+ * three blocks, every sum below 2^24). */
+static void check_iq4_extremes(enum gguf_tensor_type t)
+{
+    static const int vals[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                 1,    13,   25,  38,  53,  69,  89,  113};
+    const bool xs = t == GGUF_TENSOR_IQ4_XS;
+    const int64_t N = 16, K = xs ? 256 : 96, M = 3, blk = xs ? 256 : 32;
+    const size_t bb = quant_traits_of(t)->block_bytes, ws = quant_row_bytes(t, K);
+    const enum gguf_tensor_type rt = quant_repack_type(t);
+    const size_t xs_bytes = quant_row_bytes(quant_dot_type(rt), K);
+    uint8_t *W = calloc(N, ws), *Xq = malloc(xs_bytes * M);
+    int code[16][256], ls[16][8];
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++)
+            code[n][k] = n == 0 ? 0 : n == 1 ? 15 : n == 2 ? (k % 2 ? 15 : 0) : (int)(rnd() % 16);
+        for (int j = 0; j < 8; j++)
+            ls[n][j] = n == 0 ? 0 : n == 1 ? 63 : n == 2 ? (j % 2 ? 63 : 0) : (int)(rnd() % 64);
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < K / blk; b++) {
+            uint8_t *p = W + (size_t)n * ws + (size_t)b * bb;
+            const uint16_t one = 0x3c00; /* f16 1.0 */
+            memcpy(p, &one, 2);
+            if (xs) { /* [d][scales_h][scales_l 4][qs 128] */
+                uint16_t sh = 0;
+                for (int j = 0; j < 8; j++) {
+                    sh |= (uint16_t)((ls[n][j] >> 4) << (2 * j));
+                    p[4 + j / 2] |= (uint8_t)((ls[n][j] & 15) << (4 * (j % 2)));
+                }
+                memcpy(p + 2, &sh, 2);
+            }
+            uint8_t *qs = p + (xs ? 8 : 2);
+            for (int64_t j = 0; j < blk / 32; j++)
+                for (int l = 0; l < 16; l++) {
+                    const int *c = &code[n][b * blk + 32 * j];
+                    qs[16 * j + l] = (uint8_t)(c[l] | c[16 + l] << 4);
+                }
+        }
+    float X[3 * 256];
+    for (int64_t k = 0; k < K; k++) {
+        X[k] = 127.0f;                           /* d = 1, codes 127 */
+        X[K + k] = -127.0f;                      /* codes -127 */
+        X[2 * K + k] = k % 2 ? 127.0f : -127.0f; /* against row 2's pattern */
+    }
+    assert_int_equal(quant_repack(t, W, N, K), 0);
+    quant_rows(rt, X, K, K, 0, M, Xq);
+    int *v = malloc((size_t)(N * K) * sizeof(int));
+    for (int64_t i = 0; i < N * K; i++) {
+        const int64_t n = i / K, k = i % K;
+        v[i] = vals[code[n][k]] * (xs ? ls[n][k / 32] - 32 : 1);
+    }
+    check_exact(rt, W, Xq, M, N, K, X, v);
+    free(v);
+    free(W);
+    free(Xq);
+}
+
+static void test_iq4_extremes(void **state)
+{
+    (void)state;
+    check_iq4_extremes(GGUF_TENSOR_IQ4_NL);
+    check_iq4_extremes(GGUF_TENSOR_IQ4_XS);
 }
 
 /* quant_rows writes exactly rows [m0, m1) */
@@ -905,6 +1246,9 @@ int main(void)
         cmocka_unit_test(test_round_q5_0),
         cmocka_unit_test(test_layout_q4_k),
         cmocka_unit_test(test_layout_q6_k),
+        cmocka_unit_test(test_layout_q2_k),
+        cmocka_unit_test(test_layout_q3_k),
+        cmocka_unit_test(test_layout_iq4),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rows_range),
         cmocka_unit_test(test_rows_isas),
@@ -913,6 +1257,9 @@ int main(void)
         cmocka_unit_test(test_q8_0_r8_extremes),
         cmocka_unit_test(test_q5_k_r8_extremes),
         cmocka_unit_test(test_r0_extremes),
+        cmocka_unit_test(test_q3_k_r8_extremes),
+        cmocka_unit_test(test_q2_k_r8_extremes),
+        cmocka_unit_test(test_iq4_extremes),
         cmocka_unit_test(test_repack_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

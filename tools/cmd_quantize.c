@@ -19,12 +19,21 @@
  *   q4_k_m           Q4_K; output.weight, and attn_v / ffn_down of the
  *                    "more bits" layers, Q6_K
  *   q5_k_m           Q5_K; the same tensors Q6_K
+ *   q3_k_s           Q3_K; output.weight Q6_K
+ *   q3_k_m           Q3_K; attn_v, ffn_down and attn_output Q4_K, except
+ *                    attn_v of the first two layers and ffn_down of the
+ *                    first sixteenth, Q5_K; output.weight Q6_K
+ *   q3_k_l           Q3_K; attn_v, ffn_down and attn_output Q5_K;
+ *                    output.weight Q6_K
+ *   q2_k             Q2_K; attn_v, ffn_down and attn_output Q3_K;
+ *                    output.weight Q6_K
+ *   iq4_nl, iq4_xs   that type; output.weight Q6_K
  *
  * With tied embeddings (no output.weight) token_embd.weight takes
  * output.weight's type.  A K-quant needs rows that are a multiple of 256:
  * a tensor whose rows are not falls back as llama.cpp does (Q4_K -> Q5_0,
- * Q5_K -> Q5_1, Q6_K -> Q8_0), and a 32-block type on rows not a multiple
- * of 32 leaves the tensor F16.
+ * Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K and IQ4_XS -> IQ4_NL); a 32-block
+ * type on rows not a multiple of 32 leaves the tensor F16.
  *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
  */
@@ -39,29 +48,47 @@
 #include "folio/gguf.h"
 #include "folio_cmds.h"
 
+/* T(x): the mix's type for that tensor; NONE: no such rule */
+#define T(x) ((int)GGUF_TENSOR_##x)
+#define NONE (-1)
+
 struct mix {
     const char *name;
-    enum gguf_tensor_type base, output, more_bits; /* more_bits: attn_v/ffn_down */
-    uint32_t file_type;                            /* llama.cpp's enum llama_ftype */
+    int base, output;
+    int attn_v, ffn_down, attn_out; /* the layers' other tensors: base */
+    int more_bits;                  /* attn_v / ffn_down of the "more bits" layers */
+    int early;                      /* attn_v of layers 0-1, ffn_down of the first 16th */
+    uint32_t file_type;             /* llama.cpp's enum llama_ftype */
 };
 
+// clang-format off
 static const struct mix mixes[] = {
-    {"f16", GGUF_TENSOR_F16, GGUF_TENSOR_F16, GGUF_TENSOR_F16, 1},
-    {"bf16", GGUF_TENSOR_BF16, GGUF_TENSOR_BF16, GGUF_TENSOR_BF16, 32},
-    {"q8_0", GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q8_0, GGUF_TENSOR_Q8_0, 7},
-    {"q4_0", GGUF_TENSOR_Q4_0, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q4_0, 2},
-    {"q4_1", GGUF_TENSOR_Q4_1, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q4_1, 3},
-    {"q5_0", GGUF_TENSOR_Q5_0, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q5_0, 8},
-    {"q5_1", GGUF_TENSOR_Q5_1, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q5_1, 9},
-    {"q4_k_m", GGUF_TENSOR_Q4_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 15},
-    {"q5_k_m", GGUF_TENSOR_Q5_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 17},
-    {"q6_k", GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, GGUF_TENSOR_Q6_K, 18},
+    /* name       base       output     attn_v     ffn_down   attn_out   more_bits  early */
+    {"f16",     T(F16),    T(F16),    T(F16),    T(F16),    T(F16),    NONE,      NONE,      1},
+    {"bf16",    T(BF16),   T(BF16),   T(BF16),   T(BF16),   T(BF16),   NONE,      NONE,      32},
+    {"q8_0",    T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   NONE,      NONE,      7},
+    {"q4_0",    T(Q4_0),   T(Q6_K),   T(Q4_0),   T(Q4_0),   T(Q4_0),   NONE,      NONE,      2},
+    {"q4_1",    T(Q4_1),   T(Q6_K),   T(Q4_1),   T(Q4_1),   T(Q4_1),   NONE,      NONE,      3},
+    {"q5_0",    T(Q5_0),   T(Q6_K),   T(Q5_0),   T(Q5_0),   T(Q5_0),   NONE,      NONE,      8},
+    {"q5_1",    T(Q5_1),   T(Q6_K),   T(Q5_1),   T(Q5_1),   T(Q5_1),   NONE,      NONE,      9},
+    {"q2_k",    T(Q2_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      10},
+    {"q3_k_s",  T(Q3_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      11},
+    {"q3_k_m",  T(Q3_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      T(Q5_K),   12},
+    {"q3_k_l",  T(Q3_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      13},
+    {"q4_k_m",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   T(Q6_K),   NONE,      15},
+    {"q5_k_m",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   T(Q6_K),   NONE,      17},
+    {"q6_k",    T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   NONE,      NONE,      18},
+    {"iq4_nl",  T(IQ4_NL), T(Q6_K),   T(IQ4_NL), T(IQ4_NL), T(IQ4_NL), NONE,      NONE,      25},
+    {"iq4_xs",  T(IQ4_XS), T(Q6_K),   T(IQ4_XS), T(IQ4_XS), T(IQ4_XS), NONE,      NONE,      30},
 };
+// clang-format on
+
+#define TYPE_NAMES                                                                                 \
+    "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k_s|q3_k_m|q3_k_l|q4_k_m|q5_k_m|q6_k|iq4_nl|iq4_xs"
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: folio quantize IN.gguf OUT.gguf --type "
-                 "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k\n"
+    fprintf(out, "usage: folio quantize IN.gguf OUT.gguf --type " TYPE_NAMES "\n"
                  "\n"
                  "Rewrites a GGUF model with its matrices (2-D tensors) in another type; keys\n"
                  "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
@@ -73,9 +100,19 @@ static void usage(FILE *out)
                  "                   of the first and last eighth of the layers and every\n"
                  "                   third layer between (llama.cpp's choice)\n"
                  "  q5_k_m           as q4_k_m with Q5_K in place of Q4_K\n"
+                 "  q3_k_s           Q3_K; output.weight Q6_K\n"
+                 "  q3_k_m           Q3_K; Q4_K for attn_v, ffn_down and attn_output (Q5_K for\n"
+                 "                   attn_v of the first two layers and ffn_down of the first\n"
+                 "                   sixteenth); output.weight Q6_K\n"
+                 "  q3_k_l           Q3_K; Q5_K for attn_v, ffn_down and attn_output;\n"
+                 "                   output.weight Q6_K\n"
+                 "  q2_k             Q2_K; Q3_K for attn_v, ffn_down and attn_output;\n"
+                 "                   output.weight Q6_K\n"
+                 "  iq4_nl, iq4_xs   that type, output.weight Q6_K\n"
                  "Tied embeddings: token_embd.weight takes output.weight's type.  Rows that\n"
                  "are not a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and\n"
-                 "Q6_K to Q8_0 (as llama.cpp does); rows not a multiple of 32 stay F16.\n");
+                 "Q6_K to Q8_0, and Q2_K, Q3_K and IQ4_XS to IQ4_NL (as llama.cpp does);\n"
+                 "rows not a multiple of 32 stay F16.\n");
 }
 
 static bool more_bits(int64_t layer, int64_t n_layers)
@@ -93,6 +130,11 @@ static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
         case GGUF_TENSOR_Q5_K:
             t = GGUF_TENSOR_Q5_1;
             break;
+        case GGUF_TENSOR_Q2_K:
+        case GGUF_TENSOR_Q3_K:
+        case GGUF_TENSOR_IQ4_XS:
+            t = GGUF_TENSOR_IQ4_NL;
+            break;
         default:
             t = GGUF_TENSOR_Q8_0;
             break;
@@ -106,17 +148,23 @@ static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
 static enum gguf_tensor_type pick(const struct mix *mx, const char *name, int64_t row,
                                   int64_t n_layers, bool has_output)
 {
-    enum gguf_tensor_type t = mx->base;
-    int layer = -1, off = 0;
+    int t = mx->base, layer = -1, off = 0;
     if (!strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"))) {
         t = mx->output;
     } else if (sscanf(name, "blk.%d.%n", &layer, &off) == 1 && off > 0) {
         const char *rest = name + off;
-        if ((!strcmp(rest, "attn_v.weight") || !strcmp(rest, "ffn_down.weight")) &&
-            more_bits(layer, n_layers))
-            t = mx->more_bits;
+        const bool v = !strcmp(rest, "attn_v.weight"), down = !strcmp(rest, "ffn_down.weight");
+        if (v || down) {
+            t = v ? mx->attn_v : mx->ffn_down;
+            if (mx->more_bits != NONE && more_bits(layer, n_layers))
+                t = mx->more_bits;
+            if (mx->early != NONE && (v ? layer < 2 : layer < n_layers / 16))
+                t = mx->early;
+        } else if (!strcmp(rest, "attn_output.weight")) {
+            t = mx->attn_out;
+        }
     }
-    return fallback(t, row);
+    return fallback((enum gguf_tensor_type)t, row);
 }
 
 static int64_t block_count(const gguf_file_t *f)
@@ -162,11 +210,9 @@ int cmd_quantize(int argc, char **argv)
         if (!strcasecmp(type, mixes[i].name))
             mx = &mixes[i];
     if (!in || !out || !mx) {
-        fprintf(
-            stderr, "folio quantize: %s\n",
-            !in || !out
-                ? "IN.gguf and OUT.gguf are required"
-                : "--type must be f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m or q6_k");
+        fprintf(stderr, "folio quantize: %s\n",
+                !in || !out ? "IN.gguf and OUT.gguf are required"
+                            : "--type must be one of " TYPE_NAMES);
         usage(stderr);
         return 2;
     }
@@ -186,7 +232,7 @@ int cmd_quantize(int argc, char **argv)
     err[0] = 0;
     if (!bufs || (rc = gguf_writer_new(&w)))
         goto oom;
-    bool is_quant = mx->base != GGUF_TENSOR_F16 && mx->base != GGUF_TENSOR_BF16;
+    bool is_quant = mx->base != T(F16) && mx->base != T(BF16);
     for (int64_t i = 0; i < gguf_n_keys(f); i++) {
         const char *k = gguf_key_name(f, i);
         if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version"))

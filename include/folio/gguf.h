@@ -50,10 +50,14 @@ enum gguf_tensor_type {
     GGUF_TENSOR_Q5_1 = 7,
     GGUF_TENSOR_Q8_0 = 8,
     GGUF_TENSOR_Q8_1 = 9,
+    GGUF_TENSOR_Q2_K = 10,
+    GGUF_TENSOR_Q3_K = 11,
     GGUF_TENSOR_Q4_K = 12,
     GGUF_TENSOR_Q5_K = 13,
     GGUF_TENSOR_Q6_K = 14,
     GGUF_TENSOR_Q8_K = 15,
+    GGUF_TENSOR_IQ4_NL = 20,
+    GGUF_TENSOR_IQ4_XS = 23,
     GGUF_TENSOR_BF16 = 30,
 };
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A file foliod cannot run is refused at load with one error line naming
-# what it lacks, never served: a tensor type (q3_K), an architecture
+# what it lacks, never served: a tensor type (iq2_xxs), an architecture
 # (gemma) and a BPE pre-tokenizer (an unknown name).  Each file is a
 # gen-model file with one field patched in place (same length): the type
 # of blk.0.ffn_gate.weight, the value of general.architecture, the value
@@ -19,7 +19,7 @@ patch() { # patch IN OUT PERL-SUBSTITUTION
   return 0
 }
 patch "$T/plain.gguf" "$T/type.gguf" \
-  's/(blk\.0\.ffn_gate\.weight\x02\x00\x00\x00.{16})\x00\x00\x00\x00/${1}\x0b\x00\x00\x00/s'
+  's/(blk\.0\.ffn_gate\.weight\x02\x00\x00\x00.{16})\x00\x00\x00\x00/${1}\x10\x00\x00\x00/s'
 patch "$T/plain.gguf" "$T/arch.gguf" \
   's/(general\.architecture\x08\x00\x00\x00\x05\x00{7})llama/${1}gemma/'
 patch "$T/falcon.gguf" "$T/pre.gguf" \
@@ -36,7 +36,7 @@ refused() { # refused FILE NEEDLE
   [ ! -S "$SOCK" ] || fail "$1: a socket was left listening"
   ok "refused: $(grep ' error ' "$LOG" | sed 's/^.* error //')"
 }
-refused "$T/type.gguf" "unsupported tensor type 11 (q3_K)"
+refused "$T/type.gguf" "unsupported tensor type 16 (iq2_xxs)"
 refused "$T/arch.gguf" "'general.architecture' is 'gemma'"
 refused "$T/pre.gguf" "pre-tokenizer 'falcoX'"
 

@@ -4,8 +4,8 @@
 # Logit agreement with llama.cpp on the same GGUF file, per weight type
 # and architecture (llama, qwen2, qwen3) and RoPE scaling:
 # generates a tiny model with `folio gen-model --dtype` (F32, F16, BF16,
-# Q8_0) and `folio quantize` (Q4_K_M, Q6_K, Q4_0, Q5_K_M, Q4_1, Q5_0, Q5_1
-# from the F32 file),
+# Q8_0) and `folio quantize` (Q4_K_M, Q6_K, Q4_0, Q5_K_M, Q4_1, Q5_0, Q5_1,
+# Q3_K_M, Q2_K, IQ4_NL, IQ4_XS from the F32 file),
 # then compare_logits.mjs evaluates each in llama.cpp (node-llama-cpp's
 # prebuilt CPU library, installed from npm into WORKDIR) and in `folio eval`:
 # max |dlogit| on the top 10 within the type's bound, greedy 32-token
@@ -15,7 +15,7 @@
 # Bounds.  Both sides read the same quantized weights, so weight rounding
 # cancels; what differs is the arithmetic: llama.cpp multiplies F16/BF16
 # weights with activations rounded to 16 bits (5e-2), and quantizes the
-# activations of Q8_0 / Q4_0 / Q5_0 products to Q8_0 blocks of 32 and of
+# activations of Q8_0 / Q4_0 / Q5_0 / IQ4_NL products to Q8_0 blocks of 32 and of
 # Q4_1 / Q5_1 ones to Q8_1 (1e-1), and of
 # K-quant products to Q8_K blocks of 256, whose step is set by the largest
 # of 256 values rather than 32: the rounding noise is larger (seen on tiny:
@@ -50,7 +50,7 @@ cases=("F32|$work/tiny-f32.gguf|1e-3|${PROMPTS:-6}")
 for dt in f16 bf16 q8_0; do
   "$folio" gen-model --preset tiny --seed 7 --dtype $dt -o tiny-$dt.gguf
 done
-for q in q4_k_m q6_k q4_0 q5_k_m q4_1 q5_0 q5_1; do
+for q in q4_k_m q6_k q4_0 q5_k_m q4_1 q5_0 q5_1 q3_k_m q2_k iq4_nl iq4_xs; do
   "$folio" quantize tiny-f32.gguf tiny-$q.gguf --type $q | tee quantize-$q.txt
 done
 # tiny has 8 layers with ffn rows of 1376 (not a multiple of 256): Q4_K_M
@@ -60,7 +60,8 @@ done
 grep -q "F32 x 17 Q5_0 x 4 Q8_0 x 4 Q4_K x 45 Q6_K x 5" quantize-q4_k_m.txt ||
   { echo "FAIL: q4_k_m mix differs"; exit 1; }
 for spec in f16:5e-2:2 bf16:5e-2:2 q8_0:1e-1:2 q4_k_m:2e-1:2 q6_k:2e-1:2 q4_0:1e-1:1 \
-    q5_k_m:2e-1:1 q4_1:1e-1:1 q5_0:1e-1:1 q5_1:1e-1:1; do
+    q5_k_m:2e-1:1 q4_1:1e-1:1 q5_0:1e-1:1 q5_1:1e-1:1 q3_k_m:2e-1:1 q2_k:2e-1:1 \
+    iq4_nl:1e-1:1 iq4_xs:2e-1:1; do
   IFS=: read -r t tol np <<< "$spec"
   cases+=("${t^^}|$work/tiny-$t.gguf|$tol|${PROMPTS:-$np}")
 done
