@@ -666,6 +666,22 @@ static float iq4_xs_dot(int64_t K, const void *w, const void *xq)
     return sum;
 }
 
+/* The sixteen sub-block scales of a symmetric K-quant block (Q3_K, Q6_K):
+ * sub-block j's value of largest magnitude over -qmax, so that it takes
+ * the code -qmax; returns the scale of largest magnitude, with its sign. */
+static float k16_scales(const float *x, float qmax, float *sc)
+{
+    float max_sc = 0.0f, amax = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        sc[j] = signed_absmax(x + 16 * j, 16) / -qmax;
+        if (fabsf(sc[j]) > amax) {
+            amax = fabsf(sc[j]);
+            max_sc = sc[j];
+        }
+    }
+    return max_sc;
+}
+
 /* ---- Q2_K / Q3_K ----------------------------------------------------- */
 
 /* Both hold 2-bit codes the same way: element 128 n + 32 j + idx (idx < 32)
@@ -783,14 +799,8 @@ static void q3_k_from_float(const float *x, void *dst, int64_t n)
 {
     struct blk_q3_k *y = dst;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
-        float sc[16], max_sc = 0.0f, amax = 0.0f;
-        for (int j = 0; j < 16; j++) {
-            sc[j] = signed_absmax(x + 16 * j, 16) / -4.0f;
-            if (fabsf(sc[j]) > amax) {
-                amax = fabsf(sc[j]);
-                max_sc = sc[j];
-            }
-        }
+        float sc[16];
+        const float max_sc = k16_scales(x, 4.0f, sc);
         const float iscale = max_sc != 0.0f ? -32.0f / max_sc : 0.0f;
         y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
         const float d = h2f(y[b].d);
@@ -1056,14 +1066,8 @@ static void q6_k_from_float(const float *x, void *dst, int64_t n)
 {
     struct blk_q6_k *y = dst;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
-        float sc[16], max_sc = 0.0f, amax = 0.0f;
-        for (int j = 0; j < 16; j++) {
-            sc[j] = signed_absmax(x + 16 * j, 16) / -32.0f;
-            if (fabsf(sc[j]) > amax) {
-                amax = fabsf(sc[j]);
-                max_sc = sc[j];
-            }
-        }
+        float sc[16];
+        const float max_sc = k16_scales(x, 32.0f, sc);
         const float iscale = max_sc != 0.0f ? -128.0f / max_sc : 0.0f;
         y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
         const float d = h2f(y[b].d);

@@ -763,6 +763,30 @@ static void test_repack_pays(void **state)
     assert_int_equal(quant_force_isa("auto"), 0);
 }
 
+/* Writes M rows of Q8_K blocks (K columns, xs bytes a row) whose codes are
+ * X's values (whole numbers in -128..127: the quantizer gives -127 at
+ * most, so extremes tests write the blocks here), d (f32) 1, and their
+ * 16-column sums. */
+static void put_q8_k(uint8_t *Xq, size_t xs, const float *X, int64_t M, int64_t K)
+{
+    assert_int_equal(xs, 292 * (size_t)(K / 256));
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t b = 0; b < K / 256; b++) {
+            uint8_t *blk = Xq + (size_t)m * xs + (size_t)b * 292;
+            const float one = 1.0f;
+            memcpy(blk, &one, 4);
+            for (int j = 0; j < 16; j++) {
+                int16_t sum = 0;
+                for (int l = 0; l < 16; l++) {
+                    const int8_t q = (int8_t)X[m * K + 256 * b + 16 * j + l];
+                    blk[4 + 16 * j + l] = (uint8_t)q;
+                    sum = (int16_t)(sum + q);
+                }
+                memcpy(blk + 260 + 2 * j, &sum, 2);
+            }
+        }
+}
+
 /* quant_gemm of layout rt (W repacked, Xq its activations of X) at every
  * ISA the CPU has: each output exactly sum_k v[n][k] x[m][k] (v: the
  * weights' values, whole numbers; scales 1, so x's codes are X). */
@@ -928,22 +952,7 @@ static void test_q3_k_r8_extremes(void **state)
         X[K + k] = -128.0f;
         X[2 * K + k] = k % 2 ? 127.0f : -128.0f; /* against the mixed rows */
     }
-    assert_int_equal(xs, 292 * (size_t)nb);
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *blk = Xq + (size_t)m * xs + (size_t)b * 292;
-            const float one = 1.0f;
-            memcpy(blk, &one, 4);
-            for (int j = 0; j < 16; j++) {
-                int16_t sum = 0;
-                for (int l = 0; l < 16; l++) {
-                    const int8_t q = (int8_t)X[m * K + 256 * b + 16 * j + l];
-                    blk[4 + 16 * j + l] = (uint8_t)q;
-                    sum = (int16_t)(sum + q);
-                }
-                memcpy(blk + 260 + 2 * j, &sum, 2);
-            }
-        }
+    put_q8_k(Xq, xs, X, M, K);
     for (int64_t i = 0; i < N * K; i++)
         v[i] = (sc[i / K][(i % K) / 16] - 32) * (code[i / K][i % K] - 4);
     /* the file layout's values are those */
@@ -1067,21 +1076,7 @@ static void test_q2_k_r8_extremes(void **state)
                            : m == 1 ? -128.0f
                            : m == 2 ? (k % 2 ? -128.0f : 127.0f)
                                     : (float)((int)(rnd() % 256) - 128);
-    for (int64_t m = 0; m < M; m++) /* Q8_K blocks: d (f32) 1, codes X */
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *blk = Xq + (size_t)m * xs + (size_t)b * 292;
-            const float one = 1.0f;
-            memcpy(blk, &one, 4);
-            for (int j = 0; j < 16; j++) {
-                int16_t s = 0;
-                for (int l = 0; l < 16; l++) {
-                    const int8_t q = (int8_t)X[m * K + 256 * b + 16 * j + l];
-                    blk[4 + 16 * j + l] = (uint8_t)q;
-                    s = (int16_t)(s + q);
-                }
-                memcpy(blk + 260 + 2 * j, &s, 2);
-            }
-        }
+    put_q8_k(Xq, xs, X, M, K); /* Q8_K blocks: d (f32) 1, codes X */
     assert_int_equal(quant_repack(GGUF_TENSOR_Q2_K, W, N, K), 0);
     check_exact(QUANT_Q2_K_R8, W, Xq, M, N, K, X, v);
     free(W);
