@@ -1402,7 +1402,7 @@ void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS)
  */
 #define IQ4R_MR 4
 
-/* quant__iq4_values (model/quant.c) in both 128-bit halves */
+/* quant__iq4_values (model/quant_k.c) in both 128-bit halves */
 static inline __m256i iq4_table(void)
 {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant__iq4_values));

@@ -1,14 +1,16 @@
 /*
  * model/quant_codes.h — the scalar pieces of the file types' blocks that
- * model/quant.c (the file types) and model/quant_r8.c (their load-time
- * layouts) share: half floats, the K-quants' packed scales and codes, and
- * a layout's row as f32 (for quant_rows_to_float).
- * Private to those two files; the x86 kernel files have their own
+ * model/quant.c and model/quant_k.c (the file types) and model/quant_r8.c
+ * (their load-time layouts) share: half floats, rounding and the
+ * quantizers' searches, the K-quants' packed scales and codes, and a
+ * layout's row as f32 (for quant_rows_to_float).
+ * Private to those three files; the x86 kernel files have their own
  * (quant_x86.h).
  */
 #ifndef FOLIO_MODEL_QUANT_CODES_H
 #define FOLIO_MODEL_QUANT_CODES_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -38,6 +40,55 @@ static inline float h2f(uint16_t h)
 static inline uint16_t f2h(float f)
 {
     return folio_f32_to_f16(f);
+}
+
+/* round half away from zero, as roundf (inline: quant_rows runs it per
+ * activation); exact for |x| < 2^23, where x - trunc(x) is exact; larger
+ * magnitudes (and NaN) come back as +-2^30, which every caller clamps */
+static inline int nearest(float x)
+{
+    if (!(fabsf(x) < 8388608.0f))
+        return x > 0.0f ? (1 << 30) : -(1 << 30);
+    const int i = (int)x;
+    const float r = x - (float)i;
+    return i + (r >= 0.5f) - (r <= -0.5f);
+}
+
+/* the value of largest magnitude, with its sign */
+static inline float signed_absmax(const float *x, int n)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
+static inline void minmax(const float *x, int n, float *mn, float *mx)
+{
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < n; j++) {
+        lo = fminf(lo, x[j]);
+        hi = fmaxf(hi, x[j]);
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
+/* n values to int8 codes q with the scale amax / 127 (returned), rounded
+ * half away from zero: the activations' blocks (Q8_0, Q8_1, Q8_K). */
+static inline float q8_block(const float *x, int8_t *q, int n)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < n; j++)
+        q[j] = (int8_t)nearest(x[j] * id);
+    return d;
 }
 
 /* scale and min codes (6 bits each) of sub-block j of a Q4_K/Q5_K block */

@@ -54,7 +54,7 @@ struct blk_q5_1 {
     uint8_t qh[4];
     uint8_t qs[QK5_1 / 2];
 };
-/* The IQ4 formats' 16 values a 4-bit code selects (model/quant.c). */
+/* The IQ4 formats' 16 values a 4-bit code selects (model/quant_k.c). */
 extern const int8_t quant__iq4_values[16];
 
 /* 4-bit codes into the format's table of 16 values (quant__iq4_values):
@@ -338,5 +338,31 @@ void quant__gemm_q5_1_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_iq4_nl_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS);
+
+/* The block codecs of the 256-element types and IQ4 (model/quant_k.c),
+ * rows of model/quant.c's table. */
+void quant__q8_k_from_float(const float *x, void *dst, int64_t n);
+void quant__q8_k_to_float(const void *src, float *y, int64_t n);
+void quant__iq4_nl_to_float(const void *src, float *y, int64_t n);
+void quant__iq4_nl_from_float(const float *x, void *dst, int64_t n);
+float quant__iq4_nl_dot(int64_t K, const void *w, const void *xq);
+void quant__iq4_xs_to_float(const void *src, float *y, int64_t n);
+void quant__iq4_xs_from_float(const float *x, void *dst, int64_t n);
+float quant__iq4_xs_dot(int64_t K, const void *w, const void *xq);
+void quant__q2_k_to_float(const void *src, float *y, int64_t n);
+void quant__q2_k_from_float(const float *x, void *dst, int64_t n);
+float quant__q2_k_dot(int64_t K, const void *w, const void *xq);
+void quant__q3_k_to_float(const void *src, float *y, int64_t n);
+void quant__q3_k_from_float(const float *x, void *dst, int64_t n);
+float quant__q3_k_dot(int64_t K, const void *w, const void *xq);
+void quant__q4_k_to_float(const void *src, float *y, int64_t n);
+void quant__q4_k_from_float(const float *x, void *dst, int64_t n);
+float quant__q4_k_dot(int64_t K, const void *w, const void *xq);
+void quant__q5_k_to_float(const void *src, float *y, int64_t n);
+void quant__q5_k_from_float(const float *x, void *dst, int64_t n);
+float quant__q5_k_dot(int64_t K, const void *w, const void *xq);
+void quant__q6_k_to_float(const void *src, float *y, int64_t n);
+void quant__q6_k_from_float(const float *x, void *dst, int64_t n);
+float quant__q6_k_dot(int64_t K, const void *w, const void *xq);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

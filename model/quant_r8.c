@@ -8,8 +8,9 @@
  *
  * A layout holds a group's bytes in place of its eight file rows (the same
  * byte count), so repacking needs one group of scratch and the type
- * table's row sizes stay the file type's.  The table itself, the file
- * types' codecs and the ISA choice are model/quant.c's.
+ * table's row sizes stay the file type's.  The table itself and the ISA
+ * choice are model/quant.c's, the file types' codecs model/quant.c's and
+ * model/quant_k.c's.
  *
  * Threading: reentrant; kernels never allocate.
  */

@@ -1,0 +1,692 @@
+/*
+ * model/quant_k.c — the block codecs of the 256-element types and IQ4:
+ * Q2_K .. Q6_K and IQ4_XS (and IQ4_NL, which shares IQ4_XS's table and
+ * scale search), and Q8_K, the activations of their products.  Each type
+ * has a dequantizer (quant__T_to_float), a quantizer (quant__T_from_float,
+ * llama.cpp's formats with simpler searches, model/quant.c says how) and
+ * a scalar dot against its activation type (quant__T_dot); model/quant.c's
+ * table holds them.  The block layouts are drawn in model/quant.c's header
+ * and model/quant_internal.h.
+ *
+ * Threading: reentrant; nothing here allocates.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+#include "quant.h"
+#include "quant_codes.h"
+#include "quant_internal.h"
+
+/* ---- Q8_K (activations of K-quant products) --------------------------- */
+
+void quant__q8_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q8_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        y[b].d = q8_block(x, y[b].qs, QK_K);
+        for (int j = 0; j < QK_K / 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++)
+                s += y[b].qs[16 * j + l];
+            y[b].bsums[j] = (int16_t)s;
+        }
+    }
+}
+
+void quant__q8_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q8_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++)
+        for (int j = 0; j < QK_K; j++)
+            y[b * QK_K + j] = x[b].d * (float)x[b].qs[j];
+}
+
+/* ---- IQ4_NL / IQ4_XS -------------------------------------------------- */
+
+/* The formats' 16 values a 4-bit code selects (ascending, denser near 0). */
+const int8_t quant__iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+
+/* the code whose value is nearest x (ties to the lower) */
+static int iq4_nearest(float x)
+{
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < (float)quant__iq4_values[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return x - (float)quant__iq4_values[lo] <= (float)quant__iq4_values[hi] - x ? lo : hi;
+}
+
+/* Codes of x[0..n) against scale d; returns the squared error. */
+static float iq4_codes(const float *x, int n, float d, uint8_t *L)
+{
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float err = 0.0f;
+    for (int j = 0; j < n; j++) {
+        L[j] = (uint8_t)iq4_nearest(x[j] * id);
+        const float e = x[j] - d * (float)quant__iq4_values[L[j]];
+        err += e * e;
+    }
+    return err;
+}
+
+/* A scale for x[0..n) on the IQ4 table: the largest magnitude mapped to
+ * either end of the table, each start refined once by least squares (d =
+ * sum x v / sum v v over the codes it picked), the best of the candidates
+ * by squared error.  0 for an all-zero x. */
+static float iq4_scale(const float *x, int n)
+{
+    const float max = signed_absmax(x, n);
+    if (max == 0.0f)
+        return 0.0f;
+    uint8_t L[QK_K];
+    float best = 0.0f, best_err = INFINITY;
+    for (int t = 0; t < 10; t++) {
+        /* the extreme on -127 or on 113, stretched by up to 8% */
+        const float d0 = max / (t < 5 ? -127.0f : 113.0f) * (1.0f + 0.02f * (float)(t % 5));
+        float err = iq4_codes(x, n, d0, L);
+        if (err < best_err) {
+            best_err = err;
+            best = d0;
+        }
+        double xv = 0.0, vv = 0.0;
+        for (int j = 0; j < n; j++) {
+            xv += (double)x[j] * quant__iq4_values[L[j]];
+            vv += (double)quant__iq4_values[L[j]] * quant__iq4_values[L[j]];
+        }
+        const float d1 = vv > 0.0 ? (float)(xv / vv) : d0;
+        err = iq4_codes(x, n, d1, L);
+        if (err < best_err) {
+            best_err = err;
+            best = d1;
+        }
+    }
+    return best;
+}
+
+void quant__iq4_nl_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_iq4_nl *y = dst;
+    for (int64_t b = 0; b < n / QK4_NL; b++, x += QK4_NL) {
+        y[b].d = f2h(iq4_scale(x, QK4_NL));
+        uint8_t L[QK4_NL];
+        iq4_codes(x, QK4_NL, h2f(y[b].d), L);
+        for (int j = 0; j < 16; j++)
+            y[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void quant__iq4_nl_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_iq4_nl *x = src;
+    for (int64_t b = 0; b < n / QK4_NL; b++, y += QK4_NL) {
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)quant__iq4_values[x[b].qs[j] & 15];
+            y[j + 16] = d * (float)quant__iq4_values[x[b].qs[j] >> 4];
+        }
+    }
+}
+
+/* sum over 32 elements of the table values of 16 code bytes times q */
+static int32_t iq4_dot32(const uint8_t *qs, const int8_t *q)
+{
+    int32_t s = 0;
+    for (int j = 0; j < 16; j++)
+        s += quant__iq4_values[qs[j] & 15] * q[j] + quant__iq4_values[qs[j] >> 4] * q[j + 16];
+    return s;
+}
+
+float quant__iq4_nl_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_iq4_nl *a = w;
+    const struct blk_q8_0 *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK4_NL; i++)
+        sum += h2f(a[i].d) * h2f(b[i].d) * (float)iq4_dot32(a[i].qs, b[i].qs);
+    return sum;
+}
+
+/* IQ4_XS's eight 6-bit scale codes (the scale is ls - 32) */
+void quant__iq4_xs_scales(const struct blk_iq4_xs *x, int *ls)
+{
+    for (int j = 0; j < 8; j++)
+        ls[j] =
+            ((x->scales_l[j / 2] >> (4 * (j % 2))) & 15) | (((x->scales_h >> (2 * j)) & 3) << 4);
+}
+
+void quant__iq4_xs_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_iq4_xs *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[8], max_sc = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            sc[j] = iq4_scale(x + 32 * j, 32);
+            if (fabsf(sc[j]) > amax) {
+                amax = fabsf(sc[j]);
+                max_sc = sc[j];
+            }
+        }
+        y[b].d = f2h(max_sc / -32.0f);
+        const float d = h2f(y[b].d), id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].scales_h = 0;
+        memset(y[b].scales_l, 0, sizeof y[b].scales_l);
+        for (int j = 0; j < 8; j++) {
+            int s = nearest(sc[j] * id);
+            s = s > 31 ? 31 : s < -32 ? -32 : s;
+            const int ls = s + 32;
+            y[b].scales_l[j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
+            y[b].scales_h |= (uint16_t)((ls >> 4) << (2 * j));
+            uint8_t L[32];
+            iq4_codes(x + 32 * j, 32, d * (float)s, L);
+            for (int l = 0; l < 16; l++)
+                y[b].qs[16 * j + l] = (uint8_t)(L[l] | (L[l + 16] << 4));
+        }
+    }
+}
+
+void quant__iq4_xs_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_iq4_xs *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int ls[8];
+        quant__iq4_xs_scales(&x[b], ls);
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < 8; j++, y += 32) {
+            const float dl = d * (float)(ls[j] - 32);
+            for (int l = 0; l < 16; l++) {
+                y[l] = dl * (float)quant__iq4_values[x[b].qs[16 * j + l] & 15];
+                y[l + 16] = dl * (float)quant__iq4_values[x[b].qs[16 * j + l] >> 4];
+            }
+        }
+    }
+}
+
+float quant__iq4_xs_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_iq4_xs *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        int ls[8];
+        quant__iq4_xs_scales(&a[i], ls);
+        int32_t sumi = 0;
+        for (int j = 0; j < 8; j++)
+            sumi += (ls[j] - 32) * iq4_dot32(a[i].qs + 16 * j, b[i].qs + 32 * j);
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
+}
+
+/* The sixteen sub-block scales of a symmetric K-quant block (Q3_K, Q6_K):
+ * sub-block j's value of largest magnitude over -qmax, so that it takes
+ * the code -qmax; returns the scale of largest magnitude, with its sign. */
+static float k16_scales(const float *x, float qmax, float *sc)
+{
+    float max_sc = 0.0f, amax = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        sc[j] = signed_absmax(x + 16 * j, 16) / -qmax;
+        if (fabsf(sc[j]) > amax) {
+            amax = fabsf(sc[j]);
+            max_sc = sc[j];
+        }
+    }
+    return max_sc;
+}
+
+/* ---- Q2_K / Q3_K ----------------------------------------------------- */
+
+/* Both hold 2-bit codes the same way: element 128 n + 32 j + idx (idx < 32)
+ * at bits 2 j of qs[32 n + idx]; Q3_K adds a third bit at bit 4 n + j of
+ * hmask[idx]. */
+void quant__q2_pack(const uint8_t *L, uint8_t *qs)
+{
+    memset(qs, 0, QK_K / 4);
+    for (int e = 0; e < QK_K; e++)
+        qs[32 * (e / 128) + e % 32] |= (uint8_t)((L[e] & 3) << (2 * ((e / 32) % 4)));
+}
+
+void quant__q2_codes(const uint8_t *qs, uint8_t *L)
+{
+    for (int e = 0; e < QK_K; e++)
+        L[e] = (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
+
+void quant__q2_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q2_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16], mn[16], max_sc = 0.0f, max_mn = 0.0f;
+        for (int j = 0; j < 16; j++) {
+            float lo, hi;
+            minmax(x + 16 * j, 16, &lo, &hi);
+            mn[j] = lo < 0.0f ? -lo : 0.0f; /* x = d*q - m with m >= 0 */
+            sc[j] = (fmaxf(hi, 0.0f) + mn[j]) / 3.0f;
+            max_sc = fmaxf(max_sc, sc[j]);
+            max_mn = fmaxf(max_mn, mn[j]);
+        }
+        y[b].d = f2h(max_sc / 15.0f);
+        y[b].dmin = f2h(max_mn / 15.0f);
+        const float isc = max_sc > 0.0f ? 15.0f / max_sc : 0.0f;
+        const float imn = max_mn > 0.0f ? 15.0f / max_mn : 0.0f;
+        const float d = h2f(y[b].d), dmin = h2f(y[b].dmin);
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int ls = nearest(isc * sc[j]), lm = nearest(imn * mn[j]);
+            ls = ls > 15 ? 15 : ls;
+            lm = lm > 15 ? 15 : lm;
+            y[b].scales[j] = (uint8_t)(ls | (lm << 4));
+            const float dd = d * (float)ls, dm = dmin * (float)lm;
+            for (int l = 0; l < 16; l++) {
+                const int q = dd != 0.0f ? nearest((x[16 * j + l] + dm) / dd) : 0;
+                L[16 * j + l] = (uint8_t)(q < 0 ? 0 : q > 3 ? 3 : q);
+            }
+        }
+        quant__q2_pack(L, y[b].qs);
+    }
+}
+
+void quant__q2_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q2_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        quant__q2_codes(x[b].qs, L);
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int e = 0; e < QK_K; e++) {
+            const int s = x[b].scales[e / 16];
+            y[e] = d * (float)(s & 15) * (float)L[e] - dmin * (float)(s >> 4);
+        }
+    }
+}
+
+float quant__q2_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q2_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        quant__q2_codes(a[i].qs, L);
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += L[16 * j + l] * b[i].qs[16 * j + l];
+            sumi += (a[i].scales[j] & 15) * s;
+            summ += (a[i].scales[j] >> 4) * b[i].bsums[j];
+        }
+        sum += b[i].d * (h2f(a[i].d) * (float)sumi - h2f(a[i].dmin) * (float)summ);
+    }
+    return sum;
+}
+
+/* Q3_K's sixteen 6-bit scale codes (0..63; the scale is sc - 32) */
+void quant__q3_k_scales(const uint8_t *p, int *sc)
+{
+    for (int j = 0; j < 16; j++) {
+        const int lo = j < 8 ? p[j] & 15 : p[j - 8] >> 4;
+        sc[j] = lo | (((p[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+    }
+}
+
+void quant__q3_k_pack_scales(const int *sc, uint8_t *p)
+{
+    memset(p, 0, K_SCALE_SIZE);
+    for (int j = 0; j < 16; j++) {
+        p[j % 8] |= (uint8_t)((sc[j] & 15) << (j < 8 ? 0 : 4));
+        p[8 + j % 4] |= (uint8_t)((sc[j] >> 4) << (2 * (j / 4)));
+    }
+}
+
+/* the codes of a Q3_K block as q + 4 (0..7), element order */
+void quant__q3_k_codes(const struct blk_q3_k *x, uint8_t *L)
+{
+    quant__q2_codes(x->qs, L);
+    for (int e = 0; e < QK_K; e++)
+        L[e] |= (uint8_t)(((x->hmask[e % 32] >> (e / 32)) & 1) << 2);
+}
+
+void quant__q3_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q3_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16];
+        const float max_sc = k16_scales(x, 4.0f, sc);
+        const float iscale = max_sc != 0.0f ? -32.0f / max_sc : 0.0f;
+        y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+        const float d = h2f(y[b].d);
+        int ls[16];
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int s = nearest(iscale * sc[j]);
+            s = s > 31 ? 31 : s < -32 ? -32 : s;
+            ls[j] = s + 32;
+            const float dd = d * (float)s;
+            for (int l = 0; l < 16; l++) {
+                int q = dd != 0.0f ? nearest(x[16 * j + l] / dd) : 0;
+                q = q < -4 ? -4 : q > 3 ? 3 : q;
+                L[16 * j + l] = (uint8_t)(q + 4);
+            }
+        }
+        quant__q3_k_pack_scales(ls, y[b].scales);
+        quant__q2_pack(L, y[b].qs);
+        memset(y[b].hmask, 0, sizeof y[b].hmask);
+        for (int e = 0; e < QK_K; e++)
+            y[b].hmask[e % 32] |= (uint8_t)((L[e] >> 2) << (e / 32));
+    }
+}
+
+void quant__q3_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q3_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        int sc[16];
+        quant__q3_k_codes(&x[b], L);
+        quant__q3_k_scales(x[b].scales, sc);
+        const float d = h2f(x[b].d);
+        for (int e = 0; e < QK_K; e++)
+            y[e] = d * (float)(sc[e / 16] - 32) * (float)(L[e] - 4);
+    }
+}
+
+float quant__q3_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q3_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        int sc[16];
+        quant__q3_k_codes(&a[i], L);
+        quant__q3_k_scales(a[i].scales, sc);
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += (L[16 * j + l] - 4) * b[i].qs[16 * j + l];
+            sumi += (sc[j] - 32) * s;
+        }
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
+}
+
+/* ---- Q4_K / Q5_K ------------------------------------------------------ */
+
+void quant__k4_pack_scales(const int *ls, const int *lm, uint8_t *q)
+{
+    memset(q, 0, K_SCALE_SIZE);
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            q[j] = (uint8_t)ls[j];
+            q[j + 4] = (uint8_t)lm[j];
+        } else {
+            q[j + 4] = (uint8_t)((ls[j] & 15) | ((lm[j] & 15) << 4));
+            q[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            q[j] |= (uint8_t)((lm[j] >> 4) << 6);
+        }
+    }
+}
+
+/* One 256-block of an asymmetric K-quant with codes 0..nmax: fills the
+ * packed scales, d, dmin, and L[256] (codes). */
+static void kq_asym_block(const float *x, int nmax, uint8_t *scales, uint16_t *d_out,
+                          uint16_t *dmin_out, uint8_t *L)
+{
+    float sc[8], mn[8], max_sc = 0.0f, max_mn = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo, hi;
+        minmax(x + 32 * j, 32, &lo, &hi);
+        mn[j] = lo < 0.0f ? -lo : 0.0f; /* x = d*q - m with m >= 0 */
+        sc[j] = (hi + mn[j]) / (float)nmax;
+        max_sc = fmaxf(max_sc, sc[j]);
+        max_mn = fmaxf(max_mn, mn[j]);
+    }
+    const float isc = max_sc > 0.0f ? 63.0f / max_sc : 0.0f;
+    const float imn = max_mn > 0.0f ? 63.0f / max_mn : 0.0f;
+    int ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        ls[j] = nearest(isc * sc[j]);
+        lm[j] = nearest(imn * mn[j]);
+        ls[j] = ls[j] > 63 ? 63 : ls[j];
+        lm[j] = lm[j] > 63 ? 63 : lm[j];
+    }
+    quant__k4_pack_scales(ls, lm, scales);
+    *d_out = f2h(max_sc / 63.0f);
+    *dmin_out = f2h(max_mn / 63.0f);
+    const float d = h2f(*d_out), dmin = h2f(*dmin_out);
+    for (int j = 0; j < 8; j++) {
+        const float dd = d * (float)ls[j], dm = dmin * (float)lm[j];
+        for (int l = 0; l < 32; l++) {
+            int q = dd != 0.0f ? nearest((x[32 * j + l] + dm) / dd) : 0;
+            L[32 * j + l] = (uint8_t)(q < 0 ? 0 : q > nmax ? nmax : q);
+        }
+    }
+}
+
+void quant__q4_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q4_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        uint8_t L[QK_K];
+        kq_asym_block(x, 15, y[b].scales, &y[b].d, &y[b].dmin, L);
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++)
+                y[b].qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + 32 + l] << 4));
+    }
+}
+
+/* the codes (0..15) of a Q4_K block, element order */
+void quant__q4_k_codes(const struct blk_q4_k *x, uint8_t *L)
+{
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            L[64 * j + l] = x->qs[32 * j + l] & 15;
+            L[64 * j + 32 + l] = x->qs[32 * j + l] >> 4;
+        }
+}
+
+void quant__q4_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q4_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        quant__q4_k_codes(&x[b], L);
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            k4_scale_min(j, x[b].scales, &sc, &m);
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = d * (float)sc * (float)L[32 * j + l] - dmin * (float)m;
+        }
+    }
+}
+
+/* dot of a K-quant block with asymmetric codes L and 8 (sc, m) pairs */
+static float kq_asym_dot(const uint8_t *L, const uint8_t *scales, float d, float dmin,
+                         const struct blk_q8_k *b)
+{
+    int32_t sumi = 0, summ = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k4_scale_min(j, scales, &sc, &m);
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++)
+            s += L[32 * j + l] * b->qs[32 * j + l];
+        sumi += sc * s;
+        summ += m * (b->bsums[2 * j] + b->bsums[2 * j + 1]);
+    }
+    return b->d * (d * (float)sumi - dmin * (float)summ);
+}
+
+float quant__q4_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q4_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        quant__q4_k_codes(&a[i], L);
+        sum += kq_asym_dot(L, a[i].scales, h2f(a[i].d), h2f(a[i].dmin), &b[i]);
+    }
+    return sum;
+}
+
+void quant__q5_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q5_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        uint8_t L[QK_K];
+        kq_asym_block(x, 31, y[b].scales, &y[b].d, &y[b].dmin, L);
+        memset(y[b].qh, 0, sizeof y[b].qh);
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * j + l], hi = L[64 * j + 32 + l];
+                if (lo > 15) {
+                    y[b].qh[l] |= (uint8_t)(1u << (2 * j));
+                    lo -= 16;
+                }
+                if (hi > 15) {
+                    y[b].qh[l] |= (uint8_t)(1u << (2 * j + 1));
+                    hi -= 16;
+                }
+                y[b].qs[32 * j + l] = (uint8_t)(lo | (hi << 4));
+            }
+    }
+}
+
+void quant__q5_k_codes(const struct blk_q5_k *x, uint8_t *L)
+{
+    for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 32; l++) {
+            L[64 * j + l] =
+                (uint8_t)((x->qs[32 * j + l] & 15) | (((x->qh[l] >> (2 * j)) & 1) << 4));
+            L[64 * j + 32 + l] =
+                (uint8_t)((x->qs[32 * j + l] >> 4) | (((x->qh[l] >> (2 * j + 1)) & 1) << 4));
+        }
+}
+
+void quant__q5_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q5_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        uint8_t L[QK_K];
+        quant__q5_k_codes(&x[b], L);
+        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            k4_scale_min(j, x[b].scales, &sc, &m);
+            for (int l = 0; l < 32; l++)
+                y[32 * j + l] = d * (float)sc * (float)L[32 * j + l] - dmin * (float)m;
+        }
+    }
+}
+
+float quant__q5_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q5_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        uint8_t L[QK_K];
+        quant__q5_k_codes(&a[i], L);
+        sum += kq_asym_dot(L, a[i].scales, h2f(a[i].d), h2f(a[i].dmin), &b[i]);
+    }
+    return sum;
+}
+
+/* ---- Q6_K ------------------------------------------------------------- */
+
+/* codes L[256] (0..63, element order) into a Q6_K block's ql and qh */
+void quant__q6_k_pack(const uint8_t *L, uint8_t *ql_out, uint8_t *qh_out)
+{
+    for (int h = 0; h < 2; h++) {
+        uint8_t *ql = ql_out + 64 * h, *qh = qh_out + 32 * h;
+        const uint8_t *Lh = L + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            ql[l] = (uint8_t)((Lh[l] & 15) | ((Lh[l + 64] & 15) << 4));
+            ql[l + 32] = (uint8_t)((Lh[l + 32] & 15) | ((Lh[l + 96] & 15) << 4));
+            qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
+                              ((Lh[l + 96] >> 4) << 6));
+        }
+    }
+}
+
+void quant__q6_k_from_float(const float *x, void *dst, int64_t n)
+{
+    struct blk_q6_k *y = dst;
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        float sc[16];
+        const float max_sc = k16_scales(x, 32.0f, sc);
+        const float iscale = max_sc != 0.0f ? -128.0f / max_sc : 0.0f;
+        y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
+        const float d = h2f(y[b].d);
+        uint8_t L[QK_K];
+        for (int j = 0; j < 16; j++) {
+            int s = nearest(iscale * sc[j]);
+            y[b].scales[j] = (int8_t)(s > 127 ? 127 : s < -128 ? -128 : s);
+            const float dd = d * (float)y[b].scales[j];
+            for (int l = 0; l < 16; l++) {
+                int q = dd != 0.0f ? nearest(x[16 * j + l] / dd) : 0;
+                q = q < -32 ? -32 : q > 31 ? 31 : q;
+                L[16 * j + l] = (uint8_t)(q + 32);
+            }
+        }
+        quant__q6_k_pack(L, y[b].ql, y[b].qh);
+    }
+}
+
+/* the signed codes (-32..31) of a Q6_K block, element order */
+void quant__q6_k_codes(const struct blk_q6_k *x, int8_t *q)
+{
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+        int8_t *o = q + 128 * h;
+        for (int l = 0; l < 32; l++) {
+            o[l] = (int8_t)(((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            o[l + 32] = (int8_t)(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            o[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+    }
+}
+
+void quant__q6_k_to_float(const void *src, float *y, int64_t n)
+{
+    const struct blk_q6_k *x = src;
+    for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
+        int8_t q[QK_K];
+        quant__q6_k_codes(&x[b], q);
+        const float d = h2f(x[b].d);
+        for (int j = 0; j < QK_K; j++)
+            y[j] = d * (float)x[b].scales[j / 16] * (float)q[j];
+    }
+}
+
+float quant__q6_k_dot(int64_t K, const void *w, const void *xq)
+{
+    const struct blk_q6_k *a = w;
+    const struct blk_q8_k *b = xq;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < K / QK_K; i++) {
+        int8_t q[QK_K];
+        quant__q6_k_codes(&a[i], q);
+        int32_t sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++)
+                s += q[16 * j + l] * b[i].qs[16 * j + l];
+            sumi += a[i].scales[j] * s;
+        }
+        sum += h2f(a[i].d) * b[i].d * (float)sumi;
+    }
+    return sum;
+}
