@@ -494,19 +494,24 @@ void quant__q4_k_codes(const struct blk_q4_k *x, uint8_t *L)
         }
 }
 
+/* A Q4_K / Q5_K block's 256 values from its codes L and 8 (sc, m) pairs */
+static void kq_asym_to_float(const uint8_t *L, const uint8_t *scales, float d, float dmin, float *y)
+{
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k4_scale_min(j, scales, &sc, &m);
+        for (int l = 0; l < 32; l++)
+            y[32 * j + l] = d * (float)sc * (float)L[32 * j + l] - dmin * (float)m;
+    }
+}
+
 void quant__q4_k_to_float(const void *src, float *y, int64_t n)
 {
     const struct blk_q4_k *x = src;
     for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
         uint8_t L[QK_K];
         quant__q4_k_codes(&x[b], L);
-        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            k4_scale_min(j, x[b].scales, &sc, &m);
-            for (int l = 0; l < 32; l++)
-                y[32 * j + l] = d * (float)sc * (float)L[32 * j + l] - dmin * (float)m;
-        }
+        kq_asym_to_float(L, x[b].scales, h2f(x[b].d), h2f(x[b].dmin), y);
     }
 }
 
@@ -580,13 +585,7 @@ void quant__q5_k_to_float(const void *src, float *y, int64_t n)
     for (int64_t b = 0; b < n / QK_K; b++, y += QK_K) {
         uint8_t L[QK_K];
         quant__q5_k_codes(&x[b], L);
-        const float d = h2f(x[b].d), dmin = h2f(x[b].dmin);
-        for (int j = 0; j < 8; j++) {
-            int sc, m;
-            k4_scale_min(j, x[b].scales, &sc, &m);
-            for (int l = 0; l < 32; l++)
-                y[32 * j + l] = d * (float)sc * (float)L[32 * j + l] - dmin * (float)m;
-        }
+        kq_asym_to_float(L, x[b].scales, h2f(x[b].d), h2f(x[b].dmin), y);
     }
 }
 
