@@ -35,17 +35,24 @@
  * Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K and IQ4_XS -> IQ4_NL); a 32-block
  * type on rows not a multiple of 32 leaves the tensor F16.
  *
+ * --threads N (default: the online CPUs) converts each tensor's rows on N
+ * threads, a chunk of rows at a time; every block is quantized on its own,
+ * so the output is the same bytes for any N.
+ *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "folio/common.h"
 #include "folio/gguf.h"
+#include "folio/pool.h"
 #include "folio_cmds.h"
 
 /* T(x): the mix's type for that tensor; NONE: no such rule */
@@ -88,7 +95,7 @@ static const struct mix mixes[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: folio quantize IN.gguf OUT.gguf --type " TYPE_NAMES "\n"
+    fprintf(out, "usage: folio quantize IN.gguf OUT.gguf --type " TYPE_NAMES " [--threads N]\n"
                  "\n"
                  "Rewrites a GGUF model with its matrices (2-D tensors) in another type; keys\n"
                  "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
@@ -112,7 +119,9 @@ static void usage(FILE *out)
                  "Tied embeddings: token_embd.weight takes output.weight's type.  Rows that\n"
                  "are not a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and\n"
                  "Q6_K to Q8_0, and Q2_K, Q3_K and IQ4_XS to IQ4_NL (as llama.cpp does);\n"
-                 "rows not a multiple of 32 stay F16.\n");
+                 "rows not a multiple of 32 stay F16.\n"
+                 "--threads N: threads converting each tensor's rows (default: the online\n"
+                 "CPUs); the output is the same for any N.\n");
 }
 
 static bool more_bits(int64_t layer, int64_t n_layers)
@@ -183,15 +192,68 @@ static int64_t block_count(const gguf_file_t *f)
     return n;
 }
 
+/* One tensor's conversion, shared by the pool's threads: each takes the
+ * next chunk of rows from the counter until none is left. */
+struct convert_job {
+    enum gguf_tensor_type t;
+    const float *src;
+    uint8_t *dst;
+    int64_t row, n_rows, chunk; /* elements per row, rows, rows per take */
+    size_t row_bytes;
+    atomic_int_fast64_t next;
+    atomic_int rc;
+};
+
+static void convert_rows(void *arg, int ith, int nth)
+{
+    struct convert_job *j = arg;
+    (void)ith;
+    (void)nth;
+    for (;;) {
+        const int64_t r0 = atomic_fetch_add(&j->next, j->chunk);
+        if (r0 >= j->n_rows)
+            return;
+        const int64_t nr = FOLIO_MIN(j->chunk, j->n_rows - r0);
+        const int rc = gguf_tensor_from_f32(j->t, j->src + r0 * j->row,
+                                            j->dst + (size_t)r0 * j->row_bytes, nr * j->row);
+        if (rc)
+            atomic_store(&j->rc, rc);
+    }
+}
+
+/* src (n elements, rows of `row`) to dst in type t on the pool. */
+static int convert(pool_t *pool, enum gguf_tensor_type t, const float *src, void *dst, int64_t n,
+                   int64_t row)
+{
+    struct convert_job j = {.t = t, .src = src, .dst = dst, .row = row, .n_rows = n / row};
+    j.row_bytes = gguf_tensor_nbytes(t, row);
+    if (!j.row_bytes || n % row)
+        return -EINVAL;
+    j.chunk = FOLIO_MAX(1, 16384 / row); /* ~16K elements a take */
+    atomic_init(&j.next, 0);
+    atomic_init(&j.rc, 0);
+    pool_run(pool, convert_rows, &j);
+    return atomic_load(&j.rc);
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *type = NULL;
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
             type = argv[++i];
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            errno = 0;
+            threads = strtol(argv[++i], &end, 10);
+            if (errno || end == argv[i] || *end || threads < 1 || threads > 1024) {
+                fprintf(stderr, "folio quantize: --threads must be 1..1024, not '%s'\n", argv[i]);
+                return 2;
+            }
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "folio quantize: unknown argument '%s'\n", argv[i]);
             usage(stderr);
@@ -220,9 +282,15 @@ int cmd_quantize(int argc, char **argv)
     char err[512];
     gguf_file_t *f = NULL;
     gguf_writer_t *w = NULL;
+    pool_t *pool = NULL;
     int rc = gguf_open(in, &f, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "folio quantize: %s\n", err);
+        return 1;
+    }
+    if ((rc = pool_new((int)FOLIO_MAX(1, threads), &pool))) {
+        fprintf(stderr, "folio quantize: cannot start %ld threads: %s\n", threads, strerror(-rc));
+        gguf_close(f);
         return 1;
     }
     const int64_t nt = gguf_n_tensors(f), n_layers = block_count(f);
@@ -263,7 +331,7 @@ int cmd_quantize(int argc, char **argv)
                 goto oom;
             }
             if ((rc = gguf_tensor_to_f32(ti.type, ti.data, tmp, n)) ||
-                (rc = gguf_tensor_from_f32(t, tmp, bufs[i], n))) {
+                (rc = convert(pool, t, tmp, bufs[i], n, ti.ne[0]))) {
                 snprintf(err, sizeof(err), "%s: tensor '%s': cannot convert %s to %s", in, ti.name,
                          gguf_tensor_type_name(ti.type), gguf_tensor_type_name(t));
                 goto fail;
@@ -293,5 +361,6 @@ out:
     folio_free(tmp);
     gguf_writer_free(w);
     gguf_close(f);
+    pool_free(pool);
     return rc ? 1 : 0;
 }
