@@ -49,28 +49,29 @@ void quant__q8_k_to_float(const void *src, float *y, int64_t n)
 const int8_t quant__iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                       1,    13,   25,  38,  53,  69,  89,  113};
 
-/* the code whose value is nearest x (ties to the lower) */
-static int iq4_nearest(float x)
-{
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (x < (float)quant__iq4_values[mid])
-            hi = mid;
-        else
-            lo = mid;
-    }
-    return x - (float)quant__iq4_values[lo] <= (float)quant__iq4_values[hi] - x ? lo : hi;
-}
+/* The midpoints between adjacent values of that table: the code nearest x
+ * (ties to the lower) is the number of midpoints x is above.  Counting
+ * them has no branches, so the codes of a block go 8 at a time. */
+static const float iq4_mid[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f,
+                                  7.0f,    19.0f,  31.5f,  45.5f,  61.0f,  79.0f,  101.0f};
 
-/* Codes of x[0..n) against scale d; returns the squared error. */
+/* Codes of x[0..n) (n <= 256) against scale d; returns the squared error. */
 static float iq4_codes(const float *x, int n, float d, uint8_t *L)
 {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float y[QK_K];
+    int32_t c[QK_K];
+    for (int j = 0; j < n; j++) {
+        y[j] = x[j] * id;
+        c[j] = 0;
+    }
+    for (int k = 0; k < 15; k++)
+        for (int j = 0; j < n; j++)
+            c[j] += y[j] > iq4_mid[k];
     float err = 0.0f;
     for (int j = 0; j < n; j++) {
-        L[j] = (uint8_t)iq4_nearest(x[j] * id);
-        const float e = x[j] - d * (float)quant__iq4_values[L[j]];
+        L[j] = (uint8_t)c[j];
+        const float e = x[j] - d * (float)quant__iq4_values[c[j]];
         err += e * e;
     }
     return err;
