@@ -1,43 +1,23 @@
 /*
- * tools/cmd_quantize.c — `folio quantize IN.gguf OUT.gguf --type T`: rewrite
- * a GGUF model with its matrices in another type.
+ * tools/cmd_quantize.c — `folio quantize IN.gguf OUT.gguf --type MIX`:
+ * rewrite a GGUF model with its matrices in other types.
  *
  * Every key is copied as it is (general.file_type is set to llama.cpp's
  * number for the mix, general.quantization_version to 2 for quantized
- * mixes).  1-D tensors (norms) are copied as they are.  Every 2-D tensor is
- * converted to f32 (gguf_tensor_to_f32) and then to the type the mix
- * picks for it (gguf_tensor_from_f32), so a quantized input is requantized.
- *
- * Mixes (the per-tensor choices llama.cpp's quantizer makes, as users know
- * them; "more bits" layers are the first and last eighth of the layers and
- * every third one between, llama.cpp's use_more_bits):
- *
- *   f16, bf16, q8_0  every matrix that type
- *   q4_0, q4_1,      that type; output.weight Q6_K
- *   q5_0, q5_1
- *   q6_k             Q6_K
- *   q4_k_m           Q4_K; output.weight, and attn_v / ffn_down of the
- *                    "more bits" layers, Q6_K
- *   q5_k_m           Q5_K; the same tensors Q6_K
- *   q3_k_s           Q3_K; output.weight Q6_K
- *   q3_k_m           Q3_K; attn_v, ffn_down and attn_output Q4_K, except
- *                    attn_v of the first two layers and ffn_down of the
- *                    first sixteenth, Q5_K; output.weight Q6_K
- *   q3_k_l           Q3_K; attn_v, ffn_down and attn_output Q5_K;
- *                    output.weight Q6_K
- *   q2_k             Q2_K; attn_v, ffn_down and attn_output Q3_K;
- *                    output.weight Q6_K
- *   iq4_nl, iq4_xs   that type; output.weight Q6_K
- *
- * With tied embeddings (no output.weight) token_embd.weight takes
- * output.weight's type.  A K-quant needs rows that are a multiple of 256:
- * a tensor whose rows are not falls back as llama.cpp does (Q4_K -> Q5_0,
- * Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K and IQ4_XS -> IQ4_NL); a 32-block
- * type on rows not a multiple of 32 leaves the tensor F16.
+ * mixes).  1-D tensors (norms) are copied as they are.  Each 2-D tensor
+ * gets the type tools/quantize_mix.c picks for it (the mix, then the
+ * command line's overrides): a tensor already of that type is copied byte
+ * for byte; any other is converted to f32 (gguf_tensor_to_f32) and then to
+ * that type (gguf_tensor_from_f32).  Converting a tensor that is already
+ * quantized to another quantized type loses more than quantizing from the
+ * 16- or 32-bit original, so, as llama.cpp's quantizer does, it is refused
+ * unless --allow-requantize says otherwise (16-bit targets are always
+ * allowed).
  *
  * --threads N (default: the online CPUs) converts each tensor's rows on N
  * threads, a chunk of rows at a time; every block is quantized on its own,
- * so the output is the same bytes for any N.
+ * so the output is the same bytes for any N.  --dry-run picks the types and
+ * prints the summary without converting or writing anything.
  *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
  */
@@ -54,142 +34,61 @@
 #include "folio/gguf.h"
 #include "folio/pool.h"
 #include "folio_cmds.h"
-
-/* T(x): the mix's type for that tensor; NONE: no such rule */
-#define T(x) ((int)GGUF_TENSOR_##x)
-#define NONE (-1)
-
-struct mix {
-    const char *name;
-    int base, output;
-    int attn_v, ffn_down, attn_out; /* the layers' other tensors: base */
-    int more_bits;                  /* attn_v / ffn_down of the "more bits" layers */
-    int early;                      /* attn_v of layers 0-1, ffn_down of the first 16th */
-    uint32_t file_type;             /* llama.cpp's enum llama_ftype */
-};
-
-// clang-format off
-static const struct mix mixes[] = {
-    /* name       base       output     attn_v     ffn_down   attn_out   more_bits  early */
-    {"f16",     T(F16),    T(F16),    T(F16),    T(F16),    T(F16),    NONE,      NONE,      1},
-    {"bf16",    T(BF16),   T(BF16),   T(BF16),   T(BF16),   T(BF16),   NONE,      NONE,      32},
-    {"q8_0",    T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   NONE,      NONE,      7},
-    {"q4_0",    T(Q4_0),   T(Q6_K),   T(Q4_0),   T(Q4_0),   T(Q4_0),   NONE,      NONE,      2},
-    {"q4_1",    T(Q4_1),   T(Q6_K),   T(Q4_1),   T(Q4_1),   T(Q4_1),   NONE,      NONE,      3},
-    {"q5_0",    T(Q5_0),   T(Q6_K),   T(Q5_0),   T(Q5_0),   T(Q5_0),   NONE,      NONE,      8},
-    {"q5_1",    T(Q5_1),   T(Q6_K),   T(Q5_1),   T(Q5_1),   T(Q5_1),   NONE,      NONE,      9},
-    {"q2_k",    T(Q2_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      10},
-    {"q3_k_s",  T(Q3_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      11},
-    {"q3_k_m",  T(Q3_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      T(Q5_K),   12},
-    {"q3_k_l",  T(Q3_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      13},
-    {"q4_k_m",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   T(Q6_K),   NONE,      15},
-    {"q5_k_m",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   T(Q6_K),   NONE,      17},
-    {"q6_k",    T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   NONE,      NONE,      18},
-    {"iq4_nl",  T(IQ4_NL), T(Q6_K),   T(IQ4_NL), T(IQ4_NL), T(IQ4_NL), NONE,      NONE,      25},
-    {"iq4_xs",  T(IQ4_XS), T(Q6_K),   T(IQ4_XS), T(IQ4_XS), T(IQ4_XS), NONE,      NONE,      30},
-};
-// clang-format on
-
-#define TYPE_NAMES                                                                                 \
-    "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k_s|q3_k_m|q3_k_l|q4_k_m|q5_k_m|q6_k|iq4_nl|iq4_xs"
+#include "quantize_mix.h"
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: folio quantize IN.gguf OUT.gguf --type " TYPE_NAMES " [--threads N]\n"
-                 "\n"
-                 "Rewrites a GGUF model with its matrices (2-D tensors) in another type; keys\n"
-                 "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
-                 "  f16, bf16, q8_0  every matrix that type\n"
-                 "  q4_0, q4_1,      that type, output.weight Q6_K\n"
-                 "  q5_0, q5_1\n"
-                 "  q6_k             every matrix Q6_K\n"
-                 "  q4_k_m           Q4_K; Q6_K for output.weight and for attn_v and ffn_down\n"
-                 "                   of the first and last eighth of the layers and every\n"
-                 "                   third layer between (llama.cpp's choice)\n"
-                 "  q5_k_m           as q4_k_m with Q5_K in place of Q4_K\n"
-                 "  q3_k_s           Q3_K; output.weight Q6_K\n"
-                 "  q3_k_m           Q3_K; Q4_K for attn_v, ffn_down and attn_output (Q5_K for\n"
-                 "                   attn_v of the first two layers and ffn_down of the first\n"
-                 "                   sixteenth); output.weight Q6_K\n"
-                 "  q3_k_l           Q3_K; Q5_K for attn_v, ffn_down and attn_output;\n"
-                 "                   output.weight Q6_K\n"
-                 "  q2_k             Q2_K; Q3_K for attn_v, ffn_down and attn_output;\n"
-                 "                   output.weight Q6_K\n"
-                 "  iq4_nl, iq4_xs   that type, output.weight Q6_K\n"
-                 "Tied embeddings: token_embd.weight takes output.weight's type.  Rows that\n"
-                 "are not a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and\n"
-                 "Q6_K to Q8_0, and Q2_K, Q3_K and IQ4_XS to IQ4_NL (as llama.cpp does);\n"
-                 "rows not a multiple of 32 stay F16.\n"
-                 "--threads N: threads converting each tensor's rows (default: the online\n"
-                 "CPUs); the output is the same for any N.\n");
+    fprintf(
+        out,
+        "usage: folio quantize IN.gguf OUT.gguf --type MIX [--threads N] [--pure]\n"
+        "                      [--output-tensor-type TYPE] [--token-embedding-type TYPE]\n"
+        "                      [--leave-output-tensor] [--tensor-type PATTERN=TYPE]...\n"
+        "                      [--allow-requantize] [--dry-run]\n"
+        "\n"
+        "Rewrites a GGUF model with its matrices (2-D tensors) in other types; keys\n"
+        "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
+        "MIX (the per-tensor types llama.cpp's quantizer gives):\n"
+        "  f16, bf16, q8_0  every matrix that type\n"
+        "  q4_0, q4_1,      that type, output.weight Q6_K\n"
+        "  q5_0, q5_1\n"
+        "  q6_k             every matrix Q6_K\n"
+        "  q4_k_m           Q4_K; Q6_K for output.weight and for attn_v and ffn_down\n"
+        "                   of the first and last eighth of the layers and every\n"
+        "                   third layer between (llama.cpp's choice)\n"
+        "  q5_k_m           as q4_k_m with Q5_K in place of Q4_K\n"
+        "  q3_k_s           Q3_K; output.weight Q6_K\n"
+        "  q3_k_m           Q3_K; Q4_K for attn_v, ffn_down and attn_output (Q5_K for\n"
+        "                   attn_v of the first two layers and ffn_down of the first\n"
+        "                   sixteenth); output.weight Q6_K\n"
+        "  q3_k_l           Q3_K; Q5_K for attn_v, ffn_down and attn_output;\n"
+        "                   output.weight Q6_K\n"
+        "  q2_k             Q2_K; Q3_K for attn_v, ffn_down and attn_output;\n"
+        "                   output.weight Q6_K\n"
+        "  iq4_nl, iq4_xs   that type, output.weight Q6_K\n"
+        "Tied embeddings: token_embd.weight is the output matrix.  Rows that are not\n"
+        "a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and Q6_K to\n"
+        "Q8_0, and Q2_K, Q3_K and IQ4_XS to IQ4_NL (as llama.cpp does); rows not a\n"
+        "multiple of 32 stay F16.\n"
+        "Options (TYPE: %s):\n"
+        "  --threads N                 threads converting each tensor's rows\n"
+        "                              (default: the online CPUs); the same bytes for any N\n"
+        "  --pure                      every matrix the mix's base type, output included\n"
+        "  --output-tensor-type TYPE   the output matrix's type\n"
+        "  --token-embedding-type TYPE token_embd.weight's type\n"
+        "  --leave-output-tensor       the output matrix keeps its type\n"
+        "  --tensor-type PATTERN=TYPE  matrices whose name matches PATTERN (POSIX\n"
+        "                              extended regex, anywhere in the name) get TYPE;\n"
+        "                              repeatable, the first match wins, over all of the above\n"
+        "  --allow-requantize          convert matrices that are already quantized\n"
+        "                              (refused otherwise: it loses more than quantizing\n"
+        "                              from the original)\n"
+        "  --dry-run                   print the summary; convert and write nothing\n",
+        quant_type_names);
 }
 
-static bool more_bits(int64_t layer, int64_t n_layers)
+static bool is_float(enum gguf_tensor_type t)
 {
-    return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
-}
-
-static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
-{
-    if (gguf_tensor_block(t) == 256 && row % 256) {
-        switch (t) {
-        case GGUF_TENSOR_Q4_K:
-            t = GGUF_TENSOR_Q5_0;
-            break;
-        case GGUF_TENSOR_Q5_K:
-            t = GGUF_TENSOR_Q5_1;
-            break;
-        case GGUF_TENSOR_Q2_K:
-        case GGUF_TENSOR_Q3_K:
-        case GGUF_TENSOR_IQ4_XS:
-            t = GGUF_TENSOR_IQ4_NL;
-            break;
-        default:
-            t = GGUF_TENSOR_Q8_0;
-            break;
-        }
-    }
-    if (row % gguf_tensor_block(t))
-        t = GGUF_TENSOR_F16;
-    return t;
-}
-
-static enum gguf_tensor_type pick(const struct mix *mx, const char *name, int64_t row,
-                                  int64_t n_layers, bool has_output)
-{
-    int t = mx->base, layer = -1, off = 0;
-    if (!strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight"))) {
-        t = mx->output;
-    } else if (sscanf(name, "blk.%d.%n", &layer, &off) == 1 && off > 0) {
-        const char *rest = name + off;
-        const bool v = !strcmp(rest, "attn_v.weight"), down = !strcmp(rest, "ffn_down.weight");
-        if (v || down) {
-            t = v ? mx->attn_v : mx->ffn_down;
-            if (mx->more_bits != NONE && more_bits(layer, n_layers))
-                t = mx->more_bits;
-            if (mx->early != NONE && (v ? layer < 2 : layer < n_layers / 16))
-                t = mx->early;
-        } else if (!strcmp(rest, "attn_output.weight")) {
-            t = mx->attn_out;
-        }
-    }
-    return fallback((enum gguf_tensor_type)t, row);
-}
-
-static int64_t block_count(const gguf_file_t *f)
-{
-    int64_t a = gguf_find_key(f, "general.architecture");
-    const char *arch;
-    size_t len;
-    char key[128];
-    int64_t n = 0;
-    if (a < 0 || gguf_get_str(f, a, &arch, &len) || len > 64)
-        return 0;
-    snprintf(key, sizeof(key), "%.*s.block_count", (int)len, arch);
-    int64_t k = gguf_find_key(f, key);
-    if (k < 0 || gguf_get_i64(f, k, &n))
-        return 0;
-    return n;
+    return t == GGUF_TENSOR_F32 || t == GGUF_TENSOR_F16 || t == GGUF_TENSOR_BF16;
 }
 
 /* One tensor's conversion, shared by the pool's threads: each takes the
@@ -236,71 +135,177 @@ static int convert(pool_t *pool, enum gguf_tensor_type t, const float *src, void
     return atomic_load(&j.rc);
 }
 
-int cmd_quantize(int argc, char **argv)
+static int64_t block_count(const gguf_file_t *f)
 {
-    const char *in = NULL, *out = NULL, *type = NULL;
-    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t a = gguf_find_key(f, "general.architecture");
+    const char *arch;
+    size_t len;
+    char key[128];
+    int64_t n = 0;
+    if (a < 0 || gguf_get_str(f, a, &arch, &len) || len > 64)
+        return 0;
+    snprintf(key, sizeof(key), "%.*s.block_count", (int)len, arch);
+    int64_t k = gguf_find_key(f, key);
+    if (k < 0 || gguf_get_i64(f, k, &n))
+        return 0;
+    return n;
+}
+
+/* Parses the command line into o (and the rest); 0, or 2 after a message. */
+static int parse_args(int argc, char **argv, struct quant_opts *o, const char **in,
+                      const char **out, long *threads, bool *allow_requant, bool *dry_run)
+{
+    const char *mix = NULL;
+    char err[512];
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
-            type = argv[++i];
-        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            threads = strtol(argv[++i], &end, 10);
-            if (errno || end == argv[i] || *end || threads < 1 || threads > 1024) {
-                fprintf(stderr, "folio quantize: --threads must be 1..1024, not '%s'\n", argv[i]);
+            exit(0);
+        } else if (!strcmp(a, "--pure")) {
+            o->pure = true;
+        } else if (!strcmp(a, "--leave-output-tensor")) {
+            o->leave_output = true;
+        } else if (!strcmp(a, "--allow-requantize")) {
+            *allow_requant = true;
+        } else if (!strcmp(a, "--dry-run")) {
+            *dry_run = true;
+        } else if (!strcmp(a, "--type") || !strcmp(a, "--threads") ||
+                   !strcmp(a, "--output-tensor-type") || !strcmp(a, "--token-embedding-type") ||
+                   !strcmp(a, "--tensor-type")) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "folio quantize: %s needs a value\n", a);
                 return 2;
             }
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "folio quantize: unknown argument '%s'\n", argv[i]);
+            const char *v = argv[++i];
+            if (!strcmp(a, "--type")) {
+                mix = v;
+            } else if (!strcmp(a, "--threads")) {
+                char *end;
+                errno = 0;
+                *threads = strtol(v, &end, 10);
+                if (errno || end == v || *end || *threads < 1 || *threads > 1024) {
+                    fprintf(stderr, "folio quantize: --threads must be 1..1024, not '%s'\n", v);
+                    return 2;
+                }
+            } else if (!strcmp(a, "--tensor-type")) {
+                if (quant_opts_add_override(o, v, err, sizeof(err))) {
+                    fprintf(stderr, "folio quantize: %s\n", err);
+                    return 2;
+                }
+            } else {
+                int *t = !strcmp(a, "--output-tensor-type") ? &o->output_type : &o->embd_type;
+                if ((*t = quant_type_parse(v)) == QUANT_TYPE_NONE) {
+                    fprintf(stderr, "folio quantize: %s must be one of %s, not '%s'\n", a,
+                            quant_type_names, v);
+                    return 2;
+                }
+            }
+        } else if (a[0] == '-') {
+            fprintf(stderr, "folio quantize: unknown argument '%s'\n", a);
             usage(stderr);
             return 2;
-        } else if (!in) {
-            in = argv[i];
-        } else if (!out) {
-            out = argv[i];
+        } else if (!*in) {
+            *in = a;
+        } else if (!*out) {
+            *out = a;
         } else {
-            usage(stderr);
+            fprintf(stderr, "folio quantize: one IN.gguf and one OUT.gguf, not also '%s'\n", a);
             return 2;
         }
     }
-    const struct mix *mx = NULL;
-    for (size_t i = 0; type && i < FOLIO_ARRAY_LEN(mixes); i++)
-        if (!strcasecmp(type, mixes[i].name))
-            mx = &mixes[i];
-    if (!in || !out || !mx) {
-        fprintf(stderr, "folio quantize: %s\n",
-                !in || !out ? "IN.gguf and OUT.gguf are required"
-                            : "--type must be one of " TYPE_NAMES);
+    if (!*in || !*out) {
+        fprintf(stderr, "folio quantize: IN.gguf and OUT.gguf are required\n");
         usage(stderr);
         return 2;
+    }
+    if (!(o->mix = quant_mix_find(mix))) {
+        fprintf(stderr, "folio quantize: --type must be one of %s%s%s%s\n", quant_mix_names,
+                mix ? ", not '" : "", mix ? mix : "", mix ? "'" : "");
+        return 2;
+    }
+    return 0;
+}
+
+static void print_summary(const char *out, bool dry_run, int64_t nt, const int *counts,
+                          uint64_t bytes_in, uint64_t bytes_out)
+{
+    printf("%s%s: %" PRId64 " tensors:", out, dry_run ? " (dry run, nothing written)" : "", nt);
+    for (int t = 0; t < 64; t++)
+        if (counts[t])
+            printf(" %s x %d", gguf_tensor_type_name((enum gguf_tensor_type)t), counts[t]);
+    printf("; %.2f MiB of tensor data (the input's %.2f MiB)\n", (double)bytes_out / 1048576.0,
+           (double)bytes_in / 1048576.0);
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    struct quant_opts o = {.output_type = QUANT_TYPE_NONE, .embd_type = QUANT_TYPE_NONE};
+    const char *in = NULL, *out = NULL;
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    bool allow_requant = false, dry_run = false;
+    int rc = parse_args(argc, argv, &o, &in, &out, &threads, &allow_requant, &dry_run);
+    if (rc) {
+        quant_opts_free(&o);
+        return rc;
     }
 
     char err[512];
     gguf_file_t *f = NULL;
     gguf_writer_t *w = NULL;
     pool_t *pool = NULL;
-    int rc = gguf_open(in, &f, err, sizeof(err));
-    if (rc) {
-        fprintf(stderr, "folio quantize: %s\n", err);
-        return 1;
-    }
-    if ((rc = pool_new((int)FOLIO_MAX(1, threads), &pool))) {
-        fprintf(stderr, "folio quantize: cannot start %ld threads: %s\n", threads, strerror(-rc));
-        gguf_close(f);
-        return 1;
-    }
-    const int64_t nt = gguf_n_tensors(f), n_layers = block_count(f);
-    void **bufs = folio_calloc((size_t)nt + 1, sizeof(void *));
+    void **bufs = NULL;
+    enum gguf_tensor_type *to = NULL;
     float *tmp = NULL;
-    int counts[64] = {0};
+    int64_t nt = 0;
     err[0] = 0;
-    if (!bufs || (rc = gguf_writer_new(&w)))
+    if ((rc = gguf_open(in, &f, err, sizeof(err))))
+        goto fail;
+    nt = gguf_n_tensors(f);
+    const int64_t n_layers = block_count(f);
+    const bool has_output = gguf_find_tensor(f, "output.weight") >= 0;
+    bufs = folio_calloc((size_t)nt + 1, sizeof(void *));
+    to = folio_calloc((size_t)nt + 1, sizeof(*to));
+    if (!bufs || !to) {
+        rc = -ENOMEM;
         goto oom;
-    bool is_quant = mx->base != T(F16) && mx->base != T(BF16);
+    }
+
+    /* Every tensor's type first, so a refusal or a dry run costs nothing. */
+    int counts[64] = {0};
+    uint64_t bytes_in = 0, bytes_out = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        struct gguf_tensor_info ti;
+        gguf_tensor_get(f, i, &ti);
+        int64_t n = 1;
+        for (int d = 0; d < ti.n_dims; d++)
+            n *= ti.ne[d];
+        to[i] = ti.n_dims < 2 ? ti.type
+                              : quant_pick(&o, ti.name, ti.ne[0], ti.type, n_layers, has_output);
+        if (to[i] != ti.type && !is_float(ti.type) && !is_float(to[i]) && !allow_requant) {
+            snprintf(err, sizeof(err),
+                     "%s: tensor '%s' is %s already; converting it to %s loses more than "
+                     "quantizing the 16- or 32-bit original (pass --allow-requantize to do it "
+                     "anyway)",
+                     in, ti.name, gguf_tensor_type_name(ti.type), gguf_tensor_type_name(to[i]));
+            rc = -EINVAL;
+            goto fail;
+        }
+        counts[to[i]]++;
+        bytes_in += ti.nbytes;
+        bytes_out += gguf_tensor_nbytes(to[i], n);
+    }
+    if (dry_run) {
+        print_summary(out, true, nt, counts, bytes_in, bytes_out);
+        goto out;
+    }
+
+    if ((rc = pool_new((int)threads, &pool))) {
+        snprintf(err, sizeof(err), "cannot start %ld threads: %s", threads, strerror(-rc));
+        goto fail;
+    }
+    if ((rc = gguf_writer_new(&w)))
+        goto oom;
     for (int64_t i = 0; i < gguf_n_keys(f); i++) {
         const char *k = gguf_key_name(f, i);
         if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version"))
@@ -308,47 +313,39 @@ int cmd_quantize(int argc, char **argv)
         if ((rc = gguf_w_copy_key(w, f, i)))
             goto oom;
     }
-    if ((rc = gguf_w_u32(w, "general.file_type", mx->file_type)) ||
-        (is_quant && (rc = gguf_w_u32(w, "general.quantization_version", 2))))
+    if ((rc = gguf_w_u32(w, "general.file_type", quant_mix_file_type(o.mix))) ||
+        (quant_mix_is_quantized(o.mix) && (rc = gguf_w_u32(w, "general.quantization_version", 2))))
         goto oom;
-    const bool has_output = gguf_find_tensor(f, "output.weight") >= 0;
     for (int64_t i = 0; i < nt; i++) {
         struct gguf_tensor_info ti;
         gguf_tensor_get(f, i, &ti);
         int64_t n = 1;
         for (int d = 0; d < ti.n_dims; d++)
             n *= ti.ne[d];
-        if (ti.n_dims < 2) {
-            rc = gguf_w_tensor(w, ti.name, ti.type, ti.n_dims, ti.ne, ti.data);
-            counts[ti.type]++;
-        } else {
-            const enum gguf_tensor_type t = pick(mx, ti.name, ti.ne[0], n_layers, has_output);
-            folio_free(tmp);
-            tmp = folio_malloc((size_t)n * sizeof(float));
-            bufs[i] = folio_malloc(gguf_tensor_nbytes(t, n));
-            if (!tmp || !bufs[i]) {
-                rc = -ENOMEM;
+        if (to[i] == ti.type) { /* as it is */
+            if ((rc = gguf_w_tensor(w, ti.name, ti.type, ti.n_dims, ti.ne, ti.data)))
                 goto oom;
-            }
-            if ((rc = gguf_tensor_to_f32(ti.type, ti.data, tmp, n)) ||
-                (rc = convert(pool, t, tmp, bufs[i], n, ti.ne[0]))) {
-                snprintf(err, sizeof(err), "%s: tensor '%s': cannot convert %s to %s", in, ti.name,
-                         gguf_tensor_type_name(ti.type), gguf_tensor_type_name(t));
-                goto fail;
-            }
-            rc = gguf_w_tensor(w, ti.name, t, ti.n_dims, ti.ne, bufs[i]);
-            counts[t]++;
+            continue;
         }
-        if (rc)
+        folio_free(tmp);
+        tmp = folio_malloc((size_t)n * sizeof(float));
+        bufs[i] = folio_malloc(gguf_tensor_nbytes(to[i], n));
+        if (!tmp || !bufs[i]) {
+            rc = -ENOMEM;
+            goto oom;
+        }
+        if ((rc = gguf_tensor_to_f32(ti.type, ti.data, tmp, n)) ||
+            (rc = convert(pool, to[i], tmp, bufs[i], n, ti.ne[0]))) {
+            snprintf(err, sizeof(err), "%s: tensor '%s': cannot convert %s to %s", in, ti.name,
+                     gguf_tensor_type_name(ti.type), gguf_tensor_type_name(to[i]));
+            goto fail;
+        }
+        if ((rc = gguf_w_tensor(w, ti.name, to[i], ti.n_dims, ti.ne, bufs[i])))
             goto oom;
     }
     if ((rc = gguf_writer_write(w, out, err, sizeof(err))))
         goto fail;
-    printf("%s: %" PRId64 " tensors:", out, nt);
-    for (int t = 0; t < 64; t++)
-        if (counts[t])
-            printf(" %s x %d", gguf_tensor_type_name((enum gguf_tensor_type)t), counts[t]);
-    printf("\n");
+    print_summary(out, false, nt, counts, bytes_in, bytes_out);
     goto out;
 oom:
     snprintf(err, sizeof(err), "%s: cannot build the output: %s", out, strerror(-rc));
@@ -358,9 +355,11 @@ out:
     for (int64_t i = 0; bufs && i < nt; i++)
         folio_free(bufs[i]);
     folio_free(bufs);
+    folio_free(to);
     folio_free(tmp);
     gguf_writer_free(w);
     gguf_close(f);
     pool_free(pool);
+    quant_opts_free(&o);
     return rc ? 1 : 0;
 }

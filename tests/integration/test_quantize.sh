@@ -2,7 +2,13 @@
 # folio quantize as a user runs it (no daemon): every --type writes a file
 # `folio eval` loads and runs, and the same bytes whatever --threads says
 # (each block is quantized on its own, whichever thread takes its rows);
-# bad arguments exit 2 with a message, a missing input exits 1 naming it.
+# the overrides (--pure, --output-tensor-type, --token-embedding-type,
+# --leave-output-tensor, --tensor-type) give the types they say, counted
+# by --dry-run's summary (tiny: 8 layers of 7 matrices whose ffn_down rows,
+# 1376, are not a multiple of 256, token_embd and output, 17 norms);
+# a quantized tensor is copied when its type stays and not requantized
+# without --allow-requantize; bad arguments exit 2 with a message, a
+# missing input exits 1 naming it.
 . "$SRCDIR/lib.sh"
 LOG=$T/quantize.log
 "$FOLIO" gen-model --preset tiny --seed 5 -o "$T/in.gguf"
@@ -19,6 +25,38 @@ for t in f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_m q5_k
   ok "$t: same bytes on 1 and 3 threads, eval runs it"
 done
 
+summary() { # summary WANT ARGS...: --dry-run's type counts are WANT
+  local want=$1
+  shift
+  "$FOLIO" quantize "$T/in.gguf" "$T/c.gguf" "$@" --dry-run >"$LOG" 2>&1 || fail "$*: $(cat "$LOG")"
+  grep -qF "tensors: $want;" "$LOG" || fail "$*: want '$want' in: $(cat "$LOG")"
+  [ ! -e "$T/c.gguf" ] || fail "$*: --dry-run wrote a file"
+  ok "$*: $want"
+}
+summary "F32 x 17 Q5_0 x 4 Q8_0 x 4 Q4_K x 45 Q6_K x 5" --type q4_k_m
+summary "F32 x 17 Q5_0 x 8 Q4_K x 50" --type q4_k_m --pure
+summary "F32 x 17 F16 x 1 Q4_0 x 16 Q8_0 x 41" --type q8_0 --tensor-type 'ffn_(gate|up)=q4_0' \
+  --output-tensor-type f16
+summary "F32 x 18 Q8_0 x 56 Q6_K x 1" --type q8_0 --token-embedding-type q6_k --leave-output-tensor
+summary "F32 x 17 Q8_0 x 2 IQ4_NL x 56" --type iq4_xs --output-tensor-type q8_0 \
+  --tensor-type 'blk\.=iq4_nl' --tensor-type 'ffn=f16' --token-embedding-type q8_0
+summary "F32 x 17 Q8_0 x 9 Q6_K x 49" --type q6_k --tensor-type 'token=q8_0'
+
+# a file's own types are kept byte for byte, and not requantized unasked
+"$FOLIO" quantize "$T/in.gguf" "$T/k.gguf" --type q4_k_m >/dev/null
+"$FOLIO" quantize "$T/k.gguf" "$T/k2.gguf" --type q4_k_m >"$LOG" 2>&1 || fail "$(cat "$LOG")"
+cmp -s "$T/k.gguf" "$T/k2.gguf" || fail "q4_k_m of a q4_k_m file changed it"
+rc=0
+"$FOLIO" quantize "$T/k.gguf" "$T/c.gguf" --type q4_0 >"$LOG" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -qF "is Q4_K already" "$LOG" && grep -qF -- "--allow-requantize" "$LOG" ||
+  fail "requantize: exit $rc, $(cat "$LOG")"
+[ ! -e "$T/c.gguf" ] || fail "a refused requantize wrote a file"
+"$FOLIO" quantize "$T/k.gguf" "$T/c.gguf" --type q4_0 --allow-requantize >"$LOG" 2>&1 ||
+  fail "--allow-requantize: $(cat "$LOG")"
+"$FOLIO" quantize "$T/k.gguf" "$T/c.gguf" --type f16 >"$LOG" 2>&1 || fail "to f16: $(cat "$LOG")"
+rm -f "$T/c.gguf"
+ok "same type copied, requantizing refused without --allow-requantize"
+
 usage_error() { # usage_error NEEDLE ARGS...
   local needle=$1 rc=0
   shift
@@ -30,6 +68,12 @@ usage_error() { # usage_error NEEDLE ARGS...
 usage_error "--threads must be 1..1024, not '0'" "$T/in.gguf" "$T/c.gguf" --type q8_0 --threads 0
 usage_error "--threads must be 1..1024, not 'x'" "$T/in.gguf" "$T/c.gguf" --type q8_0 --threads x
 usage_error "--type must be one of" "$T/in.gguf" "$T/c.gguf" --type q9_9
+usage_error "bad pattern" "$T/in.gguf" "$T/c.gguf" --type q8_0 --tensor-type 'ffn_(=q4_0'
+usage_error "the type must be one of" "$T/in.gguf" "$T/c.gguf" --type q8_0 --tensor-type ffn=q9
+usage_error "--output-tensor-type must be one of" "$T/in.gguf" "$T/c.gguf" --type q8_0 \
+  --output-tensor-type q4_k_m
+usage_error "--output-tensor-type needs a value" "$T/in.gguf" "$T/c.gguf" --type q8_0 \
+  --output-tensor-type
 rc=0
 "$FOLIO" quantize "$T/none.gguf" "$T/c.gguf" --type q8_0 >"$LOG" 2>&1 || rc=$?
 [ "$rc" = 1 ] && grep -qF "$T/none.gguf" "$LOG" || fail "missing input: exit $rc, $(cat "$LOG")"
