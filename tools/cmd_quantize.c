@@ -135,6 +135,14 @@ static int convert(pool_t *pool, enum gguf_tensor_type t, const float *src, void
     return atomic_load(&j.rc);
 }
 
+static int64_t n_elems(const struct gguf_tensor_info *ti)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ti->n_dims; d++)
+        n *= ti->ne[d];
+    return n;
+}
+
 static int64_t block_count(const gguf_file_t *f)
 {
     int64_t a = gguf_find_key(f, "general.architecture");
@@ -277,9 +285,7 @@ int cmd_quantize(int argc, char **argv)
     for (int64_t i = 0; i < nt; i++) {
         struct gguf_tensor_info ti;
         gguf_tensor_get(f, i, &ti);
-        int64_t n = 1;
-        for (int d = 0; d < ti.n_dims; d++)
-            n *= ti.ne[d];
+        const int64_t n = n_elems(&ti);
         to[i] = ti.n_dims < 2 ? ti.type
                               : quant_pick(&o, ti.name, ti.ne[0], ti.type, n_layers, has_output);
         if (to[i] != ti.type && !is_float(ti.type) && !is_float(to[i]) && !allow_requant) {
@@ -319,9 +325,7 @@ int cmd_quantize(int argc, char **argv)
     for (int64_t i = 0; i < nt; i++) {
         struct gguf_tensor_info ti;
         gguf_tensor_get(f, i, &ti);
-        int64_t n = 1;
-        for (int d = 0; d < ti.n_dims; d++)
-            n *= ti.ne[d];
+        const int64_t n = n_elems(&ti);
         if (to[i] == ti.type) { /* as it is */
             if ((rc = gguf_w_tensor(w, ti.name, ti.type, ti.n_dims, ti.ne, ti.data)))
                 goto oom;
