@@ -708,25 +708,6 @@ static inline __attribute__((always_inline)) void tile_k(const int MR, const boo
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-/* the tiles of 1..KMR rows of X: r8_* Q4_K_R8, r5_* Q5_K_R8 */
-#define TILE_K_FNS(mr)                                                                             \
-    static void r8_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
-                        float *Y, int64_t ldy, float beta)                                         \
-    {                                                                                              \
-        (void)first; /* the K-quant tiles prefetch on every pass */                                \
-        tile_k(mr, false, G, nb, X, xs, Y, ldy, beta);                                             \
-    }                                                                                              \
-    static void r5_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
-                        float *Y, int64_t ldy, float beta)                                         \
-    {                                                                                              \
-        (void)first;                                                                               \
-        tile_k(mr, true, G, nb, X, xs, Y, ldy, beta);                                              \
-    }
-TILE_K_FNS(1)
-TILE_K_FNS(2)
-TILE_K_FNS(3)
-TILE_K_FNS(4)
-
 /* A tile of a load-time layout: MR rows of X (xs bytes apart) by the
  * group G of eight weight rows, nb blocks: Y[m][0..8) (ldy apart), added
  * to what is there when beta != 0.  first: the first pass of X over the
@@ -771,11 +752,34 @@ static inline __attribute__((always_inline)) void gemm_groups(const group_fn *fn
     }
 }
 
-void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[KMR] = {r8_1, r8_2, r8_3, r8_4};
-    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+/* The product of one layout of rows in eights: its tiles of 1..4 rows of X
+ * (name_1 .. name_4: TILE(mr, first, G, nb, X, xs, Y, ldy, beta) with mr
+ * a constant, so each height is compiled on its own and keeps its sums in
+ * registers) and quant__gemm_<name>_avx2 over them, blocks of blk
+ * elements.  MR is the layout's tallest tile, which must be
+ * GROUP_MR_MAX. */
+#define GROUP_TILE_FN(name, TILE, mr)                                                              \
+    static void name##_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, \
+                            float *Y, int64_t ldy, float beta)                                     \
+    {                                                                                              \
+        (void)first; /* the tiles that prefetch on every pass do not look at it */                 \
+        TILE(mr, first, G, nb, X, xs, Y, ldy, beta);                                               \
+    }
+#define GROUP_GEMM(name, TILE, MR, blk)                                                            \
+    _Static_assert((MR) == GROUP_MR_MAX, #name ": tiles of 1..4 rows");                            \
+    GROUP_TILE_FN(name, TILE, 1)                                                                   \
+    GROUP_TILE_FN(name, TILE, 2)                                                                   \
+    GROUP_TILE_FN(name, TILE, 3)                                                                   \
+    GROUP_TILE_FN(name, TILE, 4)                                                                   \
+    void quant__gemm_##name##_avx2(QUANT__GEMM_ARGS)                                               \
+    {                                                                                              \
+        static const group_fn fns[GROUP_MR_MAX] = {name##_1, name##_2, name##_3, name##_4};        \
+        gemm_groups(fns, GROUP_MR_MAX, blk, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);  \
+    }
+
+/* the K-quant tiles prefetch on every pass: first is not theirs */
+#define TILE_Q4_K_R8(mr, first, ...) tile_k(mr, false, __VA_ARGS__)
+GROUP_GEMM(q4_k_r8, TILE_Q4_K_R8, KMR, QK_K)
 
 /* ---- Q5_K_R8: eight Q5_K rows interleaved (model/quant_r8.c draws it) --- */
 
@@ -789,11 +793,8 @@ void quant__gemm_q4_k_r8_avx2(QUANT__GEMM_ARGS)
  * after loads 2-3.  Mins, scales and the accumulation as Q4_K_R8, so the
  * scalar kernel agrees bit for bit.
  */
-void quant__gemm_q5_k_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[KMR] = {r5_1, r5_2, r5_3, r5_4};
-    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+#define TILE_Q5_K_R8(mr, first, ...) tile_k(mr, true, __VA_ARGS__)
+GROUP_GEMM(q5_k_r8, TILE_Q5_K_R8, KMR, QK_K)
 
 /* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant_r8.c draws it) --- */
 
@@ -889,36 +890,8 @@ static inline __attribute__((always_inline)) void tile_r6(const int MR, const ui
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-static void r6_1(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r6(1, G, nb, X, xs, Y, ldy, beta);
-}
-static void r6_2(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r6(2, G, nb, X, xs, Y, ldy, beta);
-}
-static void r6_3(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r6(3, G, nb, X, xs, Y, ldy, beta);
-}
-static void r6_4(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, float *Y,
-                 int64_t ldy, float beta)
-{
-    (void)first; /* the K-quant tiles prefetch on every pass */
-    tile_r6(4, G, nb, X, xs, Y, ldy, beta);
-}
-
-void quant__gemm_q6_k_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[KMR] = {r6_1, r6_2, r6_3, r6_4};
-    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+#define TILE_Q6_K_R8(mr, first, ...) tile_r6(mr, __VA_ARGS__)
+GROUP_GEMM(q6_k_r8, TILE_Q6_K_R8, KMR, QK_K)
 
 /* ---- Q3_K_R8: eight Q3_K rows interleaved (model/quant_r8.c draws it) --- */
 
@@ -1036,23 +1009,8 @@ static inline __attribute__((always_inline)) void tile_r3(const int MR, const ui
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-#define TILE_R3_FN(mr)                                                                             \
-    static void r3_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
-                        float *Y, int64_t ldy, float beta)                                         \
-    {                                                                                              \
-        (void)first; /* the K-quant tiles prefetch on every pass */                                \
-        tile_r3(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
-    }
-TILE_R3_FN(1)
-TILE_R3_FN(2)
-TILE_R3_FN(3)
-TILE_R3_FN(4)
-
-void quant__gemm_q3_k_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[KMR] = {r3_1, r3_2, r3_3, r3_4};
-    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+#define TILE_Q3_K_R8(mr, first, ...) tile_r3(mr, __VA_ARGS__)
+GROUP_GEMM(q3_k_r8, TILE_Q3_K_R8, KMR, QK_K)
 
 /* ---- Q8_0_R8: eight Q8_0 rows interleaved (model/quant_r8.c draws it) --- */
 
@@ -1118,22 +1076,7 @@ static inline __attribute__((always_inline)) void tile_q8r8(const int MR, const 
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-#define Q8R8_FN(mr)                                                                                \
-    static void q8r8_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
-                          float *Y, int64_t ldy, float beta)                                       \
-    {                                                                                              \
-        tile_q8r8(mr, first, G, nb, X, xs, Y, ldy, beta);                                          \
-    }
-Q8R8_FN(1)
-Q8R8_FN(2)
-Q8R8_FN(3)
-Q8R8_FN(4)
-
-void quant__gemm_q8_0_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[Q8R_MR] = {q8r8_1, q8r8_2, q8r8_3, q8r8_4};
-    gemm_groups(fns, Q8R_MR, QK8_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+GROUP_GEMM(q8_0_r8, tile_q8r8, Q8R_MR, QK8_0)
 
 /* ---- Q4_0_R8 .. Q5_1_R8: the 32-blocks of four bits, rows in eights ---- */
 
@@ -1225,28 +1168,15 @@ tile_r0(const int MR, const bool q5, const bool asym, const bool pf, const uint8
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-/* the tiles of 1..Q0R_MR rows of X (name_1 .. name_4) and the product of
- * each of the four layouts */
-#define TILE_R0_FN(name, mr, q5, asym)                                                             \
-    static void name##_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs, \
-                            float *Y, int64_t ldy, float beta)                                     \
-    {                                                                                              \
-        tile_r0(mr, q5, asym, first, G, nb, X, xs, Y, ldy, beta);                                  \
-    }
-#define TILE_R0_FNS(name, q5, asym)                                                                \
-    TILE_R0_FN(name, 1, q5, asym)                                                                  \
-    TILE_R0_FN(name, 2, q5, asym)                                                                  \
-    TILE_R0_FN(name, 3, q5, asym)                                                                  \
-    TILE_R0_FN(name, 4, q5, asym)                                                                  \
-    void quant__gemm_##name##_avx2(QUANT__GEMM_ARGS)                                               \
-    {                                                                                              \
-        static const group_fn fns[Q0R_MR] = {name##_1, name##_2, name##_3, name##_4};              \
-        gemm_groups(fns, Q0R_MR, QK4_0, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);      \
-    }
-TILE_R0_FNS(q4_0_r8, false, false)
-TILE_R0_FNS(q5_0_r8, true, false)
-TILE_R0_FNS(q4_1_r8, false, true)
-TILE_R0_FNS(q5_1_r8, true, true)
+/* the four layouts' tiles: tile_r0(mr, q5, asym, first, ...) */
+#define TILE_Q4_0_R8(mr, ...) tile_r0(mr, false, false, __VA_ARGS__)
+#define TILE_Q5_0_R8(mr, ...) tile_r0(mr, true, false, __VA_ARGS__)
+#define TILE_Q4_1_R8(mr, ...) tile_r0(mr, false, true, __VA_ARGS__)
+#define TILE_Q5_1_R8(mr, ...) tile_r0(mr, true, true, __VA_ARGS__)
+GROUP_GEMM(q4_0_r8, TILE_Q4_0_R8, Q0R_MR, QK4_0)
+GROUP_GEMM(q5_0_r8, TILE_Q5_0_R8, Q0R_MR, QK4_0)
+GROUP_GEMM(q4_1_r8, TILE_Q4_1_R8, Q0R_MR, QK4_0)
+GROUP_GEMM(q5_1_r8, TILE_Q5_1_R8, Q0R_MR, QK4_0)
 
 /* ---- Q2_K_R8: eight Q2_K rows interleaved (model/quant_r8.c draws it) --- */
 
@@ -1352,23 +1282,8 @@ static inline __attribute__((always_inline)) void tile_r2(const int MR, const ui
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-#define TILE_R2_FN(mr)                                                                             \
-    static void r2_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,     \
-                        float *Y, int64_t ldy, float beta)                                         \
-    {                                                                                              \
-        (void)first; /* the K-quant tiles prefetch on every pass */                                \
-        tile_r2(mr, G, nb, X, xs, Y, ldy, beta);                                                   \
-    }
-TILE_R2_FN(1)
-TILE_R2_FN(2)
-TILE_R2_FN(3)
-TILE_R2_FN(4)
-
-void quant__gemm_q2_k_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[KMR] = {r2_1, r2_2, r2_3, r2_4};
-    gemm_groups(fns, KMR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+#define TILE_Q2_K_R8(mr, first, ...) tile_r2(mr, __VA_ARGS__)
+GROUP_GEMM(q2_k_r8, TILE_Q2_K_R8, KMR, QK_K)
 
 /* ---- IQ4_NL_R8, IQ4_XS_R8: codes into a table, rows in eights ---------- */
 
@@ -1520,35 +1435,10 @@ static inline __attribute__((always_inline)) void tile_iq4xs(const int MR, const
     store_r8(MR, acc, Y, ldy, beta);
 }
 
-/* the tiles of 1..IQ4R_MR rows of X: iqnl_* IQ4_NL_R8, iqxs_* IQ4_XS_R8 */
-#define TILE_IQ4_FNS(mr)                                                                           \
-    static void iqnl_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
-                          float *Y, int64_t ldy, float beta)                                       \
-    {                                                                                              \
-        tile_iq4nl(mr, first, G, nb, X, xs, Y, ldy, beta);                                         \
-    }                                                                                              \
-    static void iqxs_##mr(bool first, const uint8_t *G, int64_t nb, const uint8_t *X, size_t xs,   \
-                          float *Y, int64_t ldy, float beta)                                       \
-    {                                                                                              \
-        (void)first; /* prefetches on every pass, as the K-quant tiles */                          \
-        tile_iq4xs(mr, G, nb, X, xs, Y, ldy, beta);                                                \
-    }
-TILE_IQ4_FNS(1)
-TILE_IQ4_FNS(2)
-TILE_IQ4_FNS(3)
-TILE_IQ4_FNS(4)
-
-void quant__gemm_iq4_nl_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[IQ4R_MR] = {iqnl_1, iqnl_2, iqnl_3, iqnl_4};
-    gemm_groups(fns, IQ4R_MR, QK4_NL, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
-
-void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS)
-{
-    static const group_fn fns[IQ4R_MR] = {iqxs_1, iqxs_2, iqxs_3, iqxs_4};
-    gemm_groups(fns, IQ4R_MR, QK_K, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
-}
+GROUP_GEMM(iq4_nl_r8, tile_iq4nl, IQ4R_MR, QK4_NL)
+/* IQ4_XS_R8 prefetches on every pass, as the K-quant tiles */
+#define TILE_IQ4_XS_R8(mr, first, ...) tile_iq4xs(mr, __VA_ARGS__)
+GROUP_GEMM(iq4_xs_r8, TILE_IQ4_XS_R8, IQ4R_MR, QK_K)
 
 /* ---- activation rows ---------------------------------------------------- */
 
