@@ -19,8 +19,9 @@
  *     gu  [n][2F]     = xb · w_gate_upᵀ                  (one product: gate | up)
  *     gu[:, :F]       = silu(gate) * up                  (in place, row stride 2F)
  *     x  += gu[:, :F] · w_downᵀ                         (beta = 1, lda 2F)
- *   xs  [S][D]        = rmsnorm(x[last row of each sampling slice]) * out_norm
- *   logits [S][V]     = xs · outputᵀ                    (one product, sampled rows only)
+ *   xs  [L][D]        = rmsnorm(x[the logit rows]) * out_norm: the last row
+ *                       of each sampling slice, every row of an all_logits one
+ *   logits [L][V]     = xs · outputᵀ                    (one product, those rows only)
  *
  * Every product goes through the matmul layer (model/matmul.h), whose
  * weights the ctx registers, and so prepares, once at model_ctx_new in the
@@ -104,8 +105,8 @@ struct model_ctx {
     int32_t *tok_pos;       /* position of each token */
     int32_t *tok_slice;     /* slice of each token */
     struct attn_seq *aseqs; /* [max_slices] */
-    int32_t *sample_rows;   /* [max_slices] rows whose logits are wanted */
-    float *xs;              /* [max_slices][D] */
+    int32_t *sample_rows;   /* [max_logits] rows whose logits are wanted */
+    float *xs;              /* [max_logits][D] */
     double *inv_freq;       /* [d/2] base^(-2i/d) */
     double *rope_mix;       /* [d/2] YaRN's extrapolation share of angle i */
     double rope_fscale;     /* positions scale (1 / factor; 1 without scaling) */
@@ -524,11 +525,16 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         ctx->cfg.n_threads = 1;
     if (ctx->cfg.max_slices > ctx->cfg.max_tokens) /* a slice has at least one token */
         ctx->cfg.max_slices = ctx->cfg.max_tokens;
+    if (ctx->cfg.max_logits < ctx->cfg.max_slices)
+        ctx->cfg.max_logits = ctx->cfg.max_slices;
+    if (ctx->cfg.max_logits > ctx->cfg.max_tokens) /* a row per token at most */
+        ctx->cfg.max_logits = ctx->cfg.max_tokens;
     ctx->n_q = hp->n_heads * hp->head_dim;
     ctx->n_kv = hp->n_kv_heads * hp->head_dim;
     ctx->n_qkv = ctx->n_q + 2 * ctx->n_kv;
 
     const size_t T = (size_t)ctx->cfg.max_tokens, S = (size_t)ctx->cfg.max_slices;
+    const size_t R = (size_t)ctx->cfg.max_logits;
     const size_t D = (size_t)hp->dim, d = (size_t)hp->head_dim;
     /* float workspaces, each rounded to 16 floats (64 bytes) */
     const size_t sizes[] = {T * D,
@@ -538,7 +544,7 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
                             T * (size_t)ctx->n_q,
                             T * 2 * (size_t)hp->ffn_dim,
                             T * d,
-                            S * D};
+                            R * D};
     float **slots[] = {&ctx->x,   &ctx->xb, &ctx->qkv,     &ctx->q,
                        &ctx->att, &ctx->gu, &ctx->rope_cs, &ctx->xs};
     size_t total = 0;
@@ -549,7 +555,7 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     ctx->tok_pos = folio_malloc(T * sizeof(int32_t));
     ctx->tok_slice = folio_malloc(T * sizeof(int32_t));
     ctx->aseqs = folio_malloc(S * sizeof(struct attn_seq));
-    ctx->sample_rows = folio_malloc(S * sizeof(int32_t));
+    ctx->sample_rows = folio_malloc(R * sizeof(int32_t));
     ctx->inv_freq = folio_malloc(d / 2 * sizeof(double));
     ctx->rope_mix = folio_malloc(d / 2 * sizeof(double));
     if (!ctx->arena || !ctx->tok_pos || !ctx->tok_slice || !ctx->aseqs || !ctx->sample_rows ||
@@ -657,7 +663,7 @@ void model_ctx_free(model_ctx_t *ctx)
 
 /* Checks b against the ctx's limits and the model; fills the per-token
  * position/slice tables, the attention slices and the sampling rows.
- * Returns the number of sampling slices or -EINVAL. */
+ * Returns the number of logit rows or -EINVAL. */
 static int prepare(struct model_ctx *ctx, const struct model_batch *b)
 {
     const struct model_hparams *hp = &ctx->m->hp;
@@ -688,9 +694,14 @@ static int prepare(struct model_ctx *ctx, const struct model_batch *b)
         }
         ctx->aseqs[s] = (struct attn_seq){
             .q_row = row, .n_q = sl->n_tokens, .p0 = sl->first_pos, .block_table = sl->block_table};
+        const int32_t first = sl->all_logits ? row : row + sl->n_tokens - 1;
         row += sl->n_tokens;
-        if (sl->sample)
-            ctx->sample_rows[n_sample++] = row - 1;
+        if (!sl->sample && !sl->all_logits)
+            continue;
+        if (n_sample + (row - first) > ctx->cfg.max_logits)
+            return -EINVAL;
+        for (int32_t r = first; r < row; r++)
+            ctx->sample_rows[n_sample++] = r;
     }
     if (row != b->n_tokens)
         return -EINVAL;

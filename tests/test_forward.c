@@ -293,7 +293,8 @@ static void random_tokens(int32_t *t, int32_t n, int32_t vocab)
 /* Drives n_seqs sequences of lengths len[] through model_forward with
  * steps of random chunk sizes (chunk 0 = whole prompt at once, 1 = token by
  * token, else random in [1, chunk]), several sequences per batch, and
- * compares every sampled row with the reference.  Returns the max error. */
+ * compares every sampled row with the reference: a slice's last row, or
+ * (one slice in four: all_logits) every row.  Returns the max error. */
 static double run_paged_on(const struct model *m, const struct model *ref_m, enum model_matmul be,
                            enum folio_dtype dt, int32_t block_size, int32_t n_seqs,
                            const int32_t *len, int32_t chunk, int n_threads, int blas_threads)
@@ -317,6 +318,7 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
     model_ctx_t *ctx;
     struct model_ctx_config cfg = {.max_tokens = total,
                                    .max_slices = n_seqs,
+                                   .max_logits = total,
                                    .n_threads = n_threads,
                                    .blas_threads = blas_threads,
                                    .matmul = be,
@@ -328,7 +330,7 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
     int32_t *btok = malloc(sizeof(int32_t) * total);
     struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
     int32_t *sl_seq = malloc(sizeof(int32_t) * n_seqs);
-    float *logits = malloc(sizeof(float) * (size_t)n_seqs * V);
+    float *logits = malloc(sizeof(float) * (size_t)total * V);
     double worst = 0;
     for (;;) {
         struct model_batch b = {.tokens = btok, .slices = sl};
@@ -342,7 +344,8 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
             sl[b.n_slices] = (struct model_slice){.first_pos = done[s],
                                                   .n_tokens = c,
                                                   .block_table = arena_table(&a, s),
-                                                  .sample = rnd() % 8 != 0};
+                                                  .sample = rnd() % 8 != 0,
+                                                  .all_logits = rnd() % 4 == 0};
             sl_seq[b.n_slices++] = s;
             b.n_tokens += c;
             done[s] += c;
@@ -358,12 +361,14 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
         assert_int_equal(model_forward(ctx, &b, logits), 0);
         int32_t k = 0;
         for (int32_t i = 0; i < b.n_slices; i++) {
-            if (!sl[i].sample)
+            if (!sl[i].sample && !sl[i].all_logits)
                 continue;
-            int32_t s = sl_seq[i], pos = sl[i].first_pos + sl[i].n_tokens - 1;
-            double e = max_abs_diff(logits + (size_t)k * V, ref[s] + (size_t)pos * V, V);
-            worst = FOLIO_MAX(worst, e);
-            k++;
+            const int32_t s = sl_seq[i], last = sl[i].first_pos + sl[i].n_tokens - 1;
+            for (int32_t pos = sl[i].all_logits ? sl[i].first_pos : last; pos <= last; pos++) {
+                double e = max_abs_diff(logits + (size_t)k * V, ref[s] + (size_t)pos * V, V);
+                worst = FOLIO_MAX(worst, e);
+                k++;
+            }
         }
     }
     struct model_ctx_stats st;
@@ -623,6 +628,9 @@ static void test_invalid_batches(void **state)
     assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
     toks[2] = 3;
     assert_int_equal(model_forward(ctx, &ok, logits), 0);
+    sl[0].all_logits = true; /* 4 + 1 logit rows; max_logits is max_slices, 2 */
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    sl[0].all_logits = false;
 
     /* a ctx whose KV geometry does not match the model */
     struct pager_kv_view bad = a.kv;

@@ -142,6 +142,10 @@ struct model_slice {
     int32_t n_tokens;
     const int32_t *block_table;
     bool sample; /* produce logits for the slice's last token */
+    /* produce logits for every token of the slice, in order (perplexity,
+     * prompt log-probabilities); sample is then implied.  The batch's
+     * logit rows must fit the ctx's max_logits. */
+    bool all_logits;
 };
 
 /* tokens: [n_tokens] laid out slice after slice. */
@@ -175,6 +179,8 @@ int model_matmul_resolve(enum model_matmul want, enum model_matmul *out);
 struct model_ctx_config {
     int32_t max_tokens; /* largest batch in tokens */
     int32_t max_slices; /* largest batch in slices */
+    int32_t max_logits; /* most logit rows a batch may ask for (0 = max_slices;
+                           at most max_tokens): all_logits slices need more */
     int32_t n_threads;  /* compute threads, the caller's included (0 = 1) */
     /* false (default): each sgemm is split by output columns over the
      * ctx's threads, OpenBLAS single-threaded; true: sgemm is called from
@@ -203,8 +209,9 @@ int model_ctx_threads(const model_ctx_t *ctx);
  * ctx's thread only, never inside model_forward. */
 void model_ctx_run(model_ctx_t *ctx, pool_fn fn, void *arg);
 
-/* Runs one step.  logits: [number of sampling slices][n_vocab], in slice
- * order.  Never allocates.  -EINVAL for a batch beyond the ctx's limits. */
+/* Runs one step.  logits: [rows][n_vocab], in slice order: one row for a
+ * sampling slice (its last token), one per token for an all_logits slice.
+ * Never allocates.  -EINVAL for a batch beyond the ctx's limits. */
 int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits);
 
 /* Cumulative time a ctx spent, by kind of work, since model_ctx_new.
