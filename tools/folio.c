@@ -13,6 +13,8 @@ const struct folio_cmd folio_cmds[] = {
      "one completion from a running foliod (--stream prints as it arrives)"},
     {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
+    {"perplexity", cmd_perplexity,
+     "perplexity on a text; with --base, KL divergence from another model's predictions"},
     {"plan", cmd_plan, "KV-cache memory budget of a model (bytes per token, blocks, fit)"},
     {"quantize", cmd_quantize, "rewrite a GGUF model's matrices as F16, BF16, Q8_0 or K-quants"},
     {"sim", cmd_sim, "simulate the scheduler and pager on a request trace (no model)"},

@@ -1,0 +1,488 @@
+/*
+ * tools/cmd_perplexity.c — `folio perplexity`: how well a model predicts a
+ * text, and how far a quantized model's predictions moved from the
+ * original's.
+ *
+ *   folio perplexity --model FILE (--file TEXT | --tokens-file IDS) [--ctx N] [--chunks N]
+ *                    [--base FILE] [--threads N] [--kv-dtype T]
+ *                    [--base-kv-dtype T] [--matmul auto|openblas|onednn] [--json]
+ *
+ * The text is tokenized whole (the model's tokenizer, no special tokens;
+ * --tokens-file gives the ids instead, separated by commas or white space)
+ * and cut into chunks of --ctx tokens (default 512, at most the model's
+ * context); each chunk starts a fresh sequence whose first token is BOS
+ * where the model has one, as llama.cpp's perplexity tool does.  A chunk
+ * runs as two steps: its first half without logits, then its second half
+ * as an all_logits slice (model_forward), so every token of the second
+ * half is scored given at least half a context before it.  Token j's
+ * logits predict token j + 1: for n = --ctx, the n - n/2 - 1 predictions
+ * of tokens n/2 + 1 .. n - 1 are scored.
+ *
+ * Reported: the perplexity exp(mean NLL) with its standard error (from the
+ * NLLs' spread: exp(mean) * sd / sqrt(count - 1)), after every chunk and
+ * at the end, and how often the text's next token was the model's top one.
+ * With --base FILE (the same text through an original model,
+ * say the F32 file a quantized one came from): the mean KL divergence
+ * KL(base || model) per scored token with its standard error, its maximum,
+ * how often both models' top token is the same, and the base's
+ * perplexity.  The two need the same vocabulary.  The base's KV cache is
+ * --base-kv-dtype (default: --kv-dtype's), so --base FILE --model FILE
+ * --kv-dtype q8 --base-kv-dtype f32 measures what a q8 KV cache moves.
+ *
+ * Exit status: 0, 1 failure (the message names the file), 2 usage.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "folio/common.h"
+#include "folio/gguf.h"
+#include "folio/model.h"
+#include "folio/pager.h"
+#include "folio/tokenizer.h"
+#include "folio_cmds.h"
+
+#define PPL_BLOCK 16
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: folio perplexity --model FILE (--file TEXT | --tokens-file IDS)\n"
+            "                        [--ctx N] [--chunks N]\n"
+            "                        [--base FILE] [--threads N] [--kv-dtype f32|f16|bf16|q8]\n"
+            "                        [--base-kv-dtype T] [--matmul auto|openblas|onednn] [--json]\n"
+            "\n"
+            "Perplexity of the model on the text (or on token ids, separated by commas\n"
+            "or white space), in chunks of --ctx tokens (default\n"
+            "512), each scored on its second half.  --base FILE also runs FILE (say the\n"
+            "F32 model a quantized one came from) and reports the KL divergence of\n"
+            "the model's predictions from its, and how often their top tokens agree;\n"
+            "its KV cache is --base-kv-dtype (default --kv-dtype's).\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -EINVAL;
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* One model with a pager for one sequence of n_ctx tokens. */
+struct runner {
+    model_t *m;
+    pager_t *pg;
+    model_ctx_t *ctx;
+    int32_t n_vocab;
+};
+
+static void runner_free(struct runner *r)
+{
+    model_ctx_free(r->ctx);
+    pager_free(r->pg);
+    model_free(r->m);
+}
+
+static int runner_new(struct runner *r, const char *path, int32_t n_ctx, int32_t threads,
+                      enum folio_dtype kv_dtype, enum model_matmul matmul, char *err, size_t errlen)
+{
+    int rc = model_load_file(path, &r->m, err, errlen);
+    if (rc < 0)
+        return rc;
+    const struct model_hparams *hp = model_hparams(r->m);
+    r->n_vocab = hp->n_vocab;
+    if (n_ctx > hp->ctx_len) {
+        snprintf(err, errlen, "%s: --ctx %d is beyond the model's context (%d)", path, n_ctx,
+                 hp->ctx_len);
+        return -EINVAL;
+    }
+    const struct pager_config pc = {.num_blocks = FOLIO_DIV_CEIL(n_ctx, PPL_BLOCK),
+                                    .block_size = PPL_BLOCK,
+                                    .n_layers = hp->n_layers,
+                                    .n_kv_heads = hp->n_kv_heads,
+                                    .head_dim = hp->head_dim,
+                                    .dtype = kv_dtype};
+    if ((rc = pager_init(&r->pg, &pc)) < 0) {
+        snprintf(err, errlen, "cannot set up the KV cache: %s", strerror(-rc));
+        return rc;
+    }
+    struct pager_kv_view kv;
+    pager_kv_view(r->pg, &kv);
+    const struct model_ctx_config cfg = {.max_tokens = n_ctx - n_ctx / 2,
+                                         .max_slices = 1,
+                                         .max_logits = n_ctx - n_ctx / 2,
+                                         .n_threads = threads,
+                                         .matmul = matmul};
+    if ((rc = model_ctx_new(r->m, &kv, &cfg, &r->ctx)) < 0)
+        snprintf(err, errlen, "%s: cannot create a model context: %s", path, strerror(-rc));
+    return rc;
+}
+
+/* Runs toks[0..n) as a new sequence; logits gets the rows of positions
+ * n/2 .. n - 1. */
+static int runner_chunk(struct runner *r, const int32_t *toks, int32_t n, float *logits)
+{
+    pager_seq_t *seq = NULL;
+    int rc = pager_seq_new(r->pg, 0, 0, 0, &seq);
+    if (rc < 0 || (rc = pager_seq_append(r->pg, seq, toks, n)) < 0)
+        goto out;
+    int32_t nb;
+    const int32_t *bt = pager_seq_block_table(seq, &nb);
+    const int32_t half = n / 2;
+    struct model_slice sl = {.first_pos = 0, .n_tokens = half, .block_table = bt};
+    struct model_batch b = {.n_tokens = half, .tokens = toks, .n_slices = 1, .slices = &sl};
+    if (half > 0 && (rc = model_forward(r->ctx, &b, NULL)) < 0)
+        goto out;
+    sl = (struct model_slice){
+        .first_pos = half, .n_tokens = n - half, .block_table = bt, .all_logits = true};
+    b = (struct model_batch){
+        .n_tokens = n - half, .tokens = toks + half, .n_slices = 1, .slices = &sl};
+    rc = model_forward(r->ctx, &b, logits);
+out:
+    if (seq)
+        pager_seq_free(r->pg, seq);
+    return rc < 0 ? rc : 0;
+}
+
+/* log-softmax of row[0..V) into lp; returns the index of the largest. */
+static int32_t log_softmax(const float *row, int32_t V, double *lp)
+{
+    int32_t top = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (row[i] > row[top])
+            top = i;
+    double sum = 0;
+    for (int32_t i = 0; i < V; i++)
+        sum += exp((double)row[i] - row[top]);
+    const double lse = row[top] + log(sum);
+    for (int32_t i = 0; i < V; i++)
+        lp[i] = (double)row[i] - lse;
+    return top;
+}
+
+/* a running mean and its standard error */
+struct running {
+    double sum, sum2, max;
+    int64_t n;
+};
+
+static void stat_add(struct running *s, double v)
+{
+    s->sum += v, s->sum2 += v * v, s->n++;
+    s->max = s->n == 1 || v > s->max ? v : s->max;
+}
+
+static double stat_mean(const struct running *s)
+{
+    return s->n ? s->sum / (double)s->n : 0.0;
+}
+
+static double stat_err(const struct running *s)
+{
+    if (s->n < 2)
+        return 0.0;
+    const double m = stat_mean(s), var = s->sum2 / (double)s->n - m * m;
+    return var > 0 ? sqrt(var / (double)(s->n - 1)) : 0.0;
+}
+
+/* Reads path whole (NUL-terminated); NULL with a message in err. */
+static char *read_text(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                snprintf(err, errlen, "%s: out of memory", path);
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        const size_t got = fread(buf + n, 1, 65536, f);
+        n += got;
+        if (got < 65536)
+            break;
+    }
+    const bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "%s: read error", path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* The ids in path (decimal, separated by commas or white space). */
+static int read_ids(const char *path, int32_t **out, int32_t *n_out, char *err, size_t errlen)
+{
+    size_t len = 0;
+    char *text = read_text(path, &len, err, errlen);
+    if (!text)
+        return -EIO;
+    int32_t n = 0;
+    *out = malloc(sizeof(int32_t) * (len / 2 + 1));
+    for (char *p = text; *out && *p;) {
+        if (*p == ',' || *p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') {
+            p++;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        const long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX) {
+            snprintf(err, errlen, "%s: not a token id at byte %zu", path, (size_t)(p - text));
+            free(text);
+            return -EINVAL;
+        }
+        (*out)[n++] = (int32_t)v;
+        p = end;
+    }
+    free(text);
+    if (!*out) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -ENOMEM;
+    }
+    *n_out = n;
+    return 0;
+}
+
+/* The text's tokens by the tokenizer of the GGUF file model_path. */
+static int tokenize_file(const char *model_path, const char *text_path, const char *ids_path,
+                         int32_t **out, int32_t *n_out, int32_t *bos, char *err, size_t errlen)
+{
+    gguf_file_t *f = NULL;
+    tok_t *t = NULL;
+    size_t len = 0;
+    char *text = NULL;
+    int rc = gguf_open(model_path, &f, err, errlen);
+    if (rc < 0)
+        goto out;
+    if (tok_load(f, &t, err, errlen) != 0) {
+        rc = -EINVAL;
+        goto out;
+    }
+    *bos = tok_bos(t);
+    if (ids_path) {
+        rc = read_ids(ids_path, out, n_out, err, errlen);
+        for (int32_t i = 0; rc == 0 && i < *n_out; i++)
+            if ((*out)[i] >= tok_n_vocab(t)) {
+                snprintf(err, errlen, "%s: token %d is outside the vocabulary (%d)", ids_path,
+                         (*out)[i], tok_n_vocab(t));
+                rc = -EINVAL;
+            }
+        goto out;
+    }
+    if (!(text = read_text(text_path, &len, err, errlen))) {
+        rc = -EIO;
+        goto out;
+    }
+    int32_t n = 0;
+    tok_encode(t, text, len, false, false, NULL, 0, &n);
+    *out = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    if (!*out || tok_encode(t, text, len, false, false, *out, n, &n) != 0) {
+        snprintf(err, errlen, "%s: cannot tokenize", text_path);
+        rc = -EINVAL;
+        goto out;
+    }
+    *n_out = n;
+out:
+    free(text);
+    tok_free(t);
+    gguf_close(f);
+    return rc;
+}
+
+int cmd_perplexity(int argc, char **argv)
+{
+    const char *model_path = NULL, *base_path = NULL, *text_path = NULL, *ids_path = NULL;
+    int32_t n_ctx = 512, max_chunks = INT32_MAX, threads = 1;
+    enum model_matmul matmul = MODEL_MATMUL_AUTO;
+    enum folio_dtype kv_dtype = FOLIO_F32, base_kv_dtype = FOLIO_F32;
+    bool json = false, base_kv_set = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "folio perplexity: %s needs a value\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int rc = 0;
+        if (!strcmp(a, "--model")) {
+            model_path = v;
+        } else if (!strcmp(a, "--base")) {
+            base_path = v;
+        } else if (!strcmp(a, "--file")) {
+            text_path = v;
+        } else if (!strcmp(a, "--tokens-file")) {
+            ids_path = v;
+        } else if (!strcmp(a, "--ctx")) {
+            rc = parse_int(v, 4, 1 << 20, &n_ctx);
+        } else if (!strcmp(a, "--chunks")) {
+            rc = parse_int(v, 1, INT32_MAX, &max_chunks);
+        } else if (!strcmp(a, "--threads")) {
+            rc = parse_int(v, 1, 1024, &threads);
+        } else if (!strcmp(a, "--matmul")) {
+            rc = model_matmul_parse(v, &matmul);
+        } else if (!strcmp(a, "--kv-dtype")) {
+            rc = folio_dtype_parse(v, &kv_dtype);
+        } else if (!strcmp(a, "--base-kv-dtype")) {
+            rc = folio_dtype_parse(v, &base_kv_dtype);
+            base_kv_set = true;
+        } else {
+            fprintf(stderr, "folio perplexity: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (rc) {
+            fprintf(stderr, "folio perplexity: bad value for %s: '%s'\n", a, v);
+            return 2;
+        }
+    }
+    if (!model_path || !text_path == !ids_path) {
+        fprintf(stderr, "folio perplexity: --model and one of --file and --tokens-file are "
+                        "required\n");
+        usage(stderr);
+        return 2;
+    }
+
+    char err[512] = "";
+    int status = 1;
+    int32_t *toks = NULL, n_toks = 0, bos = -1;
+    struct runner run = {0}, base = {0};
+    float *logits = NULL, *base_logits = NULL;
+    double *lp = NULL, *base_lp = NULL;
+    if (ids_path)
+        text_path = ids_path;
+    if (tokenize_file(model_path, ids_path ? NULL : text_path, ids_path, &toks, &n_toks, &bos, err,
+                      sizeof(err)) < 0)
+        goto fail;
+    if (runner_new(&run, model_path, n_ctx, threads, kv_dtype, matmul, err, sizeof(err)) < 0 ||
+        (base_path &&
+         runner_new(&base, base_path, n_ctx, threads, base_kv_set ? base_kv_dtype : kv_dtype,
+                    matmul, err, sizeof(err)) < 0))
+        goto fail;
+    const int32_t n_chunks = FOLIO_MIN(max_chunks, n_toks / n_ctx);
+    if (n_chunks < 1) {
+        snprintf(err, sizeof(err), "%s: %d tokens, fewer than one chunk of --ctx %d", text_path,
+                 n_toks, n_ctx);
+        goto fail;
+    }
+    const int32_t V = run.n_vocab, rows = n_ctx - n_ctx / 2;
+    if (base_path && base.n_vocab != V) {
+        snprintf(err, sizeof(err), "%s has %d tokens in its vocabulary, %s %d", base_path,
+                 base.n_vocab, model_path, V);
+        goto fail;
+    }
+    logits = malloc(sizeof(float) * (size_t)rows * V);
+    lp = malloc(sizeof(double) * (size_t)V);
+    if (base_path) {
+        base_logits = malloc(sizeof(float) * (size_t)rows * V);
+        base_lp = malloc(sizeof(double) * (size_t)V);
+    }
+    if (!logits || !lp || (base_path && (!base_logits || !base_lp))) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    if (!json)
+        printf("perplexity of %s on %s: %d chunks of %d tokens (of %d), the last %d of each "
+               "scored, kv %s\n",
+               model_path, text_path, n_chunks, n_ctx, n_toks, rows - 1,
+               folio_dtype_name(kv_dtype));
+
+    struct running nll = {0}, base_nll = {0}, kld = {0};
+    int64_t same_top = 0, hits = 0;
+    for (int32_t c = 0; c < n_chunks; c++) {
+        int32_t *chunk = toks + (size_t)c * n_ctx;
+        const int32_t first = chunk[0];
+        if (bos >= 0)
+            chunk[0] = bos;
+        int rc = runner_chunk(&run, chunk, n_ctx, logits);
+        if (rc >= 0 && base_path)
+            rc = runner_chunk(&base, chunk, n_ctx, base_logits);
+        chunk[0] = first;
+        if (rc < 0) {
+            snprintf(err, sizeof(err), "chunk %d: forward failed: %s", c + 1, strerror(-rc));
+            goto fail;
+        }
+        for (int32_t r = 0; r + 1 < rows; r++) {
+            const int32_t next = chunk[n_ctx / 2 + r + 1];
+            const int32_t top = log_softmax(logits + (size_t)r * V, V, lp);
+            stat_add(&nll, -lp[next]);
+            hits += top == next;
+            if (!base_path)
+                continue;
+            const int32_t btop = log_softmax(base_logits + (size_t)r * V, V, base_lp);
+            stat_add(&base_nll, -base_lp[next]);
+            double kl = 0;
+            for (int32_t i = 0; i < V; i++)
+                kl += exp(base_lp[i]) * (base_lp[i] - lp[i]);
+            stat_add(&kld, kl > 0 ? kl : 0.0);
+            same_top += top == btop;
+        }
+        if (!json) {
+            printf("[%d]%.4f%s", c + 1, exp(stat_mean(&nll)), c + 1 == n_chunks ? "\n" : ",");
+            fflush(stdout);
+        }
+    }
+    const double ppl = exp(stat_mean(&nll)), ppl_err = ppl * stat_err(&nll);
+    if (json) {
+        printf("{\"model\":\"%s\",\"chunks\":%d,\"ctx\":%d,\"scored\":%lld,\"nll\":%.6f,"
+               "\"ppl\":%.6f,\"ppl_err\":%.6f,\"top_hit\":%.6f",
+               model_path, n_chunks, n_ctx, (long long)nll.n, stat_mean(&nll), ppl, ppl_err,
+               (double)hits / (double)nll.n);
+        if (base_path)
+            printf(",\"base\":\"%s\",\"base_ppl\":%.6f,\"kld\":%.8f,\"kld_err\":%.8f,"
+                   "\"kld_max\":%.8f,\"same_top\":%.6f",
+                   base_path, exp(stat_mean(&base_nll)), stat_mean(&kld), stat_err(&kld), kld.max,
+                   (double)same_top / (double)kld.n);
+        printf("}\n");
+    } else {
+        printf("PPL = %.4f +/- %.4f (mean NLL %.5f over %lld tokens; the next token was the "
+               "top one in %.2f%%)\n",
+               ppl, ppl_err, stat_mean(&nll), (long long)nll.n,
+               100.0 * (double)hits / (double)nll.n);
+        if (base_path)
+            printf("base %s: PPL = %.4f; KL divergence from it: mean %.6f +/- %.6f, max %.6f; "
+                   "same top token %.2f%%\n",
+                   base_path, exp(stat_mean(&base_nll)), stat_mean(&kld), stat_err(&kld), kld.max,
+                   100.0 * (double)same_top / (double)kld.n);
+    }
+    status = 0;
+fail:
+    if (status)
+        fprintf(stderr, "folio perplexity: %s\n", err[0] ? err : "failed");
+    free(toks);
+    free(logits);
+    free(base_logits);
+    free(lp);
+    free(base_lp);
+    runner_free(&run);
+    runner_free(&base);
+    return status;
+}
