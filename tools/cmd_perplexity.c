@@ -58,8 +58,8 @@ static void usage(FILE *out)
             "or white space), in chunks of --ctx tokens (default\n"
             "512), each scored on its second half.  --base FILE also runs FILE (say the\n"
             "F32 model a quantized one came from) and reports the KL divergence of\n"
-            "the model's predictions from its, and how often their top tokens agree;\n"
-            "its KV cache is --base-kv-dtype (default --kv-dtype's).\n");
+            "the model's predictions from FILE's, and how often their top tokens agree;\n"
+            "FILE's KV cache is --base-kv-dtype (default: --kv-dtype's).\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, int32_t *out)

@@ -250,7 +250,7 @@ int cmd_quantize(int argc, char **argv)
 {
     struct quant_opts o = {.output_type = QUANT_TYPE_NONE, .embd_type = QUANT_TYPE_NONE};
     const char *in = NULL, *out = NULL;
-    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    long threads = FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN));
     bool allow_requant = false, dry_run = false;
     int rc = parse_args(argc, argv, &o, &in, &out, &threads, &allow_requant, &dry_run);
     if (rc) {
