@@ -41,17 +41,6 @@ static void usage(FILE *out)
             "last token and a greedy continuation of N tokens.\n");
 }
 
-static int parse_int(const char *s, long lo, long hi, int32_t *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -EINVAL;
-    *out = (int32_t)v;
-    return 0;
-}
-
 /* "1,2,3" -> tokens; returns the count or -EINVAL. */
 static int parse_tokens(const char *s, int32_t *toks, int max)
 {
@@ -97,11 +86,11 @@ int cmd_eval(int argc, char **argv)
         } else if (!strcmp(a, "--tokens")) {
             tokens_arg = v;
         } else if (!strcmp(a, "--top")) {
-            rc = parse_int(v, 0, SAMPLER_MAX_TOP, &top);
+            rc = folio_arg_int(v, 0, SAMPLER_MAX_TOP, &top);
         } else if (!strcmp(a, "--greedy")) {
-            rc = parse_int(v, 0, 1 << 20, &greedy);
+            rc = folio_arg_int(v, 0, 1 << 20, &greedy);
         } else if (!strcmp(a, "--threads")) {
-            rc = parse_int(v, 1, 1024, &threads);
+            rc = folio_arg_int(v, 1, 1024, &threads);
         } else if (!strcmp(a, "--matmul")) {
             rc = model_matmul_parse(v, &matmul);
         } else if (!strcmp(a, "--kv-dtype")) {

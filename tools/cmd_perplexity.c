@@ -62,17 +62,6 @@ static void usage(FILE *out)
             "FILE's KV cache is --base-kv-dtype (default: --kv-dtype's).\n");
 }
 
-static int parse_int(const char *s, long lo, long hi, int32_t *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -EINVAL;
-    *out = (int32_t)v;
-    return 0;
-}
-
 /* One model with a pager for one sequence of n_ctx tokens. */
 struct runner {
     model_t *m;
@@ -342,11 +331,11 @@ int cmd_perplexity(int argc, char **argv)
         } else if (!strcmp(a, "--tokens-file")) {
             ids_path = v;
         } else if (!strcmp(a, "--ctx")) {
-            rc = parse_int(v, 4, 1 << 20, &n_ctx);
+            rc = folio_arg_int(v, 4, 1 << 20, &n_ctx);
         } else if (!strcmp(a, "--chunks")) {
-            rc = parse_int(v, 1, INT32_MAX, &max_chunks);
+            rc = folio_arg_int(v, 1, INT32_MAX, &max_chunks);
         } else if (!strcmp(a, "--threads")) {
-            rc = parse_int(v, 1, 1024, &threads);
+            rc = folio_arg_int(v, 1, 1024, &threads);
         } else if (!strcmp(a, "--matmul")) {
             rc = model_matmul_parse(v, &matmul);
         } else if (!strcmp(a, "--kv-dtype")) {

@@ -161,7 +161,7 @@ static int64_t block_count(const gguf_file_t *f)
 
 /* Parses the command line into o (and the rest); 0, or 2 after a message. */
 static int parse_args(int argc, char **argv, struct quant_opts *o, const char **in,
-                      const char **out, long *threads, bool *allow_requant, bool *dry_run)
+                      const char **out, int32_t *threads, bool *allow_requant, bool *dry_run)
 {
     const char *mix = NULL;
     char err[512];
@@ -189,10 +189,7 @@ static int parse_args(int argc, char **argv, struct quant_opts *o, const char **
             if (!strcmp(a, "--type")) {
                 mix = v;
             } else if (!strcmp(a, "--threads")) {
-                char *end;
-                errno = 0;
-                *threads = strtol(v, &end, 10);
-                if (errno || end == v || *end || *threads < 1 || *threads > 1024) {
+                if (folio_arg_int(v, 1, 1024, threads)) {
                     fprintf(stderr, "folio quantize: --threads must be 1..1024, not '%s'\n", v);
                     return 2;
                 }
@@ -250,7 +247,7 @@ int cmd_quantize(int argc, char **argv)
 {
     struct quant_opts o = {.output_type = QUANT_TYPE_NONE, .embd_type = QUANT_TYPE_NONE};
     const char *in = NULL, *out = NULL;
-    long threads = FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN));
+    int32_t threads = (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN));
     bool allow_requant = false, dry_run = false;
     int rc = parse_args(argc, argv, &o, &in, &out, &threads, &allow_requant, &dry_run);
     if (rc) {
@@ -306,8 +303,8 @@ int cmd_quantize(int argc, char **argv)
         goto out;
     }
 
-    if ((rc = pool_new((int)threads, &pool))) {
-        snprintf(err, sizeof(err), "cannot start %ld threads: %s", threads, strerror(-rc));
+    if ((rc = pool_new(threads, &pool))) {
+        snprintf(err, sizeof(err), "cannot start %d threads: %s", threads, strerror(-rc));
         goto fail;
     }
     if ((rc = gguf_writer_new(&w)))

@@ -1,12 +1,25 @@
 /*
  * tools/folio.c — `folio SUBCOMMAND ...`: dispatch to tools/cmd_*.c.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "folio_cmds.h"
 
 /* One line per subcommand (keep sorted). */
+int folio_arg_int(const char *s, long lo, long hi, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -EINVAL;
+    *out = (int32_t)v;
+    return 0;
+}
+
 const struct folio_cmd folio_cmds[] = {
     {"bench", cmd_bench, "load-test a server (foliod or OpenAI-compatible)"},
     {"complete", cmd_complete,

@@ -6,11 +6,17 @@
 #ifndef FOLIO_TOOLS_CMDS_H
 #define FOLIO_TOOLS_CMDS_H
 
+#include <stdint.h>
+
 struct folio_cmd {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
 };
+
+/* A whole decimal number in [lo, hi] (the subcommands' integer options):
+ * 0, or -EINVAL with *out untouched.  In tools/folio.c. */
+int folio_arg_int(const char *s, long lo, long hi, int32_t *out);
 
 /* Subcommand table, in tools/folio.c. */
 extern const struct folio_cmd folio_cmds[];
