@@ -1266,8 +1266,7 @@ int gguf_w_copy_key(gguf_writer_t *w, const gguf_file_t *f, int64_t idx)
 int gguf_w_tensor(gguf_writer_t *w, const char *name, enum gguf_tensor_type type, int32_t n_dims,
                   const int64_t *ne, const void *data)
 {
-    if (!name || !name[0] || n_dims < 1 || n_dims > 4 || !tensor_type_known((uint32_t)type) ||
-        !data)
+    if (!name || !name[0] || n_dims < 1 || n_dims > 4 || !tensor_type_known((uint32_t)type))
         return -EINVAL;
     int64_t n = 1;
     for (int32_t d = 0; d < n_dims; d++) {
@@ -1317,8 +1316,19 @@ static bool put_zeros(FILE *fp, size_t n)
 
 int gguf_writer_write(gguf_writer_t *w, const char *path, char *err, size_t errlen)
 {
+    return gguf_writer_write_fill(w, path, NULL, NULL, err, errlen);
+}
+
+int gguf_writer_write_fill(gguf_writer_t *w, const char *path, gguf_w_fill_fn fill, void *arg,
+                           char *err, size_t errlen)
+{
     if (err && errlen)
         err[0] = 0;
+    for (int64_t i = 0; !fill && i < w->n_t; i++)
+        if (!w->t[i].data) {
+            set_err(err, errlen, path, "tensor '%s' has no data", w->t[i].name);
+            return -EINVAL;
+        }
     size_t plen = strlen(path);
     char *tmp = folio_malloc(plen + 5);
     if (!tmp) {
@@ -1369,7 +1379,16 @@ int gguf_writer_write(gguf_writer_t *w, const char *path, char *err, size_t errl
     ok = ok && put_zeros(fp, (w->alignment - h.len % w->alignment) % w->alignment);
     for (int64_t i = 0; ok && i < w->n_t; i++) {
         const struct wtensor *t = &w->t[i];
-        ok = fwrite(t->data, 1, t->nbytes, fp) == t->nbytes;
+        const void *data = t->data;
+        if (!data && ((rc = fill(arg, i, &data, err, errlen)) < 0 || !data)) {
+            if (rc >= 0 || !err || !err[0])
+                set_err(err, errlen, path, "no data for tensor '%s'", t->name);
+            rc = rc < 0 ? rc : -EIO;
+            fclose(fp);
+            unlink(tmp);
+            goto out;
+        }
+        ok = fwrite(data, 1, t->nbytes, fp) == t->nbytes;
         ok = ok && put_zeros(fp, (w->alignment - t->nbytes % w->alignment) % w->alignment);
     }
     ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;

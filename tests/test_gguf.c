@@ -309,6 +309,71 @@ static void write_sample(const char *path, const struct sample *s)
     gguf_writer_free(w);
 }
 
+/* Tensors added without data and given by fill at write time: the same
+ * bytes as the sample written whole; a fill that fails fails the write
+ * with its message and leaves no file; without fill such a tensor is
+ * refused by name. */
+struct fill_ctx {
+    const struct sample *s;
+    int64_t calls[8];
+    int n_calls;
+    bool fail;
+};
+
+static int fill_sample(void *arg, int64_t idx, const void **data, char *err, size_t errlen)
+{
+    struct fill_ctx *c = arg;
+    if (c->n_calls < 8)
+        c->calls[c->n_calls++] = idx;
+    if (c->fail) {
+        snprintf(err, errlen, "fill of tensor %lld failed", (long long)idx);
+        return -EIO;
+    }
+    *data = idx == 1 ? (const void *)c->s->f16 : (const void *)c->s->q8; /* tb, td */
+    return 0;
+}
+
+static void test_writer_fill(void **state)
+{
+    (void)state;
+    struct sample s;
+    sample_fill(&s);
+    char whole[300], filled[300], tmp[310];
+    tmp_path(whole, sizeof(whole), "whole.gguf");
+    tmp_path(filled, sizeof(filled), "filled.gguf");
+    write_sample(whole, &s);
+
+    gguf_writer_t *w;
+    char err[256];
+    assert_int_equal(gguf_writer_new(&w), 0);
+    build_sample(w, s.f32, NULL, s.bf16, NULL);
+    assert_int_equal(gguf_writer_write(w, filled, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "'tb.f16' has no data"));
+    struct fill_ctx c = {.s = &s};
+    assert_int_equal(gguf_writer_write_fill(w, filled, fill_sample, &c, err, sizeof(err)), 0);
+    assert_int_equal(c.n_calls, 2); /* tb and td, in file order */
+    assert_int_equal(c.calls[0], 1);
+    assert_int_equal(c.calls[1], 3);
+    size_t la, lb;
+    uint8_t *a = read_all(whole, &la), *b = read_all(filled, &lb);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(a);
+    free(b);
+
+    unlink(filled);
+    c = (struct fill_ctx){.s = &s, .fail = true};
+    assert_int_equal(gguf_writer_write_fill(w, filled, fill_sample, &c, err, sizeof(err)), -EIO);
+    assert_string_equal(err, "fill of tensor 1 failed");
+    snprintf(tmp, sizeof(tmp), "%s.tmp", filled);
+    assert_int_equal(access(filled, F_OK), -1);
+    assert_int_equal(access(tmp, F_OK), -1);
+    gguf_writer_free(w);
+    unlink(whole);
+}
+
 static void test_writer_roundtrip(void **state)
 {
     (void)state;
@@ -799,10 +864,11 @@ static void test_alloc_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_all_value_types),   cmocka_unit_test(test_writer_roundtrip),
-        cmocka_unit_test(test_writer_rejects),    cmocka_unit_test(test_conversions),
-        cmocka_unit_test(test_corrupt_matrix),    cmocka_unit_test(test_truncation_sweep),
-        cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_all_value_types),  cmocka_unit_test(test_writer_roundtrip),
+        cmocka_unit_test(test_writer_fill),      cmocka_unit_test(test_writer_rejects),
+        cmocka_unit_test(test_conversions),      cmocka_unit_test(test_corrupt_matrix),
+        cmocka_unit_test(test_truncation_sweep), cmocka_unit_test(test_random_corruption),
+        cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, test_tmp_setup, test_tmp_teardown);
 }

@@ -8,7 +8,9 @@
  * gets the type tools/quantize_mix.c picks for it (the mix, then the
  * command line's overrides): a tensor already of that type is copied byte
  * for byte; any other is converted to f32 (gguf_tensor_to_f32) and then to
- * that type (gguf_tensor_from_f32).  Converting a tensor that is already
+ * that type (gguf_tensor_from_f32) when the writer reaches it
+ * (gguf_writer_write_fill), so one tensor's f32 and converted bytes are in
+ * memory at a time, not the whole output.  Converting a tensor that is already
  * quantized to another quantized type loses more than quantizing from the
  * 16- or 32-bit original, so, as llama.cpp's quantizer does, it is refused
  * unless --allow-requantize says otherwise (16-bit targets are always
@@ -243,6 +245,34 @@ static void print_summary(const char *out, bool dry_run, int64_t nt, const int *
            (double)bytes_in / 1048576.0);
 }
 
+/* What the writer's fill needs to convert tensor idx when it is written:
+ * one tensor's f32 and converted bytes in memory at a time. */
+struct fill_job {
+    const gguf_file_t *f;
+    const char *in;
+    const enum gguf_tensor_type *to;
+    pool_t *pool;
+    float *tmp; /* [most elements of a converted tensor] */
+    void *buf;  /* [most bytes of a converted tensor] */
+};
+
+static int fill_tensor(void *arg, int64_t idx, const void **data, char *err, size_t errlen)
+{
+    struct fill_job *j = arg;
+    struct gguf_tensor_info ti;
+    gguf_tensor_get(j->f, idx, &ti);
+    const int64_t n = n_elems(&ti);
+    int rc;
+    if ((rc = gguf_tensor_to_f32(ti.type, ti.data, j->tmp, n)) ||
+        (rc = convert(j->pool, j->to[idx], j->tmp, j->buf, n, ti.ne[0]))) {
+        snprintf(err, errlen, "%s: tensor '%s': cannot convert %s to %s", j->in, ti.name,
+                 gguf_tensor_type_name(ti.type), gguf_tensor_type_name(j->to[idx]));
+        return rc;
+    }
+    *data = j->buf;
+    return 0;
+}
+
 int cmd_quantize(int argc, char **argv)
 {
     struct quant_opts o = {.output_type = QUANT_TYPE_NONE, .embd_type = QUANT_TYPE_NONE};
@@ -259,9 +289,8 @@ int cmd_quantize(int argc, char **argv)
     gguf_file_t *f = NULL;
     gguf_writer_t *w = NULL;
     pool_t *pool = NULL;
-    void **bufs = NULL;
     enum gguf_tensor_type *to = NULL;
-    float *tmp = NULL;
+    struct fill_job fj = {.in = in};
     int64_t nt = 0;
     err[0] = 0;
     if ((rc = gguf_open(in, &f, err, sizeof(err))))
@@ -269,9 +298,8 @@ int cmd_quantize(int argc, char **argv)
     nt = gguf_n_tensors(f);
     const int64_t n_layers = block_count(f);
     const bool has_output = gguf_find_tensor(f, "output.weight") >= 0;
-    bufs = folio_calloc((size_t)nt + 1, sizeof(void *));
     to = folio_calloc((size_t)nt + 1, sizeof(*to));
-    if (!bufs || !to) {
+    if (!to) {
         rc = -ENOMEM;
         goto oom;
     }
@@ -279,6 +307,8 @@ int cmd_quantize(int argc, char **argv)
     /* Every tensor's type first, so a refusal or a dry run costs nothing. */
     int counts[64] = {0};
     uint64_t bytes_in = 0, bytes_out = 0;
+    int64_t most_n = 0; /* elements and bytes of the largest tensor converted */
+    size_t most_bytes = 0;
     for (int64_t i = 0; i < nt; i++) {
         struct gguf_tensor_info ti;
         gguf_tensor_get(f, i, &ti);
@@ -297,6 +327,10 @@ int cmd_quantize(int argc, char **argv)
         counts[to[i]]++;
         bytes_in += ti.nbytes;
         bytes_out += gguf_tensor_nbytes(to[i], n);
+        if (to[i] != ti.type) {
+            most_n = FOLIO_MAX(most_n, n);
+            most_bytes = FOLIO_MAX(most_bytes, gguf_tensor_nbytes(to[i], n));
+        }
     }
     if (dry_run) {
         print_summary(out, true, nt, counts, bytes_in, bytes_out);
@@ -306,6 +340,13 @@ int cmd_quantize(int argc, char **argv)
     if ((rc = pool_new(threads, &pool))) {
         snprintf(err, sizeof(err), "cannot start %d threads: %s", threads, strerror(-rc));
         goto fail;
+    }
+    fj = (struct fill_job){.f = f, .in = in, .to = to, .pool = pool};
+    fj.tmp = folio_malloc((size_t)FOLIO_MAX(most_n, 1) * sizeof(float));
+    fj.buf = folio_malloc(FOLIO_MAX(most_bytes, 1));
+    if (!fj.tmp || !fj.buf) {
+        rc = -ENOMEM;
+        goto oom;
     }
     if ((rc = gguf_writer_new(&w)))
         goto oom;
@@ -319,32 +360,16 @@ int cmd_quantize(int argc, char **argv)
     if ((rc = gguf_w_u32(w, "general.file_type", quant_mix_file_type(o.mix))) ||
         (quant_mix_is_quantized(o.mix) && (rc = gguf_w_u32(w, "general.quantization_version", 2))))
         goto oom;
+    /* a tensor whose type stays is copied from the mapping; the others are
+     * converted by fill_tensor as the writer reaches them */
     for (int64_t i = 0; i < nt; i++) {
         struct gguf_tensor_info ti;
         gguf_tensor_get(f, i, &ti);
-        const int64_t n = n_elems(&ti);
-        if (to[i] == ti.type) { /* as it is */
-            if ((rc = gguf_w_tensor(w, ti.name, ti.type, ti.n_dims, ti.ne, ti.data)))
-                goto oom;
-            continue;
-        }
-        folio_free(tmp);
-        tmp = folio_malloc((size_t)n * sizeof(float));
-        bufs[i] = folio_malloc(gguf_tensor_nbytes(to[i], n));
-        if (!tmp || !bufs[i]) {
-            rc = -ENOMEM;
-            goto oom;
-        }
-        if ((rc = gguf_tensor_to_f32(ti.type, ti.data, tmp, n)) ||
-            (rc = convert(pool, to[i], tmp, bufs[i], n, ti.ne[0]))) {
-            snprintf(err, sizeof(err), "%s: tensor '%s': cannot convert %s to %s", in, ti.name,
-                     gguf_tensor_type_name(ti.type), gguf_tensor_type_name(to[i]));
-            goto fail;
-        }
-        if ((rc = gguf_w_tensor(w, ti.name, to[i], ti.n_dims, ti.ne, bufs[i])))
+        if ((rc = gguf_w_tensor(w, ti.name, to[i], ti.n_dims, ti.ne,
+                                to[i] == ti.type ? ti.data : NULL)))
             goto oom;
     }
-    if ((rc = gguf_writer_write(w, out, err, sizeof(err))))
+    if ((rc = gguf_writer_write_fill(w, out, fill_tensor, &fj, err, sizeof(err))))
         goto fail;
     print_summary(out, false, nt, counts, bytes_in, bytes_out);
     goto out;
@@ -353,11 +378,9 @@ oom:
 fail:
     fprintf(stderr, "folio quantize: %s\n", err);
 out:
-    for (int64_t i = 0; bufs && i < nt; i++)
-        folio_free(bufs[i]);
-    folio_free(bufs);
     folio_free(to);
-    folio_free(tmp);
+    folio_free(fj.tmp);
+    folio_free(fj.buf);
     gguf_writer_free(w);
     gguf_close(f);
     pool_free(pool);

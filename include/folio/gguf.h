@@ -141,7 +141,8 @@ int gguf_w_arr_i32(gguf_writer_t *w, const char *key, const int32_t *vals, uint6
  * writer already has a key of that name. */
 int gguf_w_copy_key(gguf_writer_t *w, const gguf_file_t *f, int64_t idx);
 /* A tensor; data is referenced, not copied, and must live until
- * gguf_writer_write returns. */
+ * gguf_writer_write returns.  data NULL: the bytes are asked of
+ * gguf_writer_write_fill's fill when the tensor is written. */
 int gguf_w_tensor(gguf_writer_t *w, const char *name, enum gguf_tensor_type type, int32_t n_dims,
                   const int64_t *ne, const void *data);
 /* Writes the file (to path.tmp, then renames).  Tensor data is aligned to
@@ -149,6 +150,15 @@ int gguf_w_tensor(gguf_writer_t *w, const char *name, enum gguf_tensor_type type
  * with zeros; the output depends only on what was added (no timestamps).
  * The writer may be written again or freed afterwards. */
 int gguf_writer_write(gguf_writer_t *w, const char *path, char *err, size_t errlen);
+/* The bytes of tensor idx (the order tensors were added in), one added
+ * with data NULL, as gguf_writer_write_fill reaches it: *data must hold
+ * its bytes until the next call.  0, or -errno with a message in err. */
+typedef int (*gguf_w_fill_fn)(void *arg, int64_t idx, const void **data, char *err, size_t errlen);
+/* gguf_writer_write that asks fill for the tensors added without data, in
+ * file order, so only one of them need be in memory at a time (NULL fill:
+ * every tensor must have its data; -EINVAL otherwise). */
+int gguf_writer_write_fill(gguf_writer_t *w, const char *path, gguf_w_fill_fn fill, void *arg,
+                           char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
