@@ -3,7 +3,7 @@
  * text, and how far a quantized model's predictions moved from the
  * original's.
  *
- *   folio perplexity --model FILE (--file TEXT | --tokens-file IDS) [--ctx N] [--chunks N]
+ *   folio perplexity --model FILE|default (--file TEXT | --tokens-file IDS) [--ctx N] [--chunks N]
  *                    [--base FILE] [--threads N] [--kv-dtype T]
  *                    [--base-kv-dtype T] [--matmul auto|openblas|onednn] [--json]
  *
@@ -49,7 +49,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: folio perplexity --model FILE (--file TEXT | --tokens-file IDS)\n"
+            "usage: folio perplexity --model FILE|default (--file TEXT | --tokens-file IDS)\n"
             "                        [--ctx N] [--chunks N]\n"
             "                        [--base FILE] [--threads N] [--kv-dtype f32|f16|bf16|q8]\n"
             "                        [--base-kv-dtype T] [--matmul auto|openblas|onednn] [--json]\n"
@@ -80,7 +80,8 @@ static void runner_free(struct runner *r)
 static int runner_new(struct runner *r, const char *path, int32_t n_ctx, int32_t threads,
                       enum folio_dtype kv_dtype, enum model_matmul matmul, char *err, size_t errlen)
 {
-    int rc = model_load_file(path, &r->m, err, errlen);
+    int rc = !strcmp(path, "default") ? model_load_default(&r->m, err, errlen)
+                                      : model_load_file(path, &r->m, err, errlen);
     if (rc < 0)
         return rc;
     const struct model_hparams *hp = model_hparams(r->m);
@@ -260,11 +261,18 @@ static int tokenize_file(const char *model_path, const char *text_path, const ch
     tok_t *t = NULL;
     size_t len = 0;
     char *text = NULL;
-    int rc = gguf_open(model_path, &f, err, errlen);
-    if (rc < 0)
-        goto out;
-    if (tok_load(f, &t, err, errlen) != 0) {
-        rc = -EINVAL;
+    int rc = 0;
+    if (!strcmp(model_path, "default")) { /* the embedded model's synthetic vocabulary */
+        model_t *m = NULL;
+        if ((rc = model_load_default(&m, err, errlen)) < 0)
+            goto out;
+        rc = tok_new_synthetic(model_hparams(m)->n_vocab, &t, err, errlen);
+        model_free(m);
+    } else if ((rc = gguf_open(model_path, &f, err, errlen)) >= 0) {
+        rc = tok_load(f, &t, err, errlen);
+    }
+    if (rc != 0) {
+        rc = rc < 0 ? rc : -EINVAL;
         goto out;
     }
     *bos = tok_bos(t);

@@ -6,7 +6,7 @@
 # against itself has KL divergence 0 and the same top token everywhere;
 # quantized files move further from the F32 one the
 # fewer their bits (Q8_0 < Q4_K_M < Q2_K), as a q8 KV cache does less than
-# Q4_K_M weights; bad input exits 1 or 2 with a message naming it.
+# Q4_K_M weights; the embedded model runs too; bad input exits 1 or 2 with a message naming it.
 . "$SRCDIR/lib.sh"
 LOG=$T/ppl.log
 TEXT=$SRCDIR/../../README.md
@@ -52,6 +52,12 @@ ppl --model "$T/f32.gguf" --base "$T/f32.gguf" --kv-dtype q8 --base-kv-dtype f32
 awk -v k="$(field kld)" -v q="$q4" 'BEGIN { exit !(k > 0 && k < q) }' ||
   fail "q8 KV: KL $(field kld), want in (0, $q4)"
 ok "q8 KV against f32 KV: KL $(field kld) (Q8_0 weights: $q8w)"
+
+"$FOLIO" perplexity --model default --base default --file "$TEXT" --ctx 64 --chunks 1 --json \
+  >"$LOG" 2>&1 || fail "the embedded model: $(cat "$LOG")"
+[ "$(field scored)" = 31 ] && [ "$(field kld_max)" = 0.00000000 ] ||
+  fail "the embedded model: $(cat "$LOG")"
+ok "the embedded model (--model default) on its synthetic vocabulary"
 
 refused() { # refused RC NEEDLE ARGS...
   local want=$1 needle=$2 rc=0
