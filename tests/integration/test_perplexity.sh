@@ -4,9 +4,9 @@
 # scored token is its top prediction, and the mean NLL is below the
 # README's (the rows line up with the tokens they predict); a model
 # against itself has KL divergence 0 and the same top token everywhere;
-# quantized files move further from the F32 one the
-# fewer their bits (Q8_0 < Q4_K_M < Q2_K), as a q8 KV cache does less than
-# Q4_K_M weights; the embedded model runs too; bad input exits 1 or 2 with a message naming it.
+# quantized files move further from the F32 one the fewer their bits
+# (Q8_0 < Q4_K_M < Q2_K), and a q8 KV cache less than Q4_K_M weights; the
+# embedded model runs too; bad input exits 1 or 2 with a message naming it.
 . "$SRCDIR/lib.sh"
 LOG=$T/ppl.log
 TEXT=$SRCDIR/../../README.md
