@@ -533,18 +533,22 @@ static float kq_asym_dot(const uint8_t *L, const uint8_t *scales, float d, float
     return b->d * (d * (float)sumi - dmin * (float)summ);
 }
 
-float quant__q4_k_dot(int64_t K, const void *w, const void *xq)
-{
-    const struct blk_q4_k *a = w;
-    const struct blk_q8_k *b = xq;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < K / QK_K; i++) {
-        uint8_t L[QK_K];
-        quant__q4_k_codes(&a[i], L);
-        sum += kq_asym_dot(L, a[i].scales, h2f(a[i].d), h2f(a[i].dmin), &b[i]);
+/* The dot of K columns of a Q4_K / Q5_K row (blk_T blocks, codes by
+ * quant__T_codes) with a Q8_K row: kq_asym_dot per block, summed in order. */
+#define KQ_ASYM_ROW_DOT(T)                                                                         \
+    float quant__##T##_dot(int64_t K, const void *w, const void *xq)                               \
+    {                                                                                              \
+        const struct blk_##T *a = w;                                                               \
+        const struct blk_q8_k *b = xq;                                                             \
+        float sum = 0.0f;                                                                          \
+        for (int64_t i = 0; i < K / QK_K; i++) {                                                   \
+            uint8_t L[QK_K];                                                                       \
+            quant__##T##_codes(&a[i], L);                                                          \
+            sum += kq_asym_dot(L, a[i].scales, h2f(a[i].d), h2f(a[i].dmin), &b[i]);                \
+        }                                                                                          \
+        return sum;                                                                                \
     }
-    return sum;
-}
+KQ_ASYM_ROW_DOT(q4_k)
 
 void quant__q5_k_from_float(const float *x, void *dst, int64_t n)
 {
@@ -590,18 +594,7 @@ void quant__q5_k_to_float(const void *src, float *y, int64_t n)
     }
 }
 
-float quant__q5_k_dot(int64_t K, const void *w, const void *xq)
-{
-    const struct blk_q5_k *a = w;
-    const struct blk_q8_k *b = xq;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < K / QK_K; i++) {
-        uint8_t L[QK_K];
-        quant__q5_k_codes(&a[i], L);
-        sum += kq_asym_dot(L, a[i].scales, h2f(a[i].d), h2f(a[i].dmin), &b[i]);
-    }
-    return sum;
-}
+KQ_ASYM_ROW_DOT(q5_k)
 
 /* ---- Q6_K ------------------------------------------------------------- */
 
