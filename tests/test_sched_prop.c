@@ -287,7 +287,7 @@ static void test_fair_flood_vs_light(void **state)
     c.max_batch_tokens = 512;
     c.max_ctx = 512;
     c.watermark_blocks = 0;
-    h_init(&h, 4096, 16, &c);
+    h_init(&h, 256, 16, &c); /* 8 sequences of <= 100 tokens need 56 */
     int n_flood = h_short() ? 120 : 300;
     for (int i = 0; i < n_flood; i++)
         add_req(&h, 1, 50, 50, (uint64_t)i + 1);
@@ -326,7 +326,7 @@ static void check_split(double w1, double w2)
     c.max_batch_tokens = 256;
     c.max_ctx = 512;
     c.watermark_blocks = 0;
-    h_init(&h, 4096, 16, &c);
+    h_init(&h, 256, 16, &c); /* 8 sequences of <= 100 tokens need 56 */
     struct sched_tenant_config t1 = {.id = 1, .weight = w1}, t2 = {.id = 2, .weight = w2};
     assert_int_equal(sched_tenant_set(h.s, &t1), 0);
     assert_int_equal(sched_tenant_set(h.s, &t2), 0);
