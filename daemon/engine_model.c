@@ -120,7 +120,7 @@ static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
         struct em_draw *x = &m->draws[nd];
         struct sampler_history h;
         const struct eng_req *r = eng_slice_req(s, &x->sp, &h);
-        float *row = m->logits + (size_t)s->sample_row * m->hp.n_vocab;
+        float *row = m->logits + (size_t)s->logits_row * m->hp.n_vocab;
         if (sampler_penalties_active(&r->g.pen) &&
             (slice_rc[i] = sampler_penalize(&r->g.pen, &h, row, m->hp.n_vocab,
                                             sampler_work_counts(m->work, m->hp.n_vocab))))

@@ -70,6 +70,8 @@ struct req {
     bool ignore_eos, forked, aborted, ever_admitted, done_pending;
     bool sample_aborts; /* some sample is marked aborted, not yet reclaimed */
     int32_t cached;     /* prefix-cache hit of the first admission (sample 0) */
+    bool prompt_logits; /* wants prompt log-probabilities ... */
+    int32_t plp_done;   /* ... and has been delivered positions [0, plp_done) */
     const void *sampling;
     void *user;
     uint64_t arrival_ns;
@@ -127,6 +129,8 @@ struct sched {
     pager_seq_t **scratch_seqs; /* [max_seqs] */
     int32_t *scratch_chunks;    /* [max_seqs] */
     int32_t n_tokens, n_slices, n_sample;
+    int32_t n_logits, n_plp; /* logits rows; prompt rows to deliver */
+    int32_t plp_tokens;      /* tokens of all_logits slices (<= max_prompt_logits) */
     struct sched_stats st;
 };
 
@@ -339,6 +343,7 @@ void sched_config_default(struct sched_config *cfg)
     cfg->watermark_blocks = -1;
     cfg->weight_in = 1.0;
     cfg->weight_out = 2.0;
+    cfg->max_prompt_logits = 128;
     cfg->default_tenant.weight = 1.0;
 }
 
@@ -346,7 +351,7 @@ int sched_new(const struct sched_config *cfg, pager_t *pg, sched_t **out)
 {
     *out = NULL;
     if (!pg || cfg->max_seqs < 1 || cfg->max_batch_tokens < cfg->max_seqs || cfg->max_ctx < 2 ||
-        cfg->default_tenant.weight < 0)
+        cfg->max_prompt_logits < 0 || cfg->default_tenant.weight < 0)
         return -EINVAL;
     sched_t *s = folio_calloc(1, sizeof(*s));
     if (!s)
@@ -458,7 +463,8 @@ static void tenant_lift(sched_t *s, struct tenant *t)
 int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t *id)
 {
     if (!p->prompt || p->n_prompt < 1 || p->max_tokens < 1 || p->n < 1 || p->n > s->cfg.max_seqs ||
-        p->n_stop < 0 || (p->n_stop && !p->stop_ids))
+        p->n_stop < 0 || (p->n_stop && !p->stop_ids) ||
+        (p->prompt_logits && s->cfg.max_prompt_logits < 1))
         return -EINVAL;
     if (p->n_prompt >= s->cfg.max_ctx)
         return -E2BIG;
@@ -512,6 +518,7 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
     r->n_stop = p->n_stop;
     r->ignore_eos = p->ignore_eos;
     r->forked = p->n == 1;
+    r->prompt_logits = p->prompt_logits;
     s->n_unforked += !r->forked;
     r->sampling = p->sampling;
     r->user = p->user;
@@ -777,8 +784,28 @@ static bool sample_live(const struct req *r, int32_t i)
     return r->samples[i].fin == SCHED_FINISH_NONE && (r->forked || i == 0);
 }
 
+/* Prompt log-probabilities: sample i of r still owes rows (only sample 0
+ * computes prompt positions below n_prompt - 1). */
+static bool plp_pending(const struct req *r, int32_t i)
+{
+    return r->prompt_logits && i == 0 && r->plp_done < r->n_prompt - 1;
+}
+
+/* Most tokens sample i of r may compute this step under max_prompt_logits. */
+static int32_t plp_cap(const sched_t *s, const struct req *r, int32_t i)
+{
+    return plp_pending(r, i) ? s->cfg.max_prompt_logits - s->plp_tokens : INT32_MAX;
+}
+
+/* Stream tokens a cached-prefix lookup of sample i may cover: positions
+ * still owed logits rows must be computed. */
+static int32_t adopt_len(const struct req *r, int32_t i)
+{
+    return plp_pending(r, i) ? r->plp_done + 1 : r->samples[i].len;
+}
+
 /* Appends `n` stream tokens of sample i to its page table and the batch.
- * Pages must be available (checked by the caller). */
+ * Pages must be available and n within plp_cap (checked by the caller). */
 static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
 {
     struct sample *sm = &r->samples[i];
@@ -798,6 +825,19 @@ static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
     sl->n_tokens = n;
     sl->block_table = pager_seq_block_table(sm->seq, NULL);
     sl->sample = sample;
+    /* prompt log-probabilities: every row of a slice that reaches an
+     * undelivered position below n_prompt - 1 */
+    sl->all_logits = plp_pending(r, i) && first < r->n_prompt - 1 && first + n > r->plp_done;
+    int32_t logits_row = -1, plp_first = 0, plp_n = 0;
+    if (sl->all_logits) {
+        s->plp_tokens += n;
+        s->n_logits += n;
+        logits_row = s->n_logits - 1;
+        plp_first = FOLIO_MAX(first, r->plp_done);
+        plp_n = FOLIO_MIN(first + n, r->n_prompt - 1) - plp_first;
+    } else if (sample) {
+        logits_row = s->n_logits++;
+    }
     bool decode = n == 1 && first >= r->n_prompt;
     s->info[k] = (struct sched_slice){
         .request_id = r->id,
@@ -806,11 +846,16 @@ static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
         .sample_index = i,
         .token_index = sample ? sm->len - r->n_prompt : -1,
         .sample_row = sample ? s->n_sample++ : -1,
+        .logits_row = logits_row,
+        .plp_first = plp_first,
+        .plp_n = plp_n,
+        .plp_index = s->n_plp,
         .prefill = !decode,
         .stream = sample ? sm->stream : NULL,
         .n_prompt = r->n_prompt,
     };
     s->refs[k] = (struct ref){r, i};
+    s->n_plp += plp_n;
     s->n_tokens += n;
     sm->step_n = n;
     r->step_mark = s->step_no;
@@ -926,9 +971,11 @@ static enum admit_result admit_precheck(sched_t *s, struct req *r, int32_t budge
     while (!sample_live(r, first_live))
         first_live++;
     struct sample *s0 = &r->samples[first_live];
-    int32_t hit0 =
-        s->cfg.reserve_max_len ? 0 : pager_prefix_match(s->pg, salt, s0->stream, s0->len);
-    int32_t want0 = FOLIO_MIN(sample_target(r, s0) - hit0, budget);
+    int32_t hit0 = s->cfg.reserve_max_len
+                       ? 0
+                       : pager_prefix_match(s->pg, salt, s0->stream, adopt_len(r, first_live));
+    int32_t want0 =
+        FOLIO_MIN(FOLIO_MIN(sample_target(r, s0) - hit0, budget), plp_cap(s, r, first_live));
     int64_t avail = (int64_t)pager_blocks_available(s->pg) - watermark;
     if (want0 > 0) {
         int32_t need1 = FOLIO_DIV_CEIL(hit0 + 1, s->bs) - hit0 / s->bs;
@@ -959,7 +1006,7 @@ static int admit_tables(sched_t *s, struct req *r)
         }
         int32_t hit = 0;
         if (!s->cfg.reserve_max_len &&
-            (rc = pager_seq_adopt_prefix(s->pg, sm->seq, sm->stream, sm->len, &hit))) {
+            (rc = pager_seq_adopt_prefix(s->pg, sm->seq, sm->stream, adopt_len(r, i), &hit))) {
             req_unadmit(s, r);
             return rc;
         }
@@ -998,6 +1045,7 @@ static enum admit_result admit_chunks(sched_t *s, struct req *r, int32_t budget,
             continue;
         struct sample *sm = &r->samples[i];
         int32_t want = FOLIO_MIN(sample_target(r, sm) - sm->computed, budget - total);
+        want = FOLIO_MIN(want, plp_cap(s, r, i));
         if (want <= 0)
             continue;
         chunks[i] = want;
@@ -1236,6 +1284,7 @@ static int plan_decodes(sched_t *s, int32_t budget, int *preempted, int32_t *n_p
             continue;
         }
         int32_t need = 0, cnt = 0;
+        bool no_plp = false;
         for (int32_t i = 0; i < r->n; i++) {
             if (!sample_live(r, i))
                 continue;
@@ -1246,8 +1295,9 @@ static int plan_decodes(sched_t *s, int32_t budget, int *preempted, int32_t *n_p
             }
             need += pager_seq_blocks_needed(s->pg, sm->seq, 1);
             cnt++;
+            no_plp |= plp_cap(s, r, i) < 1; /* no room for its logits row this step */
         }
-        if (!cnt || s->n_tokens + cnt > budget)
+        if (!cnt || no_plp || s->n_tokens + cnt > budget)
             continue;
         struct req *pv = r->prev;
         if (need > 0 && make_room(s, r, need, preempted)) {
@@ -1281,7 +1331,9 @@ static int plan_prefills(sched_t *s, int32_t budget, int32_t n_prefilling, int *
             int32_t rem = sample_target(r, sm) - sm->computed;
             if (rem <= 1 || sm->step_n)
                 continue; /* decodes were phase 1 */
-            int32_t want = FOLIO_MIN(rem, budget - s->n_tokens);
+            int32_t want = FOLIO_MIN(FOLIO_MIN(rem, budget - s->n_tokens), plp_cap(s, r, i));
+            if (want <= 0)
+                continue;
             struct tenant *t = &s->tenants[r->tenant];
             int64_t room = FOLIO_MIN((int64_t)pager_blocks_available(s->pg), tenant_room(t));
             int32_t c = fit_tokens(s, sm->seq, want, room);
@@ -1316,6 +1368,8 @@ static void plan_output(sched_t *s, struct sched_batch *out, int preempted, int3
     out->mb.slices = s->slices;
     out->info = s->info;
     out->n_sample = s->n_sample;
+    out->n_logits = s->n_logits;
+    out->n_plp = s->n_plp;
     for (int32_t k = 0; k < s->n_slices; k++) {
         if (s->info[k].prefill)
             out->n_prefill_tokens += s->slices[k].n_tokens;
@@ -1335,6 +1389,7 @@ static void plan_undo(sched_t *s)
         sm->step_n = 0;
     }
     s->n_tokens = s->n_slices = s->n_sample = 0;
+    s->n_logits = s->n_plp = s->plp_tokens = 0;
 }
 
 int sched_step_plan(sched_t *s, struct sched_batch *out)
@@ -1345,6 +1400,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
     reap_aborted(s);
     s->step_no++;
     s->n_tokens = s->n_slices = s->n_sample = 0;
+    s->n_logits = s->n_plp = s->plp_tokens = 0;
     int32_t budget = s->cfg.max_batch_tokens;
     int preempted = 0, rc = 0;
     int32_t n_admitted = 0;
@@ -1394,6 +1450,8 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
         sm->computed = sl->first_pos + sl->n_tokens;
         sm->step_n = 0;
         pager_seq_mark_computed(s->pg, sm->seq, sm->computed);
+        if (sl->all_logits && !r->aborted) /* the backend delivered them before this call */
+            r->plp_done = FOLIO_MAX(r->plp_done, s->info[k].plp_first + s->info[k].plp_n);
         if (!sl->sample || r->aborted || sm->aborted)
             continue;
         int32_t tok = sampled[s->info[k].sample_row];
@@ -1432,6 +1490,7 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
     }
     s->in_flight = false;
     s->n_tokens = s->n_slices = s->n_sample = 0;
+    s->n_logits = s->n_plp = s->plp_tokens = 0;
     reap_aborted(s);
     die_if_broken(s);
     return 0;
@@ -1587,6 +1646,9 @@ int sched_check(const sched_t *s, char *msg, size_t len)
             if (pager_seq_computed(sm->seq) < sm->computed)
                 return fail(msg, len, "sample %llu/%d: pager has fewer computed tokens",
                             (unsigned long long)r->id, i);
+            if (plp_pending(r, i) && sm->computed > r->plp_done)
+                return fail(msg, len, "sample %llu/%d: computed %d past its prompt logits (%d)",
+                            (unsigned long long)r->id, i, sm->computed, r->plp_done);
             if (plen > sm->len ||
                 memcmp(pager_seq_tokens(sm->seq), sm->stream, (size_t)plen * sizeof(int32_t)))
                 return fail(msg, len, "sample %llu/%d: page table differs from its stream",
@@ -1614,17 +1676,32 @@ int sched_check(const sched_t *s, char *msg, size_t len)
                         t->n_running, t->n_preempted, t->running_seqs, tr, tp, tseq);
     }
     if (s->in_flight) {
-        int32_t n = 0, ns = 0;
+        int32_t n = 0, ns = 0, rows = 0, all = 0, plp = 0;
         for (int32_t k = 0; k < s->n_slices; k++) {
-            n += s->slices[k].n_tokens;
-            ns += s->slices[k].sample;
-            if (s->slices[k].n_tokens < 1)
+            const struct model_slice *sl = &s->slices[k];
+            const struct sched_slice *in = &s->info[k];
+            n += sl->n_tokens;
+            ns += sl->sample;
+            if (sl->n_tokens < 1)
                 return fail(msg, len, "empty slice %d", k);
+            rows += sl->all_logits ? sl->n_tokens : sl->sample;
+            all += sl->all_logits ? sl->n_tokens : 0;
+            if (in->logits_row != (sl->all_logits || sl->sample ? rows - 1 : -1) ||
+                in->plp_index != plp || in->plp_n < 0 ||
+                (in->plp_n && (in->plp_first < sl->first_pos ||
+                               in->plp_first + in->plp_n > sl->first_pos + sl->n_tokens ||
+                               in->plp_first + in->plp_n > in->n_prompt - 1)))
+                return fail(msg, len, "slice %d: logits row %d, prompt rows %d+%d at %d", k,
+                            in->logits_row, in->plp_first, in->plp_n, in->plp_index);
+            plp += in->plp_n;
         }
         if (n != s->n_tokens || n > s->cfg.max_batch_tokens || s->n_slices > s->cfg.max_seqs ||
-            ns != s->n_sample)
-            return fail(msg, len, "step: %d tokens (budget %d), %d slices, %d samples", n,
-                        s->cfg.max_batch_tokens, s->n_slices, ns);
+            ns != s->n_sample || rows != s->n_logits || plp != s->n_plp ||
+            all > s->cfg.max_prompt_logits)
+            return fail(msg, len,
+                        "step: %d tokens (budget %d), %d slices, %d samples, %d logits rows, "
+                        "%d all-logits tokens",
+                        n, s->cfg.max_batch_tokens, s->n_slices, ns, rows, all);
     }
     if (s->cfg.reserve_max_len) {
         int64_t want = 0;

@@ -126,7 +126,7 @@ static void run(int32_t budget, bool invariant, struct out *o)
             if (in->sample_row < 0)
                 continue;
             assert_int_equal(sampler_sample(in->sampling,
-                                            logits + (size_t)in->sample_row * hp->n_vocab,
+                                            logits + (size_t)in->logits_row * hp->n_vocab,
                                             hp->n_vocab, (uint64_t)in->token_index, work, 0,
                                             &sampled[in->sample_row], NULL),
                              0);

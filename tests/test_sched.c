@@ -500,6 +500,111 @@ static void test_parallel_samples_preempted(void **state)
     h_free(&h);
 }
 
+/* Prompt log-probabilities: all_logits chunks capped at max_prompt_logits
+ * tokens a step (other requests' chunks are not), no cached prefix taken
+ * for positions still owed (the request's own blocks are cached for the
+ * next), every position once (the harness checks order), and with n > 1
+ * the rows come from the one shared prefill. */
+static void test_prompt_logits(void **state)
+{
+    (void)state;
+    struct harness h;
+    struct sched_config c = base_cfg(256, 8);
+    c.max_prompt_logits = 32;
+    h_init(&h, 64, 16, &c);
+    int32_t prompt[100];
+    h_prompt(prompt, 100, 5, h.vocab);
+    int plain = add_simple(&h, 100, 2, 1, 0, 5); /* same prompt: fills the cache */
+    h_drain(&h, 100);
+    struct h_params p = {.prompt = prompt,
+                         .n_prompt = 100,
+                         .max_tokens = 4,
+                         .eos_id = -1,
+                         .seed = 5,
+                         .prompt_logits = true};
+    int r = h_add(&h, &p);
+    int other = add_simple(&h, 120, 2, 1, 0, 6);
+    static const int32_t first[] = {0, 32, 64, 96}, len[] = {32, 32, 32, 4};
+    for (int k = 0; k < 4; k++) {
+        struct sched_batch b;
+        assert_int_equal(h_step_ex(&h, &b, NULL), 0);
+        int32_t j = 0; /* r's slice (the other one's decodes come first) */
+        while (j < b.mb.n_slices && b.info[j].request_id != h.reqs[r].id)
+            j++;
+        assert_true(j < b.mb.n_slices);
+        assert_int_equal(b.mb.slices[j].first_pos, first[k]); /* nothing adopted */
+        assert_int_equal(b.mb.slices[j].n_tokens, len[k]);
+        assert_true(b.mb.slices[j].all_logits);
+        assert_int_equal(b.info[j].plp_n, k < 3 ? 32 : 3); /* 96, 97, 98; 99 samples */
+        assert_int_equal(b.mb.slices[j].sample, k == 3);
+        assert_int_equal(b.n_logits, len[k] + (b.n_sample - (k == 3)));
+        if (k == 0) { /* the other request's chunk takes the rest of the budget */
+            assert_int_equal(b.mb.n_slices, 2);
+            assert_int_equal(b.mb.slices[1].n_tokens, 120);
+            assert_false(b.mb.slices[1].all_logits);
+            assert_int_equal(b.info[1].plp_n, 0);
+        }
+    }
+    assert_int_equal(h.reqs[r].plp_next, 99);
+    h_drain(&h, 100);
+    assert_true(h.reqs[r].done && h.reqs[other].done && h.reqs[plain].done);
+    assert_matches_alone(&h, &h.reqs[r]);
+    /* delivered: a second one may not take a cached prefix either; a
+     * plain one takes the blocks the first left */
+    int plain2 = add_simple(&h, 100, 2, 1, 0, 5);
+    struct sched_batch b;
+    assert_int_equal(h_step_ex(&h, &b, NULL), 0);
+    assert_int_equal(b.mb.slices[0].first_pos, 96);
+    h_drain(&h, 100);
+    assert_true(h.reqs[plain2].done);
+
+    /* n = 2: the shared prefill delivers 0..98, then the fork */
+    p.n = 2;
+    p.seed = 8;
+    int par = h_add(&h, &p);
+    h_drain(&h, 100);
+    assert_true(h.reqs[par].done);
+    assert_int_equal(h.reqs[par].plp_next, 99);
+    assert_matches_alone(&h, &h.reqs[par]);
+    assert_pool_empty(&h);
+
+    /* a request preempted in the middle of its prompt resumes where the
+     * delivered rows end (the harness: in order, none twice) */
+    struct harness h2;
+    struct sched_config c2 = base_cfg(64, 8);
+    c2.max_prompt_logits = 16;
+    h_init(&h2, 12, 8, &c2);
+    int big = add_simple(&h2, 40, 50, 1, 9, 3);
+    h_step(&h2);
+    int32_t pr[60];
+    h_prompt(pr, 60, 4, h2.vocab);
+    struct h_params p2 = {.prompt = pr,
+                          .n_prompt = 60,
+                          .max_tokens = 3,
+                          .eos_id = -1,
+                          .seed = 4,
+                          .prompt_logits = true};
+    int small = h_add(&h2, &p2);
+    h_drain(&h2, 1000);
+    assert_true(h2.reqs[big].done && h2.reqs[small].done);
+    assert_true(h2.reqs[small].preempts >= 1);
+    assert_true(h2.plp_rows_resumed > 0);
+    assert_int_equal(h2.reqs[small].plp_next, 59);
+    assert_matches_alone(&h2, &h2.reqs[small]);
+    assert_matches_alone(&h2, &h2.reqs[big]);
+    h_free(&h2);
+
+    /* max_prompt_logits 0 refuses such requests */
+    c.max_prompt_logits = 0;
+    struct harness h3;
+    h_init(&h3, 64, 16, &c);
+    assert_int_equal(h_add(&h3, &p), -EINVAL);
+    p.prompt_logits = false;
+    assert_true(h_add(&h3, &p) >= 0);
+    h_free(&h3);
+    h_free(&h);
+}
+
 /* Tenant limits: waiting (-EBUSY at once), running sequences, KV blocks. */
 static void test_tenant_limits(void **state)
 {
@@ -721,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_preempt_most_recent),
         cmocka_unit_test(test_parallel_samples),
         cmocka_unit_test(test_parallel_samples_preempted),
+        cmocka_unit_test(test_prompt_logits),
         cmocka_unit_test(test_tenant_limits),
         cmocka_unit_test(test_vtc),
         cmocka_unit_test(test_priority_order),

@@ -12,7 +12,11 @@
  *
  * Every step it checks: the batch is within budget, each slice's tokens are
  * the request's stream at [first_pos, first_pos + n), the block table is
- * there, sampling rows are consecutive; events arrive in order (token
+ * there, sampling rows are consecutive, logits rows follow slice order
+ * (one per sampling slice, n per all_logits slice), and prompt
+ * log-probability rows go only to requests that asked, sample 0, in
+ * position order, each position once (all of [0, n_prompt - 1) by DONE
+ * unless aborted); events arrive in order (token
  * indices 0, 1, 2, ... per sample, nothing after FINISHED, DONE once after
  * every sample finished); and sched_check() holds after plan and commit.
  */
@@ -45,6 +49,8 @@ struct hreq {
     int32_t n_gen[H_MAX_N];
     enum sched_finish_reason fin[H_MAX_N];
     bool added, done, aborted;
+    bool prompt_logits;
+    int32_t plp_next; /* prompt positions delivered: [0, plp_next) */
     int preempts, resumes;
     int64_t add_step, admit_step, first_tok_step, done_step;
 };
@@ -60,7 +66,8 @@ struct harness {
     int64_t events, preempt_events, done_count;
     int64_t steps_with_preempt;
     int32_t max_slice_tokens;
-    bool saw_mixed; /* a step had both a decode and a prefill slice */
+    bool saw_mixed;                     /* a step had both a decode and a prefill slice */
+    int64_t plp_rows, plp_rows_resumed; /* prompt rows delivered; of them after a preemption */
 };
 
 static inline uint64_t h_mix(uint64_t x)
@@ -126,6 +133,8 @@ static void h_on_event(void *ctx, const struct sched_event *ev)
     case SCHED_EV_DONE:
         for (int i = 0; i < r->n; i++)
             assert_true(r->fin[i] != SCHED_FINISH_NONE);
+        if (r->prompt_logits && !r->aborted)
+            assert_int_equal(r->plp_next, r->n_prompt - 1);
         r->done = true;
         r->done_step = h->step;
         h->done_count++;
@@ -191,7 +200,7 @@ struct h_params {
     int32_t n_prompt, max_tokens, n, priority, eos_id, n_stop;
     const int32_t *stop_ids;
     uint32_t tenant;
-    bool ignore_eos;
+    bool ignore_eos, prompt_logits;
     uint64_t seed;
 };
 
@@ -207,6 +216,7 @@ static inline int h_add(struct harness *h, const struct h_params *p)
     r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->tenant = p->tenant;
+    r->prompt_logits = p->prompt_logits;
     r->seed = p->seed ? p->seed : (uint64_t)h->nreq * 7919u + 17u;
     r->prompt = malloc((size_t)p->n_prompt * sizeof(int32_t));
     memcpy(r->prompt, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
@@ -226,6 +236,7 @@ static inline int h_add(struct harness *h, const struct h_params *p)
         .tenant = p->tenant,
         .priority = p->priority,
         .user = r,
+        .prompt_logits = p->prompt_logits,
     };
     int rc = sched_request_add(h->s, &sp, &r->id);
     if (rc) {
@@ -279,7 +290,7 @@ static inline int h_step_ex(struct harness *h, struct sched_batch *out,
         assert_int_equal(b.n_admitted, 0);
     }
     int32_t *sampled = calloc((size_t)b.mb.n_slices + 1, sizeof(int32_t));
-    int32_t off = 0, row = 0, n_sum = 0;
+    int32_t off = 0, row = 0, n_sum = 0, lrow = 0, plp = 0;
     bool dec = false, pre = false;
     for (int32_t k = 0; k < b.mb.n_slices; k++) {
         const struct model_slice *sl = &b.mb.slices[k];
@@ -308,6 +319,21 @@ static inline int h_step_ex(struct harness *h, struct sched_batch *out,
         } else {
             assert_int_equal(in->sample_row, -1);
         }
+        lrow += sl->all_logits ? sl->n_tokens : sl->sample;
+        assert_int_equal(in->logits_row, sl->all_logits || sl->sample ? lrow - 1 : -1);
+        assert_int_equal(in->plp_index, plp);
+        if (sl->all_logits || in->plp_n) {
+            assert_true(r->prompt_logits && sl->all_logits && in->sample_index == 0);
+            assert_true(in->plp_n > 0); /* a slice of delivered positions needs no rows */
+            assert_int_equal(in->plp_first, r->plp_next); /* in order, none twice */
+            assert_true(in->plp_first >= sl->first_pos &&
+                        in->plp_first + in->plp_n <= sl->first_pos + sl->n_tokens &&
+                        in->plp_first + in->plp_n <= r->n_prompt - 1);
+            r->plp_next += in->plp_n;
+            plp += in->plp_n;
+            h->plp_rows += in->plp_n;
+            h->plp_rows_resumed += r->preempts ? in->plp_n : 0;
+        }
         if (sl->n_tokens > h->max_slice_tokens)
             h->max_slice_tokens = sl->n_tokens;
         off += sl->n_tokens;
@@ -315,6 +341,8 @@ static inline int h_step_ex(struct harness *h, struct sched_batch *out,
     }
     assert_int_equal(n_sum, b.mb.n_tokens);
     assert_int_equal(row, b.n_sample);
+    assert_int_equal(lrow, b.n_logits);
+    assert_int_equal(plp, b.n_plp);
     if (dec && pre)
         h->saw_mixed = true;
     if (between && between(h))

@@ -4,7 +4,8 @@
  *
  * Random traces (random pool and block size, budget, max_seqs, tenants with
  * weights and limits, arrivals, prompts with shared prefixes, n = 1..3,
- * priorities, eos and stop tokens, aborts) run twice: with tight memory and
+ * priorities, eos and stop tokens, aborts, prompt log-probabilities under
+ * a small per-step cap) run twice: with tight memory and
  * with unlimited memory.  Properties, checked for every trace:
  *   - sched_check() after every plan and commit (harness);
  *   - the budget is never exceeded, every slice's tokens are the request's
@@ -48,12 +49,13 @@ struct treq {
     uint32_t tenant;
     int32_t prompt[160];
     uint64_t seed;
+    bool prompt_logits;
 };
 
 struct trace {
     int32_t n_req;
     struct treq *reqs;
-    int32_t block_size, num_blocks, max_seqs, max_batch, watermark;
+    int32_t block_size, num_blocks, max_seqs, max_batch, watermark, max_prompt_logits;
     int32_t n_tenants;
     struct sched_tenant_config tenants[3];
 };
@@ -98,6 +100,7 @@ static void make_trace(struct trace *t, uint64_t seed)
             q->stop[k] = rnd_in(&r, 1, 59);
         q->tenant = t->tenants[rnd_in(&r, 0, t->n_tenants - 1)].id;
         q->seed = rnd(&r) | 1;
+        q->prompt_logits = (q->seed >> 40) % 4 == 0; /* from the seed: the draws stay */
         h_prompt(q->prompt, q->n_prompt, q->seed, 60);
         if (rnd_in(&r, 0, 1)) { /* a shared prefix */
             int k = rnd_in(&r, 0, 2);
@@ -105,6 +108,7 @@ static void make_trace(struct trace *t, uint64_t seed)
             memcpy(q->prompt, prefixes[k], (size_t)len * sizeof(int32_t));
         }
     }
+    t->max_prompt_logits = 1 + (int32_t)(h_mix(seed + 99) % 48);
     /* arrival order */
     for (int i = 1; i < t->n_req; i++)
         for (int j = i; j > 0 && t->reqs[j].arrival < t->reqs[j - 1].arrival; j--) {
@@ -124,6 +128,7 @@ static void run_trace(struct harness *h, const struct trace *t, bool unlimited, 
     c.max_seqs = unlimited ? 256 : t->max_seqs;
     c.max_batch_tokens = unlimited ? 100000 : t->max_batch;
     c.watermark_blocks = unlimited ? 0 : t->watermark;
+    c.max_prompt_logits = unlimited ? 1000 : t->max_prompt_logits;
     /* "unlimited": room for every request of the trace at once */
     int32_t all = 1;
     for (int i = 0; i < t->n_req; i++)
@@ -152,7 +157,8 @@ static void run_trace(struct harness *h, const struct trace *t, bool unlimited, 
                                  .n_stop = q->n_stop,
                                  .stop_ids = q->stop,
                                  .tenant = q->tenant,
-                                 .seed = q->seed};
+                                 .seed = q->seed,
+                                 .prompt_logits = q->prompt_logits};
             rec[next] = h_add(h, &p);
             if (rec[next] >= 0)
                 added++;
@@ -179,7 +185,7 @@ static void run_trace(struct harness *h, const struct trace *t, bool unlimited, 
     assert_int_equal(h->done_count, added);
 }
 
-static void check_trace(uint64_t seed)
+static void check_trace(uint64_t seed, int64_t plp[2])
 {
     struct trace t;
     make_trace(&t, seed);
@@ -188,6 +194,8 @@ static void check_trace(uint64_t seed)
     struct harness a, b;
     run_trace(&a, &t, false, rec_a);
     run_trace(&b, &t, true, rec_b);
+    plp[0] += a.plp_rows;
+    plp[1] += a.plp_rows_resumed;
     for (int i = 0; i < t.n_req; i++) {
         if (rec_a[i] < 0)
             continue;
@@ -227,8 +235,13 @@ static void test_random_traces(void **state)
 {
     (void)state;
     int n = h_short() ? 18 : 150;
+    int64_t plp[2] = {0, 0};
     for (int i = 0; i < n; i++)
-        check_trace((uint64_t)i);
+        check_trace((uint64_t)i, plp);
+    /* prompt log-probabilities were asked for, and some after a preemption */
+    print_message("%lld prompt rows delivered, %lld after a preemption\n", (long long)plp[0],
+                  (long long)plp[1]);
+    assert_true(plp[0] > 0 && plp[1] > 0);
 }
 
 /* The random traces do exercise preemption (else the comparison with the

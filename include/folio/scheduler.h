@@ -65,6 +65,19 @@
  * it samples generated token n_generated_i, the NEXT one: a client reading
  * the stream sees nothing lost and nothing repeated.
  *
+ * Prompt log-probabilities (sched_request_params.prompt_logits): such a
+ * request needs the logits of every prompt position but the last (row p
+ * scores prompt token p + 1).  Its prefill slices of sample 0 are
+ * all_logits while positions below n_prompt - 1 are still undelivered;
+ * their chunks are capped so that all_logits slices hold at most
+ * max_prompt_logits tokens a step (a request that gets no room waits for
+ * the next step, and stops admission as any request that does not fit).
+ * It adopts no cached prefix beyond the positions already delivered
+ * (cached tokens have no logits); delivered positions are counted at
+ * commit and never sent again: after a preemption the re-prefill is
+ * all_logits only where positions are still missing.  Each slice says
+ * which positions its rows deliver (sched_slice.plp_first, plp_n).
+ *
  * Fair share (VTC, "Fairness in Serving Large Language Models", OSDI 2024):
  * each tenant has a virtual counter, charged at plan time with
  * (weight_in * prefill tokens + weight_out * decode tokens) / tenant weight
@@ -93,14 +106,14 @@
  *
  *     struct sched_batch b;
  *     if (sched_step_plan(s, &b) == 0) {
- *         model_forward(ctx, &b.mb, logits);          // [b.n_sample][n_vocab]
+ *         model_forward(ctx, &b.mb, logits);          // [b.n_logits][n_vocab]
  *         for (k = 0; k < b.mb.n_slices; k++)
  *             if (b.mb.slices[k].sample) {
  *                 const struct sched_slice *in = &b.info[k];
  *                 // seed the sampler's stream with (request seed,
  *                 // in->sample_index) and draw token number in->token_index
  *                 tok[in->sample_row] = sample(in->sampling,
- *                                              logits + in->sample_row * n_vocab);
+ *                                              logits + in->logits_row * n_vocab);
  *             }
  *         sched_step_commit(s, tok, b.n_sample);      // events: TOKEN, FINISHED, DONE
  *     }
@@ -187,13 +200,17 @@ struct sched_config {
      * slots (contiguous max-length allocation) at admission, on the same
      * pool; nothing is ever preempted. */
     bool reserve_max_len;
+    /* Tokens of all_logits slices (prompt log-probabilities) a step may
+     * hold, >= 0 (default 128); 0 refuses requests that ask for them. */
+    int32_t max_prompt_logits;
     struct sched_tenant_config default_tenant; /* for tenants never configured (id ignored) */
     sched_event_fn on_event;                   /* may be NULL */
     void *event_ctx;
 };
 
 /* Fills cfg with defaults: 2048 batch tokens, 256 seqs, 4096 context,
- * watermark 1%, weights 1/2, default tenant weight 1 and no limits. */
+ * watermark 1%, weights 1/2, 128 prompt-logit tokens a step, default
+ * tenant weight 1 and no limits. */
 void sched_config_default(struct sched_config *cfg);
 
 /* ---- lifetime --------------------------------------------------------- */
@@ -222,11 +239,13 @@ struct sched_request_params {
     int32_t priority;     /* higher runs first within a tenant, preempted last */
     const void *sampling; /* opaque, carried into each sched_slice */
     void *user;           /* opaque, carried into each event */
+    bool prompt_logits;   /* logits for every prompt position (see above) */
     uint64_t arrival_ns;  /* for stats; the caller's clock */
 };
 
 /* Queues a request (WAITING); *id names it until SCHED_EV_DONE.
- * -EINVAL bad params (empty prompt, n out of range, max_tokens < 1),
+ * -EINVAL bad params (empty prompt, n out of range, max_tokens < 1,
+ * prompt_logits with max_prompt_logits 0),
  * -E2BIG prompt >= max_ctx, or the request could never run even alone
  * (n * blocks of min(prompt + max_tokens, max_ctx) tokens, or with the
  * pager's sliding window at most pager_window_blocks(max_batch_tokens)
@@ -264,7 +283,16 @@ struct sched_slice {
     int32_t token_index;  /* sampling slices: index of the generated token
                              this row samples (stable across preemption) */
     int32_t sample_row;   /* index into the sampled-token array, or -1 */
-    bool prefill;         /* not a single-token decode */
+    /* model_forward's logits row of the slice's last token (sampling and
+     * all_logits slices; an all_logits slice's rows end there), or -1 */
+    int32_t logits_row;
+    /* all_logits slices: the rows of prompt positions [plp_first,
+     * plp_first + plp_n) are that request's prompt log-probabilities, not
+     * delivered before (position p's row scores prompt token p + 1);
+     * plp_index: their first entry in the step's prompt-row numbering
+     * (0 .. sched_batch.n_plp - 1, slice after slice) */
+    int32_t plp_first, plp_n, plp_index;
+    bool prefill; /* not a single-token decode */
     /* sampling slices: the sample's stream so far, prompt ++ the
      * token_index tokens it generated (penalties read it); NULL otherwise */
     const int32_t *stream;
@@ -277,6 +305,8 @@ struct sched_batch {
     struct model_batch mb;
     const struct sched_slice *info; /* [mb.n_slices] */
     int32_t n_sample;               /* slices with mb.slices[i].sample */
+    int32_t n_logits;               /* logits rows model_forward writes */
+    int32_t n_plp;                  /* prompt rows to deliver (sum of plp_n) */
     int32_t n_prefill_tokens, n_decode_tokens;
     int32_t n_preempted; /* requests preempted while planning this step */
     int32_t n_admitted;  /* requests admitted (or resumed) this step */
