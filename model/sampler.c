@@ -561,3 +561,35 @@ int sampler_sample(const struct sampler_params *p, const float *logits, int32_t 
     }
     return 0;
 }
+
+int sampler_score(const float *logits, int32_t n_vocab, int32_t token, void *work, int32_t n_top,
+                  struct sampler_result *res)
+{
+    if (!logits || !work || !res || n_vocab < 1 || token < 0 || token >= n_vocab || n_top < 0 ||
+        n_top > SAMPLER_MAX_TOP)
+        return -EINVAL;
+    const struct sampler_params raw = {0}; /* no bias, nothing banned */
+    float *l = work;
+    int32_t *idx = (int32_t *)(l + 2 * (size_t)n_vocab);
+    float mx;
+    int32_t best;
+    int rc = logits_prepare(&raw, logits, n_vocab, l, &mx, &best);
+    if (rc)
+        return rc; /* every logit NaN or -inf */
+    const double lse = mx + log(exp_sum(l, NULL, n_vocab, mx, 1.0f));
+    int32_t above = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        above += l[i] > l[token];
+    res->token = token;
+    res->logprob = (float)(l[token] - lse);
+    res->rank = above + 1;
+    struct ranker r = {.l = l, .idx = idx};
+    if (n_top > 0)
+        rank_select(&r, n_vocab, n_top);
+    res->n_top = r.k;
+    for (int32_t k = 0; k < r.k; k++) {
+        res->top_ids[k] = idx[k];
+        res->top_logprobs[k] = (float)(l[idx[k]] - lse);
+    }
+    return 0;
+}

@@ -4,8 +4,9 @@
  * the scalar exp bit for bit (the sampler computes them in vectors), the
  * support of top-k and top-p, the temperature distribution (chi-square
  * over counts from a fixed seed), independence of the random stream from
- * anything but (seed, t), logit bias and bans, and the reported
- * log-probabilities.
+ * anything but (seed, t), logit bias and bans, the reported
+ * log-probabilities, and scoring a given token (sampler_score) against a
+ * plain reference.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -380,6 +381,74 @@ static void test_sampled_logprob(void **state)
     }
 }
 
+/* sampler_score against a plain scan: log_softmax in double over the
+ * finite logits, rank, and the top-n by (logit desc, id asc); random rows
+ * with ties, NaN and -inf, tokens that are any of them. */
+static void test_score(void **state)
+{
+    (void)state;
+    static float l[3000];
+    static int32_t ids[3000];
+    uint64_t s = 11;
+    for (int it = 0; it < 300; it++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int32_t n = 1 + (int32_t)((s >> 33) % 3000);
+        for (int32_t i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t u = (uint32_t)(s >> 32);
+            l[i] = u % 50 == 0   ? -INFINITY
+                   : u % 53 == 0 ? NAN
+                                 : (float)((int)(u % 64) - 32) * 0.25f; /* many ties */
+        }
+        l[(s >> 20) % (uint64_t)n] = 1.0f; /* at least one finite */
+        int32_t tok = (int32_t)((s >> 7) % (uint64_t)n);
+        int32_t n_top = (int32_t)((s >> 40) % (SAMPLER_MAX_TOP + 1));
+        struct sampler_result r;
+        assert_int_equal(sampler_score(l, n, tok, g_work, n_top, &r), 0);
+        /* reference */
+        double mx = -INFINITY, z = 0;
+        int32_t fin = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (l[i] == l[i] && l[i] > -INFINITY) {
+                mx = fmax(mx, l[i]);
+                ids[fin++] = i;
+            }
+        for (int32_t k = 0; k < fin; k++)
+            z += exp(l[ids[k]] - mx);
+        const double lse = mx + log(z);
+        const float lt = l[tok] == l[tok] ? l[tok] : -INFINITY;
+        int32_t rank = 1;
+        for (int32_t k = 0; k < fin; k++)
+            rank += l[ids[k]] > lt;
+        assert_int_equal(r.token, tok);
+        assert_int_equal(r.rank, rank);
+        if (lt == -INFINITY)
+            assert_true(r.logprob == -INFINITY);
+        else
+            assert_true(fabs(r.logprob - (lt - lse)) < 1e-5);
+        /* top n_top: a selection sort of the finite ids */
+        int32_t want = n_top < fin ? n_top : fin;
+        assert_int_equal(r.n_top, want);
+        for (int32_t k = 0; k < want; k++) {
+            int32_t b = k;
+            for (int32_t j = k + 1; j < fin; j++)
+                if (l[ids[j]] > l[ids[b]] || (l[ids[j]] == l[ids[b]] && ids[j] < ids[b]))
+                    b = j;
+            int32_t t = ids[k];
+            ids[k] = ids[b];
+            ids[b] = t;
+            assert_int_equal(r.top_ids[k], ids[k]);
+            assert_true(fabs(r.top_logprobs[k] - (l[ids[k]] - lse)) < 1e-5);
+        }
+    }
+    struct sampler_result r;
+    assert_int_equal(sampler_score(l, 10, 10, g_work, 1, &r), -EINVAL);
+    assert_int_equal(sampler_score(l, 10, 0, g_work, SAMPLER_MAX_TOP + 1, &r), -EINVAL);
+    for (int32_t i = 0; i < 4; i++)
+        l[i] = -INFINITY;
+    assert_int_equal(sampler_score(l, 4, 0, g_work, 1, &r), -EINVAL); /* nothing finite */
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -415,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_stream_independence),
         cmocka_unit_test(test_bias_and_ban),
         cmocka_unit_test(test_sampled_logprob),
+        cmocka_unit_test(test_score),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -105,6 +105,7 @@ struct sampler_result {
     int32_t n_top; /* entries filled in top_ids / top_logprobs */
     int32_t top_ids[SAMPLER_MAX_TOP];
     float top_logprobs[SAMPLER_MAX_TOP]; /* descending */
+    int32_t rank; /* sampler_score: 1 + the tokens with a larger logit; else 0 */
 };
 
 /* Bytes of workspace sampler_sample needs for n_vocab logits (it includes
@@ -124,6 +125,15 @@ double sampler_uniform(uint64_t seed, uint64_t t);
  * when every token is banned. */
 int sampler_sample(const struct sampler_params *p, const float *logits, int32_t n_vocab, uint64_t t,
                    void *work, int32_t n_top, int32_t *token, struct sampler_result *res);
+
+/* Scores a given token (a prompt token) against logits[n_vocab] (not
+ * modified): its log-probability under log_softmax of the raw logits (no
+ * bias, temperature 1; NaN counts as -inf), its rank, and the top n_top
+ * (<= SAMPLER_MAX_TOP; ties to the lower id, as sampler_sample ranks).
+ * work: sampler_work_size(n_vocab) bytes.  -EINVAL for bad arguments or
+ * when no logit is finite. */
+int sampler_score(const float *logits, int32_t n_vocab, int32_t token, void *work, int32_t n_top,
+                  struct sampler_result *res);
 
 #ifdef __cplusplus
 }
