@@ -299,6 +299,14 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     }
     if (chat && (p->chat_logprobs || (p->top_logprobs_set && p->top_logprobs > 0)))
         p->gen.n_logprobs = p->top_logprobs;
+    if (p->prompt_logprobs >= 0 && p->stream) {
+        srv_api_error_set(err, 400, "invalid_request_error", "prompt_logprobs", NULL,
+                          "'prompt_logprobs' is not available with 'stream': true");
+        rc = -EINVAL;
+        goto out;
+    }
+    /* the prompt's logprobs: asked for, or echoed with logprobs */
+    p->gen.n_prompt_logprobs = FOLIO_MAX(p->prompt_logprobs, p->echo ? p->gen.n_logprobs : -1);
     /* chat: no max_tokens means "until the context is full" (as OpenAI) */
     if (chat && !p->max_tokens_set && p->prompt_lens[0] < mi->ctx_len)
         p->gen.max_tokens = mi->ctx_len - p->prompt_lens[0];

@@ -68,6 +68,8 @@ struct srv_comp_params {
     bool chat_logprobs;            /* chat `logprobs` (gen.n_logprobs = top_logprobs, else 0) */
     int32_t top_logprobs;          /* chat: 0..SAMPLER_MAX_TOP */
     bool top_logprobs_set;         /* given (implies logprobs) */
+    int32_t prompt_logprobs;       /* -1, or 0..SAMPLER_MAX_TOP: the `prompt_logprobs` field
+                                      (gen.n_prompt_logprobs also serves echo + logprobs) */
     int n_unknown;                 /* fields the table does not know (ignored unless strict) */
     char unknown[SRV_UNKNOWN_CAP]; /* their names, comma-separated (truncated) */
     /* response_format, grammar, tools (daemon/tools.h); NULL: none given.

@@ -247,6 +247,9 @@ static const struct srv_field fields[] = {
      NULL},
     {"top_logprobs", SRV_F_I32, SRV_EP_CHAT, OFF(top_logprobs), 0, SAMPLER_MAX_TOP, 0, 0, false,
      true, OFF(top_logprobs_set), NULL, NULL},
+    /* vLLM's: every prompt token's logprob, rank and top-N (not with stream) */
+    {"prompt_logprobs", SRV_F_I32, BOTH, OFF(prompt_logprobs), 0, SAMPLER_MAX_TOP, -1, 0, false,
+     true, -1, NULL, NULL},
     /* sampling (folio/sampler.h says in which order and over which tokens) */
     {"min_p", SRV_F_F32, BOTH, OFF(gen.sp.min_p), 0, 1, 0, 0, false, true, -1, NULL, NULL},
     {"typical_p", SRV_F_F32, BOTH, OFF(gen.sp.typical_p), 0, 1, 1, 0, true, true, -1, NULL, NULL},
@@ -274,7 +277,6 @@ static const struct srv_field fields[] = {
     {"echo", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"use_beam_search", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"length_penalty", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
-    {"prompt_logprobs", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"skip_special_tokens", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
     {"spaces_between_special_tokens", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
     {"include_stop_str_in_output", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},

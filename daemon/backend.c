@@ -15,7 +15,10 @@
  * Logprobs: run() fills res[sample_row]; commit copies it into the
  * sample's slot before sched_step_commit, and the TOKEN event hands it to
  * the server through eng_req.lp (one sampled token per sample per step,
- * so the copy is that token's).
+ * so the copy is that token's).  Prompt logprobs: run() scores the rows
+ * the scheduler marks (sched_slice.plp_*) into plp[]; commit hands each
+ * slice's rows to the server (eng_events.prompt_logprobs) before
+ * sched_step_commit, which counts them delivered.
  */
 #include "backend.h"
 
@@ -81,6 +84,7 @@ struct eng_backend {
     struct sched_batch batch;
     int32_t *sampled;            /* [max_seqs] */
     struct sampler_result *res;  /* [max_seqs] by sample row */
+    struct sampler_result *plp;  /* [ENG_PROMPT_LOGITS] the step's prompt rows */
     int *slice_rc;               /* [max_seqs]: run()'s result per slice */
     const struct eng_events *ev; /* during plan / commit */
     int32_t *eog, n_eog;         /* end-of-generation ids */
@@ -174,6 +178,8 @@ static int be_submit(void *p, struct eng_req **rs, int32_t n)
         q->reqs[i] = rs[i];
         if (rs[i]->g.n_logprobs > SAMPLER_MAX_TOP)
             rs[i]->g.n_logprobs = SAMPLER_MAX_TOP;
+        if (rs[i]->g.n_prompt_logprobs > SAMPLER_MAX_TOP)
+            rs[i]->g.n_prompt_logprobs = SAMPLER_MAX_TOP;
     }
     struct sched_request_params sp = {
         .prompt = rs[0]->prompt,
@@ -190,6 +196,7 @@ static int be_submit(void *p, struct eng_req **rs, int32_t n)
         .sampling = q,
         .user = q,
         .arrival_ns = folio_now_ns(),
+        .prompt_logits = g->n_prompt_logprobs >= 0,
     };
     int rc = sched_request_add(b->sched, &sp, &q->sid);
     if (rc) {
@@ -233,7 +240,7 @@ static int be_plan(void *p, const struct eng_events *ev)
 static void be_run(void *p)
 {
     struct eng_backend *b = p;
-    b->step->run(b->ctx, &b->batch, b->sampled, b->res, b->slice_rc);
+    b->step->run(b->ctx, &b->batch, b->sampled, b->res, b->plp, b->slice_rc);
 }
 
 static void be_commit(void *p, const struct eng_events *ev)
@@ -252,8 +259,13 @@ static void be_commit(void *p, const struct eng_events *ev)
             }
             if (sl->sample_row >= 0)
                 b->sampled[sl->sample_row] = 0;
-        } else if (q && sl->sample_row >= 0 && q->reqs[sl->sample_index]->g.n_logprobs >= 0)
+            continue;
+        }
+        if (q && sl->sample_row >= 0 && q->reqs[sl->sample_index]->g.n_logprobs >= 0)
             q->res[sl->sample_index] = b->res[sl->sample_row];
+        if (q && sl->plp_n > 0 && ev->prompt_logprobs && !q->failed)
+            ev->prompt_logprobs(ev->user, q->reqs[0], sl->plp_first, sl->plp_n,
+                                b->plp + sl->plp_index);
     }
     sched_step_commit(b->sched, b->sampled, b->batch.n_sample);
 }
@@ -336,6 +348,7 @@ static void be_free(void *p)
     folio_free(b->eog);
     folio_free(b->sampled);
     folio_free(b->res);
+    folio_free(b->plp);
     folio_free(b->slice_rc);
     folio_free(b);
 }
@@ -398,6 +411,7 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
     sc.max_batch_tokens = (int32_t)cfg->max_batch_tokens;
     sc.max_seqs = (int32_t)cfg->max_seqs;
     sc.max_ctx = g->ctx_len;
+    sc.max_prompt_logits = ENG_PROMPT_LOGITS;
     sc.on_event = on_sched_event;
     sc.event_ctx = b;
     /* tenants the config does not name (one per unconfigured uid) take
@@ -423,7 +437,8 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
     b->sampled = folio_calloc((size_t)cfg->max_seqs, sizeof(int32_t));
     b->slice_rc = folio_calloc((size_t)cfg->max_seqs, sizeof(int));
     b->res = folio_calloc((size_t)cfg->max_seqs, sizeof(*b->res));
-    if (!b->sampled || !b->slice_rc || !b->res) {
+    b->plp = folio_calloc(ENG_PROMPT_LOGITS, sizeof(*b->plp));
+    if (!b->sampled || !b->slice_rc || !b->res || !b->plp) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;

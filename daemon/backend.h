@@ -34,6 +34,10 @@
 
 struct eng_backend;
 
+/* Prompt tokens a step scores for prompt log-probabilities (the
+ * scheduler's max_prompt_logits): longer prompts take several steps. */
+#define ENG_PROMPT_LOGITS 128
+
 /* What the pool is sized for. */
 struct eng_geom {
     int32_t n_layers, n_kv_heads, head_dim; /* K/V geometry */
@@ -47,9 +51,13 @@ struct eng_step {
     const char *kind; /* "model", "fake" */
     void (*info)(void *ctx, struct eng_model_info *mi);
     /* Engine thread.  sampled[batch->n_sample]; res[sample_row] for rows of
-     * requests with g.n_logprobs >= 0; slice_rc[n_slices]: 0 or -errno. */
+     * requests with g.n_logprobs >= 0; plp[batch->n_plp]: the prompt rows
+     * (sched_slice.plp_*: slice k's position plp_first + j at
+     * plp[plp_index + j], scored with sampler_score); slice_rc[n_slices]:
+     * 0 or -errno.  The batch has at most ENG_PROMPT_LOGITS all_logits
+     * tokens, so at most max_seqs + ENG_PROMPT_LOGITS logits rows. */
     void (*run)(void *ctx, const struct sched_batch *batch, int32_t *sampled,
-                struct sampler_result *res, int *slice_rc);
+                struct sampler_result *res, struct sampler_result *plp, int *slice_rc);
     int (*detok)(void *ctx, int32_t token, char *buf, size_t cap);
     /* NULL: no tokenizer (as eng_backend_ops.tokenize). */
     int (*tokenize)(void *ctx, const char *text, size_t n, bool parse_special, int32_t **out,

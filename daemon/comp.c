@@ -15,8 +15,10 @@
  * ignore_eos; it counts as a completion token but adds no text.  Echo puts
  * the prompt text at the head of a choice's text (ch->echo_len bytes,
  * never searched for stop strings).  Logprobs (legacy completions format)
- * come from eng_req.lp during the token event; echoed prompt tokens are
- * listed with null logprobs (prompt logprobs are not computed).
+ * come from eng_req.lp during the token event.  Prompt logprobs (the
+ * `prompt_logprobs` field, or echo + logprobs) arrive per scored span
+ * (eng_events.prompt_logprobs) before the prompt's first token, into
+ * the first choice of the prompt (its n choices share them).
  *
  * Lifetime: the comp is held on its connection (http_conn_hold) until
  * its response is complete; a connection that closes first abandons it
@@ -55,6 +57,7 @@ static void comp_free(struct srv_comp *comp)
         gram_matcher_free(comp->ch[i].er.gm);
         folio_free(comp->ch[i].tokens);
         folio_free(comp->ch[i].lps);
+        folio_free(comp->ch[i].plps);
     }
     folio_free(comp->ch);
     srv_comp_params_free(&comp->p);
@@ -325,9 +328,18 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     comp_free(comp);
 }
 
+static void ev_prompt_logprobs(void *user, struct eng_req *r, int32_t first, int32_t n,
+                               const struct sampler_result *res)
+{
+    (void)user;
+    struct srv_choice *ch = r->user;
+    if (ch->plps && first >= 0 && first + n < r->n_prompt)
+        memcpy(ch->plps + first + 1, res, (size_t)n * sizeof(*res));
+}
+
 void srv_comp_events(struct srv *s, struct eng_events *ev)
 {
-    *ev = (struct eng_events){s, ev_started, ev_token, ev_finished};
+    *ev = (struct eng_events){s, ev_started, ev_token, ev_finished, ev_prompt_logprobs};
 }
 
 /* Echo: the prompt's text at the head of the choice's text. */
@@ -362,6 +374,13 @@ static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int
         }
         if (i % comp->p.n == 0)
             comp->prompt_tokens += ch->er.n_prompt; /* the n choices share one prefill */
+        if (i % comp->p.n == 0 && ch->er.g.n_prompt_logprobs >= 0) {
+            ch->plps = folio_malloc((size_t)ch->er.n_prompt * sizeof(*ch->plps));
+            if (!ch->plps)
+                return -ENOMEM;
+            for (int32_t k = 0; k < ch->er.n_prompt; k++) /* unscored until the engine's */
+                ch->plps[k] = (struct sampler_result){.token = ch->er.prompt[k], .logprob = NAN};
+        }
         if (tok_detok_new(NULL, (const char *const *)comp->p.stop, (size_t)comp->p.n_stop, 0,
                           &ch->dt)) {
             return -ENOMEM;

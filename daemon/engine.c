@@ -159,6 +159,14 @@ static void fwd_finished(void *user, struct eng_req *r, enum eng_finish why)
         e->user_ev.finished(e->user_ev.user, r, why);
 }
 
+static void fwd_prompt_logprobs(void *user, struct eng_req *r, int32_t first, int32_t n,
+                                const struct sampler_result *res)
+{
+    srv_engine_t *e = user;
+    if (e->user_ev.prompt_logprobs)
+        e->user_ev.prompt_logprobs(e->user_ev.user, r, first, n, res);
+}
+
 static void on_async(uv_async_t *h)
 {
     pump(h->data);
@@ -174,7 +182,7 @@ int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backen
     e->ops = ops;
     e->b = backend;
     e->user_ev = *ev;
-    e->ev = (struct eng_events){e, fwd_started, fwd_token, fwd_finished};
+    e->ev = (struct eng_events){e, fwd_started, fwd_token, fwd_finished, fwd_prompt_logprobs};
     e->admit_wait_ms = admit_wait_ms;
     e->on_step = on_step;
     int rc = uv_mutex_init(&e->mu);

@@ -65,6 +65,8 @@ struct eng_gen {
     int32_t max_tokens;
     bool ignore_eos;
     int32_t n_logprobs;           /* < 0: none; else the top-N (<= SAMPLER_MAX_TOP) to report */
+    int32_t n_prompt_logprobs;    /* < 0: none; else every prompt token's logprob, rank and
+                                     top-N (<= SAMPLER_MAX_TOP): the `prompt_logprobs` event */
     struct sampler_penalties pen; /* applied to the logits before sampling */
     int32_t min_tokens;           /* end-of-generation and stop ids banned before this many */
     int32_t priority;             /* lower runs earlier, within the request's tenant only */
@@ -103,6 +105,14 @@ struct eng_events {
     void (*started)(void *user, struct eng_req *r);
     void (*token)(void *user, struct eng_req *r, int32_t token);
     void (*finished)(void *user, struct eng_req *r, enum eng_finish why);
+    /* g.n_prompt_logprobs >= 0: prompt positions [first, first + n) were
+     * scored: res[j] is prompt token first + j + 1's (the first prompt
+     * token has none).  r is the first of the submitted choices (they
+     * share one prompt).  From commit, before that step's token events;
+     * every position once, in order, all of them before the first token.
+     * May be NULL. */
+    void (*prompt_logprobs)(void *user, struct eng_req *r, int32_t first, int32_t n,
+                            const struct sampler_result *res);
 };
 
 struct eng_model_info {

@@ -9,7 +9,10 @@
  *                        matcher, eng_req.gm) → sampler_sample(
  *                        eng_slice_req's params) per sampling row → the
  *                        matcher advances over the sampled token
- *                        (token_index keeps a preempted stream identical)
+ *                        (token_index keeps a preempted stream identical);
+ *                        prompt rows (all_logits slices of requests that
+ *                        want prompt logprobs) → sampler_score of the
+ *                        next prompt token
  *
  * Penalties, masks and the matchers run on the engine thread, row by row;
  * the draws between them run on the model's thread pool, rows dealt out
@@ -50,7 +53,8 @@ struct em {
     model_t *model;
     struct model_hparams hp;
     model_ctx_t *mctx;
-    float *logits;         /* [max_seqs][n_vocab] */
+    float *logits;         /* [max_logits][n_vocab] */
+    int32_t max_logits;    /* rows: max_seqs + ENG_PROMPT_LOGITS, at most a step's tokens */
     void *work;            /* sampler workspaces: [n_threads][sampler_work_size] */
     size_t work_size;      /* bytes of one */
     int n_threads;         /* of the model ctx's pool */
@@ -106,16 +110,61 @@ static void em_draw_rows(void *arg, int ith, int nth)
     }
 }
 
+/* The step's prompt rows (sched_slice.plp_*), dealt out like the draws. */
+struct em_scores {
+    struct em *m;
+    const struct sched_batch *batch;
+    struct sampler_result *plp;
+    int *rc; /* [n_plp] */
+};
+
+static void em_score_rows(void *arg, int ith, int nth)
+{
+    const struct em_scores *d = arg;
+    struct em *m = d->m;
+    void *work = (char *)m->work + (size_t)ith * m->work_size;
+    int32_t j = 0; /* the prompt row's number in the step */
+    for (int32_t k = 0; k < d->batch->mb.n_slices; k++) {
+        const struct sched_slice *s = &d->batch->info[k];
+        if (!s->plp_n)
+            continue;
+        const struct model_slice *sl = &d->batch->mb.slices[k];
+        const struct eng_req *r = eng_slice_req(s, NULL, NULL);
+        for (int32_t i = 0; i < s->plp_n; i++, j++) {
+            if (j % nth != ith)
+                continue;
+            int32_t pos = s->plp_first + i; /* scores prompt token pos + 1 */
+            int32_t row = s->logits_row - (sl->first_pos + sl->n_tokens - 1 - pos);
+            d->rc[j] = sampler_score(m->logits + (size_t)row * m->hp.n_vocab, m->hp.n_vocab,
+                                     r->prompt[pos + 1], work, r->g.n_prompt_logprobs,
+                                     &d->plp[s->plp_index + i]);
+        }
+    }
+}
+
 static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
-                   struct sampler_result *res, int *slice_rc)
+                   struct sampler_result *res, struct sampler_result *plp, int *slice_rc)
 {
     struct em *m = b;
     int rc = model_forward(m->mctx, &batch->mb, m->logits);
+    for (int32_t i = 0; i < batch->mb.n_slices; i++)
+        slice_rc[i] = rc;
+    if (!rc && batch->n_plp) {
+        int prc[ENG_PROMPT_LOGITS] = {0};
+        struct em_scores d = {m, batch, plp, prc};
+        if (batch->n_plp > 1 && m->n_threads > 1)
+            model_ctx_run(m->mctx, em_score_rows, &d);
+        else
+            em_score_rows(&d, 0, 1);
+        for (int32_t k = 0; k < batch->mb.n_slices; k++)
+            for (int32_t i = 0; i < batch->info[k].plp_n; i++)
+                if (prc[batch->info[k].plp_index + i])
+                    slice_rc[k] = prc[batch->info[k].plp_index + i];
+    }
     int32_t nd = 0;
     for (int32_t i = 0; i < batch->mb.n_slices; i++) {
         const struct sched_slice *s = &batch->info[i];
-        slice_rc[i] = rc;
-        if (s->sample_row < 0 || rc)
+        if (s->sample_row < 0 || slice_rc[i])
             continue;
         struct em_draw *x = &m->draws[nd];
         struct sampler_history h;
@@ -334,9 +383,11 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         goto fail;
     struct pager_kv_view view;
     pager_kv_view(eng_backend_pager(be), &view);
+    m->max_logits = (int32_t)FOLIO_MIN(cfg->max_seqs + ENG_PROMPT_LOGITS, cfg->max_batch_tokens);
     struct model_ctx_config mc = {
         .max_tokens = (int32_t)cfg->max_batch_tokens,
         .max_slices = (int32_t)cfg->max_seqs,
+        .max_logits = m->max_logits,
         /* --threads 0: one compute thread per online CPU */
         .n_threads = cfg->threads > 0 ? (int32_t)cfg->threads
                                       : (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN)),
@@ -347,7 +398,7 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         snprintf(err, errlen, "cannot create the model context: %s", strerror(-rc));
         goto fail;
     }
-    m->logits = folio_malloc((size_t)cfg->max_seqs * (size_t)m->hp.n_vocab * sizeof(float));
+    m->logits = folio_malloc((size_t)m->max_logits * (size_t)m->hp.n_vocab * sizeof(float));
     m->n_threads = model_ctx_threads(m->mctx);
     m->work_size = sampler_work_size(m->hp.n_vocab);
     m->work = folio_malloc((size_t)m->n_threads * m->work_size);

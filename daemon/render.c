@@ -9,6 +9,10 @@
  *                  "message":{"role":"assistant","content"},"logprobs":null |
  *                  {"content":[{"token","logprob","bytes","top_logprobs":[...]}],
  *                  "refusal":null},"finish_reason"}],"usage":{...}}
+ *   prompt_logprobs (vLLM's; completions: in each choice, chat: beside
+ *                  "choices"): [null, {"<id>":{"logprob","rank",
+ *                  "decoded_token"}, ...}, ...], one entry per prompt
+ *                  token: the token itself, then the top-N others
  *   usage         {"prompt_tokens" (each prompt once, whatever n),
  *                  "completion_tokens","total_tokens",
  *                  "prompt_tokens_details":{"cached_tokens"}}
@@ -78,6 +82,7 @@ void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
 {
     const int32_t *pt = ch->er.prompt;
     int32_t np = with_prompt ? ch->er.n_prompt : 0;
+    const struct sampler_result *plp = np ? srv_choice_plps(ch->comp, ch) : NULL;
     int64_t *offs = folio_malloc((size_t)(np + to - from + 1) * sizeof(*offs));
     if (!offs) {
         b->oom = true;
@@ -105,15 +110,33 @@ void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
         *offset += (int64_t)piece_json(b, r, ch->tokens[i]);
     }
     folio_buf_puts(b, "],\"token_logprobs\":[");
-    for (int32_t i = 0; i < np; i++)
-        folio_buf_puts(b, i ? ",null" : "null");
+    for (int32_t i = 0; i < np; i++) { /* the first prompt token has none */
+        folio_buf_puts(b, i ? "," : "");
+        if (plp && i && !isnan(plp[i].logprob))
+            logprob_num(b, plp[i].logprob);
+        else
+            folio_buf_puts(b, "null");
+    }
     for (int32_t i = from; i < to; i++) {
         folio_buf_puts(b, i > from || np ? "," : "");
         logprob_num(b, ch->lps[i].logprob);
     }
     folio_buf_puts(b, "],\"top_logprobs\":[");
-    for (int32_t i = 0; i < np; i++)
-        folio_buf_puts(b, i ? ",null" : "null");
+    for (int32_t i = 0; i < np; i++) {
+        folio_buf_puts(b, i ? "," : "");
+        if (!plp || !i || isnan(plp[i].logprob)) {
+            folio_buf_puts(b, "null");
+            continue;
+        }
+        folio_buf_puts(b, "{");
+        for (int32_t k = 0; k < plp[i].n_top; k++) {
+            folio_buf_puts(b, k ? "," : "");
+            piece_json(b, r, plp[i].top_ids[k]);
+            folio_buf_puts(b, ":");
+            logprob_num(b, plp[i].top_logprobs[k]);
+        }
+        folio_buf_puts(b, "}");
+    }
     for (int32_t i = from; i < to; i++) {
         folio_buf_puts(b, i > from || np ? ",{" : "{");
         for (int32_t k = 0; k < ch->lps[i].n_top; k++) {
@@ -129,6 +152,41 @@ void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
         folio_buf_printf(b, i ? ",%lld" : "%lld", (long long)offs[i]);
     folio_buf_puts(b, "]}");
     folio_free(offs);
+}
+
+static void plp_entry(struct folio_buf *b, const struct srv_render *r, bool first, int32_t tok,
+                      float lp, int32_t rank)
+{
+    folio_buf_printf(b, "%s\"%d\":{\"logprob\":", first ? "" : ",", tok);
+    logprob_num(b, lp);
+    folio_buf_printf(b, ",\"rank\":%d,\"decoded_token\":", rank);
+    piece_json(b, r, tok);
+    folio_buf_puts(b, "}");
+}
+
+void srv_render_prompt_logprobs(struct folio_buf *b, const struct srv_render *r,
+                                const struct srv_comp *comp, const struct srv_choice *ch)
+{
+    const struct sampler_result *plp = srv_choice_plps(comp, ch);
+    if (!plp) {
+        folio_buf_puts(b, "null");
+        return;
+    }
+    folio_buf_puts(b, "[null");
+    for (int32_t i = 1; i < ch->er.n_prompt; i++) {
+        const struct sampler_result *x = &plp[i];
+        if (isnan(x->logprob)) { /* not scored (the request failed first) */
+            folio_buf_puts(b, ",null");
+            continue;
+        }
+        folio_buf_puts(b, ",{");
+        plp_entry(b, r, true, x->token, x->logprob, x->rank);
+        for (int32_t k = 0; k < x->n_top; k++)
+            if (x->top_ids[k] != x->token)
+                plp_entry(b, r, false, x->top_ids[k], x->top_logprobs[k], k + 1);
+        folio_buf_puts(b, "}");
+    }
+    folio_buf_puts(b, "]");
 }
 
 /* One token as OpenAI's chat logprobs entry wants it: "token" (its text,
@@ -259,11 +317,20 @@ void srv_render_response(struct folio_buf *b, const struct srv_render *r,
             srv_render_logprobs(b, r, ch, 0, ch->n_tokens, comp->p.echo, &offset);
         } else
             folio_buf_puts(b, "null");
+        if (comp->p.prompt_logprobs >= 0) {
+            folio_buf_puts(b, ",\"prompt_logprobs\":");
+            srv_render_prompt_logprobs(b, r, comp, ch);
+        }
         folio_buf_printf(b, ",\"finish_reason\":\"%s\",\"token_ids\":", fin);
         srv_render_token_ids(b, ch->tokens, ch->n_tokens);
         folio_buf_puts(b, "}");
     }
     folio_buf_puts(b, "],");
+    if (comp->p.chat && comp->p.prompt_logprobs >= 0) { /* one prompt: beside the choices */
+        folio_buf_puts(b, "\"prompt_logprobs\":");
+        srv_render_prompt_logprobs(b, r, comp, &comp->ch[0]);
+        folio_buf_puts(b, ",");
+    }
     srv_render_usage(b, comp);
     folio_buf_puts(b, "}\n");
 }

@@ -34,12 +34,19 @@ void srv_render_token_ids(struct folio_buf *b, const int32_t *t, int32_t n);
 void srv_render_usage(struct folio_buf *b, const struct srv_comp *comp);
 
 /* The legacy completions logprobs object for ch's generated tokens
- * [from, to), preceded by its prompt tokens (null logprobs) when
- * with_prompt.  *offset: text_offset of token `from` (in), of token `to`
+ * [from, to), preceded by its prompt tokens when with_prompt (their
+ * logprobs from srv_choice_plps; null for the first token, or where
+ * none were computed).  *offset: text_offset of token `from` (in), of token `to`
  * (out); with_prompt resets it to ch->echo_len first. */
 void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_choice *ch, int32_t from, int32_t to, bool with_prompt,
                          int64_t *offset);
+
+/* vLLM's prompt_logprobs list for ch's prompt (null without them): null,
+ * then per prompt token {"<id>":{"logprob","rank","decoded_token"}, ...}
+ * with the token itself first and the top-N others after it. */
+void srv_render_prompt_logprobs(struct folio_buf *b, const struct srv_render *r,
+                                const struct srv_comp *comp, const struct srv_choice *ch);
 
 /* OpenAI's chat logprobs object for ch's generated tokens [from, to):
  * {"content":[{"token","logprob","bytes","top_logprobs":[...]}],

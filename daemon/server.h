@@ -51,8 +51,11 @@ struct srv_choice {
     struct folio_buf text; /* non-stream: all text; stream: text not yet sent */
     int32_t *tokens;       /* generated ids */
     int32_t n_tokens, cap_tokens;
-    int32_t sent_tokens;                 /* stream: ids already sent */
-    struct sampler_result *lps;          /* [cap_tokens] per generated token, with logprobs */
+    int32_t sent_tokens;        /* stream: ids already sent */
+    struct sampler_result *lps; /* [cap_tokens] per generated token, with logprobs */
+    /* [n_prompt] prompt logprobs (gen.n_prompt_logprobs >= 0), on the first
+     * choice of each prompt only (srv_choice_plps); [0] stays unscored */
+    struct sampler_result *plps;
     size_t echo_len;                     /* leading text bytes that are the echoed prompt */
     int64_t lp_offset;                   /* logprobs text_offset of the next token */
     bool role_sent;                      /* chat stream: the {"role"} delta went out */
@@ -128,6 +131,13 @@ struct srv {
     struct srv_tenant_metrics tm[SRV_TENANT_SLOTS]; /* by tenant slot (auth.h) */
     double unknown_fields_total; /* request fields ignored (not known to the API) */
 };
+
+/* The prompt logprobs of ch's prompt (kept on its first choice), or NULL. */
+static inline const struct sampler_result *srv_choice_plps(const struct srv_comp *comp,
+                                                           const struct srv_choice *ch)
+{
+    return comp->ch[ch->index - ch->index % comp->p.n].plps;
+}
 
 /* ---- server.c --------------------------------------------------------- */
 

@@ -271,8 +271,36 @@ static void test_echo_logprobs(void **state)
     assert_int_equal(srv_comp_parse(b, strlen(b), &mi, fake_tok, NULL, &p, &e), 0);
     assert_false(p.echo);
     assert_int_equal(p.gen.n_logprobs, -1);
+    assert_int_equal(p.gen.n_prompt_logprobs, -1);
     assert_null(p.prompt_text[0]);
     srv_comp_params_free(&p);
+    /* the prompt's logprobs: echo + logprobs, or prompt_logprobs (the
+     * larger top-N), never with stream */
+    static const struct {
+        const char *body;
+        int32_t want; /* gen.n_prompt_logprobs; -2: a 400 */
+    } pl[] = {{"{\"prompt\":[1,2],\"echo\":true,\"logprobs\":5}", 5},
+              {"{\"prompt\":[1,2],\"echo\":true}", -1},
+              {"{\"prompt\":[1,2],\"logprobs\":5}", -1},
+              {"{\"prompt\":[1,2],\"prompt_logprobs\":0}", 0},
+              {"{\"prompt\":[1,2],\"prompt_logprobs\":null}", -1},
+              {"{\"prompt\":[1,2],\"echo\":true,\"logprobs\":2,\"prompt_logprobs\":4}", 4},
+              {"{\"prompt\":[1,2],\"echo\":true,\"logprobs\":2,\"stream\":true}", 2},
+              {"{\"prompt\":[1,2],\"prompt_logprobs\":1,\"stream\":true}", -2},
+              {"{\"prompt\":[1,2],\"prompt_logprobs\":21}", -2},
+              {"{\"prompt\":[1,2],\"prompt_logprobs\":-1}", -2}};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(pl); i++) {
+        int rc = srv_comp_parse(pl[i].body, strlen(pl[i].body), &mi, fake_tok, NULL, &p, &e);
+        if (pl[i].want == -2) {
+            if (rc != -EINVAL || e.status != 400)
+                fail_msg("%s: rc %d status %d, want a 400", pl[i].body, rc, e.status);
+            continue;
+        }
+        if (rc || p.gen.n_prompt_logprobs != pl[i].want)
+            fail_msg("%s: rc %d n_prompt_logprobs %d want %d", pl[i].body, rc,
+                     p.gen.n_prompt_logprobs, pl[i].want);
+        srv_comp_params_free(&p);
+    }
 }
 
 /* a context that holds the rendered test conversations (1 token a byte) */
@@ -598,7 +626,8 @@ static void test_unknown_and_foreign_fields(void **state)
 static void test_table_rows_reach_engine(void **state)
 {
     (void)state;
-    static const char *const server_side[] = {"n", "stream", "echo", "logprobs", "top_logprobs"};
+    static const char *const server_side[] = {"n",        "stream",       "echo",
+                                              "logprobs", "top_logprobs", "prompt_logprobs"};
     size_t n_fields;
     const struct srv_field *f = srv_fields(&n_fields);
     int checked = 0;

@@ -7,8 +7,10 @@
  * first chunk is preceded by its role delta; finish_reason only when
  * final); the end of a stream has the usage chunk then [DONE]; legacy
  * logprobs list pieces, logprobs, top-N maps and cumulative text offsets,
- * echoed prompt tokens with nulls, invalid UTF-8 pieces as U+FFFD and
- * -inf as -9999.
+ * echoed prompt tokens with their prompt logprobs (null for the first and
+ * where none were computed), invalid UTF-8 pieces as U+FFFD and -inf as
+ * -9999; vLLM's prompt_logprobs list (the token itself first with its
+ * rank, then the top-N others).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -51,6 +53,7 @@ static void fixture_init(struct fixture *f, bool chat)
     memset(f, 0, sizeof(*f));
     f->comp.p.chat = chat;
     f->comp.p.gen.n_logprobs = -1;
+    f->comp.p.n = 1;
     snprintf(f->comp.id, sizeof(f->comp.id), "cmpl-1");
     f->comp.created = 1700000000;
     f->comp.n_choices = 2;
@@ -282,6 +285,62 @@ static void test_logprobs(void **state)
     fixture_free(&f);
 }
 
+/* Prompt logprobs: in the echoed legacy arrays and as vLLM's list. */
+static void test_prompt_logprobs(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f, false);
+    struct sampler_result plp[2] = {{.token = 5, .logprob = NAN},
+                                    {.token = 7,
+                                     .logprob = -1.25f,
+                                     .rank = 3,
+                                     .n_top = 2,
+                                     .top_ids = {4, 7},
+                                     .top_logprobs = {-0.25f, -1.25f}}};
+    f.ch[0].plps = plp;
+    struct folio_buf b = {0};
+    int64_t off = 0;
+    srv_render_logprobs(&b, &R, &f.ch[0], 0, 1, true, &off);
+    cJSON *j = parse_json(&b);
+    const cJSON *lp = get(j, "token_logprobs");
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(lp, 0)));
+    assert_true(fabs(cJSON_GetArrayItem(lp, 1)->valuedouble - -1.25) < 1e-6);
+    const cJSON *top = get(j, "top_logprobs");
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(top, 0)));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(top, 1)), 2);
+    assert_true(fabs(get(cJSON_GetArrayItem(top, 1), "<4>")->valuedouble - -0.25) < 1e-6);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+
+    srv_render_prompt_logprobs(&b, &R, &f.comp, &f.ch[0]);
+    j = parse_json(&b);
+    assert_int_equal(cJSON_GetArraySize(j), 2);
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(j, 0)));
+    const cJSON *e = cJSON_GetArrayItem(j, 1);
+    assert_int_equal(cJSON_GetArraySize(e), 2);
+    assert_string_equal(e->child->string, "7"); /* the prompt token first */
+    assert_int_equal(get(get(e, "7"), "rank")->valueint, 3);
+    assert_string_equal(get(get(e, "7"), "decoded_token")->valuestring, "<7>");
+    assert_true(fabs(get(get(e, "4"), "logprob")->valuedouble - -0.25) < 1e-6);
+    assert_int_equal(get(get(e, "4"), "rank")->valueint, 1);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+
+    /* unscored (the request failed first): null; without them: null */
+    plp[1].logprob = NAN;
+    srv_render_prompt_logprobs(&b, &R, &f.comp, &f.ch[0]);
+    j = parse_json(&b);
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(j, 1)));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    f.ch[0].plps = NULL;
+    srv_render_prompt_logprobs(&b, &R, &f.comp, &f.ch[0]);
+    assert_true(b.len == 4 && !memcmp(b.p, "null", 4));
+    folio_buf_free(&b);
+    fixture_free(&f);
+}
+
 /* Chat logprobs in OpenAI's format: one entry per token with its text,
  * raw bytes (a lone lead byte stays a byte, its text U+FFFD), logprob and
  * top entries; in a stream chunk only the chunk's tokens.  Usage carries
@@ -355,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_stream_chat_role_and_final),
         cmocka_unit_test(test_stream_completions_ids_and_end),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_token_ids),
         cmocka_unit_test(test_chat_logprobs_and_usage),
     };

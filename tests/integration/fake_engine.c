@@ -10,7 +10,9 @@
  * token_index is stable).  Generated ids are in [3, 512); logit_bias
  * +100 forces a token (forcing 2 = EOS ends the sequence unless
  * ignore_eos).  Text: ids < 256 are single bytes (so output exercises the
- * UTF-8 holdback), others are words " wNNN".  The pool is bookkeeping
+ * UTF-8 holdback), others are words " wNNN".  Prompt logprobs: prompt
+ * token i (i >= 1) scores -i/64 with rank 1 and itself alone on top.
+ * The pool is bookkeeping
  * only (no K/V memory), sized as 4096 bytes per token slot.
  *
  * Env: FOLIO_FAKE_STEP_US (default 1000) sleeps in run() to make steps
@@ -72,7 +74,7 @@ static int32_t fake_token(const struct eng_req *r, int32_t i)
 }
 
 static void f_run(void *ctx, const struct sched_batch *batch, int32_t *sampled,
-                  struct sampler_result *res, int *slice_rc)
+                  struct sampler_result *res, struct sampler_result *plp, int *slice_rc)
 {
     struct fake *f = ctx;
     if (f->step_us)
@@ -80,6 +82,19 @@ static void f_run(void *ctx, const struct sched_batch *batch, int32_t *sampled,
     for (int32_t i = 0; i < batch->mb.n_slices; i++) {
         const struct sched_slice *s = &batch->info[i];
         slice_rc[i] = 0;
+        for (int32_t j = 0; j < s->plp_n; j++) {
+            const struct eng_req *r = eng_slice_req(s, NULL, NULL);
+            int32_t t = s->plp_first + j + 1; /* the prompt token scored */
+            float lp = -(float)t / 64;
+            plp[s->plp_index + j] = (struct sampler_result){
+                .token = r->prompt[t],
+                .logprob = lp,
+                .rank = 1,
+                .n_top = r->g.n_prompt_logprobs > 0,
+                .top_ids = {r->prompt[t]},
+                .top_logprobs = {lp},
+            };
+        }
         if (s->sample_row < 0)
             continue;
         struct sampler_params sp;
