@@ -84,7 +84,7 @@ struct eng_backend {
     struct sched_batch batch;
     int32_t *sampled;            /* [max_seqs] */
     struct sampler_result *res;  /* [max_seqs] by sample row */
-    struct sampler_result *plp;  /* [ENG_PROMPT_LOGITS] the step's prompt rows */
+    struct sampler_result *plp;  /* [eng_prompt_logits] the step's prompt rows */
     int *slice_rc;               /* [max_seqs]: run()'s result per slice */
     const struct eng_events *ev; /* during plan / commit */
     int32_t *eog, n_eog;         /* end-of-generation ids */
@@ -411,7 +411,7 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
     sc.max_batch_tokens = (int32_t)cfg->max_batch_tokens;
     sc.max_seqs = (int32_t)cfg->max_seqs;
     sc.max_ctx = g->ctx_len;
-    sc.max_prompt_logits = ENG_PROMPT_LOGITS;
+    sc.max_prompt_logits = eng_prompt_logits(g->n_vocab);
     sc.on_event = on_sched_event;
     sc.event_ctx = b;
     /* tenants the config does not name (one per unconfigured uid) take
@@ -437,7 +437,7 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
     b->sampled = folio_calloc((size_t)cfg->max_seqs, sizeof(int32_t));
     b->slice_rc = folio_calloc((size_t)cfg->max_seqs, sizeof(int));
     b->res = folio_calloc((size_t)cfg->max_seqs, sizeof(*b->res));
-    b->plp = folio_calloc(ENG_PROMPT_LOGITS, sizeof(*b->plp));
+    b->plp = folio_calloc((size_t)sc.max_prompt_logits, sizeof(*b->plp));
     if (!b->sampled || !b->slice_rc || !b->res || !b->plp) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");

@@ -35,8 +35,15 @@
 struct eng_backend;
 
 /* Prompt tokens a step scores for prompt log-probabilities (the
- * scheduler's max_prompt_logits): longer prompts take several steps. */
-#define ENG_PROMPT_LOGITS 128
+ * scheduler's max_prompt_logits; longer prompts take several steps): as
+ * many rows as 64 MiB of logits hold, 16 to 512 (eng_prompt_logits). */
+#define ENG_PROMPT_LOGITS 512
+
+static inline int32_t eng_prompt_logits(int32_t n_vocab)
+{
+    int64_t rows = n_vocab > 0 ? ((int64_t)1 << 24) / n_vocab : ENG_PROMPT_LOGITS;
+    return (int32_t)(rows < 16 ? 16 : rows > ENG_PROMPT_LOGITS ? ENG_PROMPT_LOGITS : rows);
+}
 
 /* What the pool is sized for. */
 struct eng_geom {
@@ -45,6 +52,7 @@ struct eng_geom {
     bool no_arena;                          /* bookkeeping only (test double) */
     int32_t window;                         /* sliding window of every layer (0: none) */
     enum folio_dtype kv_auto;               /* what --kv-dtype auto means here */
+    int32_t n_vocab;                        /* sizes the prompt-logit rows (eng_prompt_logits) */
 };
 
 struct eng_step {
@@ -54,8 +62,8 @@ struct eng_step {
      * requests with g.n_logprobs >= 0; plp[batch->n_plp]: the prompt rows
      * (sched_slice.plp_*: slice k's position plp_first + j at
      * plp[plp_index + j], scored with sampler_score); slice_rc[n_slices]:
-     * 0 or -errno.  The batch has at most ENG_PROMPT_LOGITS all_logits
-     * tokens, so at most max_seqs + ENG_PROMPT_LOGITS logits rows. */
+     * 0 or -errno.  The batch has at most eng_prompt_logits(n_vocab)
+     * all_logits tokens, so at most max_seqs + that many logits rows. */
     void (*run)(void *ctx, const struct sched_batch *batch, int32_t *sampled,
                 struct sampler_result *res, struct sampler_result *plp, int *slice_rc);
     int (*detok)(void *ctx, int32_t token, char *buf, size_t cap);

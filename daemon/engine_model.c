@@ -54,7 +54,7 @@ struct em {
     struct model_hparams hp;
     model_ctx_t *mctx;
     float *logits;         /* [max_logits][n_vocab] */
-    int32_t max_logits;    /* rows: max_seqs + ENG_PROMPT_LOGITS, at most a step's tokens */
+    int32_t max_logits;    /* rows: max_seqs + eng_prompt_logits, at most a step's tokens */
     void *work;            /* sampler workspaces: [n_threads][sampler_work_size] */
     size_t work_size;      /* bytes of one */
     int n_threads;         /* of the model ctx's pool */
@@ -378,12 +378,14 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
                          m->hp.ctx_len,
                          false,
                          m->hp.n_swa,
-                         model_kv_dtype_auto(m->model)};
+                         model_kv_dtype_auto(m->model),
+                         m->hp.n_vocab};
     if ((rc = eng_backend_new(cfg, &g, &be, err, errlen)))
         goto fail;
     struct pager_kv_view view;
     pager_kv_view(eng_backend_pager(be), &view);
-    m->max_logits = (int32_t)FOLIO_MIN(cfg->max_seqs + ENG_PROMPT_LOGITS, cfg->max_batch_tokens);
+    m->max_logits =
+        (int32_t)FOLIO_MIN(cfg->max_seqs + eng_prompt_logits(m->hp.n_vocab), cfg->max_batch_tokens);
     struct model_ctx_config mc = {
         .max_tokens = (int32_t)cfg->max_batch_tokens,
         .max_slices = (int32_t)cfg->max_seqs,

@@ -162,7 +162,7 @@ static int fake_factory(const struct srv_config *cfg, const struct eng_backend_o
     e = getenv("FOLIO_FAKE_NAME");
     f->name = e ? e : "fake-tiny";
     /* f32 K+V of 1 layer x 1 head x 512 dims: 4096 bytes per token slot */
-    struct eng_geom g = {1, 1, 512, f->ctx, true, 0, FOLIO_F32};
+    struct eng_geom g = {1, 1, 512, f->ctx, true, 0, FOLIO_F32, VOCAB};
     struct eng_backend *be;
     int rc = eng_backend_new(cfg, &g, &be, err, errlen);
     if (rc) {

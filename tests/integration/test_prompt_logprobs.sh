@@ -5,7 +5,7 @@
 #     (1e-3: prefill rows against decode rows) and each is the top-1;
 #   - vLLM's prompt_logprobs on the same prompt: the same values, G's ranks
 #     1, the token itself first then the top-N, the first token null;
-#   - a 400-token prompt (scored over 4 steps of 128 rows) twice: the
+#   - a 400-token prompt (scored in 4 steps of 128 tokens) twice: the
 #     second takes nothing from the prefix cache and gives the same values;
 #   - six such prompts at once beside two generations that hold most of
 #     a small pool (preemption): each equals its value alone (1e-3);
@@ -22,7 +22,7 @@ ids() { # N SEED: N token ids in [10, 9000)
   jq -cn --argjson n "$1" --argjson s "$2" '[range($n) | ((. * 7919 + $s * 104729) % 8990) + 10]'
 }
 
-start_daemon "$FOLIOD" --kv-blocks 1024 --max-seqs 16 --max-batch-tokens 512
+start_daemon "$FOLIOD" --kv-blocks 1024 --max-seqs 16 --max-batch-tokens 128
 P=$(ids 16 1)
 r=$(req POST /v1/completions "{\"prompt\":$P,\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":1}")
 [ "$(status_of "$r")" = 200 ] || fail "greedy: $r"
