@@ -30,10 +30,11 @@
  * where it is a closed formula (Q8_0: d = amax/127, q = round(x/d); Q4_0:
  * d = max/-8 with max the signed value of largest magnitude, q = trunc(x/d
  * + 8.5) capped at 15; Q4_1: d = (max-min)/15; Q5_0/Q5_1 the same with 16 /
- * 31).  The K-quant quantizers here are simpler than llama.cpp's iterative
- * searches (per sub-block min/max scales, 6-bit scale codes by rounding,
- * codes re-rounded against the stored scales); their files are the same
- * format and llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
+ * 31).  The K-quant quantizers search each sub-block's scale (and min) by
+ * least squares over a few trial roundings (model/quant_k.c), then store
+ * the scales as 6-bit (4-bit, 8-bit) codes by rounding and re-round the
+ * values against the stored scales; their files are the same format and
+ * llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
  * (amax/127 per 32, round to nearest); Q8_K with amax/127 per 256 and the
  * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
  * with the sum of its codes (for the Q4_0_R8 and Q5_0_R8 kernels).

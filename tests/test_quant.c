@@ -6,7 +6,9 @@
  * - rounding: the quantizers' codes on hand-checkable blocks (Q8_0, Q4_0,
  *   Q5_0 weights and Q8_0 activations), and the Q4_K / Q6_K bit layouts
  *   decoded from hand-built blocks.
- * - round trips: to_float(from_float(x)) within each type's error bound.
+ * - round trips: to_float(from_float(x)) within each type's error bound,
+ *   worst and mean over 256-element chunks (the mean bounds of the
+ *   K-quants fail the extremes' scales their searches replaced).
  * - products: quant_gemm at every ISA the CPU has (forced) against
  *   quant_gemm_ref (dequantize, dot in double) on random raw blocks (every
  *   code pattern) with extreme, zero and tiny scales, odd M and N, n0/n1
@@ -376,17 +378,23 @@ static void test_layout_iq4(void **state)
 static void test_round_trip(void **state)
 {
     (void)state;
+    /* mean: the K-quants' searched scales (model/quant_k.c) reach about
+     * 0.97x these means; the extremes' scales they replaced measured
+     * 0.0770 (Q4_K), 0.0375 (Q5_K), 0.0193 (Q6_K), 0.323 (Q2_K) and 0.152
+     * (Q3_K) here, so a search that stops helping fails */
     const struct {
         enum gguf_tensor_type t;
-        double bound;
+        double bound, mean;
     } cases[] = {
-        {GGUF_TENSOR_F16, 1e-3},   {GGUF_TENSOR_BF16, 6e-3},  {GGUF_TENSOR_Q8_0, 0.01},
-        {GGUF_TENSOR_Q4_0, 0.16},  {GGUF_TENSOR_Q4_1, 0.13},  {GGUF_TENSOR_Q5_0, 0.08},
-        {GGUF_TENSOR_Q5_1, 0.065}, {GGUF_TENSOR_Q4_K, 0.16},  {GGUF_TENSOR_Q5_K, 0.08},
-        {GGUF_TENSOR_Q6_K, 0.04},  {GGUF_TENSOR_Q2_K, 0.45},  {GGUF_TENSOR_Q3_K, 0.22},
-        {GGUF_TENSOR_IQ4_NL, 0.1}, {GGUF_TENSOR_IQ4_XS, 0.1},
+        {GGUF_TENSOR_F16, 1e-3, 1e-3},    {GGUF_TENSOR_BF16, 6e-3, 6e-3},
+        {GGUF_TENSOR_Q8_0, 0.01, 0.01},   {GGUF_TENSOR_Q4_0, 0.16, 0.16},
+        {GGUF_TENSOR_Q4_1, 0.13, 0.13},   {GGUF_TENSOR_Q5_0, 0.08, 0.08},
+        {GGUF_TENSOR_Q5_1, 0.065, 0.065}, {GGUF_TENSOR_Q4_K, 0.16, 0.072},
+        {GGUF_TENSOR_Q5_K, 0.08, 0.0365}, {GGUF_TENSOR_Q6_K, 0.04, 0.0187},
+        {GGUF_TENSOR_Q2_K, 0.45, 0.275},  {GGUF_TENSOR_Q3_K, 0.22, 0.145},
+        {GGUF_TENSOR_IQ4_NL, 0.1, 0.1},   {GGUF_TENSOR_IQ4_XS, 0.1, 0.1},
     };
-    enum { N = 4096 };
+    enum { N = 65536 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
     uint8_t *b = malloc(N * 4);
     for (int i = 0; i < N; i++)
@@ -395,7 +403,7 @@ static void test_round_trip(void **state)
         assert_int_equal(quant_from_float(cases[c].t, x, b, N), 0);
         quant_to_float(cases[c].t, b, y, N);
         /* per 256-element chunk so the small-scale chunks count too */
-        double worst = 0.0;
+        double worst = 0.0, mean = 0.0;
         for (int ch = 0; ch < N / 256; ch++) {
             double e2 = 0.0, x2 = 0.0;
             for (int i = 256 * ch; i < 256 * (ch + 1); i++) {
@@ -403,10 +411,13 @@ static void test_round_trip(void **state)
                 x2 += (double)x[i] * x[i];
             }
             worst = fmax(worst, sqrt(e2 / x2));
+            mean += sqrt(e2 / x2) / (N / 256);
         }
-        if (worst > cases[c].bound)
-            fail_msg("%s: relative RMS error %.4f > %.4f", quant_traits_of(cases[c].t)->name, worst,
-                     cases[c].bound);
+        print_message("%-7s relative RMS error: worst %.4f (bound %.4f), mean %.4f\n",
+                      quant_traits_of(cases[c].t)->name, worst, cases[c].bound, mean);
+        if (worst > cases[c].bound || mean > cases[c].mean)
+            fail_msg("%s: relative RMS error worst %.4f (> %.4f?), mean %.4f (> %.4f?)",
+                     quant_traits_of(cases[c].t)->name, worst, cases[c].bound, mean, cases[c].mean);
     }
     free(x);
     free(y);

@@ -105,7 +105,8 @@ async function compare(modelPath, TOL, N_PROMPTS) {
         if (!ok) failures++;
         console.log(`${ok ? "ok  " : "FAIL"} n=${tokens.length} top1=${lcTop[0][0]} ` +
             `max|dlogit|=${maxDiff.toExponential(2)} greedy ${sameGreedy ? "same" : "DIFFERS"}` +
-            (sameGreedy ? "" : ` folio=${fo.greedy} llama.cpp=${lcGreedy}`));
+            (sameGreedy ? "" : ` at step ${parted} (llama.cpp's top-2 margin ` +
+                `${lcMargin[parted].toExponential(2)}) folio=${fo.greedy} llama.cpp=${lcGreedy}`));
     }
     const tried = Math.min(N_PROMPTS, prompts.length);
     console.log(`worst max|dlogit| = ${worst.toExponential(3)} (tolerance ${TOL}); ` +
