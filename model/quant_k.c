@@ -88,9 +88,9 @@ static float iq4_scale(const float *x, int n)
         return 0.0f;
     uint8_t L[QK_K];
     float best = 0.0f, best_err = INFINITY;
-    for (int t = 0; t < 10; t++) {
-        /* the extreme on -127 or on 113, stretched by up to 8% */
-        const float d0 = max / (t < 5 ? -127.0f : 113.0f) * (1.0f + 0.02f * (float)(t % 5));
+    for (int t = 0; t < 18; t++) {
+        /* the extreme on -127 or on 113, the scale shrunk or stretched by up to 8% */
+        const float d0 = max / (t < 9 ? -127.0f : 113.0f) * (1.0f + 0.02f * (float)(t % 9 - 4));
         float err = iq4_codes(x, n, d0, L);
         if (err < best_err) {
             best_err = err;
