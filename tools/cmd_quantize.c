@@ -145,7 +145,8 @@ static int64_t n_elems(const struct gguf_tensor_info *ti)
     return n;
 }
 
-static int64_t block_count(const gguf_file_t *f)
+/* The architecture's integer `ARCH.what` (block_count, ...), 0 if absent. */
+static int64_t arch_int(const gguf_file_t *f, const char *what)
 {
     int64_t a = gguf_find_key(f, "general.architecture");
     const char *arch;
@@ -154,7 +155,7 @@ static int64_t block_count(const gguf_file_t *f)
     int64_t n = 0;
     if (a < 0 || gguf_get_str(f, a, &arch, &len) || len > 64)
         return 0;
-    snprintf(key, sizeof(key), "%.*s.block_count", (int)len, arch);
+    snprintf(key, sizeof(key), "%.*s.%s", (int)len, arch, what);
     int64_t k = gguf_find_key(f, key);
     if (k < 0 || gguf_get_i64(f, k, &n))
         return 0;
@@ -296,7 +297,9 @@ int cmd_quantize(int argc, char **argv)
     if ((rc = gguf_open(in, &f, err, sizeof(err))))
         goto fail;
     nt = gguf_n_tensors(f);
-    const int64_t n_layers = block_count(f);
+    const int64_t n_layers = arch_int(f, "block_count");
+    const int64_t n_kv_heads = arch_int(f, "attention.head_count_kv");
+    const int64_t n_gqa = n_kv_heads > 0 ? arch_int(f, "attention.head_count") / n_kv_heads : 0;
     const bool has_output = gguf_find_tensor(f, "output.weight") >= 0;
     to = folio_calloc((size_t)nt + 1, sizeof(*to));
     if (!to) {
@@ -313,8 +316,9 @@ int cmd_quantize(int argc, char **argv)
         struct gguf_tensor_info ti;
         gguf_tensor_get(f, i, &ti);
         const int64_t n = n_elems(&ti);
-        to[i] = ti.n_dims < 2 ? ti.type
-                              : quant_pick(&o, ti.name, ti.ne[0], ti.type, n_layers, has_output);
+        to[i] = ti.n_dims < 2
+                    ? ti.type
+                    : quant_pick(&o, ti.name, ti.ne[0], ti.type, n_layers, n_gqa, has_output);
         if (to[i] != ti.type && !is_float(ti.type) && !is_float(to[i]) && !allow_requant) {
             snprintf(err, sizeof(err),
                      "%s: tensor '%s' is %s already; converting it to %s loses more than "

@@ -21,7 +21,9 @@
  *                    output.weight Q6_K
  *   q2_k             Q2_K; attn_v, ffn_down and attn_output Q3_K;
  *                    output.weight Q6_K
- *   iq4_nl, iq4_xs   that type; output.weight Q6_K
+ *   iq4_nl, iq4_xs   that type; ffn_down of the first eighth of the
+ *                    layers, and attn_v where 4 or more query heads share
+ *                    a KV head, Q5_K; output.weight Q6_K
  *
  * With tied embeddings (no output.weight) token_embd.weight takes
  * output.weight's type.  A K-quant needs rows that are a multiple of 256:
@@ -49,27 +51,30 @@ struct quant_mix {
     int more_bits;                  /* attn_v / ffn_down of the "more bits" layers */
     int early;                      /* attn_v of layers 0-1, ffn_down of the first 16th */
     uint32_t file_type;             /* llama.cpp's enum llama_ftype */
+    int down8;                      /* ffn_down of the first eighth of the layers */
+    int gqa_v;                      /* attn_v with 4+ query heads per KV head */
 };
 
 // clang-format off
 static const struct quant_mix mixes[] = {
-    /* name       base       output     attn_v     ffn_down   attn_out   more_bits  early */
-    {"f16",     T(F16),    T(F16),    T(F16),    T(F16),    T(F16),    NONE,      NONE,      1},
-    {"bf16",    T(BF16),   T(BF16),   T(BF16),   T(BF16),   T(BF16),   NONE,      NONE,      32},
-    {"q8_0",    T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   NONE,      NONE,      7},
-    {"q4_0",    T(Q4_0),   T(Q6_K),   T(Q4_0),   T(Q4_0),   T(Q4_0),   NONE,      NONE,      2},
-    {"q4_1",    T(Q4_1),   T(Q6_K),   T(Q4_1),   T(Q4_1),   T(Q4_1),   NONE,      NONE,      3},
-    {"q5_0",    T(Q5_0),   T(Q6_K),   T(Q5_0),   T(Q5_0),   T(Q5_0),   NONE,      NONE,      8},
-    {"q5_1",    T(Q5_1),   T(Q6_K),   T(Q5_1),   T(Q5_1),   T(Q5_1),   NONE,      NONE,      9},
-    {"q2_k",    T(Q2_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      10},
-    {"q3_k_s",  T(Q3_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      11},
-    {"q3_k_m",  T(Q3_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      T(Q5_K),   12},
-    {"q3_k_l",  T(Q3_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      13},
-    {"q4_k_m",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   T(Q6_K),   NONE,      15},
-    {"q5_k_m",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   T(Q6_K),   NONE,      17},
-    {"q6_k",    T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   NONE,      NONE,      18},
-    {"iq4_nl",  T(IQ4_NL), T(Q6_K),   T(IQ4_NL), T(IQ4_NL), T(IQ4_NL), NONE,      NONE,      25},
-    {"iq4_xs",  T(IQ4_XS), T(Q6_K),   T(IQ4_XS), T(IQ4_XS), T(IQ4_XS), NONE,      NONE,      30},
+    /* name       base       output     attn_v     ffn_down   attn_out   more_bits  early
+     *                                                                                        ftype down8, gqa_v */
+    {"f16",     T(F16),    T(F16),    T(F16),    T(F16),    T(F16),    NONE,      NONE,      1,  NONE,    NONE},
+    {"bf16",    T(BF16),   T(BF16),   T(BF16),   T(BF16),   T(BF16),   NONE,      NONE,      32, NONE,    NONE},
+    {"q8_0",    T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   NONE,      NONE,      7,  NONE,    NONE},
+    {"q4_0",    T(Q4_0),   T(Q6_K),   T(Q4_0),   T(Q4_0),   T(Q4_0),   NONE,      NONE,      2,  NONE,    NONE},
+    {"q4_1",    T(Q4_1),   T(Q6_K),   T(Q4_1),   T(Q4_1),   T(Q4_1),   NONE,      NONE,      3,  NONE,    NONE},
+    {"q5_0",    T(Q5_0),   T(Q6_K),   T(Q5_0),   T(Q5_0),   T(Q5_0),   NONE,      NONE,      8,  NONE,    NONE},
+    {"q5_1",    T(Q5_1),   T(Q6_K),   T(Q5_1),   T(Q5_1),   T(Q5_1),   NONE,      NONE,      9,  NONE,    NONE},
+    {"q2_k",    T(Q2_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      10, NONE,    NONE},
+    {"q3_k_s",  T(Q3_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      11, NONE,    NONE},
+    {"q3_k_m",  T(Q3_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      T(Q5_K),   12, NONE,    NONE},
+    {"q3_k_l",  T(Q3_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      13, NONE,    NONE},
+    {"q4_k_m",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   T(Q6_K),   NONE,      15, NONE,    NONE},
+    {"q5_k_m",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   T(Q6_K),   NONE,      17, NONE,    NONE},
+    {"q6_k",    T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   NONE,      NONE,      18, NONE,    NONE},
+    {"iq4_nl",  T(IQ4_NL), T(Q6_K),   T(IQ4_NL), T(IQ4_NL), T(IQ4_NL), NONE,      NONE,      25, T(Q5_K), T(Q5_K)},
+    {"iq4_xs",  T(IQ4_XS), T(Q6_K),   T(IQ4_XS), T(IQ4_XS), T(IQ4_XS), NONE,      NONE,      30, T(Q5_K), T(Q5_K)},
 };
 // clang-format on
 
@@ -189,7 +194,8 @@ static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
 }
 
 /* The mix's own choice. */
-static int mix_pick(const struct quant_mix *mx, const char *name, int64_t n_layers, bool output)
+static int mix_pick(const struct quant_mix *mx, const char *name, int64_t n_layers, int64_t n_gqa,
+                    bool output)
 {
     int layer = -1, off = 0;
     if (output)
@@ -204,17 +210,22 @@ static int mix_pick(const struct quant_mix *mx, const char *name, int64_t n_laye
             t = mx->more_bits;
         if (mx->early != NONE && (v ? layer < 2 : layer < n_layers / 16))
             t = mx->early;
+        if (mx->down8 != NONE && down && layer < n_layers / 8)
+            t = mx->down8;
+        if (mx->gqa_v != NONE && v && n_gqa >= 4)
+            t = mx->gqa_v;
         return t;
     }
     return !strcmp(rest, "attn_output.weight") ? mx->attn_out : mx->base;
 }
 
 enum gguf_tensor_type quant_pick(const struct quant_opts *o, const char *name, int64_t row,
-                                 enum gguf_tensor_type have, int64_t n_layers, bool has_output)
+                                 enum gguf_tensor_type have, int64_t n_layers, int64_t n_gqa,
+                                 bool has_output)
 {
     const bool embd = !strcmp(name, "token_embd.weight");
     const bool output = !strcmp(name, "output.weight") || (!has_output && embd);
-    int t = o->pure ? o->mix->base : mix_pick(o->mix, name, n_layers, output);
+    int t = o->pure ? o->mix->base : mix_pick(o->mix, name, n_layers, n_gqa, output);
     if (output && o->output_type != NONE)
         t = o->output_type;
     if (embd && o->embd_type != NONE)

@@ -63,9 +63,11 @@ int quant_opts_add_override(struct quant_opts *o, const char *arg, char *err, si
 void quant_opts_free(struct quant_opts *o);
 
 /* The type for the matrix `name` (rows of `row` elements, now of type
- * `have`) in a model of n_layers blocks; has_output: the file has
- * output.weight (without it token_embd.weight is the output). */
+ * `have`) in a model of n_layers blocks with n_gqa query heads per KV head
+ * (0: unknown); has_output: the file has output.weight (without it
+ * token_embd.weight is the output). */
 enum gguf_tensor_type quant_pick(const struct quant_opts *o, const char *name, int64_t row,
-                                 enum gguf_tensor_type have, int64_t n_layers, bool has_output);
+                                 enum gguf_tensor_type have, int64_t n_layers, int64_t n_gqa,
+                                 bool has_output);
 
 #endif
