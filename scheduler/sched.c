@@ -970,6 +970,8 @@ static enum admit_result admit_precheck(sched_t *s, struct req *r, int32_t budge
     int32_t first_live = 0;
     while (!sample_live(r, first_live))
         first_live++;
+    if (plp_cap(s, r, first_live) < 1)
+        return ADMIT_NO_ROOM; /* no prompt-logit rows left this step */
     struct sample *s0 = &r->samples[first_live];
     int32_t hit0 = s->cfg.reserve_max_len
                        ? 0
