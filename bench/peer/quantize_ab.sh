@@ -11,7 +11,7 @@
 # divergences, same-top-token rates, sizes and wall seconds.
 #
 # llama-quantize is built from the llama.cpp source that the node-llama-cpp
-# npm package carries, as bench/peer/server_ab.sh builds llama-server (into
+# npm package carries (bench/peer/llama_build.sh, into
 # bench/peer/.npm/llama.cpp); LLAMA_QUANTIZE=/path/to/llama-quantize skips
 # the build.  FOLIO_BUILD names foliod's release build (default build-rel).
 set -euo pipefail
@@ -31,25 +31,8 @@ if [ ! -x "$folio" ]; then
   meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null
   ninja -C "$build"
 fi
-if [ -z "${LLAMA_QUANTIZE:-}" ]; then
-  mkdir -p "$work"
-  if [ ! -d "$work/node_modules/node-llama-cpp" ]; then
-    (cd "$work" && { [ -f package.json ] || echo '{"name":"folio-peer","private":true}' > package.json; } &&
-     npm install --no-audit --no-fund --omit=optional --ignore-scripts \
-       node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 >npm.log 2>&1)
-  fi
-  src=$work/llama.cpp
-  if [ ! -d "$src" ]; then
-    git -c advice.detachedHead=false clone -q "$work/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src"
-  fi
-  if [ ! -x "$src/build/bin/llama-quantize" ]; then
-    command -v cmake >/dev/null || apt-get install -y cmake >/dev/null
-    cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-      -DLLAMA_CURL=OFF >"$work/cmake.log"
-    cmake --build "$src/build" --target llama-quantize -j "$(nproc)" >"$work/build-quantize.log"
-  fi
-  LLAMA_QUANTIZE=$src/build/bin/llama-quantize
-fi
+. "$here/llama_build.sh"
+[ -n "${LLAMA_QUANTIZE:-}" ] || LLAMA_QUANTIZE=$(llama_tool llama-quantize)
 
 tmp=$(mktemp -d /tmp/folio-qab.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

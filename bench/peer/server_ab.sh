@@ -8,10 +8,8 @@
 # driven by `folio bench` in both cases, 2 compute threads each.
 #
 # llama-server is built from the llama.cpp source that the node-llama-cpp npm
-# package carries (a git bundle in node_modules/node-llama-cpp/llama): the
-# package is installed into bench/peer/.npm as bench/peer/run.sh does, the
-# bundle is cloned into bench/peer/.npm/llama.cpp and built with cmake
-# (Release, GGML_NATIVE: tuned for this CPU, as foliod's release build is).
+# package carries (bench/peer/llama_build.sh: into bench/peer/.npm/llama.cpp,
+# Release, GGML_NATIVE: tuned for this CPU, as foliod's release build is).
 # LLAMA_SERVER=/path/to/llama-server skips the build.  FOLIO_BUILD names
 # foliod's release build directory (default build-rel; built if missing).
 # FOLIOD_ARGS adds options to foliod's command line, e.g. FOLIOD_ARGS=
@@ -35,25 +33,8 @@ if [ ! -x "$build/daemon/foliod" ]; then
   ninja -C "$build"
 fi
 
-if [ -z "${LLAMA_SERVER:-}" ]; then
-  mkdir -p "$work"
-  if [ ! -d "$work/node_modules/node-llama-cpp" ]; then
-    (cd "$work" && { [ -f package.json ] || echo '{"name":"folio-peer","private":true}' > package.json; } &&
-     npm install --no-audit --no-fund --omit=optional --ignore-scripts \
-       node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 >npm.log 2>&1)
-  fi
-  src=$work/llama.cpp
-  if [ ! -d "$src" ]; then
-    git -c advice.detachedHead=false clone -q "$work/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src"
-  fi
-  if [ ! -x "$src/build/bin/llama-server" ]; then
-    command -v cmake >/dev/null || apt-get install -y cmake >/dev/null
-    cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-      -DLLAMA_CURL=OFF >"$work/cmake.log"
-    cmake --build "$src/build" --target llama-server -j "$(nproc)" >"$work/build.log"
-  fi
-  LLAMA_SERVER=$src/build/bin/llama-server
-fi
+. "$here/llama_build.sh"
+[ -n "${LLAMA_SERVER:-}" ] || LLAMA_SERVER=$(llama_tool llama-server)
 
 sock=$work/ab.sock
 port=${PORT:-18088}
