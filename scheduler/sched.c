@@ -16,7 +16,8 @@
  *
  *   struct req ─ samples[n]: stream[cap] = prompt ++ generated tokens,
  *                            len (= n_prompt + generated), computed,
- *                            seq (pager_seq or NULL), finish reason
+ *                            seq (pager_seq or NULL), finish reason;
+ *                plp_done: prompt positions whose logits rows went out
  *
  * Invariants (sched_check walks them):
  *   - each request is on exactly one list, the one its `queue` names;
@@ -27,7 +28,12 @@
  *     in flight, the step's tokens of that sample; computed < len;
  *   - finished samples hold nothing; running_seqs = sum of live samples
  *     over running requests <= max_seqs;
- *   - a step has <= max_batch_tokens tokens and <= max_seqs slices.
+ *   - a request that still owes prompt logits (prompt_logits, plp_done <
+ *     n_prompt - 1) has computed no position past plp_done on sample 0
+ *     (cached prefixes are cut there), so every owed row gets computed;
+ *   - a step has <= max_batch_tokens tokens and <= max_seqs slices, its
+ *     logits rows follow slice order, and its all_logits slices hold <=
+ *     max_prompt_logits tokens.
  *
  * Threading: none (see the header).  Nothing referenced by the batch is
  * freed before sched_step_commit: aborts are only applied at commit or at
