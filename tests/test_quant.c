@@ -378,11 +378,11 @@ static void test_layout_iq4(void **state)
 static void test_round_trip(void **state)
 {
     (void)state;
-    /* mean: the K-quants' searched scales (model/quant_k.c) reach about
-     * 0.97x these means; the extremes' scales they replaced measured
-     * 0.0770 (Q4_K), 0.0375 (Q5_K), 0.0193 (Q6_K), 0.323 (Q2_K) and 0.152
-     * (Q3_K) here, and IQ4's search without shrunk starts 0.0738 (NL) and
-     * 0.0745 (XS), so a search that stops helping fails */
+    /* mean: the K-quants' searched scales (model/quant_k.c) reach 0.97-0.99x
+     * these means; the extremes' scales they replaced measured 0.0771
+     * (Q4_K), 0.0376 (Q5_K), 0.0191 (Q6_K), 0.325 (Q2_K) and 0.152 (Q3_K)
+     * here, and IQ4's search without shrunk starts 0.0736 (NL) and 0.0743
+     * (XS), so a search that stops helping fails */
     const struct {
         enum gguf_tensor_type t;
         double bound, mean;
@@ -391,11 +391,11 @@ static void test_round_trip(void **state)
         {GGUF_TENSOR_Q8_0, 0.01, 0.01},   {GGUF_TENSOR_Q4_0, 0.16, 0.16},
         {GGUF_TENSOR_Q4_1, 0.13, 0.13},   {GGUF_TENSOR_Q5_0, 0.08, 0.08},
         {GGUF_TENSOR_Q5_1, 0.065, 0.065}, {GGUF_TENSOR_Q4_K, 0.16, 0.072},
-        {GGUF_TENSOR_Q5_K, 0.08, 0.0365}, {GGUF_TENSOR_Q6_K, 0.04, 0.0187},
+        {GGUF_TENSOR_Q5_K, 0.08, 0.0365}, {GGUF_TENSOR_Q6_K, 0.04, 0.0188},
         {GGUF_TENSOR_Q2_K, 0.45, 0.275},  {GGUF_TENSOR_Q3_K, 0.22, 0.145},
         {GGUF_TENSOR_IQ4_NL, 0.1, 0.073}, {GGUF_TENSOR_IQ4_XS, 0.1, 0.0738},
     };
-    enum { N = 65536 };
+    enum { N = 16384 };
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
     uint8_t *b = malloc(N * 4);
     for (int i = 0; i < N; i++)

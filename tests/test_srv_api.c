@@ -294,6 +294,7 @@ static void test_echo_logprobs(void **state)
         if (pl[i].want == -2) {
             if (rc != -EINVAL || e.status != 400)
                 fail_msg("%s: rc %d status %d, want a 400", pl[i].body, rc, e.status);
+            srv_comp_params_free(&p); /* the caller frees after an error too */
             continue;
         }
         if (rc || p.gen.n_prompt_logprobs != pl[i].want)
