@@ -76,6 +76,19 @@ static void logprob_num(struct folio_buf *b, float lp)
     folio_buf_printf(b, "%.6g", isfinite(lp) ? (double)lp : -9999.0);
 }
 
+/* {"piece": logprob, ...}: a legacy top_logprobs entry of x's top-N */
+static void top_map(struct folio_buf *b, const struct srv_render *r, const struct sampler_result *x)
+{
+    folio_buf_puts(b, "{");
+    for (int32_t k = 0; k < x->n_top; k++) {
+        folio_buf_puts(b, k ? "," : "");
+        piece_json(b, r, x->top_ids[k]);
+        folio_buf_puts(b, ":");
+        logprob_num(b, x->top_logprobs[k]);
+    }
+    folio_buf_puts(b, "}");
+}
+
 void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_choice *ch, int32_t from, int32_t to, bool with_prompt,
                          int64_t *offset)
@@ -128,24 +141,11 @@ void srv_render_logprobs(struct folio_buf *b, const struct srv_render *r,
             folio_buf_puts(b, "null");
             continue;
         }
-        folio_buf_puts(b, "{");
-        for (int32_t k = 0; k < plp[i].n_top; k++) {
-            folio_buf_puts(b, k ? "," : "");
-            piece_json(b, r, plp[i].top_ids[k]);
-            folio_buf_puts(b, ":");
-            logprob_num(b, plp[i].top_logprobs[k]);
-        }
-        folio_buf_puts(b, "}");
+        top_map(b, r, &plp[i]);
     }
     for (int32_t i = from; i < to; i++) {
-        folio_buf_puts(b, i > from || np ? ",{" : "{");
-        for (int32_t k = 0; k < ch->lps[i].n_top; k++) {
-            folio_buf_puts(b, k ? "," : "");
-            piece_json(b, r, ch->lps[i].top_ids[k]);
-            folio_buf_puts(b, ":");
-            logprob_num(b, ch->lps[i].top_logprobs[k]);
-        }
-        folio_buf_puts(b, "}");
+        folio_buf_puts(b, i > from || np ? "," : "");
+        top_map(b, r, &ch->lps[i]);
     }
     folio_buf_puts(b, "],\"text_offset\":[");
     for (int32_t i = 0; i < np + to - from; i++)
