@@ -859,47 +859,73 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
 #define KERN_CONST_HD 1
 #endif
 #endif
-#define KERN_HD(dt)                                                                                \
-    do {                                                                                           \
-        if (KERN_CONST_HD && pc->hd == 64)                                                         \
-            kern_body(pc, 64, dt);                                                                 \
-        else if (KERN_CONST_HD && pc->hd == 128)                                                   \
-            kern_body(pc, 128, dt);                                                                \
+
+/* Every instance (dtype x head_dim x path, and the tile's vector count) is
+ * a function of its own: inlined into one function, they made GCC's
+ * dataflow passes (PRE, live registers, register allocation), superlinear
+ * in a function's size, most of these files' compile time (a
+ * debugoptimized build: 130-145 s for each of the portable, AVX2 and
+ * AVX-512 files).  A call per piece costs nothing beside a piece's work. */
+#define NOINL static __attribute__((noinline))
+#define ROWS_FN(name, dt, HD)                                                                      \
+    NOINL void name(const struct attn__piece *pc)                                                  \
+    {                                                                                              \
+        kern_body(pc, HD, dt);                                                                     \
+    }
+#define TILE_FN(name, dt, HD, NV)                                                                  \
+    NOINL void name(const struct attn__piece *pc)                                                  \
+    {                                                                                              \
+        kern_tile(pc, HD, dt, NV);                                                                 \
+    }
+#define TILE_FNS(name, dt, HD)                                                                     \
+    TILE_FN(name##_1, dt, HD, 1) TILE_FN(name##_2, dt, HD, 2) TILE_FN(name##_3, dt, HD, 3)
+#define TILE_CALL(name, pc)                                                                        \
+    (TILE_NV(pc) >= 3 ? name##_3(pc) : TILE_NV(pc) == 2 ? name##_2(pc) : name##_1(pc))
+
+#if KERN_CONST_HD
+#define KERN_FNS(name, dt)                                                                         \
+    ROWS_FN(name##_rows, dt, pc->hd)                                                               \
+    ROWS_FN(name##_rows64, dt, 64)                                                                 \
+    ROWS_FN(name##_rows128, dt, 128)                                                               \
+    TILE_FNS(name##_tile, dt, pc->hd)                                                              \
+    TILE_FNS(name##_tile64, dt, 64)                                                                \
+    static inline void name(const struct attn__piece *pc)                                          \
+    {                                                                                              \
+        if (tile_takes(pc))                                                                        \
+            pc->hd == 64 ? TILE_CALL(name##_tile64, pc) : TILE_CALL(name##_tile, pc);              \
         else                                                                                       \
-            kern_body(pc, pc->hd, dt);                                                             \
-    } while (0)
+            pc->hd == 64    ? name##_rows64(pc)                                                    \
+            : pc->hd == 128 ? name##_rows128(pc)                                                   \
+                            : name##_rows(pc);                                                     \
+    }
+#else
+#define KERN_FNS(name, dt)                                                                         \
+    ROWS_FN(name##_rows, dt, pc->hd)                                                               \
+    TILE_FNS(name##_tile, dt, pc->hd)                                                              \
+    static inline void name(const struct attn__piece *pc)                                          \
+    {                                                                                              \
+        tile_takes(pc) ? TILE_CALL(name##_tile, pc) : name##_rows(pc);                             \
+    }
+#endif
+KERN_FNS(kern_f32, FOLIO_F32)
+KERN_FNS(kern_f16, FOLIO_F16)
+KERN_FNS(kern_bf16, FOLIO_BF16)
+KERN_FNS(kern_q8, FOLIO_Q8)
 
 void KERN_NAME(const struct attn__piece *pc)
 {
-    if (tile_takes(pc)) {
-        switch (pc->dtype) {
-        case FOLIO_F16:
-            KERN_TILE(FOLIO_F16);
-            break;
-        case FOLIO_BF16:
-            KERN_TILE(FOLIO_BF16);
-            break;
-        case FOLIO_Q8:
-            KERN_TILE(FOLIO_Q8);
-            break;
-        default:
-            KERN_TILE(FOLIO_F32);
-            break;
-        }
-        return;
-    }
     switch (pc->dtype) {
     case FOLIO_F16:
-        KERN_HD(FOLIO_F16);
+        kern_f16(pc);
         break;
     case FOLIO_BF16:
-        KERN_HD(FOLIO_BF16);
+        kern_bf16(pc);
         break;
     case FOLIO_Q8:
-        KERN_HD(FOLIO_Q8);
+        kern_q8(pc);
         break;
     default:
-        KERN_HD(FOLIO_F32);
+        kern_f32(pc);
         break;
     }
 }

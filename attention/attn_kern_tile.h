@@ -292,17 +292,6 @@ AI bool tile_takes(const struct attn__piece *pc)
  * piece of few rows); a constant head_dim 64 (the small preset's) where
  * the ISA has constant instances (KERN_CONST_HD, attn_kern_body.h); other
  * head dims take the run-time loop, which keeps this file's compile time
- * in check: every instance is built for each ISA and build */
-#define KERN_TILE(dt)                                                                              \
-    do {                                                                                           \
-        const int32_t nq_max = FOLIO_MIN(QT / pc->group, pc->n_rows) * pc->group;                  \
-        const int nvec = (int)((nq_max + VW - 1) / VW);                                            \
-        if (KERN_CONST_HD && pc->hd == 64)                                                         \
-            nvec >= 3   ? kern_tile(pc, 64, dt, 3)                                                 \
-            : nvec == 2 ? kern_tile(pc, 64, dt, 2)                                                 \
-                        : kern_tile(pc, 64, dt, 1);                                                \
-        else                                                                                       \
-            nvec >= 3   ? kern_tile(pc, pc->hd, dt, 3)                                             \
-            : nvec == 2 ? kern_tile(pc, pc->hd, dt, 2)                                             \
-                        : kern_tile(pc, pc->hd, dt, 1);                                            \
-    } while (0)
+ * in check: every instance is built for each ISA and build.  Each
+ * instance is a function of its own (TILE_FNS, attn_kern_body.h). */
+#define TILE_NV(pc) ((int)((FOLIO_MIN(QT / (pc)->group, (pc)->n_rows) * (pc)->group + VW - 1) / VW))
