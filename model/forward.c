@@ -298,6 +298,14 @@ static void gemm(struct model_ctx *ctx, int32_t id, const struct matmul_mat *w, 
     ctx->stats.ns_gemm += folio_now_ns() - t0;
 }
 
+/* The input `a` of layer l (l = n_layers, a = 0: the output's) into the
+ * ctx's activation statistics, when it has them. */
+static void act_add(struct model_ctx *ctx, int32_t l, int a, const float *A, int32_t lda, int32_t M)
+{
+    if (ctx->cfg.act_stats)
+        model__act_add(ctx->cfg.act_stats, l * MODEL_ACT_PER_LAYER + a, A, lda, M);
+}
+
 /* Element-wise jobs on fewer rows than this run on the caller alone (a
  * decode step's norms cost about as much as one dispatch). */
 #define MODEL_MIN_ROWS_PER_DISPATCH 4
@@ -758,6 +766,7 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->attn_norm;
         run_other(ctx, job_rmsnorm, &j);
+        act_add(ctx, l, MODEL_ACT_ATTN_IN, ctx->xb, D, n);
         /* qkv[n][n_qkv] = xb[n][D] · wqkv[n_qkv][D]ᵀ: one product, or one per
          * part into its columns when Q, K and V differ in type */
         const int32_t *id = ctx->mm_id + MM_PER_LAYER * l;
@@ -775,11 +784,13 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         uint64_t t0 = folio_now_ns();
         model__attention(ctx, &ab);
         ctx->stats.ns_attn += folio_now_ns() - t0;
+        act_add(ctx, l, MODEL_ACT_ATTN_OUT, ctx->att, ctx->n_q, n);
         /* x[n][D] += att[n][Hq d] · wo[D][Hq d]ᵀ */
         gemm(ctx, id[MM_WO], &L->wo, n, ctx->att, ctx->n_q, 1.0f, ctx->x, D);
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
         run_other(ctx, job_rmsnorm, &j);
+        act_add(ctx, l, MODEL_ACT_FFN_IN, ctx->xb, D, n);
         /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up): one product,
          * or gate and up into their columns when they differ in type */
         if (L->w_gate_up.data) {
@@ -790,6 +801,7 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
                      ctx->gu + (size_t)i * F, 2 * F);
         }
         run_other(ctx, job_swiglu, &j);
+        act_add(ctx, l, MODEL_ACT_FFN_HIDDEN, ctx->gu, 2 * F, n);
         /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
         gemm(ctx, id[MM_DOWN], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);
     }
@@ -799,6 +811,7 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
     j.n = n_sample, j.rows = ctx->sample_rows;
     j.src = ctx->x, j.dst = ctx->xs, j.w = m->out_norm;
     run_other(ctx, job_rmsnorm, &j);
+    act_add(ctx, hp->n_layers, 0, ctx->xs, D, n_sample);
     /* logits[S][V] = xs[S][D] · output[V][D]ᵀ */
     gemm(ctx, ctx->mm_id[MM_PER_LAYER * hp->n_layers], &m->output, n_sample, ctx->xs, D, 0.0f,
          logits, hp->n_vocab);

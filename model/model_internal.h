@@ -64,6 +64,11 @@ struct model {
     size_t storage_bytes;
 };
 
+/* Adds the squares of A's M rows (row stride lda) to input `input` of s
+ * (model/act_stats.c). */
+void model__act_add(struct model_act_stats *s, int32_t input, const float *A, int32_t lda,
+                    int32_t M);
+
 /* The f32 data of an F32 matrix (models built in memory), else NULL. */
 static inline float *model__f32(const struct matmul_mat *mt)
 {

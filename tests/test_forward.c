@@ -643,6 +643,90 @@ static void test_invalid_batches(void **state)
     arena_free(&a);
 }
 
+/* Runs tok[0..L) as one sequence in steps of `chunk` tokens (each step's
+ * last row sampled) with the ctx gathering activation statistics st. */
+static void act_run(const struct model *m, const int32_t *tok, int32_t L, int32_t chunk,
+                    struct model_act_stats *st)
+{
+    struct arena a;
+    arena_init(&a, m, FOLIO_F32, 16, 1, L);
+    model_ctx_t *ctx;
+    const struct model_ctx_config cfg = {
+        .max_tokens = L, .max_slices = 1, .n_threads = 2, .act_stats = st};
+    assert_int_equal(model_ctx_new(m, &a.kv, &cfg, &ctx), 0);
+    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    for (int32_t p = 0; p < L; p += chunk) {
+        const int32_t n = FOLIO_MIN(chunk, L - p);
+        struct model_slice sl = {
+            .first_pos = p, .n_tokens = n, .block_table = arena_table(&a, 0), .sample = true};
+        struct model_batch b = {.n_tokens = n, .tokens = tok + p, .n_slices = 1, .slices = &sl};
+        assert_int_equal(model_forward(ctx, &b, logits), 0);
+    }
+    free(logits);
+    model_ctx_free(ctx);
+    arena_free(&a);
+}
+
+/* Activation statistics (folio imatrix): every layer input counts each
+ * token once and the output's input each sampled row; layer 0's attention
+ * input is the normed embeddings, whose squares are summed here directly;
+ * the sums do not depend on how the prompt was cut into steps. */
+static void test_act_stats(void **state)
+{
+    (void)state;
+    const struct model *m = g_model;
+    const struct model_hparams *hp = &m->hp;
+    enum { L = 24 };
+    int32_t tok[L];
+    random_tokens(tok, L, hp->n_vocab);
+    struct model_act_stats *whole, *steps;
+    assert_int_equal(model_act_stats_new(m, &whole), 0);
+    assert_int_equal(model_act_stats_new(m, &steps), 0);
+    assert_int_equal(whole->n_inputs, hp->n_layers * MODEL_ACT_PER_LAYER + 1);
+    act_run(m, tok, L, L, whole);
+    act_run(m, tok, L, 5, steps);
+
+    const int32_t D = hp->dim, out = whole->n_inputs - 1;
+    assert_int_equal(whole->len[MODEL_ACT_ATTN_IN], D);
+    assert_int_equal(whole->len[MODEL_ACT_ATTN_OUT], hp->n_heads * hp->head_dim);
+    assert_int_equal(whole->len[MODEL_ACT_FFN_HIDDEN], hp->ffn_dim);
+    assert_int_equal(whole->len[out], D);
+    for (int32_t i = 0; i < out; i++) {
+        assert_int_equal(whole->rows[i], L);
+        assert_int_equal(steps->rows[i], L);
+    }
+    assert_int_equal(whole->rows[out], 1);
+    assert_int_equal(steps->rows[out], (L + 4) / 5);
+
+    /* layer 0's attention input: rmsnorm(embedding) * attn_norm, squared */
+    double *xe = malloc(sizeof(double) * D), *xn = malloc(sizeof(double) * D);
+    double *want = calloc((size_t)D, sizeof(double));
+    for (int32_t t = 0; t < L; t++) {
+        for (int32_t k = 0; k < D; k++)
+            xe[k] = model__f32(&m->tok_embd)[(size_t)tok[t] * D + k];
+        ref_rmsnorm(xn, xe, m->layers[0].attn_norm, D, hp->norm_eps);
+        for (int32_t k = 0; k < D; k++)
+            want[k] += xn[k] * xn[k];
+    }
+    double worst = 0, worst_steps = 0;
+    for (int32_t k = 0; k < D; k++)
+        worst = fmax(worst, fabs(whole->sq[k] - want[k]) / want[k]);
+    /* every input, whole against in steps */
+    const size_t total = whole->off[out] + (size_t)D;
+    for (size_t k = 0; k < whole->off[out]; k++) {
+        assert_true(isfinite(whole->sq[k]) && whole->sq[k] >= 0);
+        worst_steps = fmax(worst_steps, fabs(whole->sq[k] - steps->sq[k]) / (whole->sq[k] + 1e-9));
+    }
+    printf("# activation statistics: layer 0 input vs direct %.3g, whole vs steps of 5 %.3g "
+           "(relative, %zu columns)\n",
+           worst, worst_steps, total);
+    assert_true(worst < 1e-5);
+    assert_true(worst_steps < 1e-3);
+    free(xe), free(xn), free(want);
+    model_act_stats_free(whole);
+    model_act_stats_free(steps);
+}
+
 /* The synthetic model's logits are finite, spread out, and their top two
  * are almost never tied (the greedy path does not hinge on tie-breaking). */
 static void test_logits_healthy(void **state)
@@ -1291,6 +1375,7 @@ int main(void)
         cmocka_unit_test(test_gate_up_mixed),
         cmocka_unit_test(test_invalid_batches),
         cmocka_unit_test(test_logits_healthy),
+        cmocka_unit_test(test_act_stats),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_pager_fork_and_prefix),
         cmocka_unit_test(test_archs),

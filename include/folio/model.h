@@ -176,6 +176,32 @@ bool model_matmul_onednn_built(void);
  * without oneDNN built: -ENOTSUP. */
 int model_matmul_resolve(enum model_matmul want, enum model_matmul *out);
 
+/* Activation statistics for an importance matrix (`folio imatrix`): for
+ * each input a layer's weight matrices multiply, per column, the sum of
+ * its squares over the rows of the steps run, and how many rows those
+ * were.  A layer has MODEL_ACT_PER_LAYER inputs (enum model_act); input
+ * l * MODEL_ACT_PER_LAYER + a is layer l's a, and the last input
+ * (n_layers * MODEL_ACT_PER_LAYER) is the output matrix's, over the rows
+ * whose logits were asked for.  A ctx whose config names a
+ * model_act_stats adds to it on every step (model/act_stats.c). */
+enum model_act {
+    MODEL_ACT_ATTN_IN = 0, /* attn_norm's output: Q, K, V multiply it */
+    MODEL_ACT_ATTN_OUT,    /* attention's output: attn_output (wo) */
+    MODEL_ACT_FFN_IN,      /* ffn_norm's output: gate and up */
+    MODEL_ACT_FFN_HIDDEN,  /* SwiGLU's output: down */
+    MODEL_ACT_PER_LAYER,
+};
+struct model_act_stats {
+    int32_t n_inputs; /* n_layers * MODEL_ACT_PER_LAYER + 1 */
+    int32_t *len;     /* [n_inputs] columns */
+    size_t *off;      /* [n_inputs] first column's index in sq */
+    double *sq;       /* the inputs' columns, one input after another */
+    uint64_t *rows;   /* [n_inputs] */
+};
+/* Zeroed statistics laid out for m; -ENOMEM. */
+int model_act_stats_new(const model_t *m, struct model_act_stats **out);
+void model_act_stats_free(struct model_act_stats *s);
+
 struct model_ctx_config {
     int32_t max_tokens; /* largest batch in tokens */
     int32_t max_slices; /* largest batch in slices */
@@ -194,6 +220,9 @@ struct model_ctx_config {
      * context splits (attention/attn_paged.c).  Quantized weights are
      * batch invariant either way. */
     bool batch_invariant;
+    /* NULL, or statistics every step adds its products' inputs to (the
+     * caller's; one ctx at a time) */
+    struct model_act_stats *act_stats;
 };
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
