@@ -168,6 +168,17 @@ int gguf_tensor_from_f32(enum gguf_tensor_type t, const float *src, void *dst, i
     return quant_from_float(t, src, dst, n);
 }
 
+int gguf_tensor_from_f32_w(enum gguf_tensor_type t, const float *src, void *dst, int64_t n,
+                           const float *qw, int64_t row)
+{
+    return quant_from_float_w(t, src, dst, n, qw, row);
+}
+
+bool gguf_tensor_uses_imatrix(enum gguf_tensor_type t)
+{
+    return quant_uses_imatrix(t);
+}
+
 int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n)
 {
     const struct quant_traits *r = quant_traits_of(t);

@@ -608,6 +608,49 @@ int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64
     return 0;
 }
 
+/* The quantizers that weight their errors (model/quant_k.c), or NULL. */
+static void (*from_float_w(enum gguf_tensor_type t))(const float *, void *, int64_t, const float *)
+{
+    switch (t) {
+    case GGUF_TENSOR_Q2_K:
+        return quant__q2_k_from_float_w;
+    case GGUF_TENSOR_Q3_K:
+        return quant__q3_k_from_float_w;
+    case GGUF_TENSOR_Q4_K:
+        return quant__q4_k_from_float_w;
+    case GGUF_TENSOR_Q5_K:
+        return quant__q5_k_from_float_w;
+    case GGUF_TENSOR_Q6_K:
+        return quant__q6_k_from_float_w;
+    case GGUF_TENSOR_IQ4_NL:
+        return quant__iq4_nl_from_float_w;
+    case GGUF_TENSOR_IQ4_XS:
+        return quant__iq4_xs_from_float_w;
+    default:
+        return NULL;
+    }
+}
+
+bool quant_uses_imatrix(enum gguf_tensor_type t)
+{
+    return from_float_w(t) != NULL;
+}
+
+int quant_from_float_w(enum gguf_tensor_type t, const float *src, void *dst, int64_t n,
+                       const float *qw, int64_t row)
+{
+    void (*fw)(const float *, void *, int64_t, const float *) = from_float_w(t);
+    const struct quant_traits *r = quant_traits_of(t);
+    if (!qw || !fw)
+        return quant_from_float(t, src, dst, n);
+    if (!r || row <= 0 || row % r->block || n < 0 || n % row)
+        return -EINVAL;
+    const size_t row_bytes = quant_row_bytes(t, row);
+    for (int64_t i = 0; i < n / row; i++)
+        fw(src + i * row, (uint8_t *)dst + (size_t)i * row_bytes, row, qw);
+    return 0;
+}
+
 void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K, int64_t m0,
                 int64_t m1, void *Xq)
 {

@@ -340,29 +340,37 @@ void quant__gemm_iq4_nl_r8_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS);
 
 /* The block codecs of the 256-element types and IQ4 (model/quant_k.c),
- * rows of model/quant.c's table. */
+ * rows of model/quant.c's table.  The _w quantizers weight each element's
+ * rounding error by qw[i] (an importance matrix's, [n]; NULL: all 1). */
 void quant__q8_k_from_float(const float *x, void *dst, int64_t n);
 void quant__q8_k_to_float(const void *src, float *y, int64_t n);
 void quant__iq4_nl_to_float(const void *src, float *y, int64_t n);
 void quant__iq4_nl_from_float(const float *x, void *dst, int64_t n);
+void quant__iq4_nl_from_float_w(const float *x, void *dst, int64_t n, const float *qw);
 float quant__iq4_nl_dot(int64_t K, const void *w, const void *xq);
 void quant__iq4_xs_to_float(const void *src, float *y, int64_t n);
 void quant__iq4_xs_from_float(const float *x, void *dst, int64_t n);
+void quant__iq4_xs_from_float_w(const float *x, void *dst, int64_t n, const float *qw);
 float quant__iq4_xs_dot(int64_t K, const void *w, const void *xq);
 void quant__q2_k_to_float(const void *src, float *y, int64_t n);
 void quant__q2_k_from_float(const float *x, void *dst, int64_t n);
+void quant__q2_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw);
 float quant__q2_k_dot(int64_t K, const void *w, const void *xq);
 void quant__q3_k_to_float(const void *src, float *y, int64_t n);
 void quant__q3_k_from_float(const float *x, void *dst, int64_t n);
+void quant__q3_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw);
 float quant__q3_k_dot(int64_t K, const void *w, const void *xq);
 void quant__q4_k_to_float(const void *src, float *y, int64_t n);
 void quant__q4_k_from_float(const float *x, void *dst, int64_t n);
+void quant__q4_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw);
 float quant__q4_k_dot(int64_t K, const void *w, const void *xq);
 void quant__q5_k_to_float(const void *src, float *y, int64_t n);
 void quant__q5_k_from_float(const float *x, void *dst, int64_t n);
+void quant__q5_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw);
 float quant__q5_k_dot(int64_t K, const void *w, const void *xq);
 void quant__q6_k_to_float(const void *src, float *y, int64_t n);
 void quant__q6_k_from_float(const float *x, void *dst, int64_t n);
+void quant__q6_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw);
 float quant__q6_k_dot(int64_t K, const void *w, const void *xq);
 
 #endif /* FOLIO_MODEL_QUANT_INTERNAL_H */

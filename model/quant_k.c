@@ -55,8 +55,9 @@ const int8_t quant__iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 static const float iq4_mid[15] = {-115.5f, -93.5f, -74.0f, -57.0f, -42.0f, -28.5f, -16.0f, -4.5f,
                                   7.0f,    19.0f,  31.5f,  45.5f,  61.0f,  79.0f,  101.0f};
 
-/* Codes of x[0..n) (n <= 256) against scale d; returns the squared error. */
-static float iq4_codes(const float *x, int n, float d, uint8_t *L)
+/* Codes of x[0..n) (n <= 256) against scale d; returns the squared error,
+ * each element's weighted by w[j] (NULL: 1). */
+static float iq4_codes(const float *x, const float *w, int n, float d, uint8_t *L)
 {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     float y[QK_K];
@@ -72,16 +73,17 @@ static float iq4_codes(const float *x, int n, float d, uint8_t *L)
     for (int j = 0; j < n; j++) {
         L[j] = (uint8_t)c[j];
         const float e = x[j] - d * (float)quant__iq4_values[c[j]];
-        err += e * e;
+        err += (w ? w[j] : 1.0f) * e * e;
     }
     return err;
 }
 
 /* A scale for x[0..n) on the IQ4 table: the largest magnitude mapped to
  * either end of the table, each start refined once by least squares (d =
- * sum x v / sum v v over the codes it picked), the best of the candidates
- * by squared error.  0 for an all-zero x. */
-static float iq4_scale(const float *x, int n)
+ * sum w x v / sum w v v over the codes it picked), the best of the
+ * candidates by squared error weighted by w (NULL: unweighted).  0 for an
+ * all-zero x. */
+static float iq4_scale(const float *x, const float *w, int n)
 {
     const float max = signed_absmax(x, n);
     if (max == 0.0f)
@@ -91,18 +93,19 @@ static float iq4_scale(const float *x, int n)
     for (int t = 0; t < 18; t++) {
         /* the extreme on -127 or on 113, the scale shrunk or stretched by up to 8% */
         const float d0 = max / (t < 9 ? -127.0f : 113.0f) * (1.0f + 0.02f * (float)(t % 9 - 4));
-        float err = iq4_codes(x, n, d0, L);
+        float err = iq4_codes(x, w, n, d0, L);
         if (err < best_err) {
             best_err = err;
             best = d0;
         }
         double xv = 0.0, vv = 0.0;
         for (int j = 0; j < n; j++) {
-            xv += (double)x[j] * quant__iq4_values[L[j]];
-            vv += (double)quant__iq4_values[L[j]] * quant__iq4_values[L[j]];
+            const double wj = w ? w[j] : 1.0, v = quant__iq4_values[L[j]];
+            xv += wj * x[j] * v;
+            vv += wj * v * v;
         }
         const float d1 = vv > 0.0 ? (float)(xv / vv) : d0;
-        err = iq4_codes(x, n, d1, L);
+        err = iq4_codes(x, w, n, d1, L);
         if (err < best_err) {
             best_err = err;
             best = d1;
@@ -113,11 +116,16 @@ static float iq4_scale(const float *x, int n)
 
 void quant__iq4_nl_from_float(const float *x, void *dst, int64_t n)
 {
+    quant__iq4_nl_from_float_w(x, dst, n, NULL);
+}
+
+void quant__iq4_nl_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
+{
     struct blk_iq4_nl *y = dst;
-    for (int64_t b = 0; b < n / QK4_NL; b++, x += QK4_NL) {
-        y[b].d = f2h(iq4_scale(x, QK4_NL));
+    for (int64_t b = 0; b < n / QK4_NL; b++, x += QK4_NL, qw = qw ? qw + QK4_NL : NULL) {
+        y[b].d = f2h(iq4_scale(x, qw, QK4_NL));
         uint8_t L[QK4_NL];
-        iq4_codes(x, QK4_NL, h2f(y[b].d), L);
+        iq4_codes(x, NULL, QK4_NL, h2f(y[b].d), L);
         for (int j = 0; j < 16; j++)
             y[b].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
     }
@@ -164,11 +172,16 @@ void quant__iq4_xs_scales(const struct blk_iq4_xs *x, int *ls)
 
 void quant__iq4_xs_from_float(const float *x, void *dst, int64_t n)
 {
+    quant__iq4_xs_from_float_w(x, dst, n, NULL);
+}
+
+void quant__iq4_xs_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
+{
     struct blk_iq4_xs *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : NULL) {
         float sc[8], max_sc = 0.0f, amax = 0.0f;
         for (int j = 0; j < 8; j++) {
-            sc[j] = iq4_scale(x + 32 * j, 32);
+            sc[j] = iq4_scale(x + 32 * j, qw ? qw + 32 * j : NULL, 32);
             if (fabsf(sc[j]) > amax) {
                 amax = fabsf(sc[j]);
                 max_sc = sc[j];
@@ -185,7 +198,7 @@ void quant__iq4_xs_from_float(const float *x, void *dst, int64_t n)
             y[b].scales_l[j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
             y[b].scales_h |= (uint16_t)((ls >> 4) << (2 * j));
             uint8_t L[32];
-            iq4_codes(x + 32 * j, 32, d * (float)s, L);
+            iq4_codes(x + 32 * j, NULL, 32, d * (float)s, L);
             for (int l = 0; l < 16; l++)
                 y[b].qs[16 * j + l] = (uint8_t)(L[l] | (L[l + 16] << 4));
         }
@@ -247,16 +260,19 @@ typedef int32_t i8 __attribute__((vector_size(32)));
 #define F8_SEL(m, a, b)     ((f8)(((i8)(a) & (m)) | ((i8)(b) & ~(m))))
 #define F8_CLAMP(v, lo, hi) F8_SEL((v) > (hi), (hi), F8_SEL((v) < (lo), (lo), (v)))
 
-/* Error weights of a 256-block: all 1, the plain squared error.  A
- * weight's error reaches the product through its activation, so with no
- * activation statistics every column counts the same; on `small` this
- * beat weighting by x^2 + the block's mean square (Q4_K_M KL divergence
- * 0.120 against 0.124, Q2_K 1.06 against 1.15). */
-static void k_weights(const float *x, float *w)
+/* Error weights of a 256-block: with an importance matrix (qw: each
+ * column's mean square activation over a text, `folio imatrix`) a
+ * weight's rounding error counts as much as it moves the products, its
+ * column's qw; without, all 1, the plain squared error.  A weight's error
+ * reaches the product through its activation, so with no activation
+ * statistics every column counts the same; on `small` this beat weighting
+ * by x^2 + the block's mean square (Q4_K_M KL divergence 0.120 against
+ * 0.124, Q2_K 1.06 against 1.15). */
+static void k_weights(const float *x, const float *qw, float *w)
 {
     (void)x;
     for (int i = 0; i < QK_K; i++)
-        w[i] = 1.0f;
+        w[i] = qw ? qw[i] : 1.0f;
 }
 
 /* x ~= s * L - m with codes L in [0, nmax], s >= 0, m >= 0: returns s, *m
@@ -371,10 +387,10 @@ static float fit_sym(const float *x, const float *w, int n, int qmax)
 
 /* The sixteen sub-block scales of a symmetric K-quant block (Q3_K, Q6_K)
  * by fit_sym; returns the scale of largest magnitude, with its sign. */
-static float k16_scales(const float *x, float qmax, float *sc)
+static float k16_scales(const float *x, const float *qw, float qmax, float *sc)
 {
     float max_sc = 0.0f, amax = 0.0f, w[QK_K];
-    k_weights(x, w);
+    k_weights(x, qw, w);
     for (int j = 0; j < 16; j++) {
         sc[j] = fit_sym(x + 16 * j, w + 16 * j, 16, (int)qmax);
         if (fabsf(sc[j]) > amax) {
@@ -405,10 +421,15 @@ void quant__q2_codes(const uint8_t *qs, uint8_t *L)
 
 void quant__q2_k_from_float(const float *x, void *dst, int64_t n)
 {
+    quant__q2_k_from_float_w(x, dst, n, NULL);
+}
+
+void quant__q2_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
+{
     struct blk_q2_k *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : NULL) {
         float sc[16], mn[16], max_sc = 0.0f, max_mn = 0.0f, w[QK_K];
-        k_weights(x, w);
+        k_weights(x, qw, w);
         for (int j = 0; j < 16; j++) {
             sc[j] = fit_asym(x + 16 * j, w + 16 * j, 16, 3, &mn[j]); /* x = d*q - m, m >= 0 */
             max_sc = fmaxf(max_sc, sc[j]);
@@ -498,10 +519,15 @@ void quant__q3_k_codes(const struct blk_q3_k *x, uint8_t *L)
 
 void quant__q3_k_from_float(const float *x, void *dst, int64_t n)
 {
+    quant__q3_k_from_float_w(x, dst, n, NULL);
+}
+
+void quant__q3_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
+{
     struct blk_q3_k *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : NULL) {
         float sc[16];
-        const float max_sc = k16_scales(x, 4.0f, sc);
+        const float max_sc = k16_scales(x, qw, 4.0f, sc);
         const float iscale = max_sc != 0.0f ? -32.0f / max_sc : 0.0f;
         y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
         const float d = h2f(y[b].d);
@@ -581,11 +607,11 @@ void quant__k4_pack_scales(const int *ls, const int *lm, uint8_t *q)
 
 /* One 256-block of an asymmetric K-quant with codes 0..nmax: fills the
  * packed scales, d, dmin, and L[256] (codes). */
-static void kq_asym_block(const float *x, int nmax, uint8_t *scales, uint16_t *d_out,
-                          uint16_t *dmin_out, uint8_t *L)
+static void kq_asym_block(const float *x, const float *qw, int nmax, uint8_t *scales,
+                          uint16_t *d_out, uint16_t *dmin_out, uint8_t *L)
 {
     float sc[8], mn[8], max_sc = 0.0f, max_mn = 0.0f, w[QK_K];
-    k_weights(x, w);
+    k_weights(x, qw, w);
     for (int j = 0; j < 8; j++) {
         sc[j] = fit_asym(x + 32 * j, w + 32 * j, 32, nmax, &mn[j]); /* x = d*q - m, m >= 0 */
         max_sc = fmaxf(max_sc, sc[j]);
@@ -615,10 +641,15 @@ static void kq_asym_block(const float *x, int nmax, uint8_t *scales, uint16_t *d
 
 void quant__q4_k_from_float(const float *x, void *dst, int64_t n)
 {
+    quant__q4_k_from_float_w(x, dst, n, NULL);
+}
+
+void quant__q4_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
+{
     struct blk_q4_k *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : NULL) {
         uint8_t L[QK_K];
-        kq_asym_block(x, 15, y[b].scales, &y[b].d, &y[b].dmin, L);
+        kq_asym_block(x, qw, 15, y[b].scales, &y[b].d, &y[b].dmin, L);
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 32; l++)
                 y[b].qs[32 * j + l] = (uint8_t)(L[64 * j + l] | (L[64 * j + 32 + l] << 4));
@@ -692,10 +723,15 @@ KQ_ASYM_ROW_DOT(q4_k)
 
 void quant__q5_k_from_float(const float *x, void *dst, int64_t n)
 {
+    quant__q5_k_from_float_w(x, dst, n, NULL);
+}
+
+void quant__q5_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
+{
     struct blk_q5_k *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : NULL) {
         uint8_t L[QK_K];
-        kq_asym_block(x, 31, y[b].scales, &y[b].d, &y[b].dmin, L);
+        kq_asym_block(x, qw, 31, y[b].scales, &y[b].d, &y[b].dmin, L);
         memset(y[b].qh, 0, sizeof y[b].qh);
         for (int j = 0; j < 4; j++)
             for (int l = 0; l < 32; l++) {
@@ -755,10 +791,15 @@ void quant__q6_k_pack(const uint8_t *L, uint8_t *ql_out, uint8_t *qh_out)
 
 void quant__q6_k_from_float(const float *x, void *dst, int64_t n)
 {
+    quant__q6_k_from_float_w(x, dst, n, NULL);
+}
+
+void quant__q6_k_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
+{
     struct blk_q6_k *y = dst;
-    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K, qw = qw ? qw + QK_K : NULL) {
         float sc[16];
-        const float max_sc = k16_scales(x, 32.0f, sc);
+        const float max_sc = k16_scales(x, qw, 32.0f, sc);
         const float iscale = max_sc != 0.0f ? -128.0f / max_sc : 0.0f;
         y[b].d = f2h(iscale != 0.0f ? 1.0f / iscale : 0.0f);
         const float d = h2f(y[b].d);

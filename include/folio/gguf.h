@@ -116,6 +116,12 @@ int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int
  * as llama.cpp's reference quantizers do (writers: gen-model, quantize).
  * -EINVAL for a type without a quantizer or n not whole blocks. */
 int gguf_tensor_from_f32(enum gguf_tensor_type t, const float *src, void *dst, int64_t n);
+/* gguf_tensor_from_f32 for rows of `row` elements weighted by an
+ * importance matrix row qw[0..row) (model/quant.h quant_from_float_w; NULL:
+ * as gguf_tensor_from_f32); whether type t uses such weights. */
+int gguf_tensor_from_f32_w(enum gguf_tensor_type t, const float *src, void *dst, int64_t n,
+                           const float *qw, int64_t row);
+bool gguf_tensor_uses_imatrix(enum gguf_tensor_type t);
 
 /* The file's GGUF version (2 or 3: both are accepted, they share one
  * layout) and its data alignment (general.alignment, default 32). */
