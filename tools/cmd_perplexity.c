@@ -43,8 +43,7 @@
 #include "folio/pager.h"
 #include "folio/tokenizer.h"
 #include "folio_cmds.h"
-
-#define PPL_BLOCK 16
+#include "text_eval.h"
 
 static void usage(FILE *out)
 {
@@ -60,83 +59,6 @@ static void usage(FILE *out)
             "F32 model a quantized one came from) and reports the KL divergence of\n"
             "the model's predictions from FILE's, and how often their top tokens agree;\n"
             "FILE's KV cache is --base-kv-dtype (default: --kv-dtype's).\n");
-}
-
-/* One model with a pager for one sequence of n_ctx tokens. */
-struct runner {
-    model_t *m;
-    pager_t *pg;
-    model_ctx_t *ctx;
-    int32_t n_vocab;
-};
-
-static void runner_free(struct runner *r)
-{
-    model_ctx_free(r->ctx);
-    pager_free(r->pg);
-    model_free(r->m);
-}
-
-static int runner_new(struct runner *r, const char *path, int32_t n_ctx, int32_t threads,
-                      enum folio_dtype kv_dtype, enum model_matmul matmul, char *err, size_t errlen)
-{
-    int rc = !strcmp(path, "default") ? model_load_default(&r->m, err, errlen)
-                                      : model_load_file(path, &r->m, err, errlen);
-    if (rc < 0)
-        return rc;
-    const struct model_hparams *hp = model_hparams(r->m);
-    r->n_vocab = hp->n_vocab;
-    if (n_ctx > hp->ctx_len) {
-        snprintf(err, errlen, "%s: --ctx %d is beyond the model's context (%d)", path, n_ctx,
-                 hp->ctx_len);
-        return -EINVAL;
-    }
-    const struct pager_config pc = {.num_blocks = FOLIO_DIV_CEIL(n_ctx, PPL_BLOCK),
-                                    .block_size = PPL_BLOCK,
-                                    .n_layers = hp->n_layers,
-                                    .n_kv_heads = hp->n_kv_heads,
-                                    .head_dim = hp->head_dim,
-                                    .dtype = kv_dtype};
-    if ((rc = pager_init(&r->pg, &pc)) < 0) {
-        snprintf(err, errlen, "cannot set up the KV cache: %s", strerror(-rc));
-        return rc;
-    }
-    struct pager_kv_view kv;
-    pager_kv_view(r->pg, &kv);
-    const struct model_ctx_config cfg = {.max_tokens = n_ctx - n_ctx / 2,
-                                         .max_slices = 1,
-                                         .max_logits = n_ctx - n_ctx / 2,
-                                         .n_threads = threads,
-                                         .matmul = matmul};
-    if ((rc = model_ctx_new(r->m, &kv, &cfg, &r->ctx)) < 0)
-        snprintf(err, errlen, "%s: cannot create a model context: %s", path, strerror(-rc));
-    return rc;
-}
-
-/* Runs toks[0..n) as a new sequence; logits gets the rows of positions
- * n/2 .. n - 1. */
-static int runner_chunk(struct runner *r, const int32_t *toks, int32_t n, float *logits)
-{
-    pager_seq_t *seq = NULL;
-    int rc = pager_seq_new(r->pg, 0, 0, 0, &seq);
-    if (rc < 0 || (rc = pager_seq_append(r->pg, seq, toks, n)) < 0)
-        goto out;
-    int32_t nb;
-    const int32_t *bt = pager_seq_block_table(seq, &nb);
-    const int32_t half = n / 2;
-    struct model_slice sl = {.first_pos = 0, .n_tokens = half, .block_table = bt};
-    struct model_batch b = {.n_tokens = half, .tokens = toks, .n_slices = 1, .slices = &sl};
-    if (half > 0 && (rc = model_forward(r->ctx, &b, NULL)) < 0)
-        goto out;
-    sl = (struct model_slice){
-        .first_pos = half, .n_tokens = n - half, .block_table = bt, .all_logits = true};
-    b = (struct model_batch){
-        .n_tokens = n - half, .tokens = toks + half, .n_slices = 1, .slices = &sl};
-    rc = model_forward(r->ctx, &b, logits);
-out:
-    if (seq)
-        pager_seq_free(r->pg, seq);
-    return rc < 0 ? rc : 0;
 }
 
 /* log-softmax of row[0..V) into lp; returns the index of the largest. */
@@ -178,132 +100,6 @@ static double stat_err(const struct running *s)
         return 0.0;
     const double m = stat_mean(s), var = s->sum2 / (double)s->n - m * m;
     return var > 0 ? sqrt(var / (double)(s->n - 1)) : 0.0;
-}
-
-/* Reads path whole (NUL-terminated); NULL with a message in err. */
-static char *read_text(const char *path, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                snprintf(err, errlen, "%s: out of memory", path);
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        const size_t got = fread(buf + n, 1, 65536, f);
-        n += got;
-        if (got < 65536)
-            break;
-    }
-    const bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "%s: read error", path);
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
-/* The ids in path (decimal, separated by commas or white space). */
-static int read_ids(const char *path, int32_t **out, int32_t *n_out, char *err, size_t errlen)
-{
-    size_t len = 0;
-    char *text = read_text(path, &len, err, errlen);
-    if (!text)
-        return -EIO;
-    int32_t n = 0;
-    *out = malloc(sizeof(int32_t) * (len / 2 + 1));
-    for (char *p = text; *out && *p;) {
-        if (*p == ',' || *p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') {
-            p++;
-            continue;
-        }
-        char *end;
-        errno = 0;
-        const long v = strtol(p, &end, 10);
-        if (errno || end == p || v < 0 || v > INT32_MAX) {
-            snprintf(err, errlen, "%s: not a token id at byte %zu", path, (size_t)(p - text));
-            free(text);
-            return -EINVAL;
-        }
-        (*out)[n++] = (int32_t)v;
-        p = end;
-    }
-    free(text);
-    if (!*out) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        return -ENOMEM;
-    }
-    *n_out = n;
-    return 0;
-}
-
-/* The text's tokens by the tokenizer of the GGUF file model_path. */
-static int tokenize_file(const char *model_path, const char *text_path, const char *ids_path,
-                         int32_t **out, int32_t *n_out, int32_t *bos, char *err, size_t errlen)
-{
-    gguf_file_t *f = NULL;
-    tok_t *t = NULL;
-    size_t len = 0;
-    char *text = NULL;
-    int rc = 0;
-    if (!strcmp(model_path, "default")) { /* the embedded model's synthetic vocabulary */
-        model_t *m = NULL;
-        if ((rc = model_load_default(&m, err, errlen)) < 0)
-            goto out;
-        rc = tok_new_synthetic(model_hparams(m)->n_vocab, &t, err, errlen);
-        model_free(m);
-    } else if ((rc = gguf_open(model_path, &f, err, errlen)) >= 0) {
-        rc = tok_load(f, &t, err, errlen);
-    }
-    if (rc != 0) {
-        rc = rc < 0 ? rc : -EINVAL;
-        goto out;
-    }
-    *bos = tok_bos(t);
-    if (ids_path) {
-        rc = read_ids(ids_path, out, n_out, err, errlen);
-        for (int32_t i = 0; rc == 0 && i < *n_out; i++)
-            if ((*out)[i] >= tok_n_vocab(t)) {
-                snprintf(err, errlen, "%s: token %d is outside the vocabulary (%d)", ids_path,
-                         (*out)[i], tok_n_vocab(t));
-                rc = -EINVAL;
-            }
-        goto out;
-    }
-    if (!(text = read_text(text_path, &len, err, errlen))) {
-        rc = -EIO;
-        goto out;
-    }
-    int32_t n = 0;
-    tok_encode(t, text, len, false, false, NULL, 0, &n);
-    *out = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    if (!*out || tok_encode(t, text, len, false, false, *out, n, &n) != 0) {
-        snprintf(err, errlen, "%s: cannot tokenize", text_path);
-        rc = -EINVAL;
-        goto out;
-    }
-    *n_out = n;
-out:
-    free(text);
-    tok_free(t);
-    gguf_close(f);
-    return rc;
 }
 
 int cmd_perplexity(int argc, char **argv)
@@ -379,10 +175,11 @@ int cmd_perplexity(int argc, char **argv)
     if (tokenize_file(model_path, ids_path ? NULL : text_path, ids_path, &toks, &n_toks, &bos, err,
                       sizeof(err)) < 0)
         goto fail;
-    if (runner_new(&run, model_path, n_ctx, threads, kv_dtype, matmul, err, sizeof(err)) < 0 ||
+    if (runner_new(&run, model_path, n_ctx, threads, kv_dtype, matmul, false, err, sizeof(err)) <
+            0 ||
         (base_path &&
          runner_new(&base, base_path, n_ctx, threads, base_kv_set ? base_kv_dtype : kv_dtype,
-                    matmul, err, sizeof(err)) < 0))
+                    matmul, false, err, sizeof(err)) < 0))
         goto fail;
     const int32_t n_chunks = FOLIO_MIN(max_chunks, n_toks / n_ctx);
     if (n_chunks < 1) {

@@ -21,6 +21,14 @@
  * so the output is the same bytes for any N.  --dry-run picks the types and
  * prints the summary without converting or writing anything.
  *
+ * --imatrix FILE reads an importance matrix (`folio imatrix`, or llama.cpp's
+ * imatrix GGUF): a matrix it has an entry for, converted to a K-quant or
+ * IQ4 type, picks its scales by the rounding error weighted by each
+ * column's mean square activation (gguf_tensor_from_f32_w); the other types
+ * and matrices without an entry quantize as without it.  The file's name
+ * and chunk count go into the output as quantize.imatrix.file and
+ * quantize.imatrix.chunks_count, as llama.cpp's quantizer records them.
+ *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
  */
 #include <errno.h>
@@ -36,6 +44,7 @@
 #include "folio/gguf.h"
 #include "folio/pool.h"
 #include "folio_cmds.h"
+#include "imatrix_file.h"
 #include "quantize_mix.h"
 
 static void usage(FILE *out)
@@ -45,7 +54,7 @@ static void usage(FILE *out)
         "usage: folio quantize IN.gguf OUT.gguf --type MIX [--threads N] [--pure]\n"
         "                      [--output-tensor-type TYPE] [--token-embedding-type TYPE]\n"
         "                      [--leave-output-tensor] [--tensor-type PATTERN=TYPE]...\n"
-        "                      [--allow-requantize] [--dry-run]\n"
+        "                      [--allow-requantize] [--imatrix FILE] [--dry-run]\n"
         "\n"
         "Rewrites a GGUF model with its matrices (2-D tensors) in other types; keys\n"
         "and 1-D tensors (norms) are copied.  llama.cpp reads the result.\n"
@@ -84,6 +93,9 @@ static void usage(FILE *out)
         "  --allow-requantize          convert matrices that are already quantized\n"
         "                              (refused otherwise: it loses more than quantizing\n"
         "                              from the original)\n"
+        "  --imatrix FILE              an importance matrix (folio imatrix): K-quant and\n"
+        "                              IQ4 matrices weight each column's rounding error by\n"
+        "                              its mean square activation\n"
         "  --dry-run                   print the summary; convert and write nothing\n",
         quant_type_names);
 }
@@ -98,6 +110,7 @@ static bool is_float(enum gguf_tensor_type t)
 struct convert_job {
     enum gguf_tensor_type t;
     const float *src;
+    const float *qw; /* [row] importance of each column, or NULL */
     uint8_t *dst;
     int64_t row, n_rows, chunk; /* elements per row, rows, rows per take */
     size_t row_bytes;
@@ -115,18 +128,21 @@ static void convert_rows(void *arg, int ith, int nth)
         if (r0 >= j->n_rows)
             return;
         const int64_t nr = FOLIO_MIN(j->chunk, j->n_rows - r0);
-        const int rc = gguf_tensor_from_f32(j->t, j->src + r0 * j->row,
-                                            j->dst + (size_t)r0 * j->row_bytes, nr * j->row);
+        const int rc =
+            gguf_tensor_from_f32_w(j->t, j->src + r0 * j->row, j->dst + (size_t)r0 * j->row_bytes,
+                                   nr * j->row, j->qw, j->row);
         if (rc)
             atomic_store(&j->rc, rc);
     }
 }
 
-/* src (n elements, rows of `row`) to dst in type t on the pool. */
-static int convert(pool_t *pool, enum gguf_tensor_type t, const float *src, void *dst, int64_t n,
-                   int64_t row)
+/* src (n elements, rows of `row`, columns weighted by qw or NULL) to dst
+ * in type t on the pool. */
+static int convert(pool_t *pool, enum gguf_tensor_type t, const float *src, const float *qw,
+                   void *dst, int64_t n, int64_t row)
 {
-    struct convert_job j = {.t = t, .src = src, .dst = dst, .row = row, .n_rows = n / row};
+    struct convert_job j = {
+        .t = t, .src = src, .qw = qw, .dst = dst, .row = row, .n_rows = n / row};
     j.row_bytes = gguf_tensor_nbytes(t, row);
     if (!j.row_bytes || n % row)
         return -EINVAL;
@@ -164,7 +180,8 @@ static int64_t arch_int(const gguf_file_t *f, const char *what)
 
 /* Parses the command line into o (and the rest); 0, or 2 after a message. */
 static int parse_args(int argc, char **argv, struct quant_opts *o, const char **in,
-                      const char **out, int32_t *threads, bool *allow_requant, bool *dry_run)
+                      const char **out, const char **imatrix, int32_t *threads, bool *allow_requant,
+                      bool *dry_run)
 {
     const char *mix = NULL;
     char err[512];
@@ -183,7 +200,7 @@ static int parse_args(int argc, char **argv, struct quant_opts *o, const char **
             *dry_run = true;
         } else if (!strcmp(a, "--type") || !strcmp(a, "--threads") ||
                    !strcmp(a, "--output-tensor-type") || !strcmp(a, "--token-embedding-type") ||
-                   !strcmp(a, "--tensor-type")) {
+                   !strcmp(a, "--tensor-type") || !strcmp(a, "--imatrix")) {
             if (i + 1 == argc) {
                 fprintf(stderr, "folio quantize: %s needs a value\n", a);
                 return 2;
@@ -191,6 +208,8 @@ static int parse_args(int argc, char **argv, struct quant_opts *o, const char **
             const char *v = argv[++i];
             if (!strcmp(a, "--type")) {
                 mix = v;
+            } else if (!strcmp(a, "--imatrix")) {
+                *imatrix = v;
             } else if (!strcmp(a, "--threads")) {
                 if (folio_arg_int(v, 1, 1024, threads)) {
                     fprintf(stderr, "folio quantize: --threads must be 1..1024, not '%s'\n", v);
@@ -253,8 +272,9 @@ struct fill_job {
     const char *in;
     const enum gguf_tensor_type *to;
     pool_t *pool;
-    float *tmp; /* [most elements of a converted tensor] */
-    void *buf;  /* [most bytes of a converted tensor] */
+    const struct imatrix *im; /* --imatrix, or NULL */
+    float *tmp;               /* [most elements of a converted tensor] */
+    void *buf;                /* [most bytes of a converted tensor] */
 };
 
 static int fill_tensor(void *arg, int64_t idx, const void **data, char *err, size_t errlen)
@@ -265,7 +285,9 @@ static int fill_tensor(void *arg, int64_t idx, const void **data, char *err, siz
     const int64_t n = n_elems(&ti);
     int rc;
     if ((rc = gguf_tensor_to_f32(ti.type, ti.data, j->tmp, n)) ||
-        (rc = convert(j->pool, j->to[idx], j->tmp, j->buf, n, ti.ne[0]))) {
+        (rc =
+             convert(j->pool, j->to[idx], j->tmp,
+                     j->im ? imatrix_find(j->im, ti.name, ti.ne[0]) : NULL, j->buf, n, ti.ne[0]))) {
         snprintf(err, errlen, "%s: tensor '%s': cannot convert %s to %s", j->in, ti.name,
                  gguf_tensor_type_name(ti.type), gguf_tensor_type_name(j->to[idx]));
         return rc;
@@ -277,10 +299,10 @@ static int fill_tensor(void *arg, int64_t idx, const void **data, char *err, siz
 int cmd_quantize(int argc, char **argv)
 {
     struct quant_opts o = {.output_type = QUANT_TYPE_NONE, .embd_type = QUANT_TYPE_NONE};
-    const char *in = NULL, *out = NULL;
+    const char *in = NULL, *out = NULL, *im_path = NULL;
     int32_t threads = (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN));
     bool allow_requant = false, dry_run = false;
-    int rc = parse_args(argc, argv, &o, &in, &out, &threads, &allow_requant, &dry_run);
+    int rc = parse_args(argc, argv, &o, &in, &out, &im_path, &threads, &allow_requant, &dry_run);
     if (rc) {
         quant_opts_free(&o);
         return rc;
@@ -292,9 +314,11 @@ int cmd_quantize(int argc, char **argv)
     pool_t *pool = NULL;
     enum gguf_tensor_type *to = NULL;
     struct fill_job fj = {.in = in};
+    struct imatrix im = {0};
     int64_t nt = 0;
     err[0] = 0;
-    if ((rc = gguf_open(in, &f, err, sizeof(err))))
+    if ((rc = gguf_open(in, &f, err, sizeof(err))) ||
+        (im_path && (rc = imatrix_load(im_path, &im, err, sizeof(err)))))
         goto fail;
     nt = gguf_n_tensors(f);
     const int64_t n_layers = arch_int(f, "block_count");
@@ -308,7 +332,7 @@ int cmd_quantize(int argc, char **argv)
     }
 
     /* Every tensor's type first, so a refusal or a dry run costs nothing. */
-    int counts[64] = {0};
+    int counts[64] = {0}, n_im_want = 0, n_im_have = 0;
     uint64_t bytes_in = 0, bytes_out = 0;
     int64_t most_n = 0; /* elements and bytes of the largest tensor converted */
     size_t most_bytes = 0;
@@ -329,6 +353,10 @@ int cmd_quantize(int argc, char **argv)
             goto fail;
         }
         counts[to[i]]++;
+        if (im_path && to[i] != ti.type && gguf_tensor_uses_imatrix(to[i])) {
+            n_im_want++;
+            n_im_have += imatrix_find(&im, ti.name, ti.ne[0]) != NULL;
+        }
         bytes_in += ti.nbytes;
         bytes_out += gguf_tensor_nbytes(to[i], n);
         if (to[i] != ti.type) {
@@ -336,6 +364,9 @@ int cmd_quantize(int argc, char **argv)
             most_bytes = FOLIO_MAX(most_bytes, gguf_tensor_nbytes(to[i], n));
         }
     }
+    if (im_path)
+        printf("%s: importance weights for %d of the %d K-quant and IQ4 matrices\n", im_path,
+               n_im_have, n_im_want);
     if (dry_run) {
         print_summary(out, true, nt, counts, bytes_in, bytes_out);
         goto out;
@@ -345,7 +376,7 @@ int cmd_quantize(int argc, char **argv)
         snprintf(err, sizeof(err), "cannot start %d threads: %s", threads, strerror(-rc));
         goto fail;
     }
-    fj = (struct fill_job){.f = f, .in = in, .to = to, .pool = pool};
+    fj = (struct fill_job){.f = f, .in = in, .to = to, .pool = pool, .im = im_path ? &im : NULL};
     fj.tmp = folio_malloc((size_t)FOLIO_MAX(most_n, 1) * sizeof(float));
     fj.buf = folio_malloc(FOLIO_MAX(most_bytes, 1));
     if (!fj.tmp || !fj.buf) {
@@ -356,13 +387,18 @@ int cmd_quantize(int argc, char **argv)
         goto oom;
     for (int64_t i = 0; i < gguf_n_keys(f); i++) {
         const char *k = gguf_key_name(f, i);
-        if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version"))
+        if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version") ||
+            !strncmp(k, "quantize.imatrix.", 17))
             continue;
         if ((rc = gguf_w_copy_key(w, f, i)))
             goto oom;
     }
     if ((rc = gguf_w_u32(w, "general.file_type", quant_mix_file_type(o.mix))) ||
         (quant_mix_is_quantized(o.mix) && (rc = gguf_w_u32(w, "general.quantization_version", 2))))
+        goto oom;
+    if (im_path && ((rc = gguf_w_str(w, "quantize.imatrix.file", im_path)) ||
+                    (rc = gguf_w_i32(w, "quantize.imatrix.entries_count", im.n)) ||
+                    (rc = gguf_w_i32(w, "quantize.imatrix.chunks_count", im.chunks))))
         goto oom;
     /* a tensor whose type stays is copied from the mapping; the others are
      * converted by fill_tensor as the writer reaches them */
@@ -388,6 +424,7 @@ out:
     gguf_writer_free(w);
     gguf_close(f);
     pool_free(pool);
+    imatrix_free(&im);
     quant_opts_free(&o);
     return rc ? 1 : 0;
 }

@@ -26,6 +26,7 @@ const struct folio_cmd folio_cmds[] = {
      "one completion from a running foliod (--stream prints as it arrives)"},
     {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
+    {"imatrix", cmd_imatrix, "importance matrix of a model on a text, for quantize --imatrix"},
     {"perplexity", cmd_perplexity,
      "perplexity on a text; with --base, KL divergence from another model's predictions"},
     {"plan", cmd_plan, "KV-cache memory budget of a model (bytes per token, blocks, fit)"},

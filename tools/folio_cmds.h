@@ -30,6 +30,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 

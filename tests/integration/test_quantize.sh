@@ -69,6 +69,38 @@ rc=0
 rm -f "$T/c.gguf"
 ok "same type copied, requantizing refused without --allow-requantize"
 
+# an importance matrix: `folio imatrix` on a text (this repository's
+# README) writes llama.cpp's imatrix GGUF layout: an in_sum2 of the row
+# length and a count of the tokens run for every matrix of the 8 layers
+# (7 each) and output.weight; quantize --imatrix weights 49 of the 50
+# K-quant matrices of a q4_k_m (token_embd has no entry), the same bytes on
+# 2 and 3 threads, other bytes than without it, and eval runs the file
+"$FOLIO" imatrix --model "$T/in.gguf" --file "$SRCDIR/../../README.md" --ctx 128 --chunks 3 \
+  -o "$T/im.gguf" >"$LOG" 2>&1 || fail "imatrix: $(cat "$LOG")"
+grep -q "wrote $T/im.gguf: 3 chunks of 128 tokens" "$LOG" || fail "imatrix output: $(cat "$LOG")"
+for n in blk.0.attn_q blk.7.ffn_down output; do
+  grep -aq "$n.weight.in_sum2" "$T/im.gguf" && grep -aq "$n.weight.counts" "$T/im.gguf" ||
+    fail "imatrix: no $n entry"
+done
+grep -aq "general.type" "$T/im.gguf" && grep -aq "imatrix.chunk_count" "$T/im.gguf" || fail "imatrix keys"
+"$FOLIO" quantize "$T/in.gguf" "$T/a.gguf" --type q4_k_m --imatrix "$T/im.gguf" --threads 2 >"$LOG" 2>&1 ||
+  fail "quantize --imatrix: $(cat "$LOG")"
+grep -qF "importance weights for 49 of the 50 K-quant and IQ4 matrices" "$LOG" || fail "$(cat "$LOG")"
+"$FOLIO" quantize "$T/in.gguf" "$T/b.gguf" --type q4_k_m --imatrix "$T/im.gguf" --threads 3 >/dev/null
+cmp -s "$T/a.gguf" "$T/b.gguf" || fail "quantize --imatrix: 2 and 3 threads wrote different files"
+"$FOLIO" quantize "$T/in.gguf" "$T/b.gguf" --type q4_k_m >/dev/null
+cmp -s "$T/a.gguf" "$T/b.gguf" && fail "quantize --imatrix wrote the bytes it writes without"
+grep -aq "quantize.imatrix.file" "$T/a.gguf" || fail "no quantize.imatrix.file key"
+"$FOLIO" eval --model "$T/a.gguf" --tokens 1,450,4996 --json >"$LOG" 2>&1 || fail "eval: $(cat "$LOG")"
+rc=0
+"$FOLIO" quantize "$T/in.gguf" "$T/c.gguf" --type q4_k_m --imatrix "$T/none.gguf" >"$LOG" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -qF "$T/none.gguf" "$LOG" || fail "missing imatrix: exit $rc, $(cat "$LOG")"
+rc=0
+"$FOLIO" quantize "$T/in.gguf" "$T/c.gguf" --type q4_k_m --imatrix "$T/in.gguf" >"$LOG" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -qF "no importance matrix entries" "$LOG" || fail "model as imatrix: exit $rc, $(cat "$LOG")"
+[ ! -e "$T/c.gguf" ] || fail "a refused --imatrix wrote a file"
+ok "imatrix: entries for every matrix; quantize --imatrix weights 49 of 50, same bytes on 2 and 3 threads"
+
 usage_error() { # usage_error NEEDLE ARGS...
   local needle=$1 rc=0
   shift

@@ -1,0 +1,47 @@
+/*
+ * tools/text_eval.h — a model running a text in chunks, for the tools
+ * that score or measure a model on a text (`folio perplexity`, `folio
+ * imatrix`).
+ */
+#ifndef FOLIO_TOOLS_TEXT_EVAL_H
+#define FOLIO_TOOLS_TEXT_EVAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "folio/common.h"
+#include "folio/model.h"
+#include "folio/pager.h"
+
+/* One model with a pager for one sequence of n_ctx tokens. */
+struct runner {
+    model_t *m;
+    pager_t *pg;
+    model_ctx_t *ctx;
+    int32_t n_vocab;
+    struct model_act_stats *act; /* with runner_new's act: every chunk's, else NULL */
+};
+
+/* Loads path ("default": the embedded model) with room for one sequence
+ * of n_ctx tokens whose second half asks for every logit; with act,
+ * r->act gathers the activation statistics of every chunk run.  < 0 with a
+ * message naming the file in err. */
+int runner_new(struct runner *r, const char *path, int32_t n_ctx, int32_t threads,
+               enum folio_dtype kv_dtype, enum model_matmul matmul, bool act, char *err,
+               size_t errlen);
+void runner_free(struct runner *r);
+/* Runs toks[0..n) as a new sequence, in two steps: its first half without
+ * logits, then its second half as an all_logits slice, whose rows
+ * (positions n/2 .. n - 1) go to logits. */
+int runner_chunk(struct runner *r, const int32_t *toks, int32_t n, float *logits);
+
+/* The text at text_path tokenized whole by the tokenizer of the GGUF file
+ * model_path ("default": the embedded model's synthetic vocabulary), no
+ * special tokens; or, with ids_path, the ids in that file (decimal,
+ * separated by commas or white space), checked against the vocabulary.
+ * *bos: the vocabulary's BOS id, or -1.  < 0 with a message in err. */
+int tokenize_file(const char *model_path, const char *text_path, const char *ids_path,
+                  int32_t **out, int32_t *n_out, int32_t *bos, char *err, size_t errlen);
+
+#endif /* FOLIO_TOOLS_TEXT_EVAL_H */
