@@ -204,10 +204,14 @@ static void test_products(void **state)
                                                   GGUF_TENSOR_BF16, GGUF_TENSOR_Q8_0};
     enum model_matmul bes[2] = {MODEL_MATMUL_OPENBLAS, MODEL_MATMUL_ONEDNN};
     int n_be = model_matmul_onednn_built() ? 2 : 1;
+    /* three random shapes per case; one in short runs (FOLIO_TEST_SHORT: the
+     * sanitizer build, where these products at -O0 were most of the test) */
+    const char *sh = getenv("FOLIO_TEST_SHORT");
+    const int reps = sh && *sh && strcmp(sh, "0") ? 1 : 3;
     for (int b = 0; b < n_be; b++)
         for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++)
             for (int nth = 1; nth <= 3; nth++)
-                for (int rep = 0; rep < 3; rep++) {
+                for (int rep = 0; rep < reps; rep++) {
                     g_inv = false;
                     run_case(bes[b], types[t], nth);
                     if (types[t] != GGUF_TENSOR_Q8_0) { /* the batch-invariant kernels */
