@@ -187,6 +187,7 @@ int cmd_imatrix(int argc, char **argv)
     int32_t *toks = NULL, n_toks = 0, bos = -1;
     struct runner run = {0};
     float *logits = NULL;
+    double *lp = NULL;
     const char *src = ids_path ? ids_path : text_path;
     if (tokenize_file(model_path, ids_path ? NULL : text_path, ids_path, &toks, &n_toks, &bos, err,
                       sizeof(err)) < 0 ||
@@ -199,7 +200,9 @@ int cmd_imatrix(int argc, char **argv)
         goto fail;
     }
     const int32_t V = run.n_vocab, rows = n_ctx - n_ctx / 2;
-    if (!(logits = malloc(sizeof(float) * (size_t)rows * V))) {
+    logits = malloc(sizeof(float) * (size_t)rows * V);
+    lp = malloc(sizeof(double) * (size_t)V);
+    if (!logits || !lp) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
@@ -219,14 +222,8 @@ int cmd_imatrix(int argc, char **argv)
             goto fail;
         }
         for (int32_t r = 0; r + 1 < rows; r++) {
-            const float *row = logits + (size_t)r * V;
-            float mx = row[0];
-            for (int32_t i = 1; i < V; i++)
-                mx = row[i] > mx ? row[i] : mx;
-            double sum = 0;
-            for (int32_t i = 0; i < V; i++)
-                sum += exp((double)row[i] - mx);
-            nll += mx + log(sum) - row[chunk[n_ctx / 2 + r + 1]];
+            text_log_softmax(logits + (size_t)r * V, V, lp);
+            nll -= lp[chunk[n_ctx / 2 + r + 1]];
             scored++;
         }
         printf("[%d]%.4f%s", c + 1, exp(nll / (double)scored), c + 1 == n_chunks ? "\n" : ",");
@@ -242,6 +239,7 @@ fail:
         fprintf(stderr, "folio imatrix: %s\n", err[0] ? err : "failed");
     free(toks);
     free(logits);
+    free(lp);
     runner_free(&run);
     return status;
 }

@@ -61,22 +61,6 @@ static void usage(FILE *out)
             "FILE's KV cache is --base-kv-dtype (default: --kv-dtype's).\n");
 }
 
-/* log-softmax of row[0..V) into lp; returns the index of the largest. */
-static int32_t log_softmax(const float *row, int32_t V, double *lp)
-{
-    int32_t top = 0;
-    for (int32_t i = 1; i < V; i++)
-        if (row[i] > row[top])
-            top = i;
-    double sum = 0;
-    for (int32_t i = 0; i < V; i++)
-        sum += exp((double)row[i] - row[top]);
-    const double lse = row[top] + log(sum);
-    for (int32_t i = 0; i < V; i++)
-        lp[i] = (double)row[i] - lse;
-    return top;
-}
-
 /* a running mean and its standard error */
 struct running {
     double sum, sum2, max;
@@ -226,12 +210,12 @@ int cmd_perplexity(int argc, char **argv)
         }
         for (int32_t r = 0; r + 1 < rows; r++) {
             const int32_t next = chunk[n_ctx / 2 + r + 1];
-            const int32_t top = log_softmax(logits + (size_t)r * V, V, lp);
+            const int32_t top = text_log_softmax(logits + (size_t)r * V, V, lp);
             stat_add(&nll, -lp[next]);
             hits += top == next;
             if (!base_path)
                 continue;
-            const int32_t btop = log_softmax(base_logits + (size_t)r * V, V, base_lp);
+            const int32_t btop = text_log_softmax(base_logits + (size_t)r * V, V, base_lp);
             stat_add(&base_nll, -base_lp[next]);
             double kl = 0;
             for (int32_t i = 0; i < V; i++)

@@ -4,6 +4,7 @@
  * ctx whose steps are at most half a chunk; the text's tokens.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,4 +211,19 @@ out:
     tok_free(t);
     gguf_close(f);
     return rc;
+}
+
+int32_t text_log_softmax(const float *row, int32_t V, double *lp)
+{
+    int32_t top = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (row[i] > row[top])
+            top = i;
+    double sum = 0;
+    for (int32_t i = 0; i < V; i++)
+        sum += exp((double)row[i] - row[top]);
+    const double lse = row[top] + log(sum);
+    for (int32_t i = 0; i < V; i++)
+        lp[i] = (double)row[i] - lse;
+    return top;
 }

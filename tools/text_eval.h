@@ -36,6 +36,9 @@ void runner_free(struct runner *r);
  * (positions n/2 .. n - 1) go to logits. */
 int runner_chunk(struct runner *r, const int32_t *toks, int32_t n, float *logits);
 
+/* log-softmax of row[0..V) into lp; returns the index of the largest. */
+int32_t text_log_softmax(const float *row, int32_t V, double *lp);
+
 /* The text at text_path tokenized whole by the tokenizer of the GGUF file
  * model_path ("default": the embedded model's synthetic vocabulary), no
  * special tokens; or, with ids_path, the ids in that file (decimal,
