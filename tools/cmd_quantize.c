@@ -25,9 +25,11 @@
  * imatrix GGUF): a matrix it has an entry for, converted to a K-quant or
  * IQ4 type, picks its scales by the rounding error weighted by each
  * column's mean square activation (gguf_tensor_from_f32_w); the other types
- * and matrices without an entry quantize as without it.  The file's name
- * and chunk count go into the output as quantize.imatrix.file and
- * quantize.imatrix.chunks_count, as llama.cpp's quantizer records them.
+ * and matrices without an entry quantize as without it (an entry whose
+ * length is not the matrix's row is not used).  The file's name, entries
+ * and chunks go into the output as quantize.imatrix.file,
+ * quantize.imatrix.entries_count and quantize.imatrix.chunks_count, as
+ * llama.cpp's quantizer records them.
  *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
  */
