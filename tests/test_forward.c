@@ -699,7 +699,7 @@ static void test_act_stats(void **state)
     assert_int_equal(steps->rows[out], (L + 4) / 5);
 
     /* layer 0's attention input: rmsnorm(embedding) * attn_norm, squared */
-    double *xe = malloc(sizeof(double) * D), *xn = malloc(sizeof(double) * D);
+    double *xe = calloc((size_t)D, sizeof(double)), *xn = calloc((size_t)D, sizeof(double));
     double *want = calloc((size_t)D, sizeof(double));
     for (int32_t t = 0; t < L; t++) {
         for (int32_t k = 0; k < D; k++)

@@ -92,12 +92,13 @@ static int write_imatrix(const struct model_act_stats *st, int32_t n_layers, boo
         const char *const *users =
             is_out ? (const char *const[]){"output", NULL} : act_users[i % MODEL_ACT_PER_LAYER];
         for (int u = 0; users[u]; u++) {
-            char *sn = names[n_names++], *cn = names[n_names++];
+            char *sn = names[n_names++], *cn = names[n_names++], base[48];
             if (is_out)
-                snprintf(sn, 80, "output.weight.in_sum2");
+                snprintf(base, sizeof(base), "output.weight");
             else
-                snprintf(sn, 80, "blk.%d.%s.weight.in_sum2", i / MODEL_ACT_PER_LAYER, users[u]);
-            snprintf(cn, 80, "%.*s.counts", (int)(strlen(sn) - strlen(".in_sum2")), sn);
+                snprintf(base, sizeof(base), "blk.%d.%s.weight", i / MODEL_ACT_PER_LAYER, users[u]);
+            snprintf(sn, 80, "%s.in_sum2", base);
+            snprintf(cn, 80, "%s.counts", base);
             /* one matrix: [K] and [1], trailing dimensions of 1 left out */
             const int64_t ne_s[1] = {st->len[i]}, ne_c[1] = {1};
             if ((rc = gguf_w_tensor(w, sn, GGUF_TENSOR_F32, 1, ne_s, sums + st->off[i])) < 0 ||
