@@ -10,7 +10,8 @@
 # by --dry-run's summary (tiny: 8 layers of 7 matrices whose ffn_down rows,
 # 1376, are not a multiple of 256, token_embd and output, 17 norms);
 # a quantized tensor is copied when its type stays and not requantized
-# without --allow-requantize; bad arguments exit 2 with a message, a
+# without --allow-requantize; `folio imatrix` writes an importance matrix
+# that quantize --imatrix uses; bad arguments exit 2 with a message, a
 # missing input exits 1 naming it.
 . "$SRCDIR/lib.sh"
 LOG=$T/quantize.log
@@ -99,6 +100,17 @@ rc=0
 "$FOLIO" quantize "$T/in.gguf" "$T/c.gguf" --type q4_k_m --imatrix "$T/in.gguf" >"$LOG" 2>&1 || rc=$?
 [ "$rc" = 1 ] && grep -qF "no importance matrix entries" "$LOG" || fail "model as imatrix: exit $rc, $(cat "$LOG")"
 [ ! -e "$T/c.gguf" ] || fail "a refused --imatrix wrote a file"
+rc=0
+"$FOLIO" imatrix --model "$T/in.gguf" -o "$T/c.gguf" >"$LOG" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -qF -- "--file" "$LOG" || fail "imatrix without a text: exit $rc, $(cat "$LOG")"
+rc=0
+"$FOLIO" imatrix --model "$T/none.gguf" --file "$SRCDIR/../../README.md" -o "$T/c.gguf" >"$LOG" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -qF "$T/none.gguf" "$LOG" || fail "imatrix, missing model: exit $rc, $(cat "$LOG")"
+echo "once upon a time" >"$T/short.txt"
+rc=0
+"$FOLIO" imatrix --model "$T/in.gguf" --file "$T/short.txt" -o "$T/c.gguf" >"$LOG" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -qF "fewer than one chunk" "$LOG" || fail "imatrix, short text: exit $rc, $(cat "$LOG")"
+[ ! -e "$T/c.gguf" ] || fail "a failed imatrix wrote a file"
 ok "imatrix: entries for every matrix; quantize --imatrix weights 49 of 50, same bytes on 2 and 3 threads"
 
 usage_error() { # usage_error NEEDLE ARGS...
