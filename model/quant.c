@@ -218,20 +218,29 @@ static void q8_0s_to_float(const void *src, float *y, int64_t n)
 
 /* ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 --------------------------------------- */
 
-static void q4_0_from_float(const float *x, void *dst, int64_t n)
+/* Q4_0 (and Q5_0 below): the reference rounding, the signed extreme on
+ * code -8 (-16); under an importance matrix (_w) the scale of least
+ * weighted squared error instead (quant__sym_scale), codes then clamped
+ * at both ends. */
+static void q4_0_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
 {
     struct blk_q4_0 *y = dst;
-    for (int64_t b = 0; b < n / QK4_0; b++, x += QK4_0) {
-        const float d = signed_absmax(x, QK4_0) / -8.0f;
+    for (int64_t b = 0; b < n / QK4_0; b++, x += QK4_0, qw = qw ? qw + QK4_0 : NULL) {
+        const float d = qw ? quant__sym_scale(x, qw, QK4_0, 8) : signed_absmax(x, QK4_0) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = f2h(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
             int q0 = (int8_t)(x[j] * id + 8.5f), q1 = (int8_t)(x[j + 16] * id + 8.5f);
-            q0 = q0 > 15 ? 15 : q0;
-            q1 = q1 > 15 ? 15 : q1;
+            q0 = q0 > 15 ? 15 : q0 < 0 ? 0 : q0;
+            q1 = q1 > 15 ? 15 : q1 < 0 ? 0 : q1;
             y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
+}
+
+static void q4_0_from_float(const float *x, void *dst, int64_t n)
+{
+    q4_0_from_float_w(x, dst, n, NULL);
 }
 
 static void q4_0_to_float(const void *src, float *y, int64_t n)
@@ -327,20 +336,25 @@ static void q5_unpack(const uint8_t qs[16], const uint8_t qh[4], int *q)
     }
 }
 
-static void q5_0_from_float(const float *x, void *dst, int64_t n)
+static void q5_0_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
 {
     struct blk_q5_0 *y = dst;
-    for (int64_t b = 0; b < n / QK5_0; b++, x += QK5_0) {
-        const float d = signed_absmax(x, QK5_0) / -16.0f;
+    for (int64_t b = 0; b < n / QK5_0; b++, x += QK5_0, qw = qw ? qw + QK5_0 : NULL) {
+        const float d = qw ? quant__sym_scale(x, qw, QK5_0, 16) : signed_absmax(x, QK5_0) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int q[32];
         for (int j = 0; j < 32; j++) {
             q[j] = (int8_t)(x[j] * id + 16.5f);
-            q[j] = q[j] > 31 ? 31 : q[j];
+            q[j] = q[j] > 31 ? 31 : q[j] < 0 ? 0 : q[j];
         }
         y[b].d = f2h(d);
         q5_pack(q, y[b].qs, y[b].qh);
     }
+}
+
+static void q5_0_from_float(const float *x, void *dst, int64_t n)
+{
+    q5_0_from_float_w(x, dst, n, NULL);
 }
 
 static void q5_0_to_float(const void *src, float *y, int64_t n)
@@ -608,7 +622,8 @@ int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64
     return 0;
 }
 
-/* The quantizers that weight their errors (model/quant_k.c), or NULL. */
+/* The quantizers that weight their errors (model/quant_k.c, Q4_0 and
+ * Q5_0 above), or NULL. */
 static void (*from_float_w(enum gguf_tensor_type t))(const float *, void *, int64_t, const float *)
 {
     switch (t) {
@@ -626,6 +641,10 @@ static void (*from_float_w(enum gguf_tensor_type t))(const float *, void *, int6
         return quant__iq4_nl_from_float_w;
     case GGUF_TENSOR_IQ4_XS:
         return quant__iq4_xs_from_float_w;
+    case GGUF_TENSOR_Q4_0:
+        return q4_0_from_float_w;
+    case GGUF_TENSOR_Q5_0:
+        return q5_0_from_float_w;
     default:
         return NULL;
     }

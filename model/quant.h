@@ -150,9 +150,11 @@ void quant_to_float(enum gguf_tensor_type t, const void *src, float *dst, int64_
 int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64_t n);
 /* quant_from_float for rows of `row` elements whose columns matter as
  * much as qw[0..row) says (an importance matrix: each column's mean square
- * activation; NULL: all alike).  The K-quants and IQ4 (the types for which
- * quant_uses_imatrix is true) pick their scales by the rounding error so
- * weighted; the other types ignore qw. */
+ * activation; NULL: all alike).  The K-quants, IQ4, Q4_0 and Q5_0 (the
+ * types for which quant_uses_imatrix is true) pick their scales by the
+ * rounding error so weighted (Q4_0 and Q5_0 search a scale only under
+ * weights; without, they round as llama.cpp's reference does); the other
+ * types ignore qw. */
 int quant_from_float_w(enum gguf_tensor_type t, const float *src, void *dst, int64_t n,
                        const float *qw, int64_t row);
 bool quant_uses_imatrix(enum gguf_tensor_type t);

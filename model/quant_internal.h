@@ -342,6 +342,10 @@ void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS);
 /* The block codecs of the 256-element types and IQ4 (model/quant_k.c),
  * rows of model/quant.c's table.  The _w quantizers weight each element's
  * rounding error by qw[i] (an importance matrix's, [n]; NULL: all 1). */
+/* The scale of x[0..n) (n a multiple of 8, at most 32) on codes -qmax ..
+ * qmax - 1 with the least squared error weighted by qw (the K-quants'
+ * sub-block search; Q4_0 and Q5_0 blocks under an importance matrix). */
+float quant__sym_scale(const float *x, const float *qw, int n, int qmax);
 void quant__q8_k_from_float(const float *x, void *dst, int64_t n);
 void quant__q8_k_to_float(const void *src, float *y, int64_t n);
 void quant__iq4_nl_to_float(const void *src, float *y, int64_t n);

@@ -385,6 +385,11 @@ static float fit_sym(const float *x, const float *w, int n, int qmax)
     return best_s;
 }
 
+float quant__sym_scale(const float *x, const float *qw, int n, int qmax)
+{
+    return fit_sym(x, qw, n, qmax);
+}
+
 /* The sixteen sub-block scales of a symmetric K-quant block (Q3_K, Q6_K)
  * by fit_sym; returns the scale of largest magnitude, with its sign. */
 static float k16_scales(const float *x, const float *qw, float qmax, float *sc)
