@@ -22,8 +22,8 @@
  * prints the summary without converting or writing anything.
  *
  * --imatrix FILE reads an importance matrix (`folio imatrix`, or llama.cpp's
- * imatrix GGUF): a matrix it has an entry for, converted to a K-quant or
- * IQ4 type, picks its scales by the rounding error weighted by each
+ * imatrix GGUF): a matrix it has an entry for, converted to a K-quant, IQ4,
+ * Q4_0 or Q5_0 type, picks its scales by the rounding error weighted by each
  * column's mean square activation (gguf_tensor_from_f32_w); the other types
  * and matrices without an entry quantize as without it (an entry whose
  * length is not the matrix's row is not used).  The file's name, entries
@@ -95,9 +95,9 @@ static void usage(FILE *out)
         "  --allow-requantize          convert matrices that are already quantized\n"
         "                              (refused otherwise: it loses more than quantizing\n"
         "                              from the original)\n"
-        "  --imatrix FILE              an importance matrix (folio imatrix): K-quant and\n"
-        "                              IQ4 matrices weight each column's rounding error by\n"
-        "                              its mean square activation\n"
+        "  --imatrix FILE              an importance matrix (folio imatrix): K-quant, IQ4,\n"
+        "                              Q4_0 and Q5_0 matrices weight each column's rounding\n"
+        "                              error by its mean square activation\n"
         "  --dry-run                   print the summary; convert and write nothing\n",
         quant_type_names);
 }
@@ -367,7 +367,7 @@ int cmd_quantize(int argc, char **argv)
         }
     }
     if (im_path)
-        printf("%s: importance weights for %d of the %d K-quant and IQ4 matrices\n", im_path,
+        printf("%s: importance weights for %d of the %d matrices whose types use them\n", im_path,
                n_im_have, n_im_want);
     if (dry_run) {
         print_summary(out, true, nt, counts, bytes_in, bytes_out);

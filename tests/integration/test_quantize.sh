@@ -73,8 +73,8 @@ ok "same type copied, requantizing refused without --allow-requantize"
 # an importance matrix: `folio imatrix` on a text (this repository's
 # README) writes llama.cpp's imatrix GGUF layout: an in_sum2 of the row
 # length and a count of the tokens run for every matrix of the 8 layers
-# (7 each) and output.weight; quantize --imatrix weights 49 of the 50
-# K-quant matrices of a q4_k_m (token_embd has no entry), the same bytes on
+# (7 each) and output.weight; quantize --imatrix weights 53 of the 54
+# K-quant and Q5_0 matrices of a q4_k_m (token_embd has no entry), the same bytes on
 # 2 and 3 threads, other bytes than without it, and eval runs the file
 "$FOLIO" imatrix --model "$T/in.gguf" --file "$SRCDIR/../../README.md" --ctx 128 --chunks 3 \
   -o "$T/im.gguf" >"$LOG" 2>&1 || fail "imatrix: $(cat "$LOG")"
@@ -86,7 +86,7 @@ done
 grep -aq "general.type" "$T/im.gguf" && grep -aq "imatrix.chunk_count" "$T/im.gguf" || fail "imatrix keys"
 "$FOLIO" quantize "$T/in.gguf" "$T/a.gguf" --type q4_k_m --imatrix "$T/im.gguf" --threads 2 >"$LOG" 2>&1 ||
   fail "quantize --imatrix: $(cat "$LOG")"
-grep -qF "importance weights for 49 of the 50 K-quant and IQ4 matrices" "$LOG" || fail "$(cat "$LOG")"
+grep -qF "importance weights for 53 of the 54 matrices whose types use them" "$LOG" || fail "$(cat "$LOG")"
 "$FOLIO" quantize "$T/in.gguf" "$T/b.gguf" --type q4_k_m --imatrix "$T/im.gguf" --threads 3 >/dev/null
 cmp -s "$T/a.gguf" "$T/b.gguf" || fail "quantize --imatrix: 2 and 3 threads wrote different files"
 "$FOLIO" quantize "$T/in.gguf" "$T/b.gguf" --type q4_k_m >/dev/null
@@ -111,7 +111,7 @@ rc=0
 "$FOLIO" imatrix --model "$T/in.gguf" --file "$T/short.txt" -o "$T/c.gguf" >"$LOG" 2>&1 || rc=$?
 [ "$rc" = 1 ] && grep -qF "fewer than one chunk" "$LOG" || fail "imatrix, short text: exit $rc, $(cat "$LOG")"
 [ ! -e "$T/c.gguf" ] || fail "a failed imatrix wrote a file"
-ok "imatrix: entries for every matrix; quantize --imatrix weights 49 of 50, same bytes on 2 and 3 threads"
+ok "imatrix: entries for every matrix; quantize --imatrix weights 53 of 54, same bytes on 2 and 3 threads"
 
 usage_error() { # usage_error NEEDLE ARGS...
   local needle=$1 rc=0
