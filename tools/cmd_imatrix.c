@@ -134,9 +134,8 @@ static bool has_own_output(const char *model_path)
 
 int cmd_imatrix(int argc, char **argv)
 {
-    const char *model_path = NULL, *text_path = NULL, *ids_path = NULL, *out = "imatrix.gguf";
-    int32_t n_ctx = 512, max_chunks = INT32_MAX, threads = 1;
-    enum model_matmul matmul = MODEL_MATMUL_AUTO;
+    struct text_opts o = TEXT_OPTS_DEFAULT;
+    const char *out = "imatrix.gguf";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -149,23 +148,11 @@ int cmd_imatrix(int argc, char **argv)
             return 2;
         }
         const char *v = argv[++i];
-        int rc = 0;
-        if (!strcmp(a, "--model")) {
-            model_path = v;
-        } else if (!strcmp(a, "--file")) {
-            text_path = v;
-        } else if (!strcmp(a, "--tokens-file")) {
-            ids_path = v;
+        int rc = text_opt(&o, a, v);
+        if (rc) {
+            rc = rc < 0;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             out = v;
-        } else if (!strcmp(a, "--ctx")) {
-            rc = folio_arg_int(v, 4, 1 << 20, &n_ctx);
-        } else if (!strcmp(a, "--chunks")) {
-            rc = folio_arg_int(v, 1, INT32_MAX, &max_chunks);
-        } else if (!strcmp(a, "--threads")) {
-            rc = folio_arg_int(v, 1, 1024, &threads);
-        } else if (!strcmp(a, "--matmul")) {
-            rc = model_matmul_parse(v, &matmul);
         } else {
             fprintf(stderr, "folio imatrix: unknown option '%s'\n", a);
             usage(stderr);
@@ -176,6 +163,8 @@ int cmd_imatrix(int argc, char **argv)
             return 2;
         }
     }
+    const char *model_path = o.model, *text_path = o.text, *ids_path = o.ids;
+    const int32_t n_ctx = o.n_ctx;
     if (!model_path || !text_path == !ids_path) {
         fprintf(stderr,
                 "folio imatrix: --model and one of --file and --tokens-file are required\n");
@@ -192,9 +181,10 @@ int cmd_imatrix(int argc, char **argv)
     const char *src = ids_path ? ids_path : text_path;
     if (tokenize_file(model_path, ids_path ? NULL : text_path, ids_path, &toks, &n_toks, &bos, err,
                       sizeof(err)) < 0 ||
-        runner_new(&run, model_path, n_ctx, threads, FOLIO_F32, matmul, true, err, sizeof(err)) < 0)
+        runner_new(&run, model_path, n_ctx, o.threads, FOLIO_F32, o.matmul, true, err,
+                   sizeof(err)) < 0)
         goto fail;
-    const int32_t n_chunks = FOLIO_MIN(max_chunks, n_toks / n_ctx);
+    const int32_t n_chunks = FOLIO_MIN(o.max_chunks, n_toks / n_ctx);
     if (n_chunks < 1) {
         snprintf(err, sizeof(err), "%s: %d tokens, fewer than one chunk of --ctx %d", src, n_toks,
                  n_ctx);
@@ -213,11 +203,7 @@ int cmd_imatrix(int argc, char **argv)
     int64_t scored = 0;
     for (int32_t c = 0; c < n_chunks; c++) {
         int32_t *chunk = toks + (size_t)c * n_ctx;
-        const int32_t first = chunk[0];
-        if (bos >= 0)
-            chunk[0] = bos;
-        const int rc = runner_chunk(&run, chunk, n_ctx, logits);
-        chunk[0] = first;
+        const int rc = runner_chunk(&run, chunk, n_ctx, bos, logits);
         if (rc < 0) {
             snprintf(err, sizeof(err), "chunk %d: forward failed: %s", c + 1, strerror(-rc));
             goto fail;

@@ -88,9 +88,8 @@ static double stat_err(const struct running *s)
 
 int cmd_perplexity(int argc, char **argv)
 {
-    const char *model_path = NULL, *base_path = NULL, *text_path = NULL, *ids_path = NULL;
-    int32_t n_ctx = 512, max_chunks = INT32_MAX, threads = 1;
-    enum model_matmul matmul = MODEL_MATMUL_AUTO;
+    struct text_opts o = TEXT_OPTS_DEFAULT;
+    const char *base_path = NULL;
     enum folio_dtype kv_dtype = FOLIO_F32, base_kv_dtype = FOLIO_F32;
     bool json = false, base_kv_set = false;
     for (int i = 1; i < argc; i++) {
@@ -109,23 +108,11 @@ int cmd_perplexity(int argc, char **argv)
             return 2;
         }
         const char *v = argv[++i];
-        int rc = 0;
-        if (!strcmp(a, "--model")) {
-            model_path = v;
+        int rc = text_opt(&o, a, v);
+        if (rc) {
+            rc = rc < 0;
         } else if (!strcmp(a, "--base")) {
             base_path = v;
-        } else if (!strcmp(a, "--file")) {
-            text_path = v;
-        } else if (!strcmp(a, "--tokens-file")) {
-            ids_path = v;
-        } else if (!strcmp(a, "--ctx")) {
-            rc = folio_arg_int(v, 4, 1 << 20, &n_ctx);
-        } else if (!strcmp(a, "--chunks")) {
-            rc = folio_arg_int(v, 1, INT32_MAX, &max_chunks);
-        } else if (!strcmp(a, "--threads")) {
-            rc = folio_arg_int(v, 1, 1024, &threads);
-        } else if (!strcmp(a, "--matmul")) {
-            rc = model_matmul_parse(v, &matmul);
         } else if (!strcmp(a, "--kv-dtype")) {
             rc = folio_dtype_parse(v, &kv_dtype);
         } else if (!strcmp(a, "--base-kv-dtype")) {
@@ -141,6 +128,9 @@ int cmd_perplexity(int argc, char **argv)
             return 2;
         }
     }
+    const char *model_path = o.model, *text_path = o.text, *ids_path = o.ids;
+    const int32_t n_ctx = o.n_ctx, max_chunks = o.max_chunks, threads = o.threads;
+    const enum model_matmul matmul = o.matmul;
     if (!model_path || !text_path == !ids_path) {
         fprintf(stderr, "folio perplexity: --model and one of --file and --tokens-file are "
                         "required\n");
@@ -197,13 +187,9 @@ int cmd_perplexity(int argc, char **argv)
     int64_t same_top = 0, hits = 0;
     for (int32_t c = 0; c < n_chunks; c++) {
         int32_t *chunk = toks + (size_t)c * n_ctx;
-        const int32_t first = chunk[0];
-        if (bos >= 0)
-            chunk[0] = bos;
-        int rc = runner_chunk(&run, chunk, n_ctx, logits);
+        int rc = runner_chunk(&run, chunk, n_ctx, bos, logits);
         if (rc >= 0 && base_path)
-            rc = runner_chunk(&base, chunk, n_ctx, base_logits);
-        chunk[0] = first;
+            rc = runner_chunk(&base, chunk, n_ctx, bos, base_logits);
         if (rc < 0) {
             snprintf(err, sizeof(err), "chunk %d: forward failed: %s", c + 1, strerror(-rc));
             goto fail;

@@ -11,6 +11,7 @@
 
 #include "folio/gguf.h"
 #include "folio/tokenizer.h"
+#include "folio_cmds.h"
 #include "text_eval.h"
 
 #define PPL_BLOCK 16
@@ -65,8 +66,11 @@ int runner_new(struct runner *r, const char *path, int32_t n_ctx, int32_t thread
     return rc;
 }
 
-int runner_chunk(struct runner *r, const int32_t *toks, int32_t n, float *logits)
+int runner_chunk(struct runner *r, int32_t *toks, int32_t n, int32_t bos, float *logits)
 {
+    const int32_t first = toks[0];
+    if (bos >= 0)
+        toks[0] = bos;
     pager_seq_t *seq = NULL;
     int rc = pager_seq_new(r->pg, 0, 0, 0, &seq);
     if (rc < 0 || (rc = pager_seq_append(r->pg, seq, toks, n)) < 0)
@@ -86,7 +90,29 @@ int runner_chunk(struct runner *r, const int32_t *toks, int32_t n, float *logits
 out:
     if (seq)
         pager_seq_free(r->pg, seq);
+    toks[0] = first;
     return rc < 0 ? rc : 0;
+}
+
+int text_opt(struct text_opts *o, const char *a, const char *v)
+{
+    if (!strcmp(a, "--model"))
+        o->model = v;
+    else if (!strcmp(a, "--file"))
+        o->text = v;
+    else if (!strcmp(a, "--tokens-file"))
+        o->ids = v;
+    else if (!strcmp(a, "--ctx"))
+        return folio_arg_int(v, 4, 1 << 20, &o->n_ctx) ? -1 : 1;
+    else if (!strcmp(a, "--chunks"))
+        return folio_arg_int(v, 1, INT32_MAX, &o->max_chunks) ? -1 : 1;
+    else if (!strcmp(a, "--threads"))
+        return folio_arg_int(v, 1, 1024, &o->threads) ? -1 : 1;
+    else if (!strcmp(a, "--matmul"))
+        return model_matmul_parse(v, &o->matmul) ? -1 : 1;
+    else
+        return 0;
+    return 1;
 }
 
 static char *read_text(const char *path, size_t *len, char *err, size_t errlen)

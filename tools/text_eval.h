@@ -31,10 +31,26 @@ int runner_new(struct runner *r, const char *path, int32_t n_ctx, int32_t thread
                enum folio_dtype kv_dtype, enum model_matmul matmul, bool act, char *err,
                size_t errlen);
 void runner_free(struct runner *r);
-/* Runs toks[0..n) as a new sequence, in two steps: its first half without
- * logits, then its second half as an all_logits slice, whose rows
- * (positions n/2 .. n - 1) go to logits. */
-int runner_chunk(struct runner *r, const int32_t *toks, int32_t n, float *logits);
+/* Runs toks[0..n) as a new sequence, its first token replaced by bos
+ * when bos >= 0 (toks is as it was on return), in two steps: its first
+ * half without logits, then its second half as an all_logits slice, whose
+ * rows (positions n/2 .. n - 1) go to logits. */
+int runner_chunk(struct runner *r, int32_t *toks, int32_t n, int32_t bos, float *logits);
+
+/* The options the text tools share: --model, --file, --tokens-file,
+ * --ctx (default 512), --chunks, --threads (default 1), --matmul. */
+struct text_opts {
+    const char *model, *text, *ids;
+    int32_t n_ctx, max_chunks, threads;
+    enum model_matmul matmul;
+};
+#define TEXT_OPTS_DEFAULT                                                                          \
+    {                                                                                              \
+        .n_ctx = 512, .max_chunks = INT32_MAX, .threads = 1, .matmul = MODEL_MATMUL_AUTO           \
+    }
+/* Option a with its value v into o when it is one of those: 1 taken, 0
+ * not one of them, -1 a bad value. */
+int text_opt(struct text_opts *o, const char *a, const char *v);
 
 /* log-softmax of row[0..V) into lp; returns the index of the largest. */
 int32_t text_log_softmax(const float *row, int32_t V, double *lp);
