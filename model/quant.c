@@ -26,15 +26,13 @@
  *   Q8_K  [d:f32][q:i8 x256][bsums:i16 x16]    292 B / 256 (activations only)
  *   Q8_0S [d:f16][s:i16][q:i8 x32]             36 B / 32 (activations only)
  *
- * Rounding.  The weight quantizers follow llama.cpp's reference rounding
- * where it is a closed formula (Q8_0: d = amax/127, q = round(x/d); Q4_0:
- * d = max/-8 with max the signed value of largest magnitude, q = trunc(x/d
- * + 8.5) capped at 15; Q4_1: d = (max-min)/15; Q5_0/Q5_1 the same with 16 /
- * 31).  The K-quant quantizers search each sub-block's scale (and min) by
- * least squares over a few trial roundings (model/quant_k.c), then store
- * the scales as 6-bit (4-bit, 8-bit) codes by rounding and re-round the
- * values against the stored scales; their files are the same format and
- * llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
+ * Rounding.  Q8_0 follows llama.cpp's reference rounding (d = amax/127,
+ * q = round(x/d)).  The other weight quantizers search the scale (and
+ * min) of each block (Q4_0 .. Q5_1) or sub-block (the K-quants) by least
+ * squares over a few trial roundings (model/quant_k.c), the reference's
+ * extremes-based scale among them, then round the values against the
+ * stored scales (the K-quants: their 6-bit, 4-bit or 8-bit codes); their
+ * files are the same format and llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
  * (amax/127 per 32, round to nearest); Q8_K with amax/127 per 256 and the
  * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
  * with the sum of its codes (for the Q4_0_R8 and Q5_0_R8 kernels).
@@ -218,23 +216,45 @@ static void q8_0s_to_float(const void *src, float *y, int64_t n)
 
 /* ---- Q4_0 / Q4_1 / Q5_0 / Q5_1 --------------------------------------- */
 
-/* Q4_0 (and Q5_0 below): the reference rounding, the signed extreme on
- * code -8 (-16); under an importance matrix (_w) the scale of least
- * weighted squared error instead (quant__sym_scale), codes then clamped
- * at both ends. */
+/* Q4_0, Q5_0 (x = d * (q - 8), d * (q - 16)) and Q4_1, Q5_1 (x = d * q +
+ * m): each block's scale (and min) is the one of least squared error over
+ * a few trial roundings (quant__sym_scale, quant__asym_scale: the
+ * K-quants' search), weighted by an importance matrix's column weights
+ * (_w, qw) or all 1.  The codes are then rounded to nearest against the
+ * stored f16 scale and min, clamped at both ends.  (llama.cpp's reference
+ * rounding, d from the extremes, is one of the trials.) */
+static float q_sym(const float *x, const float *qw, int n, int qmax, float *id)
+{
+    const float d = h2f(f2h(quant__sym_scale(x, qw, n, qmax)));
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
+    return d;
+}
+
+static float q_asym(const float *x, const float *qw, int n, int nmax, float *id, float *m)
+{
+    float mn;
+    const float d = h2f(f2h(quant__asym_scale(x, qw, n, nmax, &mn)));
+    *m = h2f(f2h(mn));
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
+    return d;
+}
+
+/* v rounded half up, clamped to [0, top] */
+static inline int code_of(float v, int top)
+{
+    const int q = (int)floorf(v + 0.5f);
+    return q > top ? top : q < 0 ? 0 : q;
+}
+
 static void q4_0_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
 {
     struct blk_q4_0 *y = dst;
     for (int64_t b = 0; b < n / QK4_0; b++, x += QK4_0, qw = qw ? qw + QK4_0 : NULL) {
-        const float d = qw ? quant__sym_scale(x, qw, QK4_0, 8) : signed_absmax(x, QK4_0) / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = f2h(d);
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            int q0 = (int8_t)(x[j] * id + 8.5f), q1 = (int8_t)(x[j + 16] * id + 8.5f);
-            q0 = q0 > 15 ? 15 : q0 < 0 ? 0 : q0;
-            q1 = q1 > 15 ? 15 : q1 < 0 ? 0 : q1;
-            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
-        }
+        float id;
+        y[b].d = f2h(q_sym(x, qw, QK4_0, 8, &id));
+        for (int j = 0; j < QK4_0 / 2; j++)
+            y[b].qs[j] = (uint8_t)(code_of(x[j] * id + 8.0f, 15) |
+                                   (code_of(x[j + 16] * id + 8.0f, 15) << 4));
     }
 }
 
@@ -269,23 +289,22 @@ static float q4_0_dot(int64_t K, const void *w, const void *xq)
     return sum;
 }
 
-static void q4_1_from_float(const float *x, void *dst, int64_t n)
+static void q4_1_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
 {
     struct blk_q4_1 *y = dst;
-    for (int64_t b = 0; b < n / QK4_1; b++, x += QK4_1) {
-        float mn, mx;
-        minmax(x, QK4_1, &mn, &mx);
-        const float d = (mx - mn) / 15.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = f2h(d);
-        y[b].m = f2h(mn);
-        for (int j = 0; j < 16; j++) {
-            int q0 = (int8_t)((x[j] - mn) * id + 0.5f), q1 = (int8_t)((x[j + 16] - mn) * id + 0.5f);
-            q0 = q0 > 15 ? 15 : q0;
-            q1 = q1 > 15 ? 15 : q1;
-            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
-        }
+    for (int64_t b = 0; b < n / QK4_1; b++, x += QK4_1, qw = qw ? qw + QK4_1 : NULL) {
+        float id, m;
+        y[b].d = f2h(q_asym(x, qw, QK4_1, 15, &id, &m));
+        y[b].m = f2h(m);
+        for (int j = 0; j < 16; j++)
+            y[b].qs[j] =
+                (uint8_t)(code_of((x[j] - m) * id, 15) | (code_of((x[j + 16] - m) * id, 15) << 4));
     }
+}
+
+static void q4_1_from_float(const float *x, void *dst, int64_t n)
+{
+    q4_1_from_float_w(x, dst, n, NULL);
 }
 
 static void q4_1_to_float(const void *src, float *y, int64_t n)
@@ -340,14 +359,11 @@ static void q5_0_from_float_w(const float *x, void *dst, int64_t n, const float 
 {
     struct blk_q5_0 *y = dst;
     for (int64_t b = 0; b < n / QK5_0; b++, x += QK5_0, qw = qw ? qw + QK5_0 : NULL) {
-        const float d = qw ? quant__sym_scale(x, qw, QK5_0, 16) : signed_absmax(x, QK5_0) / -16.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float id;
+        y[b].d = f2h(q_sym(x, qw, QK5_0, 16, &id));
         int q[32];
-        for (int j = 0; j < 32; j++) {
-            q[j] = (int8_t)(x[j] * id + 16.5f);
-            q[j] = q[j] > 31 ? 31 : q[j] < 0 ? 0 : q[j];
-        }
-        y[b].d = f2h(d);
+        for (int j = 0; j < 32; j++)
+            q[j] = code_of(x[j] * id + 16.0f, 31);
         q5_pack(q, y[b].qs, y[b].qh);
     }
 }
@@ -385,23 +401,23 @@ static float q5_0_dot(int64_t K, const void *w, const void *xq)
     return sum;
 }
 
-static void q5_1_from_float(const float *x, void *dst, int64_t n)
+static void q5_1_from_float_w(const float *x, void *dst, int64_t n, const float *qw)
 {
     struct blk_q5_1 *y = dst;
-    for (int64_t b = 0; b < n / QK5_1; b++, x += QK5_1) {
-        float mn, mx;
-        minmax(x, QK5_1, &mn, &mx);
-        const float d = (mx - mn) / 31.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t b = 0; b < n / QK5_1; b++, x += QK5_1, qw = qw ? qw + QK5_1 : NULL) {
+        float id, m;
+        y[b].d = f2h(q_asym(x, qw, QK5_1, 31, &id, &m));
+        y[b].m = f2h(m);
         int q[32];
-        for (int j = 0; j < 32; j++) {
-            q[j] = (uint8_t)((x[j] - mn) * id + 0.5f);
-            q[j] = q[j] > 31 ? 31 : q[j];
-        }
-        y[b].d = f2h(d);
-        y[b].m = f2h(mn);
+        for (int j = 0; j < 32; j++)
+            q[j] = code_of((x[j] - m) * id, 31);
         q5_pack(q, y[b].qs, y[b].qh);
     }
+}
+
+static void q5_1_from_float(const float *x, void *dst, int64_t n)
+{
+    q5_1_from_float_w(x, dst, n, NULL);
 }
 
 static void q5_1_to_float(const void *src, float *y, int64_t n)
@@ -622,8 +638,8 @@ int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64
     return 0;
 }
 
-/* The quantizers that weight their errors (model/quant_k.c, Q4_0 and
- * Q5_0 above), or NULL. */
+/* The quantizers that weight their errors (model/quant_k.c, Q4_0 .. Q5_1
+ * above), or NULL. */
 static void (*from_float_w(enum gguf_tensor_type t))(const float *, void *, int64_t, const float *)
 {
     switch (t) {
@@ -645,6 +661,10 @@ static void (*from_float_w(enum gguf_tensor_type t))(const float *, void *, int6
         return q4_0_from_float_w;
     case GGUF_TENSOR_Q5_0:
         return q5_0_from_float_w;
+    case GGUF_TENSOR_Q4_1:
+        return q4_1_from_float_w;
+    case GGUF_TENSOR_Q5_1:
+        return q5_1_from_float_w;
     default:
         return NULL;
     }

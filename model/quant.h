@@ -144,17 +144,18 @@ void quant_rows_to_float(enum gguf_tensor_type t, const void *W, int64_t K, int6
 /* Dequantize n elements (multiple of the block) of type t to f32. */
 void quant_to_float(enum gguf_tensor_type t, const void *src, float *dst, int64_t n);
 
-/* Quantize n elements (multiple of the block) of f32 to type t, the way
- * llama.cpp's reference quantizers round (writers: gen-model, quantize).
+/* Quantize n elements (multiple of the block) of f32 to type t (writers:
+ * gen-model, quantize): Q8_0 as llama.cpp's reference rounds, the other
+ * quantized types with each block's scale (and min) searched by least
+ * squares (model/quant.c).
  * 0, or -EINVAL for a type without a quantizer or n not whole blocks. */
 int quant_from_float(enum gguf_tensor_type t, const float *src, void *dst, int64_t n);
 /* quant_from_float for rows of `row` elements whose columns matter as
  * much as qw[0..row) says (an importance matrix: each column's mean square
- * activation; NULL: all alike).  The K-quants, IQ4, Q4_0 and Q5_0 (the
+ * activation; NULL: all alike).  The K-quants, IQ4 and Q4_0 .. Q5_1 (the
  * types for which quant_uses_imatrix is true) pick their scales by the
- * rounding error so weighted (Q4_0 and Q5_0 search a scale only under
- * weights; without, they round as llama.cpp's reference does); the other
- * types ignore qw. */
+ * rounding error so weighted; the other types (Q8_0, the float types)
+ * ignore qw. */
 int quant_from_float_w(enum gguf_tensor_type t, const float *src, void *dst, int64_t n,
                        const float *qw, int64_t row);
 bool quant_uses_imatrix(enum gguf_tensor_type t);

@@ -343,9 +343,12 @@ void quant__gemm_iq4_xs_r8_avx2(QUANT__GEMM_ARGS);
  * rows of model/quant.c's table.  The _w quantizers weight each element's
  * rounding error by qw[i] (an importance matrix's, [n]; NULL: all 1). */
 /* The scale of x[0..n) (n a multiple of 8, at most 32) on codes -qmax ..
- * qmax - 1 with the least squared error weighted by qw (the K-quants'
- * sub-block search; Q4_0 and Q5_0 blocks under an importance matrix). */
+ * qmax - 1 with the least squared error weighted by qw (NULL: all 1): the
+ * K-quants' sub-block search, also Q4_0's and Q5_0's block scale. */
 float quant__sym_scale(const float *x, const float *qw, int n, int qmax);
+/* The same for x ~= scale * L + *min, codes L in 0 .. nmax, the min of
+ * either sign (Q4_1's and Q5_1's blocks); returns the scale (>= 0). */
+float quant__asym_scale(const float *x, const float *qw, int n, int nmax, float *min);
 void quant__q8_k_from_float(const float *x, void *dst, int64_t n);
 void quant__q8_k_to_float(const void *src, float *y, int64_t n);
 void quant__iq4_nl_to_float(const void *src, float *y, int64_t n);

@@ -275,13 +275,16 @@ static void k_weights(const float *x, const float *qw, float *w)
         w[i] = qw ? qw[i] : 1.0f;
 }
 
-/* x ~= s * L - m with codes L in [0, nmax], s >= 0, m >= 0: returns s, *m
- * gets m.  All-equal values give s = 0 and m = -x (when x <= 0). */
-static float fit_asym(const float *x, const float *w, int n, int nmax, float *m_out)
+/* x ~= s * L - m with codes L in [0, nmax], s >= 0, and m >= 0 (the
+ * K-quants' mins) or of either sign (free_min: Q4_1's and Q5_1's): returns
+ * s, *m gets m.  All-equal values give s = 0 and m = -x (when x <= 0 or
+ * free_min). */
+static float fit_asym(const float *x, const float *w, int n, int nmax, bool free_min, float *m_out)
 {
     float lo, hi;
     minmax(x, n, &lo, &hi);
-    lo = fminf(lo, 0.0f);
+    if (!free_min)
+        lo = fminf(lo, 0.0f);
     if (hi <= lo) {
         *m_out = -lo;
         return 0.0f;
@@ -324,7 +327,7 @@ static float fit_asym(const float *x, const float *w, int n, int nmax, float *m_
             continue;
         double sc = ((double)a * c2 - (double)b1 * c1) / det;
         double t = ((double)b2 * c1 - (double)b1 * c2) / det;
-        if (t > 0) { /* the min must not be positive: x ~ sc L */
+        if (t > 0 && !free_min) { /* the min must not be positive: x ~ sc L */
             t = 0;
             sc = c2 / (double)b2;
         }
@@ -387,7 +390,19 @@ static float fit_sym(const float *x, const float *w, int n, int qmax)
 
 float quant__sym_scale(const float *x, const float *qw, int n, int qmax)
 {
-    return fit_sym(x, qw, n, qmax);
+    static const float ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    return fit_sym(x, qw ? qw : ones, n, qmax);
+}
+
+float quant__asym_scale(const float *x, const float *qw, int n, int nmax, float *min)
+{
+    static const float ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    float m;
+    const float s = fit_asym(x, qw ? qw : ones, n, nmax, true, &m);
+    *min = -m;
+    return s;
 }
 
 /* The sixteen sub-block scales of a symmetric K-quant block (Q3_K, Q6_K)
@@ -436,7 +451,8 @@ void quant__q2_k_from_float_w(const float *x, void *dst, int64_t n, const float 
         float sc[16], mn[16], max_sc = 0.0f, max_mn = 0.0f, w[QK_K];
         k_weights(x, qw, w);
         for (int j = 0; j < 16; j++) {
-            sc[j] = fit_asym(x + 16 * j, w + 16 * j, 16, 3, &mn[j]); /* x = d*q - m, m >= 0 */
+            sc[j] =
+                fit_asym(x + 16 * j, w + 16 * j, 16, 3, false, &mn[j]); /* x = d*q - m, m >= 0 */
             max_sc = fmaxf(max_sc, sc[j]);
             max_mn = fmaxf(max_mn, mn[j]);
         }
@@ -618,7 +634,7 @@ static void kq_asym_block(const float *x, const float *qw, int nmax, uint8_t *sc
     float sc[8], mn[8], max_sc = 0.0f, max_mn = 0.0f, w[QK_K];
     k_weights(x, qw, w);
     for (int j = 0; j < 8; j++) {
-        sc[j] = fit_asym(x + 32 * j, w + 32 * j, 32, nmax, &mn[j]); /* x = d*q - m, m >= 0 */
+        sc[j] = fit_asym(x + 32 * j, w + 32 * j, 32, nmax, false, &mn[j]); /* x = d*q - m, m >= 0 */
         max_sc = fmaxf(max_sc, sc[j]);
         max_mn = fmaxf(max_mn, mn[j]);
     }

@@ -23,10 +23,10 @@
  *
  * --imatrix FILE reads an importance matrix (`folio imatrix`, or llama.cpp's
  * imatrix GGUF): a matrix it has an entry for, converted to a K-quant, IQ4,
- * Q4_0 or Q5_0 type, picks its scales by the rounding error weighted by each
- * column's mean square activation (gguf_tensor_from_f32_w); the other types
- * and matrices without an entry quantize as without it (an entry whose
- * length is not the matrix's row is not used).  The file's name, entries
+ * Q4_0, Q4_1, Q5_0 or Q5_1 type, picks its scales by the rounding error
+ * weighted by each column's mean square activation (gguf_tensor_from_f32_w);
+ * the other types and matrices without an entry quantize as without it (an
+ * entry whose length is not the matrix's row is not used).  The file's name, entries
  * and chunks go into the output as quantize.imatrix.file,
  * quantize.imatrix.entries_count and quantize.imatrix.chunks_count, as
  * llama.cpp's quantizer records them.
@@ -96,8 +96,8 @@ static void usage(FILE *out)
         "                              (refused otherwise: it loses more than quantizing\n"
         "                              from the original)\n"
         "  --imatrix FILE              an importance matrix (folio imatrix): K-quant, IQ4,\n"
-        "                              Q4_0 and Q5_0 matrices weight each column's rounding\n"
-        "                              error by its mean square activation\n"
+        "                              Q4_0, Q4_1, Q5_0 and Q5_1 matrices weight each\n"
+        "                              column's rounding error by its mean square activation\n"
         "  --dry-run                   print the summary; convert and write nothing\n",
         quant_type_names);
 }

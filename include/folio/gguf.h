@@ -112,8 +112,8 @@ const char *gguf_tensor_type_name(enum gguf_tensor_type t);
 int64_t gguf_tensor_block(enum gguf_tensor_type t);
 /* Converts n elements (n a multiple of the type's block) to f32. */
 int gguf_tensor_to_f32(enum gguf_tensor_type t, const void *src, float *dst, int64_t n);
-/* Converts n f32 elements (n a multiple of the block) to type t, rounding
- * as llama.cpp's reference quantizers do (writers: gen-model, quantize).
+/* Converts n f32 elements (n a multiple of the block) to type t
+ * (model/quant.h quant_from_float; writers: gen-model, quantize).
  * -EINVAL for a type without a quantizer or n not whole blocks. */
 int gguf_tensor_from_f32(enum gguf_tensor_type t, const float *src, void *dst, int64_t n);
 /* gguf_tensor_from_f32 for rows of `row` elements weighted by an

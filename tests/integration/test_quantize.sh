@@ -92,6 +92,11 @@ cmp -s "$T/a.gguf" "$T/b.gguf" || fail "quantize --imatrix: 2 and 3 threads wrot
 "$FOLIO" quantize "$T/in.gguf" "$T/b.gguf" --type q4_k_m >/dev/null
 cmp -s "$T/a.gguf" "$T/b.gguf" && fail "quantize --imatrix wrote the bytes it writes without"
 grep -aq "quantize.imatrix.file" "$T/a.gguf" || fail "no quantize.imatrix.file key"
+# Q5_1 (a block min of either sign) weighs its errors too: 57 of the 58
+# matrices (56 Q5_1 and output's Q6_K; token_embd has no entry)
+"$FOLIO" quantize "$T/in.gguf" "$T/b.gguf" --type q5_1 --imatrix "$T/im.gguf" >"$LOG" 2>&1 ||
+  fail "quantize q5_1 --imatrix: $(cat "$LOG")"
+grep -qF "importance weights for 57 of the 58 matrices whose types use them" "$LOG" || fail "$(cat "$LOG")"
 "$FOLIO" eval --model "$T/a.gguf" --tokens 1,450,4996 --json >"$LOG" 2>&1 || fail "eval: $(cat "$LOG")"
 rc=0
 "$FOLIO" quantize "$T/in.gguf" "$T/c.gguf" --type q4_k_m --imatrix "$T/none.gguf" >"$LOG" 2>&1 || rc=$?
@@ -111,7 +116,7 @@ rc=0
 "$FOLIO" imatrix --model "$T/in.gguf" --file "$T/short.txt" -o "$T/c.gguf" >"$LOG" 2>&1 || rc=$?
 [ "$rc" = 1 ] && grep -qF "fewer than one chunk" "$LOG" || fail "imatrix, short text: exit $rc, $(cat "$LOG")"
 [ ! -e "$T/c.gguf" ] || fail "a failed imatrix wrote a file"
-ok "imatrix: entries for every matrix; quantize --imatrix weights 53 of 54, same bytes on 2 and 3 threads"
+ok "imatrix: entries for every matrix; quantize --imatrix weights 53 of 54 (q5_1: 57 of 58), same bytes on 2 and 3 threads"
 
 usage_error() { # usage_error NEEDLE ARGS...
   local needle=$1 rc=0
