@@ -69,19 +69,28 @@ static void usage(FILE *out)
         "                   of the first and last eighth of the layers and every\n"
         "                   third layer between (llama.cpp's choice)\n"
         "  q5_k_m           as q4_k_m with Q5_K in place of Q4_K\n"
+        "  q4_k_s           Q4_K; Q5_K for attn_v of layers 0-3 and ffn_down of the\n"
+        "                   first eighth; output.weight Q6_K\n"
+        "  q5_k_s           Q5_K; output.weight Q6_K\n"
         "  q3_k_s           Q3_K; output.weight Q6_K\n"
         "  q3_k_m           Q3_K; Q4_K for attn_v, ffn_down and attn_output (Q5_K for\n"
         "                   attn_v of the first two layers and ffn_down of the first\n"
         "                   sixteenth); output.weight Q6_K\n"
         "  q3_k_l           Q3_K; Q5_K for attn_v, ffn_down and attn_output;\n"
         "                   output.weight Q6_K\n"
-        "  q2_k             Q2_K; Q3_K for attn_v, ffn_down and attn_output;\n"
-        "                   output.weight Q6_K\n"
-        "  iq4_nl, iq4_xs   that type, output.weight Q6_K\n"
+        "  q2_k             Q2_K; Q3_K for attn_v, ffn_down and attn_output (attn_v\n"
+        "                   Q4_K where 4+ query heads share a KV head); output.weight Q6_K\n"
+        "  q2_k_s           Q2_K; Q4_K for ffn_down of the first eighth (and attn_v\n"
+        "                   where 4+ query heads share a KV head); output.weight Q6_K;\n"
+        "                   needs --imatrix\n"
+        "  iq4_nl, iq4_xs   that type; Q5_K for attn_v where 4+ query heads share a KV\n"
+        "                   head, and without --imatrix for ffn_down of the first\n"
+        "                   eighth; output.weight Q6_K\n"
+        "With --imatrix, q4_0 and q5_0 make ffn_down of the first eighth Q4_1, Q5_1.\n"
         "Tied embeddings: token_embd.weight is the output matrix.  Rows that are not\n"
         "a multiple of 256 fall back from Q4_K to Q5_0, Q5_K to Q5_1 and Q6_K to\n"
-        "Q8_0, and Q2_K, Q3_K and IQ4_XS to IQ4_NL (as llama.cpp does); rows not a\n"
-        "multiple of 32 stay F16.\n"
+        "Q8_0, Q2_K and Q3_K to Q4_0 and IQ4_XS to IQ4_NL (as llama.cpp does); rows\n"
+        "not a multiple of 32 stay F16.\n"
         "Options (TYPE: %s):\n"
         "  --threads N                 threads converting each tensor's rows\n"
         "                              (default: the online CPUs); the same bytes for any N\n"
@@ -251,6 +260,14 @@ static int parse_args(int argc, char **argv, struct quant_opts *o, const char **
     if (!(o->mix = quant_mix_find(mix))) {
         fprintf(stderr, "folio quantize: --type must be one of %s%s%s%s\n", quant_mix_names,
                 mix ? ", not '" : "", mix ? mix : "", mix ? "'" : "");
+        return 2;
+    }
+    o->imatrix = *imatrix != NULL;
+    if (quant_mix_needs_imatrix(o->mix) && !o->imatrix) {
+        fprintf(stderr,
+                "folio quantize: --type %s needs --imatrix FILE (folio imatrix): Q2_K matrices "
+                "quantized without one lose too much\n",
+                mix);
         return 2;
     }
     return 0;

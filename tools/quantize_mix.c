@@ -10,26 +10,37 @@
  *   q4_0, q4_1,      that type; output.weight Q6_K
  *   q5_0, q5_1
  *   q6_k             Q6_K
+ *   q4_k_s           Q4_K; attn_v of layers 0-3 and ffn_down of the first
+ *                    eighth Q5_K; output.weight Q6_K
  *   q4_k_m           Q4_K; output.weight, and attn_v / ffn_down of the
  *                    "more bits" layers, Q6_K
- *   q5_k_m           Q5_K; the same tensors Q6_K
+ *   q5_k_s           Q5_K; output.weight Q6_K
+ *   q5_k_m           Q5_K; the same tensors as q4_k_m's Q6_K
  *   q3_k_s           Q3_K; output.weight Q6_K
  *   q3_k_m           Q3_K; attn_v, ffn_down and attn_output Q4_K, except
  *                    attn_v of the first two layers and ffn_down of the
  *                    first sixteenth, Q5_K; output.weight Q6_K
  *   q3_k_l           Q3_K; attn_v, ffn_down and attn_output Q5_K;
  *                    output.weight Q6_K
- *   q2_k             Q2_K; attn_v, ffn_down and attn_output Q3_K;
+ *   q2_k             Q2_K; attn_v, ffn_down and attn_output Q3_K (attn_v
+ *                    Q4_K where 4 or more query heads share a KV head);
  *                    output.weight Q6_K
- *   iq4_nl, iq4_xs   that type; ffn_down of the first eighth of the
- *                    layers, and attn_v where 4 or more query heads share
- *                    a KV head, Q5_K; output.weight Q6_K
+ *   q2_k_s           Q2_K; ffn_down of the first eighth Q4_K, attn_v Q4_K
+ *                    where 4 or more query heads share a KV head;
+ *                    output.weight Q6_K; only with an importance matrix
+ *                    (llama.cpp refuses it without one too)
+ *   iq4_nl, iq4_xs   that type; attn_v where 4 or more query heads share a
+ *                    KV head, and without an importance matrix ffn_down of
+ *                    the first eighth of the layers, Q5_K; output.weight Q6_K
+ *
+ * With an importance matrix q4_0 and q5_0 give ffn_down of the first eighth
+ * of the layers Q4_1 and Q5_1 (llama.cpp's guard for those layers).
  *
  * With tied embeddings (no output.weight) token_embd.weight takes
  * output.weight's type.  A K-quant needs rows that are a multiple of 256:
  * a tensor whose rows are not falls back as llama.cpp does (Q4_K -> Q5_0,
- * Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K and IQ4_XS -> IQ4_NL); a 32-block
- * type on rows not a multiple of 32 leaves the tensor F16.
+ * Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K and Q3_K -> Q4_0, IQ4_XS -> IQ4_NL); a
+ * 32-block type on rows not a multiple of 32 leaves the tensor F16.
  */
 #include "quantize_mix.h"
 
@@ -44,6 +55,9 @@
 #define T(x) ((int)GGUF_TENSOR_##x)
 #define NONE QUANT_TYPE_NONE
 
+/* when a mix's down8 applies */
+enum { ALWAYS, PLAIN /* without an importance matrix */, WEIGHTED /* with one */ };
+
 struct quant_mix {
     const char *name;
     int base, output;
@@ -51,35 +65,42 @@ struct quant_mix {
     int more_bits;                  /* attn_v / ffn_down of the "more bits" layers */
     int early;                      /* attn_v of layers 0-1, ffn_down of the first 16th */
     uint32_t file_type;             /* llama.cpp's enum llama_ftype */
-    int down8;                      /* ffn_down of the first eighth of the layers */
+    int down8;                      /* ffn_down of the first eighth of the layers ... */
+    int down8_when;                 /* ... ALWAYS, PLAIN or WEIGHTED */
     int gqa_v;                      /* attn_v with 4+ query heads per KV head */
+    int v4;                         /* attn_v of layers 0-3 */
+    bool needs_imatrix;             /* refused without an importance matrix */
 };
 
 // clang-format off
 static const struct quant_mix mixes[] = {
     /* name       base       output     attn_v     ffn_down   attn_out   more_bits  early
-     *                                                                                        ftype down8, gqa_v */
-    {"f16",     T(F16),    T(F16),    T(F16),    T(F16),    T(F16),    NONE,      NONE,      1,  NONE,    NONE},
-    {"bf16",    T(BF16),   T(BF16),   T(BF16),   T(BF16),   T(BF16),   NONE,      NONE,      32, NONE,    NONE},
-    {"q8_0",    T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   NONE,      NONE,      7,  NONE,    NONE},
-    {"q4_0",    T(Q4_0),   T(Q6_K),   T(Q4_0),   T(Q4_0),   T(Q4_0),   NONE,      NONE,      2,  NONE,    NONE},
-    {"q4_1",    T(Q4_1),   T(Q6_K),   T(Q4_1),   T(Q4_1),   T(Q4_1),   NONE,      NONE,      3,  NONE,    NONE},
-    {"q5_0",    T(Q5_0),   T(Q6_K),   T(Q5_0),   T(Q5_0),   T(Q5_0),   NONE,      NONE,      8,  NONE,    NONE},
-    {"q5_1",    T(Q5_1),   T(Q6_K),   T(Q5_1),   T(Q5_1),   T(Q5_1),   NONE,      NONE,      9,  NONE,    NONE},
-    {"q2_k",    T(Q2_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      10, NONE,    NONE},
-    {"q3_k_s",  T(Q3_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      11, NONE,    NONE},
-    {"q3_k_m",  T(Q3_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      T(Q5_K),   12, NONE,    NONE},
-    {"q3_k_l",  T(Q3_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      13, NONE,    NONE},
-    {"q4_k_m",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   T(Q6_K),   NONE,      15, NONE,    NONE},
-    {"q5_k_m",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   T(Q6_K),   NONE,      17, NONE,    NONE},
-    {"q6_k",    T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   NONE,      NONE,      18, NONE,    NONE},
-    {"iq4_nl",  T(IQ4_NL), T(Q6_K),   T(IQ4_NL), T(IQ4_NL), T(IQ4_NL), NONE,      NONE,      25, T(Q5_K), T(Q5_K)},
-    {"iq4_xs",  T(IQ4_XS), T(Q6_K),   T(IQ4_XS), T(IQ4_XS), T(IQ4_XS), NONE,      NONE,      30, T(Q5_K), T(Q5_K)},
+     *                                                                                        ftype down8    when      gqa_v    v4       imatrix */
+    {"f16",     T(F16),    T(F16),    T(F16),    T(F16),    T(F16),    NONE,      NONE,      1,  NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"bf16",    T(BF16),   T(BF16),   T(BF16),   T(BF16),   T(BF16),   NONE,      NONE,      32, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q8_0",    T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   T(Q8_0),   NONE,      NONE,      7,  NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q4_0",    T(Q4_0),   T(Q6_K),   T(Q4_0),   T(Q4_0),   T(Q4_0),   NONE,      NONE,      2,  T(Q4_1), WEIGHTED, NONE,    NONE,    false},
+    {"q4_1",    T(Q4_1),   T(Q6_K),   T(Q4_1),   T(Q4_1),   T(Q4_1),   NONE,      NONE,      3,  NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q5_0",    T(Q5_0),   T(Q6_K),   T(Q5_0),   T(Q5_0),   T(Q5_0),   NONE,      NONE,      8,  T(Q5_1), WEIGHTED, NONE,    NONE,    false},
+    {"q5_1",    T(Q5_1),   T(Q6_K),   T(Q5_1),   T(Q5_1),   T(Q5_1),   NONE,      NONE,      9,  NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q2_k",    T(Q2_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      10, NONE,    ALWAYS,   T(Q4_K), NONE,    false},
+    {"q2_k_s",  T(Q2_K),   T(Q6_K),   T(Q2_K),   T(Q2_K),   T(Q2_K),   NONE,      NONE,      21, T(Q4_K), ALWAYS,   T(Q4_K), NONE,    true},
+    {"q3_k_s",  T(Q3_K),   T(Q6_K),   T(Q3_K),   T(Q3_K),   T(Q3_K),   NONE,      NONE,      11, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q3_k_m",  T(Q3_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      T(Q5_K),   12, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q3_k_l",  T(Q3_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      13, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q4_k_s",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   NONE,      NONE,      14, T(Q5_K), ALWAYS,   NONE,    T(Q5_K), false},
+    {"q4_k_m",  T(Q4_K),   T(Q6_K),   T(Q4_K),   T(Q4_K),   T(Q4_K),   T(Q6_K),   NONE,      15, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q5_k_s",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   NONE,      NONE,      16, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q5_k_m",  T(Q5_K),   T(Q6_K),   T(Q5_K),   T(Q5_K),   T(Q5_K),   T(Q6_K),   NONE,      17, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"q6_k",    T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   T(Q6_K),   NONE,      NONE,      18, NONE,    ALWAYS,   NONE,    NONE,    false},
+    {"iq4_nl",  T(IQ4_NL), T(Q6_K),   T(IQ4_NL), T(IQ4_NL), T(IQ4_NL), NONE,      NONE,      25, T(Q5_K), PLAIN,    T(Q5_K), NONE,    false},
+    {"iq4_xs",  T(IQ4_XS), T(Q6_K),   T(IQ4_XS), T(IQ4_XS), T(IQ4_XS), NONE,      NONE,      30, T(Q5_K), PLAIN,    T(Q5_K), NONE,    false},
 };
 // clang-format on
 
 const char quant_mix_names[] =
-    "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q3_k_s|q3_k_m|q3_k_l|q4_k_m|q5_k_m|q6_k|iq4_nl|iq4_xs";
+    "f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q2_k|q2_k_s|q3_k_s|q3_k_m|q3_k_l|q4_k_s|q4_k_m|q5_k_s|"
+    "q5_k_m|q6_k|iq4_nl|iq4_xs";
 
 static const struct {
     const char *name;
@@ -110,6 +131,11 @@ uint32_t quant_mix_file_type(const struct quant_mix *mix)
 bool quant_mix_is_quantized(const struct quant_mix *mix)
 {
     return mix->base != T(F16) && mix->base != T(BF16);
+}
+
+bool quant_mix_needs_imatrix(const struct quant_mix *mix)
+{
+    return mix->needs_imatrix;
 }
 
 int quant_type_parse(const char *name)
@@ -180,6 +206,8 @@ static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
             break;
         case GGUF_TENSOR_Q2_K:
         case GGUF_TENSOR_Q3_K:
+            t = GGUF_TENSOR_Q4_0;
+            break;
         case GGUF_TENSOR_IQ4_XS:
             t = GGUF_TENSOR_IQ4_NL;
             break;
@@ -195,7 +223,7 @@ static enum gguf_tensor_type fallback(enum gguf_tensor_type t, int64_t row)
 
 /* The mix's own choice. */
 static int mix_pick(const struct quant_mix *mx, const char *name, int64_t n_layers, int64_t n_gqa,
-                    bool output)
+                    bool output, bool imatrix)
 {
     int layer = -1, off = 0;
     if (output)
@@ -210,10 +238,13 @@ static int mix_pick(const struct quant_mix *mx, const char *name, int64_t n_laye
             t = mx->more_bits;
         if (mx->early != NONE && (v ? layer < 2 : layer < n_layers / 16))
             t = mx->early;
-        if (mx->down8 != NONE && down && layer < n_layers / 8)
+        if (mx->down8 != NONE && down && layer < n_layers / 8 &&
+            (mx->down8_when == ALWAYS || (mx->down8_when == WEIGHTED) == imatrix))
             t = mx->down8;
         if (mx->gqa_v != NONE && v && n_gqa >= 4)
             t = mx->gqa_v;
+        if (mx->v4 != NONE && v && layer < 4)
+            t = mx->v4;
         return t;
     }
     return !strcmp(rest, "attn_output.weight") ? mx->attn_out : mx->base;
@@ -225,7 +256,7 @@ enum gguf_tensor_type quant_pick(const struct quant_opts *o, const char *name, i
 {
     const bool embd = !strcmp(name, "token_embd.weight");
     const bool output = !strcmp(name, "output.weight") || (!has_output && embd);
-    int t = o->pure ? o->mix->base : mix_pick(o->mix, name, n_layers, n_gqa, output);
+    int t = o->pure ? o->mix->base : mix_pick(o->mix, name, n_layers, n_gqa, output, o->imatrix);
     if (output && o->output_type != NONE)
         t = o->output_type;
     if (embd && o->embd_type != NONE)

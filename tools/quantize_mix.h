@@ -33,6 +33,7 @@ struct quant_opts {
     const struct quant_mix *mix;
     bool pure;         /* every matrix the mix's base type */
     bool leave_output; /* the output matrix keeps its type */
+    bool imatrix;      /* an importance matrix is given (some mixes differ) */
     int output_type;   /* QUANT_TYPE_NONE: the mix's */
     int embd_type;     /* token_embd.weight; QUANT_TYPE_NONE: the mix's */
     int n_over;        /* --tensor-type PATTERN=TYPE, first match wins */
@@ -49,6 +50,8 @@ extern const char quant_mix_names[];
 /* llama.cpp's general.file_type number of a mix; whether it quantizes. */
 uint32_t quant_mix_file_type(const struct quant_mix *mix);
 bool quant_mix_is_quantized(const struct quant_mix *mix);
+/* Whether the mix is refused without an importance matrix (q2_k_s). */
+bool quant_mix_needs_imatrix(const struct quant_mix *mix);
 
 /* The tensor type a user may name (f32, f16, bf16, q8_0, q4_0, q4_1,
  * q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs; any case),

@@ -16,8 +16,8 @@
 . "$SRCDIR/lib.sh"
 LOG=$T/quantize.log
 "$FOLIO" gen-model --preset tiny --seed 5 -o "$T/in.gguf"
-for t in f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_m q5_k_m q6_k \
-    iq4_nl iq4_xs; do
+for t in f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s \
+    q5_k_m q6_k iq4_nl iq4_xs; do
   "$FOLIO" quantize "$T/in.gguf" "$T/a.gguf" --type $t --threads 2 >"$LOG" 2>&1 ||
     fail "$t: quantize --threads 2 failed"
   same=""
@@ -48,6 +48,12 @@ summary "F32 x 17 Q5_0 x 8 Q4_K x 50" --type q4_k_m --pure
 # Q5_1 (its rows), the rest IQ4_XS or IQ4_NL where rows are not 256s: the
 # counts llama-quantize gives this file
 summary "F32 x 17 Q5_1 x 1 Q5_K x 8 Q6_K x 1 IQ4_NL x 7 IQ4_XS x 41" --type iq4_xs
+# Q2_K and Q3_K rows that are not 256s fall back to Q4_0; attn_v Q4_K (4
+# query heads per KV head); q4_k_s: attn_v of layers 0-3 and layer 0's
+# ffn_down Q5_K (that one Q5_1 by its rows); llama-quantize's counts too
+summary "F32 x 17 Q4_0 x 8 Q2_K x 33 Q3_K x 8 Q4_K x 8 Q6_K x 1" --type q2_k
+summary "F32 x 17 Q5_0 x 7 Q5_1 x 1 Q4_K x 45 Q5_K x 4 Q6_K x 1" --type q4_k_s
+summary "F32 x 17 Q5_1 x 8 Q5_K x 49 Q6_K x 1" --type q5_k_s
 summary "F32 x 17 F16 x 1 Q4_0 x 16 Q8_0 x 41" --type q8_0 --tensor-type 'ffn_(gate|up)=q4_0' \
   --output-tensor-type f16
 summary "F32 x 18 Q8_0 x 56 Q6_K x 1" --type q8_0 --token-embedding-type q6_k --leave-output-tensor
@@ -97,6 +103,16 @@ grep -aq "quantize.imatrix.file" "$T/a.gguf" || fail "no quantize.imatrix.file k
 "$FOLIO" quantize "$T/in.gguf" "$T/b.gguf" --type q5_1 --imatrix "$T/im.gguf" >"$LOG" 2>&1 ||
   fail "quantize q5_1 --imatrix: $(cat "$LOG")"
 grep -qF "importance weights for 57 of the 58 matrices whose types use them" "$LOG" || fail "$(cat "$LOG")"
+# mixes that differ under an importance matrix, as llama-quantize's do:
+# q4_0's first-eighth ffn_down Q4_1, iq4_xs's left IQ4 (without: Q5_K ->
+# Q5_1 above); q2_k_s only with one
+summary "F32 x 17 Q4_0 x 56 Q4_1 x 1 Q6_K x 1" --type q4_0 --imatrix "$T/im.gguf"
+summary "F32 x 17 Q5_K x 8 Q6_K x 1 IQ4_NL x 8 IQ4_XS x 41" --type iq4_xs --imatrix "$T/im.gguf"
+summary "F32 x 17 Q4_0 x 7 Q5_0 x 1 Q2_K x 41 Q4_K x 8 Q6_K x 1" --type q2_k_s --imatrix "$T/im.gguf"
+rc=0
+"$FOLIO" quantize "$T/in.gguf" "$T/c.gguf" --type q2_k_s >"$LOG" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -qF -- "--imatrix" "$LOG" || fail "q2_k_s without --imatrix: exit $rc, $(cat "$LOG")"
+[ ! -e "$T/c.gguf" ] || fail "a refused q2_k_s wrote a file"
 "$FOLIO" eval --model "$T/a.gguf" --tokens 1,450,4996 --json >"$LOG" 2>&1 || fail "eval: $(cat "$LOG")"
 rc=0
 "$FOLIO" quantize "$T/in.gguf" "$T/c.gguf" --type q4_k_m --imatrix "$T/none.gguf" >"$LOG" 2>&1 || rc=$?
