@@ -32,10 +32,11 @@
  * squares over a few trial roundings (model/quant_k.c), the reference's
  * extremes-based scale among them, then round the values against the
  * stored scales (the K-quants: their 6-bit, 4-bit or 8-bit codes); their
- * files are the same format and llama.cpp reads them.  Activations: Q8_0/Q8_1 as llama.cpp
- * (amax/127 per 32, round to nearest); Q8_K with amax/127 per 256 and the
- * 16-element sums the K-quant kernels use for their mins; Q8_0S as Q8_0
- * with the sum of its codes (for the Q4_0_R8 and Q5_0_R8 kernels).
+ * files are the same format and llama.cpp reads them.  Activations:
+ * Q8_0/Q8_1 as llama.cpp (amax/127 per 32, round to nearest); Q8_K with
+ * amax/127 per 256 and the 16-element sums the K-quant kernels use for
+ * their mins; Q8_0S as Q8_0 with the sum of its codes (for the Q4_0_R8 and
+ * Q5_0_R8 kernels).
  *
  * The load-time layouts (Q4_K_R8 .. IQ4_XS_R8: rows in eights) have rows
  * in the table here; model/quant_r8.c draws them and holds their

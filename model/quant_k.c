@@ -388,19 +388,19 @@ static float fit_sym(const float *x, const float *w, int n, int qmax)
     return best_s;
 }
 
+/* the weights of a block without an importance matrix */
+static const float ones32[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+
 float quant__sym_scale(const float *x, const float *qw, int n, int qmax)
 {
-    static const float ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    return fit_sym(x, qw ? qw : ones, n, qmax);
+    return fit_sym(x, qw ? qw : ones32, n, qmax);
 }
 
 float quant__asym_scale(const float *x, const float *qw, int n, int nmax, float *min)
 {
-    static const float ones[32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     float m;
-    const float s = fit_asym(x, qw ? qw : ones, n, nmax, true, &m);
+    const float s = fit_asym(x, qw ? qw : ones32, n, nmax, true, &m);
     *min = -m;
     return s;
 }

@@ -26,10 +26,11 @@
  * Q4_0, Q4_1, Q5_0 or Q5_1 type, picks its scales by the rounding error
  * weighted by each column's mean square activation (gguf_tensor_from_f32_w);
  * the other types and matrices without an entry quantize as without it (an
- * entry whose length is not the matrix's row is not used).  The file's name, entries
- * and chunks go into the output as quantize.imatrix.file,
+ * entry whose length is not the matrix's row is not used).  The file's
+ * name, entries and chunks go into the output as quantize.imatrix.file,
  * quantize.imatrix.entries_count and quantize.imatrix.chunks_count, as
- * llama.cpp's quantizer records them.
+ * llama.cpp's quantizer records them.  Some mixes differ under a matrix, as
+ * llama.cpp's do (quantize_mix.c), and q2_k_s is refused without one.
  *
  * Exit status: 0 written, 1 failure (the message names the file), 2 usage.
  */
@@ -79,7 +80,8 @@ static void usage(FILE *out)
         "  q3_k_l           Q3_K; Q5_K for attn_v, ffn_down and attn_output;\n"
         "                   output.weight Q6_K\n"
         "  q2_k             Q2_K; Q3_K for attn_v, ffn_down and attn_output (attn_v\n"
-        "                   Q4_K where 4+ query heads share a KV head); output.weight Q6_K\n"
+        "                   Q4_K where 4+ query heads share a KV head);\n"
+        "                   output.weight Q6_K\n"
         "  q2_k_s           Q2_K; Q4_K for ffn_down of the first eighth (and attn_v\n"
         "                   where 4+ query heads share a KV head); output.weight Q6_K;\n"
         "                   needs --imatrix\n"
@@ -106,7 +108,8 @@ static void usage(FILE *out)
         "                              from the original)\n"
         "  --imatrix FILE              an importance matrix (folio imatrix): K-quant, IQ4,\n"
         "                              Q4_0, Q4_1, Q5_0 and Q5_1 matrices weight each\n"
-        "                              column's rounding error by its mean square activation\n"
+        "                              column's rounding error by its mean square\n"
+        "                              activation\n"
         "  --dry-run                   print the summary; convert and write nothing\n",
         quant_type_names);
 }

@@ -49,17 +49,23 @@ kl() { # FILE: "kld same_top"
 }
 printf '%-8s %-34s %10s %9s\n' type file KLD "same top"
 for t in "${types[@]}"; do
-  "$folio" quantize "$model" "$tmp/f.gguf" --type "$t" --threads "$threads" >/dev/null
+  # a mix that needs an importance matrix (q2_k_s) is refused without one
+  # by both tools: its line says so
+  "$folio" quantize "$model" "$tmp/f.gguf" --type "$t" --threads "$threads" >/dev/null 2>&1 || :
   "$folio" quantize "$model" "$tmp/ff.gguf" --type "$t" --threads "$threads" \
     --imatrix "$tmp/im-folio.gguf" >/dev/null
   "$folio" quantize "$model" "$tmp/fl.gguf" --type "$t" --threads "$threads" \
     --imatrix "$tmp/im-llama.gguf" >/dev/null
-  "$LLAMA_QUANTIZE" "$model" "$tmp/l.gguf" "${t^^}" "$threads" >/dev/null 2>&1
+  "$LLAMA_QUANTIZE" "$model" "$tmp/l.gguf" "${t^^}" "$threads" >/dev/null 2>&1 || :
   "$LLAMA_QUANTIZE" --imatrix "$tmp/im-llama.gguf" "$model" "$tmp/ll.gguf" "${t^^}" \
     "$threads" >/dev/null 2>&1
   for v in "f:folio quantize" "ff:folio quantize, folio imatrix" \
       "fl:folio quantize, llama imatrix" "l:llama-quantize" \
       "ll:llama-quantize, llama imatrix"; do
+    if [ ! -s "$tmp/${v%%:*}.gguf" ]; then
+      printf '%-8s %-34s %10s\n' "$t" "${v#*:}" "refused"
+      continue
+    fi
     read -r kld top <<<"$(kl "$tmp/${v%%:*}.gguf")"
     printf '%-8s %-34s %10.5f %9.4f\n' "$t" "${v#*:}" "$kld" "$top"
   done
