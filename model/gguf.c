@@ -42,9 +42,16 @@
  * count fails at the first entry that is not there.  Lookups by name use
  * two sorted index arrays (binary search).
  *
+ * Split models (llama.cpp's gguf-split): the first part's gguf_file_t also
+ * owns the other parts' (parts[]), each opened and validated as above; their
+ * tensors are moved into the first's table after its own, each tensor
+ * naming its file (part), and the by-name index covers all of them (no name
+ * twice across the parts).  The keys are the first part's alone.
+ *
  * Invariants after a successful open: for every key, raw..raw+raw_len lies
  * in the mapping and decodes as its type; for every tensor, data..data+
- * nbytes lies in the mapping.  The reader never reads outside the mapping.
+ * nbytes lies in its file's mapping.  The reader never reads outside the
+ * mappings.
  *
  * Threading: a gguf_file_t is immutable after gguf_open and may be read
  * from any number of threads.  A writer belongs to one thread.
@@ -208,8 +215,9 @@ struct gguf_tensor {
     enum gguf_tensor_type type;
     int32_t n_dims;
     int64_t ne[4];
-    uint64_t offset; /* from data_start */
+    uint64_t offset; /* from data_start of its file */
     size_t nbytes;
+    int32_t part; /* its file: 0 this one, k > 0 parts[k - 1] (a split model) */
 };
 
 struct gguf_file {
@@ -224,6 +232,9 @@ struct gguf_file {
     struct gguf_tensor *tensors; /* [n_tensors], file order */
     int64_t *kv_by_name;         /* [n_kv] indices sorted by key (lookups) */
     int64_t *tensor_by_name;     /* [n_tensors] indices sorted by name */
+    struct gguf_file **parts;    /* a split model's other files, [n_parts]: their
+                                    mappings hold the tensors whose part they are */
+    int32_t n_parts;
 };
 
 /* A bounds-checked cursor over the mapping. */
@@ -329,6 +340,9 @@ void gguf_close(gguf_file_t *f)
     }
     folio_free(f->kv_by_name);
     folio_free(f->tensor_by_name);
+    for (int32_t i = 0; i < f->n_parts; i++)
+        gguf_close(f->parts[i]);
+    folio_free(f->parts);
     if (f->map)
         munmap((void *)f->map, f->size);
     folio_free(f->path);
@@ -695,6 +709,34 @@ static int parse_tensor(gguf_file_t *f, struct cur *c, uint64_t i, char *err, si
     return parse_tensor_shape(f, c, t, nm, err, errlen);
 }
 
+/* The by-name index of f's first n tensors; no name may appear twice. */
+static int index_tensors(gguf_file_t *f, uint64_t n_tensors, char *err, size_t errlen)
+{
+    folio_free(f->tensor_by_name);
+    f->tensor_by_name = folio_malloc((n_tensors ? (size_t)n_tensors : 1) * sizeof(int64_t));
+    if (!f->tensor_by_name) {
+        set_err(err, errlen, f->path, "out of memory");
+        return -ENOMEM;
+    }
+    for (uint64_t i = 0; i < n_tensors; i++)
+        f->tensor_by_name[i] = (int64_t)i;
+    qsort_r(f->tensor_by_name, (size_t)n_tensors, sizeof(int64_t), cmp_tensor_name, f->tensors);
+    for (uint64_t i = 1; i < n_tensors; i++) {
+        const struct gguf_tensor *a = &f->tensors[f->tensor_by_name[i - 1]];
+        const struct gguf_tensor *b = &f->tensors[f->tensor_by_name[i]];
+        if (!strcmp(a->name, b->name)) {
+            if (a->part == b->part)
+                set_err(err, errlen, f->path, "tensor '%.200s' appears twice", b->name);
+            else
+                set_err(err, errlen, f->path, "tensor '%.200s' appears twice: in %s and in %s",
+                        b->name, a->part ? f->parts[a->part - 1]->path : f->path,
+                        b->part ? f->parts[b->part - 1]->path : f->path);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* Every tensor info and the by-name index (no duplicates). */
 static int parse_tensors(gguf_file_t *f, struct cur *c, uint64_t n_tensors, char *err,
                          size_t errlen)
@@ -710,22 +752,7 @@ static int parse_tensors(gguf_file_t *f, struct cur *c, uint64_t n_tensors, char
         if ((rc = parse_tensor(f, c, i, err, errlen)))
             return rc;
     }
-    f->tensor_by_name = folio_malloc((n_tensors ? (size_t)n_tensors : 1) * sizeof(int64_t));
-    if (!f->tensor_by_name) {
-        set_err(err, errlen, path, "out of memory");
-        return -ENOMEM;
-    }
-    for (uint64_t i = 0; i < n_tensors; i++)
-        f->tensor_by_name[i] = (int64_t)i;
-    qsort_r(f->tensor_by_name, (size_t)n_tensors, sizeof(int64_t), cmp_tensor_name, f->tensors);
-    for (uint64_t i = 1; i < n_tensors; i++)
-        if (!strcmp(f->tensors[f->tensor_by_name[i]].name,
-                    f->tensors[f->tensor_by_name[i - 1]].name)) {
-            set_err(err, errlen, path, "tensor '%.200s' appears twice",
-                    f->tensors[f->tensor_by_name[i]].name);
-            return -EINVAL;
-        }
-    return 0;
+    return index_tensors(f, n_tensors, err, errlen);
 }
 
 /* The data section: every tensor inside it, no two overlapping. */
@@ -788,7 +815,8 @@ static int parse(gguf_file_t *f, char *err, size_t errlen)
     return 0;
 }
 
-int gguf_open(const char *path, gguf_file_t **out, char *err, size_t errlen)
+/* One file, mapped and validated (gguf_open without its parts). */
+static int open_one(const char *path, gguf_file_t **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (err && errlen)
@@ -836,6 +864,120 @@ int gguf_open(const char *path, gguf_file_t **out, char *err, size_t errlen)
     close(fd);
     int rc = parse(f, err, errlen);
     if (rc) {
+        gguf_close(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+/* Key `key` of f as a count (absent: dflt); -EINVAL if it is not one. */
+static int split_key(const gguf_file_t *f, const char *key, uint64_t dflt, uint64_t *v)
+{
+    const int64_t i = gguf_find_key(f, key);
+    *v = dflt;
+    return i < 0 ? 0 : gguf_get_u64(f, i, v);
+}
+
+/* A split model (llama.cpp's gguf-split): files PREFIX-00001-of-0000N.gguf
+ * .. PREFIX-0000N-of-0000N.gguf, each with split.no (0-based), split.count
+ * and split.tensors.count; the first holds the metadata.  Given the first,
+ * the others are opened and validated and their tensors join f's table, in
+ * part order, with their own files' mappings. */
+static int open_parts(gguf_file_t *f, char *err, size_t errlen)
+{
+    uint64_t count, no, total;
+    if (split_key(f, "split.count", 1, &count) || split_key(f, "split.no", 0, &no) ||
+        split_key(f, "split.tensors.count", UINT64_MAX, &total) || count > 99999 ||
+        (count > 0 && no >= count)) {
+        set_err(err, errlen, f->path, "bad split.count or split.no (not counts, or no >= count)");
+        return -EINVAL;
+    }
+    if (count <= 1)
+        return 0;
+    char tail[32];
+    snprintf(tail, sizeof(tail), "-%05" PRIu64 "-of-%05" PRIu64 ".gguf", no + 1, count);
+    const size_t len = strlen(f->path), tl = strlen(tail);
+    if (no != 0) {
+        set_err(err, errlen, f->path,
+                "part %" PRIu64 " of a model split in %" PRIu64 " files: open its first part, "
+                "PREFIX-00001-of-%05" PRIu64 ".gguf",
+                no + 1, count, count);
+        return -EINVAL;
+    }
+    if (len < tl || strcmp(f->path + len - tl, tail)) {
+        set_err(err, errlen, f->path,
+                "the first part of a model split in %" PRIu64 " files, but not named "
+                "PREFIX%s, the name its other parts are found by",
+                count, tail);
+        return -EINVAL;
+    }
+    if (!(f->parts = folio_calloc((size_t)count - 1, sizeof(*f->parts)))) {
+        set_err(err, errlen, f->path, "out of memory");
+        return -ENOMEM;
+    }
+    char *path = folio_malloc(len + 1);
+    if (!path) {
+        set_err(err, errlen, f->path, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = 0;
+    uint64_t n = (uint64_t)f->n_tensors;
+    for (uint64_t i = 1; i < count && !rc; i++) {
+        snprintf(path, len + 1, "%.*s-%05" PRIu64 "-of-%05" PRIu64 ".gguf", (int)(len - tl),
+                 f->path, i + 1, count);
+        gguf_file_t *p;
+        uint64_t pc, pn;
+        char why[512];
+        if ((rc = open_one(path, &p, why, sizeof(why)))) {
+            set_err(err, errlen, f->path, "part %" PRIu64 " of %" PRIu64 ": %s", i + 1, count, why);
+            break;
+        }
+        f->parts[f->n_parts++] = p;
+        if (split_key(p, "split.count", 0, &pc) || split_key(p, "split.no", UINT64_MAX, &pn) ||
+            pc != count || pn != i) {
+            set_err(err, errlen, f->path,
+                    "%s is not part %" PRIu64 " of %" PRIu64 " (its split.no, split.count)", path,
+                    i + 1, count);
+            rc = -EINVAL;
+            break;
+        }
+        n += (uint64_t)p->n_tensors;
+    }
+    folio_free(path);
+    if (rc)
+        return rc;
+    if (total != UINT64_MAX && total != n) {
+        set_err(err, errlen, f->path,
+                "split.tensors.count says %" PRIu64 " tensors, the %" PRIu64 " files hold %" PRIu64,
+                total, count, n);
+        return -EINVAL;
+    }
+    struct gguf_tensor *all = folio_realloc(f->tensors, (size_t)(n ? n : 1) * sizeof(*all));
+    if (!all) {
+        set_err(err, errlen, f->path, "out of memory");
+        return -ENOMEM;
+    }
+    f->tensors = all;
+    for (int32_t k = 0; k < f->n_parts; k++) { /* names move to f */
+        gguf_file_t *p = f->parts[k];
+        for (int64_t j = 0; j < p->n_tensors; j++) {
+            all[f->n_tensors] = p->tensors[j];
+            all[f->n_tensors++].part = k + 1;
+            p->tensors[j].name = NULL;
+        }
+    }
+    return index_tensors(f, n, err, errlen);
+}
+
+int gguf_open(const char *path, gguf_file_t **out, char *err, size_t errlen)
+{
+    gguf_file_t *f;
+    *out = NULL;
+    int rc = open_one(path, &f, err, errlen);
+    if (rc)
+        return rc;
+    if ((rc = open_parts(f, err, errlen))) {
         gguf_close(f);
         return rc;
     }
@@ -1054,11 +1196,12 @@ void gguf_tensor_get(const gguf_file_t *f, int64_t idx, struct gguf_tensor_info 
     if (idx < 0 || idx >= f->n_tensors)
         return;
     const struct gguf_tensor *t = &f->tensors[idx];
+    const gguf_file_t *src = t->part ? f->parts[t->part - 1] : f;
     info->name = t->name;
     info->type = t->type;
     info->n_dims = t->n_dims;
     memcpy(info->ne, t->ne, sizeof(info->ne));
-    info->data = f->map + f->data_start + t->offset;
+    info->data = src->map + src->data_start + t->offset;
     info->nbytes = t->nbytes;
 }
 
@@ -1201,6 +1344,13 @@ int gguf_w_u32(gguf_writer_t *w, const char *key, uint32_t val)
         w->alignment = val;
     }
     return rc;
+}
+
+int gguf_w_u16(gguf_writer_t *w, const char *key, uint16_t val)
+{
+    struct folio_buf b = {0};
+    folio_buf_append(&b, &val, 2);
+    return w_add(w, key, GGUF_TYPE_UINT16, &b);
 }
 
 int gguf_w_i32(gguf_writer_t *w, const char *key, int32_t val)

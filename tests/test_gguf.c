@@ -861,6 +861,95 @@ static void test_alloc_failures(void **state)
     assert_true(done);
 }
 
+/* ---- split models --------------------------------------------------------- */
+
+/* Part `no` of `count` of a split model as llama.cpp's gguf-split writes
+ * it: split.no (u16, 0-based), split.count (u16), split.tensors.count
+ * (i32); the first part has the model's keys.  Tensors first .. first+n-1
+ * are "t<i>", F32 [8] holding i * 10 + j (their data outlives the write:
+ * the writer references it). */
+static float split_data[8][8];
+
+static void write_part(const char *prefix, int no, int count, int total, int first, int n,
+                       const char *dup, int claim_no)
+{
+    char path[320], err[256], names[8][16];
+    snprintf(path, sizeof(path), "%s-%05d-of-%05d.gguf", prefix, no + 1, count);
+    gguf_writer_t *w;
+    assert_int_equal(gguf_writer_new(&w), 0);
+    if (no == 0)
+        assert_int_equal(gguf_w_str(w, "general.name", "split"), 0);
+    assert_int_equal(gguf_w_u16(w, "split.no", (uint16_t)claim_no), 0);
+    assert_int_equal(gguf_w_u16(w, "split.count", (uint16_t)count), 0);
+    assert_int_equal(gguf_w_i32(w, "split.tensors.count", total), 0);
+    const int64_t ne[1] = {8};
+    for (int i = first; i < first + n; i++) {
+        for (int j = 0; j < 8; j++)
+            split_data[i][j] = (float)(i * 10 + j);
+        snprintf(names[i], sizeof(names[i]), "t%d", i);
+        assert_int_equal(gguf_w_tensor(w, dup && i == first ? dup : names[i], GGUF_TENSOR_F32, 1,
+                                       ne, split_data[i]),
+                         0);
+    }
+    assert_int_equal(gguf_writer_write(w, path, err, sizeof(err)), 0);
+    gguf_writer_free(w);
+}
+
+/* The first part opens as the whole model: the other parts' tensors after
+ * its own, each with its own file's data; a later part, a renamed first
+ * part, a missing or foreign part, a name twice across parts or a wrong
+ * tensor count are refused with the file named. */
+static void test_split(void **state)
+{
+    (void)state;
+    char prefix[300], first[320], second[320], third[320], renamed[320], err[512];
+    tmp_path(prefix, sizeof(prefix), "m");
+    snprintf(first, sizeof(first), "%s-00001-of-00003.gguf", prefix);
+    snprintf(second, sizeof(second), "%s-00002-of-00003.gguf", prefix);
+    snprintf(third, sizeof(third), "%s-00003-of-00003.gguf", prefix);
+    tmp_path(renamed, sizeof(renamed), "m.gguf");
+    write_part(prefix, 0, 3, 5, 0, 2, NULL, 0);
+    write_part(prefix, 1, 3, 5, 2, 1, NULL, 1);
+    write_part(prefix, 2, 3, 5, 3, 2, NULL, 2);
+    gguf_file_t *f;
+    if (gguf_open(first, &f, err, sizeof(err)))
+        fail_msg("%s", err);
+    assert_int_equal(gguf_n_tensors(f), 5);
+    assert_true(gguf_find_key(f, "general.name") >= 0);
+    for (int i = 0; i < 5; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "t%d", i);
+        const int64_t idx = gguf_find_tensor(f, name);
+        assert_int_equal(idx, i); /* in part order */
+        struct gguf_tensor_info ti;
+        gguf_tensor_get(f, idx, &ti);
+        assert_string_equal(ti.name, name);
+        assert_int_equal(ti.nbytes, 32);
+        for (int j = 0; j < 8; j++)
+            assert_true(((const float *)ti.data)[j] == (float)(i * 10 + j));
+    }
+    assert_int_equal(gguf_find_tensor(f, "t5"), -1);
+    gguf_close(f);
+
+    expect_fail(second, -EINVAL, "open its first part");
+    assert_int_equal(rename(first, renamed), 0);
+    expect_fail(renamed, -EINVAL, "not named PREFIX-00001-of-00003.gguf");
+    assert_int_equal(rename(renamed, first), 0);
+
+    unlink(third); /* the error names the missing part */
+    expect_fail(first, -ENOENT, "-00003-of-00003.gguf: cannot open");
+    write_part(prefix, 2, 3, 5, 3, 2, NULL, 1); /* says it is part 2 */
+    expect_fail(first, -EINVAL, "not part 3 of 3");
+    write_part(prefix, 2, 3, 5, 3, 2, "t1", 2); /* t1 is the first part's */
+    expect_fail(first, -EINVAL, "'t1' appears twice");
+    write_part(prefix, 2, 3, 5, 3, 2, NULL, 2);
+    write_part(prefix, 0, 3, 6, 0, 2, NULL, 0); /* claims 6 tensors */
+    expect_fail(first, -EINVAL, "split.tensors.count");
+    write_part(prefix, 0, 3, 5, 0, 2, NULL, 0);
+    assert_int_equal(gguf_open(first, &f, err, sizeof(err)), 0);
+    gguf_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -868,7 +957,7 @@ int main(void)
         cmocka_unit_test(test_writer_fill),      cmocka_unit_test(test_writer_rejects),
         cmocka_unit_test(test_conversions),      cmocka_unit_test(test_corrupt_matrix),
         cmocka_unit_test(test_truncation_sweep), cmocka_unit_test(test_random_corruption),
-        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_alloc_failures),   cmocka_unit_test(test_split),
     };
     return cmocka_run_group_tests(tests, test_tmp_setup, test_tmp_teardown);
 }

@@ -822,6 +822,80 @@ static void test_write_load_roundtrip(void **state)
     model_free(src);
 }
 
+/* A model split in two files as llama.cpp's gguf-split writes it (the
+ * first with every key, both with split.no, split.count and
+ * split.tensors.count) loads from its first part into the same weights as
+ * the whole file. */
+static void test_loader_split(void **state)
+{
+    (void)state;
+    struct model_hparams hp = {.n_vocab = M_VOCAB,
+                               .dim = M_DIM,
+                               .n_layers = M_LAY,
+                               .n_heads = M_HEADS,
+                               .n_kv_heads = M_KV,
+                               .head_dim = M_HD,
+                               .ffn_dim = M_FFN,
+                               .ctx_len = 256,
+                               .norm_eps = 1e-5f,
+                               .rope_base = 10000.0f,
+                               .bos_id = 1,
+                               .eos_id = 2};
+    struct model *src;
+    assert_int_equal(model__alloc(&hp, &src), 0);
+    model__fill_random(src, 5);
+    char whole[300], prefix[300], part[2][320], err[512];
+    tmp_path(whole, sizeof(whole), "whole.gguf");
+    tmp_path(prefix, sizeof(prefix), "split");
+    assert_int_equal(model__write_gguf(src, whole, GGUF_TENSOR_Q8_0, NULL, err, sizeof(err)), 0);
+    gguf_file_t *f;
+    assert_int_equal(gguf_open(whole, &f, err, sizeof(err)), 0);
+    const int64_t nt = gguf_n_tensors(f), half = nt / 2;
+    for (int k = 0; k < 2; k++) {
+        snprintf(part[k], sizeof(part[k]), "%s-%05d-of-00002.gguf", prefix, k + 1);
+        gguf_writer_t *w;
+        assert_int_equal(gguf_writer_new(&w), 0);
+        for (int64_t i = 0; k == 0 && i < gguf_n_keys(f); i++)
+            assert_int_equal(gguf_w_copy_key(w, f, i), 0);
+        assert_int_equal(gguf_w_u16(w, "split.no", (uint16_t)k), 0);
+        assert_int_equal(gguf_w_u16(w, "split.count", 2), 0);
+        assert_int_equal(gguf_w_i32(w, "split.tensors.count", (int32_t)nt), 0);
+        for (int64_t i = k ? half : 0; i < (k ? nt : half); i++) {
+            struct gguf_tensor_info ti;
+            gguf_tensor_get(f, i, &ti);
+            assert_int_equal(gguf_w_tensor(w, ti.name, ti.type, ti.n_dims, ti.ne, ti.data), 0);
+        }
+        assert_int_equal(gguf_writer_write(w, part[k], err, sizeof(err)), 0);
+        gguf_writer_free(w);
+    }
+    gguf_close(f);
+    model_t *a, *b;
+    assert_int_equal(model_load_file(whole, &a, err, sizeof(err)), 0);
+    if (model_load_file(part[0], &b, err, sizeof(err)))
+        fail_msg("%s", err);
+    assert_memory_equal(model_hparams(a), model_hparams(b), sizeof(hp));
+    assert_string_equal(model_name(a), model_name(b));
+    const size_t qkv = (size_t)(M_HEADS + 2 * M_KV) * M_HD * M_DIM;
+    assert_memory_equal(deq(&a->tok_embd), deq(&b->tok_embd), (size_t)M_VOCAB * M_DIM * 4);
+    assert_memory_equal(deq(&a->output), deq(&b->output), (size_t)M_VOCAB * M_DIM * 4);
+    for (int l = 0; l < M_LAY; l++) {
+        const struct model_layer *x = &a->layers[l], *y = &b->layers[l];
+        assert_memory_equal(deq(&x->wqkv), deq(&y->wqkv), qkv * 4);
+        assert_memory_equal(deq(&x->wo), deq(&y->wo), (size_t)M_HEADS * M_HD * M_DIM * 4);
+        assert_memory_equal(deq(&x->w_gate_up), deq(&y->w_gate_up), (size_t)2 * M_FFN * M_DIM * 4);
+        assert_memory_equal(deq(&x->w_down), deq(&y->w_down), (size_t)M_FFN * M_DIM * 4);
+        assert_memory_equal(x->attn_norm, y->attn_norm, M_DIM * 4);
+        assert_memory_equal(x->ffn_norm, y->ffn_norm, M_DIM * 4);
+    }
+    deq_free();
+    model_free(b);
+    /* the second part alone is refused, naming the first */
+    assert_int_equal(model_load_file(part[1], &b, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "open its first part"));
+    model_free(a);
+    model_free(src);
+}
+
 /* ---- gen-model ----------------------------------------------------------- */
 
 static uint64_t fnv_file(const char *path, size_t *len)
@@ -1012,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_loader_llama3_rope),
         cmocka_unit_test(test_loader_alloc_failures),
         cmocka_unit_test(test_write_load_roundtrip),
+        cmocka_unit_test(test_loader_split),
         cmocka_unit_test(test_gen_tiny),
         cmocka_unit_test(test_gen_copy_vocab),
     };

@@ -410,8 +410,8 @@ int cmd_quantize(int argc, char **argv)
     for (int64_t i = 0; i < gguf_n_keys(f); i++) {
         const char *k = gguf_key_name(f, i);
         if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version") ||
-            !strncmp(k, "quantize.imatrix.", 17))
-            continue;
+            !strncmp(k, "quantize.imatrix.", 17) || !strncmp(k, "split.", 6))
+            continue; /* rewritten below; a split model's input is written whole */
         if ((rc = gguf_w_copy_key(w, f, i)))
             goto oom;
     }

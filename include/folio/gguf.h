@@ -75,7 +75,12 @@ struct gguf_tensor_info {
 /* ---- reader ----------------------------------------------------------- */
 
 /* Opens and validates path.  On failure returns -errno and writes a message
- * naming the file and the problem into err (when err != NULL). */
+ * naming the file and the problem into err (when err != NULL).  The first
+ * part of a split model (llama.cpp's gguf-split: PREFIX-00001-of-0000N.gguf
+ * with split.count N) opens as one file: the other N - 1 parts beside it
+ * are opened and validated too, and their tensors follow its own, in part
+ * order; keys are the first part's.  Any other part is refused, naming the
+ * first. */
 int gguf_open(const char *path, gguf_file_t **out, char *err, size_t errlen);
 void gguf_close(gguf_file_t *f);
 
@@ -138,6 +143,7 @@ void gguf_writer_free(gguf_writer_t *w);
 int gguf_w_str(gguf_writer_t *w, const char *key, const char *val);
 int gguf_w_u32(gguf_writer_t *w, const char *key, uint32_t val);
 int gguf_w_i32(gguf_writer_t *w, const char *key, int32_t val);
+int gguf_w_u16(gguf_writer_t *w, const char *key, uint16_t val); /* split.no, split.count */
 int gguf_w_f32(gguf_writer_t *w, const char *key, float val);
 int gguf_w_bool(gguf_writer_t *w, const char *key, bool val);
 int gguf_w_arr_str(gguf_writer_t *w, const char *key, const char *const *vals, uint64_t n);
