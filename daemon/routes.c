@@ -1,8 +1,9 @@
 /*
  * daemon/routes.c — the route table ({method, path, handler}) and the
- * small routes: /v1/models (and /v1/models/{id}), /health, /metrics, /v1/kv, /dashboard,
- * /version, /tokenize, /detokenize.  The completion routes live in comp.c.  A path
- * that no row names is a 404; a known path with another method a 405
+ * small routes: /v1/models (and /v1/models/{id}), /health, /metrics,
+ * /v1/kv, /dashboard, /version, /tokenize, /detokenize, /apply-template.
+ * The completion routes live in comp.c.  A path that no row names is a
+ * 404; a known path with another method a 405
  * (with Allow).
  *
  * Each row's access column says who may call it (auth.h): PUBLIC (only
@@ -130,6 +131,33 @@ static void route_tokenize(struct srv *s, struct http_conn *c, const struct http
     folio_buf_puts(&b, "}\n");
     folio_free(ids);
     respond_buf(c, 200, "application/json", &b);
+}
+
+/* POST /apply-template (llama-server's): a chat completion body's
+ * messages (and tools) rendered with the model's chat template, as
+ * /v1/chat/completions would prompt the model: {"prompt": text}.  The
+ * body is validated as a chat completion's; nothing is generated. */
+static void route_apply_template(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                                 const struct srv_caller *who)
+{
+    (void)who;
+    struct srv_api_error e;
+    struct srv_comp_params p = {0};
+    if (srv_chat_parse(rq->body, rq->body_len, &s->mi, s->chat_tmpl, srv_tokenize_hook, s, &p,
+                       &e)) {
+        http_error(c, &e, NULL);
+        srv_comp_params_free(&p);
+        return;
+    }
+    if (!srv_unknown_fields(s, c, "/apply-template", p.n_unknown, p.unknown)) {
+        const char *text = p.prompt_text && p.prompt_text[0] ? p.prompt_text[0] : "";
+        struct folio_buf b = {0};
+        folio_buf_puts(&b, "{\"prompt\":");
+        folio_buf_json_str(&b, text, strlen(text));
+        folio_buf_puts(&b, "}\n");
+        respond_buf(c, 200, "application/json", &b);
+    }
+    srv_comp_params_free(&p);
 }
 
 static void route_detokenize(struct srv *s, struct http_conn *c, const struct http_request *rq,
@@ -327,6 +355,7 @@ static const struct route {
     {HTTP_M_GET, "/version", SRV_ACCESS_TENANT, route_version},
     {HTTP_M_POST, "/tokenize", SRV_ACCESS_TENANT, route_tokenize},
     {HTTP_M_POST, "/detokenize", SRV_ACCESS_TENANT, route_detokenize},
+    {HTTP_M_POST, "/apply-template", SRV_ACCESS_TENANT, route_apply_template},
 };
 
 static void route(struct srv *s, struct http_conn *c, const struct http_request *rq);

@@ -176,6 +176,7 @@ endpoints=(
   "GET /dashboard"
   "POST /tokenize {\"prompt\":\"hi\"}"
   "POST /detokenize {\"tokens\":[1,2]}"
+  "POST /apply-template {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
   "GET /no-such-route"
   "DELETE /v1/kv"
 )

@@ -38,6 +38,19 @@ b=$(jq -r '[.[] | .choices[] | .delta.content // ""] | join("")' <<<"$ev")
 jq -e '.usage.prompt_tokens' <<<"$(jq '.[-1]' <<<"$ev")" | grep -qx "$n" || fail "stream usage prompt_tokens"
 ok "chat: non-stream == stream (seed), role, finish_reason, usage = token counts ($n prompt tokens)"
 
+# /apply-template: the same messages rendered, nothing generated; a bad
+# body is the chat route's 400
+at() { curl -s --unix-socket "$SOCK" -w '\n%{http_code}' --data-binary "$1" http://x/apply-template; }
+r=$(at "{\"messages\":$msgs}")
+[ "$(tail -n 1 <<<"$r")" = 200 ] && head -n -1 <<<"$r" | jq -e --arg p "$rendered" '.prompt == $p' >/dev/null ||
+  fail "/apply-template: $r"
+r=$(at '{"messages":[{"role":"user"}]}')
+[ "$(tail -n 1 <<<"$r")" = 400 ] && head -n -1 <<<"$r" | jq -e '.error.param == "messages"' >/dev/null ||
+  fail "/apply-template without content: $r"
+r=$(curl -s --unix-socket "$SOCK" -o /dev/null -w '%{http_code}' http://x/apply-template)
+[ "$r" = 405 ] || fail "GET /apply-template: $r"
+ok "/apply-template: the rendered conversation; 400 for a bad message, 405 for GET"
+
 # EOS (id 2 in the synthetic vocabulary) forced by logit_bias: stop, no text, counted
 r=$(chat "{\"messages\":$msgs,\"max_tokens\":5,\"logit_bias\":{\"2\":100}}")
 jq -e '.choices[0].finish_reason == "stop" and .choices[0].message.content == "" and .usage.completion_tokens == 1' <<<"$r" >/dev/null || fail "EOS: $r"
