@@ -754,21 +754,27 @@ static void expect_matrix(const char *what, const float *got, const float *src, 
 
 /* model__write_gguf of an in-memory model loads back bit-exactly (F32) or
  * as the F16 / BF16 / Q8_0 rounding of every matrix (norms stay exact). */
+/* The small model the write/load round trips use (M_* above). */
+static struct model_hparams m_hparams(void)
+{
+    return (struct model_hparams){.n_vocab = M_VOCAB,
+                                  .dim = M_DIM,
+                                  .n_layers = M_LAY,
+                                  .n_heads = M_HEADS,
+                                  .n_kv_heads = M_KV,
+                                  .head_dim = M_HD,
+                                  .ffn_dim = M_FFN,
+                                  .ctx_len = 256,
+                                  .norm_eps = 1e-5f,
+                                  .rope_base = 10000.0f,
+                                  .bos_id = 1,
+                                  .eos_id = 2};
+}
+
 static void test_write_load_roundtrip(void **state)
 {
     (void)state;
-    struct model_hparams hp = {.n_vocab = M_VOCAB,
-                               .dim = M_DIM,
-                               .n_layers = M_LAY,
-                               .n_heads = M_HEADS,
-                               .n_kv_heads = M_KV,
-                               .head_dim = M_HD,
-                               .ffn_dim = M_FFN,
-                               .ctx_len = 256,
-                               .norm_eps = 1e-5f,
-                               .rope_base = 10000.0f,
-                               .bos_id = 1,
-                               .eos_id = 2};
+    const struct model_hparams hp = m_hparams();
     struct model *src;
     assert_int_equal(model__alloc(&hp, &src), 0);
     model__fill_random(src, 99);
@@ -829,18 +835,7 @@ static void test_write_load_roundtrip(void **state)
 static void test_loader_split(void **state)
 {
     (void)state;
-    struct model_hparams hp = {.n_vocab = M_VOCAB,
-                               .dim = M_DIM,
-                               .n_layers = M_LAY,
-                               .n_heads = M_HEADS,
-                               .n_kv_heads = M_KV,
-                               .head_dim = M_HD,
-                               .ffn_dim = M_FFN,
-                               .ctx_len = 256,
-                               .norm_eps = 1e-5f,
-                               .rope_base = 10000.0f,
-                               .bos_id = 1,
-                               .eos_id = 2};
+    const struct model_hparams hp = m_hparams();
     struct model *src;
     assert_int_equal(model__alloc(&hp, &src), 0);
     model__fill_random(src, 5);
