@@ -912,10 +912,6 @@ static int open_parts(gguf_file_t *f, char *err, size_t errlen)
                 count, tail);
         return -EINVAL;
     }
-    if (!(f->parts = folio_calloc((size_t)count - 1, sizeof(*f->parts)))) {
-        set_err(err, errlen, f->path, "out of memory");
-        return -ENOMEM;
-    }
     char *path = folio_malloc(len + 1);
     if (!path) {
         set_err(err, errlen, f->path, "out of memory");
@@ -923,6 +919,7 @@ static int open_parts(gguf_file_t *f, char *err, size_t errlen)
     }
     int rc = 0;
     uint64_t n = (uint64_t)f->n_tensors;
+    size_t cap = 0; /* parts[] grows as parts open, not by the count claimed */
     for (uint64_t i = 1; i < count && !rc; i++) {
         snprintf(path, len + 1, "%.*s-%05" PRIu64 "-of-%05" PRIu64 ".gguf", (int)(len - tl),
                  f->path, i + 1, count);
@@ -931,6 +928,12 @@ static int open_parts(gguf_file_t *f, char *err, size_t errlen)
         char why[512];
         if ((rc = open_one(path, &p, why, sizeof(why)))) {
             set_err(err, errlen, f->path, "part %" PRIu64 " of %" PRIu64 ": %s", i + 1, count, why);
+            break;
+        }
+        if (grow((void **)&f->parts, &cap, (uint64_t)f->n_parts, sizeof(*f->parts))) {
+            gguf_close(p);
+            set_err(err, errlen, f->path, "out of memory");
+            rc = -ENOMEM;
             break;
         }
         f->parts[f->n_parts++] = p;

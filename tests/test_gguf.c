@@ -948,6 +948,23 @@ static void test_split(void **state)
     write_part(prefix, 0, 3, 5, 0, 2, NULL, 0);
     assert_int_equal(gguf_open(first, &f, err, sizeof(err)), 0);
     gguf_close(f);
+    /* every allocation of the three files' opening failing in turn: a clean
+     * -ENOMEM naming the first part, nothing leaked (ASan) */
+    bool done = false;
+    for (long k = 1; k < 1000 && !done; k++) {
+        folio_alloc_fail_at(k);
+        int rc = gguf_open(first, &f, err, sizeof(err));
+        folio_alloc_fail_at(0);
+        if (rc == 0) {
+            assert_int_equal(gguf_n_tensors(f), 5);
+            gguf_close(f);
+            done = true;
+        } else {
+            assert_int_equal(rc, -ENOMEM);
+            assert_non_null(strstr(err, first));
+        }
+    }
+    assert_true(done);
 }
 
 int main(void)
