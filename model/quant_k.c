@@ -414,7 +414,7 @@ float quant__asym_scale(const float *x, const float *qw, int n, int nmax, float 
  * neighbours (+-1 each) gives the least weighted squared error, its values
  * re-rounded at each.  On Gaussian blocks under spread weights
  * (test_quant) this cuts the error of Q2_K by 14%, Q4_K 7%, Q5_K 18%; on
- * `small` the KL divergence from F32 of Q2_K by 2.8%, Q4_K_M 2.0%, Q5_K_M
+ * `small` the KL divergence from F32 of Q2_K by 2.6%, Q4_K_M 2.0%, Q5_K_M
  * 6.9% (BENCHMARKS.md).  Q3_K and IQ4_XS keep their rounded codes: there
  * the search cut the error by about 1% and moved the KL divergence by less
  * than its noise. */
