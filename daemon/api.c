@@ -461,6 +461,11 @@ int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info
     cJSON *root = parse_root(body, len, err);
     if (!root)
         return -EINVAL;
+    if (cJSON_IsObject(root) && cJSON_GetObjectItemCaseSensitive(root, "messages")) {
+        tp->chat = true;
+        cJSON_Delete(root);
+        return 0;
+    }
     const cJSON *p = small_body(root, mi, want, tp, err);
     int rc = -EINVAL;
     if (p && !cJSON_IsString(p))

@@ -66,6 +66,8 @@ struct srv_comp_params {
     bool echo;                     /* completions: the prompt text starts each choice's text */
     int32_t *stop_ids;             /* owned; gen.stop_ids points here */
     bool chat_logprobs;            /* chat `logprobs` (gen.n_logprobs = top_logprobs, else 0) */
+    bool add_generation_prompt;    /* chat: the rendered text ends with the assistant's header
+                                      (vLLM's field; default true) */
     int32_t top_logprobs;          /* chat: 0..SAMPLER_MAX_TOP */
     bool top_logprobs_set;         /* given (implies logprobs) */
     int32_t prompt_logprobs;       /* -1, or 0..SAMPLER_MAX_TOP: the `prompt_logprobs` field
@@ -145,13 +147,16 @@ void srv_api_error_json(struct folio_buf *b, const struct srv_api_error *e);
 
 /* POST /tokenize {"prompt" | "content": "text"[, "model"][,
  * "add_special_tokens" (vLLM) | "add_special" (llama-server): bool,
- * default true: the model's BOS]}: *text (folio_free) gets the text.
+ * default true: the model's BOS]}: *text (folio_free) gets the text; a
+ * body with "messages" (vLLM's chat form) only sets tp->chat.
  * POST /detokenize {"tokens": [ids][, "model"]}: *ids (folio_free) and
  * *n.  Other fields are counted in *n_unknown (and named in unknown, cap
  * SRV_UNKNOWN_CAP bytes, may be NULL), as for completions.  0, or -EINVAL
  * with err filled. */
 struct srv_tok_params {
     char *text;       /* owned */
+    bool chat;        /* /tokenize's chat form (vLLM's): the body has "messages" and is a
+                         chat completion body; text is NULL (srv_chat_parse it) */
     bool add_special; /* the model's BOS (and EOS if it adds one) */
     int n_unknown;
     char unknown[SRV_UNKNOWN_CAP];

@@ -214,8 +214,9 @@ static int tools_system_message(const struct srv_tools *tools, const struct chat
  * *len bytes): a first try in need bytes, a second in what the first said
  * it takes.  0, -ENOMEM, or -EINVAL with *err (the template refused the
  * conversation). */
-static int render_conversation(int tmpl, const struct chat_msg *msgs, int n, size_t need,
-                               char **text_out, size_t *len_out, struct srv_api_error *err)
+static int render_conversation(int tmpl, const struct chat_msg *msgs, int n, bool gen_prompt,
+                               size_t need, char **text_out, size_t *len_out,
+                               struct srv_api_error *err)
 {
     int rc = 0;
     char *text = NULL;
@@ -227,8 +228,8 @@ static int render_conversation(int tmpl, const struct chat_msg *msgs, int n, siz
             rc = -ENOMEM;
             break;
         }
-        rc = chat_render((enum chat_template)tmpl, msgs, (size_t)n, true, text, need + 1, &len,
-                         rerr, sizeof(rerr));
+        rc = chat_render((enum chat_template)tmpl, msgs, (size_t)n, gen_prompt, text, need + 1,
+                         &len, rerr, sizeof(rerr));
         if (rc == -ENOSPC && attempt == 0) {
             need = len;
             rc = 0;
@@ -331,7 +332,7 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
     }
     size_t len = 0;
     if (!rc)
-        rc = render_conversation(tmpl, msgs, n, need, &text, &len, err);
+        rc = render_conversation(tmpl, msgs, n, p->add_generation_prompt, need, &text, &len, err);
     if (!rc) {
         rc = tok ? tok(tok_ctx, text, len, true, &toks, &n_toks) : -ENOSYS;
         if (rc == -ENOSYS)

@@ -111,6 +111,22 @@ static void route_tokenize(struct srv *s, struct http_conn *c, const struct http
         http_error(c, &e, NULL);
         return;
     }
+    if (tp.chat) { /* the tokens /v1/chat/completions would prompt the model with */
+        struct srv_comp_params p = {0};
+        if (srv_chat_parse(rq->body, rq->body_len, &s->mi, s->chat_tmpl, srv_tokenize_hook, s, &p,
+                           &e))
+            http_error(c, &e, NULL);
+        else if (!srv_unknown_fields(s, c, "/tokenize", p.n_unknown, p.unknown)) {
+            struct folio_buf b = {0};
+            folio_buf_printf(&b, "{\"count\":%d,\"max_model_len\":%d,\"tokens\":", p.prompt_lens[0],
+                             s->mi.ctx_len);
+            srv_render_token_ids(&b, p.prompts[0], p.prompt_lens[0]);
+            folio_buf_puts(&b, "}\n");
+            respond_buf(c, 200, "application/json", &b);
+        }
+        srv_comp_params_free(&p);
+        return;
+    }
     if (srv_unknown_fields(s, c, "/tokenize", tp.n_unknown, tp.unknown)) {
         folio_free(tp.text);
         return;

@@ -344,6 +344,21 @@ static void test_chat_render(void **state)
     assert_non_null(strstr(p.prompt_text[0], "<|start_header_id|>user<|end_header_id|>\n\nx"));
     assert_int_equal(p.gen.max_tokens, chat_mi.ctx_len - p.prompt_lens[0]);
     srv_comp_params_free(&p);
+
+    /* add_generation_prompt (vLLM's): false leaves the assistant's header
+     * off, null and true keep it; anything else is a 400 */
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":false}";
+    assert_int_equal(chat(b, CHAT_TMPL_CHATML, &p, &e), 0);
+    assert_string_equal(p.prompt_text[0], "<|im_start|>user\nx<|im_end|>\n");
+    srv_comp_params_free(&p);
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":null}";
+    assert_int_equal(chat(b, CHAT_TMPL_CHATML, &p, &e), 0);
+    assert_string_equal(p.prompt_text[0], "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+    srv_comp_params_free(&p);
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":1}";
+    assert_int_equal(chat(b, CHAT_TMPL_CHATML, &p, &e), -EINVAL);
+    assert_string_equal(e.param, "add_generation_prompt");
+    srv_comp_params_free(&p);
 }
 
 static void test_chat_bad(void **state)
@@ -529,6 +544,11 @@ static void test_tokenize_bodies(void **state)
     assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &tp, &e), 0);
     assert_false(tp.add_special);
     folio_free(tp.text);
+    /* vLLM's chat form: only flagged (the route parses it as a chat body) */
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"model\":\"m\"}";
+    assert_int_equal(srv_tokenize_parse(b, strlen(b), &mi, &tp, &e), 0);
+    assert_true(tp.chat);
+    assert_null(tp.text);
     const char *bad_tok[] = {"{}", "{\"prompt\":5}", "{\"content\":5}",
                              "[",  "\"s\"",          "{\"prompt\":\"a\",\"add_special\":1}"};
     for (size_t i = 0; i < sizeof(bad_tok) / sizeof(bad_tok[0]); i++) {
@@ -627,8 +647,13 @@ static void test_unknown_and_foreign_fields(void **state)
 static void test_table_rows_reach_engine(void **state)
 {
     (void)state;
-    static const char *const server_side[] = {"n",        "stream",       "echo",
-                                              "logprobs", "top_logprobs", "prompt_logprobs"};
+    static const char *const server_side[] = {"n",
+                                              "stream",
+                                              "echo",
+                                              "logprobs",
+                                              "top_logprobs",
+                                              "prompt_logprobs",
+                                              "add_generation_prompt"};
     size_t n_fields;
     const struct srv_field *f = srv_fields(&n_fields);
     int checked = 0;
@@ -646,9 +671,8 @@ static void test_table_rows_reach_engine(void **state)
             fail_msg("row '%s' lands neither in eng_gen nor in a server-side field", f[r].name);
         char value[64];
         double v = 0;
-        if (f[r].type == SRV_F_BOOL) {
-            assert_true(f[r].def == 0);
-            snprintf(value, sizeof(value), "true");
+        if (f[r].type == SRV_F_BOOL) { /* the other value than the default */
+            snprintf(value, sizeof(value), "%s", f[r].def ? "false" : "true");
         } else {
             double hi = f[r].hi_from == SRV_HI_CTX     ? 64
                         : f[r].hi_from == SRV_HI_VOCAB ? 100
@@ -700,7 +724,7 @@ static void test_table_rows_reach_engine(void **state)
                 memcpy(&x, b, 8);
                 assert_true(x == (int64_t)v);
             } else
-                assert_true(*b);
+                assert_true(*b == (f[r].def == 0));
             srv_comp_params_free(&pd);
             srv_comp_params_free(&pm);
             checked++;

@@ -49,7 +49,15 @@ r=$(at '{"messages":[{"role":"user"}]}')
   fail "/apply-template without content: $r"
 r=$(curl -s --unix-socket "$SOCK" -o /dev/null -w '%{http_code}' http://x/apply-template)
 [ "$r" = 405 ] || fail "GET /apply-template: $r"
-ok "/apply-template: the rendered conversation; 400 for a bad message, 405 for GET"
+r=$(at "{\"messages\":$msgs,\"add_generation_prompt\":false}")
+head -n -1 <<<"$r" | jq -e --arg p "${rendered%<|im_start|>assistant$'\n'}" '.prompt == $p' >/dev/null ||
+  fail "/apply-template without the generation prompt: $r"
+ok "/apply-template: the rendered conversation (add_generation_prompt: false leaves the assistant's header off); 400 for a bad message, 405 for GET"
+# /tokenize's chat form (vLLM's): the chat route's prompt tokens
+r=$(curl -s --unix-socket "$SOCK" --data-binary "{\"messages\":$msgs}" http://x/tokenize)
+jq -e --argjson n "$n" '.count == $n and (.tokens | length) == $n' <<<"$r" >/dev/null ||
+  fail "/tokenize with messages: $r (want $n tokens)"
+ok "/tokenize with messages: the $n tokens the chat completion was prompted with"
 
 # EOS (id 2 in the synthetic vocabulary) forced by logit_bias: stop, no text, counted
 r=$(chat "{\"messages\":$msgs,\"max_tokens\":5,\"logit_bias\":{\"2\":100}}")
