@@ -143,7 +143,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (op == 2) {
         struct srv_tok_params tp = {0};
         rc = srv_tokenize_parse(body, n, &mi, &tp, &e);
-        if (!rc)
+        if (!rc && tp.chat) { /* vLLM's chat form: the route parses it as a chat body */
+            CHECK(!tp.text);
+            struct srv_comp_params p;
+            rc = srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e);
+            if (!rc)
+                check_params(&p);
+            srv_comp_params_free(&p);
+        } else if (!rc)
             CHECK(tp.text && folio_utf8_valid(tp.text, strlen(tp.text)));
         folio_free(tp.text);
     } else {
