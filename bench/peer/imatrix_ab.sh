@@ -29,10 +29,8 @@ build=${FOLIO_BUILD:-$root/build-rel}
 threads=${THREADS:-2}
 folio=$build/tools/folio
 
-if [ ! -x "$folio" ]; then
-  meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null
-  ninja -C "$build"
-fi
+. "$here/folio_build.sh"
+folio_build
 . "$here/llama_build.sh"
 [ -n "${LLAMA_QUANTIZE:-}" ] || LLAMA_QUANTIZE=$(llama_tool llama-quantize)
 [ -n "${LLAMA_IMATRIX:-}" ] || LLAMA_IMATRIX=$(llama_tool llama-imatrix)
@@ -43,10 +41,7 @@ trap 'rm -rf "$tmp"' EXIT
   -o "$tmp/im-folio.gguf" | tail -n 1
 "$LLAMA_IMATRIX" -m "$model" -f "$calib" -c 512 -t "$threads" -o "$tmp/im-llama.gguf" \
   >"$tmp/llama-imatrix.log" 2>&1
-kl() { # FILE: "kld same_top"
-  "$folio" perplexity --model "$1" --base "$model" --file "$eval_text" --ctx 512 \
-    --threads "$threads" --json | jq -r '"\(.kld) \(.same_top)"'
-}
+kl() { folio_kld "$1" "$model" "$eval_text"; } # FILE: "kld same_top"
 printf '%-8s %-34s %10s %9s\n' type file KLD "same top"
 for t in "${types[@]}"; do
   # a mix that needs an importance matrix (q2_k_s) is refused without one

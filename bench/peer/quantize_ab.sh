@@ -27,20 +27,15 @@ build=${FOLIO_BUILD:-$root/build-rel}
 threads=${THREADS:-2}
 folio=$build/tools/folio
 
-if [ ! -x "$folio" ]; then
-  meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null
-  ninja -C "$build"
-fi
+. "$here/folio_build.sh"
+folio_build
 . "$here/llama_build.sh"
 [ -n "${LLAMA_QUANTIZE:-}" ] || LLAMA_QUANTIZE=$(llama_tool llama-quantize)
 
 tmp=$(mktemp -d /tmp/folio-qab.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 secs() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
-kl() { # FILE: "kld same_top"
-  "$folio" perplexity --model "$1" --base "$model" --file "$text" --ctx 512 --threads "$threads" \
-    --json | jq -r '"\(.kld) \(.same_top)"'
-}
+kl() { folio_kld "$1" "$model" "$text"; } # FILE: "kld same_top"
 printf '%-8s %12s %12s %9s %9s %8s %8s %7s %7s\n' type "llama KLD" "folio KLD" "llama top" \
   "folio top" "llama MB" "folio MB" "llama s" "folio s"
 for t in "${types[@]}"; do

@@ -28,10 +28,8 @@ build=${FOLIO_BUILD:-$root/build-rel}
 threads=${THREADS:-2}
 read -r -a foliod_args <<<"${FOLIOD_ARGS:-}"
 
-if [ ! -x "$build/daemon/foliod" ]; then
-  meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null
-  ninja -C "$build"
-fi
+. "$here/folio_build.sh"
+folio_build
 
 . "$here/llama_build.sh"
 [ -n "${LLAMA_SERVER:-}" ] || LLAMA_SERVER=$(llama_tool llama-server)
