@@ -22,6 +22,8 @@
  *   xs  [L][D]        = rmsnorm(x[the logit rows]) * out_norm: the last row
  *                       of each sampling slice, every row of an all_logits one
  *   logits [L][V]     = xs · outputᵀ                    (one product, those rows only)
+ *   hidden [H][D]     = rmsnorm(x[every row of a hidden slice]) * out_norm
+ *                       (model_forward_hidden's output: embeddings)
  *
  * Every product goes through the matmul layer (model/matmul.h), whose
  * weights the ctx registers, and so prepares, once at model_ctx_new in the
@@ -106,6 +108,8 @@ struct model_ctx {
     int32_t *tok_slice;     /* slice of each token */
     struct attn_seq *aseqs; /* [max_slices] */
     int32_t *sample_rows;   /* [max_logits] rows whose logits are wanted */
+    int32_t *hidden_rows;   /* [max_tokens] rows of hidden slices */
+    int32_t n_hidden;       /* this step's */
     float *xs;              /* [max_logits][D] */
     double *inv_freq;       /* [d/2] base^(-2i/d) */
     double *rope_mix;       /* [d/2] YaRN's extrapolation share of angle i */
@@ -564,10 +568,11 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     ctx->tok_slice = folio_malloc(T * sizeof(int32_t));
     ctx->aseqs = folio_malloc(S * sizeof(struct attn_seq));
     ctx->sample_rows = folio_malloc(R * sizeof(int32_t));
+    ctx->hidden_rows = folio_malloc(T * sizeof(int32_t));
     ctx->inv_freq = folio_malloc(d / 2 * sizeof(double));
     ctx->rope_mix = folio_malloc(d / 2 * sizeof(double));
     if (!ctx->arena || !ctx->tok_pos || !ctx->tok_slice || !ctx->aseqs || !ctx->sample_rows ||
-        !ctx->inv_freq || !ctx->rope_mix)
+        !ctx->hidden_rows || !ctx->inv_freq || !ctx->rope_mix)
         goto fail;
     float *p = ctx->arena;
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(sizes); i++) {
@@ -662,6 +667,7 @@ void model_ctx_free(model_ctx_t *ctx)
     folio_free(ctx->tok_slice);
     folio_free(ctx->aseqs);
     folio_free(ctx->sample_rows);
+    folio_free(ctx->hidden_rows);
     folio_free(ctx->inv_freq);
     folio_free(ctx->rope_mix);
     folio_free(ctx);
@@ -670,8 +676,8 @@ void model_ctx_free(model_ctx_t *ctx)
 /* ---- forward ---------------------------------------------------------- */
 
 /* Checks b against the ctx's limits and the model; fills the per-token
- * position/slice tables, the attention slices and the sampling rows.
- * Returns the number of logit rows or -EINVAL. */
+ * position/slice tables, the attention slices, the sampling rows and the
+ * hidden rows.  Returns the number of logit rows or -EINVAL. */
 static int prepare(struct model_ctx *ctx, const struct model_batch *b)
 {
     const struct model_hparams *hp = &ctx->m->hp;
@@ -680,6 +686,7 @@ static int prepare(struct model_ctx *ctx, const struct model_batch *b)
         b->n_slices > ctx->cfg.max_slices || !b->tokens || !b->slices)
         return -EINVAL;
     int32_t row = 0, n_sample = 0;
+    ctx->n_hidden = 0;
     for (int32_t s = 0; s < b->n_slices; s++) {
         const struct model_slice *sl = &b->slices[s];
         if (sl->n_tokens < 1 || sl->first_pos < 0 || !sl->block_table ||
@@ -703,6 +710,9 @@ static int prepare(struct model_ctx *ctx, const struct model_batch *b)
         ctx->aseqs[s] = (struct attn_seq){
             .q_row = row, .n_q = sl->n_tokens, .p0 = sl->first_pos, .block_table = sl->block_table};
         const int32_t first = sl->all_logits ? row : row + sl->n_tokens - 1;
+        if (sl->hidden)
+            for (int32_t r = row; r < row + sl->n_tokens; r++)
+                ctx->hidden_rows[ctx->n_hidden++] = r;
         row += sl->n_tokens;
         if (!sl->sample && !sl->all_logits)
             continue;
@@ -718,12 +728,18 @@ static int prepare(struct model_ctx *ctx, const struct model_batch *b)
 
 int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
 {
+    return model_forward_hidden(ctx, b, logits, NULL);
+}
+
+int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *logits,
+                         float *hidden)
+{
     const struct model *m = ctx->m;
     const struct model_hparams *hp = &m->hp;
     int n_sample = prepare(ctx, b);
     if (n_sample < 0)
         return n_sample;
-    if (n_sample > 0 && !logits)
+    if ((n_sample > 0 && !logits) || (ctx->n_hidden > 0 && !hidden))
         return -EINVAL;
     const int32_t n = b->n_tokens, D = hp->dim, F = hp->ffn_dim, d = hp->head_dim;
     ctx->stats.steps++;
@@ -804,6 +820,11 @@ int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits)
         act_add(ctx, l, MODEL_ACT_FFN_HIDDEN, ctx->gu, 2 * F, n);
         /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
         gemm(ctx, id[MM_DOWN], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);
+    }
+    if (ctx->n_hidden > 0) {
+        j.n = ctx->n_hidden, j.rows = ctx->hidden_rows;
+        j.src = ctx->x, j.dst = hidden, j.w = m->out_norm;
+        run_other(ctx, job_rmsnorm, &j);
     }
     if (n_sample == 0)
         return 0;

@@ -146,7 +146,10 @@ static void ref_head_norm(double *x, const float *w, int32_t d, float eps)
 }
 
 /* logits[n][V] of every position of tokens[0..n) run from position 0. */
-static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n, double *logits)
+/* Every position's logits [n][n_vocab], and (hidden not NULL) its final
+ * hidden state [n][dim]: the output norm's. */
+static void ref_forward_h(const struct model *m, const int32_t *tokens, int32_t n, double *logits,
+                          double *hidden)
 {
     const struct model_hparams *hp = &m->hp;
     const int32_t D = hp->dim, d = hp->head_dim, Hq = hp->n_heads, Hk = hp->n_kv_heads;
@@ -219,9 +222,16 @@ static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n,
     for (int32_t t = 0; t < n; t++) {
         ref_rmsnorm(xb, x + (size_t)t * D, m->out_norm, D, hp->norm_eps);
         ref_matvec(logits + (size_t)t * hp->n_vocab, model__f32(&m->output), xb, hp->n_vocab, D);
+        if (hidden)
+            memcpy(hidden + (size_t)t * D, xb, sizeof(double) * D);
     }
     free(x), free(K), free(V), free(xb), free(qkv), free(att), free(o), free(gu), free(sc);
     free(Q);
+}
+
+static void ref_forward(const struct model *m, const int32_t *tokens, int32_t n, double *logits)
+{
+    ref_forward_h(m, tokens, n, logits, NULL);
 }
 
 /* ---- paged KV arena made by hand ------------------------------------- */
@@ -299,7 +309,7 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
                            enum folio_dtype dt, int32_t block_size, int32_t n_seqs,
                            const int32_t *len, int32_t chunk, int n_threads, int blas_threads)
 {
-    const int32_t V = m->hp.n_vocab;
+    const int32_t V = m->hp.n_vocab, D = m->hp.dim;
     int32_t max_len = 0, total = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         max_len = FOLIO_MAX(max_len, len[s]);
@@ -309,11 +319,13 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
     arena_init(&a, m, dt, block_size, n_seqs, max_len);
     int32_t **tok = malloc(sizeof(int32_t *) * n_seqs);
     double **ref = malloc(sizeof(double *) * n_seqs);
+    double **ref_h = malloc(sizeof(double *) * n_seqs);
     for (int32_t s = 0; s < n_seqs; s++) {
         tok[s] = malloc(sizeof(int32_t) * len[s]);
         random_tokens(tok[s], len[s], V);
         ref[s] = malloc(sizeof(double) * (size_t)len[s] * V);
-        ref_forward(ref_m, tok[s], len[s], ref[s]);
+        ref_h[s] = malloc(sizeof(double) * (size_t)len[s] * D);
+        ref_forward_h(ref_m, tok[s], len[s], ref[s], ref_h[s]);
     }
     model_ctx_t *ctx;
     struct model_ctx_config cfg = {.max_tokens = total,
@@ -331,7 +343,9 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
     struct model_slice *sl = malloc(sizeof(*sl) * n_seqs);
     int32_t *sl_seq = malloc(sizeof(int32_t) * n_seqs);
     float *logits = malloc(sizeof(float) * (size_t)total * V);
+    float *hidden = malloc(sizeof(float) * (size_t)total * D);
     double worst = 0;
+    int32_t n_hidden = 0;
     for (;;) {
         struct model_batch b = {.tokens = btok, .slices = sl};
         for (int32_t s = 0; s < n_seqs; s++) {
@@ -345,7 +359,8 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
                                                   .n_tokens = c,
                                                   .block_table = arena_table(&a, s),
                                                   .sample = rnd() % 8 != 0,
-                                                  .all_logits = rnd() % 4 == 0};
+                                                  .all_logits = rnd() % 4 == 0,
+                                                  .hidden = rnd() % 3 == 0};
             sl_seq[b.n_slices++] = s;
             b.n_tokens += c;
             done[s] += c;
@@ -358,7 +373,13 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
                 break;
             continue;
         }
-        assert_int_equal(model_forward(ctx, &b, logits), 0);
+        assert_int_equal(model_forward_hidden(ctx, &b, logits, hidden), 0);
+        /* hidden slices: every token's final hidden state, slice after slice */
+        for (int32_t i = 0, h = 0; i < b.n_slices; i++)
+            for (int32_t j = 0; sl[i].hidden && j < sl[i].n_tokens; j++, h++, n_hidden++) {
+                const double *want = ref_h[sl_seq[i]] + (size_t)(sl[i].first_pos + j) * D;
+                worst = FOLIO_MAX(worst, max_abs_diff(hidden + (size_t)h * D, want, D));
+            }
         int32_t k = 0;
         for (int32_t i = 0; i < b.n_slices; i++) {
             if (!sl[i].sample && !sl[i].all_logits)
@@ -375,10 +396,12 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
     model_ctx_stats_get(ctx, &st);
     assert_int_equal(st.attn_ref_layers, 0); /* the fast kernel ran every layer */
     assert_int_equal(st.tokens, (uint64_t)total);
+    assert_true(n_hidden <= total);
     model_ctx_free(ctx);
     for (int32_t s = 0; s < n_seqs; s++)
-        free(tok[s]), free(ref[s]);
-    free(tok), free(ref), free(done), free(btok), free(sl), free(sl_seq), free(logits);
+        free(tok[s]), free(ref[s]), free(ref_h[s]);
+    free(tok), free(ref), free(ref_h), free(done), free(btok), free(sl), free(sl_seq);
+    free(logits), free(hidden);
     arena_free(&a);
     return worst;
 }
@@ -631,6 +654,12 @@ static void test_invalid_batches(void **state)
     sl[0].all_logits = true; /* 4 + 1 logit rows; max_logits is max_slices, 2 */
     assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
     sl[0].all_logits = false;
+    sl[0].hidden = true; /* hidden rows with nowhere to put them */
+    assert_int_equal(model_forward(ctx, &ok, logits), -EINVAL);
+    float *hidden = malloc(sizeof(float) * 8 * m->hp.dim);
+    assert_int_equal(model_forward_hidden(ctx, &ok, logits, hidden), 0);
+    free(hidden);
+    sl[0].hidden = false;
 
     /* a ctx whose KV geometry does not match the model */
     struct pager_kv_view bad = a.kv;

@@ -146,6 +146,11 @@ struct model_slice {
      * prompt log-probabilities); sample is then implied.  The batch's
      * logit rows must fit the ctx's max_logits. */
     bool all_logits;
+    /* produce the final hidden state (the output norm's, which the logits
+     * are a product of) of every token of the slice, in order, as rows of
+     * model_forward_hidden's output; no logits for them (sample still
+     * gives the last token's) */
+    bool hidden;
 };
 
 /* tokens: [n_tokens] laid out slice after slice. */
@@ -242,6 +247,11 @@ void model_ctx_run(model_ctx_t *ctx, pool_fn fn, void *arg);
  * sampling slice (its last token), one per token for an all_logits slice.
  * Never allocates.  -EINVAL for a batch beyond the ctx's limits. */
 int model_forward(model_ctx_t *ctx, const struct model_batch *b, float *logits);
+/* model_forward, and for every token of the batch's hidden slices, slice
+ * after slice, its final hidden state: hidden [rows][dim] (embeddings).
+ * A batch with hidden slices and a NULL hidden: -EINVAL. */
+int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *logits,
+                         float *hidden);
 
 /* Cumulative time a ctx spent, by kind of work, since model_ctx_new.
  * Read it from the thread that runs model_forward (or between steps). */
