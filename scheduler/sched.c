@@ -17,7 +17,9 @@
  *   struct req ─ samples[n]: stream[cap] = prompt ++ generated tokens,
  *                            len (= n_prompt + generated), computed,
  *                            seq (pager_seq or NULL), finish reason;
- *                plp_done: prompt positions whose logits rows went out
+ *                plp_done: prompt positions whose rows went out (prompt
+ *                logits or hidden states: positions [plp_done, plp_end)
+ *                are still owed)
  *
  * Invariants (sched_check walks them):
  *   - each request is on exactly one list, the one its `queue` names;
@@ -28,12 +30,13 @@
  *     in flight, the step's tokens of that sample; computed < len;
  *   - finished samples hold nothing; running_seqs = sum of live samples
  *     over running requests <= max_seqs;
- *   - a request that still owes prompt logits (prompt_logits, plp_done <
- *     n_prompt - 1) has computed no position past plp_done on sample 0
- *     (cached prefixes are cut there), so every owed row gets computed;
+ *   - a request that still owes prompt rows (plp_done < plp_end: prompt
+ *     logits, or hidden states) has computed no position past plp_done on
+ *     sample 0 (cached prefixes are cut there), so every owed row gets
+ *     computed;
  *   - a step has <= max_batch_tokens tokens and <= max_seqs slices, its
- *     logits rows follow slice order, and its all_logits slices hold <=
- *     max_prompt_logits tokens.
+ *     logits rows follow slice order, its all_logits slices hold <=
+ *     max_prompt_logits tokens, its hidden rows follow slice order.
  *
  * Threading: none (see the header).  Nothing referenced by the batch is
  * freed before sched_step_commit: aborts are only applied at commit or at
@@ -76,8 +79,9 @@ struct req {
     bool ignore_eos, forked, aborted, ever_admitted, done_pending;
     bool sample_aborts; /* some sample is marked aborted, not yet reclaimed */
     int32_t cached;     /* prefix-cache hit of the first admission (sample 0) */
-    bool prompt_logits; /* wants prompt log-probabilities ... */
-    int32_t plp_done;   /* ... and has been delivered positions [0, plp_done) */
+    bool prompt_logits; /* wants prompt log-probabilities (else hidden states) ... */
+    int32_t plp_end;    /* ... of positions below this (0: none) ... */
+    int32_t plp_done;   /* ... and has been delivered them below this */
     const void *sampling;
     void *user;
     uint64_t arrival_ns;
@@ -136,6 +140,7 @@ struct sched {
     int32_t *scratch_chunks;    /* [max_seqs] */
     int32_t n_tokens, n_slices, n_sample;
     int32_t n_logits, n_plp; /* logits rows; prompt rows to deliver */
+    int32_t n_hidden;        /* hidden-state rows (tokens of hidden slices) */
     int32_t plp_tokens;      /* tokens of all_logits slices (<= max_prompt_logits) */
     struct sched_stats st;
 };
@@ -470,7 +475,9 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
 {
     if (!p->prompt || p->n_prompt < 1 || p->max_tokens < 1 || p->n < 1 || p->n > s->cfg.max_seqs ||
         p->n_stop < 0 || (p->n_stop && !p->stop_ids) ||
-        (p->prompt_logits && s->cfg.max_prompt_logits < 1))
+        (p->prompt_logits && s->cfg.max_prompt_logits < 1) ||
+        (p->hidden_hi && (p->prompt_logits || p->n != 1 || p->hidden_lo < 0 ||
+                          p->hidden_lo >= p->hidden_hi || p->hidden_hi > p->n_prompt)))
         return -EINVAL;
     if (p->n_prompt >= s->cfg.max_ctx)
         return -E2BIG;
@@ -525,6 +532,8 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
     r->ignore_eos = p->ignore_eos;
     r->forked = p->n == 1;
     r->prompt_logits = p->prompt_logits;
+    r->plp_end = p->prompt_logits ? p->n_prompt - 1 : p->hidden_hi;
+    r->plp_done = p->prompt_logits ? 0 : p->hidden_lo;
     s->n_unforked += !r->forked;
     r->sampling = p->sampling;
     r->user = p->user;
@@ -790,17 +799,20 @@ static bool sample_live(const struct req *r, int32_t i)
     return r->samples[i].fin == SCHED_FINISH_NONE && (r->forked || i == 0);
 }
 
-/* Prompt log-probabilities: sample i of r still owes rows (only sample 0
- * computes prompt positions below n_prompt - 1). */
+/* Prompt rows (log-probabilities or hidden states): sample i of r still
+ * owes some (only sample 0 computes prompt positions below n_prompt - 1;
+ * a request with hidden states has no other sample). */
 static bool plp_pending(const struct req *r, int32_t i)
 {
-    return r->prompt_logits && i == 0 && r->plp_done < r->n_prompt - 1;
+    return i == 0 && r->plp_done < r->plp_end;
 }
 
-/* Most tokens sample i of r may compute this step under max_prompt_logits. */
+/* Most tokens sample i of r may compute this step under max_prompt_logits
+ * (hidden rows have no cap: the step's hidden output holds every token). */
 static int32_t plp_cap(const sched_t *s, const struct req *r, int32_t i)
 {
-    return plp_pending(r, i) ? s->cfg.max_prompt_logits - s->plp_tokens : INT32_MAX;
+    return r->prompt_logits && plp_pending(r, i) ? s->cfg.max_prompt_logits - s->plp_tokens
+                                                 : INT32_MAX;
 }
 
 /* Stream tokens a cached-prefix lookup of sample i may cover: positions
@@ -831,18 +843,26 @@ static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
     sl->n_tokens = n;
     sl->block_table = pager_seq_block_table(sm->seq, NULL);
     sl->sample = sample;
-    /* prompt log-probabilities: every row of a slice that reaches an
-     * undelivered position below n_prompt - 1 */
-    sl->all_logits = plp_pending(r, i) && first < r->n_prompt - 1 && first + n > r->plp_done;
-    int32_t logits_row = -1, plp_first = 0, plp_n = 0;
+    /* prompt rows: every row of a slice that reaches an undelivered
+     * position below plp_end, logits or hidden states */
+    bool owed = plp_pending(r, i) && first < r->plp_end && first + n > r->plp_done;
+    sl->all_logits = owed && r->prompt_logits;
+    sl->hidden = owed && !r->prompt_logits;
+    int32_t logits_row = -1, plp_first = 0, plp_n = 0, hid_first = 0, hid_n = 0, hid_row = -1;
     if (sl->all_logits) {
         s->plp_tokens += n;
         s->n_logits += n;
         logits_row = s->n_logits - 1;
         plp_first = FOLIO_MAX(first, r->plp_done);
-        plp_n = FOLIO_MIN(first + n, r->n_prompt - 1) - plp_first;
+        plp_n = FOLIO_MIN(first + n, r->plp_end) - plp_first;
     } else if (sample) {
         logits_row = s->n_logits++;
+    }
+    if (sl->hidden) {
+        hid_row = s->n_hidden;
+        s->n_hidden += n;
+        hid_first = FOLIO_MAX(first, r->plp_done);
+        hid_n = FOLIO_MIN(first + n, r->plp_end) - hid_first;
     }
     bool decode = n == 1 && first >= r->n_prompt;
     s->info[k] = (struct sched_slice){
@@ -856,6 +876,9 @@ static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
         .plp_first = plp_first,
         .plp_n = plp_n,
         .plp_index = s->n_plp,
+        .hid_first = hid_first,
+        .hid_n = hid_n,
+        .hid_row = hid_row,
         .prefill = !decode,
         .stream = sample ? sm->stream : NULL,
         .n_prompt = r->n_prompt,
@@ -1378,6 +1401,7 @@ static void plan_output(sched_t *s, struct sched_batch *out, int preempted, int3
     out->n_sample = s->n_sample;
     out->n_logits = s->n_logits;
     out->n_plp = s->n_plp;
+    out->n_hidden = s->n_hidden;
     for (int32_t k = 0; k < s->n_slices; k++) {
         if (s->info[k].prefill)
             out->n_prefill_tokens += s->slices[k].n_tokens;
@@ -1397,7 +1421,7 @@ static void plan_undo(sched_t *s)
         sm->step_n = 0;
     }
     s->n_tokens = s->n_slices = s->n_sample = 0;
-    s->n_logits = s->n_plp = s->plp_tokens = 0;
+    s->n_logits = s->n_plp = s->plp_tokens = s->n_hidden = 0;
 }
 
 int sched_step_plan(sched_t *s, struct sched_batch *out)
@@ -1408,7 +1432,7 @@ int sched_step_plan(sched_t *s, struct sched_batch *out)
     reap_aborted(s);
     s->step_no++;
     s->n_tokens = s->n_slices = s->n_sample = 0;
-    s->n_logits = s->n_plp = s->plp_tokens = 0;
+    s->n_logits = s->n_plp = s->plp_tokens = s->n_hidden = 0;
     int32_t budget = s->cfg.max_batch_tokens;
     int preempted = 0, rc = 0;
     int32_t n_admitted = 0;
@@ -1458,8 +1482,11 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
         sm->computed = sl->first_pos + sl->n_tokens;
         sm->step_n = 0;
         pager_seq_mark_computed(s->pg, sm->seq, sm->computed);
-        if (sl->all_logits && !r->aborted) /* the backend delivered them before this call */
+        /* the backend delivered the slice's prompt rows before this call */
+        if (sl->all_logits && !r->aborted)
             r->plp_done = FOLIO_MAX(r->plp_done, s->info[k].plp_first + s->info[k].plp_n);
+        if (sl->hidden && !r->aborted)
+            r->plp_done = FOLIO_MAX(r->plp_done, s->info[k].hid_first + s->info[k].hid_n);
         if (!sl->sample || r->aborted || sm->aborted)
             continue;
         int32_t tok = sampled[s->info[k].sample_row];
@@ -1498,7 +1525,7 @@ int sched_step_commit(sched_t *s, const int32_t *sampled, int32_t n_sampled)
     }
     s->in_flight = false;
     s->n_tokens = s->n_slices = s->n_sample = 0;
-    s->n_logits = s->n_plp = s->plp_tokens = 0;
+    s->n_logits = s->n_plp = s->plp_tokens = s->n_hidden = 0;
     reap_aborted(s);
     die_if_broken(s);
     return 0;
@@ -1655,7 +1682,7 @@ int sched_check(const sched_t *s, char *msg, size_t len)
                 return fail(msg, len, "sample %llu/%d: pager has fewer computed tokens",
                             (unsigned long long)r->id, i);
             if (plp_pending(r, i) && sm->computed > r->plp_done)
-                return fail(msg, len, "sample %llu/%d: computed %d past its prompt logits (%d)",
+                return fail(msg, len, "sample %llu/%d: computed %d past its prompt rows (%d)",
                             (unsigned long long)r->id, i, sm->computed, r->plp_done);
             if (plen > sm->len ||
                 memcmp(pager_seq_tokens(sm->seq), sm->stream, (size_t)plen * sizeof(int32_t)))
@@ -1684,7 +1711,7 @@ int sched_check(const sched_t *s, char *msg, size_t len)
                         t->n_running, t->n_preempted, t->running_seqs, tr, tp, tseq);
     }
     if (s->in_flight) {
-        int32_t n = 0, ns = 0, rows = 0, all = 0, plp = 0;
+        int32_t n = 0, ns = 0, rows = 0, all = 0, plp = 0, hid = 0;
         for (int32_t k = 0; k < s->n_slices; k++) {
             const struct model_slice *sl = &s->slices[k];
             const struct sched_slice *in = &s->info[k];
@@ -1701,10 +1728,18 @@ int sched_check(const sched_t *s, char *msg, size_t len)
                                in->plp_first + in->plp_n > in->n_prompt - 1)))
                 return fail(msg, len, "slice %d: logits row %d, prompt rows %d+%d at %d", k,
                             in->logits_row, in->plp_first, in->plp_n, in->plp_index);
+            if (in->hid_row != (sl->hidden ? hid : -1) || in->hid_n < 0 ||
+                (sl->hidden && in->hid_n < 1) || (!sl->hidden && in->hid_n) ||
+                (in->hid_n && (in->hid_first < sl->first_pos ||
+                               in->hid_first + in->hid_n > sl->first_pos + sl->n_tokens ||
+                               in->hid_first + in->hid_n > in->n_prompt)))
+                return fail(msg, len, "slice %d: hidden row %d, prompt rows %d+%d", k, in->hid_row,
+                            in->hid_first, in->hid_n);
             plp += in->plp_n;
+            hid += sl->hidden ? sl->n_tokens : 0;
         }
         if (n != s->n_tokens || n > s->cfg.max_batch_tokens || s->n_slices > s->cfg.max_seqs ||
-            ns != s->n_sample || rows != s->n_logits || plp != s->n_plp ||
+            ns != s->n_sample || rows != s->n_logits || plp != s->n_plp || hid != s->n_hidden ||
             all > s->cfg.max_prompt_logits)
             return fail(msg, len,
                         "step: %d tokens (budget %d), %d slices, %d samples, %d logits rows, "

@@ -605,6 +605,105 @@ static void test_prompt_logits(void **state)
     h_free(&h);
 }
 
+/* Hidden states (embeddings): every position of [lo, hi) delivered once,
+ * in order, through hidden slices that need no logits rows (so
+ * max_prompt_logits does not cap them); no cached prefix adopted past
+ * the positions still owed, so a mean over the whole prompt computes it
+ * all while the last position alone takes the cache; a preemption in the
+ * middle resumes after the delivered rows. */
+static void test_hidden_states(void **state)
+{
+    (void)state;
+    struct harness h;
+    struct sched_config c = base_cfg(256, 8);
+    c.max_prompt_logits = 32;
+    h_init(&h, 64, 16, &c);
+    int32_t prompt[100];
+    h_prompt(prompt, 100, 5, h.vocab);
+    int plain = add_simple(&h, 100, 2, 1, 0, 5); /* same prompt: fills the cache */
+    h_drain(&h, 100);
+    assert_true(h.reqs[plain].done);
+    static const struct {
+        int32_t lo, hi, first_pos, hid_first, hid_n;
+    } cases[] = {
+        {0, 100, 0, 0, 100},  /* mean: nothing adopted, all 100 rows in one step */
+        {99, 100, 96, 99, 1}, /* last: the cached 96 adopted, one row */
+        {0, 1, 0, 0, 1},      /* first: nothing adopted (position 0 is owed) */
+        {40, 70, 32, 40, 30}, /* a middle span: the cache up to its start */
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct h_params p = {.prompt = prompt,
+                             .n_prompt = 100,
+                             .max_tokens = 1,
+                             .eos_id = -1,
+                             .seed = 5,
+                             .hidden_lo = cases[k].lo,
+                             .hidden_hi = cases[k].hi};
+        int r = h_add(&h, &p);
+        assert_true(r >= 0);
+        struct sched_batch b;
+        assert_int_equal(h_step_ex(&h, &b, NULL), 0);
+        assert_int_equal(b.mb.n_slices, 1);
+        assert_int_equal(b.mb.slices[0].first_pos, cases[k].first_pos);
+        assert_int_equal(b.mb.slices[0].n_tokens, 100 - cases[k].first_pos);
+        assert_true(b.mb.slices[0].hidden && b.mb.slices[0].sample);
+        assert_false(b.mb.slices[0].all_logits);
+        assert_int_equal(b.n_logits, 1); /* the sampled row only */
+        assert_int_equal(b.n_hidden, 100 - cases[k].first_pos);
+        assert_int_equal(b.info[0].hid_row, 0);
+        assert_int_equal(b.info[0].hid_first, cases[k].hid_first);
+        assert_int_equal(b.info[0].hid_n, cases[k].hid_n);
+        assert_true(h.reqs[r].done); /* max_tokens 1: done at that commit */
+        assert_int_equal(h.reqs[r].hid_next, cases[k].hi);
+        assert_matches_alone(&h, &h.reqs[r]);
+    }
+    assert_pool_empty(&h);
+    /* refused: with prompt logits, with n > 1, an empty or outside range */
+    struct h_params bad = {
+        .prompt = prompt, .n_prompt = 100, .max_tokens = 1, .eos_id = -1, .hidden_hi = 100};
+    bad.prompt_logits = true;
+    assert_int_equal(h_add(&h, &bad), -EINVAL);
+    bad.prompt_logits = false;
+    bad.n = 2;
+    assert_int_equal(h_add(&h, &bad), -EINVAL);
+    bad.n = 1;
+    bad.hidden_lo = 100;
+    assert_int_equal(h_add(&h, &bad), -EINVAL);
+    bad.hidden_lo = -1;
+    assert_int_equal(h_add(&h, &bad), -EINVAL);
+    bad.hidden_lo = 0;
+    bad.hidden_hi = 101;
+    assert_int_equal(h_add(&h, &bad), -EINVAL);
+    h_free(&h);
+
+    /* chunks of 16 under a pool that preempts: resumed where the
+     * delivered rows end (the harness: in order, none twice) */
+    struct harness h2;
+    struct sched_config c2 = base_cfg(16, 8);
+    h_init(&h2, 12, 8, &c2);
+    int big = add_simple(&h2, 40, 50, 1, 9, 3);
+    h_step(&h2);
+    int32_t pr[60];
+    h_prompt(pr, 60, 4, h2.vocab);
+    struct h_params p2 = {.prompt = pr,
+                          .n_prompt = 60,
+                          .max_tokens = 1,
+                          .eos_id = -1,
+                          .seed = 4,
+                          .hidden_lo = 0,
+                          .hidden_hi = 60};
+    int small = h_add(&h2, &p2);
+    h_drain(&h2, 1000);
+    assert_true(h2.reqs[big].done && h2.reqs[small].done);
+    assert_true(h2.reqs[small].preempts >= 1);
+    assert_true(h2.hid_rows_resumed > 0);
+    assert_int_equal(h2.hid_rows, 60);
+    assert_int_equal(h2.reqs[small].hid_next, 60);
+    assert_matches_alone(&h2, &h2.reqs[small]);
+    assert_matches_alone(&h2, &h2.reqs[big]);
+    h_free(&h2);
+}
+
 /* Tenant limits: waiting (-EBUSY at once), running sequences, KV blocks. */
 static void test_tenant_limits(void **state)
 {
@@ -827,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_parallel_samples),
         cmocka_unit_test(test_parallel_samples_preempted),
         cmocka_unit_test(test_prompt_logits),
+        cmocka_unit_test(test_hidden_states),
         cmocka_unit_test(test_tenant_limits),
         cmocka_unit_test(test_vtc),
         cmocka_unit_test(test_priority_order),

@@ -50,7 +50,9 @@ struct hreq {
     enum sched_finish_reason fin[H_MAX_N];
     bool added, done, aborted;
     bool prompt_logits;
-    int32_t plp_next; /* prompt positions delivered: [0, plp_next) */
+    int32_t plp_next;             /* prompt positions delivered: [0, plp_next) */
+    int32_t hidden_lo, hidden_hi; /* hidden states wanted (hi 0: none) */
+    int32_t hid_next;             /* ... delivered: [hidden_lo, hid_next) */
     int preempts, resumes;
     int64_t add_step, admit_step, first_tok_step, done_step;
 };
@@ -68,6 +70,7 @@ struct harness {
     int32_t max_slice_tokens;
     bool saw_mixed;                     /* a step had both a decode and a prefill slice */
     int64_t plp_rows, plp_rows_resumed; /* prompt rows delivered; of them after a preemption */
+    int64_t hid_rows, hid_rows_resumed; /* hidden rows delivered; of them after a preemption */
 };
 
 static inline uint64_t h_mix(uint64_t x)
@@ -135,6 +138,8 @@ static void h_on_event(void *ctx, const struct sched_event *ev)
             assert_true(r->fin[i] != SCHED_FINISH_NONE);
         if (r->prompt_logits && !r->aborted)
             assert_int_equal(r->plp_next, r->n_prompt - 1);
+        if (r->hidden_hi && !r->aborted)
+            assert_int_equal(r->hid_next, r->hidden_hi);
         r->done = true;
         r->done_step = h->step;
         h->done_count++;
@@ -201,6 +206,7 @@ struct h_params {
     const int32_t *stop_ids;
     uint32_t tenant;
     bool ignore_eos, prompt_logits;
+    int32_t hidden_lo, hidden_hi;
     uint64_t seed;
 };
 
@@ -217,6 +223,8 @@ static inline int h_add(struct harness *h, const struct h_params *p)
     r->max_tokens = p->max_tokens;
     r->tenant = p->tenant;
     r->prompt_logits = p->prompt_logits;
+    r->hidden_lo = r->hid_next = p->hidden_lo;
+    r->hidden_hi = p->hidden_hi;
     r->seed = p->seed ? p->seed : (uint64_t)h->nreq * 7919u + 17u;
     r->prompt = malloc((size_t)p->n_prompt * sizeof(int32_t));
     memcpy(r->prompt, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
@@ -237,6 +245,8 @@ static inline int h_add(struct harness *h, const struct h_params *p)
         .priority = p->priority,
         .user = r,
         .prompt_logits = p->prompt_logits,
+        .hidden_lo = p->hidden_lo,
+        .hidden_hi = p->hidden_hi,
     };
     int rc = sched_request_add(h->s, &sp, &r->id);
     if (rc) {
@@ -290,7 +300,7 @@ static inline int h_step_ex(struct harness *h, struct sched_batch *out,
         assert_int_equal(b.n_admitted, 0);
     }
     int32_t *sampled = calloc((size_t)b.mb.n_slices + 1, sizeof(int32_t));
-    int32_t off = 0, row = 0, n_sum = 0, lrow = 0, plp = 0;
+    int32_t off = 0, row = 0, n_sum = 0, lrow = 0, plp = 0, hrow = 0;
     bool dec = false, pre = false;
     for (int32_t k = 0; k < b.mb.n_slices; k++) {
         const struct model_slice *sl = &b.mb.slices[k];
@@ -334,6 +344,21 @@ static inline int h_step_ex(struct harness *h, struct sched_batch *out,
             h->plp_rows += in->plp_n;
             h->plp_rows_resumed += r->preempts ? in->plp_n : 0;
         }
+        /* hidden rows: every token of a hidden slice, slice after slice */
+        assert_int_equal(in->hid_row, sl->hidden ? hrow : -1);
+        if (sl->hidden || in->hid_n) {
+            assert_true(r->hidden_hi > 0 && sl->hidden && in->sample_index == 0);
+            assert_false(sl->all_logits);
+            assert_true(in->hid_n > 0);
+            assert_int_equal(in->hid_first, r->hid_next); /* in order, none twice */
+            assert_true(in->hid_first >= sl->first_pos &&
+                        in->hid_first + in->hid_n <= sl->first_pos + sl->n_tokens &&
+                        in->hid_first + in->hid_n <= r->hidden_hi);
+            r->hid_next += in->hid_n;
+            hrow += sl->n_tokens;
+            h->hid_rows += in->hid_n;
+            h->hid_rows_resumed += r->preempts ? in->hid_n : 0;
+        }
         if (sl->n_tokens > h->max_slice_tokens)
             h->max_slice_tokens = sl->n_tokens;
         off += sl->n_tokens;
@@ -343,6 +368,7 @@ static inline int h_step_ex(struct harness *h, struct sched_batch *out,
     assert_int_equal(row, b.n_sample);
     assert_int_equal(lrow, b.n_logits);
     assert_int_equal(plp, b.n_plp);
+    assert_int_equal(hrow, b.n_hidden);
     if (dec && pre)
         h->saw_mixed = true;
     if (between && between(h))

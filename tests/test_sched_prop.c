@@ -50,6 +50,7 @@ struct treq {
     int32_t prompt[160];
     uint64_t seed;
     bool prompt_logits;
+    int32_t hidden_lo, hidden_hi; /* hidden states (hi 0: none) */
 };
 
 struct trace {
@@ -101,6 +102,12 @@ static void make_trace(struct trace *t, uint64_t seed)
         q->tenant = t->tenants[rnd_in(&r, 0, t->n_tenants - 1)].id;
         q->seed = rnd(&r) | 1;
         q->prompt_logits = (q->seed >> 40) % 4 == 0; /* from the seed: the draws stay */
+        if (!q->prompt_logits && q->n == 1 && (q->seed >> 44) % 4 == 0) {
+            uint64_t x = h_mix(q->seed);
+            q->hidden_lo = (int32_t)(x % (uint64_t)q->n_prompt);
+            q->hidden_hi =
+                q->hidden_lo + 1 + (int32_t)((x >> 20) % (uint64_t)(q->n_prompt - q->hidden_lo));
+        }
         h_prompt(q->prompt, q->n_prompt, q->seed, 60);
         if (rnd_in(&r, 0, 1)) { /* a shared prefix */
             int k = rnd_in(&r, 0, 2);
@@ -158,7 +165,9 @@ static void run_trace(struct harness *h, const struct trace *t, bool unlimited, 
                                  .stop_ids = q->stop,
                                  .tenant = q->tenant,
                                  .seed = q->seed,
-                                 .prompt_logits = q->prompt_logits};
+                                 .prompt_logits = q->prompt_logits,
+                                 .hidden_lo = q->hidden_lo,
+                                 .hidden_hi = q->hidden_hi};
             rec[next] = h_add(h, &p);
             if (rec[next] >= 0)
                 added++;
@@ -185,7 +194,7 @@ static void run_trace(struct harness *h, const struct trace *t, bool unlimited, 
     assert_int_equal(h->done_count, added);
 }
 
-static void check_trace(uint64_t seed, int64_t plp[2])
+static void check_trace(uint64_t seed, int64_t plp[2], int64_t hid[2])
 {
     struct trace t;
     make_trace(&t, seed);
@@ -196,6 +205,8 @@ static void check_trace(uint64_t seed, int64_t plp[2])
     run_trace(&b, &t, true, rec_b);
     plp[0] += a.plp_rows;
     plp[1] += a.plp_rows_resumed;
+    hid[0] += a.hid_rows;
+    hid[1] += a.hid_rows_resumed;
     for (int i = 0; i < t.n_req; i++) {
         if (rec_a[i] < 0)
             continue;
@@ -235,13 +246,17 @@ static void test_random_traces(void **state)
 {
     (void)state;
     int n = h_short() ? 18 : 150;
-    int64_t plp[2] = {0, 0};
+    int64_t plp[2] = {0, 0}, hid[2] = {0, 0};
     for (int i = 0; i < n; i++)
-        check_trace((uint64_t)i, plp);
+        check_trace((uint64_t)i, plp, hid);
     /* prompt log-probabilities were asked for, and some after a preemption */
     print_message("%lld prompt rows delivered, %lld after a preemption\n", (long long)plp[0],
                   (long long)plp[1]);
     assert_true(plp[0] > 0 && plp[1] > 0);
+    /* and hidden states (embeddings), some after a preemption too */
+    print_message("%lld hidden rows delivered, %lld after a preemption\n", (long long)hid[0],
+                  (long long)hid[1]);
+    assert_true(hid[0] > 0 && hid[1] > 0);
 }
 
 /* The random traces do exercise preemption (else the comparison with the

@@ -78,6 +78,15 @@
  * all_logits only where positions are still missing.  Each slice says
  * which positions its rows deliver (sched_slice.plp_first, plp_n).
  *
+ * Hidden states (sched_request_params.hidden_lo, hidden_hi; embeddings):
+ * such a request needs the final hidden state of prompt positions [lo, hi)
+ * (the last position included, when hi = n_prompt).  It works as prompt
+ * logits do, exactly once and in order, with no cached prefix adopted
+ * beyond the positions delivered, but its slices are model_slice.hidden
+ * (every token gives a hidden row, slice after slice; sched_slice.hid_*)
+ * and need no logits rows, so max_prompt_logits does not cap them.  One
+ * sample only.
+ *
  * Fair share (VTC, "Fairness in Serving Large Language Models", OSDI 2024):
  * each tenant has a virtual counter, charged at plan time with
  * (weight_in * prefill tokens + weight_out * decode tokens) / tenant weight
@@ -240,7 +249,11 @@ struct sched_request_params {
     const void *sampling; /* opaque, carried into each sched_slice */
     void *user;           /* opaque, carried into each event */
     bool prompt_logits;   /* logits for every prompt position (see above) */
-    uint64_t arrival_ns;  /* for stats; the caller's clock */
+    /* hidden_hi > 0: hidden states of prompt positions [hidden_lo,
+     * hidden_hi) (see above; 0 <= lo < hi <= n_prompt, n = 1, not with
+     * prompt_logits) */
+    int32_t hidden_lo, hidden_hi;
+    uint64_t arrival_ns; /* for stats; the caller's clock */
 };
 
 /* Queues a request (WAITING); *id names it until SCHED_EV_DONE.
@@ -292,6 +305,11 @@ struct sched_slice {
      * plp_index: their first entry in the step's prompt-row numbering
      * (0 .. sched_batch.n_plp - 1, slice after slice) */
     int32_t plp_first, plp_n, plp_index;
+    /* hidden slices (model_slice.hidden): the hidden rows of prompt
+     * positions [hid_first, hid_first + hid_n) are that request's, not
+     * delivered before; hid_row: the model's hidden row of the slice's first
+     * token (position first_pos; -1 for other slices) */
+    int32_t hid_first, hid_n, hid_row;
     bool prefill; /* not a single-token decode */
     /* sampling slices: the sample's stream so far, prompt ++ the
      * token_index tokens it generated (penalties read it); NULL otherwise */
@@ -307,6 +325,8 @@ struct sched_batch {
     int32_t n_sample;               /* slices with mb.slices[i].sample */
     int32_t n_logits;               /* logits rows model_forward writes */
     int32_t n_plp;                  /* prompt rows to deliver (sum of plp_n) */
+    int32_t n_hidden;               /* hidden rows model_forward writes (tokens of
+                                       hidden slices) */
     int32_t n_prefill_tokens, n_decode_tokens;
     int32_t n_preempted; /* requests preempted while planning this step */
     int32_t n_admitted;  /* requests admitted (or resumed) this step */
