@@ -1,7 +1,7 @@
 /*
- * daemon/api.c — /v1/completions and /v1/chat/completions request
- * validation (cJSON) through the request table, /tokenize and
- * /detokenize bodies, and error objects.
+ * daemon/api.c — /v1/completions, /v1/chat/completions and
+ * /v1/embeddings request validation (cJSON) through the request table,
+ * /tokenize and /detokenize bodies, and error objects.
  *
  * The accepted fields are the request table (api_fields.c: name, type,
  * endpoints, destination, bounds, default); anything else is listed in
@@ -11,11 +11,11 @@
  * token ids, or a list of them), the checks across fields once every row
  * is parsed, and the engine request built from the result.
  *
- * Both routes share one field loop (parse_body) over that table; its
- * endpoint column switches `prompt` for `messages`, completions' integer
- * `logprobs` for chat's boolean `logprobs` + `top_logprobs`, and leaves
- * chat's echo to its no-op value.  Chat messages are parsed and rendered
- * in api_chat.c.
+ * The routes share one field loop (parse_body) over that table; its
+ * endpoint column switches `prompt` for `messages` (or embeddings'
+ * `input`, parsed as `prompt` is), completions' integer `logprobs` for
+ * chat's boolean `logprobs` + `top_logprobs`, and leaves chat's echo to its
+ * no-op value.  Chat messages are parsed and rendered in api_chat.c.
  */
 #include "api.h"
 #include "api_internal.h"
@@ -115,10 +115,13 @@ static bool json_has_nul(const char *s, size_t n)
 int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
                     struct srv_api_error *err)
 {
-    if (p->n_prompts >= SRV_MAX_PROMPTS) {
+    const int max = p->embed ? SRV_MAX_INPUTS : SRV_MAX_PROMPTS;
+    if (p->n_prompts >= max) {
         folio_free(toks);
         folio_free(text);
-        BAD("prompt", "at most %d prompts per request", SRV_MAX_PROMPTS);
+        if (p->embed)
+            BAD("input", "at most %d inputs per request", max);
+        BAD("prompt", "at most %d prompts per request", max);
     }
     int32_t **pp = folio_realloc(p->prompts, (p->n_prompts + 1) * sizeof(*pp));
     if (pp)
@@ -140,14 +143,21 @@ int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *t
     return 0;
 }
 
+/* The prompt field's name: "prompt", or embeddings' "input". */
+static const char *prompt_field(const struct srv_comp_params *p)
+{
+    return p->embed ? "input" : "prompt";
+}
+
 static int token_array(const cJSON *a, const struct eng_model_info *mi, struct srv_comp_params *p,
                        struct srv_api_error *err)
 {
+    const char *pf = prompt_field(p);
     int n = cJSON_GetArraySize(a);
     if (n == 0)
-        BAD("prompt", "'prompt' must not be empty");
-    if (n > mi->ctx_len)
-        BAD("prompt", "prompt has %d tokens; the model's context is %d", n, mi->ctx_len);
+        BAD(pf, "'%s' must not be empty", pf);
+    if (n > mi->ctx_len && !p->emb.truncate_set) /* truncated later */
+        BAD(pf, "%s has %d tokens; the model's context is %d", pf, n, mi->ctx_len);
     int32_t *toks = folio_malloc((size_t)n * sizeof(int32_t));
     if (!toks) {
         srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -160,7 +170,7 @@ static int token_array(const cJSON *a, const struct eng_model_info *mi, struct s
         if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
             it->valuedouble < 0 || it->valuedouble >= mi->n_vocab) {
             folio_free(toks);
-            BAD("prompt", "prompt token %d is not a token id in [0, %d)", i, mi->n_vocab);
+            BAD(pf, "%s token %d is not a token id in [0, %d)", pf, i, mi->n_vocab);
         }
         toks[i++] = (int32_t)it->valuedouble;
     }
@@ -170,16 +180,19 @@ static int token_array(const cJSON *a, const struct eng_model_info *mi, struct s
 static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
                        struct srv_comp_params *p, struct srv_api_error *err)
 {
+    const char *pf = prompt_field(p);
     int32_t *toks = NULL, n = 0;
     int rc = tok ? tok(tok_ctx, s->valuestring, strlen(s->valuestring), false, &toks, &n) : -ENOSYS;
     if (rc == -ENOSYS)
-        BAD("prompt", "text prompts are not supported yet (no tokenizer in this build): send "
-                      "'prompt' as an array of token ids");
+        BAD(pf,
+            "text prompts are not supported yet (no tokenizer in this build): send "
+            "'%s' as an array of token ids",
+            pf);
     if (rc < 0)
-        BAD("prompt", "cannot tokenize 'prompt' (%s)", strerror(-rc));
+        BAD(pf, "cannot tokenize '%s' (%s)", pf, strerror(-rc));
     if (n == 0) {
         folio_free(toks);
-        BAD("prompt", "'prompt' must not be empty");
+        BAD(pf, "'%s' must not be empty", pf);
     }
     char *text = folio_strdup(s->valuestring);
     if (!text) {
@@ -192,10 +205,13 @@ static int text_prompt(const cJSON *s, srv_tokenize_fn tok, void *tok_ctx,
 static int parse_prompt(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
                         void *tok_ctx, struct srv_comp_params *p, struct srv_api_error *err)
 {
+    const char *pf = prompt_field(p);
     if (cJSON_IsString(v))
         return text_prompt(v, tok, tok_ctx, p, err);
     if (!cJSON_IsArray(v))
-        BAD("prompt", "'prompt' must be a string, an array of token ids, or a list of them");
+        BAD(pf, "'%s' must be a string, an array of token ids, or a list of them", pf);
+    if (p->embed && !v->child)
+        BAD(pf, "'%s' must not be empty", pf);
     const cJSON *first = v->child;
     if (!first || cJSON_IsNumber(first))
         return token_array(v, mi, p, err);
@@ -208,20 +224,57 @@ static int parse_prompt(const cJSON *v, const struct eng_model_info *mi, srv_tok
         else if (cJSON_IsArray(it))
             rc = token_array(it, mi, p, err);
         else
-            BAD("prompt", "'prompt' list items must be strings or arrays of token ids");
+            BAD(pf, "'%s' list items must be strings or arrays of token ids", pf);
         if (rc)
             return rc;
     }
     return 0;
 }
 
-static int parse_body(const char *body, size_t len, const struct eng_model_info *mi, bool chat,
+/* Embeddings, once the fields and inputs are parsed: inputs cut to
+ * truncate_prompt_tokens or refused when they do not fit; the one greedy
+ * token each generates (never shown). */
+static int embed_finish(struct srv_comp_params *p, const struct eng_model_info *mi,
+                        struct srv_api_error *err)
+{
+    const int32_t fit = mi->ctx_len - 1; /* room for the token the step samples */
+    int32_t keep = !p->emb.truncate_set ? 0 : p->emb.truncate < 0 ? fit : p->emb.truncate;
+    if (keep > fit) {
+        srv_api_error_set(err, 400, "invalid_request_error", "truncate_prompt_tokens", NULL,
+                          "'truncate_prompt_tokens' (%d) must be at most %d (the model's context "
+                          "less one)",
+                          keep, fit);
+        return -EINVAL;
+    }
+    for (int i = 0; i < p->n_prompts; i++) {
+        int32_t n = p->prompt_lens[i];
+        if (keep > 0 && n > keep) { /* the last tokens, as vLLM keeps them */
+            memmove(p->prompts[i], p->prompts[i] + (n - keep), (size_t)keep * sizeof(int32_t));
+            p->prompt_lens[i] = keep;
+        } else if (n > fit) {
+            srv_api_error_set(err, 400, "invalid_request_error", "input", "context_length_exceeded",
+                              "This model's maximum context length is %d tokens; input %d has %d "
+                              "(at most %d fit; 'truncate_prompt_tokens' keeps the last ones)",
+                              mi->ctx_len, i, n, fit);
+            return -EINVAL;
+        }
+    }
+    p->n = 1;
+    p->gen.max_tokens = 1;
+    p->gen.sp.temperature = 0;
+    p->gen.ignore_eos = true;
+    p->gen.n_logprobs = p->gen.n_prompt_logprobs = -1;
+    return 0;
+}
+
+static int parse_body(const char *body, size_t len, const struct eng_model_info *mi, unsigned ep,
                       int tmpl, srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                       struct srv_api_error *err)
 {
     memset(p, 0, sizeof(*p));
+    const bool chat = ep == SRV_EP_CHAT;
     p->chat = chat;
-    unsigned ep = chat ? SRV_EP_CHAT : SRV_EP_COMP;
+    p->embed = ep == SRV_EP_EMBED;
     size_t n_fields;
     const struct srv_field *fields = srv_fields(&n_fields);
     for (size_t i = 0; i < n_fields; i++)
@@ -258,7 +311,7 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
                 goto out;
             }
     const cJSON *prompt = NULL, *it;
-    const char *prompt_name = chat ? "messages" : "prompt";
+    const char *prompt_name = chat ? "messages" : prompt_field(p);
     cJSON_ArrayForEach(it, root)
     {
         const struct srv_field *f = NULL;
@@ -283,6 +336,10 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     if ((rc = chat ? srv__chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
                    : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
         goto out;
+    if (p->embed) {
+        rc = embed_finish(p, mi, err);
+        goto out;
+    }
     if ((rc = srv__structured_finish(p, mi, tmpl, err)))
         goto out;
     if (p->include_usage && !p->stream) {
@@ -343,14 +400,21 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                    struct srv_api_error *err)
 {
-    return parse_body(body, len, mi, false, 0, tok, tok_ctx, p, err);
+    return parse_body(body, len, mi, SRV_EP_COMP, 0, tok, tok_ctx, p, err);
+}
+
+int srv_embed_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                    struct srv_api_error *err)
+{
+    return parse_body(body, len, mi, SRV_EP_EMBED, 0, tok, tok_ctx, p, err);
 }
 
 int srv_chat_parse(const char *body, size_t len, const struct eng_model_info *mi, int tmpl,
                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                    struct srv_api_error *err)
 {
-    return parse_body(body, len, mi, true, tmpl, tok, tok_ctx, p, err);
+    return parse_body(body, len, mi, SRV_EP_CHAT, tmpl, tok, tok_ctx, p, err);
 }
 
 void srv_comp_req_init(const struct srv_comp_params *p, int choice, uint64_t seed,

@@ -1,8 +1,9 @@
 /*
  * daemon/api.h — the JSON side of the HTTP API, free of sockets so it can
- * be unit-tested: parsing and validating a /v1/completions or
- * /v1/chat/completions body (the chat messages rendered with a chat
- * template, then tokenized), and writing OpenAI-style error objects.
+ * be unit-tested: parsing and validating a /v1/completions,
+ * /v1/chat/completions or /v1/embeddings body (the chat messages rendered
+ * with a chat template, then tokenized), and writing OpenAI-style error
+ * objects.
  *
  * Validation: wrong types, out-of-range numbers, values foliod cannot
  * honour and prompts that do not fit the context are refused with a 400
@@ -29,6 +30,7 @@
 #define SRV_MAX_STOP_LEN 256
 #define SRV_MAX_N        16
 #define SRV_MAX_PROMPTS  64
+#define SRV_MAX_INPUTS   2048 /* /v1/embeddings inputs (OpenAI's limit) */
 #define SRV_MAX_MESSAGES 1024
 #define SRV_MAX_STOP_IDS 64
 #define SRV_UNKNOWN_CAP  192 /* bytes of unknown field names kept */
@@ -48,8 +50,28 @@ struct srv_api_error {
  * streaming, echo). */
 struct srv_tools;
 
+/* /v1/embeddings: how each input's vector is made (daemon/embed.h). */
+enum srv_emb_norm {
+    SRV_EMB_NORM_NONE = -1,  /* the pooled hidden state as is */
+    SRV_EMB_NORM_MAXABS = 0, /* scaled so the largest magnitude is 32760 (int16's range) */
+    SRV_EMB_NORM_TAXICAB = 1,
+    SRV_EMB_NORM_EUCLID = 2, /* unit length (the default; greater values: that p-norm) */
+};
+struct srv_emb_params {
+    bool base64;      /* encoding_format "base64": little-endian float32 bytes */
+    int32_t dims;     /* dimensions: the first this many values (0: all) */
+    bool normalize;   /* vLLM's normalize (default true: EUCLID, false: NONE) */
+    int32_t norm;     /* llama-server's embd_normalize, when given (norm_set) */
+    bool norm_set;    /* ... it wins over normalize */
+    int32_t truncate; /* truncate_prompt_tokens: keep each input's last this many
+                         tokens (-1: as many as fit; 0: none, a 400 when too long) */
+    bool truncate_set;
+};
+
 struct srv_comp_params {
-    bool chat; /* /v1/chat/completions: one prompt, rendered messages */
+    bool chat;  /* /v1/chat/completions: one prompt, rendered messages */
+    bool embed; /* /v1/embeddings: each prompt's pooled final hidden state (emb) */
+    struct srv_emb_params emb;
     int n_prompts;
     char **prompt_text; /* [n_prompts]: the text of text prompts, NULL for ids */
     int32_t **prompts;  /* [n_prompts][prompt_lens[i]] token ids */
@@ -90,9 +112,11 @@ enum srv_field_type {
                      `def` (a number), or the boolean `def != 0`; else a 400 */
     SRV_F_CUSTOM, /* parsed by the row's function */
 };
-enum srv_field_hi { SRV_HI_CONST, SRV_HI_CTX, SRV_HI_VOCAB }; /* hi: the number, ctx_len, n_vocab */
-#define SRV_EP_COMP 1u                                        /* /v1/completions */
-#define SRV_EP_CHAT 2u                                        /* /v1/chat/completions */
+/* hi: the number, ctx_len, n_vocab, n_embd */
+enum srv_field_hi { SRV_HI_CONST, SRV_HI_CTX, SRV_HI_VOCAB, SRV_HI_EMBD };
+#define SRV_EP_COMP  1u /* /v1/completions */
+#define SRV_EP_CHAT  2u /* /v1/chat/completions */
+#define SRV_EP_EMBED 4u /* /v1/embeddings */
 
 struct srv_field {
     const char *name;
@@ -123,6 +147,17 @@ int srv_comp_parse(const char *body, size_t len, const struct eng_model_info *mi
                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                    struct srv_api_error *err);
 void srv_comp_params_free(struct srv_comp_params *p);
+/* Parses an embeddings body (OpenAI's and vLLM's fields, llama-server's
+ * embd_normalize): `input` a string, an array of token ids, or a list of
+ * either (up to SRV_MAX_INPUTS); each input becomes one prompt with n = 1
+ * and a generation of one greedy token the client never sees (gen:
+ * max_tokens 1, temperature 0, ignore_eos); the caller sets the hidden
+ * range (eng_gen.hidden_*) from its pooling.  An input is at most ctx_len
+ * - 1 tokens (truncate_prompt_tokens cuts longer ones to their last
+ * tokens; else a 400). */
+int srv_embed_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                    struct srv_api_error *err);
 /* The engine request of choice `choice` (prompts x n, prompt-major): its
  * prompt and a copy of p->gen, whose seed is the request's (else `seed`)
  * plus the choice's index within its prompt.  Borrows p's arrays. */

@@ -178,6 +178,20 @@ static int parse_user(const void *json, const struct eng_model_info *mi, struct 
     return 0;
 }
 
+/* Embeddings: "float" (default) or "base64". */
+static int parse_encoding_format(const void *json, const struct eng_model_info *mi,
+                                 struct srv_comp_params *p, struct srv_api_error *err)
+{
+    const cJSON *v = json;
+    (void)mi;
+    if (cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsString(v) || (strcmp(v->valuestring, "float") && strcmp(v->valuestring, "base64")))
+        BAD("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+    p->emb.base64 = !strcmp(v->valuestring, "base64");
+    return 0;
+}
+
 static int parse_stop_token_ids(const void *json, const struct eng_model_info *mi,
                                 struct srv_comp_params *p, struct srv_api_error *err)
 {
@@ -207,6 +221,7 @@ static int parse_stop_token_ids(const void *json, const struct eng_model_info *m
 
 #define OFF(f)   offsetof(struct srv_comp_params, f)
 #define BOTH     (SRV_EP_COMP | SRV_EP_CHAT)
+#define ALL      (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED)
 #define MAX_SEED 9007199254740991.0 /* 2^53 - 1: exact in a JSON double */
 
 /* Every JSON field a completion request may carry.  A row names the
@@ -220,7 +235,8 @@ static const struct srv_field fields[] = {
     /* name, type, endpoints, off, lo, hi, def, hi_from, lo_open, nullable, set_off, param, parse */
     {"prompt", SRV_F_CUSTOM, SRV_EP_COMP, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"messages", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
-    {"model", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_model},
+    {"input", SRV_F_CUSTOM, SRV_EP_EMBED, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"model", SRV_F_CUSTOM, ALL, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_model},
     {"max_tokens", SRV_F_I32, BOTH, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX, false, true,
      OFF(max_tokens_set), NULL, NULL},
     {"max_completion_tokens", SRV_F_I32, BOTH, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX, false,
@@ -239,7 +255,7 @@ static const struct srv_field fields[] = {
     {"logit_bias", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_bias},
     {"stream_options", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL,
      parse_stream_options},
-    {"user", SRV_F_CUSTOM, BOTH, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_user},
+    {"user", SRV_F_CUSTOM, ALL, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_user},
     {"echo", SRV_F_BOOL, SRV_EP_COMP, OFF(echo), 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"logprobs", SRV_F_I32, SRV_EP_COMP, OFF(gen.n_logprobs), 0, SAMPLER_MAX_TOP, -1, 0, false,
      true, -1, NULL, NULL},
@@ -269,8 +285,21 @@ static const struct srv_field fields[] = {
     {"min_tokens", SRV_F_I32, BOTH, OFF(gen.min_tokens), 0, 0, 0, SRV_HI_CTX, false, true, -1, NULL,
      NULL},
     /* lower runs earlier, among the requests of the same tenant (vLLM's sense) */
-    {"priority", SRV_F_I32, BOTH, OFF(gen.priority), -1000000, 1000000, 0, 0, false, true, -1, NULL,
+    {"priority", SRV_F_I32, ALL, OFF(gen.priority), -1000000, 1000000, 0, 0, false, true, -1, NULL,
      NULL},
+    /* embeddings (daemon/embed.h): OpenAI's encoding_format and dimensions
+     * (the first N values, then normalized), vLLM's normalize and
+     * truncate_prompt_tokens, llama-server's embd_normalize */
+    {"encoding_format", SRV_F_CUSTOM, SRV_EP_EMBED, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     parse_encoding_format},
+    {"dimensions", SRV_F_I32, SRV_EP_EMBED, OFF(emb.dims), 1, 0, 0, SRV_HI_EMBD, false, true, -1,
+     NULL, NULL},
+    {"normalize", SRV_F_BOOL, SRV_EP_EMBED, OFF(emb.normalize), 0, 0, 1, 0, false, true, -1, NULL,
+     NULL},
+    {"embd_normalize", SRV_F_I32, SRV_EP_EMBED, OFF(emb.norm), -1, 1000, 2, 0, false, true,
+     OFF(emb.norm_set), NULL, NULL},
+    {"truncate_prompt_tokens", SRV_F_I32, SRV_EP_EMBED, OFF(emb.truncate), -1, 0, 0, SRV_HI_CTX,
+     false, true, OFF(emb.truncate_set), NULL, NULL},
     /* known, not implemented: only their neutral values pass */
     {"best_of", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
     {"suffix", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
@@ -333,6 +362,7 @@ int srv__field_parse(const struct srv_field *f, const cJSON *v, const struct eng
     char *at = (char *)p + f->off;
     double hi = f->hi_from == SRV_HI_CTX     ? mi->ctx_len
                 : f->hi_from == SRV_HI_VOCAB ? mi->n_vocab
+                : f->hi_from == SRV_HI_EMBD  ? mi->n_embd
                                              : f->hi;
     if (f->type == SRV_F_CUSTOM)
         return f->parse(v, mi, p, err);

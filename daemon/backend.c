@@ -18,7 +18,11 @@
  * so the copy is that token's).  Prompt logprobs: run() scores the rows
  * the scheduler marks (sched_slice.plp_*) into plp[]; commit hands each
  * slice's rows to the server (eng_events.prompt_logprobs) before
- * sched_step_commit, which counts them delivered.
+ * sched_step_commit, which counts them delivered.  Hidden states
+ * (embeddings, eng_gen.hidden_*): run() writes every token's row of the
+ * hidden slices into hidden[] (sched_slice.hid_row), and commit hands the
+ * rows of the positions each slice delivers (hid_first, hid_n) to the
+ * server (eng_events.hidden) the same way.
  */
 #include "backend.h"
 
@@ -82,9 +86,11 @@ struct eng_backend {
     enum folio_dtype kv_dtype; /* the pool's (--kv-dtype, auto resolved) */
     sched_t *sched;
     struct sched_batch batch;
-    int32_t *sampled;            /* [max_seqs] */
-    struct sampler_result *res;  /* [max_seqs] by sample row */
-    struct sampler_result *plp;  /* [eng_prompt_logits] the step's prompt rows */
+    int32_t *sampled;           /* [max_seqs] */
+    struct sampler_result *res; /* [max_seqs] by sample row */
+    struct sampler_result *plp; /* [eng_prompt_logits] the step's prompt rows */
+    float *hidden;              /* [max_batch_tokens][n_embd] the step's hidden rows */
+    int32_t n_embd;
     int *slice_rc;               /* [max_seqs]: run()'s result per slice */
     const struct eng_events *ev; /* during plan / commit */
     int32_t *eog, n_eog;         /* end-of-generation ids */
@@ -197,7 +203,13 @@ static int be_submit(void *p, struct eng_req **rs, int32_t n)
         .user = q,
         .arrival_ns = folio_now_ns(),
         .prompt_logits = g->n_prompt_logprobs >= 0,
+        .hidden_lo = g->hidden_lo,
+        .hidden_hi = g->hidden_hi,
     };
+    if (g->hidden_hi > 0 && !b->n_embd) {
+        br_free(q);
+        return -EINVAL;
+    }
     int rc = sched_request_add(b->sched, &sp, &q->sid);
     if (rc) {
         br_free(q);
@@ -240,7 +252,7 @@ static int be_plan(void *p, const struct eng_events *ev)
 static void be_run(void *p)
 {
     struct eng_backend *b = p;
-    b->step->run(b->ctx, &b->batch, b->sampled, b->res, b->plp, b->slice_rc);
+    b->step->run(b->ctx, &b->batch, b->sampled, b->res, b->plp, b->hidden, b->slice_rc);
 }
 
 static void be_commit(void *p, const struct eng_events *ev)
@@ -266,6 +278,11 @@ static void be_commit(void *p, const struct eng_events *ev)
         if (q && sl->plp_n > 0 && ev->prompt_logprobs && !q->failed)
             ev->prompt_logprobs(ev->user, q->reqs[0], sl->plp_first, sl->plp_n,
                                 b->plp + sl->plp_index);
+        if (q && sl->hid_n > 0 && ev->hidden && !q->failed) {
+            int32_t row = sl->hid_row + sl->hid_first - b->batch.mb.slices[i].first_pos;
+            ev->hidden(ev->user, q->reqs[0], sl->hid_first, sl->hid_n,
+                       b->hidden + (size_t)row * (size_t)b->n_embd, b->n_embd);
+        }
     }
     sched_step_commit(b->sched, b->sampled, b->batch.n_sample);
 }
@@ -349,6 +366,7 @@ static void be_free(void *p)
     folio_free(b->sampled);
     folio_free(b->res);
     folio_free(b->plp);
+    folio_free(b->hidden);
     folio_free(b->slice_rc);
     folio_free(b);
 }
@@ -438,7 +456,10 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
     b->slice_rc = folio_calloc((size_t)cfg->max_seqs, sizeof(int));
     b->res = folio_calloc((size_t)cfg->max_seqs, sizeof(*b->res));
     b->plp = folio_calloc((size_t)sc.max_prompt_logits, sizeof(*b->plp));
-    if (!b->sampled || !b->slice_rc || !b->res || !b->plp) {
+    b->n_embd = g->n_embd;
+    if (g->n_embd > 0)
+        b->hidden = folio_malloc(sizeof(float) * (size_t)cfg->max_batch_tokens * (size_t)g->n_embd);
+    if (!b->sampled || !b->slice_rc || !b->res || !b->plp || (g->n_embd > 0 && !b->hidden)) {
         rc = -ENOMEM;
         snprintf(err, errlen, "out of memory");
         goto fail;

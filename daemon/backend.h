@@ -53,6 +53,7 @@ struct eng_geom {
     int32_t window;                         /* sliding window of every layer (0: none) */
     enum folio_dtype kv_auto;               /* what --kv-dtype auto means here */
     int32_t n_vocab;                        /* sizes the prompt-logit rows (eng_prompt_logits) */
+    int32_t n_embd; /* hidden-state width (embeddings; 0: none): sizes the hidden rows */
 };
 
 struct eng_step {
@@ -63,9 +64,13 @@ struct eng_step {
      * (sched_slice.plp_*: slice k's position plp_first + j at
      * plp[plp_index + j], scored with sampler_score); slice_rc[n_slices]:
      * 0 or -errno.  The batch has at most eng_prompt_logits(n_vocab)
-     * all_logits tokens, so at most max_seqs + that many logits rows. */
+     * all_logits tokens, so at most max_seqs + that many logits rows.
+     * hidden[batch->n_hidden][n_embd]: every token's final hidden state
+     * of the hidden slices (model_forward_hidden's rows; NULL when
+     * eng_geom.n_embd is 0). */
     void (*run)(void *ctx, const struct sched_batch *batch, int32_t *sampled,
-                struct sampler_result *res, struct sampler_result *plp, int *slice_rc);
+                struct sampler_result *res, struct sampler_result *plp, float *hidden,
+                int *slice_rc);
     int (*detok)(void *ctx, int32_t token, char *buf, size_t cap);
     /* NULL: no tokenizer (as eng_backend_ops.tokenize). */
     int (*tokenize)(void *ctx, const char *text, size_t n, bool parse_special, int32_t **out,

@@ -1,8 +1,17 @@
 /*
- * daemon/comp.c — completions: one struct srv_comp per POST
- * /v1/completions or /v1/chat/completions, one engine request per choice
- * (prompts x n), the engine's events turned into text, SSE chunks and the
- * final response (rendered by render.c).
+ * daemon/comp.c — completions and embeddings: one struct srv_comp per
+ * POST /v1/completions, /v1/chat/completions or /v1/embeddings, one
+ * engine request per choice (prompts x n), the engine's events turned into
+ * text, SSE chunks and the final response (rendered by render.c).
+ *
+ * Embeddings are the same machinery: one choice per input (n = 1), whose
+ * engine request asks for the final hidden states of the positions the
+ * pooling covers (eng_gen.hidden_*) and generates one greedy token the
+ * client never sees (no text, no generation tokens counted); the hidden
+ * states arrive per computed span (eng_events.hidden) into the choice's
+ * sum (embed.h), and the response is written when the last input
+ * finishes.  Tenancy, fair share, queues, aborts on disconnect and access
+ * lines are the completions'.
  *
  * Text is produced per choice by the tokenizer's streaming detokenizer
  * (tok_detok, fed each token's bytes): incomplete characters are held
@@ -58,6 +67,7 @@ static void comp_free(struct srv_comp *comp)
         folio_free(comp->ch[i].tokens);
         folio_free(comp->ch[i].lps);
         folio_free(comp->ch[i].plps);
+        srv_emb_acc_free(&comp->ch[i].emb);
     }
     folio_free(comp->ch);
     srv_comp_params_free(&comp->p);
@@ -159,7 +169,10 @@ static void comp_respond(struct srv_comp *comp)
         http_error(c, &e, NULL);
         return;
     }
-    srv_render_response(&b, &r, comp);
+    if (comp->p.embed)
+        srv_render_embeddings(&b, &r, comp);
+    else
+        srv_render_response(&b, &r, comp);
     if (b.oom) {
         struct srv_api_error e;
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -194,7 +207,9 @@ static void comp_access(struct srv_comp *comp)
         if (!finish)
             finish = eng_finish_name(ch->finish);
     }
-    const char *path = comp->p.chat ? "/v1/chat/completions" : "/v1/completions";
+    const char *path = comp->p.chat    ? "/v1/chat/completions"
+                       : comp->p.embed ? "/v1/embeddings"
+                                       : "/v1/completions";
     struct srv_access_line a = {
         .method = "POST",
         .path = path,
@@ -224,6 +239,8 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     struct srv *s = user;
     struct srv_choice *ch = r->user;
     struct srv_comp *comp = ch->comp;
+    if (comp->p.embed) /* the token an embedding's step samples is not the client's */
+        return;
     uint64_t now = folio_now_ns();
     s->tm[comp->tenant].generation_tokens++;
     ch->n_gen++;
@@ -294,7 +311,8 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     ch->done = true;
     comp->n_live--;
     if (!ch->finish) {
-        ch->finish = why;
+        /* an embedding ends on its one (unseen) token: done, not cut short */
+        ch->finish = comp->p.embed && why == ENG_FINISH_LENGTH ? ENG_FINISH_STOP : why;
         text_flush(ch);
     }
     tm->finished[ch->finish]++;
@@ -303,7 +321,8 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     srv_hist_observe(&tm->e2e, e2e);
     if (ch->index % comp->p.n == 0) /* each prompt once: its n choices share it */
         srv_hist_observe(&s->prompt_len, (double)r->n_prompt);
-    srv_hist_observe(&s->gen_len, (double)ch->n_gen);
+    if (!comp->p.embed)
+        srv_hist_observe(&s->gen_len, (double)ch->n_gen);
     if (ch->t_first && ch->t_started) {
         srv_hist_observe(&s->prefill, (double)(ch->t_first - ch->t_started) * 1e-9);
         srv_hist_observe(&s->decode, (double)(ch->t_last - ch->t_first) * 1e-9);
@@ -337,9 +356,18 @@ static void ev_prompt_logprobs(void *user, struct eng_req *r, int32_t first, int
         memcpy(ch->plps + first + 1, res, (size_t)n * sizeof(*res));
 }
 
+static void ev_hidden(void *user, struct eng_req *r, int32_t first, int32_t n, const float *rows,
+                      int32_t dim)
+{
+    (void)user;
+    (void)first; /* each pooled position once, whichever span brings it */
+    struct srv_choice *ch = r->user;
+    srv_emb_acc_add(&ch->emb, rows, n, dim);
+}
+
 void srv_comp_events(struct srv *s, struct eng_events *ev)
 {
-    *ev = (struct eng_events){s, ev_started, ev_token, ev_finished, ev_prompt_logprobs};
+    *ev = (struct eng_events){s, ev_started, ev_token, ev_finished, ev_prompt_logprobs, ev_hidden};
 }
 
 /* Echo: the prompt's text at the head of the choice's text. */
@@ -374,6 +402,12 @@ static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int
         }
         if (i % comp->p.n == 0)
             comp->prompt_tokens += ch->er.n_prompt; /* the n choices share one prefill */
+        if (comp->p.embed) {
+            srv_pooling_range(s->pooling, ch->er.n_prompt, &ch->er.g.hidden_lo,
+                              &ch->er.g.hidden_hi);
+            if (srv_emb_acc_init(&ch->emb, s->mi.n_embd))
+                return -ENOMEM;
+        }
         if (i % comp->p.n == 0 && ch->er.g.n_prompt_logprobs >= 0) {
             ch->plps = folio_malloc((size_t)ch->er.n_prompt * sizeof(*ch->plps));
             if (!ch->plps)
@@ -392,11 +426,19 @@ static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int
 }
 
 void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,
-                    const struct srv_caller *who, bool chat)
+                    const struct srv_caller *who, enum srv_comp_kind kind)
 {
     struct srv_api_error e;
+    const bool chat = kind == SRV_COMP_CHAT, embed = kind == SRV_COMP_EMBED;
+    const char *path = chat ? "/v1/chat/completions" : embed ? "/v1/embeddings" : "/v1/completions";
     if (s->draining) {
         srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
+        http_error(c, &e, NULL);
+        return;
+    }
+    if (embed && s->mi.n_embd < 1) {
+        srv_api_error_set(&e, 501, "not_implemented_error", NULL, NULL,
+                          "this engine gives no embeddings");
         http_error(c, &e, NULL);
         return;
     }
@@ -411,15 +453,18 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->srv = s;
     comp->t_arrival = folio_now_ns();
     s->n_comps++;
-    if (chat ? srv_chat_parse(rq->body, rq->body_len, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
+    int prc =
+        chat ? srv_chat_parse(rq->body, rq->body_len, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
                               &comp->p, &e)
-             : srv_comp_parse(rq->body, rq->body_len, &s->mi, srv_tokenize_hook, s, &comp->p, &e)) {
+        : embed
+            ? srv_embed_parse(rq->body, rq->body_len, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+            : srv_comp_parse(rq->body, rq->body_len, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
+    if (prc) {
         http_error(c, &e, NULL);
         comp_free(comp);
         return;
     }
-    if (srv_unknown_fields(s, c, chat ? "/v1/chat/completions" : "/v1/completions",
-                           comp->p.n_unknown, comp->p.unknown)) {
+    if (srv_unknown_fields(s, c, path, comp->p.n_unknown, comp->p.unknown)) {
         comp_free(comp);
         return;
     }
@@ -450,7 +495,10 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->n_choices = n_choices;
     comp->tenant = tenant;
     comp->created = (int64_t)time(NULL);
-    snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl",
+    snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx",
+             chat    ? "chatcmpl"
+             : embed ? "embd"
+                     : "cmpl",
              (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
     uint64_t seed = (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
     if (choices_init(s, comp, n_choices, tenant, seed)) {

@@ -48,6 +48,7 @@ struct srv_config {
     /* strings: owned, NULL when unset (defaults are resolved at parse) */
     char *model, *socket, *listen, *kv_dtype, *config, *unknown_uid, *log_level, *chat_template;
     char *matmul;        /* auto|openblas|onednn */
+    char *pooling;       /* auto|mean|cls|last: /v1/embeddings */
     char *operator_key;  /* TCP key of the operator (sees every tenant); NULL: none */
     char *allowed_hosts; /* extra Host names accepted on TCP, comma-separated */
     char *operator_uids; /* socket uids that are the operator ("0, 1000", "none"); NULL: default */
@@ -63,6 +64,7 @@ struct srv_config {
     int log_level_id;     /* enum srv_log_level (log.h): error, info, debug */
     int chat_template_id; /* 0: auto, else enum chat_template (chat.h) */
     int matmul_id;        /* enum model_matmul (model.h): auto, openblas, onednn */
+    int pooling_id;       /* 0: auto, 1 mean, 2 cls, 3 last (enum srv_pooling) */
     int log_format_id;    /* enum srv_log_format (log.h) */
     int access_log_id;    /* 0: on, 1: off */
     int64_t kv_mem, kv_blocks, block_size, max_batch_tokens, max_seqs, threads;

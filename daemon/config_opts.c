@@ -40,6 +40,10 @@ const struct opt srv__opts[] = {
      "chat template for /v1/chat/completions (auto: the model's tokenizer.chat_template; "
      "chatml as plain text when the model has none)",
      F(chat_template_id)},
+    {"pooling", OPT_ENUM, 0, 0, "auto", "auto|mean|cls|last", F(pooling), "auto|mean|cls|last",
+     "how /v1/embeddings pools a prompt's final hidden states: their mean, the first's, the "
+     "last's (auto: the model file's pooling_type, else last)",
+     F(pooling_id)},
     {"socket", OPT_STR, 0, 0, NULL, NULL, F(socket), "PATH",
      "Unix socket (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)", 0},
     {"listen", OPT_STR, 0, 0, NULL, NULL, F(listen), "ADDR:PORT",

@@ -167,6 +167,14 @@ static void fwd_prompt_logprobs(void *user, struct eng_req *r, int32_t first, in
         e->user_ev.prompt_logprobs(e->user_ev.user, r, first, n, res);
 }
 
+static void fwd_hidden(void *user, struct eng_req *r, int32_t first, int32_t n, const float *rows,
+                       int32_t dim)
+{
+    srv_engine_t *e = user;
+    if (e->user_ev.hidden)
+        e->user_ev.hidden(e->user_ev.user, r, first, n, rows, dim);
+}
+
 static void on_async(uv_async_t *h)
 {
     pump(h->data);
@@ -182,7 +190,8 @@ int srv_engine_init(srv_engine_t **out, uv_loop_t *loop, const struct eng_backen
     e->ops = ops;
     e->b = backend;
     e->user_ev = *ev;
-    e->ev = (struct eng_events){e, fwd_started, fwd_token, fwd_finished, fwd_prompt_logprobs};
+    e->ev = (struct eng_events){
+        e, fwd_started, fwd_token, fwd_finished, fwd_prompt_logprobs, fwd_hidden};
     e->admit_wait_ms = admit_wait_ms;
     e->on_step = on_step;
     int rc = uv_mutex_init(&e->mu);

@@ -75,6 +75,11 @@ struct eng_gen {
     int32_t n_stop_ids;
     gram_t *grammar; /* constrained decoding (response_format, tools); NULL: none.  A
                       * reference owned by the request description */
+    /* hidden_hi > 0: an embedding request (n = 1): the final hidden states
+     * of prompt positions [hidden_lo, hidden_hi) go out through the
+     * `hidden` event; the one token it samples (max_tokens 1) is not the
+     * client's */
+    int32_t hidden_lo, hidden_hi;
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a
@@ -113,6 +118,13 @@ struct eng_events {
      * May be NULL. */
     void (*prompt_logprobs)(void *user, struct eng_req *r, int32_t first, int32_t n,
                             const struct sampler_result *res);
+    /* g.hidden_hi > 0: prompt positions [first, first + n) were computed:
+     * rows[j * dim .. (j + 1) * dim) is position first + j's final hidden
+     * state (the output norm's).  From commit, before that step's token
+     * events; every position of [hidden_lo, hidden_hi) once, in order.
+     * May be NULL. */
+    void (*hidden)(void *user, struct eng_req *r, int32_t first, int32_t n, const float *rows,
+                   int32_t dim);
 };
 
 struct eng_model_info {
@@ -126,6 +138,10 @@ struct eng_model_info {
     int chat_template, chat_template_rc;
     const char *matmul; /* matrix-product backend in use; NULL: none */
     bool constrained;   /* the step honours eng_gen.grammar (constrained decoding) */
+    int32_t n_embd;     /* width of the hidden states (eng_gen.hidden_*); 0: none */
+    /* the model file's {arch}.pooling_type (llama.cpp's numbering: 0 none,
+     * 1 mean, 2 cls, 3 last, 4 rank); -1: no such key */
+    int32_t pooling;
 };
 
 /* The pool's and the queues' statistics: the pager's and the scheduler's

@@ -12,7 +12,9 @@
  *                        (token_index keeps a preempted stream identical);
  *                        prompt rows (all_logits slices of requests that
  *                        want prompt logprobs) → sampler_score of the
- *                        next prompt token
+ *                        next prompt token; hidden slices (embedding
+ *                        requests) → their rows' final hidden states,
+ *                        straight from model_forward_hidden
  *
  * Penalties, masks and the matchers run on the engine thread, row by row;
  * the draws between them run on the model's thread pool, rows dealt out
@@ -62,6 +64,7 @@ struct em {
     tok_t *tok;            /* NULL: token ids only */
     gram_vocab_t *gv;      /* the vocabulary's bytes for grammar masks; NULL: none */
     int tmpl, tmpl_rc;     /* chat template from the file (see eng_model_info) */
+    int32_t pooling;       /* the file's {arch}.pooling_type; -1: none */
     char name[80];
 };
 
@@ -77,6 +80,8 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->chat_template_rc = m->tmpl_rc;
     mi->matmul = model_matmul_name(model_ctx_matmul(m->mctx));
     mi->constrained = m->gv != NULL;
+    mi->n_embd = m->hp.dim;
+    mi->pooling = m->pooling;
 }
 
 /* One sampling row's draw, set up on the engine thread and run on any
@@ -143,10 +148,11 @@ static void em_score_rows(void *arg, int ith, int nth)
 }
 
 static void em_run(void *b, const struct sched_batch *batch, int32_t *sampled,
-                   struct sampler_result *res, struct sampler_result *plp, int *slice_rc)
+                   struct sampler_result *res, struct sampler_result *plp, float *hidden,
+                   int *slice_rc)
 {
     struct em *m = b;
-    int rc = model_forward(m->mctx, &batch->mb, m->logits);
+    int rc = model_forward_hidden(m->mctx, &batch->mb, m->logits, hidden);
     for (int32_t i = 0; i < batch->mb.n_slices; i++)
         slice_rc[i] = rc;
     if (!rc && batch->n_plp) {
@@ -256,6 +262,21 @@ static int em_tokenize(void *b, const char *text, size_t n, bool parse_special, 
     return -ENOSPC;
 }
 
+/* The file's {arch}.pooling_type (llama.cpp's key), or -1. */
+static int32_t file_pooling(const gguf_file_t *f)
+{
+    const char *arch = NULL;
+    size_t n = 0;
+    int64_t k = gguf_find_key(f, "general.architecture");
+    if (k < 0 || gguf_get_str(f, k, &arch, &n) || n > 64)
+        return -1;
+    char key[96];
+    snprintf(key, sizeof(key), "%.*s.pooling_type", (int)n, arch);
+    uint64_t v = 0;
+    k = gguf_find_key(f, key);
+    return k >= 0 && !gguf_get_u64(f, k, &v) && v <= 4 ? (int32_t)v : -1;
+}
+
 static int load_tokenizer(struct em *m, char *err, size_t errlen)
 {
     m->tmpl_rc = -ENOENT;
@@ -270,6 +291,7 @@ static int load_tokenizer(struct em *m, char *err, size_t errlen)
         m->tmpl = m->tmpl_rc ? 0 : (int)t;
         if (m->tmpl_rc && m->tmpl_rc != -ENOENT)
             m->tmpl_rc = -ENOTSUP;
+        m->pooling = file_pooling(f);
         rc = tok_load(f, &m->tok, err, errlen);
     }
     gguf_close(f);
@@ -366,6 +388,7 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
     if (!m)
         return -ENOMEM;
     m->cfg = cfg;
+    m->pooling = -1;
     int rc = cfg->model ? model_load_file(cfg->model, &m->model, err, errlen)
                         : model_load_default(&m->model, err, errlen);
     if (rc)
@@ -379,7 +402,8 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
                          false,
                          m->hp.n_swa,
                          model_kv_dtype_auto(m->model),
-                         m->hp.n_vocab};
+                         m->hp.n_vocab,
+                         m->hp.dim};
     if ((rc = eng_backend_new(cfg, &g, &be, err, errlen)))
         goto fail;
     struct pager_kv_view view;

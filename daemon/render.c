@@ -334,3 +334,28 @@ void srv_render_response(struct folio_buf *b, const struct srv_render *r,
     srv_render_usage(b, comp);
     folio_buf_puts(b, "}\n");
 }
+
+void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,
+                           const struct srv_comp *comp)
+{
+    folio_buf_printf(b, "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
+                     (long long)comp->created);
+    folio_buf_json_str(b, r->model, strlen(r->model));
+    folio_buf_puts(b, ",\"data\":[");
+    float *v = NULL;
+    for (int i = 0; i < comp->n_choices; i++) {
+        const struct srv_choice *ch = &comp->ch[i];
+        if (!v && !(v = folio_malloc((size_t)FOLIO_MAX(ch->emb.dim, 1) * sizeof(float)))) {
+            b->oom = true;
+            return;
+        }
+        int32_t n = srv_emb_finish(&ch->emb, &comp->p.emb, v);
+        folio_buf_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "",
+                         i);
+        srv_emb_json(b, v, n, comp->p.emb.base64);
+        folio_buf_puts(b, "}");
+    }
+    folio_free(v);
+    folio_buf_printf(b, "],\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld}}\n",
+                     (long long)comp->prompt_tokens, (long long)comp->prompt_tokens);
+}

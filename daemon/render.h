@@ -1,6 +1,7 @@
 /*
- * daemon/render.h — the OpenAI-shaped JSON of completions: response
- * bodies, SSE chunks, usage, legacy logprobs objects.  Pure functions:
+ * daemon/render.h — the OpenAI-shaped JSON of completions and
+ * embeddings: response bodies, SSE chunks, usage, legacy logprobs
+ * objects.  Pure functions:
  * they read a completion's state and append bytes to a buffer; they do no
  * I/O, touch no connection and change no state (the caller advances its
  * cursors, e.g. sent_tokens, after a chunk is rendered).  Token text comes
@@ -64,6 +65,11 @@ void srv_render_stream_chunk(struct folio_buf *b, const struct srv_render *r,
                              bool role, bool final, bool with_prompt, int64_t *offset);
 /* The end of a stream: the usage chunk if asked for, then [DONE]. */
 void srv_render_stream_end(struct folio_buf *b, const struct srv_render *r,
+                           const struct srv_comp *comp);
+/* An embeddings response body: {"object":"list","data":[{"object":
+ * "embedding","index","embedding"}...],"model","usage"}, each choice's
+ * vector pooled and normalized as comp->p.emb says (embed.h). */
+void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,
                            const struct srv_comp *comp);
 /* A non-stream response body (text_completion or chat.completion). */
 void srv_render_response(struct folio_buf *b, const struct srv_render *r,

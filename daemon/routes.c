@@ -2,7 +2,7 @@
  * daemon/routes.c — the route table ({method, path, handler}) and the
  * small routes: /v1/models (and /v1/models/{id}), /health, /metrics,
  * /v1/kv, /dashboard, /version, /tokenize, /detokenize, /apply-template.
- * The completion routes live in comp.c.  A path that no row names is a
+ * The completion and embedding routes live in comp.c.  A path that no row names is a
  * 404; a known path with another method a 405
  * (with Allow).
  *
@@ -214,13 +214,19 @@ static void route_detokenize(struct srv *s, struct http_conn *c, const struct ht
 static void route_completions(struct srv *s, struct http_conn *c, const struct http_request *rq,
                               const struct srv_caller *who)
 {
-    srv_comp_route(s, c, rq, who, false);
+    srv_comp_route(s, c, rq, who, SRV_COMP_TEXT);
 }
 
 static void route_chat(struct srv *s, struct http_conn *c, const struct http_request *rq,
                        const struct srv_caller *who)
 {
-    srv_comp_route(s, c, rq, who, true);
+    srv_comp_route(s, c, rq, who, SRV_COMP_CHAT);
+}
+
+static void route_embeddings(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                             const struct srv_caller *who)
+{
+    srv_comp_route(s, c, rq, who, SRV_COMP_EMBED);
 }
 
 static void model_json(struct srv *s, struct folio_buf *b)
@@ -362,6 +368,7 @@ static const struct route {
 } routes[] = {
     {HTTP_M_POST, "/v1/completions", SRV_ACCESS_TENANT, route_completions},
     {HTTP_M_POST, "/v1/chat/completions", SRV_ACCESS_TENANT, route_chat},
+    {HTTP_M_POST, "/v1/embeddings", SRV_ACCESS_TENANT, route_embeddings},
     {HTTP_M_GET, "/v1/models", SRV_ACCESS_TENANT, route_models},
     {HTTP_M_GET, "/v1/models/", SRV_ACCESS_TENANT, route_model}, /* a prefix: /v1/models/{id} */
     {HTTP_M_GET, "/health", SRV_ACCESS_PUBLIC, route_health},

@@ -468,6 +468,30 @@ static void chat_template_choose(struct srv *s)
                 "chatml|llama2|llama3|mistral|zephyr|phi3)");
 }
 
+/* How /v1/embeddings pools: --pooling, else the model file's
+ * {arch}.pooling_type when it is one foliod has (mean, cls, last), else
+ * last (the one position of a decoder that has seen the whole input). */
+static void pooling_choose(struct srv *s)
+{
+    static const int from_opt[] = {0, SRV_POOL_MEAN, SRV_POOL_CLS, SRV_POOL_LAST}; /* auto|... */
+    int p = from_opt[s->cfg->pooling_id];
+    const char *why = "--pooling";
+    if (!p && (s->mi.pooling == SRV_POOL_MEAN || s->mi.pooling == SRV_POOL_CLS ||
+               s->mi.pooling == SRV_POOL_LAST)) {
+        p = s->mi.pooling;
+        why = "the model's pooling_type";
+    } else if (!p) {
+        p = SRV_POOL_LAST;
+        why = s->mi.pooling < 0 ? "the model names none"
+                                : "the model's pooling_type is not "
+                                  "mean, cls or last";
+    }
+    s->pooling = p;
+    if (s->mi.n_embd > 0)
+        srv_log(SRV_LOG_INFO, "embeddings: %d values, pooling %s (%s)", (int)s->mi.n_embd,
+                srv_pooling_name(p), why);
+}
+
 /* The model's name as JSON and logs show it: a name that is not UTF-8
  * (it comes from the model file) has each invalid byte run as U+FFFD, and
  * control characters as '?', so every response stays valid JSON text that
@@ -630,6 +654,7 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
         goto out_backend;
     s->mi.name = name;
     chat_template_choose(s);
+    pooling_choose(s);
     uv_loop_t loop;
     if (uv_loop_init(&loop))
         goto out_backend;

@@ -4,7 +4,9 @@
  *
  *   server.c   lifecycle: start-up ladder, listeners, signals, drain
  *   routes.c   the {method, path, handler} table and the small routes
- *   comp.c     completions: per-request state, engine events, streaming
+ *   comp.c     completions and embeddings: per-request state, engine
+ *              events, streaming
+ *   embed.c    pooling and normalizing embeddings
  *   render.c   OpenAI JSON rendering (pure functions, render.h)
  *   stats.c    /metrics and /v1/kv
  *   auth.c     who may call what (auth.h), client limits
@@ -34,6 +36,7 @@
 #include "auth.h"
 #include "folio/buf.h"
 #include "config.h"
+#include "embed.h"
 #include "engine.h"
 #include "http.h"
 #include "log.h"
@@ -66,6 +69,7 @@ struct srv_choice {
     bool stopped;                        /* a stop string ended it (abort sent) */
     uint64_t t_started, t_first, t_last; /* ns: first scheduled, first and last token */
     int32_t n_gen;                       /* tokens generated (also after the client left) */
+    struct srv_emb_acc emb;              /* embeddings: the pooled positions' hidden states */
 };
 
 struct srv_comp {
@@ -114,6 +118,7 @@ struct srv {
     void *backend;
     struct eng_model_info mi;
     int chat_tmpl; /* enum chat_template for chat requests; 0: none usable */
+    int pooling;   /* enum srv_pooling of /v1/embeddings (--pooling, else the model's) */
     srv_engine_t *eng;
     struct http_server http;
     char replica[64]; /* --replica-id, else the host name: X-Folio-Replica */
@@ -173,9 +178,11 @@ int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct folio_buf 
 
 /* ---- comp.c ----------------------------------------------------------- */
 
+/* What a srv_comp answers: its route. */
+enum srv_comp_kind { SRV_COMP_TEXT, SRV_COMP_CHAT, SRV_COMP_EMBED };
 /* who: the caller (auth.h), whose tenant the request runs as. */
 void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,
-                    const struct srv_caller *who, bool chat);
+                    const struct srv_caller *who, enum srv_comp_kind kind);
 /* http's on_abandon: the connection of a held completion closed. */
 void srv_comp_abandon(void *user, void *comp);
 /* The engine events completions answer (user: struct srv). */

@@ -9,7 +9,10 @@
  * (and Llama-3) text and is tokenized with special tokens on; bad
  * messages, roles, content types and a missing template are 400s naming
  * `messages`; chat-only fields (max_completion_tokens) and the default
- * max_tokens (the rest of the context).
+ * max_tokens (the rest of the context).  Embeddings: each input form, the
+ * generation every input runs (one unseen greedy token), its fields, bad
+ * bodies naming `input` and the field, inputs past the context (refused,
+ * or cut to their last tokens by truncate_prompt_tokens).
  */
 #include <errno.h>
 #include <math.h>
@@ -18,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -28,7 +32,7 @@
 #include "folio/common.h"
 
 static const struct eng_model_info mi = {
-    .name = "m", .n_vocab = 100, .ctx_len = 64, .eos_id = 2, .has_tokenizer = false};
+    .name = "m", .n_vocab = 100, .ctx_len = 64, .eos_id = 2, .has_tokenizer = false, .n_embd = 16};
 
 static int parse(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
 {
@@ -240,6 +244,12 @@ static int fake_tok(void *ctx, const char *text, size_t n, bool special, int32_t
         (*out)[i] = (unsigned char)text[i] % 100;
     *n_out = (int32_t)n;
     return 0;
+}
+
+static int embed(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return srv_embed_parse(body, strlen(body), &mi, fake_tok, NULL, p, e);
 }
 
 static void test_text_prompt_with_tokenizer(void **state)
@@ -653,7 +663,11 @@ static void test_table_rows_reach_engine(void **state)
                                               "logprobs",
                                               "top_logprobs",
                                               "prompt_logprobs",
-                                              "add_generation_prompt"};
+                                              "add_generation_prompt",
+                                              "dimensions",
+                                              "normalize",
+                                              "embd_normalize",
+                                              "truncate_prompt_tokens"};
     size_t n_fields;
     const struct srv_field *f = srv_fields(&n_fields);
     int checked = 0;
@@ -676,6 +690,7 @@ static void test_table_rows_reach_engine(void **state)
         } else {
             double hi = f[r].hi_from == SRV_HI_CTX     ? 64
                         : f[r].hi_from == SRV_HI_VOCAB ? 100
+                        : f[r].hi_from == SRV_HI_EMBD  ? 16
                                                        : f[r].hi;
             const double cand[] = {f[r].lo, f[r].lo + 1, (f[r].lo + hi) / 2};
             bool found = false;
@@ -686,20 +701,25 @@ static void test_table_rows_reach_engine(void **state)
             assert_true(found);
             snprintf(value, sizeof(value), "%.17g", v);
         }
-        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_CHAT; ep <<= 1) {
+        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_EMBED; ep <<= 1) {
             if (!(f[r].endpoints & ep))
                 continue;
-            const char *head = ep == SRV_EP_COMP
-                                   ? "{\"prompt\":[1]"
+            const char *head = ep == SRV_EP_COMP ? "{\"prompt\":[1]"
+                               : ep == SRV_EP_EMBED
+                                   ? "{\"input\":[1]"
                                    : "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
             char body[256], def_body[256];
             snprintf(def_body, sizeof(def_body), "%s}", head);
             snprintf(body, sizeof(body), "%s,\"%s\":%s}", head, f[r].name, value);
             struct srv_comp_params pd, pm;
             struct srv_api_error e;
-            int rd = ep == SRV_EP_COMP ? parse(def_body, &pd, &e) : chat(def_body, 1, &pd, &e);
+            int rd = ep == SRV_EP_COMP    ? parse(def_body, &pd, &e)
+                     : ep == SRV_EP_EMBED ? embed(def_body, &pd, &e)
+                                          : chat(def_body, 1, &pd, &e);
             assert_int_equal(rd, 0);
-            int rm = ep == SRV_EP_COMP ? parse(body, &pm, &e) : chat(body, 1, &pm, &e);
+            int rm = ep == SRV_EP_COMP    ? parse(body, &pm, &e)
+                     : ep == SRV_EP_EMBED ? embed(body, &pm, &e)
+                                          : chat(body, 1, &pm, &e);
             if (rm)
                 fail_msg("%s: %s", body, e.message);
             struct eng_req ed = {0}, em = {0};
@@ -731,6 +751,142 @@ static void test_table_rows_reach_engine(void **state)
         }
     }
     assert_true(checked >= 12);
+}
+
+static void test_embed_bodies(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    /* each input form; every input runs one greedy token nobody sees */
+    static const struct {
+        const char *input;
+        int n, len0, last0;
+    } ok[] = {
+        {"\"ab\"", 1, 2, 'b' % 100},
+        {"[\"ab\",\"cde\"]", 2, 2, 'b' % 100},
+        {"[5,6,7]", 1, 3, 7},
+        {"[[5],[6,7],[8,9,10]]", 3, 1, 5},
+        {"[\"x\",[4,4]]", 2, 1, 'x' % 100},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(ok); i++) {
+        char body[128];
+        snprintf(body, sizeof(body), "{\"input\":%s,\"model\":\"m\"}", ok[i].input);
+        assert_int_equal(embed(body, &p, &e), 0);
+        assert_true(p.embed && !p.chat);
+        assert_int_equal(p.n_prompts, ok[i].n);
+        assert_int_equal(p.prompt_lens[0], ok[i].len0);
+        assert_int_equal(p.prompts[0][ok[i].len0 - 1], ok[i].last0);
+        assert_int_equal(p.n, 1);
+        assert_int_equal(p.gen.max_tokens, 1);
+        assert_true(p.gen.sp.temperature == 0.0f && p.gen.ignore_eos);
+        assert_true(p.gen.n_logprobs < 0 && p.gen.n_prompt_logprobs < 0);
+        assert_true(p.emb.normalize && !p.emb.base64 && !p.emb.norm_set);
+        assert_int_equal(p.emb.dims, 0);
+        srv_comp_params_free(&p);
+    }
+    const char *full = "{\"input\":[1,2],\"encoding_format\":\"base64\",\"dimensions\":16,"
+                       "\"normalize\":false,\"embd_normalize\":0,\"user\":\"u\",\"priority\":-3}";
+    assert_int_equal(embed(full, &p, &e), 0);
+    assert_true(p.emb.base64 && !p.emb.normalize && p.emb.norm_set);
+    assert_int_equal(p.emb.norm, 0);
+    assert_int_equal(p.emb.dims, 16);
+    assert_int_equal(p.gen.priority, -3);
+    assert_int_equal(p.n_unknown, 0);
+    srv_comp_params_free(&p);
+    /* completion fields are not embedding fields: listed as unknown */
+    assert_int_equal(embed("{\"input\":[1],\"max_tokens\":5,\"temperature\":1}", &p, &e), 0);
+    assert_int_equal(p.n_unknown, 2);
+    assert_int_equal(p.gen.max_tokens, 1);
+    srv_comp_params_free(&p);
+
+    /* 63 tokens fit a context of 64 (one more for the unseen token) */
+    char body[1024];
+    int at = snprintf(body, sizeof(body), "{\"input\":[");
+    for (int i = 0; i < 64; i++)
+        at += snprintf(body + at, sizeof(body) - (size_t)at, "%s%d", i ? "," : "", i);
+    snprintf(body + at, sizeof(body) - (size_t)at, "]}");
+    assert_int_equal(embed(body, &p, &e), -EINVAL);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "input");
+    assert_string_equal(e.code, "context_length_exceeded");
+    srv_comp_params_free(&p);
+    /* truncate_prompt_tokens keeps the last ones; -1: as many as fit */
+    snprintf(body + at, sizeof(body) - (size_t)at, "],\"truncate_prompt_tokens\":10}");
+    assert_int_equal(embed(body, &p, &e), 0);
+    assert_int_equal(p.prompt_lens[0], 10);
+    assert_int_equal(p.prompts[0][0], 54);
+    assert_int_equal(p.prompts[0][9], 63);
+    srv_comp_params_free(&p);
+    snprintf(body + at, sizeof(body) - (size_t)at, "],\"truncate_prompt_tokens\":-1}");
+    assert_int_equal(embed(body, &p, &e), 0);
+    assert_int_equal(p.prompt_lens[0], 63);
+    assert_int_equal(p.prompts[0][0], 1);
+    srv_comp_params_free(&p);
+    snprintf(body + at, sizeof(body) - (size_t)at, "],\"truncate_prompt_tokens\":64}");
+    assert_int_equal(embed(body, &p, &e), -EINVAL);
+    assert_string_equal(e.param, "truncate_prompt_tokens");
+    srv_comp_params_free(&p);
+
+    static const struct {
+        const char *body;
+        int status;
+        const char *param;
+    } bad[] = {
+        {"{}", 400, "input"},
+        {"{\"prompt\":[1]}", 400, "input"},
+        {"{\"input\":[]}", 400, "input"},
+        {"{\"input\":\"\"}", 400, "input"},
+        {"{\"input\":5}", 400, "input"},
+        {"{\"input\":[1.5]}", 400, "input"},
+        {"{\"input\":[100]}", 400, "input"},
+        {"{\"input\":[[1],[]]}", 400, "input"},
+        {"{\"input\":[[1],{}]}", 400, "input"},
+        {"{\"input\":[1],\"model\":\"other\"}", 404, "model"},
+        {"{\"input\":[1],\"encoding_format\":\"int8\"}", 400, "encoding_format"},
+        {"{\"input\":[1],\"encoding_format\":1}", 400, "encoding_format"},
+        {"{\"input\":[1],\"dimensions\":0}", 400, "dimensions"},
+        {"{\"input\":[1],\"dimensions\":17}", 400, "dimensions"},
+        {"{\"input\":[1],\"dimensions\":2.5}", 400, "dimensions"},
+        {"{\"input\":[1],\"normalize\":1}", 400, "normalize"},
+        {"{\"input\":[1],\"embd_normalize\":-2}", 400, "embd_normalize"},
+        {"{\"input\":[1],\"truncate_prompt_tokens\":-2}", 400, "truncate_prompt_tokens"},
+        {"{\"input\":[1],\"input\":[2]}", 400, "input"},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad); i++) {
+        int rc = embed(bad[i].body, &p, &e);
+        if (rc != -EINVAL || e.status != bad[i].status || !e.param || strcmp(e.param, bad[i].param))
+            fail_msg("%s: rc %d status %d param %s (%s)", bad[i].body, rc, e.status,
+                     e.param ? e.param : "-", e.message);
+        srv_comp_params_free(&p);
+    }
+    /* at most SRV_MAX_INPUTS inputs */
+    size_t cap = 8 * (SRV_MAX_INPUTS + 2);
+    char *many = malloc(cap);
+    assert_non_null(many);
+    for (int n = SRV_MAX_INPUTS; n <= SRV_MAX_INPUTS + 1; n++) {
+        at = snprintf(many, cap, "{\"input\":[");
+        for (int i = 0; i < n; i++)
+            at += snprintf(many + at, cap - (size_t)at, "%s[%d]", i ? "," : "", i % 100);
+        snprintf(many + at, cap - (size_t)at, "]}");
+        int rc = embed(many, &p, &e);
+        assert_int_equal(rc, n == SRV_MAX_INPUTS ? 0 : -EINVAL);
+        if (!rc)
+            assert_int_equal(p.n_prompts, SRV_MAX_INPUTS);
+        else
+            assert_string_equal(e.param, "input");
+        srv_comp_params_free(&p);
+    }
+    free(many);
+    /* every allocation failure is an error, never a crash or a leak */
+    const char *b2 = "{\"input\":[\"ab\",[3,4]],\"dimensions\":4}";
+    for (long n = 1; n < 30; n++) {
+        folio_alloc_fail_at(n);
+        int rc = srv_embed_parse(b2, strlen(b2), &mi, fake_tok, NULL, &p, &e);
+        folio_alloc_fail_at(0);
+        assert_true(rc == 0 || rc == -ENOMEM || rc == -EINVAL);
+        srv_comp_params_free(&p);
+    }
 }
 
 /* Each (name, endpoint) appears once in the table. */
@@ -765,6 +921,7 @@ int main(void)
         cmocka_unit_test(test_tokenize_bodies),
         cmocka_unit_test(test_table_rows_reach_engine),
         cmocka_unit_test(test_table_unique),
+        cmocka_unit_test(test_embed_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

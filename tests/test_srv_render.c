@@ -10,7 +10,11 @@
  * echoed prompt tokens with their prompt logprobs (null for the first and
  * where none were computed), invalid UTF-8 pieces as U+FFFD and -inf as
  * -9999; vLLM's prompt_logprobs list (the token itself first with its
- * rank, then the top-N others).
+ * rank, then the top-N others).  Embeddings (daemon/embed.c): the pooled
+ * mean of the delivered rows under each normalization, worked by hand;
+ * dimensions cut before normalizing; the spans each pooling covers; float
+ * text that reads back as the same float; base64 of little-endian
+ * float32 bytes; the response object.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -406,6 +410,167 @@ static void test_token_ids(void **state)
     folio_buf_free(&b);
 }
 
+/* Pooling spans, the mean of the rows, each normalization (by hand),
+ * dimensions before normalizing. */
+static void test_embed_math(void **state)
+{
+    (void)state;
+    int32_t lo, hi;
+    srv_pooling_range(SRV_POOL_MEAN, 7, &lo, &hi);
+    assert_true(lo == 0 && hi == 7);
+    srv_pooling_range(SRV_POOL_CLS, 7, &lo, &hi);
+    assert_true(lo == 0 && hi == 1);
+    srv_pooling_range(SRV_POOL_LAST, 7, &lo, &hi);
+    assert_true(lo == 6 && hi == 7);
+    srv_pooling_range(SRV_POOL_LAST, 1, &lo, &hi);
+    assert_true(lo == 0 && hi == 1);
+
+    struct srv_emb_acc a;
+    assert_int_equal(srv_emb_acc_init(&a, 4), 0);
+    const float rows[] = {1, 2, 3, -4, 3, 2, 1, 0}; /* two rows: mean 2, 2, 2, -2 */
+    srv_emb_acc_add(&a, rows, 1, 4);
+    srv_emb_acc_add(&a, rows + 4, 1, 4);
+    srv_emb_acc_add(&a, rows, 1, 3); /* a width that is not a's: ignored */
+    assert_int_equal(a.rows, 2);
+    float v[4];
+    struct srv_emb_params ep = {.normalize = true};
+    assert_int_equal(srv_emb_norm(&ep), SRV_EMB_NORM_EUCLID);
+    assert_int_equal(srv_emb_finish(&a, &ep, v), 4);
+    for (int k = 0; k < 4; k++) /* |mean| = 4 */
+        assert_float_equal(v[k], k < 3 ? 0.5f : -0.5f, 1e-7);
+    ep.normalize = false;
+    assert_int_equal(srv_emb_finish(&a, &ep, v), 4);
+    assert_float_equal(v[0], 2.0f, 0);
+    assert_float_equal(v[3], -2.0f, 0);
+    ep.norm_set = true; /* embd_normalize wins over normalize */
+    ep.norm = SRV_EMB_NORM_MAXABS;
+    srv_emb_finish(&a, &ep, v);
+    assert_float_equal(v[1], 32760.0f, 0);
+    assert_float_equal(v[3], -32760.0f, 0);
+    ep.norm = SRV_EMB_NORM_TAXICAB;
+    srv_emb_finish(&a, &ep, v);
+    assert_float_equal(v[2], 0.25f, 1e-7);
+    ep.norm = 3; /* (4 * 8)^(1/3) */
+    srv_emb_finish(&a, &ep, v);
+    assert_float_equal(v[0], (float)(2.0 / cbrt(32.0)), 1e-6);
+    ep.norm = SRV_EMB_NORM_EUCLID;
+    ep.dims = 2; /* cut, then unit length: 1/sqrt(2) each */
+    assert_int_equal(srv_emb_finish(&a, &ep, v), 2);
+    assert_float_equal(v[0], (float)(1 / sqrt(2.0)), 1e-7);
+    assert_float_equal(v[1], (float)(1 / sqrt(2.0)), 1e-7);
+    ep.dims = 9; /* beyond the width: all of it */
+    assert_int_equal(srv_emb_finish(&a, &ep, v), 4);
+    srv_emb_acc_free(&a);
+    /* no rows (or a zero vector): zeros, not NaN */
+    assert_int_equal(srv_emb_acc_init(&a, 4), 0);
+    ep.dims = 0;
+    srv_emb_finish(&a, &ep, v);
+    for (int k = 0; k < 4; k++)
+        assert_true(v[k] == 0.0f);
+    srv_emb_acc_free(&a);
+}
+
+/* JSON numbers read back as the same float; base64 is the float32 bytes,
+ * little-endian, with = padding. */
+static void test_embed_json(void **state)
+{
+    (void)state;
+    const float v[] = {0.1f, 1.0f / 3.0f, -2.5e-8f, 16777216.0f, 1e30f, INFINITY};
+    struct folio_buf b = {0};
+    srv_emb_json(&b, v, 6, false);
+    assert_false(b.oom);
+    cJSON *j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetArraySize(j), 6);
+    for (int k = 0; k < 5; k++)
+        assert_true((float)cJSON_GetArrayItem(j, k)->valuedouble == v[k]);
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(j, 5))); /* JSON has no infinity */
+    assert_non_null(strstr(b.p, "[0.1,"));               /* the shortest such text */
+    cJSON_Delete(j);
+    b.len = 0;
+    const float one[] = {1.0f}; /* 00 00 80 3f */
+    srv_emb_json(&b, one, 1, true);
+    assert_string_equal(b.p, "\"AACAPw==\"");
+    b.len = 0;
+    const float two[] = {1.0f, -2.0f}; /* 00 00 80 3f 00 00 00 c0 */
+    srv_emb_json(&b, two, 2, true);
+    assert_string_equal(b.p, "\"AACAPwAAAMA=\"");
+    /* 100 values: past the 48-value chunks, decoded back byte for byte */
+    float many[100];
+    for (int k = 0; k < 100; k++)
+        many[k] = (float)k * 0.37f - 11.0f;
+    b.len = 0;
+    srv_emb_json(&b, many, 100, true);
+    assert_int_equal(b.len, 2 + (400 + 2) / 3 * 4);
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char dec[402];
+    size_t n = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 1; i + 1 < b.len && b.p[i] != '='; i++) {
+        acc = acc << 6 | (uint32_t)(strchr(A, b.p[i]) - A);
+        if ((bits += 6) >= 8)
+            dec[n++] = (unsigned char)(acc >> (bits -= 8));
+    }
+    assert_int_equal(n, 400);
+    for (int k = 0; k < 100; k++) {
+        uint32_t u = (uint32_t)dec[4 * k] | (uint32_t)dec[4 * k + 1] << 8 |
+                     (uint32_t)dec[4 * k + 2] << 16 | (uint32_t)dec[4 * k + 3] << 24;
+        float x;
+        memcpy(&x, &u, 4);
+        assert_true(x == many[k]);
+    }
+    folio_buf_free(&b);
+}
+
+/* The response: a list of embedding objects in input order, the model,
+ * usage with prompt tokens only. */
+static void test_embed_response(void **state)
+{
+    (void)state;
+    struct srv_comp comp = {0};
+    struct srv_choice ch[2] = {0};
+    comp.p.embed = true;
+    comp.p.emb.normalize = true;
+    comp.p.emb.dims = 2;
+    snprintf(comp.id, sizeof(comp.id), "embd-1");
+    comp.created = 1700000000;
+    comp.n_choices = 2;
+    comp.ch = ch;
+    comp.prompt_tokens = 5;
+    const float rows[2][3] = {{3, 4, 9}, {0, -2, 1}};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(srv_emb_acc_init(&ch[i].emb, 3), 0);
+        srv_emb_acc_add(&ch[i].emb, rows[i], 1, 3);
+    }
+    struct folio_buf b = {0};
+    srv_render_embeddings(&b, &R, &comp);
+    assert_false(b.oom);
+    cJSON *j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "list");
+    assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "test-model");
+    const cJSON *data = cJSON_GetObjectItem(j, "data");
+    assert_int_equal(cJSON_GetArraySize(data), 2);
+    const cJSON *d1 = cJSON_GetArrayItem(data, 1);
+    assert_string_equal(cJSON_GetObjectItem(d1, "object")->valuestring, "embedding");
+    assert_int_equal(cJSON_GetObjectItem(d1, "index")->valueint, 1);
+    const cJSON *e0 = cJSON_GetObjectItem(cJSON_GetArrayItem(data, 0), "embedding");
+    assert_int_equal(cJSON_GetArraySize(e0), 2); /* 3, 4 -> 0.6, 0.8 */
+    assert_float_equal(cJSON_GetArrayItem(e0, 0)->valuedouble, 0.6, 1e-7);
+    assert_float_equal(cJSON_GetArrayItem(e0, 1)->valuedouble, 0.8, 1e-7);
+    const cJSON *e1 = cJSON_GetObjectItem(d1, "embedding");
+    assert_float_equal(cJSON_GetArrayItem(e1, 1)->valuedouble, -1.0, 0);
+    const cJSON *u = cJSON_GetObjectItem(j, "usage");
+    assert_int_equal(cJSON_GetObjectItem(u, "prompt_tokens")->valueint, 5);
+    assert_int_equal(cJSON_GetObjectItem(u, "total_tokens")->valueint, 5);
+    assert_null(cJSON_GetObjectItem(u, "completion_tokens"));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    for (int i = 0; i < 2; i++)
+        srv_emb_acc_free(&ch[i].emb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +582,9 @@ int main(void)
         cmocka_unit_test(test_prompt_logprobs),
         cmocka_unit_test(test_token_ids),
         cmocka_unit_test(test_chat_logprobs_and_usage),
+        cmocka_unit_test(test_embed_math),
+        cmocka_unit_test(test_embed_json),
+        cmocka_unit_test(test_embed_response),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * tools/cmd_eval.c — `folio eval`: one offline forward pass.
  *
  *   folio eval [--model FILE|default] --tokens 1,2,3 [--top 10] [--greedy N]
- *              [--json] [--threads N] [--kv-dtype f32|f16|bf16|q8]
+ *              [--json] [--hidden] [--threads N] [--kv-dtype f32|f16|bf16|q8]
  *              [--matmul auto|openblas|onednn]
  *
  * Runs the prompt through the model in one batch, prints the top logits
@@ -11,7 +11,11 @@
  * size 16, one sequence, just enough blocks), so the same page-table path
  * as the daemon's runs.
  *
- * --json prints {"top":[{"id":..,"logit":..,"logprob":..},...],"greedy":[...]}.
+ * --json prints {"top":[{"id":..,"logit":..,"logprob":..},...],"greedy":[...]}
+ * (and "hidden":[...] with --hidden: the final hidden state after the last
+ * prompt token, the output norm's: the prompt's embedding under last-token
+ * pooling before any normalization, what llama.cpp gives for a model
+ * without a pooling type).
  * Without --model (or with --model default) the embedded default model is
  * used.  GGUF files need the loader (model_load_file); builds without it
  * refuse --model FILE.
@@ -32,13 +36,13 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
-            "                  [--greedy N] [--json] [--threads N] [--kv-dtype f32|f16|bf16|q8]\n"
-            "                  [--matmul auto|openblas|onednn]\n"
-            "\n"
-            "Runs the tokens through the model offline; prints the top logits after the\n"
-            "last token and a greedy continuation of N tokens.\n");
+    fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
+                 "                  [--greedy N] [--json] [--hidden] [--threads N]\n"
+                 "                  [--kv-dtype f32|f16|bf16|q8] [--matmul auto|openblas|onednn]\n"
+                 "\n"
+                 "Runs the tokens through the model offline; prints the top logits after the\n"
+                 "last token and a greedy continuation of N tokens.  --hidden: also the final\n"
+                 "hidden state after the last token (its embedding, unnormalized).\n");
 }
 
 /* "1,2,3" -> tokens; returns the count or -EINVAL. */
@@ -66,7 +70,7 @@ int cmd_eval(int argc, char **argv)
     const char *model_path = NULL, *tokens_arg = NULL;
     int32_t top = 10, greedy = 0, threads = 1;
     enum model_matmul matmul = MODEL_MATMUL_AUTO;
-    int json = 0;
+    int json = 0, hidden = 0;
     enum folio_dtype kv_dtype = FOLIO_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -77,6 +81,9 @@ int cmd_eval(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+            continue;
+        } else if (!strcmp(a, "--hidden")) {
+            hidden = 1;
             continue;
         } else if (!v) {
             fprintf(stderr, "folio eval: %s needs a value\n", a);
@@ -131,6 +138,7 @@ int cmd_eval(int argc, char **argv)
     int32_t *toks = malloc(sizeof(int32_t) * ((size_t)hp->ctx_len + 1));
     float *logits = malloc(sizeof(float) * (size_t)V);
     void *work = malloc(sampler_work_size(V));
+    float *hid = NULL; /* [n][dim] with --hidden */
     pager_t *pg = NULL;
     pager_seq_t *seq = NULL;
     struct pager_kv_view kv;
@@ -179,9 +187,14 @@ int cmd_eval(int argc, char **argv)
     struct model_slice sl = {.first_pos = 0,
                              .n_tokens = n,
                              .block_table = pager_seq_block_table(seq, &nb),
-                             .sample = true};
+                             .sample = true,
+                             .hidden = hidden};
     struct model_batch b = {.n_tokens = n, .tokens = toks, .n_slices = 1, .slices = &sl};
-    rc = model_forward(ctx, &b, logits);
+    if (hidden && !(hid = malloc(sizeof(float) * (size_t)n * (size_t)hp->dim))) {
+        fprintf(stderr, "folio eval: out of memory\n");
+        goto out;
+    }
+    rc = model_forward_hidden(ctx, &b, logits, hid);
     if (rc < 0) {
         fprintf(stderr, "folio eval: forward failed: %s\n", strerror(-rc));
         goto out;
@@ -193,8 +206,16 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "folio eval: sampling failed\n");
         goto out;
     }
+    const float *last = hid ? hid + (size_t)(n - 1) * (size_t)hp->dim : NULL;
     if (json) {
-        printf("{\"model\":\"%s\",\"top\":[", model_name(m));
+        printf("{\"model\":\"%s\",", model_name(m));
+        if (last) {
+            printf("\"hidden\":[");
+            for (int32_t k = 0; k < hp->dim; k++)
+                printf("%s%.9g", k ? "," : "", last[k]);
+            printf("],");
+        }
+        printf("\"top\":[");
         for (int k = 0; k < res.n_top; k++)
             printf("%s{\"id\":%d,\"logit\":%.6g,\"logprob\":%.6g}", k ? "," : "", res.top_ids[k],
                    logits[res.top_ids[k]], res.top_logprobs[k]);
@@ -206,6 +227,12 @@ int cmd_eval(int argc, char **argv)
         for (int k = 0; k < res.n_top; k++)
             printf("  %6d  logit %10.5f  logprob %9.5f\n", res.top_ids[k], logits[res.top_ids[k]],
                    res.top_logprobs[k]);
+        if (last) {
+            printf("final hidden state after the last token (%d values):", hp->dim);
+            for (int32_t k = 0; k < hp->dim; k++)
+                printf("%s%.6g", k % 8 ? " " : "\n  ", last[k]);
+            printf("\n");
+        }
         if (greedy)
             printf("greedy:");
     }
@@ -242,6 +269,7 @@ out:
     free(toks);
     free(logits);
     free(work);
+    free(hid);
     model_free(m);
     return status;
 }

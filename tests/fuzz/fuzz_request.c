@@ -1,12 +1,13 @@
 /*
  * tests/fuzz/fuzz_request.c — libFuzzer harness: arbitrary bytes as a
  * request body, through daemon/api.c's parsers (srv_comp_parse,
- * srv_chat_parse with each chat template, srv_tokenize_parse,
- * srv_detokenize_parse), as routes.c and comp.c call them.
+ * srv_chat_parse with each chat template, srv_embed_parse,
+ * srv_tokenize_parse, srv_detokenize_parse), as routes.c and comp.c call
+ * them.
  *
- * Input: byte 0 picks the parser (low 2 bits), the chat template (bits
- * 2-5, 0 = none: chat refused) and whether text prompts can be tokenized
- * (bit 6); the rest is the body.  The tokenizer is a stand-in (one id per
+ * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings),
+ * the chat template (bits 2-5, 0 = none: chat refused) and whether text
+ * prompts can be tokenized (bit 6); the rest is the body.  The tokenizer is a stand-in (one id per
  * byte), so the harness exercises the JSON side, not the vocabulary.
  * Checked on every input, aborting (a libFuzzer finding) when false:
  *   - a refusal has a 4xx status, a type, and renders (srv_api_error_json)
@@ -14,7 +15,9 @@
  *   - an accepted completion has 1..SRV_MAX_PROMPTS prompts, each with
  *     1..ctx ids inside the vocabulary, n in 1..SRV_MAX_N, max_tokens >= 1,
  *     at most SRV_MAX_STOP stop strings of sane length, and every choice's
- *     engine request (srv_comp_req_init) points at its own prompt;
+ *     engine request (srv_comp_req_init) points at its own prompt; an
+ *     accepted embeddings body has 1..SRV_MAX_INPUTS inputs of 1..ctx - 1
+ *     ids, n 1, max_tokens 1 and dimensions within the model's;
  *   - an accepted body never held a NUL (raw or \u0000): nothing a
  *     parser returns was silently cut short;
  *   - /tokenize's text is valid UTF-8; /detokenize's ids are in the
@@ -38,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define VOCAB 512
 #define CTX   256
+#define EMBD  64
 
 /* One id per byte (NUL never reaches here: see the NUL check). */
 static int tokenize(void *ctx, const char *text, size_t n, bool special, int32_t **out,
@@ -90,7 +94,13 @@ static void check_error(const struct srv_api_error *e)
 
 static void check_params(const struct srv_comp_params *p)
 {
-    CHECK(p->n_prompts >= 1 && p->n_prompts <= SRV_MAX_PROMPTS);
+    CHECK(p->n_prompts >= 1 && p->n_prompts <= (p->embed ? SRV_MAX_INPUTS : SRV_MAX_PROMPTS));
+    if (p->embed) {
+        CHECK(p->n == 1 && p->gen.max_tokens == 1 && p->gen.ignore_eos);
+        CHECK(p->emb.dims >= 0 && p->emb.dims <= EMBD);
+        for (int i = 0; i < p->n_prompts; i++)
+            CHECK(p->prompt_lens[i] <= CTX - 1);
+    }
     CHECK(p->n >= 1 && p->n <= SRV_MAX_N);
     CHECK(p->gen.max_tokens >= 1);
     CHECK(p->n_stop >= 0 && p->n_stop <= SRV_MAX_STOP);
@@ -128,15 +138,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 .n_vocab = VOCAB,
                                 .ctx_len = CTX,
                                 .eos_id = 2,
-                                .has_tokenizer = tok_ctx != NULL};
+                                .has_tokenizer = tok_ctx != NULL,
+                                .n_embd = EMBD};
     struct srv_api_error e;
     memset(&e, 0, sizeof(e));
     bool nul = has_nul(body, n);
     int rc;
     if (op <= 1) {
         struct srv_comp_params p;
-        rc = op == 0 ? srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
-                     : srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e);
+        rc = op == 1           ? srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e)
+             : (data[0] & 128) ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+                               : srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e);
         if (!rc)
             check_params(&p);
         srv_comp_params_free(&p);

@@ -295,16 +295,23 @@ SMALL_BODIES = [
     b'{"tokens":[511,0,-1,512]}',
     b'{"tokens":[],"model":"other"}',
 ]
+EMBED_BODIES = [
+    b'{"input":"hello"}',
+    b'{"input":["a","bc"],"encoding_format":"base64","dimensions":8,"model":"fuzz-model"}',
+    b'{"input":[[1,2],[3]],"normalize":false,"embd_normalize":3,"truncate_prompt_tokens":-1}',
+    b'{"input":[],"dimensions":0}',
+    b'{"input":[1,2,3],"user":"u","priority":2,"encoding_format":"float"}',
+]
 
 
 def request_seeds(out):
     """corpus/request/: bodies behind the option byte of fuzz_request.c
     (low 2 bits: completions, chat, tokenize, detokenize; bits 2-5: chat
-    template; bit 6: a tokenizer)."""
+    template; bit 6: a tokenizer; bit 7 with 0: embeddings)."""
     os.makedirs(out, exist_ok=True)
     i = 0
     for op, bodies in ((0, COMPLETION_BODIES), (1, CHAT_BODIES), (2, SMALL_BODIES),
-                       (3, SMALL_BODIES)):
+                       (3, SMALL_BODIES), (128, EMBED_BODIES)):
         for b in bodies:
             for tmpl in ((1, 3, 6) if op == 1 else (0,)):
                 opt = op | (tmpl << 2) | 64

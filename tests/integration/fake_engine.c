@@ -12,6 +12,10 @@
  * ignore_eos).  Text: ids < 256 are single bytes (so output exercises the
  * UTF-8 holdback), others are words " wNNN".  Prompt logprobs: prompt
  * token i (i >= 1) scores -i/64 with rank 1 and itself alone on top.
+ * Hidden states (embeddings): FAKE_EMBD values in (-1, 1), a pure
+ * function of the token alone (not its position), so a mean-pooled
+ * embedding does not depend on the order of the prompt's tokens and a
+ * last-token one on its last token only.
  * The pool is bookkeeping
  * only (no K/V memory), sized as 4096 bytes per token slot.
  *
@@ -31,8 +35,9 @@
 #include "folio/common.h"
 #include "server.h"
 
-#define VOCAB 512
-#define EOS   2
+#define VOCAB     512
+#define EOS       2
+#define FAKE_EMBD 8
 
 struct fake {
     unsigned step_us;
@@ -56,6 +61,16 @@ static void f_info(void *ctx, struct eng_model_info *mi)
     mi->n_vocab = VOCAB;
     mi->ctx_len = f->ctx;
     mi->eos_id = EOS;
+    mi->n_embd = FAKE_EMBD;
+    mi->pooling = -1;
+}
+
+/* Token tok's hidden state. */
+static void fake_hidden(int32_t tok, float *h)
+{
+    for (int k = 0; k < FAKE_EMBD; k++)
+        h[k] =
+            (float)((double)(mix((uint64_t)tok * FAKE_EMBD + (uint64_t)k) >> 11) * 0x1p-52 - 1.0);
 }
 
 /* Token number i of request r. */
@@ -74,14 +89,20 @@ static int32_t fake_token(const struct eng_req *r, int32_t i)
 }
 
 static void f_run(void *ctx, const struct sched_batch *batch, int32_t *sampled,
-                  struct sampler_result *res, struct sampler_result *plp, int *slice_rc)
+                  struct sampler_result *res, struct sampler_result *plp, float *hidden,
+                  int *slice_rc)
 {
     struct fake *f = ctx;
     if (f->step_us)
         usleep(f->step_us);
+    const int32_t *tokens = batch->mb.tokens;
     for (int32_t i = 0; i < batch->mb.n_slices; i++) {
         const struct sched_slice *s = &batch->info[i];
+        const int32_t n_tok = batch->mb.slices[i].n_tokens;
         slice_rc[i] = 0;
+        for (int32_t j = 0; s->hid_row >= 0 && j < n_tok; j++)
+            fake_hidden(tokens[j], hidden + (size_t)(s->hid_row + j) * FAKE_EMBD);
+        tokens += n_tok;
         for (int32_t j = 0; j < s->plp_n; j++) {
             const struct eng_req *r = eng_slice_req(s, NULL, NULL);
             int32_t t = s->plp_first + j + 1; /* the prompt token scored */
@@ -162,7 +183,7 @@ static int fake_factory(const struct srv_config *cfg, const struct eng_backend_o
     e = getenv("FOLIO_FAKE_NAME");
     f->name = e ? e : "fake-tiny";
     /* f32 K+V of 1 layer x 1 head x 512 dims: 4096 bytes per token slot */
-    struct eng_geom g = {1, 1, 512, f->ctx, true, 0, FOLIO_F32, VOCAB};
+    struct eng_geom g = {1, 1, 512, f->ctx, true, 0, FOLIO_F32, VOCAB, FAKE_EMBD};
     struct eng_backend *be;
     int rc = eng_backend_new(cfg, &g, &be, err, errlen);
     if (rc) {

@@ -51,6 +51,19 @@ req() {
 status_of() { tail -n1 <<<"$1"; }
 body_of() { sed '$d' <<<"$1"; }
 
+# close A B TOL: two JSON arrays of numbers (null in the same places)
+# within TOL of each other
+close() {
+  jq -en --argjson a "$1" --argjson b "$2" --argjson t "$3" \
+    '($a|length) == ($b|length) and ([range($a|length) | . as $i |
+      if $a[$i] == null then $b[$i] == null
+      else ($b[$i] != null and (($a[$i] - $b[$i]) | fabs) <= $t) end] | all)' >/dev/null
+}
+# ids N SEED: N token ids in [10, 9000), a JSON array
+ids() {
+  jq -cn --argjson n "$1" --argjson s "$2" '[range($n) | ((. * 7919 + $s * 104729) % 8990) + 10]'
+}
+
 # locked DIR FN: runs FN holding DIR/.install-lock, so that of two tests
 # running at once one installs into DIR and the other waits for it.
 locked() {

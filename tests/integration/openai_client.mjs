@@ -33,5 +33,16 @@ try {
 } catch (e) {
   if (!(e instanceof OpenAI.BadRequestError) || e.status !== 400) fail('error type: ' + e);
 }
-console.log(`ok - openai SDK: models.list, completion, streamed completion (${chunks} chunks, same text), 400 as BadRequestError`);
+// embeddings: the SDK asks for base64 unless told (and decodes it); the
+// same vectors as encoding_format "float"
+const e64 = await client.embeddings.create({ model, input: [[1, 2, 3], [4, 5]] });
+const ef = await client.embeddings.create({ model, input: [[1, 2, 3], [4, 5]], encoding_format: 'float' });
+if (e64.data.length !== 2 || e64.usage.prompt_tokens !== 5 || e64.data[1].index !== 1)
+  fail('embeddings: ' + JSON.stringify(e64));
+for (let i = 0; i < 2; i++) {
+  const a = e64.data[i].embedding, b = ef.data[i].embedding;
+  if (a.length !== b.length || a.length === 0 || a.some((x, k) => Math.fround(b[k]) !== x))
+    fail(`embedding ${i}: base64 ${JSON.stringify(a)} vs float ${JSON.stringify(b)}`);
+}
+console.log(`ok - openai SDK: models.list, completion, streamed completion (${chunks} chunks, same text), 400 as BadRequestError, embeddings (base64 = float)`);
 await dispatcher.close();

@@ -12,16 +12,6 @@
 #   - n = 2 choices share one prompt's logprobs; stream is refused (400).
 . "$SRCDIR/lib.sh"
 
-close() { # A B TOL: two JSON arrays of numbers (null in the same places) within TOL
-  jq -en --argjson a "$1" --argjson b "$2" --argjson t "$3" \
-    '($a|length) == ($b|length) and ([range($a|length) | . as $i |
-      if $a[$i] == null then $b[$i] == null
-      else ($b[$i] != null and (($a[$i] - $b[$i]) | fabs) <= $t) end] | all)' >/dev/null
-}
-ids() { # N SEED: N token ids in [10, 9000)
-  jq -cn --argjson n "$1" --argjson s "$2" '[range($n) | ((. * 7919 + $s * 104729) % 8990) + 10]'
-}
-
 start_daemon "$FOLIOD" --kv-blocks 1024 --max-seqs 16 --max-batch-tokens 128
 P=$(ids 16 1)
 r=$(req POST /v1/completions "{\"prompt\":$P,\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true,\"logprobs\":1}")
