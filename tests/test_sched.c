@@ -500,6 +500,31 @@ static void test_parallel_samples_preempted(void **state)
     h_free(&h);
 }
 
+/* A pool of 64 blocks of 16 whose prefix cache holds a finished request's
+ * 100-token prompt (into prompt); returns that request's record. */
+static int cached_prompt(struct harness *h, int32_t prompt[100])
+{
+    struct sched_config c = base_cfg(256, 8);
+    c.max_prompt_logits = 32;
+    h_init(h, 64, 16, &c);
+    h_prompt(prompt, 100, 5, h->vocab);
+    int plain = add_simple(h, 100, 2, 1, 0, 5);
+    h_drain(h, 100);
+    return plain;
+}
+
+/* A pool of 12 blocks of 8 mostly held by a running 40 + 50-token
+ * request (returned), and a 60-token prompt (into pr) that will not fit
+ * beside it without preemption. */
+static int busy_pool(struct harness *h, const struct sched_config *c, int32_t pr[60])
+{
+    h_init(h, 12, 8, c);
+    int big = add_simple(h, 40, 50, 1, 9, 3);
+    h_step(h);
+    h_prompt(pr, 60, 4, h->vocab);
+    return big;
+}
+
 /* Prompt log-probabilities: all_logits chunks capped at max_prompt_logits
  * tokens a step (other requests' chunks are not), no cached prefix taken
  * for positions still owed (the request's own blocks are cached for the
@@ -509,13 +534,8 @@ static void test_prompt_logits(void **state)
 {
     (void)state;
     struct harness h;
-    struct sched_config c = base_cfg(256, 8);
-    c.max_prompt_logits = 32;
-    h_init(&h, 64, 16, &c);
     int32_t prompt[100];
-    h_prompt(prompt, 100, 5, h.vocab);
-    int plain = add_simple(&h, 100, 2, 1, 0, 5); /* same prompt: fills the cache */
-    h_drain(&h, 100);
+    int plain = cached_prompt(&h, prompt); /* the same prompt, cached */
     struct h_params p = {.prompt = prompt,
                          .n_prompt = 100,
                          .max_tokens = 4,
@@ -573,11 +593,8 @@ static void test_prompt_logits(void **state)
     struct harness h2;
     struct sched_config c2 = base_cfg(64, 8);
     c2.max_prompt_logits = 16;
-    h_init(&h2, 12, 8, &c2);
-    int big = add_simple(&h2, 40, 50, 1, 9, 3);
-    h_step(&h2);
     int32_t pr[60];
-    h_prompt(pr, 60, 4, h2.vocab);
+    int big = busy_pool(&h2, &c2, pr);
     struct h_params p2 = {.prompt = pr,
                           .n_prompt = 60,
                           .max_tokens = 3,
@@ -595,6 +612,7 @@ static void test_prompt_logits(void **state)
     h_free(&h2);
 
     /* max_prompt_logits 0 refuses such requests */
+    struct sched_config c = base_cfg(256, 8);
     c.max_prompt_logits = 0;
     struct harness h3;
     h_init(&h3, 64, 16, &c);
@@ -615,13 +633,8 @@ static void test_hidden_states(void **state)
 {
     (void)state;
     struct harness h;
-    struct sched_config c = base_cfg(256, 8);
-    c.max_prompt_logits = 32;
-    h_init(&h, 64, 16, &c);
     int32_t prompt[100];
-    h_prompt(prompt, 100, 5, h.vocab);
-    int plain = add_simple(&h, 100, 2, 1, 0, 5); /* same prompt: fills the cache */
-    h_drain(&h, 100);
+    int plain = cached_prompt(&h, prompt); /* the same prompt, cached */
     assert_true(h.reqs[plain].done);
     static const struct {
         int32_t lo, hi, first_pos, hid_first, hid_n;
@@ -680,11 +693,8 @@ static void test_hidden_states(void **state)
      * delivered rows end (the harness: in order, none twice) */
     struct harness h2;
     struct sched_config c2 = base_cfg(16, 8);
-    h_init(&h2, 12, 8, &c2);
-    int big = add_simple(&h2, 40, 50, 1, 9, 3);
-    h_step(&h2);
     int32_t pr[60];
-    h_prompt(pr, 60, 4, h2.vocab);
+    int big = busy_pool(&h2, &c2, pr);
     struct h_params p2 = {.prompt = pr,
                           .n_prompt = 60,
                           .max_tokens = 1,
