@@ -102,7 +102,7 @@ static void make_trace(struct trace *t, uint64_t seed)
         q->tenant = t->tenants[rnd_in(&r, 0, t->n_tenants - 1)].id;
         q->seed = rnd(&r) | 1;
         q->prompt_logits = (q->seed >> 40) % 4 == 0; /* from the seed: the draws stay */
-        if (!q->prompt_logits && q->n == 1 && (q->seed >> 44) % 4 == 0) {
+        if (!q->prompt_logits && q->n == 1 && (q->seed >> 44) % 2 == 0) {
             uint64_t x = h_mix(q->seed);
             q->hidden_lo = (int32_t)(x % (uint64_t)q->n_prompt);
             q->hidden_hi =
