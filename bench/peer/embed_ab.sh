@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/peer/embed_ab.sh — /v1/embeddings, foliod against llama.cpp's
+# llama-server (--embeddings) on the same GGUF file, same machine, same
+# run, both over TCP on loopback:
+#   N requests of one input each (LEN random token ids, a different prompt
+#   each), CONC at a time (curl under xargs -P), last-token pooling,
+#   normalized; each server alone on the machine while measured; ROUNDS
+#   alternating rounds, the median of each side reported.  First the two
+#   servers' embeddings of the same 8 inputs are compared (max |diff| and
+#   the least cosine), so the speed is of the same answer.
+#
+#   bench/peer/embed_ab.sh [MODEL.gguf]   (default: a `small` F32 file)
+# Env: N (256), CONC (64), LEN (128), ROUNDS (3), THREADS (nproc),
+# FOLIO_BUILD (build-rel), WORK (bench/peer/.npm: llama.cpp's build),
+# LLAMA_ARGS (more llama-server options, e.g. "-b 2048 -ub 2048": an
+# embedding's tokens must fit one micro-batch, so its size bounds how many
+# inputs a step takes).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+here=bench/peer
+. "$here/folio_build.sh"
+. "$here/llama_build.sh"
+build=${FOLIO_BUILD:-build-rel}
+work=${WORK:-$here/.npm}
+N=${N:-256} CONC=${CONC:-64} LEN=${LEN:-128} ROUNDS=${ROUNDS:-3}
+threads=${THREADS:-$(nproc)}
+folio_build
+server=$(llama_tool llama-server)
+tmp=$(mktemp -d /tmp/embed-ab.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
+model=${1:-}
+if [ -z "$model" ]; then
+  model=$tmp/small.gguf
+  "$build/tools/folio" gen-model --preset small --seed 1 -o "$model" >/dev/null
+fi
+# the inputs: request i's body in $tmp/req/i.json
+mkdir -p "$tmp/req"
+jq -cn --argjson n "$N" --argjson len "$LEN" '[range($n) as $i |
+  [range($len) | ((. * 7919 + $i * 104729 + 17) % 30000) + 100]]' |
+  jq -c '.[]' | awk -v d="$tmp/req" '{ f = d "/" NR ".json"; print "{\"input\":[" $0 "]}" > f; close(f) }'
+
+port_f=18471 port_l=18472
+start_folio() {
+  "$build/daemon/foliod" --model "$model" --socket "$tmp/f.sock" --listen "127.0.0.1:$port_f" \
+    --insecure-listen --threads "$threads" --max-seqs "$CONC" --pooling last --kv-mem 2G \
+    --access-log off >"$tmp/foliod.log" 2>&1 &
+  pid=$!
+  wait_up "$port_f"
+}
+start_llama() {
+  LD_LIBRARY_PATH=$(dirname "$server") "$server" -m "$model" --host 127.0.0.1 --port "$port_l" \
+    --embeddings --pooling last -t "$threads" -np "$CONC" -c $((CONC * (LEN + 8))) \
+    ${LLAMA_ARGS:-} >"$tmp/llama.log" 2>&1 &
+  pid=$!
+  wait_up "$port_l"
+}
+wait_up() {
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "server exited: $(tail -5 "$tmp"/*.log)"; exit 1; }
+    sleep 0.1
+  done
+  echo "server did not come up"
+  exit 1
+}
+stop() { kill "$pid" && wait "$pid" 2>/dev/null || true; }
+emb8() { # PORT: the embeddings of inputs 1..8, one JSON array
+  for i in 1 2 3 4 5 6 7 8; do
+    curl -sf "http://127.0.0.1:$1/v1/embeddings" -H 'Content-Type: application/json' \
+      -d @"$tmp/req/$i.json" | jq -c '.data[0].embedding'
+  done | jq -cs .
+}
+load() { # PORT: seconds for the N requests, CONC at a time
+  local t0 t1
+  t0=$(date +%s.%N)
+  seq 1 "$N" | xargs -P "$CONC" -I{} curl -sf -o /dev/null "http://127.0.0.1:$1/v1/embeddings" \
+    -H 'Content-Type: application/json' -d @"$tmp/req/{}.json"
+  t1=$(date +%s.%N)
+  echo "$t1 - $t0" | bc -l
+}
+
+start_folio
+emb8 $port_f >"$tmp/f8.json"
+stop
+start_llama
+emb8 $port_l >"$tmp/l8.json"
+stop
+jq -rn --slurpfile a "$tmp/f8.json" --slurpfile b "$tmp/l8.json" '
+  [range(8) as $i | [range($a[0][$i] | length) as $k | ($a[0][$i][$k] - $b[0][$i][$k]) | fabs] | max] | max as $d |
+  [range(8) as $i | [range($a[0][$i] | length) as $k | $a[0][$i][$k] * $b[0][$i][$k]] | add] | min as $c |
+  "same 8 inputs: max |diff| \($d), least cosine \($c)"'
+
+fs=() ls=()
+for r in $(seq 1 "$ROUNDS"); do
+  start_folio
+  load $port_f >/dev/null # warm
+  fs+=("$(load $port_f)")
+  stop
+  start_llama
+  load $port_l >/dev/null
+  ls+=("$(load $port_l)")
+  stop
+  echo "round $r: foliod ${fs[-1]} s, llama-server ${ls[-1]} s"
+done
+med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+mf=$(med "${fs[@]}") ml=$(med "${ls[@]}")
+tok=$((N * LEN))
+printf 'foliod: %.2f s, %.0f input tok/s; llama-server: %.2f s, %.0f input tok/s; ratio %.2fx (medians of %d)\n' \
+  "$mf" "$(echo "$tok / $mf" | bc -l)" "$ml" "$(echo "$tok / $ml" | bc -l)" "$(echo "$ml / $mf" | bc -l)" "$ROUNDS"
