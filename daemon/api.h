@@ -85,17 +85,20 @@ struct srv_comp_params {
     char *stop[SRV_MAX_STOP];
     size_t stop_len[SRV_MAX_STOP];
     bool stream, include_usage;
-    bool echo;                     /* completions: the prompt text starts each choice's text */
-    int32_t *stop_ids;             /* owned; gen.stop_ids points here */
-    bool chat_logprobs;            /* chat `logprobs` (gen.n_logprobs = top_logprobs, else 0) */
-    bool add_generation_prompt;    /* chat: the rendered text ends with the assistant's header
-                                      (vLLM's field; default true) */
-    int32_t top_logprobs;          /* chat: 0..SAMPLER_MAX_TOP */
-    bool top_logprobs_set;         /* given (implies logprobs) */
-    int32_t prompt_logprobs;       /* -1, or 0..SAMPLER_MAX_TOP: the `prompt_logprobs` field
-                                      (gen.n_prompt_logprobs also serves echo + logprobs) */
-    int n_unknown;                 /* fields the table does not know (ignored unless strict) */
-    char unknown[SRV_UNKNOWN_CAP]; /* their names, comma-separated (truncated) */
+    bool echo;                      /* completions: the prompt text starts each choice's text */
+    int32_t *stop_ids;              /* owned; gen.stop_ids points here */
+    bool chat_logprobs;             /* chat `logprobs` (gen.n_logprobs = top_logprobs, else 0) */
+    bool add_generation_prompt;     /* chat: the rendered text ends with the assistant's header
+                                       (vLLM's field; default true) */
+    bool add_generation_prompt_set; /* ... given (not null) */
+    bool continue_final_message;    /* chat: the text ends inside the final message, which the
+                                       model continues (vLLM's field; no generation prompt) */
+    int32_t top_logprobs;           /* chat: 0..SAMPLER_MAX_TOP */
+    bool top_logprobs_set;          /* given (implies logprobs) */
+    int32_t prompt_logprobs;        /* -1, or 0..SAMPLER_MAX_TOP: the `prompt_logprobs` field
+                                       (gen.n_prompt_logprobs also serves echo + logprobs) */
+    int n_unknown;                  /* fields the table does not know (ignored unless strict) */
+    char unknown[SRV_UNKNOWN_CAP];  /* their names, comma-separated (truncated) */
     /* response_format, grammar, tools (daemon/tools.h); NULL: none given.
      * gen.grammar, when set, is a reference this struct owns. */
     struct srv_tools *tools;

@@ -246,9 +246,49 @@ static int render_conversation(int tmpl, const struct chat_msg *msgs, int n, boo
     return rc;
 }
 
+/* The last occurrence of needle[0..nl) in hay[0..hl), or NULL. */
+static const char *last_in(const char *hay, size_t hl, const char *needle, size_t nl)
+{
+    for (size_t at = hl >= nl ? hl - nl + 1 : 0; at-- > 0;)
+        if (!memcmp(hay + at, needle, nl))
+            return hay + at;
+    return NULL;
+}
+
+/* continue_final_message: the rendered text (rendered without a
+ * generation prompt) cut right after the final message's content, so
+ * that whatever the template closes a turn with is gone and the model
+ * continues that message.  The content is found as the template wrote
+ * it: verbatim, or without its surrounding whitespace (templates that
+ * trim).  0, or -EINVAL with *err. */
+static int cut_after_final(char *text, size_t *len, const char *content, struct srv_api_error *err)
+{
+    size_t n = strlen(content), tn = n;
+    const char *t = content; /* without its surrounding whitespace */
+    while (tn && strchr(" \t\r\n", t[tn - 1]))
+        tn--;
+    while (tn && strchr(" \t\r\n", *t))
+        t++, tn--;
+    if (!tn)
+        BAD("continue_final_message",
+            "'continue_final_message' needs a final message with text to continue");
+    const char *at = last_in(text, *len, content, n);
+    if (!at && (at = last_in(text, *len, t, tn))) /* a template that trims */
+        n = tn;
+    if (!at)
+        BAD("continue_final_message", "'continue_final_message': the final message does not "
+                                      "appear in the conversation as the chat template renders it");
+    *len = (size_t)(at - text) + n;
+    text[*len] = 0;
+    return 0;
+}
+
 int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
                        struct srv_comp_params *p, struct srv_api_error *err)
 {
+    if (p->continue_final_message && p->add_generation_prompt_set && p->add_generation_prompt)
+        BAD("continue_final_message",
+            "'continue_final_message' and 'add_generation_prompt' cannot both be true");
     if (!cJSON_IsArray(v))
         BAD("messages", "'messages' must be an array of {role, content} objects");
     int n = cJSON_GetArraySize(v);
@@ -331,8 +371,12 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
         rc = -EINVAL;
     }
     size_t len = 0;
+    /* continue_final_message: no generation prompt, whatever the default */
+    bool gen_prompt = p->add_generation_prompt && !p->continue_final_message;
     if (!rc)
-        rc = render_conversation(tmpl, msgs, n, p->add_generation_prompt, need, &text, &len, err);
+        rc = render_conversation(tmpl, msgs, n, gen_prompt, need, &text, &len, err);
+    if (!rc && p->continue_final_message)
+        rc = cut_after_final(text, &len, msgs[n - 1].content, err);
     if (!rc) {
         rc = tok ? tok(tok_ctx, text, len, true, &toks, &n_toks) : -ENOSYS;
         if (rc == -ENOSYS)

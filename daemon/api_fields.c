@@ -310,8 +310,10 @@ static const struct srv_field fields[] = {
     {"spaces_between_special_tokens", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
     {"include_stop_str_in_output", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"add_generation_prompt", SRV_F_BOOL, SRV_EP_CHAT, OFF(add_generation_prompt), 0, 0, 1, 0,
+     false, true, OFF(add_generation_prompt_set), NULL, NULL},
+    /* vLLM's: the final message left open for the model to continue */
+    {"continue_final_message", SRV_F_BOOL, SRV_EP_CHAT, OFF(continue_final_message), 0, 0, 0, 0,
      false, true, -1, NULL, NULL},
-    {"continue_final_message", SRV_F_NOOP, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"mirostat", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"dry_multiplier", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},
     {"xtc_probability", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},

@@ -9,7 +9,9 @@
  * (and Llama-3) text and is tokenized with special tokens on; bad
  * messages, roles, content types and a missing template are 400s naming
  * `messages`; chat-only fields (max_completion_tokens) and the default
- * max_tokens (the rest of the context).  Embeddings: each input form, the
+ * max_tokens (the rest of the context); add_generation_prompt and
+ * continue_final_message (the text cut after the final message, trimmed
+ * as a template trims it).  Embeddings: each input form, the
  * generation every input runs (one unseen greedy token), its fields, bad
  * bodies naming `input` and the field, inputs past the context (refused,
  * or cut to their last tokens by truncate_prompt_tokens).
@@ -369,6 +371,39 @@ static void test_chat_render(void **state)
     assert_int_equal(chat(b, CHAT_TMPL_CHATML, &p, &e), -EINVAL);
     assert_string_equal(e.param, "add_generation_prompt");
     srv_comp_params_free(&p);
+
+    /* continue_final_message (vLLM's): the text stops inside the final
+     * message (no end of turn, no generation prompt); with a template
+     * that trims (Llama 3), after the trimmed text; refused with an
+     * explicit add_generation_prompt true, or with nothing to continue */
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+        "\"content\":\"Sure: x\"}],\"continue_final_message\":true}";
+    assert_int_equal(chat(b, CHAT_TMPL_CHATML, &p, &e), 0);
+    assert_string_equal(p.prompt_text[0],
+                        "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\nSure: x");
+    assert_int_equal(p.prompt_lens[0], (int)strlen(p.prompt_text[0]));
+    srv_comp_params_free(&p);
+    b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+        "\"content\":\" x \"}],\"continue_final_message\":true,\"add_generation_prompt\":false}";
+    assert_int_equal(chat(b, CHAT_TMPL_LLAMA3, &p, &e), 0);
+    const char *t = p.prompt_text[0];
+    const char *tail = "<|start_header_id|>assistant<|end_header_id|>\n\nx";
+    assert_true(strlen(t) >= strlen(tail));
+    assert_string_equal(t + strlen(t) - strlen(tail), tail);
+    srv_comp_params_free(&p);
+    static const char *const refused[] = {
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"continue_final_message\":true,"
+        "\"add_generation_prompt\":true}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+        "\"content\":\" \"}],\"continue_final_message\":true}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"continue_final_message\":1}",
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(refused); i++) {
+        assert_int_equal(chat(refused[i], CHAT_TMPL_CHATML, &p, &e), -EINVAL);
+        assert_string_equal(e.param, "continue_final_message");
+        srv_comp_params_free(&p);
+    }
+    srv_comp_params_free(&p);
 }
 
 static void test_chat_bad(void **state)
@@ -664,6 +699,7 @@ static void test_table_rows_reach_engine(void **state)
                                               "top_logprobs",
                                               "prompt_logprobs",
                                               "add_generation_prompt",
+                                              "continue_final_message",
                                               "dimensions",
                                               "normalize",
                                               "embd_normalize",

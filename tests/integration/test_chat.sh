@@ -7,7 +7,8 @@
 # messages, folio complete --chat; logprobs (<= 0, top-N sorted, greedy =
 # top-1, stream == non-stream), echo (+ prompt tokens with null logprobs);
 # --chat-template; the openai SDK's chat.completions.create with chat
-# logprobs; penalties, min_p and typical_p on the real model.
+# logprobs; penalties, min_p and typical_p on the real model;
+# /apply-template, continue_final_message, /tokenize's chat form.
 . "$SRCDIR/lib.sh"
 
 [ "$("$FOLIOD" --chat-template bogus >/dev/null 2>&1; echo $?)" = 2 ] || fail "--chat-template bogus accepted"
@@ -53,6 +54,21 @@ r=$(at "{\"messages\":$msgs,\"add_generation_prompt\":false}")
 head -n -1 <<<"$r" | jq -e --arg p "${rendered%<|im_start|>assistant$'\n'}" '.prompt == $p' >/dev/null ||
   fail "/apply-template without the generation prompt: $r"
 ok "/apply-template: the rendered conversation (add_generation_prompt: false leaves the assistant's header off); 400 for a bad message, 405 for GET"
+# continue_final_message (vLLM's): the prompt stops inside the final
+# assistant message, and the completion continues it: its prompt tokens
+# are those of that text
+cont=$(jq -c '. + [{"role":"assistant","content":"Sure, the answer is"}]' <<<"$msgs")
+r=$(at "{\"messages\":$cont,\"continue_final_message\":true}")
+head -n -1 <<<"$r" | jq -e --arg p "${rendered}Sure, the answer is" '.prompt == $p' >/dev/null ||
+  fail "/apply-template with continue_final_message: $r"
+nc=$(curl -s --unix-socket "$SOCK" --data-binary "$(jq -nc --arg p "${rendered}Sure, the answer is" '{prompt:$p}')" http://x/tokenize | jq '.count')
+r=$(chat "{\"messages\":$cont,\"continue_final_message\":true,\"add_generation_prompt\":false,\"max_tokens\":4}")
+jq -e --argjson n "$nc" '.usage.prompt_tokens == $n and .usage.completion_tokens == 4' <<<"$r" >/dev/null ||
+  fail "chat with continue_final_message: $r (want $nc prompt tokens)"
+r=$(at "{\"messages\":$cont,\"continue_final_message\":true,\"add_generation_prompt\":true}")
+[ "$(tail -n 1 <<<"$r")" = 400 ] && head -n -1 <<<"$r" | jq -e '.error.param == "continue_final_message"' >/dev/null ||
+  fail "continue_final_message with add_generation_prompt true: $r"
+ok "continue_final_message: the prompt ends inside the final message ($nc tokens), continued; refused beside add_generation_prompt true"
 # /tokenize's chat form (vLLM's): the chat route's prompt tokens
 r=$(curl -s --unix-socket "$SOCK" --data-binary "{\"messages\":$msgs}" http://x/tokenize)
 jq -e --argjson n "$n" '.count == $n and (.tokens | length) == $n' <<<"$r" >/dev/null ||
