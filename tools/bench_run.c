@@ -11,7 +11,8 @@
  *   reqs[arrived .. n) not yet due
  *
  * A conn's life: init handle + timeout timer → connect → write request →
- * read (llhttp, response mode; on_body → SSE → chunk scan) → finish
+ * read (llhttp, response mode; on_body → SSE → chunk scan, or for
+ * /v1/embeddings the body kept and read once complete) → finish
  * (record the outcome once) → close both handles → freed in the second
  * close callback.  finish() is idempotent (`finished`), so an error after
  * the response completed, or a timeout racing a read, is harmless.
@@ -79,6 +80,7 @@ struct run {
     uv_timer_t arrival, tick;
     bool timers_closed;
     uint64_t t0, now_read;
+    bool embed; /* /v1/embeddings: JSON answers, not streams */
     struct bench_run_out *out;
     struct conn *scrape; /* in flight */
     int32_t cap_metrics, cap_ticks;
@@ -346,7 +348,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     struct conn *c = conn_of(p);
     if (c->finished)
         return 0;
-    if (c->kind == CONN_REQ && c->status == 200) {
+    if (c->kind == CONN_REQ && c->status == 200 && !c->run->embed) {
         if (bench_sse_feed(&c->sse, at, len, on_chunk, c))
             finish(c, false, "out of memory", NULL);
         return 0;
@@ -373,6 +375,31 @@ static void error_detail(struct conn *c, char *out, size_t cap)
     cJSON_Delete(j);
 }
 
+/* An embeddings answer, complete: a "data" list of embeddings (arrays,
+ * or base64 strings) and the input tokens in usage.  Its arrival is the
+ * request's first (TTFT) and last moment. */
+static void embed_done(struct conn *c)
+{
+    struct bench_req *r = c->req;
+    cJSON *j = c->rbody.oom ? NULL : cJSON_ParseWithLength(c->rbody.p, c->rbody.len);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "usage");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+    const cJSON *e0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, 0), "embedding");
+    bool ok = cJSON_GetArraySize(data) > 0 &&
+              ((cJSON_IsArray(e0) && cJSON_GetArraySize(e0) > 0) || cJSON_IsString(e0));
+    if (ok && cJSON_IsNumber(pt))
+        r->usage_prompt = (int32_t)pt->valuedouble;
+    cJSON_Delete(j);
+    if (!ok) {
+        finish(c, false, "bad embeddings answer", "no \"data\" list of embeddings");
+        return;
+    }
+    r->t_first = c->run->now_read;
+    r->saw_done = true;
+    finish(c, true, NULL, NULL);
+}
+
 static int on_message_complete(llhttp_t *p)
 {
     struct conn *c = conn_of(p);
@@ -388,6 +415,10 @@ static int on_message_complete(llhttp_t *p)
     }
     if (c->kind != CONN_REQ) {
         finish(c, true, NULL, NULL);
+        return 0;
+    }
+    if (c->run->embed) {
+        embed_done(c);
         return 0;
     }
     bench_sse_finish(&c->sse, on_chunk, c);
@@ -487,7 +518,9 @@ static int conn_start(struct run *run, struct conn *c, const struct bench_target
     c->u.h.data = c;
     c->timer.data = c;
     c->connect.data = c;
-    c->rbody_max = c->kind == CONN_REQ ? 4096 : (8u << 20);
+    /* an error's body; a scrape's; an embeddings answer (a few floats'
+     * text per value) */
+    c->rbody_max = c->kind != CONN_REQ || run->embed ? (64u << 20) : 4096;
     bench_sse_init(&c->sse);
     llhttp_init(&c->parser, HTTP_RESPONSE, &settings);
     c->parser.data = c;
@@ -749,6 +782,7 @@ int bench_run_exec(const struct bench_run_cfg *cfg, struct bench_req *reqs, int3
     if (!run)
         return -ENOMEM;
     run->cfg = cfg;
+    run->embed = cfg->endpoint && strstr(cfg->endpoint, "embeddings") != NULL;
     run->reqs = reqs;
     run->n = n;
     run->out = out;

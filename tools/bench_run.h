@@ -75,12 +75,15 @@ struct bench_run_cfg {
     int n_targets;
     const char *const *keys; /* API keys (Authorization: Bearer), may be NULL */
     int n_keys;
-    const char *endpoint; /* "/v1/completions" or "/v1/chat/completions" */
-    int max_concurrency;  /* <= 0: unlimited */
-    double duration_s;    /* stop sending after this (<= 0: no bound) */
-    double timeout_s;     /* per request */
-    bool scrape_metrics;  /* GET /metrics on targets[0] once a second */
-    bool progress;        /* a progress bar on stderr */
+    /* "/v1/completions", "/v1/chat/completions" (streamed: TTFT is the
+     * first token's) or "/v1/embeddings" (one JSON answer: its arrival is
+     * the request's first and last moment, usage its input tokens) */
+    const char *endpoint;
+    int max_concurrency; /* <= 0: unlimited */
+    double duration_s;   /* stop sending after this (<= 0: no bound) */
+    double timeout_s;    /* per request */
+    bool scrape_metrics; /* GET /metrics on targets[0] once a second */
+    bool progress;       /* a progress bar on stderr */
 };
 
 struct bench_run_out {

@@ -49,7 +49,9 @@ static void usage(FILE *out)
             "  --socket PATH           Unix socket; repeat to spread tenants over sockets\n"
             "                          (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)\n"
             "  --url URL               http://HOST:PORT[/prefix] over TCP instead\n"
-            "  --endpoint PATH         /v1/completions (default) or /v1/chat/completions\n"
+            "  --endpoint PATH         /v1/completions (default), /v1/chat/completions, or\n"
+            "                          /v1/embeddings (one input a request; TTFT is the\n"
+            "                          answer's latency; --output-len and sampling ignored)\n"
             "  --model NAME            model field (default: the first of GET /v1/models)\n"
             "  --tenants K1,K2,...     API keys, sent as 'Authorization: Bearer K'; request i\n"
             "                          goes to tenant i mod K (trace: tenant id mod K)\n"
@@ -266,11 +268,18 @@ static int build_body(const struct opts *o, struct workload *w, struct bench_rng
 {
     struct folio_buf b = {0};
     bool text = o->text_prompts || chat;
+    bool embed = strstr(o->endpoint, "embeddings") != NULL;
     folio_buf_append(&b, "{", 1);
     if (model) {
         folio_buf_append(&b, "\"model\":", 8);
         folio_buf_json_str(&b, model, strlen(model));
         folio_buf_append(&b, ",", 1);
+    }
+    if (embed) { /* the input alone: nothing is generated or sampled */
+        folio_buf_printf(&b, "\"input\":");
+        prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, text);
+        folio_buf_append(&b, "}", 1);
+        goto done;
     }
     if (chat) {
         folio_buf_printf(&b, "\"messages\":[{\"role\":\"user\",\"content\":");
@@ -300,6 +309,7 @@ static int build_body(const struct opts *o, struct workload *w, struct bench_rng
         folio_buf_append(&b, "}", 1);
     }
     folio_buf_append(&b, "}", 1);
+done:
     if (b.oom) {
         folio_free(b.p);
         return -ENOMEM;
@@ -475,8 +485,9 @@ static const char *apply_opt(struct opts *o, enum opt_id id, const char *arg)
         o->url = arg;
         break;
     case O_ENDPOINT:
-        if (strcmp(arg, "/v1/completions") && strcmp(arg, "/v1/chat/completions"))
-            return "--endpoint: /v1/completions or /v1/chat/completions";
+        if (strcmp(arg, "/v1/completions") && strcmp(arg, "/v1/chat/completions") &&
+            strcmp(arg, "/v1/embeddings"))
+            return "--endpoint: /v1/completions, /v1/chat/completions or /v1/embeddings";
         o->endpoint = arg;
         break;
     case O_MODEL:

@@ -4,7 +4,8 @@
 # loopback TCP listener: every request succeeds, the token counts agree
 # three ways (usage, token_ids counted per chunk, the daemon's own
 # folio_generation_tokens_total), /metrics was scraped with foliod's
-# names, and the JSON and SVG files are written (the SVG parses as XML).
+# names, and the JSON and SVG files are written (the SVG parses as XML);
+# --endpoint /v1/embeddings counts input tokens as the daemon does.
 # Then, with two tenants configured by API key, --tenants spreads the
 # requests over them (foliod's per-tenant counters agree) and a wrong key
 # is tallied as HTTP 401.  Skips (77) while foliod is built without its
@@ -74,6 +75,20 @@ check "$tmp/u.json" "$tmp/u.svg" 32 16 "$g0" "$g1" || fail "unix run checks"
   fail "tcp run: $(cat "$tmp/t.out")"
 g2=$(gen_total)
 check "$tmp/t.json" "$tmp/t.svg" 16 8 "$g1" "$g2" || fail "tcp run checks"
+# /v1/embeddings: one input a request, its tokens counted as input (the
+# daemon's prompt-token counter agrees), nothing generated, latency as TTFT
+prompt_total() {
+  curl -s --unix-socket "$sock" http://x/metrics | awk '$1 ~ /^folio_prompt_tokens_total($|\{)/ {print $2}'
+}
+p0=$(prompt_total)
+"$folio" bench --socket "$sock" --endpoint /v1/embeddings --num-prompts 16 --max-concurrency 8 \
+  --input-len 40 --json "$tmp/e.json" --no-progress >"$tmp/e.out" 2>&1 || fail "embeddings run: $(cat "$tmp/e.out")"
+p1=$(prompt_total)
+jq -e '.completed == 16 and .failed == 0 and .total_input_tokens == 640 and
+  .total_output_tokens == 0 and .mean_ttft_ms > 0 and .mean_ttft_ms == .mean_e2el_ms' "$tmp/e.json" >/dev/null ||
+  fail "embeddings run: $(jq -c '{completed, failed, total_input_tokens, total_output_tokens, mean_ttft_ms, mean_e2el_ms}' "$tmp/e.json")"
+[ "$(awk -v a="$p0" -v b="$p1" 'BEGIN { print b - a }')" = 640 ] || fail "the daemon counted $p0 -> $p1 prompt tokens, want 640 more"
+echo "ok: --endpoint /v1/embeddings: 16 requests, 640 input tokens (the daemon counted as many), latency as TTFT"
 # a prompt over the context length is refused with 400 and counted
 "$folio" bench --socket "$sock" --num-prompts 2 --input-len 100000 --output-len 4 \
   --no-progress >"$tmp/x.out" 2>&1 && fail "an over-long prompt succeeded"
