@@ -1,6 +1,6 @@
 /*
  * daemon/api_fields.c — the request table: every JSON field a completion
- * request may carry, one row each, with the typed readers the rows use
+ * (or embeddings) request may carry, one row each, with the typed readers the rows use
  * and the parsers of the rows that are not a plain number or boolean.
  * Adding a sampling field is one row here plus the sampler.
  *
@@ -224,7 +224,7 @@ static int parse_stop_token_ids(const void *json, const struct eng_model_info *m
 #define ALL      (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED)
 #define MAX_SEED 9007199254740991.0 /* 2^53 - 1: exact in a JSON double */
 
-/* Every JSON field a completion request may carry.  A row names the
+/* Every JSON field a completion or embeddings request may carry.  A row names the
  * field, its type, the endpoints that accept it, where it lands in struct
  * srv_comp_params (sampling fields land in gen: struct eng_gen, which the
  * engine request carries to the sampler and scheduler unchanged), its

@@ -59,7 +59,7 @@ expect_exit 2 --dataset nope
 expect_exit 2 --dataset trace
 expect_exit 2 --slo ttft
 expect_exit 2 --logit-bias 5
-expect_exit 2 --endpoint /v1/embeddings
+expect_exit 2 --endpoint /v1/rerank
 expect_exit 2 --socket a --url http://127.0.0.1:1
 expect_exit 2 --url ftp://x
 expect_exit 2 --socket "$tmp/$(printf 'x%.0s' $(seq 120))"
