@@ -38,6 +38,11 @@
  *   output_norm.weight [dim] (F32), output.weight [dim, vocab] (qwen2 ties
  *   the output to token_embd: no output.weight); rope_freqs.weight [hd/2]
  *   (F32: llama3 scaling's per-dimension frequency divisors).
+ *   A reranker (qwen3): cls.output.weight [dim, 2] (F32, rows "yes" and
+ *   "no"), with the keys ARCH.pooling_type = 4 (rank),
+ *   ARCH.classifier.output_labels = ["yes", "no"] and
+ *   tokenizer.chat_template.rerank (MODEL_GEN_RERANK_TEMPLATE, unless the
+ *   --vocab file has one), as llama.cpp's converter writes Qwen3 rerankers.
  *   ffn_up may take a type of its own (--up-dtype: a mixed-type file).
  *
  * Q/K/V and gate/up are the row blocks of the fused wqkv and w_gate_up, so
@@ -51,6 +56,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,7 +81,7 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
     const struct model_hparams *hp = &m->hp;
     int64_t dim = hp->dim, hd = hp->head_dim, H = hp->n_heads, KV = hp->n_kv_heads;
     int64_t ffn = hp->ffn_dim, V = hp->n_vocab;
-    int64_t n_specs = 4 + 12 * (int64_t)hp->n_layers;
+    int64_t n_specs = 5 + 12 * (int64_t)hp->n_layers;
     if (m->tok_embd.type != GGUF_TENSOR_F32 || m->output.type != GGUF_TENSOR_F32)
         return -EINVAL; /* writes models built in memory (all F32) */
     struct tensor_spec *spec = folio_calloc((size_t)n_specs, sizeof(*spec));
@@ -125,6 +131,8 @@ static int add_tensors(gguf_writer_t *w, const struct model *m, enum gguf_tensor
         SPEC("rope_freqs.weight", 1, hd / 2, 1, rope_freqs, false);
     if (m->output.data != m->tok_embd.data) /* tied: no output.weight */
         SPEC("output.weight", 2, dim, V, model__f32(&m->output), true);
+    if (m->n_cls)
+        SPEC("cls.output.weight", 2, dim, m->n_cls, m->cls_out, false);
 #undef SPEC
     n_specs = k;
 
@@ -278,6 +286,10 @@ int model__write_gguf_up(const struct model *m, const char *path, enum gguf_tens
         goto oom;
     if (hp->n_swa > 0 && (rc = gguf_w_u32(w, K("attention.sliding_window"), (uint32_t)hp->n_swa)))
         goto oom;
+    static const char *const labels[] = {"yes", "no"};
+    if (m->n_cls == 2 && ((rc = gguf_w_u32(w, K("pooling_type"), 4)) || /* llama.cpp's rank */
+                          (rc = gguf_w_arr_str(w, K("classifier.output_labels"), labels, 2))))
+        goto oom;
 #undef K
     if (vocab) {
         for (int64_t i = 0; i < gguf_n_keys(vocab); i++)
@@ -287,6 +299,9 @@ int model__write_gguf_up(const struct model *m, const char *path, enum gguf_tens
     } else if ((rc = add_synth_vocab(w, hp->n_vocab))) {
         goto oom;
     }
+    if (m->n_cls && !(vocab && gguf_find_key(vocab, "tokenizer.chat_template.rerank") >= 0) &&
+        (rc = gguf_w_str(w, "tokenizer.chat_template.rerank", MODEL_GEN_RERANK_TEMPLATE)))
+        goto oom;
     if (hp->rope_scaling == MODEL_ROPE_LLAMA3 || m->rope_freqs) {
         if (!(rope_freqs = folio_malloc(sizeof(float) * (size_t)(hp->head_dim / 2)))) {
             rc = -ENOMEM;
@@ -331,6 +346,7 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
     struct model_hparams hp;
     struct model *m = NULL;
     gguf_file_t *vocab = NULL;
+    float *cls = NULL; /* a reranker's head, [2][dim] */
     if (err && errlen)
         err[0] = 0;
     int rc = o->preset ? model_preset(o->preset, &hp) : -EINVAL;
@@ -425,6 +441,30 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
         snprintf(m->name, sizeof(m->name), "folio-synth-%s-%s-s%" PRIu64, o->arch, o->preset,
                  o->seed);
     model__fill_random(m, o->seed);
+    if (o->reranker) {
+        if (hp.arch != MODEL_ARCH_QWEN3) {
+            if (err && errlen)
+                snprintf(err, errlen,
+                         "a reranker is written as a qwen3 file (the decoder architecture "
+                         "llama.cpp reads a classification head for): add --arch qwen3");
+            rc = -EINVAL;
+            goto out;
+        }
+        if (!(cls = folio_malloc(2 * (size_t)hp.dim * sizeof(float)))) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        /* rows "yes", "no" ~ U(-a, a), a = sqrt(3 / dim): unit variance
+         * logits from a unit-RMS hidden state, so scores spread over (0, 1) */
+        uint64_t st = o->seed ^ 0xC1A55E5ull;
+        const double a = sqrt(3.0 / hp.dim);
+        for (int64_t i = 0; i < 2 * (int64_t)hp.dim; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            cls[i] = (float)(a * (2.0 * (double)(st >> 11) * 0x1.0p-53 - 1.0));
+        }
+        m->cls_out = cls;
+        m->n_cls = 2;
+    }
     enum gguf_tensor_type wt = o->f16 ? GGUF_TENSOR_F16 : GGUF_TENSOR_F32;
     if (o->dtype && (rc = model__dtype_parse(o->dtype, &wt))) {
         if (err && errlen)
@@ -440,6 +480,7 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
     rc = model__write_gguf_up(m, path, wt, ut, vocab, err, errlen);
 out:
     model_free(m);
+    folio_free(cls);
     gguf_close(vocab);
     return rc;
 }

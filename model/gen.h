@@ -22,6 +22,10 @@ int model__write_gguf(const struct model *m, const char *path, enum gguf_tensor_
 int model__write_gguf_up(const struct model *m, const char *path, enum gguf_tensor_type wtype,
                          enum gguf_tensor_type up_type, const gguf_file_t *vocab, char *err,
                          size_t errlen);
+/* The rerank prompt a generated reranker carries: {query} and {document}
+ * are replaced by the texts (as llama-server does). */
+#define MODEL_GEN_RERANK_TEMPLATE                                                                  \
+    "Query: {query}\nDocument: {document}\nDoes the document answer the query? Answer:"
 int model__dtype_parse(const char *name, enum gguf_tensor_type *t);
 int model__file_type(enum gguf_tensor_type t);
 

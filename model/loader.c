@@ -38,7 +38,10 @@
  * vectors are converted to f32, and so is rope_freqs.weight ([head_dim / 2]
  * per-dimension RoPE frequency divisors, Llama-3.1-style scaling as
  * llama.cpp's converter writes it; used as llama.cpp does, whatever the
- * scaling keys say).  Other tensors are ignored.  A rope.scaling.type other
+ * scaling keys say), and a reranker's classification head
+ * (cls.output.weight [dim, n] and cls.output.bias [n]: n outputs, at most
+ * MODEL_MAX_CLS; {arch}.classifier.output_labels, when present, must name
+ * n).  Other tensors are ignored.  A rope.scaling.type other
  * than none, linear, yarn or llama3 is refused rather than run with
  * silently wrong positions.
  *
@@ -191,14 +194,16 @@ static void release_pages(const void *p, size_t n)
         (void)madvise((void *)a, z - a, MADV_DONTNEED);
 }
 
-/* Places a norm vector (converted to f32) of n elements at storage + *off
- * (pass 1), or only counts its bytes (pass 0). */
-static int place_vec(struct ld *ld, const char *name, int64_t n, char *base, size_t *off,
-                     const float **dst)
+/* Places a tensor of shape ne[0..n_dims) converted to f32 at storage +
+ * *off (pass 1), or only counts its bytes (pass 0). */
+static int place_f32(struct ld *ld, const char *name, int32_t n_dims, const int64_t *ne, char *base,
+                     size_t *off, const float **dst)
 {
     struct gguf_tensor_info ti;
-    const int64_t ne[1] = {n};
-    int rc = find_tensor(ld, name, 1, ne, &ti);
+    int64_t n = 1;
+    for (int32_t d = 0; d < n_dims; d++)
+        n *= ne[d];
+    int rc = find_tensor(ld, name, n_dims, ne, &ti);
     if (rc)
         return rc;
     if (base) {
@@ -210,6 +215,48 @@ static int place_vec(struct ld *ld, const char *name, int64_t n, char *base, siz
     }
     *off += ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
     return 0;
+}
+
+/* A norm vector of n elements (place_f32). */
+static int place_vec(struct ld *ld, const char *name, int64_t n, char *base, size_t *off,
+                     const float **dst)
+{
+    const int64_t ne[1] = {n};
+    return place_f32(ld, name, 1, ne, base, off, dst);
+}
+
+/* A reranker's classification head, when the file has cls.output.weight
+ * ([dim, n]: n outputs, 1 .. MODEL_MAX_CLS; {arch}.classifier.output_labels,
+ * when present, names as many) and optionally cls.output.bias [n]. */
+static int place_cls(struct ld *ld, struct model *m, char *base, size_t *off)
+{
+    int64_t idx = gguf_find_tensor(ld->f, "cls.output.weight");
+    if (idx < 0)
+        return 0;
+    struct gguf_tensor_info ti;
+    gguf_tensor_get(ld->f, idx, &ti);
+    const int64_t n = ti.n_dims == 2 ? ti.ne[1] : 0;
+    if (n < 1 || n > MODEL_MAX_CLS)
+        return fail(ld, -EINVAL,
+                    "tensor 'cls.output.weight' has %" PRId64
+                    " outputs; a reranker's head has 1 to %d",
+                    n, MODEL_MAX_CLS);
+    char k[96];
+    int64_t li = gguf_find_key(ld->f, ARCH_KEY(ld, k, "classifier.output_labels"));
+    enum gguf_type et;
+    uint64_t nl;
+    if (li >= 0 &&
+        (gguf_arr_info(ld->f, li, &et, &nl) || et != GGUF_TYPE_STRING || nl != (uint64_t)n))
+        return fail(ld, -EINVAL,
+                    "key '%s' must be an array of %" PRId64
+                    " strings (one per output of cls.output.weight)",
+                    k, n);
+    const int64_t ne[2] = {m->hp.dim, n};
+    int rc = place_f32(ld, "cls.output.weight", 2, ne, base, off, &m->cls_out);
+    if (!rc && gguf_find_tensor(ld->f, "cls.output.bias") >= 0)
+        rc = place_vec(ld, "cls.output.bias", n, base, off, &m->cls_out_b);
+    m->n_cls = rc ? 0 : (int32_t)n;
+    return rc;
 }
 
 /* Places the vectors names[0..n) (lengths lens[i], converted to f32) one
@@ -629,6 +676,8 @@ static int walk_weights(struct ld *ld, struct model *m, char *base, size_t *off)
     /* per-dimension RoPE frequency divisors (Llama 3.1-style scaling) */
     if (gguf_find_tensor(ld->f, "rope_freqs.weight") >= 0 &&
         (rc = place_vec(ld, "rope_freqs.weight", hd / 2, base, off, &m->rope_freqs)))
+        return rc;
+    if ((rc = place_cls(ld, m, base, off)))
         return rc;
     if (gguf_find_tensor(ld->f, "output.weight") >= 0) {
         snprintf(nm[0], sizeof(nm[0]), "output.weight");

@@ -411,6 +411,13 @@ const char *model_name(const model_t *m)
     return m->name;
 }
 
+int32_t model_cls_head(const model_t *m, const float **w, const float **b)
+{
+    *w = m->n_cls ? m->cls_out : NULL;
+    *b = m->n_cls ? m->cls_out_b : NULL;
+    return m->n_cls;
+}
+
 enum folio_dtype model_kv_dtype_for(enum gguf_tensor_type t)
 {
     return t == GGUF_TENSOR_F32 ? FOLIO_F32 : t == GGUF_TENSOR_BF16 ? FOLIO_BF16 : FOLIO_F16;

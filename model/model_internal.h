@@ -60,7 +60,12 @@ struct model {
     const float *out_norm;
     struct matmul_mat output;
     const float *rope_freqs; /* [head_dim / 2] frequency divisors, or NULL */
-    void *storage;           /* owned weight memory (folio_region_alloc) */
+    /* Rerankers' classification head (cls.output.weight [n_cls][dim], f32
+     * in storage; cls.output.bias [n_cls] or NULL); n_cls 0: none.  In a
+     * generated model (model/gen.c) cls_out points at the caller's memory. */
+    const float *cls_out, *cls_out_b;
+    int32_t n_cls;
+    void *storage; /* owned weight memory (folio_region_alloc) */
     size_t storage_bytes;
 };
 

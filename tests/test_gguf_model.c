@@ -287,6 +287,9 @@ struct micro {
     int rope_freqs;                /* add a rope_freqs.weight tensor of this length */
     bool llama3_keys;              /* llama3 scaling's factor, context, low and high keys */
     enum gguf_tensor_type up_type; /* ffn_up's type (F32 = 0: wtype) */
+    int cls;                       /* cls.output.weight of this many outputs (wtype) */
+    bool cls_bias;                 /* and cls.output.bias */
+    int cls_labels;                /* llama.classifier.output_labels of this many */
 };
 
 /* Element i of tensor number tid: a multiple of 0.5 in [-15, 15], exact in
@@ -438,7 +441,25 @@ static void write_micro(const char *path, const struct micro *o)
         int64_t ne1[1] = {o->rope_freqs};
         assert_int_equal(gguf_w_tensor(w, "rope_freqs.weight", GGUF_TENSOR_F32, 1, ne1, freqs), 0);
     }
+    void *cls = NULL, *cls_b = NULL;
+    static const char *const labels[] = {"yes", "no", "maybe"};
+    if (o->cls) { /* tensor ids 60 and 61 */
+        int64_t ne2[2] = {M_DIM, o->cls}, ne1[1] = {o->cls};
+        cls = encode(o->wtype, 60, (int64_t)M_DIM * o->cls);
+        assert_int_equal(gguf_w_tensor(w, "cls.output.weight", o->wtype, 2, ne2, cls), 0);
+        if (o->cls_bias) {
+            cls_b = encode(GGUF_TENSOR_F32, 61, o->cls);
+            assert_int_equal(gguf_w_tensor(w, "cls.output.bias", GGUF_TENSOR_F32, 1, ne1, cls_b),
+                             0);
+        }
+    }
+    if (o->cls_labels)
+        assert_int_equal(
+            gguf_w_arr_str(w, "llama.classifier.output_labels", labels, (uint64_t)o->cls_labels),
+            0);
     assert_int_equal(gguf_writer_write(w, path, err, sizeof(err)), 0);
+    free(cls);
+    free(cls_b);
     for (int i = 0; i < nt; i++)
         free(data[i]);
     gguf_writer_free(w);
@@ -609,6 +630,45 @@ static void test_loader_llama3_rope(void **state)
     model_free(m);
 }
 
+/* A reranker's head: cls.output.weight in the matrices' type read as f32
+ * rows [n][dim], its bias, the labels key naming as many; none: 0. */
+static void test_loader_cls(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    tmp_path(path, sizeof(path), "micro_cls.gguf");
+    const enum gguf_tensor_type types[] = {GGUF_TENSOR_F32, GGUF_TENSOR_F16, GGUF_TENSOR_Q8_0};
+    for (size_t t = 0; t < FOLIO_ARRAY_LEN(types); t++) {
+        struct micro o = {.wtype = types[t],
+                          .cls = 1 + (int)t,
+                          .cls_bias = t != 1,
+                          .cls_labels = t ? 1 + (int)t : 0};
+        write_micro(path, &o);
+        model_t *m;
+        if (model_load_file(path, &m, err, sizeof(err)))
+            fail_msg("%s", err);
+        const float *w, *b;
+        assert_int_equal(model_cls_head(m, &w, &b), o.cls);
+        for (int64_t i = 0; i < (int64_t)M_DIM * o.cls; i++)
+            assert_true(w[i] == elem(60, i));
+        if (o.cls_bias)
+            for (int i = 0; i < o.cls; i++)
+                assert_true(b[i] == elem(61, i));
+        else
+            assert_null(b);
+        model_free(m);
+    }
+    struct micro o = {.wtype = GGUF_TENSOR_F32};
+    write_micro(path, &o);
+    model_t *m;
+    assert_int_equal(model_load_file(path, &m, err, sizeof(err)), 0);
+    const float *w = (const float *)1, *b = (const float *)1;
+    assert_int_equal(model_cls_head(m, &w, &b), 0);
+    assert_null(w);
+    assert_null(b);
+    model_free(m);
+}
+
 /* Defaults: head_count_kv absent -> n_heads; rope.dimension_count absent. */
 static void test_loader_defaults(void **state)
 {
@@ -675,6 +735,8 @@ static void test_loader_rejects(void **state)
         {{.rope_scaling = "linear"}, "missing required key 'llama.rope.scaling.factor'"},
         {{.rope_scaling = "llama3"}, "missing required key 'llama.rope.scaling.factor'"},
         {{.rope_freqs = M_HD}, "tensor 'rope_freqs.weight' has shape [16], expected [8]"},
+        {{.cls = MODEL_MAX_CLS + 1}, "'cls.output.weight' has 17 outputs; a reranker's head"},
+        {{.cls = 2, .cls_labels = 3}, "key 'llama.classifier.output_labels' must be an array of 2"},
     };
     for (size_t c = 0; c < FOLIO_ARRAY_LEN(cases); c++) {
         struct micro o = cases[c].o;
@@ -1010,6 +1072,53 @@ static void test_gen_tiny(void **state)
     unlink(a);
 }
 
+/* --reranker: qwen3 only; a two-row head, pooling_type rank, the labels
+ * and the rerank template, loaded back as the head. */
+static void test_gen_reranker(void **state)
+{
+    (void)state;
+    char src[300], out[300], err[512];
+    tmp_path(src, sizeof(src), "vocab_rr.gguf");
+    tmp_path(out, sizeof(out), "tiny_rr.gguf");
+    struct micro mo = {.wtype = GGUF_TENSOR_F32};
+    write_micro(src, &mo);
+    struct model_gen_opts o = {
+        .preset = "tiny", .seed = 3, .vocab_path = src, .reranker = true, .dtype = "q8_0"};
+    assert_int_equal(model_gen_file(&o, out, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "--arch qwen3"));
+    o.arch = "qwen3";
+    if (model_gen_file(&o, out, err, sizeof(err)))
+        fail_msg("%s", err);
+    model_t *m;
+    if (model_load_file(out, &m, err, sizeof(err)))
+        fail_msg("%s", err);
+    const float *w, *b;
+    assert_int_equal(model_cls_head(m, &w, &b), 2);
+    assert_null(b);
+    double ss = 0; /* rows ~ U(-a, a), a = sqrt(3 / dim): mean square 1 / dim */
+    for (int i = 0; i < 2 * m->hp.dim; i++)
+        ss += (double)w[i] * w[i];
+    assert_true(fabs(ss / 2 - 1.0) < 0.2);
+    model_free(m);
+    gguf_file_t *f;
+    assert_int_equal(gguf_open(out, &f, err, sizeof(err)), 0);
+    uint64_t pool = 0;
+    assert_int_equal(gguf_get_u64(f, gguf_find_key(f, "qwen3.pooling_type"), &pool), 0);
+    assert_int_equal(pool, 4);
+    const char *s;
+    size_t len;
+    int64_t k = gguf_find_key(f, "qwen3.classifier.output_labels");
+    assert_int_equal(gguf_arr_str(f, k, 1, &s, &len), 0);
+    assert_true(len == 2 && !memcmp(s, "no", 2));
+    assert_int_equal(gguf_get_str(f, gguf_find_key(f, "tokenizer.chat_template.rerank"), &s, &len),
+                     0);
+    assert_true(len == strlen(MODEL_GEN_RERANK_TEMPLATE) &&
+                !memcmp(s, MODEL_GEN_RERANK_TEMPLATE, len));
+    gguf_close(f);
+    unlink(out);
+    unlink(src);
+}
+
 /* --vocab: tokenizer.* keys come from another file; n_vocab follows it. */
 static void test_gen_copy_vocab(void **state)
 {
@@ -1079,11 +1188,13 @@ int main(void)
         cmocka_unit_test(test_loader_rejects),
         cmocka_unit_test(test_loader_gate_up_mixed),
         cmocka_unit_test(test_loader_llama3_rope),
+        cmocka_unit_test(test_loader_cls),
         cmocka_unit_test(test_loader_alloc_failures),
         cmocka_unit_test(test_write_load_roundtrip),
         cmocka_unit_test(test_loader_split),
         cmocka_unit_test(test_gen_tiny),
         cmocka_unit_test(test_gen_copy_vocab),
+        cmocka_unit_test(test_gen_reranker),
     };
     return cmocka_run_group_tests(tests, test_tmp_setup, test_tmp_teardown);
 }

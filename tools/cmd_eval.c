@@ -2,7 +2,7 @@
  * tools/cmd_eval.c — `folio eval`: one offline forward pass.
  *
  *   folio eval [--model FILE|default] --tokens 1,2,3 [--top 10] [--greedy N]
- *              [--json] [--hidden] [--threads N] [--kv-dtype f32|f16|bf16|q8]
+ *              [--json] [--hidden] [--rank] [--threads N] [--kv-dtype f32|f16|bf16|q8]
  *              [--matmul auto|openblas|onednn]
  *
  * Runs the prompt through the model in one batch, prints the top logits
@@ -15,7 +15,9 @@
  * (and "hidden":[...] with --hidden: the final hidden state after the last
  * prompt token, the output norm's: the prompt's embedding under last-token
  * pooling before any normalization, what llama.cpp gives for a model
- * without a pooling type).
+ * without a pooling type).  --rank (a reranker file): "rank_score", that
+ * hidden state through the model's classification head (model_rank_score:
+ * what /v1/rerank answers for a prompt of these tokens).
  * Without --model (or with --model default) the embedded default model is
  * used.  GGUF files need the loader (model_load_file); builds without it
  * refuse --model FILE.
@@ -37,12 +39,14 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
-                 "                  [--greedy N] [--json] [--hidden] [--threads N]\n"
+                 "                  [--greedy N] [--json] [--hidden] [--rank] [--threads N]\n"
                  "                  [--kv-dtype f32|f16|bf16|q8] [--matmul auto|openblas|onednn]\n"
                  "\n"
                  "Runs the tokens through the model offline; prints the top logits after the\n"
                  "last token and a greedy continuation of N tokens.  --hidden: also the final\n"
-                 "hidden state after the last token (its embedding, unnormalized).\n");
+                 "hidden state after the last token (its embedding, unnormalized).  --rank\n"
+                 "(a reranker): also that state's relevance score through the model's\n"
+                 "classification head.\n");
 }
 
 /* "1,2,3" -> tokens; returns the count or -EINVAL. */
@@ -70,7 +74,7 @@ int cmd_eval(int argc, char **argv)
     const char *model_path = NULL, *tokens_arg = NULL;
     int32_t top = 10, greedy = 0, threads = 1;
     enum model_matmul matmul = MODEL_MATMUL_AUTO;
-    int json = 0, hidden = 0;
+    int json = 0, hidden = 0, rank = 0;
     enum folio_dtype kv_dtype = FOLIO_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -84,6 +88,9 @@ int cmd_eval(int argc, char **argv)
             continue;
         } else if (!strcmp(a, "--hidden")) {
             hidden = 1;
+            continue;
+        } else if (!strcmp(a, "--rank")) {
+            rank = hidden = 1;
             continue;
         } else if (!v) {
             fprintf(stderr, "folio eval: %s needs a value\n", a);
@@ -133,6 +140,14 @@ int cmd_eval(int argc, char **argv)
     }
     const struct model_hparams *hp = model_hparams(m);
     const int32_t V = hp->n_vocab;
+    const float *cls_w, *cls_b;
+    const int32_t n_cls = model_cls_head(m, &cls_w, &cls_b);
+    if (rank && !n_cls) {
+        fprintf(stderr, "folio eval: --rank: %s is not a reranker (no cls.output.weight)\n",
+                model_path ? model_path : "the default model");
+        model_free(m);
+        return 1;
+    }
 
     int status = 1;
     int32_t *toks = malloc(sizeof(int32_t) * ((size_t)hp->ctx_len + 1));
@@ -215,6 +230,8 @@ int cmd_eval(int argc, char **argv)
                 printf("%s%.9g", k ? "," : "", last[k]);
             printf("],");
         }
+        if (rank)
+            printf("\"rank_score\":%.9g,", model_rank_score(cls_w, cls_b, n_cls, hp->dim, last));
         printf("\"top\":[");
         for (int k = 0; k < res.n_top; k++)
             printf("%s{\"id\":%d,\"logit\":%.6g,\"logprob\":%.6g}", k ? "," : "", res.top_ids[k],
@@ -233,6 +250,8 @@ int cmd_eval(int argc, char **argv)
                 printf("%s%.6g", k % 8 ? " " : "\n  ", last[k]);
             printf("\n");
         }
+        if (rank)
+            printf("rank score %.9g\n", model_rank_score(cls_w, cls_b, n_cls, hp->dim, last));
         if (greedy)
             printf("greedy:");
     }

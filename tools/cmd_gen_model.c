@@ -19,7 +19,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: folio gen-model --preset tiny|small|medium --seed N\n"
                  "                       [--dtype f32|f16|bf16|q8_0] [--up-dtype T] [--f16]\n"
                  "                       [--arch llama|qwen2|qwen3] [--rope-scaling SPEC]\n"
-                 "                       [--sliding-window N] [--vocab FILE.gguf] -o OUT.gguf\n"
+                 "                       [--sliding-window N] [--reranker] [--vocab FILE.gguf]\n"
+                 "                       -o OUT.gguf\n"
                  "\n"
                  "Writes a synthetic model with deterministic random weights (the same\n"
                  "arguments give byte-identical files).\n"
@@ -32,6 +33,10 @@ static void usage(FILE *out)
                  "                 rope_freqs.weight (per-dimension divisors; LOW, HIGH: the\n"
                  "                 low/high frequency factors, default 1 and 4) and no keys\n"
                  "  --sliding-window N  write ARCH.attention.sliding_window = N\n"
+                 "  --reranker     a reranker (with --arch qwen3): a classification head\n"
+                 "                 cls.output.weight (labels yes, no), pooling_type rank and\n"
+                 "                 a tokenizer.chat_template.rerank with {query} and {document},\n"
+                 "                 as llama.cpp's converter writes Qwen3 rerankers\n"
                  "  --preset P     tiny (dim 512, 8 layers), small (768, 12), medium (1024, 24)\n"
                  "  --seed N       weight seed (unsigned 64-bit)\n"
                  "  --dtype T      the matrices' type (every 2-D tensor, token_embd and output\n"
@@ -67,6 +72,10 @@ int cmd_gen_model(int argc, char **argv)
         }
         if (!strcmp(a, "--f16")) {
             o.dtype = "f16";
+            continue;
+        }
+        if (!strcmp(a, "--reranker")) {
+            o.reranker = true;
             continue;
         }
         bool takes = !strcmp(a, "--preset") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||

@@ -28,7 +28,9 @@
 #ifndef FOLIO_MODEL_H
 #define FOLIO_MODEL_H
 
+#include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "folio/gguf.h"
@@ -117,10 +119,45 @@ struct model_gen_opts {
     int32_t rope_orig_ctx;
     float rope_low_freq, rope_high_freq; /* LLAMA3 (0: defaults 1 and 4) */
     int32_t sliding_window;              /* {arch}.attention.sliding_window (0: none) */
+    /* A reranker (qwen3 only, the decoder architecture llama.cpp reads a
+     * classification head for): a seeded cls.output.weight of two rows
+     * (labels "yes", "no"), pooling_type rank (4) and a
+     * tokenizer.chat_template.rerank with {query} and {document}. */
+    bool reranker;
 };
 int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);
 const struct model_hparams *model_hparams(const model_t *m);
 const char *model_name(const model_t *m);
+/* The classification head of a reranker file (cls.output.weight, f32
+ * whatever its file type: rows [n][dim]; cls.output.bias [n] or NULL):
+ * returns n (1 .. MODEL_MAX_CLS), or 0 (w, b NULL) when the model has
+ * none. */
+#define MODEL_MAX_CLS 16
+int32_t model_cls_head(const model_t *m, const float **w, const float **b);
+/* The relevance score of a final hidden state h [dim] through a head of
+ * n >= 1 rows (w [n][dim], b [n] or NULL): with two or more outputs the
+ * softmax's first (a yes/no head: P(yes), as llama.cpp scores its qwen3
+ * rerankers), with one its logistic sigmoid (a cross-encoder's logit, as
+ * vLLM scores them).  Sums in double.  In [0, 1].  Inline: the server's
+ * library, which does not link the model, scores with it too. */
+static inline double model_rank_score(const float *w, const float *b, int32_t n, int32_t dim,
+                                      const float *h)
+{
+    double z[MODEL_MAX_CLS], zmax = -INFINITY, den = 0;
+    n = n < MODEL_MAX_CLS ? n : MODEL_MAX_CLS;
+    for (int32_t r = 0; r < n; r++) {
+        double s = b ? b[r] : 0.0;
+        for (int32_t i = 0; i < dim; i++)
+            s += (double)w[(size_t)r * (size_t)dim + (size_t)i] * h[i];
+        z[r] = s;
+        zmax = s > zmax ? s : zmax;
+    }
+    if (n == 1)
+        return 1.0 / (1.0 + exp(-z[0]));
+    for (int32_t r = 0; r < n; r++)
+        den += exp(z[r] - zmax);
+    return exp(z[0] - zmax) / den;
+}
 /* The KV element type `--kv-dtype auto` takes for a model whose attention
  * matrices are of type t: F32, F16 and BF16 keep their own precision (as
  * vLLM's "auto" takes the model's dtype), quantized types f16 (as

@@ -14,7 +14,12 @@
 // (`folio eval --hidden`) must equal llama.cpp's embedding of it (an
 // embedding context: for a file without a pooling type that is the last
 // token's output-normed state, unnormalized) within TOL too: what foliod's
-// /v1/embeddings pools.  PROMPTS is how many of the prompts below are tried.  All cases
+// /v1/embeddings pools.  A case whose label ends in "reranker" (a file with
+// a classification head and pooling type rank) compares instead the
+// relevance score of the first prompt: llama.cpp's rank pooling (an
+// embeddings context on that file: the head over the last token's state,
+// softmax for qwen3) against `folio eval --rank`, what /v1/rerank
+// answers, within TOL.  PROMPTS is how many of the prompts below are tried.  All cases
 // run in one process (the library loads once) on one thread each side,
 // so the test can run beside others.  Exits 0 when every case agrees, 1
 // otherwise.
@@ -37,7 +42,7 @@ const llama = await getLlama({gpu: false, build: "never", progressLogs: false, l
 
 // One case: MODEL against folio eval on its first N_PROMPTS prompts;
 // returns how many disagreed.
-async function compare(modelPath, TOL, N_PROMPTS) {
+async function compare(modelPath, TOL, N_PROMPTS, rank) {
     const model = await llama.loadModel({modelPath, gpuLayers: 0});
     const nVocab = model.tokens.vocabularySize ?? 32000;
 
@@ -69,6 +74,8 @@ async function compare(modelPath, TOL, N_PROMPTS) {
         for await (const _token of ectx.getSequence().evaluate(prompts[0], {_noSampling: true}))
             break; // evaluated: the embedding is the context's now
         lcEmbd = Array.from(ectx._ctx.getEmbedding(prompts[0].length));
+        if (rank)
+            lcEmbd = lcEmbd.slice(0, 1); // the first label's probability
         await ectx.dispose();
     }
     for (const tokens of prompts.slice(0, N_PROMPTS)) {
@@ -104,8 +111,10 @@ async function compare(modelPath, TOL, N_PROMPTS) {
         const withHidden = withEmbd && tokens === prompts[0];
         const out = execFileSync(folioBin, ["eval", "--model", modelPath, "--tokens", tokens.join(","),
             "--top", String(2 * TOP), "--greedy", String(GREEDY), "--json", "--threads", "1",
-            ...(withHidden ? ["--hidden"] : [])], {encoding: "utf8"});
+            ...(withHidden ? [rank ? "--rank" : "--hidden"] : [])], {encoding: "utf8"});
         const fo = JSON.parse(out);
+        if (withHidden && rank)
+            fo.hidden = [fo.rank_score];
         let hiddenDiff = 0;
         if (withHidden) {
             if (!fo.hidden || fo.hidden.length !== lcEmbd.length)
@@ -139,14 +148,15 @@ async function compare(modelPath, TOL, N_PROMPTS) {
         if (!ok) failures++;
         console.log(`${ok ? "ok  " : "FAIL"} n=${tokens.length} top1=${lcTop[0][0]} ` +
             `max|dlogit|=${maxDiff.toExponential(2)}` +
-            (withHidden ? ` max|dhidden|=${hiddenDiff.toExponential(2)} (${lcEmbd.length} values)` : "") +
+            (withHidden && rank ? ` rank score ${fo.rank_score.toFixed(6)} |diff|=${hiddenDiff.toExponential(2)}`
+                : withHidden ? ` max|dhidden|=${hiddenDiff.toExponential(2)} (${lcEmbd.length} values)` : "") +
             ` greedy ${sameGreedy ? "same" : "DIFFERS"}` +
             (sameGreedy ? "" : ` at step ${parted} (llama.cpp's top-2 margin ` +
                 `${lcMargin[parted].toExponential(2)}) folio=${fo.greedy} llama.cpp=${lcGreedy}`));
     }
     const tried = Math.min(N_PROMPTS, prompts.length);
     console.log(`worst max|dlogit| = ${worst.toExponential(3)}` +
-        (withEmbd ? `, embedding max|diff| = ${worstHidden.toExponential(3)}` : "") +
+        (withEmbd ? `, ${rank ? "rank score" : "embedding max"} |diff| = ${worstHidden.toExponential(3)}` : "") +
         ` (tolerance ${TOL}); ` +
         `${tried - failures} passed, ${failures} failed`);
     await model.dispose();
@@ -157,7 +167,7 @@ let failed = 0;
 for (const c of cases) {
     const [label, modelPath, tol, prompts] = c.split("|");
     console.log(`== ${label} (tolerance ${tol})`);
-    if (await compare(modelPath, Number(tol), Number(prompts)))
+    if (await compare(modelPath, Number(tol), Number(prompts), label.endsWith("reranker")))
         failed++;
 }
 console.log(`${cases.length - failed} of ${cases.length} cases agree`);

@@ -93,6 +93,10 @@ for rs in linear:4 yarn:4:512 llama3:8:64; do
   "$folio" gen-model --preset tiny --seed 7 --rope-scaling $rs -o rope-${rs%%:*}.gguf
   cases+=("F32, rope scaling $rs|$work/rope-${rs%%:*}.gguf|1e-3|${PROMPTS:-1}")
 done
+# A reranker (qwen3 with a yes/no classification head, pooling type rank):
+# its relevance score as llama.cpp's rank pooling gives it (compare_logits.mjs).
+"$folio" gen-model --preset tiny --seed 7 --arch qwen3 --reranker -o qwen3-rerank.gguf
+cases+=("qwen3 F32 reranker|$work/qwen3-rerank.gguf|1e-3|${PROMPTS:-1}")
 status=0
 node compare_logits.mjs "$folio" "${cases[@]}" || status=$?
 rm -f ./*.gguf
