@@ -1,6 +1,6 @@
 /*
- * daemon/api.c — /v1/completions, /v1/chat/completions and
- * /v1/embeddings request validation (cJSON) through the request table,
+ * daemon/api.c — /v1/completions, /v1/chat/completions, /v1/embeddings
+ * and /v1/rerank request validation (cJSON) through the request table,
  * /tokenize and /detokenize bodies, and error objects.
  *
  * The accepted fields are the request table (api_fields.c: name, type,
@@ -13,7 +13,8 @@
  *
  * The routes share one field loop (parse_body) over that table; its
  * endpoint column switches `prompt` for `messages` (or embeddings'
- * `input`, parsed as `prompt` is), completions' integer `logprobs` for
+ * `input`, parsed as `prompt` is, or rerank's `documents`, made into
+ * prompts in api_rerank.c), completions' integer `logprobs` for
  * chat's boolean `logprobs` + `top_logprobs`, and leaves chat's echo to its
  * no-op value.  Chat messages are parsed and rendered in api_chat.c.
  */
@@ -119,6 +120,8 @@ int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *t
     if (p->n_prompts >= max) {
         folio_free(toks);
         folio_free(text);
+        if (p->rerank)
+            BAD(p->rr.tei ? "texts" : "documents", "at most %d documents per request", max);
         if (p->embed)
             BAD("input", "at most %d inputs per request", max);
         BAD("prompt", "at most %d prompts per request", max);
@@ -143,10 +146,11 @@ int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *t
     return 0;
 }
 
-/* The prompt field's name: "prompt", or embeddings' "input". */
+/* The prompt field's name: "prompt", embeddings' "input", rerank's
+ * "documents" (or TEI's "texts"). */
 static const char *prompt_field(const struct srv_comp_params *p)
 {
-    return p->embed ? "input" : "prompt";
+    return p->rerank ? (p->rr.tei ? "texts" : "documents") : p->embed ? "input" : "prompt";
 }
 
 static int token_array(const cJSON *a, const struct eng_model_info *mi, struct srv_comp_params *p,
@@ -252,10 +256,11 @@ static int embed_finish(struct srv_comp_params *p, const struct eng_model_info *
             memmove(p->prompts[i], p->prompts[i] + (n - keep), (size_t)keep * sizeof(int32_t));
             p->prompt_lens[i] = keep;
         } else if (n > fit) {
-            srv_api_error_set(err, 400, "invalid_request_error", "input", "context_length_exceeded",
-                              "This model's maximum context length is %d tokens; input %d has %d "
+            srv_api_error_set(err, 400, "invalid_request_error", prompt_field(p),
+                              "context_length_exceeded",
+                              "This model's maximum context length is %d tokens; %s %d has %d "
                               "(at most %d fit; 'truncate_prompt_tokens' keeps the last ones)",
-                              mi->ctx_len, i, n, fit);
+                              mi->ctx_len, p->rerank ? "document" : "input", i, n, fit);
             return -EINVAL;
         }
     }
@@ -274,7 +279,8 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     memset(p, 0, sizeof(*p));
     const bool chat = ep == SRV_EP_CHAT;
     p->chat = chat;
-    p->embed = ep == SRV_EP_EMBED;
+    p->rerank = ep == SRV_EP_RERANK;
+    p->embed = ep == SRV_EP_EMBED || p->rerank;
     size_t n_fields;
     const struct srv_field *fields = srv_fields(&n_fields);
     for (size_t i = 0; i < n_fields; i++)
@@ -320,9 +326,14 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
                 f = &fields[i];
         if (!f)
             srv__note_unknown(p->unknown, &p->n_unknown, "", it->string);
-        else if (f->type == SRV_F_CUSTOM && !f->parse)
+        else if (f->type == SRV_F_CUSTOM && !f->parse && prompt) { /* documents and texts */
+            srv_api_error_set(err, 400, "invalid_request_error", it->string, NULL,
+                              "give '%s' or '%s', not both", prompt->string, it->string);
+            rc = -EINVAL;
+        } else if (f->type == SRV_F_CUSTOM && !f->parse) {
             prompt = it;
-        else
+            p->rr.tei = p->rerank && !strcmp(it->string, "texts");
+        } else
             rc = srv__field_parse(f, it, mi, p, err);
         if (rc)
             goto out;
@@ -333,8 +344,14 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         rc = -EINVAL;
         goto out;
     }
-    if ((rc = chat ? srv__chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
-                   : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
+    if (p->rerank && !p->rr.query) {
+        srv_api_error_set(err, 400, "invalid_request_error", "query", NULL, "'query' is required");
+        rc = -EINVAL;
+        goto out;
+    }
+    if ((rc = chat        ? srv__chat_messages(prompt, tmpl, tok, tok_ctx, p, err)
+              : p->rerank ? srv__rerank_prompts(prompt, mi, tok, tok_ctx, p, err)
+                          : parse_prompt(prompt, mi, tok, tok_ctx, p, err)))
         goto out;
     if (p->embed) {
         rc = embed_finish(p, mi, err);
@@ -410,6 +427,13 @@ int srv_embed_parse(const char *body, size_t len, const struct eng_model_info *m
     return parse_body(body, len, mi, SRV_EP_EMBED, 0, tok, tok_ctx, p, err);
 }
 
+int srv_rerank_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                     srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                     struct srv_api_error *err)
+{
+    return parse_body(body, len, mi, SRV_EP_RERANK, 0, tok, tok_ctx, p, err);
+}
+
 int srv_chat_parse(const char *body, size_t len, const struct eng_model_info *mi, int tmpl,
                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                    struct srv_api_error *err)
@@ -442,6 +466,7 @@ void srv_comp_params_free(struct srv_comp_params *p)
     folio_free(p->bias);
     folio_free(p->stop_ids);
     srv_tools_free(p->tools);
+    folio_free(p->rr.query);
     gram_unref(p->gen.grammar);
     memset(p, 0, sizeof(*p));
 }

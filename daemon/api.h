@@ -68,10 +68,22 @@ struct srv_emb_params {
     bool truncate_set;
 };
 
+/* /v1/rerank: the query, and how the answer is written (render.h). */
+struct srv_rerank_params {
+    char *query;           /* owned */
+    bool tei;              /* the documents came as `texts` (text-embeddings-inference's
+                              form): the answer is its bare array of {index, score} */
+    int32_t top_n;         /* the best this many (0: every document) */
+    bool return_documents; /* each result's {"document": {"text"}} (default true) */
+    bool return_text;      /* TEI's: each result's "text" (default false) */
+};
+
 struct srv_comp_params {
-    bool chat;  /* /v1/chat/completions: one prompt, rendered messages */
-    bool embed; /* /v1/embeddings: each prompt's pooled final hidden state (emb) */
+    bool chat;   /* /v1/chat/completions: one prompt, rendered messages */
+    bool embed;  /* /v1/embeddings (and /v1/rerank): each prompt's pooled final hidden state */
+    bool rerank; /* /v1/rerank: embed too, each document's prompt scored by the model's head */
     struct srv_emb_params emb;
+    struct srv_rerank_params rr;
     int n_prompts;
     char **prompt_text; /* [n_prompts]: the text of text prompts, NULL for ids */
     int32_t **prompts;  /* [n_prompts][prompt_lens[i]] token ids */
@@ -117,9 +129,10 @@ enum srv_field_type {
 };
 /* hi: the number, ctx_len, n_vocab, n_embd */
 enum srv_field_hi { SRV_HI_CONST, SRV_HI_CTX, SRV_HI_VOCAB, SRV_HI_EMBD };
-#define SRV_EP_COMP  1u /* /v1/completions */
-#define SRV_EP_CHAT  2u /* /v1/chat/completions */
-#define SRV_EP_EMBED 4u /* /v1/embeddings */
+#define SRV_EP_COMP   1u /* /v1/completions */
+#define SRV_EP_CHAT   2u /* /v1/chat/completions */
+#define SRV_EP_EMBED  4u /* /v1/embeddings */
+#define SRV_EP_RERANK 8u /* /v1/rerank */
 
 struct srv_field {
     const char *name;
@@ -161,6 +174,19 @@ void srv_comp_params_free(struct srv_comp_params *p);
 int srv_embed_parse(const char *body, size_t len, const struct eng_model_info *mi,
                     srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                     struct srv_api_error *err);
+/* Parses a rerank body (the Jina / Cohere / vLLM form: `query`,
+ * `documents` as strings or {"text"} objects, `top_n`,
+ * `return_documents`; or text-embeddings-inference's: `texts`,
+ * `return_text`), up to SRV_MAX_INPUTS documents.  Each document becomes
+ * one prompt scored as an embedding is made (n 1, one unseen greedy
+ * token), prompt_text[i] its text: the model's rerank template
+ * (eng_model_info.rerank_tmpl) with {query} and {document} replaced,
+ * tokenized with control tokens parsed and no BOS of its own (as
+ * llama-server); without one, BOS + query + document (each with the EOS
+ * the model adds, if any).  truncate_prompt_tokens as for embeddings. */
+int srv_rerank_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                     srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                     struct srv_api_error *err);
 /* The engine request of choice `choice` (prompts x n, prompt-major): its
  * prompt and a copy of p->gen, whose seed is the request's (else `seed`)
  * plus the choice's index within its prompt.  Borrows p's arrays. */

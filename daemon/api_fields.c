@@ -221,7 +221,8 @@ static int parse_stop_token_ids(const void *json, const struct eng_model_info *m
 
 #define OFF(f)   offsetof(struct srv_comp_params, f)
 #define BOTH     (SRV_EP_COMP | SRV_EP_CHAT)
-#define ALL      (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED)
+#define ALL      (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED | SRV_EP_RERANK)
+#define POOLED   (SRV_EP_EMBED | SRV_EP_RERANK)
 #define MAX_SEED 9007199254740991.0 /* 2^53 - 1: exact in a JSON double */
 
 /* Every JSON field a completion or embeddings request may carry.  A row names the
@@ -236,6 +237,8 @@ static const struct srv_field fields[] = {
     {"prompt", SRV_F_CUSTOM, SRV_EP_COMP, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"messages", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"input", SRV_F_CUSTOM, SRV_EP_EMBED, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"documents", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"texts", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"model", SRV_F_CUSTOM, ALL, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_model},
     {"max_tokens", SRV_F_I32, BOTH, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX, false, true,
      OFF(max_tokens_set), NULL, NULL},
@@ -298,8 +301,17 @@ static const struct srv_field fields[] = {
      NULL},
     {"embd_normalize", SRV_F_I32, SRV_EP_EMBED, OFF(emb.norm), -1, 1000, 2, 0, false, true,
      OFF(emb.norm_set), NULL, NULL},
-    {"truncate_prompt_tokens", SRV_F_I32, SRV_EP_EMBED, OFF(emb.truncate), -1, 0, 0, SRV_HI_CTX,
-     false, true, OFF(emb.truncate_set), NULL, NULL},
+    {"truncate_prompt_tokens", SRV_F_I32, POOLED, OFF(emb.truncate), -1, 0, 0, SRV_HI_CTX, false,
+     true, OFF(emb.truncate_set), NULL, NULL},
+    /* rerank (api_rerank.c): Jina's, Cohere's and vLLM's fields, and TEI's
+     * return_text (its documents come as `texts`) */
+    {"query", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, srv__parse_query},
+    {"top_n", SRV_F_I32, SRV_EP_RERANK, OFF(rr.top_n), 0, SRV_MAX_INPUTS, 0, 0, false, true, -1,
+     NULL, NULL},
+    {"return_documents", SRV_F_BOOL, SRV_EP_RERANK, OFF(rr.return_documents), 0, 0, 1, 0, false,
+     true, -1, NULL, NULL},
+    {"return_text", SRV_F_BOOL, SRV_EP_RERANK, OFF(rr.return_text), 0, 0, 0, 0, false, true, -1,
+     NULL, NULL},
     /* known, not implemented: only their neutral values pass */
     {"best_of", SRV_F_NOOP, BOTH, 0, 0, 0, 1, 0, false, true, -1, NULL, NULL},
     {"suffix", SRV_F_NOOP, BOTH, 0, 0, 0, 0, 0, false, true, -1, NULL, NULL},

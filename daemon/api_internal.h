@@ -28,6 +28,13 @@ int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *t
 int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_ctx,
                        struct srv_comp_params *p, struct srv_api_error *err);
 
+/* /v1/rerank (api_rerank.c): the `query` row's parser; the prompts of
+ * `documents` / `texts` (v, an array) as srv_rerank_parse says. */
+int srv__parse_query(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
+                     struct srv_api_error *err);
+int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
+                        void *tok_ctx, struct srv_comp_params *p, struct srv_api_error *err);
+
 /* Typed JSON readers: 0, or -EINVAL with a 400 naming `name` in *err.
  * get_int: an integral number in [lo, hi]; get_num: a finite number in
  * [lo, hi] ((lo, hi] when lo_open). */

@@ -1,6 +1,7 @@
 /*
- * daemon/comp.c — completions and embeddings: one struct srv_comp per
- * POST /v1/completions, /v1/chat/completions or /v1/embeddings, one
+ * daemon/comp.c — completions, embeddings and rerank: one struct srv_comp
+ * per POST /v1/completions, /v1/chat/completions, /v1/embeddings or
+ * /v1/rerank, one
  * engine request per choice (prompts x n), the engine's events turned into
  * text, SSE chunks and the final response (rendered by render.c).
  *
@@ -11,7 +12,9 @@
  * states arrive per computed span (eng_events.hidden) into the choice's
  * sum (embed.h), and the response is written when the last input
  * finishes.  Tenancy, fair share, queues, aborts on disconnect and access
- * lines are the completions'.
+ * lines are the completions'.  Rerank is an embedding per document (its
+ * templated prompt, api_rerank.c) pooled at the last position, scored by
+ * the model's classification head when the response is written.
  *
  * Text is produced per choice by the tokenizer's streaming detokenizer
  * (tok_detok, fed each token's bytes): incomplete characters are held
@@ -54,7 +57,7 @@ static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
 
 static struct srv_render renderer(struct srv *s)
 {
-    return (struct srv_render){s->mi.name, detok_hook, s};
+    return (struct srv_render){s->mi.name, detok_hook, s, s->mi.cls_w, s->mi.cls_b, s->mi.n_cls};
 }
 
 static void comp_free(struct srv_comp *comp)
@@ -169,7 +172,9 @@ static void comp_respond(struct srv_comp *comp)
         http_error(c, &e, NULL);
         return;
     }
-    if (comp->p.embed)
+    if (comp->p.rerank)
+        srv_render_rerank(&b, &r, comp);
+    else if (comp->p.embed)
         srv_render_embeddings(&b, &r, comp);
     else
         srv_render_response(&b, &r, comp);
@@ -207,9 +212,10 @@ static void comp_access(struct srv_comp *comp)
         if (!finish)
             finish = eng_finish_name(ch->finish);
     }
-    const char *path = comp->p.chat    ? "/v1/chat/completions"
-                       : comp->p.embed ? "/v1/embeddings"
-                                       : "/v1/completions";
+    const char *path = comp->p.chat     ? "/v1/chat/completions"
+                       : comp->p.rerank ? "/v1/rerank"
+                       : comp->p.embed  ? "/v1/embeddings"
+                                        : "/v1/completions";
     struct srv_access_line a = {
         .method = "POST",
         .path = path,
@@ -403,8 +409,10 @@ static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int
         if (i % comp->p.n == 0)
             comp->prompt_tokens += ch->er.n_prompt; /* the n choices share one prefill */
         if (comp->p.embed) {
-            srv_pooling_range(s->pooling, ch->er.n_prompt, &ch->er.g.hidden_lo,
-                              &ch->er.g.hidden_hi);
+            /* a reranker scores its last position (a decoder's: the one
+             * that has read the query and the document) */
+            srv_pooling_range(comp->p.rerank ? SRV_POOL_LAST : s->pooling, ch->er.n_prompt,
+                              &ch->er.g.hidden_lo, &ch->er.g.hidden_hi);
             if (srv_emb_acc_init(&ch->emb, s->mi.n_embd))
                 return -ENOMEM;
         }
@@ -429,8 +437,12 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                     const struct srv_caller *who, enum srv_comp_kind kind)
 {
     struct srv_api_error e;
-    const bool chat = kind == SRV_COMP_CHAT, embed = kind == SRV_COMP_EMBED;
-    const char *path = chat ? "/v1/chat/completions" : embed ? "/v1/embeddings" : "/v1/completions";
+    const bool chat = kind == SRV_COMP_CHAT, rerank = kind == SRV_COMP_RERANK;
+    const bool embed = kind == SRV_COMP_EMBED || rerank;
+    const char *path = chat     ? "/v1/chat/completions"
+                       : rerank ? "/v1/rerank"
+                       : embed  ? "/v1/embeddings"
+                                : "/v1/completions";
     if (s->draining) {
         srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
         http_error(c, &e, NULL);
@@ -439,6 +451,13 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     if (embed && s->mi.n_embd < 1) {
         srv_api_error_set(&e, 501, "not_implemented_error", NULL, NULL,
                           "this engine gives no embeddings");
+        http_error(c, &e, NULL);
+        return;
+    }
+    if (rerank && (s->mi.n_cls < 1 || s->mi.n_embd < 1)) {
+        srv_api_error_set(&e, 501, "not_implemented_error", NULL, NULL,
+                          "this model is not a reranker: it has no classification head "
+                          "(cls.output.weight)");
         http_error(c, &e, NULL);
         return;
     }
@@ -453,12 +472,13 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->srv = s;
     comp->t_arrival = folio_now_ns();
     s->n_comps++;
+    const char *body = rq->body;
+    size_t blen = rq->body_len;
     int prc =
-        chat ? srv_chat_parse(rq->body, rq->body_len, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
-                              &comp->p, &e)
-        : embed
-            ? srv_embed_parse(rq->body, rq->body_len, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-            : srv_comp_parse(rq->body, rq->body_len, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
+        chat ? srv_chat_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s, &comp->p, &e)
+        : rerank ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+        : embed  ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+                 : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
     if (prc) {
         http_error(c, &e, NULL);
         comp_free(comp);
@@ -496,9 +516,10 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->tenant = tenant;
     comp->created = (int64_t)time(NULL);
     snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx",
-             chat    ? "chatcmpl"
-             : embed ? "embd"
-                     : "cmpl",
+             chat     ? "chatcmpl"
+             : rerank ? "rerank"
+             : embed  ? "embd"
+                      : "cmpl",
              (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
     uint64_t seed = (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
     if (choices_init(s, comp, n_choices, tenant, seed)) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "folio/common.h"
+#include "folio/model.h"
 
 const char *srv_pooling_name(int pooling)
 {
@@ -92,6 +93,16 @@ int32_t srv_emb_finish(const struct srv_emb_acc *a, const struct srv_emb_params 
     for (int32_t k = 0; k < n; k++)
         out[k] = (float)(v[k] * scale);
     return n;
+}
+
+double srv_rerank_score(const struct srv_emb_acc *a, const float *w, const float *b, int32_t n_cls,
+                        float *tmp)
+{
+    const struct srv_emb_params raw = {.normalize = false};
+    int32_t n = srv_emb_finish(a, &raw, tmp);
+    if (n != a->dim || n_cls < 1 || !w)
+        return NAN;
+    return model_rank_score(w, b, n_cls, n, tmp);
 }
 
 static void base64(struct folio_buf *b, const unsigned char *p, size_t n)

@@ -15,6 +15,9 @@
  * Normalization (enum srv_emb_norm, llama-server's embd_normalize): none;
  * max-abs scaled to 32760 (int16's range); p-norm for p >= 1 (1 taxicab,
  * 2 euclidean: unit length, the default).  A zero vector stays zero.
+ *
+ * Reranking pools the same way (the last position) and scores the vector
+ * with the model's classification head instead of returning it.
  */
 #ifndef FOLIO_DAEMON_EMBED_H
 #define FOLIO_DAEMON_EMBED_H
@@ -51,6 +54,12 @@ int32_t srv_emb_norm(const struct srv_emb_params *ep);
  * (0: all of a->dim), normalized as srv_emb_norm(ep) says.  Returns the
  * values written. */
 int32_t srv_emb_finish(const struct srv_emb_acc *a, const struct srv_emb_params *ep, float *out);
+/* A rerank score: the mean of a's rows (its last position's hidden state)
+ * through the classification head w [n_cls][a->dim], b [n_cls] or NULL
+ * (model_rank_score: P(first label) by softmax, or the sigmoid of a
+ * single output).  tmp: a->dim floats of scratch. */
+double srv_rerank_score(const struct srv_emb_acc *a, const float *w, const float *b, int32_t n_cls,
+                        float *tmp);
 /* v[0..n) as a JSON array of numbers (shortest text that reads back as
  * the same float; a non-finite value as null), or base64 as a JSON string
  * of the little-endian float32 bytes. */

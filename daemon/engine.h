@@ -142,6 +142,13 @@ struct eng_model_info {
     /* the model file's {arch}.pooling_type (llama.cpp's numbering: 0 none,
      * 1 mean, 2 cls, 3 last, 4 rank); -1: no such key */
     int32_t pooling;
+    /* A reranker's classification head (model_cls_head: cls_w [n_cls][n_embd],
+     * cls_b [n_cls] or NULL), borrowed for the backend's lifetime; n_cls 0:
+     * none (/v1/rerank is refused).  rerank_tmpl: the file's
+     * tokenizer.chat_template.rerank ({query}, {document}), or NULL. */
+    int32_t n_cls;
+    const float *cls_w, *cls_b;
+    const char *rerank_tmpl;
 };
 
 /* The pool's and the queues' statistics: the pager's and the scheduler's

@@ -27,7 +27,9 @@
  *
  * The tokenizer: the model file's, or for the default model the
  * synthetic vocabulary; chat template read from the file's
- * tokenizer.chat_template at load (the default model has none: -ENOENT).
+ * tokenizer.chat_template at load (the default model has none: -ENOENT),
+ * and a reranker's tokenizer.chat_template.rerank (kept as text: the
+ * server fills it in) beside the model's classification head.
  */
 #include <errno.h>
 #include <math.h>
@@ -65,6 +67,7 @@ struct em {
     gram_vocab_t *gv;      /* the vocabulary's bytes for grammar masks; NULL: none */
     int tmpl, tmpl_rc;     /* chat template from the file (see eng_model_info) */
     int32_t pooling;       /* the file's {arch}.pooling_type; -1: none */
+    char *rerank_tmpl;     /* the file's tokenizer.chat_template.rerank, or NULL */
     char name[80];
 };
 
@@ -82,6 +85,8 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->constrained = m->gv != NULL;
     mi->n_embd = m->hp.dim;
     mi->pooling = m->pooling;
+    mi->n_cls = model_cls_head(m->model, &mi->cls_w, &mi->cls_b);
+    mi->rerank_tmpl = m->rerank_tmpl;
 }
 
 /* One sampling row's draw, set up on the engine thread and run on any
@@ -292,7 +297,18 @@ static int load_tokenizer(struct em *m, char *err, size_t errlen)
         if (m->tmpl_rc && m->tmpl_rc != -ENOENT)
             m->tmpl_rc = -ENOTSUP;
         m->pooling = file_pooling(f);
-        rc = tok_load(f, &m->tok, err, errlen);
+        int64_t k = gguf_find_key(f, "tokenizer.chat_template.rerank");
+        const char *s;
+        size_t n;
+        if (k >= 0 && !gguf_get_str(f, k, &s, &n) && n > 0 && !memchr(s, 0, n)) {
+            if ((m->rerank_tmpl = folio_malloc(n + 1))) {
+                memcpy(m->rerank_tmpl, s, n);
+                m->rerank_tmpl[n] = 0;
+            } else
+                rc = -ENOMEM;
+        }
+        if (!rc)
+            rc = tok_load(f, &m->tok, err, errlen);
     }
     gguf_close(f);
     return rc;
@@ -335,6 +351,7 @@ static void em_free(void *b)
         tok_free(m->tok);
     gram_vocab_free(m->gv);
     folio_free(m->logits);
+    folio_free(m->rerank_tmpl);
     folio_free(m->work);
     folio_free(m->draws);
     folio_free(m);

@@ -26,6 +26,7 @@
 #include "render.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "folio/common.h"
@@ -333,6 +334,67 @@ void srv_render_response(struct folio_buf *b, const struct srv_render *r,
     }
     srv_render_usage(b, comp);
     folio_buf_puts(b, "}\n");
+}
+
+struct rr_item {
+    int32_t index;
+    double score;
+};
+
+static int rr_cmp(const void *a, const void *b)
+{
+    const struct rr_item *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score < y->score ? 1 : -1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+void srv_render_rerank(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp)
+{
+    const struct srv_rerank_params *rr = &comp->p.rr;
+    const int n = comp->n_choices;
+    struct rr_item *it = folio_malloc((size_t)FOLIO_MAX(n, 1) * sizeof(*it));
+    float *tmp = n ? folio_malloc((size_t)FOLIO_MAX(comp->ch[0].emb.dim, 1) * sizeof(float)) : NULL;
+    if (!it || (n && !tmp)) {
+        folio_free(it);
+        folio_free(tmp);
+        b->oom = true;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        double s = srv_rerank_score(&comp->ch[i].emb, r->cls_w, r->cls_b, r->n_cls, tmp);
+        it[i] = (struct rr_item){i, isfinite(s) ? s : 0.0};
+    }
+    folio_free(tmp);
+    qsort(it, (size_t)n, sizeof(*it), rr_cmp);
+    const int shown = rr->top_n > 0 && rr->top_n < n ? rr->top_n : n;
+    if (!rr->tei) {
+        folio_buf_printf(b,
+                         "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
+                         (long long)comp->created);
+        folio_buf_json_str(b, r->model, strlen(r->model));
+        folio_buf_printf(b,
+                         ",\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld},\"results\":",
+                         (long long)comp->prompt_tokens, (long long)comp->prompt_tokens);
+    }
+    folio_buf_puts(b, "[");
+    for (int k = 0; k < shown; k++) {
+        const char *text = comp->p.prompt_text ? comp->p.prompt_text[it[k].index] : NULL;
+        folio_buf_printf(b, "%s{\"index\":%d", k ? "," : "", (int)it[k].index);
+        if (!rr->tei && rr->return_documents && text) {
+            folio_buf_puts(b, ",\"document\":{\"text\":");
+            folio_buf_json_str(b, text, strlen(text));
+            folio_buf_puts(b, "}");
+        }
+        folio_buf_printf(b, ",\"%s\":%.9g", rr->tei ? "score" : "relevance_score", it[k].score);
+        if (rr->tei && rr->return_text && text) {
+            folio_buf_puts(b, ",\"text\":");
+            folio_buf_json_str(b, text, strlen(text));
+        }
+        folio_buf_puts(b, "}");
+    }
+    folio_buf_puts(b, rr->tei ? "]\n" : "]}\n");
+    folio_free(it);
 }
 
 void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,

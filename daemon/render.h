@@ -1,6 +1,6 @@
 /*
- * daemon/render.h — the OpenAI-shaped JSON of completions and
- * embeddings: response bodies, SSE chunks, usage, legacy logprobs
+ * daemon/render.h — the OpenAI-shaped JSON of completions, embeddings
+ * and rerank results: response bodies, SSE chunks, usage, legacy logprobs
  * objects.  Pure functions:
  * they read a completion's state and append bytes to a buffer; they do no
  * I/O, touch no connection and change no state (the caller advances its
@@ -27,6 +27,9 @@ struct srv_render {
     /* One token's bytes into buf; the length or -errno. */
     int (*detok)(void *ctx, int32_t token, char *buf, size_t cap);
     void *detok_ctx;
+    /* rerank scores: the model's classification head (eng_model_info) */
+    const float *cls_w, *cls_b;
+    int32_t n_cls;
 };
 
 /* [1,2,3] */
@@ -71,6 +74,15 @@ void srv_render_stream_end(struct folio_buf *b, const struct srv_render *r,
  * vector pooled and normalized as comp->p.emb says (embed.h). */
 void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,
                            const struct srv_comp *comp);
+/* A rerank response body, the documents best first (ties: lower index
+ * first), the first top_n (0: all): {"id","model","usage":{prompt_tokens,
+ * total_tokens},"results":[{"index","document":{"text"}
+ * (return_documents),"relevance_score"}...]} (Jina's, Cohere's and
+ * vLLM's shape), or with rr.tei text-embeddings-inference's bare array
+ * [{"index","score","text" (return_text)}...].  Scores as
+ * srv_rerank_score (embed.h), through r's head. */
+void srv_render_rerank(struct folio_buf *b, const struct srv_render *r,
+                       const struct srv_comp *comp);
 /* A non-stream response body (text_completion or chat.completion). */
 void srv_render_response(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_comp *comp);

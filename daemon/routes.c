@@ -229,6 +229,12 @@ static void route_embeddings(struct srv *s, struct http_conn *c, const struct ht
     srv_comp_route(s, c, rq, who, SRV_COMP_EMBED);
 }
 
+static void route_rerank(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                         const struct srv_caller *who)
+{
+    srv_comp_route(s, c, rq, who, SRV_COMP_RERANK);
+}
+
 static void model_json(struct srv *s, struct folio_buf *b)
 {
     folio_buf_puts(b, "{\"id\":");
@@ -369,6 +375,10 @@ static const struct route {
     {HTTP_M_POST, "/v1/completions", SRV_ACCESS_TENANT, route_completions},
     {HTTP_M_POST, "/v1/chat/completions", SRV_ACCESS_TENANT, route_chat},
     {HTTP_M_POST, "/v1/embeddings", SRV_ACCESS_TENANT, route_embeddings},
+    /* vLLM's three spellings (llama-server serves /rerank and /v1/rerank) */
+    {HTTP_M_POST, "/v1/rerank", SRV_ACCESS_TENANT, route_rerank},
+    {HTTP_M_POST, "/rerank", SRV_ACCESS_TENANT, route_rerank},
+    {HTTP_M_POST, "/v2/rerank", SRV_ACCESS_TENANT, route_rerank},
     {HTTP_M_GET, "/v1/models", SRV_ACCESS_TENANT, route_models},
     {HTTP_M_GET, "/v1/models/", SRV_ACCESS_TENANT, route_model}, /* a prefix: /v1/models/{id} */
     {HTTP_M_GET, "/health", SRV_ACCESS_PUBLIC, route_health},

@@ -490,6 +490,10 @@ static void pooling_choose(struct srv *s)
     if (s->mi.n_embd > 0)
         srv_log(SRV_LOG_INFO, "embeddings: %d values, pooling %s (%s)", (int)s->mi.n_embd,
                 srv_pooling_name(p), why);
+    if (s->mi.n_cls > 0)
+        srv_log(SRV_LOG_INFO, "rerank: a classification head of %d outputs, %s", (int)s->mi.n_cls,
+                s->mi.rerank_tmpl ? "the model's rerank template"
+                                  : "no rerank template (BOS + query + document)");
 }
 
 /* The model's name as JSON and logs show it: a name that is not UTF-8

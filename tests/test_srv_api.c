@@ -685,6 +685,9 @@ static void test_unknown_and_foreign_fields(void **state)
     }
 }
 
+static int rerank(const struct eng_model_info *m, const char *body, struct srv_comp_params *p,
+                  struct srv_api_error *e);
+
 /* The request table, row by row: every typed field, sent with a
  * non-default value, lands in the engine request's struct eng_gen (which
  * the backend hands to the sampler and scheduler as is) with that value —
@@ -703,7 +706,10 @@ static void test_table_rows_reach_engine(void **state)
                                               "dimensions",
                                               "normalize",
                                               "embd_normalize",
-                                              "truncate_prompt_tokens"};
+                                              "truncate_prompt_tokens",
+                                              "top_n",
+                                              "return_documents",
+                                              "return_text"};
     size_t n_fields;
     const struct srv_field *f = srv_fields(&n_fields);
     int checked = 0;
@@ -737,25 +743,28 @@ static void test_table_rows_reach_engine(void **state)
             assert_true(found);
             snprintf(value, sizeof(value), "%.17g", v);
         }
-        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_EMBED; ep <<= 1) {
+        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_RERANK; ep <<= 1) {
             if (!(f[r].endpoints & ep))
                 continue;
-            const char *head = ep == SRV_EP_COMP ? "{\"prompt\":[1]"
-                               : ep == SRV_EP_EMBED
-                                   ? "{\"input\":[1]"
+            const char *head = ep == SRV_EP_COMP    ? "{\"prompt\":[1]"
+                               : ep == SRV_EP_EMBED ? "{\"input\":[1]"
+                               : ep == SRV_EP_RERANK
+                                   ? "{\"query\":\"q\",\"documents\":[\"a\"]"
                                    : "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
             char body[256], def_body[256];
             snprintf(def_body, sizeof(def_body), "%s}", head);
             snprintf(body, sizeof(body), "%s,\"%s\":%s}", head, f[r].name, value);
             struct srv_comp_params pd, pm;
             struct srv_api_error e;
-            int rd = ep == SRV_EP_COMP    ? parse(def_body, &pd, &e)
-                     : ep == SRV_EP_EMBED ? embed(def_body, &pd, &e)
-                                          : chat(def_body, 1, &pd, &e);
+            int rd = ep == SRV_EP_COMP     ? parse(def_body, &pd, &e)
+                     : ep == SRV_EP_EMBED  ? embed(def_body, &pd, &e)
+                     : ep == SRV_EP_RERANK ? rerank(&mi, def_body, &pd, &e)
+                                           : chat(def_body, 1, &pd, &e);
             assert_int_equal(rd, 0);
-            int rm = ep == SRV_EP_COMP    ? parse(body, &pm, &e)
-                     : ep == SRV_EP_EMBED ? embed(body, &pm, &e)
-                                          : chat(body, 1, &pm, &e);
+            int rm = ep == SRV_EP_COMP     ? parse(body, &pm, &e)
+                     : ep == SRV_EP_EMBED  ? embed(body, &pm, &e)
+                     : ep == SRV_EP_RERANK ? rerank(&mi, body, &pm, &e)
+                                           : chat(body, 1, &pm, &e);
             if (rm)
                 fail_msg("%s: %s", body, e.message);
             struct eng_req ed = {0}, em = {0};
@@ -787,6 +796,118 @@ static void test_table_rows_reach_engine(void **state)
         }
     }
     assert_true(checked >= 12);
+}
+
+/* A tokenizer that puts a BOS (1) before the text's bytes (mod 100,
+ * from 3 up), as the daemon's does. */
+static int bos_tok(void *ctx, const char *text, size_t n, bool special, int32_t **out,
+                   int32_t *n_out)
+{
+    (void)ctx;
+    (void)special;
+    *out = folio_malloc((n + 1) * sizeof(int32_t));
+    if (!*out)
+        return -ENOMEM;
+    (*out)[0] = 1;
+    for (size_t i = 0; i < n; i++)
+        (*out)[i + 1] = 3 + (unsigned char)text[i] % 97;
+    *n_out = (int32_t)n + 1;
+    return 0;
+}
+
+static int rerank(const struct eng_model_info *m, const char *body, struct srv_comp_params *p,
+                  struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return srv_rerank_parse(body, strlen(body), m, bos_tok, NULL, p, e);
+}
+
+/* Each document's prompt is "the template, filled", bytes as bos_tok
+ * gives them, without its BOS; or without a template BOS + query +
+ * document. */
+static void expect_prompt(const struct srv_comp_params *p, int i, const char *text, bool bos)
+{
+    const int32_t n = (int32_t)strlen(text);
+    assert_int_equal(p->prompt_lens[i], n + bos);
+    if (bos)
+        assert_int_equal(p->prompts[i][0], 1);
+    for (int32_t k = 0; k < n; k++)
+        assert_int_equal(p->prompts[i][k + bos], 3 + (unsigned char)text[k] % 97);
+}
+
+static void test_rerank_bodies(void **state)
+{
+    (void)state;
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    struct eng_model_info tm = mi;
+    tm.rerank_tmpl = "{query}{query}|{document}.{x}";
+    const char *body = "{\"model\":\"m\",\"query\":\"ab\",\"documents\":[\"c\",{\"text\":\"de\"}],"
+                       "\"top_n\":1,\"return_documents\":false,\"priority\":2}";
+    assert_int_equal(rerank(&tm, body, &p, &e), 0);
+    assert_true(p.rerank && p.embed && !p.rr.tei);
+    assert_int_equal(p.n_prompts, 2);
+    expect_prompt(&p, 0, "abab|c.{x}", false);
+    expect_prompt(&p, 1, "abab|de.{x}", false);
+    assert_string_equal(p.prompt_text[0], "c");
+    assert_string_equal(p.prompt_text[1], "de");
+    assert_string_equal(p.rr.query, "ab");
+    assert_int_equal(p.rr.top_n, 1);
+    assert_false(p.rr.return_documents);
+    assert_int_equal(p.gen.priority, 2);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(p.gen.max_tokens, 1);
+    srv_comp_params_free(&p);
+
+    /* no template: BOS + query + document; TEI's texts; defaults */
+    body = "{\"query\":\"ab\",\"texts\":[\"c\",\"\"],\"return_text\":true}";
+    assert_int_equal(rerank(&mi, body, &p, &e), 0);
+    assert_true(p.rr.tei && p.rr.return_text && p.rr.return_documents);
+    assert_int_equal(p.rr.top_n, 0);
+    expect_prompt(&p, 0, "abc", true);
+    expect_prompt(&p, 1, "ab", true);
+    srv_comp_params_free(&p);
+
+    /* truncate_prompt_tokens keeps the last tokens */
+    body = "{\"query\":\"abcdef\",\"documents\":[\"g\"],\"truncate_prompt_tokens\":3}";
+    assert_int_equal(rerank(&mi, body, &p, &e), 0);
+    expect_prompt(&p, 0, "efg", false);
+    srv_comp_params_free(&p);
+
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{\"documents\":[\"a\"]}", "query"},
+        {"{\"query\":1,\"documents\":[\"a\"]}", "query"},
+        {"{\"query\":\"q\"}", "documents"},
+        {"{\"query\":\"q\",\"documents\":[]}", "documents"},
+        {"{\"query\":\"q\",\"documents\":{\"text\":\"a\"}}", "documents"},
+        {"{\"query\":\"q\",\"documents\":[{\"txt\":\"a\"}]}", "documents"},
+        {"{\"query\":\"q\",\"texts\":[{\"text\":\"a\"}]}", "texts"},
+        {"{\"query\":\"q\",\"documents\":[\"a\"],\"texts\":[\"b\"]}", "texts"},
+        {"{\"query\":\"q\",\"documents\":[\"a\"],\"top_n\":2049}", "top_n"},
+        {"{\"query\":\"q\",\"documents\":[\"a\"],\"return_documents\":1}", "return_documents"},
+        {"{\"query\":\"\",\"documents\":[\"a\"],\"input\":\"x\"}", NULL}, /* input: unknown here */
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad); i++) {
+        int rc = rerank(&mi, bad[i].body, &p, &e);
+        if (!bad[i].param) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(p.n_unknown, 1);
+        } else {
+            assert_int_equal(rc, -EINVAL);
+            assert_int_equal(e.status, 400);
+            assert_string_equal(e.param, bad[i].param);
+        }
+        srv_comp_params_free(&p);
+    }
+    /* a document whose prompt does not fit the context (64) */
+    char big[256];
+    snprintf(big, sizeof(big), "{\"query\":\"q\",\"documents\":[\"a\",\"%070d\"]}", 0);
+    assert_int_equal(rerank(&mi, big, &p, &e), -EINVAL);
+    assert_string_equal(e.param, "documents");
+    assert_string_equal(e.code, "context_length_exceeded");
+    srv_comp_params_free(&p);
 }
 
 static void test_embed_bodies(void **state)
@@ -958,6 +1079,7 @@ int main(void)
         cmocka_unit_test(test_table_rows_reach_engine),
         cmocka_unit_test(test_table_unique),
         cmocka_unit_test(test_embed_bodies),
+        cmocka_unit_test(test_rerank_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

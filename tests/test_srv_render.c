@@ -41,7 +41,7 @@ static int fake_detok(void *ctx, int32_t tok, char *buf, size_t cap)
     return snprintf(buf, cap, "<%d>", tok);
 }
 
-static const struct srv_render R = {"test-model", fake_detok, NULL};
+static const struct srv_render R = {.model = "test-model", .detok = fake_detok};
 
 static const int32_t prompt[] = {5, 7};
 
@@ -571,6 +571,92 @@ static void test_embed_response(void **state)
         srv_emb_acc_free(&ch[i].emb);
 }
 
+/* Rerank: each document's pooled state through the head (softmax's
+ * first of two, sigmoid of one, bias added), best first (ties by index),
+ * cut to top_n; Jina/vLLM's object or TEI's array. */
+static void test_rerank_response(void **state)
+{
+    (void)state;
+    struct srv_comp comp = {0};
+    struct srv_choice ch[4] = {0};
+    char *texts[4] = {"zero", "one", "two \"quoted\"", "three"};
+    comp.p.embed = comp.p.rerank = true;
+    comp.p.rr.return_documents = true;
+    comp.p.prompt_text = texts;
+    snprintf(comp.id, sizeof(comp.id), "rerank-1");
+    comp.n_choices = 4;
+    comp.ch = ch;
+    comp.prompt_tokens = 40;
+    /* head rows yes = (1, 0), no = (0, 1): P(yes) = 1 / (1 + e^(h1 - h0)) */
+    const float rows[4][2] = {{0, 0}, {2, 0}, {0, 1}, {0, 0}};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(srv_emb_acc_init(&ch[i].emb, 2), 0);
+        srv_emb_acc_add(&ch[i].emb, rows[i], 1, 2);
+    }
+    const float w[4] = {1, 0, 0, 1};
+    struct srv_render r = R;
+    r.cls_w = w;
+    r.n_cls = 2;
+    struct folio_buf b = {0};
+    srv_render_rerank(&b, &r, &comp);
+    assert_false(b.oom);
+    cJSON *j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "id")->valuestring, "rerank-1");
+    assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "test-model");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "total_tokens")->valueint,
+                     40);
+    const cJSON *res = cJSON_GetObjectItem(j, "results");
+    assert_int_equal(cJSON_GetArraySize(res), 4);
+    const int order[4] = {1, 0, 3, 2}; /* 0 and 3 tie at 0.5: lower index first */
+    const double want[4] = {1 / (1 + exp(-2.0)), 0.5, 0.5, 1 / (1 + exp(1.0))};
+    for (int k = 0; k < 4; k++) {
+        const cJSON *e = cJSON_GetArrayItem(res, k);
+        assert_int_equal(cJSON_GetObjectItem(e, "index")->valueint, order[k]);
+        assert_float_equal(cJSON_GetObjectItem(e, "relevance_score")->valuedouble, want[k], 1e-8);
+        assert_string_equal(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(e, "document"), "text")->valuestring,
+            texts[order[k]]);
+    }
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+
+    /* top_n 2, no documents */
+    comp.p.rr.top_n = 2;
+    comp.p.rr.return_documents = false;
+    srv_render_rerank(&b, &r, &comp);
+    j = cJSON_Parse(b.p);
+    res = cJSON_GetObjectItem(j, "results");
+    assert_int_equal(cJSON_GetArraySize(res), 2);
+    assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 0), "document"));
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(res, 1), "index")->valueint, 0);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+
+    /* TEI: a bare array of {index, score, text}; one output with a bias:
+     * sigmoid(h0 + 0.5) */
+    comp.p.rr = (struct srv_rerank_params){.tei = true, .return_text = true};
+    const float bias[1] = {0.5f};
+    r.n_cls = 1;
+    r.cls_b = bias;
+    srv_render_rerank(&b, &r, &comp);
+    j = cJSON_Parse(b.p);
+    assert_true(cJSON_IsArray(j));
+    assert_int_equal(cJSON_GetArraySize(j), 4);
+    const cJSON *e = cJSON_GetArrayItem(j, 0);
+    assert_int_equal(cJSON_GetObjectItem(e, "index")->valueint, 1);
+    assert_float_equal(cJSON_GetObjectItem(e, "score")->valuedouble, 1 / (1 + exp(-2.5)), 1e-8);
+    assert_string_equal(cJSON_GetObjectItem(e, "text")->valuestring, "one");
+    assert_null(cJSON_GetObjectItem(e, "relevance_score"));
+    /* 0, 2 and 3 tie (h0 = 0): index order */
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 2), "text")->valuestring,
+                        "two \"quoted\"");
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    for (int i = 0; i < 4; i++)
+        srv_emb_acc_free(&ch[i].emb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -585,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_embed_math),
         cmocka_unit_test(test_embed_json),
         cmocka_unit_test(test_embed_response),
+        cmocka_unit_test(test_rerank_response),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

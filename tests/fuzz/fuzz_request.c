@@ -1,12 +1,13 @@
 /*
  * tests/fuzz/fuzz_request.c — libFuzzer harness: arbitrary bytes as a
  * request body, through daemon/api.c's parsers (srv_comp_parse,
- * srv_chat_parse with each chat template, srv_embed_parse,
+ * srv_chat_parse with each chat template, srv_embed_parse, srv_rerank_parse,
  * srv_tokenize_parse, srv_detokenize_parse), as routes.c and comp.c call
  * them.
  *
- * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings),
- * the chat template (bits 2-5, 0 = none: chat refused) and whether text
+ * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings,
+ * 1 with bit 7: rerank, with a rerank template when bit 2 is set), the
+ * chat template (bits 2-5, 0 = none: chat refused) and whether text
  * prompts can be tokenized (bit 6); the rest is the body.  The tokenizer is a stand-in (one id per
  * byte), so the harness exercises the JSON side, not the vocabulary.
  * Checked on every input, aborting (a libFuzzer finding) when false:
@@ -17,7 +18,8 @@
  *     at most SRV_MAX_STOP stop strings of sane length, and every choice's
  *     engine request (srv_comp_req_init) points at its own prompt; an
  *     accepted embeddings body has 1..SRV_MAX_INPUTS inputs of 1..ctx - 1
- *     ids, n 1, max_tokens 1 and dimensions within the model's;
+ *     ids, n 1, max_tokens 1 and dimensions within the model's; an
+ *     accepted rerank body also has its query and each document's text;
  *   - an accepted body never held a NUL (raw or \u0000): nothing a
  *     parser returns was silently cut short;
  *   - /tokenize's text is valid UTF-8; /detokenize's ids are in the
@@ -101,6 +103,12 @@ static void check_params(const struct srv_comp_params *p)
         for (int i = 0; i < p->n_prompts; i++)
             CHECK(p->prompt_lens[i] <= CTX - 1);
     }
+    if (p->rerank) {
+        CHECK(p->embed && p->rr.query && p->prompt_text);
+        CHECK(p->rr.top_n >= 0 && p->rr.top_n <= SRV_MAX_INPUTS);
+        for (int i = 0; i < p->n_prompts; i++)
+            CHECK(p->prompt_text[i]);
+    }
     CHECK(p->n >= 1 && p->n <= SRV_MAX_N);
     CHECK(p->gen.max_tokens >= 1);
     CHECK(p->n_stop >= 0 && p->n_stop <= SRV_MAX_STOP);
@@ -139,16 +147,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 .ctx_len = CTX,
                                 .eos_id = 2,
                                 .has_tokenizer = tok_ctx != NULL,
-                                .n_embd = EMBD};
+                                .n_embd = EMBD,
+                                .n_cls = 2,
+                                .rerank_tmpl =
+                                    (data[0] & 4) ? "<q>{query}</q>{document}{query}" : NULL};
     struct srv_api_error e;
     memset(&e, 0, sizeof(e));
     bool nul = has_nul(body, n);
     int rc;
     if (op <= 1) {
         struct srv_comp_params p;
-        rc = op == 1           ? srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e)
-             : (data[0] & 128) ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
-                               : srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e);
+        const bool b7 = data[0] & 128;
+        rc = op == 1 && b7 ? srv_rerank_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+             : op == 1     ? srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e)
+             : b7          ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+                           : srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e);
         if (!rc)
             check_params(&p);
         srv_comp_params_free(&p);

@@ -303,17 +303,24 @@ EMBED_BODIES = [
     b'{"input":[1,2,3],"user":"u","priority":2,"encoding_format":"float"}',
 ]
 
+RERANK_BODIES = [
+    b'{"query":"q","documents":["a",{"text":"bc"}],"top_n":1,"return_documents":false}',
+    b'{"query":"","texts":["x","y"],"return_text":true,"truncate_prompt_tokens":3}',
+    b'{"query":"q","documents":[],"texts":["z"]}',
+]
+
 
 def request_seeds(out):
     """corpus/request/: bodies behind the option byte of fuzz_request.c
     (low 2 bits: completions, chat, tokenize, detokenize; bits 2-5: chat
-    template; bit 6: a tokenizer; bit 7 with 0: embeddings)."""
+    template; bit 6: a tokenizer; bit 7 with 0: embeddings, with 1: rerank,
+    bit 2 then: a rerank template)."""
     os.makedirs(out, exist_ok=True)
     i = 0
     for op, bodies in ((0, COMPLETION_BODIES), (1, CHAT_BODIES), (2, SMALL_BODIES),
-                       (3, SMALL_BODIES), (128, EMBED_BODIES)):
+                       (3, SMALL_BODIES), (128, EMBED_BODIES), (129, RERANK_BODIES)):
         for b in bodies:
-            for tmpl in ((1, 3, 6) if op == 1 else (0,)):
+            for tmpl in ((1, 3, 6) if op == 1 else (0, 1) if op == 129 else (0,)):
                 opt = op | (tmpl << 2) | 64
                 write(os.path.join(out, "req-%03d" % i), bytes([opt]) + b)
                 i += 1
