@@ -17,7 +17,9 @@
  * With FOLIO_BATCH_INV_CONTROL=1 the same runs without batch_invariant are
  * reported (how many streams differ), not asserted: OpenBLAS's sgemm/sgemv round differently for
  * different batch sizes, which is the failure this mode removes.
- * FOLIO_TEST_SHORT=1 runs 8 requests.
+ * FOLIO_TEST_SHORT=1 runs 8 requests; FOLIO_BATCH_INV_N=N (at most 48) runs
+ * N (the plain kernels' run takes 4: their scalar products make each
+ * request cost ten times the vectorized ones').
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -188,6 +190,9 @@ int main(void)
     const char *sh = getenv("FOLIO_TEST_SHORT");
     if (sh && *sh && strcmp(sh, "0"))
         n_req = 8;
+    const char *nr = getenv("FOLIO_BATCH_INV_N");
+    if (nr && atoi(nr) >= 2 && atoi(nr) <= MAX_REQ)
+        n_req = atoi(nr);
     char err[256];
     if (model_load_default(&g_model, err, sizeof(err))) {
         fprintf(stderr, "%s\n", err);
