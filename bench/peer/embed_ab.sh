@@ -33,56 +33,30 @@ if [ -z "$model" ]; then
   model=$tmp/small.gguf
   "$build/tools/folio" gen-model --preset small --seed 1 -o "$model" >/dev/null
 fi
-# the inputs: request i's body in $tmp/req/i.json
-mkdir -p "$tmp/req"
-jq -cn --argjson n "$N" --argjson len "$LEN" '[range($n) as $i |
-  [range($len) | ((. * 7919 + $i * 104729 + 17) % 30000) + 100]]' |
-  jq -c '.[]' | awk -v d="$tmp/req" '{ f = d "/" NR ".json"; print "{\"input\":[" $0 "]}" > f; close(f) }'
+# the inputs: request i's body in $tmp/req/i.json, and other ones in
+# $tmp/warm/i.json for the warm-up (the same ones would be prefix-cache hits)
+mkreq() { # DIR FIRST: N bodies, prompts FIRST.. (no two alike)
+  mkdir -p "$tmp/$1"
+  jq -cn --argjson n "$N" --argjson len "$LEN" --argjson f "$2" '[range($f; $f + $n) as $i |
+    [range($len) | ((. * 7919 + $i * 104729 + 17) % 30000) + 100]]' |
+    jq -c '.[]' | awk -v d="$tmp/$1" '{ f = d "/" NR ".json"; print "{\"input\":[" $0 "]}" > f; close(f) }'
+}
+mkreq req 0
+mkreq warm "$N"
 
-port_f=18471 port_l=18472
-start_folio() {
-  "$build/daemon/foliod" --model "$model" --socket "$tmp/f.sock" --listen "127.0.0.1:$port_f" \
-    --insecure-listen --threads "$threads" --max-seqs "$CONC" --pooling last --kv-mem 2G \
-    --access-log off >"$tmp/foliod.log" 2>&1 &
-  pid=$!
-  wait_up "$port_f"
-}
-start_llama() {
-  LD_LIBRARY_PATH=$(dirname "$server") "$server" -m "$model" --host 127.0.0.1 --port "$port_l" \
-    --embeddings --pooling last -t "$threads" -np "$CONC" -c $((CONC * (LEN + 8))) \
-    ${LLAMA_ARGS:-} >"$tmp/llama.log" 2>&1 &
-  pid=$!
-  wait_up "$port_l"
-}
-wait_up() {
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
-    kill -0 "$pid" 2>/dev/null || { echo "server exited: $(tail -5 "$tmp"/*.log)"; exit 1; }
-    sleep 0.1
-  done
-  echo "server did not come up"
-  exit 1
-}
-stop() { kill "$pid" && wait "$pid" 2>/dev/null || true; }
+. "$here/serve_ab.sh"
+start_f() { start_folio --max-seqs "$CONC" --pooling last --kv-mem 2G; }
+start_l() { start_llama --embeddings --pooling last -np "$CONC" -c $((CONC * (LEN + 8))); }
 emb8() { # PORT: the embeddings of inputs 1..8, one JSON array
   for i in 1 2 3 4 5 6 7 8; do
     curl -sf "http://127.0.0.1:$1/v1/embeddings" -H 'Content-Type: application/json' \
       -d @"$tmp/req/$i.json" | jq -c '.data[0].embedding'
   done | jq -cs .
 }
-load() { # PORT: seconds for the N requests, CONC at a time
-  local t0 t1
-  t0=$(date +%s.%N)
-  seq 1 "$N" | xargs -P "$CONC" -I{} curl -sf -o /dev/null "http://127.0.0.1:$1/v1/embeddings" \
-    -H 'Content-Type: application/json' -d @"$tmp/req/{}.json"
-  t1=$(date +%s.%N)
-  echo "$t1 - $t0" | bc -l
-}
-
-start_folio
+start_f
 emb8 $port_f >"$tmp/f8.json"
 stop
-start_llama
+start_l
 emb8 $port_l >"$tmp/l8.json"
 stop
 jq -rn --slurpfile a "$tmp/f8.json" --slurpfile b "$tmp/l8.json" '
@@ -92,17 +66,16 @@ jq -rn --slurpfile a "$tmp/f8.json" --slurpfile b "$tmp/l8.json" '
 
 fs=() ls=()
 for r in $(seq 1 "$ROUNDS"); do
-  start_folio
-  load $port_f >/dev/null # warm
-  fs+=("$(load $port_f)")
+  start_f
+  load $port_f /v1/embeddings warm >/dev/null
+  fs+=("$(load $port_f /v1/embeddings)")
   stop
-  start_llama
-  load $port_l >/dev/null
-  ls+=("$(load $port_l)")
+  start_l
+  load $port_l /v1/embeddings warm >/dev/null
+  ls+=("$(load $port_l /v1/embeddings)")
   stop
   echo "round $r: foliod ${fs[-1]} s, llama-server ${ls[-1]} s"
 done
-med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 mf=$(med "${fs[@]}") ml=$(med "${ls[@]}")
 tok=$((N * LEN))
 printf 'foliod: %.2f s, %.0f input tok/s; llama-server: %.2f s, %.0f input tok/s; ratio %.2fx (medians of %d)\n' \

@@ -1,14 +1,13 @@
 # bench/peer/folio_build.sh — sourced by the peer scripts beside
-# llama_build.sh: folio_build makes sure foliod's release build exists in
-# $build (FOLIO_BUILD, default build-rel; meson setup + ninja, once);
+# llama_build.sh: folio_build makes sure foliod's release build in $build
+# (FOLIO_BUILD, default build-rel) exists and is the tree's (meson setup
+# once, ninja every time: a stale build would measure other code);
 # folio_kld FILE BASE TEXT prints "kld same_top": `folio perplexity` of
 # FILE's predictions against BASE's on TEXT (512-token chunks, $threads).
 folio_build() {
   local build=${build:?}
-  if [ ! -x "$build/tools/folio" ] || [ ! -x "$build/daemon/foliod" ]; then
-    meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null
-    ninja -C "$build"
-  fi
+  [ -f "$build/build.ninja" ] || meson setup "$build" -Dbuildtype=release -Dtests=false >/dev/null
+  ninja -C "$build" >/dev/null
 }
 
 folio_kld() {
