@@ -81,6 +81,31 @@ void srv_api_error_json(struct folio_buf *b, const struct srv_api_error *e)
     folio_buf_puts(b, "}}");
 }
 
+void srv_api_error_json_anthropic(struct folio_buf *b, const struct srv_api_error *e)
+{
+    const int s = e->status;
+    const char *type = s == 400   ? "invalid_request_error"
+                       : s == 401 ? "authentication_error"
+                       : s == 403 ? "permission_error"
+                       : s == 404 ? "not_found_error"
+                       : s == 413 ? "request_too_large"
+                       : s == 429 ? "rate_limit_error"
+                       : s == 503 ? "overloaded_error"
+                       : s >= 500 ? "api_error"
+                                  : "invalid_request_error";
+    struct folio_buf m = {0};
+    if (e->param)
+        folio_buf_printf(&m, "%s: ", e->param);
+    folio_buf_puts(&m, e->message);
+    folio_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":", type);
+    if (!m.oom && m.p && folio_utf8_valid(m.p, m.len))
+        folio_buf_json_str(b, m.p, m.len);
+    else
+        folio_buf_puts(b, "\"(message not valid UTF-8)\"");
+    folio_buf_puts(b, "}}");
+    folio_buf_free(&m);
+}
+
 void srv__note_unknown(char *names, int *n, const char *prefix, const char *name)
 {
     size_t at = strlen(names), room = SRV_UNKNOWN_CAP - at;
@@ -160,8 +185,12 @@ static int token_array(const cJSON *a, const struct eng_model_info *mi, struct s
     int n = cJSON_GetArraySize(a);
     if (n == 0)
         BAD(pf, "'%s' must not be empty", pf);
-    if (n > mi->ctx_len && !p->emb.truncate_set) /* truncated later */
-        BAD(pf, "%s has %d tokens; the model's context is %d", pf, n, mi->ctx_len);
+    if (n > mi->ctx_len && !p->emb.truncate_set) { /* truncated later */
+        srv_api_error_set(err, 400, "invalid_request_error", pf, "context_length_exceeded",
+                          "This model's maximum context length is %d tokens; %s has %d",
+                          mi->ctx_len, pf, n);
+        return -EINVAL;
+    }
     int32_t *toks = folio_malloc((size_t)n * sizeof(int32_t));
     if (!toks) {
         srv_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -516,7 +545,7 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
     return found;
 }
 
-static cJSON *parse_root(const char *body, size_t len, struct srv_api_error *err)
+cJSON *srv__parse_root(const char *body, size_t len, struct srv_api_error *err)
 {
     const char *end = NULL;
     if (!folio_utf8_valid(body, len)) {
@@ -547,7 +576,7 @@ int srv_tokenize_parse(const char *body, size_t len, const struct eng_model_info
     static const char *const want[] = {"prompt", "content", NULL};
     memset(tp, 0, sizeof(*tp));
     tp->add_special = true;
-    cJSON *root = parse_root(body, len, err);
+    cJSON *root = srv__parse_root(body, len, err);
     if (!root)
         return -EINVAL;
     if (cJSON_IsObject(root) && cJSON_GetObjectItemCaseSensitive(root, "messages")) {
@@ -579,7 +608,7 @@ int srv_detokenize_parse(const char *body, size_t len, const struct eng_model_in
     *n = 0;
     memset(tp, 0, sizeof(*tp));
     tp->add_special = true;
-    cJSON *root = parse_root(body, len, err);
+    cJSON *root = srv__parse_root(body, len, err);
     if (!root)
         return -EINVAL;
     const cJSON *t = small_body(root, mi, want, tp, err);

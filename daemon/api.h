@@ -79,9 +79,10 @@ struct srv_rerank_params {
 };
 
 struct srv_comp_params {
-    bool chat;   /* /v1/chat/completions: one prompt, rendered messages */
-    bool embed;  /* /v1/embeddings (and /v1/rerank): each prompt's pooled final hidden state */
-    bool rerank; /* /v1/rerank: embed too, each document's prompt scored by the model's head */
+    bool chat;     /* /v1/chat/completions: one prompt, rendered messages */
+    bool embed;    /* /v1/embeddings (and /v1/rerank): each prompt's pooled final hidden state */
+    bool rerank;   /* /v1/rerank: embed too, each document's prompt scored by the model's head */
+    bool messages; /* /v1/messages (Anthropic's): a chat completion answered in its shape */
     struct srv_emb_params emb;
     struct srv_rerank_params rr;
     int n_prompts;
@@ -174,6 +175,13 @@ void srv_comp_params_free(struct srv_comp_params *p);
 int srv_embed_parse(const char *body, size_t len, const struct eng_model_info *mi,
                     srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                     struct srv_api_error *err);
+/* Parses an Anthropic Messages body (api_messages.c says how it maps onto
+ * a chat completion; count: /v1/messages/count_tokens's, without
+ * max_tokens and the sampling fields) into a chat completion's params,
+ * p->messages set.  The errors name the Messages fields. */
+int srv_messages_parse(const char *body, size_t len, bool count, const struct eng_model_info *mi,
+                       int tmpl, srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                       struct srv_api_error *err);
 /* Parses a rerank body (the Jina / Cohere / vLLM form: `query`,
  * `documents` as strings or {"text"} objects, `top_n`,
  * `return_documents`; or text-embeddings-inference's: `texts`,
@@ -208,6 +216,12 @@ void srv_api_error_set(struct srv_api_error *e, int status, const char *type, co
     __attribute__((format(printf, 6, 7)));
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} */
 void srv_api_error_json(struct folio_buf *b, const struct srv_api_error *e);
+/* Anthropic's shape: {"type":"error","error":{"type":...,"message":...}},
+ * the type from the status (400 invalid_request_error, 401
+ * authentication_error, 403 permission_error, 404 not_found_error, 413
+ * request_too_large, 429 rate_limit_error, 503 overloaded_error, other 5xx
+ * api_error); the message names the field when there is one. */
+void srv_api_error_json_anthropic(struct folio_buf *b, const struct srv_api_error *e);
 
 /* POST /tokenize {"prompt" | "content": "text"[, "model"][,
  * "add_special_tokens" (vLLM) | "add_special" (llama-server): bool,

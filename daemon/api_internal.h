@@ -35,6 +35,11 @@ int srv__parse_query(const void *json, const struct eng_model_info *mi, struct s
 int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
                         void *tok_ctx, struct srv_comp_params *p, struct srv_api_error *err);
 
+/* A request body's JSON, checked as every route checks it: valid UTF-8,
+ * no NUL (raw or escaped), one value and nothing after it.  NULL with a
+ * 400 in *err. */
+cJSON *srv__parse_root(const char *body, size_t len, struct srv_api_error *err);
+
 /* Typed JSON readers: 0, or -EINVAL with a 400 naming `name` in *err.
  * get_int: an integral number in [lo, hi]; get_num: a finite number in
  * [lo, hi] ((lo, hi] when lo_open). */

@@ -34,16 +34,15 @@ int srv__parse_query(const void *json, const struct eng_model_info *mi, struct s
     return 0;
 }
 
-/* The tokens the tokenizer puts before any text (the model's BOS): how
- * many of them start ids[0..n). */
-static int32_t bos_prefix(srv_tokenize_fn tok, void *tok_ctx, const int32_t *ids, int32_t n)
+/* The tokens the tokenizer puts before any text (the model's BOS, found
+ * by tokenizing the empty text): how many of them start ids[0..n). */
+struct bos {
+    int32_t *ids, n;
+};
+
+static int32_t bos_prefix(const struct bos *pre, const int32_t *ids, int32_t n)
 {
-    int32_t *pre = NULL, np = 0;
-    if (tok(tok_ctx, "", 0, false, &pre, &np))
-        return 0;
-    int32_t k = np <= n && !memcmp(pre, ids, (size_t)np * sizeof(int32_t)) ? np : 0;
-    folio_free(pre);
-    return k;
+    return pre->n <= n && !memcmp(pre->ids, ids, (size_t)pre->n * sizeof(int32_t)) ? pre->n : 0;
 }
 
 /* tmpl with every {query} and {document} replaced. */
@@ -63,8 +62,9 @@ static void render_template(struct folio_buf *b, const char *tmpl, const char *q
 }
 
 /* One document's prompt, appended to p (takes nothing of the caller's). */
-static int document_prompt(const char *doc, const struct eng_model_info *mi, srv_tokenize_fn tok,
-                           void *tok_ctx, struct srv_comp_params *p, struct srv_api_error *err)
+static int document_prompt(const char *doc, const struct bos *pre, const struct eng_model_info *mi,
+                           srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                           struct srv_api_error *err)
 {
     const char *pf = p->rr.tei ? "texts" : "documents";
     int32_t *ids = NULL, n = 0;
@@ -75,7 +75,7 @@ static int document_prompt(const char *doc, const struct eng_model_info *mi, srv
         rc = b.oom ? -ENOMEM : tok(tok_ctx, b.p ? b.p : "", b.len, true, &ids, &n);
         folio_buf_free(&b);
         if (!rc) {
-            int32_t k = bos_prefix(tok, tok_ctx, ids, n);
+            int32_t k = bos_prefix(pre, ids, n);
             memmove(ids, ids + k, (size_t)(n - k) * sizeof(int32_t));
             n -= k;
         }
@@ -85,7 +85,7 @@ static int document_prompt(const char *doc, const struct eng_model_info *mi, srv
         if (!rc)
             rc = tok(tok_ctx, doc, strlen(doc), false, &d, &nd);
         if (!rc) {
-            int32_t k = bos_prefix(tok, tok_ctx, d, nd);
+            int32_t k = bos_prefix(pre, d, nd);
             if (!(ids = folio_malloc((size_t)FOLIO_MAX(nq + nd - k, 1) * sizeof(int32_t))))
                 rc = -ENOMEM;
             else {
@@ -124,20 +124,27 @@ int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tok
             p->rr.tei ? "strings" : "strings or {\"text\": string} objects");
     if (!tok)
         BAD(pf, "reranking needs a tokenizer, and this server has none");
-    int i = 0;
+    struct bos pre = {0};
+    if (tok(tok_ctx, "", 0, false, &pre.ids, &pre.n))
+        pre = (struct bos){0};
+    int i = 0, rc = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, v)
     {
         const cJSON *t = it;
         if (!p->rr.tei && cJSON_IsObject(it))
             t = cJSON_GetObjectItemCaseSensitive(it, "text");
-        if (!cJSON_IsString(t))
-            BAD(pf, "%s item %d must be a %s", pf, i,
-                p->rr.tei ? "string" : "string or an object with a \"text\" string");
-        int rc = document_prompt(t->valuestring, mi, tok, tok_ctx, p, err);
+        if (!cJSON_IsString(t)) {
+            srv_api_error_set(err, 400, "invalid_request_error", pf, NULL,
+                              "%s item %d must be a %s", pf, i,
+                              p->rr.tei ? "string" : "string or an object with a \"text\" string");
+            rc = -EINVAL;
+        } else
+            rc = document_prompt(t->valuestring, &pre, mi, tok, tok_ctx, p, err);
         if (rc)
-            return rc;
+            break;
         i++;
     }
-    return 0;
+    folio_free(pre.ids);
+    return rc;
 }

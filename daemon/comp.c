@@ -1,9 +1,9 @@
 /*
  * daemon/comp.c — completions, embeddings and rerank: one struct srv_comp
  * per POST /v1/completions, /v1/chat/completions, /v1/embeddings or
- * /v1/rerank, one
- * engine request per choice (prompts x n), the engine's events turned into
- * text, SSE chunks and the final response (rendered by render.c).
+ * /v1/rerank, one engine request per choice (prompts x n), the engine's
+ * events turned into text, SSE chunks and the final response (rendered by
+ * render.c).
  *
  * Embeddings are the same machinery: one choice per input (n = 1), whose
  * engine request asks for the final hidden states of the positions the
@@ -53,6 +53,16 @@ static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
 {
     struct srv *s = ctx;
     return s->ops->detok(s->backend, tok, buf, cap);
+}
+
+/* The route a completion of this kind came by, as access lines name it. */
+static const char *comp_path(bool messages, bool chat, bool rerank, bool embed)
+{
+    return messages ? "/v1/messages"
+           : chat   ? "/v1/chat/completions"
+           : rerank ? "/v1/rerank"
+           : embed  ? "/v1/embeddings"
+                    : "/v1/completions";
 }
 
 static struct srv_render renderer(struct srv *s)
@@ -114,6 +124,21 @@ static void stream_emit(struct srv_choice *ch, bool final)
         return;
     struct folio_buf b = {0};
     struct srv_render r = renderer(comp->srv);
+    if (comp->p.messages) { /* Anthropic's events (render.h) */
+        srv_render_message_stream(&b, &r, comp, ch, send, !ch->role_sent, final);
+        ch->role_sent = true;
+        ch->sent_tokens = ch->n_tokens;
+        if (send) {
+            ch->text.len = 0;
+            ch->text.p[0] = 0;
+        }
+        if (b.oom)
+            http_close(comp->conn, "out of memory");
+        else
+            http_stream_chunk(comp->conn, b.p, b.len);
+        folio_buf_free(&b);
+        return;
+    }
     if (comp->p.tools) { /* text that may be a tool call is held (tools.c) */
         int t = srv_tools_stream(&b, &r, comp, ch, final);
         if (t == 1)
@@ -160,7 +185,8 @@ static void comp_respond(struct srv_comp *comp)
     struct srv_render r = renderer(comp->srv);
     struct folio_buf b = {0};
     if (comp->p.stream) {
-        srv_render_stream_end(&b, &r, comp);
+        if (!comp->p.messages) /* Anthropic's stream ended with message_stop */
+            srv_render_stream_end(&b, &r, comp);
         http_stream_chunk(c, b.p, b.len);
         http_stream_end(c);
         folio_buf_free(&b);
@@ -172,7 +198,9 @@ static void comp_respond(struct srv_comp *comp)
         http_error(c, &e, NULL);
         return;
     }
-    if (comp->p.rerank)
+    if (comp->p.messages)
+        srv_render_message(&b, &r, comp);
+    else if (comp->p.rerank)
         srv_render_rerank(&b, &r, comp);
     else if (comp->p.embed)
         srv_render_embeddings(&b, &r, comp);
@@ -212,10 +240,7 @@ static void comp_access(struct srv_comp *comp)
         if (!finish)
             finish = eng_finish_name(ch->finish);
     }
-    const char *path = comp->p.chat     ? "/v1/chat/completions"
-                       : comp->p.rerank ? "/v1/rerank"
-                       : comp->p.embed  ? "/v1/embeddings"
-                                        : "/v1/completions";
+    const char *path = comp_path(comp->p.messages, comp->p.chat, comp->p.rerank, comp->p.embed);
     struct srv_access_line a = {
         .method = "POST",
         .path = path,
@@ -437,12 +462,12 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                     const struct srv_caller *who, enum srv_comp_kind kind)
 {
     struct srv_api_error e;
-    const bool chat = kind == SRV_COMP_CHAT, rerank = kind == SRV_COMP_RERANK;
+    const bool messages = kind == SRV_COMP_MESSAGES, rerank = kind == SRV_COMP_RERANK;
+    const bool chat = kind == SRV_COMP_CHAT || messages;
     const bool embed = kind == SRV_COMP_EMBED || rerank;
-    const char *path = chat     ? "/v1/chat/completions"
-                       : rerank ? "/v1/rerank"
-                       : embed  ? "/v1/embeddings"
-                                : "/v1/completions";
+    const char *path = comp_path(messages, chat, rerank, embed);
+    if (messages)
+        http_conn_anthropic(c);
     if (s->draining) {
         srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
         http_error(c, &e, NULL);
@@ -474,11 +499,13 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     s->n_comps++;
     const char *body = rq->body;
     size_t blen = rq->body_len;
-    int prc =
-        chat ? srv_chat_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s, &comp->p, &e)
-        : rerank ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-        : embed  ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-                 : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
+    int prc = messages ? srv_messages_parse(body, blen, false, &s->mi, s->chat_tmpl,
+                                            srv_tokenize_hook, s, &comp->p, &e)
+              : chat   ? srv_chat_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
+                                        &comp->p, &e)
+              : rerank ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+              : embed  ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+                       : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
     if (prc) {
         http_error(c, &e, NULL);
         comp_free(comp);
@@ -516,7 +543,8 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->tenant = tenant;
     comp->created = (int64_t)time(NULL);
     snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx",
-             chat     ? "chatcmpl"
+             messages ? "msg"
+             : chat   ? "chatcmpl"
              : rerank ? "rerank"
              : embed  ? "embd"
                       : "cmpl",
@@ -545,8 +573,12 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                 srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full",
                                   "tenant '%s' has too many requests waiting", tname);
             } else
-                srv_api_error_set(&e, 400, "invalid_request_error", "prompt", NULL,
-                                  "request cannot be scheduled: %s",
+                srv_api_error_set(&e, 400, "invalid_request_error",
+                                  chat     ? "messages"
+                                  : rerank ? "documents"
+                                  : embed  ? "input"
+                                           : "prompt",
+                                  NULL, "request cannot be scheduled: %s",
                                   rc == -EINVAL ? "it needs more KV cache than this server (or "
                                                   "its tenant) may hold"
                                                 : strerror(-rc));

@@ -228,6 +228,13 @@ static int on_header_value_complete(llhttp_t *p)
             b->len = 0;
             folio_buf_append(b, c->hval.p ? c->hval.p : "", c->hval.len);
         }
+    /* Anthropic's clients send the key alone in x-api-key: taken as a
+     * bearer key unless the request has an Authorization header (which
+     * wins, whichever comes first) */
+    if (header_is(c, "x-api-key") && !c->auth.len) {
+        folio_buf_puts(&c->auth, "Bearer ");
+        folio_buf_append(&c->auth, c->hval.p ? c->hval.p : "", c->hval.len);
+    }
     if (header_is(c, "expect")) {
         const char *v = c->hval.p ? c->hval.p : "";
         size_t n = c->hval.len;
@@ -386,6 +393,7 @@ static void dispatch(struct http_conn *c)
         .acct = c->acct,
     };
     c->status = 0;
+    c->anthropic = false;
     c->hs->cb.on_request(c->hs->cb.user, c, &rq);
     /* the view is gone: the body's bytes are no longer held for it */
     http__body_release(c);

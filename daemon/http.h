@@ -47,7 +47,7 @@ struct http_request {
     size_t path_len;         /* url bytes before '?' or '#' */
     const char *body;        /* NUL-terminated, "" when empty */
     size_t body_len;
-    const char *auth; /* the Authorization header, or NULL */
+    const char *auth; /* the Authorization header (else "Bearer " + x-api-key), or NULL */
     /* Host, Origin and Sec-Fetch-Site headers, or NULL (TCP checks) */
     const char *host, *origin, *fetch_site;
     const char *content_type; /* the Content-Type header, or NULL */
@@ -135,6 +135,9 @@ void http_conn_close_after(struct http_conn *c);
 void http_respond(struct http_conn *c, int status, const char *ctype, const char *body, size_t len,
                   const char *extra);
 void http_error(struct http_conn *c, const struct srv_api_error *e, const char *extra);
+/* The current request's errors are written in Anthropic's shape
+ * (srv_api_error_json_anthropic): its Messages routes. */
+void http_conn_anthropic(struct http_conn *c);
 /* Streaming: headers for a text/event-stream response (chunked; for an
  * HTTP/1.0 client close-delimited), then chunks, then the end.  -EPIPE
  * when the connection went away (dropped for a slow reader, with a final

@@ -262,11 +262,19 @@ void http_respond(struct http_conn *c, int status, const char *ctype, const char
 void http_error(struct http_conn *c, const struct srv_api_error *e, const char *extra)
 {
     struct folio_buf b = {0};
-    srv_api_error_json(&b, e);
+    if (c->anthropic)
+        srv_api_error_json_anthropic(&b, e);
+    else
+        srv_api_error_json(&b, e);
     folio_buf_puts(&b, "\n");
     srv_log(SRV_LOG_DEBUG, "conn %llu: %d %s", (unsigned long long)c->id, e->status, e->message);
     http_respond(c, e->status, "application/json", b.p ? b.p : "", b.len, extra);
     folio_buf_free(&b);
+}
+
+void http_conn_anthropic(struct http_conn *c)
+{
+    c->anthropic = true;
 }
 
 int http_stream_begin(struct http_conn *c)

@@ -83,6 +83,20 @@ void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,
  * srv_rerank_score (embed.h), through r's head. */
 void srv_render_rerank(struct folio_buf *b, const struct srv_render *r,
                        const struct srv_comp *comp);
+/* Anthropic's Messages API (comp->p.messages, one choice): the response
+ * body {"id","type":"message","role":"assistant","model","content":
+ * [{"type":"text","text"}],"stop_reason" (end_turn, max_tokens,
+ * stop_sequence),"stop_sequence","usage":{"input_tokens","output_tokens",
+ * "cache_read_input_tokens"}}; and its stream's events for one emit of
+ * ch: with first message_start, content_block_start and ping; with send
+ * > 0 a content_block_delta of ch->text's first send bytes; with final
+ * content_block_stop, message_delta (stop_reason, output_tokens) and
+ * message_stop. */
+void srv_render_message(struct folio_buf *b, const struct srv_render *r,
+                        const struct srv_comp *comp);
+void srv_render_message_stream(struct folio_buf *b, const struct srv_render *r,
+                               const struct srv_comp *comp, const struct srv_choice *ch,
+                               size_t send, bool first, bool final);
 /* A non-stream response body (text_completion or chat.completion). */
 void srv_render_response(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_comp *comp);

@@ -176,6 +176,29 @@ static void route_apply_template(struct srv *s, struct http_conn *c, const struc
     srv_comp_params_free(&p);
 }
 
+/* Anthropic's POST /v1/messages/count_tokens: {"input_tokens": N}, the
+ * tokens /v1/messages would prompt the model with. */
+static void route_count_tokens(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                               const struct srv_caller *who)
+{
+    (void)who;
+    struct srv_api_error e;
+    struct srv_comp_params p = {0};
+    http_conn_anthropic(c);
+    if (srv_messages_parse(rq->body, rq->body_len, true, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
+                           &p, &e)) {
+        http_error(c, &e, NULL);
+        srv_comp_params_free(&p);
+        return;
+    }
+    if (!srv_unknown_fields(s, c, "/v1/messages/count_tokens", p.n_unknown, p.unknown)) {
+        struct folio_buf b = {0};
+        folio_buf_printf(&b, "{\"input_tokens\":%d}\n", p.prompt_lens[0]);
+        respond_buf(c, 200, "application/json", &b);
+    }
+    srv_comp_params_free(&p);
+}
+
 static void route_detokenize(struct srv *s, struct http_conn *c, const struct http_request *rq,
                              const struct srv_caller *who)
 {
@@ -227,6 +250,12 @@ static void route_embeddings(struct srv *s, struct http_conn *c, const struct ht
                              const struct srv_caller *who)
 {
     srv_comp_route(s, c, rq, who, SRV_COMP_EMBED);
+}
+
+static void route_messages(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                           const struct srv_caller *who)
+{
+    srv_comp_route(s, c, rq, who, SRV_COMP_MESSAGES);
 }
 
 static void route_rerank(struct srv *s, struct http_conn *c, const struct http_request *rq,
@@ -375,6 +404,9 @@ static const struct route {
     {HTTP_M_POST, "/v1/completions", SRV_ACCESS_TENANT, route_completions},
     {HTTP_M_POST, "/v1/chat/completions", SRV_ACCESS_TENANT, route_chat},
     {HTTP_M_POST, "/v1/embeddings", SRV_ACCESS_TENANT, route_embeddings},
+    /* Anthropic's Messages API (api_messages.c) */
+    {HTTP_M_POST, "/v1/messages", SRV_ACCESS_TENANT, route_messages},
+    {HTTP_M_POST, "/v1/messages/count_tokens", SRV_ACCESS_TENANT, route_count_tokens},
     /* vLLM's three spellings (llama-server serves /rerank and /v1/rerank) */
     {HTTP_M_POST, "/v1/rerank", SRV_ACCESS_TENANT, route_rerank},
     {HTTP_M_POST, "/rerank", SRV_ACCESS_TENANT, route_rerank},
@@ -426,6 +458,9 @@ static void route(struct srv *s, struct http_conn *c, const struct http_request 
             !strncmp(rq->url, routes[i].path, n))
             r = &routes[i];
     }
+    /* Anthropic's routes answer even the caller's refusal in its shape */
+    if (r && (r->handler == route_messages || r->handler == route_count_tokens))
+        http_conn_anthropic(c);
     /* the caller first: an unknown path or a wrong method tells a refused
      * caller nothing either */
     struct srv_caller who;

@@ -179,7 +179,13 @@ int srv_ids_text(struct srv *s, const int32_t *ids, int32_t n, struct folio_buf 
 /* ---- comp.c ----------------------------------------------------------- */
 
 /* What a srv_comp answers: its route. */
-enum srv_comp_kind { SRV_COMP_TEXT, SRV_COMP_CHAT, SRV_COMP_EMBED, SRV_COMP_RERANK };
+enum srv_comp_kind {
+    SRV_COMP_TEXT,
+    SRV_COMP_CHAT,
+    SRV_COMP_EMBED,
+    SRV_COMP_RERANK,
+    SRV_COMP_MESSAGES
+};
 /* who: the caller (auth.h), whose tenant the request runs as. */
 void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,
                     const struct srv_caller *who, enum srv_comp_kind kind);

@@ -327,6 +327,135 @@ static int chat(const char *body, int tmpl, struct srv_comp_params *p, struct sr
     return srv_chat_parse(body, strlen(body), &chat_mi, tmpl, fake_tok, NULL, p, e);
 }
 
+static int messages(const char *body, bool count, struct srv_comp_params *p,
+                    struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return srv_messages_parse(body, strlen(body), count, &chat_mi, CHAT_TMPL_CHATML, fake_tok, NULL,
+                              p, e);
+}
+
+/* Anthropic's Messages bodies parse as the chat bodies they mean: the
+ * same rendered prompt and engine fields; what is not text is refused
+ * naming the field. */
+static void test_messages_bodies(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *msg, *chat;
+    } same[] = {
+        {"{\"model\":\"m\",\"max_tokens\":5,\"system\":\"S\",\"messages\":[{\"role\":\"user\","
+         "\"content\":\"hi\"}],\"temperature\":0.5,\"top_p\":0.9,\"top_k\":7,"
+         "\"stop_sequences\":[\"x\",\"yz\"],\"stream\":true,\"metadata\":{\"user_id\":\"u\"}}",
+         "{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+         "{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":0.5,\"top_p\":0.9,\"top_k\":7,"
+         "\"stop\":[\"x\",\"yz\"],\"stream\":true}"},
+        /* blocks joined (their other fields ignored), system as blocks */
+        {"{\"max_tokens\":3,\"system\":[{\"type\":\"text\",\"text\":\"A\"},{\"type\":\"text\","
+         "\"text\":\"B\",\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":[{\"role\":"
+         "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"he\"},{\"type\":\"text\","
+         "\"text\":\"llo\"}]},{\"role\":\"assistant\",\"content\":\"ok\"},{\"role\":\"user\","
+         "\"content\":\"more\"}],\"thinking\":{\"type\":\"disabled\"},\"tools\":[]}",
+         "{\"max_tokens\":3,\"messages\":[{\"role\":\"system\",\"content\":\"AB\"},{\"role\":"
+         "\"user\",\"content\":\"hello\"},{\"role\":\"assistant\",\"content\":\"ok\"},"
+         "{\"role\":\"user\",\"content\":\"more\"}]}"},
+        /* a final assistant message is continued (prefill) */
+        {"{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
+         "\"assistant\",\"content\":\"The answer is\"}]}",
+         "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
+         "\"assistant\",\"content\":\"The answer is\"}],\"continue_final_message\":true}"},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(same); i++) {
+        struct srv_comp_params pm, pc;
+        struct srv_api_error e;
+        if (messages(same[i].msg, false, &pm, &e))
+            fail_msg("case %zu: %s", i, e.message);
+        assert_int_equal(chat(same[i].chat, CHAT_TMPL_CHATML, &pc, &e), 0);
+        assert_true(pm.messages && pm.chat && !pc.messages);
+        assert_string_equal(pm.prompt_text[0], pc.prompt_text[0]);
+        assert_int_equal(pm.prompt_lens[0], pc.prompt_lens[0]);
+        assert_int_equal(pm.gen.max_tokens, pc.gen.max_tokens);
+        assert_true(pm.gen.sp.temperature == pc.gen.sp.temperature);
+        assert_true(pm.gen.sp.top_p == pc.gen.sp.top_p);
+        assert_int_equal(pm.gen.sp.top_k, pc.gen.sp.top_k);
+        assert_int_equal(pm.stream, pc.stream);
+        assert_int_equal(pm.n_stop, pc.n_stop);
+        for (int k = 0; k < pm.n_stop; k++)
+            assert_string_equal(pm.stop[k], pc.stop[k]);
+        assert_int_equal(pm.n_unknown, 0);
+        srv_comp_params_free(&pm);
+        srv_comp_params_free(&pc);
+    }
+
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    /* count_tokens: no max_tokens; unknown fields are noted */
+    assert_int_equal(messages("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                              "\"service_tier\":\"auto\"}",
+                              true, &p, &e),
+                     0);
+    assert_int_equal(p.n_unknown, 1);
+    assert_string_equal(p.unknown, "service_tier");
+    srv_comp_params_free(&p);
+
+    static const struct {
+        const char *body, *param;
+        int status;
+    } bad[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "max_tokens", 400},
+        {"{\"max_tokens\":5}", "messages", 400},
+        {"{\"max_tokens\":5,\"messages\":[]}", "messages", 400},
+        {"{\"max_tokens\":5,\"messages\":[{\"role\":\"system\",\"content\":\"s\"}]}", "messages",
+         400},
+        {"{\"max_tokens\":5,\"messages\":[{\"role\":\"user\"}]}", "messages", 400},
+        {"{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
+         "\"source\":{}}]}]}",
+         "messages", 400},
+        {"{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+         "messages", 400},
+        {"{\"max_tokens\":5,\"system\":7,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+         "system", 400},
+        {"{\"max_tokens\":5,\"tools\":[{\"name\":\"f\"}],\"messages\":[{\"role\":\"user\","
+         "\"content\":\"a\"}]}",
+         "tools", 400},
+        {"{\"max_tokens\":5,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},"
+         "\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+         "thinking", 400},
+        {"{\"max_tokens\":5,\"stop_sequences\":[\"a\",\"b\",\"c\",\"d\",\"e\"],\"messages\":[{"
+         "\"role\":\"user\",\"content\":\"a\"}]}",
+         "stop_sequences", 400},
+        {"{\"max_tokens\":0,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", "max_tokens",
+         400},
+        {"{\"max_tokens\":5,\"model\":\"other\",\"messages\":[{\"role\":\"user\",\"content\":"
+         "\"a\"}]}",
+         "model", 404},
+        {"[1]", NULL, 400},
+        {"{\"max_tokens\":5,\"max_tokens\":6,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+         "max_tokens", 400},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad); i++) {
+        if (messages(bad[i].body, false, &p, &e) != -EINVAL)
+            fail_msg("case %zu accepted: %s", i, bad[i].body);
+        assert_int_equal(e.status, bad[i].status);
+        if (bad[i].param)
+            assert_string_equal(e.param, bad[i].param);
+        srv_comp_params_free(&p);
+    }
+    /* Anthropic's error shape: the type from the status, the field named */
+    struct folio_buf b = {0};
+    srv_api_error_set(&e, 400, "invalid_request_error", "max_tokens", NULL,
+                      "'max_tokens' is required");
+    srv_api_error_json_anthropic(&b, &e);
+    assert_string_equal(b.p, "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+                             "\"message\":\"max_tokens: 'max_tokens' is required\"}}");
+    folio_buf_free(&b);
+    srv_api_error_set(&e, 429, "rate_limit_error", NULL, "tenant_queue_full", "busy");
+    srv_api_error_json_anthropic(&b, &e);
+    assert_string_equal(b.p, "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
+                             "\"message\":\"busy\"}}");
+    folio_buf_free(&b);
+}
+
 static void test_chat_render(void **state)
 {
     (void)state;
@@ -984,6 +1113,18 @@ static void test_embed_bodies(void **state)
     assert_int_equal(embed(body, &p, &e), -EINVAL);
     assert_string_equal(e.param, "truncate_prompt_tokens");
     srv_comp_params_free(&p);
+    /* more ids than the whole context: the same code (and for completions) */
+    for (int k = 0; k < 2; k++) {
+        const char *field = k ? "prompt" : "input";
+        at = snprintf(body, sizeof(body), "{\"%s\":[", field);
+        for (int i = 0; i < 65; i++)
+            at += snprintf(body + at, sizeof(body) - (size_t)at, "%s%d", i ? "," : "", i);
+        snprintf(body + at, sizeof(body) - (size_t)at, "]}");
+        assert_int_equal(k ? parse(body, &p, &e) : embed(body, &p, &e), -EINVAL);
+        assert_string_equal(e.param, field);
+        assert_string_equal(e.code, "context_length_exceeded");
+        srv_comp_params_free(&p);
+    }
 
     static const struct {
         const char *body;
@@ -1080,6 +1221,7 @@ int main(void)
         cmocka_unit_test(test_table_unique),
         cmocka_unit_test(test_embed_bodies),
         cmocka_unit_test(test_rerank_bodies),
+        cmocka_unit_test(test_messages_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -657,6 +657,122 @@ static void test_rerank_response(void **state)
         srv_emb_acc_free(&ch[i].emb);
 }
 
+/* The events of an Anthropic stream, in order: their types, and
+ * every data line's "type" equal to its event's. */
+static int msg_events(const char *s, char types[][32], cJSON **data, int cap)
+{
+    int n = 0;
+    while (*s && n < cap) {
+        const char *nl = strchr(s, '\n');
+        assert_non_null(nl);
+        assert_true(!strncmp(s, "event: ", 7));
+        snprintf(types[n], 32, "%.*s", (int)(nl - s - 7), s + 7);
+        const char *d = nl + 1, *end = strstr(d, "\n\n");
+        assert_true(!strncmp(d, "data: ", 6) && end);
+        data[n] = cJSON_ParseWithLength(d + 6, (size_t)(end - d - 6));
+        assert_non_null(data[n]);
+        assert_string_equal(cJSON_GetObjectItem(data[n], "type")->valuestring, types[n]);
+        n++;
+        s = end + 2;
+    }
+    return n;
+}
+
+/* Anthropic's Messages shape: the response (stop_reason from how the
+ * choice ended, the stop sequence that ended it) and the stream's events. */
+static void test_message_response(void **state)
+{
+    (void)state;
+    struct srv_comp comp = {0};
+    struct srv_choice ch = {0};
+    char *stops[2] = {"x", "yz"};
+    comp.p.chat = comp.p.messages = true;
+    comp.p.n_stop = 2;
+    comp.p.stop[0] = stops[0];
+    comp.p.stop[1] = stops[1];
+    snprintf(comp.id, sizeof(comp.id), "msg-1");
+    comp.n_choices = 1;
+    comp.ch = &ch;
+    comp.prompt_tokens = 9;
+    comp.cached_tokens = 4;
+    folio_buf_puts(&ch.text, "Hi \"you\"");
+    ch.n_tokens = 3;
+    static const struct {
+        enum eng_finish fin;
+        bool stopped;
+        const char *reason, *seq;
+    } cases[] = {{ENG_FINISH_STOP, false, "end_turn", NULL},
+                 {ENG_FINISH_LENGTH, false, "max_tokens", NULL},
+                 {ENG_FINISH_STOP, true, "stop_sequence", "yz"}};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(cases); i++) {
+        ch.finish = cases[i].fin;
+        ch.stopped = cases[i].stopped;
+        ch.dt = NULL;
+        if (cases[i].stopped) { /* the detokenizer saw the second stop string */
+            assert_int_equal(tok_detok_new(NULL, (const char *const *)stops, 2, 0, &ch.dt), 0);
+            const char *t;
+            size_t len;
+            tok_detok_feed_bytes(ch.dt, "abyz", 4, &t, &len);
+            assert_int_equal(tok_detok_stopped(ch.dt), 1);
+        }
+        struct folio_buf b = {0};
+        srv_render_message(&b, &R, &comp);
+        cJSON *j = cJSON_Parse(b.p);
+        assert_non_null(j);
+        assert_string_equal(cJSON_GetObjectItem(j, "type")->valuestring, "message");
+        assert_string_equal(cJSON_GetObjectItem(j, "role")->valuestring, "assistant");
+        assert_string_equal(cJSON_GetObjectItem(j, "id")->valuestring, "msg-1");
+        const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "content"), 0);
+        assert_string_equal(cJSON_GetObjectItem(c0, "type")->valuestring, "text");
+        assert_string_equal(cJSON_GetObjectItem(c0, "text")->valuestring, "Hi \"you\"");
+        assert_string_equal(cJSON_GetObjectItem(j, "stop_reason")->valuestring, cases[i].reason);
+        const cJSON *seq = cJSON_GetObjectItem(j, "stop_sequence");
+        if (cases[i].seq)
+            assert_string_equal(seq->valuestring, cases[i].seq);
+        else
+            assert_true(cJSON_IsNull(seq));
+        const cJSON *u = cJSON_GetObjectItem(j, "usage");
+        assert_int_equal(cJSON_GetObjectItem(u, "input_tokens")->valueint, 9);
+        assert_int_equal(cJSON_GetObjectItem(u, "output_tokens")->valueint, 3);
+        assert_int_equal(cJSON_GetObjectItem(u, "cache_read_input_tokens")->valueint, 4);
+        cJSON_Delete(j);
+        folio_buf_free(&b);
+
+        /* the stream: start (first), one delta (send), the end (final) */
+        srv_render_message_stream(&b, &R, &comp, &ch, 3, true, false);
+        srv_render_message_stream(&b, &R, &comp, &ch, ch.text.len, false, true);
+        char types[16][32];
+        cJSON *d[16];
+        int n = msg_events(b.p, types, d, 16);
+        static const char *const want[] = {
+            "message_start",       "content_block_start", "ping",          "content_block_delta",
+            "content_block_delta", "content_block_stop",  "message_delta", "message_stop"};
+        assert_int_equal(n, 8);
+        for (int k = 0; k < n; k++)
+            assert_string_equal(types[k], want[k]);
+        const cJSON *m = cJSON_GetObjectItem(d[0], "message");
+        assert_true(cJSON_IsNull(cJSON_GetObjectItem(m, "stop_reason")));
+        assert_int_equal(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(m, "usage"), "input_tokens")->valueint, 9);
+        const char *d1 =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(d[3], "delta"), "text")->valuestring;
+        const char *d2 =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(d[4], "delta"), "text")->valuestring;
+        assert_string_equal(d1, "Hi ");
+        assert_string_equal(d2, "Hi \"you\""); /* the caller drops what it sent; here it did not */
+        const cJSON *md = cJSON_GetObjectItem(d[6], "delta");
+        assert_string_equal(cJSON_GetObjectItem(md, "stop_reason")->valuestring, cases[i].reason);
+        assert_int_equal(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(d[6], "usage"), "output_tokens")->valueint, 3);
+        for (int k = 0; k < n; k++)
+            cJSON_Delete(d[k]);
+        folio_buf_free(&b);
+        tok_detok_free(ch.dt);
+        ch.dt = NULL;
+    }
+    folio_buf_free(&ch.text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -672,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_embed_json),
         cmocka_unit_test(test_embed_response),
         cmocka_unit_test(test_rerank_response),
+        cmocka_unit_test(test_message_response),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

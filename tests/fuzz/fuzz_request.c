@@ -6,7 +6,8 @@
  * them.
  *
  * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings,
- * 1 with bit 7: rerank, with a rerank template when bit 2 is set), the
+ * 1 with bit 7: rerank, with a rerank template when bit 2 is set; 2 and 3
+ * with bit 7: an Anthropic Messages body, 3 count_tokens's), the
  * chat template (bits 2-5, 0 = none: chat refused) and whether text
  * prompts can be tokenized (bit 6); the rest is the body.  The tokenizer is a stand-in (one id per
  * byte), so the harness exercises the JSON side, not the vocabulary.
@@ -155,9 +156,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&e, 0, sizeof(e));
     bool nul = has_nul(body, n);
     int rc;
-    if (op <= 1) {
+    const bool b7 = data[0] & 128;
+    if (op >= 2 && b7) { /* Anthropic's Messages body (3: count_tokens's) */
         struct srv_comp_params p;
-        const bool b7 = data[0] & 128;
+        rc = srv_messages_parse(body, n, op == 3, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e);
+        if (!rc) {
+            CHECK(p.messages && p.chat && p.n == 1);
+            check_params(&p);
+        }
+        srv_comp_params_free(&p);
+    } else if (op <= 1) {
+        struct srv_comp_params p;
         rc = op == 1 && b7 ? srv_rerank_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
              : op == 1     ? srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e)
              : b7          ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)

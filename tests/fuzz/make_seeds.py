@@ -303,6 +303,14 @@ EMBED_BODIES = [
     b'{"input":[1,2,3],"user":"u","priority":2,"encoding_format":"float"}',
 ]
 
+MESSAGES_BODIES = [
+    b'{"model":"fuzz-model","max_tokens":8,"system":"S","messages":[{"role":"user",'
+    b'"content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":"ok"}],'
+    b'"stop_sequences":["x"],"temperature":0.5,"stream":true,"metadata":{"user_id":"u"}}',
+    b'{"max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}],'
+    b'"thinking":{"type":"disabled"},"tools":[]}',
+]
+
 RERANK_BODIES = [
     b'{"query":"q","documents":["a",{"text":"bc"}],"top_n":1,"return_documents":false}',
     b'{"query":"","texts":["x","y"],"return_text":true,"truncate_prompt_tokens":3}',
@@ -314,13 +322,16 @@ def request_seeds(out):
     """corpus/request/: bodies behind the option byte of fuzz_request.c
     (low 2 bits: completions, chat, tokenize, detokenize; bits 2-5: chat
     template; bit 6: a tokenizer; bit 7 with 0: embeddings, with 1: rerank,
-    bit 2 then: a rerank template)."""
+    bit 2 then: a rerank template; 2 and 3 with bit 7: a Messages body, 3
+    count_tokens's)."""
     os.makedirs(out, exist_ok=True)
     i = 0
     for op, bodies in ((0, COMPLETION_BODIES), (1, CHAT_BODIES), (2, SMALL_BODIES),
-                       (3, SMALL_BODIES), (128, EMBED_BODIES), (129, RERANK_BODIES)):
+                       (3, SMALL_BODIES), (128, EMBED_BODIES), (129, RERANK_BODIES),
+                       (130, MESSAGES_BODIES), (131, MESSAGES_BODIES)):
         for b in bodies:
-            for tmpl in ((1, 3, 6) if op == 1 else (0, 1) if op == 129 else (0,)):
+            for tmpl in ((1, 3, 6) if op in (1, 130) else (1,) if op == 131 else
+                         (0, 1) if op == 129 else (0,)):
                 opt = op | (tmpl << 2) | 64
                 write(os.path.join(out, "req-%03d" % i), bytes([opt]) + b)
                 i += 1

@@ -89,6 +89,18 @@ install_openai() {
   fi
 }
 
+# ensure_anthropic: installs @anthropic-ai/sdk into $NMA (once); returns 1
+# with a message when npm or the registry is unreachable.
+NMA=${NPM_ANTHROPIC_DIR:-$PWD/npm-anthropic}
+ensure_anthropic() { locked "$NMA" install_anthropic; }
+install_anthropic() {
+  [ -d "$NMA/node_modules/@anthropic-ai/sdk" ] && return 0
+  command -v npm >/dev/null || { echo "npm not installed"; return 1; }
+  [ -f "$NMA/package.json" ] || echo '{"private":true}' >"$NMA/package.json"
+  (cd "$NMA" && timeout 180 npm install --no-audit --no-fund --silent @anthropic-ai/sdk@0 >"$T/npm.log" 2>&1) ||
+    { echo "npm install @anthropic-ai/sdk failed (registry unreachable?):"; tail -n 5 "$T/npm.log"; return 1; }
+}
+
 # ensure_sdks: the three client stacks for the structured-output tests
 # (openai@6, ai@5 + @ai-sdk/openai-compatible@1, @langchain/openai@0.6 with
 # @langchain/core@0.3: the last majors that run on Node 20; zod@3,
