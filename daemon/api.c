@@ -137,6 +137,8 @@ static bool json_has_nul(const char *s, size_t n)
     return false;
 }
 
+static const char *prompt_field(const struct srv_comp_params *p);
+
 /* Takes toks and text (may be NULL) whatever happens. */
 int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *text,
                     struct srv_api_error *err)
@@ -146,7 +148,7 @@ int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *t
         folio_free(toks);
         folio_free(text);
         if (p->rerank)
-            BAD(p->rr.tei ? "texts" : "documents", "at most %d documents per request", max);
+            BAD(prompt_field(p), "at most %d documents per request", max);
         if (p->embed)
             BAD("input", "at most %d inputs per request", max);
         BAD("prompt", "at most %d prompts per request", max);
@@ -175,7 +177,10 @@ int srv__add_prompt(struct srv_comp_params *p, int32_t *toks, int32_t n, char *t
  * "documents" (or TEI's "texts"). */
 static const char *prompt_field(const struct srv_comp_params *p)
 {
-    return p->rerank ? (p->rr.tei ? "texts" : "documents") : p->embed ? "input" : "prompt";
+    return p->rr.score ? "text_2"
+           : p->rerank ? (p->rr.tei ? "texts" : "documents")
+           : p->embed  ? "input"
+                       : "prompt";
 }
 
 static int token_array(const cJSON *a, const struct eng_model_info *mi, struct srv_comp_params *p,
@@ -308,7 +313,8 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     memset(p, 0, sizeof(*p));
     const bool chat = ep == SRV_EP_CHAT;
     p->chat = chat;
-    p->rerank = ep == SRV_EP_RERANK;
+    p->rr.score = ep == SRV_EP_SCORE;
+    p->rerank = ep == SRV_EP_RERANK || p->rr.score;
     p->embed = ep == SRV_EP_EMBED || p->rerank;
     size_t n_fields;
     const struct srv_field *fields = srv_fields(&n_fields);
@@ -336,15 +342,8 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         rc = -EINVAL;
         goto out;
     }
-    /* a key given twice is refused: each field is parsed once */
-    for (const cJSON *a = root->child; a; a = a->next)
-        for (const cJSON *q = root->child; q != a; q = q->next)
-            if (a->string && q->string && !strcmp(a->string, q->string)) {
-                srv_api_error_set(err, 400, "invalid_request_error", a->string, NULL,
-                                  "field '%.64s' is given twice", a->string);
-                rc = -EINVAL;
-                goto out;
-            }
+    if ((rc = srv__no_key_twice(root, err)))
+        goto out;
     const cJSON *prompt = NULL, *it;
     const char *prompt_name = chat ? "messages" : prompt_field(p);
     cJSON_ArrayForEach(it, root)
@@ -373,8 +372,9 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
         rc = -EINVAL;
         goto out;
     }
-    if (p->rerank && !p->rr.query) {
-        srv_api_error_set(err, 400, "invalid_request_error", "query", NULL, "'query' is required");
+    if (p->rerank && !p->rr.query && !p->rr.queries) {
+        const char *q = p->rr.score ? "text_1" : "query";
+        srv_api_error_set(err, 400, "invalid_request_error", q, NULL, "'%s' is required", q);
         rc = -EINVAL;
         goto out;
     }
@@ -463,6 +463,13 @@ int srv_rerank_parse(const char *body, size_t len, const struct eng_model_info *
     return parse_body(body, len, mi, SRV_EP_RERANK, 0, tok, tok_ctx, p, err);
 }
 
+int srv_score_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                    struct srv_api_error *err)
+{
+    return parse_body(body, len, mi, SRV_EP_SCORE, 0, tok, tok_ctx, p, err);
+}
+
 int srv_chat_parse(const char *body, size_t len, const struct eng_model_info *mi, int tmpl,
                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                    struct srv_api_error *err)
@@ -496,6 +503,9 @@ void srv_comp_params_free(struct srv_comp_params *p)
     folio_free(p->stop_ids);
     srv_tools_free(p->tools);
     folio_free(p->rr.query);
+    for (int32_t i = 0; i < p->rr.n_queries; i++)
+        folio_free(p->rr.queries[i]);
+    folio_free(p->rr.queries);
     gram_unref(p->gen.grammar);
     memset(p, 0, sizeof(*p));
 }
@@ -543,6 +553,18 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
         srv_api_error_set(err, 400, "invalid_request_error", want[0], NULL, "'%s' is required",
                           want[0]);
     return found;
+}
+
+int srv__no_key_twice(const cJSON *obj, struct srv_api_error *err)
+{
+    for (const cJSON *a = obj->child; a; a = a->next)
+        for (const cJSON *q = obj->child; q != a; q = q->next)
+            if (a->string && q->string && !strcmp(a->string, q->string)) {
+                srv_api_error_set(err, 400, "invalid_request_error", a->string, NULL,
+                                  "field '%.64s' is given twice", a->string);
+                return -EINVAL;
+            }
+    return 0;
 }
 
 cJSON *srv__parse_root(const char *body, size_t len, struct srv_api_error *err)

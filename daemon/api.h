@@ -71,6 +71,9 @@ struct srv_emb_params {
 /* /v1/rerank: the query, and how the answer is written (render.h). */
 struct srv_rerank_params {
     char *query;           /* owned */
+    bool score;            /* /v1/score (vLLM's): pairs (text_1 [i or 0], text_2 [i]) */
+    char **queries;        /* score: text_1's texts, owned */
+    int32_t n_queries;     /* 1 (paired with every text_2) or text_2's count */
     bool tei;              /* the documents came as `texts` (text-embeddings-inference's
                               form): the answer is its bare array of {index, score} */
     int32_t top_n;         /* the best this many (0: every document) */
@@ -130,10 +133,11 @@ enum srv_field_type {
 };
 /* hi: the number, ctx_len, n_vocab, n_embd */
 enum srv_field_hi { SRV_HI_CONST, SRV_HI_CTX, SRV_HI_VOCAB, SRV_HI_EMBD };
-#define SRV_EP_COMP   1u /* /v1/completions */
-#define SRV_EP_CHAT   2u /* /v1/chat/completions */
-#define SRV_EP_EMBED  4u /* /v1/embeddings */
-#define SRV_EP_RERANK 8u /* /v1/rerank */
+#define SRV_EP_COMP   1u  /* /v1/completions */
+#define SRV_EP_CHAT   2u  /* /v1/chat/completions */
+#define SRV_EP_EMBED  4u  /* /v1/embeddings */
+#define SRV_EP_RERANK 8u  /* /v1/rerank */
+#define SRV_EP_SCORE  16u /* /v1/score */
 
 struct srv_field {
     const char *name;
@@ -195,6 +199,14 @@ int srv_messages_parse(const char *body, size_t len, bool count, const struct en
 int srv_rerank_parse(const char *body, size_t len, const struct eng_model_info *mi,
                      srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                      struct srv_api_error *err);
+/* Parses a /v1/score body (vLLM's): `text_1` and `text_2`, each a string
+ * or a list of strings; one text_1 is paired with every text_2, else the
+ * two lists pair by index (equal lengths).  Each pair becomes a prompt as
+ * a rerank document does (text_1 the query, text_2 the document);
+ * rr.score set, rerank and embed too. */
+int srv_score_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                    srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                    struct srv_api_error *err);
 /* The engine request of choice `choice` (prompts x n, prompt-major): its
  * prompt and a copy of p->gen, whose seed is the request's (else `seed`)
  * plus the choice's index within its prompt.  Borrows p's arrays. */

@@ -221,8 +221,8 @@ static int parse_stop_token_ids(const void *json, const struct eng_model_info *m
 
 #define OFF(f)   offsetof(struct srv_comp_params, f)
 #define BOTH     (SRV_EP_COMP | SRV_EP_CHAT)
-#define ALL      (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED | SRV_EP_RERANK)
-#define POOLED   (SRV_EP_EMBED | SRV_EP_RERANK)
+#define ALL      (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED | SRV_EP_RERANK | SRV_EP_SCORE)
+#define POOLED   (SRV_EP_EMBED | SRV_EP_RERANK | SRV_EP_SCORE)
 #define MAX_SEED 9007199254740991.0 /* 2^53 - 1: exact in a JSON double */
 
 /* Every JSON field a completion or embeddings request may carry.  A row names the
@@ -239,6 +239,7 @@ static const struct srv_field fields[] = {
     {"input", SRV_F_CUSTOM, SRV_EP_EMBED, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"documents", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"texts", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"text_2", SRV_F_CUSTOM, SRV_EP_SCORE, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"model", SRV_F_CUSTOM, ALL, 0, 0, 0, 0, 0, false, false, -1, NULL, parse_model},
     {"max_tokens", SRV_F_I32, BOTH, OFF(gen.max_tokens), 1, 0, 16, SRV_HI_CTX, false, true,
      OFF(max_tokens_set), NULL, NULL},
@@ -306,6 +307,9 @@ static const struct srv_field fields[] = {
     /* rerank (api_rerank.c): Jina's, Cohere's and vLLM's fields, and TEI's
      * return_text (its documents come as `texts`) */
     {"query", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, srv__parse_query},
+    /* vLLM's /v1/score: text_1 (parsed here), text_2 (the documents) */
+    {"text_1", SRV_F_CUSTOM, SRV_EP_SCORE, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     srv__parse_text_1},
     {"top_n", SRV_F_I32, SRV_EP_RERANK, OFF(rr.top_n), 0, SRV_MAX_INPUTS, 0, 0, false, true, -1,
      NULL, NULL},
     {"return_documents", SRV_F_BOOL, SRV_EP_RERANK, OFF(rr.return_documents), 0, 0, 1, 0, false,

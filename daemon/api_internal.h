@@ -32,6 +32,9 @@ int srv__chat_messages(const cJSON *v, int tmpl, srv_tokenize_fn tok, void *tok_
  * `documents` / `texts` (v, an array) as srv_rerank_parse says. */
 int srv__parse_query(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
                      struct srv_api_error *err);
+/* /v1/score's `text_1` row: a string or a list of strings (rr.queries). */
+int srv__parse_text_1(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
+                      struct srv_api_error *err);
 int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
                         void *tok_ctx, struct srv_comp_params *p, struct srv_api_error *err);
 
@@ -39,6 +42,10 @@ int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tok
  * no NUL (raw or escaped), one value and nothing after it.  NULL with a
  * 400 in *err. */
 cJSON *srv__parse_root(const char *body, size_t len, struct srv_api_error *err);
+
+/* A key given twice in obj is refused (each field is parsed once): 0, or
+ * -EINVAL with a 400 naming it. */
+int srv__no_key_twice(const cJSON *obj, struct srv_api_error *err);
 
 /* Typed JSON readers: 0, or -EINVAL with a 400 naming `name` in *err.
  * get_int: an integral number in [lo, hi]; get_num: a finite number in

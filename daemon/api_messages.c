@@ -144,14 +144,8 @@ static int translate(const char *body, size_t len, bool count, cJSON **chat,
         rc = -EINVAL;
         goto out;
     }
-    for (const cJSON *a = root->child; a; a = a->next)
-        for (const cJSON *q = root->child; q != a; q = q->next)
-            if (!strcmp(a->string, q->string)) {
-                srv_api_error_set(err, 400, "invalid_request_error", a->string, NULL,
-                                  "field '%.64s' is given twice", a->string);
-                rc = -EINVAL;
-                goto out;
-            }
+    if ((rc = srv__no_key_twice(root, err)))
+        goto out;
     cJSON_ArrayForEach(f, root)
     {
         const char *k = f->string;

@@ -1,6 +1,7 @@
 /*
  * daemon/api_rerank.c — /v1/rerank's request: the query, and one prompt
- * per document (api.h, srv_rerank_parse, says what each holds).
+ * per document (api.h, srv_rerank_parse, says what each holds); and
+ * vLLM's /v1/score, the same prompts from (text_1, text_2) pairs.
  *
  * A document is a string or an object with a "text" string (Jina's and
  * Cohere's forms; TEI's `texts` are strings).  Its prompt:
@@ -61,17 +62,24 @@ static void render_template(struct folio_buf *b, const char *tmpl, const char *q
     }
 }
 
-/* One document's prompt, appended to p (takes nothing of the caller's). */
-static int document_prompt(const char *doc, const struct bos *pre, const struct eng_model_info *mi,
-                           srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
-                           struct srv_api_error *err)
+/* The documents' field as the request named it. */
+static const char *docs_field(const struct srv_comp_params *p)
 {
-    const char *pf = p->rr.tei ? "texts" : "documents";
+    return p->rr.score ? "text_2" : p->rr.tei ? "texts" : "documents";
+}
+
+/* One (query, document) prompt, appended to p (takes nothing of the
+ * caller's). */
+static int document_prompt(const char *query, const char *doc, const struct bos *pre,
+                           const struct eng_model_info *mi, srv_tokenize_fn tok, void *tok_ctx,
+                           struct srv_comp_params *p, struct srv_api_error *err)
+{
+    const char *pf = docs_field(p);
     int32_t *ids = NULL, n = 0;
     int rc;
     if (mi->rerank_tmpl) {
         struct folio_buf b = {0};
-        render_template(&b, mi->rerank_tmpl, p->rr.query, doc);
+        render_template(&b, mi->rerank_tmpl, query, doc);
         rc = b.oom ? -ENOMEM : tok(tok_ctx, b.p ? b.p : "", b.len, true, &ids, &n);
         folio_buf_free(&b);
         if (!rc) {
@@ -81,7 +89,7 @@ static int document_prompt(const char *doc, const struct bos *pre, const struct 
         }
     } else {
         int32_t *q = NULL, nq = 0, *d = NULL, nd = 0;
-        rc = tok(tok_ctx, p->rr.query, strlen(p->rr.query), false, &q, &nq);
+        rc = tok(tok_ctx, query, strlen(query), false, &q, &nq);
         if (!rc)
             rc = tok(tok_ctx, doc, strlen(doc), false, &d, &nd);
         if (!rc) {
@@ -115,32 +123,64 @@ static int document_prompt(const char *doc, const struct bos *pre, const struct 
     return srv__add_prompt(p, ids, n, text, err);
 }
 
+int srv__parse_text_1(const void *json, const struct eng_model_info *mi, struct srv_comp_params *p,
+                      struct srv_api_error *err)
+{
+    const cJSON *v = json, *it;
+    (void)mi;
+    int n = cJSON_IsString(v) ? 1 : cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (n < 1 || n > SRV_MAX_INPUTS)
+        BAD("text_1", "'text_1' must be a string or a list of 1 to %d strings", SRV_MAX_INPUTS);
+    if (!(p->rr.queries = folio_calloc((size_t)n, sizeof(char *))))
+        return -ENOMEM;
+    if (cJSON_IsString(v))
+        it = v;
+    else {
+        it = v->child;
+        for (const cJSON *x = it; x; x = x->next)
+            if (!cJSON_IsString(x))
+                BAD("text_1", "'text_1' must be a string or a list of strings");
+    }
+    for (; it && p->rr.n_queries < n; it = it->next)
+        if (!(p->rr.queries[p->rr.n_queries++] = folio_strdup(it->valuestring)))
+            return -ENOMEM;
+    return 0;
+}
+
 int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tokenize_fn tok,
                         void *tok_ctx, struct srv_comp_params *p, struct srv_api_error *err)
 {
-    const char *pf = p->rr.tei ? "texts" : "documents";
-    if (!cJSON_IsArray(v) || !v->child)
+    const char *pf = docs_field(p);
+    const cJSON *one = cJSON_IsString(v) && p->rr.score ? v : NULL; /* score: a single text_2 */
+    if (!one && (!cJSON_IsArray(v) || !v->child))
         BAD(pf, "'%s' must be a non-empty array of %s", pf,
-            p->rr.tei ? "strings" : "strings or {\"text\": string} objects");
+            p->rr.tei || p->rr.score ? "strings" : "strings or {\"text\": string} objects");
+    const int n_docs = one ? 1 : cJSON_GetArraySize(v);
+    if (p->rr.score && p->rr.n_queries != 1 && p->rr.n_queries != n_docs)
+        BAD("text_2",
+            "'text_1' has %d texts and 'text_2' %d: give one text_1, or as many as text_2 (pairs "
+            "by index)",
+            (int)p->rr.n_queries, n_docs);
     if (!tok)
         BAD(pf, "reranking needs a tokenizer, and this server has none");
     struct bos pre = {0};
     if (tok(tok_ctx, "", 0, false, &pre.ids, &pre.n))
         pre = (struct bos){0};
     int i = 0, rc = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, v)
-    {
+    for (const cJSON *it = one ? one : v->child; it; it = one ? NULL : it->next) {
         const cJSON *t = it;
-        if (!p->rr.tei && cJSON_IsObject(it))
+        if (!p->rr.tei && !p->rr.score && cJSON_IsObject(it))
             t = cJSON_GetObjectItemCaseSensitive(it, "text");
+        const char *query = !p->rr.score           ? p->rr.query
+                            : p->rr.n_queries == 1 ? p->rr.queries[0]
+                                                   : p->rr.queries[i];
         if (!cJSON_IsString(t)) {
-            srv_api_error_set(err, 400, "invalid_request_error", pf, NULL,
-                              "%s item %d must be a %s", pf, i,
-                              p->rr.tei ? "string" : "string or an object with a \"text\" string");
+            srv_api_error_set(
+                err, 400, "invalid_request_error", pf, NULL, "%s item %d must be a %s", pf, i,
+                p->rr.tei || p->rr.score ? "string" : "string or an object with a \"text\" string");
             rc = -EINVAL;
         } else
-            rc = document_prompt(t->valuestring, &pre, mi, tok, tok_ctx, p, err);
+            rc = document_prompt(query, t->valuestring, &pre, mi, tok, tok_ctx, p, err);
         if (rc)
             break;
         i++;

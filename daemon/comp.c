@@ -56,10 +56,11 @@ static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
 }
 
 /* The route a completion of this kind came by, as access lines name it. */
-static const char *comp_path(bool messages, bool chat, bool rerank, bool embed)
+static const char *comp_path(bool messages, bool chat, bool score, bool rerank, bool embed)
 {
     return messages ? "/v1/messages"
            : chat   ? "/v1/chat/completions"
+           : score  ? "/v1/score"
            : rerank ? "/v1/rerank"
            : embed  ? "/v1/embeddings"
                     : "/v1/completions";
@@ -111,6 +112,17 @@ static void text_flush(struct srv_choice *ch)
         folio_buf_append(&ch->text, t, len);
 }
 
+/* Sends one stream chunk (or closes the connection when rendering it ran
+ * out of memory), and frees b. */
+static void stream_send(struct srv_comp *comp, struct folio_buf *b)
+{
+    if (b->oom)
+        http_close(comp->conn, "out of memory");
+    else
+        http_stream_chunk(comp->conn, b->p, b->len);
+    folio_buf_free(b);
+}
+
 /* Stream: sends the choice's releasable text (all of it when final) and
  * its new token ids as one SSE event. */
 static void stream_emit(struct srv_choice *ch, bool final)
@@ -132,11 +144,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
             ch->text.len = 0;
             ch->text.p[0] = 0;
         }
-        if (b.oom)
-            http_close(comp->conn, "out of memory");
-        else
-            http_stream_chunk(comp->conn, b.p, b.len);
-        folio_buf_free(&b);
+        stream_send(comp, &b);
         return;
     }
     if (comp->p.tools) { /* text that may be a tool call is held (tools.c) */
@@ -144,11 +152,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
         if (t == 1)
             return;
         if (t == 2) {
-            if (b.oom)
-                http_close(comp->conn, "out of memory");
-            else
-                http_stream_chunk(comp->conn, b.p, b.len);
-            folio_buf_free(&b);
+            stream_send(comp, &b);
             return;
         }
     }
@@ -164,11 +168,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
         ch->text.p[0] = 0;
         ch->echo_len = 0;
     }
-    if (b.oom)
-        http_close(comp->conn, "out of memory");
-    else
-        http_stream_chunk(comp->conn, b.p, b.len);
-    folio_buf_free(&b);
+    stream_send(comp, &b);
 }
 
 static bool comp_engine_failed(const struct srv_comp *comp)
@@ -200,6 +200,8 @@ static void comp_respond(struct srv_comp *comp)
     }
     if (comp->p.messages)
         srv_render_message(&b, &r, comp);
+    else if (comp->p.rr.score)
+        srv_render_score(&b, &r, comp);
     else if (comp->p.rerank)
         srv_render_rerank(&b, &r, comp);
     else if (comp->p.embed)
@@ -240,7 +242,8 @@ static void comp_access(struct srv_comp *comp)
         if (!finish)
             finish = eng_finish_name(ch->finish);
     }
-    const char *path = comp_path(comp->p.messages, comp->p.chat, comp->p.rerank, comp->p.embed);
+    const char *path =
+        comp_path(comp->p.messages, comp->p.chat, comp->p.rr.score, comp->p.rerank, comp->p.embed);
     struct srv_access_line a = {
         .method = "POST",
         .path = path,
@@ -462,12 +465,11 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                     const struct srv_caller *who, enum srv_comp_kind kind)
 {
     struct srv_api_error e;
-    const bool messages = kind == SRV_COMP_MESSAGES, rerank = kind == SRV_COMP_RERANK;
+    const bool messages = kind == SRV_COMP_MESSAGES, score = kind == SRV_COMP_SCORE;
+    const bool rerank = kind == SRV_COMP_RERANK || score;
     const bool chat = kind == SRV_COMP_CHAT || messages;
     const bool embed = kind == SRV_COMP_EMBED || rerank;
-    const char *path = comp_path(messages, chat, rerank, embed);
-    if (messages)
-        http_conn_anthropic(c);
+    const char *path = comp_path(messages, chat, score, rerank, embed);
     if (s->draining) {
         srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
         http_error(c, &e, NULL);
@@ -503,6 +505,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                                             srv_tokenize_hook, s, &comp->p, &e)
               : chat   ? srv_chat_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
                                         &comp->p, &e)
+              : score  ? srv_score_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
               : rerank ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
               : embed  ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
                        : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
@@ -545,6 +548,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx",
              messages ? "msg"
              : chat   ? "chatcmpl"
+             : score  ? "score"
              : rerank ? "rerank"
              : embed  ? "embd"
                       : "cmpl",
@@ -575,6 +579,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
             } else
                 srv_api_error_set(&e, 400, "invalid_request_error",
                                   chat     ? "messages"
+                                  : score  ? "text_2"
                                   : rerank ? "documents"
                                   : embed  ? "input"
                                            : "prompt",

@@ -1,12 +1,10 @@
 /*
  * daemon/render.h — the OpenAI-shaped JSON of completions, embeddings
- * and rerank results: response bodies, SSE chunks, usage, legacy logprobs
- * objects.  Pure functions:
- * they read a completion's state and append bytes to a buffer; they do no
- * I/O, touch no connection and change no state (the caller advances its
- * cursors, e.g. sent_tokens, after a chunk is rendered).  Token text comes
- * through struct srv_render's detok hook, so tests can render without a
- * model.
+ * and rerank results, and Anthropic's of messages: response bodies, SSE chunks, usage, legacy
+ * logprobs objects.  Pure functions: they read a completion's state and append bytes to a buffer;
+ * they do no I/O, touch no connection and change no state (the caller advances its cursors, e.g.
+ * sent_tokens, after a chunk is rendered).  Token text comes through struct srv_render's detok
+ * hook, so tests can render without a model.
  *
  * Every function appends to b; on allocation failure b->oom is set (check
  * once at the end).
@@ -83,6 +81,10 @@ void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,
  * srv_rerank_score (embed.h), through r's head. */
 void srv_render_rerank(struct folio_buf *b, const struct srv_render *r,
                        const struct srv_comp *comp);
+/* A /v1/score response body (vLLM's), the pairs in request order:
+ * {"id","object":"list","created","model","data":[{"index","object":
+ * "score","score"}...],"usage":{prompt_tokens,total_tokens}}. */
+void srv_render_score(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp);
 /* Anthropic's Messages API (comp->p.messages, one choice): the response
  * body {"id","type":"message","role":"assistant","model","content":
  * [{"type":"text","text"}],"stop_reason" (end_turn, max_tokens,

@@ -184,7 +184,6 @@ static void route_count_tokens(struct srv *s, struct http_conn *c, const struct 
     (void)who;
     struct srv_api_error e;
     struct srv_comp_params p = {0};
-    http_conn_anthropic(c);
     if (srv_messages_parse(rq->body, rq->body_len, true, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
                            &p, &e)) {
         http_error(c, &e, NULL);
@@ -262,6 +261,12 @@ static void route_rerank(struct srv *s, struct http_conn *c, const struct http_r
                          const struct srv_caller *who)
 {
     srv_comp_route(s, c, rq, who, SRV_COMP_RERANK);
+}
+
+static void route_score(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                        const struct srv_caller *who)
+{
+    srv_comp_route(s, c, rq, who, SRV_COMP_SCORE);
 }
 
 static void model_json(struct srv *s, struct folio_buf *b)
@@ -411,6 +416,9 @@ static const struct route {
     {HTTP_M_POST, "/v1/rerank", SRV_ACCESS_TENANT, route_rerank},
     {HTTP_M_POST, "/rerank", SRV_ACCESS_TENANT, route_rerank},
     {HTTP_M_POST, "/v2/rerank", SRV_ACCESS_TENANT, route_rerank},
+    /* vLLM's pairs form of reranking */
+    {HTTP_M_POST, "/v1/score", SRV_ACCESS_TENANT, route_score},
+    {HTTP_M_POST, "/score", SRV_ACCESS_TENANT, route_score},
     {HTTP_M_GET, "/v1/models", SRV_ACCESS_TENANT, route_models},
     {HTTP_M_GET, "/v1/models/", SRV_ACCESS_TENANT, route_model}, /* a prefix: /v1/models/{id} */
     {HTTP_M_GET, "/health", SRV_ACCESS_PUBLIC, route_health},

@@ -4,10 +4,11 @@
  *
  *   server.c   lifecycle: start-up ladder, listeners, signals, drain
  *   routes.c   the {method, path, handler} table and the small routes
- *   comp.c     completions and embeddings: per-request state, engine
- *              events, streaming
- *   embed.c    pooling and normalizing embeddings
- *   render.c   OpenAI JSON rendering (pure functions, render.h)
+ *   comp.c     completions, embeddings, rerank and Anthropic messages:
+ *              per-request state, engine events, streaming
+ *   embed.c    pooling and normalizing embeddings, rerank scores
+ *   render.c   OpenAI JSON rendering (pure functions, render.h);
+ *              render_messages.c Anthropic's
  *   stats.c    /metrics and /v1/kv
  *   auth.c     who may call what (auth.h), client limits
  *
@@ -184,6 +185,7 @@ enum srv_comp_kind {
     SRV_COMP_CHAT,
     SRV_COMP_EMBED,
     SRV_COMP_RERANK,
+    SRV_COMP_SCORE,
     SRV_COMP_MESSAGES
 };
 /* who: the caller (auth.h), whose tenant the request runs as. */

@@ -816,6 +816,7 @@ static void test_unknown_and_foreign_fields(void **state)
 
 static int rerank(const struct eng_model_info *m, const char *body, struct srv_comp_params *p,
                   struct srv_api_error *e);
+static int score(const char *body, struct srv_comp_params *p, struct srv_api_error *e);
 
 /* The request table, row by row: every typed field, sent with a
  * non-default value, lands in the engine request's struct eng_gen (which
@@ -872,13 +873,14 @@ static void test_table_rows_reach_engine(void **state)
             assert_true(found);
             snprintf(value, sizeof(value), "%.17g", v);
         }
-        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_RERANK; ep <<= 1) {
+        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_SCORE; ep <<= 1) {
             if (!(f[r].endpoints & ep))
                 continue;
-            const char *head = ep == SRV_EP_COMP    ? "{\"prompt\":[1]"
-                               : ep == SRV_EP_EMBED ? "{\"input\":[1]"
-                               : ep == SRV_EP_RERANK
-                                   ? "{\"query\":\"q\",\"documents\":[\"a\"]"
+            const char *head = ep == SRV_EP_COMP     ? "{\"prompt\":[1]"
+                               : ep == SRV_EP_EMBED  ? "{\"input\":[1]"
+                               : ep == SRV_EP_RERANK ? "{\"query\":\"q\",\"documents\":[\"a\"]"
+                               : ep == SRV_EP_SCORE
+                                   ? "{\"text_1\":\"q\",\"text_2\":[\"a\"]"
                                    : "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
             char body[256], def_body[256];
             snprintf(def_body, sizeof(def_body), "%s}", head);
@@ -888,11 +890,13 @@ static void test_table_rows_reach_engine(void **state)
             int rd = ep == SRV_EP_COMP     ? parse(def_body, &pd, &e)
                      : ep == SRV_EP_EMBED  ? embed(def_body, &pd, &e)
                      : ep == SRV_EP_RERANK ? rerank(&mi, def_body, &pd, &e)
+                     : ep == SRV_EP_SCORE  ? score(def_body, &pd, &e)
                                            : chat(def_body, 1, &pd, &e);
             assert_int_equal(rd, 0);
             int rm = ep == SRV_EP_COMP     ? parse(body, &pm, &e)
                      : ep == SRV_EP_EMBED  ? embed(body, &pm, &e)
                      : ep == SRV_EP_RERANK ? rerank(&mi, body, &pm, &e)
+                     : ep == SRV_EP_SCORE  ? score(body, &pm, &e)
                                            : chat(body, 1, &pm, &e);
             if (rm)
                 fail_msg("%s: %s", body, e.message);
@@ -949,6 +953,12 @@ static int rerank(const struct eng_model_info *m, const char *body, struct srv_c
 {
     memset(e, 0, sizeof(*e));
     return srv_rerank_parse(body, strlen(body), m, bos_tok, NULL, p, e);
+}
+
+static int score(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return srv_score_parse(body, strlen(body), &mi, bos_tok, NULL, p, e);
 }
 
 /* Each document's prompt is "the template, filled", bytes as bos_tok
@@ -1027,6 +1037,47 @@ static void test_rerank_bodies(void **state)
             assert_int_equal(rc, -EINVAL);
             assert_int_equal(e.status, 400);
             assert_string_equal(e.param, bad[i].param);
+        }
+        srv_comp_params_free(&p);
+    }
+    /* /v1/score: one text_1 with each text_2, or pairs by index */
+    body = "{\"text_1\":\"ab\",\"text_2\":[\"c\",\"d\"],\"priority\":1}";
+    assert_int_equal(srv_score_parse(body, strlen(body), &mi, bos_tok, NULL, &p, &e), 0);
+    assert_true(p.rr.score && p.rerank && p.embed);
+    assert_int_equal(p.n_prompts, 2);
+    expect_prompt(&p, 0, "abc", true);
+    expect_prompt(&p, 1, "abd", true);
+    srv_comp_params_free(&p);
+    body = "{\"text_1\":[\"a\",\"bb\"],\"text_2\":[\"c\",\"d\"]}";
+    assert_int_equal(srv_score_parse(body, strlen(body), &tm, bos_tok, NULL, &p, &e), 0);
+    expect_prompt(&p, 0, "aa|c.{x}", false);
+    expect_prompt(&p, 1, "bbbb|d.{x}", false);
+    srv_comp_params_free(&p);
+    body = "{\"text_1\":\"q\",\"text_2\":\"only\"}";
+    assert_int_equal(srv_score_parse(body, strlen(body), &mi, bos_tok, NULL, &p, &e), 0);
+    expect_prompt(&p, 0, "qonly", true);
+    srv_comp_params_free(&p);
+    static const struct {
+        const char *body, *param;
+    } bad_score[] = {
+        {"{\"text_2\":[\"a\"]}", "text_1"},
+        {"{\"text_1\":\"q\"}", "text_2"},
+        {"{\"text_1\":[],\"text_2\":[\"a\"]}", "text_1"},
+        {"{\"text_1\":[\"a\",3],\"text_2\":[\"a\",\"b\"]}", "text_1"},
+        {"{\"text_1\":[\"a\",\"b\"],\"text_2\":[\"a\",\"b\",\"c\"]}", "text_2"},
+        {"{\"text_1\":\"q\",\"text_2\":[{\"text\":\"a\"}]}", "text_2"},
+        {"{\"text_1\":\"q\",\"text_2\":[\"a\"],\"query\":\"x\",\"top_n\":1}", NULL},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad_score); i++) {
+        int rc = srv_score_parse(bad_score[i].body, strlen(bad_score[i].body), &mi, bos_tok, NULL,
+                                 &p, &e);
+        if (!bad_score[i].param) { /* rerank's fields are not score's */
+            assert_int_equal(rc, 0);
+            assert_int_equal(p.n_unknown, 2);
+        } else {
+            if (rc != -EINVAL)
+                fail_msg("%s accepted", bad_score[i].body);
+            assert_string_equal(e.param, bad_score[i].param);
         }
         srv_comp_params_free(&p);
     }

@@ -653,6 +653,30 @@ static void test_rerank_response(void **state)
                         "two \"quoted\"");
     cJSON_Delete(j);
     folio_buf_free(&b);
+
+    /* /v1/score: the same scores, in request order */
+    comp.p.rr = (struct srv_rerank_params){.score = true};
+    r.n_cls = 2;
+    r.cls_b = NULL;
+    srv_render_score(&b, &r, &comp);
+    j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "list");
+    const cJSON *data = cJSON_GetObjectItem(j, "data");
+    assert_int_equal(cJSON_GetArraySize(data), 4);
+    for (int k = 0; k < 4; k++) {
+        const cJSON *d = cJSON_GetArrayItem(data, k);
+        assert_int_equal(cJSON_GetObjectItem(d, "index")->valueint, k);
+        assert_string_equal(cJSON_GetObjectItem(d, "object")->valuestring, "score");
+    }
+    assert_float_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(data, 1), "score")->valuedouble,
+                       1 / (1 + exp(-2.0)), 1e-8);
+    assert_float_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(data, 2), "score")->valuedouble,
+                       1 / (1 + exp(1.0)), 1e-8);
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "prompt_tokens")->valueint, 40);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
     for (int i = 0; i < 4; i++)
         srv_emb_acc_free(&ch[i].emb);
 }

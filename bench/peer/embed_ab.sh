@@ -64,19 +64,7 @@ jq -rn --slurpfile a "$tmp/f8.json" --slurpfile b "$tmp/l8.json" '
   [range(8) as $i | [range($a[0][$i] | length) as $k | $a[0][$i][$k] * $b[0][$i][$k]] | add] | min as $c |
   "same 8 inputs: max |diff| \($d), least cosine \($c)"'
 
-fs=() ls=()
-for r in $(seq 1 "$ROUNDS"); do
-  start_f
-  load $port_f /v1/embeddings warm >/dev/null
-  fs+=("$(load $port_f /v1/embeddings)")
-  stop
-  start_l
-  load $port_l /v1/embeddings warm >/dev/null
-  ls+=("$(load $port_l /v1/embeddings)")
-  stop
-  echo "round $r: foliod ${fs[-1]} s, llama-server ${ls[-1]} s"
-done
-mf=$(med "${fs[@]}") ml=$(med "${ls[@]}")
+rounds /v1/embeddings
 tok=$((N * LEN))
 printf 'foliod: %.2f s, %.0f input tok/s; llama-server: %.2f s, %.0f input tok/s; ratio %.2fx (medians of %d)\n' \
   "$mf" "$(echo "$tok / $mf" | bc -l)" "$ml" "$(echo "$tok / $ml" | bc -l)" "$(echo "$ml / $mf" | bc -l)" "$ROUNDS"

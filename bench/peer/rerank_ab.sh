@@ -77,19 +77,7 @@ jq -rn --slurpfile a "$tmp/f2.json" --slurpfile b "$tmp/l2.json" '
   ([range(2) as $i | order($a[0][$i]) == order($b[0][$i])] | all) as $same |
   "same 2 requests (\($a[0][0] | length) documents each): max |score diff| \($d), same ranking: \($same)"'
 
-fs=() ls=()
-for r in $(seq 1 "$ROUNDS"); do
-  start_f
-  load $port_f /v1/rerank warm >/dev/null
-  fs+=("$(load $port_f /v1/rerank)")
-  stop
-  start_l
-  load $port_l /v1/rerank warm >/dev/null
-  ls+=("$(load $port_l /v1/rerank)")
-  stop
-  echo "round $r: foliod ${fs[-1]} s, llama-server ${ls[-1]} s"
-done
-mf=$(med "${fs[@]}") ml=$(med "${ls[@]}")
+rounds /v1/rerank
 docs=$((N * DOCS))
 printf 'foliod: %.2f s, %.1f documents/s; llama-server: %.2f s, %.1f documents/s; ratio %.2fx (medians of %d)\n' \
   "$mf" "$(echo "$docs / $mf" | bc -l)" "$ml" "$(echo "$docs / $ml" | bc -l)" "$(echo "$ml / $mf" | bc -l)" "$ROUNDS"

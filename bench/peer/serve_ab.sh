@@ -11,6 +11,10 @@
 #                        the same ones again would find their prompts in
 #                        the prefix cache and measure that instead
 #   med X...             the median
+#   rounds PATH          ROUNDS alternated rounds of start_f, a warm-up,
+#                        load PORT PATH, stop, then start_l likewise (the
+#                        caller defines start_f and start_l); prints each
+#                        round and sets mf, ml: the two medians
 port_f=18471 port_l=18472
 start_folio() {
   "$build/daemon/foliod" --model "$model" --socket "$tmp/f.sock" --listen "127.0.0.1:$port_f" \
@@ -45,3 +49,18 @@ load() {
   echo "$t1 - $t0" | bc -l
 }
 med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+rounds() {
+  local fs=() ls=() r
+  for r in $(seq 1 "$ROUNDS"); do
+    start_f
+    load $port_f "$1" warm >/dev/null
+    fs+=("$(load $port_f "$1")")
+    stop
+    start_l
+    load $port_l "$1" warm >/dev/null
+    ls+=("$(load $port_l "$1")")
+    stop
+    echo "round $r: foliod ${fs[-1]} s, llama-server ${ls[-1]} s"
+  done
+  mf=$(med "${fs[@]}") ml=$(med "${ls[@]}")
+}

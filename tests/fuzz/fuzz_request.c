@@ -6,7 +6,8 @@
  * them.
  *
  * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings,
- * 1 with bit 7: rerank, with a rerank template when bit 2 is set; 2 and 3
+ * 1 with bit 7: rerank (with bit 3 too: /v1/score), with a rerank
+ * template when bit 2 is set; 2 and 3
  * with bit 7: an Anthropic Messages body, 3 count_tokens's), the
  * chat template (bits 2-5, 0 = none: chat refused) and whether text
  * prompts can be tokenized (bit 6); the rest is the body.  The tokenizer is a stand-in (one id per
@@ -105,7 +106,9 @@ static void check_params(const struct srv_comp_params *p)
             CHECK(p->prompt_lens[i] <= CTX - 1);
     }
     if (p->rerank) {
-        CHECK(p->embed && p->rr.query && p->prompt_text);
+        CHECK(p->embed && p->prompt_text);
+        CHECK(p->rr.score ? p->rr.n_queries == 1 || p->rr.n_queries == p->n_prompts
+                          : p->rr.query != NULL);
         CHECK(p->rr.top_n >= 0 && p->rr.top_n <= SRV_MAX_INPUTS);
         for (int i = 0; i < p->n_prompts; i++)
             CHECK(p->prompt_text[i]);
@@ -167,10 +170,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         srv_comp_params_free(&p);
     } else if (op <= 1) {
         struct srv_comp_params p;
-        rc = op == 1 && b7 ? srv_rerank_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
-             : op == 1     ? srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e)
-             : b7          ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
-                           : srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e);
+        rc = op == 1 && b7 && (data[0] & 8)
+                 ? srv_score_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+             : op == 1 && b7 ? srv_rerank_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+             : op == 1       ? srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e)
+             : b7            ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+                             : srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e);
         if (!rc)
             check_params(&p);
         srv_comp_params_free(&p);

@@ -303,6 +303,11 @@ EMBED_BODIES = [
     b'{"input":[1,2,3],"user":"u","priority":2,"encoding_format":"float"}',
 ]
 
+SCORE_BODIES = [
+    b'{"text_1":"q","text_2":["a","bc"],"truncate_prompt_tokens":4}',
+    b'{"text_1":["a","b"],"text_2":["c","d"],"model":"fuzz-model"}',
+]
+
 MESSAGES_BODIES = [
     b'{"model":"fuzz-model","max_tokens":8,"system":"S","messages":[{"role":"user",'
     b'"content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":"ok"}],'
@@ -322,16 +327,17 @@ def request_seeds(out):
     """corpus/request/: bodies behind the option byte of fuzz_request.c
     (low 2 bits: completions, chat, tokenize, detokenize; bits 2-5: chat
     template; bit 6: a tokenizer; bit 7 with 0: embeddings, with 1: rerank,
-    bit 2 then: a rerank template; 2 and 3 with bit 7: a Messages body, 3
+    bit 2 then: a rerank template, bit 3: /v1/score; 2 and 3 with bit 7: a
+    Messages body, 3
     count_tokens's)."""
     os.makedirs(out, exist_ok=True)
     i = 0
     for op, bodies in ((0, COMPLETION_BODIES), (1, CHAT_BODIES), (2, SMALL_BODIES),
                        (3, SMALL_BODIES), (128, EMBED_BODIES), (129, RERANK_BODIES),
-                       (130, MESSAGES_BODIES), (131, MESSAGES_BODIES)):
+                       (130, MESSAGES_BODIES), (131, MESSAGES_BODIES), (137, SCORE_BODIES)):
         for b in bodies:
             for tmpl in ((1, 3, 6) if op in (1, 130) else (1,) if op == 131 else
-                         (0, 1) if op == 129 else (0,)):
+                         (0, 1) if op in (129, 137) else (0,)):
                 opt = op | (tmpl << 2) | 64
                 write(os.path.join(out, "req-%03d" % i), bytes([opt]) + b)
                 i += 1

@@ -8,7 +8,8 @@
 #     (1e-4); results best first, usage the prompts' tokens, the documents'
 #     texts returned;
 #   - the same scores whatever the documents' order or company, on /rerank
-#     and /v2/rerank, and in TEI's form (texts, return_text);
+#     and /v2/rerank, in TEI's form (texts, return_text), and from vLLM's
+#     /v1/score (one text_1 with each text_2, or pairs);
 #   - top_n, return_documents false, truncate_prompt_tokens;
 #   - bad requests are 400s naming the field; a model without a head 501.
 . "$SRCDIR/lib.sh"
@@ -62,7 +63,14 @@ tei=$(rr /rerank "{\"query\":\"$Q\",\"texts\":$TXT,\"return_text\":true}")
 close "$S" "$(jq -c 'sort_by(.index) | map(.score)' <<<"$tei")" 1e-5 &&
   jq -e --argjson t "$TXT" 'type == "array" and (map(.text == $t[.index]) | all) and
     (map(has("relevance_score")) | any | not)' <<<"$tei" >/dev/null || fail "TEI form: $tei"
-ok "the same scores reversed, alone, on /rerank and /v2/rerank, and in TEI's form"
+sc=$(rr /v1/score "{\"text_1\":\"$Q\",\"text_2\":$TXT}")
+close "$S" "$(jq -c '[.data[].score]' <<<"$sc")" 1e-5 &&
+  jq -e '.object == "list" and ([.data[] | .object == "score"] | all) and
+    ([.data[].index] == [0, 1, 2])' <<<"$sc" >/dev/null || fail "/v1/score: $sc"
+pairs=$(rr /score "{\"text_1\":[\"$Q\",\"something else\"],\"text_2\":$(jq -c '.[0:2]' <<<"$TXT")}")
+jq -en --argjson s "$S" --argjson p "$pairs" '($p.data[0].score - $s[0] | fabs) < 1e-5 and
+  ($p.data[1].score - $s[1] | fabs) > 1e-6' >/dev/null || fail "/score pairs: $pairs"
+ok "the same scores reversed, alone, on /rerank and /v2/rerank, in TEI's form, and from /v1/score (one text_1, and pairs)"
 
 top=$(rr /v1/rerank "{\"query\":\"$Q\",\"documents\":$D,\"top_n\":1,\"return_documents\":false}")
 jq -e --argjson r "$R" '(.results | length) == 1 and .results[0].index == $r.results[0].index and
@@ -85,6 +93,9 @@ bad 400 documents '{"query":"q","documents":"a"}'
 bad 400 texts '{"query":"q","documents":["a"],"texts":["b"]}'
 bad 400 top_n '{"query":"q","documents":["a"],"top_n":-1}'
 bad 404 model '{"query":"q","documents":["a"],"model":"other"}'
+r=$(req POST /v1/score '{"text_1":["a","b"],"text_2":["c","d","e"]}')
+[ "$(status_of "$r")" = 400 ] && body_of "$r" | jq -e '.error.param == "text_2"' >/dev/null ||
+  fail "/v1/score with unpaired lists: $r"
 ok "top_n 1, return_documents false, truncate_prompt_tokens; bad requests 400 naming the field, 404 model"
 stop_daemon || fail "exit status"
 
