@@ -336,13 +336,7 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
             rc = -EINVAL;
             goto out;
         }
-    if (!cJSON_IsObject(root)) {
-        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                          "request body must be a JSON object");
-        rc = -EINVAL;
-        goto out;
-    }
-    if ((rc = srv__no_key_twice(root, err)))
+    if ((rc = srv__object_once(root, err)))
         goto out;
     const cJSON *prompt = NULL, *it;
     const char *prompt_name = chat ? "messages" : prompt_field(p);
@@ -555,8 +549,13 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
     return found;
 }
 
-int srv__no_key_twice(const cJSON *obj, struct srv_api_error *err)
+int srv__object_once(const cJSON *obj, struct srv_api_error *err)
 {
+    if (!cJSON_IsObject(obj)) {
+        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                          "request body must be a JSON object");
+        return -EINVAL;
+    }
     for (const cJSON *a = obj->child; a; a = a->next)
         for (const cJSON *q = obj->child; q != a; q = q->next)
             if (a->string && q->string && !strcmp(a->string, q->string)) {

@@ -43,9 +43,9 @@ int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tok
  * 400 in *err. */
 cJSON *srv__parse_root(const char *body, size_t len, struct srv_api_error *err);
 
-/* A key given twice in obj is refused (each field is parsed once): 0, or
- * -EINVAL with a 400 naming it. */
-int srv__no_key_twice(const cJSON *obj, struct srv_api_error *err);
+/* A request body's top level: an object with no key given twice (each
+ * field is parsed once).  0, or -EINVAL with a 400 (naming the key). */
+int srv__object_once(const cJSON *obj, struct srv_api_error *err);
 
 /* Typed JSON readers: 0, or -EINVAL with a 400 naming `name` in *err.
  * get_int: an integral number in [lo, hi]; get_num: a finite number in

@@ -138,13 +138,7 @@ static int translate(const char *body, size_t len, bool count, cJSON **chat,
     }
     const cJSON *system = NULL, *messages = NULL, *f;
     bool last_assistant = false;
-    if (!cJSON_IsObject(root)) {
-        srv_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                          "request body must be a JSON object");
-        rc = -EINVAL;
-        goto out;
-    }
-    if ((rc = srv__no_key_twice(root, err)))
+    if ((rc = srv__object_once(root, err)))
         goto out;
     cJSON_ArrayForEach(f, root)
     {
