@@ -304,8 +304,10 @@ static int load_tokenizer(struct em *m, char *err, size_t errlen)
             if ((m->rerank_tmpl = folio_malloc(n + 1))) {
                 memcpy(m->rerank_tmpl, s, n);
                 m->rerank_tmpl[n] = 0;
-            } else
+            } else {
                 rc = -ENOMEM;
+                folio_errf(err, errlen, "%s: out of memory", m->cfg->model);
+            }
         }
         if (!rc)
             rc = tok_load(f, &m->tok, err, errlen);
