@@ -50,6 +50,14 @@ req() {
 }
 status_of() { tail -n1 <<<"$1"; }
 body_of() { sed '$d' <<<"$1"; }
+# refused PATH STATUS PARAM BODY: POST BODY to PATH is answered STATUS with
+# an OpenAI error naming PARAM
+refused() {
+  local r
+  r=$(req POST "$1" "$4")
+  [ "$(status_of "$r")" = "$2" ] && body_of "$r" | jq -e --arg p "$3" '.error.param == $p' >/dev/null ||
+    fail "$1 $4: want $2 naming $3, got $r"
+}
 
 # close A B TOL: two JSON arrays of numbers (null in the same places)
 # within TOL of each other

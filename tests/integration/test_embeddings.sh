@@ -57,12 +57,7 @@ node -e 'const b = Buffer.from(process.argv[1], "base64");
   "$b64" "$flt" || fail "base64 is not the float form's float32 bytes"
 ok "last pooling: P alone = P among its prefixes; dimensions 8 = first 8 at unit length; base64 = the floats"
 
-bad() { # STATUS PARAM BODY
-  local r
-  r=$(req POST /v1/embeddings "$3")
-  [ "$(status_of "$r")" = "$1" ] && body_of "$r" | jq -e --arg p "$2" '.error.param == $p' >/dev/null ||
-    fail "$3: want $1 naming $2, got $r"
-}
+bad() { refused /v1/embeddings "$@"; } # STATUS PARAM BODY
 bad 400 input '{}'
 bad 400 input '{"input":[]}'
 bad 400 input '{"input":[[1],[]]}'
