@@ -500,6 +500,7 @@ void srv_comp_params_free(struct srv_comp_params *p)
     for (int32_t i = 0; i < p->rr.n_queries; i++)
         folio_free(p->rr.queries[i]);
     folio_free(p->rr.queries);
+    srv_resp_params_free(p->resp);
     gram_unref(p->gen.grammar);
     memset(p, 0, sizeof(*p));
 }

@@ -81,11 +81,25 @@ struct srv_rerank_params {
     bool return_text;      /* TEI's: each result's "text" (default false) */
 };
 
+/* /v1/responses (OpenAI's Responses API, api_responses.c): what the
+ * response object repeats and what the response store keeps. */
+struct srv_resp_params {
+    char *echo;    /* the request's settings as JSON members ("instructions":...,"tools":...,
+                      ...; no braces), as the response object repeats them */
+    char *conv;    /* the conversation as a JSON array of chat messages: the previous
+                      response's, then this input (without instructions) */
+    char *prev_id; /* previous_response_id, or NULL */
+    bool store;    /* keep the response (store, and a store on this server) */
+};
+void srv_resp_params_free(struct srv_resp_params *r);
+
 struct srv_comp_params {
-    bool chat;     /* /v1/chat/completions: one prompt, rendered messages */
-    bool embed;    /* /v1/embeddings (and /v1/rerank): each prompt's pooled final hidden state */
-    bool rerank;   /* /v1/rerank: embed too, each document's prompt scored by the model's head */
-    bool messages; /* /v1/messages (Anthropic's): a chat completion answered in its shape */
+    bool chat;      /* /v1/chat/completions: one prompt, rendered messages */
+    bool embed;     /* /v1/embeddings (and /v1/rerank): each prompt's pooled final hidden state */
+    bool rerank;    /* /v1/rerank: embed too, each document's prompt scored by the model's head */
+    bool messages;  /* /v1/messages (Anthropic's): a chat completion answered in its shape */
+    bool responses; /* /v1/responses (OpenAI's): the same, in the Responses shape */
+    struct srv_resp_params *resp; /* owned; responses only */
     struct srv_emb_params emb;
     struct srv_rerank_params rr;
     int n_prompts;
@@ -186,6 +200,18 @@ int srv_embed_parse(const char *body, size_t len, const struct eng_model_info *m
 int srv_messages_parse(const char *body, size_t len, bool count, const struct eng_model_info *mi,
                        int tmpl, srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                        struct srv_api_error *err);
+/* The stored conversation (srv_resp_params.conv) of response id, as the
+ * caller may see it, or NULL. */
+typedef const char *(*srv_resp_lookup_fn)(void *ctx, const char *id);
+/* Parses an OpenAI Responses body (api_responses.c says how it maps onto a
+ * chat completion) into a chat completion's params, p->responses and
+ * p->resp set; previous_response_id through lookup (not found: a 404);
+ * can_store: this server keeps responses.  The errors name the Responses
+ * fields. */
+int srv_responses_parse(const char *body, size_t len, const struct eng_model_info *mi, int tmpl,
+                        srv_tokenize_fn tok, void *tok_ctx, srv_resp_lookup_fn lookup,
+                        void *lookup_ctx, bool can_store, struct srv_comp_params *p,
+                        struct srv_api_error *err);
 /* Parses a rerank body (the Jina / Cohere / vLLM form: `query`,
  * `documents` as strings or {"text"} objects, `top_n`,
  * `return_documents`; or text-embeddings-inference's: `texts`,

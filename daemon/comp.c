@@ -47,6 +47,7 @@
 #include "folio/common.h"
 #include "render.h"
 #include "server.h"
+#include "resp_store.h"
 #include "tools.h"
 
 static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
@@ -56,14 +57,16 @@ static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
 }
 
 /* The route a completion of this kind came by, as access lines name it. */
-static const char *comp_path(bool messages, bool chat, bool score, bool rerank, bool embed)
+static const char *comp_path(bool responses, bool messages, bool chat, bool score, bool rerank,
+                             bool embed)
 {
-    return messages ? "/v1/messages"
-           : chat   ? "/v1/chat/completions"
-           : score  ? "/v1/score"
-           : rerank ? "/v1/rerank"
-           : embed  ? "/v1/embeddings"
-                    : "/v1/completions";
+    return responses  ? "/v1/responses"
+           : messages ? "/v1/messages"
+           : chat     ? "/v1/chat/completions"
+           : score    ? "/v1/score"
+           : rerank   ? "/v1/rerank"
+           : embed    ? "/v1/embeddings"
+                      : "/v1/completions";
 }
 
 static struct srv_render renderer(struct srv *s)
@@ -76,6 +79,7 @@ static void comp_free(struct srv_comp *comp)
     struct srv *s = comp->srv;
     for (int i = 0; i < comp->n_choices; i++) {
         folio_buf_free(&comp->ch[i].text);
+        folio_buf_free(&comp->ch[i].all);
         tok_detok_free(comp->ch[i].dt);
         gram_matcher_free(comp->ch[i].er.gm);
         folio_free(comp->ch[i].tokens);
@@ -123,6 +127,52 @@ static void stream_send(struct srv_comp *comp, struct folio_buf *b)
     folio_buf_free(b);
 }
 
+/* Keeps a Responses response (p.resp->store) of text (the choice's whole
+ * text) and its rendered object: in the store, for the tenant. */
+static void responses_keep(struct srv_comp *comp, const char *object, const char *text, size_t len)
+{
+    struct srv *s = comp->srv;
+    if (!comp->p.resp->store || !object)
+        return;
+    struct folio_buf conv = {0};
+    srv_render_responses_conv(&conv, comp, text, len);
+    int rc = conv.oom ? -ENOMEM
+                      : srv_resp_store_put(s->resp_store, comp->tenant, comp->id, object, conv.p);
+    if (rc)
+        srv_log(SRV_LOG_INFO, "response %s not stored: %s", comp->id,
+                rc == -E2BIG ? "larger than --responses-store" : strerror(-rc));
+    folio_buf_free(&conv);
+}
+
+/* A Responses stream's emit: text that may be a tool call is held (as a
+ * chat stream holds it); else the new text goes out as a delta, and
+ * final closes the items and keeps the response. */
+static void responses_emit(struct srv_choice *ch, size_t send, bool final)
+{
+    struct srv_comp *comp = ch->comp;
+    struct srv_render r = renderer(comp->srv);
+    int hold = comp->p.tools ? srv_tools_stream_hold(comp, ch, final) : 0;
+    if (hold == 1)
+        return;
+    bool held = hold == 2; /* final: the whole text, parsed for calls */
+    folio_buf_append(&ch->all, ch->text.p ? ch->text.p : "", send);
+    struct folio_buf b = {0};
+    srv_render_responses_stream(&b, &r, comp, ch, ch->all.p ? ch->all.p : "", ch->all.len,
+                                held ? 0 : send, final, &ch->rs);
+    ch->sent_tokens = ch->n_tokens;
+    if (send) {
+        ch->text.len = 0;
+        ch->text.p[0] = 0;
+    }
+    if (final && !b.oom && !ch->all.oom) {
+        struct folio_buf o = {0};
+        srv_render_responses(&o, &r, comp, ch->all.p ? ch->all.p : "", ch->all.len);
+        responses_keep(comp, o.oom ? NULL : o.p, ch->all.p ? ch->all.p : "", ch->all.len);
+        folio_buf_free(&o);
+    }
+    stream_send(comp, &b);
+}
+
 /* Stream: sends the choice's releasable text (all of it when final) and
  * its new token ids as one SSE event. */
 static void stream_emit(struct srv_choice *ch, bool final)
@@ -145,6 +195,10 @@ static void stream_emit(struct srv_choice *ch, bool final)
             ch->text.p[0] = 0;
         }
         stream_send(comp, &b);
+        return;
+    }
+    if (comp->p.responses) {
+        responses_emit(ch, send, final);
         return;
     }
     if (comp->p.tools) { /* text that may be a tool call is held (tools.c) */
@@ -185,7 +239,7 @@ static void comp_respond(struct srv_comp *comp)
     struct srv_render r = renderer(comp->srv);
     struct folio_buf b = {0};
     if (comp->p.stream) {
-        if (!comp->p.messages) /* Anthropic's stream ended with message_stop */
+        if (!comp->p.messages && !comp->p.responses) /* theirs end with their own events */
             srv_render_stream_end(&b, &r, comp);
         http_stream_chunk(c, b.p, b.len);
         http_stream_end(c);
@@ -198,7 +252,12 @@ static void comp_respond(struct srv_comp *comp)
         http_error(c, &e, NULL);
         return;
     }
-    if (comp->p.messages)
+    const struct srv_choice *ch0 = &comp->ch[0];
+    if (comp->p.responses) {
+        srv_render_responses(&b, &r, comp, ch0->text.p ? ch0->text.p : "", ch0->text.len);
+        if (!b.oom)
+            responses_keep(comp, b.p, ch0->text.p ? ch0->text.p : "", ch0->text.len);
+    } else if (comp->p.messages)
         srv_render_message(&b, &r, comp);
     else if (comp->p.rr.score)
         srv_render_score(&b, &r, comp);
@@ -242,8 +301,8 @@ static void comp_access(struct srv_comp *comp)
         if (!finish)
             finish = eng_finish_name(ch->finish);
     }
-    const char *path =
-        comp_path(comp->p.messages, comp->p.chat, comp->p.rr.score, comp->p.rerank, comp->p.embed);
+    const char *path = comp_path(comp->p.responses, comp->p.messages, comp->p.chat,
+                                 comp->p.rr.score, comp->p.rerank, comp->p.embed);
     struct srv_access_line a = {
         .method = "POST",
         .path = path,
@@ -461,15 +520,28 @@ static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int
     return 0;
 }
 
+/* previous_response_id: the stored conversation, the caller's tenant's only. */
+struct resp_lookup {
+    struct srv *s;
+    int tenant;
+};
+
+static const char *resp_lookup(void *ctx, const char *id)
+{
+    const struct resp_lookup *l = ctx;
+    return srv_resp_store_conv(l->s->resp_store, l->tenant, id);
+}
+
 void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,
                     const struct srv_caller *who, enum srv_comp_kind kind)
 {
     struct srv_api_error e;
     const bool messages = kind == SRV_COMP_MESSAGES, score = kind == SRV_COMP_SCORE;
+    const bool responses = kind == SRV_COMP_RESPONSES;
     const bool rerank = kind == SRV_COMP_RERANK || score;
-    const bool chat = kind == SRV_COMP_CHAT || messages;
+    const bool chat = kind == SRV_COMP_CHAT || messages || responses;
     const bool embed = kind == SRV_COMP_EMBED || rerank;
-    const char *path = comp_path(messages, chat, score, rerank, embed);
+    const char *path = comp_path(responses, messages, chat, score, rerank, embed);
     if (s->draining) {
         srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
         http_error(c, &e, NULL);
@@ -501,14 +573,19 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     s->n_comps++;
     const char *body = rq->body;
     size_t blen = rq->body_len;
-    int prc = messages ? srv_messages_parse(body, blen, false, &s->mi, s->chat_tmpl,
-                                            srv_tokenize_hook, s, &comp->p, &e)
-              : chat   ? srv_chat_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
-                                        &comp->p, &e)
-              : score  ? srv_score_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-              : rerank ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-              : embed  ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-                       : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
+    struct resp_lookup lk = {s, tenant};
+    int prc =
+        responses
+            ? srv_responses_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s,
+                                  resp_lookup, &lk, srv_resp_store_on(s->resp_store), &comp->p, &e)
+        : messages ? srv_messages_parse(body, blen, false, &s->mi, s->chat_tmpl, srv_tokenize_hook,
+                                        s, &comp->p, &e)
+        : chat
+            ? srv_chat_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s, &comp->p, &e)
+        : score  ? srv_score_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+        : rerank ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+        : embed  ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+                 : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
     if (prc) {
         http_error(c, &e, NULL);
         comp_free(comp);
@@ -545,13 +622,14 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->n_choices = n_choices;
     comp->tenant = tenant;
     comp->created = (int64_t)time(NULL);
-    snprintf(comp->id, sizeof(comp->id), "%s-%llx%06llx",
-             messages ? "msg"
-             : chat   ? "chatcmpl"
-             : score  ? "score"
-             : rerank ? "rerank"
-             : embed  ? "embd"
-                      : "cmpl",
+    snprintf(comp->id, sizeof(comp->id), "%s%llx%06llx",
+             responses  ? "resp_" /* OpenAI's prefix; the items' ids reuse what follows */
+             : messages ? "msg-"
+             : chat     ? "chatcmpl-"
+             : score    ? "score-"
+             : rerank   ? "rerank-"
+             : embed    ? "embd-"
+                        : "cmpl-",
              (unsigned long long)s->started_at, (unsigned long long)++s->next_id);
     uint64_t seed = (uint64_t)s->next_id * 0x9E3779B97F4A7C15ull;
     if (choices_init(s, comp, n_choices, tenant, seed)) {
@@ -601,5 +679,11 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     comp->access_own = s->access_claimed = true;
     http_conn_hold(c, comp);
     if (comp->p.stream && http_stream_begin(c))
-        return; /* connection dropped: detached, aborted */
+        return;                        /* connection dropped: detached, aborted */
+    if (comp->p.stream && responses) { /* response.created goes out at once */
+        struct folio_buf b = {0};
+        struct srv_render r = renderer(s);
+        srv_render_responses_stream_head(&b, &r, comp, &comp->ch[0].rs);
+        stream_send(comp, &b);
+    }
 }

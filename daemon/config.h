@@ -71,6 +71,7 @@ struct srv_config {
     int64_t admit_wait_ms; /* engine.c's wait for new requests after a step that finished some */
     int64_t max_body, max_pending_output, drain_timeout_ms, max_connections, idle_timeout_ms;
     int64_t max_client_connections, max_buffered, max_client_buffered;
+    int64_t responses_store; /* bytes of Responses each tenant may keep (resp_store.h) */
     bool help, dump, version, insecure_listen;
     bool strict_api;                /* unknown request fields are a 400 (else ignored) */
     bool batch_invariant;           /* --batch-invariant (model_ctx_config.batch_invariant) */

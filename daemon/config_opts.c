@@ -105,6 +105,10 @@ const struct opt srv__opts[] = {
      "open client connections (more are answered 503 and closed)", 0},
     {"max-client-connections", OPT_INT, 1, 1 << 20, "1024", NULL, F(max_client_connections), "N",
      "connections of one uid, one address or one tenant (more are answered 503)", 0},
+    {"responses-store", OPT_SIZE, 0, 1024 * GiB, "16M", NULL, F(responses_store), "SIZE",
+     "bytes of /v1/responses each tenant keeps for GET /v1/responses/{id} and "
+     "previous_response_id, its least recently used dropped first (0: keep none)",
+     0},
     {"max-buffered", OPT_SIZE, 4096, 1LL << 40, "256M", NULL, F(max_buffered), "SIZE",
      "request-body bytes being received, all clients (a request beyond: 503)", 0},
     {"max-client-buffered", OPT_SIZE, 4096, 1LL << 40, "32M", NULL, F(max_client_buffered), "SIZE",

@@ -375,9 +375,10 @@ static void dispatch(struct http_conn *c)
     const char *url = c->url.p ? c->url.p : "";
     llhttp_method_t m = (llhttp_method_t)llhttp_get_method(&c->parser);
     struct http_request rq = {
-        .method = m == HTTP_GET    ? HTTP_M_GET
-                  : m == HTTP_POST ? HTTP_M_POST
-                                   : HTTP_M_OTHER,
+        .method = m == HTTP_GET      ? HTTP_M_GET
+                  : m == HTTP_POST   ? HTTP_M_POST
+                  : m == HTTP_DELETE ? HTTP_M_DELETE
+                                     : HTTP_M_OTHER,
         .method_name = llhttp_method_name(m),
         .url = url,
         .path_len = strcspn(url, "?#"),

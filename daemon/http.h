@@ -37,7 +37,7 @@
 
 struct http_conn;
 
-enum http_method { HTTP_M_OTHER, HTTP_M_GET, HTTP_M_POST };
+enum http_method { HTTP_M_OTHER, HTTP_M_GET, HTTP_M_POST, HTTP_M_DELETE };
 
 /* One parsed request, valid during on_request only. */
 struct http_request {

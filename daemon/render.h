@@ -1,10 +1,11 @@
 /*
  * daemon/render.h — the OpenAI-shaped JSON of completions, embeddings
- * and rerank results, and Anthropic's of messages: response bodies, SSE chunks, usage, legacy
- * logprobs objects.  Pure functions: they read a completion's state and append bytes to a buffer;
- * they do no I/O, touch no connection and change no state (the caller advances its cursors, e.g.
- * sent_tokens, after a chunk is rendered).  Token text comes through struct srv_render's detok
- * hook, so tests can render without a model.
+ * and rerank results, OpenAI's Responses, and Anthropic's of messages: response bodies, SSE chunks,
+ * usage, legacy logprobs objects.  Pure functions: they read a completion's state and append bytes
+ * to a buffer; they do no I/O, touch no connection and change no state (the caller advances its
+ * cursors, e.g. sent_tokens, after a chunk is rendered; a Responses stream's state is passed in and
+ * advanced).  Token text comes through struct srv_render's detok hook, so tests can render without
+ * a model.
  *
  * Every function appends to b; on allocation failure b->oom is set (check
  * once at the end).
@@ -99,6 +100,32 @@ void srv_render_message(struct folio_buf *b, const struct srv_render *r,
 void srv_render_message_stream(struct folio_buf *b, const struct srv_render *r,
                                const struct srv_comp *comp, const struct srv_choice *ch,
                                size_t send, bool first, bool final);
+/* OpenAI's Responses API (comp->p.responses, one choice; shapes in
+ * render_responses.c).  srv_render_responses: the response object for the
+ * choice's whole text (text, len), its tool calls parsed as a chat
+ * completion's are.  srv_render_responses_conv: the conversation the
+ * response store keeps: p.resp->conv with the answer appended as an
+ * assistant message (its tool_calls too).  A stream: the head
+ * (response.created, response.in_progress) when it begins; then per emit
+ * the whole text so far (all, all_len) of which the last `send` bytes are
+ * new (an output_text.delta, the message item opened first), and with
+ * final the items closed, the tool calls' items, and response.completed
+ * (or .incomplete).  The stream's state (sequence numbers, the message
+ * item opened) is *st, which these advance. */
+struct srv_resp_stream {
+    int64_t seq;    /* the next event's sequence_number */
+    bool item_open; /* the message item was added */
+};
+void srv_render_responses(struct folio_buf *b, const struct srv_render *r,
+                          const struct srv_comp *comp, const char *text, size_t len);
+void srv_render_responses_conv(struct folio_buf *b, const struct srv_comp *comp, const char *text,
+                               size_t len);
+void srv_render_responses_stream_head(struct folio_buf *b, const struct srv_render *r,
+                                      const struct srv_comp *comp, struct srv_resp_stream *st);
+void srv_render_responses_stream(struct folio_buf *b, const struct srv_render *r,
+                                 const struct srv_comp *comp, const struct srv_choice *ch,
+                                 const char *all, size_t all_len, size_t send, bool final,
+                                 struct srv_resp_stream *st);
 /* A non-stream response body (text_completion or chat.completion). */
 void srv_render_response(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_comp *comp);

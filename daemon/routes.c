@@ -24,6 +24,7 @@
 #include "dashboard.h"
 #include "folio/common.h"
 #include "render.h"
+#include "resp_store.h"
 #include "server.h"
 
 int srv_tokenize_hook(void *ctx, const char *text, size_t n, bool special, int32_t **out,
@@ -257,6 +258,51 @@ static void route_messages(struct srv *s, struct http_conn *c, const struct http
     srv_comp_route(s, c, rq, who, SRV_COMP_MESSAGES);
 }
 
+static void route_responses(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                            const struct srv_caller *who)
+{
+    srv_comp_route(s, c, rq, who, SRV_COMP_RESPONSES);
+}
+
+/* GET and DELETE /v1/responses/{id}: a stored response of the caller's
+ * tenant (another tenant's is as absent as an unknown id). */
+static void route_response(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                           const struct srv_caller *who)
+{
+    static const char prefix[] = "/v1/responses/";
+    const char *p = rq->url + sizeof(prefix) - 1;
+    size_t n = rq->path_len - (sizeof(prefix) - 1);
+    char id[64];
+    bool valid = n < sizeof(id);
+    for (size_t i = 0; valid && i < n; i++)
+        valid = (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '_' ||
+                p[i] == '-';
+    const char *obj = NULL;
+    bool found = false;
+    if (valid) {
+        memcpy(id, p, n);
+        id[n] = 0;
+        if (rq->method == HTTP_M_DELETE)
+            found = srv_resp_store_delete(s->resp_store, who->tenant, id);
+        else
+            found = (obj = srv_resp_store_object(s->resp_store, who->tenant, id)) != NULL;
+    }
+    if (!found) {
+        struct srv_api_error e;
+        srv_api_error_set(&e, 404, "invalid_request_error", NULL, "response_not_found",
+                          "Response with id '%s' not found.", valid ? id : "?");
+        http_error(c, &e, NULL);
+        return;
+    }
+    struct folio_buf b = {0};
+    if (obj)
+        folio_buf_puts(&b, obj);
+    else
+        folio_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"response\",\"deleted\":true}", id);
+    folio_buf_puts(&b, "\n");
+    respond_buf(c, 200, "application/json", &b);
+}
+
 static void route_rerank(struct srv *s, struct http_conn *c, const struct http_request *rq,
                          const struct srv_caller *who)
 {
@@ -409,6 +455,10 @@ static const struct route {
     {HTTP_M_POST, "/v1/completions", SRV_ACCESS_TENANT, route_completions},
     {HTTP_M_POST, "/v1/chat/completions", SRV_ACCESS_TENANT, route_chat},
     {HTTP_M_POST, "/v1/embeddings", SRV_ACCESS_TENANT, route_embeddings},
+    /* OpenAI's Responses API (api_responses.c), its store (resp_store.c) */
+    {HTTP_M_POST, "/v1/responses", SRV_ACCESS_TENANT, route_responses},
+    {HTTP_M_GET, "/v1/responses/", SRV_ACCESS_TENANT, route_response}, /* /v1/responses/{id} */
+    {HTTP_M_DELETE, "/v1/responses/", SRV_ACCESS_TENANT, route_response},
     /* Anthropic's Messages API (api_messages.c) */
     {HTTP_M_POST, "/v1/messages", SRV_ACCESS_TENANT, route_messages},
     {HTTP_M_POST, "/v1/messages/count_tokens", SRV_ACCESS_TENANT, route_count_tokens},
@@ -458,13 +508,22 @@ void srv_on_request(void *user, struct http_conn *c, const struct http_request *
 static void route(struct srv *s, struct http_conn *c, const struct http_request *rq)
 {
     struct srv_api_error e;
+    /* r: the path's row for the method, else its first row (a 405) */
     const struct route *r = NULL;
-    for (size_t i = 0; i < FOLIO_ARRAY_LEN(routes) && !r; i++) {
+    char allow[64] = "Allow: ";
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(routes); i++) {
         size_t n = strlen(routes[i].path);
         bool prefix = routes[i].path[n - 1] == '/'; /* matches any longer path */
         if ((n == rq->path_len || (prefix && rq->path_len > n)) &&
-            !strncmp(rq->url, routes[i].path, n))
-            r = &routes[i];
+            !strncmp(rq->url, routes[i].path, n)) {
+            if (!r || (r->method != rq->method && routes[i].method == rq->method))
+                r = &routes[i];
+            const char *m = routes[i].method == HTTP_M_GET    ? "GET"
+                            : routes[i].method == HTTP_M_POST ? "POST"
+                                                              : "DELETE";
+            size_t at = strlen(allow);
+            snprintf(allow + at, sizeof(allow) - at, "%s%s", at > 7 ? ", " : "", m);
+        }
     }
     /* Anthropic's routes answer even the caller's refusal in its shape */
     if (r && (r->handler == route_messages || r->handler == route_count_tokens))
@@ -489,8 +548,8 @@ static void route(struct srv *s, struct http_conn *c, const struct http_request 
         return;
     }
     if (rq->method != r->method) {
-        char allow[64];
-        snprintf(allow, sizeof(allow), "Allow: %s\r\n", r->method == HTTP_M_GET ? "GET" : "POST");
+        size_t at = strlen(allow);
+        snprintf(allow + at, sizeof(allow) - at, "\r\n");
         srv_api_error_set(&e, 405, "invalid_request_error", NULL, NULL, "%s is not allowed on %s",
                           rq->method_name, r->path);
         http_error(c, &e, allow);

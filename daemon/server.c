@@ -49,6 +49,7 @@
 
 #include "folio/chat.h"
 #include "folio/common.h"
+#include "resp_store.h"
 #include "server.h"
 #include "systemd.h"
 #include "version.h"
@@ -643,6 +644,8 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
     }
     srv_log(SRV_LOG_INFO, "replica id %s", s->replica);
     rc = srv_auth_init(&s->auth, &cfg);
+    if (!rc)
+        rc = srv_resp_store_new((size_t)cfg.responses_store, &s->resp_store);
     if (rc) {
         srv_log(SRV_LOG_ERROR, "out of memory");
         goto out_cfg;
@@ -711,6 +714,7 @@ out_backend:
     s->ops->free(s->backend);
     folio_free(name);
 out_cfg:
+    srv_resp_store_free(s->resp_store);
     srv_auth_free(&s->auth);
     folio_free(s);
     srv_config_free(&cfg);

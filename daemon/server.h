@@ -4,11 +4,14 @@
  *
  *   server.c   lifecycle: start-up ladder, listeners, signals, drain
  *   routes.c   the {method, path, handler} table and the small routes
- *   comp.c     completions, embeddings, rerank and Anthropic messages:
+ *   comp.c     completions, embeddings, rerank, Responses and Anthropic messages:
  *              per-request state, engine events, streaming
  *   embed.c    pooling and normalizing embeddings, rerank scores
  *   render.c   OpenAI JSON rendering (pure functions, render.h);
- *              render_messages.c Anthropic's
+ *              render_messages.c Anthropic's, render_responses.c
+ *              OpenAI's Responses
+ *   resp_store.c the Responses store (GET / DELETE /v1/responses/{id},
+ *              previous_response_id)
  *   stats.c    /metrics and /v1/kv
  *   auth.c     who may call what (auth.h), client limits
  *
@@ -42,6 +45,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "render.h"
 #include "folio/tokenizer.h"
 
 struct srv;
@@ -71,6 +75,9 @@ struct srv_choice {
     uint64_t t_started, t_first, t_last; /* ns: first scheduled, first and last token */
     int32_t n_gen;                       /* tokens generated (also after the client left) */
     struct srv_emb_acc emb;              /* embeddings: the pooled positions' hidden states */
+    struct folio_buf all;                /* Responses stream: all text so far (its done events
+                                            and the stored response repeat it) */
+    struct srv_resp_stream rs;           /* Responses stream: its events' state */
 };
 
 struct srv_comp {
@@ -124,6 +131,7 @@ struct srv {
     struct http_server http;
     char replica[64]; /* --replica-id, else the host name: X-Folio-Replica */
     struct srv_auth auth;
+    struct srv_resp_store *resp_store; /* the Responses store (resp_store.h) */
 
     int n_comps; /* live completions (including detached ones) */
     uint64_t next_id;
@@ -186,7 +194,8 @@ enum srv_comp_kind {
     SRV_COMP_EMBED,
     SRV_COMP_RERANK,
     SRV_COMP_SCORE,
-    SRV_COMP_MESSAGES
+    SRV_COMP_MESSAGES,
+    SRV_COMP_RESPONSES
 };
 /* who: the caller (auth.h), whose tenant the request runs as. */
 void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,

@@ -624,11 +624,10 @@ static bool may_be_call(const struct chat_tool_format *f, const char *text, size
     return !memcmp(s, lit, FOLIO_MIN(n, m));
 }
 
-int srv_tools_stream(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp,
-                     struct srv_choice *ch, bool final)
+int srv_tools_stream_hold(const struct srv_comp *comp, struct srv_choice *ch, bool final)
 {
     const struct srv_tools *t = comp->p.tools;
-    if (!comp->p.chat || !srv_tools_offered(&comp->p) || !t->fmt || ch->tool_mode == 1)
+    if (!srv_tools_offered(&comp->p) || !t->fmt || ch->tool_mode == 1)
         return 0;
     const char *text = ch->text.p ? ch->text.p : "";
     if (ch->tool_mode == 0) {
@@ -641,8 +640,17 @@ int srv_tools_stream(struct folio_buf *b, const struct srv_render *r, const stru
         if (ch->text.len >= lit)
             ch->tool_mode = 2;
     }
-    if (!final)
-        return 1;
+    return final ? 2 : 1;
+}
+
+int srv_tools_stream(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp,
+                     struct srv_choice *ch, bool final)
+{
+    int h = comp->p.chat ? srv_tools_stream_hold(comp, ch, final) : 0;
+    if (h != 2)
+        return h;
+    const struct srv_tools *t = comp->p.tools;
+    const char *text = ch->text.p ? ch->text.p : "";
     struct srv_tool_call *calls;
     int n;
     size_t content;

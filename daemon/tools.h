@@ -83,6 +83,11 @@ void srv_tool_calls_free(struct srv_tool_call *calls, int n);
  * false (nothing written) when its text holds no tool call. */
 bool srv_tools_render_choice(struct folio_buf *b, const struct srv_comp *comp,
                              const struct srv_choice *ch, int i);
+/* A stream with tools offered, before each emit: 0 send the text as it
+ * comes (it is no tool call, or no tools are offered), 1 hold it (it may
+ * be a tool call), 2 (final only) it was held: the whole text is to be
+ * parsed for calls now.  Decides ch->tool_mode. */
+int srv_tools_stream_hold(const struct srv_comp *comp, struct srv_choice *ch, bool final);
 /* Stream chat chunk with tools offered: 0 send as usual, 1 hold the text
  * (it may be a tool call), 2 b holds the tool-call chunks (send them; the
  * choice's text is consumed). */
