@@ -335,6 +335,175 @@ static int messages(const char *body, bool count, struct srv_comp_params *p,
                               p, e);
 }
 
+/* Responses bodies: a model with room for tool definitions (one token a
+ * byte), and a store that knows one response. */
+static const struct eng_model_info resp_mi = {.name = "m",
+                                              .n_vocab = 100,
+                                              .ctx_len = 4096,
+                                              .eos_id = 2,
+                                              .has_tokenizer = true,
+                                              .constrained = true};
+
+static const char *stored_conv(void *ctx, const char *id)
+{
+    (void)ctx;
+    return strcmp(id, "resp_a") ? NULL
+                                : "[{\"role\":\"user\",\"content\":\"first\"},{\"role\":"
+                                  "\"assistant\",\"content\":\"answer\"}]";
+}
+
+static int responses(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return srv_responses_parse(body, strlen(body), &resp_mi, CHAT_TMPL_CHATML, fake_tok, NULL,
+                               stored_conv, NULL, true, p, e);
+}
+
+/* OpenAI's Responses bodies parse as the chat bodies they mean (the same
+ * rendered prompt, engine fields, grammar); the response repeats the
+ * request's settings (echo) and the store gets the conversation without
+ * instructions; what is not text or function tools is refused naming the
+ * Responses field. */
+static void test_responses_bodies(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *resp, *chat, *conv, *echo_has;
+    } same[] = {
+        {"{\"model\":\"m\",\"input\":\"hi\",\"instructions\":\"S\",\"max_output_tokens\":5,"
+         "\"temperature\":0.5,\"top_p\":0.9,\"stream\":true,\"metadata\":{\"k\":\"v\"},"
+         "\"store\":false,\"truncation\":\"disabled\",\"service_tier\":\"auto\"}",
+         "{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+         "{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":0.5,\"top_p\":0.9,"
+         "\"stream\":true}",
+         "[{\"role\":\"user\",\"content\":\"hi\"}]",
+         "\"instructions\":\"S\",\"max_output_tokens\":5,\"metadata\":{\"k\":\"v\"},"
+         "\"parallel_tool_calls\":true,\"previous_response_id\":null,\"reasoning\":{\"effort\":"
+         "null,\"summary\":null},\"store\":false,\"temperature\":0.5,\"text\":{\"format\":{"
+         "\"type\":\"text\"}},\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":0.9,"
+         "\"truncation\":\"disabled\",\"user\":null"},
+        /* items: text parts joined, roles kept, a function call attached to
+         * the assistant message before it, its output a tool message; the
+         * function tools re-shaped */
+        {"{\"input\":[{\"role\":\"developer\",\"content\":\"D\"},{\"type\":\"message\",\"role\":"
+         "\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"he\"},{\"type\":"
+         "\"input_text\",\"text\":\"llo\"}]},{\"type\":\"message\",\"id\":\"msg_1\",\"status\":"
+         "\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":"
+         "\"ok\",\"annotations\":[]}]},{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":"
+         "\"c1\",\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"},{\"type\":"
+         "\"function_call_output\",\"call_id\":\"c1\",\"output\":\"42\"}],\"tools\":[{\"type\":"
+         "\"function\",\"name\":\"f\",\"description\":\"F\",\"parameters\":{\"type\":\"object\","
+         "\"properties\":{\"a\":{\"type\":\"integer\"}}}}],\"tool_choice\":\"auto\","
+         "\"parallel_tool_calls\":false}",
+         "{\"messages\":[{\"role\":\"developer\",\"content\":\"D\"},{\"role\":\"user\",\"content\":"
+         "\"hello\"},{\"role\":\"assistant\",\"content\":\"ok\",\"tool_calls\":[{\"id\":\"c1\","
+         "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},"
+         "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\",\"description\":\"F\",\"parameters\":{"
+         "\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}}],\"tool_choice\":"
+         "\"auto\",\"parallel_tool_calls\":false}",
+         NULL, "\"parallel_tool_calls\":false,"},
+        /* text.format json_schema -> response_format; previous_response_id:
+         * the stored conversation first, the instructions not carried */
+        {"{\"input\":\"more\",\"previous_response_id\":\"resp_a\",\"text\":{\"format\":{"
+         "\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{\"type\":\"object\"},\"strict\":"
+         "true}}}",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"assistant\","
+         "\"content\":\"answer\"},{\"role\":\"user\",\"content\":\"more\"}],\"response_format\":{"
+         "\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":"
+         "\"object\"},\"strict\":true}}}",
+         "[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"assistant\",\"content\":"
+         "\"answer\"},{\"role\":\"user\",\"content\":\"more\"}]",
+         "\"previous_response_id\":\"resp_a\""},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(same); i++) {
+        struct srv_comp_params pr, pc;
+        struct srv_api_error e;
+        if (responses(same[i].resp, &pr, &e))
+            fail_msg("case %zu: %s", i, e.message);
+        memset(&e, 0, sizeof(e));
+        if (srv_chat_parse(same[i].chat, strlen(same[i].chat), &resp_mi, CHAT_TMPL_CHATML, fake_tok,
+                           NULL, &pc, &e))
+            fail_msg("case %zu chat: %s", i, e.message);
+        assert_true(pr.responses && pr.chat && pr.resp && !pc.responses);
+        assert_string_equal(pr.prompt_text[0], pc.prompt_text[0]);
+        assert_int_equal(pr.prompt_lens[0], pc.prompt_lens[0]);
+        assert_int_equal(pr.gen.max_tokens, pc.gen.max_tokens);
+        assert_true(pr.gen.sp.temperature == pc.gen.sp.temperature);
+        assert_true(pr.gen.sp.top_p == pc.gen.sp.top_p);
+        assert_int_equal(pr.stream, pc.stream);
+        assert_int_equal(!pr.gen.grammar, !pc.gen.grammar);
+        assert_int_equal(pr.n_unknown, 0);
+        if (same[i].conv)
+            assert_string_equal(pr.resp->conv, same[i].conv);
+        if (!strstr(pr.resp->echo, same[i].echo_has))
+            fail_msg("case %zu: echo %s lacks %s", i, pr.resp->echo, same[i].echo_has);
+        assert_int_equal(pr.resp->store, i != 0);
+        srv_comp_params_free(&pr);
+        srv_comp_params_free(&pc);
+    }
+
+    struct srv_comp_params p;
+    struct srv_api_error e;
+    /* a server without a store keeps nothing, whatever store says */
+    memset(&e, 0, sizeof(e));
+    const char *nostore = "{\"input\":\"a\",\"store\":true,\"other\":1}";
+    assert_int_equal(srv_responses_parse(nostore, strlen(nostore), &resp_mi, CHAT_TMPL_CHATML,
+                                         fake_tok, NULL, stored_conv, NULL, false, &p, &e),
+                     0);
+    assert_false(p.resp->store);
+    assert_non_null(strstr(p.resp->echo, "\"store\":false"));
+    assert_int_equal(p.n_unknown, 1);
+    assert_string_equal(p.unknown, "other");
+    srv_comp_params_free(&p);
+
+    static const struct {
+        const char *body, *param;
+        int status;
+    } bad[] = {
+        {"{\"max_output_tokens\":5}", "input", 400},
+        {"{\"input\":[]}", "input", 400},
+        {"{\"input\":7}", "input", 400},
+        {"{\"input\":[{\"role\":\"tool\",\"content\":\"a\"}]}", "input", 400},
+        {"{\"input\":[{\"role\":\"user\"}]}", "input", 400},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":"
+         "\"x\"}]}]}",
+         "input", 400},
+        {"{\"input\":[{\"type\":\"reasoning\",\"summary\":[]}]}", "input", 400},
+        {"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}", "input", 400},
+        {"{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c\"}]}", "input", 400},
+        {"{\"input\":\"a\",\"tools\":[{\"type\":\"web_search\"}]}", "tools", 400},
+        {"{\"input\":\"a\",\"tools\":[{\"type\":\"function\"}]}", "tools", 400},
+        {"{\"input\":\"a\",\"tool_choice\":{\"type\":\"file_search\"}}", "tool_choice", 400},
+        {"{\"input\":\"a\",\"text\":{\"format\":{\"type\":\"xml\"}}}", "text", 400},
+        {"{\"input\":\"a\",\"background\":true}", "background", 400},
+        {"{\"input\":\"a\",\"conversation\":\"c\"}", "conversation", 400},
+        {"{\"input\":\"a\",\"include\":[\"message.output_text.logprobs\"]}", "include", 400},
+        {"{\"input\":\"a\",\"reasoning\":{\"effort\":\"high\"}}", "reasoning", 400},
+        {"{\"input\":\"a\",\"instructions\":7}", "instructions", 400},
+        {"{\"input\":\"a\",\"store\":\"yes\"}", "store", 400},
+        {"{\"input\":\"a\",\"truncation\":\"middle\"}", "truncation", 400},
+        {"{\"input\":\"a\",\"max_output_tokens\":0}", "max_output_tokens", 400},
+        {"{\"input\":\"a\",\"previous_response_id\":\"resp_b\"}", "previous_response_id", 404},
+        {"{\"input\":\"a\",\"model\":\"other\"}", "model", 404},
+        {"{\"input\":\"a\",\"input\":\"b\"}", "input", 400},
+        {"[1]", NULL, 400},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(bad); i++) {
+        if (responses(bad[i].body, &p, &e) != -EINVAL)
+            fail_msg("case %zu accepted: %s", i, bad[i].body);
+        assert_int_equal(e.status, bad[i].status);
+        if (bad[i].param && strcmp(e.param, bad[i].param))
+            fail_msg("case %zu: param %s, want %s (%s)", i, e.param, bad[i].param, e.message);
+        srv_comp_params_free(&p);
+    }
+    /* the chat field's name in the message is the Responses one */
+    assert_int_equal(responses("{\"input\":\"a\",\"max_output_tokens\":0}", &p, &e), -EINVAL);
+    assert_null(strstr(e.message, "'max_tokens'"));
+    assert_non_null(strstr(e.message, "'max_output_tokens'"));
+    srv_comp_params_free(&p);
+}
+
 /* Anthropic's Messages bodies parse as the chat bodies they mean: the
  * same rendered prompt and engine fields; what is not text is refused
  * naming the field. */
@@ -1273,6 +1442,7 @@ int main(void)
         cmocka_unit_test(test_embed_bodies),
         cmocka_unit_test(test_rerank_bodies),
         cmocka_unit_test(test_messages_bodies),
+        cmocka_unit_test(test_responses_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
