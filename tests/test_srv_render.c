@@ -27,7 +27,9 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "folio/chat.h"
 #include "render.h"
+#include "tools.h"
 #include "server.h"
 
 /* token t reads "<t>", except 9: a lone UTF-8 lead byte, 5: " five" */
@@ -683,14 +685,14 @@ static void test_rerank_response(void **state)
 
 /* The events of an Anthropic stream, in order: their types, and
  * every data line's "type" equal to its event's. */
-static int msg_events(const char *s, char types[][32], cJSON **data, int cap)
+static int msg_events(const char *s, char types[][48], cJSON **data, int cap)
 {
     int n = 0;
     while (*s && n < cap) {
         const char *nl = strchr(s, '\n');
         assert_non_null(nl);
         assert_true(!strncmp(s, "event: ", 7));
-        snprintf(types[n], 32, "%.*s", (int)(nl - s - 7), s + 7);
+        snprintf(types[n], 48, "%.*s", (int)(nl - s - 7), s + 7);
         const char *d = nl + 1, *end = strstr(d, "\n\n");
         assert_true(!strncmp(d, "data: ", 6) && end);
         data[n] = cJSON_ParseWithLength(d + 6, (size_t)(end - d - 6));
@@ -765,7 +767,7 @@ static void test_message_response(void **state)
         /* the stream: start (first), one delta (send), the end (final) */
         srv_render_message_stream(&b, &R, &comp, &ch, 3, true, false);
         srv_render_message_stream(&b, &R, &comp, &ch, ch.text.len, false, true);
-        char types[16][32];
+        char types[16][48];
         cJSON *d[16];
         int n = msg_events(b.p, types, d, 16);
         static const char *const want[] = {
@@ -797,6 +799,187 @@ static void test_message_response(void **state)
     folio_buf_free(&ch.text);
 }
 
+static const cJSON *jget(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v)
+        fail_msg("no '%s' in %s", k, cJSON_PrintUnformatted(o));
+    return v;
+}
+
+/* OpenAI's Responses shape: the object (status from how the choice ended,
+ * the request's echo, usage), the conversation the store keeps, the
+ * stream's events in order with their sequence numbers; a tool call as a
+ * function_call item, whole and streamed. */
+static void test_responses_render(void **state)
+{
+    (void)state;
+    struct srv_comp comp = {0};
+    struct srv_choice ch = {0};
+    struct srv_resp_params rp = {.echo = "\"store\":true,\"tools\":[]",
+                                 .conv = "[{\"role\":\"user\",\"content\":\"q\"}]",
+                                 .store = true};
+    comp.p.chat = comp.p.responses = true;
+    comp.p.n = 1;
+    comp.p.resp = &rp;
+    snprintf(comp.id, sizeof(comp.id), "resp_7");
+    comp.created = 123;
+    comp.n_choices = 1;
+    comp.ch = &ch;
+    comp.prompt_tokens = 9;
+    comp.cached_tokens = 4;
+    ch.comp = &comp;
+    ch.n_tokens = 3;
+    const char *text = "Hi \"you\"";
+    for (int inc = 0; inc < 2; inc++) {
+        ch.finish = inc ? ENG_FINISH_LENGTH : ENG_FINISH_STOP;
+        struct folio_buf b = {0};
+        srv_render_responses(&b, &R, &comp, text, strlen(text));
+        cJSON *j = cJSON_Parse(b.p);
+        assert_non_null(j);
+        assert_string_equal(jget(j, "id")->valuestring, "resp_7");
+        assert_string_equal(jget(j, "object")->valuestring, "response");
+        assert_int_equal(jget(j, "created_at")->valueint, 123);
+        assert_string_equal(jget(j, "status")->valuestring, inc ? "incomplete" : "completed");
+        const cJSON *id = jget(j, "incomplete_details");
+        if (inc)
+            assert_string_equal(jget(id, "reason")->valuestring, "max_output_tokens");
+        else
+            assert_true(cJSON_IsNull(id));
+        assert_true(cJSON_IsTrue(jget(j, "store"))); /* the echo */
+        const cJSON *out = jget(j, "output");
+        assert_int_equal(cJSON_GetArraySize(out), 1);
+        const cJSON *m = cJSON_GetArrayItem(out, 0);
+        assert_string_equal(jget(m, "id")->valuestring, "msg_7");
+        assert_string_equal(jget(m, "type")->valuestring, "message");
+        assert_string_equal(jget(m, "role")->valuestring, "assistant");
+        assert_string_equal(jget(m, "status")->valuestring, inc ? "incomplete" : "completed");
+        const cJSON *part = cJSON_GetArrayItem(jget(m, "content"), 0);
+        assert_string_equal(jget(part, "type")->valuestring, "output_text");
+        assert_string_equal(jget(part, "text")->valuestring, text);
+        const cJSON *u = jget(j, "usage");
+        assert_int_equal(jget(u, "input_tokens")->valueint, 9);
+        assert_int_equal(jget(jget(u, "input_tokens_details"), "cached_tokens")->valueint, 4);
+        assert_int_equal(jget(u, "output_tokens")->valueint, 3);
+        assert_int_equal(jget(u, "total_tokens")->valueint, 12);
+        cJSON_Delete(j);
+        folio_buf_free(&b);
+    }
+    struct folio_buf b = {0};
+    srv_render_responses_conv(&b, &comp, text, strlen(text));
+    assert_string_equal(b.p, "[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+                             "\"content\":\"Hi \\\"you\\\"\"}]");
+    folio_buf_free(&b);
+
+    /* the stream: head, a delta of 3 bytes, then the final emit with the
+     * rest (the caller passes the whole text so far each time) */
+    ch.finish = ENG_FINISH_STOP;
+    struct srv_resp_stream st = {0};
+    srv_render_responses_stream_head(&b, &R, &comp, &st);
+    srv_render_responses_stream(&b, &R, &comp, &ch, text, 3, 3, false, &st);
+    srv_render_responses_stream(&b, &R, &comp, &ch, text, strlen(text), strlen(text) - 3, true,
+                                &st);
+    char types[24][48];
+    cJSON *d[24];
+    int n = msg_events(b.p, types, d, 24);
+    static const char *const want[] = {"response.created",           "response.in_progress",
+                                       "response.output_item.added", "response.content_part.added",
+                                       "response.output_text.delta", "response.output_text.delta",
+                                       "response.output_text.done",  "response.content_part.done",
+                                       "response.output_item.done",  "response.completed"};
+    assert_int_equal(n, (int)FOLIO_ARRAY_LEN(want));
+    for (int k = 0; k < n; k++) {
+        assert_string_equal(types[k], want[k]);
+        assert_int_equal(jget(d[k], "sequence_number")->valueint, k);
+    }
+    assert_string_equal(jget(jget(d[0], "response"), "status")->valuestring, "in_progress");
+    assert_true(cJSON_IsNull(jget(jget(d[0], "response"), "usage")));
+    assert_string_equal(jget(d[4], "delta")->valuestring, "Hi ");
+    assert_string_equal(jget(d[5], "delta")->valuestring, "\"you\"");
+    assert_string_equal(jget(d[6], "text")->valuestring, text);
+    assert_string_equal(jget(d[4], "item_id")->valuestring, "msg_7");
+    const cJSON *fin = jget(d[9], "response");
+    assert_string_equal(jget(fin, "status")->valuestring, "completed");
+    assert_string_equal(
+        jget(cJSON_GetArrayItem(jget(cJSON_GetArrayItem(jget(fin, "output"), 0), "content"), 0),
+             "text")
+            ->valuestring,
+        text);
+    for (int k = 0; k < n; k++)
+        cJSON_Delete(d[k]);
+    folio_buf_free(&b);
+
+    /* a tool call (the ChatML family's format), with text before it */
+    struct srv_tool tool = {.name = "f", .params = "{}", .def = "{}"};
+    struct srv_tools tools = {.tools = &tool,
+                              .n_tools = 1,
+                              .choice = SRV_TC_AUTO,
+                              .fmt = chat_tool_format(CHAT_TMPL_CHATML)};
+    comp.p.tools = &tools;
+    const char *call = "ok<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+    srv_render_responses(&b, &R, &comp, call, strlen(call));
+    cJSON *j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    const cJSON *out = jget(j, "output");
+    assert_int_equal(cJSON_GetArraySize(out), 2);
+    assert_string_equal(
+        jget(cJSON_GetArrayItem(jget(cJSON_GetArrayItem(out, 0), "content"), 0), "text")
+            ->valuestring,
+        "ok");
+    const cJSON *fc = cJSON_GetArrayItem(out, 1);
+    assert_string_equal(jget(fc, "type")->valuestring, "function_call");
+    assert_string_equal(jget(fc, "id")->valuestring, "fc_7_0");
+    assert_string_equal(jget(fc, "call_id")->valuestring, "call_resp_7_0_0");
+    assert_string_equal(jget(fc, "name")->valuestring, "f");
+    cJSON *args = cJSON_Parse(jget(fc, "arguments")->valuestring);
+    assert_int_equal(jget(args, "a")->valueint, 1);
+    cJSON_Delete(args);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    srv_render_responses_conv(&b, &comp, call, strlen(call));
+    j = cJSON_Parse(b.p);
+    const cJSON *last = cJSON_GetArrayItem(j, 1);
+    assert_string_equal(jget(last, "content")->valuestring, "ok");
+    const cJSON *tc = cJSON_GetArrayItem(jget(last, "tool_calls"), 0);
+    assert_string_equal(jget(tc, "id")->valuestring, "call_resp_7_0_0");
+    assert_string_equal(jget(jget(tc, "function"), "name")->valuestring, "f");
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    /* streamed: held to the end (tool_mode 2), then the message and the call */
+    ch.tool_mode = 2;
+    st = (struct srv_resp_stream){0};
+    srv_render_responses_stream(&b, &R, &comp, &ch, call, strlen(call), 0, true, &st);
+    n = msg_events(b.p, types, d, 24);
+    static const char *const want_call[] = {"response.output_item.added",
+                                            "response.content_part.added",
+                                            "response.output_text.delta",
+                                            "response.output_text.done",
+                                            "response.content_part.done",
+                                            "response.output_item.done",
+                                            "response.output_item.added",
+                                            "response.function_call_arguments.delta",
+                                            "response.function_call_arguments.done",
+                                            "response.output_item.done",
+                                            "response.completed"};
+    assert_int_equal(n, (int)FOLIO_ARRAY_LEN(want_call));
+    for (int k = 0; k < n; k++)
+        assert_string_equal(types[k], want_call[k]);
+    assert_string_equal(jget(d[2], "delta")->valuestring, "ok");
+    assert_int_equal(jget(d[6], "output_index")->valueint, 1);
+    assert_string_equal(jget(jget(d[6], "item"), "status")->valuestring, "in_progress");
+    assert_string_equal(jget(d[8], "name")->valuestring, "f");
+    for (int k = 0; k < n; k++)
+        cJSON_Delete(d[k]);
+    folio_buf_free(&b);
+    /* the same text already streamed as text (tool_mode 1) stays text */
+    ch.tool_mode = 1;
+    srv_render_responses(&b, &R, &comp, call, strlen(call));
+    j = cJSON_Parse(b.p);
+    assert_int_equal(cJSON_GetArraySize(jget(j, "output")), 1);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -813,6 +996,7 @@ int main(void)
         cmocka_unit_test(test_embed_response),
         cmocka_unit_test(test_rerank_response),
         cmocka_unit_test(test_message_response),
+        cmocka_unit_test(test_responses_render),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
