@@ -2,13 +2,16 @@
  * tests/fuzz/fuzz_request.c — libFuzzer harness: arbitrary bytes as a
  * request body, through daemon/api.c's parsers (srv_comp_parse,
  * srv_chat_parse with each chat template, srv_embed_parse, srv_rerank_parse,
+ * srv_messages_parse, srv_responses_parse,
  * srv_tokenize_parse, srv_detokenize_parse), as routes.c and comp.c call
  * them.
  *
  * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings,
  * 1 with bit 7: rerank (with bit 3 too: /v1/score), with a rerank
  * template when bit 2 is set; 2 and 3
- * with bit 7: an Anthropic Messages body, 3 count_tokens's), the
+ * with bit 7: an Anthropic Messages body, 3 count_tokens's; 2 with bits 7
+ * and 3: an OpenAI Responses body, stored with bit 2, previous_response_id
+ * "resp_a" known), the
  * chat template (bits 2-5, 0 = none: chat refused) and whether text
  * prompts can be tokenized (bit 6); the rest is the body.  The tokenizer is a stand-in (one id per
  * byte), so the harness exercises the JSON side, not the vocabulary.
@@ -24,6 +27,8 @@
  *     accepted rerank body also has its query and each document's text;
  *   - an accepted body never held a NUL (raw or \u0000): nothing a
  *     parser returns was silently cut short;
+ *   - an accepted Responses body has its echo (JSON members) and its
+ *     conversation (a JSON array) for the response and the store;
  *   - /tokenize's text is valid UTF-8; /detokenize's ids are in the
  *     vocabulary.
  */
@@ -131,6 +136,13 @@ static void check_params(const struct srv_comp_params *p)
     }
 }
 
+/* previous_response_id: one stored conversation, "resp_a" */
+static const char *stored_conv(void *ctx, const char *id)
+{
+    (void)ctx;
+    return strcmp(id, "resp_a") ? NULL : "[{\"role\":\"user\",\"content\":\"hi\"}]";
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -160,7 +172,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool nul = has_nul(body, n);
     int rc;
     const bool b7 = data[0] & 128;
-    if (op >= 2 && b7) { /* Anthropic's Messages body (3: count_tokens's) */
+    if (op == 2 && b7 && (data[0] & 8)) { /* an OpenAI Responses body */
+        struct srv_comp_params p;
+        rc = srv_responses_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, stored_conv, NULL,
+                                 data[0] & 4, &p, &e);
+        if (!rc) {
+            CHECK(p.responses && p.chat && p.n == 1 && p.resp && p.resp->echo && p.resp->conv);
+            CHECK(p.resp->store == false || (data[0] & 4));
+            check_params(&p);
+            cJSON *conv = cJSON_Parse(p.resp->conv); /* what the store keeps */
+            CHECK(cJSON_IsArray(conv));
+            cJSON_Delete(conv);
+            size_t el = strlen(p.resp->echo); /* the object's members */
+            char *obj = malloc(el + 3);
+            CHECK(obj);
+            snprintf(obj, el + 3, "{%s}", p.resp->echo);
+            cJSON *echo = cJSON_Parse(obj);
+            CHECK(cJSON_IsObject(echo));
+            cJSON_Delete(echo);
+            free(obj);
+        }
+        srv_comp_params_free(&p);
+    } else if (op >= 2 && b7) { /* Anthropic's Messages body (3: count_tokens's) */
         struct srv_comp_params p;
         rc = srv_messages_parse(body, n, op == 3, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e);
         if (!rc) {

@@ -316,6 +316,15 @@ MESSAGES_BODIES = [
     b'"thinking":{"type":"disabled"},"tools":[]}',
 ]
 
+RESPONSES_BODIES = [
+    b'{"model":"fuzz-model","input":"hi","instructions":"S","max_output_tokens":8,'
+    b'"temperature":0.5,"stream":true,"store":true,"metadata":{"k":"v"}}',
+    b'{"input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":'
+    b'"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output",'
+    b'"call_id":"c","output":"1"}],"tools":[{"type":"function","name":"f","parameters":{}}],'
+    b'"previous_response_id":"resp_a","text":{"format":{"type":"json_object"}}}',
+]
+
 RERANK_BODIES = [
     b'{"query":"q","documents":["a",{"text":"bc"}],"top_n":1,"return_documents":false}',
     b'{"query":"","texts":["x","y"],"return_text":true,"truncate_prompt_tokens":3}',
@@ -328,16 +337,17 @@ def request_seeds(out):
     (low 2 bits: completions, chat, tokenize, detokenize; bits 2-5: chat
     template; bit 6: a tokenizer; bit 7 with 0: embeddings, with 1: rerank,
     bit 2 then: a rerank template, bit 3: /v1/score; 2 and 3 with bit 7: a
-    Messages body, 3
-    count_tokens's)."""
+    Messages body, 3 count_tokens's; 2 with bits 7 and 3: a Responses body,
+    stored with bit 2)."""
     os.makedirs(out, exist_ok=True)
     i = 0
     for op, bodies in ((0, COMPLETION_BODIES), (1, CHAT_BODIES), (2, SMALL_BODIES),
                        (3, SMALL_BODIES), (128, EMBED_BODIES), (129, RERANK_BODIES),
-                       (130, MESSAGES_BODIES), (131, MESSAGES_BODIES), (137, SCORE_BODIES)):
+                       (130, MESSAGES_BODIES), (131, MESSAGES_BODIES), (137, SCORE_BODIES),
+                       (138, RESPONSES_BODIES)):
         for b in bodies:
             for tmpl in ((1, 3, 6) if op in (1, 130) else (1,) if op == 131 else
-                         (0, 1) if op in (129, 137) else (0,)):
+                         (0, 1) if op in (129, 137, 138) else (0,)):
                 opt = op | (tmpl << 2) | 64
                 write(os.path.join(out, "req-%03d" % i), bytes([opt]) + b)
                 i += 1
