@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "folio/common.h"
+#include "resp_store.h"
 #include "server.h"
 #include "systemd.h"
 #include "version.h"
@@ -321,8 +322,11 @@ static void metrics_tenants(struct srv *s, struct folio_buf *b, int only)
     if (only >= 0)
         nt = only + 1;
     struct sched_tenant_stats ts[SRV_TENANT_SLOTS];
-    for (int t = t0; t < nt; t++)
+    struct srv_resp_store_stats rs[SRV_TENANT_SLOTS];
+    for (int t = t0; t < nt; t++) {
         s->ops->tenant_stats(s->backend, t, &ts[t]);
+        srv_resp_store_stats(s->resp_store, t, &rs[t]);
+    }
     char lab[700];
 #define TENANT_SERIES(NAME, TYPE, HELP, EXPR)                                                      \
     do {                                                                                           \
@@ -344,6 +348,15 @@ static void metrics_tenants(struct srv *s, struct folio_buf *b, int only)
                   s->tm[t].generation_tokens);
     TENANT_SERIES("folio_tenant_rejected_requests_total", "counter",
                   "Requests refused with 429 per tenant.", s->tm[t].rejected_429);
+    TENANT_SERIES("folio_tenant_responses_stored", "gauge",
+                  "Responses kept for GET /v1/responses/{id} and previous_response_id, per "
+                  "tenant.",
+                  rs[t].responses);
+    TENANT_SERIES("folio_tenant_responses_stored_bytes", "gauge",
+                  "Bytes of the responses kept per tenant (at most --responses-store).",
+                  rs[t].bytes);
+    TENANT_SERIES("folio_tenant_responses_evicted_total", "counter",
+                  "Kept responses dropped for newer ones of the same tenant.", rs[t].evicted);
 #undef TENANT_SERIES
     srv_prom_family(b, "folio_request_success_total", "counter",
                     "Finished sequences by tenant and finish reason.");
