@@ -32,9 +32,12 @@
  *   store, metadata, truncation,        -> nothing but the echo (below)
  *     service_tier, prompt_cache_key,
  *     safety_identifier, stream_options
+ *   include ["message.output_text.logprobs"] -> logprobs
+ *   top_logprobs                        -> top_logprobs (as chat: it
+ *                                          implies logprobs)
  * Images, files, reasoning items, hosted tools (web search, file search,
- * ...), `conversation`, `background`, `include` and reasoning effort are
- * refused with a 400 naming them.  Other fields are unknown fields, as for
+ * ...), `conversation`, `background`, other `include` values and
+ * reasoning effort are refused with a 400 naming them.  Other fields are unknown fields, as for
  * any route.
  *
  * The response object repeats the request's settings; they are rendered
@@ -301,7 +304,7 @@ static int translate_text(const cJSON *v, cJSON *chat, struct srv_api_error *err
 /* The fields the response object repeats, with their defaults. */
 struct echo {
     const cJSON *instructions, *max_output_tokens, *metadata, *parallel_tool_calls, *temperature,
-        *text, *tool_choice, *tools, *top_p, *truncation, *user;
+        *text, *tool_choice, *tools, *top_logprobs, *top_p, *truncation, *user;
     const char *prev;
     bool store;
 };
@@ -342,6 +345,7 @@ static int echo_render(const struct echo *e, char **out)
         !(rc = add_or(o, "text", e->text, text)) &&
         !(rc = add_or(o, "tool_choice", e->tool_choice, cJSON_CreateString("auto"))) &&
         !(rc = add_or(o, "tools", e->tools, cJSON_CreateArray())) &&
+        !(rc = add_or(o, "top_logprobs", e->top_logprobs, cJSON_CreateNumber(0))) &&
         !(rc = add_or(o, "top_p", e->top_p, cJSON_CreateNumber(1.0))) &&
         !(rc = add_or(o, "truncation", e->truncation, cJSON_CreateString("disabled"))))
         rc = add_or(o, "user", e->user, cJSON_CreateNull());
@@ -450,16 +454,27 @@ static int field(const cJSON *f, cJSON *c, struct echo *e, const cJSON **input,
         return refuse_set(f, k, "responses are answered while the request waits", err);
     else if (!strcmp(k, "conversation"))
         return refuse_set(f, k, "chain responses with previous_response_id", err);
-    else if (!strcmp(k, "include"))
-        return refuse_set(f, k, "no extra output data is available", err);
-    else if (!strcmp(k, "prompt"))
+    else if (!strcmp(k, "include")) {
+        if (!cJSON_IsArray(f) && !cJSON_IsNull(f))
+            BAD(k, "'include' must be an array of strings");
+        const cJSON *x;
+        cJSON_ArrayForEach(x, f)
+        {
+            if (!cJSON_IsString(x) || strcmp(x->valuestring, "message.output_text.logprobs"))
+                BAD(k, "include: only \"message.output_text.logprobs\" is available, not %.64s",
+                    cJSON_IsString(x) ? x->valuestring : "a non-string");
+            if (!cJSON_GetObjectItemCaseSensitive(c, "logprobs"))
+                NOMEM(cJSON_AddTrueToObject(c, "logprobs"));
+        }
+    } else if (!strcmp(k, "top_logprobs")) {
+        if (!cJSON_IsNull(f))
+            NOMEM(cJSON_AddItemToObject(c, "top_logprobs", cJSON_Duplicate(f, false)));
+        e->top_logprobs = f;
+    } else if (!strcmp(k, "prompt"))
         return refuse_set(f, k, "there are no stored prompt templates", err);
     else if (!strcmp(k, "service_tier") || !strcmp(k, "prompt_cache_key") ||
              !strcmp(k, "safety_identifier") || !strcmp(k, "stream_options") ||
-             !strcmp(k, "max_tool_calls") || !strcmp(k, "top_logprobs")) {
-        if (!strcmp(k, "top_logprobs") && !cJSON_IsNull(f) &&
-            !(cJSON_IsNumber(f) && f->valuedouble == 0))
-            BAD(k, "'top_logprobs' is not supported on /v1/responses (use /v1/chat/completions)");
+             !strcmp(k, "max_tool_calls")) {
     } else if (passed(k)) {
         if (!strcmp(k, "temperature"))
             e->temperature = f;

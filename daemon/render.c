@@ -211,8 +211,16 @@ static void chat_token_json(struct folio_buf *b, const struct srv_render *r, int
 void srv_render_chat_logprobs(struct folio_buf *b, const struct srv_render *r,
                               const struct srv_choice *ch, int32_t from, int32_t to)
 {
-    folio_buf_puts(b, "{\"content\":[");
-    for (int32_t i = from; i < to; i++) {
+    folio_buf_puts(b, "{\"content\":");
+    srv_render_token_logprobs(b, r, ch, from, to);
+    folio_buf_puts(b, ",\"refusal\":null}");
+}
+
+void srv_render_token_logprobs(struct folio_buf *b, const struct srv_render *r,
+                               const struct srv_choice *ch, int32_t from, int32_t to)
+{
+    folio_buf_puts(b, "[");
+    for (int32_t i = from; ch->lps && i < to; i++) {
         const struct sampler_result *lp = &ch->lps[i];
         folio_buf_puts(b, i > from ? ",{" : "{");
         chat_token_json(b, r, ch->tokens[i]);
@@ -228,7 +236,7 @@ void srv_render_chat_logprobs(struct folio_buf *b, const struct srv_render *r,
         }
         folio_buf_puts(b, "]}");
     }
-    folio_buf_puts(b, "],\"refusal\":null}");
+    folio_buf_puts(b, "]");
 }
 
 void srv_render_stream_chunk(struct folio_buf *b, const struct srv_render *r,

@@ -56,6 +56,10 @@ void srv_render_prompt_logprobs(struct folio_buf *b, const struct srv_render *r,
  * "refusal":null}. */
 void srv_render_chat_logprobs(struct folio_buf *b, const struct srv_render *r,
                               const struct srv_choice *ch, int32_t from, int32_t to);
+/* Its "content" list alone: [{"token","logprob","bytes","top_logprobs"}...]
+ * ([] without logprobs), as a Responses output_text carries it. */
+void srv_render_token_logprobs(struct folio_buf *b, const struct srv_render *r,
+                               const struct srv_choice *ch, int32_t from, int32_t to);
 
 /* The SSE event(s) of one stream chunk of ch: the first `send` bytes of
  * ch->text and tokens [ch->sent_tokens, ch->n_tokens).  role: a chat

@@ -13,7 +13,8 @@
  *             "total_tokens"}}
  *   ITEM      {"id":"msg_X","type":"message","status","role":"assistant",
  *             "content":[{"type":"output_text","text","annotations":[],
- *             "logprobs":[]}]}, then per tool call {"id":"fc_X_K","type":
+ *             "logprobs":[...] (the chat's logprobs content, when asked
+ *             for)}]}, then per tool call {"id":"fc_X_K","type":
  *             "function_call","status":"completed","call_id":"call_...",
  *             "name","arguments"}; the message only when there is text
  *             before the calls, or no call
@@ -71,16 +72,25 @@ static bool cut_short(const struct srv_choice *ch)
     return ch->finish == ENG_FINISH_LENGTH;
 }
 
-static void text_part(struct folio_buf *b, const char *text, size_t len)
+/* An output_text part; ch: with its tokens' logprobs (when asked for),
+ * else none yet. */
+static void text_part(struct folio_buf *b, const struct srv_render *r, const struct srv_choice *ch,
+                      const char *text, size_t len)
 {
     folio_buf_puts(b, "{\"type\":\"output_text\",\"text\":");
     folio_buf_json_str(b, text, len);
-    folio_buf_puts(b, ",\"annotations\":[],\"logprobs\":[]}");
+    folio_buf_puts(b, ",\"annotations\":[],\"logprobs\":");
+    if (ch)
+        srv_render_token_logprobs(b, r, ch, 0, ch->n_tokens);
+    else
+        folio_buf_puts(b, "[]");
+    folio_buf_puts(b, "}");
 }
 
 /* The message item; text NULL: in progress, no content yet. */
-static void message_item(struct folio_buf *b, const struct srv_comp *comp,
-                         const struct srv_choice *ch, const char *text, size_t len)
+static void message_item(struct folio_buf *b, const struct srv_render *r,
+                         const struct srv_comp *comp, const struct srv_choice *ch, const char *text,
+                         size_t len)
 {
     folio_buf_printf(b,
                      "{\"id\":\"msg_%s\",\"type\":\"message\",\"status\":\"%s\",\"role\":"
@@ -90,7 +100,7 @@ static void message_item(struct folio_buf *b, const struct srv_comp *comp,
                      : cut_short(ch) ? "incomplete"
                                      : "completed");
     if (text)
-        text_part(b, text, len);
+        text_part(b, r, ch, text, len);
     folio_buf_puts(b, "]}");
 }
 
@@ -111,13 +121,14 @@ static void call_item(struct folio_buf *b, const struct srv_comp *comp,
     folio_buf_puts(b, "}");
 }
 
-static void output_json(struct folio_buf *b, const struct srv_comp *comp,
-                        const struct srv_choice *ch, const struct resp_out *o)
+static void output_json(struct folio_buf *b, const struct srv_render *r,
+                        const struct srv_comp *comp, const struct srv_choice *ch,
+                        const struct resp_out *o)
 {
     folio_buf_puts(b, "[");
     bool msg = o->content || !o->n;
     if (msg)
-        message_item(b, comp, ch, o->text, o->content);
+        message_item(b, r, comp, ch, o->text, o->content);
     for (int k = 0; k < o->n; k++) {
         if (msg || k)
             folio_buf_puts(b, ",");
@@ -142,7 +153,7 @@ static void object(struct folio_buf *b, const struct srv_render *r, const struct
     folio_buf_json_str(b, r->model, strlen(r->model));
     folio_buf_puts(b, ",\"output\":");
     if (o)
-        output_json(b, comp, ch, o);
+        output_json(b, r, comp, ch, o);
     else
         folio_buf_puts(b, "[]");
     const char *echo = comp->p.resp && comp->p.resp->echo ? comp->p.resp->echo : "";
@@ -237,29 +248,33 @@ void srv_render_responses_stream_head(struct folio_buf *b, const struct srv_rend
 }
 
 /* The message item opened: output_item.added and content_part.added. */
-static void open_message(struct folio_buf *b, const struct srv_comp *comp,
-                         const struct srv_choice *ch, struct srv_resp_stream *st)
+static void open_message(struct folio_buf *b, const struct srv_render *r,
+                         const struct srv_comp *comp, const struct srv_choice *ch,
+                         struct srv_resp_stream *st)
 {
     event(b, st, "response.output_item.added");
     folio_buf_puts(b, ",\"output_index\":0,\"item\":");
-    message_item(b, comp, ch, NULL, 0);
+    message_item(b, r, comp, ch, NULL, 0);
     event_end(b);
     event(b, st, "response.content_part.added");
     msg_ids(b, comp);
     folio_buf_puts(b, ",\"part\":");
-    text_part(b, "", 0);
+    text_part(b, r, NULL, "", 0);
     event_end(b);
     st->item_open = true;
 }
 
-static void text_delta(struct folio_buf *b, const struct srv_comp *comp, const char *t, size_t n,
+/* A delta of t, with the logprobs of the tokens not yet sent. */
+static void text_delta(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp,
+                       const struct srv_choice *ch, const char *t, size_t n,
                        struct srv_resp_stream *st)
 {
     event(b, st, "response.output_text.delta");
     msg_ids(b, comp);
     folio_buf_puts(b, ",\"delta\":");
     folio_buf_json_str(b, t, n);
-    folio_buf_puts(b, ",\"logprobs\":[]");
+    folio_buf_puts(b, ",\"logprobs\":");
+    srv_render_token_logprobs(b, r, ch, ch->sent_tokens, ch->n_tokens);
     event_end(b);
 }
 
@@ -270,33 +285,34 @@ void srv_render_responses_stream(struct folio_buf *b, const struct srv_render *r
 {
     if (send) {
         if (!st->item_open)
-            open_message(b, comp, ch, st);
-        text_delta(b, comp, all + all_len - send, send, st);
+            open_message(b, r, comp, ch, st);
+        text_delta(b, r, comp, ch, all + all_len - send, send, st);
     }
     if (!final)
         return;
     struct resp_out o;
     out_parse(comp, ch, all, all_len, &o);
     if (!st->item_open && (o.content || !o.n)) {
-        open_message(b, comp, ch, st);
+        open_message(b, r, comp, ch, st);
         if (o.content)
-            text_delta(b, comp, o.text, o.content, st);
+            text_delta(b, r, comp, ch, o.text, o.content, st);
     }
     if (st->item_open) {
         event(b, st, "response.output_text.done");
         msg_ids(b, comp);
         folio_buf_puts(b, ",\"text\":");
         folio_buf_json_str(b, o.text, o.content);
-        folio_buf_puts(b, ",\"logprobs\":[]");
+        folio_buf_puts(b, ",\"logprobs\":");
+        srv_render_token_logprobs(b, r, ch, 0, ch->n_tokens);
         event_end(b);
         event(b, st, "response.content_part.done");
         msg_ids(b, comp);
         folio_buf_puts(b, ",\"part\":");
-        text_part(b, o.text, o.content);
+        text_part(b, r, ch, o.text, o.content);
         event_end(b);
         event(b, st, "response.output_item.done");
         folio_buf_puts(b, ",\"output_index\":0,\"item\":");
-        message_item(b, comp, ch, o.text, o.content);
+        message_item(b, r, comp, ch, o.text, o.content);
         event_end(b);
     }
     for (int k = 0; k < o.n; k++) {

@@ -380,7 +380,8 @@ static void test_responses_bodies(void **state)
          "\"instructions\":\"S\",\"max_output_tokens\":5,\"metadata\":{\"k\":\"v\"},"
          "\"parallel_tool_calls\":true,\"previous_response_id\":null,\"reasoning\":{\"effort\":"
          "null,\"summary\":null},\"store\":false,\"temperature\":0.5,\"text\":{\"format\":{"
-         "\"type\":\"text\"}},\"tool_choice\":\"auto\",\"tools\":[],\"top_p\":0.9,"
+         "\"type\":\"text\"}},\"tool_choice\":\"auto\",\"tools\":[],\"top_logprobs\":0,\"top_p\":0."
+         "9,"
          "\"truncation\":\"disabled\",\"user\":null"},
         /* items: text parts joined, roles kept, a function call attached to
          * the assistant message before it, its output a tool message; the
@@ -405,11 +406,13 @@ static void test_responses_bodies(void **state)
          NULL, "\"parallel_tool_calls\":false,"},
         /* text.format json_schema -> response_format; previous_response_id:
          * the stored conversation first, the instructions not carried */
-        {"{\"input\":\"more\",\"previous_response_id\":\"resp_a\",\"text\":{\"format\":{"
+        {"{\"input\":\"more\",\"previous_response_id\":\"resp_a\",\"include\":[\"message."
+         "output_text.logprobs\"],\"top_logprobs\":2,\"text\":{\"format\":{"
          "\"type\":\"json_schema\",\"name\":\"x\",\"schema\":{\"type\":\"object\"},\"strict\":"
          "true}}}",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"assistant\","
-         "\"content\":\"answer\"},{\"role\":\"user\",\"content\":\"more\"}],\"response_format\":{"
+         "\"content\":\"answer\"},{\"role\":\"user\",\"content\":\"more\"}],\"logprobs\":true,"
+         "\"top_logprobs\":2,\"response_format\":{"
          "\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"type\":"
          "\"object\"},\"strict\":true}}}",
          "[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"assistant\",\"content\":"
@@ -433,6 +436,9 @@ static void test_responses_bodies(void **state)
         assert_true(pr.gen.sp.top_p == pc.gen.sp.top_p);
         assert_int_equal(pr.stream, pc.stream);
         assert_int_equal(!pr.gen.grammar, !pc.gen.grammar);
+        assert_int_equal(pr.chat_logprobs, pc.chat_logprobs);
+        assert_int_equal(pr.gen.n_logprobs, pc.gen.n_logprobs);
+        assert_int_equal(pr.chat_logprobs, i == 2);
         assert_int_equal(pr.n_unknown, 0);
         if (same[i].conv)
             assert_string_equal(pr.resp->conv, same[i].conv);
@@ -478,7 +484,8 @@ static void test_responses_bodies(void **state)
         {"{\"input\":\"a\",\"text\":{\"format\":{\"type\":\"xml\"}}}", "text", 400},
         {"{\"input\":\"a\",\"background\":true}", "background", 400},
         {"{\"input\":\"a\",\"conversation\":\"c\"}", "conversation", 400},
-        {"{\"input\":\"a\",\"include\":[\"message.output_text.logprobs\"]}", "include", 400},
+        {"{\"input\":\"a\",\"include\":[\"file_search_call.results\"]}", "include", 400},
+        {"{\"input\":\"a\",\"top_logprobs\":21}", "top_logprobs", 400},
         {"{\"input\":\"a\",\"reasoning\":{\"effort\":\"high\"}}", "reasoning", 400},
         {"{\"input\":\"a\",\"instructions\":7}", "instructions", 400},
         {"{\"input\":\"a\",\"store\":\"yes\"}", "store", 400},
