@@ -33,8 +33,8 @@
  *     service_tier, prompt_cache_key,
  *     safety_identifier, stream_options
  *   include ["message.output_text.logprobs"] -> logprobs
- *   top_logprobs                        -> top_logprobs (as chat: it
- *                                          implies logprobs)
+ *   top_logprobs                        -> top_logprobs, with include's
+ *                                          logprobs only (as OpenAI)
  * Images, files, reasoning items, hosted tools (web search, file search,
  * ...), `conversation`, `background`, other `include` values and
  * reasoning effort are refused with a 400 naming them.  Other fields are unknown fields, as for
@@ -317,6 +317,22 @@ static int add_or(cJSON *o, const char *k, const cJSON *v, cJSON *def)
     return cJSON_AddItemToObject(o, k, x) ? 0 : -ENOMEM;
 }
 
+/* text as the response repeats it: as given, with the default format
+ * when it names none (def: {"format":{"type":"text"}}, taken). */
+static cJSON *text_echo(const cJSON *given, cJSON *def)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(given, "format");
+    if (!cJSON_IsObject(given) || !def)
+        return def;
+    cJSON *t = cJSON_Duplicate(given, true);
+    if (t && (!f || cJSON_IsNull(f))) {
+        cJSON_DeleteItemFromObjectCaseSensitive(t, "format");
+        cJSON_AddItemToObject(t, "format", cJSON_DetachItemFromObject(def, "format"));
+    }
+    cJSON_Delete(def);
+    return t;
+}
+
 /* The echo as JSON members ("k":v,...; no braces), into *out. */
 static int echo_render(const struct echo *e, char **out)
 {
@@ -333,6 +349,7 @@ static int echo_render(const struct echo *e, char **out)
     cJSON *tf = text ? cJSON_GetObjectItemCaseSensitive(text, "format") : NULL;
     if (tf)
         cJSON_AddStringToObject(tf, "type", "text");
+    text = text_echo(e->text, text);
     if (!rc && !(rc = add_or(o, "instructions", e->instructions, cJSON_CreateNull())) &&
         !(rc = add_or(o, "max_output_tokens", e->max_output_tokens, cJSON_CreateNull())) &&
         !(rc = add_or(o, "metadata", e->metadata, cJSON_CreateObject())) &&
@@ -342,7 +359,7 @@ static int echo_render(const struct echo *e, char **out)
         !(rc = add_or(o, "reasoning", NULL, reasoning)) &&
         !(rc = add_or(o, "store", NULL, cJSON_CreateBool(e->store))) &&
         !(rc = add_or(o, "temperature", e->temperature, cJSON_CreateNumber(1.0))) &&
-        !(rc = add_or(o, "text", e->text, text)) &&
+        !(rc = add_or(o, "text", NULL, text)) &&
         !(rc = add_or(o, "tool_choice", e->tool_choice, cJSON_CreateString("auto"))) &&
         !(rc = add_or(o, "tools", e->tools, cJSON_CreateArray())) &&
         !(rc = add_or(o, "top_logprobs", e->top_logprobs, cJSON_CreateNumber(0))) &&
@@ -467,8 +484,9 @@ static int field(const cJSON *f, cJSON *c, struct echo *e, const cJSON **input,
                 NOMEM(cJSON_AddTrueToObject(c, "logprobs"));
         }
     } else if (!strcmp(k, "top_logprobs")) {
-        if (!cJSON_IsNull(f))
-            NOMEM(cJSON_AddItemToObject(c, "top_logprobs", cJSON_Duplicate(f, false)));
+        int64_t n; /* the chat's only with include's logprobs (translate) */
+        if (!cJSON_IsNull(f) && srv__get_int(f, k, 0, SAMPLER_MAX_TOP, &n, err))
+            return -EINVAL;
         e->top_logprobs = f;
     } else if (!strcmp(k, "prompt"))
         return refuse_set(f, k, "there are no stored prompt templates", err);
@@ -514,6 +532,11 @@ static int translate(const char *body, size_t len, srv_resp_lookup_fn lookup, vo
         srv_api_error_set(err, 400, "invalid_request_error", "input", NULL, "'input' is required");
         rc = -EINVAL;
     }
+    /* alternatives per token only where include asks for logprobs, as OpenAI */
+    if (!rc && e.top_logprobs && !cJSON_IsNull(e.top_logprobs) &&
+        cJSON_GetObjectItemCaseSensitive(c, "logprobs") &&
+        !cJSON_AddItemToObject(c, "top_logprobs", cJSON_Duplicate(e.top_logprobs, false)))
+        rc = -ENOMEM;
     if (!rc && e.prev) {
         const char *prev = lookup ? lookup(lookup_ctx, e.prev) : NULL;
         if (!prev) {

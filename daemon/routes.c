@@ -289,8 +289,13 @@ static void route_response(struct srv *s, struct http_conn *c, const struct http
     }
     if (!found) {
         struct srv_api_error e;
-        srv_api_error_set(&e, 404, "invalid_request_error", NULL, "response_not_found",
-                          "Response with id '%s' not found.", valid ? id : "?");
+        if (!valid && memchr(p, '/', n))
+            srv_api_error_set(&e, 404, "invalid_request_error", NULL, NULL,
+                              "%.*s is not served (GET and DELETE /v1/responses/{id} are)",
+                              (int)FOLIO_MIN(rq->path_len, 120), rq->url);
+        else
+            srv_api_error_set(&e, 404, "invalid_request_error", NULL, "response_not_found",
+                              "Response with id '%s' not found.", valid ? id : "?");
         http_error(c, &e, NULL);
         return;
     }

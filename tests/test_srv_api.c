@@ -463,6 +463,17 @@ static void test_responses_bodies(void **state)
     assert_string_equal(p.unknown, "other");
     srv_comp_params_free(&p);
 
+    /* top_logprobs alone asks for no logprobs (include does); text without
+     * a format repeats the default one */
+    assert_int_equal(
+        responses("{\"input\":\"a\",\"top_logprobs\":3,\"text\":{\"verbosity\":\"low\"}}", &p, &e),
+        0);
+    assert_false(p.chat_logprobs);
+    assert_non_null(strstr(p.resp->echo, "\"top_logprobs\":3"));
+    assert_non_null(
+        strstr(p.resp->echo, "\"text\":{\"verbosity\":\"low\",\"format\":{\"type\":\"text\"}}"));
+    srv_comp_params_free(&p);
+
     static const struct {
         const char *body, *param;
         int status;
