@@ -187,8 +187,16 @@ static void stream_emit(struct srv_choice *ch, bool final)
     struct folio_buf b = {0};
     struct srv_render r = renderer(comp->srv);
     if (comp->p.messages) { /* Anthropic's events (render.h) */
-        srv_render_message_stream(&b, &r, comp, ch, send, !ch->role_sent, final);
+        /* text that may be a tool call is held (tools.c) */
+        int hold = comp->p.tools ? srv_tools_stream_hold(comp, ch, final) : 0;
+        if (hold == 1 && ch->role_sent)
+            return;
+        srv_render_message_stream(&b, &r, comp, ch, send, !ch->role_sent, final, hold, &ch->rs);
         ch->role_sent = true;
+        if (hold == 1) {
+            stream_send(comp, &b);
+            return;
+        }
         ch->sent_tokens = ch->n_tokens;
         if (send) {
             ch->text.len = 0;

@@ -90,20 +90,29 @@ void srv_render_rerank(struct folio_buf *b, const struct srv_render *r,
  * {"id","object":"list","created","model","data":[{"index","object":
  * "score","score"}...],"usage":{prompt_tokens,total_tokens}}. */
 void srv_render_score(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp);
+/* The state of a Responses or Messages stream. */
+struct srv_resp_stream {
+    int64_t seq;    /* the next event's sequence_number */
+    bool item_open; /* the message item was added */
+};
 /* Anthropic's Messages API (comp->p.messages, one choice): the response
  * body {"id","type":"message","role":"assistant","model","content":
- * [{"type":"text","text"}],"stop_reason" (end_turn, max_tokens,
- * stop_sequence),"stop_sequence","usage":{"input_tokens","output_tokens",
+ * [{"type":"text","text"}, {"type":"tool_use","id","name","input"}...],
+ * "stop_reason" (end_turn, max_tokens, stop_sequence, tool_use),
+ * "stop_sequence","usage":{"input_tokens","output_tokens",
  * "cache_read_input_tokens"}}; and its stream's events for one emit of
- * ch: with first message_start, content_block_start and ping; with send
+ * ch, hold as srv_tools_stream_hold said (0 without tools): with first
+ * message_start, content_block_start (unless held) and ping; with send
  * > 0 a content_block_delta of ch->text's first send bytes; with final
- * content_block_stop, message_delta (stop_reason, output_tokens) and
- * message_stop. */
+ * the text block's end, each tool call's block (hold 2: ch->text parsed
+ * whole), message_delta (stop_reason, output_tokens) and message_stop.
+ * *st: whether the text block opened. */
 void srv_render_message(struct folio_buf *b, const struct srv_render *r,
                         const struct srv_comp *comp);
 void srv_render_message_stream(struct folio_buf *b, const struct srv_render *r,
                                const struct srv_comp *comp, const struct srv_choice *ch,
-                               size_t send, bool first, bool final);
+                               size_t send, bool first, bool final, int hold,
+                               struct srv_resp_stream *st);
 /* OpenAI's Responses API (comp->p.responses, one choice; shapes in
  * render_responses.c).  srv_render_responses: the response object for the
  * choice's whole text (text, len), its tool calls parsed as a chat
@@ -116,10 +125,6 @@ void srv_render_message_stream(struct folio_buf *b, const struct srv_render *r,
  * final the items closed, the tool calls' items, and response.completed
  * (or .incomplete).  The stream's state (sequence numbers, the message
  * item opened) is *st, which these advance. */
-struct srv_resp_stream {
-    int64_t seq;    /* the next event's sequence_number */
-    bool item_open; /* the message item was added */
-};
 void srv_render_responses(struct folio_buf *b, const struct srv_render *r,
                           const struct srv_comp *comp, const char *text, size_t len);
 void srv_render_responses_conv(struct folio_buf *b, const struct srv_comp *comp, const char *text,

@@ -52,13 +52,7 @@ static void out_parse(const struct srv_comp *comp, const struct srv_choice *ch, 
                       size_t len, struct resp_out *o)
 {
     *o = (struct resp_out){text ? text : "", len, len, NULL, 0};
-    const struct srv_tools *t = comp->p.tools;
-    if (ch->tool_mode == 1 || !srv_tools_offered(&comp->p) || !t->fmt)
-        return;
-    if (srv_tool_calls_parse(t->fmt, o->text, len, &o->calls, &o->n, &o->content) || !o->n) {
-        o->n = 0;
-        o->content = len;
-    }
+    srv_tools_choice_calls(comp, ch, o->text, len, &o->calls, &o->n, &o->content);
 }
 
 /* The id's part after "resp_": the message's and the calls' ids share it. */

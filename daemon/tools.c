@@ -561,6 +561,24 @@ int srv_tool_calls_parse(const struct chat_tool_format *fmt, const char *text, s
     return 0;
 }
 
+int srv_tools_choice_calls(const struct srv_comp *comp, const struct srv_choice *ch,
+                           const char *text, size_t len, struct srv_tool_call **calls, int *n,
+                           size_t *content)
+{
+    const struct srv_tools *t = comp->p.tools;
+    *calls = NULL;
+    *n = 0;
+    *content = len;
+    if (ch->tool_mode == 1 || !srv_tools_offered(&comp->p) || !t->fmt)
+        return 0;
+    int rc = srv_tool_calls_parse(t->fmt, text, len, calls, n, content);
+    if (rc || !*n) {
+        *n = 0;
+        *content = len;
+    }
+    return rc == -ENOMEM ? rc : 0;
+}
+
 static void tool_calls_json(struct folio_buf *b, const struct srv_comp *comp, int choice,
                             const struct srv_tool_call *c, int n)
 {

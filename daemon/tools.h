@@ -77,6 +77,13 @@ struct srv_tool_call {
 int srv_tool_calls_parse(const struct chat_tool_format *fmt, const char *text, size_t len,
                          struct srv_tool_call **calls, int *n, size_t *content_len);
 void srv_tool_calls_free(struct srv_tool_call *calls, int n);
+/* A choice's whole text as tool calls, when tools are offered and the
+ * text was not already streamed as text (tool_mode 1): *n calls (free
+ * with srv_tool_calls_free) after *content bytes of text; else 0 calls
+ * and *content = len.  0 or -ENOMEM. */
+int srv_tools_choice_calls(const struct srv_comp *comp, const struct srv_choice *ch,
+                           const char *text, size_t len, struct srv_tool_call **calls, int *n,
+                           size_t *content);
 
 /* Non-stream chat response: writes choice i as an assistant message with
  * tool_calls (finish_reason "tool_calls") and returns true, or returns

@@ -32,6 +32,7 @@
 #include "api.h"
 #include "folio/chat.h"
 #include "folio/common.h"
+#include "tools.h"
 
 static const struct eng_model_info mi = {
     .name = "m", .n_vocab = 100, .ctx_len = 64, .eos_id = 2, .has_tokenizer = false, .n_embd = 16};
@@ -552,6 +553,42 @@ static void test_messages_bodies(void **state)
          "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
          "\"assistant\",\"content\":\"The answer is\"}],\"continue_final_message\":true}"},
     };
+    /* tools: an assistant's tool_use blocks its tool_calls, a user's
+     * tool_result blocks tool messages before its text; tools and
+     * tool_choice re-shaped (parsed on a model with room for them) */
+    static const char *const tool_msg =
+        "{\"max_tokens\":5,\"tools\":[{\"name\":\"f\",\"description\":\"F\",\"input_schema\":{"
+        "\"type\":\"object\"}}],\"tool_choice\":{\"type\":\"auto\",\"disable_parallel_tool_use\":"
+        "true},\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+        "\"content\":[{\"type\":\"text\",\"text\":\"ok\"},{\"type\":\"tool_use\",\"id\":\"t1\","
+        "\"name\":\"f\",\"input\":{\"a\":1}}]},{\"role\":\"user\",\"content\":[{\"type\":"
+        "\"tool_result\",\"tool_use_id\":\"t1\",\"content\":[{\"type\":\"text\",\"text\":\"42\"}]},"
+        "{\"type\":\"tool_result\",\"tool_use_id\":\"t2\",\"content\":\"x\",\"is_error\":true},"
+        "{\"type\":\"text\",\"text\":\"go on\"}]}]}";
+    static const char *const tool_chat =
+        "{\"max_tokens\":5,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+        "\"description\":\"F\",\"parameters\":{\"type\":\"object\"}}}],\"tool_choice\":\"auto\","
+        "\"parallel_tool_calls\":false,\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{"
+        "\"role\":\"assistant\",\"content\":\"ok\",\"tool_calls\":[{\"id\":\"t1\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},{\"role\":"
+        "\"tool\",\"tool_call_id\":\"t1\",\"content\":\"42\"},{\"role\":\"tool\",\"tool_call_id\":"
+        "\"t2\",\"content\":\"Error: x\"},{\"role\":\"user\",\"content\":\"go on\"}]}";
+    {
+        struct srv_comp_params pm, pc;
+        struct srv_api_error e = {0};
+        if (srv_messages_parse(tool_msg, strlen(tool_msg), false, &resp_mi, CHAT_TMPL_CHATML,
+                               fake_tok, NULL, &pm, &e))
+            fail_msg("tools: %s", e.message);
+        if (srv_chat_parse(tool_chat, strlen(tool_chat), &resp_mi, CHAT_TMPL_CHATML, fake_tok, NULL,
+                           &pc, &e))
+            fail_msg("tools chat: %s", e.message);
+        assert_string_equal(pm.prompt_text[0], pc.prompt_text[0]);
+        assert_non_null(pm.tools);
+        assert_int_equal(pm.tools->n_tools, 1);
+        assert_false(pm.tools->parallel);
+        srv_comp_params_free(&pm);
+        srv_comp_params_free(&pc);
+    }
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(same); i++) {
         struct srv_comp_params pm, pc;
         struct srv_api_error e;
@@ -605,6 +642,19 @@ static void test_messages_bodies(void **state)
         {"{\"max_tokens\":5,\"tools\":[{\"name\":\"f\"}],\"messages\":[{\"role\":\"user\","
          "\"content\":\"a\"}]}",
          "tools", 400},
+        {"{\"max_tokens\":5,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"w\"}],"
+         "\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
+         "tools", 400},
+        {"{\"max_tokens\":5,\"tool_choice\":{\"type\":\"tool\"},\"messages\":[{\"role\":"
+         "\"user\",\"content\":\"a\"}]}",
+         "tool_choice", 400},
+        {"{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+         "\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}]}]}",
+         "messages", 400},
+        {"{\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":"
+         "\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\","
+         "\"input\":[]}]},{\"role\":\"user\",\"content\":\"b\"}]}",
+         "messages", 400},
         {"{\"max_tokens\":5,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},"
          "\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}",
          "thinking", 400},

@@ -765,8 +765,9 @@ static void test_message_response(void **state)
         folio_buf_free(&b);
 
         /* the stream: start (first), one delta (send), the end (final) */
-        srv_render_message_stream(&b, &R, &comp, &ch, 3, true, false);
-        srv_render_message_stream(&b, &R, &comp, &ch, ch.text.len, false, true);
+        struct srv_resp_stream st = {0};
+        srv_render_message_stream(&b, &R, &comp, &ch, 3, true, false, 0, &st);
+        srv_render_message_stream(&b, &R, &comp, &ch, ch.text.len, false, true, 0, &st);
         char types[16][48];
         cJSON *d[16];
         int n = msg_events(b.p, types, d, 16);
@@ -796,6 +797,81 @@ static void test_message_response(void **state)
         tok_detok_free(ch.dt);
         ch.dt = NULL;
     }
+    folio_buf_free(&ch.text);
+}
+
+/* Anthropic's tool_use: a call in the text is a tool_use block after the
+ * text before it, stop_reason tool_use; streamed (held to the end) as the
+ * text's block, then the call's block with its input as one
+ * input_json_delta. */
+static void test_message_tool_use(void **state)
+{
+    (void)state;
+    struct srv_comp comp = {0};
+    struct srv_choice ch = {0};
+    comp.p.chat = comp.p.messages = true;
+    snprintf(comp.id, sizeof(comp.id), "msg-9");
+    comp.n_choices = 1;
+    comp.ch = &ch;
+    ch.comp = &comp;
+    ch.n_tokens = 30;
+    ch.finish = ENG_FINISH_STOP;
+    struct srv_tool tool = {.name = "f", .params = "{}", .def = "{}"};
+    struct srv_tools tools = {.tools = &tool,
+                              .n_tools = 1,
+                              .choice = SRV_TC_AUTO,
+                              .fmt = chat_tool_format(CHAT_TMPL_CHATML)};
+    comp.p.tools = &tools;
+    folio_buf_puts(&ch.text,
+                   "ok<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>");
+    struct folio_buf b = {0};
+    srv_render_message(&b, &R, &comp);
+    cJSON *j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "stop_reason")->valuestring, "tool_use");
+    const cJSON *content = cJSON_GetObjectItem(j, "content");
+    assert_int_equal(cJSON_GetArraySize(content), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(content, 0), "text")->valuestring,
+                        "ok");
+    const cJSON *use = cJSON_GetArrayItem(content, 1);
+    assert_string_equal(cJSON_GetObjectItem(use, "type")->valuestring, "tool_use");
+    assert_string_equal(cJSON_GetObjectItem(use, "id")->valuestring, "toolu_9_0");
+    assert_string_equal(cJSON_GetObjectItem(use, "name")->valuestring, "f");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(use, "input"), "a")->valueint, 1);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    /* the stream: the head while held, then everything at the end */
+    struct srv_resp_stream st = {0};
+    srv_render_message_stream(&b, &R, &comp, &ch, 0, true, false, 1, &st);
+    srv_render_message_stream(&b, &R, &comp, &ch, ch.text.len, false, true, 2, &st);
+    char types[16][48];
+    cJSON *d[16];
+    int n = msg_events(b.p, types, d, 16);
+    static const char *const want[] = {"message_start",       "ping",
+                                       "content_block_start", "content_block_delta",
+                                       "content_block_stop",  "content_block_start",
+                                       "content_block_delta", "content_block_stop",
+                                       "message_delta",       "message_stop"};
+    assert_int_equal(n, (int)FOLIO_ARRAY_LEN(want));
+    for (int k = 0; k < n; k++)
+        assert_string_equal(types[k], want[k]);
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(d[3], "delta"), "text")->valuestring, "ok");
+    assert_int_equal(cJSON_GetObjectItem(d[5], "index")->valueint, 1);
+    const cJSON *blk = cJSON_GetObjectItem(d[5], "content_block");
+    assert_string_equal(cJSON_GetObjectItem(blk, "type")->valuestring, "tool_use");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(blk, "input")), 0);
+    const cJSON *dj = cJSON_GetObjectItem(d[6], "delta");
+    assert_string_equal(cJSON_GetObjectItem(dj, "type")->valuestring, "input_json_delta");
+    cJSON *in = cJSON_Parse(cJSON_GetObjectItem(dj, "partial_json")->valuestring);
+    assert_int_equal(cJSON_GetObjectItem(in, "a")->valueint, 1);
+    cJSON_Delete(in);
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(d[8], "delta"), "stop_reason")->valuestring,
+        "tool_use");
+    for (int k = 0; k < n; k++)
+        cJSON_Delete(d[k]);
+    folio_buf_free(&b);
     folio_buf_free(&ch.text);
 }
 
@@ -997,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_rerank_response),
         cmocka_unit_test(test_message_response),
         cmocka_unit_test(test_responses_render),
+        cmocka_unit_test(test_message_tool_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

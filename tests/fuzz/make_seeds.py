@@ -314,6 +314,10 @@ MESSAGES_BODIES = [
     b'"stop_sequences":["x"],"temperature":0.5,"stream":true,"metadata":{"user_id":"u"}}',
     b'{"max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}],'
     b'"thinking":{"type":"disabled"},"tools":[]}',
+    b'{"max_tokens":4,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":'
+    b'{"type":"any"},"messages":[{"role":"user","content":"q"},{"role":"assistant","content":'
+    b'[{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]},{"role":"user","content":'
+    b'[{"type":"tool_result","tool_use_id":"t","content":"1","is_error":true}]}]}',
 ]
 
 RESPONSES_BODIES = [

@@ -11,6 +11,9 @@
 #     a final assistant message is continued (prefill) as
 #     continue_final_message continues it;
 #   - refusals in Anthropic's error shape; x-api-key works as a bearer key;
+#   - tools: a forced call is a tool_use block equal to the chat's tool
+#     call, streamed as its block; tool_use / tool_result blocks sent back
+#     answer as the chat's tool_calls and tool message;
 #   - the @anthropic-ai/sdk client (npm) creates and streams messages.
 . "$SRCDIR/lib.sh"
 
@@ -67,10 +70,51 @@ bad() { # STATUS TYPE BODY: an error in Anthropic's shape
 }
 bad 400 invalid_request_error '{"messages":[{"role":"user","content":"a"}]}'
 bad 400 invalid_request_error '{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}'
-bad 400 invalid_request_error '{"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"messages":[{"role":"user","content":"a"}]}'
+bad 400 invalid_request_error '{"max_tokens":5,"tools":[{"type":"bash_20250124","name":"bash"}],"messages":[{"role":"user","content":"a"}]}'
+bad 400 invalid_request_error '{"max_tokens":5,"tools":[{"name":"f"}],"messages":[{"role":"user","content":"a"}]}'
+bad 400 invalid_request_error '{"max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}]}'
 bad 400 invalid_request_error 'not json'
 bad 404 not_found_error '{"model":"other","max_tokens":5,"messages":[{"role":"user","content":"a"}]}'
 ok "refusals: 400 invalid_request_error, 404 not_found_error, in Anthropic's shape"
+
+# tools: a forced call is a tool_use block (the chat's tool call: the same
+# name, its arguments as input), stop_reason tool_use; streamed as its
+# block (input_json_delta); the call and its tool_result sent back answer
+# as the chat completion with the assistant's tool_calls and a tool message
+schema='{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}'
+atools="[{\"name\":\"get_weather\",\"description\":\"weather\",\"input_schema\":$schema}]"
+ctools="[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"weather\",\"parameters\":$schema}}]"
+q='[{"role":"user","content":"Weather in Paris?"}]'
+tm=$(body_of "$(msg "{\"max_tokens\":64,\"temperature\":0,\"messages\":$q,\"tools\":$atools,\"tool_choice\":{\"type\":\"any\"}}")")
+tc=$(body_of "$(req POST /v1/chat/completions "{\"max_tokens\":64,\"temperature\":0,\"messages\":$q,\"tools\":$ctools,\"tool_choice\":\"required\"}")")
+jq -e --argjson c "$tc" '.stop_reason == "tool_use" and (.content | length) == 1 and
+  .content[0].type == "tool_use" and (.content[0].id | startswith("toolu_")) and
+  .content[0].name == $c.choices[0].message.tool_calls[0].function.name and
+  .content[0].input == ($c.choices[0].message.tool_calls[0].function.arguments | fromjson) and
+  .usage.output_tokens == $c.usage.completion_tokens' <<<"$tm" >/dev/null || fail "tool_use: $tm / $tc"
+s=$(curl -sN --unix-socket "$SOCK" -H 'Content-Type: application/json' --data-binary \
+  "{\"max_tokens\":64,\"temperature\":0,\"stream\":true,\"messages\":$q,\"tools\":$atools,\"tool_choice\":{\"type\":\"tool\",\"name\":\"get_weather\"}}" \
+  http://x/v1/messages)
+types=$(grep '^event: ' <<<"$s" | cut -c8- | paste -sd, -)
+[ "$types" = message_start,ping,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop ] ||
+  fail "tool_use stream events: $types"
+grep '^data: ' <<<"$s" | cut -c7- | jq -se --argjson m "$tm" '
+  (map(select(.type == "content_block_start"))[0].content_block | .type == "tool_use" and
+   .name == "get_weather" and .input == {}) and
+  (map(select(.type == "content_block_delta"))[0].delta | .type == "input_json_delta" and
+   (.partial_json | fromjson) == $m.content[0].input) and
+  map(select(.type == "message_delta"))[0].delta.stop_reason == "tool_use"' >/dev/null ||
+  fail "tool_use stream: $s"
+args=$(jq -c '.content[0].input' <<<"$tm")
+back=$(msg "{\"max_tokens\":8,\"temperature\":0,\"tools\":$atools,\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Checking.\"},{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":$args}]},{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\",\"content\":[{\"type\":\"text\",\"text\":\"sunny\"}]}]}]}")
+cback=$(req POST /v1/chat/completions "$(jq -cn --argjson t "$ctools" --arg a "$args" '{max_tokens: 8, temperature: 0, tools: $t,
+  messages: [{role: "user", content: "Weather in Paris?"}, {role: "assistant", content: "Checking.",
+  tool_calls: [{id: "toolu_1", type: "function", function: {name: "get_weather", arguments: $a}}]},
+  {role: "tool", tool_call_id: "toolu_1", content: "sunny"}]}')")
+[ "$(body_of "$back" | jq -c '[.content[0].text, .usage.input_tokens]')" = \
+  "$(body_of "$cback" | jq -c '[.choices[0].message.content, .usage.prompt_tokens]')" ] ||
+  fail "tool_result round trip: $back / $cback"
+ok "tools: tool_use = the chat's call (stop_reason tool_use), streamed as its block; tool_result = the chat's tool message"
 stop_daemon || fail "exit status"
 
 # TCP with a key: x-api-key as Anthropic's clients send it
@@ -89,7 +133,7 @@ ok "x-api-key: the operator's key 200, a wrong one 401 authentication_error"
 if ensure_anthropic; then
   cp "$SRCDIR/anthropic_client.mjs" "$NMA/"
   node "$NMA/anthropic_client.mjs" "http://127.0.0.1:$port" sk-test-op || fail "the @anthropic-ai/sdk client"
-  ok "@anthropic-ai/sdk: messages.create, messages.stream (same text), countTokens, NotFoundError"
+  ok "@anthropic-ai/sdk: messages.create, messages.stream (same text), countTokens, NotFoundError, a tool round trip"
 else
   echo "SKIP: @anthropic-ai/sdk (npm)"
 fi
