@@ -85,7 +85,9 @@ r=$(req POST /v1/completions '{"prompt":[1,2],"max_tokens":50}')
 stop_daemon || fail "exit status"
 
 # --- drain: /health 503 on a kept-alive connection; drain-timeout event --------
-FOLIO_FAKE_STEP_US=2000 start_daemon "$FOLIOD_FAKE" --kv-blocks 1024 --drain-timeout-ms 600
+# (the drain lasts long enough for the client's second /health on a loaded
+# machine, and ends before the 4 s stream would)
+FOLIO_FAKE_STEP_US=2000 start_daemon "$FOLIOD_FAKE" --kv-blocks 1024 --drain-timeout-ms 1500
 $E drainhealth "$SOCK" "$T/signalled" >"$T/dh.out" 2>&1 &
 HP=$!
 $E streamerror "$SOCK" drain_timeout 2000 >"$T/se.out" 2>&1 &
