@@ -21,7 +21,8 @@
  *   tool_choice {type auto|any|none|   -> "auto" | "required" | "none" |
  *     tool, name}                         {function: {name}};
  *     disable_parallel_tool_use           parallel_tool_calls false
- *   max_tokens (required), temperature, top_p, top_k, stream, model
+ *   max_tokens (required), temperature, top_p, top_k, stream, model,
+ *     and vLLM's seed, ignore_eos, min_p, logit_bias, penalties
  *                                      -> the same chat fields
  *   stop_sequences                     -> stop
  *   metadata, thinking {type disabled} -> nothing
@@ -316,6 +317,23 @@ static int translate_tool_choice(const cJSON *v, cJSON *chat, struct srv_api_err
     return ok ? 0 : -ENOMEM;
 }
 
+/* vLLM's sampling fields beside Anthropic's, passed to the chat body as
+ * they are (seed and ignore_eos make load tests repeatable). */
+static bool vllm_extra(const char *k)
+{
+    static const char *const keys[] = {"seed",
+                                       "ignore_eos",
+                                       "min_p",
+                                       "logit_bias",
+                                       "presence_penalty",
+                                       "frequency_penalty",
+                                       "repetition_penalty"};
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(keys); i++)
+        if (!strcmp(k, keys[i]))
+            return true;
+    return false;
+}
+
 /* The chat completion body a Messages body means, into *chat (cJSON,
  * the caller's); unknown fields noted in p.  count: count_tokens's body
  * (no max_tokens). */
@@ -344,8 +362,9 @@ static int translate(const char *body, size_t len, bool count, cJSON **chat,
         else if (!strcmp(k, "messages"))
             messages = f;
         else if (!strcmp(k, "model") ||
-                 (!count && (!strcmp(k, "max_tokens") || !strcmp(k, "temperature") ||
-                             !strcmp(k, "top_p") || !strcmp(k, "top_k") || !strcmp(k, "stream")))) {
+                 (!count &&
+                  (!strcmp(k, "max_tokens") || !strcmp(k, "temperature") || !strcmp(k, "top_p") ||
+                   !strcmp(k, "top_k") || !strcmp(k, "stream") || vllm_extra(k)))) {
             if (!cJSON_AddItemToObject(c, k, cJSON_Duplicate(f, true)))
                 rc = -ENOMEM;
         } else if (!count && !strcmp(k, "stop_sequences")) {

@@ -238,6 +238,52 @@ static void test_chunk_scan(void **state)
     assert_true(c.has_error);
     scan_ok("{\"choices\":[{\"text\":\"error\",\"x\":{\"error\":1}}]}", &c);
     assert_false(c.has_error);
+    /* OpenAI Responses events: only output_text.delta is text; the final
+     * response (its output repeats the text) carries usage */
+    scan_ok("{\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"item_id\":\"m\","
+            "\"delta\":\" Hi\",\"logprobs\":[]}",
+            &c);
+    assert_int_equal(c.n_tokens, 1);
+    scan_ok("{\"type\":\"response.output_text.done\",\"text\":\" Hi there\"}", &c);
+    assert_int_equal(c.n_tokens, 0);
+    scan_ok("{\"type\":\"response.created\",\"response\":{\"status\":\"in_progress\","
+            "\"error\":null,\"text\":{\"format\":{\"type\":\"text\"}},\"usage\":null}}",
+            &c);
+    assert_false(c.has_usage || c.has_error || c.n_tokens);
+    scan_ok("{\"type\":\"response.completed\",\"response\":{\"output\":[{\"content\":[{"
+            "\"type\":\"output_text\",\"text\":\" Hi there\"}]}],\"usage\":{\"input_tokens\":7,"
+            "\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":2,"
+            "\"total_tokens\":9}}}",
+            &c);
+    assert_int_equal(c.n_tokens, 0);
+    assert_true(c.has_usage);
+    assert_int_equal(c.usage_completion, 2);
+    assert_int_equal(c.usage_prompt, 7);
+    scan_ok("{\"type\":\"response.failed\",\"response\":{}}", &c);
+    assert_true(c.has_error);
+    /* Anthropic Messages events: content_block_delta text; usage in
+     * message_start (input) and message_delta (output only) */
+    scan_ok("{\"type\":\"message_start\",\"message\":{\"content\":[],\"usage\":{"
+            "\"input_tokens\":7,\"output_tokens\":0}}}",
+            &c);
+    assert_true(c.has_usage && !c.n_tokens);
+    assert_int_equal(c.usage_prompt, 7);
+    scan_ok("{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+            "\"text_delta\",\"text\":\" Hi\"}}",
+            &c);
+    assert_int_equal(c.n_tokens, 1);
+    scan_ok("{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+            "\"text\",\"text\":\"x\"}}",
+            &c);
+    assert_int_equal(c.n_tokens, 0);
+    scan_ok("{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},"
+            "\"usage\":{\"output_tokens\":16}}",
+            &c);
+    assert_true(c.has_usage);
+    assert_int_equal(c.usage_completion, 16);
+    assert_int_equal(c.usage_prompt, -1);
+    scan_ok("{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}", &c);
+    assert_true(c.has_error);
     /* [DONE] */
     scan_ok("[DONE]", &c);
     assert_true(c.done);

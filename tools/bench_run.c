@@ -259,9 +259,10 @@ static void on_chunk(void *user, const char *data, size_t len)
         finish(c, false, "finish_reason error", "the server ended the choice with an error");
         return;
     }
-    if (ch.has_usage) {
+    if (ch.has_usage) { /* Anthropic's message_delta has output_tokens only */
         r->usage_completion = ch.usage_completion;
-        r->usage_prompt = ch.usage_prompt;
+        if (ch.usage_prompt >= 0)
+            r->usage_prompt = ch.usage_prompt;
     }
     if (ch.n_tokens <= 0)
         return;

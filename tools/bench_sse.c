@@ -18,7 +18,10 @@
  *
  * The chunk scanner walks one JSON payload once, without a tree: it keeps
  * the last object key it saw and the nesting depth, and looks only at the
- * keys it needs (text / content, token_ids, finish_reason, usage.*, error).
+ * keys it needs (text / content / delta, token_ids, finish_reason, usage.*,
+ * error, and a top-level "type": OpenAI Responses and Anthropic Messages
+ * events name themselves, and only their text deltas count as text;
+ * their usage says input_tokens / output_tokens).
  * Strings are skipped with their escapes, so key names quoted inside text
  * never match.
  */
@@ -179,6 +182,8 @@ int bench_chunk_scan(const char *p, size_t n, struct bench_chunk *out)
     int ids_depth = -1; /* depth of the token_ids array being counted */
     bool ids_elem = false;
     int32_t n_ids = 0;
+    const char *type = NULL; /* the event's own "type" (Responses, Messages) */
+    size_t type_len = 0;
     while (s.p < s.end) {
         char c = *s.p;
         if (c == '"') {
@@ -195,7 +200,13 @@ int bench_chunk_scan(const char *p, size_t n, struct bench_chunk *out)
                     out->has_error = true;
                 continue;
             }
-            if (key && (key_is(key, key_len, "text") || key_is(key, key_len, "content")) && len)
+            if (key && depth == 1 && key_is(key, key_len, "type")) {
+                type = str;
+                type_len = len;
+            } else if (key &&
+                       (key_is(key, key_len, "text") || key_is(key, key_len, "content") ||
+                        key_is(key, key_len, "delta")) &&
+                       len)
                 out->has_text = true;
             else if (key && key_is(key, key_len, "finish_reason")) {
                 out->finished = true;
@@ -259,10 +270,12 @@ int bench_chunk_scan(const char *p, size_t n, struct bench_chunk *out)
             if (ids_depth == depth)
                 ids_elem = true;
             if (usage_depth == depth && key) {
-                if (key_is(key, key_len, "completion_tokens")) {
+                if (key_is(key, key_len, "completion_tokens") ||
+                    key_is(key, key_len, "output_tokens")) {
                     out->usage_completion = (int64_t)v;
                     out->has_usage = true;
-                } else if (key_is(key, key_len, "prompt_tokens"))
+                } else if (key_is(key, key_len, "prompt_tokens") ||
+                           key_is(key, key_len, "input_tokens"))
                     out->usage_prompt = (int64_t)v;
             }
             key = NULL;
@@ -276,6 +289,15 @@ int bench_chunk_scan(const char *p, size_t n, struct bench_chunk *out)
     }
     if (depth != 0)
         return -EINVAL;
+    /* Responses and Messages events: only their text deltas carry new
+     * text (the others repeat it: .done events, the final response);
+     * an "error" event is an error */
+    if (type && type_len > 9 && !memcmp(type, "response.", 9))
+        out->has_text &= key_is(type, type_len, "response.output_text.delta");
+    else if (type && !key_is(type, type_len, "content_block_delta"))
+        out->has_text = false;
+    if (type && (key_is(type, type_len, "error") || key_is(type, type_len, "response.failed")))
+        out->has_error = true;
     if (out->has_token_ids)
         out->n_tokens = n_ids;
     else

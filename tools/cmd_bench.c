@@ -49,9 +49,11 @@ static void usage(FILE *out)
             "  --socket PATH           Unix socket; repeat to spread tenants over sockets\n"
             "                          (default $XDG_RUNTIME_DIR/foliod.sock, else ./foliod.sock)\n"
             "  --url URL               http://HOST:PORT[/prefix] over TCP instead\n"
-            "  --endpoint PATH         /v1/completions (default), /v1/chat/completions, or\n"
-            "                          /v1/embeddings (one input a request; TTFT is the\n"
-            "                          answer's latency; --output-len and sampling ignored)\n"
+            "  --endpoint PATH         /v1/completions (default), /v1/chat/completions,\n"
+            "                          /v1/responses (OpenAI's Responses), /v1/messages\n"
+            "                          (Anthropic's), or /v1/embeddings (one input a request;\n"
+            "                          TTFT is the answer's latency; --output-len and\n"
+            "                          sampling ignored)\n"
             "  --model NAME            model field (default: the first of GET /v1/models)\n"
             "  --tenants K1,K2,...     API keys, sent as 'Authorization: Bearer K'; request i\n"
             "                          goes to tenant i mod K (trace: tenant id mod K)\n"
@@ -269,6 +271,8 @@ static int build_body(const struct opts *o, struct workload *w, struct bench_rng
     struct folio_buf b = {0};
     bool text = o->text_prompts || chat;
     bool embed = strstr(o->endpoint, "embeddings") != NULL;
+    bool responses = !strcmp(o->endpoint, "/v1/responses");
+    bool messages = !strcmp(o->endpoint, "/v1/messages");
     folio_buf_append(&b, "{", 1);
     if (model) {
         folio_buf_append(&b, "\"model\":", 8);
@@ -281,7 +285,12 @@ static int build_body(const struct opts *o, struct workload *w, struct bench_rng
         folio_buf_append(&b, "}", 1);
         goto done;
     }
-    if (chat) {
+    if (responses) {
+        folio_buf_printf(&b, "\"input\":[{\"role\":\"user\",\"content\":");
+        prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, true);
+        folio_buf_printf(&b, "}],\"max_output_tokens\":%d,\"stream\":true,\"store\":false",
+                         r->output_len);
+    } else if (chat) {
         folio_buf_printf(&b, "\"messages\":[{\"role\":\"user\",\"content\":");
         prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, true);
         folio_buf_append(&b, "}]", 2);
@@ -289,9 +298,12 @@ static int build_body(const struct opts *o, struct workload *w, struct bench_rng
         folio_buf_printf(&b, "\"prompt\":");
         prompt_json(&b, w, rng, r->prompt_len, prefix_id, shared, text);
     }
-    folio_buf_printf(
-        &b, ",\"max_tokens\":%d,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
-        r->output_len);
+    if (messages) /* usage comes in its message_start and message_delta events */
+        folio_buf_printf(&b, ",\"max_tokens\":%d,\"stream\":true", r->output_len);
+    else if (!responses)
+        folio_buf_printf(
+            &b, ",\"max_tokens\":%d,\"stream\":true,\"stream_options\":{\"include_usage\":true}",
+            r->output_len);
     if (o->ignore_eos)
         folio_buf_printf(&b, ",\"ignore_eos\":true");
     if (o->temperature_set)
@@ -334,7 +346,8 @@ static int32_t sample_len(struct bench_rng *rng, int32_t l, double ratio)
 static int build_requests(const struct opts *o, const char *model, struct bench_req **out,
                           int32_t *n_out, int n_tenants, char *err, size_t errlen)
 {
-    bool chat = strstr(o->endpoint, "chat") != NULL;
+    bool chat = strstr(o->endpoint, "chat") != NULL || !strcmp(o->endpoint, "/v1/responses") ||
+                !strcmp(o->endpoint, "/v1/messages");
     struct workload w = {.vocab = o->vocab, .seed = o->seed};
     struct bench_rng rng, arr;
     bench_rng_seed(&rng, o->seed);
@@ -486,8 +499,10 @@ static const char *apply_opt(struct opts *o, enum opt_id id, const char *arg)
         break;
     case O_ENDPOINT:
         if (strcmp(arg, "/v1/completions") && strcmp(arg, "/v1/chat/completions") &&
-            strcmp(arg, "/v1/embeddings"))
-            return "--endpoint: /v1/completions, /v1/chat/completions or /v1/embeddings";
+            strcmp(arg, "/v1/embeddings") && strcmp(arg, "/v1/responses") &&
+            strcmp(arg, "/v1/messages"))
+            return "--endpoint: /v1/completions, /v1/chat/completions, /v1/responses, "
+                   "/v1/messages or /v1/embeddings";
         o->endpoint = arg;
         break;
     case O_MODEL:

@@ -5,7 +5,9 @@
 # three ways (usage, token_ids counted per chunk, the daemon's own
 # folio_generation_tokens_total), /metrics was scraped with foliod's
 # names, and the JSON and SVG files are written (the SVG parses as XML);
-# --endpoint /v1/embeddings counts input tokens as the daemon does.
+# --endpoint /v1/embeddings counts input tokens as the daemon does;
+# --endpoint /v1/responses and /v1/messages count their events' tokens as
+# the daemon does.
 # Then, with two tenants configured by API key, --tenants spreads the
 # requests over them (foliod's per-tenant counters agree) and a wrong key
 # is tallied as HTTP 401.  Skips (77) while foliod is built without its
@@ -89,6 +91,24 @@ jq -e '.completed == 16 and .failed == 0 and .total_input_tokens == 640 and
   fail "embeddings run: $(jq -c '{completed, failed, total_input_tokens, total_output_tokens, mean_ttft_ms, mean_e2el_ms}' "$tmp/e.json")"
 [ "$(awk -v a="$p0" -v b="$p1" 'BEGIN { print b - a }')" = 640 ] || fail "the daemon counted $p0 -> $p1 prompt tokens, want 640 more"
 echo "ok: --endpoint /v1/embeddings: 16 requests, 640 input tokens (the daemon counted as many), latency as TTFT"
+# OpenAI's Responses and Anthropic's Messages: their events counted (text
+# deltas as tokens, usage from the final events), the token totals the
+# daemon's own
+for ep in /v1/responses /v1/messages; do
+  g0=$(gen_total)
+  p0=$(prompt_total)
+  "$folio" bench --socket "$sock" --endpoint $ep --num-prompts 8 --max-concurrency 8 --input-len 24 \
+    --output-len 8 --ignore-eos --temperature 0 --json "$tmp/r.json" --no-progress >"$tmp/r.out" 2>&1 ||
+    fail "$ep run: $(cat "$tmp/r.out")"
+  g1=$(gen_total)
+  p1=$(prompt_total)
+  jq -e --argjson g "$(awk -v a="$g0" -v b="$g1" 'BEGIN { print b - a }')" \
+    --argjson p "$(awk -v a="$p0" -v b="$p1" 'BEGIN { print b - a }')" \
+    '.completed == 8 and .failed == 0 and .total_output_tokens == 64 and $g == 64 and
+     .total_input_tokens == $p and .mean_ttft_ms > 0 and .mean_tpot_ms > 0' "$tmp/r.json" >/dev/null ||
+    fail "$ep run ($g0 -> $g1, $p0 -> $p1): $(jq -c '{completed, failed, total_input_tokens, total_output_tokens, mean_ttft_ms, mean_tpot_ms}' "$tmp/r.json")"
+  echo "ok: --endpoint $ep: 8 requests, 64 output tokens, input tokens as the daemon counted them"
+done
 # a prompt over the context length is refused with 400 and counted
 "$folio" bench --socket "$sock" --num-prompts 2 --input-len 100000 --output-len 4 \
   --no-progress >"$tmp/x.out" 2>&1 && fail "an over-long prompt succeeded"
