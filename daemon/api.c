@@ -481,6 +481,67 @@ void srv_comp_req_init(const struct srv_comp_params *p, int choice, uint64_t see
     er->g.sp.seed = (p->has_seed ? p->gen.sp.seed : seed) + (uint64_t)(choice % p->n);
 }
 
+int srv__parts_text(const cJSON *c, const char *const *types, const char *param, const char *what,
+                    char **out, struct srv_api_error *err)
+{
+    if (cJSON_IsString(c)) {
+        *out = folio_strdup(c->valuestring);
+        return *out ? 0 : -ENOMEM;
+    }
+    if (!cJSON_IsArray(c))
+        BAD(param, "%s must be a string or an array of content parts", what);
+    struct folio_buf b = {0};
+    const cJSON *part;
+    int k = 0, rc = 0;
+    cJSON_ArrayForEach(part, c)
+    {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        bool known = false;
+        for (const char *const *t = types; cJSON_IsString(type) && *t && !known; t++)
+            known = !strcmp(type->valuestring, *t);
+        if (!cJSON_IsString(type))
+            srv_api_error_set(err, 400, "invalid_request_error", param, NULL,
+                              "%s[%d] must be a content part with a \"type\"", what, k);
+        else if (!known)
+            srv_api_error_set(err, 400, "invalid_request_error", param, NULL,
+                              "%s[%d]: content of type '%.32s' is not supported here (text only)",
+                              what, k, type->valuestring);
+        else if (!cJSON_IsString(text))
+            srv_api_error_set(err, 400, "invalid_request_error", param, NULL,
+                              "%s[%d].text must be a string", what, k);
+        else {
+            folio_buf_puts(&b, text->valuestring);
+            k++;
+            continue;
+        }
+        rc = -EINVAL;
+        break;
+    }
+    if (!rc && b.oom)
+        rc = -ENOMEM;
+    if (rc) {
+        folio_buf_free(&b);
+        return rc;
+    }
+    *out = b.p ? b.p : folio_strdup("");
+    return *out ? 0 : -ENOMEM;
+}
+
+int srv__add_message(cJSON *arr, const char *role, char *text)
+{
+    cJSON *m = text ? cJSON_CreateObject() : NULL;
+    bool ok = m && cJSON_AddStringToObject(m, "role", role) &&
+              cJSON_AddStringToObject(m, "content", text);
+    folio_free(text);
+    if (!ok) {
+        cJSON_Delete(m);
+        return -ENOMEM;
+    }
+    cJSON_AddItemToArray(arr, m);
+    return 0;
+}
+
 void srv_comp_params_free(struct srv_comp_params *p)
 {
     for (int i = 0; i < p->n_prompts; i++) {

@@ -43,6 +43,17 @@ int srv__rerank_prompts(const cJSON *v, const struct eng_model_info *mi, srv_tok
  * 400 in *err. */
 cJSON *srv__parse_root(const char *body, size_t len, struct srv_api_error *err);
 
+/* A content value's text (Messages' and Responses' bodies): a string,
+ * or an array of parts {type, text} whose type is one of `types`
+ * (NULL-terminated), joined; their other fields (annotations,
+ * cache_control, ...) ignored.  Errors are 400s naming param, the value
+ * called `what` in the message.  *out is folio_malloc'd. */
+int srv__parts_text(const cJSON *c, const char *const *types, const char *param, const char *what,
+                    char **out, struct srv_api_error *err);
+/* Appends {role, content: text} to the array arr (takes text, which may
+ * be NULL: out of memory).  0 or -ENOMEM. */
+int srv__add_message(cJSON *arr, const char *role, char *text);
+
 /* A request body's top level: an object with no key given twice (each
  * field is parsed once).  0, or -EINVAL with a 400 (naming the key). */
 int srv__object_once(const cJSON *obj, struct srv_api_error *err);

@@ -42,66 +42,9 @@
 #include "api_internal.h"
 #include "folio/common.h"
 
-/* A content value's text: a string, or an array of {type:"text", text}
- * blocks (their other fields, cache_control and citations, ignored)
- * joined.  what names it in errors.  *out is folio_malloc'd. */
-static int blocks_text(const cJSON *c, const char *param, const char *what, char **out,
-                       struct srv_api_error *err)
-{
-    if (cJSON_IsString(c)) {
-        *out = folio_strdup(c->valuestring);
-        return *out ? 0 : -ENOMEM;
-    }
-    if (!cJSON_IsArray(c))
-        BAD(param, "%s must be a string or an array of content blocks", what);
-    struct folio_buf b = {0};
-    const cJSON *blk;
-    int k = 0;
-    cJSON_ArrayForEach(blk, c)
-    {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(blk, "text");
-        if (!cJSON_IsString(type)) {
-            folio_buf_free(&b);
-            BAD(param, "%s[%d] must be a content block with a \"type\"", what, k);
-        }
-        if (strcmp(type->valuestring, "text")) {
-            srv_api_error_set(err, 400, "invalid_request_error", param, NULL,
-                              "%s[%d]: content blocks of type '%.32s' are not supported here "
-                              "(text only)",
-                              what, k, type->valuestring);
-            folio_buf_free(&b);
-            return -EINVAL;
-        }
-        if (!cJSON_IsString(text)) {
-            folio_buf_free(&b);
-            BAD(param, "%s[%d].text must be a string", what, k);
-        }
-        folio_buf_puts(&b, text->valuestring);
-        k++;
-    }
-    if (b.oom) {
-        folio_buf_free(&b);
-        return -ENOMEM;
-    }
-    *out = b.p ? b.p : folio_strdup("");
-    return *out ? 0 : -ENOMEM;
-}
-
-/* Adds {role, content: text} to arr (takes text). */
-static int add_message(cJSON *arr, const char *role, char *text)
-{
-    cJSON *m = cJSON_CreateObject();
-    bool ok = m && cJSON_AddStringToObject(m, "role", role) &&
-              cJSON_AddStringToObject(m, "content", text);
-    folio_free(text);
-    if (!ok) {
-        cJSON_Delete(m);
-        return -ENOMEM;
-    }
-    cJSON_AddItemToArray(arr, m);
-    return 0;
-}
+/* Anthropic's text blocks: {type:"text", text} (cache_control and
+ * citations ignored). */
+static const char *const text_type[] = {"text", NULL};
 
 /* A tool_result block's content: a string or text blocks; is_error
  * marks it for the model. */
@@ -112,7 +55,7 @@ static int tool_result(const cJSON *blk, const char *what, cJSON *out, struct sr
     if (!cJSON_IsString(id))
         BAD("messages", "%s.tool_use_id must be a string", what);
     char *text = NULL;
-    int rc = c ? blocks_text(c, "messages", what, &text, err) : 0;
+    int rc = c ? srv__parts_text(c, text_type, "messages", what, &text, err) : 0;
     if (rc)
         return rc;
     bool error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(blk, "is_error"));
@@ -234,7 +177,7 @@ static int translate_messages(const cJSON *v, cJSON *out, bool *last_assistant,
                 i);
         bool calls = false;
         int rc = cJSON_IsString(content)
-                     ? add_message(out, role->valuestring, folio_strdup(content->valuestring))
+                     ? srv__add_message(out, role->valuestring, folio_strdup(content->valuestring))
                      : message_blocks(content, role->valuestring, i, out, &calls, err);
         if (rc)
             return rc;
@@ -407,8 +350,8 @@ static int translate(const char *body, size_t len, bool count, cJSON **chat,
     }
     if (system) {
         char *text = NULL;
-        if ((rc = blocks_text(system, "system", "system", &text, err)) ||
-            (rc = add_message(msgs, "system", text)))
+        if ((rc = srv__parts_text(system, text_type, "system", "system", &text, err)) ||
+            (rc = srv__add_message(msgs, "system", text)))
             goto out;
     }
     if ((rc = translate_messages(messages, msgs, &last_assistant, err)))

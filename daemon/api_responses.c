@@ -60,61 +60,9 @@
             return -ENOMEM;                                                                        \
     } while (0)
 
-/* Content: a string, or an array of text parts (input_text, output_text,
- * text; their other fields, annotations and logprobs, ignored) joined.
- * *out is folio_malloc'd. */
-static int parts_text(const cJSON *c, const char *what, char **out, struct srv_api_error *err)
-{
-    if (cJSON_IsString(c)) {
-        *out = folio_strdup(c->valuestring);
-        return *out ? 0 : -ENOMEM;
-    }
-    if (!cJSON_IsArray(c))
-        BAD("input", "%s must be a string or an array of content parts", what);
-    struct folio_buf b = {0};
-    const cJSON *part;
-    int k = 0;
-    cJSON_ArrayForEach(part, c)
-    {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
-        const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
-        if (!t || (strcmp(t, "input_text") && strcmp(t, "output_text") && strcmp(t, "text"))) {
-            folio_buf_free(&b);
-            if (!t)
-                BAD("input", "%s[%d] must be a content part with a \"type\"", what, k);
-            BAD("input", "%s[%d]: content parts of type '%.32s' are not supported (text only)",
-                what, k, t);
-        }
-        if (!cJSON_IsString(text)) {
-            folio_buf_free(&b);
-            BAD("input", "%s[%d].text must be a string", what, k);
-        }
-        folio_buf_puts(&b, text->valuestring);
-        k++;
-    }
-    if (b.oom) {
-        folio_buf_free(&b);
-        return -ENOMEM;
-    }
-    *out = b.p ? b.p : folio_strdup("");
-    return *out ? 0 : -ENOMEM;
-}
-
-/* Appends {role, content: text} to arr (takes text). */
-static int add_message(cJSON *arr, const char *role, char *text)
-{
-    cJSON *m = cJSON_CreateObject();
-    bool ok = m && cJSON_AddStringToObject(m, "role", role) &&
-              cJSON_AddStringToObject(m, "content", text);
-    folio_free(text);
-    if (!ok) {
-        cJSON_Delete(m);
-        return -ENOMEM;
-    }
-    cJSON_AddItemToArray(arr, m);
-    return 0;
-}
+/* Responses' text parts: input_text, output_text (an earlier answer sent
+ * back), text; their annotations and logprobs ignored. */
+static const char *const text_types[] = {"input_text", "output_text", "text", NULL};
 
 static const cJSON *str_field(const cJSON *o, const char *k)
 {
@@ -155,7 +103,7 @@ static int add_call(cJSON *arr, const cJSON *it, const char *what, struct srv_ap
 static int translate_input(const cJSON *v, cJSON *out, struct srv_api_error *err)
 {
     if (cJSON_IsString(v))
-        return add_message(out, "user", folio_strdup(v->valuestring));
+        return srv__add_message(out, "user", folio_strdup(v->valuestring));
     if (!cJSON_IsArray(v) || !v->child)
         BAD("input", "'input' must be a string or a non-empty array of input items");
     int i = 0, rc;
@@ -184,8 +132,8 @@ static int translate_input(const cJSON *v, cJSON *out, struct srv_api_error *err
                 BAD("input", "%s.content is required", what);
             char cwhat[48], *text = NULL;
             snprintf(cwhat, sizeof(cwhat), "%s.content", what);
-            if ((rc = parts_text(content, cwhat, &text, err)) ||
-                (rc = add_message(out, role->valuestring, text)))
+            if ((rc = srv__parts_text(content, text_types, "input", cwhat, &text, err)) ||
+                (rc = srv__add_message(out, role->valuestring, text)))
                 return rc;
         } else if (!strcmp(t, "function_call")) {
             if ((rc = add_call(out, it, what, err)))
@@ -197,7 +145,7 @@ static int translate_input(const cJSON *v, cJSON *out, struct srv_api_error *err
                 BAD("input", "%s: a function_call_output needs call_id and output", what);
             char owhat[48], *text = NULL;
             snprintf(owhat, sizeof(owhat), "%s.output", what);
-            if ((rc = parts_text(o, owhat, &text, err)))
+            if ((rc = srv__parts_text(o, text_types, "input", owhat, &text, err)))
                 return rc;
             cJSON *m = cJSON_CreateObject();
             bool ok = m && cJSON_AddStringToObject(m, "role", "tool") &&
@@ -566,7 +514,7 @@ static int translate(const char *body, size_t len, srv_resp_lookup_fn lookup, vo
     if (!rc)
         rc = echo_render(&e, &p->resp->echo);
     if (!rc && cJSON_IsString(e.instructions))
-        rc = add_message(msgs, "system", folio_strdup(e.instructions->valuestring));
+        rc = srv__add_message(msgs, "system", folio_strdup(e.instructions->valuestring));
     if (!rc) {
         cJSON *m;
         while (!rc && (m = cJSON_DetachItemFromArray(conv, 0)))
