@@ -315,7 +315,8 @@ static int parse_body(const char *body, size_t len, const struct eng_model_info 
     p->chat = chat;
     p->rr.score = ep == SRV_EP_SCORE;
     p->rerank = ep == SRV_EP_RERANK || p->rr.score;
-    p->embed = ep == SRV_EP_EMBED || p->rerank;
+    p->classify = ep == SRV_EP_CLASSIFY;
+    p->embed = ep == SRV_EP_EMBED || p->rerank || p->classify;
     size_t n_fields;
     const struct srv_field *fields = srv_fields(&n_fields);
     for (size_t i = 0; i < n_fields; i++)
@@ -462,6 +463,13 @@ int srv_score_parse(const char *body, size_t len, const struct eng_model_info *m
                     struct srv_api_error *err)
 {
     return parse_body(body, len, mi, SRV_EP_SCORE, 0, tok, tok_ctx, p, err);
+}
+
+int srv_classify_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                       srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                       struct srv_api_error *err)
+{
+    return parse_body(body, len, mi, SRV_EP_CLASSIFY, 0, tok, tok_ctx, p, err);
 }
 
 int srv_chat_parse(const char *body, size_t len, const struct eng_model_info *mi, int tmpl,

@@ -89,6 +89,8 @@ struct srv_resp_params {
     char *conv;    /* the conversation as a JSON array of chat messages: the previous
                       response's, then this input (without instructions) */
     char *prev_id; /* previous_response_id, or NULL */
+    char *input;   /* this request's input as a JSON array of items (message, function_call,
+                      function_call_output; no ids), as input_items lists it */
     bool store;    /* keep the response (store, and a store on this server) */
 };
 void srv_resp_params_free(struct srv_resp_params *r);
@@ -97,6 +99,7 @@ struct srv_comp_params {
     bool chat;      /* /v1/chat/completions: one prompt, rendered messages */
     bool embed;     /* /v1/embeddings (and /v1/rerank): each prompt's pooled final hidden state */
     bool rerank;    /* /v1/rerank: embed too, each document's prompt scored by the model's head */
+    bool classify;  /* /classify: embed too, each input's class probabilities by the head */
     bool messages;  /* /v1/messages (Anthropic's): a chat completion answered in its shape */
     bool responses; /* /v1/responses (OpenAI's): the same, in the Responses shape */
     struct srv_resp_params *resp; /* owned; responses only */
@@ -147,11 +150,12 @@ enum srv_field_type {
 };
 /* hi: the number, ctx_len, n_vocab, n_embd */
 enum srv_field_hi { SRV_HI_CONST, SRV_HI_CTX, SRV_HI_VOCAB, SRV_HI_EMBD };
-#define SRV_EP_COMP   1u  /* /v1/completions */
-#define SRV_EP_CHAT   2u  /* /v1/chat/completions */
-#define SRV_EP_EMBED  4u  /* /v1/embeddings */
-#define SRV_EP_RERANK 8u  /* /v1/rerank */
-#define SRV_EP_SCORE  16u /* /v1/score */
+#define SRV_EP_COMP     1u  /* /v1/completions */
+#define SRV_EP_CHAT     2u  /* /v1/chat/completions */
+#define SRV_EP_EMBED    4u  /* /v1/embeddings */
+#define SRV_EP_RERANK   8u  /* /v1/rerank */
+#define SRV_EP_SCORE    16u /* /v1/score */
+#define SRV_EP_CLASSIFY 32u /* /classify (vLLM's) */
 
 struct srv_field {
     const char *name;
@@ -199,6 +203,12 @@ int srv_embed_parse(const char *body, size_t len, const struct eng_model_info *m
  * p->messages set.  The errors name the Messages fields. */
 int srv_messages_parse(const char *body, size_t len, bool count, const struct eng_model_info *mi,
                        int tmpl, srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
+                       struct srv_api_error *err);
+/* Parses a /classify body (vLLM's: `input` as for embeddings, `model`,
+ * `user`, `truncate_prompt_tokens`, `priority`): each input one prompt,
+ * scored as an embedding is made, pooled at its last position. */
+int srv_classify_parse(const char *body, size_t len, const struct eng_model_info *mi,
+                       srv_tokenize_fn tok, void *tok_ctx, struct srv_comp_params *p,
                        struct srv_api_error *err);
 /* The stored conversation (srv_resp_params.conv) of response id, as the
  * caller may see it, or NULL. */

@@ -219,10 +219,11 @@ static int parse_stop_token_ids(const void *json, const struct eng_model_info *m
     return 0;
 }
 
-#define OFF(f)   offsetof(struct srv_comp_params, f)
-#define BOTH     (SRV_EP_COMP | SRV_EP_CHAT)
-#define ALL      (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED | SRV_EP_RERANK | SRV_EP_SCORE)
-#define POOLED   (SRV_EP_EMBED | SRV_EP_RERANK | SRV_EP_SCORE)
+#define OFF(f) offsetof(struct srv_comp_params, f)
+#define BOTH   (SRV_EP_COMP | SRV_EP_CHAT)
+#define ALL                                                                                        \
+    (SRV_EP_COMP | SRV_EP_CHAT | SRV_EP_EMBED | SRV_EP_RERANK | SRV_EP_SCORE | SRV_EP_CLASSIFY)
+#define POOLED   (SRV_EP_EMBED | SRV_EP_RERANK | SRV_EP_SCORE | SRV_EP_CLASSIFY)
 #define MAX_SEED 9007199254740991.0 /* 2^53 - 1: exact in a JSON double */
 
 /* Every JSON field a completion or embeddings request may carry.  A row names the
@@ -236,7 +237,8 @@ static const struct srv_field fields[] = {
     /* name, type, endpoints, off, lo, hi, def, hi_from, lo_open, nullable, set_off, param, parse */
     {"prompt", SRV_F_CUSTOM, SRV_EP_COMP, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"messages", SRV_F_CUSTOM, SRV_EP_CHAT, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
-    {"input", SRV_F_CUSTOM, SRV_EP_EMBED, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
+    {"input", SRV_F_CUSTOM, SRV_EP_EMBED | SRV_EP_CLASSIFY, 0, 0, 0, 0, 0, false, false, -1, NULL,
+     NULL},
     {"documents", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"texts", SRV_F_CUSTOM, SRV_EP_RERANK, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},
     {"text_2", SRV_F_CUSTOM, SRV_EP_SCORE, 0, 0, 0, 0, 0, false, false, -1, NULL, NULL},

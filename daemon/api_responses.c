@@ -41,9 +41,10 @@
  * any route.
  *
  * The response object repeats the request's settings; they are rendered
- * here once into p->resp->echo (JSON members), and the conversation the
+ * here once into p->resp->echo (JSON members), the conversation the
  * response store keeps (the messages without instructions) into
- * p->resp->conv.
+ * p->resp->conv, and the input as GET /v1/responses/{id}/input_items
+ * lists it into p->resp->input.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -162,6 +163,85 @@ static int translate_input(const cJSON *v, cJSON *out, struct srv_api_error *err
                 what, t);
     }
     return 0;
+}
+
+/* One listed input item (GET /v1/responses/{id}/input_items) for item v
+ * (accepted by translate_input): a message with its text as one part
+ * (input_text, output_text for the assistant's), a call and a call's
+ * output as given; ids are given when they are listed. */
+static cJSON *listed_item(const cJSON *v)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type");
+    const char *t = cJSON_IsString(type) ? type->valuestring : "message";
+    struct srv_api_error err;
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && cJSON_AddStringToObject(o, "type", t);
+    if (ok && !strcmp(t, "message")) {
+        const char *role = str_field(v, "role")->valuestring;
+        char *text = NULL;
+        cJSON *parts, *part;
+        ok = !srv__parts_text(cJSON_GetObjectItemCaseSensitive(v, "content"), text_types, "input",
+                              "content", &text, &err) &&
+             cJSON_AddStringToObject(o, "role", role) &&
+             (parts = cJSON_AddArrayToObject(o, "content")) && (part = cJSON_CreateObject()) &&
+             cJSON_AddItemToArray(parts, part) &&
+             cJSON_AddStringToObject(part, "type",
+                                     strcmp(role, "assistant") ? "input_text" : "output_text") &&
+             cJSON_AddStringToObject(part, "text", text);
+        folio_free(text);
+    } else if (ok && !strcmp(t, "function_call")) {
+        static const char *const keys[] = {"call_id", "name", "arguments"};
+        for (size_t k = 0; ok && k < FOLIO_ARRAY_LEN(keys); k++)
+            ok = cJSON_AddStringToObject(o, keys[k], str_field(v, keys[k])->valuestring) != NULL;
+    } else if (ok) {
+        char *text = NULL;
+        ok = !srv__parts_text(cJSON_GetObjectItemCaseSensitive(v, "output"), text_types, "input",
+                              "output", &text, &err) &&
+             cJSON_AddStringToObject(o, "call_id", str_field(v, "call_id")->valuestring) &&
+             cJSON_AddStringToObject(o, "output", text);
+        folio_free(text);
+    }
+    if (ok)
+        ok = cJSON_AddStringToObject(o, "status", "completed") != NULL;
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The input as its listed items, a JSON array text into *out. */
+static int listed_items(const cJSON *input, char **out)
+{
+    cJSON *arr = cJSON_CreateArray();
+    bool ok = arr != NULL;
+    if (ok && cJSON_IsString(input)) {
+        cJSON *m = cJSON_CreateObject();
+        ok = m && cJSON_AddStringToObject(m, "type", "message") &&
+             cJSON_AddStringToObject(m, "role", "user") &&
+             cJSON_AddItemToObject(m, "content", cJSON_CreateArray());
+        if (ok) {
+            cJSON *part = cJSON_CreateObject();
+            ok = part && cJSON_AddItemToArray(cJSON_GetObjectItem(m, "content"), part) &&
+                 cJSON_AddStringToObject(part, "type", "input_text") &&
+                 cJSON_AddStringToObject(part, "text", input->valuestring) &&
+                 cJSON_AddStringToObject(m, "status", "completed");
+        }
+        if (m)
+            cJSON_AddItemToArray(arr, m);
+    } else if (ok) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, input)
+        {
+            cJSON *o = ok ? listed_item(it) : NULL;
+            ok = o && cJSON_AddItemToArray(arr, o);
+        }
+    }
+    char *s = ok ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    *out = s ? folio_strdup(s) : NULL;
+    cJSON_free(s);
+    return *out ? 0 : -ENOMEM;
 }
 
 /* tools: function tools only, re-shaped into chat's. */
@@ -510,6 +590,8 @@ static int translate(const char *body, size_t len, srv_resp_lookup_fn lookup, vo
         cJSON_free(s);
         if (!p->resp->conv || (e.prev && !(p->resp->prev_id = folio_strdup(e.prev))))
             rc = -ENOMEM;
+        if (!rc)
+            rc = listed_items(input, &p->resp->input);
     }
     if (!rc)
         rc = echo_render(&e, &p->resp->echo);
@@ -586,6 +668,7 @@ void srv_resp_params_free(struct srv_resp_params *r)
 {
     if (!r)
         return;
+    folio_free(r->input);
     folio_free(r->echo);
     folio_free(r->conv);
     folio_free(r->prev_id);

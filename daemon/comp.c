@@ -58,9 +58,10 @@ static int detok_hook(void *ctx, int32_t tok, char *buf, size_t cap)
 
 /* The route a completion of this kind came by, as access lines name it. */
 static const char *comp_path(bool responses, bool messages, bool chat, bool score, bool rerank,
-                             bool embed)
+                             bool classify, bool embed)
 {
     return responses  ? "/v1/responses"
+           : classify ? "/classify"
            : messages ? "/v1/messages"
            : chat     ? "/v1/chat/completions"
            : score    ? "/v1/score"
@@ -71,7 +72,8 @@ static const char *comp_path(bool responses, bool messages, bool chat, bool scor
 
 static struct srv_render renderer(struct srv *s)
 {
-    return (struct srv_render){s->mi.name, detok_hook, s, s->mi.cls_w, s->mi.cls_b, s->mi.n_cls};
+    return (struct srv_render){s->mi.name,  detok_hook,      s, s->mi.cls_w, s->mi.cls_b,
+                               s->mi.n_cls, s->mi.cls_labels};
 }
 
 static void comp_free(struct srv_comp *comp)
@@ -137,7 +139,8 @@ static void responses_keep(struct srv_comp *comp, const char *object, const char
     struct folio_buf conv = {0};
     srv_render_responses_conv(&conv, comp, text, len);
     int rc = conv.oom ? -ENOMEM
-                      : srv_resp_store_put(s->resp_store, comp->tenant, comp->id, object, conv.p);
+                      : srv_resp_store_put(s->resp_store, comp->tenant, comp->id, object, conv.p,
+                                           comp->p.resp->input ? comp->p.resp->input : "[]");
     if (rc)
         srv_log(SRV_LOG_INFO, "response %s not stored: %s", comp->id,
                 rc == -E2BIG ? "larger than --responses-store" : strerror(-rc));
@@ -267,6 +270,8 @@ static void comp_respond(struct srv_comp *comp)
             responses_keep(comp, b.p, ch0->text.p ? ch0->text.p : "", ch0->text.len);
     } else if (comp->p.messages)
         srv_render_message(&b, &r, comp);
+    else if (comp->p.classify)
+        srv_render_classify(&b, &r, comp);
     else if (comp->p.rr.score)
         srv_render_score(&b, &r, comp);
     else if (comp->p.rerank)
@@ -310,7 +315,7 @@ static void comp_access(struct srv_comp *comp)
             finish = eng_finish_name(ch->finish);
     }
     const char *path = comp_path(comp->p.responses, comp->p.messages, comp->p.chat,
-                                 comp->p.rr.score, comp->p.rerank, comp->p.embed);
+                                 comp->p.rr.score, comp->p.rerank, comp->p.classify, comp->p.embed);
     struct srv_access_line a = {
         .method = "POST",
         .path = path,
@@ -506,8 +511,8 @@ static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int
         if (comp->p.embed) {
             /* a reranker scores its last position (a decoder's: the one
              * that has read the query and the document) */
-            srv_pooling_range(comp->p.rerank ? SRV_POOL_LAST : s->pooling, ch->er.n_prompt,
-                              &ch->er.g.hidden_lo, &ch->er.g.hidden_hi);
+            srv_pooling_range(comp->p.rerank || comp->p.classify ? SRV_POOL_LAST : s->pooling,
+                              ch->er.n_prompt, &ch->er.g.hidden_lo, &ch->er.g.hidden_hi);
             if (srv_emb_acc_init(&ch->emb, s->mi.n_embd))
                 return -ENOMEM;
         }
@@ -545,11 +550,11 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
 {
     struct srv_api_error e;
     const bool messages = kind == SRV_COMP_MESSAGES, score = kind == SRV_COMP_SCORE;
-    const bool responses = kind == SRV_COMP_RESPONSES;
+    const bool responses = kind == SRV_COMP_RESPONSES, classify = kind == SRV_COMP_CLASSIFY;
     const bool rerank = kind == SRV_COMP_RERANK || score;
     const bool chat = kind == SRV_COMP_CHAT || messages || responses;
-    const bool embed = kind == SRV_COMP_EMBED || rerank;
-    const char *path = comp_path(responses, messages, chat, score, rerank, embed);
+    const bool embed = kind == SRV_COMP_EMBED || rerank || classify;
+    const char *path = comp_path(responses, messages, chat, score, rerank, classify, embed);
     if (s->draining) {
         srv_api_error_set(&e, 503, "service_unavailable", NULL, NULL, "server is shutting down");
         http_error(c, &e, NULL);
@@ -561,10 +566,11 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         http_error(c, &e, NULL);
         return;
     }
-    if (rerank && (s->mi.n_cls < 1 || s->mi.n_embd < 1)) {
+    if ((rerank || classify) && (s->mi.n_cls < 1 || s->mi.n_embd < 1)) {
         srv_api_error_set(&e, 501, "not_implemented_error", NULL, NULL,
-                          "this model is not a reranker: it has no classification head "
-                          "(cls.output.weight)");
+                          "this model is not a %s: it has no classification head "
+                          "(cls.output.weight)",
+                          classify ? "classifier" : "reranker");
         http_error(c, &e, NULL);
         return;
     }
@@ -590,10 +596,11 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                                         s, &comp->p, &e)
         : chat
             ? srv_chat_parse(body, blen, &s->mi, s->chat_tmpl, srv_tokenize_hook, s, &comp->p, &e)
-        : score  ? srv_score_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-        : rerank ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-        : embed  ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
-                 : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
+        : classify ? srv_classify_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+        : score    ? srv_score_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+        : rerank   ? srv_rerank_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+        : embed    ? srv_embed_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e)
+                   : srv_comp_parse(body, blen, &s->mi, srv_tokenize_hook, s, &comp->p, &e);
     if (prc) {
         http_error(c, &e, NULL);
         comp_free(comp);
@@ -634,6 +641,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
              responses  ? "resp_" /* OpenAI's prefix; the items' ids reuse what follows */
              : messages ? "msg-"
              : chat     ? "chatcmpl-"
+             : classify ? "classify-"
              : score    ? "score-"
              : rerank   ? "rerank-"
              : embed    ? "embd-"

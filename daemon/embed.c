@@ -105,6 +105,16 @@ double srv_rerank_score(const struct srv_emb_acc *a, const float *w, const float
     return model_rank_score(w, b, n_cls, n, tmp);
 }
 
+int32_t srv_classify_probs(const struct srv_emb_acc *a, const float *w, const float *b,
+                           int32_t n_cls, float *tmp, double *probs)
+{
+    const struct srv_emb_params raw = {.normalize = false};
+    int32_t n = srv_emb_finish(a, &raw, tmp);
+    if (n != a->dim || n_cls < 1 || !w)
+        return -1;
+    return model_cls_probs(w, b, n_cls, n, tmp, probs);
+}
+
 static void base64(struct folio_buf *b, const unsigned char *p, size_t n)
 {
     static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -60,6 +60,11 @@ int32_t srv_emb_finish(const struct srv_emb_acc *a, const struct srv_emb_params 
  * single output).  tmp: a->dim floats of scratch. */
 double srv_rerank_score(const struct srv_emb_acc *a, const float *w, const float *b, int32_t n_cls,
                         float *tmp);
+/* The class probabilities of a's pooled hidden state through the head
+ * (model_cls_probs) into probs [MODEL_MAX_CLS]: their count, or -1 (no
+ * head, or no state).  tmp: a->dim floats of scratch. */
+int32_t srv_classify_probs(const struct srv_emb_acc *a, const float *w, const float *b,
+                           int32_t n_cls, float *tmp, double *probs);
 /* v[0..n) as a JSON array of numbers (shortest text that reads back as
  * the same float; a non-finite value as null), or base64 as a JSON string
  * of the little-endian float32 bytes. */

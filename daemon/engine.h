@@ -149,6 +149,9 @@ struct eng_model_info {
     int32_t n_cls;
     const float *cls_w, *cls_b;
     const char *rerank_tmpl;
+    /* the head's output names ({arch}.classifier.output_labels), n_cls of
+     * them, or NULL (/classify then says LABEL_0, LABEL_1, ...) */
+    const char *const *cls_labels;
 };
 
 /* The pool's and the queues' statistics: the pager's and the scheduler's

@@ -68,6 +68,8 @@ struct em {
     int tmpl, tmpl_rc;     /* chat template from the file (see eng_model_info) */
     int32_t pooling;       /* the file's {arch}.pooling_type; -1: none */
     char *rerank_tmpl;     /* the file's tokenizer.chat_template.rerank, or NULL */
+    char **cls_labels;     /* the file's {arch}.classifier.output_labels, or NULL */
+    int32_t n_labels;
     char name[80];
 };
 
@@ -87,6 +89,8 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->pooling = m->pooling;
     mi->n_cls = model_cls_head(m->model, &mi->cls_w, &mi->cls_b);
     mi->rerank_tmpl = m->rerank_tmpl;
+    mi->cls_labels = m->n_labels == mi->n_cls ? (const char *const *)m->cls_labels
+                                              : NULL; /* the loader's check */
 }
 
 /* One sampling row's draw, set up on the engine thread and run on any
@@ -282,6 +286,39 @@ static int32_t file_pooling(const gguf_file_t *f)
     return k >= 0 && !gguf_get_u64(f, k, &v) && v <= 4 ? (int32_t)v : -1;
 }
 
+/* The classification head's output names, when the file has them (the
+ * loader checked their count). */
+static int read_labels(struct em *m, const gguf_file_t *f)
+{
+    const char *arch;
+    size_t al;
+    int64_t k = gguf_find_key(f, "general.architecture");
+    if (k < 0 || gguf_get_str(f, k, &arch, &al) || al > 32)
+        return 0;
+    char key[96];
+    snprintf(key, sizeof(key), "%.*s.classifier.output_labels", (int)al, arch);
+    enum gguf_type et;
+    uint64_t n;
+    k = gguf_find_key(f, key);
+    if (k < 0 || gguf_arr_info(f, k, &et, &n) || et != GGUF_TYPE_STRING || n < 1 || n > 64)
+        return 0;
+    m->cls_labels = folio_calloc((size_t)n, sizeof(*m->cls_labels));
+    if (!m->cls_labels)
+        return -ENOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s;
+        size_t len;
+        if (gguf_arr_str(f, k, i, &s, &len) || memchr(s, 0, len))
+            s = "", len = 0;
+        if (!(m->cls_labels[i] = folio_malloc(len + 1)))
+            return -ENOMEM;
+        memcpy(m->cls_labels[i], s, len);
+        m->cls_labels[i][len] = 0;
+        m->n_labels = (int32_t)i + 1;
+    }
+    return 0;
+}
+
 static int load_tokenizer(struct em *m, char *err, size_t errlen)
 {
     m->tmpl_rc = -ENOENT;
@@ -309,6 +346,10 @@ static int load_tokenizer(struct em *m, char *err, size_t errlen)
                 folio_errf(err, errlen, "%s: out of memory", m->cfg->model);
             }
         }
+        if (!rc)
+            rc = read_labels(m, f);
+        if (rc == -ENOMEM)
+            folio_errf(err, errlen, "%s: out of memory", m->cfg->model);
         if (!rc)
             rc = tok_load(f, &m->tok, err, errlen);
     }
@@ -354,6 +395,9 @@ static void em_free(void *b)
     gram_vocab_free(m->gv);
     folio_free(m->logits);
     folio_free(m->rerank_tmpl);
+    for (int32_t i = 0; i < m->n_labels; i++)
+        folio_free(m->cls_labels[i]);
+    folio_free(m->cls_labels);
     folio_free(m->work);
     folio_free(m->draws);
     folio_free(m);

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "folio/common.h"
+#include "folio/model.h"
 #include "server.h"
 #include "tools.h"
 
@@ -358,6 +359,44 @@ static int rr_cmp(const void *a, const void *b)
     if (x->score != y->score)
         return x->score < y->score ? 1 : -1;
     return (x->index > y->index) - (x->index < y->index);
+}
+
+void srv_render_classify(struct folio_buf *b, const struct srv_render *r,
+                         const struct srv_comp *comp)
+{
+    const int n = comp->n_choices;
+    float *tmp = n ? folio_malloc((size_t)FOLIO_MAX(comp->ch[0].emb.dim, 1) * sizeof(float)) : NULL;
+    if (n && !tmp) {
+        b->oom = true;
+        return;
+    }
+    folio_buf_printf(b, "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
+                     (long long)comp->created);
+    folio_buf_json_str(b, r->model, strlen(r->model));
+    folio_buf_puts(b, ",\"data\":[");
+    for (int i = 0; i < n; i++) {
+        double p[MODEL_MAX_CLS];
+        int32_t k = srv_classify_probs(&comp->ch[i].emb, r->cls_w, r->cls_b, r->n_cls, tmp, p);
+        int32_t best = 0;
+        for (int32_t c = 1; c < k; c++)
+            best = p[c] > p[best] ? c : best;
+        folio_buf_printf(b, "%s{\"index\":%d,\"label\":", i ? "," : "", i);
+        if (k < 1)
+            folio_buf_puts(b, "null");
+        else if (r->cls_labels)
+            folio_buf_json_str(b, r->cls_labels[best], strlen(r->cls_labels[best]));
+        else
+            folio_buf_printf(b, "\"LABEL_%d\"", (int)best);
+        folio_buf_puts(b, ",\"probs\":[");
+        for (int32_t c = 0; c < k; c++)
+            folio_buf_printf(b, "%s%.9g", c ? "," : "", isfinite(p[c]) ? p[c] : 0.0);
+        folio_buf_printf(b, "],\"num_classes\":%d}", k < 0 ? 0 : (int)k);
+    }
+    folio_free(tmp);
+    folio_buf_printf(b,
+                     "],\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld,"
+                     "\"completion_tokens\":0,\"prompt_tokens_details\":null}}\n",
+                     (long long)comp->prompt_tokens, (long long)comp->prompt_tokens);
 }
 
 void srv_render_rerank(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp)

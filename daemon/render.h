@@ -29,6 +29,7 @@ struct srv_render {
     /* rerank scores: the model's classification head (eng_model_info) */
     const float *cls_w, *cls_b;
     int32_t n_cls;
+    const char *const *cls_labels; /* [n_cls] or NULL */
 };
 
 /* [1,2,3] */
@@ -86,6 +87,14 @@ void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,
  * srv_rerank_score (embed.h), through r's head. */
 void srv_render_rerank(struct folio_buf *b, const struct srv_render *r,
                        const struct srv_comp *comp);
+/* A /classify response body (vLLM's), the inputs in request order:
+ * {"id","object":"list","created","model","data":[{"index","label" (the
+ * likeliest class's name: r->cls_labels, else LABEL_i),"probs" (the
+ * head's softmax, or one sigmoid),"num_classes"}...],"usage":{
+ * prompt_tokens,total_tokens,completion_tokens 0,prompt_tokens_details
+ * null}}. */
+void srv_render_classify(struct folio_buf *b, const struct srv_render *r,
+                         const struct srv_comp *comp);
 /* A /v1/score response body (vLLM's), the pairs in request order:
  * {"id","object":"list","created","model","data":[{"index","object":
  * "score","score"}...],"usage":{prompt_tokens,total_tokens}}. */
@@ -135,6 +144,14 @@ void srv_render_responses_stream(struct folio_buf *b, const struct srv_render *r
                                  const struct srv_comp *comp, const struct srv_choice *ch,
                                  const char *all, size_t all_len, size_t send, bool final,
                                  struct srv_resp_stream *st);
+/* GET /v1/responses/{id}/input_items: the response's input items (input:
+ * srv_resp_params.input), each given an id ("msg_", "fc_" or "fco_", the
+ * response id's tail, "_in" and its position), newest first when desc,
+ * the first `limit` after the item `after` (NULL: from the start):
+ * {"object":"list","data":[...],"first_id","last_id","has_more"}.  0,
+ * -EINVAL (after names no item), -ENOMEM. */
+int srv_render_input_items(struct folio_buf *b, const char *resp_id, const char *input, int limit,
+                           bool desc, const char *after);
 /* A non-stream response body (text_completion or chat.completion). */
 void srv_render_response(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_comp *comp);

@@ -33,6 +33,8 @@
  */
 #include "render.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <string.h>
 
 #include "folio/common.h"
@@ -338,4 +340,69 @@ void srv_render_responses_stream(struct folio_buf *b, const struct srv_render *r
     object(b, r, comp, ch, &o);
     event_end(b);
     srv_tool_calls_free(o.calls, o.n);
+}
+
+int srv_render_input_items(struct folio_buf *b, const char *resp_id, const char *input, int limit,
+                           bool desc, const char *after)
+{
+    cJSON *items = cJSON_Parse(input);
+    int n = cJSON_GetArraySize(items);
+    const char *tail = strncmp(resp_id, "resp_", 5) ? resp_id : resp_id + 5;
+    char(*ids)[80] = n > 0 ? folio_calloc((size_t)n, sizeof(*ids)) : NULL;
+    if (!cJSON_IsArray(items) || (n > 0 && !ids)) {
+        cJSON_Delete(items);
+        folio_free(ids);
+        return -ENOMEM;
+    }
+    int k = 0, first = -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, items)
+    {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "type");
+        const char *type = cJSON_IsString(t) ? t->valuestring : "";
+        snprintf(ids[k], sizeof(ids[k]), "%s_%s_in%d",
+                 !strcmp(type, "function_call")          ? "fc"
+                 : !strcmp(type, "function_call_output") ? "fco"
+                                                         : "msg",
+                 tail, k);
+        k++;
+    }
+    /* the listing's order: position i is item desc ? n-1-i : i */
+    int start = 0;
+    if (after) {
+        start = -1;
+        for (int i = 0; i < n && start < 0; i++)
+            if (!strcmp(ids[desc ? n - 1 - i : i], after))
+                start = i + 1;
+        if (start < 0) {
+            cJSON_Delete(items);
+            folio_free(ids);
+            return -EINVAL;
+        }
+    }
+    int end = start + limit < n ? start + limit : n;
+    folio_buf_puts(b, "{\"object\":\"list\",\"data\":[");
+    for (int i = start; i < end; i++) {
+        int j = desc ? n - 1 - i : i;
+        cJSON *o = cJSON_Duplicate(cJSON_GetArrayItem(items, j), true);
+        char *txt = NULL;
+        if (o && cJSON_AddStringToObject(o, "id", ids[j]))
+            txt = cJSON_PrintUnformatted(o);
+        if (!txt)
+            b->oom = true;
+        else
+            folio_buf_printf(b, "%s%s", i > start ? "," : "", txt);
+        cJSON_free(txt);
+        cJSON_Delete(o);
+        first = first < 0 ? j : first;
+    }
+    folio_buf_puts(b, "],\"first_id\":");
+    if (first >= 0) {
+        folio_buf_printf(b, "\"%s\",\"last_id\":\"%s\"", ids[first], ids[desc ? n - end : end - 1]);
+    } else
+        folio_buf_puts(b, "null,\"last_id\":null");
+    folio_buf_printf(b, ",\"has_more\":%s}\n", end < n ? "true" : "false");
+    cJSON_Delete(items);
+    folio_free(ids);
+    return 0;
 }

@@ -4,8 +4,8 @@
  * Layout: entries in a hash table by id (chained; FNV-1a; the bucket
  * count a power of two, doubled when entries outnumber buckets), each
  * also on its tenant's LRU list (head: most recently used).  An entry
- * owns one allocation: the struct, then the id, the object and the
- * conversation texts.  Per tenant: the list, the bytes of its texts, its
+ * owns one allocation: the struct, then the id, the object, the
+ * conversation and the input texts.  Per tenant: the list, the bytes of its texts, its
  * count and evictions.
  *
  * Invariants: tenant t's bytes = the sum of its entries' text bytes <=
@@ -24,8 +24,8 @@ struct entry {
     struct entry *next;          /* hash chain */
     struct entry *newer, *older; /* tenant LRU */
     int tenant;
-    size_t bytes; /* of the three texts */
-    char *id, *object, *conv;
+    size_t bytes; /* of the four texts */
+    char *id, *object, *conv, *input;
 };
 
 struct tenant_lru {
@@ -147,12 +147,12 @@ static void grow(struct srv_resp_store *st)
 }
 
 int srv_resp_store_put(struct srv_resp_store *st, int tenant, const char *id, const char *object,
-                       const char *conv)
+                       const char *conv, const char *input)
 {
     if (tenant < 0 || tenant >= SRV_TENANT_SLOTS)
         return -EINVAL;
     size_t li = strlen(id) + 1, lo = strlen(object) + 1, lc = strlen(conv) + 1;
-    size_t bytes = li + lo + lc;
+    size_t ln = strlen(input) + 1, bytes = li + lo + lc + ln;
     if (bytes > st->cap)
         return -E2BIG;
     struct entry **p = slot(st, id);
@@ -170,9 +170,11 @@ int srv_resp_store_put(struct srv_resp_store *st, int tenant, const char *id, co
     e->id = (char *)(e + 1);
     e->object = e->id + li;
     e->conv = e->object + lo;
+    e->input = e->conv + lc;
     memcpy(e->id, id, li);
     memcpy(e->object, object, lo);
     memcpy(e->conv, conv, lc);
+    memcpy(e->input, input, ln);
     p = slot(st, id);
     e->next = *p;
     *p = e;
@@ -204,6 +206,12 @@ const char *srv_resp_store_conv(struct srv_resp_store *st, int tenant, const cha
 {
     struct entry *e = find(st, tenant, id);
     return e ? e->conv : NULL;
+}
+
+const char *srv_resp_store_input(struct srv_resp_store *st, int tenant, const char *id)
+{
+    struct entry *e = find(st, tenant, id);
+    return e ? e->input : NULL;
 }
 
 bool srv_resp_store_delete(struct srv_resp_store *st, int tenant, const char *id)

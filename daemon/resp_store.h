@@ -2,7 +2,8 @@
  * daemon/resp_store.h — the Responses API's store: the responses foliod
  * keeps (store: true, the default) for GET and DELETE /v1/responses/{id}
  * and for previous_response_id, each as its response object and its
- * conversation (the chat messages a follow-up continues).
+ * conversation (the chat messages a follow-up continues) and its input
+ * items (GET /v1/responses/{id}/input_items).
  *
  * Tenants are apart: each tenant's responses are visible to that tenant
  * only (another tenant's id is as absent as an unknown one), and each
@@ -27,17 +28,19 @@ void srv_resp_store_free(struct srv_resp_store *st);
 /* Whether anything is kept (cap > 0). */
 bool srv_resp_store_on(const struct srv_resp_store *st);
 
-/* Keeps copies of a response (object and conv, NUL-terminated JSON texts)
+/* Keeps copies of a response (object, conv and input: NUL-terminated JSON
+ * texts)
  * under id for tenant (a slot, 0 .. SRV_TENANT_SLOTS - 1), replacing one of the
  * same id; the tenant's least recently used responses are dropped until
  * its texts fit cap.  0, -E2BIG (larger than cap alone: not kept),
  * -ENOMEM. */
 int srv_resp_store_put(struct srv_resp_store *st, int tenant, const char *id, const char *object,
-                       const char *conv);
-/* id's response object / conversation if tenant's, else NULL; either
- * marks it recently used.  Valid until the store changes. */
+                       const char *conv, const char *input);
+/* id's response object / conversation / input items if tenant's, else
+ * NULL; each marks it recently used.  Valid until the store changes. */
 const char *srv_resp_store_object(struct srv_resp_store *st, int tenant, const char *id);
 const char *srv_resp_store_conv(struct srv_resp_store *st, int tenant, const char *id);
+const char *srv_resp_store_input(struct srv_resp_store *st, int tenant, const char *id);
 /* Drops id if it is tenant's: true, else false. */
 bool srv_resp_store_delete(struct srv_resp_store *st, int tenant, const char *id);
 

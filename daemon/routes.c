@@ -264,14 +264,90 @@ static void route_responses(struct srv *s, struct http_conn *c, const struct htt
     srv_comp_route(s, c, rq, who, SRV_COMP_RESPONSES);
 }
 
-/* GET and DELETE /v1/responses/{id}: a stored response of the caller's
- * tenant (another tenant's is as absent as an unknown id). */
+/* The query string's value of key (as sent, up to cap - 1 bytes), or
+ * false when absent. */
+static bool query_get(const struct http_request *rq, const char *key, char *buf, size_t cap)
+{
+    const char *q = rq->url + rq->path_len;
+    if (*q != '?')
+        return false;
+    size_t n = strlen(key);
+    for (q++; *q && *q != '#';) {
+        size_t len = strcspn(q, "&#");
+        if (len > n && q[n] == '=' && !strncmp(q, key, n)) {
+            snprintf(buf, cap, "%.*s", (int)(len - n - 1), q + n + 1);
+            return true;
+        }
+        q += len;
+        if (*q == '&')
+            q++;
+    }
+    return false;
+}
+
+/* GET /v1/responses/{id}/input_items?limit=&order=&after= (the stored
+ * response's input, srv_render_input_items). */
+static void input_items(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                        const struct srv_caller *who, const char *id)
+{
+    struct srv_api_error e;
+    char v[80];
+    int64_t limit = 20;
+    bool desc = true;
+    const char *after = NULL;
+    if (query_get(rq, "limit", v, sizeof(v)) &&
+        (srv_parse_int(v, &limit) || limit < 1 || limit > 100)) {
+        srv_api_error_set(&e, 400, "invalid_request_error", "limit", NULL,
+                          "limit must be an integer in [1, 100]");
+        http_error(c, &e, NULL);
+        return;
+    }
+    if (query_get(rq, "order", v, sizeof(v))) {
+        if (strcmp(v, "asc") && strcmp(v, "desc")) {
+            srv_api_error_set(&e, 400, "invalid_request_error", "order", NULL,
+                              "order must be \"asc\" or \"desc\"");
+            http_error(c, &e, NULL);
+            return;
+        }
+        desc = !strcmp(v, "desc");
+    }
+    char av[80];
+    if (query_get(rq, "after", av, sizeof(av)))
+        after = av;
+    const char *input = srv_resp_store_input(s->resp_store, who->tenant, id);
+    if (!input) {
+        srv_api_error_set(&e, 404, "invalid_request_error", NULL, "response_not_found",
+                          "Response with id '%s' not found.", id);
+        http_error(c, &e, NULL);
+        return;
+    }
+    struct folio_buf b = {0};
+    int rc = srv_render_input_items(&b, id, input, (int)limit, desc, after);
+    if (rc == -EINVAL) {
+        folio_buf_free(&b);
+        srv_api_error_set(&e, 400, "invalid_request_error", "after", NULL,
+                          "after: no item '%.64s' in the input of %s", after, id);
+        http_error(c, &e, NULL);
+        return;
+    }
+    if (rc)
+        b.oom = true;
+    respond_buf(c, 200, "application/json", &b);
+}
+
+/* GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items:
+ * a stored response of the caller's tenant (another tenant's is as absent
+ * as an unknown id). */
 static void route_response(struct srv *s, struct http_conn *c, const struct http_request *rq,
                            const struct srv_caller *who)
 {
-    static const char prefix[] = "/v1/responses/";
+    static const char prefix[] = "/v1/responses/", items[] = "/input_items";
     const char *p = rq->url + sizeof(prefix) - 1;
     size_t n = rq->path_len - (sizeof(prefix) - 1);
+    bool list = rq->method == HTTP_M_GET && n > sizeof(items) - 1 &&
+                !memcmp(p + n - (sizeof(items) - 1), items, sizeof(items) - 1);
+    if (list)
+        n -= sizeof(items) - 1;
     char id[64];
     bool valid = n < sizeof(id);
     for (size_t i = 0; valid && i < n; i++)
@@ -279,6 +355,12 @@ static void route_response(struct srv *s, struct http_conn *c, const struct http
                 p[i] == '-';
     const char *obj = NULL;
     bool found = false;
+    if (valid && list) {
+        memcpy(id, p, n);
+        id[n] = 0;
+        input_items(s, c, rq, who, id);
+        return;
+    }
     if (valid) {
         memcpy(id, p, n);
         id[n] = 0;
@@ -291,7 +373,8 @@ static void route_response(struct srv *s, struct http_conn *c, const struct http
         struct srv_api_error e;
         if (!valid && memchr(p, '/', n))
             srv_api_error_set(&e, 404, "invalid_request_error", NULL, NULL,
-                              "%.*s is not served (GET and DELETE /v1/responses/{id} are)",
+                              "%.*s is not served (GET and DELETE /v1/responses/{id}, GET "
+                              "/v1/responses/{id}/input_items are)",
                               (int)FOLIO_MIN(rq->path_len, 120), rq->url);
         else
             srv_api_error_set(&e, 404, "invalid_request_error", NULL, "response_not_found",
@@ -306,6 +389,12 @@ static void route_response(struct srv *s, struct http_conn *c, const struct http
         folio_buf_printf(&b, "{\"id\":\"%s\",\"object\":\"response\",\"deleted\":true}", id);
     folio_buf_puts(&b, "\n");
     respond_buf(c, 200, "application/json", &b);
+}
+
+static void route_classify(struct srv *s, struct http_conn *c, const struct http_request *rq,
+                           const struct srv_caller *who)
+{
+    srv_comp_route(s, c, rq, who, SRV_COMP_CLASSIFY);
 }
 
 static void route_rerank(struct srv *s, struct http_conn *c, const struct http_request *rq,
@@ -471,6 +560,9 @@ static const struct route {
     {HTTP_M_POST, "/v1/rerank", SRV_ACCESS_TENANT, route_rerank},
     {HTTP_M_POST, "/rerank", SRV_ACCESS_TENANT, route_rerank},
     {HTTP_M_POST, "/v2/rerank", SRV_ACCESS_TENANT, route_rerank},
+    /* vLLM's classification (a head's class probabilities per input) */
+    {HTTP_M_POST, "/classify", SRV_ACCESS_TENANT, route_classify},
+    {HTTP_M_POST, "/v1/classify", SRV_ACCESS_TENANT, route_classify},
     /* vLLM's pairs form of reranking */
     {HTTP_M_POST, "/v1/score", SRV_ACCESS_TENANT, route_score},
     {HTTP_M_POST, "/score", SRV_ACCESS_TENANT, route_score},

@@ -195,7 +195,8 @@ enum srv_comp_kind {
     SRV_COMP_RERANK,
     SRV_COMP_SCORE,
     SRV_COMP_MESSAGES,
-    SRV_COMP_RESPONSES
+    SRV_COMP_RESPONSES,
+    SRV_COMP_CLASSIFY
 };
 /* who: the caller (auth.h), whose tenant the request runs as. */
 void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_request *rq,

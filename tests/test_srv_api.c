@@ -255,6 +255,12 @@ static int embed(const char *body, struct srv_comp_params *p, struct srv_api_err
     return srv_embed_parse(body, strlen(body), &mi, fake_tok, NULL, p, e);
 }
 
+static int classify(const char *body, struct srv_comp_params *p, struct srv_api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return srv_classify_parse(body, strlen(body), &mi, fake_tok, NULL, p, e);
+}
+
 static void test_text_prompt_with_tokenizer(void **state)
 {
     (void)state;
@@ -443,6 +449,7 @@ static void test_responses_bodies(void **state)
         assert_int_equal(pr.n_unknown, 0);
         if (same[i].conv)
             assert_string_equal(pr.resp->conv, same[i].conv);
+        assert_non_null(pr.resp->input);
         if (!strstr(pr.resp->echo, same[i].echo_has))
             fail_msg("case %zu: echo %s lacks %s", i, pr.resp->echo, same[i].echo_has);
         assert_int_equal(pr.resp->store, i != 0);
@@ -452,6 +459,26 @@ static void test_responses_bodies(void **state)
 
     struct srv_comp_params p;
     struct srv_api_error e;
+    /* the input as input_items lists it: a message's parts joined, calls and
+     * outputs as given, no ids */
+    assert_int_equal(responses("{\"input\":[{\"role\":\"assistant\",\"content\":[{\"type\":"
+                               "\"output_text\",\"text\":\"o\"},{\"type\":\"output_text\","
+                               "\"text\":\"k\"}]},{\"type\":\"function_call_output\",\"call_id\":"
+                               "\"c\",\"output\":[{\"type\":\"input_text\",\"text\":\"1\"}]}]}",
+                               &p, &e),
+                     0);
+    assert_string_equal(p.resp->input,
+                        "[{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":"
+                        "\"output_text\",\"text\":\"ok\"}],\"status\":\"completed\"},{\"type\":"
+                        "\"function_call_output\",\"call_id\":\"c\",\"output\":\"1\",\"status\":"
+                        "\"completed\"}]");
+    srv_comp_params_free(&p);
+    assert_int_equal(responses("{\"input\":\"hi\"}", &p, &e), 0);
+    assert_string_equal(p.resp->input, "[{\"type\":\"message\",\"role\":\"user\",\"content\":[{"
+                                       "\"type\":\"input_text\",\"text\":\"hi\"}],\"status\":"
+                                       "\"completed\"}]");
+    srv_comp_params_free(&p);
+
     /* a server without a store keeps nothing, whatever store says */
     memset(&e, 0, sizeof(e));
     const char *nostore = "{\"input\":\"a\",\"store\":true,\"other\":1}";
@@ -1110,11 +1137,11 @@ static void test_table_rows_reach_engine(void **state)
             assert_true(found);
             snprintf(value, sizeof(value), "%.17g", v);
         }
-        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_SCORE; ep <<= 1) {
+        for (unsigned ep = SRV_EP_COMP; ep <= SRV_EP_CLASSIFY; ep <<= 1) {
             if (!(f[r].endpoints & ep))
                 continue;
-            const char *head = ep == SRV_EP_COMP     ? "{\"prompt\":[1]"
-                               : ep == SRV_EP_EMBED  ? "{\"input\":[1]"
+            const char *head = ep == SRV_EP_COMP                             ? "{\"prompt\":[1]"
+                               : ep == SRV_EP_EMBED || ep == SRV_EP_CLASSIFY ? "{\"input\":[1]"
                                : ep == SRV_EP_RERANK ? "{\"query\":\"q\",\"documents\":[\"a\"]"
                                : ep == SRV_EP_SCORE
                                    ? "{\"text_1\":\"q\",\"text_2\":[\"a\"]"
@@ -1124,17 +1151,19 @@ static void test_table_rows_reach_engine(void **state)
             snprintf(body, sizeof(body), "%s,\"%s\":%s}", head, f[r].name, value);
             struct srv_comp_params pd, pm;
             struct srv_api_error e;
-            int rd = ep == SRV_EP_COMP     ? parse(def_body, &pd, &e)
-                     : ep == SRV_EP_EMBED  ? embed(def_body, &pd, &e)
-                     : ep == SRV_EP_RERANK ? rerank(&mi, def_body, &pd, &e)
-                     : ep == SRV_EP_SCORE  ? score(def_body, &pd, &e)
-                                           : chat(def_body, 1, &pd, &e);
+            int rd = ep == SRV_EP_COMP       ? parse(def_body, &pd, &e)
+                     : ep == SRV_EP_EMBED    ? embed(def_body, &pd, &e)
+                     : ep == SRV_EP_CLASSIFY ? classify(def_body, &pd, &e)
+                     : ep == SRV_EP_RERANK   ? rerank(&mi, def_body, &pd, &e)
+                     : ep == SRV_EP_SCORE    ? score(def_body, &pd, &e)
+                                             : chat(def_body, 1, &pd, &e);
             assert_int_equal(rd, 0);
-            int rm = ep == SRV_EP_COMP     ? parse(body, &pm, &e)
-                     : ep == SRV_EP_EMBED  ? embed(body, &pm, &e)
-                     : ep == SRV_EP_RERANK ? rerank(&mi, body, &pm, &e)
-                     : ep == SRV_EP_SCORE  ? score(body, &pm, &e)
-                                           : chat(body, 1, &pm, &e);
+            int rm = ep == SRV_EP_COMP       ? parse(body, &pm, &e)
+                     : ep == SRV_EP_EMBED    ? embed(body, &pm, &e)
+                     : ep == SRV_EP_CLASSIFY ? classify(body, &pm, &e)
+                     : ep == SRV_EP_RERANK   ? rerank(&mi, body, &pm, &e)
+                     : ep == SRV_EP_SCORE    ? score(body, &pm, &e)
+                                             : chat(body, 1, &pm, &e);
             if (rm)
                 fail_msg("%s: %s", body, e.message);
             struct eng_req ed = {0}, em = {0};
@@ -1367,6 +1396,20 @@ static void test_embed_bodies(void **state)
     assert_int_equal(p.emb.dims, 16);
     assert_int_equal(p.gen.priority, -3);
     assert_int_equal(p.n_unknown, 0);
+    srv_comp_params_free(&p);
+    /* /classify takes the same inputs, and not the vector's own fields */
+    assert_int_equal(classify("{\"input\":[\"ab\",[4,4,4]],\"truncate_prompt_tokens\":2,\"user\":"
+                              "\"u\",\"encoding_format\":\"float\",\"dimensions\":4}",
+                              &p, &e),
+                     0);
+    assert_true(p.classify && p.embed && !p.rerank);
+    assert_int_equal(p.n_prompts, 2);
+    assert_int_equal(p.prompt_lens[1], 2);
+    assert_int_equal(p.gen.max_tokens, 1);
+    assert_int_equal(p.n_unknown, 2); /* encoding_format, dimensions */
+    srv_comp_params_free(&p);
+    assert_int_equal(classify("{\"model\":\"m\"}", &p, &e), -EINVAL);
+    assert_string_equal(e.param, "input");
     srv_comp_params_free(&p);
     /* completion fields are not embedding fields: listed as unknown */
     assert_int_equal(embed("{\"input\":[1],\"max_tokens\":5,\"temperature\":1}", &p, &e), 0);

@@ -16,6 +16,7 @@
  * text that reads back as the same float; base64 of little-endian
  * float32 bytes; the response object.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1056,6 +1057,130 @@ static void test_responses_render(void **state)
     folio_buf_free(&b);
 }
 
+/* Input items: ids by kind and position, newest first or oldest, pages
+ * of `limit` after an id; an unknown `after` is refused. */
+static void test_input_items(void **state)
+{
+    (void)state;
+    const char *in =
+        "[{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
+        "\"text\":\"a\"}],\"status\":\"completed\"},{\"type\":\"function_call\","
+        "\"call_id\":\"c\",\"name\":\"f\",\"arguments\":\"{}\",\"status\":"
+        "\"completed\"},{\"type\":\"function_call_output\",\"call_id\":\"c\","
+        "\"output\":\"1\",\"status\":\"completed\"}]";
+    struct folio_buf b = {0};
+    assert_int_equal(srv_render_input_items(&b, "resp_7", in, 20, false, NULL), 0);
+    cJSON *j = cJSON_Parse(b.p);
+    const cJSON *d = jget(j, "data");
+    assert_int_equal(cJSON_GetArraySize(d), 3);
+    assert_string_equal(jget(cJSON_GetArrayItem(d, 0), "id")->valuestring, "msg_7_in0");
+    assert_string_equal(jget(cJSON_GetArrayItem(d, 1), "id")->valuestring, "fc_7_in1");
+    assert_string_equal(jget(cJSON_GetArrayItem(d, 2), "id")->valuestring, "fco_7_in2");
+    assert_string_equal(jget(cJSON_GetArrayItem(d, 2), "output")->valuestring, "1");
+    assert_string_equal(jget(j, "first_id")->valuestring, "msg_7_in0");
+    assert_string_equal(jget(j, "last_id")->valuestring, "fco_7_in2");
+    assert_true(cJSON_IsFalse(jget(j, "has_more")));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    /* newest first, two a page */
+    assert_int_equal(srv_render_input_items(&b, "resp_7", in, 2, true, NULL), 0);
+    j = cJSON_Parse(b.p);
+    assert_int_equal(cJSON_GetArraySize(jget(j, "data")), 2);
+    assert_string_equal(jget(j, "first_id")->valuestring, "fco_7_in2");
+    assert_string_equal(jget(j, "last_id")->valuestring, "fc_7_in1");
+    assert_true(cJSON_IsTrue(jget(j, "has_more")));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    assert_int_equal(srv_render_input_items(&b, "resp_7", in, 2, true, "fc_7_in1"), 0);
+    j = cJSON_Parse(b.p);
+    assert_int_equal(cJSON_GetArraySize(jget(j, "data")), 1);
+    assert_string_equal(jget(j, "first_id")->valuestring, "msg_7_in0");
+    assert_string_equal(jget(j, "last_id")->valuestring, "msg_7_in0");
+    assert_true(cJSON_IsFalse(jget(j, "has_more")));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    /* past the end: an empty page */
+    assert_int_equal(srv_render_input_items(&b, "resp_7", in, 2, false, "fco_7_in2"), 0);
+    j = cJSON_Parse(b.p);
+    assert_int_equal(cJSON_GetArraySize(jget(j, "data")), 0);
+    assert_true(cJSON_IsNull(jget(j, "first_id")));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    assert_int_equal(srv_render_input_items(&b, "resp_7", in, 2, false, "msg_8_in0"), -EINVAL);
+    folio_buf_free(&b);
+}
+
+/* /classify: each input's probabilities through a three-class head in
+ * request order, the likeliest's label (the file's names, else LABEL_i);
+ * a one-output head is its sigmoid. */
+static void test_classify_response(void **state)
+{
+    (void)state;
+    struct srv_comp comp = {0};
+    struct srv_choice ch[2] = {0};
+    comp.p.embed = comp.p.classify = true;
+    snprintf(comp.id, sizeof(comp.id), "classify-1");
+    comp.n_choices = 2;
+    comp.ch = ch;
+    comp.prompt_tokens = 9;
+    const float rows[2][2] = {{1, 0}, {0, 2}};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(srv_emb_acc_init(&ch[i].emb, 2), 0);
+        srv_emb_acc_add(&ch[i].emb, rows[i], 1, 2);
+    }
+    /* logits: (h0, h1, 0) with bias (0, 0, 0.5) */
+    const float w[6] = {1, 0, 0, 1, 0, 0}, bias[3] = {0, 0, 0.5f};
+    const char *const labels[3] = {"neg", "pos", "neutral"};
+    struct srv_render r = R;
+    r.cls_w = w;
+    r.cls_b = bias;
+    r.n_cls = 3;
+    r.cls_labels = labels;
+    for (int named = 1; named >= 0; named--) {
+        r.cls_labels = named ? labels : NULL;
+        struct folio_buf b = {0};
+        srv_render_classify(&b, &r, &comp);
+        cJSON *j = cJSON_Parse(b.p);
+        assert_non_null(j);
+        assert_string_equal(jget(j, "id")->valuestring, "classify-1");
+        assert_string_equal(jget(j, "object")->valuestring, "list");
+        assert_int_equal(jget(jget(j, "usage"), "prompt_tokens")->valueint, 9);
+        assert_int_equal(jget(jget(j, "usage"), "completion_tokens")->valueint, 0);
+        const cJSON *d = jget(j, "data");
+        assert_int_equal(cJSON_GetArraySize(d), 2);
+        for (int i = 0; i < 2; i++) {
+            const cJSON *e = cJSON_GetArrayItem(d, i);
+            double z[3] = {rows[i][0], rows[i][1], 0.5}, den = 0;
+            for (int k = 0; k < 3; k++)
+                den += exp(z[k]);
+            assert_int_equal(jget(e, "index")->valueint, i);
+            assert_int_equal(jget(e, "num_classes")->valueint, 3);
+            const cJSON *p = jget(e, "probs");
+            for (int k = 0; k < 3; k++)
+                assert_float_equal(cJSON_GetArrayItem(p, k)->valuedouble, exp(z[k]) / den, 1e-8);
+            const char *want = i == 0 ? (named ? "neg" : "LABEL_0") : (named ? "pos" : "LABEL_1");
+            assert_string_equal(jget(e, "label")->valuestring, want);
+        }
+        cJSON_Delete(j);
+        folio_buf_free(&b);
+    }
+    /* one output: its sigmoid */
+    r.n_cls = 1;
+    r.cls_b = NULL;
+    r.cls_labels = NULL;
+    struct folio_buf b = {0};
+    srv_render_classify(&b, &r, &comp);
+    cJSON *j = cJSON_Parse(b.p);
+    const cJSON *e = cJSON_GetArrayItem(jget(j, "data"), 0);
+    assert_int_equal(jget(e, "num_classes")->valueint, 1);
+    assert_float_equal(cJSON_GetArrayItem(jget(e, "probs"), 0)->valuedouble, 1 / (1 + exp(-1.0)),
+                       1e-8);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    for (int i = 0; i < 2; i++)
+        srv_emb_acc_free(&ch[i].emb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1073,6 +1198,8 @@ int main(void)
         cmocka_unit_test(test_rerank_response),
         cmocka_unit_test(test_message_response),
         cmocka_unit_test(test_responses_render),
+        cmocka_unit_test(test_input_items),
+        cmocka_unit_test(test_classify_response),
         cmocka_unit_test(test_message_tool_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

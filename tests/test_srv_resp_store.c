@@ -28,7 +28,7 @@ struct model_entry {
     int tenant;
     uint64_t used;
     size_t bytes;
-    char object[256], conv[256];
+    char object[256], conv[256], input[32];
 };
 
 struct model {
@@ -50,9 +50,9 @@ static int64_t model_bytes(const struct model *m, int t, int64_t *count)
 }
 
 static int model_put(struct model *m, int t, int id, const char *idstr, const char *obj,
-                     const char *conv)
+                     const char *conv, const char *input)
 {
-    size_t bytes = strlen(idstr) + strlen(obj) + strlen(conv) + 3;
+    size_t bytes = strlen(idstr) + strlen(obj) + strlen(conv) + strlen(input) + 4;
     if (bytes > CAP)
         return -E2BIG;
     m->e[id].live = false;
@@ -72,6 +72,7 @@ static int model_put(struct model *m, int t, int id, const char *idstr, const ch
     e->bytes = bytes;
     snprintf(e->object, sizeof(e->object), "%s", obj);
     snprintf(e->conv, sizeof(e->conv), "%s", conv);
+    snprintf(e->input, sizeof(e->input), "%s", input);
     return 0;
 }
 
@@ -115,16 +116,19 @@ static void test_against_model(void **state)
             size_t lo = 1 + rnd(200), lc = 2 + rnd(50);
             fill(obj, lo, (char)('a' + step % 26));
             fill(conv, lc, (char)('A' + step % 26));
-            int want = model_put(&m, t, id, idstr, obj, conv);
-            assert_int_equal(srv_resp_store_put(st, t, idstr, obj, conv), want);
+            char input[32];
+            snprintf(input, sizeof(input), "[%d]", step);
+            int want = model_put(&m, t, id, idstr, obj, conv, input);
+            assert_int_equal(srv_resp_store_put(st, t, idstr, obj, conv, input), want);
         } else if (op < 9) {
             const struct model_entry *e = model_get(&m, t, id);
-            const char *got =
-                op < 7 ? srv_resp_store_object(st, t, idstr) : srv_resp_store_conv(st, t, idstr);
+            const char *got = op < 7   ? srv_resp_store_object(st, t, idstr)
+                              : op < 8 ? srv_resp_store_conv(st, t, idstr)
+                                       : srv_resp_store_input(st, t, idstr);
             if (!e)
                 assert_null(got);
             else
-                assert_string_equal(got, op < 7 ? e->object : e->conv);
+                assert_string_equal(got, op < 7 ? e->object : op < 8 ? e->conv : e->input);
         } else {
             bool want = m.e[id].live && m.e[id].tenant == t;
             if (want)
@@ -161,28 +165,31 @@ static void test_edges(void **state)
     char big[80];
     fill(big, 70, 'x');
     /* larger than the budget alone: refused, nothing dropped */
-    assert_int_equal(srv_resp_store_put(st, 0, "resp_a", "{}", "[]"), 0);
-    assert_int_equal(srv_resp_store_put(st, 0, "resp_b", big, "[]"), -E2BIG);
+    assert_int_equal(srv_resp_store_put(st, 0, "resp_a", "{}", "[]", "[]"), 0);
+    assert_int_equal(srv_resp_store_put(st, 0, "resp_b", big, "[]", "[]"), -E2BIG);
     assert_string_equal(srv_resp_store_object(st, 0, "resp_a"), "{}");
     /* another tenant's id is absent to this one, and cannot be deleted */
     assert_null(srv_resp_store_object(st, 1, "resp_a"));
     assert_null(srv_resp_store_conv(st, 1, "resp_a"));
     assert_false(srv_resp_store_delete(st, 1, "resp_a"));
-    assert_int_equal(srv_resp_store_put(st, 0, "resp_a", "{\"v\":2}", "[1]"), 0); /* replaced */
+    assert_int_equal(srv_resp_store_put(st, 0, "resp_a", "{\"v\":2}", "[1]", "[]"),
+                     0); /* replaced */
     assert_string_equal(srv_resp_store_conv(st, 0, "resp_a"), "[1]");
     struct srv_resp_store_stats s;
     srv_resp_store_stats(st, 0, &s);
     assert_int_equal(s.responses, 1);
-    assert_int_equal(s.bytes, 7 + 8 + 4);
+    assert_int_equal(s.bytes, 7 + 8 + 4 + 3);
+    assert_string_equal(srv_resp_store_input(st, 0, "resp_a"), "[]");
+    assert_null(srv_resp_store_input(st, 1, "resp_a"));
     /* a bad tenant slot */
-    assert_int_equal(srv_resp_store_put(st, -1, "resp_c", "{}", "[]"), -EINVAL);
+    assert_int_equal(srv_resp_store_put(st, -1, "resp_c", "{}", "[]", "[]"), -EINVAL);
     assert_true(srv_resp_store_delete(st, 0, "resp_a"));
     assert_false(srv_resp_store_delete(st, 0, "resp_a"));
     srv_resp_store_free(st);
     /* a budget of 0 keeps nothing */
     assert_int_equal(srv_resp_store_new(0, &st), 0);
     assert_false(srv_resp_store_on(st));
-    assert_int_equal(srv_resp_store_put(st, 0, "resp_a", "{}", "[]"), -E2BIG);
+    assert_int_equal(srv_resp_store_put(st, 0, "resp_a", "{}", "[]", "[]"), -E2BIG);
     assert_null(srv_resp_store_object(st, 0, "resp_a"));
     srv_resp_store_free(st);
 }

@@ -134,29 +134,42 @@ const char *model_name(const model_t *m);
  * none. */
 #define MODEL_MAX_CLS 16
 int32_t model_cls_head(const model_t *m, const float **w, const float **b);
-/* The relevance score of a final hidden state h [dim] through a head of
- * n >= 1 rows (w [n][dim], b [n] or NULL): with two or more outputs the
- * softmax's first (a yes/no head: P(yes), as llama.cpp scores its qwen3
- * rerankers), with one its logistic sigmoid (a cross-encoder's logit, as
- * vLLM scores them).  Sums in double.  In [0, 1].  Inline: the server's
- * library, which does not link the model, scores with it too. */
-static inline double model_rank_score(const float *w, const float *b, int32_t n, int32_t dim,
-                                      const float *h)
+/* The class probabilities of a final hidden state h [dim] through a head
+ * of n >= 1 rows (w [n][dim], b [n] or NULL) into p [n]: with two or more
+ * outputs their softmax, with one its logistic sigmoid (a cross-encoder's
+ * logit, as vLLM scores it).  Sums in double.  Returns n (at most
+ * MODEL_MAX_CLS).  model_rank_score: the relevance score, p[0] (a yes/no
+ * head: P(yes), as llama.cpp scores its qwen3 rerankers).  Inline: the
+ * server's library, which does not link the model, scores with them too. */
+static inline int32_t model_cls_probs(const float *w, const float *b, int32_t n, int32_t dim,
+                                      const float *h, double *p)
 {
-    double z[MODEL_MAX_CLS], zmax = -INFINITY, den = 0;
+    double zmax = -INFINITY, den = 0;
     n = n < MODEL_MAX_CLS ? n : MODEL_MAX_CLS;
     for (int32_t r = 0; r < n; r++) {
         double s = b ? b[r] : 0.0;
         for (int32_t i = 0; i < dim; i++)
             s += (double)w[(size_t)r * (size_t)dim + (size_t)i] * h[i];
-        z[r] = s;
+        p[r] = s;
         zmax = s > zmax ? s : zmax;
     }
-    if (n == 1)
-        return 1.0 / (1.0 + exp(-z[0]));
+    if (n == 1) {
+        p[0] = 1.0 / (1.0 + exp(-p[0]));
+        return 1;
+    }
     for (int32_t r = 0; r < n; r++)
-        den += exp(z[r] - zmax);
-    return exp(z[0] - zmax) / den;
+        den += exp(p[r] - zmax);
+    for (int32_t r = 0; r < n; r++)
+        p[r] = exp(p[r] - zmax) / den;
+    return n;
+}
+
+static inline double model_rank_score(const float *w, const float *b, int32_t n, int32_t dim,
+                                      const float *h)
+{
+    double p[MODEL_MAX_CLS];
+    model_cls_probs(w, b, n, dim, h, p);
+    return p[0];
 }
 /* The KV element type `--kv-dtype auto` takes for a model whose attention
  * matrices are of type t: F32, F16 and BF16 keep their own precision (as

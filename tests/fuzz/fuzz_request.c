@@ -6,7 +6,8 @@
  * srv_tokenize_parse, srv_detokenize_parse), as routes.c and comp.c call
  * them.
  *
- * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings,
+ * Input: byte 0 picks the parser (low 2 bits; 0 with bit 7: embeddings
+ * (with bit 3 too: /classify),
  * 1 with bit 7: rerank (with bit 3 too: /v1/score), with a rerank
  * template when bit 2 is set; 2 and 3
  * with bit 7: an Anthropic Messages body, 3 count_tokens's; 2 with bits 7
@@ -207,8 +208,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  ? srv_score_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
              : op == 1 && b7 ? srv_rerank_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
              : op == 1       ? srv_chat_parse(body, n, &mi, (int)tmpl, tokenize, tok_ctx, &p, &e)
-             : b7            ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
-                             : srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e);
+             : b7 && (data[0] & 8) ? srv_classify_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+             : b7                  ? srv_embed_parse(body, n, &mi, tokenize, tok_ctx, &p, &e)
+                                   : srv_comp_parse(body, n, &mi, tokenize, tok_ctx, &p, &e);
         if (!rc)
             check_params(&p);
         srv_comp_params_free(&p);

@@ -9,7 +9,8 @@
 //     response.incomplete; responses.stream (the SDK's accumulator, which
 //     throws on an event out of place): finalResponse().output_text the same;
 //   - retrieve = the create's response; the output items sent back as input
-//     = previous_response_id; delete, then retrieve is a NotFoundError;
+//     = previous_response_id (whose inputItems.list is its own input);
+//     delete, then retrieve is a NotFoundError;
 //   - a function tool round trip (tool_choice required, function_call_output
 //     sent back by items and by previous_response_id); parse with a
 //     json_schema text.format; a refusal as BadRequestError naming its param.
@@ -66,6 +67,10 @@ const byPrev = await client.responses.create({ ...more, input: 'And then?', prev
 if (byItems.output_text !== byPrev.output_text || byItems.usage.input_tokens !== byPrev.usage.input_tokens ||
     byPrev.previous_response_id !== r.id)
   fail(`the output sent back: ${show(byItems)} vs previous_response_id: ${show(byPrev)}`);
+const listed = [];
+for await (const item of client.responses.inputItems.list(byPrev.id, { limit: 1, order: 'asc' })) listed.push(item);
+if (listed.length !== 1 || listed[0].type !== 'message' || listed[0].content[0].text !== 'And then?')
+  fail(`inputItems.list: ${show(listed)}`);
 await client.responses.delete(r.id);
 try {
   await client.responses.retrieve(r.id);

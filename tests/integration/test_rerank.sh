@@ -11,6 +11,8 @@
 #     and /v2/rerank, in TEI's form (texts, return_text), and from vLLM's
 #     /v1/score (one text_1 with each text_2, or pairs);
 #   - top_n, return_documents false, truncate_prompt_tokens;
+#   - /classify (vLLM's): each input's class probabilities, labels from the
+#     file, the first probability of a token-id input = folio eval --rank;
 #   - bad requests are 400s naming the field; a model without a head 501.
 . "$SRCDIR/lib.sh"
 
@@ -52,6 +54,20 @@ jq -e --argjson n "$total" '(.id | startswith("rerank-")) and .model == "folio-s
   and ([.results[].relevance_score | . > 0 and . < 1] | all)' <<<"$R" >/dev/null ||
   fail "response: $R"
 ok "3 documents: each score = folio eval --rank of its templated prompt; best first; usage $total tokens"
+
+# /classify (vLLM's): each input's probabilities through the head, in order;
+# the token-id input's first probability is folio eval --rank of it, the
+# label the file's name of the likelier class
+C=$(rr /classify "{\"input\":[$toks,\"cats eat fish\"]}")
+jq -e --argjson w "$want" --argjson n "$(jq length <<<"$toks")" '(.id | startswith("classify-")) and
+  .object == "list" and (.data | length) == 2 and ([.data[].index] == [0, 1]) and
+  ([.data[] | .num_classes == 2 and (.probs | add - 1 | fabs) < 1e-6 and
+    .label == (if .probs[0] >= .probs[1] then "yes" else "no" end)] | all) and
+  ((.data[0].probs[0] - $w) | fabs) < 1e-4 and .usage.prompt_tokens > $n and
+  .usage.completion_tokens == 0' <<<"$C" >/dev/null || fail "classify: $C (want p0 $want)"
+[ "$(rr /v1/classify "{\"input\":$toks}" | jq -c '.data[0].probs')" = "$(jq -c '.data[0].probs' <<<"$C")" ] ||
+  fail "/v1/classify differs"
+ok "/classify: probabilities summing to 1, the first = folio eval --rank ($want), labels yes/no from the file"
 
 scores() { jq -c '[.results | sort_by(.index)[].relevance_score]' <<<"$1"; }
 S=$(scores "$R")
@@ -96,5 +112,8 @@ start_daemon "$FOLIOD" --kv-blocks 64
 r=$(req POST /v1/rerank '{"query":"q","documents":["a"]}')
 [ "$(status_of "$r")" = 501 ] && body_of "$r" | jq -e '.error.message | test("not a reranker")' \
   >/dev/null || fail "the default model (no head): $r"
+r=$(req POST /classify '{"input":"a"}')
+[ "$(status_of "$r")" = 501 ] && body_of "$r" | jq -e '.error.message | test("not a classifier")' \
+  >/dev/null || fail "/classify on the default model: $r"
 stop_daemon || fail "exit status"
 ok "a model without a classification head: 501"

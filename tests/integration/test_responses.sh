@@ -12,6 +12,7 @@
 #     event's type its `event:`, sequence_number 0, 1, ..; the deltas are
 #     the same text, the last event the same response;
 #   - the store: GET answers what the create answered (a streamed one too),
+#     input_items lists its own input (ids, order, limit / after pages),
 #     DELETE deletes it (then 404 response_not_found), store:false is not
 #     kept; previous_response_id continues the conversation (without its
 #     instructions) as the chat of its messages does, twice over; unknown
@@ -160,6 +161,28 @@ c3=$(chat "$(jq -cn --arg t "$t1" --arg u "$t2" '{messages: [{role: "user", cont
   max_tokens: 8, temperature: 0}')")
 jq -e --argjson c "$c3" '.output[0].content[0].text == $c.choices[0].message.content and
   .usage.input_tokens == $c.usage.prompt_tokens' <<<"$r3" >/dev/null || fail "a chain of two: $r3 / $c3"
+# input_items: this response's own input (not the earlier ones'), newest
+# first by default, paged with limit / after
+id3=$(jq -r .id <<<"$r3")
+r4=$(created "{\"input\":[{\"role\":\"developer\",\"content\":\"D\"},{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"a\"},{\"type\":\"input_text\",\"text\":\"b\"}]},{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{}\"},{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"42\"}],\"previous_response_id\":\"$id3\",\"max_output_tokens\":2}")
+id4=$(jq -r .id <<<"$r4")
+tail4=${id4#resp_}
+li=$(body_of "$(req GET "/v1/responses/$id4/input_items?order=asc")")
+jq -e --arg t "$tail4" '.object == "list" and .has_more == false and (.data | length) == 4 and
+  .data[0] == {type: "message", role: "developer", content: [{type: "input_text", text: "D"}], status: "completed", id: ("msg_" + $t + "_in0")} and
+  .data[1].content == [{type: "input_text", text: "ab"}] and
+  .data[2] == {type: "function_call", call_id: "c1", name: "f", arguments: "{}", status: "completed", id: ("fc_" + $t + "_in2")} and
+  .data[3] == {type: "function_call_output", call_id: "c1", output: "42", status: "completed", id: ("fco_" + $t + "_in3")} and
+  .first_id == .data[0].id and .last_id == .data[3].id' <<<"$li" >/dev/null || fail "input_items: $li"
+p1=$(body_of "$(req GET "/v1/responses/$id4/input_items?limit=3")")
+p2=$(body_of "$(req GET "/v1/responses/$id4/input_items?limit=3&after=$(jq -r .last_id <<<"$p1")")")
+jq -e --argjson a "$li" --argjson p2 "$p2" '.has_more == true and $p2.has_more == false and
+  (.data + $p2.data) == ($a.data | reverse)' <<<"$p1" >/dev/null || fail "input_items pages: $p1 / $p2"
+li3=$(body_of "$(req GET "/v1/responses/$id3/input_items")")
+jq -e '(.data | length) == 1 and .data[0].content[0].text == "Why?"' <<<"$li3" >/dev/null || fail "input_items of $id3: $li3"
+r=$(req GET "/v1/responses/$id4/input_items?limit=0")
+[ "$(status_of "$r")" = 400 ] && body_of "$r" | jq -e '.error.param == "limit"' >/dev/null || fail "limit 0: $r"
+not_found "$(req GET "/v1/responses/resp_0/input_items")" response_not_found || fail "input_items of an unknown id"
 ok "store: GET = the create's answer, DELETE, then 404; store:false not kept; previous_response_id = the chat of the conversation ($(jq '.usage.input_tokens' <<<"$r1") -> $(jq '.usage.input_tokens' <<<"$r2") -> $(jq '.usage.input_tokens' <<<"$r3") input tokens)"
 
 # --- function tools -------------------------------------------------------------
