@@ -112,6 +112,14 @@ for k in 0 1; do
     http://x/v1/completions >/dev/null &
   pids+=($!)
 done
+# the embeddings come while both generations decode (they hold 26+ of the
+# 40 blocks and grow): came first, they could run before them, unpreempted
+for _ in $(seq 1 400); do
+  m=$(curl -s --unix-socket "$SOCK" http://x/metrics)
+  awk '/^folio_num_requests_running[ {]/ {r = $NF} /^folio_generation_tokens_total[ {]/ {g = $NF}
+    END {exit !(r >= 2 && g >= 2)}' <<<"$m" && break
+  sleep 0.02
+done
 for k in 0 1 2 3 4 5; do
   curl -s --unix-socket "$SOCK" -d "{\"input\":[$(ids 300 $((k + 10)))]}" http://x/v1/embeddings \
     >"$T/e$k.json" &
