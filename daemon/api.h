@@ -84,14 +84,15 @@ struct srv_rerank_params {
 /* /v1/responses (OpenAI's Responses API, api_responses.c): what the
  * response object repeats and what the response store keeps. */
 struct srv_resp_params {
-    char *echo;    /* the request's settings as JSON members ("instructions":...,"tools":...,
-                      ...; no braces), as the response object repeats them */
-    char *conv;    /* the conversation as a JSON array of chat messages: the previous
-                      response's, then this input (without instructions) */
-    char *prev_id; /* previous_response_id, or NULL */
-    char *input;   /* this request's input as a JSON array of items (message, function_call,
-                      function_call_output; no ids), as input_items lists it */
-    bool store;    /* keep the response (store, and a store on this server) */
+    char *echo;      /* the request's settings as JSON members ("instructions":...,"tools":...,
+                        ...; no braces), as the response object repeats them */
+    char *conv;      /* the conversation as a JSON array of chat messages: the previous
+                        response's, then this input (without instructions) */
+    char *prev_id;   /* previous_response_id, or NULL */
+    char *input;     /* this request's input as a JSON array of items (message, function_call,
+                        function_call_output; no ids), as input_items lists it */
+    bool store;      /* keep the response (store, and a store on this server) */
+    bool background; /* answered at once (status queued), run detached, kept in the store */
 };
 void srv_resp_params_free(struct srv_resp_params *r);
 

@@ -35,8 +35,11 @@
  *   include ["message.output_text.logprobs"] -> logprobs
  *   top_logprobs                        -> top_logprobs, with include's
  *                                          logprobs only (as OpenAI)
+ *   background                          -> p->resp->background: answered
+ *                                          at once, run detached (comp.c);
+ *                                          stored, never streamed
  * Images, files, reasoning items, hosted tools (web search, file search,
- * ...), `conversation`, `background`, other `include` values and
+ * ...), `conversation`, other `include` values and
  * reasoning effort are refused with a 400 naming them.  Other fields are unknown fields, as for
  * any route.
  *
@@ -334,7 +337,7 @@ struct echo {
     const cJSON *instructions, *max_output_tokens, *metadata, *parallel_tool_calls, *temperature,
         *text, *tool_choice, *tools, *top_logprobs, *top_p, *truncation, *user;
     const char *prev;
-    bool store;
+    bool store, background;
 };
 
 static int add_or(cJSON *o, const char *k, const cJSON *v, cJSON *def)
@@ -495,9 +498,11 @@ static int field(const cJSON *f, cJSON *c, struct echo *e, const cJSON **input,
         const cJSON *effort = cJSON_GetObjectItemCaseSensitive(f, "effort");
         if (!cJSON_IsNull(f) && (!cJSON_IsObject(f) || (effort && !cJSON_IsNull(effort))))
             BAD(k, "reasoning.effort is not supported with this model (it does not reason)");
-    } else if (!strcmp(k, "background"))
-        return refuse_set(f, k, "responses are answered while the request waits", err);
-    else if (!strcmp(k, "conversation"))
+    } else if (!strcmp(k, "background")) {
+        if (!cJSON_IsBool(f) && !cJSON_IsNull(f))
+            BAD(k, "'background' must be a boolean");
+        e->background = cJSON_IsTrue(f);
+    } else if (!strcmp(k, "conversation"))
         return refuse_set(f, k, "chain responses with previous_response_id", err);
     else if (!strcmp(k, "include")) {
         if (!cJSON_IsArray(f) && !cJSON_IsNull(f))
@@ -580,11 +585,24 @@ static int translate(const char *body, size_t len, srv_resp_lookup_fn lookup, vo
     if (!rc)
         rc = translate_input(input, conv, err);
     e.store &= can_store;
+    if (!rc && e.background && !e.store) {
+        srv_api_error_set(err, 400, "invalid_request_error", "background", NULL,
+                          "a background response must be stored: 'store' false, or this "
+                          "server keeps no responses (--responses-store 0)");
+        rc = -EINVAL;
+    }
+    if (!rc && e.background && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "stream"))) {
+        srv_api_error_set(err, 400, "invalid_request_error", "background", NULL,
+                          "a background response cannot be streamed here: poll "
+                          "GET /v1/responses/{id}");
+        rc = -EINVAL;
+    }
     p->resp = folio_calloc(1, sizeof(*p->resp));
     if (!rc && !p->resp)
         rc = -ENOMEM;
     if (!rc) {
         p->resp->store = e.store;
+        p->resp->background = e.background;
         char *s = cJSON_PrintUnformatted(conv);
         p->resp->conv = s ? folio_strdup(s) : NULL;
         cJSON_free(s);

@@ -36,6 +36,14 @@
  * its response is complete; a connection that closes first abandons it
  * (srv_comp_abandon: conn = NULL, choices aborted) and the comp is freed
  * when the backend reports its last `finished`.
+ *
+ * A background response (Responses' background: true) never holds its
+ * connection: it is answered at once with its pending object (queued,
+ * kept in the store as such, in_progress from its first step), sits on
+ * srv.bg, gathers its text as a non-streamed completion does, and when
+ * its last choice finishes stores its final object (bg_finish) and logs
+ * its access line (status 200).  Cancel and DELETE (routes.c) abort its
+ * choices through srv_comp_bg_cancel.
  */
 #include <errno.h>
 #include <math.h>
@@ -96,16 +104,22 @@ static void comp_free(struct srv_comp *comp)
     srv_maybe_exit(s);
 }
 
-void srv_comp_abandon(void *user, void *active)
+/* Aborts the choices still running (each ends with its `finished`). */
+static void abort_choices(struct srv_comp *comp)
 {
-    struct srv *s = user;
-    struct srv_comp *comp = active;
-    comp->conn = NULL;
     for (int i = 0; i < comp->n_choices; i++)
         if (!comp->ch[i].done && !comp->ch[i].stopped) {
             comp->ch[i].stopped = true;
-            srv_engine_abort(s->eng, &comp->ch[i].er);
+            srv_engine_abort(comp->srv->eng, &comp->ch[i].er);
         }
+}
+
+void srv_comp_abandon(void *user, void *active)
+{
+    (void)user;
+    struct srv_comp *comp = active;
+    comp->conn = NULL;
+    abort_choices(comp);
 }
 
 /* End of the choice's text: the detokenizer's held bytes are released
@@ -129,6 +143,14 @@ static void stream_send(struct srv_comp *comp, struct folio_buf *b)
     folio_buf_free(b);
 }
 
+static bool comp_engine_failed(const struct srv_comp *comp)
+{
+    for (int i = 0; i < comp->n_choices; i++)
+        if (comp->ch[i].finish == ENG_FINISH_ERROR)
+            return true;
+    return false;
+}
+
 /* Keeps a Responses response (p.resp->store) of text (the choice's whole
  * text) and its rendered object: in the store, for the tenant. */
 static void responses_keep(struct srv_comp *comp, const char *object, const char *text, size_t len)
@@ -145,6 +167,65 @@ static void responses_keep(struct srv_comp *comp, const char *object, const char
         srv_log(SRV_LOG_INFO, "response %s not stored: %s", comp->id,
                 rc == -E2BIG ? "larger than --responses-store" : strerror(-rc));
     folio_buf_free(&conv);
+}
+
+/* A background response's object as it stands (pending: before any
+ * output), kept in the store unless it was deleted. */
+static void bg_keep(struct srv_comp *comp, bool pending)
+{
+    if (comp->forget)
+        return;
+    const struct srv_choice *ch0 = &comp->ch[0];
+    struct srv_render r = renderer(comp->srv);
+    struct folio_buf b = {0};
+    if (pending)
+        srv_render_responses_pending(&b, &r, comp);
+    else
+        srv_render_responses(&b, &r, comp, ch0->text.p ? ch0->text.p : "", ch0->text.len);
+    responses_keep(comp, b.oom ? NULL : b.p, ch0->text.p ? ch0->text.p : "", ch0->text.len);
+    folio_buf_free(&b);
+}
+
+struct srv_comp *srv_comp_bg_find(struct srv *s, int tenant, const char *id)
+{
+    for (struct srv_comp *c = s->bg; c; c = c->bg_next)
+        if (c->tenant == tenant && !strcmp(c->id, id))
+            return c;
+    return NULL;
+}
+
+void srv_comp_bg_cancel(struct srv_comp *comp, bool forget)
+{
+    if (forget) {
+        comp->forget = true;
+        srv_resp_store_delete(comp->srv->resp_store, comp->tenant, comp->id);
+    }
+    if (comp->rstatus && !strcmp(comp->rstatus, "cancelled"))
+        return;
+    comp->rstatus = "cancelled";
+    for (int i = 0; i < comp->n_choices; i++) {
+        struct srv_choice *ch = &comp->ch[i];
+        if (!ch->done && !ch->stopped) {
+            text_flush(ch); /* what it had is its text */
+            ch->finish = ENG_FINISH_ABORT;
+        }
+    }
+    abort_choices(comp);
+    bg_keep(comp, false);
+}
+
+/* A background response's end: off srv.bg, its final object kept. */
+static void bg_finish(struct srv_comp *comp)
+{
+    struct srv *s = comp->srv;
+    for (struct srv_comp **pp = &s->bg; *pp; pp = &(*pp)->bg_next)
+        if (*pp == comp) {
+            *pp = comp->bg_next;
+            break;
+        }
+    if (!comp->rstatus || strcmp(comp->rstatus, "cancelled"))
+        comp->rstatus = comp_engine_failed(comp) ? "failed" : NULL;
+    bg_keep(comp, false);
 }
 
 /* A Responses stream's emit: text that may be a tool call is held (as a
@@ -236,14 +317,6 @@ static void stream_emit(struct srv_choice *ch, bool final)
     stream_send(comp, &b);
 }
 
-static bool comp_engine_failed(const struct srv_comp *comp)
-{
-    for (int i = 0; i < comp->n_choices; i++)
-        if (comp->ch[i].finish == ENG_FINISH_ERROR)
-            return true;
-    return false;
-}
-
 static void comp_respond(struct srv_comp *comp)
 {
     struct http_conn *c = comp->conn;
@@ -293,8 +366,13 @@ static void ev_started(void *user, struct eng_req *r)
 {
     struct srv *s = user;
     struct srv_choice *ch = r->user;
+    struct srv_comp *comp = ch->comp;
     ch->t_started = folio_now_ns();
-    srv_hist_observe(&s->queue, (double)(ch->t_started - ch->comp->t_arrival) * 1e-9);
+    srv_hist_observe(&s->queue, (double)(ch->t_started - comp->t_arrival) * 1e-9);
+    if (comp->bg && comp->rstatus && !strcmp(comp->rstatus, "queued")) {
+        comp->rstatus = "in_progress";
+        bg_keep(comp, true);
+    }
 }
 
 /* The completion's access line (it was held on its connection): status
@@ -320,7 +398,9 @@ static void comp_access(struct srv_comp *comp)
         .method = "POST",
         .path = path,
         .path_len = (int)strlen(path),
-        .status = comp->conn ? http_conn_status(comp->conn) : 499,
+        .status = comp->conn ? http_conn_status(comp->conn)
+                  : comp->bg ? 200
+                             : 499,
         .tenant = srv_auth_tenant_name(&s->auth, comp->tenant),
         .prompt_tokens = comp->prompt_tokens,
         .completion_tokens = gen,
@@ -356,7 +436,7 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
     } else
         srv_hist_observe(&s->itl, (double)(now - ch->t_last) * 1e-9);
     ch->t_last = now;
-    if (ch->stopped || !comp->conn)
+    if (ch->stopped || (!comp->conn && !comp->bg))
         return;
     if (ch->n_tokens == ch->cap_tokens) {
         int32_t cap = ch->cap_tokens ? 2 * ch->cap_tokens : 64;
@@ -368,7 +448,12 @@ static void ev_token(void *user, struct eng_req *r, int32_t tok)
         if (l)
             ch->lps = l;
         if (!t || (r->g.n_logprobs >= 0 && !l)) {
-            http_close(comp->conn, "out of memory");
+            if (comp->conn)
+                http_close(comp->conn, "out of memory");
+            else { /* background: it fails */
+                comp->rstatus = "failed";
+                abort_choices(comp);
+            }
             return;
         }
         ch->cap_tokens = cap;
@@ -437,6 +522,12 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
         stream_emit(ch, true);
     if (comp->n_live)
         return;
+    if (comp->bg) {
+        bg_finish(comp);
+        comp_access(comp);
+        comp_free(comp);
+        return;
+    }
     struct http_conn *c = comp->conn;
     bool engine_failed = c && !comp->failed && comp->p.stream && comp_engine_failed(comp);
     if (engine_failed) {
@@ -533,7 +624,8 @@ static int choices_init(struct srv *s, struct srv_comp *comp, int n_choices, int
     return 0;
 }
 
-/* previous_response_id: the stored conversation, the caller's tenant's only. */
+/* previous_response_id: the stored conversation, the caller's tenant's
+ * only, of a response that has ended. */
 struct resp_lookup {
     struct srv *s;
     int tenant;
@@ -542,6 +634,8 @@ struct resp_lookup {
 static const char *resp_lookup(void *ctx, const char *id)
 {
     const struct resp_lookup *l = ctx;
+    if (srv_comp_bg_find(l->s, l->tenant, id))
+        return NULL; /* running in the background: no answer to continue yet */
     return srv_resp_store_conv(l->s->resp_store, l->tenant, id);
 }
 
@@ -691,6 +785,25 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         comp->n_live += comp->p.n;
     }
     s->tm[tenant].prompt_tokens += (double)comp->prompt_tokens;
+    if (comp->p.resp && comp->p.resp->background) {
+        /* answered at once: queued, kept, polled by GET /v1/responses/{id} */
+        comp->bg = true;
+        comp->rstatus = "queued";
+        comp->bg_next = s->bg;
+        s->bg = comp;
+        comp->access_own = s->access_claimed = true;
+        bg_keep(comp, true);
+        struct folio_buf b = {0};
+        struct srv_render r = renderer(s);
+        srv_render_responses_pending(&b, &r, comp);
+        if (b.oom) {
+            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+            http_error(c, &e, NULL);
+        } else
+            http_respond(c, 200, "application/json", b.p, b.len, NULL);
+        folio_buf_free(&b);
+        return;
+    }
     comp->conn = c;
     comp->access_own = s->access_claimed = true;
     http_conn_hold(c, comp);

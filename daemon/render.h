@@ -138,6 +138,10 @@ void srv_render_responses(struct folio_buf *b, const struct srv_render *r,
                           const struct srv_comp *comp, const char *text, size_t len);
 void srv_render_responses_conv(struct folio_buf *b, const struct srv_comp *comp, const char *text,
                                size_t len);
+/* The response object before its output: status comp->rstatus (queued,
+ * in_progress: a background response's while it runs), no output. */
+void srv_render_responses_pending(struct folio_buf *b, const struct srv_render *r,
+                                  const struct srv_comp *comp);
 void srv_render_responses_stream_head(struct folio_buf *b, const struct srv_render *r,
                                       const struct srv_comp *comp, struct srv_resp_stream *st);
 void srv_render_responses_stream(struct folio_buf *b, const struct srv_render *r,

@@ -4,8 +4,9 @@
  *
  * Shapes:
  *   response  {"id":"resp_X","object":"response","created_at","status"
- *             (completed, incomplete, in_progress),"background":false,
- *             "error":null,"incomplete_details" (null or {"reason":
+ *             (completed, incomplete, in_progress; a background one's also
+ *             queued, cancelled, failed),"background","error" (null, or
+ *             {"code","message"} when failed),"incomplete_details" (null or {"reason":
  *             "max_output_tokens"}),"model","output":[ITEM...], the
  *             request's settings (srv_resp_params.echo),"usage":{
  *             "input_tokens","input_tokens_details":{"cached_tokens"},
@@ -65,7 +66,8 @@ static const char *id_tail(const struct srv_comp *comp)
 
 static bool cut_short(const struct srv_choice *ch)
 {
-    return ch->finish == ENG_FINISH_LENGTH;
+    return ch->finish == ENG_FINISH_LENGTH || ch->finish == ENG_FINISH_ABORT ||
+           ch->finish == ENG_FINISH_ERROR;
 }
 
 /* An output_text part; ch: with its tokens' logprobs (when asked for),
@@ -133,18 +135,25 @@ static void output_json(struct folio_buf *b, const struct srv_render *r,
     folio_buf_puts(b, "]");
 }
 
-/* The response object; o NULL: in progress (no output, no usage). */
+/* The response object; o NULL: in progress (no output, no usage).  A
+ * background response's status is comp->rstatus where set (queued,
+ * cancelled, failed). */
 static void object(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp,
                    const struct srv_choice *ch, const struct resp_out *o)
 {
-    bool inc = o && cut_short(ch);
+    const char *st = comp->rstatus;
+    bool inc = !st && o && cut_short(ch), failed = st && !strcmp(st, "failed");
     folio_buf_printf(b,
                      "{\"id\":\"%s\",\"object\":\"response\",\"created_at\":%lld,\"status\":\"%s\","
-                     "\"background\":false,\"error\":null,\"incomplete_details\":%s,\"model\":",
+                     "\"background\":%s,\"error\":%s,\"incomplete_details\":%s,\"model\":",
                      comp->id, (long long)comp->created,
-                     !o    ? "in_progress"
+                     st    ? st
+                     : !o  ? "in_progress"
                      : inc ? "incomplete"
                            : "completed",
+                     comp->p.resp && comp->p.resp->background ? "true" : "false",
+                     failed ? "{\"code\":\"server_error\",\"message\":\"the engine failed\"}"
+                            : "null",
                      inc ? "{\"reason\":\"max_output_tokens\"}" : "null");
     folio_buf_json_str(b, r->model, strlen(r->model));
     folio_buf_puts(b, ",\"output\":");
@@ -174,6 +183,12 @@ void srv_render_responses(struct folio_buf *b, const struct srv_render *r,
     out_parse(comp, ch, text, len, &o);
     object(b, r, comp, ch, &o);
     srv_tool_calls_free(o.calls, o.n);
+}
+
+void srv_render_responses_pending(struct folio_buf *b, const struct srv_render *r,
+                                  const struct srv_comp *comp)
+{
+    object(b, r, comp, &comp->ch[0], NULL);
 }
 
 void srv_render_responses_conv(struct folio_buf *b, const struct srv_comp *comp, const char *text,

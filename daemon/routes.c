@@ -335,21 +335,42 @@ static void input_items(struct srv *s, struct http_conn *c, const struct http_re
     respond_buf(c, 200, "application/json", &b);
 }
 
-/* GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items:
- * a stored response of the caller's tenant (another tenant's is as absent
- * as an unknown id). */
+/* Whether a stored response object says "background":true (its own
+ * rendering: the field comes before the model name and the settings). */
+static bool object_is_background(const char *obj)
+{
+    const char *bg = strstr(obj, "\"background\":"), *model = strstr(obj, "\"model\":");
+    return bg && model && bg < model && !strncmp(bg + 13, "true", 4);
+}
+
+/* GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items,
+ * POST /v1/responses/{id}/cancel: a stored response of the caller's tenant
+ * (another tenant's is as absent as an unknown id).  DELETE of a running
+ * background response cancels it too; cancel answers the response as it
+ * stands (cancelled, or as it ended: cancelling is idempotent), and a 400
+ * for a response that was not a background one. */
 static void route_response(struct srv *s, struct http_conn *c, const struct http_request *rq,
                            const struct srv_caller *who)
 {
-    static const char prefix[] = "/v1/responses/", items[] = "/input_items";
+    static const char prefix[] = "/v1/responses/", items[] = "/input_items",
+                      cancel_sfx[] = "/cancel";
     const char *p = rq->url + sizeof(prefix) - 1;
     size_t n = rq->path_len - (sizeof(prefix) - 1);
     bool list = rq->method == HTTP_M_GET && n > sizeof(items) - 1 &&
                 !memcmp(p + n - (sizeof(items) - 1), items, sizeof(items) - 1);
+    bool cancel = rq->method == HTTP_M_POST && n > sizeof(cancel_sfx) - 1 &&
+                  !memcmp(p + n - (sizeof(cancel_sfx) - 1), cancel_sfx, sizeof(cancel_sfx) - 1);
     if (list)
         n -= sizeof(items) - 1;
+    if (cancel)
+        n -= sizeof(cancel_sfx) - 1;
+    const bool bad_post = rq->method == HTTP_M_POST && !cancel; /* POST: {id}/cancel only */
+    if (bad_post)
+        n = SIZE_MAX;
     char id[64];
     bool valid = n < sizeof(id);
+    if (!valid)
+        n = rq->path_len - (sizeof(prefix) - 1);
     for (size_t i = 0; valid && i < n; i++)
         valid = (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '_' ||
                 p[i] == '-';
@@ -364,17 +385,28 @@ static void route_response(struct srv *s, struct http_conn *c, const struct http
     if (valid) {
         memcpy(id, p, n);
         id[n] = 0;
+        struct srv_comp *bg = srv_comp_bg_find(s, who->tenant, id);
+        if (bg && rq->method != HTTP_M_GET)
+            srv_comp_bg_cancel(bg, rq->method == HTTP_M_DELETE);
         if (rq->method == HTTP_M_DELETE)
-            found = srv_resp_store_delete(s->resp_store, who->tenant, id);
+            found = srv_resp_store_delete(s->resp_store, who->tenant, id) || bg;
         else
             found = (obj = srv_resp_store_object(s->resp_store, who->tenant, id)) != NULL;
     }
+    if (found && cancel && !object_is_background(obj)) {
+        struct srv_api_error e;
+        srv_api_error_set(&e, 400, "invalid_request_error", NULL, NULL,
+                          "Cannot cancel a synchronous response.");
+        http_error(c, &e, NULL);
+        return;
+    }
     if (!found) {
         struct srv_api_error e;
-        if (!valid && memchr(p, '/', n))
+        if (bad_post || (!valid && memchr(p, '/', n)))
             srv_api_error_set(&e, 404, "invalid_request_error", NULL, NULL,
                               "%.*s is not served (GET and DELETE /v1/responses/{id}, GET "
-                              "/v1/responses/{id}/input_items are)",
+                              "/v1/responses/{id}/input_items and POST "
+                              "/v1/responses/{id}/cancel are)",
                               (int)FOLIO_MIN(rq->path_len, 120), rq->url);
         else
             srv_api_error_set(&e, 404, "invalid_request_error", NULL, "response_not_found",
@@ -553,6 +585,7 @@ static const struct route {
     {HTTP_M_POST, "/v1/responses", SRV_ACCESS_TENANT, route_responses},
     {HTTP_M_GET, "/v1/responses/", SRV_ACCESS_TENANT, route_response}, /* /v1/responses/{id} */
     {HTTP_M_DELETE, "/v1/responses/", SRV_ACCESS_TENANT, route_response},
+    {HTTP_M_POST, "/v1/responses/", SRV_ACCESS_TENANT, route_response}, /* {id}/cancel */
     /* Anthropic's Messages API (api_messages.c) */
     {HTTP_M_POST, "/v1/messages", SRV_ACCESS_TENANT, route_messages},
     {HTTP_M_POST, "/v1/messages/count_tokens", SRV_ACCESS_TENANT, route_count_tokens},

@@ -335,6 +335,8 @@ static void on_drain_timeout(uv_timer_t *t)
     srv_api_error_set(&e, 503, "service_unavailable", NULL, "drain_timeout",
                       "the server is shutting down: request aborted at the drain timeout");
     http_server_fail_all(&s->http, &e);
+    for (struct srv_comp *bg = s->bg; bg; bg = bg->bg_next) /* no connection to fail */
+        srv_comp_bg_cancel(bg, false);
 }
 
 static void begin_drain(struct srv *s, const char *why)

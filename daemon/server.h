@@ -25,7 +25,10 @@
  *                     NULL, every choice is aborted, and the comp is freed
  *                     when the backend has reported the last `finished`
  *                     (never while a step references it) — Redis's
- *                     freeClientAsync idea.
+ *                     freeClientAsync idea.  A background response
+ *                     (POST /v1/responses, background: true) is the same
+ *                     with no connection from the start: answered at once,
+ *                     it keeps its text and stores its object when done.
  *
  * Threading: everything here is loop-thread only.
  */
@@ -94,6 +97,13 @@ struct srv_comp {
     uint64_t t_arrival;
     bool headers_sent, failed;
     bool access_own; /* held on its connection: logs its own access line at the end */
+    /* A background response (p.resp->background): no connection from the
+     * start, on srv.bg until it finishes; rstatus is its status while not
+     * derived from its choices (queued, in_progress, cancelled, failed);
+     * forget: deleted while running, not kept when it ends. */
+    bool bg, forget;
+    const char *rstatus;
+    struct srv_comp *bg_next;
 };
 
 struct srv_tenant_metrics {
@@ -133,7 +143,8 @@ struct srv {
     struct srv_auth auth;
     struct srv_resp_store *resp_store; /* the Responses store (resp_store.h) */
 
-    int n_comps; /* live completions (including detached ones) */
+    int n_comps;         /* live completions (including detached ones) */
+    struct srv_comp *bg; /* running background responses (srv_comp.bg_next) */
     uint64_t next_id;
     int64_t started_at;
 
@@ -203,6 +214,12 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
                     const struct srv_caller *who, enum srv_comp_kind kind);
 /* http's on_abandon: the connection of a held completion closed. */
 void srv_comp_abandon(void *user, void *comp);
+/* The running background response id of tenant's, or NULL. */
+struct srv_comp *srv_comp_bg_find(struct srv *s, int tenant, const char *id);
+/* Cancels a running background response: its choices are aborted and its
+ * status is "cancelled" from now on (kept so when it ends, unless forget:
+ * then dropped from the store at once). */
+void srv_comp_bg_cancel(struct srv_comp *comp, bool forget);
 /* The engine events completions answer (user: struct srv). */
 void srv_comp_events(struct srv *s, struct eng_events *ev);
 

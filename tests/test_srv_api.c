@@ -490,6 +490,21 @@ static void test_responses_bodies(void **state)
     assert_int_equal(p.n_unknown, 1);
     assert_string_equal(p.unknown, "other");
     srv_comp_params_free(&p);
+    /* ... nor runs one in the background (it could not be fetched) */
+    const char *bg_nostore = "{\"input\":\"a\",\"background\":true}";
+    assert_int_equal(srv_responses_parse(bg_nostore, strlen(bg_nostore), &resp_mi, CHAT_TMPL_CHATML,
+                                         fake_tok, NULL, stored_conv, NULL, false, &p, &e),
+                     -EINVAL);
+    assert_string_equal(e.param, "background");
+    srv_comp_params_free(&p);
+
+    /* background: a stored, unstreamed response, flagged */
+    assert_int_equal(responses("{\"input\":\"a\",\"background\":true}", &p, &e), 0);
+    assert_true(p.resp->background && p.resp->store && !p.stream);
+    srv_comp_params_free(&p);
+    assert_int_equal(responses("{\"input\":\"a\",\"background\":false}", &p, &e), 0);
+    assert_false(p.resp->background);
+    srv_comp_params_free(&p);
 
     /* top_logprobs alone asks for no logprobs (include does); text without
      * a format repeats the default one */
@@ -521,7 +536,9 @@ static void test_responses_bodies(void **state)
         {"{\"input\":\"a\",\"tools\":[{\"type\":\"function\"}]}", "tools", 400},
         {"{\"input\":\"a\",\"tool_choice\":{\"type\":\"file_search\"}}", "tool_choice", 400},
         {"{\"input\":\"a\",\"text\":{\"format\":{\"type\":\"xml\"}}}", "text", 400},
-        {"{\"input\":\"a\",\"background\":true}", "background", 400},
+        {"{\"input\":\"a\",\"background\":true,\"store\":false}", "background", 400},
+        {"{\"input\":\"a\",\"background\":true,\"stream\":true}", "background", 400},
+        {"{\"input\":\"a\",\"background\":1}", "background", 400},
         {"{\"input\":\"a\",\"conversation\":\"c\"}", "conversation", 400},
         {"{\"input\":\"a\",\"include\":[\"file_search_call.results\"]}", "include", 400},
         {"{\"input\":\"a\",\"top_logprobs\":21}", "top_logprobs", 400},

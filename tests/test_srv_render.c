@@ -948,6 +948,45 @@ static void test_responses_render(void **state)
                              "\"content\":\"Hi \\\"you\\\"\"}]");
     folio_buf_free(&b);
 
+    /* a background response: queued (no output, no usage), cancelled (the
+     * text it had, the message incomplete), failed (an error object) */
+    rp.background = true;
+    comp.rstatus = "queued";
+    srv_render_responses_pending(&b, &R, &comp);
+    cJSON *j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_string_equal(jget(j, "status")->valuestring, "queued");
+    assert_true(cJSON_IsTrue(jget(j, "background")));
+    assert_int_equal(cJSON_GetArraySize(jget(j, "output")), 0);
+    assert_true(cJSON_IsNull(jget(j, "usage")) && cJSON_IsNull(jget(j, "error")));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    comp.rstatus = "cancelled";
+    ch.finish = ENG_FINISH_ABORT;
+    srv_render_responses(&b, &R, &comp, text, strlen(text));
+    j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_string_equal(jget(j, "status")->valuestring, "cancelled");
+    assert_true(cJSON_IsNull(jget(j, "incomplete_details")));
+    const cJSON *cm = cJSON_GetArrayItem(jget(j, "output"), 0);
+    assert_string_equal(jget(cm, "status")->valuestring, "incomplete");
+    assert_string_equal(jget(cJSON_GetArrayItem(jget(cm, "content"), 0), "text")->valuestring,
+                        text);
+    assert_int_equal(jget(jget(j, "usage"), "output_tokens")->valueint, 3);
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    comp.rstatus = "failed";
+    ch.finish = ENG_FINISH_ERROR;
+    srv_render_responses(&b, &R, &comp, "", 0);
+    j = cJSON_Parse(b.p);
+    assert_non_null(j);
+    assert_string_equal(jget(j, "status")->valuestring, "failed");
+    assert_string_equal(jget(jget(j, "error"), "code")->valuestring, "server_error");
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    comp.rstatus = NULL;
+    rp.background = false;
+
     /* the stream: head, a delta of 3 bytes, then the final emit with the
      * rest (the caller passes the whole text so far each time) */
     ch.finish = ENG_FINISH_STOP;
@@ -995,7 +1034,7 @@ static void test_responses_render(void **state)
     comp.p.tools = &tools;
     const char *call = "ok<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
     srv_render_responses(&b, &R, &comp, call, strlen(call));
-    cJSON *j = cJSON_Parse(b.p);
+    j = cJSON_Parse(b.p);
     assert_non_null(j);
     const cJSON *out = jget(j, "output");
     assert_int_equal(cJSON_GetArraySize(out), 2);

@@ -13,7 +13,8 @@
 //     delete, then retrieve is a NotFoundError;
 //   - a function tool round trip (tool_choice required, function_call_output
 //     sent back by items and by previous_response_id); parse with a
-//     json_schema text.format; a refusal as BadRequestError naming its param.
+//     json_schema text.format; background: create, retrieve until done (the
+//     foreground's text), cancel; a refusal as BadRequestError naming its param.
 // Usage: node responses_client.mjs SOCKET RESPONSE_JSON  (from a dir with node_modules)
 import OpenAI from 'openai';
 import { Agent, fetch } from 'undici';
@@ -102,13 +103,31 @@ const p = await client.responses.parse({
 });
 if (!p.output_parsed || !['c', 'f'].includes(p.output_parsed.unit)) fail('parse: ' + show(p));
 
+// background: queued at once, polled with retrieve until it ends: the text
+// of the same request answered in the foreground; a long one cancelled
+const bg = await client.responses.create({ ...body, background: true });
+if (bg.status !== 'queued' || bg.background !== true || bg.output.length) fail('background: ' + show(bg));
+let done = bg;
+for (let k = 0; k < 600 && ['queued', 'in_progress'].includes(done.status); k++) {
+  await new Promise((ok) => setTimeout(ok, 50));
+  done = await client.responses.retrieve(bg.id);
+}
+if (done.status !== want.status || done.output_text !== r.output_text || done.background !== true)
+  fail(`background: ${show(done)} / ${show(r)}`);
+const long = await client.responses.create({
+  model, input: 'Tell a long story', max_output_tokens: 1500, ignore_eos: true, background: true,
+});
+const c = await client.responses.cancel(long.id);
+const c2 = await client.responses.retrieve(long.id);
+if (c.status !== 'cancelled' || c2.status !== 'cancelled' || c2.usage?.output_tokens >= 1500)
+  fail(`cancel: ${show(c)} / ${show(c2)}`);
 try {
-  await client.responses.create({ model, input: 'a', background: true });
-  fail('background accepted');
+  await client.responses.create({ model, input: 'a', background: true, stream: true });
+  fail('background stream accepted');
 } catch (e) {
-  if (!(e instanceof OpenAI.BadRequestError) || e.param !== 'background') fail('background: ' + e);
+  if (!(e instanceof OpenAI.BadRequestError) || e.param !== 'background') fail('background stream: ' + e);
 }
 console.log(`ok - openai SDK: responses.create (output_text = curl's), stream (${n} events) and responses.stream, ` +
   `retrieve, output items sent back = previous_response_id, delete, tool round trip (${call.arguments}), ` +
-  `parse ${show(p.output_parsed)}, BadRequestError`);
+  `parse ${show(p.output_parsed)}, background polled (${done.status}) and cancelled, BadRequestError`);
 await dispatcher.close();

@@ -23,6 +23,10 @@
 #     output_item.done; the output sent back (as items, or after
 #     previous_response_id) answers as the chat with its tool message;
 #   - text.format json_schema = the chat's response_format;
+#   - background: answered at once (queued), then GET finds the response
+#     the foreground request gives; POST /v1/responses/{id}/cancel ends a
+#     running one (cancelled, idempotent; a foreground one 400); DELETE of
+#     a running one cancels it and it stays gone; tenants apart;
 #   - refusals: 400 in OpenAI's shape naming the Responses field;
 #   - tenants (API keys over TCP): one tenant's responses are absent to
 #     another (GET, DELETE, previous_response_id); --responses-store 0
@@ -234,8 +238,63 @@ jq -e --argjson c "$c" --argjson p "$P" '.status == "completed" and
   fail "text.format json_schema: $r / $c"
 ok "text.format json_schema: $(jq -r '.output[0].content[0].text' <<<"$r"), as the chat's response_format"
 
+# --- background -----------------------------------------------------------------
+poll() { # ID: the response once it is neither queued nor in progress
+  local g st
+  for _ in $(seq 1 600); do
+    g=$(body_of "$(req GET "/v1/responses/$1")")
+    st=$(jq -r .status <<<"$g")
+    [ "$st" = queued ] || [ "$st" = in_progress ] || break
+    sleep 0.05
+  done
+  echo "$g"
+}
+b=$(created '{"model":"folio-tiny-default","input":"Hello there","instructions":"Be brief.","max_output_tokens":16,"temperature":0,"background":true}')
+jq -e '.status == "queued" and .background == true and .output == [] and .usage == null and .error == null and
+  .instructions == "Be brief."' <<<"$b" >/dev/null || fail "background: $b"
+bid=$(jq -r .id <<<"$b")
+g=$(poll "$bid")
+jq -e --argjson m "$m" 'def plain: del(.id, .created_at, .output[].id, .usage.input_tokens_details, .background);
+  (. | plain) == ($m | plain) and .background == true' <<<"$g" >/dev/null || fail "background's result: $g / $m"
+long='{"input":"Tell a long story","max_output_tokens":1500,"ignore_eos":true,"background":true}'
+lid=$(jq -r .id <<<"$(created "$long")")
+r=$(req POST "/v1/responses/$lid/cancel")
+[ "$(status_of "$r")" = 200 ] && body_of "$r" | jq -e --arg id "$lid" '.id == $id and .status == "cancelled" and
+  .background == true and .error == null' >/dev/null || fail "cancel: $r"
+sleep 0.3 # its abort reaches the engine at the next step
+g=$(body_of "$(req GET "/v1/responses/$lid")")
+jq -e '.status == "cancelled" and (.usage.output_tokens < 1500) and
+  (.output | length == 0 or .[0].status == "incomplete")' <<<"$g" >/dev/null || fail "cancelled: $g"
+r=$(req POST "/v1/responses/$lid/cancel")
+[ "$(status_of "$r")" = 200 ] && body_of "$r" | jq -e --argjson g "$g" '. == $g' >/dev/null ||
+  fail "cancel twice: $r / $g"
+r=$(req POST "/v1/responses/$bid/cancel")
+[ "$(status_of "$r")" = 200 ] && body_of "$r" | jq -e '.status == "completed" or .status == "incomplete"' >/dev/null ||
+  fail "cancel of a finished one: $r"
+r=$(req POST "/v1/responses/$(jq -r .id <<<"$r1")/cancel")
+[ "$(status_of "$r")" = 400 ] && body_of "$r" | jq -e '.error.message | test("synchronous")' >/dev/null ||
+  fail "cancel of a foreground response: $r"
+not_found "$(req POST /v1/responses/resp_0/cancel)" response_not_found || fail "cancel of an unknown id"
+r=$(req POST "/v1/responses/$lid")
+[ "$(status_of "$r")" = 404 ] && body_of "$r" | jq -e '.error.message | test("not served")' >/dev/null ||
+  fail "POST /v1/responses/{id}: $r"
+did=$(jq -r .id <<<"$(created "$long")")
+r=$(req DELETE "/v1/responses/$did")
+[ "$(status_of "$r")" = 200 ] && body_of "$r" | jq -e '.deleted == true' >/dev/null || fail "DELETE of a running one: $r"
+sleep 0.3
+not_found "$(req GET "/v1/responses/$did")" response_not_found || fail "a deleted background response came back"
+r=$(tcp k-a POST /v1/responses "$long")
+aid=$(body_of "$r" | jq -r .id)
+not_found "$(tcp k-b POST "/v1/responses/$aid/cancel")" response_not_found || fail "b cancels a's response"
+[ "$(body_of "$(tcp k-a GET "/v1/responses/$aid")" | jq -r .status)" != cancelled ] || fail "a's response cancelled by b"
+r=$(tcp k-a POST "/v1/responses/$aid/cancel")
+body_of "$r" | jq -e '.status == "cancelled"' >/dev/null || fail "a cancels its own: $r"
+ok "background: queued at once, polled to the foreground's response; cancel (cancelled, idempotent; 400 for a foreground one, 404 unknown or another tenant's); DELETE of a running one"
+
 # --- refusals -------------------------------------------------------------------
-refused /v1/responses 400 background '{"input":"a","background":true}'
+refused /v1/responses 400 background '{"input":"a","background":true,"store":false}'
+refused /v1/responses 400 background '{"input":"a","background":true,"stream":true}'
+refused /v1/responses 400 background '{"input":"a","background":"yes"}'
 refused /v1/responses 400 input '{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://example.com/a.png"}]}]}'
 refused /v1/responses 400 tools '{"input":"a","tools":[{"type":"web_search"}]}'
 refused /v1/responses 400 input '{"max_output_tokens":4}'
@@ -275,9 +334,12 @@ r0=$(curl -s --unix-socket "$T/s0.sock" -H 'Content-Type: application/json' \
 jq -e '.status != null and .store == false' <<<"$r0" >/dev/null || fail "--responses-store 0: $r0"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$T/s0.sock" "http://x/v1/responses/$(jq -r .id <<<"$r0")")
 [ "$code" = 404 ] || fail "--responses-store 0 kept one: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$T/s0.sock" -H 'Content-Type: application/json' \
+  -d '{"input":"Hi","background":true}' http://x/v1/responses)
+[ "$code" = 400 ] || fail "--responses-store 0 took a background response: $code"
 kill -TERM $P0
 wait $P0 || fail "the --responses-store 0 daemon's exit status"
-ok "--responses-store 0: \"store\": false, GET 404"
+ok "--responses-store 0: \"store\": false, GET 404, background refused"
 
 # --- the openai SDK -------------------------------------------------------------
 if ensure_openai; then
