@@ -87,6 +87,9 @@ static int isa_supported(int isa)
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && folio_cpu_f16c();
     case ISA_AVX512:
+#ifdef FOLIO_ATTN_NO_AVX512
+        return 0; /* left out of this build (meson's host_isa_only) */
+#endif
         __builtin_cpu_init();
         /* AVX2 too: a head_dim that is not a multiple of 16 runs the AVX2 path */
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -157,8 +160,10 @@ static kern_fn kern_for(int32_t hd)
 {
     int isa = isa_get();
 #if defined(__x86_64__) && defined(FOLIO_ATTN_X86)
+#ifndef FOLIO_ATTN_NO_AVX512
     if (isa == ISA_AVX512 && hd % 16 == 0)
         return attn__kern_avx512;
+#endif
     if (isa >= ISA_AVX2 && hd % 8 == 0)
         return attn__kern_avx2;
 #else

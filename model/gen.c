@@ -373,7 +373,8 @@ int model_gen_file(const struct model_gen_opts *o, const char *path, char *err, 
             goto out;
         }
         hp.n_vocab = (int32_t)n;
-    } else if (hp.n_vocab < VOCAB_SYNTH_MIN) {
+    } else if ((o->n_vocab ? (hp.n_vocab = o->n_vocab) : hp.n_vocab) < VOCAB_SYNTH_MIN ||
+               hp.n_vocab > VOCAB_SYNTH_MAX) {
         rc = -EINVAL;
         goto out;
     }

@@ -456,6 +456,11 @@ static float q5_1_dot(int64_t K, const void *w, const void *xq)
 #else
 #define X86(f) NULL
 #endif
+#if defined(__x86_64__) && defined(FOLIO_QUANT_X86) && !defined(FOLIO_QUANT_NO_AVX512)
+#define X512(f) f
+#else
+#define X512(f) NULL /* none, or left out of this build (meson's host_isa_only) */
+#endif
 
 /* One row per type: name, elements per block, bytes per block, a file type?,
  * activations' type, to f32, from f32, scalar dot, AVX2 and AVX-512 kernels
@@ -469,7 +474,7 @@ static const struct quant_traits traits[] = {
     ROW(F16,  1,     2,                        true,  F32,  f16_to_float,  f16_from_float,  NULL,      NULL, NULL),
     ROW(BF16, 1,     2,                        true,  F32,  bf16_to_float, bf16_from_float, NULL,      NULL, NULL),
     ROW(Q8_0, QK8_0, sizeof(struct blk_q8_0),  true,  Q8_0, q8_0_to_float, q8_0_from_float, q8_0_dot,
-        X86(quant__gemm_q8_0_avx2), X86(quant__gemm_q8_0_avx512)),
+        X86(quant__gemm_q8_0_avx2), X512(quant__gemm_q8_0_avx512)),
     ROW(Q4_0, QK4_0, sizeof(struct blk_q4_0),  true,  Q8_0, q4_0_to_float, q4_0_from_float, q4_0_dot,
         X86(quant__gemm_q4_0_avx2), NULL),
     ROW(Q4_1, QK4_1, sizeof(struct blk_q4_1),  true,  Q8_1, q4_1_to_float, q4_1_from_float, q4_1_dot,  NULL, NULL),
@@ -495,7 +500,7 @@ static const struct quant_traits traits[] = {
     [QUANT_Q4_K_R8] = {"Q4_K_R8", QK_K, sizeof(struct blk_q4_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL,
                        {quant__gemm_q4_k_r8_scalar, X86(quant__gemm_q4_k_r8_avx2),
-                        X86(quant__gemm_q4_k_r8_avx512)},
+                        X512(quant__gemm_q4_k_r8_avx512)},
                        QUANT_GROUP, GGUF_TENSOR_Q4_K},
     [QUANT_Q5_K_R8] = {"Q5_K_R8", QK_K, sizeof(struct blk_q5_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL,
@@ -505,12 +510,12 @@ static const struct quant_traits traits[] = {
     [QUANT_Q6_K_R8] = {"Q6_K_R8", QK_K, sizeof(struct blk_q6_k), false, GGUF_TENSOR_Q8_K,
                        NULL, NULL, NULL,
                        {quant__gemm_q6_k_r8_scalar, X86(quant__gemm_q6_k_r8_avx2),
-                        X86(quant__gemm_q6_k_r8_avx512)},
+                        X512(quant__gemm_q6_k_r8_avx512)},
                        QUANT_GROUP, GGUF_TENSOR_Q6_K},
     [QUANT_Q8_0_R8] = {"Q8_0_R8", QK8_0, sizeof(struct blk_q8_0), false, GGUF_TENSOR_Q8_0,
                        NULL, NULL, NULL,
                        {quant__gemm_q8_0_r8_scalar, X86(quant__gemm_q8_0_r8_avx2),
-                        X86(quant__gemm_q8_0_r8_avx512)},
+                        X512(quant__gemm_q8_0_r8_avx512)},
                        QUANT_GROUP, GGUF_TENSOR_Q8_0},
     [QUANT_Q4_0_R8] = {"Q4_0_R8", QK4_0, sizeof(struct blk_q4_0), false, QUANT_Q8_0S,
                        NULL, NULL, NULL,
@@ -729,6 +734,9 @@ static int isa_supported(int isa)
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && folio_cpu_f16c();
     case QUANT_ISA_AVX512:
+#ifdef FOLIO_QUANT_NO_AVX512
+        return 0;
+#endif
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&

@@ -901,7 +901,7 @@ static void test_loader_split(void **state)
     struct model *src;
     assert_int_equal(model__alloc(&hp, &src), 0);
     model__fill_random(src, 5);
-    char whole[300], prefix[300], part[2][320], err[512];
+    char whole[300], prefix[300], part[2][340], err[512];
     tmp_path(whole, sizeof(whole), "whole.gguf");
     tmp_path(prefix, sizeof(prefix), "split");
     assert_int_equal(model__write_gguf(src, whole, GGUF_TENSOR_Q8_0, NULL, err, sizeof(err)), 0);

@@ -19,7 +19,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: folio gen-model --preset tiny|small|medium --seed N\n"
                  "                       [--dtype f32|f16|bf16|q8_0] [--up-dtype T] [--f16]\n"
                  "                       [--arch llama|qwen2|qwen3] [--rope-scaling SPEC]\n"
-                 "                       [--sliding-window N] [--reranker] [--vocab FILE.gguf]\n"
+                 "                       [--sliding-window N] [--reranker]\n"
+                 "                       [--vocab FILE.gguf | --vocab-size N]\n"
                  "                       -o OUT.gguf\n"
                  "\n"
                  "Writes a synthetic model with deterministic random weights (the same\n"
@@ -48,6 +49,8 @@ static void usage(FILE *out)
                  "  --vocab FILE   copy the tokenizer.* keys of another GGUF file (the model's\n"
                  "                 vocabulary size follows it); default: a synthetic\n"
                  "                 SentencePiece vocabulary of 32000 tokens\n"
+                 "  --vocab-size N the synthetic vocabulary's size instead (512 .. 1048576;\n"
+                 "                 smaller files, for tests)\n"
                  "  -o, --output F the file to write (written to F.tmp, then renamed)\n");
 }
 
@@ -81,7 +84,8 @@ int cmd_gen_model(int argc, char **argv)
         bool takes = !strcmp(a, "--preset") || !strcmp(a, "--seed") || !strcmp(a, "--dtype") ||
                      !strcmp(a, "--vocab") || !strcmp(a, "-o") || !strcmp(a, "--output") ||
                      !strcmp(a, "--arch") || !strcmp(a, "--rope-scaling") ||
-                     !strcmp(a, "--sliding-window") || !strcmp(a, "--up-dtype");
+                     !strcmp(a, "--sliding-window") || !strcmp(a, "--up-dtype") ||
+                     !strcmp(a, "--vocab-size");
         if (!takes)
             return bad("unknown argument '%s'", a);
         if (i + 1 >= argc)
@@ -124,6 +128,12 @@ int cmd_gen_model(int argc, char **argv)
             o.rope_orig_ctx = orig;
             o.rope_low_freq = lo;
             o.rope_high_freq = hi;
+        } else if (!strcmp(a, "--vocab-size")) {
+            char *e;
+            long n = strtol(v, &e, 10);
+            if (*e || n < 512 || n > (1 << 20))
+                return bad("--vocab-size wants 512 .. 1048576, not '%s'", v);
+            o.n_vocab = (int32_t)n;
         } else if (!strcmp(a, "--sliding-window")) {
             char *e;
             long w = strtol(v, &e, 10);
@@ -136,6 +146,8 @@ int cmd_gen_model(int argc, char **argv)
     }
     if (!o.preset)
         return bad("%s", "--preset is required");
+    if (o.vocab_path && o.n_vocab)
+        return bad("%s", "--vocab and --vocab-size exclude each other");
     if (strcmp(o.preset, "tiny") && strcmp(o.preset, "small") && strcmp(o.preset, "medium"))
         return bad("unknown preset '%s' (want tiny, small or medium)", o.preset);
     if (!seed)

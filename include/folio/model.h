@@ -108,6 +108,8 @@ struct model_gen_opts {
                                NULL: f16 decides */
     const char *up_dtype;   /* ffn_up's type when it differs (NULL: dtype's) */
     const char *vocab_path; /* may be NULL */
+    int32_t n_vocab;        /* the synthetic vocabulary's size (0: the preset's, 32000;
+                               VOCAB_SYNTH_MIN .. MAX), without vocab_path */
     const char *arch;       /* "llama" (NULL), "qwen2" (Q/K/V biases, tied output),
                                "qwen3" (Q/K norms) */
     /* RoPE scaling keys to write: MODEL_ROPE_NONE (0), LINEAR (factor),

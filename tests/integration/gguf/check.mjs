@@ -1,11 +1,11 @@
 // tests/integration/gguf/check.mjs — parse a `folio gen-model --preset tiny`
 // file with @huggingface/gguf (an independent GGUF reader) and check its
 // architecture, hyperparameters, vocabulary, tensor names, shapes, types and
-// data layout.  Usage: node check.mjs FILE.gguf f32|f16
+// data layout.  Usage: node check.mjs FILE.gguf f32|f16 [VOCAB_SIZE (32000)]
 import { gguf } from '@huggingface/gguf';
 import { statSync } from 'node:fs';
 
-const [file, dtype] = process.argv.slice(2);
+const [file, dtype, nVocab] = process.argv.slice(2);
 const r = await gguf(file, { allowLocalFile: true, computeParametersCount: true });
 const md = r.metadata;
 let failures = 0;
@@ -17,7 +17,7 @@ function check(what, got, want) {
   }
 }
 
-const dim = 512, nLayers = 8, nHeads = 8, nKv = 2, hd = 64, ffn = 1376, vocab = 32000;
+const dim = 512, nLayers = 8, nHeads = 8, nKv = 2, hd = 64, ffn = 1376, vocab = Number(nVocab ?? 32000);
 check('version', md.version, 3);
 check('general.architecture', md['general.architecture'], 'llama');
 check('general.alignment', md['general.alignment'], 32);

@@ -32,6 +32,8 @@ expect_exit 2 --preset tiny --seed 1x -o "$tmp/x.gguf"
 expect_exit 2 --preset tiny --seed 1 --dtype q4 -o "$tmp/x.gguf"
 expect_exit 2 --preset tiny --seed 1
 expect_exit 2 --preset tiny --seed 1 --bogus -o "$tmp/x.gguf"
+expect_exit 2 --preset tiny --seed 1 --vocab-size 511 -o "$tmp/x.gguf"
+expect_exit 2 --preset tiny --seed 1 --vocab-size 1024 --vocab "$tmp/a.gguf" -o "$tmp/x.gguf"
 expect_exit 0 --help
 expect_exit 1 --preset tiny --seed 1 -o /nonexistent-dir/x.gguf
 grep -q "/nonexistent-dir/x.gguf" "$tmp/err" || fail "I/O error does not name the file: $(cat "$tmp/err")"
@@ -51,6 +53,7 @@ hc=$(sha256sum <"$tmp/c.gguf" | cut -d' ' -f1)
 echo "gen-model tiny seed 42: sha256 $ha (reproduced); seed 43 differs"
 rm -f "$tmp/b.gguf" "$tmp/c.gguf"
 "$folio" gen-model --preset tiny --seed 42 --dtype f16 -o "$tmp/h.gguf"
+"$folio" gen-model --preset tiny --seed 42 --vocab-size 1000 -o "$tmp/v.gguf"
 [ ! -e "$tmp/h.gguf.tmp" ] || fail "temporary file left behind"
 
 # 3. @huggingface/gguf
@@ -70,3 +73,4 @@ fi
 cp "$here/check.mjs" "$npm_dir/check.mjs" # resolves the package from npm_dir
 node "$npm_dir/check.mjs" "$tmp/a.gguf" f32
 node "$npm_dir/check.mjs" "$tmp/h.gguf" f16
+node "$npm_dir/check.mjs" "$tmp/v.gguf" f32 1000

@@ -44,10 +44,11 @@ const llama = await getLlama({gpu: false, build: "never", progressLogs: false, l
 // returns how many disagreed.
 async function compare(modelPath, TOL, N_PROMPTS, rank) {
     const model = await llama.loadModel({modelPath, gpuLayers: 0});
-    const nVocab = model.tokens.vocabularySize ?? 32000;
+    const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length; // the file's vocabulary
 
     const rnd = lcg(12345);
-    const fixed = [[1, 450, 4996, 17354], [1], [5, 9, 200, 31999, 7]];
+    // (ids past a small vocabulary wrap; its last id stands for 31999)
+    const fixed = [[1, 450, 4996 % nVocab, 17354 % nVocab], [1], [5, 9, 200, nVocab - 1, 7]];
     const random = [];
     for (let k = 0; k < 3; k++) {
         const len = 16 + 40 * k;

@@ -42,15 +42,17 @@ if [ ! -d node_modules/node-llama-cpp ] || [ ! -d node_modules/@node-llama-cpp/l
   fi
 fi
 cp "$here/compare_logits.mjs" .
+# The files have a synthetic vocabulary of 8192 tokens, not 32000: the
+# embedding and output matrices were most of each file (CI time).
 # Every file is made first; then one node process compares them all (cases
 # are LABEL|FILE|TOLERANCE|PROMPTS).  F32 on all six prompts; the other
 # types on fewer (CI time): a short one and a random one, Q4_0, Q5_K_M and
 # the other 32-blocks (same kernels' formats as Q8_0 / Q4_K, Q4_0) on the
 # short one.
-"$folio" gen-model --preset tiny --seed 7 -o tiny-f32.gguf
+"$folio" gen-model --preset tiny --seed 7 --vocab-size 8192 -o tiny-f32.gguf
 cases=("F32|$work/tiny-f32.gguf|1e-3|${PROMPTS:-6}")
 for dt in f16 bf16 q8_0; do
-  "$folio" gen-model --preset tiny --seed 7 --dtype $dt -o tiny-$dt.gguf
+  "$folio" gen-model --preset tiny --seed 7 --vocab-size 8192 --dtype $dt -o tiny-$dt.gguf
 done
 for q in q4_k_m q6_k q4_0 q5_k_m q4_1 q5_0 q5_1 q3_k_m q2_k iq4_nl iq4_xs; do
   "$folio" quantize tiny-f32.gguf tiny-$q.gguf --type $q | tee quantize-$q.txt
@@ -75,9 +77,9 @@ done
 # qwen3's Q8_0 file has ffn_up in F16 (gate and up of differing types: two
 # products, each in its type).
 for arch in qwen2 qwen3; do
-  "$folio" gen-model --preset tiny --seed 7 --arch $arch -o $arch-f32.gguf
+  "$folio" gen-model --preset tiny --seed 7 --vocab-size 8192 --arch $arch -o $arch-f32.gguf
   up=(); [ $arch = qwen3 ] && up=(--up-dtype f16)
-  "$folio" gen-model --preset tiny --seed 7 --arch $arch --dtype q8_0 "${up[@]}" -o $arch-q8_0.gguf
+  "$folio" gen-model --preset tiny --seed 7 --vocab-size 8192 --arch $arch --dtype q8_0 "${up[@]}" -o $arch-q8_0.gguf
   "$folio" quantize $arch-f32.gguf $arch-q4_k_m.gguf --type q4_k_m > /dev/null
   for spec in f32:1e-3:1 q8_0:1e-1:1 q4_k_m:2e-1:1; do
     IFS=: read -r t tol np <<< "$spec"
@@ -89,12 +91,12 @@ done
 # frequency factors 1 and 4: written as rope_freqs.weight, the per-dimension
 # divisors llama.cpp applies), F32.
 for rs in linear:4 yarn:4:512 llama3:8:64; do
-  "$folio" gen-model --preset tiny --seed 7 --rope-scaling $rs -o rope-${rs%%:*}.gguf
+  "$folio" gen-model --preset tiny --seed 7 --vocab-size 8192 --rope-scaling $rs -o rope-${rs%%:*}.gguf
   cases+=("F32, rope scaling $rs|$work/rope-${rs%%:*}.gguf|1e-3|${PROMPTS:-1}")
 done
 # A reranker (qwen3 with a yes/no classification head, pooling type rank):
 # its relevance score as llama.cpp's rank pooling gives it (compare_logits.mjs).
-"$folio" gen-model --preset tiny --seed 7 --arch qwen3 --reranker -o qwen3-rerank.gguf
+"$folio" gen-model --preset tiny --seed 7 --vocab-size 8192 --arch qwen3 --reranker -o qwen3-rerank.gguf
 cases+=("qwen3 F32 reranker|$work/qwen3-rerank.gguf|1e-3|${PROMPTS:-1}")
 status=0
 node compare_logits.mjs "$folio" "${cases[@]}" || status=$?
