@@ -531,10 +531,21 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
     struct http_conn *c = comp->conn;
     bool engine_failed = c && !comp->failed && comp->p.stream && comp_engine_failed(comp);
     if (engine_failed) {
-        /* the stream ends with an error event, not [DONE] */
+        /* the stream ends with an error event, not [DONE]: the Responses
+         * API's response.failed, Anthropic's error event, else OpenAI's
+         * data: {"error":...} */
         struct srv_api_error e;
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
-        http_conn_fail(c, &e); /* abandons comp: nothing is live any more */
+        struct folio_buf ev = {0};
+        struct srv_render rd = renderer(s);
+        if (comp->p.responses) {
+            comp->rstatus = "failed";
+            srv_render_responses_stream_failed(&ev, &rd, comp, &comp->ch[0].rs);
+        } else if (comp->p.messages)
+            srv_render_message_stream_error(&ev, e.message);
+        /* abandons comp: nothing is live any more */
+        http_conn_fail_sse(c, &e, ev.len && !ev.oom ? ev.p : NULL, ev.len);
+        folio_buf_free(&ev);
     } else if (c && !comp->failed)
         comp_respond(comp);
     if (comp->access_own)

@@ -154,6 +154,11 @@ void http_close(struct http_conn *c, const char *why);
  * (on_abandon), nothing further is sent or read, and the connection
  * closes once that is written (or after a short linger). */
 void http_conn_fail(struct http_conn *c, const struct srv_api_error *e);
+/* The same, with event (len bytes: complete SSE events, the API's own
+ * shape of a failure) as a stream's last event instead; NULL: the
+ * default one. */
+void http_conn_fail_sse(struct http_conn *c, const struct srv_api_error *e, const char *event,
+                        size_t len);
 /* The status of the response to the current request (0: none yet). */
 int http_conn_status(const struct http_conn *c);
 const char *http_status_text(int status);

@@ -352,6 +352,12 @@ void http_stream_end(struct http_conn *c)
 
 void http_conn_fail(struct http_conn *c, const struct srv_api_error *e)
 {
+    http_conn_fail_sse(c, e, NULL, 0);
+}
+
+void http_conn_fail_sse(struct http_conn *c, const struct srv_api_error *e, const char *event,
+                        size_t len)
+{
     if (c->closing || c->failed)
         return;
     http__abandon(c);
@@ -361,9 +367,13 @@ void http_conn_fail(struct http_conn *c, const struct srv_api_error *e)
     } else {
         oq_drop_unsent(c);
         struct folio_buf ev = {0}, b = {0};
-        folio_buf_puts(&ev, "data: ");
-        srv_api_error_json(&ev, e);
-        folio_buf_puts(&ev, "\n\n");
+        if (event) {
+            folio_buf_append(&ev, event, len);
+        } else {
+            folio_buf_puts(&ev, "data: ");
+            srv_api_error_json(&ev, e);
+            folio_buf_puts(&ev, "\n\n");
+        }
         if (c->chunked)
             folio_buf_printf(&b, "%zx\r\n%s\r\n0\r\n\r\n", ev.len, ev.p ? ev.p : "");
         else

@@ -138,6 +138,13 @@ void srv_render_responses(struct folio_buf *b, const struct srv_render *r,
                           const struct srv_comp *comp, const char *text, size_t len);
 void srv_render_responses_conv(struct folio_buf *b, const struct srv_comp *comp, const char *text,
                                size_t len);
+/* A Responses stream's last event when the engine failed it:
+ * response.failed with the response (status comp->rstatus, "failed", its
+ * error; no output). */
+void srv_render_responses_stream_failed(struct folio_buf *b, const struct srv_render *r,
+                                        const struct srv_comp *comp, struct srv_resp_stream *st);
+/* An Anthropic stream's error event (type api_error, message). */
+void srv_render_message_stream_error(struct folio_buf *b, const char *message);
 /* The response object before its output: status comp->rstatus (queued,
  * in_progress: a background response's while it runs), no output. */
 void srv_render_responses_pending(struct folio_buf *b, const struct srv_render *r,

@@ -179,6 +179,14 @@ static void text_delta(struct folio_buf *b, const char *t, size_t n)
     msg_event_end(b);
 }
 
+void srv_render_message_stream_error(struct folio_buf *b, const char *message)
+{
+    folio_buf_puts(b, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
+                      "\"message\":");
+    folio_buf_json_str(b, message, strlen(message));
+    folio_buf_puts(b, "}}\n\n");
+}
+
 void srv_render_message_stream(struct folio_buf *b, const struct srv_render *r,
                                const struct srv_comp *comp, const struct srv_choice *ch,
                                size_t send, bool first, bool final, int hold,

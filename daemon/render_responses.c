@@ -357,6 +357,15 @@ void srv_render_responses_stream(struct folio_buf *b, const struct srv_render *r
     srv_tool_calls_free(o.calls, o.n);
 }
 
+void srv_render_responses_stream_failed(struct folio_buf *b, const struct srv_render *r,
+                                        const struct srv_comp *comp, struct srv_resp_stream *st)
+{
+    event(b, st, "response.failed");
+    folio_buf_puts(b, ",\"response\":");
+    object(b, r, comp, &comp->ch[0], NULL);
+    event_end(b);
+}
+
 int srv_render_input_items(struct folio_buf *b, const char *resp_id, const char *input, int limit,
                            bool desc, const char *after)
 {

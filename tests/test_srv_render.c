@@ -984,6 +984,22 @@ static void test_responses_render(void **state)
     assert_string_equal(jget(jget(j, "error"), "code")->valuestring, "server_error");
     cJSON_Delete(j);
     folio_buf_free(&b);
+    /* a stream's failure: response.failed, numbered on from the stream's */
+    struct srv_resp_stream fst = {.seq = 5};
+    srv_render_responses_stream_failed(&b, &R, &comp, &fst);
+    static const char failed_head[] = "event: response.failed\ndata: ";
+    assert_int_equal(strncmp(b.p, failed_head, sizeof(failed_head) - 1), 0);
+    j = cJSON_Parse(b.p + sizeof(failed_head) - 1);
+    assert_non_null(j);
+    assert_int_equal(jget(j, "sequence_number")->valueint, 5);
+    assert_string_equal(jget(jget(j, "response"), "status")->valuestring, "failed");
+    assert_non_null(jget(jget(j, "response"), "error"));
+    cJSON_Delete(j);
+    folio_buf_free(&b);
+    srv_render_message_stream_error(&b, "it \"broke\"");
+    assert_string_equal(b.p, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+                             "\"api_error\",\"message\":\"it \\\"broke\\\"\"}}\n\n");
+    folio_buf_free(&b);
     comp.rstatus = NULL;
     rp.background = false;
 

@@ -23,7 +23,9 @@
  * take time, FOLIO_FAKE_CTX (default 2048) sets the context length,
  * FOLIO_FAKE_FAIL_AT=N makes a request's step fail when it samples its
  * N-th token (an engine error), FOLIO_FAKE_NAME names the model (default
- * fake-tiny).
+ * fake-tiny), FOLIO_FAKE_TOKENIZER=bytes gives it a tokenizer of one
+ * token per byte (ids 0..255, as detok reads them back; else it has none,
+ * and text prompts are refused).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -44,6 +46,7 @@ struct fake {
     int32_t ctx;
     const char *name; /* FOLIO_FAKE_NAME: any bytes, for the name sanitizing test */
     int32_t fail_at;  /* a slice sampling token number fail_at fails (-EIO); -1 never */
+    bool bytes;       /* FOLIO_FAKE_TOKENIZER=bytes: one token per byte */
 };
 
 static uint64_t mix(uint64_t x)
@@ -63,6 +66,8 @@ static void f_info(void *ctx, struct eng_model_info *mi)
     mi->eos_id = EOS;
     mi->n_embd = FAKE_EMBD;
     mi->pooling = -1;
+    mi->has_tokenizer = f->bytes;
+    mi->chat_template_rc = -ENOENT; /* none in the "file": chatml as plain text */
 }
 
 /* Token tok's hidden state. */
@@ -147,6 +152,21 @@ static int f_detok(void *ctx, int32_t tok, char *buf, size_t cap)
     return snprintf(buf, cap, " w%03d", tok - 256);
 }
 
+static int f_tokenize(void *ctx, const char *text, size_t n, bool parse_special, int32_t **out,
+                      int32_t *n_out)
+{
+    (void)ctx;
+    (void)parse_special;
+    int32_t *t = folio_malloc((n ? n : 1) * sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        t[i] = (unsigned char)text[i];
+    *out = t;
+    *n_out = (int32_t)n;
+    return 0;
+}
+
 static bool f_is_eog(void *ctx, int32_t tok)
 {
     (void)ctx;
@@ -167,6 +187,15 @@ static const struct eng_step fake_step = {
     .is_eog = f_is_eog,
     .free = f_free,
 };
+static const struct eng_step fake_step_bytes = {
+    .kind = "fake",
+    .info = f_info,
+    .run = f_run,
+    .detok = f_detok,
+    .tokenize = f_tokenize,
+    .is_eog = f_is_eog,
+    .free = f_free,
+};
 
 static int fake_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops,
                         void **out, char *err, size_t errlen)
@@ -182,6 +211,8 @@ static int fake_factory(const struct srv_config *cfg, const struct eng_backend_o
     f->fail_at = e ? atoi(e) : -1;
     e = getenv("FOLIO_FAKE_NAME");
     f->name = e ? e : "fake-tiny";
+    e = getenv("FOLIO_FAKE_TOKENIZER");
+    f->bytes = e && !strcmp(e, "bytes");
     /* f32 K+V of 1 layer x 1 head x 512 dims: 4096 bytes per token slot */
     struct eng_geom g = {1, 1, 512, f->ctx, true, 0, FOLIO_F32, VOCAB, FAKE_EMBD};
     struct eng_backend *be;
@@ -190,7 +221,7 @@ static int fake_factory(const struct srv_config *cfg, const struct eng_backend_o
         folio_free(f);
         return rc;
     }
-    if ((rc = eng_backend_set_step(be, &fake_step, f))) {
+    if ((rc = eng_backend_set_step(be, f->bytes ? &fake_step_bytes : &fake_step, f))) {
         eng_backend_ops.free(be);
         return rc;
     }

@@ -78,10 +78,22 @@ ok "stopped reader: logged, counted ($m), its KV released"
 stop_daemon || fail "exit status"
 
 # --- engine error in a stream and in a plain answer -------------------------
-FOLIO_FAKE_FAIL_AT=5 start_daemon "$FOLIOD_FAKE" --kv-blocks 1024
+FOLIO_FAKE_FAIL_AT=5 FOLIO_FAKE_TOKENIZER=bytes start_daemon "$FOLIOD_FAKE" --kv-blocks 1024 --chat-template chatml
 $E streamerror "$SOCK" server_error 50 || fail "engine error in a stream"
 r=$(req POST /v1/completions '{"prompt":[1,2],"max_tokens":50}')
 [ "$(status_of "$r")" = 500 ] || fail "engine error without streaming: $r"
+# the Responses API's and Anthropic's streams end in their own shapes
+sse() { curl -sN --unix-socket "$SOCK" -H 'Content-Type: application/json' --data-binary "$2" "http://x$1"; }
+s=$(sse /v1/responses '{"input":"hi","max_output_tokens":50,"stream":true}')
+[ "$(grep '^event: ' <<<"$s" | tail -1)" = "event: response.failed" ] &&
+  grep '^data: ' <<<"$s" | tail -1 | cut -c7- | jq -e '.type == "response.failed" and
+    .response.status == "failed" and .response.error.code == "server_error"' >/dev/null ||
+  fail "engine error in a Responses stream: $s"
+s=$(sse /v1/messages '{"model":"fake-tiny","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}')
+[ "$(grep '^event: ' <<<"$s" | tail -1)" = "event: error" ] &&
+  grep '^data: ' <<<"$s" | tail -1 | cut -c7- | jq -e '.type == "error" and .error.type == "api_error"' \
+    >/dev/null || fail "engine error in a Messages stream: $s"
+ok "engine error: a 500, or a stream's last event (OpenAI's error, response.failed, Anthropic's error)"
 stop_daemon || fail "exit status"
 
 # --- drain: /health 503 on a kept-alive connection; drain-timeout event --------
