@@ -223,7 +223,8 @@ static void bg_finish(struct srv_comp *comp)
             *pp = comp->bg_next;
             break;
         }
-    if (!comp->rstatus || strcmp(comp->rstatus, "cancelled"))
+    /* cancelled or failed (out of memory) it stays; else as its choice ended */
+    if (!comp->rstatus || !strcmp(comp->rstatus, "queued") || !strcmp(comp->rstatus, "in_progress"))
         comp->rstatus = comp_engine_failed(comp) ? "failed" : NULL;
     bg_keep(comp, false);
 }

@@ -187,15 +187,6 @@ static const struct eng_step fake_step = {
     .is_eog = f_is_eog,
     .free = f_free,
 };
-static const struct eng_step fake_step_bytes = {
-    .kind = "fake",
-    .info = f_info,
-    .run = f_run,
-    .detok = f_detok,
-    .tokenize = f_tokenize,
-    .is_eog = f_is_eog,
-    .free = f_free,
-};
 
 static int fake_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops,
                         void **out, char *err, size_t errlen)
@@ -221,7 +212,10 @@ static int fake_factory(const struct srv_config *cfg, const struct eng_backend_o
         folio_free(f);
         return rc;
     }
-    if ((rc = eng_backend_set_step(be, f->bytes ? &fake_step_bytes : &fake_step, f))) {
+    static struct eng_step with_bytes; /* fake_step with the byte tokenizer */
+    with_bytes = fake_step;
+    with_bytes.tokenize = f_tokenize;
+    if ((rc = eng_backend_set_step(be, f->bytes ? &with_bytes : &fake_step, f))) {
         eng_backend_ops.free(be);
         return rc;
     }
