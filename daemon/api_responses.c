@@ -587,8 +587,8 @@ static int translate(const char *body, size_t len, srv_resp_lookup_fn lookup, vo
     e.store &= can_store;
     if (!rc && e.background && !e.store) {
         srv_api_error_set(err, 400, "invalid_request_error", "background", NULL,
-                          "a background response must be stored: 'store' false, or this "
-                          "server keeps no responses (--responses-store 0)");
+                          "a background response must be stored, and 'store' is false or "
+                          "this server keeps no responses (--responses-store 0)");
         rc = -EINVAL;
     }
     if (!rc && e.background && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "stream"))) {
