@@ -361,6 +361,15 @@ static int rr_cmp(const void *a, const void *b)
     return (x->index > y->index) - (x->index < y->index);
 }
 
+/* The head of a list response (classify, rerank, score, embeddings): its
+ * id, object "list", created and model members, unclosed. */
+static void list_head(struct folio_buf *b, const struct srv_render *r, const struct srv_comp *comp)
+{
+    folio_buf_printf(b, "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
+                     (long long)comp->created);
+    folio_buf_json_str(b, r->model, strlen(r->model));
+}
+
 void srv_render_classify(struct folio_buf *b, const struct srv_render *r,
                          const struct srv_comp *comp)
 {
@@ -370,9 +379,7 @@ void srv_render_classify(struct folio_buf *b, const struct srv_render *r,
         b->oom = true;
         return;
     }
-    folio_buf_printf(b, "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
-                     (long long)comp->created);
-    folio_buf_json_str(b, r->model, strlen(r->model));
+    list_head(b, r, comp);
     folio_buf_puts(b, ",\"data\":[");
     for (int i = 0; i < n; i++) {
         double p[MODEL_MAX_CLS];
@@ -419,10 +426,7 @@ void srv_render_rerank(struct folio_buf *b, const struct srv_render *r, const st
     qsort(it, (size_t)n, sizeof(*it), rr_cmp);
     const int shown = rr->top_n > 0 && rr->top_n < n ? rr->top_n : n;
     if (!rr->tei) {
-        folio_buf_printf(b,
-                         "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
-                         (long long)comp->created);
-        folio_buf_json_str(b, r->model, strlen(r->model));
+        list_head(b, r, comp);
         folio_buf_printf(b,
                          ",\"usage\":{\"prompt_tokens\":%lld,\"total_tokens\":%lld},\"results\":",
                          (long long)comp->prompt_tokens, (long long)comp->prompt_tokens);
@@ -455,9 +459,7 @@ void srv_render_score(struct folio_buf *b, const struct srv_render *r, const str
         b->oom = true;
         return;
     }
-    folio_buf_printf(b, "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
-                     (long long)comp->created);
-    folio_buf_json_str(b, r->model, strlen(r->model));
+    list_head(b, r, comp);
     folio_buf_puts(b, ",\"data\":[");
     for (int i = 0; i < comp->n_choices; i++) {
         double s = srv_rerank_score(&comp->ch[i].emb, r->cls_w, r->cls_b, r->n_cls, tmp);
@@ -472,9 +474,7 @@ void srv_render_score(struct folio_buf *b, const struct srv_render *r, const str
 void srv_render_embeddings(struct folio_buf *b, const struct srv_render *r,
                            const struct srv_comp *comp)
 {
-    folio_buf_printf(b, "{\"id\":\"%s\",\"object\":\"list\",\"created\":%lld,\"model\":", comp->id,
-                     (long long)comp->created);
-    folio_buf_json_str(b, r->model, strlen(r->model));
+    list_head(b, r, comp);
     folio_buf_puts(b, ",\"data\":[");
     float *v = NULL;
     for (int i = 0; i < comp->n_choices; i++) {
