@@ -25,6 +25,12 @@
  *   hidden [H][D]     = rmsnorm(x[every row of a hidden slice]) * out_norm
  *                       (model_forward_hidden's output: embeddings)
  *
+ * LoRA: the rows of a slice with an adapter (model_slice.lora) get its
+ * low-rank correction s·Btᵀ·(A·x) added right after each product (qkv
+ * before RoPE and biases, gate|up before SwiGLU, into x after wo and
+ * down), row by row on the pool (job_lora); rows without one, and steps
+ * where no slice has one, cost nothing.
+ *
  * Every product goes through the matmul layer (model/matmul.h), whose
  * weights the ctx registers, and so prepares, once at model_ctx_new in the
  * backend cfg->matmul resolves to; the weights stay in their file's type.
@@ -90,6 +96,7 @@
 
 #include "folio/attention.h"
 #include "folio/common.h"
+#include "folio/lora.h"
 #include "folio/pool.h"
 
 struct model_ctx {
@@ -110,6 +117,7 @@ struct model_ctx {
     int32_t *sample_rows;   /* [max_logits] rows whose logits are wanted */
     int32_t *hidden_rows;   /* [max_tokens] rows of hidden slices */
     int32_t n_hidden;       /* this step's */
+    bool any_lora;          /* this step has a slice with an adapter */
     float *xs;              /* [max_logits][D] */
     double *inv_freq;       /* [d/2] base^(-2i/d) */
     double *rope_mix;       /* [d/2] YaRN's extrapolation share of angle i */
@@ -141,6 +149,7 @@ struct fwd_job {
     const float *src;
     float *dst;
     const int32_t *rows; /* gather: source rows, or NULL for identity */
+    int stage;           /* job_lora: enum lora_stage */
 };
 
 /* Share [lo, hi) of n items for thread ith of nth. */
@@ -323,6 +332,66 @@ static void run_other(struct model_ctx *ctx, pool_fn fn, struct fwd_job *j)
     else
         pool_run(ctx->pool, fn, j);
     ctx->stats.ns_other += folio_now_ns() - t0;
+}
+
+/* LoRA corrections after a layer's products (model/lora.c): each row of a
+ * slice with an adapter gets s·Btᵀ·(A·x) added to the product's output
+ * columns, row by row (so a row's result never depends on its batch). */
+enum lora_stage { LORA_QKV, LORA_O, LORA_GU, LORA_DOWN };
+
+static void job_lora(void *arg, int ith, int nth)
+{
+    struct fwd_job *j = arg;
+    struct model_ctx *ctx = j->ctx;
+    const int32_t D = ctx->m->hp.dim, F = ctx->m->hp.ffn_dim, l = j->layer;
+    int32_t lo, hi;
+    split_range(j->n, ith, nth, &lo, &hi);
+    for (int32_t r = lo; r < hi; r++) {
+        const int32_t a = j->b->slices[ctx->tok_slice[r]].lora;
+        if (a == 0)
+            continue;
+        const struct model_lora *ad = ctx->cfg.loras[a - 1];
+        switch (j->stage) {
+        case LORA_QKV: {
+            const float *x = ctx->xb + (size_t)r * D;
+            float *y = ctx->qkv + (size_t)r * ctx->n_qkv;
+            model__lora_row(ad, l, MODEL_LORA_Q, x, y);
+            model__lora_row(ad, l, MODEL_LORA_K, x, y + ctx->n_q);
+            model__lora_row(ad, l, MODEL_LORA_V, x, y + ctx->n_q + ctx->n_kv);
+            break;
+        }
+        case LORA_O:
+            model__lora_row(ad, l, MODEL_LORA_O, ctx->att + (size_t)r * ctx->n_q,
+                            ctx->x + (size_t)r * D);
+            break;
+        case LORA_GU: {
+            const float *x = ctx->xb + (size_t)r * D;
+            float *y = ctx->gu + (size_t)r * 2 * F;
+            model__lora_row(ad, l, MODEL_LORA_GATE, x, y);
+            model__lora_row(ad, l, MODEL_LORA_UP, x, y + F);
+            break;
+        }
+        default:
+            model__lora_row(ad, l, MODEL_LORA_DOWN, ctx->gu + (size_t)r * 2 * F,
+                            ctx->x + (size_t)r * D);
+            break;
+        }
+    }
+}
+
+/* The stage's corrections for this step's rows that have an adapter
+ * (counted with the products). */
+static void lora_stage(struct model_ctx *ctx, struct fwd_job *j, int stage)
+{
+    if (!ctx->any_lora)
+        return;
+    uint64_t t0 = folio_now_ns();
+    j->stage = stage;
+    if (j->n < MODEL_MIN_ROWS_PER_DISPATCH)
+        job_lora(j, 0, 1);
+    else
+        pool_run(ctx->pool, job_lora, j);
+    ctx->stats.ns_gemm += folio_now_ns() - t0;
 }
 
 /* The reference kernel on the slices [lo, hi) of thread ith's share. */
@@ -517,8 +586,12 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
                   const struct model_ctx_config *cfg, model_ctx_t **out)
 {
     *out = NULL;
-    if (!m || !kv || !cfg || cfg->max_tokens < 1 || cfg->max_slices < 1 || cfg->n_threads < 0)
+    if (!m || !kv || !cfg || cfg->max_tokens < 1 || cfg->max_slices < 1 || cfg->n_threads < 0 ||
+        cfg->n_loras < 0 || (cfg->n_loras > 0 && !cfg->loras))
         return -EINVAL;
+    for (int32_t i = 0; i < cfg->n_loras; i++)
+        if (!cfg->loras[i])
+            return -EINVAL;
     const struct model_hparams *hp = &m->hp;
     if (!kv->base || kv->n_layers != hp->n_layers || kv->n_kv_heads != hp->n_kv_heads ||
         kv->head_dim != hp->head_dim ||
@@ -687,6 +760,7 @@ static int prepare(struct model_ctx *ctx, const struct model_batch *b)
         return -EINVAL;
     int32_t row = 0, n_sample = 0;
     ctx->n_hidden = 0;
+    ctx->any_lora = false;
     for (int32_t s = 0; s < b->n_slices; s++) {
         const struct model_slice *sl = &b->slices[s];
         if (sl->n_tokens < 1 || sl->first_pos < 0 || !sl->block_table ||
@@ -707,6 +781,9 @@ static int prepare(struct model_ctx *ctx, const struct model_batch *b)
             ctx->tok_pos[row + i] = sl->first_pos + i;
             ctx->tok_slice[row + i] = s;
         }
+        if (sl->lora < 0 || sl->lora > ctx->cfg.n_loras)
+            return -EINVAL;
+        ctx->any_lora |= sl->lora > 0;
         ctx->aseqs[s] = (struct attn_seq){
             .q_row = row, .n_q = sl->n_tokens, .p0 = sl->first_pos, .block_table = sl->block_table};
         const int32_t first = sl->all_logits ? row : row + sl->n_tokens - 1;
@@ -794,6 +871,7 @@ int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *l
                 gemm(ctx, id[MM_QKV + i], &L->qkv_part[i], n, ctx->xb, D, 0.0f, ctx->qkv + col[i],
                      ctx->n_qkv);
         }
+        lora_stage(ctx, &j, LORA_QKV);
         run_other(ctx, job_rope_kv, &j);
 
         ab.layer = l;
@@ -803,6 +881,7 @@ int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *l
         act_add(ctx, l, MODEL_ACT_ATTN_OUT, ctx->att, ctx->n_q, n);
         /* x[n][D] += att[n][Hq d] · wo[D][Hq d]ᵀ */
         gemm(ctx, id[MM_WO], &L->wo, n, ctx->att, ctx->n_q, 1.0f, ctx->x, D);
+        lora_stage(ctx, &j, LORA_O);
 
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
         run_other(ctx, job_rmsnorm, &j);
@@ -816,10 +895,12 @@ int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *l
                 gemm(ctx, id[MM_GATE_UP + i], &L->gu_part[i], n, ctx->xb, D, 0.0f,
                      ctx->gu + (size_t)i * F, 2 * F);
         }
+        lora_stage(ctx, &j, LORA_GU);
         run_other(ctx, job_swiglu, &j);
         act_add(ctx, l, MODEL_ACT_FFN_HIDDEN, ctx->gu, 2 * F, n);
         /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
         gemm(ctx, id[MM_DOWN], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);
+        lora_stage(ctx, &j, LORA_DOWN);
     }
     if (ctx->n_hidden > 0) {
         j.n = ctx->n_hidden, j.rows = ctx->hidden_rows;

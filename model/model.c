@@ -173,7 +173,7 @@ static uint64_t stream_seed(uint64_t seed, uint64_t which)
 
 /* n approximately N(0, sigma²) values: (sum of four 24-bit uniforms - 2^25)
  * has variance 2^48/3, so one unit is sigma * sqrt(3) / 2^24. */
-static void fill_normal(float *w, size_t n, uint64_t seed, uint64_t which, float sigma)
+void model__fill_normal(float *w, size_t n, uint64_t seed, uint64_t which, float sigma)
 {
     uint64_t st = stream_seed(seed, which);
     const float unit = sigma * (sqrtf(3.0f) / 16777216.0f);
@@ -207,28 +207,30 @@ void model__fill_random(struct model *m, uint64_t seed)
     uint64_t k = 0;
     /* tied: the embedding is also the output, scaled as the output is */
     const bool tied = m->output.data == m->tok_embd.data;
-    fill_normal(model__f32(&m->tok_embd), vocab * dim, seed, k++,
-                tied ? 2.0f / sqrtf((float)dim) : 1.0f);
+    model__fill_normal(model__f32(&m->tok_embd), vocab * dim, seed, k++,
+                       tied ? 2.0f / sqrtf((float)dim) : 1.0f);
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         fill_norm((float *)L->attn_norm, dim, seed, k++);
-        fill_normal(model__f32(&L->wqkv), (n_q + 2 * n_kv) * dim, seed, k++,
-                    1.0f / sqrtf((float)dim));
-        fill_normal(model__f32(&L->wo), dim * n_q, seed, k++, 1.0f / sqrtf((float)n_q));
+        model__fill_normal(model__f32(&L->wqkv), (n_q + 2 * n_kv) * dim, seed, k++,
+                           1.0f / sqrtf((float)dim));
+        model__fill_normal(model__f32(&L->wo), dim * n_q, seed, k++, 1.0f / sqrtf((float)n_q));
         fill_norm((float *)L->ffn_norm, dim, seed, k++);
-        fill_normal(model__f32(&L->w_gate_up), 2 * ffn * dim, seed, k++, 1.0f / sqrtf((float)dim));
-        fill_normal(model__f32(&L->w_down), dim * ffn, seed, k++, 1.0f / sqrtf((float)ffn));
+        model__fill_normal(model__f32(&L->w_gate_up), 2 * ffn * dim, seed, k++,
+                           1.0f / sqrtf((float)dim));
+        model__fill_normal(model__f32(&L->w_down), dim * ffn, seed, k++, 1.0f / sqrtf((float)ffn));
     }
     fill_norm((float *)m->out_norm, dim, seed, k++);
     if (m->output.data != m->tok_embd.data)
-        fill_normal(model__f32(&m->output), vocab * dim, seed, k++, 2.0f / sqrtf((float)dim));
+        model__fill_normal(model__f32(&m->output), vocab * dim, seed, k++,
+                           2.0f / sqrtf((float)dim));
     /* the qwen tensors draw from streams of their own, after every llama
      * one, so a llama model's bytes do not depend on them */
     const uint64_t k0 = 1ull << 32;
     for (int32_t l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         if (L->bqkv) /* biases ~ N(0, 0.5²): visible next to outputs of rms ~1 */
-            fill_normal((float *)L->bqkv, n_q + 2 * n_kv, seed, k0 + 3 * (uint64_t)l, 0.5f);
+            model__fill_normal((float *)L->bqkv, n_q + 2 * n_kv, seed, k0 + 3 * (uint64_t)l, 0.5f);
         if (L->q_norm) {
             fill_norm((float *)L->q_norm, hd, seed, k0 + 3 * (uint64_t)l + 1);
             fill_norm((float *)L->k_norm, hd, seed, k0 + 3 * (uint64_t)l + 2);

@@ -109,6 +109,15 @@ void model__tie_output(struct model *m);
 /* Fills every weight deterministically from seed (synthetic model; see
  * model/model.c for the scaling that keeps activations finite). */
 void model__fill_random(struct model *m, uint64_t seed);
+/* n approximately N(0, sigma²) values into w from stream `which` of seed
+ * (the one generator synthetic weights and adapters draw from). */
+void model__fill_normal(float *w, size_t n, uint64_t seed, uint64_t which, float sigma);
+/* y[0..out) += s·Btᵀ·(A·x) for one row x[0..in) of the input of adapter
+ * a's matrix (layer, target) (model/lora.c); false (y untouched) when a
+ * leaves that matrix alone. */
+struct model_lora;
+bool model__lora_row(const struct model_lora *a, int32_t layer, int target, const float *x,
+                     float *y);
 
 /* SwiGLU over one row, in place: g[i] = silu(g[i]) * u[i] for i < n, with
  * model__exp_approx (g and u never overlap).  model__swiglu_ref is the

@@ -82,6 +82,7 @@ struct req {
     bool prompt_logits; /* wants prompt log-probabilities (else hidden states) ... */
     int32_t plp_end;    /* ... of positions below this (0: none) ... */
     int32_t plp_done;   /* ... and has been delivered them below this */
+    int32_t lora;       /* model_slice.lora of its slices */
     const void *sampling;
     void *user;
     uint64_t arrival_ns;
@@ -312,6 +313,15 @@ static uint64_t tenant_salt(const struct sched_tenant_config *c)
     return c->salt ? c->salt : hash_id(((uint64_t)c->id << 1) | 1) ^ 0x666f6c696fULL;
 }
 
+/* The prefix-cache salt of r's sequences: its tenant's, and, with an
+ * adapter, one of that adapter's own (K/V computed through an adapter
+ * differ from the base model's, so they are never shared across them). */
+static uint64_t req_salt(const sched_t *s, const struct req *r)
+{
+    uint64_t salt = tenant_salt(&s->tenants[r->tenant].cfg);
+    return r->lora ? salt ^ hash_id(((uint64_t)(uint32_t)r->lora << 32) | 0x4c6f5241u) : salt;
+}
+
 static int tenant_find(const sched_t *s, uint32_t id)
 {
     for (int i = 0; i < s->n_tenants; i++)
@@ -474,7 +484,7 @@ static void tenant_lift(sched_t *s, struct tenant *t)
 int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t *id)
 {
     if (!p->prompt || p->n_prompt < 1 || p->max_tokens < 1 || p->n < 1 || p->n > s->cfg.max_seqs ||
-        p->n_stop < 0 || (p->n_stop && !p->stop_ids) ||
+        p->n_stop < 0 || (p->n_stop && !p->stop_ids) || p->lora < 0 ||
         (p->prompt_logits && s->cfg.max_prompt_logits < 1) ||
         (p->hidden_hi && (p->prompt_logits || p->n != 1 || p->hidden_lo < 0 ||
                           p->hidden_lo >= p->hidden_hi || p->hidden_hi > p->n_prompt)))
@@ -532,6 +542,7 @@ int sched_request_add(sched_t *s, const struct sched_request_params *p, uint64_t
     r->ignore_eos = p->ignore_eos;
     r->forked = p->n == 1;
     r->prompt_logits = p->prompt_logits;
+    r->lora = p->lora;
     r->plp_end = p->prompt_logits ? p->n_prompt - 1 : p->hidden_hi;
     r->plp_done = p->prompt_logits ? 0 : p->hidden_lo;
     s->n_unforked += !r->forked;
@@ -843,6 +854,7 @@ static int add_slice(sched_t *s, struct req *r, int32_t i, int32_t n)
     sl->n_tokens = n;
     sl->block_table = pager_seq_block_table(sm->seq, NULL);
     sl->sample = sample;
+    sl->lora = r->lora;
     /* prompt rows: every row of a slice that reaches an undelivered
      * position below plp_end, logits or hidden states */
     bool owed = plp_pending(r, i) && first < r->plp_end && first + n > r->plp_done;
@@ -981,7 +993,7 @@ static enum admit_result admit_precheck(sched_t *s, struct req *r, int32_t budge
                                         int32_t watermark, int64_t *reserve)
 {
     struct tenant *t = &s->tenants[r->tenant];
-    uint64_t salt = tenant_salt(&t->cfg);
+    uint64_t salt = req_salt(s, r);
     if (budget <= 0 || s->running_seqs + r->n_live > s->cfg.max_seqs)
         return ADMIT_NO_ROOM;
     if (t->cfg.max_running_seqs && t->running_seqs + r->n_live > t->cfg.max_running_seqs)
@@ -1023,7 +1035,7 @@ static enum admit_result admit_precheck(sched_t *s, struct req *r, int32_t budge
 static int admit_tables(sched_t *s, struct req *r)
 {
     struct tenant *t = &s->tenants[r->tenant];
-    uint64_t salt = tenant_salt(&t->cfg);
+    uint64_t salt = req_salt(s, r);
     int32_t fork_blocks = 0;
     /* page tables and cached prefixes */
     for (int32_t i = 0; i < r->n; i++) {

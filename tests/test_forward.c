@@ -27,6 +27,8 @@
 
 #include "../model/model_internal.h"
 #include "folio/common.h"
+#include "folio/gguf.h"
+#include "folio/lora.h"
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/pool.h"
@@ -42,6 +44,11 @@ static int g_short;
  * depend on the products' ISA runs in the default run only */
 static int g_short_plain;
 static bool g_inv; /* run_paged_on's ctx with batch_invariant */
+/* run_paged_on with adapters: sequence s runs adapter s % (g_n_loras + 1)
+ * (0: none) and is checked against g_lora_refs[that] */
+static int32_t g_n_loras;
+static const struct model_lora *g_loras[4];
+static const struct model *g_lora_refs[5];
 
 /* ---- deterministic test randomness ------------------------------------ */
 
@@ -328,7 +335,8 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
         random_tokens(tok[s], len[s], V);
         ref[s] = malloc(sizeof(double) * (size_t)len[s] * V);
         ref_h[s] = malloc(sizeof(double) * (size_t)len[s] * D);
-        ref_forward_h(ref_m, tok[s], len[s], ref[s], ref_h[s]);
+        ref_forward_h(g_n_loras ? g_lora_refs[s % (g_n_loras + 1)] : ref_m, tok[s], len[s], ref[s],
+                      ref_h[s]);
     }
     model_ctx_t *ctx;
     struct model_ctx_config cfg = {.max_tokens = total,
@@ -337,7 +345,9 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
                                    .n_threads = n_threads,
                                    .blas_threads = blas_threads,
                                    .matmul = be,
-                                   .batch_invariant = g_inv};
+                                   .batch_invariant = g_inv,
+                                   .loras = g_loras,
+                                   .n_loras = g_n_loras};
     assert_int_equal(model_ctx_new(m, &a.kv, &cfg, &ctx), 0);
     if (be != MODEL_MATMUL_AUTO)
         assert_int_equal(model_ctx_matmul(ctx), be);
@@ -363,7 +373,8 @@ static double run_paged_on(const struct model *m, const struct model *ref_m, enu
                                                   .block_table = arena_table(&a, s),
                                                   .sample = rnd() % 8 != 0,
                                                   .all_logits = rnd() % 4 == 0,
-                                                  .hidden = rnd() % 3 == 0};
+                                                  .hidden = rnd() % 3 == 0,
+                                                  .lora = s % (g_n_loras + 1)};
             sl_seq[b.n_slices++] = s;
             b.n_tokens += c;
             done[s] += c;
@@ -1396,6 +1407,209 @@ static void test_swiglu_lanes(void **state)
     }
 }
 
+/* ---- LoRA adapters ---------------------------------------------------- */
+
+/* m (all F32) with the adapter file at path merged into its matrices,
+ * W += s·B·A with s = scale · alpha / r (scale without alpha), read from
+ * the file here (not through model/lora.c) and summed in double. */
+static struct model *lora_merged(const struct model *m, const char *path, float scale)
+{
+    struct model *o = f32_twin(m);
+    gguf_file_t *f;
+    char err[256];
+    assert_int_equal(gguf_open(path, &f, err, sizeof(err)), 0);
+    float alpha = 0;
+    int64_t ka = gguf_find_key(f, "adapter.lora.alpha");
+    if (ka >= 0)
+        assert_int_equal(gguf_get_f32(f, ka, &alpha), 0);
+    const struct model_hparams *hp = &m->hp;
+    const int32_t D = hp->dim, F = hp->ffn_dim, nq = hp->n_heads * hp->head_dim,
+                  nkv = hp->n_kv_heads * hp->head_dim;
+    static const char *const names[7] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                         "ffn_gate", "ffn_up", "ffn_down"};
+    for (int32_t l = 0; l < hp->n_layers; l++) {
+        struct model_layer *L = &o->layers[l];
+        /* each target's rows in o: W (row length in), first row */
+        float *W[7] = {model__f32(&L->wqkv),
+                       model__f32(&L->wqkv) + (size_t)nq * D,
+                       model__f32(&L->wqkv) + (size_t)(nq + nkv) * D,
+                       model__f32(&L->wo),
+                       model__f32(&L->w_gate_up),
+                       model__f32(&L->w_gate_up) + (size_t)F * D,
+                       model__f32(&L->w_down)};
+        const int32_t in[7] = {D, D, D, nq, D, D, F}, out[7] = {nq, nkv, nkv, D, F, F, D};
+        for (int t = 0; t < 7; t++) {
+            char na[96], nb[96];
+            snprintf(na, sizeof(na), "blk.%d.%s.weight.lora_a", (int)l, names[t]);
+            snprintf(nb, sizeof(nb), "blk.%d.%s.weight.lora_b", (int)l, names[t]);
+            int64_t ia = gguf_find_tensor(f, na), ib = gguf_find_tensor(f, nb);
+            assert_true((ia < 0) == (ib < 0));
+            if (ia < 0)
+                continue;
+            struct gguf_tensor_info A, B;
+            gguf_tensor_get(f, ia, &A);
+            gguf_tensor_get(f, ib, &B);
+            const int32_t r = (int32_t)A.ne[1];
+            assert_int_equal(A.ne[0], in[t]);
+            assert_int_equal(B.ne[0], r);
+            assert_int_equal(B.ne[1], out[t]);
+            float *a = malloc(sizeof(float) * (size_t)r * in[t]);
+            float *b = malloc(sizeof(float) * (size_t)r * out[t]);
+            assert_int_equal(gguf_tensor_to_f32(A.type, A.data, a, (int64_t)r * in[t]), 0);
+            assert_int_equal(gguf_tensor_to_f32(B.type, B.data, b, (int64_t)r * out[t]), 0);
+            const double sc = alpha != 0 ? (double)scale * alpha / r : (double)scale;
+            for (int32_t row = 0; row < out[t]; row++)
+                for (int32_t i = 0; i < in[t]; i++) {
+                    double acc = 0;
+                    for (int32_t j = 0; j < r; j++)
+                        acc += (double)b[(size_t)row * r + j] * a[(size_t)j * in[t] + i];
+                    W[t][(size_t)row * in[t] + i] += (float)(sc * acc);
+                }
+            free(a), free(b);
+        }
+    }
+    gguf_close(f);
+    return o;
+}
+
+/* Sequences on the base model and on two adapters (one of every matrix,
+ * alpha 16, rank 8, F32; one of Q, V and down only, no alpha, rank 4,
+ * F16, loaded at scale 0.5) share batches: each one's logits and hidden
+ * states match the dense reference of the base with its adapter merged
+ * in; and the adapters do change the logits. */
+static void test_lora(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/folio-lora.XXXXXX", p1[64], p2[64], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(p1, sizeof(p1), "%s/a1.gguf", dir);
+    snprintf(p2, sizeof(p2), "%s/a2.gguf", dir);
+    struct model_lora_gen_opts o1 = {.seed = 7, .rank = 8, .alpha = 16, .type = GGUF_TENSOR_F32};
+    struct model_lora_gen_opts o2 = {.seed = 8, .rank = 4, .type = GGUF_TENSOR_F16};
+    assert_int_equal(model_lora_targets_parse("q,v,ffn_down", &o2.targets), 0);
+    assert_int_equal(model_lora_gen_file(g_model, &o1, p1, err, sizeof(err)), 0);
+    assert_int_equal(model_lora_gen_file(g_model, &o2, p2, err, sizeof(err)), 0);
+    model_lora_t *a1, *a2;
+    assert_int_equal(model_lora_load(g_model, p1, 1.0f, &a1, err, sizeof(err)), 0);
+    assert_int_equal(model_lora_load(g_model, p2, 0.5f, &a2, err, sizeof(err)), 0);
+    struct model_lora_info i1, i2;
+    model_lora_info(a1, &i1);
+    model_lora_info(a2, &i2);
+    assert_int_equal(i1.n_mats, 7 * g_model->hp.n_layers);
+    assert_int_equal(i2.n_mats, 3 * g_model->hp.n_layers);
+    assert_int_equal(i1.rank, 8);
+    assert_int_equal(i2.rank, 4);
+    assert_true(model_lora_mat(a2, 0, MODEL_LORA_K, NULL, NULL, NULL) == 0);
+
+    struct model *r1 = lora_merged(g_model, p1, 1.0f), *r2 = lora_merged(g_model, p2, 0.5f);
+    /* the adapters matter: merged logits differ from the base's */
+    enum { P = 6 };
+    const int32_t V = g_model->hp.n_vocab;
+    int32_t tok[P] = {5, 17, 300, 41, 9, 77};
+    double *l0 = malloc(sizeof(double) * P * V), *l1 = malloc(sizeof(double) * P * V);
+    ref_forward(g_model, tok, P, l0);
+    for (int k = 0; k < 2; k++) {
+        ref_forward(k ? r2 : r1, tok, P, l1);
+        double d = 0;
+        for (int32_t i = 0; i < P * V; i++)
+            d = FOLIO_MAX(d, fabs(l1[i] - l0[i]));
+        printf("# adapter %d moves the logits by up to %.3g\n", k + 1, d);
+        assert_true(d > 0.05);
+    }
+    free(l0), free(l1);
+
+    g_n_loras = 2;
+    g_loras[0] = a1, g_loras[1] = a2;
+    g_lora_refs[0] = g_model, g_lora_refs[1] = r1, g_lora_refs[2] = r2;
+    const int32_t len[6] = {19, 23, 14, 9, 30, 17};
+    double e = run_paged(g_model, FOLIO_F32, 16, 6, len, 7, 2, 0);
+    printf("# mixed base/adapter batches (chunks): max |diff| = %.3g\n", e);
+    assert_true(e <= F32_TOL);
+    e = run_paged(g_model, FOLIO_F32, 16, 6, len, 1, 1, 0);
+    printf("# mixed base/adapter batches (decode): max |diff| = %.3g\n", e);
+    assert_true(e <= F32_TOL);
+    g_n_loras = 0;
+
+    /* a slice naming an adapter the ctx does not have */
+    struct pager_kv_view kv = {0};
+    struct arena ar;
+    arena_init(&ar, g_model, FOLIO_F32, 16, 1, 16);
+    kv = ar.kv;
+    model_ctx_t *ctx;
+    const struct model_lora *one[1] = {a1};
+    struct model_ctx_config cfg = {
+        .max_tokens = 8, .max_slices = 2, .n_threads = 1, .loras = one, .n_loras = 1};
+    assert_int_equal(model_ctx_new(g_model, &kv, &cfg, &ctx), 0);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    int32_t t1 = 3;
+    struct model_slice sl = {
+        .n_tokens = 1, .block_table = arena_table(&ar, 0), .sample = true, .lora = 2};
+    struct model_batch b = {.n_tokens = 1, .tokens = &t1, .n_slices = 1, .slices = &sl};
+    assert_int_equal(model_forward(ctx, &b, lg), -EINVAL);
+    sl.lora = -1;
+    assert_int_equal(model_forward(ctx, &b, lg), -EINVAL);
+    sl.lora = 1;
+    assert_int_equal(model_forward(ctx, &b, lg), 0);
+    model_ctx_free(ctx);
+    cfg.loras = NULL;
+    assert_int_equal(model_ctx_new(g_model, &kv, &cfg, &ctx), -EINVAL);
+    free(lg);
+    arena_free(&ar);
+
+    model_free(r1), model_free(r2);
+    model_lora_free(a1), model_lora_free(a2);
+
+    /* refusals, each naming the file and the problem */
+    struct {
+        const char *arch, *type, *atype, *tensor;
+        int64_t ne0, ne1;
+        const char *want;
+    } bad[] = {
+        {"llama", "model", "lora", NULL, 0, 0, "not an adapter"},
+        {"llama", "adapter", "ia3", NULL, 0, 0, "not a LoRA adapter"},
+        {"qwen3", "adapter", "lora", NULL, 0, 0, "an adapter for 'qwen3'"},
+        {"llama", "adapter", "lora", "blk.0.attn_q.weight.lora_a", g_model->hp.dim, 4,
+         "has a lora_a but no lora_b"},
+        {"llama", "adapter", "lora", "blk.0.attn_q.weight.lora_a", 100, 4, "do not fit"},
+        {"llama", "adapter", "lora", "output.weight.lora_a", g_model->hp.dim, 4, "output.weight"},
+        {"llama", "adapter", "lora", "blk.99.ffn_up.weight.lora_a", g_model->hp.dim, 4, "blk.99"},
+    };
+    static float zeros[4096 * 4];
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        gguf_writer_t *w;
+        assert_int_equal(gguf_writer_new(&w), 0);
+        assert_int_equal(gguf_w_str(w, "general.architecture", bad[k].arch), 0);
+        assert_int_equal(gguf_w_str(w, "general.type", bad[k].type), 0);
+        assert_int_equal(gguf_w_str(w, "adapter.type", bad[k].atype), 0);
+        if (bad[k].tensor) {
+            const int64_t ne[2] = {bad[k].ne0, bad[k].ne1};
+            assert_int_equal(gguf_w_tensor(w, bad[k].tensor, GGUF_TENSOR_F32, 2, ne, zeros), 0);
+            if (bad[k].ne0 == 100) { /* its lora_b, for the shape check */
+                const int64_t nb[2] = {4, g_model->hp.n_heads * g_model->hp.head_dim};
+                assert_int_equal(
+                    gguf_w_tensor(w, "blk.0.attn_q.weight.lora_b", GGUF_TENSOR_F32, 2, nb, zeros),
+                    0);
+            }
+        }
+        assert_int_equal(gguf_writer_write(w, p1, err, sizeof(err)), 0);
+        gguf_writer_free(w);
+        model_lora_t *a = NULL;
+        err[0] = 0;
+        assert_int_equal(model_lora_load(g_model, p1, 1.0f, &a, err, sizeof(err)), -EINVAL);
+        assert_null(a);
+        printf("# refused: %s\n", err);
+        assert_non_null(strstr(err, p1));
+        assert_non_null(strstr(err, bad[k].want));
+    }
+    model_lora_t *a = NULL;
+    assert_int_equal(model_lora_load(g_model, "/nonexistent/x.gguf", 1.0f, &a, err, sizeof(err)),
+                     -ENOENT);
+    assert_non_null(strstr(err, "/nonexistent/x.gguf"));
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     if (test_isa_repeats_default())
@@ -1420,6 +1634,7 @@ int main(void)
         cmocka_unit_test(test_pager_fork_and_prefix),
         cmocka_unit_test(test_archs),
         cmocka_unit_test(test_window_frees_pages),
+        cmocka_unit_test(test_lora),
         /* clang-format on */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

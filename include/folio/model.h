@@ -85,6 +85,7 @@ struct model_hparams {
 
 typedef struct model model_t;
 typedef struct model_ctx model_ctx_t;
+struct model_lora; /* folio/lora.h */
 
 /* Loads a GGUF file (see folio/gguf.h); on failure writes a message naming
  * the file and the problem into err and returns -errno. */
@@ -203,6 +204,10 @@ struct model_slice {
      * model_forward_hidden's output; no logits for them (sample still
      * gives the last token's) */
     bool hidden;
+    /* 0: the base model's weights; i >= 1: the ctx's LoRA adapter
+     * cfg.loras[i - 1] corrects every product of the slice's tokens
+     * (folio/lora.h) */
+    int32_t lora;
 };
 
 /* tokens: [n_tokens] laid out slice after slice. */
@@ -280,6 +285,10 @@ struct model_ctx_config {
     /* NULL, or statistics every step adds its products' inputs to (the
      * caller's; one ctx at a time) */
     struct model_act_stats *act_stats;
+    /* LoRA adapters (folio/lora.h) slices may name (model_slice.lora),
+     * borrowed: each must outlive the ctx and be loaded for its model */
+    const struct model_lora *const *loras;
+    int32_t n_loras;
 };
 
 int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,

@@ -254,6 +254,10 @@ struct sched_request_params {
      * prompt_logits) */
     int32_t hidden_lo, hidden_hi;
     uint64_t arrival_ns; /* for stats; the caller's clock */
+    /* LoRA adapter of its slices (model_slice.lora; 0: none, >= 0).  Its
+     * sequences' prefix-cache salt is the tenant's mixed with it: cached
+     * blocks are shared only among requests of one tenant and adapter. */
+    int32_t lora;
 };
 
 /* Queues a request (WAITING); *id names it until SCHED_EV_DONE.
