@@ -454,8 +454,8 @@ int model_lora_gen_file(const model_t *m, const struct model_lora_gen_opts *o, c
                 if (in % blk || r % blk) {
                     gguf_writer_free(w);
                     return fail(err, errlen, path, -EINVAL,
-                                "%s rows need lengths that are multiples of %d (rank %d, %s "
-                                "width %d)",
+                                "%s rows are whole blocks of %d values: the rank (%d, lora_b's "
+                                "row) and %s's width (%d, lora_a's row) must be multiples of it",
                                 gguf_tensor_type_name(o->type), (int)blk, (int)r, target_names[t],
                                 (int)in);
                 }

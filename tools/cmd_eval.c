@@ -3,7 +3,7 @@
  *
  *   folio eval [--model FILE|default] --tokens 1,2,3 [--top 10] [--greedy N]
  *              [--json] [--hidden] [--rank] [--threads N] [--kv-dtype f32|f16|bf16|q8]
- *              [--matmul auto|openblas|onednn]
+ *              [--matmul auto|openblas|onednn] [--lora FILE [--lora-scale S]]
  *
  * Runs the prompt through the model in one batch, prints the top logits
  * after its last token, then (with --greedy N) a greedy continuation of N
@@ -18,6 +18,9 @@
  * without a pooling type).  --rank (a reranker file): "rank_score", that
  * hidden state through the model's classification head (model_rank_score:
  * what /v1/rerank answers for a prompt of these tokens).
+ * --lora FILE runs every token through that LoRA adapter (folio/lora.h) at
+ * multiplier --lora-scale (default 1), as foliod serves a request that
+ * names it.
  * Without --model (or with --model default) the embedded default model is
  * used.  GGUF files need the loader (model_load_file); builds without it
  * refuse --model FILE.
@@ -29,6 +32,7 @@
 #include <string.h>
 
 #include "folio/common.h"
+#include "folio/lora.h"
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
@@ -41,12 +45,15 @@ static void usage(FILE *out)
     fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
                  "                  [--greedy N] [--json] [--hidden] [--rank] [--threads N]\n"
                  "                  [--kv-dtype f32|f16|bf16|q8] [--matmul auto|openblas|onednn]\n"
+                 "                  [--lora FILE [--lora-scale S]]\n"
                  "\n"
                  "Runs the tokens through the model offline; prints the top logits after the\n"
                  "last token and a greedy continuation of N tokens.  --hidden: also the final\n"
                  "hidden state after the last token (its embedding, unnormalized).  --rank\n"
                  "(a reranker): also that state's relevance score through the model's\n"
-                 "classification head.\n");
+                 "classification head.  --lora: through that LoRA adapter (GGUF, as\n"
+                 "llama.cpp's convert_lora_to_gguf.py or `folio gen-lora` write it), its\n"
+                 "correction multiplied by --lora-scale (default 1).\n");
 }
 
 /* "1,2,3" -> tokens; returns the count or -EINVAL. */
@@ -71,7 +78,8 @@ static int parse_tokens(const char *s, int32_t *toks, int max)
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *model_path = NULL, *tokens_arg = NULL;
+    const char *model_path = NULL, *tokens_arg = NULL, *lora_path = NULL;
+    double lora_scale = 1.0;
     int32_t top = 10, greedy = 0, threads = 1;
     enum model_matmul matmul = MODEL_MATMUL_AUTO;
     int json = 0, hidden = 0, rank = 0;
@@ -97,6 +105,10 @@ int cmd_eval(int argc, char **argv)
             return 2;
         } else if (!strcmp(a, "--model")) {
             model_path = v;
+        } else if (!strcmp(a, "--lora")) {
+            lora_path = v;
+        } else if (!strcmp(a, "--lora-scale")) {
+            rc = folio_arg_double(v, -1e6, 1e6, &lora_scale);
         } else if (!strcmp(a, "--tokens")) {
             tokens_arg = v;
         } else if (!strcmp(a, "--top")) {
@@ -138,6 +150,14 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "folio eval: %s\n", err[0] ? err : strerror(-rc));
         return 1;
     }
+    model_lora_t *lora = NULL;
+    if (lora_path &&
+        (rc = model_lora_load(m, lora_path, (float)lora_scale, &lora, err, sizeof(err))) < 0) {
+        fprintf(stderr, "folio eval: %s\n", err[0] ? err : strerror(-rc));
+        model_free(m);
+        return 1;
+    }
+    const struct model_lora *loras[1] = {lora};
     const struct model_hparams *hp = model_hparams(m);
     const int32_t V = hp->n_vocab;
     const float *cls_w, *cls_b;
@@ -145,6 +165,7 @@ int cmd_eval(int argc, char **argv)
     if (rank && !n_cls) {
         fprintf(stderr, "folio eval: --rank: %s is not a reranker (no cls.output.weight)\n",
                 model_path ? model_path : "the default model");
+        model_lora_free(lora);
         model_free(m);
         return 1;
     }
@@ -190,8 +211,12 @@ int cmd_eval(int argc, char **argv)
         goto out;
     }
     pager_kv_view(pg, &kv);
-    struct model_ctx_config cfg = {
-        .max_tokens = n, .max_slices = 1, .n_threads = threads, .matmul = matmul};
+    struct model_ctx_config cfg = {.max_tokens = n,
+                                   .max_slices = 1,
+                                   .n_threads = threads,
+                                   .matmul = matmul,
+                                   .loras = loras,
+                                   .n_loras = lora ? 1 : 0};
     rc = model_ctx_new(m, &kv, &cfg, &ctx);
     if (rc < 0) {
         fprintf(stderr, "folio eval: cannot create a model context: %s\n", strerror(-rc));
@@ -203,7 +228,8 @@ int cmd_eval(int argc, char **argv)
                              .n_tokens = n,
                              .block_table = pager_seq_block_table(seq, &nb),
                              .sample = true,
-                             .hidden = hidden};
+                             .hidden = hidden,
+                             .lora = lora ? 1 : 0};
     struct model_batch b = {.n_tokens = n, .tokens = toks, .n_slices = 1, .slices = &sl};
     if (hidden && !(hid = malloc(sizeof(float) * (size_t)n * (size_t)hp->dim))) {
         fprintf(stderr, "folio eval: out of memory\n");
@@ -269,7 +295,8 @@ int cmd_eval(int argc, char **argv)
         sl = (struct model_slice){.first_pos = n + g,
                                   .n_tokens = 1,
                                   .block_table = pager_seq_block_table(seq, &nb),
-                                  .sample = true};
+                                  .sample = true,
+                                  .lora = lora ? 1 : 0};
         b = (struct model_batch){
             .n_tokens = 1, .tokens = &toks[n + g], .n_slices = 1, .slices = &sl};
         if ((rc = model_forward(ctx, &b, logits)) < 0 ||
@@ -289,6 +316,7 @@ out:
     free(logits);
     free(work);
     free(hid);
+    model_lora_free(lora);
     model_free(m);
     return status;
 }

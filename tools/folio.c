@@ -20,11 +20,23 @@ int folio_arg_int(const char *s, long lo, long hi, int32_t *out)
     return 0;
 }
 
+int folio_arg_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
 const struct folio_cmd folio_cmds[] = {
     {"bench", cmd_bench, "load-test a server (foliod or OpenAI-compatible)"},
     {"complete", cmd_complete,
      "one completion from a running foliod (--stream prints as it arrives)"},
     {"eval", cmd_eval, "offline forward pass: top logits, greedy continuation"},
+    {"gen-lora", cmd_gen_lora, "write a synthetic LoRA adapter for a model as a GGUF file"},
     {"gen-model", cmd_gen_model, "write a synthetic llama model as a GGUF file"},
     {"imatrix", cmd_imatrix, "importance matrix of a model on a text, for quantize --imatrix"},
     {"perplexity", cmd_perplexity,

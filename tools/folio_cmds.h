@@ -17,6 +17,8 @@ struct folio_cmd {
 /* A whole decimal number in [lo, hi] (the subcommands' integer options):
  * 0, or -EINVAL with *out untouched.  In tools/folio.c. */
 int folio_arg_int(const char *s, long lo, long hi, int32_t *out);
+/* A finite decimal number in [lo, hi]: 0, or -EINVAL with *out untouched. */
+int folio_arg_double(const char *s, double lo, double hi, double *out);
 
 /* Subcommand table, in tools/folio.c. */
 extern const struct folio_cmd folio_cmds[];
@@ -26,6 +28,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
+int cmd_gen_lora(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -1,6 +1,6 @@
 // tests/integration/llamacpp/compare_logits.mjs FOLIO_BIN CASE...
 //
-// CASE is LABEL|MODEL.gguf|TOL|PROMPTS.  Each MODEL is loaded in llama.cpp
+// CASE is LABEL|MODEL.gguf|TOL|PROMPTS[|LORA.gguf:SCALE].  Each MODEL is loaded in llama.cpp
 // (the prebuilt library shipped by the node-llama-cpp npm package, CPU
 // only, f32 KV cache) and in foliod's own runtime (`folio eval --json`);
 // both get the same token ids and the logits after the last token are
@@ -19,7 +19,10 @@
 // relevance score of the first prompt: llama.cpp's rank pooling (an
 // embeddings context on that file: the head over the last token's state,
 // softmax for qwen3) against `folio eval --rank`, what /v1/rerank
-// answers, within TOL.  PROMPTS is how many of the prompts below are tried.  All cases
+// answers, within TOL.  With a LORA adapter file, both sides run it at
+// SCALE (llama.cpp's context `lora` option, `folio eval --lora
+// --lora-scale`), and no hidden state is compared.
+// PROMPTS is how many of the prompts below are tried.  All cases
 // run in one process (the library loads once) on one thread each side,
 // so the test can run beside others.  Exits 0 when every case agrees, 1
 // otherwise.
@@ -42,7 +45,10 @@ const llama = await getLlama({gpu: false, build: "never", progressLogs: false, l
 
 // One case: MODEL against folio eval on its first N_PROMPTS prompts;
 // returns how many disagreed.
-async function compare(modelPath, TOL, N_PROMPTS, rank) {
+async function compare(modelPath, TOL, N_PROMPTS, rank, lora) {
+    const [loraPath, loraScale] = lora ? lora.split(":") : [null, null];
+    const loraCtx = lora ? {lora: {adapters: [{filePath: loraPath, scale: Number(loraScale)}]}} : {};
+    const loraArgs = lora ? ["--lora", loraPath, "--lora-scale", loraScale] : [];
     const model = await llama.loadModel({modelPath, gpuLayers: 0});
     const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length; // the file's vocabulary
 
@@ -65,7 +71,7 @@ async function compare(modelPath, TOL, N_PROMPTS, rank) {
     // comparison, which that public call cannot ask for (it would round K
     // and V to f16: about 1.5e-3 apart on F32 files).  The underscored
     // names are node-llama-cpp's internals, pinned by run.sh's version.
-    const withEmbd = TOL <= 1e-3;
+    const withEmbd = TOL <= 1e-3 && !lora;
     const ectx = withEmbd && await model.createContext({
         contextSize: 512, batchSize: 512, threads: 1, flashAttention: false,
         experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", _embeddings: true,
@@ -82,7 +88,7 @@ async function compare(modelPath, TOL, N_PROMPTS, rank) {
     for (const tokens of prompts.slice(0, N_PROMPTS)) {
         const ctx = await model.createContext({
             contextSize: 512, batchSize: 512, threads: 1, flashAttention: false,
-            experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+            experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32", ...loraCtx,
         });
         const seq = ctx.getSequence();
         const input = tokens.map((t, i) => i === tokens.length - 1
@@ -111,7 +117,7 @@ async function compare(modelPath, TOL, N_PROMPTS, rank) {
         // found and compared even where the two orders differ by a near-tie
         const withHidden = withEmbd && tokens === prompts[0];
         const out = execFileSync(folioBin, ["eval", "--model", modelPath, "--tokens", tokens.join(","),
-            "--top", String(2 * TOP), "--greedy", String(GREEDY), "--json", "--threads", "1",
+            "--top", String(2 * TOP), "--greedy", String(GREEDY), "--json", "--threads", "1", ...loraArgs,
             ...(withHidden ? [rank ? "--rank" : "--hidden"] : [])], {encoding: "utf8"});
         const fo = JSON.parse(out);
         if (withHidden && rank)
@@ -166,9 +172,9 @@ async function compare(modelPath, TOL, N_PROMPTS, rank) {
 
 let failed = 0;
 for (const c of cases) {
-    const [label, modelPath, tol, prompts] = c.split("|");
+    const [label, modelPath, tol, prompts, lora] = c.split("|");
     console.log(`== ${label} (tolerance ${tol})`);
-    if (await compare(modelPath, Number(tol), Number(prompts), label.endsWith("reranker")))
+    if (await compare(modelPath, Number(tol), Number(prompts), label.endsWith("reranker"), lora))
         failed++;
 }
 console.log(`${cases.length - failed} of ${cases.length} cases agree`);

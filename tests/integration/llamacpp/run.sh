@@ -9,7 +9,8 @@
 # then compare_logits.mjs evaluates each in llama.cpp (node-llama-cpp's
 # prebuilt CPU library, installed from npm into WORKDIR) and in `folio eval`:
 # max |dlogit| on the top 10 within the type's bound, greedy 32-token
-# continuation identical except at near-ties.  llama.cpp loading each file
+# continuation identical except at near-ties; and two LoRA adapters
+# (`folio gen-lora`) applied by both.  llama.cpp loading each file
 # is itself the check that it reads what foliod writes.
 #
 # Bounds.  Both sides read the same quantized weights, so weight rounding
@@ -98,6 +99,16 @@ done
 # its relevance score as llama.cpp's rank pooling gives it (compare_logits.mjs).
 "$folio" gen-model --preset tiny --seed 7 --vocab-size 8192 --arch qwen3 --reranker -o qwen3-rerank.gguf
 cases+=("qwen3 F32 reranker|$work/qwen3-rerank.gguf|1e-3|${PROMPTS:-1}")
+# LoRA adapters (`folio gen-lora`, llama.cpp's adapter format) on the F32
+# and Q8_0 files: one of every matrix (F32, rank 8, alpha 16) at scale 1,
+# one of Q, V and down (F16, rank 8, no alpha) at scale 0.5.  llama.cpp
+# rounds activations to 16 bits for an F16 adapter's products, hence the
+# F16 adapter on the Q8_0 file (whose bound covers it).
+"$folio" gen-lora --model tiny-f32.gguf --seed 11 --rank 8 --alpha 16 -o lora-f32.gguf
+"$folio" gen-lora --model tiny-f32.gguf --seed 12 --rank 8 --alpha 0 --targets q,v,down \
+  --dtype f16 -o lora-f16.gguf
+cases+=("F32 + LoRA (F32, all matrices)|$work/tiny-f32.gguf|1e-3|${PROMPTS:-2}|$work/lora-f32.gguf:1")
+cases+=("Q8_0 + LoRA (F16, q/v/down, scale 0.5)|$work/tiny-q8_0.gguf|1e-1|${PROMPTS:-1}|$work/lora-f16.gguf:0.5")
 status=0
 node compare_logits.mjs "$folio" "${cases[@]}" || status=$?
 rm -f ./*.gguf
