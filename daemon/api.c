@@ -597,7 +597,7 @@ static const cJSON *small_body(const cJSON *root, const struct eng_model_info *m
         if (is_want)
             found = it;
         else if (!strcmp(it->string, "model")) {
-            if (!cJSON_IsString(it) || strcmp(it->valuestring, mi->name)) {
+            if (!cJSON_IsString(it) || eng_model_lookup(mi, it->valuestring) < 0) {
                 srv_api_error_set(err, 404, "NotFoundError", "model", "model_not_found",
                                   "unknown model");
                 return NULL;

@@ -97,15 +97,17 @@ static int parse_model(const void *json, const struct eng_model_info *mi, struct
                        struct srv_api_error *err)
 {
     const cJSON *it = json;
-    (void)p;
     if (!cJSON_IsString(it))
         BAD("model", "'model' must be a string");
-    if (strcmp(it->valuestring, mi->name)) {
+    int32_t lora = eng_model_lookup(mi, it->valuestring);
+    if (lora < 0) {
         srv_api_error_set(err, 404, "NotFoundError", "model", "model_not_found",
-                          "The model '%.64s' does not exist (this server has '%s')",
-                          it->valuestring, mi->name);
+                          "The model '%.64s' does not exist (this server has '%s'%s)",
+                          it->valuestring, mi->name,
+                          mi->n_loras ? " and its LoRA adapters: GET /v1/models" : "");
         return -EINVAL;
     }
+    p->gen.lora = lora;
     return 0;
 }
 

@@ -205,6 +205,7 @@ static int be_submit(void *p, struct eng_req **rs, int32_t n)
         .prompt_logits = g->n_prompt_logprobs >= 0,
         .hidden_lo = g->hidden_lo,
         .hidden_hi = g->hidden_hi,
+        .lora = g->lora,
     };
     if (g->hidden_hi > 0 && !b->n_embd) {
         br_free(q);

@@ -78,10 +78,19 @@ static const char *comp_path(bool responses, bool messages, bool chat, bool scor
                       : "/v1/completions";
 }
 
-static struct srv_render renderer(struct srv *s)
+/* The renderer of comp's answers: its "model" is the name the request
+ * gave (the model's, or its LoRA adapter's, as vLLM echoes it). */
+static struct srv_render renderer(const struct srv_comp *comp)
 {
-    return (struct srv_render){s->mi.name,  detok_hook,      s, s->mi.cls_w, s->mi.cls_b,
-                               s->mi.n_cls, s->mi.cls_labels};
+    const struct srv *s = comp->srv;
+    const int32_t lora = comp->p.gen.lora;
+    return (struct srv_render){lora ? s->mi.lora_names[lora - 1] : s->mi.name,
+                               detok_hook,
+                               comp->srv,
+                               s->mi.cls_w,
+                               s->mi.cls_b,
+                               s->mi.n_cls,
+                               s->mi.cls_labels};
 }
 
 static void comp_free(struct srv_comp *comp)
@@ -176,7 +185,7 @@ static void bg_keep(struct srv_comp *comp, bool pending)
     if (comp->forget)
         return;
     const struct srv_choice *ch0 = &comp->ch[0];
-    struct srv_render r = renderer(comp->srv);
+    struct srv_render r = renderer(comp);
     struct folio_buf b = {0};
     if (pending)
         srv_render_responses_pending(&b, &r, comp);
@@ -235,7 +244,7 @@ static void bg_finish(struct srv_comp *comp)
 static void responses_emit(struct srv_choice *ch, size_t send, bool final)
 {
     struct srv_comp *comp = ch->comp;
-    struct srv_render r = renderer(comp->srv);
+    struct srv_render r = renderer(comp);
     int hold = comp->p.tools ? srv_tools_stream_hold(comp, ch, final) : 0;
     if (hold == 1)
         return;
@@ -270,7 +279,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
     if (!final && !send && (!new_ids || comp->p.chat))
         return;
     struct folio_buf b = {0};
-    struct srv_render r = renderer(comp->srv);
+    struct srv_render r = renderer(comp);
     if (comp->p.messages) { /* Anthropic's events (render.h) */
         /* text that may be a tool call is held (tools.c) */
         int hold = comp->p.tools ? srv_tools_stream_hold(comp, ch, final) : 0;
@@ -321,7 +330,7 @@ static void stream_emit(struct srv_choice *ch, bool final)
 static void comp_respond(struct srv_comp *comp)
 {
     struct http_conn *c = comp->conn;
-    struct srv_render r = renderer(comp->srv);
+    struct srv_render r = renderer(comp);
     struct folio_buf b = {0};
     if (comp->p.stream) {
         if (!comp->p.messages && !comp->p.responses) /* theirs end with their own events */
@@ -538,7 +547,7 @@ static void ev_finished(void *user, struct eng_req *r, enum eng_finish why)
         struct srv_api_error e;
         srv_api_error_set(&e, 500, "server_error", NULL, NULL, "the engine failed");
         struct folio_buf ev = {0};
-        struct srv_render rd = renderer(s);
+        struct srv_render rd = renderer(comp);
         if (comp->p.responses) {
             comp->rstatus = "failed";
             srv_render_responses_stream_failed(&ev, &rd, comp, &comp->ch[0].rs);
@@ -797,6 +806,8 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         comp->n_live += comp->p.n;
     }
     s->tm[tenant].prompt_tokens += (double)comp->prompt_tokens;
+    if (comp->p.gen.lora > 0)
+        s->lora_requests[comp->p.gen.lora - 1]++;
     if (comp->p.resp && comp->p.resp->background) {
         /* answered at once: queued, kept, polled by GET /v1/responses/{id} */
         comp->bg = true;
@@ -806,7 +817,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         comp->access_own = s->access_claimed = true;
         bg_keep(comp, true);
         struct folio_buf b = {0};
-        struct srv_render r = renderer(s);
+        struct srv_render r = renderer(comp);
         srv_render_responses_pending(&b, &r, comp);
         if (b.oom) {
             srv_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -823,7 +834,7 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
         return;                        /* connection dropped: detached, aborted */
     if (comp->p.stream && responses) { /* response.created goes out at once */
         struct folio_buf b = {0};
-        struct srv_render r = renderer(s);
+        struct srv_render r = renderer(comp);
         srv_render_responses_stream_head(&b, &r, comp, &comp->ch[0].rs);
         stream_send(comp, &b);
     }

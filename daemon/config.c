@@ -177,9 +177,64 @@ int srv_parse_uid_list(const char *s, int64_t *out, int cap)
     return n ? n : -EINVAL;
 }
 
+/* --lora's list into cfg->lora_names / lora_paths: NAME=PATH pairs
+ * separated by commas; names of 1..SRV_LORA_NAME_MAX printable ASCII
+ * characters (no spaces, quotes or backslashes: they go into JSON, logs
+ * and metric labels as they are), each once. */
+static int parse_loras(struct srv_config *cfg, char *err, size_t errlen)
+{
+    folio_free(cfg->lora_buf);
+    cfg->lora_buf = NULL;
+    cfg->n_loras = 0;
+    if (!cfg->lora)
+        return 0;
+    if (!(cfg->lora_buf = folio_strdup(cfg->lora)))
+        return -ENOMEM;
+    for (char *p = cfg->lora_buf; *p;) {
+        char *end = p + strcspn(p, ",");
+        const bool last = *end == 0;
+        *end = 0;
+        char *eq = strchr(p, '=');
+        if (!eq || eq == p || !eq[1]) {
+            folio_errf(err, errlen, "--lora: '%s' is not NAME=PATH", p);
+            return -EINVAL;
+        }
+        *eq = 0;
+        size_t n = strlen(p);
+        bool ok = n <= SRV_LORA_NAME_MAX;
+        for (size_t i = 0; i < n; i++)
+            ok &= p[i] > ' ' && p[i] < 0x7f && p[i] != '"' && p[i] != '\\';
+        if (!ok) {
+            folio_errf(err, errlen,
+                       "--lora: the name '%s' must be 1..%d printable characters without "
+                       "spaces, quotes or backslashes",
+                       p, SRV_LORA_NAME_MAX);
+            return -EINVAL;
+        }
+        for (int i = 0; i < cfg->n_loras; i++)
+            if (!strcmp(cfg->lora_names[i], p)) {
+                folio_errf(err, errlen, "--lora: the name '%s' is given twice", p);
+                return -EINVAL;
+            }
+        if (cfg->n_loras == SRV_MAX_LORAS) {
+            folio_errf(err, errlen, "--lora: at most %d adapters", SRV_MAX_LORAS);
+            return -EINVAL;
+        }
+        cfg->lora_names[cfg->n_loras] = p;
+        cfg->lora_paths[cfg->n_loras++] = eq + 1;
+        if (last)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
 /* Cross-option rules, defaults that depend on the environment. */
 static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
 {
+    int rc = parse_loras(cfg, err, errlen);
+    if (rc)
+        return rc;
     int i_mem = srv__opt_find(srv__opts, N_OPTS, "kv-mem", 6),
         i_blk = srv__opt_find(srv__opts, N_OPTS, "kv-blocks", 9);
     if ((cfg->set_mask >> i_mem & 1) && (cfg->set_mask >> i_blk & 1) && cfg->kv_blocks) {
@@ -321,6 +376,7 @@ void srv_config_free(struct srv_config *cfg)
         folio_free(cfg->tenants[i].api_key);
     }
     folio_free(cfg->tenants);
+    folio_free(cfg->lora_buf);
     memset(cfg, 0, sizeof(*cfg));
 }
 

@@ -43,6 +43,9 @@ enum srv_unknown_uid { SRV_UNKNOWN_UID_OWN, SRV_UNKNOWN_UID_REFUSE };
 enum srv_tenant_views { SRV_TENANT_VIEWS_DENY, SRV_TENANT_VIEWS_OWN };
 
 #define SRV_MAX_OPERATOR_UIDS 16
+/* LoRA adapters --lora may name */
+#define SRV_MAX_LORAS     16
+#define SRV_LORA_NAME_MAX 64
 
 struct srv_config {
     /* strings: owned, NULL when unset (defaults are resolved at parse) */
@@ -55,6 +58,12 @@ struct srv_config {
     char *tenant_views;  /* deny|own */
     char *log_format, *log_file, *access_log;
     char *replica_id; /* X-Folio-Replica header value; NULL: the host name */
+    char *lora;       /* --lora NAME=PATH[,NAME=PATH...] as given; NULL: none */
+    /* --lora parsed (config_finish): adapter i is "model": lora_names[i];
+     * the strings point into lora_buf (owned) */
+    int n_loras;
+    const char *lora_names[SRV_MAX_LORAS], *lora_paths[SRV_MAX_LORAS];
+    char *lora_buf;
     /* the enum options as C enums, parsed with their strings (the index of
      * the value in the option's list of choices) */
     int kv_dtype_id;      /* enum folio_dtype (common.h): same order as the choices;

@@ -40,6 +40,10 @@ const struct opt srv__opts[] = {
      "chat template for /v1/chat/completions (auto: the model's tokenizer.chat_template; "
      "chatml as plain text when the model has none)",
      F(chat_template_id)},
+    {"lora", OPT_STR, 0, 0, NULL, NULL, F(lora), "NAME=PATH[,NAME=PATH...]",
+     "LoRA adapters (GGUF, as llama.cpp's convert_lora_to_gguf.py writes them) a request "
+     "selects with \"model\": NAME, each applied at scale 1; at most 16",
+     0},
     {"pooling", OPT_ENUM, 0, 0, "auto", "auto|mean|cls|last", F(pooling), "auto|mean|cls|last",
      "how /v1/embeddings pools a prompt's final hidden states: their mean, the first's, the "
      "last's (auto: the model file's pooling_type, else last)",

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <uv.h>
 
@@ -80,6 +81,9 @@ struct eng_gen {
      * `hidden` event; the one token it samples (max_tokens 1) is not the
      * client's */
     int32_t hidden_lo, hidden_hi;
+    /* 0: the base model; i in 1..eng_model_info.n_loras: through LoRA
+     * adapter lora_names[i - 1] (its own prefix cache) */
+    int32_t lora;
 };
 
 /* One sequence to generate.  Owned by the server; the backend keeps a
@@ -152,7 +156,24 @@ struct eng_model_info {
     /* the head's output names ({arch}.classifier.output_labels), n_cls of
      * them, or NULL (/classify then says LABEL_0, LABEL_1, ...) */
     const char *const *cls_labels;
+    /* LoRA adapters requests may name ("model": lora_names[i] is eng_gen.lora
+     * i + 1), their files, and ranks; n_loras 0: none */
+    int32_t n_loras;
+    const char *const *lora_names, *const *lora_paths;
+    const int32_t *lora_ranks;
 };
+
+/* What a request's "model" names: 0 the model (mi->name), i >= 1 LoRA
+ * adapter lora_names[i - 1] (eng_gen.lora); -1 neither. */
+static inline int32_t eng_model_lookup(const struct eng_model_info *mi, const char *name)
+{
+    if (!strcmp(name, mi->name))
+        return 0;
+    for (int32_t i = 0; i < mi->n_loras; i++)
+        if (!strcmp(name, mi->lora_names[i]))
+            return i + 1;
+    return -1;
+}
 
 /* The pool's and the queues' statistics: the pager's and the scheduler's
  * own structs, as they report them (nothing mirrored field by field). */

@@ -43,6 +43,7 @@
 #include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio/grammar.h"
+#include "folio/lora.h"
 #include "folio/model.h"
 #include "folio/pager.h"
 #include "folio/sampler.h"
@@ -71,6 +72,8 @@ struct em {
     char **cls_labels;     /* the file's {arch}.classifier.output_labels, or NULL */
     int32_t n_labels;
     char name[80];
+    model_lora_t *loras[SRV_MAX_LORAS]; /* cfg->lora_paths' adapters */
+    int32_t lora_ranks[SRV_MAX_LORAS];
 };
 
 static void em_info(void *b, struct eng_model_info *mi)
@@ -91,6 +94,10 @@ static void em_info(void *b, struct eng_model_info *mi)
     mi->rerank_tmpl = m->rerank_tmpl;
     mi->cls_labels = m->n_labels == mi->n_cls ? (const char *const *)m->cls_labels
                                               : NULL; /* the loader's check */
+    mi->n_loras = m->cfg->n_loras;
+    mi->lora_names = m->cfg->lora_names;
+    mi->lora_paths = m->cfg->lora_paths;
+    mi->lora_ranks = m->lora_ranks;
 }
 
 /* One sampling row's draw, set up on the engine thread and run on any
@@ -388,6 +395,8 @@ static void em_free(void *b)
         return;
     if (m->mctx)
         model_ctx_free(m->mctx);
+    for (int i = 0; i < SRV_MAX_LORAS; i++)
+        model_lora_free(m->loras[i]); /* after the ctx that names them */
     if (m->model)
         model_free(m->model);
     if (m->tok)
@@ -458,6 +467,18 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         goto fail;
     m->hp = *model_hparams(m->model);
     snprintf(m->name, sizeof(m->name), "%s", model_name(m->model));
+    for (int i = 0; i < cfg->n_loras; i++) {
+        if (!strcmp(cfg->lora_names[i], m->name)) {
+            snprintf(err, errlen, "--lora: the name '%s' is the model's own", m->name);
+            rc = -EINVAL;
+            goto fail;
+        }
+        if ((rc = model_lora_load(m->model, cfg->lora_paths[i], 1.0f, &m->loras[i], err, errlen)))
+            goto fail;
+        struct model_lora_info li;
+        model_lora_info(m->loras[i], &li);
+        m->lora_ranks[i] = li.rank;
+    }
     struct eng_geom g = {m->hp.n_layers,
                          m->hp.n_kv_heads,
                          m->hp.head_dim,
@@ -482,6 +503,8 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
                                       : (int32_t)FOLIO_MAX(1, sysconf(_SC_NPROCESSORS_ONLN)),
         .matmul = (enum model_matmul)cfg->matmul_id, /* choices in enum order */
         .batch_invariant = cfg->batch_invariant,
+        .loras = (const struct model_lora *const *)m->loras,
+        .n_loras = cfg->n_loras,
     };
     if ((rc = model_ctx_new(m->model, &view, &mc, &m->mctx))) {
         snprintf(err, errlen, "cannot create the model context: %s", strerror(-rc));

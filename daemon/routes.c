@@ -441,15 +441,23 @@ static void route_score(struct srv *s, struct http_conn *c, const struct http_re
     srv_comp_route(s, c, rq, who, SRV_COMP_SCORE);
 }
 
-static void model_json(struct srv *s, struct folio_buf *b)
+/* /v1/models' entry of the model (lora 0) or of LoRA adapter lora - 1:
+ * an adapter names the model as its "parent", as vLLM lists them. */
+static void model_json(struct srv *s, struct folio_buf *b, int32_t lora)
 {
+    const char *id = lora ? s->mi.lora_names[lora - 1] : s->mi.name;
     folio_buf_puts(b, "{\"id\":");
-    folio_buf_json_str(b, s->mi.name, strlen(s->mi.name));
+    folio_buf_json_str(b, id, strlen(id));
     folio_buf_printf(b,
                      ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"foliod\","
-                     "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\"}",
+                     "\"max_model_len\":%d,\"vocab_size\":%d,\"matmul\":\"%s\",\"parent\":",
                      (long long)s->started_at, s->mi.ctx_len, s->mi.n_vocab,
                      s->mi.matmul ? s->mi.matmul : "none");
+    if (lora) {
+        folio_buf_json_str(b, s->mi.name, strlen(s->mi.name));
+        folio_buf_printf(b, ",\"lora_rank\":%d}", (int)s->mi.lora_ranks[lora - 1]);
+    } else
+        folio_buf_puts(b, "null}");
 }
 
 static void route_models(struct srv *s, struct http_conn *c, const struct http_request *rq,
@@ -459,7 +467,11 @@ static void route_models(struct srv *s, struct http_conn *c, const struct http_r
     (void)who;
     struct folio_buf b = {0};
     folio_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
-    model_json(s, &b);
+    for (int32_t i = 0; i <= s->mi.n_loras; i++) {
+        if (i)
+            folio_buf_puts(&b, ",");
+        model_json(s, &b, i);
+    }
     folio_buf_puts(&b, "]}\n");
     respond_buf(c, 200, "application/json", &b);
 }
@@ -491,7 +503,8 @@ static void route_model(struct srv *s, struct http_conn *c, const struct http_re
             id[n++] = rq->url[i];
     }
     id[n] = 0;
-    if (strlen(id) != n || strcmp(id, s->mi.name)) {
+    const int32_t lora = strlen(id) == n ? eng_model_lookup(&s->mi, id) : -1;
+    if (lora < 0) {
         struct srv_api_error e;
         srv_api_error_set(&e, 404, "NotFoundError", "model", "model_not_found",
                           "The model '%.64s' does not exist (this server has '%s')",
@@ -500,7 +513,7 @@ static void route_model(struct srv *s, struct http_conn *c, const struct http_re
         return;
     }
     struct folio_buf b = {0};
-    model_json(s, &b);
+    model_json(s, &b, lora);
     folio_buf_puts(&b, "\n");
     respond_buf(c, 200, "application/json", &b);
 }

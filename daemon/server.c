@@ -705,6 +705,9 @@ int srv_main(int argc, char **argv, eng_backend_factory factory)
             s->mi.name, s->mi.kind, s->mi.matmul ? s->mi.matmul : "none", s->mi.ctx_len,
             s->mi.n_vocab,
             s->mi.has_tokenizer ? "tokenizer loaded" : "no tokenizer: token ids only");
+    for (int32_t i = 0; i < s->mi.n_loras; i++)
+        srv_log(SRV_LOG_INFO, "LoRA adapter '%s' (rank %d): %s; requests name it as \"model\"",
+                s->mi.lora_names[i], (int)s->mi.lora_ranks[i], s->mi.lora_paths[i]);
     s->wd_usec = srv_sd_watchdog_usec();
     srv_sd_notifyf("READY=1\nSTATUS=serving model %s", s->mi.name);
     sd_timer_start(s);

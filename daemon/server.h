@@ -115,6 +115,7 @@ struct srv_tenant_metrics {
 
 struct srv {
     uv_loop_t *loop;
+    uint64_t lora_requests[SRV_MAX_LORAS]; /* admitted requests that named adapter i */
     struct srv_config *cfg;
     uv_pipe_t unix_srv;
     uv_tcp_t tcp_srv;

@@ -248,6 +248,26 @@ static void metrics_info(struct srv *s, struct folio_buf *b, const struct eng_st
         srv_prom_family(b, info[i].name, "gauge", info[i].help);
         srv_prom_sample(b, info[i].name, lab, 1);
     }
+    if (s->mi.n_loras > 0) {
+        /* adapter names are printable ASCII without quotes or backslashes
+         * (config.c), so they need no escaping */
+        srv_prom_family(
+            b, "folio_lora_info", "gauge",
+            "A LoRA adapter requests may name as \"model\" (labels lora_name, rank); 1.");
+        for (int32_t i = 0; i < s->mi.n_loras; i++) {
+            char lab[400];
+            snprintf(lab, sizeof(lab), "%s,lora_name=\"%s\",rank=\"%d\"", ml, s->mi.lora_names[i],
+                     (int)s->mi.lora_ranks[i]);
+            srv_prom_sample(b, "folio_lora_info", lab, 1);
+        }
+        srv_prom_family(b, "folio_lora_requests_total", "counter",
+                        "Requests admitted through a LoRA adapter (label lora_name).");
+        for (int32_t i = 0; i < s->mi.n_loras; i++) {
+            char lab[400];
+            snprintf(lab, sizeof(lab), "%s,lora_name=\"%s\"", ml, s->mi.lora_names[i]);
+            srv_prom_sample(b, "folio_lora_requests_total", lab, (double)s->lora_requests[i]);
+        }
+    }
 }
 
 /* Token totals over all tenants, responses by status class, and the

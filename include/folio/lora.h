@@ -24,7 +24,7 @@
  * An adapter is immutable once loaded and may serve several ctxs; it must
  * outlive every ctx that names it (model_ctx_config.loras).  Its A and B
  * are kept in f32 (whatever the file's type): a rank-16 adapter of every
- * matrix of `small` is ~3 MB.
+ * matrix of `small` is 10 MB (2.6M values).
  */
 #ifndef FOLIO_LORA_H
 #define FOLIO_LORA_H
