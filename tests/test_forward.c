@@ -1480,6 +1480,14 @@ static struct model *lora_merged(const struct model *m, const char *path, float 
 static void test_lora(void **state)
 {
     (void)state;
+    /* tiny's shapes, 2 layers and 4096 tokens in every mode: what is tested
+     * is per layer and per row, and the dense reference of a full tiny
+     * took most of this test's time (CI) */
+    struct model_hparams hp = g_model->hp;
+    hp.n_layers = 2, hp.n_vocab = 4096;
+    struct model *base;
+    assert_int_equal(model__alloc(&hp, &base), 0);
+    model__fill_random(base, 4321);
     char dir[] = "/tmp/folio-lora.XXXXXX", p1[64], p2[64], err[256];
     assert_non_null(mkdtemp(dir));
     snprintf(p1, sizeof(p1), "%s/a1.gguf", dir);
@@ -1487,27 +1495,27 @@ static void test_lora(void **state)
     struct model_lora_gen_opts o1 = {.seed = 7, .rank = 8, .alpha = 16, .type = GGUF_TENSOR_F32};
     struct model_lora_gen_opts o2 = {.seed = 8, .rank = 4, .type = GGUF_TENSOR_F16};
     assert_int_equal(model_lora_targets_parse("q,v,ffn_down", &o2.targets), 0);
-    assert_int_equal(model_lora_gen_file(g_model, &o1, p1, err, sizeof(err)), 0);
-    assert_int_equal(model_lora_gen_file(g_model, &o2, p2, err, sizeof(err)), 0);
+    assert_int_equal(model_lora_gen_file(base, &o1, p1, err, sizeof(err)), 0);
+    assert_int_equal(model_lora_gen_file(base, &o2, p2, err, sizeof(err)), 0);
     model_lora_t *a1, *a2;
-    assert_int_equal(model_lora_load(g_model, p1, 1.0f, &a1, err, sizeof(err)), 0);
-    assert_int_equal(model_lora_load(g_model, p2, 0.5f, &a2, err, sizeof(err)), 0);
+    assert_int_equal(model_lora_load(base, p1, 1.0f, &a1, err, sizeof(err)), 0);
+    assert_int_equal(model_lora_load(base, p2, 0.5f, &a2, err, sizeof(err)), 0);
     struct model_lora_info i1, i2;
     model_lora_info(a1, &i1);
     model_lora_info(a2, &i2);
-    assert_int_equal(i1.n_mats, 7 * g_model->hp.n_layers);
-    assert_int_equal(i2.n_mats, 3 * g_model->hp.n_layers);
+    assert_int_equal(i1.n_mats, 7 * base->hp.n_layers);
+    assert_int_equal(i2.n_mats, 3 * base->hp.n_layers);
     assert_int_equal(i1.rank, 8);
     assert_int_equal(i2.rank, 4);
     assert_true(model_lora_mat(a2, 0, MODEL_LORA_K, NULL, NULL, NULL) == 0);
 
-    struct model *r1 = lora_merged(g_model, p1, 1.0f), *r2 = lora_merged(g_model, p2, 0.5f);
+    struct model *r1 = lora_merged(base, p1, 1.0f), *r2 = lora_merged(base, p2, 0.5f);
     /* the adapters matter: merged logits differ from the base's */
     enum { P = 6 };
-    const int32_t V = g_model->hp.n_vocab;
+    const int32_t V = base->hp.n_vocab;
     int32_t tok[P] = {5, 17, 300, 41, 9, 77};
     double *l0 = malloc(sizeof(double) * P * V), *l1 = malloc(sizeof(double) * P * V);
-    ref_forward(g_model, tok, P, l0);
+    ref_forward(base, tok, P, l0);
     for (int k = 0; k < 2; k++) {
         ref_forward(k ? r2 : r1, tok, P, l1);
         double d = 0;
@@ -1520,12 +1528,12 @@ static void test_lora(void **state)
 
     g_n_loras = 2;
     g_loras[0] = a1, g_loras[1] = a2;
-    g_lora_refs[0] = g_model, g_lora_refs[1] = r1, g_lora_refs[2] = r2;
+    g_lora_refs[0] = base, g_lora_refs[1] = r1, g_lora_refs[2] = r2;
     const int32_t len[6] = {19, 23, 14, 9, 30, 17};
-    double e = run_paged(g_model, FOLIO_F32, 16, 6, len, 7, 2, 0);
+    double e = run_paged(base, FOLIO_F32, 16, 6, len, 7, 2, 0);
     printf("# mixed base/adapter batches (chunks): max |diff| = %.3g\n", e);
     assert_true(e <= F32_TOL);
-    e = run_paged(g_model, FOLIO_F32, 16, 6, len, 1, 1, 0);
+    e = run_paged(base, FOLIO_F32, 16, 6, len, 1, 1, 0);
     printf("# mixed base/adapter batches (decode): max |diff| = %.3g\n", e);
     assert_true(e <= F32_TOL);
     g_n_loras = 0;
@@ -1533,13 +1541,13 @@ static void test_lora(void **state)
     /* a slice naming an adapter the ctx does not have */
     struct pager_kv_view kv = {0};
     struct arena ar;
-    arena_init(&ar, g_model, FOLIO_F32, 16, 1, 16);
+    arena_init(&ar, base, FOLIO_F32, 16, 1, 16);
     kv = ar.kv;
     model_ctx_t *ctx;
     const struct model_lora *one[1] = {a1};
     struct model_ctx_config cfg = {
         .max_tokens = 8, .max_slices = 2, .n_threads = 1, .loras = one, .n_loras = 1};
-    assert_int_equal(model_ctx_new(g_model, &kv, &cfg, &ctx), 0);
+    assert_int_equal(model_ctx_new(base, &kv, &cfg, &ctx), 0);
     float *lg = malloc(sizeof(float) * (size_t)V);
     int32_t t1 = 3;
     struct model_slice sl = {
@@ -1552,7 +1560,7 @@ static void test_lora(void **state)
     assert_int_equal(model_forward(ctx, &b, lg), 0);
     model_ctx_free(ctx);
     cfg.loras = NULL;
-    assert_int_equal(model_ctx_new(g_model, &kv, &cfg, &ctx), -EINVAL);
+    assert_int_equal(model_ctx_new(base, &kv, &cfg, &ctx), -EINVAL);
     free(lg);
     arena_free(&ar);
 
@@ -1568,11 +1576,11 @@ static void test_lora(void **state)
         {"llama", "model", "lora", NULL, 0, 0, "not an adapter"},
         {"llama", "adapter", "ia3", NULL, 0, 0, "not a LoRA adapter"},
         {"qwen3", "adapter", "lora", NULL, 0, 0, "an adapter for 'qwen3'"},
-        {"llama", "adapter", "lora", "blk.0.attn_q.weight.lora_a", g_model->hp.dim, 4,
+        {"llama", "adapter", "lora", "blk.0.attn_q.weight.lora_a", base->hp.dim, 4,
          "has a lora_a but no lora_b"},
         {"llama", "adapter", "lora", "blk.0.attn_q.weight.lora_a", 100, 4, "do not fit"},
-        {"llama", "adapter", "lora", "output.weight.lora_a", g_model->hp.dim, 4, "output.weight"},
-        {"llama", "adapter", "lora", "blk.99.ffn_up.weight.lora_a", g_model->hp.dim, 4, "blk.99"},
+        {"llama", "adapter", "lora", "output.weight.lora_a", base->hp.dim, 4, "output.weight"},
+        {"llama", "adapter", "lora", "blk.99.ffn_up.weight.lora_a", base->hp.dim, 4, "blk.99"},
     };
     static float zeros[4096 * 4];
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
@@ -1585,7 +1593,7 @@ static void test_lora(void **state)
             const int64_t ne[2] = {bad[k].ne0, bad[k].ne1};
             assert_int_equal(gguf_w_tensor(w, bad[k].tensor, GGUF_TENSOR_F32, 2, ne, zeros), 0);
             if (bad[k].ne0 == 100) { /* its lora_b, for the shape check */
-                const int64_t nb[2] = {4, g_model->hp.n_heads * g_model->hp.head_dim};
+                const int64_t nb[2] = {4, base->hp.n_heads * base->hp.head_dim};
                 assert_int_equal(
                     gguf_w_tensor(w, "blk.0.attn_q.weight.lora_b", GGUF_TENSOR_F32, 2, nb, zeros),
                     0);
@@ -1595,16 +1603,17 @@ static void test_lora(void **state)
         gguf_writer_free(w);
         model_lora_t *a = NULL;
         err[0] = 0;
-        assert_int_equal(model_lora_load(g_model, p1, 1.0f, &a, err, sizeof(err)), -EINVAL);
+        assert_int_equal(model_lora_load(base, p1, 1.0f, &a, err, sizeof(err)), -EINVAL);
         assert_null(a);
         printf("# refused: %s\n", err);
         assert_non_null(strstr(err, p1));
         assert_non_null(strstr(err, bad[k].want));
     }
     model_lora_t *a = NULL;
-    assert_int_equal(model_lora_load(g_model, "/nonexistent/x.gguf", 1.0f, &a, err, sizeof(err)),
+    assert_int_equal(model_lora_load(base, "/nonexistent/x.gguf", 1.0f, &a, err, sizeof(err)),
                      -ENOENT);
     assert_non_null(strstr(err, "/nonexistent/x.gguf"));
+    model_free(base);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
