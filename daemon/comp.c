@@ -727,6 +727,17 @@ void srv_comp_route(struct srv *s, struct http_conn *c, const struct http_reques
     }
     const struct srv_tenant_cfg *tc = srv_auth_tenant_cfg(&s->auth, tenant);
     const char *tname = srv_auth_tenant_name(&s->auth, tenant);
+    const int32_t lora = comp->p.gen.lora;
+    if (lora > 0 && !srv_tenant_may_lora(tc, s->mi.lora_names[lora - 1])) {
+        /* to this tenant the adapter does not exist: the unknown model's 404 */
+        srv_api_error_set(&e, 404, "NotFoundError", "model", "model_not_found",
+                          "The model '%s' does not exist (this server has '%s' and its LoRA "
+                          "adapters: GET /v1/models)",
+                          s->mi.lora_names[lora - 1], s->mi.name);
+        http_error(c, &e, NULL);
+        comp_free(comp);
+        return;
+    }
     int n_choices = comp->p.n_prompts * comp->p.n;
     if (tc->max_waiting > 0) {
         struct sched_tenant_stats ts;

@@ -229,10 +229,55 @@ static int parse_loras(struct srv_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether the comma-separated list has the word (whole, of length n). */
+static bool list_has(const char *list, const char *word, size_t n)
+{
+    for (const char *p = list; *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == n && !strncmp(p, word, n))
+            return true;
+        p += k + (p[k] == ',');
+    }
+    return false;
+}
+
+bool srv_tenant_may_lora(const struct srv_tenant_cfg *t, const char *name)
+{
+    return !t || !t->loras || list_has(t->loras, name, strlen(name));
+}
+
+/* Each tenant's `loras`: "none", or names --lora defines. */
+static int check_tenant_loras(const struct srv_config *cfg, char *err, size_t errlen)
+{
+    for (int t = 0; t < cfg->n_tenants; t++) {
+        const char *l = cfg->tenants[t].loras;
+        if (!l || !strcmp(l, "none"))
+            continue;
+        for (const char *p = l;;) {
+            size_t k = strcspn(p, ",");
+            bool known = false;
+            for (int i = 0; i < cfg->n_loras && !known; i++)
+                known = strlen(cfg->lora_names[i]) == k && !strncmp(cfg->lora_names[i], p, k);
+            if (!known) {
+                folio_errf(err, errlen,
+                           "tenant '%s': loras names '%.*s', which --lora does not define",
+                           cfg->tenants[t].name, (int)k, p);
+                return -EINVAL;
+            }
+            if (!p[k])
+                break;
+            p += k + 1;
+        }
+    }
+    return 0;
+}
+
 /* Cross-option rules, defaults that depend on the environment. */
 static int config_finish(struct srv_config *cfg, char *err, size_t errlen)
 {
     int rc = parse_loras(cfg, err, errlen);
+    if (!rc)
+        rc = check_tenant_loras(cfg, err, errlen);
     if (rc)
         return rc;
     int i_mem = srv__opt_find(srv__opts, N_OPTS, "kv-mem", 6),
@@ -374,6 +419,7 @@ void srv_config_free(struct srv_config *cfg)
     for (int i = 0; i < cfg->n_tenants; i++) {
         folio_free(cfg->tenants[i].name);
         folio_free(cfg->tenants[i].api_key);
+        folio_free(cfg->tenants[i].loras);
     }
     folio_free(cfg->tenants);
     folio_free(cfg->lora_buf);

@@ -33,6 +33,7 @@ struct srv_tenant_cfg {
     int64_t max_running;   /* 0 = unlimited */
     int64_t max_waiting;   /* 0 = unlimited */
     char *api_key;         /* NULL: none */
+    char *loras;           /* LoRA adapters it may name, comma-separated; NULL: all; "none" */
 };
 
 /* Socket peers whose uid names no tenant: each its own tenant, or 403. */
@@ -127,6 +128,10 @@ int srv_parse_uid_list(const char *s, int64_t *out, int cap);
 
 /* Tenant index for a uid (or -1).  (Keys: auth.c compares digests.) */
 int srv_config_tenant_by_uid(const struct srv_config *cfg, int64_t uid);
+/* True when tenant t may name LoRA adapter `name` (its `loras` key lists
+ * it, or it has none); an adapter it may not name is, to it, a model that
+ * does not exist. */
+bool srv_tenant_may_lora(const struct srv_tenant_cfg *t, const char *name);
 /* True when some tenant has an api_key or an operator-key is set (TCP
  * then requires one). */
 bool srv_config_has_keys(const struct srv_config *cfg);

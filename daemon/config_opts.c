@@ -160,6 +160,8 @@ const struct opt srv__tenant_keys[] = {
     {"max_waiting", OPT_INT, 0, 1 << 20, "0", NULL, T(max_waiting), "N",
      "waiting requests before 429 (0 = unlimited)", 0},
     {"api_key", OPT_STR, 0, 0, NULL, NULL, T(api_key), "KEY", "bearer key (TCP clients)", 0},
+    {"loras", OPT_STR, 0, 0, NULL, NULL, T(loras), "NAME,...",
+     "the --lora adapters it may name (unset: all; none: none)", 0},
 };
 
 const size_t srv__n_tenant_keys = FOLIO_ARRAY_LEN(srv__tenant_keys);

@@ -460,14 +460,23 @@ static void model_json(struct srv *s, struct folio_buf *b, int32_t lora)
         folio_buf_puts(b, "null}");
 }
 
+/* Whether the caller may name model entry `lora` (0: the model; an
+ * adapter its tenant's `loras` leaves out is not listed to it). */
+static bool model_visible(struct srv *s, const struct srv_caller *who, int32_t lora)
+{
+    return lora == 0 || who->operator|| srv_tenant_may_lora(
+                            srv_auth_tenant_cfg(&s->auth, who->tenant), s->mi.lora_names[lora - 1]);
+}
+
 static void route_models(struct srv *s, struct http_conn *c, const struct http_request *rq,
                          const struct srv_caller *who)
 {
     (void)rq;
-    (void)who;
     struct folio_buf b = {0};
     folio_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
     for (int32_t i = 0; i <= s->mi.n_loras; i++) {
+        if (!model_visible(s, who, i))
+            continue;
         if (i)
             folio_buf_puts(&b, ",");
         model_json(s, &b, i);
@@ -489,7 +498,6 @@ static int hex_digit(char c)
 static void route_model(struct srv *s, struct http_conn *c, const struct http_request *rq,
                         const struct srv_caller *who)
 {
-    (void)who;
     static const char prefix[] = "/v1/models/";
     char id[256];
     size_t n = 0;
@@ -504,7 +512,7 @@ static void route_model(struct srv *s, struct http_conn *c, const struct http_re
     }
     id[n] = 0;
     const int32_t lora = strlen(id) == n ? eng_model_lookup(&s->mi, id) : -1;
-    if (lora < 0) {
+    if (lora < 0 || !model_visible(s, who, lora)) {
         struct srv_api_error e;
         srv_api_error_set(&e, 404, "NotFoundError", "model", "model_not_found",
                           "The model '%.64s' does not exist (this server has '%s')",

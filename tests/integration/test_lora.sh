@@ -16,9 +16,12 @@
 #   - an unknown "model" is a 404 naming it; /metrics counts each
 #     adapter's requests (folio_lora_requests_total) and lists them
 #     (folio_lora_info);
+#   - a tenant's `loras` key limits the adapters it may name: the others
+#     are, to it, models that do not exist (404, not listed);
 #   - foliod refuses to start on a missing adapter file, an adapter of
-#     another model, a malformed --lora, a name given twice or the model's
-#     own name, with a message naming what is wrong.
+#     another model, a malformed --lora, a name given twice, the model's
+#     own name or a tenant's `loras` naming an adapter --lora lacks, with
+#     a message naming what is wrong.
 . "$SRCDIR/lib.sh"
 
 "$FOLIO" gen-model --preset tiny --seed 21 --vocab-size 8192 --dtype q8_0 -o "$T/m.gguf" >/dev/null
@@ -97,6 +100,40 @@ if command -v promtool >/dev/null; then promtool check metrics <"$T/metrics.txt"
 ok "unknown model 404; /metrics: one 5 requests, two 4; folio_lora_info"
 stop_daemon || fail "drain exit"
 
+# tenants' `loras`: alice may name adapter one only, bob none; to them
+# the others do not exist (a 404 as for an unknown model, and not listed)
+port=$(( 20000 + RANDOM % 20000 ))
+cat >"$T/t.ini" <<INI
+[foliod]
+operator-key = k-op
+[tenant.alice]
+api_key = k-a
+loras = one
+[tenant.bob]
+api_key = k-b
+loras = none
+INI
+start_daemon "$FOLIOD" --model "$T/m.gguf" --lora "one=$T/a1.gguf,two=$T/a2.gguf" \
+  --kv-blocks 128 --config "$T/t.ini" --listen "127.0.0.1:$port"
+treq() { # KEY PATH [BODY]: "STATUS\nBODY" over TCP
+  curl -s -H "Authorization: Bearer $1" -H 'Content-Type: application/json' -w '\n%{http_code}' ${3:+-d "$3"} "http://127.0.0.1:$port$2"
+}
+listed() { body_of "$(treq "$1" /v1/models)" | jq -c '[.data[].id]'; }
+[ "$(listed k-a)" = "[\"$base\",\"one\"]" ] && [ "$(listed k-b)" = "[\"$base\"]" ] &&
+  [ "$(listed k-op)" = "[\"$base\",\"one\",\"two\"]" ] ||
+  fail "listed: alice $(listed k-a), bob $(listed k-b), operator $(listed k-op)"
+for kv in k-a:one:200 k-a:two:404 k-b:one:404 k-b:$base:200; do
+  IFS=: read -r k m want <<<"$kv"
+  r=$(treq "$k" /v1/completions "{\"model\":\"$m\",\"prompt\":[5,6,7],\"max_tokens\":2}")
+  [ "$(status_of "$r")" = "$want" ] || fail "key $k, model $m: want $want, got $r"
+  [ "$want" = 200 ] || body_of "$r" | jq -e '.error.code == "model_not_found"' >/dev/null ||
+    fail "key $k, model $m: $r"
+  r=$(treq "$k" "/v1/models/$m")
+  [ "$(status_of "$r")" = "$want" ] || fail "key $k, GET /v1/models/$m: want $want, got $r"
+done
+stop_daemon || fail "drain exit"
+ok "tenants' loras: alice sees and runs one only, bob none (404s as unknown models); the operator lists all"
+
 # refusals at start, each naming what is wrong
 "$FOLIO" gen-model --preset tiny --seed 1 --vocab-size 8192 --arch qwen3 --dtype q8_0 \
   -o "$T/q3.gguf" >/dev/null
@@ -112,4 +149,7 @@ refuse "an adapter for 'qwen3', but the model is 'llama'" --lora "x=$T/q3-lora.g
 refuse "'oops' is not NAME=PATH" --lora oops
 refuse "the name 'x' is given twice" --lora "x=$T/a1.gguf,x=$T/a2.gguf"
 refuse "the name '$base' is the model's own" --lora "$base=$T/a1.gguf"
-ok "refused at start: a missing file, another model's adapter, NAME=PATH, a name twice, the model's name"
+printf '[tenant.carol]\nuid = 12345\nloras = one,three\n' >"$T/bad.ini"
+refuse "tenant 'carol': loras names 'three', which --lora does not define" \
+  --lora "one=$T/a1.gguf" --config "$T/bad.ini"
+ok "refused at start: a missing file, another model's adapter, NAME=PATH, a name twice, the model's name, a tenant's unknown adapter"
