@@ -27,6 +27,10 @@ struct opts {
     const char *url;
     const char *endpoint;
     const char *model;
+    /* --lora-modules: each request names one of these models at random */
+    char *lora_spec; /* split in place */
+    const char *loras[16];
+    int n_loras;
     enum dataset dataset;
     int32_t input_len, output_len, prefix_len;
     bool prefix_len_set;

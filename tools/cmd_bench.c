@@ -55,6 +55,9 @@ static void usage(FILE *out)
             "                          TTFT is the answer's latency; --output-len and\n"
             "                          sampling ignored)\n"
             "  --model NAME            model field (default: the first of GET /v1/models)\n"
+            "  --lora-modules A,B,...  each request names one of these (LoRA adapters the\n"
+            "                          server loaded) as its model, at random (vLLM's option;\n"
+            "                          the same prompts as without it)\n"
             "  --tenants K1,K2,...     API keys, sent as 'Authorization: Bearer K'; request i\n"
             "                          goes to tenant i mod K (trace: tenant id mod K)\n"
             "workload:\n"
@@ -190,6 +193,23 @@ static int parse_keys(struct opts *o, const char *spec)
             return -EINVAL;
     }
     return o->n_keys ? 0 : -EINVAL;
+}
+
+static int parse_loras(struct opts *o, const char *spec)
+{
+    folio_free(o->lora_spec);
+    o->lora_spec = folio_malloc(strlen(spec) + 1);
+    if (!o->lora_spec)
+        return -ENOMEM;
+    memcpy(o->lora_spec, spec, strlen(spec) + 1);
+    o->n_loras = 0;
+    for (char *save = NULL, *tok = strtok_r(o->lora_spec, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->n_loras == (int)FOLIO_ARRAY_LEN(o->loras))
+            return -EINVAL;
+        o->loras[o->n_loras++] = tok;
+    }
+    return o->n_loras ? 0 : -EINVAL;
 }
 
 static int parse_replicas(struct opts *o, const char *spec)
@@ -349,9 +369,10 @@ static int build_requests(const struct opts *o, const char *model, struct bench_
     bool chat = strstr(o->endpoint, "chat") != NULL || !strcmp(o->endpoint, "/v1/responses") ||
                 !strcmp(o->endpoint, "/v1/messages");
     struct workload w = {.vocab = o->vocab, .seed = o->seed};
-    struct bench_rng rng, arr;
+    struct bench_rng rng, arr, pick;
     bench_rng_seed(&rng, o->seed);
     bench_rng_seed(&arr, o->seed ^ 0xa5a5a5a5deadbeefull);
+    bench_rng_seed(&pick, o->seed ^ 0x10a4a10a4a10a4a1ull); /* its own stream */
     struct sim_trace tr = {0};
     int32_t n = o->num_prompts;
     if (o->dataset == DS_TRACE) {
@@ -398,7 +419,8 @@ static int build_requests(const struct opts *o, const char *model, struct bench_
                 r->prompt_len += o->prefix_len;
             }
         }
-        if (build_body(o, &w, &rng, model, chat, r, prefix_id, shared)) {
+        const char *m = o->n_loras ? o->loras[bench_rng_u64(&pick) % (uint64_t)o->n_loras] : model;
+        if (build_body(o, &w, &rng, m, chat, r, prefix_id, shared)) {
             for (int32_t k = 0; k < i; k++)
                 bench_req_free(&reqs[k]);
             folio_free(reqs);
@@ -478,6 +500,7 @@ enum opt_id {
     O_PROG,
     O_NOPROG,
     O_REPLICAS,
+    O_LORAS,
     O_METRICS_KEY,
     O_HELP
 };
@@ -626,6 +649,10 @@ static const char *apply_opt(struct opts *o, enum opt_id id, const char *arg)
     case O_NOPROG:
         o->progress = 0;
         break;
+    case O_LORAS:
+        if (parse_loras(o, arg))
+            return "--lora-modules: NAME,... (at most 16)";
+        break;
     case O_REPLICAS:
         if (parse_replicas(o, arg))
             return "--replica-metrics: http://HOST:PORT,... (at most 64)";
@@ -691,6 +718,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"progress", no_argument, 0, O_PROG},
         {"no-progress", no_argument, 0, O_NOPROG},
         {"replica-metrics", required_argument, 0, O_REPLICAS},
+        {"lora-modules", required_argument, 0, O_LORAS},
         {"metrics-key", required_argument, 0, O_METRICS_KEY},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
@@ -811,8 +839,9 @@ static int run(struct opts *o, struct bench_target *targets, int n_targets, cons
         .scrape_metrics = o->scrape,
         .progress = o->progress < 0 ? isatty(2) : o->progress,
     };
-    fprintf(stderr, "folio bench: %d requests to %s %s, model %s, rate %g/s, concurrency %s\n", n,
-            target_desc, o->endpoint, model ? model : "(none)", o->rate,
+    fprintf(stderr, "folio bench: %d requests to %s %s, model %s%s, rate %g/s, concurrency %s\n", n,
+            target_desc, o->endpoint, model ? model : "(none)",
+            o->n_loras ? " (requests name the --lora-modules)" : "", o->rate,
             o->max_concurrency > 0 ? "bounded" : "unbounded");
     for (int i = 0; i < o->n_replicas; i++)
         bench_replica_scrape(&o->replicas[i], o->metrics_key, 0);
@@ -846,5 +875,6 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; i < o.n_keys; i++)
         folio_free(o.keys[i]);
     folio_free(o.replica_spec);
+    folio_free(o.lora_spec);
     return status;
 }

@@ -45,7 +45,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: folio eval [--model FILE|default] --tokens ID,ID,... [--top N]\n"
                  "                  [--greedy N] [--json] [--hidden] [--rank] [--threads N]\n"
                  "                  [--kv-dtype f32|f16|bf16|q8] [--matmul auto|openblas|onednn]\n"
-                 "                  [--lora FILE [--lora-scale S]]\n"
+                 "                  [--lora FILE [--lora-scale S]] [--batch-invariant]\n"
                  "\n"
                  "Runs the tokens through the model offline; prints the top logits after the\n"
                  "last token and a greedy continuation of N tokens.  --hidden: also the final\n"
@@ -53,7 +53,9 @@ static void usage(FILE *out)
                  "(a reranker): also that state's relevance score through the model's\n"
                  "classification head.  --lora: through that LoRA adapter (GGUF, as\n"
                  "llama.cpp's convert_lora_to_gguf.py or `folio gen-lora` write it), its\n"
-                 "correction multiplied by --lora-scale (default 1).\n");
+                 "correction multiplied by --lora-scale (default 1).  --batch-invariant:\n"
+                 "the kernels `foliod --batch-invariant` runs (the same logits as a request\n"
+                 "there, whatever its batch).\n");
 }
 
 /* "1,2,3" -> tokens; returns the count or -EINVAL. */
@@ -82,7 +84,7 @@ int cmd_eval(int argc, char **argv)
     double lora_scale = 1.0;
     int32_t top = 10, greedy = 0, threads = 1;
     enum model_matmul matmul = MODEL_MATMUL_AUTO;
-    int json = 0, hidden = 0, rank = 0;
+    int json = 0, hidden = 0, rank = 0, inv = 0;
     enum folio_dtype kv_dtype = FOLIO_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -96,6 +98,9 @@ int cmd_eval(int argc, char **argv)
             continue;
         } else if (!strcmp(a, "--hidden")) {
             hidden = 1;
+            continue;
+        } else if (!strcmp(a, "--batch-invariant")) {
+            inv = 1;
             continue;
         } else if (!strcmp(a, "--rank")) {
             rank = hidden = 1;
@@ -216,7 +221,8 @@ int cmd_eval(int argc, char **argv)
                                    .n_threads = threads,
                                    .matmul = matmul,
                                    .loras = loras,
-                                   .n_loras = lora ? 1 : 0};
+                                   .n_loras = lora ? 1 : 0,
+                                   .batch_invariant = inv};
     rc = model_ctx_new(m, &kv, &cfg, &ctx);
     if (rc < 0) {
         fprintf(stderr, "folio eval: cannot create a model context: %s\n", strerror(-rc));

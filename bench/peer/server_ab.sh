@@ -15,6 +15,9 @@
 # FOLIOD_ARGS adds options to foliod's command line, e.g. FOLIOD_ARGS=
 # "--kv-dtype f32" (foliod's default, auto, gives a BF16 file bf16 KV, an
 # F16 file f16, a quantized one f16 as llama-server does, an F32 one f32).
+# LORA=ADAPTER.gguf serves every request through that LoRA adapter (`folio
+# gen-lora`): foliod loads it as --lora peer=ADAPTER and the requests name
+# it; llama-server loads it with --lora (applied to every request).
 #
 # Prints one line per server and round, and the medians; the per-request
 # records stay in bench/peer/.npm/ab-*.json.
@@ -27,6 +30,12 @@ work=$here/.npm
 build=${FOLIO_BUILD:-$root/build-rel}
 threads=${THREADS:-2}
 read -r -a foliod_args <<<"${FOLIOD_ARGS:-}"
+folio_sel=() llama_lora=()
+if [ -n "${LORA:-}" ]; then
+  foliod_args+=(--lora "peer=$(realpath "$LORA")")
+  folio_sel=(--model peer)
+  llama_lora=(--lora "$(realpath "$LORA")")
+fi
 
 . "$here/folio_build.sh"
 folio_build
@@ -62,12 +71,13 @@ for r in $(seq 1 "$rounds"); do
     "${foliod_args[@]}" >"$work/ab-foliod.log" 2>&1 &
   pid=$!
   wait_up sock
-  "$build/tools/folio" bench --socket "$sock" "${load[@]}" --json "$work/ab-foliod-$r.json" \
+  "$build/tools/folio" bench --socket "$sock" "${folio_sel[@]}" "${load[@]}" \
+    --json "$work/ab-foliod-$r.json" \
     >"$work/ab-foliod-$r.txt" 2>&1
   kill -TERM "$pid"; wait "$pid" || true
 
   "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -c 16384 -np 64 \
-    >"$work/ab-llama.log" 2>&1 &
+    "${llama_lora[@]}" >"$work/ab-llama.log" 2>&1 &
   pid=$!
   wait_up tcp
   "$build/tools/folio" bench --url "http://127.0.0.1:$port" --model peer "${load[@]}" \

@@ -5,10 +5,10 @@
 #   - /v1/models lists the model and each adapter (its "parent" the model);
 #     GET /v1/models/NAME finds an adapter;
 #   - requests naming the model and each adapter, sent together so their
-#     tokens share batches (Q8_0 products and short contexts' attention
-#     give each row the same values in any batch; --batch-invariant would
-#     run other kernels than folio eval's), each give folio eval's
-#     greedy continuation through that adapter (--lora), and echo the
+#     tokens share batches (--batch-invariant, so each row's logits are
+#     those of its sequence alone; folio eval --batch-invariant runs the
+#     same kernels), each give folio eval's greedy continuation through
+#     that adapter (--lora), and echo the
 #     "model" they named; chat and /v1/messages too;
 #   - the prefix cache is each adapter's own: a prompt cached through the
 #     model is computed again (0 cached) through an adapter, and found
@@ -29,7 +29,8 @@
 "$FOLIO" gen-lora --model "$T/m.gguf" --seed 2 --rank 4 --alpha 0 --targets q,v,down \
   --dtype f16 -o "$T/a2.gguf"
 start_daemon "$FOLIOD" --model "$T/m.gguf" --lora "one=$T/a1.gguf,two=$T/a2.gguf" \
-  --kv-dtype f32 --kv-blocks 256 --block-size 16 --max-seqs 16 --max-batch-tokens 64
+  --kv-dtype f32 --kv-blocks 256 --block-size 16 --max-seqs 16 --max-batch-tokens 64 \
+  --batch-invariant
 grep -q "LoRA adapter 'one' (rank 8)" "$LOG" || fail "no startup line for adapter one"
 base=folio-synth-tiny-s21
 
@@ -46,7 +47,8 @@ prompt() { jq -cn --argjson s "$1" '[range(40) | ((. * 7919 + $s * 104729) % 800
 want() { # PROMPT-SEED ADAPTER-FILE|"" : folio eval's greedy 12
   local l=()
   [ -n "$2" ] && l=(--lora "$2")
-  "$FOLIO" eval --model "$T/m.gguf" --kv-dtype f32 --json --top 1 --greedy 12 "${l[@]}" \
+  "$FOLIO" eval --model "$T/m.gguf" --kv-dtype f32 --batch-invariant --json --top 1 --greedy 12 \
+    "${l[@]}" \
     --tokens "$(prompt "$1" | jq -r 'join(",")')" | jq -c '.greedy'
 }
 declare -A file=([$base]="" [one]="$T/a1.gguf" [two]="$T/a2.gguf")
