@@ -1,7 +1,7 @@
 /*
  * model/lora.c — LoRA adapters (include/folio/lora.h): the GGUF adapter
  * loader, the synthetic adapter writer (`folio gen-lora`), and the per-row
- * correction the forward pass applies (model__lora_row).
+ * correction the forward pass applies (model__lora_rows).
  *
  * Layout in memory: one allocation holds, for every adapted matrix (layer
  * l, target t), A [r][in] then Bt [r][out] in f32, B transposed at load so
@@ -9,6 +9,10 @@
  * dot products of length r.  mats[l * MODEL_LORA_PER_LAYER + t] points into
  * it (rank 0: the adapter leaves that matrix alone).  s folds the caller's
  * scale with alpha / r.
+ *
+ * Built with -ffp-contract=off (model/meson.build): the compiler may not
+ * fuse a multiply and an add in one copy of the row kernel and not in
+ * another, so a row's bits do not depend on how many rows share a call.
  *
  * Invariants: every adapted matrix has 1 <= r <= MODEL_LORA_MAX_RANK,
  * A's row length the base matrix's input width and Bt's its output width
@@ -365,34 +369,88 @@ int32_t model_lora_mat(const model_lora_t *a, int32_t layer, int target, const f
     return mt->r;
 }
 
-/* 8 partial sums, so the compiler can keep them in one vector register
- * without reassociating a single sum (no -ffast-math needed). */
-static float dot(const float *a, const float *b, int32_t n)
+/* Eight floats as one value (GCC/clang vector extension: one AVX register,
+ * or two SSE ones), loaded and stored unaligned. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+
+/* Rows k < NR of one matrix's correction: t[k][j] = s·(A[j]·x[k]) with 8
+ * partial sums per row (a vector each, NR of them in flight over the
+ * latency of their adds, A's row loaded once for all), then y[k] +=
+ * Σ_j t[k][j]·Bt[j] (B's row in L1 for all NR rows).  Each row's
+ * operations and their order are the same for every NR (the rows never
+ * mix, and nothing is fused), so a row's result does not depend on the
+ * rows it shares a call with. */
+static inline __attribute__((always_inline)) void
+lora_rows_n(const struct lora_mat *mt, const float *const *x, float *const *y, const int NR)
 {
-    float acc[8] = {0};
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++)
-            acc[k] += a[i + k] * b[i + k];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s;
+    float t[MODEL_LORA_ROWS][MODEL_LORA_MAX_RANK];
+    const int32_t in = mt->in, out = mt->out;
+    for (int32_t j = 0; j < mt->r; j++) {
+        const float *a = mt->A + (size_t)j * (size_t)in;
+        v8f acc[MODEL_LORA_ROWS];
+        for (int k = 0; k < NR; k++)
+            acc[k] = (v8f){0};
+        int32_t i = 0;
+        for (; i + 8 <= in; i += 8) {
+            const v8f av = *(const v8f_u *)(a + i);
+            for (int k = 0; k < NR; k++)
+                acc[k] += av * *(const v8f_u *)(x[k] + i);
+        }
+        for (int k = 0; k < NR; k++) {
+            const v8f c = acc[k];
+            float sum = ((c[0] + c[4]) + (c[1] + c[5])) + ((c[2] + c[6]) + (c[3] + c[7]));
+            for (int32_t e = i; e < in; e++)
+                sum += a[e] * x[k][e];
+            t[k][j] = mt->s * sum;
+        }
+    }
+    for (int32_t j = 0; j < mt->r; j++) {
+        const float *b = mt->Bt + (size_t)j * (size_t)out;
+        for (int k = 0; k < NR; k++) {
+            const float tj = t[k][j];
+            const v8f tv = {tj, tj, tj, tj, tj, tj, tj, tj};
+            float *yk = y[k];
+            int32_t o = 0;
+            for (; o + 8 <= out; o += 8)
+                *(v8f_u *)(yk + o) += tv * *(const v8f_u *)(b + o);
+            for (; o < out; o++)
+                yk[o] += tj * b[o];
+        }
+    }
 }
 
-bool model__lora_row(const model_lora_t *a, int32_t layer, int target, const float *x, float *y)
+bool model__lora_rows(const model_lora_t *a, int32_t layer, int target, const float *const *x,
+                      float *const *y, int nr)
 {
     const struct lora_mat *mt = &a->mats[(size_t)layer * MODEL_LORA_PER_LAYER + (size_t)target];
     if (mt->r == 0)
         return false;
-    float t[MODEL_LORA_MAX_RANK];
-    for (int32_t j = 0; j < mt->r; j++)
-        t[j] = mt->s * dot(mt->A + (size_t)j * (size_t)mt->in, x, mt->in);
-    for (int32_t j = 0; j < mt->r; j++) {
-        const float *b = mt->Bt + (size_t)j * (size_t)mt->out;
-        const float tj = t[j];
-        for (int32_t o = 0; o < mt->out; o++)
-            y[o] += tj * b[o];
+    switch (nr) { /* the row count a constant in each copy */
+    case 1:
+        lora_rows_n(mt, x, y, 1);
+        break;
+    case 2:
+        lora_rows_n(mt, x, y, 2);
+        break;
+    case 3:
+        lora_rows_n(mt, x, y, 3);
+        break;
+    case 4:
+        lora_rows_n(mt, x, y, 4);
+        break;
+    case 5:
+        lora_rows_n(mt, x, y, 5);
+        break;
+    case 6:
+        lora_rows_n(mt, x, y, 6);
+        break;
+    case 7:
+        lora_rows_n(mt, x, y, 7);
+        break;
+    default:
+        lora_rows_n(mt, x, y, MODEL_LORA_ROWS);
+        break;
     }
     return true;
 }

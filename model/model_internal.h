@@ -112,12 +112,14 @@ void model__fill_random(struct model *m, uint64_t seed);
 /* n approximately N(0, sigma²) values into w from stream `which` of seed
  * (the one generator synthetic weights and adapters draw from). */
 void model__fill_normal(float *w, size_t n, uint64_t seed, uint64_t which, float sigma);
-/* y[0..out) += s·Btᵀ·(A·x) for one row x[0..in) of the input of adapter
- * a's matrix (layer, target) (model/lora.c); false (y untouched) when a
- * leaves that matrix alone. */
+/* y[k][0..out) += s·Btᵀ·(A·x[k]) for rows k < nr (1..MODEL_LORA_ROWS) of
+ * the input of adapter a's matrix (layer, target) (model/lora.c), each row
+ * computed as if alone (the same bits whatever nr); false (y untouched)
+ * when a leaves that matrix alone. */
+#define MODEL_LORA_ROWS 8
 struct model_lora;
-bool model__lora_row(const struct model_lora *a, int32_t layer, int target, const float *x,
-                     float *y);
+bool model__lora_rows(const struct model_lora *a, int32_t layer, int target, const float *const *x,
+                      float *const *y, int nr);
 
 /* SwiGLU over one row, in place: g[i] = silu(g[i]) * u[i] for i < n, with
  * model__exp_approx (g and u never overlap).  model__swiglu_ref is the

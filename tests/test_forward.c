@@ -1538,6 +1538,59 @@ static void test_lora(void **state)
     assert_true(e <= F32_TOL);
     g_n_loras = 0;
 
+    /* batch invariance: with batch_invariant, a sequence through adapter 1
+     * gives the same bits alone and beside others (whose rows share its
+     * adapter's groups of up to four rows, or run other adapters) */
+    {
+        enum { NS = 5, PL = 9, DEC = 3 };
+        const int32_t lo[NS] = {1, 1, 2, 0, 1};
+        struct arena ar;
+        arena_init(&ar, base, FOLIO_F32, 16, NS, PL + DEC);
+        const struct model_lora *both[2] = {a1, a2};
+        struct model_ctx_config ic = {.max_tokens = NS * PL,
+                                      .max_slices = NS,
+                                      .n_threads = 2,
+                                      .batch_invariant = true,
+                                      .loras = both,
+                                      .n_loras = 2};
+        model_ctx_t *ictx;
+        assert_int_equal(model_ctx_new(base, &ar.kv, &ic, &ictx), 0);
+        int32_t tk[NS][PL + DEC];
+        for (int q = 0; q < NS; q++)
+            random_tokens(tk[q], PL + DEC, V);
+        float *out[2];
+        for (int run = 0; run < 2; run++) {
+            const int ns = run ? NS : 1;
+            out[run] = malloc(sizeof(float) * (size_t)(DEC + 1) * NS * V);
+            for (int step = 0; step <= DEC; step++) {
+                struct model_slice sls[NS];
+                int32_t toks[NS * PL], nt = 0;
+                for (int q = 0; q < ns; q++) {
+                    const int32_t first = step ? PL + step - 1 : 0, cnt = step ? 1 : PL;
+                    memcpy(toks + nt, tk[q] + first, sizeof(int32_t) * (size_t)cnt);
+                    sls[q] = (struct model_slice){.first_pos = first,
+                                                  .n_tokens = cnt,
+                                                  .block_table = arena_table(&ar, q),
+                                                  .sample = true,
+                                                  .lora = lo[q]};
+                    nt += cnt;
+                }
+                struct model_batch ib = {
+                    .n_tokens = nt, .tokens = toks, .n_slices = ns, .slices = sls};
+                assert_int_equal(model_forward(ictx, &ib, out[run] + (size_t)step * NS * V), 0);
+            }
+        }
+        for (int step = 0; step <= DEC; step++)
+            assert_memory_equal(out[0] + (size_t)step * NS * V, out[1] + (size_t)step * NS * V,
+                                sizeof(float) * (size_t)V);
+        printf("# batch invariant through an adapter: %d steps alone = beside %d others, bit for "
+               "bit\n",
+               DEC + 1, NS - 1);
+        free(out[0]), free(out[1]);
+        model_ctx_free(ictx);
+        arena_free(&ar);
+    }
+
     /* a slice naming an adapter the ctx does not have */
     struct pager_kv_view kv = {0};
     struct arena ar;
