@@ -27,6 +27,7 @@ root=$(cd "$here/../.." && pwd)
 model=$(realpath "$1")
 rounds=${2:-3}
 work=$here/.npm
+mkdir -p "$work"
 build=${FOLIO_BUILD:-$root/build-rel}
 threads=${THREADS:-2}
 read -r -a foliod_args <<<"${FOLIOD_ARGS:-}"
