@@ -211,6 +211,10 @@ static int parse_loras(struct srv_config *cfg, char *err, size_t errlen)
                        p, SRV_LORA_NAME_MAX);
             return -EINVAL;
         }
+        if (!strcmp(p, "none")) { /* a tenant's `loras = none` means no adapter */
+            folio_errf(err, errlen, "--lora: 'none' cannot name an adapter");
+            return -EINVAL;
+        }
         for (int i = 0; i < cfg->n_loras; i++)
             if (!strcmp(cfg->lora_names[i], p)) {
                 folio_errf(err, errlen, "--lora: the name '%s' is given twice", p);

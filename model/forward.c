@@ -338,7 +338,8 @@ static void run_other(struct model_ctx *ctx, pool_fn fn, struct fwd_job *j)
 
 /* LoRA corrections after a layer's products (model/lora.c): each row of a
  * slice with an adapter gets s·Btᵀ·(A·x) added to the product's output
- * columns, row by row (so a row's result never depends on its batch). */
+ * columns, in groups of that adapter's rows whose every row is computed
+ * as if alone (so a row's result never depends on its batch). */
 enum lora_stage { LORA_QKV, LORA_O, LORA_GU, LORA_DOWN };
 
 /* Rows of one adapter, up to MODEL_LORA_ROWS at a time, through the

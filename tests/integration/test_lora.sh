@@ -150,6 +150,7 @@ refuse "$T/none.gguf" --lora "x=$T/none.gguf"
 refuse "an adapter for 'qwen3', but the model is 'llama'" --lora "x=$T/q3-lora.gguf"
 refuse "'oops' is not NAME=PATH" --lora oops
 refuse "the name 'x' is given twice" --lora "x=$T/a1.gguf,x=$T/a2.gguf"
+refuse "'none' cannot name an adapter" --lora "none=$T/a1.gguf"
 refuse "the name '$base' is the model's own" --lora "$base=$T/a1.gguf"
 printf '[tenant.carol]\nuid = 12345\nloras = one,three\n' >"$T/bad.ini"
 refuse "tenant 'carol': loras names 'three', which --lora does not define" \
