@@ -30,17 +30,13 @@
 #include "folio/common.h"
 #include "folio/gguf.h"
 #include "folio/lora.h"
+#include "gen.h"
 #include "model_internal.h"
 
 static const char *const target_names[MODEL_LORA_PER_LAYER] = {
     "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 static const char *const target_short[MODEL_LORA_PER_LAYER] = {"q",    "k",  "v",   "o",
                                                                "gate", "up", "down"};
-
-const char *model_lora_target_name(int target)
-{
-    return target >= 0 && target < MODEL_LORA_PER_LAYER ? target_names[target] : "?";
-}
 
 struct lora_mat {
     int32_t r, in, out;
@@ -354,21 +350,6 @@ void model_lora_info(const model_lora_t *a, struct model_lora_info *out)
     *out = a->info;
 }
 
-int32_t model_lora_mat(const model_lora_t *a, int32_t layer, int target, const float **A,
-                       const float **Bt, float *s)
-{
-    if (!a || layer < 0 || layer >= a->n_layers || target < 0 || target >= MODEL_LORA_PER_LAYER)
-        return 0;
-    const struct lora_mat *mt = &a->mats[(size_t)layer * MODEL_LORA_PER_LAYER + (size_t)target];
-    if (A)
-        *A = mt->A;
-    if (Bt)
-        *Bt = mt->Bt;
-    if (s)
-        *s = mt->s;
-    return mt->r;
-}
-
 /* Eight floats as one value (GCC/clang vector extension: one AVX register,
  * or two SSE ones), loaded and stored unaligned. */
 typedef float v8f __attribute__((vector_size(32)));
@@ -493,11 +474,10 @@ int model_lora_gen_file(const model_t *m, const struct model_lora_gen_opts *o, c
     if (r < 1 || r > MODEL_LORA_MAX_RANK)
         return fail(err, errlen, path, -EINVAL, "rank %d is outside 1..%d", (int)r,
                     MODEL_LORA_MAX_RANK);
-    if (o->type != GGUF_TENSOR_F32 && o->type != GGUF_TENSOR_F16 && o->type != GGUF_TENSOR_BF16 &&
-        o->type != GGUF_TENSOR_Q8_0)
-        return fail(err, errlen, path, -EINVAL, "type %s: use f32, f16, bf16 or q8_0",
-                    gguf_tensor_type_name(o->type));
-    const int64_t blk = gguf_tensor_block(o->type);
+    enum gguf_tensor_type type = GGUF_TENSOR_F32;
+    if (o->dtype && model__dtype_parse(o->dtype, &type))
+        return fail(err, errlen, path, -EINVAL, "--dtype %s: use f32, f16, bf16 or q8_0", o->dtype);
+    const int64_t blk = gguf_tensor_block(type);
     const float gain = o->gain > 0 ? o->gain : 0.5f;
     gguf_writer_t *w;
     int rc = gguf_writer_new(&w);
@@ -514,12 +494,12 @@ int model_lora_gen_file(const model_t *m, const struct model_lora_gen_opts *o, c
                     return fail(err, errlen, path, -EINVAL,
                                 "%s rows are whole blocks of %d values: the rank (%d, lora_b's "
                                 "row) and %s's width (%d, lora_a's row) must be multiples of it",
-                                gguf_tensor_type_name(o->type), (int)blk, (int)r, target_names[t],
+                                gguf_tensor_type_name(type), (int)blk, (int)r, target_names[t],
                                 (int)in);
                 }
                 n_mats++;
-                total += gguf_tensor_nbytes(o->type, (int64_t)r * in) +
-                         gguf_tensor_nbytes(o->type, (int64_t)r * out);
+                total += gguf_tensor_nbytes(type, (int64_t)r * in) +
+                         gguf_tensor_nbytes(type, (int64_t)r * out);
             }
     uint8_t *bytes = folio_malloc(total ? total : 1);
     float *tmp = NULL;
@@ -554,12 +534,12 @@ int model_lora_gen_file(const model_t *m, const struct model_lora_gen_opts *o, c
                 const size_t n = (size_t)row * (size_t)rows;
                 model__fill_normal(tmp, n, o->seed, which + (uint64_t)k,
                                    k == 0 ? 1.0f / sqrtf((float)in) : gain / sqrtf((float)r));
-                rc = gguf_tensor_from_f32(o->type, tmp, p, (int64_t)n);
+                rc = gguf_tensor_from_f32(type, tmp, p, (int64_t)n);
                 snprintf(name, sizeof(name), "blk.%d.%s.weight.lora_%c", (int)l, target_names[t],
                          k == 0 ? 'a' : 'b');
                 const int64_t ne[2] = {row, rows};
-                rc = rc ? rc : gguf_w_tensor(w, name, o->type, 2, ne, p);
-                p += gguf_tensor_nbytes(o->type, (int64_t)n);
+                rc = rc ? rc : gguf_w_tensor(w, name, type, 2, ne, p);
+                p += gguf_tensor_nbytes(type, (int64_t)n);
             }
         }
     if (rc)

@@ -195,39 +195,43 @@ static int parse_keys(struct opts *o, const char *spec)
     return o->n_keys ? 0 : -EINVAL;
 }
 
+/* spec's comma-separated words, in a copy *buf owns (freed first), into
+ * out[cap]: how many (>= 1), or -EINVAL (none, or more than cap), -ENOMEM. */
+static int split_commas(char **buf, const char *spec, const char **out, int cap)
+{
+    folio_free(*buf);
+    if (!(*buf = folio_malloc(strlen(spec) + 1)))
+        return -ENOMEM;
+    memcpy(*buf, spec, strlen(spec) + 1);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(*buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == cap)
+            return -EINVAL;
+        out[n++] = tok;
+    }
+    return n ? n : -EINVAL;
+}
+
 static int parse_loras(struct opts *o, const char *spec)
 {
-    folio_free(o->lora_spec);
-    o->lora_spec = folio_malloc(strlen(spec) + 1);
-    if (!o->lora_spec)
-        return -ENOMEM;
-    memcpy(o->lora_spec, spec, strlen(spec) + 1);
-    o->n_loras = 0;
-    for (char *save = NULL, *tok = strtok_r(o->lora_spec, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_loras == (int)FOLIO_ARRAY_LEN(o->loras))
-            return -EINVAL;
-        o->loras[o->n_loras++] = tok;
-    }
-    return o->n_loras ? 0 : -EINVAL;
+    int n = split_commas(&o->lora_spec, spec, o->loras, (int)FOLIO_ARRAY_LEN(o->loras));
+    o->n_loras = n > 0 ? n : 0;
+    return n > 0 ? 0 : n;
 }
 
 static int parse_replicas(struct opts *o, const char *spec)
 {
-    folio_free(o->replica_spec);
-    o->replica_spec = folio_malloc(strlen(spec) + 1);
-    if (!o->replica_spec)
-        return -ENOMEM;
-    memcpy(o->replica_spec, spec, strlen(spec) + 1);
+    const char *urls[BENCH_MAX_REPLICAS];
+    int n = split_commas(&o->replica_spec, spec, urls, BENCH_MAX_REPLICAS);
     o->n_replicas = 0;
-    for (char *save = NULL, *tok = strtok_r(o->replica_spec, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (o->n_replicas == BENCH_MAX_REPLICAS || strncmp(tok, "http://", 7))
+    for (int i = 0; i < n; i++) {
+        if (strncmp(urls[i], "http://", 7))
             return -EINVAL;
         memset(&o->replicas[o->n_replicas], 0, sizeof(o->replicas[0]));
-        o->replicas[o->n_replicas++].url = tok;
+        o->replicas[o->n_replicas++].url = urls[i];
     }
-    return o->n_replicas ? 0 : -EINVAL;
+    return n > 0 ? 0 : n;
 }
 
 /* ---- workload ------------------------------------------------------------ */

@@ -41,7 +41,7 @@ static void usage(FILE *out)
 
 int cmd_gen_lora(int argc, char **argv)
 {
-    struct model_lora_gen_opts o = {.rank = 16, .alpha = -1, .type = GGUF_TENSOR_F32};
+    struct model_lora_gen_opts o = {.rank = 16, .alpha = -1};
     const char *out = NULL, *model_path = NULL;
     bool have_seed = false;
     for (int i = 1; i < argc; i++) {
@@ -77,16 +77,7 @@ int cmd_gen_lora(int argc, char **argv)
         } else if (!strcmp(a, "--targets")) {
             rc = model_lora_targets_parse(v, &o.targets);
         } else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "f32"))
-                o.type = GGUF_TENSOR_F32;
-            else if (!strcmp(v, "f16"))
-                o.type = GGUF_TENSOR_F16;
-            else if (!strcmp(v, "bf16"))
-                o.type = GGUF_TENSOR_BF16;
-            else if (!strcmp(v, "q8_0"))
-                o.type = GGUF_TENSOR_Q8_0;
-            else
-                rc = -EINVAL;
+            o.dtype = v; /* checked by model_lora_gen_file */
         } else {
             fprintf(stderr, "folio gen-lora: unknown option '%s'\n", a);
             usage(stderr);

@@ -33,7 +33,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "folio/gguf.h"
 #include "folio/model.h"
 
 #ifdef __cplusplus
@@ -51,9 +50,6 @@ enum model_lora_target {
     MODEL_LORA_DOWN,
     MODEL_LORA_PER_LAYER,
 };
-/* "attn_q", "attn_k", ... (the GGUF tensor names' middle part); "?" for others. */
-const char *model_lora_target_name(int target);
-
 typedef struct model_lora model_lora_t;
 
 /* The largest rank a loaded adapter may have. */
@@ -76,25 +72,19 @@ struct model_lora_info {
 };
 void model_lora_info(const model_lora_t *a, struct model_lora_info *out);
 
-/* The correction of one matrix as loaded: rank r (0 when the adapter does
- * not touch it), A [r][in], Bt [r][out] (B transposed) and the effective
- * s, so W'·x = W·x + s·Btᵀ·(A·x).  Pointers into the adapter. */
-int32_t model_lora_mat(const model_lora_t *a, int32_t layer, int target, const float **A,
-                       const float **Bt, float *s);
-
 /* `folio gen-lora`: a synthetic adapter for base model m, deterministic
  * from the options, written as a GGUF adapter file llama.cpp loads.
  * Every targeted matrix of every layer gets A ~ N(0, 1/in) and B ~
  * N(0, gain² / r) (not zero: the adapter changes the output from the
- * first token), stored in type (F32, F16, BF16 or Q8_0; Q8_0 needs in and
- * r multiples of 32), with adapter.lora.alpha = alpha. */
+ * first token), stored in dtype (Q8_0 needs in and r multiples of 32),
+ * with adapter.lora.alpha = alpha. */
 struct model_lora_gen_opts {
     uint64_t seed;
-    int32_t rank;     /* 1 .. MODEL_LORA_MAX_RANK */
-    float alpha;      /* 0: none (s = the user's scale) */
-    float gain;       /* B's spread (0: 0.5) */
-    uint32_t targets; /* bit per enum model_lora_target; 0: all */
-    enum gguf_tensor_type type;
+    int32_t rank;      /* 1 .. MODEL_LORA_MAX_RANK */
+    float alpha;       /* 0: none (s = the user's scale) */
+    float gain;        /* B's spread (0: 0.5) */
+    uint32_t targets;  /* bit per enum model_lora_target; 0: all */
+    const char *dtype; /* "f32" (NULL), "f16", "bf16", "q8_0" */
 };
 int model_lora_gen_file(const model_t *m, const struct model_lora_gen_opts *o, const char *path,
                         char *err, size_t errlen);
