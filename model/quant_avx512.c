@@ -2,13 +2,21 @@
  * model/quant_avx512.c — quantized products with AVX512-VNNI (vpdpbusd),
  * built with its own flags and chosen at run time by quant.c: Q8_0 in its
  * file layout (256-bit vectors, below) for matrices left as the file has
- * them, and the load-time layouts Q8_0_R8, Q4_K_R8 and Q6_K_R8 (512-bit,
- * further down), which the loader gives Q8_0, Q4_K and Q6_K matrices whose
- * rows come in whole eights.  One thread, M = 64 and 256, `small`'s
- * shapes (bench_quant --reps 7 on a Zen 5, quiet): Q8_0_R8 518-555 GOP/s,
+ * them, and the load-time layouts (512-bit, further down) Q8_0_R8,
+ * IQ4_NL_R8, Q4_0_R8, Q5_0_R8, Q4_1_R8, Q5_1_R8, Q4_K_R8, Q5_K_R8,
+ * IQ4_XS_R8 and Q6_K_R8, which the loader gives matrices of those file
+ * types whose rows come in whole eights (Q3_K_R8 and Q2_K_R8 run their
+ * AVX2 kernels).  One thread, M = 64 and 256, `small`'s shapes
+ * (bench_quant --reps 7 on a Zen 5, quiet): Q8_0_R8 518-555 GOP/s,
  * 3.7-3.9x the AVX2 Q8_0_R8 kernel and 4.7-5.0x the file layout's kernel
  * below; Q4_K_R8 457-495, 2.3-2.4x its AVX2 kernel; Q6_K_R8 296-339,
- * 1.9-2.1x its AVX2 kernel and 3.6-4.2x Q6_K's file layout (AVX2).
+ * 1.9-2.1x its AVX2 kernel and 3.6-4.2x Q6_K's file layout (AVX2).  The
+ * same, M = 64 and 256, --reps 5, the 768 x 2048 shape (BENCHMARKS.md):
+ * Q5_K_R8 374-381 against AVX2's 182-185 (2.1x); Q4_0_R8 574-609 against
+ * 200-203 (3.0x), Q5_0_R8 490-512 against 164-168 (3.0x), Q4_1_R8 477-507
+ * against 186-190 (2.6x), Q5_1_R8 432-445 against 155-156 (2.8x),
+ * IQ4_NL_R8 487 against 122-129 (3.9x), IQ4_XS_R8 300-314 against 142-146
+ * (2.1x).
  *
  * The file layout:
  * vpdpbusd multiplies unsigned by signed bytes.  Both Q8_0 operands are
@@ -143,6 +151,9 @@ void quant__gemm_q8_0_avx512(QUANT__GEMM_ARGS)
 #define Q8R_PF    4 /* blocks (272 bytes per group) ahead */
 #define Q8R_CHUNK 64
 #define XINFO_MAX 8192 /* (row, block) entries of one pass of X */
+/* the four-bit 32-blocks' layouts (Q4_0_R8 .. Q5_1_R8, IQ4_NL_R8): blocks
+ * ahead, about 1.1 KiB per group, as the AVX2 tiles */
+#define R0_PF 8
 
 struct xinfo {
     int32_t corr; /* -128 * sum of the block's codes */
@@ -268,15 +279,41 @@ static void store_cols(const float *out, size_t ostride, int mr, int64_t cb, int
         }
 }
 
+/* IQ4_NL_R8: Q8_0_R8's tile with each code vector looked up (below) */
+static inline __attribute__((always_inline)) void
+tile_iq4nlr8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *const *grp,
+             int64_t nb, const uint8_t *X, size_t xstride, const struct xinfo *xi,
+             float out[Q8R_MR][16 * Q8R_NV]);
+#define IQ4R8_FN(mr, nv)                                                                           \
+    static void iq4r8_##mr##_##nv(bool pf, const struct blk_q8_0_r8 *const *grp, int64_t nb,       \
+                                  const uint8_t *X, size_t xs, const struct xinfo *xi,             \
+                                  float out[Q8R_MR][16 * Q8R_NV])                                  \
+    {                                                                                              \
+        tile_iq4nlr8(mr, nv, pf, grp, nb, X, xs, xi, out);                                         \
+    }
+IQ4R8_FN(1, 1)
+IQ4R8_FN(2, 1)
+IQ4R8_FN(3, 1)
+IQ4R8_FN(4, 1)
+IQ4R8_FN(1, 2)
+IQ4R8_FN(2, 2)
+IQ4R8_FN(3, 2)
+IQ4R8_FN(4, 2)
+static const q8r8_fn iq4r8_fns[Q8R_NV][Q8R_MR] = {
+    {iq4r8_1_1, iq4r8_2_1, iq4r8_3_1, iq4r8_4_1},
+    {iq4r8_1_2, iq4r8_2_2, iq4r8_3_2, iq4r8_4_2},
+};
+
 /*
  * The groups of eight rows over [n0, n1) four at a time (a tile of two
  * 512-bit vectors; the last one, two or three groups of the band in a
  * narrower tile, an odd group paired with itself), X in passes of at most
  * Q8R_CHUNK rows (fewer when K is so long that xinfo would not fit), MR
- * rows at a time.  A tile's groups (35 KiB at K = 2048) stay in L1 while a
- * pass walks them.
+ * rows at a time: Q8_0_R8's and IQ4_NL_R8's products (fns; bb: bytes of
+ * one block of a group).  A tile's groups (35 KiB at K = 2048) stay in L1
+ * while a pass walks them.
  */
-void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
+static void gemm_q8r8(const q8r8_fn fns[Q8R_NV][Q8R_MR], QUANT__GEMM_ARGS)
 {
     const int64_t nb = K / QK8_0;
     int64_t chunk = XINFO_MAX / nb < Q8R_CHUNK ? XINFO_MAX / nb : Q8R_CHUNK;
@@ -301,13 +338,290 @@ void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
             for (int64_t m = mc; m < me; m += Q8R_MR) {
                 const int mr = me - m < Q8R_MR ? (int)(me - m) : Q8R_MR;
                 float out[Q8R_MR][16 * Q8R_NV];
-                q8r8_fns[nv - 1][mr - 1](m == mc, grp, nb,
-                                         (const uint8_t *)Xq + (size_t)m * xstride, xstride,
-                                         xi + (m - mc) * nb, out);
+                fns[nv - 1][mr - 1](m == mc, grp, nb, (const uint8_t *)Xq + (size_t)m * xstride,
+                                    xstride, xi + (m - mc) * nb, out);
                 store_cols(&out[0][0], 16 * Q8R_NV, mr, cb, c0, c1, Y + m * ldy, ldy, beta);
             }
         }
     }
+}
+
+void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_q8r8(q8r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* ---- IQ4_NL_R8: eight IQ4_NL rows interleaved (model/quant_r8.c) ------- */
+
+/*
+ * Q8_0_R8's tile, with the codes (Q4_0_R8's bytes: vector t's low nibbles
+ * are columns 4 t + i, its high ones 16 + 4 t + i) looked up by vpshufb in
+ * the table of the format's values plus 128, so the weight bytes come out
+ * unsigned as Q8_0_R8's flipped codes do, and the same correction (-128
+ * sum x, xinfo) starts each block's sums: exact, so acc = fma(isum, d_w
+ * x_d, acc) per block is the scalar kernel's result bit for bit.
+ */
+static inline __attribute__((always_inline)) void
+tile_iq4nlr8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *const *grp,
+             int64_t nb, const uint8_t *X, size_t xstride, const struct xinfo *xi,
+             float out[Q8R_MR][16 * Q8R_NV])
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i tab = _mm512_xor_si512(
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant__iq4_values)),
+        _mm512_set1_epi8((char)0x80));
+    __m512 acc[Q8R_MR][Q8R_NV];
+    for (int m = 0; m < MR; m++)
+        for (int u = 0; u < NV; u++)
+            acc[m][u] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_iq4_nl_r8 *g[2 * Q8R_NV];
+        for (int i = 0; i < 2 * NV; i++) {
+            g[i] = (const struct blk_iq4_nl_r8 *)(const void *)grp[i] + b;
+            if (pf)
+                for (int o = 0; o < (int)sizeof(*g[i]); o += 64)
+                    _mm_prefetch((const char *)(g[i] + R0_PF) + o, _MM_HINT_T0);
+        }
+        const int8_t *xq[Q8R_MR];
+        __m512i isum[Q8R_MR][Q8R_NV];
+        for (int m = 0; m < MR; m++) {
+            xq[m] = ((const struct blk_q8_0 *)(X + (size_t)m * xstride) + b)->qs;
+            const __m512i c = _mm512_set1_epi32(xi[m * nb + b].corr);
+            for (int u = 0; u < NV; u++)
+                isum[m][u] = c;
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            __m512i lo[Q8R_NV], hi[Q8R_NV];
+            for (int u = 0; u < NV; u++) {
+                const __m512i v = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(
+                        _mm256_loadu_si256((const __m256i *)(g[2 * u]->qs + 32 * t))),
+                    _mm256_loadu_si256((const __m256i *)(g[2 * u + 1]->qs + 32 * t)), 1);
+                lo[u] = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+                hi[u] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+            for (int m = 0; m < MR; m++) {
+                int32_t x4lo, x4hi;
+                memcpy(&x4lo, xq[m] + 4 * t, 4);
+                memcpy(&x4hi, xq[m] + 16 + 4 * t, 4);
+                const __m512i xl = _mm512_set1_epi32(x4lo), xh = _mm512_set1_epi32(x4hi);
+                for (int u = 0; u < NV; u++) {
+                    isum[m][u] = _mm512_dpbusd_epi32(isum[m][u], lo[u], xl);
+                    isum[m][u] = _mm512_dpbusd_epi32(isum[m][u], hi[u], xh);
+                }
+            }
+        }
+        for (int u = 0; u < NV; u++) {
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)g[2 * u + 1]->d,
+                                                                  (const __m128i *)g[2 * u]->d));
+            for (int m = 0; m < MR; m++)
+                acc[m][u] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m][u]),
+                                    _mm512_mul_ps(dw, _mm512_set1_ps(xi[m * nb + b].d)), acc[m][u]);
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        for (int u = 0; u < NV; u++)
+            _mm512_storeu_ps(&out[m][16 * u], acc[m][u]);
+}
+
+void quant__gemm_iq4_nl_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_q8r8(iq4r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* The fifth bit of Q5_K_R8 code vector (t, low | high nibble) at bit b =
+ * 2 t (+ 1) of each byte of h, moved to bit 4 (the caller masks). */
+static inline __attribute__((always_inline)) __m512i r5_bit4(__m512i h, int b)
+{
+    return b < 4 ? _mm512_slli_epi16(h, 4 - b) : b == 4 ? h : _mm512_srli_epi16(h, b - 4);
+}
+
+/* ---- Q4_0_R8 .. Q5_1_R8: the 32-blocks of four bits, rows in eights ---- */
+
+/*
+ * Q8_0_R8's tile above with the four-bit layouts' codes (the AVX2 tile_r0
+ * in model/quant_avx2.c has the layouts): two groups side by side in each
+ * 512-bit vector, the codes unpacked once per block (low and high nibbles,
+ * the five-bit types' fifth bit from the block's qh as Q5_K_R8's) and
+ * unsigned already (0..15, 0..31), so vpdpbusd takes them as they are
+ * against the signed activation bytes, exactly, with no 16-bit sums.  Q4_0's
+ * and Q5_0's offset comes off the integer sum (isum - o s, s the
+ * activation block's code sum, Q8_0S); then acc = fma(isum, d_w x_d, acc),
+ * and Q4_1's and Q5_1's mins acc = fma(m_w, x_d s, acc): the scalar
+ * kernel's operations in its order, bit for bit its result.
+ */
+
+/* MR rows of X by NV vectors of two groups each (grp[2 u], grp[2 u + 1]):
+ * out[m][16 u + i]; q5: five-bit codes (Q5_0, Q5_1); asym: mins, not an
+ * offset (Q4_1, Q5_1). */
+static inline __attribute__((always_inline)) void tile_r0(const int MR, const int NV, const bool q5,
+                                                          const bool asym, const bool pf,
+                                                          const uint8_t *const *grp, int64_t nb,
+                                                          const uint8_t *X, size_t xstride,
+                                                          float out[Q8R_MR][16 * Q8R_NV])
+{
+    const size_t bb = asym ? (q5 ? sizeof(struct blk_q5_1_r8) : sizeof(struct blk_q4_1_r8))
+                           : (q5 ? sizeof(struct blk_q5_0_r8) : sizeof(struct blk_q4_0_r8));
+    /* d first in every layout, then m (asym), then qs, then qh (q5) */
+    const size_t qs_at = asym ? offsetof(struct blk_q4_1_r8, qs) : offsetof(struct blk_q4_0_r8, qs);
+    const int off = asym ? 0 : q5 ? 16 : 8;
+    const __m512i m4 = _mm512_set1_epi8(15), m10 = _mm512_set1_epi8(16);
+    __m512 acc[Q8R_MR][Q8R_NV];
+    for (int m = 0; m < MR; m++)
+        for (int u = 0; u < NV; u++)
+            acc[m][u] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g[2 * Q8R_NV];
+        for (int i = 0; i < 2 * NV; i++) {
+            g[i] = grp[i] + (size_t)b * bb;
+            if (pf)
+                for (size_t o = 0; o < bb; o += 64)
+                    _mm_prefetch((const char *)g[i] + R0_PF * bb + o, _MM_HINT_T0);
+        }
+        /* the activations: Q8_0S blocks, or Q8_1 (asym), their codes at
+         * the same offset */
+        const int8_t *xq[Q8R_MR];
+        float dx[Q8R_MR], sx[Q8R_MR];
+        __m512i isum[Q8R_MR][Q8R_NV];
+        for (int m = 0; m < MR; m++) {
+            const uint8_t *xr = X + (size_t)m * xstride;
+            int32_t c = 0;
+            if (asym) {
+                const struct blk_q8_1 *x = (const struct blk_q8_1 *)xr + b;
+                xq[m] = x->qs, dx[m] = h2f(x->d), sx[m] = h2f(x->s);
+            } else {
+                const struct blk_q8_0s *x = (const struct blk_q8_0s *)xr + b;
+                xq[m] = x->qs, dx[m] = h2f(x->d), sx[m] = 0;
+                c = -off * (int32_t)x->s;
+            }
+            for (int u = 0; u < NV; u++)
+                isum[m][u] = _mm512_set1_epi32(c);
+        }
+        __m512i hv[Q8R_NV];
+        for (int u = 0; u < NV; u++)
+            hv[u] = q5 ? _mm512_inserti64x4(
+                             _mm512_castsi256_si512(
+                                 _mm256_loadu_si256((const __m256i *)(g[2 * u] + qs_at + 128))),
+                             _mm256_loadu_si256((const __m256i *)(g[2 * u + 1] + qs_at + 128)), 1)
+                       : _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            __m512i lo[Q8R_NV], hi[Q8R_NV];
+            for (int u = 0; u < NV; u++) {
+                const __m512i v = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(
+                        _mm256_loadu_si256((const __m256i *)(g[2 * u] + qs_at + 32 * t))),
+                    _mm256_loadu_si256((const __m256i *)(g[2 * u + 1] + qs_at + 32 * t)), 1);
+                lo[u] = _mm512_and_si512(v, m4);
+                hi[u] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (q5) {
+                    lo[u] = _mm512_or_si512(lo[u], _mm512_and_si512(r5_bit4(hv[u], 2 * t), m10));
+                    hi[u] =
+                        _mm512_or_si512(hi[u], _mm512_and_si512(r5_bit4(hv[u], 2 * t + 1), m10));
+                }
+            }
+            for (int m = 0; m < MR; m++) {
+                int32_t x4lo, x4hi;
+                memcpy(&x4lo, xq[m] + 4 * t, 4);
+                memcpy(&x4hi, xq[m] + 16 + 4 * t, 4);
+                const __m512i xl = _mm512_set1_epi32(x4lo), xh = _mm512_set1_epi32(x4hi);
+                for (int u = 0; u < NV; u++) {
+                    isum[m][u] = _mm512_dpbusd_epi32(isum[m][u], lo[u], xl);
+                    isum[m][u] = _mm512_dpbusd_epi32(isum[m][u], hi[u], xh);
+                }
+            }
+        }
+        for (int u = 0; u < NV; u++) {
+            const __m512 dw = _mm512_cvtph_ps(
+                _mm256_loadu2_m128i((const __m128i *)g[2 * u + 1], (const __m128i *)g[2 * u]));
+            const __m512 mw =
+                asym ? _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)(g[2 * u + 1] + 16),
+                                                           (const __m128i *)(g[2 * u] + 16)))
+                     : _mm512_setzero_ps();
+            for (int m = 0; m < MR; m++) {
+                acc[m][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m][u]),
+                                            _mm512_mul_ps(dw, _mm512_set1_ps(dx[m])), acc[m][u]);
+                if (asym)
+                    acc[m][u] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx[m]), acc[m][u]);
+            }
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        for (int u = 0; u < NV; u++)
+            _mm512_storeu_ps(&out[m][16 * u], acc[m][u]);
+}
+
+typedef void (*r0_fn)(bool pf, const uint8_t *const *grp, int64_t nb, const uint8_t *X,
+                      size_t xstride, float out[Q8R_MR][16 * Q8R_NV]);
+#define R0_FN(name, q5, asym, mr, nv)                                                              \
+    static void name##_##mr##_##nv(bool pf, const uint8_t *const *grp, int64_t nb,                 \
+                                   const uint8_t *X, size_t xs, float out[Q8R_MR][16 * Q8R_NV])    \
+    {                                                                                              \
+        tile_r0(mr, nv, q5, asym, pf, grp, nb, X, xs, out);                                        \
+    }
+#define R0_FNS(name, q5, asym)                                                                     \
+    R0_FN(name, q5, asym, 1, 1)                                                                    \
+    R0_FN(name, q5, asym, 2, 1)                                                                    \
+    R0_FN(name, q5, asym, 3, 1)                                                                    \
+    R0_FN(name, q5, asym, 4, 1)                                                                    \
+    R0_FN(name, q5, asym, 1, 2)                                                                    \
+    R0_FN(name, q5, asym, 2, 2)                                                                    \
+    R0_FN(name, q5, asym, 3, 2)                                                                    \
+    R0_FN(name, q5, asym, 4, 2)                                                                    \
+    static const r0_fn name##_fns[Q8R_NV][Q8R_MR] = {                                              \
+        {name##_1_1, name##_2_1, name##_3_1, name##_4_1},                                          \
+        {name##_1_2, name##_2_2, name##_3_2, name##_4_2},                                          \
+    };
+R0_FNS(q4_0r8, false, false)
+R0_FNS(q5_0r8, true, false)
+R0_FNS(q4_1r8, false, true)
+R0_FNS(q5_1r8, true, true)
+
+/* The groups of [n0, n1) as Q8_0_R8's, tiles fns[nv - 1][mr - 1]. */
+static void gemm_r0(const r0_fn fns[Q8R_NV][Q8R_MR], QUANT__GEMM_ARGS)
+{
+    const int64_t nb = K / QK4_0;
+    const uint8_t *Wb = (const uint8_t *)W;
+    for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2 * Q8R_NV) {
+        int64_t ng = (n1 + 7) / 8 - g0; /* groups of the band left */
+        if (ng > 2 * Q8R_NV)
+            ng = 2 * Q8R_NV;
+        const int nv = (int)(ng + 1) / 2;
+        const uint8_t *grp[2 * Q8R_NV];
+        for (int i = 0; i < 2 * nv; i++) /* an odd last group twice */
+            grp[i] = Wb + (size_t)(g0 + (i < ng ? i : ng - 1)) * 8 * wstride;
+        const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
+        const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
+        for (int64_t m = 0; m < M; m += Q8R_MR) {
+            const int mr = M - m < Q8R_MR ? (int)(M - m) : Q8R_MR;
+            float out[Q8R_MR][16 * Q8R_NV];
+            fns[nv - 1][mr - 1](m == 0, grp, nb, (const uint8_t *)Xq + (size_t)m * xstride, xstride,
+                                out);
+            store_cols(&out[0][0], 16 * Q8R_NV, mr, cb, c0, c1, Y + m * ldy, ldy, beta);
+        }
+    }
+}
+
+void quant__gemm_q4_0_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_r0(q4_0r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant__gemm_q5_0_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_r0(q5_0r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant__gemm_q4_1_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_r0(q4_1r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant__gemm_q5_1_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_r0(q5_1r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- Q4_K_R8: eight Q4_K rows interleaved (model/quant_r8.c draws it) --- */
@@ -378,21 +692,27 @@ static inline void six_pair(const uint8_t *alo, const uint8_t *ahi, const uint8_
                              _mm256_and_si256(_mm256_srli_epi16(h, 2), m2));
 }
 
+/* Q4_K_R8's tile, or Q5_K_R8's when q5 (the same leading fields, and each
+ * code's fifth bit from the sub-block's qh vector, as the AVX2 tile_k:
+ * codes 0..31, still unsigned for vpdpbusd, which sums in 32 bits, so the
+ * sub-block's scale is applied once as for Q4_K). */
 static inline __attribute__((always_inline)) void
-tile_q4kr8(const int MR, const bool pf, const struct blk_q4_k_r8 *ga, const struct blk_q4_k_r8 *gb,
-           int64_t nb, const uint8_t *X, size_t xstride, const struct kinfo *ki,
-           float out[K4_MR][16])
+tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const uint8_t *gb,
+         int64_t nb, const uint8_t *X, size_t xstride, const struct kinfo *ki, float out[K4_MR][16])
 {
-    const __m512i m4 = _mm512_set1_epi8(15);
+    const size_t bb = q5 ? sizeof(struct blk_q5_k_r8) : sizeof(struct blk_q4_k_r8);
+    const __m512i m4 = _mm512_set1_epi8(15), m10 = _mm512_set1_epi8(16);
     __m512 acc[K4_MR];
     for (int m = 0; m < MR; m++)
         acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const struct blk_q4_k_r8 *wa = ga + b, *wb = gb + b;
+        /* the fields Q4_K_R8 has sit at the same offsets in Q5_K_R8 */
+        const struct blk_q4_k_r8 *wa = (const struct blk_q4_k_r8 *)(ga + (size_t)b * bb);
+        const struct blk_q4_k_r8 *wb = (const struct blk_q4_k_r8 *)(gb + (size_t)b * bb);
         if (pf)
-            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
-                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
-                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
+            for (size_t o = 0; o < bb; o += 64) {
+                _mm_prefetch((const char *)wa + K4_PF * bb + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)wb + K4_PF * bb + o, _MM_HINT_T0);
             }
         __m256i sv[4], mv[4];
         six_pair(wa->sl, wa->sh, wb->sl, wb->sh, sv);
@@ -414,6 +734,14 @@ tile_q4kr8(const int MR, const bool pf, const struct blk_q4_k_r8 *ga, const stru
             const __m256i sq = (j & 1) ? _mm256_permute4x64_epi64(sv[j >> 1], 0x0d)
                                        : _mm256_permute4x64_epi64(sv[j >> 1], 0x08);
             const __m512i sc = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(sq));
+            __m512i hv = _mm512_setzero_si512();
+            if (q5)
+                hv = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(_mm256_loadu_si256(
+                        (const __m256i *)(((const struct blk_q5_k_r8 *)wa)->qh + 32 * j))),
+                    _mm256_loadu_si256(
+                        (const __m256i *)(((const struct blk_q5_k_r8 *)wb)->qh + 32 * j)),
+                    1);
             __m512i lo[4], hi[4];
             for (int t = 0; t < 4; t++) {
                 const __m512i v = _mm512_inserti64x4(
@@ -422,6 +750,10 @@ tile_q4kr8(const int MR, const bool pf, const struct blk_q4_k_r8 *ga, const stru
                     _mm256_loadu_si256((const __m256i *)(wb->qs + 128 * j + 32 * t)), 1);
                 lo[t] = _mm512_and_si512(v, m4);
                 hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (q5) {
+                    lo[t] = _mm512_or_si512(lo[t], _mm512_and_si512(r5_bit4(hv, 2 * t), m10));
+                    hi[t] = _mm512_or_si512(hi[t], _mm512_and_si512(r5_bit4(hv, 2 * t + 1), m10));
+                }
             }
             for (int m = 0; m < MR; m++) {
                 const int8_t *xq =
@@ -462,14 +794,25 @@ typedef void (*kpair_fn)(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t 
                            const uint8_t *X, size_t xs, const struct kinfo *ki,                    \
                            float out[K4_MR][16])                                                   \
     {                                                                                              \
-        tile_q4kr8(mr, pf, (const struct blk_q4_k_r8 *)ga, (const struct blk_q4_k_r8 *)gb, nb, X,  \
-                   xs, ki, out);                                                                   \
+        tile_kr8(mr, false, pf, ga, gb, nb, X, xs, ki, out);                                       \
     }
 Q4KR8_FN(1)
 Q4KR8_FN(2)
 Q4KR8_FN(3)
 Q4KR8_FN(4)
 static const kpair_fn q4kr8_fns[K4_MR] = {q4kr8_1, q4kr8_2, q4kr8_3, q4kr8_4};
+#define Q5KR8_FN(mr)                                                                               \
+    static void q5kr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,              \
+                           const uint8_t *X, size_t xs, const struct kinfo *ki,                    \
+                           float out[K4_MR][16])                                                   \
+    {                                                                                              \
+        tile_kr8(mr, true, pf, ga, gb, nb, X, xs, ki, out);                                        \
+    }
+Q5KR8_FN(1)
+Q5KR8_FN(2)
+Q5KR8_FN(3)
+Q5KR8_FN(4)
+static const kpair_fn q5kr8_fns[K4_MR] = {q5kr8_1, q5kr8_2, q5kr8_3, q5kr8_4};
 
 /* The groups of [n0, n1) two at a time (an odd last group paired with
  * itself), X in passes of at most K4_CHUNK rows (fewer when K is so long
@@ -510,6 +853,130 @@ void quant__gemm_q4_k_r8_avx512(QUANT__GEMM_ARGS)
         quant__gemm_q4_k_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
     else
         gemm_kpairs(q4kr8_fns, true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* Q5_K_R8: as Q4_K_R8, one row of X on the AVX2 kernel (K4_M1) */
+void quant__gemm_q5_k_r8_avx512(QUANT__GEMM_ARGS)
+{
+    if (M == 1)
+        quant__gemm_q5_k_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    else
+        gemm_kpairs(q5kr8_fns, true, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* ---- IQ4_XS_R8: eight IQ4_XS rows interleaved (model/quant_r8.c) ------- */
+
+/*
+ * Q4_K_R8's tile shape (two groups per 512-bit vector, the sub-block's
+ * codes unpacked once per block) with IQ4_NL_R8's lookup: each code's
+ * table value plus 128, unsigned for vpdpbusd, the sub-block's sum started
+ * at -128 times its activations' sum (two bsums), so it is exact; then one
+ * vpmulld by the sub-block's scales less 32 (six bits per row at bits 6 r
+ * of the 48 at sc + 6 j: a 64-bit variable shift per row lane and a
+ * narrowing to 32 bits) into the block's sum, and acc = fma(isum, d_w x_d,
+ * acc): the scalar kernel's result bit for bit.
+ */
+static inline __attribute__((always_inline)) __m512i iq4xs_scales512(const uint8_t *sa,
+                                                                     const uint8_t *sb)
+{
+    int64_t va, vb;
+    memcpy(&va, sa, 8); /* the 48 bits, and 16 of the next: masked off */
+    memcpy(&vb, sb, 8);
+    const __m512i sh = _mm512_setr_epi64(0, 6, 12, 18, 24, 30, 36, 42);
+    const __m512i m63 = _mm512_set1_epi64(63);
+    const __m256i a =
+        _mm512_cvtepi64_epi32(_mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64(va), sh), m63));
+    const __m256i b =
+        _mm512_cvtepi64_epi32(_mm512_and_si512(_mm512_srlv_epi64(_mm512_set1_epi64(vb), sh), m63));
+    return _mm512_sub_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1),
+                            _mm512_set1_epi32(32));
+}
+
+static inline __attribute__((always_inline)) void tile_iq4xsr8(const int MR, const bool pf,
+                                                               const struct blk_iq4_xs_r8 *ga,
+                                                               const struct blk_iq4_xs_r8 *gb,
+                                                               int64_t nb, const uint8_t *X,
+                                                               size_t xstride, float out[K4_MR][16])
+{
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i tab = _mm512_xor_si512(
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant__iq4_values)),
+        _mm512_set1_epi8((char)0x80));
+    __m512 acc[K4_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_iq4_xs_r8 *wa = ga + b, *wb = gb + b;
+        if (pf)
+            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
+                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
+            }
+        const struct blk_q8_k *x[K4_MR];
+        __m512i isum[K4_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m512i sc = iq4xs_scales512(wa->sc + 6 * j, wb->sc + 6 * j);
+            __m512i lo[4], hi[4];
+            for (int t = 0; t < 4; t++) {
+                const __m512i v = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(
+                        _mm256_loadu_si256((const __m256i *)(wa->qs + 128 * j + 32 * t))),
+                    _mm256_loadu_si256((const __m256i *)(wb->qs + 128 * j + 32 * t)), 1);
+                lo[t] = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+                hi[t] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+            for (int m = 0; m < MR; m++) {
+                const int8_t *xq = x[m]->qs + 32 * j;
+                __m512i s = _mm512_set1_epi32(-128 * (x[m]->bsums[2 * j] + x[m]->bsums[2 * j + 1]));
+                for (int t = 0; t < 4; t++) {
+                    int32_t x4lo, x4hi;
+                    memcpy(&x4lo, xq + 4 * t, 4);
+                    memcpy(&x4hi, xq + 16 + 4 * t, 4);
+                    s = _mm512_dpbusd_epi32(s, lo[t], _mm512_set1_epi32(x4lo));
+                    s = _mm512_dpbusd_epi32(s, hi[t], _mm512_set1_epi32(x4hi));
+                }
+                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(s, sc));
+            }
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+    }
+    for (int m = 0; m < MR; m++)
+        _mm512_storeu_ps(out[m], acc[m]);
+}
+
+#define IQ4XSR8_FN(mr)                                                                             \
+    static void iq4xsr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,            \
+                             const uint8_t *X, size_t xs, const struct kinfo *ki,                  \
+                             float out[K4_MR][16])                                                 \
+    {                                                                                              \
+        (void)ki;                                                                                  \
+        tile_iq4xsr8(mr, pf, (const struct blk_iq4_xs_r8 *)ga, (const struct blk_iq4_xs_r8 *)gb,   \
+                     nb, X, xs, out);                                                              \
+    }
+IQ4XSR8_FN(1)
+IQ4XSR8_FN(2)
+IQ4XSR8_FN(3)
+IQ4XSR8_FN(4)
+static const kpair_fn iq4xsr8_fns[K4_MR] = {iq4xsr8_1, iq4xsr8_2, iq4xsr8_3, iq4xsr8_4};
+
+/* one row of X on the AVX2 kernel, as Q4_K_R8 (K4_M1): bench_quant --threads
+ * 1, M = 1 from memory on the Zen 5, W read at 78% of the streaming read
+ * by the AVX2 kernel against 47% by this tile */
+void quant__gemm_iq4_xs_r8_avx512(QUANT__GEMM_ARGS)
+{
+    if (M == 1)
+        quant__gemm_iq4_xs_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+    else
+        gemm_kpairs(iq4xsr8_fns, false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant_r8.c draws it) --- */
