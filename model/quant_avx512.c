@@ -714,20 +714,11 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
                 _mm_prefetch((const char *)wa + K4_PF * bb + o, _MM_HINT_T0);
                 _mm_prefetch((const char *)wb + K4_PF * bb + o, _MM_HINT_T0);
             }
-        __m256i sv[4], mv[4];
+        __m256i sv[4];
         six_pair(wa->sl, wa->sh, wb->sl, wb->sh, sv);
-        six_pair(wa->ml, wa->mh, wb->ml, wb->mh, mv);
-        __m512i isum[K4_MR], msum[K4_MR];
+        __m512i isum[K4_MR];
         for (int m = 0; m < MR; m++)
-            isum[m] = msum[m] = _mm512_setzero_si512();
-        /* mins: 16-bit pairs (sub-blocks 2p, 2p + 1) per row lane */
-        for (int p = 0; p < 4; p++) {
-            const __m512i mp =
-                _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(mv[p], _mm256_srli_si256(mv[p], 8)));
-            for (int m = 0; m < MR; m++)
-                msum[m] =
-                    _mm512_dpwssd_epi32(msum[m], mp, _mm512_set1_epi32(ki[m * nb + b].pair[p]));
-        }
+            isum[m] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             /* sub-block j's scales: qwords (j & 1) of both halves */
@@ -742,32 +733,54 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
                     _mm256_loadu_si256(
                         (const __m256i *)(((const struct blk_q5_k_r8 *)wb)->qh + 32 * j)),
                     1);
-            __m512i lo[4], hi[4];
+            /* loads outer, rows of X inner, as the AVX2 tile_k: only one
+             * load's two code vectors are live beside the rows' sums (all
+             * eight first spilled: 39 stack stores in the 4-row tile) */
+            __m512i s[K4_MR];
+            for (int m = 0; m < MR; m++)
+                s[m] = _mm512_setzero_si512();
             for (int t = 0; t < 4; t++) {
                 const __m512i v = _mm512_inserti64x4(
                     _mm512_castsi256_si512(
                         _mm256_loadu_si256((const __m256i *)(wa->qs + 128 * j + 32 * t))),
                     _mm256_loadu_si256((const __m256i *)(wb->qs + 128 * j + 32 * t)), 1);
-                lo[t] = _mm512_and_si512(v, m4);
-                hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i lo = _mm512_and_si512(v, m4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 if (q5) {
-                    lo[t] = _mm512_or_si512(lo[t], _mm512_and_si512(r5_bit4(hv, 2 * t), m10));
-                    hi[t] = _mm512_or_si512(hi[t], _mm512_and_si512(r5_bit4(hv, 2 * t + 1), m10));
+                    lo = _mm512_or_si512(lo, _mm512_and_si512(r5_bit4(hv, 2 * t), m10));
+                    hi = _mm512_or_si512(hi, _mm512_and_si512(r5_bit4(hv, 2 * t + 1), m10));
                 }
-            }
-            for (int m = 0; m < MR; m++) {
-                const int8_t *xq =
-                    ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
-                __m512i s = _mm512_setzero_si512();
-                for (int t = 0; t < 4; t++) {
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq =
+                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
                     int32_t x4lo, x4hi;
                     memcpy(&x4lo, xq + 4 * t, 4);
                     memcpy(&x4hi, xq + 16 + 4 * t, 4);
-                    s = _mm512_dpbusd_epi32(s, lo[t], _mm512_set1_epi32(x4lo));
-                    s = _mm512_dpbusd_epi32(s, hi[t], _mm512_set1_epi32(x4hi));
+                    s[m] = _mm512_dpbusd_epi32(s[m], lo, _mm512_set1_epi32(x4lo));
+                    s[m] = _mm512_dpbusd_epi32(s[m], hi, _mm512_set1_epi32(x4hi));
+                    __asm__("" : "+v"(s[m])); /* as tile_q8r8 in quant_avx2.c */
                 }
-                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(s, sc));
             }
+            for (int m = 0; m < MR; m++) {
+                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(s[m], sc));
+                /* held here: else GCC 12 sinks the eight sub-blocks'
+                 * vpmulld to the block's end and spills their sums */
+                __asm__("" : "+v"(isum[m]));
+            }
+        }
+        /* mins: 16-bit pairs (sub-blocks 2p, 2p + 1) per row lane, after
+         * the codes (not beside them: MR more live vectors there) */
+        __m256i mv[4];
+        six_pair(wa->ml, wa->mh, wb->ml, wb->mh, mv);
+        __m512i msum[K4_MR];
+        for (int m = 0; m < MR; m++)
+            msum[m] = _mm512_setzero_si512();
+        for (int p = 0; p < 4; p++) {
+            const __m512i mp =
+                _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(mv[p], _mm256_srli_si256(mv[p], 8)));
+            for (int m = 0; m < MR; m++)
+                msum[m] =
+                    _mm512_dpwssd_epi32(msum[m], mp, _mm512_set1_epi32(ki[m * nb + b].pair[p]));
         }
         const __m512 dw =
             _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
@@ -921,26 +934,31 @@ static inline __attribute__((always_inline)) void tile_iq4xsr8(const int MR, con
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             const __m512i sc = iq4xs_scales512(wa->sc + 6 * j, wb->sc + 6 * j);
-            __m512i lo[4], hi[4];
+            /* loads outer, rows of X inner, as tile_kr8 */
+            __m512i sm[K4_MR];
+            for (int m = 0; m < MR; m++)
+                sm[m] = _mm512_set1_epi32(-128 * (x[m]->bsums[2 * j] + x[m]->bsums[2 * j + 1]));
             for (int t = 0; t < 4; t++) {
                 const __m512i v = _mm512_inserti64x4(
                     _mm512_castsi256_si512(
                         _mm256_loadu_si256((const __m256i *)(wa->qs + 128 * j + 32 * t))),
                     _mm256_loadu_si256((const __m256i *)(wb->qs + 128 * j + 32 * t)), 1);
-                lo[t] = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
-                hi[t] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-            }
-            for (int m = 0; m < MR; m++) {
-                const int8_t *xq = x[m]->qs + 32 * j;
-                __m512i s = _mm512_set1_epi32(-128 * (x[m]->bsums[2 * j] + x[m]->bsums[2 * j + 1]));
-                for (int t = 0; t < 4; t++) {
+                const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+                const __m512i hi =
+                    _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq = x[m]->qs + 32 * j;
                     int32_t x4lo, x4hi;
                     memcpy(&x4lo, xq + 4 * t, 4);
                     memcpy(&x4hi, xq + 16 + 4 * t, 4);
-                    s = _mm512_dpbusd_epi32(s, lo[t], _mm512_set1_epi32(x4lo));
-                    s = _mm512_dpbusd_epi32(s, hi[t], _mm512_set1_epi32(x4hi));
+                    sm[m] = _mm512_dpbusd_epi32(sm[m], lo, _mm512_set1_epi32(x4lo));
+                    sm[m] = _mm512_dpbusd_epi32(sm[m], hi, _mm512_set1_epi32(x4hi));
+                    __asm__("" : "+v"(sm[m]));
                 }
-                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(s, sc));
+            }
+            for (int m = 0; m < MR; m++) {
+                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(sm[m], sc));
+                __asm__("" : "+v"(isum[m])); /* as tile_kr8 */
             }
         }
         const __m512 dw =
@@ -1027,7 +1045,12 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
             const __m512i h1 = _mm512_inserti64x4(
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wa->qh + 64 * c + 32))),
                 _mm256_loadu_si256((const __m256i *)(wb->qh + 64 * c + 32)), 1);
-            __m512i lo[4], hi[4];
+            /* loads outer, rows of X inner, as tile_kr8: one load's two
+             * code vectors live beside the rows' sums, not eight (which
+             * spilled: 96 stack stores in the 4-row tile) */
+            __m512i s_a[K4_MR], s_b[K4_MR];
+            for (int m = 0; m < MR; m++)
+                s_a[m] = s_b[m] = _mm512_setzero_si512();
             for (int t = 0; t < 4; t++) {
                 const __m512i v = _mm512_inserti64x4(
                     _mm512_castsi256_si512(
@@ -1043,25 +1066,28 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
                     a0 = h0, a1 = h1;
                 else
                     a0 = _mm512_srli_epi16(h0, 2), a1 = _mm512_srli_epi16(h1, 2);
-                lo[t] = _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(a0, m30));
-                hi[t] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                        _mm512_and_si512(a1, m30));
-            }
-            for (int m = 0; m < MR; m++) {
-                const int8_t *xq = x[m]->qs + 32 * c;
-                __m512i s_a = _mm512_setzero_si512(), s_b = _mm512_setzero_si512();
-                for (int t = 0; t < 4; t++) {
+                const __m512i lo =
+                    _mm512_or_si512(_mm512_and_si512(v, m4), _mm512_and_si512(a0, m30));
+                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                                   _mm512_and_si512(a1, m30));
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq = x[m]->qs + 32 * c;
                     int32_t x4lo, x4hi;
                     memcpy(&x4lo, xq + 4 * t, 4);
                     memcpy(&x4hi, xq + 16 + 4 * t, 4);
-                    s_a = _mm512_dpbusd_epi32(s_a, lo[t], _mm512_set1_epi32(x4lo));
-                    s_b = _mm512_dpbusd_epi32(s_b, hi[t], _mm512_set1_epi32(x4hi));
+                    s_a[m] = _mm512_dpbusd_epi32(s_a[m], lo, _mm512_set1_epi32(x4lo));
+                    s_b[m] = _mm512_dpbusd_epi32(s_b[m], hi, _mm512_set1_epi32(x4hi));
+                    __asm__("" : "+v"(s_a[m]), "+v"(s_b[m]));
                 }
-                isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(s_a, sa),
-                                                                     _mm512_mullo_epi32(s_b, sb)));
+            }
+            for (int m = 0; m < MR; m++) {
+                isum[m] =
+                    _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(s_a[m], sa),
+                                                               _mm512_mullo_epi32(s_b[m], sb)));
                 int32_t bs2;
                 memcpy(&bs2, x[m]->bsums + 2 * c, 4);
                 off[m] = _mm512_dpwssd_epi32(off[m], sp, _mm512_set1_epi32(bs2));
+                __asm__("" : "+v"(isum[m]), "+v"(off[m])); /* as tile_kr8 */
             }
         }
         const __m512 dw =
