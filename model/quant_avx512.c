@@ -4,9 +4,9 @@
  * file layout (256-bit vectors, below) for matrices left as the file has
  * them, and the load-time layouts (512-bit, further down) Q8_0_R8,
  * IQ4_NL_R8, Q4_0_R8, Q5_0_R8, Q4_1_R8, Q5_1_R8, Q4_K_R8, Q5_K_R8,
- * IQ4_XS_R8 and Q6_K_R8, which the loader gives matrices of those file
- * types whose rows come in whole eights (Q3_K_R8 and Q2_K_R8 run their
- * AVX2 kernels).  One thread, M = 64 and 256, `small`'s shapes
+ * IQ4_XS_R8, Q3_K_R8, Q2_K_R8 and Q6_K_R8, which the loader gives matrices
+ * of those file types whose rows come in whole eights.  One thread, M = 64
+ * and 256, `small`'s shapes
  * (bench_quant --reps 7 on a Zen 5, quiet): Q8_0_R8 518-555 GOP/s,
  * 3.7-3.9x the AVX2 Q8_0_R8 kernel and 4.7-5.0x the file layout's kernel
  * below; Q4_K_R8 457-495, 2.3-2.4x its AVX2 kernel; Q6_K_R8 296-339,
@@ -15,8 +15,9 @@
  * Q5_K_R8 374-381 against AVX2's 182-185 (2.1x); Q4_0_R8 574-609 against
  * 200-203 (3.0x), Q5_0_R8 490-512 against 164-168 (3.0x), Q4_1_R8 477-507
  * against 186-190 (2.6x), Q5_1_R8 432-445 against 155-156 (2.8x),
- * IQ4_NL_R8 487 against 122-129 (3.9x), IQ4_XS_R8 300-314 against 142-146
- * (2.1x).
+ * IQ4_NL_R8 487 against 122-129 (3.9x), IQ4_XS_R8 435-448 against 142-146
+ * (3.0x), Q3_K_R8 353-356 against 193 (1.8x), Q2_K_R8 352-386 against 217-218
+ * (1.6-1.8x).
  *
  * The file layout:
  * vpdpbusd multiplies unsigned by signed bytes.  Both Q8_0 operands are
@@ -995,6 +996,228 @@ void quant__gemm_iq4_xs_r8_avx512(QUANT__GEMM_ARGS)
         quant__gemm_iq4_xs_r8_avx2(W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
     else
         gemm_kpairs(iq4xsr8_fns, false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+/* ---- Q3_K_R8, Q2_K_R8: the 2- and 3-bit K-quants, rows in eights ------- */
+
+/* Two groups' block pair: 32 bytes at a (low half) and at b (high). */
+static inline __m512i load2(const uint8_t *a, const uint8_t *b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/*
+ * Q3_K_R8 (model/quant_avx2.c's tile_r3 has the layout): two groups per
+ * 512-bit vector, as Q6_K_R8.  Per 32-column chunk c, each group's sixteen
+ * 6-bit scales unpack in one 128-bit vector as tile_r3 does (byte 8 h + r:
+ * row r's scale of sub-block 2c + h, times 4, two's complement), and the
+ * two groups' bytes of one sub-block sign-extend to the row lanes and
+ * shift back by 2.  The codes (0..7, unsigned) of the four slots of a
+ * sub-block meet the activations in four vpdpbusd started at -4 bsum_j
+ * (the codes' offset, exact), and one vpmulld by the scales adds the
+ * sub-block into the block's sum: isum = sum_j (sc_j - 32)(s_j - 4
+ * bsum_j), then acc = fma(isum, d x_d, acc), the scalar kernel's result
+ * bit for bit.
+ */
+static inline __attribute__((always_inline)) __m128i q3_scales4(const uint8_t *s)
+{
+    const __m128i sv = _mm_loadu_si128((const __m128i *)s);
+    const __m128i m3c = _mm_set1_epi8(0x3c);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(_mm_slli_epi16(sv, 2), m3c),
+                                          _mm_and_si128(_mm_srli_epi16(sv, 2), m3c));
+    const __m128i hi =
+        _mm_and_si128(_mm_sllv_epi32(_mm_shuffle_epi32(sv, 0xaa), _mm_setr_epi32(6, 4, 2, 0)),
+                      _mm_set1_epi8((char)0xc0));
+    return _mm_or_si128(lo, hi);
+}
+
+static inline __attribute__((always_inline)) void
+tile_q3kr8(const int MR, const bool pf, const struct blk_q3_k_r8 *ga, const struct blk_q3_k_r8 *gb,
+           int64_t nb, const uint8_t *X, size_t xstride, float out[K4_MR][16])
+{
+    const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), m7 = _mm512_set1_epi8(7);
+    __m512 acc[K4_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q3_k_r8 *wa = ga + b, *wb = gb + b;
+        if (pf)
+            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
+                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
+            }
+        const struct blk_q8_k *x[K4_MR];
+        __m512i isum[K4_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm512_setzero_si512();
+        }
+        for (int c = 0; c < 8; c++) {
+            const __m128i s2a = q3_scales4(wa->s + 12 * c), s2b = q3_scales4(wb->s + 12 * c);
+            const __m512i v0 = load2(wa->q + 96 * c, wb->q + 96 * c);
+            const __m512i v1 = load2(wa->q + 96 * c + 32, wb->q + 96 * c + 32);
+            const __m512i v2 = load2(wa->q + 96 * c + 64, wb->q + 96 * c + 64);
+            for (int u = 0; u < 2; u++) {
+                /* sub-block 2c + u's scales less 32, row lanes */
+                const __m512i sc =
+                    _mm512_srai_epi32(_mm512_cvtepi8_epi32(u ? _mm_unpackhi_epi64(s2a, s2b)
+                                                             : _mm_unpacklo_epi64(s2a, s2b)),
+                                      2);
+                __m512i cv[4];
+                if (u == 0) {
+                    cv[0] = _mm512_and_si512(v0, m7);
+                    cv[1] = _mm512_and_si512(_mm512_srli_epi16(v0, 3), m7);
+                    cv[2] = _mm512_and_si512(v1, m7);
+                    cv[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 3), m7);
+                } else {
+                    cv[0] = _mm512_and_si512(v2, m7);
+                    cv[1] = _mm512_and_si512(_mm512_srli_epi16(v2, 3), m7);
+                    cv[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v0, 6), m3),
+                                            _mm512_and_si512(_mm512_srli_epi16(v2, 4), m4));
+                    cv[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v1, 6), m3),
+                                            _mm512_and_si512(_mm512_srli_epi16(v2, 5), m4));
+                }
+                for (int m = 0; m < MR; m++) {
+                    const int8_t *xq = x[m]->qs + 32 * c + 16 * u;
+                    __m512i sm = _mm512_set1_epi32(-4 * x[m]->bsums[2 * c + u]);
+                    for (int t = 0; t < 4; t++) {
+                        int32_t x4;
+                        memcpy(&x4, xq + 4 * t, 4);
+                        sm = _mm512_dpbusd_epi32(sm, cv[t], _mm512_set1_epi32(x4));
+                    }
+                    isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(sm, sc));
+                    __asm__("" : "+v"(isum[m])); /* as tile_kr8 */
+                }
+            }
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+    }
+    for (int m = 0; m < MR; m++)
+        _mm512_storeu_ps(out[m], acc[m]);
+}
+
+/*
+ * Q2_K_R8 (model/quant_avx2.c's tile_r2 has the layout): two groups per
+ * 512-bit vector.  Per sub-block j (16 columns) one load pair gives its
+ * four code vectors (0..3, a 16-bit shift by 2 t and a mask), which meet
+ * the activations in four vpdpbusd per row of X, then one vpmulld by the
+ * sub-block's scales (the low nibbles of the two groups' eight bytes at
+ * sc + 8 j, zero-extended to the row lanes).  The mins after the codes,
+ * as tile_r2: per chunk c the high nibbles of sub-blocks 2c, 2c + 1 as
+ * 16-bit pairs per row lane against the pair of bsums broadcast, one
+ * vpdpwssd per row of X.  acc = fma(isum, d x_d, acc), then acc =
+ * fma(-msum, dmin x_d, acc): the scalar kernel's result bit for bit.
+ */
+static inline __attribute__((always_inline)) void
+tile_q2kr8(const int MR, const bool pf, const struct blk_q2_k_r8 *ga, const struct blk_q2_k_r8 *gb,
+           int64_t nb, const uint8_t *X, size_t xstride, float out[K4_MR][16])
+{
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m128i m15 = _mm_set1_epi8(15);
+    __m512 acc[K4_MR];
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const struct blk_q2_k_r8 *wa = ga + b, *wb = gb + b;
+        if (pf)
+            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
+                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
+            }
+        const struct blk_q8_k *x[K4_MR];
+        __m512i isum[K4_MR];
+        for (int m = 0; m < MR; m++) {
+            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+            isum[m] = _mm512_setzero_si512();
+        }
+        for (int j = 0; j < 16; j++) {
+            const __m128i s8 =
+                _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(wa->sc + 8 * j)),
+                                   _mm_loadl_epi64((const __m128i *)(wb->sc + 8 * j)));
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_and_si128(s8, m15));
+            const __m512i v = load2(wa->qs + 32 * j, wb->qs + 32 * j);
+            __m512i sm[K4_MR];
+            for (int m = 0; m < MR; m++)
+                sm[m] = _mm512_setzero_si512();
+            for (int t = 0; t < 4; t++) {
+                const __m512i cv = _mm512_and_si512(_mm512_srli_epi16(v, 2 * t), m3);
+                for (int m = 0; m < MR; m++) {
+                    int32_t x4;
+                    memcpy(&x4, x[m]->qs + 16 * j + 4 * t, 4);
+                    sm[m] = _mm512_dpbusd_epi32(sm[m], cv, _mm512_set1_epi32(x4));
+                    __asm__("" : "+v"(sm[m]));
+                }
+            }
+            for (int m = 0; m < MR; m++) {
+                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(sm[m], sc));
+                __asm__("" : "+v"(isum[m])); /* as tile_kr8 */
+            }
+        }
+        const __m512 dw =
+            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]),
+                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+        __m512i msum[K4_MR];
+        for (int m = 0; m < MR; m++)
+            msum[m] = _mm512_setzero_si512();
+        const __m256i m15y = _mm256_set1_epi8(15);
+        for (int c = 0; c < 8; c++) {
+            /* per half: the group's bytes of sub-blocks 2c (0-7) and 2c +
+             * 1 (8-15) interleaved by row, then their high nibbles */
+            const __m256i s2 = _mm256_loadu2_m128i((const __m128i *)(wb->sc + 16 * c),
+                                                   (const __m128i *)(wa->sc + 16 * c));
+            const __m256i il = _mm256_unpacklo_epi8(s2, _mm256_srli_si256(s2, 8));
+            const __m512i mp =
+                _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(il, 4), m15y));
+            for (int m = 0; m < MR; m++) {
+                int32_t bs2;
+                memcpy(&bs2, x[m]->bsums + 2 * c, 4);
+                msum[m] = _mm512_dpwssd_epi32(msum[m], mp, _mm512_set1_epi32(bs2));
+            }
+        }
+        const __m512 dm = _mm512_cvtph_ps(
+            _mm256_loadu2_m128i((const __m128i *)wb->dmin, (const __m128i *)wa->dmin));
+        for (int m = 0; m < MR; m++)
+            acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[m]),
+                                      _mm512_mul_ps(dm, _mm512_set1_ps(x[m]->d)), acc[m]);
+    }
+    for (int m = 0; m < MR; m++)
+        _mm512_storeu_ps(out[m], acc[m]);
+}
+
+#define KR8_FN(name, tile, blk, mr)                                                                \
+    static void name##_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,             \
+                            const uint8_t *X, size_t xs, const struct kinfo *ki,                   \
+                            float out[K4_MR][16])                                                  \
+    {                                                                                              \
+        (void)ki;                                                                                  \
+        tile(mr, pf, (const blk *)ga, (const blk *)gb, nb, X, xs, out);                            \
+    }
+KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 1)
+KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 2)
+KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 3)
+KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 4)
+KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 1)
+KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 2)
+KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 3)
+KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 4)
+static const kpair_fn q3kr8_fns[K4_MR] = {q3kr8_1, q3kr8_2, q3kr8_3, q3kr8_4};
+static const kpair_fn q2kr8_fns[K4_MR] = {q2kr8_1, q2kr8_2, q2kr8_3, q2kr8_4};
+
+void quant__gemm_q3_k_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_kpairs(q3kr8_fns, false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
+}
+
+void quant__gemm_q2_k_r8_avx512(QUANT__GEMM_ARGS)
+{
+    gemm_kpairs(q2kr8_fns, false, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
 /* ---- Q6_K_R8: eight Q6_K rows interleaved (model/quant_r8.c draws it) --- */

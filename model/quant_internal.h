@@ -321,6 +321,8 @@ void quant__gemm_q4_1_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q5_1_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_iq4_nl_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_iq4_xs_r8_avx512(QUANT__GEMM_ARGS);
+void quant__gemm_q3_k_r8_avx512(QUANT__GEMM_ARGS);
+void quant__gemm_q2_k_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q6_k_r8_avx512(QUANT__GEMM_ARGS);
 void quant__gemm_q4_0_avx2(QUANT__GEMM_ARGS);
 /* activation rows (from_float of Q8_0 / Q8_K / Q8_0S / Q8_1),
