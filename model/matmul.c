@@ -32,8 +32,8 @@
  *          with AVX2: widened tiles and sgemm (below)
  *   Q4_K_R8 .. IQ4_XS_R8 (every quantized file type in its load-time
  *          layout, which model__repack gives its matrices of rows in
- *          eights; model/quant_avx512.c has AVX-512 kernels for Q4_K_R8,
- *          Q6_K_R8 and Q8_0_R8, the others run their AVX2 ones)
+ *          eights; model/quant_avx512.c has AVX-512 VNNI kernels for
+ *          every one of them)
  *          quant_rows + quant_gemm at every M: their int8 kernels beat
  *          the widened tiles at every M measured (bench_quant --layer,
  *          M = 8..512: 1.4-2.0x Q4_K's figures, 1.2-1.9x Q6_K's; Q8_0:
