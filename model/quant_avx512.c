@@ -180,34 +180,56 @@ static void xinfo_fill(struct xinfo *xi, const uint8_t *X, size_t xstride, int64
         }
 }
 
-/* Two groups' block b, quad t: group ga in the low half, gb in the high. */
-static inline __m512i load_pair(const struct blk_q8_0_r8 *ga, const struct blk_q8_0_r8 *gb, int t)
+/* 32 bytes at a in the low half, at b in the high. */
+static inline __m512i load2(const uint8_t *a, const uint8_t *b)
 {
-    return _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ga->qs + 32 * t))),
-        _mm256_loadu_si256((const __m256i *)(gb->qs + 32 * t)), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* Block b of the 2 NV groups grp[] (bb bytes a block) into g[], with
+ * block b + ahead of each prefetched when pf. */
+static inline __attribute__((always_inline)) void groups_at(const int NV, const bool pf,
+                                                            const uint8_t *const *grp, int64_t b,
+                                                            size_t bb, int ahead, const uint8_t **g)
+{
+    for (int i = 0; i < 2 * NV; i++) {
+        g[i] = grp[i] + (size_t)b * bb;
+        if (pf)
+            for (size_t o = 0; o < bb; o += 64)
+                _mm_prefetch((const char *)g[i] + (size_t)ahead * bb + o, _MM_HINT_T0);
+    }
 }
 
 /* MR rows of X by NV vectors of two groups each (grp[2 u], grp[2 u + 1]):
- * out[m][16 u + i], weight row 16 u + i of the tile, row m of X. */
+ * out[m][16 u + i], weight row 16 u + i of the tile, row m of X.  iq4:
+ * the groups are IQ4_NL_R8's, whose codes (Q4_0_R8's bytes: vector t's
+ * low nibbles are columns 4 t + i, its high ones 16 + 4 t + i) are looked
+ * up by vpshufb in the table of the format's values plus 128, so the
+ * weight bytes come out unsigned as Q8_0_R8's flipped codes do and the
+ * same correction (-128 sum x, xinfo) starts each block's sums: exact, so
+ * acc = fma(isum, d_w x_d, acc) per block is the scalar kernel's result
+ * bit for bit for both layouts. */
 static inline __attribute__((always_inline)) void
-tile_q8r8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *const *grp,
+tile_q8r8(const int MR, const int NV, const bool iq4, const bool pf, const uint8_t *const *grp,
           int64_t nb, const uint8_t *X, size_t xstride, const struct xinfo *xi,
           float out[Q8R_MR][16 * Q8R_NV])
 {
-    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    const size_t bb = iq4 ? sizeof(struct blk_iq4_nl_r8) : sizeof(struct blk_q8_0_r8);
+    /* d first in both layouts, then the codes */
+    const size_t qs_at = offsetof(struct blk_q8_0_r8, qs);
+    const __m512i k80 = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(15);
+    const __m512i tab =
+        iq4 ? _mm512_xor_si512(
+                  _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant__iq4_values)), k80)
+            : k80;
     __m512 acc[Q8R_MR][Q8R_NV];
     for (int m = 0; m < MR; m++)
         for (int u = 0; u < NV; u++)
             acc[m][u] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const struct blk_q8_0_r8 *g[2 * Q8R_NV];
-        for (int i = 0; i < 2 * NV; i++) {
-            g[i] = grp[i] + b;
-            if (pf)
-                for (int o = 0; o < (int)sizeof(*g[i]); o += 64)
-                    _mm_prefetch((const char *)(g[i] + Q8R_PF) + o, _MM_HINT_T0);
-        }
+        const uint8_t *g[2 * Q8R_NV];
+        groups_at(NV, pf, grp, b, bb, iq4 ? R0_PF : Q8R_PF, g);
         const int8_t *xq[Q8R_MR];
         __m512i isum[Q8R_MR][Q8R_NV];
         for (int m = 0; m < MR; m++) {
@@ -216,11 +238,22 @@ tile_q8r8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *c
             for (int u = 0; u < NV; u++)
                 isum[m][u] = c;
         }
+        /* quad t: four codes of every row, columns 4 t .. 4 t + 3 */
 #pragma GCC unroll 8
         for (int t = 0; t < 8; t++) {
             __m512i wv[Q8R_NV];
-            for (int u = 0; u < NV; u++)
-                wv[u] = _mm512_xor_si512(load_pair(g[2 * u], g[2 * u + 1], t), k80);
+            for (int u = 0; u < NV; u++) {
+                if (iq4) {
+                    const int tv = t & 3; /* t < 4: low nibbles of vector t, else high of t - 4 */
+                    const __m512i v =
+                        load2(g[2 * u] + qs_at + 32 * tv, g[2 * u + 1] + qs_at + 32 * tv);
+                    wv[u] = _mm512_shuffle_epi8(
+                        tab, _mm512_and_si512(t < 4 ? v : _mm512_srli_epi16(v, 4), m4));
+                } else {
+                    wv[u] = _mm512_xor_si512(
+                        load2(g[2 * u] + qs_at + 32 * t, g[2 * u + 1] + qs_at + 32 * t), k80);
+                }
+            }
             for (int m = 0; m < MR; m++) {
                 int32_t x4;
                 memcpy(&x4, xq[m] + 4 * t, 4);
@@ -230,10 +263,8 @@ tile_q8r8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *c
             }
         }
         for (int u = 0; u < NV; u++) {
-            const __m256i dh = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)g[2 * u]->d)),
-                _mm_loadu_si128((const __m128i *)g[2 * u + 1]->d), 1);
-            const __m512 dw = _mm512_cvtph_ps(dh);
+            const __m512 dw = _mm512_cvtph_ps(
+                _mm256_loadu2_m128i((const __m128i *)g[2 * u + 1], (const __m128i *)g[2 * u]));
             for (int m = 0; m < MR; m++)
                 acc[m][u] =
                     _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m][u]),
@@ -245,14 +276,14 @@ tile_q8r8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *c
             _mm512_storeu_ps(&out[m][16 * u], acc[m][u]);
 }
 
-typedef void (*q8r8_fn)(bool pf, const struct blk_q8_0_r8 *const *grp, int64_t nb, const uint8_t *X,
+typedef void (*q8r8_fn)(bool pf, const uint8_t *const *grp, int64_t nb, const uint8_t *X,
                         size_t xstride, const struct xinfo *xi, float out[Q8R_MR][16 * Q8R_NV]);
 #define Q8R8_FN(mr, nv)                                                                            \
-    static void q8r8_##mr##_##nv(bool pf, const struct blk_q8_0_r8 *const *grp, int64_t nb,        \
-                                 const uint8_t *X, size_t xs, const struct xinfo *xi,              \
+    static void q8r8_##mr##_##nv(bool pf, const uint8_t *const *grp, int64_t nb, const uint8_t *X, \
+                                 size_t xs, const struct xinfo *xi,                                \
                                  float out[Q8R_MR][16 * Q8R_NV])                                   \
     {                                                                                              \
-        tile_q8r8(mr, nv, pf, grp, nb, X, xs, xi, out);                                            \
+        tile_q8r8(mr, nv, false, pf, grp, nb, X, xs, xi, out);                                     \
     }
 Q8R8_FN(1, 1)
 Q8R8_FN(2, 1)
@@ -280,17 +311,13 @@ static void store_cols(const float *out, size_t ostride, int mr, int64_t cb, int
         }
 }
 
-/* IQ4_NL_R8: Q8_0_R8's tile with each code vector looked up (below) */
-static inline __attribute__((always_inline)) void
-tile_iq4nlr8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *const *grp,
-             int64_t nb, const uint8_t *X, size_t xstride, const struct xinfo *xi,
-             float out[Q8R_MR][16 * Q8R_NV]);
+/* IQ4_NL_R8: Q8_0_R8's tile with each code vector looked up */
 #define IQ4R8_FN(mr, nv)                                                                           \
-    static void iq4r8_##mr##_##nv(bool pf, const struct blk_q8_0_r8 *const *grp, int64_t nb,       \
+    static void iq4r8_##mr##_##nv(bool pf, const uint8_t *const *grp, int64_t nb,                  \
                                   const uint8_t *X, size_t xs, const struct xinfo *xi,             \
                                   float out[Q8R_MR][16 * Q8R_NV])                                  \
     {                                                                                              \
-        tile_iq4nlr8(mr, nv, pf, grp, nb, X, xs, xi, out);                                         \
+        tile_q8r8(mr, nv, true, pf, grp, nb, X, xs, xi, out);                                      \
     }
 IQ4R8_FN(1, 1)
 IQ4R8_FN(2, 1)
@@ -330,10 +357,9 @@ static void gemm_q8r8(const q8r8_fn fns[Q8R_NV][Q8R_MR], QUANT__GEMM_ARGS)
             if (ng > 2 * Q8R_NV)
                 ng = 2 * Q8R_NV;
             const int nv = (int)(ng + 1) / 2;
-            const struct blk_q8_0_r8 *grp[2 * Q8R_NV];
+            const uint8_t *grp[2 * Q8R_NV];
             for (int i = 0; i < 2 * nv; i++) /* an odd last group twice */
-                grp[i] = (const struct blk_q8_0_r8 *)(Wb + (size_t)(g0 + (i < ng ? i : ng - 1)) *
-                                                               8 * wstride);
+                grp[i] = Wb + (size_t)(g0 + (i < ng ? i : ng - 1)) * 8 * wstride;
             const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
             const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
             for (int64_t m = mc; m < me; m += Q8R_MR) {
@@ -352,81 +378,7 @@ void quant__gemm_q8_0_r8_avx512(QUANT__GEMM_ARGS)
     gemm_q8r8(q8r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
 }
 
-/* ---- IQ4_NL_R8: eight IQ4_NL rows interleaved (model/quant_r8.c) ------- */
-
-/*
- * Q8_0_R8's tile, with the codes (Q4_0_R8's bytes: vector t's low nibbles
- * are columns 4 t + i, its high ones 16 + 4 t + i) looked up by vpshufb in
- * the table of the format's values plus 128, so the weight bytes come out
- * unsigned as Q8_0_R8's flipped codes do, and the same correction (-128
- * sum x, xinfo) starts each block's sums: exact, so acc = fma(isum, d_w
- * x_d, acc) per block is the scalar kernel's result bit for bit.
- */
-static inline __attribute__((always_inline)) void
-tile_iq4nlr8(const int MR, const int NV, const bool pf, const struct blk_q8_0_r8 *const *grp,
-             int64_t nb, const uint8_t *X, size_t xstride, const struct xinfo *xi,
-             float out[Q8R_MR][16 * Q8R_NV])
-{
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i tab = _mm512_xor_si512(
-        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant__iq4_values)),
-        _mm512_set1_epi8((char)0x80));
-    __m512 acc[Q8R_MR][Q8R_NV];
-    for (int m = 0; m < MR; m++)
-        for (int u = 0; u < NV; u++)
-            acc[m][u] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const struct blk_iq4_nl_r8 *g[2 * Q8R_NV];
-        for (int i = 0; i < 2 * NV; i++) {
-            g[i] = (const struct blk_iq4_nl_r8 *)(const void *)grp[i] + b;
-            if (pf)
-                for (int o = 0; o < (int)sizeof(*g[i]); o += 64)
-                    _mm_prefetch((const char *)(g[i] + R0_PF) + o, _MM_HINT_T0);
-        }
-        const int8_t *xq[Q8R_MR];
-        __m512i isum[Q8R_MR][Q8R_NV];
-        for (int m = 0; m < MR; m++) {
-            xq[m] = ((const struct blk_q8_0 *)(X + (size_t)m * xstride) + b)->qs;
-            const __m512i c = _mm512_set1_epi32(xi[m * nb + b].corr);
-            for (int u = 0; u < NV; u++)
-                isum[m][u] = c;
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
-            __m512i lo[Q8R_NV], hi[Q8R_NV];
-            for (int u = 0; u < NV; u++) {
-                const __m512i v = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(
-                        _mm256_loadu_si256((const __m256i *)(g[2 * u]->qs + 32 * t))),
-                    _mm256_loadu_si256((const __m256i *)(g[2 * u + 1]->qs + 32 * t)), 1);
-                lo[u] = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
-                hi[u] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-            }
-            for (int m = 0; m < MR; m++) {
-                int32_t x4lo, x4hi;
-                memcpy(&x4lo, xq[m] + 4 * t, 4);
-                memcpy(&x4hi, xq[m] + 16 + 4 * t, 4);
-                const __m512i xl = _mm512_set1_epi32(x4lo), xh = _mm512_set1_epi32(x4hi);
-                for (int u = 0; u < NV; u++) {
-                    isum[m][u] = _mm512_dpbusd_epi32(isum[m][u], lo[u], xl);
-                    isum[m][u] = _mm512_dpbusd_epi32(isum[m][u], hi[u], xh);
-                }
-            }
-        }
-        for (int u = 0; u < NV; u++) {
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)g[2 * u + 1]->d,
-                                                                  (const __m128i *)g[2 * u]->d));
-            for (int m = 0; m < MR; m++)
-                acc[m][u] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m][u]),
-                                    _mm512_mul_ps(dw, _mm512_set1_ps(xi[m * nb + b].d)), acc[m][u]);
-        }
-    }
-    for (int m = 0; m < MR; m++)
-        for (int u = 0; u < NV; u++)
-            _mm512_storeu_ps(&out[m][16 * u], acc[m][u]);
-}
-
+/* IQ4_NL_R8: eight IQ4_NL rows interleaved (model/quant_r8.c), tile_q8r8's iq4 */
 void quant__gemm_iq4_nl_r8_avx512(QUANT__GEMM_ARGS)
 {
     gemm_q8r8(iq4r8_fns, W, wstride, K, n0, n1, Xq, xstride, M, Y, ldy, beta);
@@ -475,12 +427,7 @@ static inline __attribute__((always_inline)) void tile_r0(const int MR, const in
             acc[m][u] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g[2 * Q8R_NV];
-        for (int i = 0; i < 2 * NV; i++) {
-            g[i] = grp[i] + (size_t)b * bb;
-            if (pf)
-                for (size_t o = 0; o < bb; o += 64)
-                    _mm_prefetch((const char *)g[i] + R0_PF * bb + o, _MM_HINT_T0);
-        }
+        groups_at(NV, pf, grp, b, bb, R0_PF, g);
         /* the activations: Q8_0S blocks, or Q8_1 (asym), their codes at
          * the same offset */
         const int8_t *xq[Q8R_MR];
@@ -502,19 +449,13 @@ static inline __attribute__((always_inline)) void tile_r0(const int MR, const in
         }
         __m512i hv[Q8R_NV];
         for (int u = 0; u < NV; u++)
-            hv[u] = q5 ? _mm512_inserti64x4(
-                             _mm512_castsi256_si512(
-                                 _mm256_loadu_si256((const __m256i *)(g[2 * u] + qs_at + 128))),
-                             _mm256_loadu_si256((const __m256i *)(g[2 * u + 1] + qs_at + 128)), 1)
+            hv[u] = q5 ? load2(g[2 * u] + qs_at + 128, g[2 * u + 1] + qs_at + 128)
                        : _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int t = 0; t < 4; t++) {
             __m512i lo[Q8R_NV], hi[Q8R_NV];
             for (int u = 0; u < NV; u++) {
-                const __m512i v = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(
-                        _mm256_loadu_si256((const __m256i *)(g[2 * u] + qs_at + 32 * t))),
-                    _mm256_loadu_si256((const __m256i *)(g[2 * u + 1] + qs_at + 32 * t)), 1);
+                const __m512i v = load2(g[2 * u] + qs_at + 32 * t, g[2 * u + 1] + qs_at + 32 * t);
                 lo[u] = _mm512_and_si512(v, m4);
                 hi[u] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 if (q5) {
@@ -693,6 +634,47 @@ static inline void six_pair(const uint8_t *alo, const uint8_t *ahi, const uint8_
                              _mm256_and_si256(_mm256_srli_epi16(h, 2), m2));
 }
 
+/* The K-quant tiles' per-block start: block b + K4_PF of both groups (bb
+ * bytes a block) prefetched when pf, and the MR rows' Q8_K blocks b. */
+static inline __attribute__((always_inline)) void
+kblock_start(const int MR, const bool pf, const void *wa, const void *wb, size_t bb,
+             const uint8_t *X, size_t xstride, int64_t b, const struct blk_q8_k **x)
+{
+    if (pf)
+        for (size_t o = 0; o < bb; o += 64) {
+            _mm_prefetch((const char *)wa + K4_PF * bb + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)wb + K4_PF * bb + o, _MM_HINT_T0);
+        }
+    for (int m = 0; m < MR; m++)
+        x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+}
+
+/* isum[m] += sm[m] sc (a sub-block's sums by its scales, row lanes), each
+ * held where it is made: else GCC 12 sinks the sub-blocks' vpmulld to the
+ * block's end and spills their sums. */
+static inline __attribute__((always_inline)) void ksub_add(const int MR, __m512i *isum,
+                                                           const __m512i *sm, __m512i sc)
+{
+    for (int m = 0; m < MR; m++) {
+        isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(sm[m], sc));
+        __asm__("" : "+v"(isum[m]));
+    }
+}
+
+/* acc[m] = fma(isum[m], d_w x_d, acc[m]): the rows' scales d_w (f16, group
+ * a's eight then b's) by row m of X's x_d. */
+static inline __attribute__((always_inline)) void kblock_acc(const int MR, const uint16_t *da,
+                                                             const uint16_t *db,
+                                                             const struct blk_q8_k *const *x,
+                                                             const __m512i *isum, __m512 *acc)
+{
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)db, (const __m128i *)da));
+    for (int m = 0; m < MR; m++)
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]),
+                                 _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+}
+
 /* Q4_K_R8's tile, or Q5_K_R8's when q5 (the same leading fields, and each
  * code's fifth bit from the sub-block's qh vector, as the AVX2 tile_k:
  * codes 0..31, still unsigned for vpdpbusd, which sums in 32 bits, so the
@@ -710,11 +692,8 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
         /* the fields Q4_K_R8 has sit at the same offsets in Q5_K_R8 */
         const struct blk_q4_k_r8 *wa = (const struct blk_q4_k_r8 *)(ga + (size_t)b * bb);
         const struct blk_q4_k_r8 *wb = (const struct blk_q4_k_r8 *)(gb + (size_t)b * bb);
-        if (pf)
-            for (size_t o = 0; o < bb; o += 64) {
-                _mm_prefetch((const char *)wa + K4_PF * bb + o, _MM_HINT_T0);
-                _mm_prefetch((const char *)wb + K4_PF * bb + o, _MM_HINT_T0);
-            }
+        const struct blk_q8_k *x[K4_MR];
+        kblock_start(MR, pf, wa, wb, bb, X, xstride, b, x);
         __m256i sv[4];
         six_pair(wa->sl, wa->sh, wb->sl, wb->sh, sv);
         __m512i isum[K4_MR];
@@ -728,12 +707,8 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
             const __m512i sc = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(sq));
             __m512i hv = _mm512_setzero_si512();
             if (q5)
-                hv = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(_mm256_loadu_si256(
-                        (const __m256i *)(((const struct blk_q5_k_r8 *)wa)->qh + 32 * j))),
-                    _mm256_loadu_si256(
-                        (const __m256i *)(((const struct blk_q5_k_r8 *)wb)->qh + 32 * j)),
-                    1);
+                hv = load2(((const struct blk_q5_k_r8 *)wa)->qh + 32 * j,
+                           ((const struct blk_q5_k_r8 *)wb)->qh + 32 * j);
             /* loads outer, rows of X inner, as the AVX2 tile_k: only one
              * load's two code vectors are live beside the rows' sums (all
              * eight first spilled: 39 stack stores in the 4-row tile) */
@@ -741,10 +716,7 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
             for (int m = 0; m < MR; m++)
                 s[m] = _mm512_setzero_si512();
             for (int t = 0; t < 4; t++) {
-                const __m512i v = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(
-                        _mm256_loadu_si256((const __m256i *)(wa->qs + 128 * j + 32 * t))),
-                    _mm256_loadu_si256((const __m256i *)(wb->qs + 128 * j + 32 * t)), 1);
+                const __m512i v = load2(wa->qs + 128 * j + 32 * t, wb->qs + 128 * j + 32 * t);
                 __m512i lo = _mm512_and_si512(v, m4);
                 __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 if (q5) {
@@ -752,8 +724,7 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
                     hi = _mm512_or_si512(hi, _mm512_and_si512(r5_bit4(hv, 2 * t + 1), m10));
                 }
                 for (int m = 0; m < MR; m++) {
-                    const int8_t *xq =
-                        ((const struct blk_q8_k *)(X + (size_t)m * xstride) + b)->qs + 32 * j;
+                    const int8_t *xq = x[m]->qs + 32 * j;
                     int32_t x4lo, x4hi;
                     memcpy(&x4lo, xq + 4 * t, 4);
                     memcpy(&x4hi, xq + 16 + 4 * t, 4);
@@ -762,12 +733,7 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
                     __asm__("" : "+v"(s[m])); /* as tile_q8r8 in quant_avx2.c */
                 }
             }
-            for (int m = 0; m < MR; m++) {
-                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(s[m], sc));
-                /* held here: else GCC 12 sinks the eight sub-blocks'
-                 * vpmulld to the block's end and spills their sums */
-                __asm__("" : "+v"(isum[m]));
-            }
+            ksub_add(MR, isum, s, sc);
         }
         /* mins: 16-bit pairs (sub-blocks 2p, 2p + 1) per row lane, after
          * the codes (not beside them: MR more live vectors there) */
@@ -803,30 +769,26 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
 typedef void (*kpair_fn)(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,
                          const uint8_t *X, size_t xstride, const struct kinfo *ki,
                          float out[K4_MR][16]);
-#define Q4KR8_FN(mr)                                                                               \
-    static void q4kr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,              \
-                           const uint8_t *X, size_t xs, const struct kinfo *ki,                    \
-                           float out[K4_MR][16])                                                   \
+/* name_1 .. name_4, the tiles of 1..4 rows of X, and their table
+ * name_fns: CALL(mr) in a kpair_fn's body (its arguments by name). */
+#define KPAIR_FN(name, CALL, mr)                                                                   \
+    static void name##_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,             \
+                            const uint8_t *X, size_t xs, const struct kinfo *ki,                   \
+                            float out[K4_MR][16])                                                  \
     {                                                                                              \
-        tile_kr8(mr, false, pf, ga, gb, nb, X, xs, ki, out);                                       \
+        (void)ki;                                                                                  \
+        CALL(mr);                                                                                  \
     }
-Q4KR8_FN(1)
-Q4KR8_FN(2)
-Q4KR8_FN(3)
-Q4KR8_FN(4)
-static const kpair_fn q4kr8_fns[K4_MR] = {q4kr8_1, q4kr8_2, q4kr8_3, q4kr8_4};
-#define Q5KR8_FN(mr)                                                                               \
-    static void q5kr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,              \
-                           const uint8_t *X, size_t xs, const struct kinfo *ki,                    \
-                           float out[K4_MR][16])                                                   \
-    {                                                                                              \
-        tile_kr8(mr, true, pf, ga, gb, nb, X, xs, ki, out);                                        \
-    }
-Q5KR8_FN(1)
-Q5KR8_FN(2)
-Q5KR8_FN(3)
-Q5KR8_FN(4)
-static const kpair_fn q5kr8_fns[K4_MR] = {q5kr8_1, q5kr8_2, q5kr8_3, q5kr8_4};
+#define KPAIR_FNS(name, CALL)                                                                      \
+    KPAIR_FN(name, CALL, 1)                                                                        \
+    KPAIR_FN(name, CALL, 2)                                                                        \
+    KPAIR_FN(name, CALL, 3)                                                                        \
+    KPAIR_FN(name, CALL, 4)                                                                        \
+    static const kpair_fn name##_fns[K4_MR] = {name##_1, name##_2, name##_3, name##_4};
+#define Q4KR8_CALL(mr) tile_kr8(mr, false, pf, ga, gb, nb, X, xs, ki, out)
+#define Q5KR8_CALL(mr) tile_kr8(mr, true, pf, ga, gb, nb, X, xs, ki, out)
+KPAIR_FNS(q4kr8, Q4KR8_CALL)
+KPAIR_FNS(q5kr8, Q5KR8_CALL)
 
 /* The groups of [n0, n1) two at a time (an odd last group paired with
  * itself), X in passes of at most K4_CHUNK rows (fewer when K is so long
@@ -921,17 +883,11 @@ static inline __attribute__((always_inline)) void tile_iq4xsr8(const int MR, con
         acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_iq4_xs_r8 *wa = ga + b, *wb = gb + b;
-        if (pf)
-            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
-                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
-                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
-            }
         const struct blk_q8_k *x[K4_MR];
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR];
-        for (int m = 0; m < MR; m++) {
-            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+        for (int m = 0; m < MR; m++)
             isum[m] = _mm512_setzero_si512();
-        }
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             const __m512i sc = iq4xs_scales512(wa->sc + 6 * j, wb->sc + 6 * j);
@@ -940,10 +896,7 @@ static inline __attribute__((always_inline)) void tile_iq4xsr8(const int MR, con
             for (int m = 0; m < MR; m++)
                 sm[m] = _mm512_set1_epi32(-128 * (x[m]->bsums[2 * j] + x[m]->bsums[2 * j + 1]));
             for (int t = 0; t < 4; t++) {
-                const __m512i v = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(
-                        _mm256_loadu_si256((const __m256i *)(wa->qs + 128 * j + 32 * t))),
-                    _mm256_loadu_si256((const __m256i *)(wb->qs + 128 * j + 32 * t)), 1);
+                const __m512i v = load2(wa->qs + 128 * j + 32 * t, wb->qs + 128 * j + 32 * t);
                 const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
                 const __m512i hi =
                     _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
@@ -957,35 +910,18 @@ static inline __attribute__((always_inline)) void tile_iq4xsr8(const int MR, con
                     __asm__("" : "+v"(sm[m]));
                 }
             }
-            for (int m = 0; m < MR; m++) {
-                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(sm[m], sc));
-                __asm__("" : "+v"(isum[m])); /* as tile_kr8 */
-            }
+            ksub_add(MR, isum, sm, sc);
         }
-        const __m512 dw =
-            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
-        for (int m = 0; m < MR; m++)
-            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+        kblock_acc(MR, wa->d, wb->d, x, isum, acc);
     }
     for (int m = 0; m < MR; m++)
         _mm512_storeu_ps(out[m], acc[m]);
 }
 
-#define IQ4XSR8_FN(mr)                                                                             \
-    static void iq4xsr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,            \
-                             const uint8_t *X, size_t xs, const struct kinfo *ki,                  \
-                             float out[K4_MR][16])                                                 \
-    {                                                                                              \
-        (void)ki;                                                                                  \
-        tile_iq4xsr8(mr, pf, (const struct blk_iq4_xs_r8 *)ga, (const struct blk_iq4_xs_r8 *)gb,   \
-                     nb, X, xs, out);                                                              \
-    }
-IQ4XSR8_FN(1)
-IQ4XSR8_FN(2)
-IQ4XSR8_FN(3)
-IQ4XSR8_FN(4)
-static const kpair_fn iq4xsr8_fns[K4_MR] = {iq4xsr8_1, iq4xsr8_2, iq4xsr8_3, iq4xsr8_4};
+#define IQ4XSR8_CALL(mr)                                                                           \
+    tile_iq4xsr8(mr, pf, (const struct blk_iq4_xs_r8 *)ga, (const struct blk_iq4_xs_r8 *)gb, nb,   \
+                 X, xs, out)
+KPAIR_FNS(iq4xsr8, IQ4XSR8_CALL)
 
 /* one row of X on the AVX2 kernel, as Q4_K_R8 (K4_M1): bench_quant --threads
  * 1, M = 1 from memory on the Zen 5, W read at 78% of the streaming read
@@ -999,13 +935,6 @@ void quant__gemm_iq4_xs_r8_avx512(QUANT__GEMM_ARGS)
 }
 
 /* ---- Q3_K_R8, Q2_K_R8: the 2- and 3-bit K-quants, rows in eights ------- */
-
-/* Two groups' block pair: 32 bytes at a (low half) and at b (high). */
-static inline __m512i load2(const uint8_t *a, const uint8_t *b)
-{
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                              _mm256_loadu_si256((const __m256i *)b), 1);
-}
 
 /*
  * Q3_K_R8 (model/quant_avx2.c's tile_r3 has the layout): two groups per
@@ -1042,17 +971,11 @@ tile_q3kr8(const int MR, const bool pf, const struct blk_q3_k_r8 *ga, const stru
         acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q3_k_r8 *wa = ga + b, *wb = gb + b;
-        if (pf)
-            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
-                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
-                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
-            }
         const struct blk_q8_k *x[K4_MR];
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR];
-        for (int m = 0; m < MR; m++) {
-            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+        for (int m = 0; m < MR; m++)
             isum[m] = _mm512_setzero_si512();
-        }
         for (int c = 0; c < 8; c++) {
             const __m128i s2a = q3_scales4(wa->s + 12 * c), s2b = q3_scales4(wb->s + 12 * c);
             const __m512i v0 = load2(wa->q + 96 * c, wb->q + 96 * c);
@@ -1091,11 +1014,7 @@ tile_q3kr8(const int MR, const bool pf, const struct blk_q3_k_r8 *ga, const stru
                 }
             }
         }
-        const __m512 dw =
-            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
-        for (int m = 0; m < MR; m++)
-            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+        kblock_acc(MR, wa->d, wb->d, x, isum, acc);
     }
     for (int m = 0; m < MR; m++)
         _mm512_storeu_ps(out[m], acc[m]);
@@ -1124,17 +1043,11 @@ tile_q2kr8(const int MR, const bool pf, const struct blk_q2_k_r8 *ga, const stru
         acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q2_k_r8 *wa = ga + b, *wb = gb + b;
-        if (pf)
-            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
-                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
-                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
-            }
         const struct blk_q8_k *x[K4_MR];
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR];
-        for (int m = 0; m < MR; m++) {
-            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+        for (int m = 0; m < MR; m++)
             isum[m] = _mm512_setzero_si512();
-        }
         for (int j = 0; j < 16; j++) {
             const __m128i s8 =
                 _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(wa->sc + 8 * j)),
@@ -1153,16 +1066,9 @@ tile_q2kr8(const int MR, const bool pf, const struct blk_q2_k_r8 *ga, const stru
                     __asm__("" : "+v"(sm[m]));
                 }
             }
-            for (int m = 0; m < MR; m++) {
-                isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(sm[m], sc));
-                __asm__("" : "+v"(isum[m])); /* as tile_kr8 */
-            }
+            ksub_add(MR, isum, sm, sc);
         }
-        const __m512 dw =
-            _mm512_cvtph_ps(_mm256_loadu2_m128i((const __m128i *)wb->d, (const __m128i *)wa->d));
-        for (int m = 0; m < MR; m++)
-            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m]),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(x[m]->d)), acc[m]);
+        kblock_acc(MR, wa->d, wb->d, x, isum, acc);
         __m512i msum[K4_MR];
         for (int m = 0; m < MR; m++)
             msum[m] = _mm512_setzero_si512();
@@ -1191,24 +1097,14 @@ tile_q2kr8(const int MR, const bool pf, const struct blk_q2_k_r8 *ga, const stru
         _mm512_storeu_ps(out[m], acc[m]);
 }
 
-#define KR8_FN(name, tile, blk, mr)                                                                \
-    static void name##_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,             \
-                            const uint8_t *X, size_t xs, const struct kinfo *ki,                   \
-                            float out[K4_MR][16])                                                  \
-    {                                                                                              \
-        (void)ki;                                                                                  \
-        tile(mr, pf, (const blk *)ga, (const blk *)gb, nb, X, xs, out);                            \
-    }
-KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 1)
-KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 2)
-KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 3)
-KR8_FN(q3kr8, tile_q3kr8, struct blk_q3_k_r8, 4)
-KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 1)
-KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 2)
-KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 3)
-KR8_FN(q2kr8, tile_q2kr8, struct blk_q2_k_r8, 4)
-static const kpair_fn q3kr8_fns[K4_MR] = {q3kr8_1, q3kr8_2, q3kr8_3, q3kr8_4};
-static const kpair_fn q2kr8_fns[K4_MR] = {q2kr8_1, q2kr8_2, q2kr8_3, q2kr8_4};
+#define Q3KR8_CALL(mr)                                                                             \
+    tile_q3kr8(mr, pf, (const struct blk_q3_k_r8 *)ga, (const struct blk_q3_k_r8 *)gb, nb, X, xs,  \
+               out)
+#define Q2KR8_CALL(mr)                                                                             \
+    tile_q2kr8(mr, pf, (const struct blk_q2_k_r8 *)ga, (const struct blk_q2_k_r8 *)gb, nb, X, xs,  \
+               out)
+KPAIR_FNS(q3kr8, Q3KR8_CALL)
+KPAIR_FNS(q2kr8, Q2KR8_CALL)
 
 void quant__gemm_q3_k_r8_avx512(QUANT__GEMM_ARGS)
 {
@@ -1241,17 +1137,11 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
         acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q6_k_r8 *wa = ga + b, *wb = gb + b;
-        if (pf)
-            for (int o = 0; o < (int)sizeof(*wa); o += 64) {
-                _mm_prefetch((const char *)(wa + K4_PF) + o, _MM_HINT_T0);
-                _mm_prefetch((const char *)(wb + K4_PF) + o, _MM_HINT_T0);
-            }
         const struct blk_q8_k *x[K4_MR];
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR], off[K4_MR];
-        for (int m = 0; m < MR; m++) {
-            x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+        for (int m = 0; m < MR; m++)
             isum[m] = off[m] = _mm512_setzero_si512();
-        }
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             /* scales of sub-blocks 2c (bytes 0-7: rows 0-7) and 2c + 1 */
@@ -1262,12 +1152,8 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
             const __m512i sb = _mm512_cvtepi8_epi32(_mm256_extracti128_si256(sq, 1));
             const __m512i sp =
                 _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(s2, _mm256_srli_si256(s2, 8)));
-            const __m512i h0 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wa->qh + 64 * c))),
-                _mm256_loadu_si256((const __m256i *)(wb->qh + 64 * c)), 1);
-            const __m512i h1 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(wa->qh + 64 * c + 32))),
-                _mm256_loadu_si256((const __m256i *)(wb->qh + 64 * c + 32)), 1);
+            const __m512i h0 = load2(wa->qh + 64 * c, wb->qh + 64 * c);
+            const __m512i h1 = load2(wa->qh + 64 * c + 32, wb->qh + 64 * c + 32);
             /* loads outer, rows of X inner, as tile_kr8: one load's two
              * code vectors live beside the rows' sums, not eight (which
              * spilled: 96 stack stores in the 4-row tile) */
@@ -1275,10 +1161,7 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
             for (int m = 0; m < MR; m++)
                 s_a[m] = s_b[m] = _mm512_setzero_si512();
             for (int t = 0; t < 4; t++) {
-                const __m512i v = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(
-                        _mm256_loadu_si256((const __m256i *)(wa->ql + 128 * c + 32 * t))),
-                    _mm256_loadu_si256((const __m256i *)(wb->ql + 128 * c + 32 * t)), 1);
+                const __m512i v = load2(wa->ql + 128 * c + 32 * t, wb->ql + 128 * c + 32 * t);
                 /* bits 2t, 2t + 1 of the qh bytes to bits 4, 5 */
                 __m512i a0, a1;
                 if (t == 0)
@@ -1325,20 +1208,10 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
         _mm512_storeu_ps(out[m], acc[m]);
 }
 
-#define Q6KR8_FN(mr)                                                                               \
-    static void q6kr8_##mr(bool pf, const uint8_t *ga, const uint8_t *gb, int64_t nb,              \
-                           const uint8_t *X, size_t xs, const struct kinfo *ki,                    \
-                           float out[K4_MR][16])                                                   \
-    {                                                                                              \
-        (void)ki;                                                                                  \
-        tile_q6kr8(mr, pf, (const struct blk_q6_k_r8 *)ga, (const struct blk_q6_k_r8 *)gb, nb, X,  \
-                   xs, out);                                                                       \
-    }
-Q6KR8_FN(1)
-Q6KR8_FN(2)
-Q6KR8_FN(3)
-Q6KR8_FN(4)
-static const kpair_fn q6kr8_fns[K4_MR] = {q6kr8_1, q6kr8_2, q6kr8_3, q6kr8_4};
+#define Q6KR8_CALL(mr)                                                                             \
+    tile_q6kr8(mr, pf, (const struct blk_q6_k_r8 *)ga, (const struct blk_q6_k_r8 *)gb, nb, X, xs,  \
+               out)
+KPAIR_FNS(q6kr8, Q6KR8_CALL)
 
 void quant__gemm_q6_k_r8_avx512(QUANT__GEMM_ARGS)
 {
