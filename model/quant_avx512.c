@@ -217,6 +217,8 @@ tile_q8r8(const int MR, const int NV, const bool iq4, const bool pf, const uint8
 {
     const size_t bb = iq4 ? sizeof(struct blk_iq4_nl_r8) : sizeof(struct blk_q8_0_r8);
     /* d first in both layouts, then the codes */
+    _Static_assert(offsetof(struct blk_q8_0_r8, qs) == offsetof(struct blk_iq4_nl_r8, qs),
+                   "Q8_0_R8's and IQ4_NL_R8's codes at one offset");
     const size_t qs_at = offsetof(struct blk_q8_0_r8, qs);
     const __m512i k80 = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(15);
     const __m512i tab =
