@@ -11,13 +11,12 @@
  * 3.7-3.9x the AVX2 Q8_0_R8 kernel and 4.7-5.0x the file layout's kernel
  * below; Q4_K_R8 457-495, 2.3-2.4x its AVX2 kernel; Q6_K_R8 296-339,
  * 1.9-2.1x its AVX2 kernel and 3.6-4.2x Q6_K's file layout (AVX2).  The
- * same, M = 64 and 256, --reps 5, the 768 x 2048 shape (BENCHMARKS.md):
- * Q5_K_R8 374-381 against AVX2's 182-185 (2.1x); Q4_0_R8 574-609 against
- * 200-203 (3.0x), Q5_0_R8 490-512 against 164-168 (3.0x), Q4_1_R8 477-507
- * against 186-190 (2.6x), Q5_1_R8 432-445 against 155-156 (2.8x),
- * IQ4_NL_R8 487 against 122-129 (3.9x), IQ4_XS_R8 435-448 against 142-146
- * (3.0x), Q3_K_R8 353-356 against 193 (1.8x), Q2_K_R8 352-386 against 217-218
- * (1.6-1.8x).
+ * others, the same way (--reps 5, both shapes; BENCHMARKS.md, the
+ * AVX-512 machine's ninth session), against the AVX2 kernels they
+ * replace: Q4_0_R8 2.6-3.3x, Q5_0_R8 3.0-3.2x, Q4_1_R8 2.9-3.2x, Q5_1_R8
+ * 3.0-3.3x, IQ4_NL_R8 3.8-4.2x, Q2_K_R8 2.2-2.3x, Q3_K_R8 2.0x, Q5_K_R8
+ * 2.4-2.6x, IQ4_XS_R8 2.3-2.9x (315-490 GOP/s); Q4_K_R8 and Q6_K_R8 1.06-1.18x
+ * their first tiles, whose spills are gone (tile_kr8).
  *
  * The file layout:
  * vpdpbusd multiplies unsigned by signed bytes.  Both Q8_0 operands are
