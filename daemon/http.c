@@ -365,8 +365,11 @@ static void parse_error(struct http_conn *c, llhttp_errno_t rc)
     http__body_release(c);
     c->in_msg = false;
     http_error(c, &e, NULL);
-    if (status == 503)
-        http__conn_linger(c); /* the rest of its body may be in flight */
+    /* the rest of its body may be in flight: closing with it unread would
+     * reset the connection, and the client could lose the answer (a 2 MB
+     * chunked body answered 413 after its first megabyte did) */
+    if (status == 503 || status == 413)
+        http__conn_linger(c);
 }
 
 /* Hands the parsed message up as a request view. */

@@ -47,9 +47,9 @@ void http__body_release(struct http_conn *c)
     c->body_counted = 0;
 }
 
-/* Keeps a connection that was answered a 503 only to let its client read
- * the answer: input is dropped, and it closes at the client's end or after
- * REFUSED_LINGER_MS. */
+/* Keeps a connection that was answered a 503 or a 413 only to let its
+ * client read the answer: input is dropped, and it closes at the client's
+ * end or after REFUSED_LINGER_MS. */
 void http__conn_linger(struct http_conn *c)
 {
     if (c->closing || c->refused)

@@ -82,7 +82,8 @@ struct http_conn {
     struct folio_buf url, body, hfield, hval, auth, host, origin, fetch_site, ctype;
     void *acct;           /* the owner's accounting object (on_accept) */
     int64_t body_counted; /* body bytes reported to on_buffer, not yet given back */
-    bool refused;         /* answered 503 at accept; lingers until the client closes */
+    bool refused;         /* answered 503 (at accept, or over its body's budget) or 413:
+                           * lingers, input dropped, until the client closes */
     bool anthropic;       /* this request's errors in Anthropic's shape (http_conn_anthropic) */
     size_t header_bytes;
     int reject_status; /* 413 / 414 / 417 / 431 / 400 found while parsing */
