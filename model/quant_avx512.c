@@ -312,6 +312,24 @@ static void store_cols(const float *out, size_t ostride, int mr, int64_t cb, int
         }
 }
 
+/* The tile of groups from g0 on of the band [n0, n1) (Wb's rows wstride
+ * bytes apart): up to 2 Q8R_NV groups, an odd last one twice, into grp;
+ * the columns [c0, c1) of Y they give; returns NV, the 512-bit vectors. */
+static int band_groups(const uint8_t *Wb, size_t wstride, int64_t g0, int64_t n0, int64_t n1,
+                       const uint8_t **grp, int64_t *c0, int64_t *c1)
+{
+    int64_t ng = (n1 + 7) / 8 - g0; /* groups of the band left */
+    if (ng > 2 * Q8R_NV)
+        ng = 2 * Q8R_NV;
+    const int nv = (int)(ng + 1) / 2;
+    for (int i = 0; i < 2 * nv; i++)
+        grp[i] = Wb + (size_t)(g0 + (i < ng ? i : ng - 1)) * 8 * wstride;
+    const int64_t cb = 8 * g0;
+    *c0 = cb < n0 ? n0 : cb;
+    *c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
+    return nv;
+}
+
 /* IQ4_NL_R8: Q8_0_R8's tile with each code vector looked up */
 #define IQ4R8_FN(mr, nv)                                                                           \
     static void iq4r8_##mr##_##nv(bool pf, const uint8_t *const *grp, int64_t nb,                  \
@@ -354,15 +372,10 @@ static void gemm_q8r8(const q8r8_fn fns[Q8R_NV][Q8R_MR], QUANT__GEMM_ARGS)
         const int64_t me = M - mc < chunk ? M : mc + chunk;
         xinfo_fill(xi, (const uint8_t *)Xq + (size_t)mc * xstride, xstride, me - mc, nb);
         for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2 * Q8R_NV) {
-            int64_t ng = (n1 + 7) / 8 - g0; /* groups of the band left */
-            if (ng > 2 * Q8R_NV)
-                ng = 2 * Q8R_NV;
-            const int nv = (int)(ng + 1) / 2;
             const uint8_t *grp[2 * Q8R_NV];
-            for (int i = 0; i < 2 * nv; i++) /* an odd last group twice */
-                grp[i] = Wb + (size_t)(g0 + (i < ng ? i : ng - 1)) * 8 * wstride;
-            const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
-            const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
+            int64_t c0, c1;
+            const int nv = band_groups(Wb, wstride, g0, n0, n1, grp, &c0, &c1);
+            const int64_t cb = 8 * g0;
             for (int64_t m = mc; m < me; m += Q8R_MR) {
                 const int mr = me - m < Q8R_MR ? (int)(me - m) : Q8R_MR;
                 float out[Q8R_MR][16 * Q8R_NV];
@@ -528,15 +541,10 @@ static void gemm_r0(const r0_fn fns[Q8R_NV][Q8R_MR], QUANT__GEMM_ARGS)
     const int64_t nb = K / QK4_0;
     const uint8_t *Wb = (const uint8_t *)W;
     for (int64_t g0 = n0 / 8; 8 * g0 < n1; g0 += 2 * Q8R_NV) {
-        int64_t ng = (n1 + 7) / 8 - g0; /* groups of the band left */
-        if (ng > 2 * Q8R_NV)
-            ng = 2 * Q8R_NV;
-        const int nv = (int)(ng + 1) / 2;
         const uint8_t *grp[2 * Q8R_NV];
-        for (int i = 0; i < 2 * nv; i++) /* an odd last group twice */
-            grp[i] = Wb + (size_t)(g0 + (i < ng ? i : ng - 1)) * 8 * wstride;
-        const int64_t cb = 8 * g0, c0 = cb < n0 ? n0 : cb;
-        const int64_t c1 = cb + 8 * ng > n1 ? n1 : cb + 8 * ng;
+        int64_t c0, c1;
+        const int nv = band_groups(Wb, wstride, g0, n0, n1, grp, &c0, &c1);
+        const int64_t cb = 8 * g0;
         for (int64_t m = 0; m < M; m += Q8R_MR) {
             const int mr = M - m < Q8R_MR ? (int)(M - m) : Q8R_MR;
             float out[Q8R_MR][16 * Q8R_NV];
@@ -636,18 +644,21 @@ static inline void six_pair(const uint8_t *alo, const uint8_t *ahi, const uint8_
 }
 
 /* The K-quant tiles' per-block start: block b + K4_PF of both groups (bb
- * bytes a block) prefetched when pf, and the MR rows' Q8_K blocks b. */
+ * bytes a block) prefetched when pf, the MR rows' Q8_K blocks b in x, and
+ * the rows' block sums isum zeroed. */
 static inline __attribute__((always_inline)) void
 kblock_start(const int MR, const bool pf, const void *wa, const void *wb, size_t bb,
-             const uint8_t *X, size_t xstride, int64_t b, const struct blk_q8_k **x)
+             const uint8_t *X, size_t xstride, int64_t b, const struct blk_q8_k **x, __m512i *isum)
 {
     if (pf)
         for (size_t o = 0; o < bb; o += 64) {
             _mm_prefetch((const char *)wa + K4_PF * bb + o, _MM_HINT_T0);
             _mm_prefetch((const char *)wb + K4_PF * bb + o, _MM_HINT_T0);
         }
-    for (int m = 0; m < MR; m++)
+    for (int m = 0; m < MR; m++) {
         x[m] = (const struct blk_q8_k *)(X + (size_t)m * xstride) + b;
+        isum[m] = _mm512_setzero_si512();
+    }
 }
 
 /* isum[m] += sm[m] sc (a sub-block's sums by its scales, row lanes), each
@@ -694,12 +705,10 @@ tile_kr8(const int MR, const bool q5, const bool pf, const uint8_t *ga, const ui
         const struct blk_q4_k_r8 *wa = (const struct blk_q4_k_r8 *)(ga + (size_t)b * bb);
         const struct blk_q4_k_r8 *wb = (const struct blk_q4_k_r8 *)(gb + (size_t)b * bb);
         const struct blk_q8_k *x[K4_MR];
-        kblock_start(MR, pf, wa, wb, bb, X, xstride, b, x);
+        __m512i isum[K4_MR];
+        kblock_start(MR, pf, wa, wb, bb, X, xstride, b, x, isum);
         __m256i sv[4];
         six_pair(wa->sl, wa->sh, wb->sl, wb->sh, sv);
-        __m512i isum[K4_MR];
-        for (int m = 0; m < MR; m++)
-            isum[m] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             /* sub-block j's scales: qwords (j & 1) of both halves */
@@ -885,10 +894,8 @@ static inline __attribute__((always_inline)) void tile_iq4xsr8(const int MR, con
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_iq4_xs_r8 *wa = ga + b, *wb = gb + b;
         const struct blk_q8_k *x[K4_MR];
-        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR];
-        for (int m = 0; m < MR; m++)
-            isum[m] = _mm512_setzero_si512();
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x, isum);
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             const __m512i sc = iq4xs_scales512(wa->sc + 6 * j, wb->sc + 6 * j);
@@ -973,10 +980,8 @@ tile_q3kr8(const int MR, const bool pf, const struct blk_q3_k_r8 *ga, const stru
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q3_k_r8 *wa = ga + b, *wb = gb + b;
         const struct blk_q8_k *x[K4_MR];
-        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR];
-        for (int m = 0; m < MR; m++)
-            isum[m] = _mm512_setzero_si512();
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x, isum);
         for (int c = 0; c < 8; c++) {
             const __m128i s2a = q3_scales4(wa->s + 12 * c), s2b = q3_scales4(wb->s + 12 * c);
             const __m512i v0 = load2(wa->q + 96 * c, wb->q + 96 * c);
@@ -1045,10 +1050,8 @@ tile_q2kr8(const int MR, const bool pf, const struct blk_q2_k_r8 *ga, const stru
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q2_k_r8 *wa = ga + b, *wb = gb + b;
         const struct blk_q8_k *x[K4_MR];
-        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR];
-        for (int m = 0; m < MR; m++)
-            isum[m] = _mm512_setzero_si512();
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x, isum);
         for (int j = 0; j < 16; j++) {
             const __m128i s8 =
                 _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(wa->sc + 8 * j)),
@@ -1139,10 +1142,10 @@ tile_q6kr8(const int MR, const bool pf, const struct blk_q6_k_r8 *ga, const stru
     for (int64_t b = 0; b < nb; b++) {
         const struct blk_q6_k_r8 *wa = ga + b, *wb = gb + b;
         const struct blk_q8_k *x[K4_MR];
-        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x);
         __m512i isum[K4_MR], off[K4_MR];
+        kblock_start(MR, pf, wa, wb, sizeof(*wa), X, xstride, b, x, isum);
         for (int m = 0; m < MR; m++)
-            isum[m] = off[m] = _mm512_setzero_si512();
+            off[m] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             /* scales of sub-blocks 2c (bytes 0-7: rows 0-7) and 2c + 1 */

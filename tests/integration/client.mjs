@@ -179,7 +179,7 @@ const scenarios = {
     }
     // a body refused while more of it is in flight: the answer must survive
     // the rest arriving (a daemon that closed at once reset the connection,
-    // and the client lost the 413 in about half of these exchanges)
+    // and the client lost the 413 in 2-53% of these exchanges, by run)
     for (let i = 0; i < 20; i++) {
       const got = await rawExchange(raw[2][1]);
       if (!/^HTTP\/1\.1 413 /.test(got)) fail(`chunked oversized, again (${i}): got ${JSON.stringify(got.slice(0, 40))}`);
