@@ -696,6 +696,29 @@ int quant_from_float_w(enum gguf_tensor_type t, const float *src, void *dst, int
     return 0;
 }
 
+typedef void (*quant_rows_fn)(const float *, void *, int64_t);
+
+/* The activation quantizer of dot type dt (r: its traits) at the current
+ * ISA: the vector ones give the scalar from_float's bytes. */
+static quant_rows_fn rows_kernel(enum gguf_tensor_type dt, const struct quant_traits *r)
+{
+    static const struct {
+        enum gguf_tensor_type t;
+        quant_rows_fn f[QUANT_ISA_N];
+    } tab[] = {
+        {GGUF_TENSOR_Q8_0, {NULL, X86(quant__rows_q8_0_avx2), X512(quant__rows_q8_0_avx512)}},
+        {GGUF_TENSOR_Q8_K, {NULL, X86(quant__rows_q8_k_avx2), X512(quant__rows_q8_k_avx512)}},
+        {QUANT_Q8_0S, {NULL, X86(quant__rows_q8_0s_avx2), X512(quant__rows_q8_0s_avx512)}},
+        {GGUF_TENSOR_Q8_1, {NULL, X86(quant__rows_q8_1_avx2), X512(quant__rows_q8_1_avx512)}},
+    };
+    for (size_t i = 0; i < FOLIO_ARRAY_LEN(tab); i++)
+        if (tab[i].t == dt)
+            for (int isa = isa_get(); isa > QUANT_ISA_SCALAR; isa--)
+                if (tab[i].f[isa])
+                    return tab[i].f[isa];
+    return r->from_float;
+}
+
 void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K, int64_t m0,
                 int64_t m1, void *Xq)
 {
@@ -704,17 +727,7 @@ void quant_rows(enum gguf_tensor_type t, const float *X, int64_t ldx, int64_t K,
     const size_t stride = quant_row_bytes(dt, K);
     FOLIO_CHECK(stride > 0 && ldx >= K && m0 >= 0 && m1 >= m0,
                 "quantized product: bad shape or stride");
-    void (*from)(const float *, void *, int64_t) = r->from_float;
-#if defined(__x86_64__) && defined(FOLIO_QUANT_X86)
-    if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_0)
-        from = quant__rows_q8_0_avx2;
-    else if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_K)
-        from = quant__rows_q8_k_avx2;
-    else if (isa_get() >= QUANT_ISA_AVX2 && dt == QUANT_Q8_0S)
-        from = quant__rows_q8_0s_avx2;
-    else if (isa_get() >= QUANT_ISA_AVX2 && dt == GGUF_TENSOR_Q8_1)
-        from = quant__rows_q8_1_avx2;
-#endif
+    const quant_rows_fn from = rows_kernel(dt, r);
     for (int64_t m = m0; m < m1; m++)
         from(X + m * ldx, (uint8_t *)Xq + (size_t)m * stride, K);
 }

@@ -331,6 +331,11 @@ void quant__rows_q8_0_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_k_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_0s_avx2(const float *x, void *dst, int64_t n);
 void quant__rows_q8_1_avx2(const float *x, void *dst, int64_t n);
+/* the same with AVX-512 F/BW (model/quant_rows_avx512.c) */
+void quant__rows_q8_0_avx512(const float *x, void *dst, int64_t n);
+void quant__rows_q8_k_avx512(const float *x, void *dst, int64_t n);
+void quant__rows_q8_0s_avx512(const float *x, void *dst, int64_t n);
+void quant__rows_q8_1_avx512(const float *x, void *dst, int64_t n);
 void quant__gemm_q5_0_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q4_k_avx2(QUANT__GEMM_ARGS);
 void quant__gemm_q5_k_avx2(QUANT__GEMM_ARGS);
