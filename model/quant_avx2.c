@@ -43,7 +43,8 @@
  *
  * Activation rows (quant_rows to Q8_0 and Q8_K) are quantized here too,
  * byte-identical to the scalar quantizers (same scale, same rounding half
- * away from zero), at about a tenth of their cost.
+ * away from zero), at about a tenth of their cost (where quant.c runs the
+ * AVX-512 kernels, model/quant_rows_avx512.c's rows instead).
  */
 #include <immintrin.h>
 #include <stdbool.h>
