@@ -129,7 +129,13 @@
  * 15.9-16.1 ns, bench_attention (e)): vpmaddwd has the FMA's throughput
  * there (2 per cycle), so per head a vpmaddwd and a vpaddd on two keys' 8
  * elements cost what the two FMAs they replace do, and the pager keeps its
- * row layout.
+ * row layout.  On the Zen 5 neither product is most of q8's time: with
+ * both the score dot products and the values' widening and FMAs replaced by
+ * plain loads, q8 decode took 6.4-6.6 against 7.7-8.2 ns per (key, KV
+ * head) from L2 (bench_attention --only cache --res 1,1024), and within
+ * noise of the real kernel from memory with either alone; the work per
+ * chunk and per key around them is most of it (BENCHMARKS.md, the AVX-512
+ * machine's tenth session).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so

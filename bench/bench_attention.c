@@ -4,7 +4,7 @@
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--4k] [--run N]
  *                   [--layers L] [--rotate] [--block-major | --layer-major | --head-major]
- *                   [--replay]
+ *                   [--replay] [--res SEQS,CTX]
  *
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
@@ -56,7 +56,9 @@
  * K/V at f32; one thread, best of --reps runs of 400 back to back): what the kernel's arithmetic
  * costs with no memory stalls, so (b) against (e) says whether decode waits on memory or on the
  * arithmetic.  (BENCHMARKS.md's (e) figures before its sixth AVX-512 section are of 8 x 256: 2 MB
- * at f32, in L3 on a 1 MB L2.)
+ * at f32, in L3 on a 1 MB L2.)  --res SEQS,CTX gives (e) another batch: 1,1024 (q8 557 KB, f16
+ * 1 MB) has each sequence's setup (its query tile, results) over 8x the keys, so what remains is
+ * the per-chunk and per-key cost.
  *
  * (d) --replay (only this): decode 32 x 4096, block 16, over page tables
  *     the real pager produced: replay_tables runs a serving pattern (64
@@ -619,8 +621,7 @@ static struct dec_fig decode_rounds(struct setup *st, int reps)
 
 /* (e): a small decode batch run RES_INNER times back to back by the calling
  * thread alone, so its K/V stay in cache; best of reps, per run. */
-#define RES_SEQS  2
-#define RES_CTX   128
+static int32_t res_seqs = 2, res_ctx = 128; /* (e)'s batch (--res) */
 #define RES_INNER 400
 static double time_resident(struct setup *st, int reps)
 {
@@ -915,6 +916,10 @@ int main(int argc, char **argv)
             arena_order = ARENA_LAYER;
         else if (!strcmp(argv[i], "--head-major"))
             arena_order = ARENA_HEAD;
+        else if (!strcmp(argv[i], "--res") && i + 1 < argc &&
+                 sscanf(argv[++i], "%d,%d", &res_seqs, &res_ctx) == 2 && res_seqs >= 1 &&
+                 res_seqs <= 64 && res_ctx >= 1 && res_ctx <= 8192)
+            continue;
         else if (!strcmp(argv[i], "--run") && i + 1 < argc)
             shuffle_run = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
@@ -933,7 +938,7 @@ int main(int argc, char **argv)
                 "       [--only decode|prefill|chunk|read|cache] [--dtype f32|f16|bf16|q8] [--run "
                 "N]\n"
                 "       [--layers L] [--rotate] [--block-major | --layer-major | --head-major]\n"
-                "       [--replay]\n",
+                "       [--replay] [--res SEQS,CTX]\n",
                 argv[0]);
             return 2;
         }
@@ -1088,13 +1093,14 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    printf("\n(e) decode from cache: %d seqs x %d ctx (K/V resident in L2), identity table, one\n"
-           "    thread: the kernel's arithmetic rate, to hold against (b)'s per-thread rate\n",
-           RES_SEQS, RES_CTX);
+    printf("\n(e) decode from cache: %d seqs x %d ctx (K/V %.2f MB at f32, run back to back),\n"
+           "    identity table, one thread: the kernel's arithmetic rate, to hold against (b)'s\n"
+           "    per-thread rate\n",
+           res_seqs, res_ctx, (double)res_seqs * res_ctx * 2 * 4 * 64 * 4 / (1 << 20));
     for (int dt = 0; dt < N_DTYPES; dt++) {
         if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
             continue;
-        struct setup st = small_setup(RES_SEQS, RES_CTX, 1, dtypes[dt], LAYOUT_IDENTITY);
+        struct setup st = small_setup(res_seqs, res_ctx, 1, dtypes[dt], LAYOUT_IDENTITY);
         setup_build(&st);
         const double t = time_resident(&st, reps);
         printf("  %s: %.1f us, %.1f ns per (key, KV head), K/V read at %.1f GB/s\n",
