@@ -10,11 +10,12 @@
  * at once and kept only to linger: its input is read and dropped until
  * the client closes or REFUSED_LINGER_MS pass (closing with unread input
  * would reset the connection and could destroy the answer).  Lingering
- * connections are not counted against --max-connections; beyond as many
- * again they are closed at once.  Request-body bytes are reported to the
- * owner's on_buffer as they arrive and given back when the request has
- * been handled (the body buffer is freed then if it grew large); a
- * refusal answers 503.
+ * connections (these, and ones answered 413 or 503 while their body was
+ * arriving) are not counted against --max-connections; beyond as many
+ * again they close as soon as their answer is written.  Request-body
+ * bytes are reported to the owner's on_buffer as they arrive and given
+ * back when the request has been handled (the body buffer is freed then if
+ * it grew large); a refusal answers 503.
  *
  * Drain: idle connections are not closed at once; they get DRAIN_IDLE_MS
  * to send a request (answered, e.g. /health with 503, and closed), so a
@@ -49,10 +50,12 @@ void http__body_release(struct http_conn *c)
 
 /* Keeps a connection that was answered a 503 or a 413 only to let its
  * client read the answer: input is dropped, and it closes at the client's
- * end or after REFUSED_LINGER_MS. */
+ * end or after REFUSED_LINGER_MS.  At most max_connections linger (they
+ * are not counted against it): beyond that, the connection closes once the
+ * answer is written (c->keep_alive is false for every caller). */
 void http__conn_linger(struct http_conn *c)
 {
-    if (c->closing || c->refused)
+    if (c->closing || c->refused || c->hs->st.n_refused >= c->hs->lim.max_connections)
         return;
     c->refused = true;
     c->hs->st.n_refused++;
@@ -63,16 +66,11 @@ void http__conn_linger(struct http_conn *c)
         c->reading = true;
 }
 
-/* Answers e (a 503) at once and lingers (see the top of the file); at
- * most max_connections refused connections linger, more close at once. */
+/* Answers e (a 503) at once and lingers (see the top of the file; with
+ * no room to linger, it closes when the answer is written). */
 static void conn_refuse(struct http_conn *c, const struct srv_api_error *e)
 {
-    struct http_server *hs = c->hs;
-    hs->st.refused_total++;
-    if (hs->st.n_refused >= hs->lim.max_connections) {
-        http_close(c, "refused, no room to linger");
-        return;
-    }
+    c->hs->st.refused_total++;
     http_error(c, e, NULL); /* keep_alive is false: Connection: close */
     http__conn_linger(c);
 }

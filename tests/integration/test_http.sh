@@ -114,6 +114,17 @@ grep '^ok' "$T/dh.out" "$T/se.out" | sed 's/^[^:]*://'
 rc=0; wait "$DPID" || rc=$?; DPID=
 [ $rc = 0 ] || fail "exit status $rc after the drain"
 
+# --- refused connections past the linger cap still get their 503 -------------
+# --max-connections 8: 8 held open, the other 52 refused; at most 8 of those
+# linger (they are not counted against the limit), the rest close as soon
+# as their answer is written, so every one of them reads the 503
+start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --max-connections 8 --idle-timeout-ms 120000
+node "$SRCDIR/hold.mjs" "$SOCK" 60 </dev/null >"$T/cap.out" 2>&1 || fail "hold.mjs: $(cat "$T/cap.out")"
+jq -e '.connected == 60 and .open == 8 and .answered == 52 and .reset == 0 and .bad503 == 0' "$T/cap.out" >/dev/null ||
+  fail "past the linger cap: $(cat "$T/cap.out") (want 8 held, 52 answered 503)"
+ok "60 connections at --max-connections 8: 8 held, 52 answered 503, those past the linger cap too"
+stop_daemon || fail "exit status"
+
 # --- HTTP details --------------------------------------------------------------
 start_daemon "$FOLIOD_FAKE" --kv-blocks 256
 $E halfclose "$SOCK" || fail "half-close"
