@@ -36,9 +36,13 @@
  * stream as a close-delimited body (no chunked encoding).
  *
  * Parse errors are answered with a 400 (413 body too large, 414 URL too
- * long, 431 headers too large) and `Connection: close`; they affect only
- * their own connection.  They get an access line here (the owner never
- * sees the request), with the method and path if they were parsed.
+ * long, 417 an expectation other than 100-continue, 431 headers too large,
+ * 503 a body over the owner's budget) and `Connection: close`; they affect
+ * only their own connection, which then closes the lingering way
+ * (http__conn_linger: the rest of the request, still arriving, is read
+ * and dropped, so the close does not reset the connection and destroy the
+ * answer).  They get an access line here (the owner never sees the
+ * request), with the method and path if they were parsed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -365,11 +369,12 @@ static void parse_error(struct http_conn *c, llhttp_errno_t rc)
     http__body_release(c);
     c->in_msg = false;
     http_error(c, &e, NULL);
-    /* the rest of its body may be in flight: closing with it unread would
-     * reset the connection, and the client could lose the answer (a 2 MB
-     * chunked body answered 413 after its first megabyte did) */
-    if (status == 503 || status == 413)
-        http__conn_linger(c);
+    /* the rest of the request may be in flight, whatever the error (a
+     * body after a bad request line, a 417's body): closing with it unread
+     * would reset the connection, and the client could lose the answer (a
+     * 2 MB chunked body answered 413 after its first megabyte did; 2 MB
+     * after a 400, 414, 417 or 431 lost it on TCP nearly every time) */
+    http__conn_linger(c);
 }
 
 /* Hands the parsed message up as a request view. */
@@ -519,7 +524,12 @@ void http__on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     if (c->refused) { /* lingering: drop input, close at the client's end */
         c->in_len = 0;
-        if (nread < 0)
+        if (nread == UV_EOF && c->out_queued) {
+            /* its answer is not all out: closed once it is (on_written) */
+            uv_read_stop(st);
+            c->reading = false;
+            c->peer_eof = true;
+        } else if (nread < 0)
             http_close(c, "refused connection closed by the client");
         return;
     }

@@ -95,7 +95,7 @@ struct http_stats {
     double responses[6];       /* by status class 1xx..5xx; index 0 unused */
     double refused_total;      /* connections answered 503 at accept (a connection limit) */
     int n_open;
-    int n_refused; /* of n_open: refused connections lingering until their client reads */
+    int n_refused; /* of n_open: lingering after an error that ends them (http_admit.c) */
 };
 
 struct http_server {

@@ -1,21 +1,30 @@
 /*
  * daemon/http_admit.c — who may hold a connection and its buffers:
- * admission at accept, refused connections' linger, request-body
- * accounting, drain and fail-all.  The policy (per-client limits) is the
- * owner's, through the on_accept / on_release / on_buffer callbacks; this
- * file applies the connection limit and the mechanics.
+ * admission at accept, the lingering close, request-body accounting,
+ * drain and fail-all.  The policy (per-client limits) is the owner's,
+ * through the on_accept / on_release / on_buffer callbacks; this file
+ * applies the connection limit and the mechanics.
  *
  * Admission (the accept path): a connection over --max-connections, or
  * one the owner's on_accept refuses (a per-client limit), is answered 503
- * at once and kept only to linger: its input is read and dropped until
- * the client closes or REFUSED_LINGER_MS pass (closing with unread input
- * would reset the connection and could destroy the answer).  Lingering
- * connections (these, and ones answered 413 or 503 while their body was
- * arriving) are not counted against --max-connections; beyond as many
- * again they close as soon as their answer is written.  Request-body
- * bytes are reported to the owner's on_buffer as they arrive and given
- * back when the request has been handled (the body buffer is freed then if
- * it grew large); a refusal answers 503.
+ * at once and closed the lingering way.
+ *
+ * The lingering close (http__conn_linger): a connection answered an error
+ * that ends it while its client may still be sending (refused at accept,
+ * and every error this layer answers mid-request: a parse error, 400, 413,
+ * 414, 417 or 431, a 503 over its body's budget, a 408 for a body too
+ * slow) keeps reading its input and drops it, until the client closes or
+ * REFUSED_LINGER_MS pass: closing with unread input would reset the
+ * connection, and the client could lose the answer.  Once the answer is
+ * written the write side is shut (uv_shutdown), so the client reads its
+ * end at once rather than at the deadline; a client that closes its side
+ * first still gets all of the answer, then the close.  Lingering
+ * connections are not counted against --max-connections; beyond as many
+ * again they close as soon as their answer is written.
+ *
+ * Request-body bytes are reported to the owner's on_buffer as they arrive
+ * and given back when the request has been handled (the body buffer is
+ * freed then if it grew large); a refusal answers 503.
  *
  * Drain: idle connections are not closed at once; they get DRAIN_IDLE_MS
  * to send a request (answered, e.g. /health with 503, and closed), so a
@@ -24,8 +33,9 @@
  * reads why), idle ones at once.
  *
  * Invariants: hs->st.n_refused counts the open connections with
- * `refused` set (decremented when one is freed); c->body_counted is what
- * was reported to on_buffer and not yet given back (0 after
+ * `refused` set, lingering (decremented when one is freed); `shut_wr` is
+ * set only on a lingering connection with nothing queued; c->body_counted
+ * is what was reported to on_buffer and not yet given back (0 after
  * http__body_release, and released with the accounting object when the
  * connection is freed).
  *
@@ -48,14 +58,18 @@ void http__body_release(struct http_conn *c)
     c->body_counted = 0;
 }
 
-/* Keeps a connection that was answered a 503 or a 413 only to let its
- * client read the answer: input is dropped, and it closes at the client's
- * end or after REFUSED_LINGER_MS.  At most max_connections linger (they
- * are not counted against it): beyond that, the connection closes once the
- * answer is written (c->keep_alive is false for every caller). */
+/* Keeps a connection that was answered an error ending it (its last
+ * answer: every caller queued it with keep_alive false) only to let its
+ * client read the answer: input is dropped, the write side is shut once
+ * the answer is out, and it closes at the client's end or after
+ * REFUSED_LINGER_MS.  At most max_connections linger (they are not
+ * counted against it): beyond that, the connection closes once the answer
+ * is written.  So does one whose client already ended its input: nothing
+ * more will arrive to be dropped. */
 void http__conn_linger(struct http_conn *c)
 {
-    if (c->closing || c->refused || c->hs->st.n_refused >= c->hs->lim.max_connections)
+    if (c->closing || c->refused || c->peer_eof ||
+        c->hs->st.n_refused >= c->hs->lim.max_connections)
         return;
     c->refused = true;
     c->hs->st.n_refused++;
@@ -64,6 +78,33 @@ void http__conn_linger(struct http_conn *c)
     http__clock_update(c);
     if (!c->reading && !uv_read_start(&c->u.s, http__on_alloc, http__on_read))
         c->reading = true;
+    http__maybe_close_after_write(c); /* the answer may be out already */
+}
+
+static void on_shut(uv_shutdown_t *req, int status)
+{
+    struct http_conn *c = req->data;
+    /* UV_ECANCELED when the connection closed first (c is still whole:
+     * libuv calls this before the stream's close callback) */
+    if (status < 0 && status != UV_ECANCELED)
+        srv_log(SRV_LOG_DEBUG, "conn %llu: shutdown: %s", (unsigned long long)c->id,
+                uv_strerror(status));
+}
+
+/* A lingering connection's answer is out: its write side is shut, so the
+ * client reads the end of the answer now, not at the linger deadline (one
+ * that reads until the connection ends, as `Connection: close` invites,
+ * would otherwise wait REFUSED_LINGER_MS).  Reading goes on. */
+void http__linger_shut(struct http_conn *c)
+{
+    if (c->shut_wr || c->closing)
+        return;
+    c->shut_wr = true;
+    c->shut.data = c;
+    int rc = uv_shutdown(&c->shut, &c->u.s, on_shut);
+    if (rc) /* the deadline or the client's close ends it */
+        srv_log(SRV_LOG_DEBUG, "conn %llu: shutdown: %s", (unsigned long long)c->id,
+                uv_strerror(rc));
 }
 
 /* Answers e (a 503) at once and lingers (see the top of the file; with

@@ -7,7 +7,9 @@
  *     one that sends nothing, or half a request, is closed (slowloris);
  *   - body rate: once its headers are in, a request body must arrive at
  *     MIN_BODY_RATE bytes/s on average after BODY_GRACE_MS, or the request
- *     gets a 408 (a body is buffered only while it arrives at that rate);
+ *     gets a 408 (a body is buffered only while it arrives at that rate)
+ *     and the connection closes the lingering way (http_admit.c: the rest
+ *     of the body is dropped, not left to reset the connection);
  *   - write progress: while output is queued the timer measures the time
  *     since the last completed write, never the idle time: a response
  *     being written is not timed out while the client reads it;
@@ -108,6 +110,7 @@ static void on_timer(uv_timer_t *t)
             c->in_len = 0;
             c->in_msg = false;
             http_error(c, &e, NULL);
+            http__conn_linger(c); /* the body is still arriving */
             return;
         }
     }

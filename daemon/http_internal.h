@@ -12,8 +12,9 @@
  *   http_clock.c  the one timer per connection: idle, body rate, write
  *                 progress;
  *   http_admit.c  admission at accept (connection limit, the owner's
- *                 on_accept), refused connections' linger, request-body
- *                 accounting, drain and fail-all.
+ *                 on_accept), the lingering close of a connection
+ *                 answered an error mid-request, request-body accounting,
+ *                 drain and fail-all.
  *
  * Invariants of struct http_conn (all files keep them):
  *   - `handles` counts the open libuv handles (stream, timer); the struct is
@@ -22,7 +23,9 @@
  *   - at most one uv_write is in flight (`writing`), of at most OUT_CHUNK
  *     bytes; out_queued counts queued bytes not yet acknowledged, out_capped
  *     the stream bytes among them not yet handed to libuv;
- *   - once `closing` or `failed`, nothing more is queued.
+ *   - once `closing` or `failed`, nothing more is queued; nor once
+ *     `refused` (its answer is the last: close_after_write is set), and
+ *     once that answer is out its write side is shut (`shut_wr`).
  *
  * Threading: loop thread only.
  */
@@ -82,8 +85,10 @@ struct http_conn {
     struct folio_buf url, body, hfield, hval, auth, host, origin, fetch_site, ctype;
     void *acct;           /* the owner's accounting object (on_accept) */
     int64_t body_counted; /* body bytes reported to on_buffer, not yet given back */
-    bool refused;         /* answered 503 (at accept, or over its body's budget) or 413:
+    bool refused;         /* answered an error that ends the connection (503 at accept
+                           * or over its body's budget, 413, any other parse error, 408):
                            * lingers, input dropped, until the client closes */
+    bool shut_wr;         /* lingering, its answer out: uv_shutdown was asked */
     bool anthropic;       /* this request's errors in Anthropic's shape (http_conn_anthropic) */
     size_t header_bytes;
     int reject_status; /* 413 / 414 / 417 / 431 / 400 found while parsing */
@@ -106,8 +111,9 @@ struct http_conn {
     bool writing;
     size_t wr_len;
     uv_write_t wr;
-    uv_timer_t timer; /* the clocks (see http_clock.c) */
-    int handles;      /* open libuv handles (stream, timer); freed at 0 */
+    uv_shutdown_t shut; /* the lingering close's half-close (http_admit.c) */
+    uv_timer_t timer;   /* the clocks (see http_clock.c) */
+    int handles;        /* open libuv handles (stream, timer); freed at 0 */
 };
 
 /* http.c */
@@ -132,6 +138,7 @@ void http__clock_update(struct http_conn *c);
 /* http_admit.c */
 int http__admit(struct http_conn *c);
 void http__conn_linger(struct http_conn *c);
+void http__linger_shut(struct http_conn *c);
 void http__body_release(struct http_conn *c);
 
 #endif

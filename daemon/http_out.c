@@ -43,6 +43,11 @@
  * the headers an error response, in a stream a final
  * `data: {"error":...}` event and the end of the body.
  *
+ * The end of a connection (close_after_write): once its last answer is
+ * written it closes, except one that lingers after an error answered
+ * mid-request (http_admit.c): that one only shuts its write side then,
+ * and keeps dropping its input until the client closes.
+ *
  * Invariants: out_queued is the sum of (len - acknowledged bytes) over
  * the queue; out_capped the sum of unsent bytes of capped segments; a
  * segment is freed only by the write callback that finished it, or by
@@ -109,9 +114,16 @@ void http__oq_free(struct http_conn *c)
     c->out_queued = c->out_capped = 0;
 }
 
+/* Ends a connection whose last answer is out: closes it, or, while it
+ * lingers (http_admit.c), shuts its write side; one whose client ended
+ * its input while the answer was being written closes. */
 void http__maybe_close_after_write(struct http_conn *c)
 {
-    if (c->close_after_write && !c->out_queued && !c->active && !c->refused)
+    if (!c->close_after_write || c->out_queued || c->active)
+        return;
+    if (c->refused && !c->peer_eof)
+        http__linger_shut(c);
+    else
         http_close(c, "response sent, connection: close");
 }
 

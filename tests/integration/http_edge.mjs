@@ -1,7 +1,9 @@
 // tests/integration/http_edge.mjs — raw-socket clients for the HTTP layer's
 // edges (node, no dependencies): half-close, slow and stopped readers,
-// Expect: 100-continue, HTTP/1.0, malformed headers, slow bodies, drain.
-// Usage: node http_edge.mjs SCENARIO SOCKET [ARGS]
+// Expect: 100-continue, HTTP/1.0, malformed headers, slow bodies, drain,
+// answers refused mid-request.
+// Usage: node http_edge.mjs SCENARIO SOCKET [ARGS] (SOCKET: a Unix
+// socket's path, or HOST:PORT)
 // Exits 0 on success; prints "FAIL: ..." and exits 1 otherwise.
 import net from 'node:net';
 
@@ -10,9 +12,15 @@ const fail = (msg) => { console.error('FAIL: ' + msg); process.exit(1); };
 const ok = (msg) => console.log('ok - ' + msg);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// SOCKET is a Unix socket's path, or HOST:PORT for TCP.
+function target() {
+  const tcp = /^([\d.]+):(\d+)$/.exec(sock);
+  return tcp ? { host: tcp[1], port: Number(tcp[2]) } : { path: sock };
+}
+
 function connect() {
   return new Promise((resolve, reject) => {
-    const c = net.createConnection({ path: sock, allowHalfOpen: true });
+    const c = net.createConnection({ ...target(), allowHalfOpen: true });
     c.once('connect', () => resolve(c));
     c.once('error', reject);
   });
@@ -77,6 +85,26 @@ function parseResponse(buf) {
   const cl = headers['content-length'];
   body = cl !== undefined ? rest.subarray(0, Number(cl)) : rest;
   return { status, headers, body, complete: cl === undefined || rest.length >= Number(cl) };
+}
+
+// Sends head then body at once; reads the answer until the server's end
+// of it, then finishes sending and closes.  Resolves { data, err (a reset:
+// ECONNRESET / EPIPE, or another error's code), eofMs (from the first
+// byte of the answer to the server's end; null if none came) }.
+function lingerExchange(head, body) {
+  return new Promise((resolve) => {
+    const c = net.createConnection({ ...target(), allowHalfOpen: true });
+    const parts = [];
+    let t1 = 0, eofMs = null, err = null, wrote = false, ended = false;
+    const t = setTimeout(() => c.destroy(), 10000);
+    const finish = () => { if (wrote && ended) c.end(); };
+    c.on('data', (d) => { if (!parts.length) t1 = Date.now(); parts.push(d); });
+    c.on('end', () => { eofMs = t1 ? Date.now() - t1 : null; ended = true; finish(); });
+    c.on('error', (e) => { err = err || e.code || String(e); });
+    c.on('close', () => { clearTimeout(t); resolve({ data: Buffer.concat(parts), err, eofMs }); });
+    c.write(head);
+    c.write(body, () => { wrote = true; finish(); });
+  });
 }
 
 const scenarios = {
@@ -160,6 +188,44 @@ const scenarios = {
     const p = parseResponse((await readAll(c)).data);
     if (!p || p.status !== 200) fail('a valid token header name refused: ' + (p && p.status));
     ok('header names with a space, tab or separator: 400; token names accepted');
+  },
+
+  // Requests refused while the parser reads them (400 malformed request
+  // line, 414, 431, 417), each followed at once by 2 MB the server will
+  // never parse: the client must read the whole answer, with no reset, and
+  // see the end of it well before the linger deadline (the server shuts
+  // its write side once the answer is out).  A server that closed with the
+  // rest unread reset the connection, and on TCP the client lost the
+  // answer.  ARGS[0]: tries per case (default 5).
+  async linger() {
+    const tries = Number(args[0] || 5);
+    const junk = Buffer.alloc(2 << 20, 'x');
+    const cases = [
+      [400, 'GET /health HTTX/1.1\r\n'],
+      [414, 'GET /' + 'a'.repeat(9000) + ' HTTP/1.1\r\n'],
+      [431, 'GET /health HTTP/1.1\r\nHost: x\r\nX-A: ' + 'a'.repeat(70000) + '\r\n'],
+      [417, `POST /detokenize HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: ${junk.length}\r\n\r\n`],
+    ];
+    const bad = [];
+    let eofMax = 0;
+    for (const [want, head] of cases) {
+      const st = { answered: 0, reset: 0, other: 0 };
+      for (let i = 0; i < tries; i++) {
+        const r = await lingerExchange(head, junk);
+        const p = r.data.length ? parseResponse(r.data) : null;
+        let msg = null;
+        try { msg = p && p.complete && JSON.parse(p.body).error.message; } catch { msg = null; }
+        if (r.err) { st.reset++; st[r.err] = (st[r.err] || 0) + 1; }
+        if (p && p.status === want && msg) st.answered++;
+        else if (!r.err) st.other++;
+        if (r.eofMs !== null) eofMax = Math.max(eofMax, r.eofMs);
+        if (r.eofMs === null && !r.err) bad.push(`${want}: no end of the answer`);
+      }
+      if (st.answered !== tries || st.reset) bad.push(`${want}: ${JSON.stringify(st)} of ${tries}`);
+    }
+    if (bad.length) fail('answers refused mid-request: ' + bad.join('; '));
+    if (eofMax > 700) fail(`the end of an answer came ${eofMax} ms after it (no half-close: the linger deadline)`);
+    ok(`400, 414, 431, 417 each followed by 2 MB: ${tries} x 4 answers read whole, no reset, their end at most ${eofMax} ms after them`);
   },
 
   // A body trickling in slower than the minimum rate is refused with a 408

@@ -10,7 +10,9 @@
 #   - half-closed clients are answered; HTTP/1.0 gets a close-delimited
 #     stream; Expect: 100-continue; header-name validation; NUL in JSON
 #     strings refused; a model name that is not UTF-8 is sanitized; a body
-#     arriving too slowly gets a 408.
+#     arriving too slowly gets a 408;
+#   - errors answered while the request is still arriving (400, 414, 431,
+#     417 before a 2 MB body) reach the client whole, without a reset.
 . "$SRCDIR/lib.sh"
 E="node $SRCDIR/http_edge.mjs"
 export FOLIO_FAKE_STEP_US=0
@@ -123,6 +125,18 @@ node "$SRCDIR/hold.mjs" "$SOCK" 60 </dev/null >"$T/cap.out" 2>&1 || fail "hold.m
 jq -e '.connected == 60 and .open == 8 and .answered == 52 and .reset == 0 and .bad503 == 0' "$T/cap.out" >/dev/null ||
   fail "past the linger cap: $(cat "$T/cap.out") (want 8 held, 52 answered 503)"
 ok "60 connections at --max-connections 8: 8 held, 52 answered 503, those past the linger cap too"
+stop_daemon || fail "exit status"
+
+# --- errors answered mid-request: a lingering close, not a reset ---------------
+# a malformed request line (400), a URL too long (414), headers too large
+# (431) and an unmet Expect (417), each followed at once by 2 MB: every
+# answer read whole, no ECONNRESET / EPIPE, and its end (the server's
+# half-close) long before the linger deadline; on the Unix socket and on
+# TCP, where closing with unread input sends a RST that destroys the answer
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --listen "127.0.0.1:$port" --insecure-listen
+$E linger "$SOCK" 5 || fail "errors answered mid-request, Unix socket"
+$E linger "127.0.0.1:$port" 5 || fail "errors answered mid-request, TCP"
 stop_daemon || fail "exit status"
 
 # --- HTTP details --------------------------------------------------------------
