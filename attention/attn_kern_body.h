@@ -92,7 +92,8 @@
  * head pass, the 4-key fold, the vector softmax with the rescale folded
  * into the values loop and CB = 4 took q8 from ~9.5 to ~6 ms and f16 from
  * ~11 to ~8 ms.  Prefetch distance 1 or 2 chunks, prefetcht0 or
- * prefetcht2, spread or one burst per head, and transparent huge pages
+ * prefetcht2 (there; on the Zen 5 prefetcht0 reads faster, see PF_HINT),
+ * spread or one burst per head, and transparent huge pages
  * under the K/V all left shuffled / identity at 0.8-0.9 for f16, bf16 and
  * q8 within that machine's noise; no prefetch at all was clearly worse.
  * On the Zen 3 VM (q8, huge pages): prefetching only every 2nd or 4th
@@ -161,7 +162,12 @@
 #define PF_SPREAD 1 /* prefetch inside the score loop, KB rows at a time */
 #endif
 #ifndef PF_HINT
-#define PF_HINT 1 /* __builtin_prefetch locality: 1 = prefetcht2 */
+/* __builtin_prefetch locality: 3 = prefetcht0 (into L1).  On the Zen 5
+ * VM, decode 32 x 4096 from memory read 10-15% faster for f32, f16 and
+ * bf16 than with prefetcht2 (1), q8 and prefill alike (BENCHMARKS.md, the
+ * AVX-512 machine's eleventh session); on the machines before, the two
+ * were within noise. */
+#define PF_HINT 3
 #endif
 /* GS query heads of one KV head share each widened K and V vector.  Score
  * loop: GS x KB dot-product vectors in registers; values loop: GS x CB

@@ -365,8 +365,8 @@ static double touch_job(int ith)
                     for (int32_t k = pp; k < FOLIO_MIN(pp + ATTN_TOUCH_KC, st->ctx); k++) {
                         const char *r = touch_tile(kv, tab, k, j) + (size_t)(k % bs) * rb;
                         for (size_t off = 0; off < rb; off += 64) {
-                            __builtin_prefetch(r + off, 0, 1);
-                            __builtin_prefetch(r + vb + off, 0, 1);
+                            __builtin_prefetch(r + off, 0, 3); /* the kernel's PF_HINT */
+                            __builtin_prefetch(r + vb + off, 0, 3);
                         }
                     }
                 for (int v = 0; v < 2; v++)
