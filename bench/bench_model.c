@@ -25,15 +25,18 @@
  *     with the weight bytes one token reads, the read rate that implies
  *     and its share of the measured bandwidth;
  *   - aggregate decode: B = 1, 8, 32, 64, 128 sequences, each at a 128-token
- *     context, a few steps of one token each after an untimed one (the
- *     first step of a context runs at about half the rate of later ones:
- *     its buffers and oneDNN's scratch are first touched then; a server
- *     pays that once).  K/V contents are arbitrary: the arithmetic does
- *     not depend on them.  The K/V arena is laid out as the pager's, and
+ *     context (--decode-ctx), a few steps of one token each after an
+ *     untimed one (the first step of a context runs at about half the rate
+ *     of later ones: its buffers and oneDNN's scratch are first touched
+ *     then; a server pays that once).  K/V contents are arbitrary: the
+ *     arithmetic does not depend on them.  The K/V arena is laid out as the pager's, and
  *     the page tables are what the pager hands out to a batch growing a
  *     block at a time in turn (tables_from_pager).
  * --decode B,B,... runs only the batched decodes of those batch sizes, 16
  * steps each (for profiling one of them).
+ * --decode-ctx N starts the batched decodes at an N-token context instead
+ * of 128 (long contexts: where attention's read of the K/V is a large
+ * part of a step).
  * --single TOKENS runs only the single-stream decode, TOKENS tokens, and
  * measures the read bandwidth again before every 16 of them: each chunk's
  * weight read rate is set against the bandwidth measured just before it,
@@ -78,6 +81,8 @@ static int n_threads = 2, blas_threads = 0, quick = 0, invariant = 0, single = 0
 /* --decode LIST: only these batched decodes (no prefill, no single stream), 16 steps each */
 static int32_t only_batch[8];
 static int n_only_batch = 0;
+/* --decode-ctx N: the context the batched decodes start at (128) */
+static int32_t decode_ctx = 128;
 static enum model_matmul matmul = MODEL_MATMUL_AUTO;
 static int kv_dtype = -1; /* --kv-dtype; -1: what foliod's auto picks for the weights */
 static double read_bw;    /* bytes/s, measured at start */
@@ -347,6 +352,11 @@ static void bench_prefill(const struct model *m, int32_t n)
 static void bench_decode(const struct model *m, int32_t n_seqs, int32_t p0, int32_t steps,
                          const char *what)
 {
+    if (p0 + steps > m->hp.ctx_len) {
+        fprintf(stderr, "bench_model: decode from %d for %d steps: past the model's %d positions\n",
+                p0, steps, m->hp.ctx_len);
+        exit(2);
+    }
     struct env e;
     env_init(&e, m, n_seqs, p0 + steps);
     model_ctx_t *ctx = ctx_new(&e, n_seqs, n_seqs);
@@ -569,8 +579,8 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
     }
     if (n_only_batch > 0) {
         for (int i = 0; i < n_only_batch; i++) {
-            snprintf(what, sizeof(what), "decode %d seqs @128 ctx", only_batch[i]);
-            bench_decode(m, only_batch[i], 128, 16, what);
+            snprintf(what, sizeof(what), "decode %d seqs @%d ctx", only_batch[i], decode_ctx);
+            bench_decode(m, only_batch[i], decode_ctx, 16, what);
         }
         return;
     }
@@ -579,8 +589,8 @@ static void bench_type(const struct model *m, enum gguf_tensor_type t)
     bench_decode(m, 1, 16, quick ? 16 : 128, what);
     const int32_t batch[] = {8, 32, 64, 128};
     for (size_t i = 0; i < sizeof(batch) / sizeof(batch[0]); i++) {
-        snprintf(what, sizeof(what), "decode %d seqs @128 ctx", batch[i]);
-        bench_decode(m, batch[i], 128, quick ? 2 : 4, what);
+        snprintf(what, sizeof(what), "decode %d seqs @%d ctx", batch[i], decode_ctx);
+        bench_decode(m, batch[i], decode_ctx, quick ? 2 : 4, what);
     }
 }
 
@@ -665,6 +675,12 @@ int main(int argc, char **argv)
                 if (b < 1 || b > 1024)
                     break;
             }
+        } else if (!strcmp(argv[i], "--decode-ctx") && i + 1 < argc) {
+            decode_ctx = atoi(argv[++i]);
+            if (decode_ctx < 1 || decode_ctx > 1 << 20) {
+                fprintf(stderr, "bench_model: --decode-ctx %s: 1 to 1048576 tokens\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--batch-invariant"))
             invariant = 1;
         else if (!strcmp(argv[i], "--preset") && i + 1 < argc)
@@ -686,13 +702,12 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else {
-            fprintf(
-                stderr,
-                "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
-                "[--quick] [--single TOKENS] [--decode B,B,...] [--matmul auto|openblas|onednn] "
-                "[--batch-invariant] [--dtype "
-                "all|f32|f16|bf16|q8_0|q4_0|q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k] "
-                "[--kv-dtype auto|f32|f16|bf16|q8]\n");
+            fprintf(stderr, "usage: bench_model [--threads N] [--blas-threads] [--preset P] "
+                            "[--quick] [--single TOKENS] [--decode B,B,...] [--decode-ctx N] "
+                            "[--matmul auto|openblas|onednn] "
+                            "[--batch-invariant] [--dtype "
+                            "all|f32|f16|bf16|q8_0|q4_0|q2_k|q3_k_m|q4_k_m|q5_k_m|q6_k] "
+                            "[--kv-dtype auto|f32|f16|bf16|q8]\n");
             return 2;
         }
     }
