@@ -524,7 +524,10 @@ void http__on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     if (c->refused) { /* lingering: drop input, close at the client's end */
         c->in_len = 0;
-        if (nread == UV_EOF && c->out_queued) {
+        if (nread > 0) { /* still sending: another gap's grace, up to the end */
+            const uint64_t d = folio_now_ns() + (uint64_t)REFUSED_LINGER_MS * 1000000;
+            c->idle_deadline = d < c->linger_end ? d : c->linger_end;
+        } else if (nread == UV_EOF && c->out_queued) {
             /* its answer is not all out: closed once it is (on_written) */
             uv_read_stop(st);
             c->reading = false;

@@ -13,12 +13,14 @@
  * that ends it while its client may still be sending (refused at accept,
  * and every error this layer answers mid-request: a parse error, 400, 413,
  * 414, 417 or 431, a 503 over its body's budget, a 408 for a body too
- * slow) keeps reading its input and drops it, until the client closes or
- * REFUSED_LINGER_MS pass: closing with unread input would reset the
- * connection, and the client could lose the answer.  Once the answer is
- * written the write side is shut (uv_shutdown), so the client reads its
- * end at once rather than at the deadline; a client that closes its side
- * first still gets all of the answer, then the close.  Lingering
+ * slow) keeps reading its input and drops it, until the client closes,
+ * sends nothing for REFUSED_LINGER_MS, or LINGER_TOTAL_MS pass: closing
+ * with unread input would reset the connection, and the client could lose
+ * the answer (many clients send the whole body before they read: one
+ * sending 6 MB at 3 MB/s was reset when a fixed second was up).  Once the
+ * answer is written the write side is shut (uv_shutdown), so the client
+ * reads its end at once rather than at the deadline; a client that closes
+ * its side first still gets all of the answer, then the close.  Lingering
  * connections are not counted against --max-connections; beyond as many
  * again they close as soon as their answer is written.
  *
@@ -33,7 +35,8 @@
  * reads why), idle ones at once.
  *
  * Invariants: hs->st.n_refused counts the open connections with
- * `refused` set, lingering (decremented when one is freed); `shut_wr` is
+ * `refused` set, lingering (decremented when one is freed); on those
+ * idle_deadline <= linger_end; `shut_wr` is
  * set only on a lingering connection with nothing queued; c->body_counted
  * is what was reported to on_buffer and not yet given back (0 after
  * http__body_release, and released with the accounting object when the
@@ -61,11 +64,13 @@ void http__body_release(struct http_conn *c)
 /* Keeps a connection that was answered an error ending it (its last
  * answer: every caller queued it with keep_alive false) only to let its
  * client read the answer: input is dropped, the write side is shut once
- * the answer is out, and it closes at the client's end or after
- * REFUSED_LINGER_MS.  At most max_connections linger (they are not
- * counted against it): beyond that, the connection closes once the answer
- * is written.  So does one whose client already ended its input: nothing
- * more will arrive to be dropped. */
+ * the answer is out, and it closes at the client's end, after a gap of
+ * REFUSED_LINGER_MS in its input (http__on_read moves the deadline on as
+ * bytes arrive), or at linger_end, LINGER_TOTAL_MS on.  At most
+ * max_connections linger (they are not counted against it): beyond that,
+ * the connection closes once the answer is written.  So does one whose
+ * client already ended its input: nothing more will arrive to be
+ * dropped. */
 void http__conn_linger(struct http_conn *c)
 {
     if (c->closing || c->refused || c->peer_eof ||
@@ -74,7 +79,9 @@ void http__conn_linger(struct http_conn *c)
     c->refused = true;
     c->hs->st.n_refused++;
     c->in_msg = false;
-    c->idle_deadline = folio_now_ns() + (uint64_t)REFUSED_LINGER_MS * 1000000;
+    const uint64_t now = folio_now_ns();
+    c->linger_end = now + (uint64_t)LINGER_TOTAL_MS * 1000000;
+    c->idle_deadline = now + (uint64_t)REFUSED_LINGER_MS * 1000000;
     http__clock_update(c);
     if (!c->reading && !uv_read_start(&c->u.s, http__on_alloc, http__on_read))
         c->reading = true;

@@ -45,7 +45,8 @@
 #define MAX_URL                 8192
 #define MAX_HEADERS             65536
 #define MAX_BUFFERED_WHILE_BUSY 65536
-#define REFUSED_LINGER_MS       1000
+#define REFUSED_LINGER_MS       1000  /* lingering: the longest gap between the client's bytes */
+#define LINGER_TOTAL_MS         30000 /* lingering at most, however it keeps sending */
 #define OUT_CHUNK               65536 /* bytes of one uv_write */
 #define OUT_IOV                 16    /* segments gathered into one uv_write */
 #define OUT_PARSE_LIMIT         65536 /* parse the next request below this */
@@ -98,6 +99,7 @@ struct http_conn {
     uint64_t msg_t0;        /* ns: the current message's first byte parsed */
     uint64_t body_t0;       /* ns: headers complete */
     uint64_t idle_deadline; /* ns: the idle clock's end; 0 none */
+    uint64_t linger_end;    /* ns: lingering: idle_deadline never passes it */
     /* serving */
     void *active; /* the held request (http_conn_hold), the owner's */
     bool closing, close_after_write;

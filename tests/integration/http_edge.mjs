@@ -228,6 +228,39 @@ const scenarios = {
     ok(`400, 414, 431, 417 each followed by 2 MB: ${tries} x 4 answers read whole, no reset, their end at most ${eofMax} ms after them`);
   },
 
+  // A client that sends its whole body before it reads (as many do) and
+  // takes longer than the linger's gap allowance in all: a 6 MB body over
+  // --max-body (413 as soon as the headers are in), 64 KB every 20 ms
+  // (about 2 s), nothing read until the last byte is written.  The server
+  // must keep dropping the body while it arrives, so the client then reads
+  // the whole 413; a linger with a fixed one-second end reset it.
+  async slowupload() {
+    const total = 6 << 20, piece = 64 << 10;
+    const c = net.createConnection({ ...target(), allowHalfOpen: true });
+    await new Promise((res, rej) => { c.once('connect', res); c.once('error', rej); });
+    let err = null;
+    c.on('error', (e) => { err = err || e.code || String(e); });
+    c.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+            `Content-Length: ${total}\r\n\r\n`);
+    const t0 = Date.now();
+    for (let sent = 0; sent < total && !err; sent += piece) {
+      c.write(Buffer.alloc(Math.min(piece, total - sent), 'x'));
+      await sleep(20);
+    }
+    const ms = Date.now() - t0;
+    const parts = [];
+    const ended = new Promise((res) => { c.on('end', res); c.on('close', res); });
+    c.on('data', (d) => parts.push(d));
+    await Promise.race([ended, sleep(5000)]);
+    c.end();
+    if (err) fail(`slow upload: ${err} after ${ms} ms`);
+    const p = parseResponse(Buffer.concat(parts));
+    let msg = null;
+    try { msg = p && p.complete && JSON.parse(p.body).error.message; } catch { msg = null; }
+    if (!p || p.status !== 413 || !msg) fail(`slow upload: no whole 413 (${Buffer.concat(parts).length} bytes read)`);
+    ok(`a 6 MB body over --max-body sent in ${ms} ms before reading: its 413 read whole, no reset`);
+  },
+
   // A body trickling in slower than the minimum rate is refused with a 408
   // long before the idle timeout.
   async slowbody() {

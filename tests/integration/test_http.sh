@@ -12,7 +12,8 @@
 #     strings refused; a model name that is not UTF-8 is sanitized; a body
 #     arriving too slowly gets a 408;
 #   - errors answered while the request is still arriving (400, 414, 431,
-#     417 before a 2 MB body) reach the client whole, without a reset.
+#     417 before a 2 MB body; 413 before a 6 MB body sent over 2 s) reach
+#     the client whole, without a reset.
 . "$SRCDIR/lib.sh"
 E="node $SRCDIR/http_edge.mjs"
 export FOLIO_FAKE_STEP_US=0
@@ -137,6 +138,10 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 start_daemon "$FOLIOD_FAKE" --kv-blocks 256 --listen "127.0.0.1:$port" --insecure-listen
 $E linger "$SOCK" 5 || fail "errors answered mid-request, Unix socket"
 $E linger "127.0.0.1:$port" 5 || fail "errors answered mid-request, TCP"
+# a client that sends its whole (refused) body before reading, for longer
+# than the linger's one-second gap allowance in all
+$E slowupload "$SOCK" || fail "a slow upload refused 413, Unix socket"
+$E slowupload "127.0.0.1:$port" || fail "a slow upload refused 413, TCP"
 stop_daemon || fail "exit status"
 
 # --- HTTP details --------------------------------------------------------------
