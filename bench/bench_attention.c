@@ -1093,10 +1093,12 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    const struct setup rg = small_setup(res_seqs, res_ctx, 1, FOLIO_F32, LAYOUT_IDENTITY);
     printf("\n(e) decode from cache: %d seqs x %d ctx (K/V %.2f MB at f32, run back to back),\n"
            "    identity table, one thread: the kernel's arithmetic rate, to hold against (b)'s\n"
            "    per-thread rate\n",
-           res_seqs, res_ctx, (double)res_seqs * res_ctx * 2 * 4 * 64 * 4 / (1 << 20));
+           res_seqs, res_ctx,
+           (double)rg.n_seqs * rg.ctx * 2 * rg.n_kv * rg.hd * sizeof(float) / (1 << 20));
     for (int dt = 0; dt < N_DTYPES; dt++) {
         if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
             continue;

@@ -36,11 +36,10 @@
  *
  * Invariants: hs->st.n_refused counts the open connections with
  * `refused` set, lingering (decremented when one is freed); on those
- * idle_deadline <= linger_end; `shut_wr` is
- * set only on a lingering connection with nothing queued; c->body_counted
- * is what was reported to on_buffer and not yet given back (0 after
- * http__body_release, and released with the accounting object when the
- * connection is freed).
+ * idle_deadline <= linger_end; `shut_wr` is set only on a lingering
+ * connection with nothing queued; c->body_counted is what was reported to
+ * on_buffer and not yet given back (0 after http__body_release, and
+ * released with the accounting object when the connection is freed).
  *
  * Threading: loop thread only.
  */
