@@ -5,8 +5,8 @@
  * called after the dispatcher saw all of them at run time (an AVX-512 CPU
  * without VNNI, e.g. Skylake-SP, runs the AVX2 kernel).  K/V widen in
  * registers as in the AVX2 kernel; q8 scores are int8 dot products
- * (attn_kern_q8dot.h): vpdpbusd on 64 bytes for head_dim a multiple of 64,
- * else the AVX2 32-byte ones.
+ * (attn_kern_q8dot.h): vpdpbusd on 16 keys at a time for head_dim a
+ * multiple of 64, else the AVX2 32-byte ones.
  */
 #include <immintrin.h>
 

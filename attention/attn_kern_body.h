@@ -67,7 +67,9 @@
  *               use); each head's 4 dot-product
  *               vectors are folded into 4 scores by two levels of in-lane
  *               pair sums and one add across 128-bit lanes (no horizontal
- *               sum per key)
+ *               sum per key); q8 with AVX512-VNNI instead takes 16 keys at
+ *               a time, transposed in registers so the keys are lanes
+ *               (kq8z_dot16), with no fold
  *   softmax     online, the pass's heads as lanes of one 4-vector:
  *               m_new = max(m, max_k s), corr = exp(m - m_new),
  *               p = exp(s - m_new), l = l * corr + sum p
@@ -378,8 +380,9 @@ AI vf vmax(vf a, vf b)
  * K vector is widened once and used by all G query vectors (G x KB
  * dot-product vectors in registers; q in registers too, or read from L1
  * as the FMA's memory operand); the KB dot-product vectors of a query are
- * folded into KB scores at once.  A partial step reads row nvis - 1 again
- * in place of the keys it masks, so no row past the chunk is touched. */
+ * folded into KB scores at once (q8 with AVX512-VNNI: 16 keys at a time,
+ * kq8z_dot16).  A partial step reads row nvis - 1 again in place of the
+ * keys it masks, so no row past the chunk is touched. */
 AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
                      const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,
                      const char *const *pf, int32_t pfn, size_t v_bytes, const int hd, const int dt,
@@ -388,6 +391,49 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
     const int nv = hd / VW;
 #ifndef KQ8_W
     (void)qq; /* the f32 path takes the int8 query as floats, from qs */
+#endif
+#if defined(KQ8_ZW) && VW == 16
+    /* q8 with AVX512-VNNI: 16 keys at a time, in lanes (kq8z_dot16) */
+    if (dt == FOLIO_Q8 && hd % KQ8_ZW == 0) {
+        __m512i bias[GS];
+        kq8z_bias(qq, hd, G, bias);
+        for (int kb = 0; kb < KC; kb += 16) {
+#if PF_SPREAD
+            if (pf && kb < pfn) /* the future chunk's rows [kb, kb + 16) */
+                for (int32_t k = kb; k < FOLIO_MIN(kb + 16, pfn); k++)
+                    for (size_t off = 0; off < rb; off += 64) {
+                        __builtin_prefetch(pf[k] + hoff + off, 0, PF_HINT);
+                        __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
+                    }
+#endif
+            if (kb >= nvis) {
+                UNROLL
+                for (int g = 0; g < G; g++)
+                    vstore(s + (size_t)g * KC + kb, vsplat(-INFINITY));
+                continue;
+            }
+            __m512i di[GS];
+            if (nvis - kb >= 16) {
+                kq8z_dot16(qq, rows + kb, hoff, hd, G, bias, di);
+            } else { /* a partial step reads row nvis - 1 again */
+                const char *kr[16];
+                for (int k = 0; k < 16; k++)
+                    kr[k] = rows[FOLIO_MIN(kb + k, nvis - 1)];
+                kq8z_dot16(qq, kr, hoff, hd, G, bias, di);
+            }
+            const __mmask16 keep =
+                nvis - kb >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nvis - kb)) - 1);
+            const __m512 ksv = _mm512_loadu_ps(ks + kb);
+            UNROLL
+            for (int g = 0; g < G; g++) { /* int8 q: its scale, then K's row scales */
+                const __m512 sc = _mm512_mul_ps(
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(di[g]), _mm512_set1_ps(qsc[g])), ksv);
+                _mm512_storeu_ps(s + (size_t)g * KC + kb,
+                                 _mm512_mask_blend_ps(keep, _mm512_set1_ps(-INFINITY), sc));
+            }
+        }
+        return;
+    }
 #endif
     /* G query rows of at most QR vectors each live in registers for the
      * chunk (with the G x KB sums and the K vector: 3 x 4 + 3 x 4 + 1 of
@@ -426,12 +472,7 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
 #ifdef KQ8_W
         if (dt == FOLIO_Q8 && hd % KQ8_W == 0) {
             __m128i di[GS];
-#ifdef KQ8_ZW
-            if (hd % KQ8_ZW == 0)
-                kq8z_dot4(qq, kr, hd, G, di);
-            else
-#endif
-                kq8_dot4(qq, kr, hd, G, di);
+            kq8_dot4(qq, kr, hd, G, di);
             UNROLL
             for (int g = 0; g < G; g++)
                 dot[g] = __builtin_convertvector((v4i)di[g], v4f);
