@@ -114,84 +114,88 @@ static inline __attribute__((always_inline)) void kq8z_bias(const int8_t *q, con
 }
 
 /* out[g] lane k = sum_e q[g * hd + e] * (kr[k] + off)[e], for 16 int8 key
- * rows and G <= 3 int8 query vectors: the keys in lanes.  Per 64 bytes of
- * the rows, the 16 x 16 matrix of their 32-bit words (word j of row k:
- * elements 4j .. 4j + 3) is transposed in registers, 64 shuffles shared by
- * the G heads, so that word j of all 16 keys is one vector; xor 0x80 has
- * made its bytes k + 128, unsigned, and one vpdpbusd per word and head adds
- * (k + 128) * q over the word's four elements, q's word broadcast.  Each
- * sum starts at bias[g] (kq8z_bias: -128 * sum q), which leaves sum q * k,
- * exact (|sum| < 2^31 at every step): the scores equal kq8_dot4's bit for
- * bit, with no fold per head.  Per key, for three heads: 3 vpdpbusd and
- * their broadcasts, 4 shuffles and a load.  It replaced a four-key
- * vpdpbusd version (per key |k| and k's sign as a mask, per head q negated
- * where k < 0 and one vpdpbusd, each head's four sums folded as kq8_dot4's:
- * 9 instructions per key plus about 3 per head for the fold).  Measured on
- * the Zen 5 (bench_attention (e), 1 x 1024, K/V in L2, one thread, five
- * alternated rounds): q8 decode 7.4-7.6 ns per (key, KV head) against
- * 8.1-8.3, the scores' share (the kernel without them: 5.3-5.4) down from
- * about 2.8 ns to 2.1. */
+ * rows and G <= 3 int8 query vectors: the keys in lanes, with no fold per
+ * key.  Per 64 bytes of the rows, taken four rows at a time, and per
+ * 128-bit lane L of the vectors (32-bit words 4L .. 4L + 3 of each row,
+ * word j holding elements 4j .. 4j + 3):
+ *   - xor 0x80 makes each row's bytes k + 128, unsigned;
+ *   - two rounds of unpacks (8 per four rows, shared by the heads) give
+ *     b[m] with word 4L + m of the four rows in lane L;
+ *   - per head, qw[m] holds q's word 4L + m in all four words of lane L
+ *     (one vpermd of q per m and head, per call), so one vpdpbusd of b[m]
+ *     by qw[m] adds (k + 128) * q over word 4L + m of each of the four
+ *     rows: four of them, m = 0 .. 3, and each row's lane L sums its lane's
+ *     16 elements;
+ *   - the four lanes are added at the end, per head: a 4 x 4 transpose of
+ *     128-bit lanes over the four groups of rows (6 shuffles, 3 adds), so
+ *     lane k of out is key k.
+ * Each sum starts at bias[g] (kq8z_bias: -128 * sum q), which leaves sum
+ * q * k, exact (|sum| < 2^31 at every step): the scores equal kq8_dot4's
+ * bit for bit.  Per key, for three heads: 3 vpdpbusd, 2 unpacks, about 1.3
+ * shuffles and a load.  It replaced a four-key vpdpbusd version (per key
+ * |k| and k's sign as a mask, per head q negated where k < 0 and one
+ * vpdpbusd, each head's four sums folded as kq8_dot4's: 9 instructions per
+ * key plus about 3 per head for the fold).  A full 16 x 16 transpose of
+ * the words instead (64 shuffles per 16 keys, q's words broadcast) was
+ * slower.  Measured on the Zen 5 (bench_attention (e), 1 x 1024, K/V in
+ * L2, one thread, six alternated rounds): q8 decode 6.4-6.9 ns per (key,
+ * KV head) against 7.6-8.0 with the four-key version, 6.9-7.4 with the
+ * full transpose. */
 static inline __attribute__((always_inline)) void kq8z_dot16(const int8_t *q, const char *const *kr,
                                                              size_t off, const int hd, const int G,
                                                              const __m512i *bias, __m512i *out)
 {
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
-    __m512i acc[3][2]; /* two chains per head: even and odd words */
-#pragma GCC unroll 4
-    for (int g = 0; g < G; g++) {
-        acc[g][0] = bias[g];
-        acc[g][1] = _mm512_setzero_si512();
-    }
-#pragma GCC unroll 8
-    for (int c = 0; c < hd / KQ8_ZW; c++) {
-        __m512i r[16], a[16];
-#pragma GCC unroll 16
-        for (int k = 0; k < 16; k++)
-            r[k] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(kr[k] + off + 64 * c)), x80);
-            /* per 128-bit lane L (words 4L .. 4L + 3 of every row): a[4i + m]
-             * holds word 4L + m of rows 4i .. 4i + 3 */
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            const __m512i l0 = _mm512_unpacklo_epi32(r[4 * i], r[4 * i + 1]);
-            const __m512i h0 = _mm512_unpackhi_epi32(r[4 * i], r[4 * i + 1]);
-            const __m512i l1 = _mm512_unpacklo_epi32(r[4 * i + 2], r[4 * i + 3]);
-            const __m512i h1 = _mm512_unpackhi_epi32(r[4 * i + 2], r[4 * i + 3]);
-            a[4 * i + 0] = _mm512_unpacklo_epi64(l0, l1);
-            a[4 * i + 1] = _mm512_unpackhi_epi64(l0, l1);
-            a[4 * i + 2] = _mm512_unpacklo_epi64(h0, h1);
-            a[4 * i + 3] = _mm512_unpackhi_epi64(h0, h1);
-        }
-        /* the 4 x 4 lanes of a[m], a[4 + m], a[8 + m], a[12 + m]
-         * transposed: r[4L + m] lane i = a[4i + m] lane L, word 4L + m of
-         * rows 4i .. 4i + 3, so r[j] is word j of every row */
-#pragma GCC unroll 4
-        for (int m = 0; m < 4; m++) {
-            const __m512i c0 = _mm512_shuffle_i32x4(a[m], a[4 + m], 0x44);
-            const __m512i c1 = _mm512_shuffle_i32x4(a[m], a[4 + m], 0xee);
-            const __m512i c2 = _mm512_shuffle_i32x4(a[8 + m], a[12 + m], 0x44);
-            const __m512i c3 = _mm512_shuffle_i32x4(a[8 + m], a[12 + m], 0xee);
-            r[m] = _mm512_shuffle_i32x4(c0, c2, 0x88);
-            r[4 + m] = _mm512_shuffle_i32x4(c0, c2, 0xdd);
-            r[8 + m] = _mm512_shuffle_i32x4(c1, c3, 0x88);
-            r[12 + m] = _mm512_shuffle_i32x4(c1, c3, 0xdd);
-        }
-        /* q's address made opaque, so its words are broadcast from L1
-         * at each use rather than held in (and spilled from) 48 registers
-         * across the calls of a chunk */
-        const int8_t *qc = q + 64 * c;
-        __asm__("" : "+r"(qc));
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++)
-#pragma GCC unroll 4
-            for (int g = 0; g < G; g++) {
-                int32_t w;
-                __builtin_memcpy(&w, qc + (size_t)g * hd + 4 * j, 4);
-                acc[g][j & 1] = _mm512_dpbusd_epi32(acc[g][j & 1], r[j], _mm512_set1_epi32(w));
-            }
-    }
+    __m512i acc[3][4]; /* [head][group of four rows] */
 #pragma GCC unroll 4
     for (int g = 0; g < G; g++)
-        out[g] = _mm512_add_epi32(acc[g][0], acc[g][1]);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            acc[g][i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < hd / KQ8_ZW; c++) {
+        __m512i qw[3][4];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const __m512i qv = _mm512_loadu_si512((const void *)(q + (size_t)g * hd + 64 * c));
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++)
+                qw[g][m] = _mm512_permutexvar_epi32(
+                    _mm512_set_epi32(12 + m, 12 + m, 12 + m, 12 + m, 8 + m, 8 + m, 8 + m, 8 + m,
+                                     4 + m, 4 + m, 4 + m, 4 + m, m, m, m, m),
+                    qv);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m512i r[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                r[k] = _mm512_xor_si512(
+                    _mm512_loadu_si512((const void *)(kr[4 * i + k] + off + 64 * c)), x80);
+            const __m512i l0 = _mm512_unpacklo_epi32(r[0], r[1]);
+            const __m512i h0 = _mm512_unpackhi_epi32(r[0], r[1]);
+            const __m512i l1 = _mm512_unpacklo_epi32(r[2], r[3]);
+            const __m512i h1 = _mm512_unpackhi_epi32(r[2], r[3]);
+            const __m512i b[4] = {_mm512_unpacklo_epi64(l0, l1), _mm512_unpackhi_epi64(l0, l1),
+                                  _mm512_unpacklo_epi64(h0, h1), _mm512_unpackhi_epi64(h0, h1)};
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++)
+#pragma GCC unroll 4
+                for (int g = 0; g < G; g++)
+                    acc[g][i] = _mm512_dpbusd_epi32(acc[g][i], b[m], qw[g][m]);
+        }
+    }
+    /* lane L of acc[g][i] holds rows 4i .. 4i + 3's sums over lane L: add
+     * lanes 0 + 2 and 1 + 3 of two groups at a time, then the halves */
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) {
+        const __m512i u01 = _mm512_add_epi32(_mm512_shuffle_i32x4(acc[g][0], acc[g][1], 0x44),
+                                             _mm512_shuffle_i32x4(acc[g][0], acc[g][1], 0xee));
+        const __m512i u23 = _mm512_add_epi32(_mm512_shuffle_i32x4(acc[g][2], acc[g][3], 0x44),
+                                             _mm512_shuffle_i32x4(acc[g][2], acc[g][3], 0xee));
+        out[g] = _mm512_add_epi32(bias[g], _mm512_add_epi32(_mm512_shuffle_i32x4(u01, u23, 0x88),
+                                                            _mm512_shuffle_i32x4(u01, u23, 0xdd)));
+    }
 }
 #endif
 
