@@ -374,6 +374,23 @@ AI vf vmax(vf a, vf b)
     return (vf)(((vi)a & gt) | ((vi)b & ~gt));
 }
 
+/* With PF_SPREAD, the K and V rows [k0, k1) of the chunk PF_CHUNKS ahead
+ * (pf: its row pointers, NULL when there is none; KV head at hoff). */
+AI void prefetch_rows(const char *const *pf, int32_t k0, int32_t k1, size_t hoff, size_t rb,
+                      size_t v_bytes)
+{
+#if PF_SPREAD
+    if (pf)
+        for (int32_t k = k0; k < k1; k++)
+            for (size_t off = 0; off < rb; off += 64) {
+                __builtin_prefetch(pf[k] + hoff + off, 0, PF_HINT);
+                __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
+            }
+#else
+    (void)pf, (void)k0, (void)k1, (void)hoff, (void)rb, (void)v_bytes;
+#endif
+}
+
 /* s[g * KC + k] = qs[g] . K[k] (q8: times ks[k]) for G query vectors qs
  * (hd apart, already times the softmax scale) and the keys k < nvis of the
  * chunk's rows kh + k * rb; -inf for k >= nvis.  KB keys at a time: each
@@ -398,14 +415,7 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
         __m512i bias[GS];
         kq8z_bias(qq, hd, G, bias);
         for (int kb = 0; kb < KC; kb += 16) {
-#if PF_SPREAD
-            if (pf && kb < pfn) /* the future chunk's rows [kb, kb + 16) */
-                for (int32_t k = kb; k < FOLIO_MIN(kb + 16, pfn); k++)
-                    for (size_t off = 0; off < rb; off += 64) {
-                        __builtin_prefetch(pf[k] + hoff + off, 0, PF_HINT);
-                        __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
-                    }
-#endif
+            prefetch_rows(pf, kb, FOLIO_MIN(kb + 16, pfn), hoff, rb, v_bytes);
             if (kb >= nvis) {
                 UNROLL
                 for (int g = 0; g < G; g++)
@@ -450,14 +460,7 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
             qr[g][c] = c < nv ? vload(qs + (size_t)g * hd + c * VW) : vsplat(0.0f);
     }
     for (int kb = 0; kb < KC; kb += KB) {
-#if PF_SPREAD
-        if (pf && kb < pfn) /* the future chunk's rows [kb, kb + KB) */
-            for (int32_t k = kb; k < FOLIO_MIN(kb + KB, pfn); k++)
-                for (size_t off = 0; off < rb; off += 64) {
-                    __builtin_prefetch(pf[k] + hoff + off, 0, PF_HINT);
-                    __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
-                }
-#endif
+        prefetch_rows(pf, kb, FOLIO_MIN(kb + KB, pfn), hoff, rb, v_bytes);
         if (kb >= nvis) {
             UNROLL
             for (int g = 0; g < G; g++)
