@@ -96,8 +96,8 @@ static inline __attribute__((always_inline)) void kq8_dot4(const int8_t *q, cons
  * with the keys in lanes (kq8z_dot16, below), so no fold at all. */
 #define KQ8_ZW 64
 
-/* -128 * sum_e q[g * hd + e] in every lane, for G int8 query vectors: where
- * kq8z_dot16's sums start, since they take k + 128 as the unsigned operand. */
+/* -128 * sum_e q[g * hd + e] in every lane, for G int8 query vectors: what
+ * kq8z_dot16 adds to its sums, which take k + 128 as the unsigned operand. */
 static inline __attribute__((always_inline)) void kq8z_bias(const int8_t *q, const int hd,
                                                             const int G, __m512i *bias)
 {
@@ -129,12 +129,13 @@ static inline __attribute__((always_inline)) void kq8z_bias(const int8_t *q, con
  *   - the four lanes are added at the end, per head: a 4 x 4 transpose of
  *     128-bit lanes over the four groups of rows (6 shuffles, 3 adds), so
  *     lane k of out is key k.
- * Each sum starts at bias[g] (kq8z_bias: -128 * sum q), which leaves sum
- * q * k, exact (|sum| < 2^31 at every step): the scores equal kq8_dot4's
- * bit for bit.  Per key, for three heads: 3 vpdpbusd, 2 unpacks, about 1.3
- * shuffles and a load.  It replaced a four-key vpdpbusd version (per key
- * |k| and k's sign as a mask, per head q negated where k < 0 and one
- * vpdpbusd, each head's four sums folded as kq8_dot4's: 9 instructions per
+ * Adding bias[g] (kq8z_bias: -128 * sum q) leaves sum q * k, exact (every
+ * partial sum is below 255 * 127 * 512 < 2^31 in size, the result below
+ * 2^24): the scores equal kq8_dot4's bit for bit.  Per key, for three
+ * heads: 3 vpdpbusd, 2 unpacks, about 2 shuffles or permutes and a
+ * load.  It replaced a four-key vpdpbusd version (per key |k| and k's sign
+ * as a mask, per head q negated where k < 0 and one vpdpbusd, each
+ * head's four sums folded as kq8_dot4's: 9 instructions per
  * key plus about 3 per head for the fold).  A full 16 x 16 transpose of
  * the words instead (64 shuffles per 16 keys, q's words broadcast) was
  * slower.  Measured on the Zen 5 (bench_attention (e), 1 x 1024, K/V in
