@@ -29,9 +29,9 @@
  *     untimed one (the first step of a context runs at about half the rate
  *     of later ones: its buffers and oneDNN's scratch are first touched
  *     then; a server pays that once).  K/V contents are arbitrary: the
- *     arithmetic does not depend on them.  The K/V arena is laid out as the pager's, and
- *     the page tables are what the pager hands out to a batch growing a
- *     block at a time in turn (tables_from_pager).
+ *     arithmetic does not depend on them.  The K/V arena is laid out as
+ *     the pager's, and the page tables are what the pager hands out to a
+ *     batch growing a block at a time in turn (tables_from_pager).
  * --decode B,B,... runs only the batched decodes of those batch sizes, 16
  * steps each (for profiling one of them).
  * --decode-ctx N starts the batched decodes at an N-token context instead
