@@ -422,13 +422,18 @@ static const struct eng_step em_step = {
     .free = em_free,
 };
 
-/* One forward step of the full token budget before serving (unless
- * --no-warmup): it touches the context's buffers and sets up the product
- * libraries' kernels and scratch, which made the first step of a fresh
- * context run at about half the rate of the next ones (BENCHMARKS.md), so
- * the first requests no longer pay for it.  Its K/V go to the pool's first
- * blocks, all free at this point: a slot is always written before any
- * step reads it, so nothing ever sees these values. */
+/* Two forward steps before serving (unless --no-warmup), on free blocks:
+ * one of the full token budget in a single sequence, then the same budget
+ * split over as many sampled sequences as a step may hold (max_seqs, at
+ * most max_logits), the shape of a busy step's decodes and prefill chunks.
+ * They touch the context's buffers and set up the product libraries'
+ * kernels and scratch at the sizes a step uses: a fresh context ran its
+ * first step at about half the rate of the next ones, and with only the
+ * first warm-up step its first step of several sequences still took
+ * 80-160 ms longer than the next (BENCHMARKS.md), so the first requests
+ * pay for neither.  Their K/V go to the pool's first blocks, all free at
+ * this point: a slot is always written before any step reads it, so
+ * nothing ever sees these values. */
 static void warm_up(struct em *m, const struct pager_kv_view *kv)
 {
     const int64_t cap = (int64_t)kv->num_blocks * kv->block_size;
@@ -436,20 +441,41 @@ static void warm_up(struct em *m, const struct pager_kv_view *kv)
         (int32_t)FOLIO_MIN(FOLIO_MIN(m->cfg->max_batch_tokens, cap), (int64_t)m->hp.ctx_len);
     if (n < 1)
         return;
-    const int32_t nb = FOLIO_DIV_CEIL(n, kv->block_size);
+    /* the split step: k sequences of `per` tokens, one block table each */
+    int32_t k = (int32_t)FOLIO_MIN(FOLIO_MIN(m->cfg->max_seqs, m->max_logits), n);
+    int32_t per = n / k;
+    int32_t bper = FOLIO_DIV_CEIL(per, kv->block_size);
+    while (k > 1 && (int64_t)k * bper > kv->num_blocks) { /* a small pool: fewer */
+        k /= 2;
+        per = n / k;
+        bper = FOLIO_DIV_CEIL(per, kv->block_size);
+    }
+    const int32_t nb = FOLIO_MAX(FOLIO_DIV_CEIL(n, kv->block_size), k * bper);
     int32_t *tokens = folio_calloc((size_t)n, sizeof(*tokens));
     int32_t *table = folio_malloc((size_t)nb * sizeof(*table));
-    if (tokens && table) {
+    struct model_slice *sl = folio_calloc((size_t)k, sizeof(*sl));
+    if (tokens && table && sl) {
         for (int32_t i = 0; i < nb; i++)
             table[i] = i;
-        const struct model_slice sl = {
+        sl[0] = (struct model_slice){
             .first_pos = 0, .n_tokens = n, .block_table = table, .sample = true};
-        const struct model_batch mb = {
-            .n_tokens = n, .tokens = tokens, .n_slices = 1, .slices = &sl};
-        (void)model_forward(m->mctx, &mb, m->logits);
+        const struct model_batch whole = {
+            .n_tokens = n, .tokens = tokens, .n_slices = 1, .slices = sl};
+        (void)model_forward(m->mctx, &whole, m->logits);
+        if (k > 1) {
+            for (int32_t i = 0; i < k; i++)
+                sl[i] = (struct model_slice){.first_pos = 0,
+                                             .n_tokens = per,
+                                             .block_table = table + (size_t)i * bper,
+                                             .sample = true};
+            const struct model_batch split = {
+                .n_tokens = per * k, .tokens = tokens, .n_slices = k, .slices = sl};
+            (void)model_forward(m->mctx, &split, m->logits);
+        }
     }
     folio_free(tokens);
     folio_free(table);
+    folio_free(sl);
 }
 
 int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops **ops, void **out,
