@@ -96,6 +96,24 @@ done
 stop_daemon || fail "exit status"
 ok "real engine: sampled draws on the thread pool (top-p, top-k + logprobs, T) equal alone and among 16"
 
+# The warm-up's forward steps (one sequence, then max_seqs of them) write
+# K/V into free blocks that requests later own: nothing may read those
+# values, so the same requests give the same bits without it.  In a pool
+# of 40 blocks a first request's blocks are taken from the middle, 20 on
+# (PAGER_ALLOC_LOCAL), inside the 32 the warm-up wrote.
+for w in warm cold; do
+  start_daemon "$FOLIOD" --kv-blocks 40 --max-seqs 32 --threads 2 --batch-invariant \
+    $([ $w = cold ] && echo --no-warmup)
+  for s in 11 12 13; do draw_req $s >"$T/$w-$s.txt"; done
+  stop_daemon || fail "exit status"
+done
+for s in 11 12 13; do
+  grep -q '^\[\[[0-9]' "$T/warm-$s.txt" || fail "request $s: $(cat "$T/warm-$s.txt")"
+  cmp -s "$T/warm-$s.txt" "$T/cold-$s.txt" ||
+    fail "request $s differs without the warm-up: $(cat "$T/warm-$s.txt") vs $(cat "$T/cold-$s.txt")"
+done
+ok "real engine: the same draws with --no-warmup as after the warm-up"
+
 # KV dtypes: the same --kv-mem holds 2x (f16, bf16) / (4 hd)/(hd + 4)x (q8)
 # the blocks of f32; /v1/kv and /metrics name the dtype and bytes per
 # token; greedy completions run with every dtype
