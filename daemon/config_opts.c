@@ -87,8 +87,9 @@ const struct opt srv__opts[] = {
      "included): F32/F16/BF16 products on row-invariant kernels, no attention context splits",
      0},
     {"no-warmup", OPT_BOOL, 0, 0, NULL, NULL, F(no_warmup), NULL,
-     "skip the full-size forward step run before serving (it sets up the product kernels' "
-     "buffers, so the first requests do not wait for that)",
+     "skip the two full-size forward steps run before serving (one sequence, then max-seqs "
+     "of them: they set up the product kernels' buffers, so the first requests do not wait "
+     "for that)",
      0},
     {"unknown-uid", OPT_ENUM, 0, 0, "own", "own|refuse", F(unknown_uid), "own|refuse",
      "socket peers whose uid names no tenant: each is its own tenant 'uid-N', or refused (403)",
