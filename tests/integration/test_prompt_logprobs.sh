@@ -76,18 +76,27 @@ body_of "$r" | jq -e '(.prompt_logprobs | length) == .usage.prompt_tokens and .p
 ok "n = 2 share the prompt's logprobs; chat's beside the choices; stream refused"
 stop_daemon || fail "exit status"
 
-# 6 x 400-token prompts and 2 x 280-token generations on 40 blocks of 16
+# 6 x 400-token prompts and 2 x 360-token generations on 40 blocks of 16
 start_daemon "$FOLIOD" --kv-blocks 40 --block-size 16 --max-seqs 8 --max-batch-tokens 256
+for k in 0 1 2 3 4 5; do
+  echo "{\"prompt\":$(ids 400 $((k + 10))),\"max_tokens\":2,\"temperature\":0,\"ignore_eos\":true,\"prompt_logprobs\":0}" >"$T/q$k.json"
+done
 pids=()
 for k in 0 1; do # generations that hold most of the pool's pages
-  curl -s --unix-socket "$SOCK" -d "{\"prompt\":$(ids 200 $((k + 20))),\"max_tokens\":80,\"temperature\":0,\"ignore_eos\":true}" \
+  curl -s --unix-socket "$SOCK" -d "{\"prompt\":$(ids 200 $((k + 20))),\"max_tokens\":160,\"temperature\":0,\"ignore_eos\":true}" \
     http://x/v1/completions >/dev/null &
   pids+=($!)
 done
+# the prompts come while both generations decode (they hold 26+ of the 40
+# blocks and grow): came first, they could run before them, unpreempted
+for _ in $(seq 1 400); do
+  m=$(curl -s --unix-socket "$SOCK" http://x/metrics)
+  awk '/^folio_num_requests_running[ {]/ {r = $NF} /^folio_generation_tokens_total[ {]/ {g = $NF}
+    END {exit !(r >= 2 && g >= 2)}' <<<"$m" && break
+  sleep 0.02
+done
 for k in 0 1 2 3 4 5; do
-  q=$(ids 400 $((k + 10)))
-  curl -s --unix-socket "$SOCK" -d "{\"prompt\":$q,\"max_tokens\":2,\"temperature\":0,\"ignore_eos\":true,\"prompt_logprobs\":0}" \
-    http://x/v1/completions >"$T/c$k.json" &
+  curl -s --unix-socket "$SOCK" -d "@$T/q$k.json" http://x/v1/completions >"$T/c$k.json" &
   pids+=($!)
 done
 wait "${pids[@]}"
