@@ -125,7 +125,7 @@ done
 # check partial-block tokens against a tolerance of the steps between reads
 compare_maps "" || fail "compact map differs from map=full"
 ok "compact block map = ?map=full: states, tenants, sharing, partial-block tokens"
-kill -KILL "$DPID"; DPID=
+kill -KILL "$DPID"; wait "$DPID" 2>/dev/null || true; DPID= # gone before the next daemon binds the socket
 
 # tenant slots 64..255: 255 unconfigured uids (slots 1..255, in order of
 # first contact); the ones in slots 64 and 255 hold blocks while both maps
@@ -157,4 +157,4 @@ grep -q "2048 blocks" "$T/top.txt" || fail "folio top miscounts blocks: $(grep -
 kill "${HP[@]}" 2>/dev/null || true
 wait "${HP[@]}" 2>/dev/null || true
 ok "tenant slots 64 and 255 in the compact map ('~' + two digits) = ?map=full; folio top counts 2048 blocks"
-kill -KILL "$DPID"; DPID=
+kill -KILL "$DPID"; wait "$DPID" 2>/dev/null || true; DPID= # gone before the next daemon binds the socket
