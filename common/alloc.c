@@ -145,3 +145,27 @@ void folio_region_free(void *p, size_t size)
     if (p)
         munmap(p, region_span(size));
 }
+
+void folio_region_release(void *p, size_t size)
+{
+    if (p)
+        (void)madvise(p, region_span(size), MADV_DONTNEED); /* private anonymous: zeros */
+}
+
+size_t folio_region_resident(const void *p, size_t size)
+{
+    if (!p)
+        return 0;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), span = region_span(size);
+    enum { CHUNK = 4096 }; /* pages asked about per call */
+    unsigned char vec[CHUNK];
+    size_t resident = 0;
+    for (size_t o = 0; o < span; o += (size_t)CHUNK * page) {
+        const size_t len = FOLIO_MIN(span - o, (size_t)CHUNK * page);
+        if (mincore((void *)((const char *)p + o), len, vec) != 0)
+            return 0;
+        for (size_t i = 0; i < len / page; i++)
+            resident += vec[i] & 1;
+    }
+    return resident * page;
+}

@@ -2,11 +2,12 @@
  * pager/pager.c — the KV block pool, page tables, prefix cache and
  * copy-on-write (contract: include/folio/pager.h).
  *
- * What it owns.  One arena of N blocks (a region on huge pages, all of it
- * resident from pager_init on), the metadata of every block (struct
- * pager_block, pager_internal.h), the token ids written into every slot
- * (btok[N][B]), a chained hash of fixed capacity (the prefix cache) and
- * every live page table (struct pager_seq).
+ * What it owns.  One arena of N blocks (a region on huge pages, each page
+ * committed when first written, or all of them at pager_init with
+ * cfg->prefault), the metadata of every block (struct pager_block,
+ * pager_internal.h), the token ids written into every slot (btok[N][B]), a
+ * chained hash of fixed capacity (the prefix cache) and every live page
+ * table (struct pager_seq).
  *
  * Block life cycle.
  *
@@ -682,10 +683,11 @@ int pager_init(pager_t **out, const struct pager_config *cfg)
         goto nomem;
     pg->stamp_now = &pg->stamp[n];
     if (!cfg->no_arena) {
-        /* resident from the start, on huge pages where the kernel has them:
-         * a step never page-faults on K/V, and a pool the machine cannot
-         * hold fails here rather than under load */
-        pg->arena = folio_region_alloc(arena_bytes, FOLIO_REGION_HUGE | FOLIO_REGION_RESIDENT);
+        /* on huge pages where the kernel has them (one fault per 2 MiB of
+         * a (layer, K|V) plane); prefault: resident from the start, so a
+         * step never page-faults on K/V */
+        pg->arena = folio_region_alloc(
+            arena_bytes, FOLIO_REGION_HUGE | (cfg->prefault ? FOLIO_REGION_RESIDENT : 0));
         if (!pg->arena)
             goto nomem;
         pg->arena_bytes = arena_bytes;
@@ -816,6 +818,19 @@ static int32_t block_fill(const pager_t *pg, int32_t b)
         if (s->nb > 0 && s->table[s->nb - 1] == b)
             fill = FOLIO_MAX(fill, seq_block_use(pg, s, s->nb - 1));
     return fill;
+}
+
+size_t pager_arena_resident(const pager_t *pg)
+{
+    return folio_region_resident(pg->arena, pg->arena_bytes);
+}
+
+int pager_release_pages(pager_t *pg)
+{
+    if (pg->nfree != pg->nblocks)
+        return -EBUSY;
+    folio_region_release(pg->arena, pg->arena_bytes);
+    return 0;
 }
 
 void pager_stats_get(const pager_t *pg, struct pager_stats *st)

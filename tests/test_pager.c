@@ -217,6 +217,52 @@ static void test_geometry(void **state)
     pager_free(pg);
 }
 
+/* The arena's pages: committed when first written (or all at init with
+ * prefault); pager_release_pages gives them back only when the pool holds
+ * nothing, and they read as zeros after. */
+static void test_arena_commit(void **state)
+{
+    (void)state;
+    struct pager_config c = small_cfg(64, 16);
+    c.head_dim = 64; /* 32 KiB blocks: a 2 MiB arena */
+    pager_t *pg;
+    assert_int_equal(pager_init(&pg, &c), 0);
+    struct pager_kv_view v;
+    pager_kv_view(pg, &v);
+    struct pager_stats st;
+    pager_stats_get(pg, &st);
+    const size_t bytes = st.bytes_per_block * 64;
+    assert_int_equal(pager_arena_resident(pg), 0);
+    pager_seq_t *s = seq(pg, 0);
+    append_range(pg, s, 0, 5);
+    int32_t b, off;
+    pager_seq_slot(s, 0, &b, &off);
+    float *k0 = (float *)v.base + (size_t)b * v.block_stride; /* layer 0, K, head 0 */
+    k0[0] = 1.5f;
+    const size_t r = pager_arena_resident(pg);
+    assert_true(r >= 4096 && r <= bytes);              /* a page, or a huge page: all of it */
+    assert_int_equal(pager_release_pages(pg), -EBUSY); /* a block is held */
+    assert_true(k0[0] == 1.5f);
+    assert_int_equal(pager_arena_resident(pg), r);
+    pager_seq_free(pg, s);
+    ok(pg);
+    assert_int_equal(pager_release_pages(pg), 0);
+    assert_int_equal(pager_arena_resident(pg), 0);
+    assert_true(k0[0] == 0.0f);
+    ok(pg);
+    pager_free(pg);
+
+    c.prefault = true;
+    assert_int_equal(pager_init(&pg, &c), 0);
+    assert_int_equal(pager_arena_resident(pg), bytes);
+    pager_free(pg);
+
+    c.no_arena = true;
+    assert_int_equal(pager_init(&pg, &c), 0);
+    assert_int_equal(pager_arena_resident(pg), 0);
+    pager_free(pg);
+}
+
 /* ---- append / slots ----------------------------------------------------------- */
 
 static void test_append_slots(void **state)
@@ -1104,23 +1150,15 @@ static void test_alloc_failure_sweep(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_init_invalid),
-        cmocka_unit_test(test_geometry),
-        cmocka_unit_test(test_append_slots),
-        cmocka_unit_test(test_bad_args),
-        cmocka_unit_test(test_enospc_all_or_nothing),
-        cmocka_unit_test(test_alloc_consecutive),
-        cmocka_unit_test(test_alloc_through_cache),
-        cmocka_unit_test(test_alloc_fragmented),
-        cmocka_unit_test(test_fork_cow),
-        cmocka_unit_test(test_truncate),
-        cmocka_unit_test(test_truncate_into_cached_block),
-        cmocka_unit_test(test_prefix_adopt),
-        cmocka_unit_test(test_prefix_dedupe),
-        cmocka_unit_test(test_lru_eviction),
-        cmocka_unit_test(test_key_collisions),
-        cmocka_unit_test(test_info_dump),
-        cmocka_unit_test(test_alloc_failure_sweep),
+        cmocka_unit_test(test_init_invalid),      cmocka_unit_test(test_geometry),
+        cmocka_unit_test(test_arena_commit),      cmocka_unit_test(test_append_slots),
+        cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_enospc_all_or_nothing),
+        cmocka_unit_test(test_alloc_consecutive), cmocka_unit_test(test_alloc_through_cache),
+        cmocka_unit_test(test_alloc_fragmented),  cmocka_unit_test(test_fork_cow),
+        cmocka_unit_test(test_truncate),          cmocka_unit_test(test_truncate_into_cached_block),
+        cmocka_unit_test(test_prefix_adopt),      cmocka_unit_test(test_prefix_dedupe),
+        cmocka_unit_test(test_lru_eviction),      cmocka_unit_test(test_key_collisions),
+        cmocka_unit_test(test_info_dump),         cmocka_unit_test(test_alloc_failure_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

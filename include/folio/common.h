@@ -41,11 +41,18 @@ char *folio_strdup(const char *s);
  *                          so using the region never takes a page fault
  *                          (and a pool too big for the machine fails here,
  *                          at start-up, not under load).
- * Free with folio_region_free(p, size), size as given.  Counts as one
- * allocation for folio_alloc_fail_at. */
+ * Without RESIDENT a page is committed when first touched.  Free with
+ * folio_region_free(p, size), size as given.  Counts as one allocation for
+ * folio_alloc_fail_at. */
 enum { FOLIO_REGION_HUGE = 1, FOLIO_REGION_RESIDENT = 2 };
 void *folio_region_alloc(size_t size, int flags);
 void folio_region_free(void *p, size_t size);
+/* Gives the pages of region [p, p + size) back to the kernel: they read as
+ * zeros again and are committed again when next touched. */
+void folio_region_release(void *p, size_t size);
+/* Bytes of region [p, p + size) that are resident now (mincore); 0 when
+ * the kernel cannot say. */
+size_t folio_region_resident(const void *p, size_t size);
 
 /* Test hook: the n-th allocation from now (n >= 1) returns NULL, once.
  * n = 0 disables.  Affects folio_malloc, folio_calloc, folio_realloc,

@@ -147,6 +147,9 @@ struct pager_config {
     int32_t head_dim;
     enum folio_dtype dtype; /* K/V element type */
     bool no_arena;          /* bookkeeping only, no K/V memory (simulator, tests) */
+    /* Every page of the arena committed at pager_init (a step never takes
+     * a page fault on K/V); else a page is committed when first written. */
+    bool prefault;
     /* Sliding window every layer attends through (0: none, or some layer
      * sees the whole context): the row at position p reads only positions
      * (p - window, p].  Then a table releases the blocks that left it. */
@@ -255,6 +258,14 @@ int32_t pager_window(const pager_t *pg);
 int32_t pager_window_blocks(const pager_t *pg, int32_t n_new);
 /* Blocks a fresh allocation could take now (free + cached). */
 int32_t pager_blocks_available(const pager_t *pg);
+/* Bytes of the arena committed (resident) now; 0 without an arena.  Asks
+ * the kernel (mincore over the arena): for scrapes, not for every step. */
+size_t pager_arena_resident(const pager_t *pg);
+/* When every block is free (none held, none cached), gives the arena's
+ * pages back to the kernel, as after pager_init without prefault: 0, or
+ * -EBUSY with nothing done.  For a pool whose pages were written only for
+ * a scratch purpose (the daemon's warm-up steps). */
+int pager_release_pages(pager_t *pg);
 void pager_block_info_get(const pager_t *pg, int32_t block, struct pager_block_info *info);
 
 /* Walks every structure and verifies the invariants of DESIGN.md; returns 0
