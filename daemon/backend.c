@@ -296,6 +296,7 @@ static void be_stats(void *p, struct eng_stats *st)
     sched_stats_get(b->sched, &st->sched);
     st->block_size = pager_block_size(b->pg);
     st->kv_dtype = folio_dtype_name(b->kv_dtype);
+    st->kv_resident = (int64_t)pager_arena_resident(b->pg);
 }
 
 static int be_tenant_set(void *p, int t, const struct srv_tenant_cfg *tc)
@@ -390,6 +391,21 @@ const struct eng_backend_ops eng_backend_ops = {
     .free = be_free,
 };
 
+/* MemAvailable of /proc/meminfo in bytes; -1 when it cannot be read. */
+static int64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return -1;
+    char line[128];
+    long long kib = -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib < 0 ? -1 : (int64_t)kib << 10;
+}
+
 int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
                     struct eng_backend **out, char *err, size_t errlen)
 {
@@ -418,8 +434,20 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
         .head_dim = g->head_dim,
         .dtype = dt,
         .no_arena = g->no_arena,
+        .prefault = cfg->kv_prefault,
         .window = g->window,
     };
+    /* the pool's pages are committed as they are first written: one the
+     * machine could never hold must fail now, not under load */
+    const int64_t avail = mem_available();
+    if (!g->no_arena && avail >= 0 && nb * bpb > avail) {
+        snprintf(err, errlen,
+                 "the KV pool (%lld MiB) exceeds the memory available (%lld MiB, MemAvailable in "
+                 "/proc/meminfo): lower --kv-mem or --kv-blocks",
+                 (long long)(nb * bpb >> 20), (long long)(avail >> 20));
+        rc = -ENOMEM;
+        goto fail;
+    }
     if ((rc = pager_init(&b->pg, &pc))) {
         snprintf(err, errlen, "cannot allocate the KV pool (%lld blocks): %s", (long long)nb,
                  strerror(-rc));

@@ -182,6 +182,7 @@ struct eng_stats {
     struct sched_stats sched;
     int64_t block_size; /* token slots per block */
     const char *kv_dtype;
+    int64_t kv_resident; /* bytes of the pool's memory committed (pager_arena_resident) */
 };
 
 struct eng_backend_ops {

@@ -546,8 +546,13 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (!cfg->no_warmup)
+    if (!cfg->no_warmup) {
         warm_up(m, &view);
+        /* the K/V it wrote are scratch: without --kv-prefault the pool is
+         * committed by what requests write, not by the warm-up */
+        if (!cfg->kv_prefault)
+            (void)pager_release_pages(eng_backend_pager(be));
+    }
     /* Without a usable tokenizer the server still serves token ids; but a
      * tokenizer the file names and foliod lacks (model, pre-tokenizer) is
      * a refusal: text through it would be garbage. */

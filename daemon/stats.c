@@ -164,6 +164,10 @@ static void metrics_gauges(struct srv *s, struct folio_buf *b, const struct eng_
          (double)st.pager.blocks_free},
         {"folio_kv_blocks_cached", "gauge", "Unreferenced KV blocks kept in the prefix cache.",
          (double)st.pager.blocks_cached},
+        {"folio_kv_resident_bytes", "gauge",
+         "Bytes of the KV pool committed in memory (its pages written at least once; all of "
+         "them with --kv-prefault).",
+         (double)st.kv_resident},
         {"folio_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use (0..1).",
          st.pager.blocks_total ? (double)st.pager.blocks_used / (double)st.pager.blocks_total : 0},
         {"folio_kv_tokens_held", "gauge", "Tokens held by live sequences' page tables.",
@@ -578,7 +582,8 @@ void srv_kv_render(struct srv *s, struct folio_buf *b, const struct srv_caller *
         "lld,\"cached\":%lld},"
         "\"tokens_held\":%lld,\"slots_empty\":%lld,\"requests\":{\"running\":%lld,"
         "\"waiting\":%lld,\"preempted\":%lld},\"preemptions_total\":%lld,"
-        "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"tenants\":[",
+        "\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld},\"resident_bytes\":%lld,"
+        "\"tenants\":[",
         (long long)st.block_size, (long long)st.pager.blocks_total,
         (long long)st.pager.bytes_per_block,
         (long long)(st.block_size ? st.pager.bytes_per_block / st.block_size : 0),
@@ -587,7 +592,7 @@ void srv_kv_render(struct srv *s, struct folio_buf *b, const struct srv_caller *
         (long long)st.pager.tokens_held, (long long)st.pager.slots_empty,
         (long long)st.sched.running, (long long)st.sched.waiting, (long long)st.sched.preempted,
         (long long)st.sched.preemptions, (long long)st.pager.prefix_queries,
-        (long long)st.pager.prefix_hits);
+        (long long)st.pager.prefix_hits, (long long)st.kv_resident);
     for (int t = 0; t < srv_auth_tenant_count(&s->auth); t++)
         kv_tenant_entry(s, b, t, t == 0);
     kv_map(s, b, s->ops->n_blocks(s->backend), (int32_t)st.block_size, -1, full);
