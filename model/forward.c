@@ -14,11 +14,14 @@
  *     qkv [n][(Hq+2Hk)d] = xb · wqkvᵀ                   (one product, all tokens)
  *     q   [n][Hq d]   = rope(qkv[:, Q]);  K/V slots ← rope(qkv[:, K]), qkv[:, V]
  *     att [n][Hq d]   = paged attention(q, K/V through the block tables)
+ *                       (in xb's memory: xb is not read again before the
+ *                       next rmsnorm writes it)
  *     x  += att · woᵀ                                   (beta = 1)
  *     xb              = rmsnorm(x) * ffn_norm
- *     gu  [n][2F]     = xb · w_gate_upᵀ                  (one product: gate | up)
- *     gu[:, :F]       = silu(gate) * up                  (in place, row stride 2F)
- *     x  += gu[:, :F] · w_downᵀ                         (beta = 1, lda 2F)
+ *     for each chunk c of up to FFN_ROWS rows (gu holds one chunk):
+ *       gu  [c][2F]   = xb[c] · w_gate_upᵀ               (one product: gate | up)
+ *       gu[:, :F]     = silu(gate) * up                  (in place, row stride 2F)
+ *       x[c] += gu[:, :F] · w_downᵀ                     (beta = 1, lda 2F)
  *   xs  [L][D]        = rmsnorm(x[the logit rows]) * out_norm: the last row
  *                       of each sampling slice, every row of an all_logits one
  *   logits [L][V]     = xs · outputᵀ                    (one product, those rows only)
@@ -110,8 +113,11 @@ struct model_ctx {
     int32_t *mm_id;    /* [n_layers][MM_PER_LAYER] (see MM_*), then output */
     int32_t n_qkv;     /* (Hq + 2 Hk) * d */
     int32_t n_q, n_kv; /* Hq * d, Hk * d */
-    /* workspaces, [max_tokens] rows unless noted */
-    float *x, *xb, *qkv, *q, *att, *gu;
+    /* workspaces, [max_tokens] rows unless noted; att is xb's memory */
+    float *x, *xb, *qkv, *q, *att;
+    float *gu;              /* [ffn_rows][2F]: one chunk of the FFN's rows */
+    int32_t ffn_rows;       /* min(max_tokens, FFN_ROWS) */
+    int32_t gu_r0;          /* the batch row gu's first row is (the chunk running) */
     float *rope_cs;         /* [max_tokens][d/2][2]: cos, sin */
     int32_t *tok_pos;       /* position of each token */
     int32_t *tok_slice;     /* slice of each token */
@@ -139,6 +145,13 @@ struct model_ctx {
  * down. */
 enum { MM_QKV = 0, MM_WO = 3, MM_GATE_UP = 4, MM_DOWN = 6, MM_PER_LAYER = 7 };
 
+/* Rows of one FFN chunk.  gu, [rows][2F] floats, is the largest workspace
+ * (8 MiB for `small` at 512 rows); in chunks of 256 rows it is half that,
+ * and the products keep the kind of kernel they had at 512 rows (oneDNN's
+ * and sgemm's rates are flat from 256 rows up; quantized weights widen
+ * from widen_min_m() rows, at most 256, model/matmul.c). */
+#define FFN_ROWS 256
+
 /* ---- pool jobs -------------------------------------------------------- */
 
 /* What one dispatch works on; fields used depend on the job. */
@@ -152,6 +165,7 @@ struct fwd_job {
     float *dst;
     const int32_t *rows; /* gather: source rows, or NULL for identity */
     int stage;           /* job_lora: enum lora_stage */
+    int32_t r0;          /* job_lora: batch row of the job's row 0 (an FFN chunk's) */
 };
 
 /* Share [lo, hi) of n items for thread ith of nth. */
@@ -354,7 +368,7 @@ static void lora_group(struct model_ctx *ctx, const struct model_lora *ad, int32
     int targets[3], n_t = 0;
     int32_t col[3] = {0, 0, 0};
     const float *in = NULL;
-    int32_t ldi = 0, ldo = 0;
+    int32_t ldi = 0, ldo = 0, in_r0 = 0, out_r0 = 0; /* gu holds rows from gu_r0 on */
     float *outp = NULL;
     switch (stage) {
     case LORA_QKV:
@@ -369,18 +383,18 @@ static void lora_group(struct model_ctx *ctx, const struct model_lora *ad, int32
     case LORA_GU:
         targets[0] = MODEL_LORA_GATE, targets[1] = MODEL_LORA_UP, n_t = 2;
         col[1] = F;
-        in = ctx->xb, ldi = D, outp = ctx->gu, ldo = 2 * F;
+        in = ctx->xb, ldi = D, outp = ctx->gu, ldo = 2 * F, out_r0 = ctx->gu_r0;
         break;
     default:
         targets[0] = MODEL_LORA_DOWN, n_t = 1;
-        in = ctx->gu, ldi = 2 * F, outp = ctx->x, ldo = D;
+        in = ctx->gu, ldi = 2 * F, outp = ctx->x, ldo = D, in_r0 = ctx->gu_r0;
         break;
     }
     for (int k = 0; k < nr; k++)
-        x[k] = in + (size_t)rows[k] * (size_t)ldi;
+        x[k] = in + (size_t)(rows[k] - in_r0) * (size_t)ldi;
     for (int t = 0; t < n_t; t++) {
         for (int k = 0; k < nr; k++)
-            y[k] = outp + (size_t)rows[k] * (size_t)ldo + col[t];
+            y[k] = outp + (size_t)(rows[k] - out_r0) * (size_t)ldo + col[t];
         model__lora_rows(ad, l, targets[t], x, y, nr);
     }
 }
@@ -395,7 +409,7 @@ static void job_lora(void *arg, int ith, int nth)
     for (int32_t a = 1; a <= ctx->cfg.n_loras; a++) {
         int32_t rows[MODEL_LORA_ROWS];
         int nr = 0;
-        for (int32_t r = lo; r < hi; r++) {
+        for (int32_t r = j->r0 + lo; r < j->r0 + hi; r++) {
             if (j->b->slices[ctx->tok_slice[r]].lora != a)
                 continue;
             rows[nr++] = r;
@@ -651,17 +665,16 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
     const size_t T = (size_t)ctx->cfg.max_tokens, S = (size_t)ctx->cfg.max_slices;
     const size_t R = (size_t)ctx->cfg.max_logits;
     const size_t D = (size_t)hp->dim, d = (size_t)hp->head_dim;
+    ctx->ffn_rows = FOLIO_MIN(ctx->cfg.max_tokens, FFN_ROWS);
     /* float workspaces, each rounded to 16 floats (64 bytes) */
     const size_t sizes[] = {T * D,
-                            T * D,
+                            T * FOLIO_MAX(D, (size_t)ctx->n_q), /* xb, and att */
                             T * (size_t)ctx->n_qkv,
                             T * (size_t)ctx->n_q,
-                            T * (size_t)ctx->n_q,
-                            T * 2 * (size_t)hp->ffn_dim,
+                            (size_t)ctx->ffn_rows * 2 * (size_t)hp->ffn_dim,
                             T * d,
                             R * D};
-    float **slots[] = {&ctx->x,   &ctx->xb, &ctx->qkv,     &ctx->q,
-                       &ctx->att, &ctx->gu, &ctx->rope_cs, &ctx->xs};
+    float **slots[] = {&ctx->x, &ctx->xb, &ctx->qkv, &ctx->q, &ctx->gu, &ctx->rope_cs, &ctx->xs};
     size_t total = 0;
     for (size_t i = 0; i < FOLIO_ARRAY_LEN(sizes); i++)
         total += (sizes[i] + 15) & ~(size_t)15;
@@ -682,6 +695,7 @@ int model_ctx_new(const model_t *m, const struct pager_kv_view *kv,
         *slots[i] = p;
         p += (sizes[i] + 15) & ~(size_t)15;
     }
+    ctx->att = ctx->xb;
     rope_init(ctx, hp);
     /* The kernel's proven bound over every batch this ctx accepts. */
     ctx->attn_work_bytes =
@@ -916,21 +930,32 @@ int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *l
         j.src = ctx->x, j.dst = ctx->xb, j.w = L->ffn_norm;
         run_other(ctx, job_rmsnorm, &j);
         act_add(ctx, l, MODEL_ACT_FFN_IN, ctx->xb, D, n);
-        /* gu[n][2F] = xb[n][D] · w_gate_up[2F][D]ᵀ   (gate | up): one product,
-         * or gate and up into their columns when they differ in type */
-        if (L->w_gate_up.data) {
-            gemm(ctx, id[MM_GATE_UP], &L->w_gate_up, n, ctx->xb, D, 0.0f, ctx->gu, 2 * F);
-        } else {
-            for (int i = 0; i < 2; i++)
-                gemm(ctx, id[MM_GATE_UP + i], &L->gu_part[i], n, ctx->xb, D, 0.0f,
-                     ctx->gu + (size_t)i * F, 2 * F);
+        /* the FFN, ffn_rows rows at a time (gu holds that many) */
+        for (int32_t r0 = 0; r0 < n; r0 += ctx->ffn_rows) {
+            const int32_t nc = FOLIO_MIN(ctx->ffn_rows, n - r0);
+            const float *xb = ctx->xb + (size_t)r0 * D;
+            ctx->gu_r0 = j.r0 = r0;
+            j.n = nc;
+            /* gu[nc][2F] = xb[nc][D] · w_gate_up[2F][D]ᵀ   (gate | up): one
+             * product, or gate and up into their columns when they differ
+             * in type */
+            if (L->w_gate_up.data) {
+                gemm(ctx, id[MM_GATE_UP], &L->w_gate_up, nc, xb, D, 0.0f, ctx->gu, 2 * F);
+            } else {
+                for (int i = 0; i < 2; i++)
+                    gemm(ctx, id[MM_GATE_UP + i], &L->gu_part[i], nc, xb, D, 0.0f,
+                         ctx->gu + (size_t)i * F, 2 * F);
+            }
+            lora_stage(ctx, &j, LORA_GU);
+            run_other(ctx, job_swiglu, &j);
+            act_add(ctx, l, MODEL_ACT_FFN_HIDDEN, ctx->gu, 2 * F, nc);
+            /* x[nc][D] += h[nc][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
+            gemm(ctx, id[MM_DOWN], &L->w_down, nc, ctx->gu, 2 * F, 1.0f, ctx->x + (size_t)r0 * D,
+                 D);
+            lora_stage(ctx, &j, LORA_DOWN);
         }
-        lora_stage(ctx, &j, LORA_GU);
-        run_other(ctx, job_swiglu, &j);
-        act_add(ctx, l, MODEL_ACT_FFN_HIDDEN, ctx->gu, 2 * F, n);
-        /* x[n][D] += h[n][F] (= gu[:, :F], row stride 2F) · w_down[D][F]ᵀ */
-        gemm(ctx, id[MM_DOWN], &L->w_down, n, ctx->gu, 2 * F, 1.0f, ctx->x, D);
-        lora_stage(ctx, &j, LORA_DOWN);
+        ctx->gu_r0 = j.r0 = 0;
+        j.n = n;
     }
     if (ctx->n_hidden > 0) {
         j.n = ctx->n_hidden, j.rows = ctx->hidden_rows;
