@@ -1149,16 +1149,27 @@ static void test_alloc_failure_sweep(void **state)
 
 int main(void)
 {
+    /* clang-format off */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_init_invalid),      cmocka_unit_test(test_geometry),
-        cmocka_unit_test(test_arena_commit),      cmocka_unit_test(test_append_slots),
-        cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_enospc_all_or_nothing),
-        cmocka_unit_test(test_alloc_consecutive), cmocka_unit_test(test_alloc_through_cache),
-        cmocka_unit_test(test_alloc_fragmented),  cmocka_unit_test(test_fork_cow),
-        cmocka_unit_test(test_truncate),          cmocka_unit_test(test_truncate_into_cached_block),
-        cmocka_unit_test(test_prefix_adopt),      cmocka_unit_test(test_prefix_dedupe),
-        cmocka_unit_test(test_lru_eviction),      cmocka_unit_test(test_key_collisions),
-        cmocka_unit_test(test_info_dump),         cmocka_unit_test(test_alloc_failure_sweep),
+        cmocka_unit_test(test_init_invalid),
+        cmocka_unit_test(test_geometry),
+        cmocka_unit_test(test_arena_commit),
+        cmocka_unit_test(test_append_slots),
+        cmocka_unit_test(test_bad_args),
+        cmocka_unit_test(test_enospc_all_or_nothing),
+        cmocka_unit_test(test_alloc_consecutive),
+        cmocka_unit_test(test_alloc_through_cache),
+        cmocka_unit_test(test_alloc_fragmented),
+        cmocka_unit_test(test_fork_cow),
+        cmocka_unit_test(test_truncate),
+        cmocka_unit_test(test_truncate_into_cached_block),
+        cmocka_unit_test(test_prefix_adopt),
+        cmocka_unit_test(test_prefix_dedupe),
+        cmocka_unit_test(test_lru_eviction),
+        cmocka_unit_test(test_key_collisions),
+        cmocka_unit_test(test_info_dump),
+        cmocka_unit_test(test_alloc_failure_sweep),
     };
+    /* clang-format on */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
