@@ -433,7 +433,8 @@ static const struct eng_step em_step = {
  * 80-160 ms longer than the next (BENCHMARKS.md), so the first requests
  * pay for neither.  Their K/V go to the pool's first blocks, all free at
  * this point: a slot is always written before any step reads it, so
- * nothing ever sees these values. */
+ * nothing ever sees these values (and the caller gives their pages back
+ * unless --kv-prefault). */
 static void warm_up(struct em *m, const struct pager_kv_view *kv)
 {
     const int64_t cap = (int64_t)kv->num_blocks * kv->block_size;
