@@ -434,11 +434,11 @@ int eng_backend_new(const struct srv_config *cfg, const struct eng_geom *g,
         .head_dim = g->head_dim,
         .dtype = dt,
         .no_arena = g->no_arena,
-        .prefault = cfg->kv_prefault,
+        .prefault = !cfg->kv_lazy,
         .window = g->window,
     };
-    /* the pool's pages are committed as they are first written: one the
-     * machine could never hold must fail now, not under load */
+    /* a pool the machine could never hold fails now, with a message that
+     * says so (with --kv-lazy it would fail only under load) */
     const int64_t avail = mem_available();
     if (!g->no_arena && avail >= 0 && nb * bpb > avail) {
         snprintf(err, errlen,

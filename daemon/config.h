@@ -86,7 +86,7 @@ struct srv_config {
     bool strict_api;                /* unknown request fields are a 400 (else ignored) */
     bool batch_invariant;           /* --batch-invariant (model_ctx_config.batch_invariant) */
     bool no_warmup;                 /* --no-warmup: no forward step before serving */
-    bool kv_prefault;               /* --kv-prefault: the KV pool resident from start-up */
+    bool kv_lazy;                   /* --kv-lazy: KV pages committed as first written */
     uint64_t set_mask;              /* bit i: option i of the table was given explicitly */
     uint64_t argv_mask;             /* bit i: ... on the command line */
     struct srv_tenant_cfg *tenants; /* [n_tenants]; [0] is "default" */

@@ -64,9 +64,9 @@ const struct opt srv__opts[] = {
      "KV cache memory (k/M/G suffixes); exclusive with --kv-blocks", 0},
     {"kv-blocks", OPT_INT, 0, 1 << 24, "0", NULL, F(kv_blocks), "N",
      "KV cache size in blocks (0: from --kv-mem)", 0},
-    {"kv-prefault", OPT_BOOL, 0, 0, NULL, NULL, F(kv_prefault), NULL,
-     "commit the whole KV pool at start-up (else its pages are committed as blocks are first "
-     "written: the resident set grows with use, up to --kv-mem)",
+    {"kv-lazy", OPT_BOOL, 0, 0, NULL, NULL, F(kv_lazy), NULL,
+     "commit the KV pool's pages as blocks are first written, not all at start-up (the resident "
+     "set grows with use, up to --kv-mem; the first steps pay the page faults)",
      0},
     {"block-size", OPT_INT, 1, 1024, "16", NULL, F(block_size), "N", "token slots per KV block", 0},
     {"kv-dtype", OPT_ENUM, 0, 0, "auto", "f32|f16|bf16|q8|auto", F(kv_dtype),

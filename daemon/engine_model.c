@@ -433,8 +433,8 @@ static const struct eng_step em_step = {
  * 80-160 ms longer than the next (BENCHMARKS.md), so the first requests
  * pay for neither.  Their K/V go to the pool's first blocks, all free at
  * this point: a slot is always written before any step reads it, so
- * nothing ever sees these values (and the caller gives their pages back
- * unless --kv-prefault). */
+ * nothing ever sees these values (with --kv-lazy the caller gives their
+ * pages back). */
 static void warm_up(struct em *m, const struct pager_kv_view *kv)
 {
     const int64_t cap = (int64_t)kv->num_blocks * kv->block_size;
@@ -549,9 +549,9 @@ int eng_model_factory(const struct srv_config *cfg, const struct eng_backend_ops
     }
     if (!cfg->no_warmup) {
         warm_up(m, &view);
-        /* the K/V it wrote are scratch: without --kv-prefault the pool is
+        /* the K/V it wrote are scratch: with --kv-lazy the pool is
          * committed by what requests write, not by the warm-up */
-        if (!cfg->kv_prefault)
+        if (cfg->kv_lazy)
             (void)pager_release_pages(eng_backend_pager(be));
     }
     /* Without a usable tokenizer the server still serves token ids; but a

@@ -165,8 +165,8 @@ static void metrics_gauges(struct srv *s, struct folio_buf *b, const struct eng_
         {"folio_kv_blocks_cached", "gauge", "Unreferenced KV blocks kept in the prefix cache.",
          (double)st.pager.blocks_cached},
         {"folio_kv_resident_bytes", "gauge",
-         "Bytes of the KV pool committed in memory (its pages written at least once; all of "
-         "them with --kv-prefault).",
+         "Bytes of the KV pool committed in memory (all of it from start-up; with --kv-lazy, "
+         "the pages written at least once).",
          (double)st.kv_resident},
         {"folio_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use (0..1).",
          st.pager.blocks_total ? (double)st.pager.blocks_used / (double)st.pager.blocks_total : 0},

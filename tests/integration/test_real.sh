@@ -100,11 +100,10 @@ ok "real engine: sampled draws on the thread pool (top-p, top-k + logprobs, T) e
 # K/V into free blocks that requests later own: nothing may read those
 # values, so the same requests give the same bits without it.  In a pool
 # of 40 blocks a first request's blocks are taken from the middle, 20 on
-# (PAGER_ALLOC_LOCAL), inside the 32 the warm-up wrote.  --kv-prefault
-# keeps what it wrote (else its pages are given back and read as zeros).
+# (PAGER_ALLOC_LOCAL), inside the 32 the warm-up wrote.
 for w in warm cold; do
   start_daemon "$FOLIOD" --kv-blocks 40 --max-seqs 32 --threads 2 --batch-invariant \
-    $([ $w = cold ] && echo --no-warmup || echo --kv-prefault)
+    $([ $w = cold ] && echo --no-warmup)
   for s in 11 12 13; do draw_req $s >"$T/$w-$s.txt"; done
   stop_daemon || fail "exit status"
 done
@@ -115,11 +114,12 @@ for s in 11 12 13; do
 done
 ok "real engine: the same draws with --no-warmup as after the warm-up"
 
-# The pool's pages are committed as blocks are first written (none after
-# the warm-up, which gives its pages back), all at start-up with
-# --kv-prefault; /v1/kv and /metrics say how many bytes; a pool larger than
-# the machine's available memory is refused at start-up, naming it
-start_daemon "$FOLIOD" --kv-mem 64M
+# The pool is resident from start-up; with --kv-lazy its pages are
+# committed as blocks are first written (none after the warm-up, which
+# gives its pages back); /v1/kv and /metrics say how many bytes; a pool
+# larger than the machine's available memory is refused at start-up,
+# naming it
+start_daemon "$FOLIOD" --kv-mem 64M --kv-lazy
 r=$(req GET /v1/kv); total=$(body_of "$r" | jq '.num_blocks * .bytes_per_block')
 body_of "$r" | jq -e '.resident_bytes == 0' >/dev/null || fail "resident after start: $(body_of "$r" | jq -c .resident_bytes)"
 r=$(req POST /v1/completions '{"prompt":[1,2,3,4,5],"max_tokens":20,"temperature":0,"ignore_eos":true}')
@@ -130,15 +130,15 @@ body_of "$r" | jq -e --argjson t "$total" '.resident_bytes > 0 and .resident_byt
 res=$(curl -s --unix-socket "$SOCK" http://x/metrics | awk '/^folio_kv_resident_bytes[ {]/ {print $NF}')
 [ "${res%.*}" -gt 0 ] 2>/dev/null || fail "folio_kv_resident_bytes: '$res'"
 stop_daemon || fail "exit status"
-start_daemon "$FOLIOD" --kv-mem 64M --kv-prefault
+start_daemon "$FOLIOD" --kv-mem 64M
 r=$(req GET /v1/kv)
 body_of "$r" | jq -e --argjson t "$total" '.resident_bytes >= $t' >/dev/null ||
-  fail "resident with --kv-prefault: $(body_of "$r" | jq -c .resident_bytes) of $total"
+  fail "resident without --kv-lazy: $(body_of "$r" | jq -c .resident_bytes) of $total"
 stop_daemon || fail "exit status"
 avail=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
 out=$("$FOLIOD" --socket "$SOCK" --kv-mem $((avail / 1024 + 1024))M 2>&1) && fail "a pool over MemAvailable started"
 grep -q "exceeds the memory available" <<<"$out" || fail "pool over MemAvailable: $out"
-ok "real engine: KV pages committed as written (none after start, all with --kv-prefault), /v1/kv + /metrics; a pool over MemAvailable refused"
+ok "real engine: the KV pool resident from start-up, with --kv-lazy committed as written (none after start), /v1/kv + /metrics; a pool over MemAvailable refused"
 
 # KV dtypes: the same --kv-mem holds 2x (f16, bf16) / (4 hd)/(hd + 4)x (q8)
 # the blocks of f32; /v1/kv and /metrics name the dtype and bytes per
