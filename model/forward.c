@@ -117,7 +117,6 @@ struct model_ctx {
     float *x, *xb, *qkv, *q, *att;
     float *gu;              /* [ffn_rows][2F]: one chunk of the FFN's rows */
     int32_t ffn_rows;       /* min(max_tokens, FFN_ROWS) */
-    int32_t gu_r0;          /* the batch row gu's first row is (the chunk running) */
     float *rope_cs;         /* [max_tokens][d/2][2]: cos, sin */
     int32_t *tok_pos;       /* position of each token */
     int32_t *tok_slice;     /* slice of each token */
@@ -357,9 +356,9 @@ static void run_other(struct model_ctx *ctx, pool_fn fn, struct fwd_job *j)
 enum lora_stage { LORA_QKV, LORA_O, LORA_GU, LORA_DOWN };
 
 /* Rows of one adapter, up to MODEL_LORA_ROWS at a time, through the
- * stage's targets. */
+ * stage's targets; gu's row 0 is batch row gu_r0 (the FFN chunk's first). */
 static void lora_group(struct model_ctx *ctx, const struct model_lora *ad, int32_t l, int stage,
-                       const int32_t *rows, int nr)
+                       int32_t gu_r0, const int32_t *rows, int nr)
 {
     const int32_t D = ctx->m->hp.dim, F = ctx->m->hp.ffn_dim;
     const float *x[MODEL_LORA_ROWS];
@@ -368,7 +367,7 @@ static void lora_group(struct model_ctx *ctx, const struct model_lora *ad, int32
     int targets[3], n_t = 0;
     int32_t col[3] = {0, 0, 0};
     const float *in = NULL;
-    int32_t ldi = 0, ldo = 0, in_r0 = 0, out_r0 = 0; /* gu holds rows from gu_r0 on */
+    int32_t ldi = 0, ldo = 0, in_r0 = 0, out_r0 = 0; /* gu's row 0 is batch row gu_r0 */
     float *outp = NULL;
     switch (stage) {
     case LORA_QKV:
@@ -383,11 +382,11 @@ static void lora_group(struct model_ctx *ctx, const struct model_lora *ad, int32
     case LORA_GU:
         targets[0] = MODEL_LORA_GATE, targets[1] = MODEL_LORA_UP, n_t = 2;
         col[1] = F;
-        in = ctx->xb, ldi = D, outp = ctx->gu, ldo = 2 * F, out_r0 = ctx->gu_r0;
+        in = ctx->xb, ldi = D, outp = ctx->gu, ldo = 2 * F, out_r0 = gu_r0;
         break;
     default:
         targets[0] = MODEL_LORA_DOWN, n_t = 1;
-        in = ctx->gu, ldi = 2 * F, outp = ctx->x, ldo = D, in_r0 = ctx->gu_r0;
+        in = ctx->gu, ldi = 2 * F, outp = ctx->x, ldo = D, in_r0 = gu_r0;
         break;
     }
     for (int k = 0; k < nr; k++)
@@ -414,12 +413,12 @@ static void job_lora(void *arg, int ith, int nth)
                 continue;
             rows[nr++] = r;
             if (nr == MODEL_LORA_ROWS) {
-                lora_group(ctx, ctx->cfg.loras[a - 1], j->layer, j->stage, rows, nr);
+                lora_group(ctx, ctx->cfg.loras[a - 1], j->layer, j->stage, j->r0, rows, nr);
                 nr = 0;
             }
         }
         if (nr)
-            lora_group(ctx, ctx->cfg.loras[a - 1], j->layer, j->stage, rows, nr);
+            lora_group(ctx, ctx->cfg.loras[a - 1], j->layer, j->stage, j->r0, rows, nr);
     }
 }
 
@@ -934,7 +933,7 @@ int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *l
         for (int32_t r0 = 0; r0 < n; r0 += ctx->ffn_rows) {
             const int32_t nc = FOLIO_MIN(ctx->ffn_rows, n - r0);
             const float *xb = ctx->xb + (size_t)r0 * D;
-            ctx->gu_r0 = j.r0 = r0;
+            j.r0 = r0;
             j.n = nc;
             /* gu[nc][2F] = xb[nc][D] · w_gate_up[2F][D]ᵀ   (gate | up): one
              * product, or gate and up into their columns when they differ
@@ -954,7 +953,7 @@ int model_forward_hidden(model_ctx_t *ctx, const struct model_batch *b, float *l
                  D);
             lora_stage(ctx, &j, LORA_DOWN);
         }
-        ctx->gu_r0 = j.r0 = 0;
+        j.r0 = 0;
         j.n = n;
     }
     if (ctx->n_hidden > 0) {

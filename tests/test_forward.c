@@ -1535,6 +1535,12 @@ static void test_lora(void **state)
     e = run_paged(base, FOLIO_F32, 16, 6, len, 1, 1, 0);
     printf("# mixed base/adapter batches (decode): max |diff| = %.3g\n", e);
     assert_true(e <= F32_TOL);
+    /* one step of 310 prompt tokens: the FFN runs in two chunks of rows
+     * (FFN_ROWS, model/forward.c), adapter 2's rows on both sides of the cut */
+    const int32_t big[3] = {120, 100, 90};
+    e = run_paged(base, FOLIO_F32, 16, 3, big, 0, 2, 0);
+    printf("# mixed base/adapter batch over two FFN chunks: max |diff| = %.3g\n", e);
+    assert_true(e <= F32_TOL);
     g_n_loras = 0;
 
     /* batch invariance: with batch_invariant, a sequence through adapter 1
