@@ -20,8 +20,8 @@
  * Scratch (per thread, attn__scratch_floats floats, 64-byte aligned):
  *   m[mcap] l[mcap] s[mcap][ATTN__KC] acc[mcap][hd]
  *   qs[mcap][hd]                    (the tile's queries times scale)
- *   ksc[n_kvh][KC] vsc[n_kvh][KC]   (q8: one KV head's row scales of
- *                                    the chunk, in the first KC of each)
+ *   ksc[n_kvh][KC] vsc[n_kvh][KC]   (q8: each KV head's row scales of
+ *                                    the chunk)
  *   qsc[mcap]  qq[mcap][hd] int8    (q8: the tile's queries quantized by
  *                                    attn_q8_quantize_q, and their scales)
  * where mcap is the largest tile of query vectors (rows x query heads);

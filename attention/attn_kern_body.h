@@ -41,9 +41,10 @@
  * size and a block of 16 costs no shorter chunks (KC 16 within blocks
  * before; KC 32 across them measured 1.1-1.4x faster for q8 and 1.0-1.2x
  * for f16/bf16 decode from memory on a Zen 5, and 8-30% from cache:
- * BENCHMARKS.md); a chunk is worked KV head by KV head, and within one,
- * row by row in passes of up to GS = 3 query heads of the row's group (a
- * "head pass"):
+ * BENCHMARKS.md); a chunk is worked row by row, and a row's query heads
+ * in passes of up to GS = 3 heads of one KV head's group (a "head pass"),
+ * phase by phase: the scores of all the row's passes, then their softmax
+ * steps, then their values (row_chunk):
  *
  *   chunk rows  read in place from the block's tiles in every dtype and
  *               widened to f32 in registers as they are used (f16 by F16C,
@@ -80,8 +81,9 @@
  * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
  * prefetched through the page table (the jump between pages is where the
  * hardware prefetcher loses the stream): head by head, KB rows at a time
- * inside the score loop of the same head of this chunk, so the prefetches
- * are spread over the work instead of issued in one burst per block.  Near
+ * inside the score loop of the same head of this chunk (q8: a row per key
+ * inside the values loop, PF_VALUES), so the prefetches are spread over
+ * the work instead of issued in one burst per block.  Near
  * the end of a piece the stream runs on into the first chunks of the
  * piece this thread runs next (pc->next, when it has the same KV heads and
  * no sliding window), so a short context does not start cold: with 128
@@ -105,7 +107,9 @@
  * chain what its time is: running each head pass's scores before the
  * previous pass's softmax and values, so the chain could overlap them,
  * was slower from L2 there (q8 16.5 against 16.1 ns per (key, KV head),
- * f16 17.5 against 15.5).
+ * f16 17.5 against 15.5); on the Zen 5 the phases of row_chunk (all the
+ * row's scores, then all softmax steps, then all values) are faster
+ * (its comment).
  * That gap is not this kernel's per-block work: with the K/V in L3 the
  * layouts run alike, and page tables shuffled in runs of consecutive ids
  * (bench_attention --run) close it as the runs grow (q8 block 16: 0.88
@@ -175,6 +179,15 @@
  * loop: GS x KB dot-product vectors in registers; values loop: GS x CB
  * accumulators + GS weights + the V vector. */
 #define GS 3
+#ifndef PF_VALUES
+/* where a pass prefetches: q8 in the values loop, a row per key, the
+ * others in the score loop, KB rows per step.  With row_chunk's phases,
+ * q8's score phase is short (16 keys per step by VNNI) and its prefetches
+ * came in bursts: decode 32 x 4096 from memory read 37-39% of the
+ * streaming read with them there, 43-44% in the values loop (the Zen 5,
+ * BENCHMARKS.md) */
+#define PF_VALUES(dt) ((dt) == FOLIO_Q8)
+#endif
 #define KB 4 /* keys per step of the score loop (KC a multiple) */
 #if VW == 1
 #define CB 1
@@ -521,11 +534,18 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
 /* acc[g] = acc[g] * corr[g] + sum_k p[g][k] * V[k] for G consecutive
  * query heads of one KV head (p rows KC apart, acc rows hd apart): each V
  * vector is widened once and used by all G heads, with G x CB
- * accumulators in registers. */
-AI void values_heads(const float *p, float *acc, v4f corr, const char *const *rows, size_t voff,
-                     int32_t nvis, const int hd, const int dt, const int G)
+ * accumulators in registers.  With pf (PF_VALUES), the K and V rows k <
+ * pfn of the chunk PF_CHUNKS ahead are prefetched, one key per key of this
+ * loop (the rest after it). */
+AI void values_heads(const float *p, float *acc, v4f corr, const char *const *rows, size_t hoff,
+                     size_t v_bytes, int32_t nvis, const char *const *pf, int32_t pfn, size_t rb,
+                     const int hd, const int dt, const int G)
 {
     const int nv = hd / VW;
+    const size_t voff = hoff + v_bytes;
+    if (pf)
+        for (int32_t k = nvis; k < pfn; k++)
+            prefetch_rows(pf, k, k + 1, hoff, rb, v_bytes);
     for (int c0 = 0; c0 < nv; c0 += CB) {
         vf a[GS][CB];
         UNROLL
@@ -535,6 +555,8 @@ AI void values_heads(const float *p, float *acc, v4f corr, const char *const *ro
             a[g][c] =
                 c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) * corr[g] : vsplat(0.0f);
         for (int32_t k = 0; k < nvis; k++) {
+            if (pf && c0 == 0 && k < pfn)
+                prefetch_rows(pf, k, k + 1, hoff, rb, v_bytes);
             const char *vr = rows[k] + voff;
             vf pk[GS];
             UNROLL
@@ -704,24 +726,77 @@ AI void prefetch_chunk(const struct attn__piece *pc, const char *const *frows,
         }
 }
 
-/* One chunk for G query heads of one KV head (a row's GQA group or part
- * of it): scores, the sliding window's mask (rel: the row's position
- * minus the chunk's first), softmax, values. */
-AI void head_pass(const struct attn__piece *pc, const float *qs, const int8_t *qq, const float *qsc,
-                  float *s, float *m, float *l, float *acc, const char *const *rows, size_t hoff,
-                  int32_t nvis, int32_t rel, const float *ksc, const float *vsc,
-                  const char *const *pf, int32_t pfn, const int hd, const int dt, const int G)
+/* One row's passes over one chunk (see pass_run). */
+struct chunk_row {
+    const char *const *rows; /* the chunk's K rows of the piece's first KV head */
+    int32_t nvis;            /* keys of the chunk visible to the row */
+    int32_t rel;             /* the row's position minus the chunk's first */
+    const char *const *pf;   /* rows of the chunk PF_CHUNKS ahead, or NULL */
+    int32_t pfn;             /* how many */
+    const float *ksc, *vsc;  /* q8: the chunk's row scales, KC per KV head */
+};
+
+enum { PHASE_SCORES, PHASE_SOFTMAX, PHASE_VALUES };
+
+/* One phase of the pass of G query heads (from qg, of KV head j, with
+ * prefetch when pf) over the chunk: its scores and the sliding window's
+ * mask, its softmax step (which sets the factors *corr), or its values
+ * (scaled by *corr). */
+AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int phase,
+                   const float *qs, const int8_t *qq, const float *qsc, float *s, float *m,
+                   float *l, float *acc, int32_t qg, int32_t j, bool pf, v4f *corr, const int hd,
+                   const int dt, const int G)
 {
-    scores_heads(qs, qq, qsc, s, rows, hoff, nvis, pc->row_bytes, ksc, pf, pfn, pc->v_bytes, hd, dt,
-                 G);
-    if (pc->window > 0) { /* keys before the row's window out */
-        const int32_t cut = rel - pc->window + 1;
-        for (int g = 0; cut > 0 && g < G; g++)
-            for (int32_t k = 0; k < FOLIO_MIN(cut, KC); k++)
-                s[(size_t)g * KC + k] = -INFINITY;
+    const size_t hoff = (size_t)j * pc->head_bytes;
+    float *sg = s + (size_t)qg * KC;
+    if (phase == PHASE_SCORES) {
+        scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
+                     cr->nvis, pc->row_bytes, cr->ksc + (size_t)j * KC,
+                     pf && !PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, pc->v_bytes, hd, dt, G);
+        if (pc->window > 0) { /* keys before the row's window out */
+            const int32_t cut = cr->rel - pc->window + 1;
+            for (int g = 0; cut > 0 && g < G; g++)
+                for (int32_t k = 0; k < FOLIO_MIN(cut, KC); k++)
+                    sg[(size_t)g * KC + k] = -INFINITY;
+        }
+    } else if (phase == PHASE_SOFTMAX) {
+        *corr = softmax_heads(sg, m + qg, l + qg, cr->vsc + (size_t)j * KC, dt, G);
+    } else {
+        values_heads(sg, acc + (size_t)qg * hd, *corr, cr->rows, hoff, pc->v_bytes, cr->nvis,
+                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, pc->row_bytes, hd, dt, G);
     }
-    const v4f corr = softmax_heads(s, m, l, vsc, dt, G);
-    values_heads(s, acc, corr, rows, hoff + pc->v_bytes, nvis, hd, dt, G);
+}
+
+/* A row's work on one chunk, passes [p0, p1): pass p takes the query
+ * heads of KV head p / ppj from GS * (p % ppj) on, GS at a time (ppj =
+ * passes per KV head; the first pass of each KV head prefetches when
+ * cr->pf).  Phase by phase: every pass's scores, then every pass's softmax
+ * step, then every pass's values.  The passes are independent, so each
+ * softmax step's chain of latencies (max, fold, exp, sum) runs beside the
+ * others' instead of between a pass's scores and its values: q8 decode
+ * from L2 5.5-5.9 against 6.8-8.0 ns per (key, KV head) on the Zen 5, f16
+ * and f32 3-4% faster (BENCHMARKS.md).  At most PASS_MAX passes. */
+#define PASS_MAX 16
+AI void row_chunk(const struct attn__piece *pc, const struct chunk_row *cr, const float *qs,
+                  const int8_t *qq, const float *qsc, float *s, float *m, float *l, float *acc,
+                  int32_t qi0, int32_t p0, int32_t p1, const int hd, const int dt)
+{
+    const int32_t group = pc->group, ppj = (group + GS - 1) / GS;
+    v4f corr[PASS_MAX];
+    for (int phase = PHASE_SCORES; phase <= PHASE_VALUES; phase++)
+        for (int32_t p = p0; p < p1; p++) {
+            const int32_t j = p / ppj, g0 = GS * (p % ppj);
+            const int gs = FOLIO_MIN(GS, group - g0);
+            const int32_t qg = qi0 + j * group + g0;
+            const bool pf = cr->pf && g0 == 0;
+            v4f *c = corr + (p - p0);
+            if (gs == 3)
+                pass_phase(pc, cr, phase, qs, qq, qsc, s, m, l, acc, qg, j, pf, c, hd, dt, 3);
+            else if (gs == 2)
+                pass_phase(pc, cr, phase, qs, qq, qsc, s, m, l, acc, qg, j, pf, c, hd, dt, 2);
+            else
+                pass_phase(pc, cr, phase, qs, qq, qsc, s, m, l, acc, qg, j, pf, c, hd, dt, 1);
+        }
 }
 
 /* The results of a tile of nq = rows x hv query vectors (qi = row * hv +
@@ -792,6 +867,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     int8_t *qq = (int8_t *)(qsc + ATTN__ALIGN_F(mcap));
     const size_t hstride = pc->head_bytes; /* row k of KV head j: rows[k] + j * hstride */
     const float scale = pc->scale;
+    const int32_t npass = nkvh * ((group + GS - 1) / GS); /* a row's passes per chunk */
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
         const int32_t nr = FOLIO_MIN(rt, pc->n_rows - r);
@@ -852,44 +928,32 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                     prefetch_chunk(pc, frows, fruns, nfrun, fnp, hoff, dt);
                 /* q8: the chunk's row scales, zeros after n */
                 if (dt == FOLIO_Q8) {
+                    float *kj = ksc + (size_t)j * KC, *vj = vsc + (size_t)j * KC;
                     for (int i = 0; i < nrun; i++) {
                         const char *sk = runs[i].sc + hoff;
-                        memcpy(ksc + runs[i].k0, sk, sizeof(float) * (size_t)runs[i].len);
-                        memcpy(vsc + runs[i].k0, sk + pc->v_bytes,
+                        memcpy(kj + runs[i].k0, sk, sizeof(float) * (size_t)runs[i].len);
+                        memcpy(vj + runs[i].k0, sk + pc->v_bytes,
                                sizeof(float) * (size_t)runs[i].len);
                     }
                     for (int32_t k = n; k < KC; k++)
-                        ksc[k] = vsc[k] = 0;
+                        kj[k] = vj[k] = 0;
                 }
-                for (int32_t rr = 0; rr < nr; rr++) {
-                    const int32_t nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1));
-                    if (nvis == 0)
-                        continue;
-                    const int32_t qi0 = rr * hv + j * group;
-                    const char *const *pf = rr == 0 && fnp > 0 ? frows : NULL;
-                    /* GS query heads of the group at a time: scores,
-                     * softmax, values */
-                    for (int32_t g0 = 0; g0 < group; g0 += GS) {
-                        const int gs = FOLIO_MIN(GS, group - g0);
-                        const int32_t qg = qi0 + g0;
-                        const char *const *pfg = g0 == 0 ? pf : NULL;
-                        if (gs == 3)
-                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
-                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
-                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
-                                      dt, 3);
-                        else if (gs == 2)
-                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
-                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
-                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
-                                      dt, 2);
-                        else
-                            head_pass(pc, qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg,
-                                      s + (size_t)qg * KC, m + qg, l + qg, acc + (size_t)qg * hd,
-                                      rows, hoff, nvis, pos0r + rr - pos, ksc, vsc, pfg, fnp, hd,
-                                      dt, 1);
-                    }
-                }
+            }
+            for (int32_t rr = 0; rr < nr; rr++) {
+                const struct chunk_row cr = {
+                    .rows = rows,
+                    .nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1)),
+                    .rel = pos0r + rr - pos,
+                    .pf = rr == 0 && fnp > 0 ? frows : NULL,
+                    .pfn = fnp,
+                    .ksc = ksc,
+                    .vsc = vsc,
+                };
+                if (cr.nvis == 0)
+                    continue;
+                for (int32_t p0 = 0; p0 < npass; p0 += PASS_MAX)
+                    row_chunk(pc, &cr, qs, qq, qsc, s, m, l, acc, rr * hv, p0,
+                              FOLIO_MIN(npass, p0 + PASS_MAX), hd, dt);
             }
         }
 

@@ -636,6 +636,36 @@ static void test_paged_single_long_decode(void **state)
     }
 }
 
+/* Many query heads per KV head, and many KV heads: the per-row kernel
+ * runs a row's passes (query heads of one KV head, up to 3 at a time)
+ * phase by phase, at most 16 passes at once, so group 52 (18 passes per KV
+ * head, the last of 1 head) takes it through more than one batch of
+ * passes; 20 KV heads of group 1 or 2 split into pieces of at most 16
+ * query heads. */
+static void test_paged_many_kv_heads(void **state)
+{
+    (void)state;
+    rng_state = 11;
+    static const int32_t shapes[][2] = {{20, 1}, {20, 2}, {2, 52}}; /* n_kv, group */
+    for (int dt = 0; dt < N_DT; dt++)
+        for (int sh = 0; sh < 3; sh++) {
+            struct tcase tc;
+            memset(&tc, 0, sizeof(tc));
+            tc.bs = 16;
+            tc.hd = 64;
+            tc.n_kv = shapes[sh][0];
+            tc.group = shapes[sh][1];
+            tc.dt = all_dt[dt];
+            tc.n_seqs = 3;
+            tc.p0[0] = 300, tc.n_q[0] = 1; /* decodes */
+            tc.p0[1] = 77, tc.n_q[1] = 1;
+            tc.p0[2] = 40, tc.n_q[2] = 9; /* a chunk */
+            tc_build(&tc);
+            check_paged(&tc, 1e-5, "many KV heads");
+            tc_free(&tc);
+        }
+}
+
 /* Edge cases: a single partial block, a chunk ending exactly on a block
  * boundary, context 1, an empty batch, head dims the wide paths cannot take. */
 static void test_paged_edges(void **state)
@@ -1255,6 +1285,7 @@ int main(void)
         cmocka_unit_test(test_q8_quantize_q),
         cmocka_unit_test(test_q8_quantize_q_plain),
         cmocka_unit_test(test_paged_q8_exact_q),
+        cmocka_unit_test(test_paged_many_kv_heads),
         cmocka_unit_test(test_paged_edges),
         cmocka_unit_test(test_paged_equal_scores),
         cmocka_unit_test(test_paged_huge_scores),
