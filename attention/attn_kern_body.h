@@ -338,6 +338,12 @@ AI vf kv_load(const char *row, int i, const int dt)
     return vload((const float *)(const void *)row + i);
 }
 
+/* The bytes of one K or V row (pc->row_bytes), a constant where hd is. */
+AI size_t kv_row_bytes(const int hd, const int dt)
+{
+    return (size_t)hd * (dt == FOLIO_F32 ? 4 : dt == FOLIO_Q8 ? 1 : 2);
+}
+
 /* ---- 4 keys' dot products -> 4 scores ---------------------------------- */
 
 #if VW >= 4
@@ -751,7 +757,7 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
     float *sg = s + (size_t)qg * KC;
     if (phase == PHASE_SCORES) {
         scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
-                     cr->nvis, pc->row_bytes, cr->ksc + (size_t)j * KC,
+                     cr->nvis, kv_row_bytes(hd, dt), cr->ksc + (size_t)j * KC,
                      pf && !PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, pc->v_bytes, hd, dt, G);
         if (pc->window > 0) { /* keys before the row's window out */
             const int32_t cut = cr->rel - pc->window + 1;
@@ -763,7 +769,7 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
         *corr = softmax_heads(sg, m + qg, l + qg, cr->vsc + (size_t)j * KC, dt, G);
     } else {
         values_heads(sg, acc + (size_t)qg * hd, *corr, cr->rows, hoff, pc->v_bytes, cr->nvis,
-                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, pc->row_bytes, hd, dt, G);
+                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, kv_row_bytes(hd, dt), hd, dt, G);
     }
 }
 
