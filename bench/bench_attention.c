@@ -29,9 +29,9 @@
  *     of memory), and once "whole": a view whose block_size covers the
  *     sequence, so each (sequence, head) K or V is one contiguous
  *     [ctx][head_dim] buffer — a dense, unpaged KV cache.  The kernel walks
- *     the same 16-key chunks in all three (a chunk never crosses a block,
- *     and 16 divides every block size here), so they run the same
- *     instructions and differ only in where the bytes are.  Each round runs
+ *     the same 32-key chunks in all three (a chunk's rows come through a
+ *     table of row pointers, whether or not it crosses a block), so they
+ *     run the same instructions and differ only in where the bytes are.  Each round runs
  *     the three layouts once, back to back, in an order rotated from round
  *     to round; printed: the median time of each layout, and the medians
  *     over rounds of the speed ratios shuffled / identity and shuffled /
