@@ -732,7 +732,7 @@ AI void prefetch_chunk(const struct attn__piece *pc, const char *const *frows,
         }
 }
 
-/* One row's passes over one chunk (see pass_run). */
+/* What a row's passes over one chunk share (row_chunk). */
 struct chunk_row {
     const char *const *rows; /* the chunk's K rows of the piece's first KV head */
     int32_t nvis;            /* keys of the chunk visible to the row */
