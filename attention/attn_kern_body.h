@@ -338,12 +338,6 @@ AI vf kv_load(const char *row, int i, const int dt)
     return vload((const float *)(const void *)row + i);
 }
 
-/* The bytes of one K or V row (pc->row_bytes), a constant where hd is. */
-AI size_t kv_row_bytes(const int hd, const int dt)
-{
-    return (size_t)hd * (dt == FOLIO_F32 ? 4 : dt == FOLIO_Q8 ? 1 : 2);
-}
-
 /* ---- 4 keys' dot products -> 4 scores ---------------------------------- */
 
 #if VW >= 4
@@ -757,7 +751,7 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
     float *sg = s + (size_t)qg * KC;
     if (phase == PHASE_SCORES) {
         scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
-                     cr->nvis, kv_row_bytes(hd, dt), cr->ksc + (size_t)j * KC,
+                     cr->nvis, (size_t)hd * folio_dtype_size(dt), cr->ksc + (size_t)j * KC,
                      pf && !PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, pc->v_bytes, hd, dt, G);
         if (pc->window > 0) { /* keys before the row's window out */
             const int32_t cut = cr->rel - pc->window + 1;
@@ -769,7 +763,8 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
         *corr = softmax_heads(sg, m + qg, l + qg, cr->vsc + (size_t)j * KC, dt, G);
     } else {
         values_heads(sg, acc + (size_t)qg * hd, *corr, cr->rows, hoff, pc->v_bytes, cr->nvis,
-                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, kv_row_bytes(hd, dt), hd, dt, G);
+                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn,
+                     (size_t)hd * folio_dtype_size(dt), hd, dt, G);
     }
 }
 
@@ -788,10 +783,12 @@ AI void row_chunk(const struct attn__piece *pc, const struct chunk_row *cr, cons
                   int32_t qi0, int32_t p0, int32_t p1, const int hd, const int dt)
 {
     const int32_t group = pc->group, ppj = (group + GS - 1) / GS;
+    const int32_t j0 = p0 / ppj, g00 = GS * (p0 % ppj); /* pass p0 */
     v4f corr[PASS_MAX];
     for (int phase = PHASE_SCORES; phase <= PHASE_VALUES; phase++)
-        for (int32_t p = p0; p < p1; p++) {
-            const int32_t j = p / ppj, g0 = GS * (p % ppj);
+        for (int32_t p = p0, j = j0, g0 = g00; p < p1; p++, g0 += GS) {
+            if (g0 >= group) /* the next KV head's first pass */
+                j++, g0 = 0;
             const int gs = FOLIO_MIN(GS, group - g0);
             const int32_t qg = qi0 + j * group + g0;
             const bool pf = cr->pf && g0 == 0;

@@ -648,7 +648,7 @@ static void test_paged_many_kv_heads(void **state)
     rng_state = 11;
     static const int32_t shapes[][2] = {{20, 1}, {20, 2}, {2, 52}}; /* n_kv, group */
     for (int dt = 0; dt < N_DT; dt++)
-        for (int sh = 0; sh < 3; sh++) {
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
             struct tcase tc;
             memset(&tc, 0, sizeof(tc));
             tc.bs = 16;
