@@ -10,9 +10,9 @@
  * kernel still meets a block boundary every block_size keys, but memory
  * jumps only every N blocks).  --only NAME runs just the (a) case of that name, or every case whose
  * name begins so (and --dtype just one type), for profiling; --only read runs (b) alone and --only
- * cache (e).  --cputime times by process CPU time / threads instead of wall time: on a machine
- * shared with other jobs it leaves out time spent descheduled (useful for comparing kernel
- * variants; the figures to publish are wall).
+ * cache (e), --only pages (f).  --cputime times by process CPU time / threads instead of wall time:
+ * on a machine shared with other jobs it leaves out time spent descheduled (useful for comparing
+ * kernel variants; the figures to publish are wall).
  *
  * The K/V arenas are mapped as the pager maps its own (pager.c,
  * folio_region_alloc with FOLIO_REGION_HUGE): 2 MiB aligned and advised
@@ -37,7 +37,9 @@
  *     over rounds of the speed ratios shuffled / identity and shuffled /
  *     whole taken within each round (the machine's bandwidth drifts between
  *     rounds; a ratio within a round shares it), then the same two ratios
- *     of best times.
+ *     of best times; for decode cases also the shuffled / identity ratio of
+ *     touch+pf (see (b)) in the same rounds: what the two access patterns
+ *     allow with no arithmetic.
  * (b) decode: 32 sequences x 4096 context, the small model's geometry (12
  *     heads, 4 KV heads, head_dim 64, block 16), f32, f16, bf16 and q8:
  *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
@@ -60,6 +62,8 @@
  * 1 MB) has each sequence's setup (its query tile, results) over 8x the keys, so what remains is
  * the per-chunk and per-key cost.
  *
+ * (f) --only pages: what a page jump costs on this machine, apart from any
+ *     kernel (run_pages).
  * (d) --replay (only this): decode 32 x 4096, block 16, over page tables
  *     the real pager produced: replay_tables runs a serving pattern (64
  *     sequences admitted, grown token by token, retired at random lengths,
@@ -651,6 +655,80 @@ static double attn_flops(const struct setup *st)
     return pairs * st->n_heads * 4.0 * st->hd;
 }
 
+/* ---- (f) what a page jump costs (--only pages) --------------------------- */
+
+/* One pass over the runs of 4 KiB of arena in the order of tab (one load
+ * per line, every line of the run dist runs ahead prefetched as the
+ * kernel prefetches); seconds. */
+static double pages_pass(const char *arena, const int32_t *tab, int32_t nr, int32_t dist)
+{
+    enum { RUN = 4096 };
+    const double t0 = (double)folio_now_ns() * 1e-9;
+    float acc = 0;
+    for (int32_t i = 0; i < nr; i++) {
+        if (i + dist < nr)
+            for (size_t off = 0; off < RUN; off += 64)
+                __builtin_prefetch(arena + (size_t)tab[i + dist] * RUN + off, 0, 3);
+        acc += touch_run(arena + (size_t)tab[i] * RUN, RUN);
+    }
+    team.sums[0] = acc;
+    return (double)folio_now_ns() * 1e-9 - t0;
+}
+
+/* (f): one thread reads an arena in runs of 4 KiB (a page; one block's K
+ * of a layer is 4352 bytes for the small geometry at q8, block 16), once
+ * in address order and once in a shuffled order, for arenas from 64 MiB
+ * to a serving pool's size: how much a jump between pages costs on this
+ * machine, apart from any kernel, and how that grows with the memory the
+ * jumps range over (on a VM the host's page tables are walked on each TLB
+ * miss, and a larger arena's walks miss the caches). */
+static void run_pages(int reps)
+{
+    static const int mib[] = {64, 256, 1024};
+    printf("(f) one thread, runs of 4 KiB read in address order or shuffled (each run's lines\n"
+           "    prefetched 4 runs ahead), median of %d passes: GB/s\n",
+           reps);
+    printf("%-10s %12s %12s %9s\n", "arena", "in order", "shuffled", "sh/order");
+    for (size_t a = 0; a < sizeof(mib) / sizeof(mib[0]); a++) {
+        const size_t bytes = (size_t)mib[a] << 20;
+        const int32_t nr = (int32_t)(bytes / 4096);
+        char *arena = use_huge ? folio_region_alloc(bytes, FOLIO_REGION_HUGE)
+                               : folio_aligned_alloc(4096, bytes);
+        int32_t *tab = folio_malloc(sizeof(int32_t) * (size_t)nr * 2);
+        if (!arena || !tab) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        memset(arena, 1, bytes);
+        int32_t *sh = tab + nr;
+        for (int32_t i = 0; i < nr; i++)
+            tab[i] = sh[i] = i;
+        for (int32_t i = nr - 1; i > 0; i--) {
+            const int32_t j = (int32_t)((uint32_t)(rnd() * 1e6f + 1e6f) % (uint32_t)(i + 1));
+            const int32_t t = sh[i];
+            sh[i] = sh[j];
+            sh[j] = t;
+        }
+        double t[2][64];
+        const int n = FOLIO_MIN(reps, 64);
+        for (int r = -1; r < n; r++) /* alternated; pass -1 warms up */
+            for (int o = 0; o < 2; o++) {
+                const double x = pages_pass(arena, o ? sh : tab, nr, 4);
+                if (r >= 0)
+                    t[o][r] = x;
+            }
+        for (int o = 0; o < 2; o++)
+            qsort(t[o], (size_t)n, sizeof(double), cmp_d);
+        printf("%6d MiB %10.1f   %10.1f   %8.3fx\n", mib[a], (double)bytes / t[0][n / 2] * 1e-9,
+               (double)bytes / t[1][n / 2] * 1e-9, t[0][n / 2] / t[1][n / 2]);
+        if (use_huge)
+            folio_region_free(arena, bytes);
+        else
+            folio_free(arena);
+        folio_free(tab);
+    }
+}
+
 /* ---- page tables from the pager (--replay) ------------------------------- */
 
 /* What one replay did to the pool, and what tables it left. */
@@ -935,8 +1013,9 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--4k]\n"
-                "       [--only decode|prefill|chunk|read|cache] [--dtype f32|f16|bf16|q8] [--run "
-                "N]\n"
+                "       [--only decode|prefill|chunk|read|cache|pages] [--dtype f32|f16|bf16|q8]\n"
+                "       [--run N]"
+                "\n"
                 "       [--layers L] [--rotate] [--block-major | --layer-major | --head-major]\n"
                 "       [--replay] [--res SEQS,CTX]\n",
                 argv[0]);
@@ -952,6 +1031,11 @@ int main(int argc, char **argv)
 
     const int cache_only = only && !strcmp(only, "cache"); /* (e) alone, e.g. under perf */
     const int read_only = only && !strcmp(only, "read");   /* (b) alone */
+    if (only && !strcmp(only, "pages")) {                  /* (f) alone */
+        run_pages(reps);
+        team_stop();
+        return 0;
+    }
     double bw = 0;
     if (!cache_only) {
         bw = bandwidth_gbs(reps);
