@@ -114,7 +114,12 @@
  * layouts run alike, and page tables shuffled in runs of consecutive ids
  * (bench_attention --run) close it as the runs grow (q8 block 16: 0.88
  * jumping every block, 0.96 every 4) — it follows how often the memory
- * stream jumps.
+ * stream jumps.  On the Zen 5 VM the kernel's lines and prefetches alone,
+ * with no arithmetic, read 0.82-0.97 as fast through shuffled tables as
+ * through identity ones (bench_attention (a), touch+pf), about what the
+ * kernel does for f32 and q8, and one thread reads shuffled 4 KiB runs at
+ * 0.4-0.8 of in-order (bench_attention --only pages): a page jump costs
+ * the machine, more the larger the arena, whatever the prefetch distance.
  * q8 scores by AVX2 int8 dot products take 32 K elements per load and, per
  * head, a vpsignb, a vpmaddubsw and a vpmaddwd, where the f32 path needs
  * four widenings (shared by the pass) and four FMAs per head; quantizing
