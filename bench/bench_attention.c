@@ -62,8 +62,6 @@
  * 1 MB) has each sequence's setup (its query tile, results) over 8x the keys, so what remains is
  * the per-chunk and per-key cost.
  *
- * (f) --only pages: what a page jump costs on this machine, apart from any
- *     kernel (run_pages).
  * (d) --replay (only this): decode 32 x 4096, block 16, over page tables
  *     the real pager produced: replay_tables runs a serving pattern (64
  *     sequences admitted, grown token by token, retired at random lengths,
@@ -74,6 +72,8 @@
  *     rotated rounds with the identity and whole layouts.  Printed: mean
  *     run of consecutive ids, evictions, median times, and speed against
  *     whole (median of per-round ratios).
+ * (f) --only pages: what a page jump costs on this machine, apart from any
+ *     kernel (run_pages).
  *
  * The paged arenas are laid out as the pager's (layer-major, K and V
  * apart: per (layer, K|V) a run of num_blocks blocks of n_kv_heads tiles,
@@ -1014,8 +1014,7 @@ int main(int argc, char **argv)
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--4k]\n"
                 "       [--only decode|prefill|chunk|read|cache|pages] [--dtype f32|f16|bf16|q8]\n"
-                "       [--run N]"
-                "\n"
+                "       [--run N]\n"
                 "       [--layers L] [--rotate] [--block-major | --layer-major | --head-major]\n"
                 "       [--replay] [--res SEQS,CTX]\n",
                 argv[0]);
