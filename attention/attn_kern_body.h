@@ -753,11 +753,12 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
                    const int dt, const int G)
 {
     const size_t hoff = (size_t)j * pc->head_bytes;
+    const size_t rb = (size_t)hd * folio_dtype_size(dt); /* pc->row_bytes, constant with hd */
     float *sg = s + (size_t)qg * KC;
     if (phase == PHASE_SCORES) {
         scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
-                     cr->nvis, (size_t)hd * folio_dtype_size(dt), cr->ksc + (size_t)j * KC,
-                     pf && !PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, pc->v_bytes, hd, dt, G);
+                     cr->nvis, rb, cr->ksc + (size_t)j * KC, pf && !PF_VALUES(dt) ? cr->pf : NULL,
+                     cr->pfn, pc->v_bytes, hd, dt, G);
         if (pc->window > 0) { /* keys before the row's window out */
             const int32_t cut = cr->rel - pc->window + 1;
             for (int g = 0; cut > 0 && g < G; g++)
@@ -768,8 +769,7 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
         *corr = softmax_heads(sg, m + qg, l + qg, cr->vsc + (size_t)j * KC, dt, G);
     } else {
         values_heads(sg, acc + (size_t)qg * hd, *corr, cr->rows, hoff, pc->v_bytes, cr->nvis,
-                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn,
-                     (size_t)hd * folio_dtype_size(dt), hd, dt, G);
+                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, rb, hd, dt, G);
     }
 }
 

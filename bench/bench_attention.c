@@ -130,6 +130,17 @@ static float rnd(void)
     return (float)((rng_s >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
 }
 
+/* v[0..n) in a random order (Fisher-Yates over rnd) */
+static void shuffle_ids(int32_t *v, int32_t n)
+{
+    for (int32_t i = n - 1; i > 0; i--) {
+        const int32_t j = (int32_t)((uint32_t)(rnd() * 1e6f + 1e6f) % (uint32_t)(i + 1));
+        const int32_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
 /* ---- a batch over one of three layouts --------------------------------- */
 
 enum layout { LAYOUT_SHUFFLED, LAYOUT_IDENTITY, LAYOUT_WHOLE, LAYOUT_GIVEN };
@@ -261,12 +272,7 @@ static void setup_build(struct setup *st)
         memcpy(st->tables, st->given, sizeof(int32_t) * (size_t)nb_seq * (size_t)st->n_seqs);
     if (st->layout == LAYOUT_SHUFFLED) { /* units of shuffle_run ids, shuffled */
         const int32_t run = nb % shuffle_run == 0 ? shuffle_run : 1, nu = nb / run;
-        for (int32_t i = nu - 1; i > 0; i--) {
-            int32_t j = (int32_t)((uint32_t)(rnd() * 1e6f + 1e6f) % (uint32_t)(i + 1));
-            int32_t t = st->tables[i];
-            st->tables[i] = st->tables[j];
-            st->tables[j] = t;
-        }
+        shuffle_ids(st->tables, nu);
         for (int32_t i = nb - 1; i >= 0; i--)
             st->tables[i] = st->tables[i / run] * run + i % run;
     }
@@ -680,8 +686,9 @@ static double pages_pass(const char *arena, const int32_t *tab, int32_t nr, int3
  * in address order and once in a shuffled order, for arenas from 64 MiB
  * to a serving pool's size: how much a jump between pages costs on this
  * machine, apart from any kernel, and how that grows with the memory the
- * jumps range over (on a VM the host's page tables are walked on each TLB
- * miss, and a larger arena's walks miss the caches). */
+ * jumps range over (what TLB misses walked through a VM host's page tables
+ * would do, a larger arena's walks missing the caches; without hardware
+ * counters that is the likely cause, not a measured one). */
 static void run_pages(int reps)
 {
     static const int mib[] = {64, 256, 1024};
@@ -703,12 +710,7 @@ static void run_pages(int reps)
         int32_t *sh = tab + nr;
         for (int32_t i = 0; i < nr; i++)
             tab[i] = sh[i] = i;
-        for (int32_t i = nr - 1; i > 0; i--) {
-            const int32_t j = (int32_t)((uint32_t)(rnd() * 1e6f + 1e6f) % (uint32_t)(i + 1));
-            const int32_t t = sh[i];
-            sh[i] = sh[j];
-            sh[j] = t;
-        }
+        shuffle_ids(sh, nr);
         double t[2][64];
         const int n = FOLIO_MIN(reps, 64);
         for (int r = -1; r < n; r++) /* alternated; pass -1 warms up */
