@@ -78,12 +78,14 @@
  *               accumulator vectors in registers, the rescale applied as
  *               they are loaded (q8: p times V's row scale)
  *
- * While a chunk is used, the K and V rows PF_CHUNKS chunks ahead are
- * prefetched through the page table (the jump between pages is where the
- * hardware prefetcher loses the stream): head by head, KB rows at a time
- * inside the score loop of the same head of this chunk (q8: a row per key
- * inside the values loop, PF_VALUES), so the prefetches are spread over
- * the work instead of issued in one burst per block.  Near
+ * The K and V rows a few (chunk, KV head) steps ahead are prefetched
+ * through the page table (the jump between pages is where the hardware
+ * prefetcher loses the stream), PF_STEPS: while the first pass of KV head
+ * j reads chunk c, the rows of KV head j + 2 (past the last head: of the
+ * next chunk) for f32, f16 and bf16, of the same head two chunks on for
+ * q8; KB rows at a time inside the score loop (q8: a row per key inside
+ * the values loop, PF_VALUES), so the prefetches are spread over the work
+ * instead of issued in one burst per block.  Near
  * the end of a piece the stream runs on into the first chunks of the
  * piece this thread runs next (pc->next, when it has the same KV heads and
  * no sliding window), so a short context does not start cold: with 128
@@ -167,7 +169,19 @@
 #define KC ATTN__KC
 /* the prefetch knobs and CB may be set with -D to measure alternatives */
 #ifndef PF_CHUNKS
-#define PF_CHUNKS 2 /* prefetch distance, in chunks */
+#define PF_CHUNKS 2 /* the tile path's prefetch distance, in chunks */
+#endif
+#ifndef PF_STEPS
+/* the per-row path's prefetch distance, in steps of (chunk, KV head) in
+ * the order a piece reads them: while a pass of KV head j reads chunk c,
+ * the rows of KV head (j + d) mod n_kvh of chunk c + (j + d) / n_kvh are
+ * prefetched (d < n_kvh, or a multiple of it: see kern_body).  q8: two
+ * chunks ahead, the same KV head.  The others: two KV heads ahead.  With
+ * decode's 4 KV heads that is half a chunk instead of two: decode 32 x
+ * 4096 from memory on the Zen 5 read 55-57% of the streaming read against
+ * 49-53% for f16, 55-60% against 50-53% for bf16, f32 alike; q8 read
+ * 36-40% so (BENCHMARKS.md, the eighteenth session) */
+#define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
 #endif
 #ifndef PF_SPREAD
 #define PF_SPREAD 1 /* prefetch inside the score loop, KB rows at a time */
@@ -392,8 +406,9 @@ AI vf vmax(vf a, vf b)
     return (vf)(((vi)a & gt) | ((vi)b & ~gt));
 }
 
-/* With PF_SPREAD, the K and V rows [k0, k1) of the chunk PF_CHUNKS ahead
- * (pf: its row pointers, NULL when there is none; KV head at hoff). */
+/* With PF_SPREAD, the K and V rows [k0, k1) of the chunk being
+ * prefetched (pf: its row pointers, NULL when there is none; the target
+ * KV head at hoff). */
 AI void prefetch_rows(const char *const *pf, int32_t k0, int32_t k1, size_t hoff, size_t rb,
                       size_t v_bytes)
 {
@@ -417,11 +432,12 @@ AI void prefetch_rows(const char *const *pf, int32_t k0, int32_t k1, size_t hoff
  * as the FMA's memory operand); the KB dot-product vectors of a query are
  * folded into KB scores at once (q8 with AVX512-VNNI: 16 keys at a time,
  * kq8z_dot16).  A partial step reads row nvis - 1 again in place of the
- * keys it masks, so no row past the chunk is touched. */
+ * keys it masks, so no row past the chunk is touched.  With pf, the K and
+ * V rows k < pfn of pf (KV head at pfh) are prefetched as the steps go. */
 AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
                      const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,
-                     const char *const *pf, int32_t pfn, size_t v_bytes, const int hd, const int dt,
-                     const int G)
+                     const char *const *pf, int32_t pfn, size_t pfh, size_t v_bytes, const int hd,
+                     const int dt, const int G)
 {
     const int nv = hd / VW;
 #ifndef KQ8_W
@@ -433,7 +449,7 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
         __m512i bias[GS];
         kq8z_bias(qq, hd, G, bias);
         for (int kb = 0; kb < KC; kb += 16) {
-            prefetch_rows(pf, kb, FOLIO_MIN(kb + 16, pfn), hoff, rb, v_bytes);
+            prefetch_rows(pf, kb, FOLIO_MIN(kb + 16, pfn), pfh, rb, v_bytes);
             if (kb >= nvis) {
                 UNROLL
                 for (int g = 0; g < G; g++)
@@ -478,7 +494,7 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
             qr[g][c] = c < nv ? vload(qs + (size_t)g * hd + c * VW) : vsplat(0.0f);
     }
     for (int kb = 0; kb < KC; kb += KB) {
-        prefetch_rows(pf, kb, FOLIO_MIN(kb + KB, pfn), hoff, rb, v_bytes);
+        prefetch_rows(pf, kb, FOLIO_MIN(kb + KB, pfn), pfh, rb, v_bytes);
         if (kb >= nvis) {
             UNROLL
             for (int g = 0; g < G; g++)
@@ -540,17 +556,17 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
  * query heads of one KV head (p rows KC apart, acc rows hd apart): each V
  * vector is widened once and used by all G heads, with G x CB
  * accumulators in registers.  With pf (PF_VALUES), the K and V rows k <
- * pfn of the chunk PF_CHUNKS ahead are prefetched, one key per key of this
- * loop (the rest after it). */
+ * pfn of pf (KV head at pfh) are prefetched, one key per key of this loop
+ * (the rest before it). */
 AI void values_heads(const float *p, float *acc, v4f corr, const char *const *rows, size_t hoff,
-                     size_t v_bytes, int32_t nvis, const char *const *pf, int32_t pfn, size_t rb,
-                     const int hd, const int dt, const int G)
+                     size_t v_bytes, int32_t nvis, const char *const *pf, int32_t pfn, size_t pfh,
+                     size_t rb, const int hd, const int dt, const int G)
 {
     const int nv = hd / VW;
     const size_t voff = hoff + v_bytes;
     if (pf)
         for (int32_t k = nvis; k < pfn; k++)
-            prefetch_rows(pf, k, k + 1, hoff, rb, v_bytes);
+            prefetch_rows(pf, k, k + 1, pfh, rb, v_bytes);
     for (int c0 = 0; c0 < nv; c0 += CB) {
         vf a[GS][CB];
         UNROLL
@@ -561,7 +577,7 @@ AI void values_heads(const float *p, float *acc, v4f corr, const char *const *ro
                 c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) * corr[g] : vsplat(0.0f);
         for (int32_t k = 0; k < nvis; k++) {
             if (pf && c0 == 0 && k < pfn)
-                prefetch_rows(pf, k, k + 1, hoff, rb, v_bytes);
+                prefetch_rows(pf, k, k + 1, pfh, rb, v_bytes);
             const char *vr = rows[k] + voff;
             vf pk[GS];
             UNROLL
@@ -701,9 +717,9 @@ AI int chunk_rows(const struct attn__piece *pc, int32_t pos, int32_t n, int32_t 
     return nrun;
 }
 
-/* Prefetch for one KV head (hoff) of the chunk PF_CHUNKS ahead: q8 row
- * scales, and without PF_SPREAD its K and V rows (with it, scores_heads
- * spreads those over the score loop). */
+/* Prefetch for one KV head (hoff) of the chunk of frows: q8 row scales,
+ * and without PF_SPREAD its K and V rows (with it, the passes spread those
+ * over their loops). */
 AI void prefetch_chunk(const struct attn__piece *pc, const char *const *frows,
                        const struct kv_run *fruns, int nfrun, int32_t fnp, size_t hoff,
                        const int dt)
@@ -734,9 +750,12 @@ AI void prefetch_chunk(const struct attn__piece *pc, const char *const *frows,
 /* What a row's passes over one chunk share (row_chunk). */
 struct chunk_row {
     const char *const *rows; /* the chunk's K rows of the piece's first KV head */
+    int32_t n;               /* how many */
     int32_t nvis;            /* keys of the chunk visible to the row */
     int32_t rel;             /* the row's position minus the chunk's first */
-    const char *const *pf;   /* rows of the chunk PF_CHUNKS ahead, or NULL */
+    bool pfr;                /* this row prefetches (the tile's first) */
+    int32_t pfd;             /* the distance, PF_STEPS */
+    const char *const *pf;   /* rows of the chunk pfd / n_kvh ahead, or NULL */
     int32_t pfn;             /* how many */
     const float *ksc, *vsc;  /* q8: the chunk's row scales, KC per KV head */
 };
@@ -746,7 +765,9 @@ enum { PHASE_SCORES, PHASE_SOFTMAX, PHASE_VALUES };
 /* One phase of the pass of G query heads (from qg, of KV head j, with
  * prefetch when pf) over the chunk: its scores and the sliding window's
  * mask, its softmax step (which sets the factors *corr), or its values
- * (scaled by *corr). */
+ * (scaled by *corr).  It prefetches the rows of KV head j + cr->pfd: of
+ * this chunk while that is below n_kvh, else of cr->pf's chunk, head
+ * (j + pfd) mod n_kvh. */
 AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int phase,
                    const float *qs, const int8_t *qq, const float *qsc, float *s, float *m,
                    float *l, float *acc, int32_t qg, int32_t j, bool pf, v4f *corr, const int hd,
@@ -755,10 +776,20 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
     const size_t hoff = (size_t)j * pc->head_bytes;
     const size_t rb = (size_t)hd * folio_dtype_size(dt); /* pc->row_bytes, constant with hd */
     float *sg = s + (size_t)qg * KC;
+    const char *const *pft = NULL;
+    int32_t pftn = 0;
+    size_t pfh = 0;
+    if (pf) {
+        const int32_t jt = j + cr->pfd;
+        if (jt < pc->n_kvh)
+            pft = cr->rows, pftn = cr->n, pfh = (size_t)jt * pc->head_bytes;
+        else
+            pft = cr->pf, pftn = cr->pfn, pfh = (size_t)(jt % pc->n_kvh) * pc->head_bytes;
+    }
     if (phase == PHASE_SCORES) {
         scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
-                     cr->nvis, rb, cr->ksc + (size_t)j * KC, pf && !PF_VALUES(dt) ? cr->pf : NULL,
-                     cr->pfn, pc->v_bytes, hd, dt, G);
+                     cr->nvis, rb, cr->ksc + (size_t)j * KC, PF_VALUES(dt) ? NULL : pft, pftn, pfh,
+                     pc->v_bytes, hd, dt, G);
         if (pc->window > 0) { /* keys before the row's window out */
             const int32_t cut = cr->rel - pc->window + 1;
             for (int g = 0; cut > 0 && g < G; g++)
@@ -769,14 +800,14 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
         *corr = softmax_heads(sg, m + qg, l + qg, cr->vsc + (size_t)j * KC, dt, G);
     } else {
         values_heads(sg, acc + (size_t)qg * hd, *corr, cr->rows, hoff, pc->v_bytes, cr->nvis,
-                     pf && PF_VALUES(dt) ? cr->pf : NULL, cr->pfn, rb, hd, dt, G);
+                     PF_VALUES(dt) ? pft : NULL, pftn, pfh, rb, hd, dt, G);
     }
 }
 
 /* A row's work on one chunk, passes [p0, p1): pass p takes the query
  * heads of KV head p / ppj from GS * (p % ppj) on, GS at a time (ppj =
  * passes per KV head; the first pass of each KV head prefetches when
- * cr->pf).  Phase by phase: every pass's scores, then every pass's softmax
+ * cr->pfr).  Phase by phase: every pass's scores, then every pass's softmax
  * step, then every pass's values.  The passes are independent, so each
  * softmax step's chain of latencies (max, fold, exp, sum) runs beside the
  * others' instead of between a pass's scores and its values: q8 decode
@@ -796,7 +827,7 @@ AI void row_chunk(const struct attn__piece *pc, const struct chunk_row *cr, cons
                 j++, g0 = 0;
             const int gs = FOLIO_MIN(GS, group - g0);
             const int32_t qg = qi0 + j * group + g0;
-            const bool pf = cr->pf && g0 == 0;
+            const bool pf = cr->pfr && g0 == 0;
             v4f *c = corr + (p - p0);
             if (gs == 3)
                 pass_phase(pc, cr, phase, qs, qq, qsc, s, m, l, acc, qg, j, pf, c, hd, dt, 3);
@@ -876,6 +907,11 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     const size_t hstride = pc->head_bytes; /* row k of KV head j: rows[k] + j * hstride */
     const float scale = pc->scale;
     const int32_t npass = nkvh * ((group + GS - 1) / GS); /* a row's passes per chunk */
+    /* prefetch: pfd (chunk, KV head) steps ahead, so KV head j's target is
+     * in this chunk or the one pfo chunks ahead (frows): j + pfd < nkvh,
+     * or (j + pfd) / nkvh == pfo for every j, which holds when pfd is
+     * below nkvh or a multiple of it */
+    const int32_t pfd = PF_STEPS(dt, nkvh), pfo = (nkvh - 1 + pfd) / nkvh;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
         const int32_t nr = FOLIO_MIN(rt, pc->n_rows - r);
@@ -908,23 +944,23 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
         if (!nx || r + rt < pc->n_rows || nx->n_kvh != nkvh || nx->window > 0 || pc->window > 0)
             nx = NULL;
         /* rows[k]: key k's K row of the piece's first KV head (V: v_bytes
-         * further), for the chunk at pos and the one PF_CHUNKS ahead
-         * (frows); q8: runs of consecutive slots of one block, for the
-         * row scales */
+         * further), for the chunk at pos and the one pfo ahead (frows);
+         * q8: runs of consecutive slots of one block, for the row
+         * scales */
         const char *rows[KC], *frows[KC];
         struct kv_run runs[KC], fruns[KC];
         int32_t n;
         for (int32_t pos = start; pos < cend; pos += n) {
             n = FOLIO_MIN(KC, cend - pos);
             const int nrun = chunk_rows(pc, pos, n, lo_ok, rows, runs);
-            const int32_t pp = pos + PF_CHUNKS * KC;
+            const int32_t pp = pos + pfo * KC;
             int32_t fnp = 0;
             int nfrun = 0;
             if (pp < cend) {
                 fnp = FOLIO_MIN(KC, cend - pp);
                 nfrun = chunk_rows(pc, pp, fnp, lo_ok, frows, fruns);
             } else if (nx) { /* the next piece's chunk that far ahead */
-                const int32_t np = nx->c0 + (PF_CHUNKS - (cend - pos + KC - 1) / KC) * KC;
+                const int32_t np = nx->c0 + (pfo - (cend - pos + KC - 1) / KC) * KC;
                 if (np < nx->c1) {
                     fnp = FOLIO_MIN(KC, nx->c1 - np);
                     nfrun = chunk_rows(nx, np, fnp, nx->c0, frows, fruns);
@@ -950,9 +986,12 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             for (int32_t rr = 0; rr < nr; rr++) {
                 const struct chunk_row cr = {
                     .rows = rows,
+                    .n = n,
                     .nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1)),
                     .rel = pos0r + rr - pos,
-                    .pf = rr == 0 && fnp > 0 ? frows : NULL,
+                    .pfr = rr == 0,
+                    .pfd = pfd,
+                    .pf = fnp > 0 ? frows : NULL,
                     .pfn = fnp,
                     .ksc = ksc,
                     .vsc = vsc,
