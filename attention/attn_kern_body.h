@@ -149,7 +149,14 @@
  * head) from L2 (bench_attention --only cache --res 1,1024), and within
  * noise of the real kernel from memory with either alone; the work per
  * chunk and per key around them is most of it (BENCHMARKS.md, the AVX-512
- * machine's tenth session).
+ * machine's tenth session).  From memory too: with every product, softmax
+ * step and widening replaced by one load per line (a scratch build),
+ * decode 32 x 4096 read f32 at 98-106% of touch+pf's rate ((b)), f16
+ * and bf16 at 69-75% and q8 at 57-69%, where this kernel reads 87-95%,
+ * 62-69% and 60-70%: what holds the narrow dtypes below their access
+ * pattern is mostly the per-key work around the products, which adds to
+ * the wait for memory instead of hiding under it (BENCHMARKS.md, the
+ * eighteenth session).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -177,10 +184,13 @@
  * the rows of KV head (j + d) mod n_kvh of chunk c + (j + d) / n_kvh are
  * prefetched (d < n_kvh, or a multiple of it: see kern_body).  q8: two
  * chunks ahead, the same KV head.  The others: two KV heads ahead.  With
- * decode's 4 KV heads that is half a chunk instead of two: decode 32 x
- * 4096 from memory on the Zen 5 read 55-57% of the streaming read against
- * 49-53% for f16, 55-60% against 50-53% for bf16, f32 alike; q8 read
- * 36-40% so (BENCHMARKS.md, the eighteenth session) */
+ * decode's 4 KV heads that is half a chunk instead of two chunks: decode
+ * 32 x 4096 from memory on the Zen 5 (two runs of 6 rounds, alternated
+ * with two chunks ahead; medians of the per-round rates) read 53 and 57%
+ * of the streaming read against 51 and 55% for f16, 56 and 59% against 49
+ * and 57% for bf16, f32 alike, and shuffled / identity went from 0.85-0.91
+ * to 0.95-1.00; one, two or three heads ahead read alike.  q8 read 36-40%
+ * so against 44-49% (BENCHMARKS.md, the eighteenth session) */
 #define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
 #endif
 #ifndef PF_SPREAD
