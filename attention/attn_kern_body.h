@@ -149,14 +149,14 @@
  * head) from L2 (bench_attention --only cache --res 1,1024), and within
  * noise of the real kernel from memory with either alone; the work per
  * chunk and per key around them is most of it (BENCHMARKS.md, the AVX-512
- * machine's tenth session).  From memory too: with every product, softmax
- * step and widening replaced by one load per line (a scratch build),
- * decode 32 x 4096 read f32 at 98-106% of touch+pf's rate ((b)), f16
- * and bf16 at 69-75% and q8 at 57-69%, where this kernel reads 87-95%,
- * 62-69% and 60-70%: what holds the narrow dtypes below their access
- * pattern is mostly the per-key work around the products, which adds to
- * the wait for memory instead of hiding under it (BENCHMARKS.md, the
- * eighteenth session).
+ * machine's tenth session).  From memory too: with the products and
+ * widenings replaced by one load per line and the softmax step skipped (a
+ * scratch build), decode 32 x 4096 read f32 at 98-106% of touch+pf's rate
+ * ((b)), f16 and bf16 at 69-75% and q8 at 57-69%, where this kernel reads
+ * 87-95%, 62-69% and 60-70%: what holds the narrow dtypes below their
+ * access pattern is mostly the per-key work around the products, which
+ * adds to the wait for memory instead of hiding under it (BENCHMARKS.md,
+ * the eighteenth session).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
