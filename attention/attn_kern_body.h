@@ -189,8 +189,9 @@
  * with two chunks ahead; medians of the per-round rates) read 53 and 57%
  * of the streaming read against 51 and 55% for f16, 56 and 59% against 49
  * and 57% for bf16, f32 alike, and shuffled / identity went from 0.85-0.91
- * to 0.95-1.00; one, two or three heads ahead read alike.  q8 read 36-40%
- * so against 44-49% (BENCHMARKS.md, the eighteenth session) */
+ * to 0.95-1.00; one, two or three heads ahead read alike.  q8 two heads
+ * ahead read 36-40% against 44-49% (BENCHMARKS.md, the eighteenth
+ * session) */
 #define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
 #endif
 #ifndef PF_SPREAD
@@ -918,9 +919,9 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     const float scale = pc->scale;
     const int32_t npass = nkvh * ((group + GS - 1) / GS); /* a row's passes per chunk */
     /* prefetch: pfd (chunk, KV head) steps ahead, so KV head j's target is
-     * in this chunk or the one pfo chunks ahead (frows): j + pfd < nkvh,
-     * or (j + pfd) / nkvh == pfo for every j, which holds when pfd is
-     * below nkvh or a multiple of it */
+     * in this chunk (j + pfd < nkvh) or else in the one pfo chunks ahead
+     * (frows): that needs (j + pfd) / nkvh to be 0 or pfo for every j,
+     * which holds when pfd is below nkvh or a multiple of it */
     const int32_t pfd = PF_STEPS(dt, nkvh), pfo = (nkvh - 1 + pfd) / nkvh;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
