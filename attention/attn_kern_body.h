@@ -78,14 +78,14 @@
  *               accumulator vectors in registers, the rescale applied as
  *               they are loaded (q8: p times V's row scale)
  *
- * The K and V rows a few (chunk, KV head) steps ahead are prefetched
- * through the page table (the jump between pages is where the hardware
- * prefetcher loses the stream), PF_STEPS: while the first pass of KV head
- * j reads chunk c, the rows of KV head j + 2 (past the last head: of the
- * next chunk) for f32, f16 and bf16, of the same head two chunks on for
- * q8; KB rows at a time inside the score loop (q8: a row per key inside
- * the values loop, PF_VALUES), so the prefetches are spread over the work
- * instead of issued in one burst per block.  Near
+ * The rows read a little later are prefetched through the page table
+ * (the jump between pages is where the hardware prefetcher loses the
+ * stream), spread over the loops rather than issued in one burst per
+ * block (PF_STREAM, PF_STEPS): for f32 each loop prefetches the rows of
+ * the next KV head's K or V it will read; for f16 and bf16 the score loop
+ * of KV head j prefetches the K and V rows of KV head j + 2 (past the
+ * last head: of the next chunk); for q8 the values loop those of the same
+ * head two chunks on.  Near
  * the end of a piece the stream runs on into the first chunks of the
  * piece this thread runs next (pc->next, when it has the same KV heads and
  * no sliding window), so a short context does not start cold: with 128
@@ -178,20 +178,39 @@
 #ifndef PF_CHUNKS
 #define PF_CHUNKS 2 /* the tile path's prefetch distance, in chunks */
 #endif
+/* The per-row path's prefetch.  Per chunk a piece reads its KV heads' K
+ * rows (the score phase), then their V rows (the values phase): 2 n_kvh
+ * reads of one head's rows each.  Two schemes, by dtype:
+ *
+ *   paired (f16, bf16, q8): the first pass of KV head j prefetches the K
+ *     and V rows of the (chunk, KV head) PF_STEPS steps on: KV head
+ *     (j + d) mod n_kvh of chunk c + (j + d) / n_kvh (d below n_kvh or a
+ *     multiple of it: see kern_body), in its score loop, or for q8 in its
+ *     values loop (PF_VALUES).  f16 and bf16 two KV heads ahead: with
+ *     decode's 4 KV heads half a chunk, not two chunks as before; decode
+ *     32 x 4096 from memory on the Zen 5 (two runs of 6 rounds, alternated;
+ *     medians of the per-round rates) read 53 and 57% of the streaming read
+ *     against 51 and 55% for f16, 56 and 59% against 49 and 57% for bf16,
+ *     and shuffled / identity went from 0.85-0.91 to 0.95-1.00; one, two
+ *     or three heads ahead read alike.  q8 two chunks ahead, the same
+ *     head: two heads ahead read 36-40% against 44-49%.
+ *   stream (f32, PF_STREAM): each loop prefetches the rows of the read
+ *     after its own, one line per line it reads: the score loop of KV head
+ *     j those of K head j + 1 (after the last head: V head 0), the values
+ *     loop those of V head j + 1 (after the last: K head 0 of the next
+ *     chunk).  Against paired two heads ahead, decode 32 x 4096 from
+ *     memory read 58 and 67.5% of the streaming read against 55 and 59.5%
+ *     (two runs of 8 rounds) on shuffled tables, and through identity,
+ *     dense and the pager's own tables took 11-17% less time; for f16 and
+ *     bf16 it made the dense layout 14% faster but the shuffled tables
+ *     slower (43-49% against 51-54%) and the pager's no faster, for q8 the
+ *     pager's 37% slower.
+ *
+ * (BENCHMARKS.md, the eighteenth session.) */
+#ifndef PF_STREAM
+#define PF_STREAM(dt) ((dt) == FOLIO_F32)
+#endif
 #ifndef PF_STEPS
-/* the per-row path's prefetch distance, in steps of (chunk, KV head) in
- * the order a piece reads them: while a pass of KV head j reads chunk c,
- * the rows of KV head (j + d) mod n_kvh of chunk c + (j + d) / n_kvh are
- * prefetched (d < n_kvh, or a multiple of it: see kern_body).  q8: two
- * chunks ahead, the same KV head.  The others: two KV heads ahead.  With
- * decode's 4 KV heads that is half a chunk instead of two chunks: decode
- * 32 x 4096 from memory on the Zen 5 (two runs of 6 rounds, alternated
- * with two chunks ahead; medians of the per-round rates) read 53 and 57%
- * of the streaming read against 51 and 55% for f16, 56 and 59% against 49
- * and 57% for bf16, f32 alike, and shuffled / identity went from 0.85-0.91
- * to 0.95-1.00; one, two or three heads ahead read alike.  q8 two heads
- * ahead read 36-40% against 44-49% (BENCHMARKS.md, the eighteenth
- * session) */
 #define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
 #endif
 #ifndef PF_SPREAD
@@ -419,7 +438,7 @@ AI vf vmax(vf a, vf b)
 
 /* With PF_SPREAD, the K and V rows [k0, k1) of the chunk being
  * prefetched (pf: its row pointers, NULL when there is none; the target
- * KV head at hoff). */
+ * KV head at hoff), or with v_bytes 0 only the rows at hoff. */
 AI void prefetch_rows(const char *const *pf, int32_t k0, int32_t k1, size_t hoff, size_t rb,
                       size_t v_bytes)
 {
@@ -428,7 +447,8 @@ AI void prefetch_rows(const char *const *pf, int32_t k0, int32_t k1, size_t hoff
         for (int32_t k = k0; k < k1; k++)
             for (size_t off = 0; off < rb; off += 64) {
                 __builtin_prefetch(pf[k] + hoff + off, 0, PF_HINT);
-                __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
+                if (v_bytes)
+                    __builtin_prefetch(pf[k] + hoff + v_bytes + off, 0, PF_HINT);
             }
 #else
     (void)pf, (void)k0, (void)k1, (void)hoff, (void)rb, (void)v_bytes;
@@ -444,7 +464,8 @@ AI void prefetch_rows(const char *const *pf, int32_t k0, int32_t k1, size_t hoff
  * folded into KB scores at once (q8 with AVX512-VNNI: 16 keys at a time,
  * kq8z_dot16).  A partial step reads row nvis - 1 again in place of the
  * keys it masks, so no row past the chunk is touched.  With pf, the K and
- * V rows k < pfn of pf (KV head at pfh) are prefetched as the steps go. */
+ * V rows k < pfn of pf (KV head at pfh; with v_bytes 0 only those rows)
+ * are prefetched as the steps go. */
 AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
                      const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,
                      const char *const *pf, int32_t pfn, size_t pfh, size_t v_bytes, const int hd,
@@ -566,18 +587,18 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float 
 /* acc[g] = acc[g] * corr[g] + sum_k p[g][k] * V[k] for G consecutive
  * query heads of one KV head (p rows KC apart, acc rows hd apart): each V
  * vector is widened once and used by all G heads, with G x CB
- * accumulators in registers.  With pf (PF_VALUES), the K and V rows k <
- * pfn of pf (KV head at pfh) are prefetched, one key per key of this loop
- * (the rest before it). */
+ * accumulators in registers.  With pf, the K and V rows k < pfn of pf
+ * (KV head at pfh; with pvb 0 only those rows) are prefetched, one key per
+ * key of this loop (the rest before it). */
 AI void values_heads(const float *p, float *acc, v4f corr, const char *const *rows, size_t hoff,
                      size_t v_bytes, int32_t nvis, const char *const *pf, int32_t pfn, size_t pfh,
-                     size_t rb, const int hd, const int dt, const int G)
+                     size_t pvb, size_t rb, const int hd, const int dt, const int G)
 {
     const int nv = hd / VW;
     const size_t voff = hoff + v_bytes;
     if (pf)
         for (int32_t k = nvis; k < pfn; k++)
-            prefetch_rows(pf, k, k + 1, pfh, rb, v_bytes);
+            prefetch_rows(pf, k, k + 1, pfh, rb, pvb);
     for (int c0 = 0; c0 < nv; c0 += CB) {
         vf a[GS][CB];
         UNROLL
@@ -588,7 +609,7 @@ AI void values_heads(const float *p, float *acc, v4f corr, const char *const *ro
                 c0 + c < nv ? vload(acc + (size_t)g * hd + (c0 + c) * VW) * corr[g] : vsplat(0.0f);
         for (int32_t k = 0; k < nvis; k++) {
             if (pf && c0 == 0 && k < pfn)
-                prefetch_rows(pf, k, k + 1, pfh, rb, v_bytes);
+                prefetch_rows(pf, k, k + 1, pfh, rb, pvb);
             const char *vr = rows[k] + voff;
             vf pk[GS];
             UNROLL
@@ -765,8 +786,8 @@ struct chunk_row {
     int32_t nvis;            /* keys of the chunk visible to the row */
     int32_t rel;             /* the row's position minus the chunk's first */
     bool pfr;                /* this row prefetches (the tile's first) */
-    int32_t pfd;             /* the distance, PF_STEPS */
-    const char *const *pf;   /* rows of the chunk pfd / n_kvh ahead, or NULL */
+    int32_t pfd;             /* paired: the distance, PF_STEPS */
+    const char *const *pf;   /* rows of the next chunk prefetched from, or NULL */
     int32_t pfn;             /* how many */
     const float *ksc, *vsc;  /* q8: the chunk's row scales, KC per KV head */
 };
@@ -776,9 +797,9 @@ enum { PHASE_SCORES, PHASE_SOFTMAX, PHASE_VALUES };
 /* One phase of the pass of G query heads (from qg, of KV head j, with
  * prefetch when pf) over the chunk: its scores and the sliding window's
  * mask, its softmax step (which sets the factors *corr), or its values
- * (scaled by *corr).  It prefetches the rows of KV head j + cr->pfd: of
- * this chunk while that is below n_kvh, else of cr->pf's chunk, head
- * (j + pfd) mod n_kvh. */
+ * (scaled by *corr).  It prefetches as PF_STREAM or PF_STEPS say: paired,
+ * the rows of KV head j + cr->pfd of this chunk while that is below
+ * n_kvh, else of cr->pf's chunk, head (j + pfd) mod n_kvh. */
 AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int phase,
                    const float *qs, const int8_t *qq, const float *qsc, float *s, float *m,
                    float *l, float *acc, int32_t qg, int32_t j, bool pf, v4f *corr, const int hd,
@@ -789,8 +810,17 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
     float *sg = s + (size_t)qg * KC;
     const char *const *pft = NULL;
     int32_t pftn = 0;
-    size_t pfh = 0;
-    if (pf) {
+    size_t pfh = 0, pvb = pc->v_bytes; /* the target's rows (pvb 0: K or V alone) */
+    bool in_scores = !PF_VALUES(dt), in_values = PF_VALUES(dt);
+    if (pf && PF_STREAM(dt)) { /* the read after this one: t of 2 n_kvh */
+        const int32_t nk = pc->n_kvh;
+        int32_t t = (phase == PHASE_SCORES ? j : nk + j) + 1;
+        pft = cr->rows, pftn = cr->n;
+        if (t == 2 * nk)
+            t = 0, pft = cr->pf, pftn = cr->pfn;
+        pfh = (size_t)(t % nk) * pc->head_bytes + (t >= nk ? pc->v_bytes : 0);
+        pvb = 0, in_scores = in_values = true;
+    } else if (pf) {
         const int32_t jt = j + cr->pfd;
         if (jt < pc->n_kvh)
             pft = cr->rows, pftn = cr->n, pfh = (size_t)jt * pc->head_bytes;
@@ -799,8 +829,8 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
     }
     if (phase == PHASE_SCORES) {
         scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
-                     cr->nvis, rb, cr->ksc + (size_t)j * KC, PF_VALUES(dt) ? NULL : pft, pftn, pfh,
-                     pc->v_bytes, hd, dt, G);
+                     cr->nvis, rb, cr->ksc + (size_t)j * KC, in_scores ? pft : NULL, pftn, pfh, pvb,
+                     hd, dt, G);
         if (pc->window > 0) { /* keys before the row's window out */
             const int32_t cut = cr->rel - pc->window + 1;
             for (int g = 0; cut > 0 && g < G; g++)
@@ -811,7 +841,7 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
         *corr = softmax_heads(sg, m + qg, l + qg, cr->vsc + (size_t)j * KC, dt, G);
     } else {
         values_heads(sg, acc + (size_t)qg * hd, *corr, cr->rows, hoff, pc->v_bytes, cr->nvis,
-                     PF_VALUES(dt) ? pft : NULL, pftn, pfh, rb, hd, dt, G);
+                     in_values ? pft : NULL, pftn, pfh, pvb, rb, hd, dt, G);
     }
 }
 
@@ -918,11 +948,13 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     const size_t hstride = pc->head_bytes; /* row k of KV head j: rows[k] + j * hstride */
     const float scale = pc->scale;
     const int32_t npass = nkvh * ((group + GS - 1) / GS); /* a row's passes per chunk */
-    /* prefetch: pfd (chunk, KV head) steps ahead, so KV head j's target is
-     * in this chunk (j + pfd < nkvh) or else in the one pfo chunks ahead
-     * (frows): that needs (j + pfd) / nkvh to be 0 or pfo for every j,
-     * which holds when pfd is below nkvh or a multiple of it */
-    const int32_t pfd = PF_STEPS(dt, nkvh), pfo = (nkvh - 1 + pfd) / nkvh;
+    /* paired prefetch: pfd (chunk, KV head) steps ahead, so KV head j's
+     * target is in this chunk (j + pfd < nkvh) or else in the one pfo
+     * chunks ahead (frows): that needs (j + pfd) / nkvh to be 0 or pfo for
+     * every j, which holds when pfd is below nkvh or a multiple of it;
+     * stream: this chunk or the next */
+    const int32_t pfd = PF_STEPS(dt, nkvh);
+    const int32_t pfo = PF_STREAM(dt) ? 1 : (nkvh - 1 + pfd) / nkvh;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
         const int32_t nr = FOLIO_MIN(rt, pc->n_rows - r);
