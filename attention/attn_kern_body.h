@@ -199,12 +199,13 @@
  *     j those of K head j + 1 (after the last head: V head 0), the values
  *     loop those of V head j + 1 (after the last: K head 0 of the next
  *     chunk).  Against paired two heads ahead, decode 32 x 4096 from
- *     memory read 58 and 67.5% of the streaming read against 55 and 59.5%
- *     (two runs of 8 rounds) on shuffled tables, and through identity,
- *     dense and the pager's own tables took 11-17% less time; for f16 and
- *     bf16 it made the dense layout 14% faster but the shuffled tables
- *     slower (43-49% against 51-54%) and the pager's no faster, for q8 the
- *     pager's 37% slower.
+ *     memory read 62.5% of the streaming read against 60% on shuffled
+ *     tables (6 rounds; scratch runs before, 8 rounds each: 58 against
+ *     55, 67.5 against 59.5), and took 16-22% less time through identity
+ *     tables and a dense cache, 14-16% less through the pager's own
+ *     tables; for f16 and bf16 it made the dense layout 14% faster but
+ *     the shuffled tables slower (43-49% against 51-54%) and the pager's
+ *     no faster, for q8 the pager's 37% slower.
  *
  * (BENCHMARKS.md, the eighteenth session.) */
 #ifndef PF_STREAM
