@@ -44,10 +44,12 @@
  *     heads, 4 KV heads, head_dim 64, block 16), f32, f16, bf16 and q8:
  *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
  * measured by a streaming sum over 512 MiB with the same number of threads; and beside each,
- * "touch": the same lines read in the kernel's order (its split of sequences over threads, 32-key
- * chunks, per chunk KV head by KV head, K rows then V rows) with one load per line and no
- * arithmetic, without and with the kernel's prefetch two chunks ahead — the rate this access
- * pattern allows on the machine, which the kernel's rate is held against.  The four run in
+ * "touch": the same lines read in about the kernel's order (its split of sequences over threads,
+ * 32-key chunks, per chunk KV head by KV head, K rows then V rows) with one load per line and no
+ * arithmetic, without and with a prefetch of the rows two chunks ahead (the kernel's until its
+ * prefetch moved nearer, PF_STREAM and PF_STEPS in attn_kern_body.h; kept, so the figures of
+ * every session compare) — the rate this access pattern allows on the machine, which the
+ * kernel's rate is held against.  The four run in
  * rounds (decode_rounds): each round one streaming pass, one kernel call, one touch and one
  * touch+pf, in an order rotated from round to round, and the percentages are medians of the
  * per-round rate ratios, since the VM's read bandwidth drifts by up to 2x within minutes; the line
@@ -324,7 +326,7 @@ struct team {
     size_t buf_n;
     double sums[64];
     const struct setup *touch; /* JOB_TOUCH's batch */
-    int touch_pf;              /* JOB_TOUCH: prefetch as the kernel does */
+    int touch_pf;              /* JOB_TOUCH: prefetch two chunks ahead */
 };
 
 static struct team team;
@@ -353,7 +355,8 @@ static const char *touch_tile(const struct pager_kv_view *kv, const int32_t *tab
  * equal pieces into equal runs), each walked in chunks of ATTN_TOUCH_KC
  * keys, and per chunk, KV head by KV head, the K rows then the V rows (q8:
  * then their scales), one load per 64-byte line.  touch_pf: also prefetch
- * the rows two chunks ahead, as the kernel does. */
+ * the rows two chunks ahead, as the kernel did before its prefetch moved
+ * nearer (PF_STREAM, PF_STEPS in attn_kern_body.h). */
 #define ATTN_TOUCH_KC 32
 static double touch_job(int ith)
 {
@@ -1055,7 +1058,8 @@ int main(int argc, char **argv)
                "whole-sequence\n"
                "    blocks: median of the per-round ratios, [ratios of best times]\n");
         printf("    touch+pf sh/ident (decode): the same ratio for touch+pf ((b)): the kernel's\n"
-               "    lines and prefetches, no arithmetic -- what the two access patterns allow\n");
+               "    lines, prefetched two chunks ahead, no arithmetic -- what the two access\n"
+               "    patterns allow\n");
         printf("%-28s %-4s %10s %10s %10s %9s %9s  %-13s  %s\n", "batch", "kv", "shuffled",
                "identity", "whole", "sh/ident", "sh/whole", "[best]", "touch+pf sh/ident");
     }
@@ -1120,7 +1124,7 @@ int main(int argc, char **argv)
                 }
                 r_id[r - 1] = tr[1] / tr[0];
                 r_wh[r - 1] = tr[2] / tr[0];
-                if (pat) { /* the access pattern alone, the kernel's prefetch included */
+                if (pat) { /* the access pattern alone, prefetched two chunks ahead */
                     double tp[2];
                     team.touch_pf = 1;
                     for (int i = 0; i < 2; i++) {
