@@ -788,7 +788,7 @@ struct chunk_row {
     int32_t rel;             /* the row's position minus the chunk's first */
     bool pfr;                /* this row prefetches (the tile's first) */
     int32_t pfd;             /* paired: the distance, PF_STEPS */
-    const char *const *pf;   /* rows of the next chunk prefetched from, or NULL */
+    const char *const *pf;   /* rows of the chunk pfo ahead (kern_body), or NULL */
     int32_t pfn;             /* how many */
     const float *ksc, *vsc;  /* q8: the chunk's row scales, KC per KV head */
 };
