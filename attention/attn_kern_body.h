@@ -787,7 +787,6 @@ struct chunk_row {
     int32_t nvis;            /* keys of the chunk visible to the row */
     int32_t rel;             /* the row's position minus the chunk's first */
     bool pfr;                /* this row prefetches (the tile's first) */
-    int32_t pfd;             /* paired: the distance, PF_STEPS */
     const char *const *pf;   /* rows of the chunk pfo ahead (kern_body), or NULL */
     int32_t pfn;             /* how many */
     const float *ksc, *vsc;  /* q8: the chunk's row scales, KC per KV head */
@@ -799,8 +798,8 @@ enum { PHASE_SCORES, PHASE_SOFTMAX, PHASE_VALUES };
  * prefetch when pf) over the chunk: its scores and the sliding window's
  * mask, its softmax step (which sets the factors *corr), or its values
  * (scaled by *corr).  It prefetches as PF_STREAM or PF_STEPS say: paired,
- * the rows of KV head j + cr->pfd of this chunk while that is below
- * n_kvh, else of cr->pf's chunk, head (j + pfd) mod n_kvh. */
+ * the rows of KV head j + PF_STEPS of this chunk while that is below
+ * n_kvh, else of cr->pf's chunk, head (j + PF_STEPS) mod n_kvh. */
 AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int phase,
                    const float *qs, const int8_t *qq, const float *qsc, float *s, float *m,
                    float *l, float *acc, int32_t qg, int32_t j, bool pf, v4f *corr, const int hd,
@@ -822,7 +821,7 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
         pfh = (size_t)(t % nk) * pc->head_bytes + (t >= nk ? pc->v_bytes : 0);
         pvb = 0, in_scores = in_values = true;
     } else if (pf) {
-        const int32_t jt = j + cr->pfd;
+        const int32_t jt = j + PF_STEPS(dt, pc->n_kvh);
         if (jt < pc->n_kvh)
             pft = cr->rows, pftn = cr->n, pfh = (size_t)jt * pc->head_bytes;
         else
@@ -1034,7 +1033,6 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                     .nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1)),
                     .rel = pos0r + rr - pos,
                     .pfr = rr == 0,
-                    .pfd = pfd,
                     .pf = fnp > 0 ? frows : NULL,
                     .pfn = fnp,
                     .ksc = ksc,
