@@ -83,9 +83,9 @@
  * stream), spread over the loops rather than issued in one burst per
  * block (PF_STREAM, PF_STEPS): for f32 each loop prefetches the rows of
  * the next KV head's K or V it will read; for f16 and bf16 the score loop
- * of KV head j prefetches the K and V rows of KV head j + 2 (past the
- * last head: of the next chunk); for q8 the values loop those of the same
- * head two chunks on.  Near
+ * of KV head j prefetches the K rows of KV head j + 2 (past the last head:
+ * of the next chunk) and its values loop their V rows; for q8 the values
+ * loop the K and V rows of the same head two chunks on.  Near
  * the end of a piece the stream runs on into the first chunks of the
  * piece this thread runs next (pc->next, when it has the same KV heads and
  * no sliding window), so a short context does not start cold: with 128
@@ -185,14 +185,24 @@
  *   paired (f16, bf16, q8): the first pass of KV head j prefetches the K
  *     and V rows of the (chunk, KV head) PF_STEPS steps on: KV head
  *     (j + d) mod n_kvh of chunk c + (j + d) / n_kvh (d below n_kvh or a
- *     multiple of it: see kern_body), in its score loop, or for q8 in its
- *     values loop (PF_VALUES).  f16 and bf16 two KV heads ahead: with
+ *     multiple of it: see kern_body).  f16 and bf16 (PF_SPLIT) prefetch
+ *     the target's K rows in the score loop and its V rows in the values
+ *     loop, so the prefetches run through both phases at the rate of the
+ *     reads: against both in the score loop, decode 32 x 4096 from memory
+ *     ran 1.09-1.19x as fast on shuffled tables, 1.10-1.18x through the
+ *     pager's own tables and 1.31-1.34x on a dense cache, 0.94-0.95x on
+ *     LIFO tables (one block per run), identity tables alike (the
+ *     nineteenth session, both kernels in one process, alternated).  q8
+ *     prefetches both rows in its values loop (PF_VALUES); split as f16,
+ *     it read alike (0.97-1.07x).  f16 and bf16 two KV heads ahead: with
  *     decode's 4 KV heads half a chunk, not two chunks as before; decode
  *     32 x 4096 from memory on the Zen 5 (two runs of 6 rounds, alternated;
  *     medians of the per-round rates) read 53 and 57% of the streaming read
  *     against 51 and 55% for f16, 56 and 59% against 49 and 57% for bf16,
  *     and shuffled / identity went from 0.85-0.91 to 0.95-1.00; one, two
- *     or three heads ahead read alike.  q8 two chunks ahead, the same
+ *     or three heads ahead read alike then.  Split, one head ahead ran
+ *     0.84-0.89x as fast as two, three 0.92-0.96x, four (a chunk)
+ *     0.93-0.98x.  q8 two chunks ahead, the same
  *     head: two heads ahead read 36-40% against 44-49%.
  *   stream (f32, PF_STREAM): each loop prefetches the rows of the read
  *     after its own, one line per line it reads: the score loop of KV head
@@ -214,6 +224,9 @@
 #ifndef PF_STEPS
 #define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
 #endif
+#ifndef PF_SPLIT
+#define PF_SPLIT(dt) ((dt) == FOLIO_F16 || (dt) == FOLIO_BF16)
+#endif
 #ifndef PF_SPREAD
 #define PF_SPREAD 1 /* prefetch inside the score loop, KB rows at a time */
 #endif
@@ -230,8 +243,9 @@
  * accumulators + GS weights + the V vector. */
 #define GS 3
 #ifndef PF_VALUES
-/* where a pass prefetches: q8 in the values loop, a row per key, the
- * others in the score loop, KB rows per step.  With row_chunk's phases,
+/* where a paired pass without PF_SPLIT prefetches: q8 in the values
+ * loop, a row per key, the others in the score loop, KB rows per step.
+ * With row_chunk's phases,
  * q8's score phase is short (16 keys per step by VNNI) and its prefetches
  * came in bursts: decode 32 x 4096 from memory read 37-39% of the
  * streaming read with them there, 43-44% in the values loop (the Zen 5,
@@ -799,7 +813,9 @@ enum { PHASE_SCORES, PHASE_SOFTMAX, PHASE_VALUES };
  * mask, its softmax step (which sets the factors *corr), or its values
  * (scaled by *corr).  It prefetches as PF_STREAM or PF_STEPS say: paired,
  * the rows of KV head j + PF_STEPS of this chunk while that is below
- * n_kvh, else of cr->pf's chunk, head (j + PF_STEPS) mod n_kvh. */
+ * n_kvh, else of cr->pf's chunk, head (j + PF_STEPS) mod n_kvh (with
+ * PF_SPLIT its K rows in the score phase, its V rows in the values
+ * phase). */
 AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int phase,
                    const float *qs, const int8_t *qq, const float *qsc, float *s, float *m,
                    float *l, float *acc, int32_t qg, int32_t j, bool pf, v4f *corr, const int hd,
@@ -826,6 +842,11 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
             pft = cr->rows, pftn = cr->n, pfh = (size_t)jt * pc->head_bytes;
         else
             pft = cr->pf, pftn = cr->pfn, pfh = (size_t)(jt % pc->n_kvh) * pc->head_bytes;
+        if (PF_SPLIT(dt)) { /* K's rows as the scores read, V's as the values do */
+            pvb = 0, in_scores = in_values = true;
+            if (phase == PHASE_VALUES)
+                pfh += pc->v_bytes;
+        }
     }
     if (phase == PHASE_SCORES) {
         scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
