@@ -49,10 +49,12 @@
  * arithmetic, without and with a prefetch of the rows two chunks ahead (the kernel's until its
  * prefetch moved nearer, PF_STREAM and PF_STEPS in attn_kern_body.h; kept, so the figures of
  * every session compare) — the rate this access pattern allows on the machine, which the
- * kernel's rate is held against.  The four run in
- * rounds (decode_rounds): each round one streaming pass, one kernel call, one touch and one
- * touch+pf, in an order rotated from round to round, and the percentages are medians of the
- * per-round rate ratios, since the VM's read bandwidth drifts by up to 2x within minutes; the line
+ * kernel's rate is held against.  They run in
+ * rounds (decode_rounds): each round one kernel call, one touch and one touch+pf, in an order
+ * rotated from round to round, each right after a streaming pass (before the nineteenth
+ * session's figures touch+pf ran after touch instead: faster, decode_rounds says why), and the
+ * percentages are medians of the per-round rate ratios, since the VM's read bandwidth drifts by
+ * up to 2x within minutes; the line
  * also gives the streaming read's best pass and the kernel's median rate against that. (c)
  * prefill: one 512-token fresh prompt, same geometry: GFLOP/s counting 2 * head_dim flops for each
  * q.k and each p*v over the causal triangle.  (b) also gives the time per (key, KV head) per
@@ -570,11 +572,18 @@ static double key_heads(const struct setup *st)
 /* (b)'s rounds.  The VM's read bandwidth moves by up to 2x within
  * minutes (28-60 GB/s in one session) and a decode's rate much less, so a
  * streaming figure taken once at the start says little of the moment a
- * kernel figure is taken.  Each round here runs the streaming read (one
- * pass over team.buf), the kernel, touch and touch+pf once each, in an
- * order rotated from round to round; printed are the median times and the
- * medians of the per-round rate ratios (each against that round's
- * streaming read). */
+ * kernel figure is taken.  Each round here runs the kernel, touch and
+ * touch+pf once each, in an order rotated from round to round, each right
+ * after a streaming read (one pass over team.buf) that its rate is held
+ * against; printed are the median times and the medians of the per-round
+ * rate ratios.  Each job follows a streaming pass because what ran just
+ * before moves a job's time: rounds used to run the streaming read, the
+ * kernel, touch and touch+pf in a fixed rotation, so the kernel mostly
+ * ran after the streaming read and touch+pf after touch; a second copy
+ * of the same kernel run in each round right after touch+pf ran 1.13-1.25x
+ * as fast as the first (f32 decode 32 x 4096, the Zen 5 VM, BENCHMARKS.md's
+ * nineteenth session).  So touch+pf, the access pattern's own rate, read
+ * faster than it would have in the kernel's place. */
 enum { DEC_STREAM, DEC_KERN, DEC_TOUCH, DEC_TOUCH_PF, DEC_N };
 struct dec_fig {
     double med[DEC_N], best[DEC_N]; /* seconds */
@@ -593,12 +602,11 @@ static struct dec_fig decode_rounds(struct setup *st, int reps)
     team.touch = st;
     double t[DEC_N][R], rt[DEC_N][R], kt[2][R];
     for (int r = -1; r < reps; r++) { /* round -1 warms up */
-        double tr[DEC_N];
-        for (int i = 0; i < DEC_N; i++) {
-            const int w = (i + (r < 0 ? 0 : r)) % DEC_N;
-            if (w == DEC_STREAM) {
-                tr[w] = team_run(JOB_SUM);
-            } else if (w == DEC_KERN) {
+        double tr[DEC_N], ts[DEC_N];  /* each job's time, and its streaming read's */
+        for (int i = 0; i < DEC_N - 1; i++) {
+            const int w = 1 + (i + (r < 0 ? 0 : r)) % (DEC_N - 1);
+            ts[w] = team_run(JOB_SUM);
+            if (w == DEC_KERN) {
                 tr[w] = team_run(JOB_ATTN);
             } else {
                 team.touch_pf = w == DEC_TOUCH_PF;
@@ -607,11 +615,12 @@ static struct dec_fig decode_rounds(struct setup *st, int reps)
         }
         if (r < 0)
             continue;
+        tr[DEC_STREAM] = ts[DEC_STREAM] = ts[DEC_KERN];
         for (int i = 0; i < DEC_N; i++) {
             t[i][r] = tr[i];
             /* rate ratio: the K/V bytes over the stream's bytes, inverse
              * times */
-            rt[i][r] = (kv_bytes(st) / tr[i]) / ((double)team.buf_n * sizeof(float) / tr[0]);
+            rt[i][r] = (kv_bytes(st) / tr[i]) / ((double)team.buf_n * sizeof(float) / ts[i]);
         }
         kt[0][r] = tr[DEC_TOUCH] / tr[DEC_KERN];
         kt[1][r] = tr[DEC_TOUCH_PF] / tr[DEC_KERN];
@@ -1164,8 +1173,9 @@ int main(int argc, char **argv)
     if (!cache_only) {
         printf("\n(b) decode %d seqs x %d ctx, 12/4 heads, hd 64, block 16 (shuffled pages), %d "
                "rounds\n"
-               "    each round: the streaming read, the kernel, touch, touch+pf (rotated order);\n"
-               "    medians of times, %% of streaming = median of per-round rate ratios\n",
+               "    each round: the kernel, touch, touch+pf (rotated order), each right after a\n"
+               "    streaming read; medians of times, %% of streaming = median of per-round rate\n"
+               "    ratios, each job's against the streaming read before it\n",
                dec_seqs, dec_ctx, reps);
         stream_buf_make();
     }
