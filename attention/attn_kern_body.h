@@ -83,9 +83,9 @@
  * stream), spread over the loops rather than issued in one burst per
  * block (PF_STREAM, PF_STEPS): for f32 each loop prefetches the rows of
  * the next KV head's K or V it will read; for f16 and bf16 the score loop
- * of KV head j prefetches the K rows of KV head j + 2 (past the last head:
- * of the next chunk) and its values loop their V rows; for q8 the values
- * loop the K and V rows of the same head two chunks on.  Near
+ * of KV head j prefetches the K and V rows of KV head j + 2 (past the
+ * last head: of the next chunk); for q8 the values loop those of the same
+ * head two chunks on.  Near
  * the end of a piece the stream runs on into the first chunks of the
  * piece this thread runs next (pc->next, when it has the same KV heads and
  * no sliding window), so a short context does not start cold: with 128
@@ -185,25 +185,28 @@
  *   paired (f16, bf16, q8): the first pass of KV head j prefetches the K
  *     and V rows of the (chunk, KV head) PF_STEPS steps on: KV head
  *     (j + d) mod n_kvh of chunk c + (j + d) / n_kvh (d below n_kvh or a
- *     multiple of it: see kern_body).  f16 and bf16 (PF_SPLIT) prefetch
- *     the target's K rows in the score loop and its V rows in the values
- *     loop, so the prefetches run through both phases at the rate of the
- *     reads: against both in the score loop, decode 32 x 4096 from memory
- *     ran 1.09-1.19x as fast on shuffled tables, 1.10-1.18x through the
- *     pager's own tables and 1.31-1.34x on a dense cache, 0.94-0.95x on
- *     LIFO tables (one block per run), identity tables alike (the
- *     nineteenth session, both kernels in one process, alternated).  q8
- *     prefetches both rows in its values loop (PF_VALUES); split as f16,
- *     it read alike (0.97-1.07x).  f16 and bf16 two KV heads ahead: with
- *     decode's 4 KV heads half a chunk, not two chunks as before; decode
- *     32 x 4096 from memory on the Zen 5 (two runs of 6 rounds, alternated;
- *     medians of the per-round rates) read 53 and 57% of the streaming read
- *     against 51 and 55% for f16, 56 and 59% against 49 and 57% for bf16,
- *     and shuffled / identity went from 0.85-0.91 to 0.95-1.00; one, two
- *     or three heads ahead read alike then.  Split, one head ahead ran
- *     0.84-0.89x as fast as two, three 0.92-0.96x, four (a chunk)
- *     0.93-0.98x.  q8 two chunks ahead, the same
- *     head: two heads ahead read 36-40% against 44-49%.
+ *     multiple of it: see kern_body), in its score loop, or for q8 in its
+ *     values loop (PF_VALUES).  With PF_SPLIT (off) the target's K rows
+ *     are prefetched in the score loop and its V rows in the values loop:
+ *     which of the two reads faster depends on what ran before the
+ *     kernel.  Right after a streaming read of 512 MiB (as after a layer's
+ *     weights in a model step), split ran f16 and bf16 decode 32 x 4096
+ *     from memory 0.85-0.91x as fast through the pager's own, LIFO,
+ *     identity and shuffled tables, and 1.16-1.22x as fast on a dense
+ *     cache; in rounds where each kernel ran half the time right after a
+ *     job that read the same K/V (touch+pf), 1.09-1.19x as fast on
+ *     shuffled tables (the nineteenth session, both kernels in one
+ *     process: bench_attention --ab).  q8 split read alike.
+ *     f16 and bf16 two KV heads ahead: with decode's 4 KV heads half a
+ *     chunk, not two chunks as before; decode 32 x 4096 from memory on the
+ *     Zen 5 (two runs of 6 rounds, alternated; medians of the per-round
+ *     rates) read 53 and 57% of the streaming read against 51 and 55% for
+ *     f16, 56 and 59% against 49 and 57% for bf16, and shuffled / identity
+ *     went from 0.85-0.91 to 0.95-1.00; one, two or three heads ahead read
+ *     alike then (split, in rounds of both states, one head ahead ran
+ *     0.84-0.89x as fast as two, three 0.92-0.96x, four 0.93-0.98x).  q8
+ *     two chunks ahead, the same head: two heads ahead read 36-40% against
+ *     44-49%.
  *   stream (f32, PF_STREAM): each loop prefetches the rows of the read
  *     after its own, one line per line it reads: the score loop of KV head
  *     j those of K head j + 1 (after the last head: V head 0), the values
@@ -225,7 +228,7 @@
 #define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
 #endif
 #ifndef PF_SPLIT
-#define PF_SPLIT(dt) ((dt) == FOLIO_F16 || (dt) == FOLIO_BF16)
+#define PF_SPLIT(dt) 0
 #endif
 #ifndef PF_SPREAD
 #define PF_SPREAD 1 /* prefetch inside the score loop, KB rows at a time */
@@ -243,7 +246,7 @@
  * accumulators + GS weights + the V vector. */
 #define GS 3
 #ifndef PF_VALUES
-/* where a paired pass without PF_SPLIT prefetches: q8 in the values
+/* where a paired pass prefetches (without PF_SPLIT): q8 in the values
  * loop, a row per key, the others in the score loop, KB rows per step.
  * With row_chunk's phases,
  * q8's score phase is short (16 keys per step by VNNI) and its prefetches
