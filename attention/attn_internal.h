@@ -112,5 +112,6 @@ void attn__kern_portable(const struct attn__piece *pc);
 void attn__kern_portable4(const struct attn__piece *pc);
 void attn__kern_avx2(const struct attn__piece *pc);
 void attn__kern_avx512(const struct attn__piece *pc);
+void attn__kern_avx512b(const struct attn__piece *pc); /* -Dattn_ab: attn_kern_avx512b.c */
 
 #endif /* FOLIO_ATTN_INTERNAL_H */

@@ -10,8 +10,10 @@
  */
 #include <immintrin.h>
 
-#define VW        16
+#define VW 16
+#ifndef KERN_NAME /* attn_kern_avx512b.c names its own */
 #define KERN_NAME attn__kern_avx512
+#endif
 
 #define vload_h(p) ((vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p))))
 #define vload_bf(p)                                                                                \

@@ -54,8 +54,8 @@
  * reading through a bad page table would read or write out of bounds.
  *
  * Threading: attn_paged is reentrant; threads of one batch touch disjoint
- * parts of out and the workspace.  attn_force_isa is a test/benchmark knob
- * and must not race a running kernel.
+ * parts of out and the workspace.  attn_force_isa and attn_ab_select are
+ * test/benchmark knobs and must not race a running kernel.
  */
 #include "folio/attention.h"
 
@@ -156,13 +156,33 @@ const char *attn_isa_name(void)
 
 typedef void (*kern_fn)(const struct attn__piece *);
 
+#ifdef FOLIO_ATTN_AB
+static int ab_b; /* attn_ab_select: run kernel B */
+#endif
+
+int attn_ab_select(int b)
+{
+#ifdef FOLIO_ATTN_AB
+    ab_b = b != 0;
+    return 0;
+#else
+    (void)b;
+    return -ENOTSUP;
+#endif
+}
+
 static kern_fn kern_for(int32_t hd)
 {
     int isa = isa_get();
 #if defined(__x86_64__) && defined(FOLIO_ATTN_X86)
 #ifndef FOLIO_ATTN_NO_AVX512
-    if (isa == ISA_AVX512 && hd % 16 == 0)
+    if (isa == ISA_AVX512 && hd % 16 == 0) {
+#ifdef FOLIO_ATTN_AB
+        if (ab_b)
+            return attn__kern_avx512b;
+#endif
         return attn__kern_avx512;
+    }
 #endif
     if (isa >= ISA_AVX2 && hd % 8 == 0)
         return attn__kern_avx2;

@@ -4,7 +4,16 @@
  *
  *   bench_attention [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--4k] [--run N]
  *                   [--layers L] [--rotate] [--block-major | --layer-major | --head-major]
- *                   [--replay] [--res SEQS,CTX]
+ *                   [--replay] [--res SEQS,CTX] [--ab]
+ *
+ * --ab (a build with meson -Dattn_ab=true, AVX-512): kernel B, the kernel
+ * built again with attention/attn_kern_ab.h's switches (attn_ab_select),
+ * runs beside the kernel in (b), as one more job of each round, and in
+ * (d), each round every table set once under each kernel; printed: B's
+ * speed over A's, the median of the per-round ratios.  Both run in one
+ * process on one arena, so where the arena's pages landed, which moves a
+ * decode's rate from one process to the next by more than most changes
+ * do, is the same for both (attn_kern_ab.h).
  *
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
@@ -584,12 +593,14 @@ static double key_heads(const struct setup *st)
  * as fast as the first (f32 decode 32 x 4096, the Zen 5 VM, BENCHMARKS.md's
  * nineteenth session).  So touch+pf, the access pattern's own rate, read
  * faster than it would have in the kernel's place. */
-enum { DEC_STREAM, DEC_KERN, DEC_TOUCH, DEC_TOUCH_PF, DEC_N };
+enum { DEC_STREAM, DEC_KERN, DEC_TOUCH, DEC_TOUCH_PF, DEC_KERN_B, DEC_N };
 struct dec_fig {
     double med[DEC_N], best[DEC_N]; /* seconds */
     double ratio[DEC_N];            /* median over rounds of rate / that round's streaming rate */
     double kern_vs_touch[2];        /* median over rounds of the kernel's rate / touch's */
+    double b_vs_a;                  /* --ab: median over rounds of kernel B's rate / A's */
 };
+static int ab; /* --ab: kernel B (attn_ab_select) beside A in (b) and (d) */
 
 static struct dec_fig decode_rounds(struct setup *st, int reps)
 {
@@ -600,14 +611,20 @@ static struct dec_fig decode_rounds(struct setup *st, int reps)
     team.b = &st->b;
     team.work = work;
     team.touch = st;
-    double t[DEC_N][R], rt[DEC_N][R], kt[2][R];
-    for (int r = -1; r < reps; r++) { /* round -1 warms up */
-        double tr[DEC_N], ts[DEC_N];  /* each job's time, and its streaming read's */
-        for (int i = 0; i < DEC_N - 1; i++) {
-            const int w = 1 + (i + (r < 0 ? 0 : r)) % (DEC_N - 1);
+    double t[DEC_N][R], rt[DEC_N][R], kt[3][R];
+    const int nj = ab ? DEC_N - 1 : DEC_N - 2; /* jobs per round: DEC_KERN on */
+    const int nd = nj + 1;                     /* figures: the streaming read's too */
+    for (int r = -1; r < reps; r++) {          /* round -1 warms up */
+        double tr[DEC_N], ts[DEC_N];           /* each job's time, and its streaming read's */
+        for (int i = 0; i < nj; i++) {
+            const int w = 1 + (i + (r < 0 ? 0 : r)) % nj;
             ts[w] = team_run(JOB_SUM);
             if (w == DEC_KERN) {
                 tr[w] = team_run(JOB_ATTN);
+            } else if (w == DEC_KERN_B) {
+                attn_ab_select(1);
+                tr[w] = team_run(JOB_ATTN);
+                attn_ab_select(0);
             } else {
                 team.touch_pf = w == DEC_TOUCH_PF;
                 tr[w] = team_run(JOB_TOUCH);
@@ -616,7 +633,7 @@ static struct dec_fig decode_rounds(struct setup *st, int reps)
         if (r < 0)
             continue;
         tr[DEC_STREAM] = ts[DEC_STREAM] = ts[DEC_KERN];
-        for (int i = 0; i < DEC_N; i++) {
+        for (int i = 0; i < nd; i++) {
             t[i][r] = tr[i];
             /* rate ratio: the K/V bytes over the stream's bytes, inverse
              * times */
@@ -624,19 +641,21 @@ static struct dec_fig decode_rounds(struct setup *st, int reps)
         }
         kt[0][r] = tr[DEC_TOUCH] / tr[DEC_KERN];
         kt[1][r] = tr[DEC_TOUCH_PF] / tr[DEC_KERN];
+        kt[2][r] = ab ? tr[DEC_KERN] / tr[DEC_KERN_B] : 0;
     }
-    struct dec_fig f;
-    for (int i = 0; i < DEC_N; i++) {
+    struct dec_fig f = {0};
+    for (int i = 0; i < nd; i++) {
         qsort(t[i], (size_t)reps, sizeof(double), cmp_d);
         qsort(rt[i], (size_t)reps, sizeof(double), cmp_d);
         f.med[i] = t[i][reps / 2];
         f.best[i] = t[i][0];
         f.ratio[i] = rt[i][reps / 2];
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++)
         qsort(kt[i], (size_t)reps, sizeof(double), cmp_d);
-        f.kern_vs_touch[i] = kt[i][reps / 2];
-    }
+    f.kern_vs_touch[0] = kt[0][reps / 2];
+    f.kern_vs_touch[1] = kt[1][reps / 2];
+    f.b_vs_a = kt[2][reps / 2];
     folio_free(work);
     return f;
 }
@@ -965,6 +984,33 @@ static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32
         for (int l = 0; l < NL; l++)
             printf(" %8.0f%%", 100.0 * kv_bytes(&st[l]) / t_all[l][nr / 2] * 1e-9 / bw);
         printf("\n");
+        if (ab) { /* each round every layout under A and under B, which first alternating,
+                   * each call right after a streaming read as in (b) */
+            stream_buf_make();
+            for (int r = 0; r <= nr; r++) {
+                double ta[NL], tb[NL];
+                for (int h = 0; h < 2; h++)
+                    for (int i = 0; i < NL; i++) {
+                        const int l = (r + i) % NL, b = (h + r) & 1;
+                        team.b = &st[l].b;
+                        team.work = work[l];
+                        attn_ab_select(b);
+                        team_run(JOB_SUM);
+                        (b ? tb : ta)[l] = team_run(JOB_ATTN);
+                        attn_ab_select(0);
+                    }
+                if (r > 0)
+                    for (int l = 0; l < NL; l++)
+                        ratio[l][r - 1] = ta[l] / tb[l];
+            }
+            stream_buf_free();
+            printf("%-5s", "  B/A");
+            for (int l = 0; l < NL; l++) {
+                qsort(ratio[l], (size_t)nr, sizeof(double), cmp_d);
+                printf(" %8.3fx", ratio[l][nr / 2]);
+            }
+            printf("   (--ab: kernel B's speed / A's, median of per-round ratios)\n");
+        }
         for (int l = NL - 1; l >= 0; l--) { /* st[0] owns the shared arena: last */
             folio_free(work[l]);
             setup_free(&st[l]);
@@ -996,7 +1042,13 @@ int main(int argc, char **argv)
             use_huge = 1;
         else if (!strcmp(argv[i], "--4k"))
             use_huge = 0;
-        else if (!strcmp(argv[i], "--replay"))
+        else if (!strcmp(argv[i], "--ab")) {
+            if (attn_ab_select(0) != 0) {
+                fprintf(stderr, "--ab: this build has no kernel B (meson -Dattn_ab=true)\n");
+                return 2;
+            }
+            ab = 1;
+        } else if (!strcmp(argv[i], "--replay"))
             replay = 1;
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             layers = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
@@ -1030,7 +1082,7 @@ int main(int argc, char **argv)
                 "       [--only decode|prefill|chunk|read|cache|pages] [--dtype f32|f16|bf16|q8]\n"
                 "       [--run N]\n"
                 "       [--layers L] [--rotate] [--block-major | --layer-major | --head-major]\n"
-                "       [--replay] [--res SEQS,CTX]\n",
+                "       [--replay] [--res SEQS,CTX] [--ab]\n",
                 argv[0]);
             return 2;
         }
@@ -1201,6 +1253,10 @@ int main(int argc, char **argv)
                    pf ? "+pf" : "   ", f.med[w] * 1e3, kb / f.med[w] * 1e-9, 100.0 * f.ratio[w],
                    100.0 * f.kern_vs_touch[pf]);
         }
+        if (ab)
+            printf("    kernel B: %.3f ms = %.0f%% of streaming read; B / A speed %.3f (median of "
+                   "per-round ratios)\n",
+                   f.med[DEC_KERN_B] * 1e3, 100.0 * f.ratio[DEC_KERN_B], f.b_vs_a);
         setup_free(&st);
     }
     if (!cache_only)

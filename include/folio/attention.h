@@ -105,6 +105,11 @@ void attn_paged(const struct attn_batch *b, void *work, int phase, int ith, int 
 int attn_force_isa(const char *name);
 /* The instruction set in use now ("portable", "avx2", "avx512"). */
 const char *attn_isa_name(void);
+/* For bench_attention --ab: with b nonzero the AVX-512 path runs kernel
+ * B, the same source built with attention/attn_kern_ab.h's switches (meson
+ * -Dattn_ab=true), else kernel A, the one every build has.  -ENOTSUP when
+ * this build has no kernel B.  Must not race a running kernel. */
+int attn_ab_select(int b);
 
 #ifdef __cplusplus
 }
