@@ -341,7 +341,10 @@ static void run_paged(struct tcase *tc, int nth)
 static const char *const isas[] = {"portable", "avx2", "avx512"};
 static const int nths[] = {1, 2, 3, 7};
 
-/* attn_paged == want for every ISA and nth; returns the worst error. */
+/* attn_paged == want for every ISA and nth, and on AVX-512 for kernel B
+ * too where the build has one (meson -Dattn_ab=true, bench_attention
+ * --ab: a variant must compute what the kernel does); returns the worst
+ * error. */
 static double check_paged(struct tcase *tc, double bound, const char *what)
 {
     double worst = 0;
@@ -350,15 +353,22 @@ static double check_paged(struct tcase *tc, double bound, const char *what)
         if (rc == -ENOTSUP)
             continue;
         assert_int_equal(rc, 0);
-        for (size_t t = 0; t < FOLIO_ARRAY_LEN(nths); t++) {
-            run_paged(tc, nths[t]);
-            double e = norm_err(tc->out, tc->want, tc_nout(tc));
-            if (!(e <= bound))
-                fail_msg("%s: isa %s nth %d bs %d hd %d group %d n_kv %d %s: err %g > %g", what,
-                         isas[i], nths[t], tc->bs, tc->hd, tc->group, tc->n_kv,
-                         folio_dtype_name(tc->dt), e, bound);
-            worst = e > worst ? e : worst;
+        const bool have_b = attn_ab_select(0) == 0;
+        const int kernels = have_b && !strcmp(isas[i], "avx512") ? 2 : 1;
+        for (int kb = 0; kb < kernels; kb++) {
+            if (have_b)
+                assert_int_equal(attn_ab_select(kb), 0);
+            for (size_t t = 0; t < FOLIO_ARRAY_LEN(nths); t++) {
+                run_paged(tc, nths[t]);
+                double e = norm_err(tc->out, tc->want, tc_nout(tc));
+                if (!(e <= bound))
+                    fail_msg("%s: isa %s%s nth %d bs %d hd %d group %d n_kv %d %s: err %g > %g",
+                             what, isas[i], kb ? " (kernel B)" : "", nths[t], tc->bs, tc->hd,
+                             tc->group, tc->n_kv, folio_dtype_name(tc->dt), e, bound);
+                worst = e > worst ? e : worst;
+            }
         }
+        attn_ab_select(0);
     }
     assert_int_equal(attn_force_isa("auto"), 0);
     return worst;
