@@ -188,25 +188,29 @@
  *     multiple of it: see kern_body), in its score loop, or for q8 in its
  *     values loop (PF_VALUES).  With PF_SPLIT (off) the target's K rows
  *     are prefetched in the score loop and its V rows in the values loop:
- *     which of the two reads faster depends on what ran before the
- *     kernel.  Right after a streaming read of 512 MiB (as after a layer's
- *     weights in a model step), split ran f16 and bf16 decode 32 x 4096
- *     from memory 0.85-0.91x as fast through the pager's own, LIFO,
- *     identity and shuffled tables, and 1.16-1.22x as fast on a dense
- *     cache; in rounds where each kernel ran half the time right after a
- *     job that read the same K/V (touch+pf), 1.09-1.19x as fast on
- *     shuffled tables (the nineteenth session, both kernels in one
- *     process: bench_attention --ab).  q8 split read alike.
+ *     which reads faster depends on what ran before the kernel, so the
+ *     schemes here were chosen right after a streaming read of 512 MiB,
+ *     as attention runs after a layer's weights in a model step (the
+ *     nineteenth session: both kernels in one process, each call after a
+ *     streaming read, bench_attention --ab).  There split ran f16 and
+ *     bf16 decode 32 x 4096 from memory 0.85-0.91x as fast through the
+ *     pager's own, LIFO, identity and shuffled tables, 1.16-1.22x on a
+ *     dense cache, and both rows in the values loop 0.74-0.92x; in rounds
+ *     where each kernel ran half the time right after a job that read the
+ *     same K/V (touch+pf), split had run 1.09-1.19x as fast on shuffled
+ *     tables.  q8 split: 1.02-1.08x in three runs, 0.96-0.97x in a fourth,
+ *     where A/A runs spread 0.94-1.01x.
  *     f16 and bf16 two KV heads ahead: with decode's 4 KV heads half a
  *     chunk, not two chunks as before; decode 32 x 4096 from memory on the
  *     Zen 5 (two runs of 6 rounds, alternated; medians of the per-round
  *     rates) read 53 and 57% of the streaming read against 51 and 55% for
  *     f16, 56 and 59% against 49 and 57% for bf16, and shuffled / identity
  *     went from 0.85-0.91 to 0.95-1.00; one, two or three heads ahead read
- *     alike then (split, in rounds of both states, one head ahead ran
- *     0.84-0.89x as fast as two, three 0.92-0.96x, four 0.93-0.98x).  q8
- *     two chunks ahead, the same head: two heads ahead read 36-40% against
- *     44-49%.
+ *     alike then.  Right after a streaming read, against two heads ahead:
+ *     one head 0.93-0.96x as fast on shuffled tables, three 0.96-1.01x,
+ *     two chunks 0.91x.  q8 two chunks ahead, the same head: two heads
+ *     ahead read 36-40% against 44-49%; one or three chunks ahead read
+ *     alike (0.95-1.05x).
  *   stream (f32, PF_STREAM): each loop prefetches the rows of the read
  *     after its own, one line per line it reads: the score loop of KV head
  *     j those of K head j + 1 (after the last head: V head 0), the values
