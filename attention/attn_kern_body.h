@@ -222,9 +222,13 @@
  *     tables and a dense cache, 14-16% less through the pager's own
  *     tables; for f16 and bf16 it made the dense layout 14% faster but
  *     the shuffled tables slower (43-49% against 51-54%) and the pager's
- *     no faster, for q8 the pager's 37% slower.
+ *     no faster, for q8 the pager's 37% slower.  Right after a streaming
+ *     read (bench_attention --ab), against the stream scheme, f32 paired
+ *     two heads ahead ran 0.80-0.84x as fast on shuffled tables and
+ *     0.69-0.80x through the pager's, paired split 0.98x and 0.90-1.04x;
+ *     f16 and bf16 as a stream 0.90-0.94x and 0.96-0.98x.
  *
- * (BENCHMARKS.md, the eighteenth session.) */
+ * (BENCHMARKS.md, the eighteenth and nineteenth sessions.) */
 #ifndef PF_STREAM
 #define PF_STREAM(dt) ((dt) == FOLIO_F32)
 #endif
