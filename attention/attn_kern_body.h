@@ -81,11 +81,12 @@
  * The rows read a little later are prefetched through the page table
  * (the jump between pages is where the hardware prefetcher loses the
  * stream), spread over the loops rather than issued in one burst per
- * block (PF_STREAM, PF_STEPS): for f32 each loop prefetches the rows of
- * the next KV head's K or V it will read; for f16 and bf16 the score loop
- * of KV head j prefetches the K and V rows of KV head j + 2 (past the
- * last head: of the next chunk); for q8 the values loop those of the same
- * head two chunks on.  Near
+ * block (PF_STREAM, PF_STEPS): for f32, and for f16 and bf16 where most
+ * of a piece's blocks follow each other in the arena, each loop
+ * prefetches the rows of the next KV head's K or V it will read; for f16
+ * and bf16 on other tables the score loop of KV head j prefetches the K
+ * and V rows of KV head j + 2 (past the last head: of the next chunk);
+ * for q8 the values loop those of the same head two chunks on.  Near
  * the end of a piece the stream runs on into the first chunks of the
  * piece this thread runs next (pc->next, when it has the same KV heads and
  * no sliding window), so a short context does not start cold: with 128
@@ -180,9 +181,9 @@
 #endif
 /* The per-row path's prefetch.  Per chunk a piece reads its KV heads' K
  * rows (the score phase), then their V rows (the values phase): 2 n_kvh
- * reads of one head's rows each.  Two schemes, by dtype:
+ * reads of one head's rows each.  Two schemes, by dtype and table:
  *
- *   paired (f16, bf16, q8): the first pass of KV head j prefetches the K
+ *   paired (q8; f16 and bf16 unless stream): the first pass of KV head j prefetches the K
  *     and V rows of the (chunk, KV head) PF_STEPS steps on: KV head
  *     (j + d) mod n_kvh of chunk c + (j + d) / n_kvh (d below n_kvh or a
  *     multiple of it: see kern_body), in its score loop, or for q8 in its
@@ -211,7 +212,9 @@
  *     two chunks 0.91x.  q8 two chunks ahead, the same head: two heads
  *     ahead read 36-40% against 44-49%; one or three chunks ahead read
  *     alike (0.95-1.05x).
- *   stream (f32, PF_STREAM): each loop prefetches the rows of the read
+ *   stream (f32, PF_STREAM; f16 and bf16 when at least half the piece's
+ *     block ids are the one before plus 1, PF_STREAM_RUNS, checked once
+ *     per piece): each loop prefetches the rows of the read
  *     after its own, one line per line it reads: the score loop of KV head
  *     j those of K head j + 1 (after the last head: V head 0), the values
  *     loop those of V head j + 1 (after the last: K head 0 of the next
@@ -225,12 +228,22 @@
  *     no faster, for q8 the pager's 37% slower.  Right after a streaming
  *     read (bench_attention --ab), against the stream scheme, f32 paired
  *     two heads ahead ran 0.80-0.84x as fast on shuffled tables and
- *     0.69-0.80x through the pager's, paired split 0.98x and 0.90-1.04x;
- *     f16 and bf16 as a stream 0.90-0.94x and 0.96-0.98x.
+ *     0.69-0.80x through the pager's, paired split 0.98x and 0.90-1.04x.
+ *     f16 and bf16 as a stream ran 0.82-0.87x as fast as paired on
+ *     shuffled tables, 0.86-0.96x on LIFO ones (one block per run), but
+ *     1.06-1.15x through the pager's locality tables (runs of ~150
+ *     blocks), 1.03x through identity tables and 1.09-1.19x on a dense
+ *     cache: hence the choice by the table.  Against paired everywhere,
+ *     the choice ran 0.96-1.00x on shuffled and LIFO tables, 1.08-1.16x
+ *     through the pager's, 1.11-1.16x through identity tables, 1.16-1.23x
+ *     on a dense cache (two runs; q8 as a stream: 0.82-0.89x).
  *
  * (BENCHMARKS.md, the eighteenth and nineteenth sessions.) */
 #ifndef PF_STREAM
 #define PF_STREAM(dt) ((dt) == FOLIO_F32)
+#endif
+#ifndef PF_STREAM_RUNS
+#define PF_STREAM_RUNS(dt) ((dt) == FOLIO_F16 || (dt) == FOLIO_BF16)
 #endif
 #ifndef PF_STEPS
 #define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
@@ -812,6 +825,7 @@ struct chunk_row {
     int32_t nvis;            /* keys of the chunk visible to the row */
     int32_t rel;             /* the row's position minus the chunk's first */
     bool pfr;                /* this row prefetches (the tile's first) */
+    bool stream;             /* ... by the stream scheme (else paired) */
     const char *const *pf;   /* rows of the chunk pfo ahead (kern_body), or NULL */
     int32_t pfn;             /* how many */
     const float *ksc, *vsc;  /* q8: the chunk's row scales, KC per KV head */
@@ -822,7 +836,7 @@ enum { PHASE_SCORES, PHASE_SOFTMAX, PHASE_VALUES };
 /* One phase of the pass of G query heads (from qg, of KV head j, with
  * prefetch when pf) over the chunk: its scores and the sliding window's
  * mask, its softmax step (which sets the factors *corr), or its values
- * (scaled by *corr).  It prefetches as PF_STREAM or PF_STEPS say: paired,
+ * (scaled by *corr).  It prefetches as cr->stream or PF_STEPS say: paired,
  * the rows of KV head j + PF_STEPS of this chunk while that is below
  * n_kvh, else of cr->pf's chunk, head (j + PF_STEPS) mod n_kvh (with
  * PF_SPLIT its K rows in the score phase, its V rows in the values
@@ -839,7 +853,7 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
     int32_t pftn = 0;
     size_t pfh = 0, pvb = pc->v_bytes; /* the target's rows (pvb 0: K or V alone) */
     bool in_scores = !PF_VALUES(dt), in_values = PF_VALUES(dt);
-    if (pf && PF_STREAM(dt)) { /* the read after this one: t of 2 n_kvh */
+    if (pf && cr->stream) { /* the read after this one: t of 2 n_kvh */
         const int32_t nk = pc->n_kvh;
         int32_t t = (phase == PHASE_SCORES ? j : nk + j) + 1;
         pft = cr->rows, pftn = cr->n;
@@ -986,7 +1000,15 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
      * every j, which holds when pfd is below nkvh or a multiple of it;
      * stream: this chunk or the next */
     const int32_t pfd = PF_STEPS(dt, nkvh);
-    const int32_t pfo = PF_STREAM(dt) ? 1 : (nkvh - 1 + pfd) / nkvh;
+    bool stream = PF_STREAM(dt);
+    if (!stream && PF_STREAM_RUNS(dt)) { /* most of the piece's blocks follow each other */
+        const int32_t b0 = pc->c0 / pc->block_size, b1 = (pc->c1 - 1) / pc->block_size;
+        int32_t next = 0;
+        for (int32_t b = b0; b < b1; b++)
+            next += pc->block_table[b + 1] == pc->block_table[b] + 1;
+        stream = 2 * next >= b1 - b0;
+    }
+    const int32_t pfo = stream ? 1 : (nkvh - 1 + pfd) / nkvh;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
         const int32_t nr = FOLIO_MIN(rt, pc->n_rows - r);
@@ -1065,6 +1087,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                     .nvis = FOLIO_MAX(0, FOLIO_MIN(n, pc->pos0 + r + rr - pos + 1)),
                     .rel = pos0r + rr - pos,
                     .pfr = rr == 0,
+                    .stream = stream,
                     .pf = fnp > 0 ? frows : NULL,
                     .pfn = fnp,
                     .ksc = ksc,
