@@ -235,8 +235,8 @@
  *     blocks), 1.03x through identity tables and 1.09-1.19x on a dense
  *     cache: hence the choice by the table.  Against paired everywhere,
  *     the choice ran 0.96-1.00x on shuffled and LIFO tables, 1.08-1.16x
- *     through the pager's, 1.11-1.16x through identity tables, 1.16-1.23x
- *     on a dense cache (two runs; q8 as a stream: 0.82-0.89x).
+ *     through the pager's, 1.11-1.20x through identity tables, 1.11-1.23x
+ *     on a dense cache (three runs; q8 as a stream: 0.82-0.89x).
  *
  * (BENCHMARKS.md, the eighteenth and nineteenth sessions.) */
 #ifndef PF_STREAM
