@@ -236,11 +236,16 @@
  *     cache: hence the choice by the table.  Against paired everywhere,
  *     the choice ran 0.96-1.00x on shuffled and LIFO tables, 1.08-1.16x
  *     through the pager's, 1.11-1.20x through identity tables, 1.11-1.23x
- *     on a dense cache (three runs; q8 as a stream: 0.82-0.89x).
+ *     on a dense cache (three runs; q8 as a stream: 0.82-0.89x).  Two
+ *     reads ahead (PF_STREAM_D 2): f32 0.95x on shuffled tables, the rest
+ *     alike.
  *
  * (BENCHMARKS.md, the eighteenth and nineteenth sessions.) */
 #ifndef PF_STREAM
 #define PF_STREAM(dt) ((dt) == FOLIO_F32)
+#endif
+#ifndef PF_STREAM_D
+#define PF_STREAM_D 1 /* reads ahead (at most 2 n_kvh: cr->pf is the next chunk) */
 #endif
 #ifndef PF_STREAM_RUNS
 #define PF_STREAM_RUNS(dt) ((dt) == FOLIO_F16 || (dt) == FOLIO_BF16)
@@ -855,10 +860,10 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
     bool in_scores = !PF_VALUES(dt), in_values = PF_VALUES(dt);
     if (pf && cr->stream) { /* the read after this one: t of 2 n_kvh */
         const int32_t nk = pc->n_kvh;
-        int32_t t = (phase == PHASE_SCORES ? j : nk + j) + 1;
+        int32_t t = (phase == PHASE_SCORES ? j : nk + j) + PF_STREAM_D;
         pft = cr->rows, pftn = cr->n;
-        if (t == 2 * nk)
-            t = 0, pft = cr->pf, pftn = cr->pfn;
+        if (t >= 2 * nk)
+            t -= 2 * nk, pft = cr->pf, pftn = cr->pfn;
         pfh = (size_t)(t % nk) * pc->head_bytes + (t >= nk ? pc->v_bytes : 0);
         pvb = 0, in_scores = in_values = true;
     } else if (pf) {
