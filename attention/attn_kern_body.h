@@ -183,8 +183,9 @@
  * rows (the score phase), then their V rows (the values phase): 2 n_kvh
  * reads of one head's rows each.  Two schemes, by dtype and table:
  *
- *   paired (q8; f16 and bf16 unless stream): the first pass of KV head j prefetches the K
- *     and V rows of the (chunk, KV head) PF_STEPS steps on: KV head
+ *   paired (q8; f16 and bf16 unless stream): the first pass of KV head j
+ *     prefetches the K and V rows of the (chunk, KV head) PF_STEPS steps
+ *     on: KV head
  *     (j + d) mod n_kvh of chunk c + (j + d) / n_kvh (d below n_kvh or a
  *     multiple of it: see kern_body), in its score loop, or for q8 in its
  *     values loop (PF_VALUES).  With PF_SPLIT (off) the target's K rows
@@ -214,8 +215,8 @@
  *     alike (0.95-1.05x).
  *   stream (f32, PF_STREAM; f16 and bf16 when at least half the piece's
  *     block ids are the one before plus 1, PF_STREAM_RUNS, checked once
- *     per piece): each loop prefetches the rows of the read
- *     after its own, one line per line it reads: the score loop of KV head
+ *     per piece): each loop prefetches the rows of the read after its
+ *     own, one line per line it reads: the score loop of KV head
  *     j those of K head j + 1 (after the last head: V head 0), the values
  *     loop those of V head j + 1 (after the last: K head 0 of the next
  *     chunk).  Against paired two heads ahead, decode 32 x 4096 from
