@@ -20,7 +20,8 @@
  * Scratch (per thread, attn__scratch_floats floats, 64-byte aligned):
  *   m[mcap] l[mcap] s[mcap][ATTN__KC] acc[mcap][hd]
  *   qs[mcap][hd]                    (the tile's queries times scale)
- *   ksc[n_kvh][KC] vsc[n_kvh][KC]   (q8: each KV head's row scales of
+ *   ksc[n_kvh][ATTN__KC] vsc[n_kvh][ATTN__KC]
+ *                                   (q8: each KV head's row scales of
  *                                    the chunk)
  *   qsc[mcap]  qq[mcap][hd] int8    (q8: the tile's queries quantized by
  *                                    attn_q8_quantize_q, and their scales)
@@ -39,7 +40,8 @@
 
 #include "folio/attention.h"
 
-#define ATTN__KC          32  /* keys per chunk */
+#define ATTN__KC          64  /* keys per chunk of the per-row path (attn_kern_body.h) */
+#define ATTN__KCT         32  /* keys per chunk of the tile path (attn_kern_tile.h) */
 #define ATTN__MQ          16  /* query vectors per tile (at least one row's group) */
 #define ATTN__HD_MAX      512 /* largest head_dim the kernels take */
 #define ATTN__PSTRIDE(hd) ((size_t)(hd) + 16)
@@ -90,9 +92,9 @@ static inline int32_t attn__mcap(int32_t hv)
 /* Scratch of the tile path (attn_kern_tile.h's layout). */
 static inline size_t attn__tile_scratch_floats(int32_t hd)
 {
-    return 2 * ATTN__ALIGN_F((size_t)hd * ATTN__QT) + ATTN__ALIGN_F((size_t)ATTN__KC * ATTN__QT) +
-           5 * ATTN__ALIGN_F(ATTN__QT) + 2 * ATTN__ALIGN_F((size_t)ATTN__KC * hd) +
-           2 * ATTN__ALIGN_F(ATTN__KC) + ATTN__ALIGN_F(((size_t)hd + 3) / 4);
+    return 2 * ATTN__ALIGN_F((size_t)hd * ATTN__QT) + ATTN__ALIGN_F((size_t)ATTN__KCT * ATTN__QT) +
+           5 * ATTN__ALIGN_F(ATTN__QT) + 2 * ATTN__ALIGN_F((size_t)ATTN__KCT * hd) +
+           2 * ATTN__ALIGN_F(ATTN__KCT) + ATTN__ALIGN_F(((size_t)hd + 3) / 4);
 }
 
 /* Scratch for pieces of at most hv query heads and n_kvh KV heads, by

@@ -35,13 +35,18 @@
  * block's head tiles are adjacent, so over a run of block ids a
  * sequence's K of the layer is one stream of memory and its V another).
  * For each tile the visible key range is walked in chunks of at most KC =
- * 32 keys, which may span blocks: a chunk's rows are reached through a
+ * 64 keys, which may span blocks: a chunk's rows are reached through a
  * table of row pointers (chunk_rows: one per key, built once per chunk
  * from the page table), so the chunk grid does not depend on the block
  * size and a block of 16 costs no shorter chunks (KC 16 within blocks
  * before; KC 32 across them measured 1.1-1.4x faster for q8 and 1.0-1.2x
- * for f16/bf16 decode from memory on a Zen 5, and 8-30% from cache:
- * BENCHMARKS.md); a chunk is worked row by row, and a row's query heads
+ * for f16/bf16 decode from memory on a Zen 5, and 8-30% from cache.  KC
+ * 64 against 32, both kernels in one process (bench_attention --ab, the
+ * Zen 5, twentieth session): decode 32 x 4096 through the pager's tables
+ * 1.05-1.10x for f32, 1.32-1.36x f16, 1.28-1.32x bf16, 1.16-1.22x q8;
+ * shuffled tables 0.96-1.07x; from cache 0.99-1.18x.  KC 128 gained less
+ * for q8 (1.08x) and ran f32 from cache 0.79-0.83x.  BENCHMARKS.md); a
+ * chunk is worked row by row, and a row's query heads
  * in passes of up to GS = 3 heads of one KV head's group (a "head pass"),
  * phase by phase: the scores of all the row's passes, then their softmax
  * steps, then their values (row_chunk):
@@ -90,7 +95,7 @@
  * the end of a piece the stream runs on into the first chunks of the
  * piece this thread runs next (pc->next, when it has the same KV heads and
  * no sliding window), so a short context does not start cold: with 128
- * keys a piece is 4 chunks, and before this its first 2 were never
+ * keys a piece was 4 chunks of 32, and before this its first 2 were never
  * prefetched (bench_model F32 decode 64 x 128: attention 19.5-20.6% of
  * the step before, 16.5-18.3% after; BENCHMARKS.md).
  *
@@ -957,20 +962,22 @@ AI void tile_results(const struct attn__piece *pc, int32_t r, int32_t nq, int32_
 }
 
 /* Where a tile whose first row is at position pos0r starts walking keys
- * (*start, on the chunk grid from c0) and the first position read in place
+ * in chunks of kc (*start, on the grid of kc from c0) and the first
+ * position read in place
  * (*lo_ok): with a sliding window, the tile's first row sees nothing before
  * wlo, so the walk starts at the chunk of the grid that holds it; rows of
  * that chunk in blocks wholly before wlo's block (which the pager may have
  * released) are read from the first row of wlo's block instead: they are
  * masked for every row of the tile, so only where they are read from
  * changes. */
-AI void tile_start(const struct attn__piece *pc, int32_t pos0r, int32_t *start, int32_t *lo_ok)
+AI void tile_start(const struct attn__piece *pc, int32_t pos0r, int32_t kc, int32_t *start,
+                   int32_t *lo_ok)
 {
     *start = pc->c0, *lo_ok = pc->c0;
     if (pc->window > 0) {
         const int32_t wlo = pos0r - pc->window + 1;
         if (wlo > *start) {
-            *start += (wlo - *start) / KC * KC;
+            *start += (wlo - *start) / kc * kc;
             *lo_ok = FOLIO_MAX(*lo_ok, wlo / pc->block_size * pc->block_size);
         }
     }
@@ -1040,7 +1047,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
         const int32_t pos0r = pc->pos0 + r; /* position of the tile's first row */
         const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
         int32_t start, lo_ok;
-        tile_start(pc, pos0r, &start, &lo_ok);
+        tile_start(pc, pos0r, KC, &start, &lo_ok);
         /* the last tile prefetches on into the next piece when it has the
          * same KV heads and no window (its first rows are then c0 on) */
         const struct attn__piece *nx = pc->next;

@@ -19,15 +19,15 @@
  *                 (q8: the int8 query of attn_q8_quantize_q as floats, its
  *                 scale in qsc[QT]); lanes past nq are 0
  *   acc[QT][hd]   unnormalised outputs
- *   st[KC][QT]    the chunk's scores, key-major, then their weights p
+ *   st[KCT][QT]    the chunk's scores, key-major, then their weights p
  *   m, l, cr, qsc [QT] running max, sum, the chunk's rescale, q8 scale
  *   rpos[QT]      each lane's row position (int32)
- *   kw, vw [KC][hd]  the chunk's K and V rows widened to f32 (every dtype
+ *   kw, vw [KCT][hd]  the chunk's K and V rows widened to f32 (every dtype
  *                 but f32, which is read in place)
- *   ksc, vsc [KC] q8: the chunk's K and V row scales
+ *   ksc, vsc [KCT] q8: the chunk's K and V row scales
  *   qq[hd]        q8: one query quantized
  *
- * Per chunk of KC keys (the same grid as kern_body: block-aligned start,
+ * Per chunk of KCT keys (half kern_body's KC; a grid from c0 as there,
  * chunk_rows across blocks):
  *   scores   st[k][lane] = sum_d K[k][d] * qt[d][lane]: KS keys x NV
  *            vectors of accumulators, each K element broadcast once and
@@ -47,7 +47,8 @@
  * below the tile's last row, written before attention runs, so 0 * V is 0.
  */
 
-#define QT (3 * VW) /* lanes of a tile */
+#define QT  (3 * VW)  /* lanes of a tile */
+#define KCT ATTN__KCT /* keys per chunk */
 #if VW >= 16
 #define KS 8 /* keys per step of the score loop */
 #define VG 6 /* query vectors per pass of the values loop */
@@ -136,16 +137,16 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
     float *qt = pc->scratch;
     float *acc = qt + ATTN__ALIGN_F((size_t)hd * ATTN__QT);
     float *st = acc + ATTN__ALIGN_F((size_t)hd * ATTN__QT);
-    float *m = st + ATTN__ALIGN_F((size_t)ATTN__KC * ATTN__QT);
+    float *m = st + ATTN__ALIGN_F((size_t)ATTN__KCT * ATTN__QT);
     float *l = m + ATTN__ALIGN_F(ATTN__QT);
     float *cr = l + ATTN__ALIGN_F(ATTN__QT);
     float *qsc = cr + ATTN__ALIGN_F(ATTN__QT);
     int32_t *rpos = (int32_t *)(qsc + ATTN__ALIGN_F(ATTN__QT));
     float *kw = (float *)rpos + ATTN__ALIGN_F(ATTN__QT);
-    float *vw = kw + ATTN__ALIGN_F((size_t)ATTN__KC * hd);
-    float *ksc = vw + ATTN__ALIGN_F((size_t)ATTN__KC * hd);
-    float *vsc = ksc + ATTN__ALIGN_F(ATTN__KC);
-    int8_t *qq = (int8_t *)(vsc + ATTN__ALIGN_F(ATTN__KC));
+    float *vw = kw + ATTN__ALIGN_F((size_t)ATTN__KCT * hd);
+    float *ksc = vw + ATTN__ALIGN_F((size_t)ATTN__KCT * hd);
+    float *vsc = ksc + ATTN__ALIGN_F(ATTN__KCT);
+    int8_t *qq = (int8_t *)(vsc + ATTN__ALIGN_F(ATTN__KCT));
     const float scale = pc->scale;
 
     for (int32_t r = 0; r < pc->n_rows; r += rt) {
@@ -183,17 +184,17 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
                 rp[v][i] = rpos[v * VW + i];
         const int32_t cend = FOLIO_MIN(pc->c1, pos0r + nr);
         int32_t start, lo_ok;
-        tile_start(pc, pos0r, &start, &lo_ok);
-        const char *rows[KC], *frows[KC];
-        struct kv_run runs[KC], fruns[KC];
-        const float *krow[KC], *vrow[KC];
+        tile_start(pc, pos0r, KCT, &start, &lo_ok);
+        const char *rows[KCT], *frows[KCT];
+        struct kv_run runs[KCT], fruns[KCT];
+        const float *krow[KCT], *vrow[KCT];
         int32_t n;
         for (int32_t pos = start; pos < cend; pos += n) {
-            n = FOLIO_MIN(KC, cend - pos);
+            n = FOLIO_MIN(KCT, cend - pos);
             const int nrun = chunk_rows(pc, pos, n, lo_ok, rows, runs);
-            const int32_t pp = pos + PF_CHUNKS * KC;
+            const int32_t pp = pos + PF_CHUNKS * KCT;
             if (pp < cend) { /* the rows PF_CHUNKS chunks ahead */
-                const int32_t fnp = FOLIO_MIN(KC, cend - pp);
+                const int32_t fnp = FOLIO_MIN(KCT, cend - pp);
                 (void)chunk_rows(pc, pp, fnp, lo_ok, frows, fruns);
                 for (int32_t k = 0; k < fnp; k++)
                     for (size_t off = 0; off < pc->row_bytes; off += 64) {
@@ -201,7 +202,7 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
                         __builtin_prefetch(frows[k] + pc->v_bytes + off, 0, PF_HINT);
                     }
             }
-            for (int32_t k = 0; k < KC; k++) {
+            for (int32_t k = 0; k < KCT; k++) {
                 const char *kr = rows[FOLIO_MIN(k, n - 1)];
                 if (dt == FOLIO_F32) {
                     krow[k] = (const float *)(const void *)kr;
@@ -225,7 +226,7 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
                     memcpy(vsc + runs[i].k0, runs[i].sc + pc->v_bytes,
                            sizeof(float) * (size_t)runs[i].len);
                 }
-                for (int32_t k = n; k < KC; k++)
+                for (int32_t k = n; k < KCT; k++)
                     ksc[k] = vsc[k] = 0;
             }
 
