@@ -85,7 +85,11 @@
  *     prefix cache; the four table sets index one shared arena and run in
  *     rotated rounds with the identity and whole layouts.  Printed: mean
  *     run of consecutive ids, evictions, median times, and speed against
- *     whole (median of per-round ratios).
+ *     whole (median of per-round ratios); the read rate of the median time
+ *     against the streaming read at the start (%rd), and in rounds of their
+ *     own, each call right after a streaming read against that read (%st:
+ *     median of per-round ratios, (b)'s measure, robust to the machine's
+ *     bandwidth drifting over a run).
  * (f) --only pages: what a page jump costs on this machine, apart from any
  *     kernel (run_pages).
  *
@@ -925,7 +929,8 @@ static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32
                (long long)rs[t].jumps, n_seqs, nb_seq, (long long)rs[t].evictions,
                (long long)rs[t].allocs, (long long)rs[t].preempted);
     printf("    median times; speed vs whole (contiguous): median of per-round ratios;\n"
-           "    %%rd: K/V read rate of the median time, %% of the streaming read (%.1f GB/s)\n",
+           "    %%rd: K/V read rate of the median time, %% of the streaming read (%.1f GB/s);\n"
+           "    %%st: each call right after a streaming read, median of per-round rate ratios\n",
            bw);
     printf("%-5s", "kv");
     for (int l = 0; l < NL; l++)
@@ -986,6 +991,26 @@ static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32
         printf("\n%-5s", "  %rd"); /* read rate: share of the streaming read */
         for (int l = 0; l < NL; l++)
             printf(" %8.0f%%", 100.0 * kv_bytes(&st[l]) / t_all[l][nr / 2] * 1e-9 / bw);
+        printf("\n");
+        /* %st: each call right after a streaming read (as (b), and as in a
+         * model step, after a layer's weights), its rate against that read's */
+        stream_buf_make();
+        const double sb = (double)team.buf_n * sizeof(float);
+        for (int r = 0; r <= nr; r++)
+            for (int i = 0; i < NL; i++) {
+                const int l = (r + i) % NL;
+                team.b = &st[l].b;
+                team.work = work[l];
+                const double ts = team_run(JOB_SUM), tk = team_run(JOB_ATTN);
+                if (r > 0)
+                    ratio[l][r - 1] = (kv_bytes(&st[l]) / tk) / (sb / ts);
+            }
+        stream_buf_free();
+        printf("%-5s", "  %st");
+        for (int l = 0; l < NL; l++) {
+            qsort(ratio[l], (size_t)nr, sizeof(double), cmp_d);
+            printf(" %8.0f%%", 100.0 * ratio[l][nr / 2]);
+        }
         printf("\n");
         if (ab) { /* each round every layout under A and under B, which first alternating,
                    * each call right after a streaming read as in (b) */
