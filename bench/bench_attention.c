@@ -39,7 +39,7 @@
  *     of memory), and once "whole": a view whose block_size covers the
  *     sequence, so each (sequence, head) K or V is one contiguous
  *     [ctx][head_dim] buffer — a dense, unpaged KV cache.  The kernel walks
- *     the same 32-key chunks in all three (a chunk's rows come through a
+ *     the same chunks of keys in all three (a chunk's rows come through a
  *     table of row pointers, whether or not it crosses a block), so they
  *     run the same instructions and differ only in where the bytes are.  Each round runs
  *     the three layouts once, back to back, in an order rotated from round
@@ -55,8 +55,9 @@
  *     GB/s of K/V bytes (q8: values and row scales) read against this machine's read bandwidth,
  * measured by a streaming sum over 512 MiB with the same number of threads; and beside each,
  * "touch": the same lines read in about the kernel's order (its split of sequences over threads,
- * 32-key chunks, per chunk KV head by KV head, K rows then V rows) with one load per line and no
- * arithmetic, without and with a prefetch of the rows two chunks ahead (the kernel's until its
+ * 32-key chunks (the kernel's until it took 64), per chunk KV head by KV head, K rows then V
+ * rows) with one load per line and no arithmetic, without and with a prefetch of the rows two
+ * chunks ahead (the kernel's until its
  * prefetch moved nearer, PF_STREAM and PF_STEPS in attn_kern_body.h; kept, so the figures of
  * every session compare) — the rate this access pattern allows on the machine, which the
  * kernel's rate is held against.  They run in
