@@ -46,8 +46,8 @@
  * 1.05-1.10x for f32, 1.32-1.36x f16, 1.28-1.32x bf16, 1.16-1.22x q8;
  * shuffled tables 0.96-1.07x; from cache 0.99-1.18x.  KC 128 gained less
  * for q8 (1.08x) and ran f32 from cache 0.79-0.83x.  BENCHMARKS.md); a
- * chunk is worked row by row, and a row's query heads
- * in passes of up to GS = 3 heads of one KV head's group (a "head pass"),
+ * chunk is worked row by row, and a row's query heads in passes of up to
+ * GS = 3 heads of one KV head's group (a "head pass"),
  * phase by phase: the scores of all the row's passes, then their softmax
  * steps, then their values (row_chunk):
  *
@@ -963,13 +963,12 @@ AI void tile_results(const struct attn__piece *pc, int32_t r, int32_t nq, int32_
 
 /* Where a tile whose first row is at position pos0r starts walking keys
  * in chunks of kc (*start, on the grid of kc from c0) and the first
- * position read in place
- * (*lo_ok): with a sliding window, the tile's first row sees nothing before
- * wlo, so the walk starts at the chunk of the grid that holds it; rows of
- * that chunk in blocks wholly before wlo's block (which the pager may have
- * released) are read from the first row of wlo's block instead: they are
- * masked for every row of the tile, so only where they are read from
- * changes. */
+ * position read in place (*lo_ok): with a sliding window, the tile's
+ * first row sees nothing before wlo, so the walk starts at the chunk of
+ * the grid that holds it; rows of that chunk in blocks wholly before
+ * wlo's block (which the pager may have released) are read from the first
+ * row of wlo's block instead: they are masked for every row of the tile,
+ * so only where they are read from changes. */
 AI void tile_start(const struct attn__piece *pc, int32_t pos0r, int32_t kc, int32_t *start,
                    int32_t *lo_ok)
 {

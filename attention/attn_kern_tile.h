@@ -19,11 +19,11 @@
  *                 (q8: the int8 query of attn_q8_quantize_q as floats, its
  *                 scale in qsc[QT]); lanes past nq are 0
  *   acc[QT][hd]   unnormalised outputs
- *   st[KCT][QT]    the chunk's scores, key-major, then their weights p
+ *   st[KCT][QT]   the chunk's scores, key-major, then their weights p
  *   m, l, cr, qsc [QT] running max, sum, the chunk's rescale, q8 scale
  *   rpos[QT]      each lane's row position (int32)
- *   kw, vw [KCT][hd]  the chunk's K and V rows widened to f32 (every dtype
- *                 but f32, which is read in place)
+ *   kw, vw [KCT][hd] the chunk's K and V rows widened to f32 (every
+ *                 dtype but f32, which is read in place)
  *   ksc, vsc [KCT] q8: the chunk's K and V row scales
  *   qq[hd]        q8: one query quantized
  *
