@@ -43,8 +43,8 @@
  * for f16/bf16 decode from memory on a Zen 5, and 8-30% from cache.  KC
  * 64 against 32, both kernels in one process (bench_attention --ab, the
  * Zen 5, twentieth session): decode 32 x 4096 through the pager's tables
- * 1.05-1.10x for f32, 1.32-1.36x f16, 1.28-1.32x bf16, 1.16-1.22x q8;
- * shuffled tables 0.96-1.07x; from cache 0.99-1.18x.  KC 128 gained less
+ * 1.05-1.10x for f32, 1.25-1.36x f16, 1.26-1.32x bf16, 1.16-1.22x q8;
+ * shuffled tables 0.96-1.12x; from cache 0.99-1.18x.  KC 128 gained less
  * for q8 (1.08x) and ran f32 from cache 0.79-0.83x.  BENCHMARKS.md); a
  * chunk is worked row by row, and a row's query heads in passes of up to
  * GS = 3 heads of one KV head's group (a "head pass"),
