@@ -436,7 +436,7 @@ static void draw_summary(struct screen *s, const struct state *st, const cJSON *
         put_fields(s, 10, f, 2);
     }
     {
-        char f0[96], f1[64], f2[64];
+        char f0[96], f1[96], f2[96]; /* two 31-byte times and the suffix fit */
         const char *since = st->ttft_since_start && st->itl_since_start ? " (since start)"
                             : st->ttft_since_start                      ? " (TTFT since start)"
                             : st->itl_since_start                       ? " (ITL since start)"
