@@ -23,8 +23,10 @@
  *   ksc[n_kvh][ATTN__KC] vsc[n_kvh][ATTN__KC]
  *                                   (q8: each KV head's row scales of
  *                                    the chunk)
- *   qsc[mcap]  qq[mcap][hd] int8    (q8: the tile's queries quantized by
- *                                    attn_q8_quantize_q, and their scales)
+ *   qsc[mcap]  qb[mcap] int32  qq[mcap][hd] int8
+ *                                   (q8: the tile's queries quantized by
+ *                                    attn_q8_quantize_q, their scales, and
+ *                                    with AVX512-VNNI kq8z_qbias of each)
  * where mcap is the largest tile of query vectors (rows x query heads);
  * the tile path lays the same scratch out its own way (attn_kern_tile.h),
  * and attn__scratch_floats is the larger of the two.
@@ -104,7 +106,7 @@ static inline size_t attn__scratch_floats(int32_t hv, int32_t n_kvh, int32_t hd)
     size_t mcap = (size_t)(hv > ATTN__MQ ? hv : ATTN__MQ);
     size_t rows = 2 * ATTN__ALIGN_F(mcap) + ATTN__ALIGN_F(mcap * ATTN__KC) +
                   2 * ATTN__ALIGN_F(mcap * (size_t)hd) +
-                  2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh) + ATTN__ALIGN_F(mcap) +
+                  2 * ATTN__ALIGN_F((size_t)ATTN__KC * n_kvh) + 2 * ATTN__ALIGN_F(mcap) +
                   ATTN__ALIGN_F((mcap * (size_t)hd + 3) / 4);
     size_t tile = attn__tile_scratch_floats(hd);
     return rows > tile ? rows : tile;

@@ -516,20 +516,23 @@ AI void prefetch_rows(const char *const *pf, int32_t k0, int32_t k1, size_t hoff
  * keys it masks, so no row past the chunk is touched.  With pf, the K and
  * V rows k < pfn of pf (KV head at pfh; with v_bytes 0 only those rows)
  * are prefetched as the steps go. */
-AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, float *s,
-                     const char *const *rows, size_t hoff, int32_t nvis, size_t rb, const float *ks,
-                     const char *const *pf, int32_t pfn, size_t pfh, size_t v_bytes, const int hd,
-                     const int dt, const int G)
+AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, const int32_t *qb,
+                     float *s, const char *const *rows, size_t hoff, int32_t nvis, size_t rb,
+                     const float *ks, const char *const *pf, int32_t pfn, size_t pfh,
+                     size_t v_bytes, const int hd, const int dt, const int G)
 {
     const int nv = hd / VW;
 #ifndef KQ8_W
     (void)qq; /* the f32 path takes the int8 query as floats, from qs */
 #endif
+    (void)qb; /* kq8z_dot16's bias, where this ISA has it */
 #if defined(KQ8_ZW) && VW == 16
     /* q8 with AVX512-VNNI: 16 keys at a time, in lanes (kq8z_dot16) */
     if (dt == FOLIO_Q8 && hd % KQ8_ZW == 0) {
         __m512i bias[GS];
-        kq8z_bias(qq, hd, G, bias);
+        UNROLL
+        for (int g = 0; g < G; g++)
+            bias[g] = _mm512_set1_epi32(qb[g]);
         for (int kb = 0; kb < KC; kb += 16) {
             prefetch_rows(pf, kb, FOLIO_MIN(kb + 16, pfn), pfh, rb, v_bytes);
             if (kb >= nvis) {
@@ -853,9 +856,9 @@ enum { PHASE_SCORES, PHASE_SOFTMAX, PHASE_VALUES };
  * PF_SPLIT its K rows in the score phase, its V rows in the values
  * phase). */
 AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int phase,
-                   const float *qs, const int8_t *qq, const float *qsc, float *s, float *m,
-                   float *l, float *acc, int32_t qg, int32_t j, bool pf, v4f *corr, const int hd,
-                   const int dt, const int G)
+                   const float *qs, const int8_t *qq, const float *qsc, const int32_t *qb, float *s,
+                   float *m, float *l, float *acc, int32_t qg, int32_t j, bool pf, v4f *corr,
+                   const int hd, const int dt, const int G)
 {
     const size_t hoff = (size_t)j * pc->head_bytes;
     const size_t rb = (size_t)hd * folio_dtype_size(dt); /* pc->row_bytes, constant with hd */
@@ -885,9 +888,9 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
         }
     }
     if (phase == PHASE_SCORES) {
-        scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, sg, cr->rows, hoff,
-                     cr->nvis, rb, cr->ksc + (size_t)j * KC, in_scores ? pft : NULL, pftn, pfh, pvb,
-                     hd, dt, G);
+        scores_heads(qs + (size_t)qg * hd, qq + (size_t)qg * hd, qsc + qg, qb + qg, sg, cr->rows,
+                     hoff, cr->nvis, rb, cr->ksc + (size_t)j * KC, in_scores ? pft : NULL, pftn,
+                     pfh, pvb, hd, dt, G);
         if (pc->window > 0) { /* keys before the row's window out */
             const int32_t cut = cr->rel - pc->window + 1;
             for (int g = 0; cut > 0 && g < G; g++)
@@ -913,8 +916,9 @@ AI void pass_phase(const struct attn__piece *pc, const struct chunk_row *cr, int
  * and f32 3-4% faster (BENCHMARKS.md).  At most PASS_MAX passes. */
 #define PASS_MAX 16
 AI void row_chunk(const struct attn__piece *pc, const struct chunk_row *cr, const float *qs,
-                  const int8_t *qq, const float *qsc, float *s, float *m, float *l, float *acc,
-                  int32_t qi0, int32_t p0, int32_t p1, const int hd, const int dt)
+                  const int8_t *qq, const float *qsc, const int32_t *qb, float *s, float *m,
+                  float *l, float *acc, int32_t qi0, int32_t p0, int32_t p1, const int hd,
+                  const int dt)
 {
     const int32_t group = pc->group, ppj = (group + GS - 1) / GS;
     const int32_t j0 = p0 / ppj, g00 = GS * (p0 % ppj); /* pass p0 */
@@ -928,11 +932,11 @@ AI void row_chunk(const struct attn__piece *pc, const struct chunk_row *cr, cons
             const bool pf = cr->pfr && g0 == 0;
             v4f *c = corr + (p - p0);
             if (gs == 3)
-                pass_phase(pc, cr, phase, qs, qq, qsc, s, m, l, acc, qg, j, pf, c, hd, dt, 3);
+                pass_phase(pc, cr, phase, qs, qq, qsc, qb, s, m, l, acc, qg, j, pf, c, hd, dt, 3);
             else if (gs == 2)
-                pass_phase(pc, cr, phase, qs, qq, qsc, s, m, l, acc, qg, j, pf, c, hd, dt, 2);
+                pass_phase(pc, cr, phase, qs, qq, qsc, qb, s, m, l, acc, qg, j, pf, c, hd, dt, 2);
             else
-                pass_phase(pc, cr, phase, qs, qq, qsc, s, m, l, acc, qg, j, pf, c, hd, dt, 1);
+                pass_phase(pc, cr, phase, qs, qq, qsc, qb, s, m, l, acc, qg, j, pf, c, hd, dt, 1);
         }
 }
 
@@ -1002,7 +1006,8 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
     float *ksc = qs + ATTN__ALIGN_F((size_t)mcap * hd);
     float *vsc = ksc + ATTN__ALIGN_F((size_t)KC * nkvh);
     float *qsc = vsc + ATTN__ALIGN_F((size_t)KC * nkvh);
-    int8_t *qq = (int8_t *)(qsc + ATTN__ALIGN_F(mcap));
+    int32_t *qb = (int32_t *)(qsc + ATTN__ALIGN_F(mcap));
+    int8_t *qq = (int8_t *)(qb + ATTN__ALIGN_F(mcap));
     const size_t hstride = pc->head_bytes; /* row k of KV head j: rows[k] + j * hstride */
     const float scale = pc->scale;
     const int32_t npass = nkvh * ((group + GS - 1) / GS); /* a row's passes per chunk */
@@ -1034,6 +1039,9 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
             if (dt == FOLIO_Q8) { /* int8 q, and as floats for the f32 path */
                 int8_t *q8 = qq + (size_t)qi * hd;
                 qsc[qi] = attn_q8_quantize_q(qv, hd, scale, q8);
+#ifdef KQ8_ZW
+                qb[qi] = kq8z_qbias(q8, hd);
+#endif
                 UNROLL
                 for (int c = 0; c < nv; c++)
                     vstore(qd + c * VW, vload_q8(q8 + c * VW));
@@ -1084,9 +1092,22 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                     float *kj = ksc + (size_t)j * KC, *vj = vsc + (size_t)j * KC;
                     for (int i = 0; i < nrun; i++) {
                         const char *sk = runs[i].sc + hoff;
-                        memcpy(kj + runs[i].k0, sk, sizeof(float) * (size_t)runs[i].len);
-                        memcpy(vj + runs[i].k0, sk + pc->v_bytes,
-                               sizeof(float) * (size_t)runs[i].len);
+                        float *kd = kj + runs[i].k0, *vd = vj + runs[i].k0;
+                        /* 16 scales (one line) at a time by constant-size
+                         * copies, inlined, and the rest by memcpy: a call
+                         * per run cost q8 decode 32 x 4096 from memory
+                         * 5-8% of its speed (BENCHMARKS.md, the Zen 5's
+                         * twenty-second session) */
+                        int32_t o = 0;
+                        for (; o + 16 <= runs[i].len; o += 16) {
+                            memcpy(kd + o, sk + 4 * o, 64);
+                            memcpy(vd + o, sk + pc->v_bytes + 4 * o, 64);
+                        }
+                        if (o < runs[i].len) {
+                            const size_t nb = sizeof(float) * (size_t)(runs[i].len - o);
+                            memcpy(kd + o, sk + 4 * o, nb);
+                            memcpy(vd + o, sk + pc->v_bytes + 4 * o, nb);
+                        }
                     }
                     for (int32_t k = n; k < KC; k++)
                         kj[k] = vj[k] = 0;
@@ -1108,7 +1129,7 @@ AI void kern_body(const struct attn__piece *pc, const int hd, const int dt)
                 if (cr.nvis == 0)
                     continue;
                 for (int32_t p0 = 0; p0 < npass; p0 += PASS_MAX)
-                    row_chunk(pc, &cr, qs, qq, qsc, s, m, l, acc, rr * hv, p0,
+                    row_chunk(pc, &cr, qs, qq, qsc, qb, s, m, l, acc, rr * hv, p0,
                               FOLIO_MIN(npass, p0 + PASS_MAX), hd, dt);
             }
         }

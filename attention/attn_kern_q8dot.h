@@ -96,21 +96,17 @@ static inline __attribute__((always_inline)) void kq8_dot4(const int8_t *q, cons
  * with the keys in lanes (kq8z_dot16, below), so no fold at all. */
 #define KQ8_ZW 64
 
-/* -128 * sum_e q[g * hd + e] in every lane, for G int8 query vectors: what
- * kq8z_dot16 adds to its sums, which take k + 128 as the unsigned operand. */
-static inline __attribute__((always_inline)) void kq8z_bias(const int8_t *q, const int hd,
-                                                            const int G, __m512i *bias)
+/* -128 * sum_e q[e] for one int8 query vector: what kq8z_dot16 adds to
+ * its sums, which take k + 128 as the unsigned operand.  Taken once per
+ * query vector of a tile (kern_body's qb), not per chunk and head pass:
+ * bench_attention (e) q8 1.02-1.04x, decode 32 x 4096 from memory
+ * 1.00-1.05x (the Zen 5, both kernels in one process, BENCHMARKS.md). */
+static inline int32_t kq8z_qbias(const int8_t *q, const int hd)
 {
-    const __m512i one = _mm512_set1_epi8(1);
-#pragma GCC unroll 4
-    for (int g = 0; g < G; g++) {
-        __m512i t = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int c = 0; c < hd / KQ8_ZW; c++)
-            t = _mm512_dpbusd_epi32(
-                t, one, _mm512_loadu_si512((const void *)(q + (size_t)g * hd + 64 * c)));
-        bias[g] = _mm512_set1_epi32(-128 * _mm512_reduce_add_epi32(t));
-    }
+    int32_t sum = 0;
+    for (int e = 0; e < hd; e++)
+        sum += q[e];
+    return -128 * sum;
 }
 
 /* out[g] lane k = sum_e q[g * hd + e] * (kr[k] + off)[e], for 16 int8 key
@@ -129,7 +125,7 @@ static inline __attribute__((always_inline)) void kq8z_bias(const int8_t *q, con
  *   - the four lanes are added at the end, per head: a 4 x 4 transpose of
  *     128-bit lanes over the four groups of rows (6 shuffles, 3 adds), so
  *     lane k of out is key k.
- * Adding bias[g] (kq8z_bias: -128 * sum q) leaves sum q * k, exact (every
+ * Adding bias[g] (kq8z_qbias: -128 * sum q) leaves sum q * k, exact (every
  * partial sum is below 255 * 127 * 512 < 2^31 in size, the result below
  * 2^24): the scores equal kq8_dot4's bit for bit.  Per key, for three
  * heads: 3 vpdpbusd, 2 unpacks, about 2 shuffles or permutes and a
