@@ -162,7 +162,15 @@
  * 87-95%, 62-69% and 60-70%: what holds the narrow dtypes below their
  * access pattern is mostly the per-key work around the products, which
  * adds to the wait for memory instead of hiding under it (BENCHMARKS.md,
- * the eighteenth session).
+ * the eighteenth session).  On the Zen 5 with AVX512-VNNI, P.V as int8
+ * dot products (each chunk's weights rounded to 8 bits against their
+ * largest per head, four keys' V rows transposed in registers, one
+ * vpdpbusd per 16 elements and head; commit a2860b0 has the code) ran
+ * 1.13-1.16x from L2 but 0.82-0.89x from memory with this prefetch, and
+ * 1.02-1.08x (shuffled tables) / 0.96-1.09x (the pager's) with PF_SPLIT;
+ * it rounds the weights where the reference does not (errors to 2.4e-3
+ * against test_attention's 1e-5 bound for q8), so it is not the kernel's
+ * (BENCHMARKS.md, the twenty-second session).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -637,125 +645,6 @@ AI void scores_heads(const float *qs, const int8_t *qq, const float *qsc, const 
     }
 }
 
-#if defined(KQ8_ZW) && VW == 16
-/* KQ8_PV (off; -DKQ8_PV=1 to measure): q8 values by int8 dot products
- * with AVX512-VNNI (kq8z_values), a measured alternative that is not the
- * kernel's semantics yet.  Per chunk and head the weights p (times V's row
- * scales) are rounded to 8 bits against their largest, pq = round(255 p /
- * pmax), and acc += (pmax / 255) sum_k pq[k] v[k], the sum exact in int32:
- * four keys at a time, their rows transposed in registers so that each
- * 32-bit lane holds one element of the four (two rounds of unpacks), one
- * vpdpbusd per 16 elements and head against the four pq broadcast; lane i
- * of 128-bit lane L of the t-th vector holds element 16 L + 4 t + i, put
- * in order by a 4 x 4 transpose of 128-bit lanes per head and chunk.
- * Measured on the Zen 5 (both kernels in one process, BENCHMARKS.md's
- * twenty-second session): from L2 1.13-1.16x (4.0 against 4.6 ns per
- * (key, KV head)); decode 32 x 4096 from memory 0.82-0.89x with the
- * prefetch in the values loop (PF_VALUES: that loop is now short, so the
- * prefetches come in bursts); with PF_SPLIT (K rows in the score loop,
- * V rows in the values loop) 1.02-1.08x on shuffled tables, 0.96-1.09x
- * through the pager's and dense ones; bench_kv_quality q8 20 x 128:
- * no divergence after a margin >= 0.05, mean top-1 difference 0.0131
- * against 0.0125.  Off because the reference does not round p, so
- * test_attention's 1e-5 bound on q8 against it fails (errors to 2.4e-3):
- * landing it means the reference rounding p on the kernel's chunk grid, or
- * a q8 bound that admits the rounding. */
-#ifndef KQ8_PV
-#define KQ8_PV 0
-#endif
-/* Four keys' rows (from r4[i] + off, 64 int8 each) into ai[g][0..3] for G
- * heads: kq8z_values' step. */
-AI void kq8z_pv4(const char *const *r4, size_t off, uint8_t (*pq)[KC], int32_t k, const int G,
-                 __m512i (*ai)[4])
-{
-    const __m512i r0 = _mm512_loadu_si512((const void *)(r4[0] + off));
-    const __m512i r1 = _mm512_loadu_si512((const void *)(r4[1] + off));
-    const __m512i r2 = _mm512_loadu_si512((const void *)(r4[2] + off));
-    const __m512i r3 = _mm512_loadu_si512((const void *)(r4[3] + off));
-    const __m512i lo01 = _mm512_unpacklo_epi8(r0, r1), hi01 = _mm512_unpackhi_epi8(r0, r1);
-    const __m512i lo23 = _mm512_unpacklo_epi8(r2, r3), hi23 = _mm512_unpackhi_epi8(r2, r3);
-    const __m512i t0 = _mm512_unpacklo_epi16(lo01, lo23), t1 = _mm512_unpackhi_epi16(lo01, lo23);
-    const __m512i t2 = _mm512_unpacklo_epi16(hi01, hi23), t3 = _mm512_unpackhi_epi16(hi01, hi23);
-    UNROLL
-    for (int g = 0; g < G; g++) {
-        int32_t w;
-        memcpy(&w, pq[g] + k, 4);
-        const __m512i pb = _mm512_set1_epi32(w);
-        ai[g][0] = _mm512_dpbusd_epi32(ai[g][0], pb, t0);
-        ai[g][1] = _mm512_dpbusd_epi32(ai[g][1], pb, t1);
-        ai[g][2] = _mm512_dpbusd_epi32(ai[g][2], pb, t2);
-        ai[g][3] = _mm512_dpbusd_epi32(ai[g][3], pb, t3);
-    }
-}
-
-/* acc[g] = acc[g] * corr[g] + (pmax_g / 255) sum_k pq[g][k] V[k]: the
- * values loop of KQ8_PV, with values_heads' prefetch. */
-AI void kq8z_values(const float *p, float *acc, v4f corr, const char *const *rows, size_t voff,
-                    int32_t nvis, const char *const *pf, int32_t pfn, size_t pfh, size_t pvb,
-                    size_t rb, const int hd, const int G)
-{
-    uint8_t pq[GS][KC] __attribute__((aligned(64)));
-    float psc[GS];
-    UNROLL
-    for (int g = 0; g < G; g++) {
-        const float *pr = p + (size_t)g * KC;
-        __m512 mx = _mm512_loadu_ps(pr);
-        UNROLL
-        for (int c = 1; c < KC / 16; c++)
-            mx = _mm512_max_ps(mx, _mm512_loadu_ps(pr + c * 16));
-        const float pm = _mm512_reduce_max_ps(mx);
-        psc[g] = pm * (1.0f / 255.0f);
-        const __m512 inv = _mm512_set1_ps(pm > 0 ? 255.0f / pm : 0.0f);
-        UNROLL
-        for (int c = 0; c < KC / 16; c++)
-            _mm_store_si128((__m128i *)(void *)(pq[g] + c * 16),
-                            _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(
-                                _mm512_mul_ps(_mm512_loadu_ps(pr + c * 16), inv))));
-    }
-    for (int c64 = 0; c64 < hd / 64; c64++) {
-        const size_t off = voff + 64 * (size_t)c64;
-        __m512i ai[GS][4];
-        UNROLL
-        for (int g = 0; g < G; g++)
-            UNROLL
-        for (int t = 0; t < 4; t++)
-            ai[g][t] = _mm512_setzero_si512();
-        int32_t k = 0;
-        for (; k + 4 <= nvis; k += 4) {
-            if (pf && c64 == 0)
-                prefetch_rows(pf, k, FOLIO_MIN(k + 4, pfn), pfh, rb, pvb);
-            kq8z_pv4(rows + k, off, pq, k, G, ai);
-        }
-        if (k < nvis) {
-            const char *r4[4];
-            for (int i = 0; i < 4; i++)
-                r4[i] = rows[FOLIO_MIN(k + i, nvis - 1)];
-            kq8z_pv4(r4, off, pq, k, G, ai);
-        }
-        UNROLL
-        for (int g = 0; g < G; g++) {
-            const __m512i u0 = _mm512_shuffle_i32x4(ai[g][0], ai[g][1], 0x44);
-            const __m512i u1 = _mm512_shuffle_i32x4(ai[g][0], ai[g][1], 0xee);
-            const __m512i u2 = _mm512_shuffle_i32x4(ai[g][2], ai[g][3], 0x44);
-            const __m512i u3 = _mm512_shuffle_i32x4(ai[g][2], ai[g][3], 0xee);
-            const __m512i o[4] = {
-                _mm512_shuffle_i32x4(u0, u2, 0x88), _mm512_shuffle_i32x4(u0, u2, 0xdd),
-                _mm512_shuffle_i32x4(u1, u3, 0x88), _mm512_shuffle_i32x4(u1, u3, 0xdd)};
-            const __m512 cg = _mm512_set1_ps(corr[g]), sg = _mm512_set1_ps(psc[g]);
-            float *ar = acc + (size_t)g * hd + 64 * c64;
-            UNROLL
-            for (int t = 0; t < 4; t++)
-                _mm512_storeu_ps(ar + 16 * t,
-                                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(o[t]), sg,
-                                                 _mm512_mul_ps(_mm512_loadu_ps(ar + 16 * t), cg)));
-        }
-    }
-    if (pf)
-        for (int32_t k = nvis / 4 * 4; k < pfn; k++) /* the partial step's on */
-            prefetch_rows(pf, k, k + 1, pfh, rb, pvb);
-}
-#endif
-
 /* acc[g] = acc[g] * corr[g] + sum_k p[g][k] * V[k] for G consecutive
  * query heads of one KV head (p rows KC apart, acc rows hd apart): each V
  * vector is widened once and used by all G heads, with G x CB
@@ -768,12 +657,6 @@ AI void values_heads(const float *p, float *acc, v4f corr, const char *const *ro
 {
     const int nv = hd / VW;
     const size_t voff = hoff + v_bytes;
-#if defined(KQ8_ZW) && VW == 16
-    if (KQ8_PV && dt == FOLIO_Q8 && hd % 64 == 0) {
-        kq8z_values(p, acc, corr, rows, voff, nvis, pf, pfn, pfh, pvb, rb, hd, G);
-        return;
-    }
-#endif
     if (pf)
         for (int32_t k = nvis; k < pfn; k++)
             prefetch_rows(pf, k, k + 1, pfh, rb, pvb);
