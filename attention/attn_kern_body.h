@@ -170,7 +170,13 @@
  * 1.02-1.08x (shuffled tables) / 0.96-1.09x (the pager's) with PF_SPLIT;
  * it rounds the weights where the reference does not (errors to 2.4e-3
  * against test_attention's 1e-5 bound for q8), so it is not the kernel's
- * (BENCHMARKS.md, the twenty-second session).
+ * (BENCHMARKS.md, the twenty-second session).  Less arithmetic does not
+ * make q8 faster from memory: with the values loop cut to one FMA per key
+ * (the same V lines read, the same prefetches) decode 32 x 4096 ran
+ * 0.83-0.92x as fast, and with the values phase left out (its prefetches
+ * too) 0.97-1.05x, where from L2 the phases take scores 1.0-1.1, softmax
+ * 0.9 and values 2.1-2.3 of 4.5 ns per (key, KV head).  From memory q8
+ * waits on when its prefetches go out (the twenty-third session).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
  * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
@@ -201,7 +207,7 @@
  *     on: KV head
  *     (j + d) mod n_kvh of chunk c + (j + d) / n_kvh (d below n_kvh or a
  *     multiple of it: see kern_body), in its score loop, or for q8 in its
- *     values loop (PF_VALUES).  With PF_SPLIT (off) the target's K rows
+ *     values loop (PF_VALUES).  With PF_SPLIT (q8's) the target's K rows
  *     are prefetched in the score loop and its V rows in the values loop:
  *     which reads faster depends on what ran before the kernel, so the
  *     schemes here were chosen right after a streaming read of 512 MiB,
@@ -214,7 +220,11 @@
  *     where each kernel ran half the time right after a job that read the
  *     same K/V (touch+pf), split had run 1.09-1.19x as fast on shuffled
  *     tables.  q8 split: 1.02-1.08x in three runs, 0.96-0.97x in a fourth,
- *     where A/A runs spread 0.94-1.01x.
+ *     where A/A runs spread 0.94-1.01x; with the twenty-second session's
+ *     q8 kernel, against the values loop (bench_attention --ab, --dtype
+ *     q8, two runs, A/A 0.96-1.02x): shuffled tables 1.02-1.08x, the
+ *     pager's (--replay) 1.04-1.10x, identity 0.96-1.02x, a dense cache
+ *     0.92-0.94x, so q8 takes split (the twenty-third session).
  *     f16 and bf16 two KV heads ahead: with decode's 4 KV heads half a
  *     chunk, not two chunks as before; decode 32 x 4096 from memory on the
  *     Zen 5 (two runs of 6 rounds, alternated; medians of the per-round
@@ -268,7 +278,7 @@
 #define PF_STEPS(dt, nkvh) ((dt) == FOLIO_Q8 ? 2 * (nkvh) : 2)
 #endif
 #ifndef PF_SPLIT
-#define PF_SPLIT(dt) 0
+#define PF_SPLIT(dt) ((dt) == FOLIO_Q8)
 #endif
 #ifndef PF_SPREAD
 #define PF_SPREAD 1 /* prefetch inside the score loop, KB rows at a time */
@@ -286,7 +296,7 @@
  * accumulators + GS weights + the V vector. */
 #define GS 3
 #ifndef PF_VALUES
-/* where a paired pass prefetches (without PF_SPLIT): q8 in the values
+/* where a paired pass prefetches without PF_SPLIT (q8 has split): q8 in the values
  * loop, a row per key, the others in the score loop, KB rows per step.
  * With row_chunk's phases,
  * q8's score phase is short (16 keys per step by VNNI) and its prefetches
