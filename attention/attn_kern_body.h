@@ -305,6 +305,19 @@
  * BENCHMARKS.md) */
 #define PF_VALUES(dt) ((dt) == FOLIO_Q8)
 #endif
+/* The per-row softmax keeps a head pass's running maximum m while none of
+ * the chunk's scores is more than SOFTMAX_LAZY_T above it (softmax_heads):
+ * p = exp(s - m) is then at most e^8, and the exps need not wait for the
+ * chunk's maximum (a chain of maxes and a fold across lanes) nor the
+ * accumulators for a correction.  Decode from L2 (bench_attention (e),
+ * 1 x 1024, both kernels in one process): q8 1.06x, f16 1.06x, f32 1.02x;
+ * from memory 0.96-1.06x (the twenty-third session, BENCHMARKS.md). */
+#ifndef SOFTMAX_LAZY
+#define SOFTMAX_LAZY 1
+#endif
+#ifndef SOFTMAX_LAZY_T
+#define SOFTMAX_LAZY_T 8.0f
+#endif
 #define KB 4 /* keys per step of the score loop (KC a multiple) */
 #if VW == 1
 #define CB 1
@@ -366,7 +379,8 @@ AI v4f vsplat4(float x)
     return (v4f){x, x, x, x};
 }
 
-/* exp(x) for x <= 0; 0 for x < -87 (including -inf).  Defined for VW
+/* exp(x) for x < 88 (the softmax's x are at most SOFTMAX_LAZY_T); 0 for
+ * x < -87 (including -inf).  Defined for VW
  * lanes (vexp_neg) and for four (vexp_neg4: the softmax's per-head
  * corrections). */
 #define DEF_VEXP_NEG(name, T, TI, SPLAT)                                                           \
@@ -502,6 +516,21 @@ AI vf vmax(vf a, vf b)
 {
     const vi gt = a > b;
     return (vf)(((vi)a & gt) | ((vi)b & ~gt));
+}
+
+/* Whether some lane of d is above t (false for NaN lanes). */
+AI bool vany_gt(vf d, float t)
+{
+#if VW == 16 && defined(__AVX512F__)
+    return _mm512_cmp_ps_mask((__m512)d, _mm512_set1_ps(t), _CMP_GT_OQ) != 0;
+#elif VW == 8 && defined(__AVX__)
+    return _mm256_movemask_ps(_mm256_cmp_ps((__m256)d, _mm256_set1_ps(t), _CMP_GT_OQ)) != 0;
+#else
+    bool any = false;
+    for (int i = 0; i < VW; i++)
+        any |= d[i] > t;
+    return any;
+#endif
 }
 
 /* With PF_SPREAD, the K and V rows [k0, k1) of the chunk being
@@ -737,11 +766,60 @@ AI v4f fold4_max(const vf *d)
  * scores s[g * KC + k] (-inf where not visible): p = exp(s - m_new)
  * written back (q8: times V's row scale vs, while l sums p alone), m and l
  * updated; returns the factors corr = exp(m_old - m_new) by which the
- * values loop scales acc.  The G heads' maxima, corrections and sums are
- * lanes of one 4-vector.  A head that has seen no visible key keeps
- * m = -inf, l = 0 and gets p = 0. */
+ * values loop scales acc.  m_new is m_old while every head has seen a key
+ * and no score is above m_old + SOFTMAX_LAZY_T (corr 1; the check is one
+ * max over the pass's score vectors, no fold per head), else the running
+ * maximum.  m is the reference p, l and acc are taken against, not
+ * necessarily the largest score seen: the result (acc / l) and the merge
+ * of partial records (attn_paged.c) only need l and acc to share it.  The
+ * G heads' maxima, corrections and sums are lanes of one 4-vector.  A
+ * head that has seen no visible key keeps m = -inf, l = 0 and gets
+ * p = 0. */
 AI v4f softmax_heads(float *s, float *m, float *l, const float *vs, const int dt, const int G)
 {
+    v4f mo;
+    UNROLL
+    for (int g = 0; g < 4; g++)
+        mo[g] = m[g < G ? g : 0];
+    const v4f ninf = vsplat4(-INFINITY);
+#if SOFTMAX_LAZY
+    if (mo[0] > -INFINITY && mo[1] > -INFINITY && mo[2] > -INFINITY && mo[3] > -INFINITY) {
+        vf d = vsplat(-INFINITY);
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+        for (int c = 0; c < KC / VW; c++)
+            d = vmax(d, vload(s + (size_t)g * KC + c * VW) - vsplat(mo[g]));
+        if (!vany_gt(d, SOFTMAX_LAZY_T)) {
+            vf sum[4];
+            UNROLL
+            for (int g = 0; g < 4; g++) {
+                if (g >= G) {
+                    sum[g] = sum[0];
+                    continue;
+                }
+                float *sr = s + (size_t)g * KC;
+                const vf mg = vsplat(mo[g]);
+                sum[g] = vsplat(0.0f);
+                UNROLL
+                for (int c = 0; c < KC / VW; c++) {
+                    const vf p = vexp_neg(vload(sr + c * VW) - mg);
+                    vstore(sr + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
+                    sum[g] += p;
+                }
+            }
+            v4f lo;
+            UNROLL
+            for (int g = 0; g < 4; g++)
+                lo[g] = l[g < G ? g : 0];
+            const v4f ln = lo + fold4(sum);
+            UNROLL
+            for (int g = 0; g < G; g++)
+                l[g] = ln[g];
+            return vsplat4(1.0f);
+        }
+    }
+#endif
     vf mv[4];
     UNROLL
     for (int g = 0; g < 4; g++) {
@@ -752,14 +830,9 @@ AI v4f softmax_heads(float *s, float *m, float *l, const float *vs, const int dt
             mv[g] = vmax(mv[g], vload(sr + c * VW));
     }
     const v4f mx = fold4_max(mv);
-    v4f mo;
-    UNROLL
-    for (int g = 0; g < 4; g++)
-        mo[g] = m[g < G ? g : 0];
     const v4i up = mx > mo;
     const v4f mn = (v4f)(((v4i)mx & up) | ((v4i)mo & ~up));
     /* -inf (nothing seen yet) subtracts as 0, so exp gives 0, not NaN */
-    const v4f ninf = vsplat4(-INFINITY);
     const v4f mns = (v4f)((v4i)mn & ~(mn == ninf));
     const v4f corr = vexp_neg4(mo - mns);
     vf sum[4];

@@ -16,8 +16,11 @@
  *                  cost; each piece writes its rows of out directly;
  *   context split  (decodes, short chunks on long prefixes): key ranges
  *                  [c0, c1) rounded to block boundaries; each piece writes
- *                  partials (max, sum, acc[hd]) per (row, head) into the
- *                  workspace, merged in phase 1.
+ *                  partials (m, sum, acc[hd]) per (row, head) into the
+ *                  workspace, merged in phase 1 (m: the reference its sum
+ *                  and acc are taken against, within a few units of the
+ *                  piece's largest score, attn_kern_body.h's
+ *                  softmax_heads).
  *
  * Pieces are listed in a fixed order (slice, head, piece) and the list is
  * cut into nth contiguous runs of about equal cost: piece p belongs to

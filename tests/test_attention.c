@@ -83,7 +83,7 @@ static float rng_unit(void) /* [-1, 1) */
 
 /* ---- a test case ------------------------------------------------------ */
 
-enum fill { FILL_RANDOM, FILL_EQUAL_KEYS };
+enum fill { FILL_RANDOM, FILL_EQUAL_KEYS, FILL_RISING_KEYS };
 
 struct tcase {
     /* shape, set by the caller */
@@ -255,7 +255,9 @@ static void tc_build(struct tcase *tc)
                 float *kr = tc->kd[s] + ((size_t)p * tc->n_kv + h) * tc->hd;
                 float *vr = tc->vd[s] + ((size_t)p * tc->n_kv + h) * tc->hd;
                 for (int32_t e = 0; e < tc->hd; e++) {
-                    kr[e] = tc->fill == FILL_EQUAL_KEYS ? 0.25f + 0.01f * (e % 7) : rng_unit();
+                    kr[e] = tc->fill == FILL_EQUAL_KEYS    ? 0.25f + 0.01f * (e % 7)
+                            : tc->fill == FILL_RISING_KEYS ? rng_unit() + 0.2f * (float)p
+                                                           : rng_unit();
                     vr[e] = rng_unit();
                 }
                 row_store(tc, blk, layer, 0, h, slot, kr);
@@ -787,6 +789,35 @@ static void test_paged_huge_scores(void **state)
     }
 }
 
+/* Keys with a component that grows with the position: for a query whose
+ * sum of elements is positive the scores climb by several units per 64 keys (about 7 for a typical
+ * query), to a few hundred (for the others they fall), so the kernel's running maximum is passed
+ * again and again, by less and by more than the margin within which the per-row path keeps it
+ * (SOFTMAX_LAZY_T in attn_kern_body.h); never moving it would overflow exp.  The scores' own f32
+ * rounding at that size (1-2e-5 here, with or without the margin) sets the bound. */
+static void test_paged_rising_scores(void **state)
+{
+    (void)state;
+    rng_state = 12;
+    for (int dt = 0; dt < N_DT; dt++) {
+        struct tcase tc;
+        memset(&tc, 0, sizeof(tc));
+        tc.bs = 16;
+        tc.hd = 64;
+        tc.group = 3;
+        tc.n_kv = 2;
+        tc.dt = all_dt[dt];
+        tc.n_seqs = 3;
+        tc.p0[0] = 1500, tc.n_q[0] = 1;
+        tc.p0[1] = 700, tc.n_q[1] = 1;
+        tc.p0[2] = 300, tc.n_q[2] = 40;
+        tc.fill = FILL_RISING_KEYS;
+        tc_build(&tc);
+        check_paged(&tc, 5e-5, "rising scores");
+        tc_free(&tc);
+    }
+}
+
 /* Same batch and nth: bit-identical output. */
 static void test_paged_deterministic(void **state)
 {
@@ -1299,6 +1330,7 @@ int main(void)
         cmocka_unit_test(test_paged_edges),
         cmocka_unit_test(test_paged_equal_scores),
         cmocka_unit_test(test_paged_huge_scores),
+        cmocka_unit_test(test_paged_rising_scores),
         cmocka_unit_test(test_paged_random),
         cmocka_unit_test(test_paged_single_long_decode),
         cmocka_unit_test(test_paged_long),
