@@ -305,13 +305,15 @@
  * BENCHMARKS.md) */
 #define PF_VALUES(dt) ((dt) == FOLIO_Q8)
 #endif
-/* The per-row softmax keeps a head pass's running maximum m while none of
- * the chunk's scores is more than SOFTMAX_LAZY_T above it (softmax_heads):
- * p = exp(s - m) is then at most e^8, and the exps need not wait for the
- * chunk's maximum (a chain of maxes and a fold across lanes) nor the
- * accumulators for a correction.  Decode from L2 (bench_attention (e),
- * 1 x 1024, both kernels in one process): q8 1.06x, f16 1.06x, f32 1.02x;
- * from memory 0.96-1.06x (the twenty-third session, BENCHMARKS.md). */
+/* The softmax keeps a running maximum m while none of the chunk's scores
+ * is more than SOFTMAX_LAZY_T above it (softmax_heads; the tile path's
+ * softmax lane by lane): p = exp(s - m) is then at most e^8, and the exps
+ * need not wait for the chunk's maximum (a chain of maxes and a fold
+ * across lanes) nor the accumulators for a correction.  Both kernels in
+ * one process (bench_attention --ab, the twenty-third session,
+ * BENCHMARKS.md): decode from L2 ((e), 1 x 1024) q8 1.06x, f16 1.06x, f32
+ * 1.02x, from memory 0.96-1.06x; a fresh 512-token prefill ((c)) 1.02-1.06x
+ * for every dtype. */
 #ifndef SOFTMAX_LAZY
 #define SOFTMAX_LAZY 1
 #endif

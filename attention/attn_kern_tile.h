@@ -39,7 +39,9 @@
  *            per-row path's bit for bit.
  *   softmax  vertical: each lane's max, corrections and sum over the
  *            chunk's keys without crossing lanes; p written back over the
- *            scores (q8: times V's row scale; l sums p alone).
+ *            scores (q8: times V's row scale; l sums p alone).  m is kept
+ *            while no lane's score passes it by more than SOFTMAX_LAZY_T
+ *            (kern_body), as in the per-row path.
  *   values   acc[qi] = acc[qi] * cr[qi] + sum_k p[k][qi] * V[k]: VG query
  *            vectors x CBV vectors of head_dim in registers, each V vector
  *            loaded once per VG query vectors.
@@ -250,6 +252,38 @@ AI void kern_tile(const struct attn__piece *pc, const int hd, const int dt, cons
             /* softmax, lane by lane */
             UNROLL
             for (int v = 0; v < NV; v++) {
+#if SOFTMAX_LAZY
+                /* as kern_body's softmax_heads: m kept while no lane's
+                 * score is more than SOFTMAX_LAZY_T above it, so the
+                 * exps need not wait for the chunk's maximum (two chains
+                 * of maxes here).  A lane with m = -inf passes only if it
+                 * sees no key in this chunk either (-inf - -inf is NaN,
+                 * not above), and takes p = exp(-inf - 0) = 0. */
+                {
+                    const vf mo = vload(m + v * VW);
+                    vf mx0 = vsplat(-INFINITY), mx1 = mx0;
+                    int32_t k = 0;
+                    for (; k + 1 < n; k += 2) {
+                        mx0 = vmax(mx0, vload(st + (size_t)k * QT + v * VW));
+                        mx1 = vmax(mx1, vload(st + (size_t)(k + 1) * QT + v * VW));
+                    }
+                    if (k < n)
+                        mx0 = vmax(mx0, vload(st + (size_t)k * QT + v * VW));
+                    if (!vany_gt(vmax(mx0, mx1) - mo, SOFTMAX_LAZY_T)) {
+                        const vf mr = (vf)((vi)mo & ~(mo == vsplat(-INFINITY)));
+                        vf sum = vsplat(0.0f);
+                        for (k = 0; k < n; k++) {
+                            float *sp = st + (size_t)k * QT + v * VW;
+                            const vf p = vexp_neg(vload(sp) - mr);
+                            vstore(sp, dt == FOLIO_Q8 ? p * vsc[k] : p);
+                            sum += p;
+                        }
+                        vstore(l + v * VW, vload(l + v * VW) + sum);
+                        vstore(cr + v * VW, vsplat(1.0f));
+                        continue;
+                    }
+                }
+#endif
                 vf mx = vload(st + v * VW);
                 for (int32_t k = 1; k < n; k++)
                     mx = vmax(mx, vload(st + (size_t)k * QT + v * VW));

@@ -9,8 +9,8 @@
  * --ab (a build with meson -Dattn_ab=true, AVX-512): kernel B, the kernel
  * built again with attention/attn_kern_ab.h's switches (attn_ab_select),
  * runs beside the kernel in (b), as one more job of each round, in (d),
- * each round every table set once under each kernel, and in (e), five
- * rounds of each in turn; printed: B's speed over A's, the median of the
+ * each round every table set once under each kernel, and in (c) and (e),
+ * five rounds of each in turn; printed: B's speed over A's, the median of the
  * per-round ratios.  Both run in one
  * process on one arena, so where the arena's pages landed, which moves a
  * decode's rate from one process to the next by more than most changes
@@ -19,10 +19,10 @@
  * --run N shuffles the page tables in runs of N consecutive block ids (the
  * kernel still meets a block boundary every block_size keys, but memory
  * jumps only every N blocks).  --only NAME runs just the (a) case of that name, or every case whose
- * name begins so (and --dtype just one type), for profiling; --only read runs (b) alone and --only
- * cache (e), --only pages (f).  --cputime times by process CPU time / threads instead of wall time:
- * on a machine shared with other jobs it leaves out time spent descheduled (useful for comparing
- * kernel variants; the figures to publish are wall).
+ * name begins so (and --dtype just one type), for profiling; --only read runs (b) alone, --only
+ * fresh (c), --only cache (e), --only pages (f).  --cputime times by process CPU time / threads
+ * instead of wall time: on a machine shared with other jobs it leaves out time spent descheduled
+ * (useful for comparing kernel variants; the figures to publish are wall).
  *
  * The K/V arenas are mapped as the pager maps its own (pager.c,
  * folio_region_alloc with FOLIO_REGION_HUGE): 2 MiB aligned and advised
@@ -608,7 +608,7 @@ struct dec_fig {
     double kern_vs_touch[2];        /* median over rounds of the kernel's rate / touch's */
     double b_vs_a;                  /* --ab: median over rounds of kernel B's rate / A's */
 };
-static int ab; /* --ab: kernel B (attn_ab_select) beside A in (b), (d) and (e) */
+static int ab; /* --ab: kernel B (attn_ab_select) beside A in (b), (c), (d) and (e) */
 
 static struct dec_fig decode_rounds(struct setup *st, int reps)
 {
@@ -1049,6 +1049,37 @@ static void run_replay(int32_t n_seqs, int32_t ctx, int reps, int only_dt, int32
         folio_free(tabs[t]);
 }
 
+/* (c): one fresh 512-token prompt, every dtype (or only_dt). */
+static void run_fresh(int reps, int only_dt)
+{
+    printf("\n(c) prefill 512 tokens (fresh), 12/4 heads, hd 64, block 16 (shuffled pages)\n");
+    for (int dt = 0; dt < N_DTYPES; dt++) {
+        if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
+            continue;
+        struct setup st = small_setup(1, 512, 512, dtypes[dt], LAYOUT_SHUFFLED);
+        setup_build(&st);
+        struct timing t = time_attn(&st, reps);
+        printf("  %s: %.3f ms, %.2f GFLOP/s (best %.2f)\n", folio_dtype_name(dtypes[dt]),
+               t.med * 1e3, attn_flops(&st) / t.med * 1e-9, attn_flops(&st) / t.best * 1e-9);
+        if (ab) { /* A and B in turn, as (e): median times, which first alternating */
+            double r[5];
+            for (int i = 0; i < 5; i++) {
+                double ta = 0, tbi = 0;
+                for (int b = 0; b < 2; b++) {
+                    const int k = (i % 2) ^ b;
+                    attn_ab_select(k);
+                    *(k ? &tbi : &ta) = time_attn(&st, reps).med;
+                }
+                attn_ab_select(0);
+                r[i] = ta / tbi;
+            }
+            qsort(r, 5, sizeof r[0], cmp_d);
+            printf("    kernel B: B / A speed %.3f (median of 5 rounds)\n", r[2]);
+        }
+        setup_free(&st);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int nth = 2, reps = 9, quick = 0, only_dt = -1, replay = 0, layers = 1;
@@ -1108,7 +1139,8 @@ int main(int argc, char **argv)
             fprintf(
                 stderr,
                 "usage: %s [--threads N] [--reps N] [--isa NAME] [--quick] [--cputime] [--4k]\n"
-                "       [--only decode|prefill|chunk|read|cache|pages] [--dtype f32|f16|bf16|q8]\n"
+                "       [--only decode|prefill|chunk|read|fresh|cache|pages] [--dtype "
+                "f32|f16|bf16|q8]\n"
                 "       [--run N]\n"
                 "       [--layers L] [--rotate] [--block-major | --layer-major | --head-major]\n"
                 "       [--replay] [--res SEQS,CTX] [--ab]\n",
@@ -1125,7 +1157,12 @@ int main(int argc, char **argv)
 
     const int cache_only = only && !strcmp(only, "cache"); /* (e) alone, e.g. under perf */
     const int read_only = only && !strcmp(only, "read");   /* (b) alone */
-    if (only && !strcmp(only, "pages")) {                  /* (f) alone */
+    if (only && !strcmp(only, "fresh")) {                  /* (c) alone */
+        run_fresh(reps, only_dt);
+        team_stop();
+        return 0;
+    }
+    if (only && !strcmp(only, "pages")) { /* (f) alone */
         run_pages(reps);
         team_stop();
         return 0;
@@ -1335,17 +1372,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    printf("\n(c) prefill 512 tokens (fresh), 12/4 heads, hd 64, block 16 (shuffled pages)\n");
-    for (int dt = 0; dt < N_DTYPES; dt++) {
-        if (only_dt >= 0 && (int)dtypes[dt] != only_dt)
-            continue;
-        struct setup st = small_setup(1, 512, 512, dtypes[dt], LAYOUT_SHUFFLED);
-        setup_build(&st);
-        struct timing t = time_attn(&st, reps);
-        printf("  %s: %.3f ms, %.2f GFLOP/s (best %.2f)\n", folio_dtype_name(dtypes[dt]),
-               t.med * 1e3, attn_flops(&st) / t.med * 1e-9, attn_flops(&st) / t.best * 1e-9);
-        setup_free(&st);
-    }
+    run_fresh(reps, only_dt);
     team_stop();
     return 0;
 }
