@@ -179,7 +179,7 @@
  * waits on when its prefetches go out (the twenty-third session).
  *
  * exp is a vectorised Cody-Waite reduction and degree-6 polynomial
- * (relative error ~2e-7) for x <= 0, exactly 0 below -87 and for -inf, so
+ * (relative error ~2e-7) for x < 88, exactly 0 below -87 and for -inf, so
  * masked keys and huge score gaps never produce NaN.
  *
  * No allocation; everything lives in the caller's scratch.
@@ -296,9 +296,9 @@
  * accumulators + GS weights + the V vector. */
 #define GS 3
 #ifndef PF_VALUES
-/* where a paired pass prefetches without PF_SPLIT (q8 has split): q8 in the values
- * loop, a row per key, the others in the score loop, KB rows per step.
- * With row_chunk's phases,
+/* where a paired pass prefetches without PF_SPLIT (q8 has split): q8 in
+ * the values loop, a row per key, the others in the score loop, KB rows
+ * per step.  With row_chunk's phases,
  * q8's score phase is short (16 keys per step by VNNI) and its prefetches
  * came in bursts: decode 32 x 4096 from memory read 37-39% of the
  * streaming read with them there, 43-44% in the values loop (the Zen 5,
@@ -764,6 +764,31 @@ AI v4f fold4_max(const vf *d)
 #endif
 }
 
+/* p = exp(s - mr[g]) over the chunk's scores s[g * KC + k] of G query
+ * vectors, written back (q8: times V's row scale vs); returns each one's
+ * sum of p (lanes past G: the first's). */
+AI v4f softmax_exps(float *s, const float *vs, v4f mr, const int dt, const int G)
+{
+    vf sum[4];
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        if (g >= G) {
+            sum[g] = sum[0];
+            continue;
+        }
+        float *sr = s + (size_t)g * KC;
+        const vf mg = vsplat(mr[g]);
+        sum[g] = vsplat(0.0f);
+        UNROLL
+        for (int c = 0; c < KC / VW; c++) {
+            const vf p = vexp_neg(vload(sr + c * VW) - mg);
+            vstore(sr + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
+            sum[g] += p;
+        }
+    }
+    return fold4(sum);
+}
+
 /* Online softmax step of G query vectors of one KV head over the chunk's
  * scores s[g * KC + k] (-inf where not visible): p = exp(s - m_new)
  * written back (q8: times V's row scale vs, while l sums p alone), m and l
@@ -793,28 +818,11 @@ AI v4f softmax_heads(float *s, float *m, float *l, const float *vs, const int dt
         for (int c = 0; c < KC / VW; c++)
             d = vmax(d, vload(s + (size_t)g * KC + c * VW) - vsplat(mo[g]));
         if (!vany_gt(d, SOFTMAX_LAZY_T)) {
-            vf sum[4];
-            UNROLL
-            for (int g = 0; g < 4; g++) {
-                if (g >= G) {
-                    sum[g] = sum[0];
-                    continue;
-                }
-                float *sr = s + (size_t)g * KC;
-                const vf mg = vsplat(mo[g]);
-                sum[g] = vsplat(0.0f);
-                UNROLL
-                for (int c = 0; c < KC / VW; c++) {
-                    const vf p = vexp_neg(vload(sr + c * VW) - mg);
-                    vstore(sr + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
-                    sum[g] += p;
-                }
-            }
             v4f lo;
             UNROLL
             for (int g = 0; g < 4; g++)
                 lo[g] = l[g < G ? g : 0];
-            const v4f ln = lo + fold4(sum);
+            const v4f ln = lo + softmax_exps(s, vs, mo, dt, G);
             UNROLL
             for (int g = 0; g < G; g++)
                 l[g] = ln[g];
@@ -837,28 +845,11 @@ AI v4f softmax_heads(float *s, float *m, float *l, const float *vs, const int dt
     /* -inf (nothing seen yet) subtracts as 0, so exp gives 0, not NaN */
     const v4f mns = (v4f)((v4i)mn & ~(mn == ninf));
     const v4f corr = vexp_neg4(mo - mns);
-    vf sum[4];
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        if (g >= G) {
-            sum[g] = sum[0];
-            continue;
-        }
-        float *sr = s + (size_t)g * KC;
-        const vf mg = vsplat(mns[g]);
-        sum[g] = vsplat(0.0f);
-        UNROLL
-        for (int c = 0; c < KC / VW; c++) {
-            const vf p = vexp_neg(vload(sr + c * VW) - mg);
-            vstore(sr + c * VW, dt == FOLIO_Q8 ? p * vload(vs + c * VW) : p);
-            sum[g] += p;
-        }
-    }
     v4f lo;
     UNROLL
     for (int g = 0; g < 4; g++)
         lo[g] = l[g < G ? g : 0];
-    const v4f ln = lo * corr + fold4(sum);
+    const v4f ln = lo * corr + softmax_exps(s, vs, mns, dt, G);
     UNROLL
     for (int g = 0; g < G; g++) {
         m[g] = mn[g];

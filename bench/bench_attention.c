@@ -691,6 +691,36 @@ static double time_resident(struct setup *st, int reps)
     return best;
 }
 
+/* time_attn's median, as a time_resident-shaped timer. */
+static double time_attn_med(struct setup *st, int reps)
+{
+    return time_attn(st, reps).med;
+}
+
+/* --ab in (c) and (e): A and B timed in turn by timer, five rounds, which
+ * first alternating; returns the median of the rounds' B / A speed ratios
+ * and B's best time in *tb (unless NULL). */
+static double ab_rounds(struct setup *st, int reps, double (*timer)(struct setup *, int),
+                        double *tb)
+{
+    double r[5], best = 1e30;
+    for (int i = 0; i < 5; i++) {
+        double t[2];
+        for (int b = 0; b < 2; b++) {
+            const int k = (i % 2) ^ b;
+            attn_ab_select(k);
+            t[k] = timer(st, reps);
+        }
+        attn_ab_select(0);
+        r[i] = t[0] / t[1];
+        best = FOLIO_MIN(best, t[1]);
+    }
+    qsort(r, 5, sizeof r[0], cmp_d);
+    if (tb)
+        *tb = best;
+    return r[2];
+}
+
 static double attn_flops(const struct setup *st)
 {
     double pairs = 0; /* (query row, visible key) pairs */
@@ -1061,21 +1091,9 @@ static void run_fresh(int reps, int only_dt)
         struct timing t = time_attn(&st, reps);
         printf("  %s: %.3f ms, %.2f GFLOP/s (best %.2f)\n", folio_dtype_name(dtypes[dt]),
                t.med * 1e3, attn_flops(&st) / t.med * 1e-9, attn_flops(&st) / t.best * 1e-9);
-        if (ab) { /* A and B in turn, as (e): median times, which first alternating */
-            double r[5];
-            for (int i = 0; i < 5; i++) {
-                double ta = 0, tbi = 0;
-                for (int b = 0; b < 2; b++) {
-                    const int k = (i % 2) ^ b;
-                    attn_ab_select(k);
-                    *(k ? &tbi : &ta) = time_attn(&st, reps).med;
-                }
-                attn_ab_select(0);
-                r[i] = ta / tbi;
-            }
-            qsort(r, 5, sizeof r[0], cmp_d);
-            printf("    kernel B: B / A speed %.3f (median of 5 rounds)\n", r[2]);
-        }
+        if (ab)
+            printf("    kernel B: B / A speed %.3f (median of 5 rounds)\n",
+                   ab_rounds(&st, reps, time_attn_med, NULL));
         setup_free(&st);
     }
 }
@@ -1347,23 +1365,12 @@ int main(int argc, char **argv)
         printf("  %s: %.1f us, %.1f ns per (key, KV head), K/V read at %.1f GB/s\n",
                folio_dtype_name(dtypes[dt]), t * 1e6, t * 1e9 / key_heads(&st),
                kv_bytes(&st) / t * 1e-9);
-        if (ab) { /* A and B in turn, five rounds, which first alternating */
-            double r[5], tb = 1e30;
-            for (int i = 0; i < 5; i++) {
-                double ta = 0, tbi = 0;
-                for (int b = 0; b < 2; b++) {
-                    const int k = (i % 2) ^ b;
-                    attn_ab_select(k);
-                    *(k ? &tbi : &ta) = time_resident(&st, reps);
-                }
-                attn_ab_select(0);
-                r[i] = ta / tbi;
-                tb = FOLIO_MIN(tb, tbi);
-            }
-            qsort(r, 5, sizeof r[0], cmp_d);
+        if (ab) {
+            double tb;
+            const double r = ab_rounds(&st, reps, time_resident, &tb);
             printf("    kernel B: %.1f ns per (key, KV head); B / A speed %.3f (median of 5 "
                    "rounds)\n",
-                   tb * 1e9 / key_heads(&st), r[2]);
+                   tb * 1e9 / key_heads(&st), r);
         }
         setup_free(&st);
     }
