@@ -330,7 +330,7 @@ static void setup_free(struct setup *st)
 
 /* ---- a tiny thread team ------------------------------------------------ */
 
-enum job { JOB_ATTN, JOB_SUM, JOB_TOUCH, JOB_QUIT };
+enum job { JOB_ATTN, JOB_SUM, JOB_TOUCH, JOB_PAGES, JOB_QUIT };
 
 struct team {
     int nth;
@@ -344,6 +344,10 @@ struct team {
     double sums[64];
     const struct setup *touch; /* JOB_TOUCH's batch */
     int touch_pf;              /* JOB_TOUCH: prefetch two chunks ahead */
+    const char *pg_arena;      /* JOB_PAGES: pages_pass's arguments */
+    const int32_t *pg_tab;
+    int32_t pg_nr;
+    int pg_scheme;
 };
 
 static struct team team;
@@ -416,6 +420,8 @@ static double touch_job(int ith)
     return acc;
 }
 
+static float pages_pass(int ith);
+
 static void do_job(int ith)
 {
     if (team.job == JOB_ATTN) {
@@ -436,6 +442,9 @@ static void do_job(int ith)
         pthread_barrier_wait(&team.bar);
     } else if (team.job == JOB_TOUCH) {
         team.sums[ith] = touch_job(ith);
+        pthread_barrier_wait(&team.bar);
+    } else if (team.job == JOB_PAGES) {
+        team.sums[ith] = pages_pass(ith);
         pthread_barrier_wait(&team.bar);
     }
 }
@@ -732,39 +741,64 @@ static double attn_flops(const struct setup *st)
 
 /* ---- (f) what a page jump costs (--only pages) --------------------------- */
 
-/* One pass over the runs of 4 KiB of arena in the order of tab (one load
- * per line, every line of the run dist runs ahead prefetched as the
- * kernel prefetches); seconds. */
-static double pages_pass(const char *arena, const int32_t *tab, int32_t nr, int32_t dist)
+/* How (f) prefetches: every line of the run so many runs ahead, with
+ * locality 3 (prefetcht0, the kernel's PF_HINT) or 1 (prefetcht2); the
+ * last, both: prefetcht2 16 runs ahead and prefetcht0 2 runs ahead. */
+static const struct pages_scheme {
+    const char *name;
+    int32_t dist, dist2; /* runs ahead: prefetcht0 (0: none), prefetcht2 (0: none) */
+} pages_schemes[] = {
+    {"t0, 4 runs ahead", 4, 0},
+    {"t0, 16 runs ahead", 16, 0},
+    {"t2, 8 runs ahead", 0, 8},
+    {"t2 16 + t0 2 ahead", 2, 16},
+};
+
+/* One thread's share of a pass over the runs of 4 KiB of team.pg_arena in
+ * the order of team.pg_tab (its slice of the runs; one load per line,
+ * every line of a run prefetched as team.pg_scheme says); the sum read. */
+static float pages_pass(int ith)
 {
     enum { RUN = 4096 };
-    const double t0 = (double)folio_now_ns() * 1e-9;
+    const struct pages_scheme *ps = &pages_schemes[team.pg_scheme];
+    const char *arena = team.pg_arena;
+    const int32_t *tab = team.pg_tab;
+    const int32_t lo = (int32_t)((int64_t)team.pg_nr * ith / team.nth),
+                  hi = (int32_t)((int64_t)team.pg_nr * (ith + 1) / team.nth);
     float acc = 0;
-    for (int32_t i = 0; i < nr; i++) {
-        if (i + dist < nr)
+    for (int32_t i = lo; i < hi; i++) {
+        if (ps->dist2 && i + ps->dist2 < hi)
             for (size_t off = 0; off < RUN; off += 64)
-                __builtin_prefetch(arena + (size_t)tab[i + dist] * RUN + off, 0, 3);
+                __builtin_prefetch(arena + (size_t)tab[i + ps->dist2] * RUN + off, 0, 1);
+        if (ps->dist && i + ps->dist < hi)
+            for (size_t off = 0; off < RUN; off += 64)
+                __builtin_prefetch(arena + (size_t)tab[i + ps->dist] * RUN + off, 0, 3);
         acc += touch_run(arena + (size_t)tab[i] * RUN, RUN);
     }
-    team.sums[0] = acc;
-    return (double)folio_now_ns() * 1e-9 - t0;
+    return acc;
 }
 
-/* (f): one thread reads an arena in runs of 4 KiB (a page; one block's K
- * of a layer is 4352 bytes for the small geometry at q8, block 16), once
- * in address order and once in a shuffled order, for arenas from 64 MiB
- * to a serving pool's size: how much a jump between pages costs on this
- * machine, apart from any kernel, and how that grows with the memory the
- * jumps range over (what TLB misses walked through a VM host's page tables
- * would do, a larger arena's walks missing the caches; without hardware
- * counters that is the likely cause, not a measured one). */
+/* (f): the team's threads read an arena in runs of 4 KiB (a page; one
+ * block's K of a layer is 4352 bytes for the small geometry at q8, block
+ * 16), each thread its slice of the runs, once in address order and once
+ * in a shuffled order, for arenas from 64 MiB to a serving pool's size
+ * and for several prefetch schemes: what a jump between pages costs on
+ * this machine, apart from any kernel, and whether any way of prefetching
+ * hides it (on the Zen 5 VM none did: two threads read shuffled runs at
+ * about half the in-order rate whatever the scheme; the cause is the
+ * machine's, likely TLB misses walked through a VM host's page tables or
+ * DRAM pages opened per jump: without hardware counters that is not
+ * measured).  Each round reads both orders under each scheme in turn; the
+ * ratio is the median of the per-round ratios. */
 static void run_pages(int reps)
 {
     static const int mib[] = {64, 256, 1024};
-    printf("(f) one thread, runs of 4 KiB read in address order or shuffled (each run's lines\n"
-           "    prefetched 4 runs ahead), median of %d passes: GB/s\n",
-           reps);
-    printf("%-10s %12s %12s %9s\n", "arena", "in order", "shuffled", "sh/order");
+    enum { NS = sizeof(pages_schemes) / sizeof(pages_schemes[0]) };
+    printf("(f) %d thread(s), runs of 4 KiB read in address order or shuffled, each thread\n"
+           "    its slice of the runs, median of %d rounds: GB/s; sh/order: median of the\n"
+           "    per-round ratios\n",
+           team.nth, reps);
+    printf("%-10s %-20s %10s %10s %9s\n", "arena", "prefetch", "in order", "shuffled", "sh/order");
     for (size_t a = 0; a < sizeof(mib) / sizeof(mib[0]); a++) {
         const size_t bytes = (size_t)mib[a] << 20;
         const int32_t nr = (int32_t)(bytes / 4096);
@@ -780,18 +814,33 @@ static void run_pages(int reps)
         for (int32_t i = 0; i < nr; i++)
             tab[i] = sh[i] = i;
         shuffle_ids(sh, nr);
-        double t[2][64];
-        const int n = FOLIO_MIN(reps, 64);
-        for (int r = -1; r < n; r++) /* alternated; pass -1 warms up */
-            for (int o = 0; o < 2; o++) {
-                const double x = pages_pass(arena, o ? sh : tab, nr, 4);
-                if (r >= 0)
-                    t[o][r] = x;
+        enum { RMAX = 64 };
+        const int n = FOLIO_MIN(reps, RMAX);
+        double t[NS][2][RMAX], ratio[NS][RMAX];
+        team.pg_arena = arena;
+        team.pg_nr = nr;
+        for (int r = -1; r < n; r++) /* round -1 warms up */
+            for (int m = 0; m < NS; m++) {
+                double x[2];
+                for (int o = 0; o < 2; o++) {
+                    const int oo = (r & 1) ^ o; /* which order first alternates */
+                    team.pg_scheme = m;
+                    team.pg_tab = oo ? sh : tab;
+                    x[oo] = team_run(JOB_PAGES);
+                }
+                if (r >= 0) {
+                    t[m][0][r] = x[0], t[m][1][r] = x[1];
+                    ratio[m][r] = x[0] / x[1];
+                }
             }
-        for (int o = 0; o < 2; o++)
-            qsort(t[o], (size_t)n, sizeof(double), cmp_d);
-        printf("%6d MiB %10.1f   %10.1f   %8.3fx\n", mib[a], (double)bytes / t[0][n / 2] * 1e-9,
-               (double)bytes / t[1][n / 2] * 1e-9, t[0][n / 2] / t[1][n / 2]);
+        for (int m = 0; m < NS; m++) {
+            for (int o = 0; o < 2; o++)
+                qsort(t[m][o], (size_t)n, sizeof(double), cmp_d);
+            qsort(ratio[m], (size_t)n, sizeof(double), cmp_d);
+            printf("%6d MiB  %-20s %10.1f %10.1f %8.3fx\n", mib[a], pages_schemes[m].name,
+                   (double)bytes / t[m][0][n / 2] * 1e-9, (double)bytes / t[m][1][n / 2] * 1e-9,
+                   ratio[m][n / 2]);
+        }
         if (use_huge)
             folio_region_free(arena, bytes);
         else
