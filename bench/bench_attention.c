@@ -92,7 +92,8 @@
  *     median of per-round ratios, (b)'s measure, robust to the machine's
  *     bandwidth drifting over a run).
  * (f) --only pages: what a page jump costs on this machine, apart from any
- *     kernel (run_pages).
+ *     kernel: --threads threads read 4 KiB runs in address order and
+ *     shuffled, under four prefetch schemes (run_pages).
  *
  * The paged arenas are laid out as the pager's (layer-major, K and V
  * apart: per (layer, K|V) a run of num_blocks blocks of n_kv_heads tiles,
